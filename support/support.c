@@ -1,0 +1,291 @@
+/* support.c — source registry, located diagnostics with carets, utilities. */
+#include "support.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Specs, IR files and configs are small; anything bigger is a mistake (or
+ * /dev/zero), and reading it whole would exhaust memory. */
+enum { SUP_MAX_FILE = 64 << 20 };
+
+/* ---- source registry ------------------------------------------------------ */
+typedef struct sup_source {
+    char *name;
+    char *text;
+    size_t len;
+    struct sup_source *next;
+} sup_source;
+
+static sup_source *sources;
+
+const char *sup_source_add(const char *name, const char *text, size_t len) {
+    for (sup_source *s = sources; s; s = s->next)
+        if (strcmp(s->name, name) == 0) return s->name;
+    sup_source *s = sup_xcalloc(1, sizeof *s);
+    s->name = sup_xstrdup(name);
+    s->text = sup_xmalloc(len + 1);
+    memcpy(s->text, text, len);
+    s->text[len] = '\0';
+    s->len = len;
+    s->next = sources;
+    sources = s;
+    return s->name;
+}
+
+static const sup_source *source_find(const char *name) {
+    for (sup_source *s = sources; s; s = s->next)
+        if (s->name == name || strcmp(s->name, name) == 0) return s;
+    return NULL;
+}
+
+const char *sup_source_text(const char *name) {
+    const sup_source *s = name ? source_find(name) : NULL;
+    return s ? s->text : NULL;
+}
+
+void sup_source_reset(void) {
+    while (sources) {
+        sup_source *n = sources->next;
+        free(sources->name);
+        free(sources->text);
+        free(sources);
+        sources = n;
+    }
+}
+
+char *sup_read_file(const char *path, size_t *len_out) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    struct stat st;
+    if (f != stdin && (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))) {
+        fclose(f);
+        errno = EISDIR; /* a directory, device or fifo: not a source file */
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = sup_xmalloc(cap);
+    for (;;) {
+        if (len + 1 >= cap) buf = sup_xrealloc(buf, cap *= 2);
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) break;
+        if (len > SUP_MAX_FILE) {
+            if (f != stdin) fclose(f);
+            free(buf);
+            errno = EFBIG;
+            return NULL;
+        }
+    }
+    int err = ferror(f);
+    if (f != stdin) fclose(f);
+    if (err) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[len] = '\0';
+    if (len_out) *len_out = len;
+    return buf;
+}
+
+/* ---- diagnostics ---------------------------------------------------------- */
+static FILE *diag_sink;
+static int error_count;
+static bool quiet;
+static int max_errors = 20;
+static bool dropping; /* past the error limit: notes of dropped errors go too */
+
+void sup_diag_set_sink(FILE *sink) { diag_sink = sink; }
+void sup_diag_set_quiet(bool q) { quiet = q; }
+void sup_diag_set_max_errors(int n) { max_errors = n; }
+int sup_error_count(void) { return error_count; }
+void sup_diag_reset(void) {
+    error_count = 0;
+    dropping = false;
+}
+
+static const char *sev_name(sup_severity sev) {
+    switch (sev) {
+    case SUP_ERROR: return "error";
+    case SUP_WARNING: return "warning";
+    case SUP_NOTE: return "note";
+    case SUP_REMARK: return "remark";
+    }
+    return "error";
+}
+
+/* Prints the source line of `loc` and a caret with ~ under the token.  Tabs
+ * are kept in the caret line so the caret stays aligned with the text. */
+static void print_caret(FILE *out, sup_loc loc) {
+    const sup_source *s = source_find(loc.file);
+    if (!s || loc.line < 1) return;
+    const char *p = s->text, *end = s->text + s->len;
+    for (int l = 1; l < loc.line && p < end; p++)
+        if (*p == '\n') l++;
+    if (p >= end && loc.line > 1) return;
+    const char *eol = p;
+    while (eol < end && *eol != '\n') eol++;
+    int width = (int)(eol - p);
+    if (width > 300) width = 300; /* keep absurd lines readable */
+    fprintf(out, "  ");
+    for (int i = 0; i < width; i++) fputc(p[i] == '\0' ? ' ' : p[i], out);
+    fprintf(out, "\n  ");
+    int col = loc.col < 1 ? 1 : loc.col;
+    for (int i = 0; i < col - 1 && i < width; i++) fputc(p[i] == '\t' ? '\t' : ' ', out);
+    fputc('^', out);
+    for (int i = 1; i < loc.len && col - 1 + i < width; i++) fputc('~', out);
+    fputc('\n', out);
+}
+
+void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap) {
+    FILE *out = diag_sink ? diag_sink : stderr;
+    if (sev == SUP_ERROR) {
+        error_count++;
+        dropping = max_errors > 0 && error_count > max_errors;
+        if (dropping) {
+            if (error_count == max_errors + 1)
+                fprintf(out, "error: too many errors emitted, stopping now\n");
+            return;
+        }
+    } else if (quiet || (sev == SUP_NOTE && dropping)) {
+        return;
+    }
+    if (loc.file && loc.line > 0)
+        fprintf(out, "%s:%d:%d: ", loc.file, loc.line, loc.col < 1 ? 1 : loc.col);
+    else if (loc.file)
+        fprintf(out, "%s: ", loc.file);
+    fprintf(out, "%s: ", sev_name(sev));
+    vfprintf(out, fmt, ap);
+    fputc('\n', out);
+    if (loc.file) print_caret(out, loc);
+    fflush(out);
+}
+
+void sup_diag(sup_severity sev, sup_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sup_vdiag(sev, loc, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- utilities ------------------------------------------------------------ */
+int sup_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 1000; /* names are short; avoid big tables */
+    int row[65];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int best = diag + cost;
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *sup_closest(const char *word, const char *const *cands, int n) {
+    int limit = (int)strlen(word) / 3;
+    if (limit < 2) limit = 2;
+    const char *best = NULL;
+    int best_d = limit + 1;
+    for (int i = 0; i < n; i++) {
+        int d = sup_edit_distance(word, cands[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = cands[i];
+        }
+    }
+    return best;
+}
+
+static void oom(const char *file, int line) {
+    fprintf(stderr, "%s:%d: fatal: out of memory\n", file, line);
+    abort();
+}
+
+void *sup_xmalloc_at(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(file, line);
+    return p;
+}
+
+void *sup_xcalloc_at(size_t n, size_t sz, const char *file, int line) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(file, line);
+    return p;
+}
+
+void *sup_xrealloc_at(void *p, size_t n, const char *file, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(file, line);
+    return q;
+}
+
+char *sup_xstrdup_at(const char *s, const char *file, int line) {
+    size_t n = strlen(s) + 1;
+    char *p = sup_xmalloc_at(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+static void buf_vprintf(sup_buf *b, const char *fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->data = sup_xrealloc(b->data, b->cap);
+    }
+    vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void sup_buf_printf(sup_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void sup_buf_puts(sup_buf *b, const char *s) { sup_buf_printf(b, "%s", s); }
+
+void sup_buf_free(sup_buf *b) {
+    free(b->data);
+    *b = (sup_buf){0};
+}
+
+const char *sup_fmt_bytes(double bytes, char *buf, size_t n) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    double v = bytes;
+    while ((v >= 1024.0 || v <= -1024.0) && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, n, "%.0f B", v);
+    else
+        snprintf(buf, n, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+const char *sup_fmt_double(double v, char *buf, size_t n) {
+    /* The shortest %.Ng that reads back as the same double. */
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return buf;
+    }
+    snprintf(buf, n, "%.17g", v);
+    return buf;
+}

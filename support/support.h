@@ -1,0 +1,101 @@
+/* support.h — diagnostics, source buffers and small utilities shared by every
+ * stage of the basp compiler.  This is the only header of support/.
+ *
+ * Diagnostics look like a compiler's:
+ *     file:line:col: error: message
+ *       source line
+ *           ^~~~~
+ *     file:line:col: note: how to fix it
+ * Source text is registered once (sup_source_add) so that any stage holding a
+ * sup_loc can print the line and caret, even after parsing has finished. */
+#ifndef BASP_SUPPORT_H
+#define BASP_SUPPORT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* A location in a registered source; file == NULL means "no location". */
+typedef struct sup_loc {
+    const char *file; /* points into the source registry, lives as long as it */
+    int line;         /* 1-based */
+    int col;          /* 1-based, in bytes */
+    int len;          /* length of the token for the ~~~ underline, >= 1 */
+} sup_loc;
+
+typedef enum { SUP_ERROR, SUP_WARNING, SUP_NOTE, SUP_REMARK } sup_severity;
+
+/* ---- source registry ---------------------------------------------------- */
+/* Registers a copy of `text` under `name` and returns the stable name pointer
+ * to use in sup_loc.file.  Registering the same name twice replaces nothing:
+ * it returns the first copy. */
+const char *sup_source_add(const char *name, const char *text, size_t len);
+/* Returns the registered text of `name`, or NULL. */
+const char *sup_source_text(const char *name);
+/* Reads a whole regular file (at most 64 MiB; "-" = stdin) into a malloc'd
+ * NUL-terminated buffer; NULL + errno (EISDIR for non-regular, EFBIG). */
+char *sup_read_file(const char *path, size_t *len_out);
+/* Frees every registered source (tests and fuzzers call this between runs). */
+void sup_source_reset(void);
+
+/* ---- diagnostics -------------------------------------------------------- */
+/* Every diagnostic goes to the current sink (stderr by default).  Errors are
+ * counted so that a driver can exit non-zero. */
+void sup_diag(sup_severity sev, sup_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap);
+#define sup_error(loc, ...) sup_diag(SUP_ERROR, (loc), __VA_ARGS__)
+#define sup_warning(loc, ...) sup_diag(SUP_WARNING, (loc), __VA_ARGS__)
+#define sup_note(loc, ...) sup_diag(SUP_NOTE, (loc), __VA_ARGS__)
+#define sup_remark(loc, ...) sup_diag(SUP_REMARK, (loc), __VA_ARGS__)
+
+int sup_error_count(void);
+void sup_diag_reset(void);           /* error count back to 0 */
+void sup_diag_set_sink(FILE *sink);  /* NULL = stderr */
+void sup_diag_set_quiet(bool quiet); /* drop everything but errors */
+/* Stop after this many errors (0 = unlimited, default 20). */
+void sup_diag_set_max_errors(int n);
+static inline sup_loc sup_noloc(void) { return (sup_loc){0}; }
+
+/* ---- utilities ---------------------------------------------------------- */
+/* Levenshtein distance, for "did you mean". */
+int sup_edit_distance(const char *a, const char *b);
+/* Closest candidate within distance max(2, strlen(word)/3), else NULL. */
+const char *sup_closest(const char *word, const char *const *cands, int n);
+
+/* malloc/realloc/strdup that abort with file:line on out-of-memory. */
+void *sup_xmalloc_at(size_t n, const char *file, int line);
+void *sup_xcalloc_at(size_t n, size_t sz, const char *file, int line);
+void *sup_xrealloc_at(void *p, size_t n, const char *file, int line);
+char *sup_xstrdup_at(const char *s, const char *file, int line);
+#define sup_xmalloc(n) sup_xmalloc_at((n), __FILE__, __LINE__)
+#define sup_xcalloc(n, s) sup_xcalloc_at((n), (s), __FILE__, __LINE__)
+#define sup_xrealloc(p, n) sup_xrealloc_at((p), (n), __FILE__, __LINE__)
+#define sup_xstrdup(s) sup_xstrdup_at((s), __FILE__, __LINE__)
+
+/* Grows a dynamic array (*items, *cap) so that index `need-1` is valid. */
+#define SUP_GROW(items, count, cap)                                           \
+    do {                                                                      \
+        if ((count) >= (cap)) {                                               \
+            (cap) = (cap) ? 2 * (cap) : 16;                                   \
+            (items) = sup_xrealloc((items), (size_t)(cap) * sizeof *(items)); \
+        }                                                                     \
+    } while (0)
+
+/* A growable string buffer for printers. */
+typedef struct sup_buf {
+    char *data;
+    size_t len, cap;
+} sup_buf;
+void sup_buf_printf(sup_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sup_buf_puts(sup_buf *b, const char *s);
+void sup_buf_free(sup_buf *b);
+
+/* Formats a byte count as "12.0 MiB" into buf (>= 16 bytes). */
+const char *sup_fmt_bytes(double bytes, char *buf, size_t n);
+/* Shortest text that reads back as exactly the same double ("%.17g" trimmed). */
+const char *sup_fmt_double(double v, char *buf, size_t n);
+
+#endif
