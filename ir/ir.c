@@ -1,0 +1,594 @@
+/* ir.c — the module API: op table, types, config, groups, values, ops and
+ * attributes.  Printing, parsing and verification live in their own files. */
+#include "ir_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Builder misuse (too many operands, attributes ...) is a bug in the caller,
+ * not bad input: stop loudly instead of silently dropping data. */
+static void ir_bug(const char *what)
+{
+    fprintf(stderr, "basp: internal error in the IR builder: %s\n", what);
+    abort();
+}
+
+static void ir_copy_name(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* ---- op table ----------------------------------------------------------- */
+static const ir_op_info ir_op_table[IR_NUM_OPS] = {
+#define IR_OP(e, s, k, a, b, c, d) {s, k, a, b, c, d},
+#include "ir_ops.def"
+#undef IR_OP
+};
+
+const ir_op_info *ir_op_info_of(ir_opcode op)
+{
+    if ((int)op < 0 || op >= IR_NUM_OPS)
+        return NULL;
+    return &ir_op_table[op];
+}
+
+int ir_opcode_lookup(const char *name)
+{
+    for (int i = 0; i < IR_NUM_OPS; i++)
+        if (strcmp(ir_op_table[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- types -------------------------------------------------------------- */
+static const char *const ir_dtype_names[] = {"f32", "bf16", "f16", "i32"};
+static const int ir_dtype_sizes[] = {4, 2, 2, 4};
+enum { IR_NUM_DTYPES = 4 };
+
+const char *ir_dtype_name(ir_dtype t)
+{
+    return (int)t >= 0 && (int)t < IR_NUM_DTYPES ? ir_dtype_names[t] : "?";
+}
+
+int ir_dtype_size(ir_dtype t)
+{
+    return (int)t >= 0 && (int)t < IR_NUM_DTYPES ? ir_dtype_sizes[t] : 0;
+}
+
+int ir_dtype_lookup(const char *name)
+{
+    for (int i = 0; i < IR_NUM_DTYPES; i++)
+        if (strcmp(ir_dtype_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+const char *const *ir_dtype_all(int *n)
+{
+    *n = IR_NUM_DTYPES;
+    return ir_dtype_names;
+}
+
+int64_t ir_type_local_elems(const ir_module *m, const ir_type *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) {
+        int64_t d = t->dims[i];
+        int g = t->shard[i];
+        if (g >= 0 && g < m->ngroups && m->groups[g].set_size > 0)
+            d /= m->groups[g].set_size;
+        n *= d;
+    }
+    return n;
+}
+
+int64_t ir_type_global_elems(const ir_type *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+bool ir_type_equal(const ir_type *a, const ir_type *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank && i < IR_MAX_RANK; i++)
+        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i])
+            return false;
+    return true;
+}
+
+ir_type ir_type_make(ir_dtype dtype, int rank, const int64_t *dims)
+{
+    ir_type t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dtype;
+    t.rank = rank < 0 ? 0 : rank > IR_MAX_RANK ? IR_MAX_RANK : rank;
+    for (int i = 0; i < IR_MAX_RANK; i++) {
+        t.dims[i] = i < t.rank ? dims[i] : 0;
+        t.shard[i] = -1;
+    }
+    return t;
+}
+
+/* ---- module ------------------------------------------------------------- */
+ir_module *ir_module_new(const char *name)
+{
+    ir_module *m = sup_xcalloc(1, sizeof *m);
+    ir_copy_name(m->name, sizeof m->name, name && *name ? name : "module");
+    m->mesh.nodes = 1;
+    m->mesh.devices_per_node = 1;
+    ir_copy_name(m->mesh.intra.kind, sizeof m->mesh.intra.kind, "none");
+    ir_copy_name(m->mesh.inter.kind, sizeof m->mesh.inter.kind, "none");
+    m->mesh.intra.efficiency = 1;
+    m->mesh.inter.efficiency = 1;
+    return m;
+}
+
+void ir_module_free(ir_module *m)
+{
+    if (!m)
+        return;
+    for (int g = 0; g < m->ngroups; g++)
+        free(m->groups[g].ranks);
+    free(m->config);
+    free(m->groups);
+    free(m->values);
+    free(m->ops);
+    free(m);
+}
+
+/* Copies `n` items of size `sz`; capacity = n (at least 1 so SUP_GROW works). */
+static void *ir_dup_array(const void *src, int n, size_t sz, int *cap)
+{
+    *cap = n > 0 ? n : 0;
+    if (n <= 0)
+        return NULL;
+    void *p = sup_xmalloc((size_t)n * sz);
+    memcpy(p, src, (size_t)n * sz);
+    return p;
+}
+
+ir_module *ir_module_clone(const ir_module *m)
+{
+    ir_module *c = sup_xmalloc(sizeof *c);
+    *c = *m;
+    c->config = ir_dup_array(m->config, m->nconfig, sizeof *m->config, &c->capconfig);
+    c->groups = ir_dup_array(m->groups, m->ngroups, sizeof *m->groups, &c->capgroups);
+    c->values = ir_dup_array(m->values, m->nvalues, sizeof *m->values, &c->capvalues);
+    c->ops = ir_dup_array(m->ops, m->nops, sizeof *m->ops, &c->capops);
+    for (int g = 0; g < c->ngroups; g++) {
+        int n = m->groups[g].nsets * m->groups[g].set_size;
+        int cap;
+        c->groups[g].ranks = ir_dup_array(m->groups[g].ranks, n, sizeof(int), &cap);
+    }
+    return c;
+}
+
+int ir_world(const ir_module *m)
+{
+    return m->mesh.nodes * m->mesh.devices_per_node;
+}
+
+/* ---- config ------------------------------------------------------------- */
+void ir_config_set(ir_module *m, const char *key, const char *value)
+{
+    for (int i = 0; i < m->nconfig; i++) {
+        if (strcmp(m->config[i].key, key) == 0) {
+            ir_copy_name(m->config[i].value, sizeof m->config[i].value, value);
+            return;
+        }
+    }
+    SUP_GROW(m->config, m->nconfig, m->capconfig);
+    ir_config_entry *e = &m->config[m->nconfig++];
+    ir_copy_name(e->key, sizeof e->key, key);
+    ir_copy_name(e->value, sizeof e->value, value);
+}
+
+void ir_config_set_int(ir_module *m, const char *key, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    ir_config_set(m, key, buf);
+}
+
+const char *ir_config_get(const ir_module *m, const char *key)
+{
+    for (int i = 0; i < m->nconfig; i++)
+        if (strcmp(m->config[i].key, key) == 0)
+            return m->config[i].value;
+    return NULL;
+}
+
+int64_t ir_config_int(const ir_module *m, const char *key, int64_t def)
+{
+    const char *s = ir_config_get(m, key);
+    if (!s || !*s)
+        return def;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    return *end ? def : (int64_t)v;
+}
+
+/* ---- groups ------------------------------------------------------------- */
+int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const int *ranks)
+{
+    int g = ir_group_find(m, name);
+    if (g < 0) {
+        SUP_GROW(m->groups, m->ngroups, m->capgroups);
+        g = m->ngroups++;
+        memset(&m->groups[g], 0, sizeof m->groups[g]);
+        ir_copy_name(m->groups[g].name, sizeof m->groups[g].name, name);
+    }
+    ir_group *gr = &m->groups[g];
+    free(gr->ranks);
+    gr->nsets = nsets < 0 ? 0 : nsets;
+    gr->set_size = set_size < 0 ? 0 : set_size;
+    size_t n = (size_t)gr->nsets * (size_t)gr->set_size;
+    gr->ranks = n ? sup_xmalloc(n * sizeof(int)) : NULL;
+    if (n)
+        memcpy(gr->ranks, ranks, n * sizeof(int));
+    return g;
+}
+
+int ir_group_find(const ir_module *m, const char *name)
+{
+    for (int g = 0; g < m->ngroups; g++)
+        if (strcmp(m->groups[g].name, name) == 0)
+            return g;
+    return -1;
+}
+
+int ir_group_add_contiguous(ir_module *m, const char *name, int nsets)
+{
+    int world = ir_world(m);
+    if (nsets < 1 || world < 1 || world % nsets)
+        return -1;
+    int *r = sup_xmalloc((size_t)world * sizeof(int));
+    for (int i = 0; i < world; i++)
+        r[i] = i;
+    int g = ir_group_add(m, name, nsets, world / nsets, r);
+    free(r);
+    return g;
+}
+
+int ir_group_add_strided(ir_module *m, const char *name, int stride)
+{
+    int world = ir_world(m);
+    if (stride < 1 || world < 1 || world % stride)
+        return -1;
+    int size = world / stride;
+    int *r = sup_xmalloc((size_t)world * sizeof(int));
+    for (int s = 0; s < stride; s++)
+        for (int j = 0; j < size; j++)
+            r[s * size + j] = s + j * stride;
+    int g = ir_group_add(m, name, stride, size, r);
+    free(r);
+    return g;
+}
+
+int ir_group_set_of(const ir_module *m, int g, int rank, int *pos)
+{
+    if (pos)
+        *pos = -1;
+    if (g < 0 || g >= m->ngroups)
+        return -1;
+    const ir_group *gr = &m->groups[g];
+    for (int i = 0; i < gr->nsets * gr->set_size; i++) {
+        if (gr->ranks[i] == rank) {
+            if (pos)
+                *pos = i % gr->set_size;
+            return i / gr->set_size;
+        }
+    }
+    return -1;
+}
+
+/* Maps an old group index to its index after removing group `g`.  Dangling
+ * references become IR_GROUP_REMOVED, which the verifier reports. */
+static int ir_group_shift(int idx, int g)
+{
+    if (idx == g)
+        return IR_GROUP_REMOVED;
+    return idx > g ? idx - 1 : idx;
+}
+
+void ir_group_remove(ir_module *m, int g)
+{
+    if (g < 0 || g >= m->ngroups)
+        return;
+    free(m->groups[g].ranks);
+    memmove(&m->groups[g], &m->groups[g + 1], (size_t)(m->ngroups - g - 1) * sizeof *m->groups);
+    m->ngroups--;
+    for (int v = 0; v < m->nvalues; v++) {
+        ir_type *t = &m->values[v].type;
+        for (int d = 0; d < t->rank && d < IR_MAX_RANK; d++)
+            if (t->shard[d] >= 0)
+                t->shard[d] = ir_group_shift(t->shard[d], g);
+    }
+    for (int i = 0; i < m->nops; i++) {
+        ir_op *op = &m->ops[i];
+        for (int a = 0; a < op->nattrs; a++)
+            if (op->attrs[a].kind == IR_A_GROUP && op->attrs[a].i >= 0)
+                op->attrs[a].i = ir_group_shift((int)op->attrs[a].i, g);
+    }
+}
+
+/* ---- values ------------------------------------------------------------- */
+int ir_value_add(ir_module *m, const char *name, ir_value_kind kind, ir_type type)
+{
+    if (!name || !*name || strlen(name) >= IR_NAME_MAX || ir_value_find(m, name) >= 0)
+        return -1;
+    return ir_value_append(m, name, kind, type);
+}
+
+int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type type)
+{
+    SUP_GROW(m->values, m->nvalues, m->capvalues);
+    ir_value *v = &m->values[m->nvalues];
+    memset(v, 0, sizeof *v);
+    ir_copy_name(v->name, sizeof v->name, name);
+    v->kind = kind;
+    v->type = type;
+    v->def = -1;
+    return m->nvalues++;
+}
+
+int ir_value_find(const ir_module *m, const char *name)
+{
+    for (int v = 0; v < m->nvalues; v++)
+        if (strcmp(m->values[v].name, name) == 0)
+            return v;
+    return -1;
+}
+
+void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX])
+{
+    /* Leave room for a ".NNNNNN" suffix when the base is long. */
+    char b[IR_NAME_MAX - 12];
+    ir_copy_name(b, sizeof b, base && *base ? base : "t");
+    if (ir_value_find(m, b) < 0) {
+        ir_copy_name(out, IR_NAME_MAX, b);
+        return;
+    }
+    for (int i = 1;; i++) {
+        snprintf(out, IR_NAME_MAX, "%s.%d", b, i);
+        if (ir_value_find(m, out) < 0)
+            return;
+    }
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+int ir_op_insert(ir_module *m, int pos, const ir_op *op)
+{
+    if (pos < 0 || pos > m->nops)
+        ir_bug("ir_op_insert position out of range");
+    SUP_GROW(m->ops, m->nops, m->capops);
+    memmove(&m->ops[pos + 1], &m->ops[pos], (size_t)(m->nops - pos) * sizeof *m->ops);
+    m->ops[pos] = *op;
+    m->nops++;
+    /* Appending shifts nothing; skipping the scan keeps building O(n). */
+    for (int v = 0; v < m->nvalues && pos < m->nops - 1; v++)
+        if (m->values[v].kind == IR_V_RESULT && m->values[v].def >= pos)
+            m->values[v].def++;
+    for (int o = 0; o < op->nout; o++)
+        if (op->out[o] >= 0 && op->out[o] < m->nvalues)
+            m->values[op->out[o]].def = pos;
+    return pos;
+}
+
+int ir_op_append(ir_module *m, const ir_op *op)
+{
+    return ir_op_insert(m, m->nops, op);
+}
+
+void ir_op_remove(ir_module *m, int pos)
+{
+    if (pos < 0 || pos >= m->nops)
+        return;
+    memmove(&m->ops[pos], &m->ops[pos + 1], (size_t)(m->nops - pos - 1) * sizeof *m->ops);
+    m->nops--;
+    for (int v = 0; v < m->nvalues; v++) {
+        ir_value *val = &m->values[v];
+        if (val->kind != IR_V_RESULT)
+            continue;
+        if (val->def == pos)
+            val->def = -1; /* its results are now undefined */
+        else if (val->def > pos)
+            val->def--;
+    }
+}
+
+ir_op ir_op_make(ir_opcode code)
+{
+    ir_op op;
+    memset(&op, 0, sizeof op);
+    op.code = code;
+    op.loc = sup_noloc();
+    return op;
+}
+
+void ir_op_add_input(ir_op *op, int value)
+{
+    if (op->nin >= IR_MAX_IN)
+        ir_bug("too many op inputs");
+    op->in[op->nin++] = value;
+}
+
+void ir_op_add_output(ir_op *op, int value)
+{
+    if (op->nout >= IR_MAX_OUT)
+        ir_bug("too many op outputs");
+    op->out[op->nout++] = value;
+}
+
+/* ---- attributes --------------------------------------------------------- */
+/* Finds `key` or appends a fresh attribute for it. */
+static ir_attr *ir_attr_slot(ir_op *op, const char *key)
+{
+    for (int a = 0; a < op->nattrs; a++)
+        if (strcmp(op->attrs[a].key, key) == 0)
+            return &op->attrs[a];
+    if (op->nattrs >= IR_MAX_ATTRS)
+        ir_bug("too many op attributes");
+    ir_attr *at = &op->attrs[op->nattrs++];
+    memset(at, 0, sizeof *at);
+    ir_copy_name(at->key, sizeof at->key, key);
+    return at;
+}
+
+void ir_attr_set_int(ir_op *op, const char *key, int64_t v)
+{
+    ir_attr *a = ir_attr_slot(op, key);
+    a->kind = IR_A_INT;
+    a->i = v;
+}
+
+void ir_attr_set_float(ir_op *op, const char *key, double v)
+{
+    ir_attr *a = ir_attr_slot(op, key);
+    a->kind = IR_A_FLOAT;
+    a->f = v;
+}
+
+void ir_attr_set_ident(ir_op *op, const char *key, const char *s)
+{
+    ir_attr *a = ir_attr_slot(op, key);
+    a->kind = IR_A_IDENT;
+    ir_copy_name(a->s, sizeof a->s, s);
+}
+
+void ir_attr_set_group(ir_op *op, const char *key, int group)
+{
+    ir_attr *a = ir_attr_slot(op, key);
+    a->kind = IR_A_GROUP;
+    a->i = group;
+}
+
+const ir_attr *ir_attr_get(const ir_op *op, const char *key)
+{
+    for (int a = 0; a < op->nattrs; a++)
+        if (strcmp(op->attrs[a].key, key) == 0)
+            return &op->attrs[a];
+    return NULL;
+}
+
+void ir_attr_remove(ir_op *op, const char *key)
+{
+    for (int a = 0; a < op->nattrs; a++) {
+        if (strcmp(op->attrs[a].key, key) == 0) {
+            memmove(&op->attrs[a], &op->attrs[a + 1], (size_t)(op->nattrs - a - 1) * sizeof *op->attrs);
+            op->nattrs--;
+            return;
+        }
+    }
+}
+
+int64_t ir_attr_int(const ir_op *op, const char *key, int64_t def)
+{
+    const ir_attr *a = ir_attr_get(op, key);
+    return a && a->kind == IR_A_INT ? a->i : def;
+}
+
+int ir_op_group(const ir_op *op)
+{
+    const ir_attr *a = ir_attr_get(op, "group");
+    return a && a->kind == IR_A_GROUP ? (int)a->i : -1;
+}
+
+int ir_op_layer(const ir_op *op)
+{
+    return (int)ir_attr_int(op, "layer", -1);
+}
+
+const char *ir_op_phase(const ir_op *op)
+{
+    const ir_attr *a = ir_attr_get(op, "phase");
+    return a && a->kind == IR_A_IDENT ? a->s : "";
+}
+
+/* ---- uses --------------------------------------------------------------- */
+void ir_replace_uses(ir_module *m, int from, int to, int start)
+{
+    for (int i = start < 0 ? 0 : start; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nin; k++)
+            if (m->ops[i].in[k] == from)
+                m->ops[i].in[k] = to;
+}
+
+int ir_count_uses(const ir_module *m, int v, int start)
+{
+    int n = 0;
+    for (int i = start < 0 ? 0 : start; i < m->nops; i++) {
+        for (int k = 0; k < m->ops[i].nin; k++) {
+            if (m->ops[i].in[k] == v) {
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+void ir_renumber(ir_module *m)
+{
+    for (int v = 0; v < m->nvalues; v++)
+        m->values[v].def = -1;
+    for (int i = 0; i < m->nops; i++)
+        for (int o = 0; o < m->ops[i].nout; o++)
+            if (m->ops[i].out[o] >= 0 && m->ops[i].out[o] < m->nvalues)
+                m->values[m->ops[i].out[o]].def = i;
+}
+
+/* ---- name index (parser) ------------------------------------------------ */
+static uint32_t ir_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+int ir_name_index_find(const ir_name_index *ix, const char *name, ir_name_of names, const void *ctx)
+{
+    if (!ix->cap)
+        return -1;
+    for (uint32_t h = ir_hash(name) & (uint32_t)(ix->cap - 1);; h = (h + 1) & (uint32_t)(ix->cap - 1)) {
+        int i = ix->slots[h];
+        if (i < 0 || strcmp(names(ctx, i), name) == 0)
+            return i;
+    }
+}
+
+static void ir_name_index_put(ir_name_index *ix, int i, const char *name)
+{
+    uint32_t h = ir_hash(name) & (uint32_t)(ix->cap - 1);
+    while (ix->slots[h] >= 0)
+        h = (h + 1) & (uint32_t)(ix->cap - 1);
+    ix->slots[h] = i;
+    ix->count++;
+}
+
+void ir_name_index_add(ir_name_index *ix, int i, ir_name_of names, const void *ctx)
+{
+    if (2 * (ix->count + 1) > ix->cap) { /* keep the load under 1/2 */
+        ir_name_index old = *ix;
+        ix->cap = old.cap ? 2 * old.cap : 64;
+        ix->slots = sup_xmalloc((size_t)ix->cap * sizeof *ix->slots);
+        memset(ix->slots, 0xff, (size_t)ix->cap * sizeof *ix->slots);
+        ix->count = 0;
+        for (int k = 0; k < old.cap; k++)
+            if (old.slots[k] >= 0)
+                ir_name_index_put(ix, old.slots[k], names(ctx, old.slots[k]));
+        free(old.slots);
+    }
+    ir_name_index_put(ix, i, names(ctx, i));
+}
+
+void ir_name_index_free(ir_name_index *ix)
+{
+    free(ix->slots);
+    memset(ix, 0, sizeof *ix);
+}

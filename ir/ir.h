@@ -1,0 +1,251 @@
+/* ir.h — the basp intermediate representation.  The only header of ir/.
+ *
+ * A module is one training step of one model on one mesh:
+ *   - a config (ordered key = value list copied from the spec),
+ *   - the mesh (nodes × devices per node, intra/inter links),
+ *   - process groups: each a partition of the world into equal, disjoint
+ *     rank sets (a collective on group G runs independently in every set),
+ *   - values: parameters, inputs and op results, each with a dtype, a global
+ *     shape and per dimension the group that shards it (or none),
+ *   - ops in schedule order (the order codegen emits them).
+ *
+ * Textual form (printer ir_print.c, parser ir_parse.c; they round-trip
+ * exactly, see ir/README.md):
+ *
+ *   module @tiny
+ *   config hidden = 64
+ *   config precision = bf16
+ *   mesh nodes = 2, devices_per_node = 4
+ *   link intra kind = shm, bandwidth = 1e+10, latency = 1e-06, efficiency = 1
+ *   link inter kind = tcp, bandwidth = 2.5e+08, latency = 5e-05, efficiency = 1
+ *   group @world = {[0,1,2,3,4,5,6,7]}
+ *   group @sp = {[0,1,2,3],[4,5,6,7]}
+ *   group @dp = {[0,4],[1,5],[2,6],[3,7]}
+ *   param %l0.wq : f32[64,4,16]
+ *   input %tokens : i32[2@dp,64@sp]
+ *   %l0.q = linear %l0.h, %l0.wq {contract = 1, layer = 0, phase = fwd} : bf16[2@dp,64@sp,4,16]
+ *   %l0.qa, %l0.ka = all_to_all %l0.q, %l0.k {group = @sp, split = 2, concat = 1} : bf16[...], bf16[...]
+ *   adamw %l0.wq, %d.l0.wq {phase = opt}
+ *
+ * A dimension written `64@sp` has global size 64 and is split evenly over
+ * the ranks of each set of group @sp (each holds 64/K).  Values are named,
+ * and names are unique in a module; there are no anonymous temporaries. */
+#ifndef BASP_IR_H
+#define BASP_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../support/support.h"
+
+enum { IR_NAME_MAX = 64, IR_MAX_RANK = 6, IR_MAX_IN = 6, IR_MAX_OUT = 4, IR_MAX_ATTRS = 12 };
+
+struct ir_module;
+
+/* ---- op table ----------------------------------------------------------- */
+typedef enum { IR_K_COMPUTE, IR_K_COLL, IR_K_P2P, IR_K_MEM, IR_K_OPT } ir_op_kind;
+
+typedef enum {
+#define IR_OP(e, s, k, a, b, c, d) IR_##e,
+#include "ir_ops.def"
+#undef IR_OP
+    IR_NUM_OPS
+} ir_opcode;
+
+typedef struct ir_op_info {
+    const char *name;
+    ir_op_kind kind;
+    int min_in, max_in, min_out, max_out;
+} ir_op_info;
+const ir_op_info *ir_op_info_of(ir_opcode op);
+int ir_opcode_lookup(const char *name); /* -1 if unknown */
+
+/* ---- types -------------------------------------------------------------- */
+typedef enum { IR_F32, IR_BF16, IR_F16, IR_I32 } ir_dtype;
+const char *ir_dtype_name(ir_dtype t);
+int ir_dtype_size(ir_dtype t);
+int ir_dtype_lookup(const char *name); /* -1 if unknown */
+
+typedef struct ir_type {
+    ir_dtype dtype;
+    int rank;                    /* 0 = scalar */
+    int64_t dims[IR_MAX_RANK];   /* global sizes */
+    int shard[IR_MAX_RANK];      /* group index sharding the dim, -1 = whole */
+} ir_type;
+
+/* Elements one rank holds (global dims divided by the sharding groups' set sizes). */
+int64_t ir_type_local_elems(const struct ir_module *m, const ir_type *t);
+int64_t ir_type_global_elems(const ir_type *t);
+bool ir_type_equal(const ir_type *a, const ir_type *b);
+/* A type with every dim unsharded (shard[] = -1); rank is clamped to 0..IR_MAX_RANK. */
+ir_type ir_type_make(ir_dtype dtype, int rank, const int64_t *dims);
+/* Formats a type as printed ("bf16[2@dp,64@sp,4,16]") into buf; returns buf.
+ * IR_TYPE_STR_MAX bytes are always enough. */
+enum { IR_TYPE_STR_MAX = 640 };
+const char *ir_type_str(const struct ir_module *m, const ir_type *t, char *buf, size_t n);
+/* The dtype names, for "did you mean". */
+const char *const *ir_dtype_all(int *n);
+
+/* ---- values -------------------------------------------------------------- */
+typedef enum { IR_V_PARAM, IR_V_INPUT, IR_V_RESULT } ir_value_kind;
+
+typedef struct ir_value {
+    char name[IR_NAME_MAX]; /* without the % */
+    ir_value_kind kind;
+    ir_type type;
+    int def; /* index of defining op for IR_V_RESULT, else -1 (kept by ir_renumber) */
+    sup_loc loc; /* where it was defined (textual IR), else noloc */
+} ir_value;
+
+/* ---- attributes ---------------------------------------------------------- */
+typedef enum { IR_A_INT, IR_A_FLOAT, IR_A_IDENT, IR_A_GROUP } ir_attr_kind;
+
+typedef struct ir_attr {
+    char key[24];
+    ir_attr_kind kind;
+    int64_t i;                 /* IR_A_INT; group index for IR_A_GROUP */
+    double f;                  /* IR_A_FLOAT */
+    char s[IR_NAME_MAX];       /* IR_A_IDENT */
+} ir_attr;
+
+/* ---- ops ------------------------------------------------------------------ */
+typedef struct ir_op {
+    ir_opcode code;
+    int nin, nout;
+    int in[IR_MAX_IN];   /* value indices */
+    int out[IR_MAX_OUT]; /* value indices */
+    int nattrs;
+    ir_attr attrs[IR_MAX_ATTRS]; /* printed in this order */
+    sup_loc loc;                 /* where the op was read (textual IR), else noloc */
+} ir_op;
+
+/* ---- groups and mesh ----------------------------------------------------- */
+typedef struct ir_group {
+    char name[IR_NAME_MAX]; /* without the @ */
+    int nsets, set_size;
+    int *ranks; /* nsets * set_size ranks, set s = ranks[s*set_size .. +set_size) */
+    sup_loc loc; /* where it was defined (textual IR), else noloc */
+} ir_group;
+
+typedef struct ir_link {
+    char kind[IR_NAME_MAX];
+    double bandwidth, latency, efficiency; /* bytes/s, s, fraction */
+} ir_link;
+
+typedef struct ir_mesh {
+    int nodes, devices_per_node;
+    ir_link intra, inter;
+} ir_mesh;
+
+typedef struct ir_config_entry {
+    char key[48];
+    char value[96]; /* textual, as printed: 2048, 1e-05, bf16, true */
+} ir_config_entry;
+
+typedef struct ir_module {
+    char name[IR_NAME_MAX];
+    ir_mesh mesh;
+    ir_config_entry *config; int nconfig, capconfig;
+    ir_group *groups;        int ngroups, capgroups;
+    ir_value *values;        int nvalues, capvalues;
+    ir_op *ops;              int nops, capops;
+} ir_module;
+
+/* ---- module API ---------------------------------------------------------- */
+ir_module *ir_module_new(const char *name);
+void ir_module_free(ir_module *m);
+ir_module *ir_module_clone(const ir_module *m);
+int ir_world(const ir_module *m); /* nodes * devices_per_node */
+
+/* Config: set replaces an existing key in place (order kept), else appends. */
+void ir_config_set(ir_module *m, const char *key, const char *value);
+void ir_config_set_int(ir_module *m, const char *key, int64_t v);
+const char *ir_config_get(const ir_module *m, const char *key); /* NULL if absent */
+/* Integer config value; `def` when absent or not an integer. */
+int64_t ir_config_int(const ir_module *m, const char *key, int64_t def);
+
+/* Groups.  ir_group_add copies `ranks`; replaces the sets if the name exists.
+ * Returns the group index. */
+int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const int *ranks);
+int ir_group_find(const ir_module *m, const char *name); /* -1 if absent */
+/* Contiguous groups: nsets sets of world/nsets consecutive ranks. */
+int ir_group_add_contiguous(ir_module *m, const char *name, int nsets);
+/* Strided groups: set i = {i, i+stride, i+2*stride, ...}; stride*set_size = world. */
+int ir_group_add_strided(ir_module *m, const char *name, int stride);
+/* Set index of `rank` in group g, and position inside that set; -1 if absent. */
+int ir_group_set_of(const ir_module *m, int g, int rank, int *pos);
+/* Removes a group; references to it must be gone (the verifier checks). Shifts
+ * indices above it, and fixes every shard[] and group attr accordingly. */
+void ir_group_remove(ir_module *m, int g);
+/* What ir_group_remove leaves in a shard[] or group attr that still named the
+ * removed group: never a valid index, so the verifier reports it. */
+enum { IR_GROUP_REMOVED = -2 };
+
+/* Values.  Adding a name that exists is a bug: returns -1 (the parser reports
+ * it).  ir_value_find returns -1 if absent. */
+int ir_value_add(ir_module *m, const char *name, ir_value_kind kind, ir_type type);
+int ir_value_find(const ir_module *m, const char *name);
+/* A fresh name "base", "base.1", "base.2" ... not yet used. */
+void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX]);
+
+/* Ops.  ir_op_insert places `op` at index `pos` (0..nops) and fixes every
+ * value's def index; returns pos.  ir_op_append = insert at the end. */
+int ir_op_insert(ir_module *m, int pos, const ir_op *op);
+int ir_op_append(ir_module *m, const ir_op *op);
+void ir_op_remove(ir_module *m, int pos);
+/* Builder helpers: a zeroed op with the opcode set. */
+ir_op ir_op_make(ir_opcode code);
+void ir_op_add_input(ir_op *op, int value);
+void ir_op_add_output(ir_op *op, int value);
+
+/* Attributes on an op (set replaces a key of the same name). */
+void ir_attr_set_int(ir_op *op, const char *key, int64_t v);
+void ir_attr_set_float(ir_op *op, const char *key, double v);
+void ir_attr_set_ident(ir_op *op, const char *key, const char *s);
+void ir_attr_set_group(ir_op *op, const char *key, int group);
+const ir_attr *ir_attr_get(const ir_op *op, const char *key);
+int64_t ir_attr_int(const ir_op *op, const char *key, int64_t def);
+/* Group index of attr `group`, -1 if absent. */
+int ir_op_group(const ir_op *op);
+/* Removes attribute `key` if present (order of the others kept). */
+void ir_attr_remove(ir_op *op, const char *key);
+/* Describes op i for messages: "op 12 'all_to_all' (%l0.qa)" (the first
+ * result, else the first operand).  Returns buf. */
+const char *ir_op_str(const ir_module *m, int i, char *buf, size_t n);
+/* "layer" attr (-1 if absent) and "phase" attr ("" if absent). */
+int ir_op_layer(const ir_op *op);
+const char *ir_op_phase(const ir_op *op);
+
+/* Replaces every use of value `from` by `to` in ops [start, nops). */
+void ir_replace_uses(ir_module *m, int from, int to, int start);
+/* Number of ops in [start, nops) that read value v. */
+int ir_count_uses(const ir_module *m, int v, int start);
+/* Recomputes every value's def from the op list. */
+void ir_renumber(ir_module *m);
+
+/* ---- text ----------------------------------------------------------------- */
+void ir_print(const ir_module *m, FILE *out);
+char *ir_print_to_string(const ir_module *m); /* malloc'd */
+/* Parses textual IR; diagnostics (file:line:col with caret) go to the
+ * support sink; returns NULL on any error.  `name` is used in diagnostics.
+ * ir_parse_file("-") reads stdin.  The text is registered with
+ * sup_source_add, and op/value/group locs point into that registry: do not
+ * call sup_source_reset while a parsed module is still in use. */
+ir_module *ir_parse_string(const char *name, const char *text);
+ir_module *ir_parse_file(const char *path);
+
+/* ---- verifier ------------------------------------------------------------- */
+/* Checks every structural and type rule (ir/README.md lists them).  Reports
+ * each violation as an error naming the op (and its location when read from
+ * text), prefixed by `context` (e.g. "after pass 'ulysses'").  Returns true
+ * when the module is valid. */
+bool ir_verify(const ir_module *m, const char *context);
+
+/* True when `s` is a valid value/group name: [A-Za-z0-9_.-]+, shorter than
+ * IR_NAME_MAX.  Identifiers (attr keys and values, config keys, link kinds)
+ * are names that start with a letter or '_' (ir_is_ident). */
+bool ir_is_name(const char *s);
+bool ir_is_ident(const char *s);
+
+#endif

@@ -1,0 +1,40 @@
+/* ir_verify.h — shared by the verifier's two files, private to ir/.
+ * ir_verify.c checks structure (mesh, groups, values, def/use, attributes);
+ * ir_verify_ops.c checks the per-op type and layout rules. */
+#ifndef BASP_IR_VERIFY_H
+#define BASP_IR_VERIFY_H
+
+#include "ir.h"
+
+typedef struct ir_vctx {
+    const ir_module *m;
+    const char *context; /* "after pass 'ulysses'", or NULL */
+    int errors;
+    int op;              /* op being checked, -1 when none */
+} ir_vctx;
+
+/* Reports one violation, prefixed by the context and the current op, at the
+ * op's location when it has one, else at `loc`. */
+void ir_verr(ir_vctx *c, sup_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Type and layout rules of op c->op; its operand and result indices are
+ * known to be valid. */
+void ir_verify_op_types(ir_vctx *c, const ir_op *op);
+
+/* Collective rules (ir_verify_coll.c). */
+void ir_verify_coll_types(ir_vctx *c, const ir_op *op);
+
+/* Message helpers shared by the rule files (ir_verify_ops.c). */
+const ir_value *ir_vv(ir_vctx *c, int idx);
+const char *ir_vgname(ir_vctx *c, int g);
+/* "input %x" or "result %y" */
+const char *ir_vdesc(ir_vctx *c, const ir_value *v, char *buf, size_t n);
+const char *ir_vtstr(ir_vctx *c, const ir_value *v, char *buf);
+/* "sharded by @sp" or "whole" */
+const char *ir_vshard_str(ir_vctx *c, int g, char *buf, size_t n);
+/* Each reports the mismatch and returns false. */
+bool ir_vsame_type(ir_vctx *c, const ir_value *a, const ir_value *b);
+bool ir_vwant_dim(ir_vctx *c, const ir_value *v, int d, int64_t size, const char *what);
+bool ir_vwant_shard(ir_vctx *c, const ir_value *v, int d, int g, const char *why);
+
+#endif

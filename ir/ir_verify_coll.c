@@ -1,0 +1,140 @@
+/* ir_verify_coll.c — layout rules of collectives: the input and output
+ * layouts of a collective differ exactly as the collective says (rule 5 of
+ * ir/README.md, all_to_all / all_gather / reduce_scatter / all_reduce). */
+#include "ir_verify.h"
+
+/* An integer attr in [0, rank); -1 (reported) when missing or out of range. */
+static int dim_attr(ir_vctx *c, const ir_op *op, const char *key, int rank)
+{
+    const ir_attr *a = ir_attr_get(op, key);
+    if (!a || a->kind != IR_A_INT) {
+        ir_verr(c, sup_noloc(), "needs an integer '%s' attribute", key);
+        return -1;
+    }
+    if (a->i < 0 || a->i >= rank) {
+        ir_verr(c, sup_noloc(), "%s = %lld is outside the dims 0..%d of its operand", key, (long long)a->i, rank - 1);
+        return -1;
+    }
+    return (int)a->i;
+}
+
+/* fanout / fanin: integer >= 1, default 1. */
+static int64_t factor_attr(ir_vctx *c, const ir_op *op, const char *key)
+{
+    const ir_attr *a = ir_attr_get(op, key);
+    if (!a)
+        return 1;
+    if (a->kind != IR_A_INT || a->i < 1) {
+        ir_verr(c, sup_noloc(), "'%s' must be an integer of at least 1", key);
+        return 1;
+    }
+    return a->i;
+}
+
+/* Same dtype and rank; false (reported) otherwise. */
+static bool same_kind(ir_vctx *c, const ir_value *x, const ir_value *y)
+{
+    if (x->type.dtype == y->type.dtype && x->type.rank == y->type.rank)
+        return true;
+    char dx[96], dy[96], tx[IR_TYPE_STR_MAX], ty[IR_TYPE_STR_MAX];
+    ir_verr(c, sup_noloc(), "%s (%s) and %s (%s) must have the same element type and rank",
+            ir_vdesc(c, x, dx, sizeof dx), ir_vtstr(c, x, tx), ir_vdesc(c, y, dy, sizeof dy), ir_vtstr(c, y, ty));
+    return false;
+}
+
+/* Dims other than `a` and `b` are equal in size and layout. */
+static void same_other_dims(ir_vctx *c, const ir_value *x, const ir_value *y, int a, int b)
+{
+    char what[160], d[96];
+    for (int i = 0; i < x->type.rank; i++) {
+        if (i == a || i == b)
+            continue;
+        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, d, sizeof d), i);
+        ir_vwant_dim(c, y, i, x->type.dims[i], what);
+        ir_vwant_shard(c, y, i, x->type.shard[i], " (a collective changes only the dims it names)");
+    }
+}
+
+/* big.dims[d] is small.dims[d] or F times it. */
+static void want_ratio(ir_vctx *c, const ir_value *small, const ir_value *big, int d, int64_t f, const char *attr)
+{
+    int64_t s = small->type.dims[d], b = big->type.dims[d];
+    if (b == s || (f > 1 && b == f * s))
+        return;
+    char ds[96], db[96];
+    if (f > 1)
+        ir_verr(c, sup_noloc(), "%s dim %d has size %lld, but must equal %s dim %d (%lld) or %s = %lld times it (%lld)",
+                ir_vdesc(c, big, db, sizeof db), d, (long long)b, ir_vdesc(c, small, ds, sizeof ds), d, (long long)s,
+                attr, (long long)f, (long long)(f * s));
+    else
+        ir_verr(c, sup_noloc(), "%s dim %d has size %lld, but must equal %s dim %d (%lld)",
+                ir_vdesc(c, big, db, sizeof db), d, (long long)b, ir_vdesc(c, small, ds, sizeof ds), d, (long long)s);
+}
+
+/* all_to_all x_i -> y_i over g: concat dim goes from sharded by g to whole,
+ * split dim from whole to sharded by g. */
+static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
+{
+    if (op->nin != op->nout) {
+        ir_verr(c, sup_noloc(), "has %d inputs but %d results (one result per input)", op->nin, op->nout);
+        return;
+    }
+    int rank = ir_vv(c, op->in[0])->type.rank;
+    int split = dim_attr(c, op, "split", rank), concat = dim_attr(c, op, "concat", rank);
+    int64_t fanout = factor_attr(c, op, "fanout"), fanin = factor_attr(c, op, "fanin");
+    if (fanout > 1 && fanin > 1)
+        ir_verr(c, sup_noloc(), "fanout and fanin cannot both be greater than 1");
+    if (split >= 0 && split == concat)
+        ir_verr(c, sup_noloc(), "split and concat are the same dim (%d)", split);
+    if (split < 0 || concat < 0 || split == concat || g < 0)
+        return;
+    for (int i = 0; i < op->nin; i++) {
+        const ir_value *x = ir_vv(c, op->in[i]), *y = ir_vv(c, op->out[i]);
+        if (!same_kind(c, x, y))
+            continue;
+        if (x->type.rank != rank) {
+            ir_verr(c, sup_noloc(), "input %%%s has rank %d, but split and concat were checked against rank %d "
+                    "(all operands of one all_to_all have the same rank)", x->name, x->type.rank, rank);
+            continue;
+        }
+        ir_vwant_shard(c, x, concat, g, " (concat dim: sharded before the all_to_all)");
+        ir_vwant_shard(c, y, concat, -1, " (concat dim: gathered by the all_to_all)");
+        ir_vwant_shard(c, x, split, -1, " (split dim: whole before the all_to_all)");
+        ir_vwant_shard(c, y, split, g, " (split dim: scattered by the all_to_all)");
+        want_ratio(c, x, y, split, fanout, "fanout");
+        want_ratio(c, y, x, concat, fanin, "fanin");
+        same_other_dims(c, x, y, split, concat);
+    }
+}
+
+/* all_gather (whole_after) / reduce_scatter (!whole_after) on dim d. */
+static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather)
+{
+    const ir_value *x = ir_vv(c, op->in[0]), *y = ir_vv(c, op->out[0]);
+    int d = dim_attr(c, op, "dim", x->type.rank);
+    if (!same_kind(c, x, y) || d < 0 || g < 0)
+        return;
+    const char *name = gather ? "all_gather" : "reduce_scatter";
+    char why[80];
+    snprintf(why, sizeof why, " (the dim the %s works on)", name);
+    ir_vwant_shard(c, x, d, gather ? g : -1, why);
+    ir_vwant_shard(c, y, d, gather ? -1 : g, why);
+    char what[160], ds[96];
+    snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, ds, sizeof ds), d);
+    ir_vwant_dim(c, y, d, x->type.dims[d], what);
+    same_other_dims(c, x, y, d, d);
+}
+
+void ir_verify_coll_types(ir_vctx *c, const ir_op *op)
+{
+    int g = ir_op_group(op);
+    if (g >= c->m->ngroups)
+        g = -1; /* reported with the attributes */
+    switch (op->code) {
+    case IR_ALL_TO_ALL: check_all_to_all(c, op, g); break;
+    case IR_ALL_GATHER: check_gather_scatter(c, op, g, true); break;
+    case IR_REDUCE_SCATTER: check_gather_scatter(c, op, g, false); break;
+    case IR_ALL_REDUCE: ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0])); break;
+    default: break; /* send, recv, free: no type rule */
+    }
+}
