@@ -1,0 +1,153 @@
+/* frontend.h — the layout language: lexer, parser, semantic analysis.
+ * The only header of frontend/.
+ *
+ *   text ──fe_parse──▶ fe_spec (checked, defaults filled) ──lower (passes/)──▶ IR
+ *
+ * The language (full grammar in frontend/README.md):
+ *
+ *   import "common.basp"                 # shared model/mesh definitions
+ *   model llama_3_2_1b { hidden 2048 layers 16 heads 32 kv_heads 8 head_dim 64
+ *                        ffn 8192 vocab 128256 rope_theta 500000 norm_eps 1e-5
+ *                        tie_embeddings true }
+ *   model qwen from "config.json"        # Hugging Face config.json
+ *   mesh a100x8 { nodes 2 devices_per_node 4 device a100_40gb
+ *                 link intra nvlink bandwidth 300GB/s latency 2us
+ *                 link inter ib     bandwidth 400Gb/s latency 5us }
+ *   train  { micro_batch 2 seq_len 16K precision bf16 zero 3 optimizer adamw lr 3e-4 }
+ *   layout { sequence ulysses batch_aware auto }   # auto | on | off | groups <G>
+ *
+ * When a file defines (or imports) several models or meshes, the last one
+ * defined wins: an import expands in place, so a block written after
+ * `import` replaces the imported one; `use model NAME` is not needed. */
+#ifndef BASP_FRONTEND_H
+#define BASP_FRONTEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../support/support.h"
+
+enum { FE_NAME_MAX = 64 };
+
+typedef enum {
+    FE_BA_AUTO,   /* largest legal G (later: the cost model's choice) */
+    FE_BA_ON,     /* like auto, but an error when no G > 1 is legal */
+    FE_BA_OFF,    /* plain Ulysses over all N ranks */
+    FE_BA_GROUPS, /* exactly `groups` groups */
+} fe_batch_aware;
+
+typedef struct fe_model {
+    char name[FE_NAME_MAX];
+    int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
+    double rope_theta, norm_eps;
+    bool tie_embeddings;
+} fe_model;
+
+typedef struct fe_link {
+    char kind[FE_NAME_MAX]; /* nvlink, ib, pcie, ethernet, shm, tcp ... */
+    double bandwidth;       /* bytes per second (Gb/s are converted) */
+    double latency;         /* seconds */
+    double efficiency;      /* achievable fraction of bandwidth, default 1 */
+} fe_link;
+
+typedef struct fe_mesh {
+    char name[FE_NAME_MAX];
+    int64_t nodes, devices_per_node;
+    char device[FE_NAME_MAX]; /* preset name, e.g. a100_40gb, cpu */
+    double device_mem;        /* bytes, from the preset unless given (`memory 40GB`) */
+    fe_link intra, inter;
+} fe_mesh;
+
+typedef struct fe_train {
+    int64_t micro_batch, seq_len;
+    char precision[16]; /* bf16 | fp32 ; default bf16 */
+    int zero;           /* 0..3 ; default 0 */
+    char optimizer[16]; /* adamw ; default adamw */
+    double lr;          /* default 3e-4 */
+    int64_t steps;      /* default 10 */
+    int64_t seed;       /* default 1234 */
+} fe_train;
+
+typedef struct fe_layout {
+    char sequence[16]; /* ulysses (the only one today) */
+    fe_batch_aware batch_aware;
+    int64_t groups; /* for FE_BA_GROUPS */
+} fe_layout;
+
+/* Where each key was written, for diagnostics raised after parsing (passes
+ * look keys up by "block.key", e.g. "layout.batch_aware"). */
+typedef struct fe_keyloc {
+    char key[48];
+    sup_loc loc;     /* the value (what diagnostics point at) */
+    sup_loc key_loc; /* the key itself ("previous definition here") */
+} fe_keyloc;
+
+typedef struct fe_spec {
+    const char *file; /* main file name as registered with support */
+    fe_model model;
+    fe_mesh mesh;
+    fe_train train;
+    fe_layout layout;
+    fe_keyloc *locs;
+    int nlocs, caplocs;
+} fe_spec;
+
+/* Parses and checks a spec from a file / from text (`name` is used in
+ * diagnostics and to resolve relative imports).  Diagnostics go to the
+ * support sink.  Returns NULL when there was any error. */
+fe_spec *fe_parse_file(const char *path);
+fe_spec *fe_parse_string(const char *name, const char *text);
+
+/* Parse only, no semantic check; used before overrides are applied.  Then
+ * fe_override() any number of times, then fe_check().  fe_parse_* above is
+ * fe_parse_*_unchecked + fe_check. */
+fe_spec *fe_parse_file_unchecked(const char *path);
+fe_spec *fe_parse_string_unchecked(const char *name, const char *text);
+
+/* Applies "block.key=value" (e.g. "train.micro_batch=4",
+ * "layout.batch_aware=groups 2", "mesh.inter.bandwidth=100Gb/s").  Values are
+ * read with the language's own lexer, so units work.  Errors name the
+ * override (file "<--set>") with a caret and a "did you mean".  Returns false
+ * on error. */
+bool fe_override(fe_spec *spec, const char *assignment);
+
+/* Fills defaults and checks every rule; returns false (with diagnostics) when
+ * the spec is not legal. */
+bool fe_check(fe_spec *spec);
+
+/* Where "block.key" was written, or the location of the block, or noloc. */
+sup_loc fe_spec_loc(const fe_spec *spec, const char *key);
+
+/* Legality of a batch-aware layout with G groups for this spec: returns NULL
+ * when legal, else a static-lifetime message such as "heads (32) not
+ * divisible by group size K=3"; `fix` (may be NULL) receives a suggestion. */
+const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix);
+/* Every legal G (ascending, G = 1 included when plain Ulysses is legal) into
+ * out[0..max); returns how many there are (may exceed max). */
+int fe_groups_legal(const fe_spec *spec, int64_t *out, int max);
+
+int64_t fe_world(const fe_spec *spec); /* nodes * devices_per_node */
+void fe_spec_free(fe_spec *spec);
+
+/* Prints the checked spec back in the language (canonical form); the output
+ * parses back to the same spec. */
+void fe_spec_print(const fe_spec *spec, FILE *out);
+
+/* Rough per-device memory estimate in bytes (weights, gradients and AdamW
+ * state under the ZeRO stage, plus activations); fe_check warns when it
+ * exceeds the device.  The memory pass has the real model. */
+double fe_memory_estimate(const fe_spec *spec, double *state_bytes, double *act_bytes);
+int64_t fe_param_count(const fe_model *m);
+
+/* Device presets known to the frontend (name, memory bytes, peak flops). */
+typedef struct fe_device_preset {
+    const char *name;
+    double mem_bytes;
+    double peak_flops_bf16, peak_flops_fp32;
+    double mem_bw;
+    fe_link intra, inter; /* defaults for a mesh that names no link */
+} fe_device_preset;
+const fe_device_preset *fe_device_lookup(const char *name);
+const fe_device_preset *fe_device_presets(int *n);
+
+#endif

@@ -1,0 +1,205 @@
+/* groups.c — legality of sequence-parallel layouts (Ulysses and
+ * batch-aware groups) and the rough memory-fit warning.
+ *
+ * fe_groups_illegal is the single source of the layout rules: fe_check uses
+ * it for every batch_aware mode and the batch-aware pass uses it to choose G,
+ * so the compiler can never accept what the pass would reject. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+
+/* With N = G*K ranks, group g holds sequences [g*B/G, (g+1)*B/G) sharded
+ * over its K ranks: G | N, G | B, and the per-group head split needs
+ * K | heads, K | seq_len and KV heads that split (Hkv % K == 0) or are shared
+ * evenly (K % Hkv == 0).  G = 1 is plain Ulysses over all N ranks. */
+const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix) {
+    static char msg[192], fixmsg[224];
+    int64_t N = fe_world(spec), B = spec->train.micro_batch, H = spec->model.heads;
+    int64_t Hkv = spec->model.kv_heads ? spec->model.kv_heads : H, S = spec->train.seq_len;
+    int64_t K = G >= 1 ? N / G : 0;
+    char what[64];
+    if (G == 1) snprintf(what, sizeof what, "N=%" PRId64, N);
+    else snprintf(what, sizeof what, "group size K=N/G=%" PRId64, K);
+    if (fix) *fix = NULL;
+    if (G < 1) {
+        snprintf(msg, sizeof msg, "the number of groups must be at least 1, not %" PRId64, G);
+        snprintf(fixmsg, sizeof fixmsg, "G = 1 is plain Ulysses; larger G must divide N=%" PRId64, N);
+    } else if (N % G) {
+        snprintf(msg, sizeof msg, "N=%" PRId64 " not divisible by G=%" PRId64, N, G);
+        snprintf(fixmsg, sizeof fixmsg, "G must divide the world size N = nodes*devices_per_node");
+    } else if (B % G) {
+        snprintf(msg, sizeof msg, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, B, G);
+        snprintf(fixmsg, sizeof fixmsg, "each group needs whole sequences: make micro_batch a "
+                 "multiple of %" PRId64, G);
+    } else if (H % K) {
+        snprintf(msg, sizeof msg, "heads (%" PRId64 ") not divisible by %s", H, what);
+        snprintf(fixmsg, sizeof fixmsg, "each of the %" PRId64 " ranks sharing a sequence holds "
+                 "whole heads: heads must be a multiple of %" PRId64, K, K);
+    } else if (Hkv % K && K % Hkv) {
+        snprintf(msg, sizeof msg, "kv_heads (%" PRId64 ") cannot be split over %s", Hkv, what);
+        snprintf(fixmsg, sizeof fixmsg, "KV heads are split when kv_heads is a multiple of "
+                 "%" PRId64 " or shared when kv_heads divides %" PRId64, K, K);
+    } else if (S % K) {
+        snprintf(msg, sizeof msg, "seq_len (%" PRId64 ") not divisible by %s", S, what);
+        snprintf(fixmsg, sizeof fixmsg, "each rank holds seq_len/%" PRId64 " tokens of a "
+                 "sequence: make seq_len a multiple of %" PRId64, K, K);
+    } else {
+        return NULL;
+    }
+    if (fix) *fix = fixmsg;
+    return msg;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Divisors of N, ascending; N <= 2^24 has fewer than 1024 of them. */
+static int divisors(int64_t N, int64_t *out, int max) {
+    int n = 0;
+    for (int64_t d = 1; d * d <= N && n + 2 <= max; d++) {
+        if (N % d) continue;
+        out[n++] = d;
+        if (d != N / d) out[n++] = N / d;
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_i64);
+    return n;
+}
+
+int fe_groups_legal(const fe_spec *spec, int64_t *out, int max) {
+    int64_t d[1024];
+    int nd = divisors(fe_world(spec), d, 1024), n = 0;
+    for (int i = 0; i < nd; i++) {
+        if (fe_groups_illegal(spec, d[i], NULL)) continue;
+        if (n < max) out[n] = d[i];
+        n++;
+    }
+    return n;
+}
+
+/* "2, 4 and 8" for the legal G >= min_g, or NULL when there are none. */
+static const char *legal_text(const fe_spec *spec, int64_t min_g, sup_buf *b) {
+    int64_t g[64];
+    int n = fe_groups_legal(spec, g, 64), k = 0, shown = n < 64 ? n : 64;
+    for (int i = 0; i < shown; i++) if (g[i] >= min_g) k++;
+    int seen = 0;
+    for (int i = 0; i < shown; i++) {
+        if (g[i] < min_g) continue;
+        seen++;
+        sup_buf_printf(b, "%s%" PRId64, seen == 1 ? "" : seen == k ? " and " : ", ", g[i]);
+    }
+    return k ? b->data : NULL;
+}
+
+/* One note per candidate G (divisors of N from min_g), saying why it fails. */
+static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc) {
+    int64_t d[1024];
+    int nd = divisors(fe_world(spec), d, 1024), shown = 0;
+    for (int i = 0; i < nd && shown < 4; i++) {
+        if (d[i] < min_g) continue;
+        const char *why = fe_groups_illegal(spec, d[i], NULL);
+        if (why) { sup_note(loc, "G=%" PRId64 ": %s", d[i], why); shown++; }
+    }
+}
+
+bool fe_check_layout(const fe_spec *spec, int *nerr) {
+    const fe_layout *l = &spec->layout;
+    sup_loc loc = fe_spec_loc(spec, "layout.batch_aware");
+    if (!loc.file) loc = fe_spec_loc(spec, "train");
+    int64_t N = fe_world(spec), G = l->batch_aware == FE_BA_GROUPS ? l->groups : 1;
+    const char *fix, *why;
+    sup_buf b = {0};
+    bool ok = true;
+    switch (l->batch_aware) {
+    case FE_BA_OFF:
+    case FE_BA_GROUPS:
+        if (!(why = fe_groups_illegal(spec, G, &fix))) break;
+        if (l->batch_aware == FE_BA_OFF)
+            sup_error(loc, "batch_aware off (plain Ulysses over all ranks): %s", why);
+        else
+            sup_error(loc, "illegal batch_aware groups %" PRId64 ": %s", G, why);
+        sup_note(loc, "%s", fix);
+        if (legal_text(spec, l->batch_aware == FE_BA_OFF ? 2 : 1, &b))
+            sup_note(loc, "legal here: batch_aware groups %s", b.data);
+        else
+            sup_note(loc, "no number of groups is legal for this model, batch and mesh");
+        ok = false;
+        break;
+    case FE_BA_ON:
+        if (legal_text(spec, 2, &b)) break;
+        sup_error(loc, "batch_aware on, but no number of groups G > 1 is legal for N=%" PRId64, N);
+        why_each(spec, 2, loc);
+        if (!fe_groups_illegal(spec, 1, NULL))
+            sup_note(loc, "use 'batch_aware off' (plain Ulysses) or 'auto', or raise micro_batch");
+        else
+            sup_note(loc, "change the model's heads, seq_len, micro_batch or the mesh");
+        ok = false;
+        break;
+    case FE_BA_AUTO:
+        if (legal_text(spec, 1, &b)) break;
+        sup_error(loc, "no legal sequence-parallel layout for N=%" PRId64 " ranks", N);
+        why_each(spec, 1, loc);
+        sup_note(loc, "change the model's heads, seq_len, micro_batch or the mesh");
+        ok = false;
+        break;
+    }
+    sup_buf_free(&b);
+    if (!ok) (*nerr)++;
+    return ok;
+}
+
+/* ---- rough memory estimate --------------------------------------------- */
+
+static double params(const fe_model *m) {
+    double h = (double)m->hidden, hd = (double)m->head_dim;
+    double attn = h * hd * (2.0 * (double)m->heads + 2.0 * (double)m->kv_heads);
+    double mlp = 3.0 * h * (double)m->ffn;
+    double emb = (double)m->vocab * h * (m->tie_embeddings ? 1 : 2);
+    return emb + (double)m->layers * (attn + mlp + 2 * h) + h;
+}
+
+int64_t fe_param_count(const fe_model *m) {
+    double p = params(m);
+    return p >= 9.2e18 ? INT64_MAX : (int64_t)p;
+}
+
+/* Mixed precision (bf16): 2 bf16 weights + 4 fp32 master + 4 fp32 grads +
+ * 8 AdamW moments = 18 bytes/param; fp32: 4 + 4 + 8 = 16.  ZeRO-1 shards
+ * the optimizer state (master + moments), ZeRO-2 also the gradients, ZeRO-3
+ * also the weights, each over all N ranks.  Activations: about 16 bytes per
+ * token per hidden unit per layer in bf16 (32 in fp32), B*S/N tokens/rank. */
+double fe_memory_estimate(const fe_spec *spec, double *state_bytes, double *act_bytes) {
+    const fe_train *t = &spec->train;
+    bool bf16 = !strcmp(t->precision, "bf16");
+    double P = params(&spec->model), N = (double)fe_world(spec);
+    double w = bf16 ? 2 : 4, g = 4, opt = bf16 ? 12 : 8;
+    if (t->zero >= 1) opt /= N;
+    if (t->zero >= 2) g /= N;
+    if (t->zero >= 3) w /= N;
+    double state = P * (w + g + opt);
+    double act = (double)t->micro_batch * (double)t->seq_len / N * (double)spec->model.hidden *
+                 (double)spec->model.layers * (bf16 ? 16 : 32);
+    if (state_bytes) *state_bytes = state;
+    if (act_bytes) *act_bytes = act;
+    return state + act;
+}
+
+void fe_check_memory(const fe_spec *spec) {
+    double state, act, total = fe_memory_estimate(spec, &state, &act);
+    double cap = spec->mesh.device_mem;
+    if (total <= cap) return;
+    char tb[32], cb[32], sb[32], ab[32], pc[32];
+    sup_loc loc = fe_spec_loc(spec, "train.micro_batch");
+    sup_warning(loc, "rough memory estimate %s per device exceeds the %s of '%s'",
+                sup_fmt_bytes(total, tb, sizeof tb), sup_fmt_bytes(cap, cb, sizeof cb),
+                spec->mesh.device);
+    sup_note(loc, "estimate: %s params with ZeRO-%d state %s + activations %s; the memory "
+             "pass computes the real peak", sup_fmt_double((double)fe_param_count(&spec->model),
+             pc, sizeof pc), spec->train.zero, sup_fmt_bytes(state, sb, sizeof sb),
+             sup_fmt_bytes(act, ab, sizeof ab));
+    sup_note(loc, "raise 'zero' (now %d), lower micro_batch or seq_len, or add devices",
+             spec->train.zero);
+}

@@ -1,0 +1,121 @@
+/* override.c — `--set block.key=value`: changes one key of a parsed spec.
+ *
+ * The assignment is registered as a pseudo source file "<--set>" so its
+ * diagnostics carry a caret into the override text, and the value is read
+ * by the language's own lexer, so `--set mesh.inter.bandwidth=100Gb/s` means
+ * exactly what the same text means in a file.  The key's location becomes
+ * the override's, so later diagnostics point at what the user typed last. */
+#include <string.h>
+
+#include "ast.h"
+
+/* The registry keeps the first text under a name; give every distinct
+ * override its own name so carets always point into the right text. */
+static const char *register_text(const char *text) {
+    char name[32] = "<--set>";
+    for (int i = 2; i < 10000; i++) {
+        const char *old = sup_source_text(name);
+        if (!old || !strcmp(old, text)) break;
+        snprintf(name, sizeof name, "<--set#%d>", i);
+    }
+    return sup_source_add(name, text, strlen(text));
+}
+
+static bool fail(fe_pctx *ctx) {
+    fe_b_error(ctx);
+    return false;
+}
+
+/* Resolves "block", "block.key" or "mesh.intra.key" into a key definition
+ * and its location key ("mesh.intra.bandwidth"); `kind` links have no
+ * keydef (*kd == NULL, *is_kind). */
+static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **kd,
+                    char *lk, size_t lkn, bool *is_kind) {
+    char parts[3][48] = {{0}};
+    int starts[3] = {0}, np = 0, beg = 0;
+    for (int i = 0; i <= plen; i++) {
+        if (i < plen && path[i] != '.') continue;
+        if (np == 3) { np++; break; }
+        snprintf(parts[np], sizeof parts[np], "%.*s", i - beg, path + beg);
+        starts[np++] = beg;
+        beg = i + 1;
+    }
+    sup_loc loc = {ctx->file, 1, 1, plen > 0 ? plen : 1};
+    const char *blocks[] = {"model", "mesh", "train", "layout"};
+    int b = 0;
+    while (b < 4 && strcmp(parts[0], blocks[b])) b++;
+    if (b == 4) {
+        loc.len = (int)strlen(parts[0]) > 0 ? (int)strlen(parts[0]) : 1;
+        const char *near = sup_closest(parts[0], blocks, 4);
+        sup_error(loc, "unknown block '%s'", parts[0]);
+        if (near) sup_note(loc, "did you mean '%s'?", near);
+        else sup_note(loc, "blocks are model, mesh, train and layout");
+        return fail(ctx);
+    }
+    ctx->block = (fe_block_kind)b;
+    snprintf(ctx->block_prefix, sizeof ctx->block_prefix, "%s", blocks[b]);
+    bool link = b == FE_B_MESH && np >= 2 && (!strcmp(parts[1], "intra") || !strcmp(parts[1], "inter"));
+    int want = link ? 3 : 2, ki = want - 1;
+    if (np != want) {
+        sup_error(loc, "expected %s", link ? "mesh.intra.KEY or mesh.inter.KEY" : "BLOCK.KEY");
+        sup_note(loc, "e.g. --set train.micro_batch=4 or --set mesh.inter.bandwidth=100Gb/s");
+        return fail(ctx);
+    }
+    loc.col = starts[ki] + 1;
+    loc.len = (int)strlen(parts[ki]) > 0 ? (int)strlen(parts[ki]) : 1;
+    fe_block_kind kb = link ? FE_B_LINK : (fe_block_kind)b;
+    *kd = fe_key_find(kb, parts[ki]);
+    *is_kind = link && !strcmp(parts[ki], "kind");
+    if ((!*kd && !*is_kind) || (*kd && (*kd)->kind == FE_K_LINK)) {
+        const char *near = *kd ? NULL : fe_key_closest(kb, parts[ki]);
+        sup_error(loc, "unknown key '%s' in %s", parts[ki], link ? "a link" : blocks[b]);
+        if (near) sup_note(loc, "did you mean '%s'?", near);
+        else if (b == FE_B_MESH)
+            sup_note(loc, "links are set as mesh.intra.KEY / mesh.inter.KEY (kind, bandwidth, "
+                          "latency, efficiency)");
+        else sup_note(loc, "see frontend/README.md for the keys of a %s block", blocks[b]);
+        return fail(ctx);
+    }
+    if (link) snprintf(lk, lkn, "mesh.%.5s%s%.20s", parts[1], *is_kind ? "" : ".", *is_kind ? "" : parts[2]);
+    else snprintf(lk, lkn, "%s.%.20s", blocks[b], parts[1]);
+    ctx->link = !link ? 0 : !strcmp(parts[1], "intra") ? 1 : 2;
+    return true;
+}
+
+bool fe_override(fe_spec *spec, const char *assignment) {
+    if (!spec || !assignment) return false;
+    fe_pctx ctx = {.spec = spec, .file = register_text(assignment), .line = 1, .col = 1,
+                   .is_override = true};
+    const char *eq = strchr(assignment, '=');
+    if (!eq) {
+        sup_loc loc = {ctx.file, 1, 1, strlen(assignment) ? (int)strlen(assignment) : 1};
+        sup_error(loc, "expected BLOCK.KEY=VALUE");
+        sup_note(loc, "e.g. --set train.micro_batch=4");
+        return false;
+    }
+    int plen = (int)(eq - assignment);
+    const fe_keydef *kd = NULL;
+    char lk[48];
+    bool is_kind = false;
+    if (!resolve(&ctx, assignment, plen, &kd, lk, sizeof lk, &is_kind)) return false;
+    sup_loc key_loc = {ctx.file, 1, 1, plen > 0 ? plen : 1};
+    fe_value v;
+    if (!fe_lex_value(&ctx, eq + 1, plen + 2, &v)) {
+        fe_value_free(&v);
+        return false;
+    }
+    bool ok;
+    if (is_kind) {
+        fe_link *l = ctx.link == 1 ? &spec->mesh.intra : &spec->mesh.inter;
+        ok = v.kind == FE_V_IDENT && fe_b_copy_name(&ctx, l->kind, sizeof l->kind, v.str, v.loc);
+        if (v.kind != FE_V_IDENT) {
+            sup_error(v.loc, "a link kind is a name, e.g. nvlink or ib");
+            sup_note(v.loc, "e.g. --set mesh.inter.kind=ib");
+        }
+        if (ok) fe_loc_set(spec, lk, key_loc, v.loc);
+    } else {
+        ok = fe_b_store(&ctx, kd, lk, key_loc, &v);
+    }
+    fe_value_free(&v);
+    return ok && ctx.nerrors == 0;
+}

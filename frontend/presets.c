@@ -1,0 +1,48 @@
+/* presets.c — device presets for `device NAME` in a mesh block.
+ *
+ * Figures are the vendors' datasheet peaks (dense, no sparsity), which the
+ * cost model scales by link/compute efficiency; they are not measurements.
+ *   A100: NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS dense,
+ *         FP32 19.5 TFLOPS, HBM2 40GB at 1,555 GB/s, HBM2e 80GB at 2,039 GB/s
+ *         (SXM); NVLink 3 600 GB/s bidirectional = 300 GB/s per direction.
+ *   H100: NVIDIA H100 Tensor Core GPU datasheet (SXM5): BF16 989 TFLOPS dense
+ *         (1,979 with sparsity), FP32 67 TFLOPS, 80GB HBM3 at 3.35 TB/s;
+ *         NVLink 4 900 GB/s bidirectional = 450 GB/s per direction.
+ *   H200: NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 989 TFLOPS dense,
+ *         FP32 67 TFLOPS, 141GB HBM3e at 4.8 TB/s; NVLink 4 as H100.
+ *   cpu:  a nominal multi-core host for the CPU/MPI backend: 16 GiB, 1e11
+ *         flop/s, 2e10 B/s (shared memory between ranks, TCP between nodes).
+ * The A100/H100 "40GB"/"80GB" parts expose 40960/81920 MiB, i.e. GiB; the
+ * H200's 141GB is decimal.  Default inter-node links: 200Gb/s HDR InfiniBand
+ * for A100 systems (DGX A100: 8x200Gb/s HDR, one per GPU), 400Gb/s NDR for
+ * H100/H200 (DGX H100: 8x400Gb/s), ~5 us end-to-end latency. */
+#include <string.h>
+
+#include "frontend.h"
+
+#define GiB 1073741824.0
+#define NVLINK3 {"nvlink", 300e9, 2e-6, 1.0}
+#define NVLINK4 {"nvlink", 450e9, 2e-6, 1.0}
+#define IB_HDR {"ib", 200e9 / 8, 5e-6, 1.0}
+#define IB_NDR {"ib", 400e9 / 8, 5e-6, 1.0}
+
+static const fe_device_preset presets[] = {
+    {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR},
+    {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR},
+    {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR},
+    {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR},
+    {"cpu", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 10e9, 1e-6, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0}},
+};
+
+const fe_device_preset *fe_device_presets(int *n) {
+    if (n) *n = (int)(sizeof presets / sizeof presets[0]);
+    return presets;
+}
+
+const fe_device_preset *fe_device_lookup(const char *name) {
+    int n;
+    const fe_device_preset *p = fe_device_presets(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(p[i].name, name)) return &p[i];
+    return NULL;
+}

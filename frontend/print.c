@@ -1,0 +1,99 @@
+/* print.c — fe_spec_print: the checked spec back in the language, every
+ * default written out, so `baspc --print-spec` shows what the compiler will
+ * actually use and its output parses back to the same spec. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+
+/* Whole numbers in plain digits (500000, not 5e+05), the rest in the
+ * shortest form that reads back exactly. */
+static const char *fmt_num(double v, char *buf, size_t n) {
+    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+        snprintf(buf, n, "%" PRId64, (int64_t)v);
+        return buf;
+    }
+    return sup_fmt_double(v, buf, n);
+}
+
+/* Tries each unit of the class and keeps the shortest text that reads back
+ * (through the lexer's own factors) as exactly v. */
+const char *fe_fmt_unit(double v, fe_unit_class cls, char *buf, size_t n) {
+    static const char *const bytes[] = {"B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB"};
+    static const char *const bw[] = {"B/s", "KB/s", "MB/s", "GB/s", "TB/s"};
+    static const char *const time[] = {"s", "ms", "us", "ns"};
+    const char *const *u = cls == FE_U_BYTES ? bytes : cls == FE_U_BW ? bw : time;
+    int nu = cls == FE_U_BYTES ? 9 : cls == FE_U_BW ? 5 : 4;
+    char best[64] = "", cand[64], num[40];
+    for (int i = 0; i < nu; i++) {
+        fe_unit_class c;
+        double mul, div;
+        if (!fe_unit_lookup(u[i], &c, &mul, &div)) continue;
+        fmt_num(v * div / mul, num, sizeof num);
+        if (strtod(num, NULL) * mul / div != v) continue;
+        snprintf(cand, sizeof cand, "%s%s", num, u[i]);
+        if (!best[0] || strlen(cand) < strlen(best)) snprintf(best, sizeof best, "%s", cand);
+    }
+    if (!best[0]) snprintf(best, sizeof best, "%s%s", fmt_num(v, num, sizeof num), u[0]);
+    snprintf(buf, n, "%s", best);
+    return buf;
+}
+
+static void print_link(FILE *out, const char *which, const fe_link *l) {
+    char bw[64], lat[64], eff[40];
+    fprintf(out, "  link %s %s bandwidth %s latency %s efficiency %s\n", which, l->kind,
+            fe_fmt_unit(l->bandwidth, FE_U_BW, bw, sizeof bw),
+            fe_fmt_unit(l->latency, FE_U_TIME, lat, sizeof lat),
+            fmt_num(l->efficiency, eff, sizeof eff));
+}
+
+static void print_model(FILE *out, const fe_model *m) {
+    char a[40], b[40];
+    fprintf(out, "model %s {\n", m->name);
+    fprintf(out, "  hidden %" PRId64 "\n  layers %" PRId64 "\n  heads %" PRId64 "\n", m->hidden,
+            m->layers, m->heads);
+    fprintf(out, "  kv_heads %" PRId64 "\n  head_dim %" PRId64 "\n  ffn %" PRId64 "\n", m->kv_heads,
+            m->head_dim, m->ffn);
+    fprintf(out, "  vocab %" PRId64 "\n  rope_theta %s\n  norm_eps %s\n", m->vocab,
+            fmt_num(m->rope_theta, a, sizeof a), fmt_num(m->norm_eps, b, sizeof b));
+    fprintf(out, "  tie_embeddings %s\n}\n", m->tie_embeddings ? "true" : "false");
+}
+
+static void print_mesh(FILE *out, const fe_mesh *m) {
+    char mem[64];
+    fprintf(out, "mesh %s {\n", m->name);
+    fprintf(out, "  nodes %" PRId64 "\n  devices_per_node %" PRId64 "\n", m->nodes,
+            m->devices_per_node);
+    fprintf(out, "  device %s\n  memory %s\n", m->device,
+            fe_fmt_unit(m->device_mem, FE_U_BYTES, mem, sizeof mem));
+    print_link(out, "intra", &m->intra);
+    print_link(out, "inter", &m->inter);
+    fprintf(out, "}\n");
+}
+
+static void print_train(FILE *out, const fe_train *t) {
+    char lr[40];
+    fprintf(out, "train {\n");
+    fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n", t->micro_batch, t->seq_len);
+    fprintf(out, "  precision %s\n  zero %d\n  optimizer %s\n", t->precision, t->zero,
+            t->optimizer);
+    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n}\n",
+            fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed);
+}
+
+static void print_layout(FILE *out, const fe_layout *l) {
+    static const char *const modes[] = {"auto", "on", "off"};
+    fprintf(out, "layout {\n  sequence %s\n", l->sequence);
+    if (l->batch_aware == FE_BA_GROUPS)
+        fprintf(out, "  batch_aware groups %" PRId64 "\n}\n", l->groups);
+    else
+        fprintf(out, "  batch_aware %s\n}\n", modes[l->batch_aware]);
+}
+
+void fe_spec_print(const fe_spec *spec, FILE *out) {
+    print_model(out, &spec->model);
+    print_mesh(out, &spec->mesh);
+    print_train(out, &spec->train);
+    print_layout(out, &spec->layout);
+}

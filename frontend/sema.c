@@ -1,0 +1,211 @@
+/* sema.c — fe_check: fills defaults and checks every rule of a spec.
+ *
+ * Every diagnostic is located at the value that breaks the rule (or at the
+ * block, for a missing key) and followed by a note that names the fix.
+ * Rules that combine blocks run only when each block is sound on its own,
+ * so one mistake does not fan out into a page of follow-on errors. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+
+typedef struct checker {
+    fe_spec *s;
+    int nerr;
+} checker;
+
+static void err(checker *c, sup_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void err(checker *c, sup_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sup_vdiag(SUP_ERROR, loc, fmt, ap);
+    va_end(ap);
+    c->nerr++;
+}
+
+static sup_loc at(const checker *c, const char *key) { return fe_spec_loc(c->s, key); }
+
+/* ---- presence and ranges --------------------------------------------- */
+
+static bool block_present(checker *c, const char *blk, const char *how) {
+    if (fe_given(c->s, blk)) return true;
+    err(c, sup_noloc(), "%s: no %s block", c->s->file, blk);
+    sup_note(sup_noloc(), "add one, e.g. '%s'", how);
+    return false;
+}
+
+static void require(checker *c, fe_block_kind b, const char *const *keys, int n) {
+    const char *blk = fe_block_names[b];
+    for (int i = 0; i < n; i++) {
+        char lk[48];
+        snprintf(lk, sizeof lk, "%s.%s", blk, keys[i]);
+        if (fe_given(c->s, lk)) continue;
+        const char *name = b == FE_B_MODEL ? c->s->model.name : b == FE_B_MESH ? c->s->mesh.name : "";
+        if (*name)
+            err(c, at(c, blk), "%s '%s' is missing required key '%s'", blk, name, keys[i]);
+        else
+            err(c, at(c, blk), "%s block is missing required key '%s'", blk, keys[i]);
+        sup_note(at(c, blk), "add it, e.g. '%s'", fe_key_find(b, keys[i])->example);
+    }
+}
+
+/* Counts must be positive (zero and seed have their own ranges); physical
+ * quantities must make sense. */
+static void check_range(checker *c, fe_block_kind b, const char *prefix, const char *base) {
+    int n;
+    const fe_keydef *k = fe_block_keys(b, &n);
+    for (int i = 0; i < n; i++) {
+        char lk[48];
+        snprintf(lk, sizeof lk, "%s.%s", prefix, k[i].name);
+        if (!fe_given(c->s, lk)) continue;
+        if (k[i].kind != FE_K_COUNT && k[i].kind != FE_K_FLOAT && k[i].kind != FE_K_BYTES &&
+            k[i].kind != FE_K_BW && k[i].kind != FE_K_TIME)
+            continue;
+        const char *p = base + k[i].off;
+        sup_loc loc = at(c, lk);
+        double v = k[i].kind == FE_K_COUNT
+                       ? (k[i].size == 8 ? (double)*(const int64_t *)p : *(const int *)p)
+                       : *(const double *)p;
+        bool bad;
+        const char *want = "positive";
+        if (!strcmp(k[i].name, "zero")) { bad = v < 0 || v > 3; want = "0, 1, 2 or 3"; }
+        else if (!strcmp(k[i].name, "seed")) { bad = v < 0; want = "zero or positive"; }
+        else if (!strcmp(k[i].name, "latency")) { bad = v < 0; want = "zero or positive"; }
+        else if (!strcmp(k[i].name, "efficiency")) { bad = !(v > 0 && v <= 1); want = "in (0, 1]"; }
+        else bad = !(v > 0);
+        if (!bad) continue;
+        char num[32];
+        err(c, loc, "'%s' must be %s, not %s", k[i].name, want, sup_fmt_double(v, num, sizeof num));
+        if (!strcmp(k[i].name, "zero"))
+            sup_note(loc, "ZeRO stages: 0 off, 1 optimizer state, 2 +gradients, 3 +parameters");
+        else
+            sup_note(loc, "write it like '%s'", k[i].example);
+    }
+}
+
+/* A name from a fixed set, with "did you mean". */
+static void one_of(checker *c, const char *key, const char *val, const char *const *set, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(val, set[i])) return;
+    sup_loc loc = at(c, key);
+    const char *near = sup_closest(val, set, n);
+    err(c, loc, "unknown %s '%s'", strchr(key, '.') + 1, val);
+    if (near) { sup_note(loc, "did you mean '%s'?", near); return; }
+    sup_buf b = {0};
+    for (int i = 0; i < n; i++) sup_buf_printf(&b, "%s%s", i ? ", " : "", set[i]);
+    sup_note(loc, "use one of: %s", b.data);
+    sup_buf_free(&b);
+}
+
+/* ---- defaults ---------------------------------------------------------- */
+
+static void model_defaults(checker *c) {
+    fe_model *m = &c->s->model;
+    if (!fe_given(c->s, "model.kv_heads")) m->kv_heads = m->heads;
+    if (!fe_given(c->s, "model.rope_theta")) m->rope_theta = 10000;
+    if (!fe_given(c->s, "model.norm_eps")) m->norm_eps = 1e-5;
+    if (fe_given(c->s, "model.head_dim")) return;
+    if (m->hidden % m->heads == 0) { m->head_dim = m->hidden / m->heads; return; }
+    sup_loc loc = at(c, "model.heads");
+    err(c, loc, "hidden (%" PRId64 ") is not divisible by heads (%" PRId64 "), so head_dim "
+        "cannot be derived", m->hidden, m->heads);
+    sup_note(loc, "give head_dim explicitly, e.g. 'head_dim 64'");
+}
+
+static void train_defaults(fe_spec *s) {
+    fe_train *t = &s->train;
+    if (!fe_given(s, "train.precision")) snprintf(t->precision, sizeof t->precision, "bf16");
+    if (!fe_given(s, "train.optimizer")) snprintf(t->optimizer, sizeof t->optimizer, "adamw");
+    if (!fe_given(s, "train.lr")) t->lr = 3e-4;
+    if (!fe_given(s, "train.steps")) t->steps = 10;
+    if (!fe_given(s, "train.seed")) t->seed = 1234;
+    if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");
+    if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
+}
+
+static void link_defaults(fe_spec *s, fe_link *l, const fe_link *preset, const char *which) {
+    char lk[48];
+    snprintf(lk, sizeof lk, "mesh.%s", which);
+    if (!fe_given(s, lk)) snprintf(l->kind, sizeof l->kind, "%s", preset->kind);
+    snprintf(lk, sizeof lk, "mesh.%s.bandwidth", which);
+    if (!fe_given(s, lk)) l->bandwidth = preset->bandwidth;
+    snprintf(lk, sizeof lk, "mesh.%s.latency", which);
+    if (!fe_given(s, lk)) l->latency = preset->latency;
+    snprintf(lk, sizeof lk, "mesh.%s.efficiency", which);
+    if (!fe_given(s, lk)) l->efficiency = 1.0;
+}
+
+static void mesh_defaults(checker *c) {
+    fe_mesh *m = &c->s->mesh;
+    if (!fe_given(c->s, "mesh.device")) snprintf(m->device, sizeof m->device, "cpu");
+    const fe_device_preset *p = fe_device_lookup(m->device);
+    if (!p) {
+        int n;
+        const fe_device_preset *all = fe_device_presets(&n);
+        const char *names[16];
+        for (int i = 0; i < n && i < 16; i++) names[i] = all[i].name;
+        one_of(c, "mesh.device", m->device, names, n < 16 ? n : 16);
+        return;
+    }
+    if (!fe_given(c->s, "mesh.memory")) m->device_mem = p->mem_bytes;
+    link_defaults(c->s, &m->intra, &p->intra, "intra");
+    link_defaults(c->s, &m->inter, &p->inter, "inter");
+    /* Keep N and the products built from it far from int64 overflow. */
+    if (m->nodes > (1 << 20) || m->devices_per_node > (1 << 20) ||
+        m->nodes * m->devices_per_node > (1 << 24)) {
+        sup_loc loc = at(c, m->nodes > m->devices_per_node ? "mesh.nodes" : "mesh.devices_per_node");
+        err(c, loc, "world size nodes*devices_per_node is too large (at most %d ranks)", 1 << 24);
+        sup_note(loc, "describe the mesh that one training job runs on");
+    }
+}
+
+static void model_rules(checker *c) {
+    const fe_model *m = &c->s->model;
+    if (m->kv_heads <= 0 || m->heads % m->kv_heads == 0) return;
+    sup_loc loc = at(c, "model.kv_heads");
+    err(c, loc, "heads (%" PRId64 ") is not divisible by kv_heads (%" PRId64 ")", m->heads,
+        m->kv_heads);
+    sup_buf b = {0};
+    for (int64_t d = 1; d <= m->heads && b.len < 120; d++)
+        if (m->heads % d == 0) sup_buf_printf(&b, "%s%" PRId64, b.len ? ", " : "", d);
+    sup_note(loc, "kv_heads must divide heads: use one of %s", b.data);
+    sup_buf_free(&b);
+}
+
+bool fe_check(fe_spec *spec) {
+    if (!spec) return false;
+    checker c = {.s = spec};
+    static const char *const model_req[] = {"hidden", "layers", "heads", "vocab", "ffn"};
+    static const char *const mesh_req[] = {"nodes", "devices_per_node"};
+    static const char *const train_req[] = {"micro_batch", "seq_len"};
+    bool has_model = block_present(&c, "model", "model NAME { hidden 2048 layers 16 heads 32 "
+                                   "ffn 8192 vocab 128256 }");
+    bool has_mesh = block_present(&c, "mesh", "mesh NAME { nodes 1 devices_per_node 8 }");
+    bool has_train = block_present(&c, "train", "train { micro_batch 1 seq_len 16K }");
+    if (has_model) require(&c, FE_B_MODEL, model_req, 5);
+    if (has_mesh) require(&c, FE_B_MESH, mesh_req, 2);
+    if (has_train) require(&c, FE_B_TRAIN, train_req, 2);
+    check_range(&c, FE_B_MODEL, "model", (const char *)spec);
+    check_range(&c, FE_B_MESH, "mesh", (const char *)spec);
+    check_range(&c, FE_B_LINK, "mesh.intra", (const char *)&spec->mesh.intra);
+    check_range(&c, FE_B_LINK, "mesh.inter", (const char *)&spec->mesh.inter);
+    check_range(&c, FE_B_TRAIN, "train", (const char *)spec);
+    if (c.nerr) return false;
+
+    model_defaults(&c);
+    model_rules(&c);
+    train_defaults(spec);
+    mesh_defaults(&c);
+    static const char *const precisions[] = {"bf16", "fp32"};
+    static const char *const optimizers[] = {"adamw"};
+    static const char *const sequences[] = {"ulysses"};
+    one_of(&c, "train.precision", spec->train.precision, precisions, 2);
+    one_of(&c, "train.optimizer", spec->train.optimizer, optimizers, 1);
+    one_of(&c, "layout.sequence", spec->layout.sequence, sequences, 1);
+    if (c.nerr) return false;
+    if (!fe_check_layout(spec, &c.nerr)) return false;
+    fe_check_memory(spec);
+    return c.nerr == 0;
+}
