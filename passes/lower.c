@@ -1,0 +1,360 @@
+/* lower.c — spec → IR: the single-device training step.
+ *
+ * Global shapes, nothing sharded, one group @world.  Forward, backward and
+ * optimizer ops in schedule order; every op carries `layer` (-1 outside the
+ * decoder layers) and `phase` (fwd|bwd|opt).  The passes then shard this
+ * step; they read everything they need from the module config, so a
+ * hand-written .bir file drives them exactly like a spec does.
+ *
+ * Shapes (B micro_batch, S seq_len, D hidden, H heads, Hk kv_heads,
+ * Dh head_dim, F ffn, V vocab):
+ *   x0 = embedding(tokens[B,S], embed[V,D])                 [B,S,D]
+ *   per layer:  h = rmsnorm(x)  q,k,v = linear(h)           [B,S,H|Hk,Dh]
+ *               qr,kr = rope   o = attention(qr,kr,v)       [B,S,H,Dh]
+ *               attn = linear(o, wo; contract 2)  x1 = x + attn
+ *               h2 = rmsnorm(x1)  g,u = linear  s = swiglu  [B,S,F]
+ *               mlp = linear(s, w_down)  x2 = x1 + mlp      [B,S,D]
+ *   xf = rmsnorm(x_L)   loss.part = lm_head_loss   loss = all_reduce @world */
+#include "pass_util.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+typedef struct lw {
+    ir_module *m;
+    ir_dtype act;
+    int64_t B, S, D, H, Hk, Dh, F, V;
+    bool tied;
+    double theta;
+    int layer;         /* current layer, -1 outside */
+    const char *phase; /* current phase */
+} lw;
+
+static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    int64_t dims[4] = {d0, d1, d2, d3};
+    return ir_type_make(dt, rank, dims);
+}
+
+/* "l<i>.<suffix>" inside a layer, "<suffix>" outside; `d` prefixes "d.". */
+static const char *vname(const lw *c, bool d, const char *suffix)
+{
+    static char buf[IR_NAME_MAX];
+    if (c->layer >= 0)
+        snprintf(buf, sizeof buf, "%sl%d.%s", d ? "d." : "", c->layer, suffix);
+    else
+        snprintf(buf, sizeof buf, "%s%s", d ? "d." : "", suffix);
+    return buf;
+}
+
+static int act(lw *c, const char *suffix, ir_type t) { return pu_result(c->m, vname(c, false, suffix), t); }
+static int dact(lw *c, const char *suffix, ir_type t) { return pu_result(c->m, vname(c, true, suffix), t); }
+static int val(lw *c, const char *suffix) { return ir_value_find(c->m, vname(c, false, suffix)); }
+
+/* The gradient of a parameter has the parameter's type. */
+static int dparam(lw *c, int w)
+{
+    char name[IR_NAME_MAX + 2];
+    snprintf(name, sizeof name, "d.%s", c->m->values[w].name);
+    return pu_result(c->m, name, c->m->values[w].type);
+}
+
+static int param(lw *c, const char *suffix, int rank, int64_t d0, int64_t d1, int64_t d2)
+{
+    return ir_value_add(c->m, vname(c, false, suffix), IR_V_PARAM, ty(IR_F32, rank, d0, d1, d2, 0));
+}
+
+/* Appends op(ins...) -> outs... with the current layer/phase; `key`/`iv`/`fv`
+ * is one optional op-specific attribute (iv for ints, fv for floats). */
+static void emit(lw *c, ir_opcode code, int nin, const int *in, int nout, const int *out, const char *key,
+                 int64_t iv, double fv)
+{
+    ir_op op = ir_op_make(code);
+    for (int k = 0; k < nin; k++)
+        ir_op_add_input(&op, in[k]);
+    for (int k = 0; k < nout; k++)
+        ir_op_add_output(&op, out[k]);
+    if (key && strcmp(key, "theta") == 0)
+        ir_attr_set_float(&op, key, fv);
+    else if (key)
+        ir_attr_set_int(&op, key, iv);
+    pu_tag(&op, c->layer, c->phase);
+    ir_op_append(c->m, &op);
+}
+
+static int op1(lw *c, ir_opcode code, int a, int b, int out)
+{
+    emit(c, code, b >= 0 ? 2 : 1, (int[]){a, b}, 1, &out, NULL, 0, 0);
+    return out;
+}
+
+static int linear(lw *c, int x, int w, int contract, int out)
+{
+    emit(c, IR_LINEAR, 2, (int[]){x, w}, 1, &out, "contract", contract, 0);
+    return out;
+}
+
+/* dx, dw = linear_bwd(dy, x, w): returns dx. */
+static int linear_bwd(lw *c, int dy, int x, int w, int contract, int dx)
+{
+    emit(c, IR_LINEAR_BWD, 3, (int[]){dy, x, w}, 2, (int[]){dx, dparam(c, w)}, "contract", contract, 0);
+    return dx;
+}
+
+static int rmsnorm_bwd(lw *c, int dy, int x, int w, int dx)
+{
+    emit(c, IR_RMSNORM_BWD, 3, (int[]){dy, x, w}, 2, (int[]){dx, dparam(c, w)}, NULL, 0, 0);
+    return dx;
+}
+
+static void add_layer_params(lw *c)
+{
+    param(c, "attn_norm", 1, c->D, 0, 0);
+    param(c, "wq", 3, c->D, c->H, c->Dh);
+    param(c, "wk", 3, c->D, c->Hk, c->Dh);
+    param(c, "wv", 3, c->D, c->Hk, c->Dh);
+    param(c, "wo", 3, c->H, c->Dh, c->D);
+    param(c, "mlp_norm", 1, c->D, 0, 0);
+    param(c, "w_gate", 2, c->D, c->F, 0);
+    param(c, "w_up", 2, c->D, c->F, 0);
+    param(c, "w_down", 2, c->F, c->D, 0);
+}
+
+/* One decoder layer forward; x is the residual stream in, returns x2. */
+static int layer_fwd(lw *c, int x)
+{
+    ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0), tF = ty(c->act, 3, c->B, c->S, c->F, 0);
+    ir_type tQ = ty(c->act, 4, c->B, c->S, c->H, c->Dh), tK = ty(c->act, 4, c->B, c->S, c->Hk, c->Dh);
+    int h = op1(c, IR_RMSNORM, x, val(c, "attn_norm"), act(c, "h", tD));
+    int q = linear(c, h, val(c, "wq"), 1, act(c, "q", tQ));
+    int k = linear(c, h, val(c, "wk"), 1, act(c, "k", tK));
+    int v = linear(c, h, val(c, "wv"), 1, act(c, "v", tK));
+    int qr = act(c, "qr", tQ), kr = act(c, "kr", tK);
+    emit(c, IR_ROPE, 1, &q, 1, &qr, "theta", 0, c->theta);
+    emit(c, IR_ROPE, 1, &k, 1, &kr, "theta", 0, c->theta);
+    int o = act(c, "o", tQ);
+    emit(c, IR_ATTENTION, 3, (int[]){qr, kr, v}, 1, &o, "causal", 1, 0);
+    int attn = linear(c, o, val(c, "wo"), 2, act(c, "attn", tD));
+    int x1 = op1(c, IR_ADD, x, attn, act(c, "x1", tD));
+    int h2 = op1(c, IR_RMSNORM, x1, val(c, "mlp_norm"), act(c, "h2", tD));
+    int g = linear(c, h2, val(c, "w_gate"), 1, act(c, "g", tF));
+    int u = linear(c, h2, val(c, "w_up"), 1, act(c, "u", tF));
+    int s = op1(c, IR_SWIGLU, g, u, act(c, "s", tF));
+    int mlp = linear(c, s, val(c, "w_down"), 1, act(c, "mlp", tD));
+    return op1(c, IR_ADD, x1, mlp, act(c, "x2", tD));
+}
+
+/* The MLP half of a layer backward: from d.x2 to d.x1 (residual included). */
+static int mlp_bwd(lw *c, int dx2)
+{
+    ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0), tF = ty(c->act, 3, c->B, c->S, c->F, 0);
+    int ds = linear_bwd(c, dx2, val(c, "s"), val(c, "w_down"), 1, dact(c, "s", tF));
+    int dg = dact(c, "g", tF), du = dact(c, "u", tF);
+    emit(c, IR_SWIGLU_BWD, 3, (int[]){ds, val(c, "g"), val(c, "u")}, 2, (int[]){dg, du}, NULL, 0, 0);
+    int dhu = linear_bwd(c, du, val(c, "h2"), val(c, "w_up"), 1, dact(c, "h2.u", tD));
+    int dhg = linear_bwd(c, dg, val(c, "h2"), val(c, "w_gate"), 1, dact(c, "h2.g", tD));
+    int dh2 = op1(c, IR_ADD, dhg, dhu, dact(c, "h2", tD));
+    int dn = rmsnorm_bwd(c, dh2, val(c, "x1"), val(c, "mlp_norm"), dact(c, "x1.n", tD));
+    return op1(c, IR_ADD, dx2, dn, dact(c, "x1", tD));
+}
+
+/* The attention half: from d.x1 to the gradient of the layer input x. */
+static int attn_bwd(lw *c, int dx1, int x, const char *dx_name)
+{
+    ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0);
+    ir_type tQ = ty(c->act, 4, c->B, c->S, c->H, c->Dh), tK = ty(c->act, 4, c->B, c->S, c->Hk, c->Dh);
+    int d_o = linear_bwd(c, dx1, val(c, "o"), val(c, "wo"), 2, dact(c, "o", tQ));
+    int dqr = dact(c, "qr", tQ), dkr = dact(c, "kr", tK), dv = dact(c, "v", tK);
+    emit(c, IR_ATTENTION_BWD, 5, (int[]){d_o, val(c, "qr"), val(c, "kr"), val(c, "v"), val(c, "o")}, 3,
+         (int[]){dqr, dkr, dv}, "causal", 1, 0);
+    int dq = dact(c, "q", tQ), dk = dact(c, "k", tK);
+    emit(c, IR_ROPE_BWD, 1, &dqr, 1, &dq, "theta", 0, c->theta);
+    emit(c, IR_ROPE_BWD, 1, &dkr, 1, &dk, "theta", 0, c->theta);
+    int dhv = linear_bwd(c, dv, val(c, "h"), val(c, "wv"), 1, dact(c, "h.v", tD));
+    int dhk = linear_bwd(c, dk, val(c, "h"), val(c, "wk"), 1, dact(c, "h.k", tD));
+    int dhq = linear_bwd(c, dq, val(c, "h"), val(c, "wq"), 1, dact(c, "h.q", tD));
+    int dqk = op1(c, IR_ADD, dhq, dhk, dact(c, "h.qk", tD));
+    int dh = op1(c, IR_ADD, dqk, dhv, dact(c, "h", tD));
+    int dn = rmsnorm_bwd(c, dh, x, val(c, "attn_norm"), dact(c, "x.n", tD));
+    return op1(c, IR_ADD, dx1, dn, pu_result(c->m, dx_name, tD));
+}
+
+/* Name of layer i's input: x0 for the first layer, else l<i-1>.x2. */
+static void layer_input_name(int i, char out[IR_NAME_MAX])
+{
+    if (i == 0)
+        snprintf(out, IR_NAME_MAX, "x0");
+    else
+        snprintf(out, IR_NAME_MAX, "l%d.x2", i - 1);
+}
+
+static void forward(lw *c, int layers)
+{
+    c->phase = "fwd";
+    c->layer = -1;
+    int tokens = ir_value_find(c->m, "tokens"), targets = ir_value_find(c->m, "targets");
+    int embed = ir_value_find(c->m, "embed");
+    ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0);
+    int x = op1(c, IR_EMBEDDING, tokens, embed, act(c, "x0", tD));
+    for (int i = 0; i < layers; i++) {
+        c->layer = i;
+        x = layer_fwd(c, x);
+    }
+    c->layer = -1;
+    int xf = op1(c, IR_RMSNORM, x, ir_value_find(c->m, "final_norm"), act(c, "xf", tD));
+    int head = ir_value_find(c->m, c->tied ? "embed" : "lm_head");
+    ir_type tl = ty(IR_F32, 0, 0, 0, 0, 0);
+    int part = pu_result(c->m, "loss.part", tl);
+    emit(c, IR_LM_HEAD_LOSS, 3, (int[]){xf, head, targets}, 1, &part, NULL, 0, 0);
+    int loss = pu_result(c->m, "loss", tl);
+    ir_op op = ir_op_make(IR_ALL_REDUCE);
+    ir_op_add_input(&op, part);
+    ir_op_add_output(&op, loss);
+    ir_attr_set_group(&op, "group", ir_group_find(c->m, "world"));
+    pu_tag(&op, -1, "fwd");
+    ir_op_append(c->m, &op);
+}
+
+static void backward(lw *c, int layers)
+{
+    c->phase = "bwd";
+    c->layer = -1;
+    ir_module *m = c->m;
+    ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0);
+    int embed = ir_value_find(m, "embed"), xf = ir_value_find(m, "xf");
+    int head = c->tied ? embed : ir_value_find(m, "lm_head");
+    int dxf = act(c, "d.xf", tD);
+    int dhead = pu_result(m, c->tied ? "d.embed.head" : "d.lm_head", m->values[head].type);
+    emit(c, IR_LM_HEAD_LOSS_BWD, 3, (int[]){xf, head, ir_value_find(m, "targets")}, 2, (int[]){dxf, dhead},
+         NULL, 0, 0);
+    char xname[IR_NAME_MAX], dname[IR_NAME_MAX + 2];
+    layer_input_name(layers, xname);
+    snprintf(dname, sizeof dname, "d.%s", xname);
+    int dx = rmsnorm_bwd(c, dxf, ir_value_find(m, xname), ir_value_find(m, "final_norm"),
+                         pu_result(m, dname, tD));
+    for (int i = layers - 1; i >= 0; i--) {
+        c->layer = i;
+        layer_input_name(i, xname);
+        snprintf(dname, sizeof dname, "d.%s", xname);
+        dx = attn_bwd(c, mlp_bwd(c, dx), ir_value_find(m, xname), dname);
+    }
+    c->layer = -1;
+    int dtok = pu_result(m, c->tied ? "d.embed.tok" : "d.embed", m->values[embed].type);
+    op1(c, IR_EMBEDDING_BWD, dx, ir_value_find(m, "tokens"), dtok);
+    if (c->tied) /* the tied matrix gets both contributions */
+        op1(c, IR_ADD, dtok, dhead, pu_result(m, "d.embed", m->values[embed].type));
+}
+
+static void optimizer(lw *c)
+{
+    ir_module *m = c->m;
+    int nv = m->nvalues;
+    for (int w = 0; w < nv; w++) {
+        if (m->values[w].kind != IR_V_PARAM)
+            continue;
+        char name[IR_NAME_MAX + 2];
+        snprintf(name, sizeof name, "d.%s", m->values[w].name);
+        ir_op op = ir_op_make(IR_ADAMW);
+        ir_op_add_input(&op, w);
+        ir_op_add_input(&op, ir_value_find(m, name));
+        pu_tag(&op, -1, "opt");
+        ir_op_append(m, &op);
+    }
+}
+
+static void cfg_double(ir_module *m, const char *key, double v)
+{
+    char buf[40];
+    ir_config_set(m, key, sup_fmt_double(v, buf, sizeof buf));
+}
+
+static const char *batch_aware_name(fe_batch_aware ba)
+{
+    switch (ba) {
+    case FE_BA_ON: return "on";
+    case FE_BA_OFF: return "off";
+    case FE_BA_GROUPS: return "groups";
+    default: return "auto";
+    }
+}
+
+/* Every spec field a pass reads, so textual IR is self-contained. */
+static void copy_config(ir_module *m, const fe_spec *s)
+{
+    const fe_model *md = &s->model;
+    ir_config_set_int(m, "hidden", md->hidden);
+    ir_config_set_int(m, "layers", md->layers);
+    ir_config_set_int(m, "heads", md->heads);
+    ir_config_set_int(m, "kv_heads", md->kv_heads);
+    ir_config_set_int(m, "head_dim", md->head_dim);
+    ir_config_set_int(m, "ffn", md->ffn);
+    ir_config_set_int(m, "vocab", md->vocab);
+    cfg_double(m, "rope_theta", md->rope_theta);
+    cfg_double(m, "norm_eps", md->norm_eps);
+    ir_config_set(m, "tie_embeddings", md->tie_embeddings ? "true" : "false");
+    ir_config_set_int(m, "micro_batch", s->train.micro_batch);
+    ir_config_set_int(m, "seq_len", s->train.seq_len);
+    ir_config_set(m, "precision", s->train.precision[0] ? s->train.precision : "bf16");
+    ir_config_set_int(m, "zero", s->train.zero);
+    ir_config_set(m, "optimizer", s->train.optimizer[0] ? s->train.optimizer : "adamw");
+    cfg_double(m, "lr", s->train.lr);
+    ir_config_set_int(m, "steps", s->train.steps);
+    ir_config_set_int(m, "seed", s->train.seed);
+    ir_config_set(m, "sequence", s->layout.sequence[0] ? s->layout.sequence : "ulysses");
+    ir_config_set(m, "batch_aware", batch_aware_name(s->layout.batch_aware));
+    ir_config_set_int(m, "groups", s->layout.batch_aware == FE_BA_GROUPS ? s->layout.groups : 0);
+    ir_config_set(m, "device", s->mesh.device[0] ? s->mesh.device : "cpu");
+    cfg_double(m, "device_mem", s->mesh.device_mem);
+}
+
+static void copy_link(ir_link *dst, const fe_link *src)
+{
+    snprintf(dst->kind, sizeof dst->kind, "%s", src->kind[0] ? src->kind : "none");
+    dst->bandwidth = src->bandwidth;
+    dst->latency = src->latency;
+    dst->efficiency = src->efficiency > 0 ? src->efficiency : 1;
+}
+
+static void add_params_and_inputs(lw *c, int layers)
+{
+    c->layer = -1;
+    param(c, "embed", 2, c->V, c->D, 0);
+    for (int i = 0; i < layers; i++) {
+        c->layer = i;
+        add_layer_params(c);
+    }
+    c->layer = -1;
+    param(c, "final_norm", 1, c->D, 0, 0);
+    if (!c->tied)
+        param(c, "lm_head", 2, c->V, c->D, 0);
+    ir_type tok = ty(IR_I32, 2, c->B, c->S, 0, 0);
+    ir_value_add(c->m, "tokens", IR_V_INPUT, tok);
+    ir_value_add(c->m, "targets", IR_V_INPUT, tok);
+}
+
+ir_module *pass_lower(const fe_spec *spec)
+{
+    if (!spec)
+        return NULL;
+    const fe_model *md = &spec->model;
+    ir_module *m = ir_module_new(md->name[0] ? md->name : "model");
+    copy_config(m, spec);
+    m->mesh.nodes = (int)spec->mesh.nodes;
+    m->mesh.devices_per_node = (int)spec->mesh.devices_per_node;
+    copy_link(&m->mesh.intra, &spec->mesh.intra);
+    copy_link(&m->mesh.inter, &spec->mesh.inter);
+    ir_group_add_contiguous(m, "world", 1);
+
+    lw c = {.m = m,
+            .act = strcmp(spec->train.precision, "fp32") == 0 ? IR_F32 : IR_BF16,
+            .B = spec->train.micro_batch, .S = spec->train.seq_len, .D = md->hidden,
+            .H = md->heads, .Hk = md->kv_heads > 0 ? md->kv_heads : md->heads,
+            .Dh = md->head_dim, .F = md->ffn, .V = md->vocab,
+            .tied = md->tie_embeddings, .theta = md->rope_theta, .layer = -1, .phase = "fwd"};
+    int layers = (int)md->layers;
+    add_params_and_inputs(&c, layers);
+    forward(&c, layers);
+    backward(&c, layers);
+    optimizer(&c);
+    return m;
+}

@@ -1,0 +1,208 @@
+/* pass_ulysses.c — DeepSpeed-Ulysses sequence parallelism.
+ *
+ * Input: the lowered step (nothing sharded).  Output: every activation's
+ * sequence dimension (dim 1) sharded over @sp = all N ranks, and around each
+ * attention the all-to-alls that trade the sequence shard for a head shard:
+ *
+ *   %qr.heads, %kr.heads, %v.heads = all_to_all %qr, %kr, %v {split = 2, concat = 1}
+ *   %o.heads = attention %qr.heads, %kr.heads, %v.heads       (all S, H/N heads)
+ *   %o = all_to_all %o.heads {split = 1, concat = 2}           (back to S/N)
+ *
+ * and in the backward the mirror image: d_o is exchanged seq→heads,
+ * attention_bwd reads the head-sharded q, k, v, o saved by the forward, and
+ * dq, dk, dv are exchanged back in one call.
+ *
+ * GQA: with K ranks and Hk KV heads, K > Hk means each KV head serves
+ * F = K/Hk ranks.  The KV heads are never replicated to H before the send
+ * (that would move H/Hk times more data): the k,v exchange carries
+ * `fanout = F`, its result has Hk*F "virtual" heads (one per rank), and
+ * attention's GQA broadcast fans each out to the rank's local q heads.  The
+ * dk,dv exchange carries `fanin = F` and sums the F partial gradients.  q
+ * shares the fused call: a pair whose head count does not grow (q's H >= K)
+ * is a plain split under the same attribute (see ir/README.md).
+ *
+ * When N cannot split heads, KV heads or the sequence, Ulysses over all N
+ * ranks does not exist.  If batch-aware is enabled and some G makes the split
+ * legal, the pass starts from the smallest such G (G groups of K = N/G
+ * ranks, batch sharded over @dp) and batch-aware refines it; with
+ * batch_aware off it is an error whose note lists the legal G. */
+#include "pass_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Adds "<name><suffix>" with type t. */
+static int derived(ir_module *m, int v, const char *suffix, ir_type t)
+{
+    char base[IR_NAME_MAX + 8];
+    snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
+    return pu_result(m, base, t);
+}
+
+/* Inserts an all_to_all at `pos` exchanging ins[] into outs[]; returns the
+ * number of ops inserted (1). */
+static int exchange(ir_module *m, int pos, int sp, int n, const int *ins, const int *outs, int split,
+                    const ir_op *like)
+{
+    ir_op op = ir_op_make(IR_ALL_TO_ALL);
+    for (int k = 0; k < n; k++) {
+        ir_op_add_input(&op, ins[k]);
+        ir_op_add_output(&op, outs[k]);
+    }
+    ir_attr_set_group(&op, "group", sp);
+    ir_attr_set_int(&op, "split", split);
+    ir_attr_set_int(&op, "concat", split == 2 ? 1 : 2);
+    pu_tag_like(&op, like);
+    ir_op_insert(m, pos, &op);
+    return 1;
+}
+
+/* Wraps the attention at index i; returns the index just past it. */
+static int wrap_attention(ir_module *m, int i, int sp)
+{
+    ir_op att = m->ops[i];
+    int ins[3], outs[3];
+    for (int k = 0; k < 3; k++) {
+        ins[k] = att.in[k];
+        outs[k] = derived(m, ins[k], ".heads", pu_heads_type(m->values[ins[k]].type, sp, 1));
+    }
+    i += exchange(m, i, sp, 3, ins, outs, 2, &att);
+    int o = att.out[0];
+    int oh = derived(m, o, ".heads", pu_heads_type(m->values[o].type, sp, 1));
+    for (int k = 0; k < 3; k++)
+        m->ops[i].in[k] = outs[k];
+    m->ops[i].out[0] = oh;
+    exchange(m, i + 1, sp, 1, &oh, &o, 1, &att);
+    return i + 2;
+}
+
+/* The head-sharded twin of v made by the forward exchanges: the output of
+ * an all_to_all on sp reading v, or the input of one producing v. */
+static int heads_twin(const ir_module *m, int sp, int v)
+{
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp)
+            continue;
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2)
+                return op->out[k];
+            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1)
+                return op->in[k];
+        }
+    }
+    return v;
+}
+
+/* Wraps the attention_bwd at index i; returns the index just past it. */
+static int wrap_attention_bwd(ir_module *m, int i, int sp)
+{
+    ir_op ab = m->ops[i];
+    int d_o = ab.in[0];
+    int doh = derived(m, d_o, ".heads", pu_heads_type(m->values[d_o].type, sp, 1));
+    i += exchange(m, i, sp, 1, &d_o, &doh, 2, &ab);
+    ir_op *op = &m->ops[i];
+    op->in[0] = doh;
+    for (int k = 1; k < 5; k++)
+        op->in[k] = heads_twin(m, sp, ab.in[k]);
+    int hs[3];
+    for (int k = 0; k < 3; k++) {
+        hs[k] = derived(m, ab.out[k], ".heads", pu_heads_type(m->values[ab.out[k]].type, sp, 1));
+        m->ops[i].out[k] = hs[k];
+    }
+    return i + 1 + exchange(m, i + 1, sp, 3, hs, ab.out, 1, &ab);
+}
+
+static void shard_sequence(ir_module *m, int sp)
+{
+    bool *weight = pu_weight_flags(m);
+    for (int v = 0; v < m->nvalues; v++)
+        if (pu_is_activation(m, weight, v))
+            m->values[v].type.shard[1] = sp;
+    free(weight);
+}
+
+/* "1, 2, 4" — the G for which batch-aware would make the split legal. */
+static void legal_groups(const ir_module *m, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (int G = 2; G <= ir_world(m); G++) {
+        if (pass_batch_aware_illegal(m, G))
+            continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%d", len ? ", " : "", G);
+    }
+}
+
+/* The smallest G > 1 that makes the split legal, 0 if none. */
+static int smallest_legal_groups(const ir_module *m)
+{
+    for (int G = 2; G <= ir_world(m); G++)
+        if (!pass_batch_aware_illegal(m, G))
+            return G;
+    return 0;
+}
+
+static void check_split(ir_module *m, int N)
+{
+    const char *reason = pu_sp_illegal(m, N);
+    if (!reason)
+        return;
+    char why[200], gs[128];
+    snprintf(why, sizeof why, "%s", reason); /* legal_groups reuses the static buffer */
+    legal_groups(m, gs, sizeof gs);
+    sup_error(sup_noloc(), "ulysses: cannot shard over all %d ranks: %s", N, why);
+    if (gs[0])
+        sup_note(sup_noloc(), "batch-aware groups shrink the split to K = %d/G; legal: `batch_aware groups G` "
+                              "with G in {%s}", N, gs);
+    else
+        sup_note(sup_noloc(), "no batch-aware group count makes the split legal either; change heads, "
+                              "kv_heads, seq_len or the mesh");
+}
+
+bool pass_ulysses(ir_module *m, const pass_options *opt)
+{
+    const char *seq = pu_cfg(m, "sequence", "ulysses");
+    if (strcmp(seq, "ulysses") != 0) {
+        pu_remark(opt, "ulysses: layout sequence is '%s'; skipped", seq);
+        return true;
+    }
+    if (ir_group_find(m, "sp") >= 0) {
+        pu_remark(opt, "ulysses: already applied (group @sp exists); skipped");
+        return true;
+    }
+    int natt = pu_count_ops(m, IR_ATTENTION);
+    if (natt == 0) {
+        pu_remark(opt, "ulysses: no attention in the module; skipped");
+        return true;
+    }
+    int N = ir_world(m), G = 1;
+    if (pu_sp_illegal(m, N)) {
+        bool ba_off = strcmp(pu_cfg(m, "batch_aware", "auto"), "off") == 0;
+        if (ba_off || (G = smallest_legal_groups(m)) == 0) {
+            check_split(m, N); /* reports why, and which G would be legal */
+            return false;
+        }
+        char why[200];
+        snprintf(why, sizeof why, "%s", pu_sp_illegal(m, N));
+        pu_remark(opt, "ulysses: cannot split over all %d ranks (%s); starting from G=%d groups of %d ranks, "
+                       "the smallest legal batch split", N, why, G, N / G);
+    }
+    int sp = ir_group_add_contiguous(m, "sp", G);
+    shard_sequence(m, sp);
+    if (G > 1)
+        pu_shard_batch(m, sp, ir_group_add_strided(m, "dp", N / G));
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ATTENTION)
+            i = wrap_attention(m, i, sp) - 1;
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ATTENTION_BWD)
+            i = wrap_attention_bwd(m, i, sp) - 1;
+    pu_fix_virtual_heads(m, sp);
+    ir_renumber(m);
+    ir_config_set_int(m, "sp_size", N / G);
+    ir_config_set_int(m, "batch_groups", G);
+    pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls",
+              N / G, natt);
+    return true;
+}

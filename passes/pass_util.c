@@ -1,0 +1,219 @@
+/* pass_util.c — helpers shared by the passes (see pass_util.h). */
+#include "pass_util.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pu_result(ir_module *m, const char *base, ir_type t)
+{
+    char name[IR_NAME_MAX];
+    ir_value_fresh_name(m, base, name);
+    return ir_value_add(m, name, IR_V_RESULT, t);
+}
+
+void pu_tag(ir_op *op, int layer, const char *phase)
+{
+    ir_attr_set_int(op, "layer", layer);
+    ir_attr_set_ident(op, "phase", phase);
+}
+
+void pu_tag_like(ir_op *op, const ir_op *from)
+{
+    const char *ph = ir_op_phase(from);
+    pu_tag(op, ir_op_layer(from), *ph ? ph : "fwd");
+}
+
+/* Which output of an op is a weight gradient (-1: none).  These are the ops
+ * that turn activations into a parameter-shaped result. */
+static int weight_grad_output(ir_opcode code)
+{
+    switch (code) {
+    case IR_EMBEDDING_BWD: return 0;
+    case IR_RMSNORM_BWD:
+    case IR_LINEAR_BWD:
+    case IR_LM_HEAD_LOSS_BWD: return 1;
+    default: return -1;
+    }
+}
+
+bool *pu_weight_flags(const ir_module *m)
+{
+    bool *w = sup_xcalloc((size_t)(m->nvalues ? m->nvalues : 1), sizeof *w);
+    for (int v = 0; v < m->nvalues; v++)
+        w[v] = m->values[v].kind == IR_V_PARAM;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        int k = weight_grad_output(op->code);
+        if (k >= 0 && k < op->nout)
+            w[op->out[k]] = true;
+        /* Sums and reductions of weight-like values stay weight-like (the
+         * tied-embedding gradient sum, ZeRO's collectives). */
+        bool passes_through = op->code == IR_ADD || ir_op_info_of(op->code)->kind == IR_K_COLL;
+        if (passes_through && op->nin > 0 && w[op->in[0]])
+            for (int o = 0; o < op->nout; o++)
+                w[op->out[o]] = true;
+    }
+    return w;
+}
+
+bool pu_is_activation(const ir_module *m, const bool *weight, int v)
+{
+    return !weight[v] && m->values[v].type.rank >= 2;
+}
+
+const char *pu_cfg(const ir_module *m, const char *key, const char *def)
+{
+    const char *s = ir_config_get(m, key);
+    return s && *s ? s : def;
+}
+
+int pu_count_ops(const ir_module *m, ir_opcode code)
+{
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        n += m->ops[i].code == code;
+    return n;
+}
+
+bool pu_reads(const ir_op *op, int v)
+{
+    for (int k = 0; k < op->nin; k++)
+        if (op->in[k] == v)
+            return true;
+    return false;
+}
+
+int pu_first_use(const ir_module *m, int v, int start)
+{
+    for (int i = start; i < m->nops; i++)
+        if (pu_reads(&m->ops[i], v))
+            return i;
+    return -1;
+}
+
+const char *pu_sp_illegal(const ir_module *m, int K)
+{
+    static char why[160];
+    pu_dims d = pu_model_dims(m);
+    int64_t H = d.H, Hk = d.Hk, S = d.S;
+    if (K < 1)
+        return "the sequence-parallel size must be at least 1";
+    if (H % K) {
+        snprintf(why, sizeof why, "heads (%lld) not divisible by sequence-parallel size K=%d",
+                 (long long)H, K);
+        return why;
+    }
+    if (Hk > 0 && Hk % K && K % Hk) {
+        snprintf(why, sizeof why,
+                 "kv_heads (%lld) neither divisible by nor a divisor of sequence-parallel size K=%d",
+                 (long long)Hk, K);
+        return why;
+    }
+    if (S % K) {
+        snprintf(why, sizeof why, "seq_len (%lld) not divisible by sequence-parallel size K=%d",
+                 (long long)S, K);
+        return why;
+    }
+    return NULL;
+}
+
+void pu_remark(const pass_options *opt, const char *fmt, ...)
+{
+    if (opt && opt->quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    sup_vdiag(SUP_REMARK, sup_noloc(), fmt, ap);
+    va_end(ap);
+}
+
+/* The first op with this opcode, or NULL. */
+static const ir_op *first_op(const ir_module *m, ir_opcode code)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == code)
+            return &m->ops[i];
+    return NULL;
+}
+
+pu_dims pu_model_dims(const ir_module *m)
+{
+    pu_dims d = {0, 0, 0, 0};
+    int tok = ir_value_find(m, "tokens");
+    if (tok >= 0 && m->values[tok].type.rank >= 2) {
+        d.B = m->values[tok].type.dims[0];
+        d.S = m->values[tok].type.dims[1];
+    }
+    const ir_op *att = first_op(m, IR_ATTENTION);
+    if (att && att->nin == 3 && m->values[att->in[0]].type.rank == 4) {
+        d.B = m->values[att->in[0]].type.dims[0];
+        d.S = m->values[att->in[0]].type.dims[1];
+        d.H = m->values[att->in[0]].type.dims[2];
+        /* k may already carry virtual heads; the config has the real count. */
+        d.Hk = m->values[att->in[1]].type.dims[2];
+    }
+    d.B = ir_config_int(m, "micro_batch", d.B);
+    d.S = ir_config_int(m, "seq_len", d.S);
+    d.H = ir_config_int(m, "heads", d.H);
+    d.Hk = ir_config_int(m, "kv_heads", d.Hk ? d.Hk : d.H);
+    return d;
+}
+
+ir_type pu_heads_type(ir_type t, int sp, int64_t fanout)
+{
+    t.shard[1] = -1;
+    t.shard[2] = sp;
+    t.dims[2] *= fanout;
+    return t;
+}
+
+/* Ulysses exchanges: split=2 trades sequence for heads (the receiving side
+ * holds the heads, `fanout` replicates a shared KV head to the F ranks that
+ * need it); split=1 trades back (`fanin` sums the F partial gradients). */
+static void fix_exchange(ir_module *m, ir_op *op, int K)
+{
+    bool to_heads = ir_attr_int(op, "split", 0) == 2;
+    int64_t F = 1;
+    for (int k = 0; k < op->nin && k < op->nout; k++) {
+        int seq_side = to_heads ? op->in[k] : op->out[k];
+        int head_side = to_heads ? op->out[k] : op->in[k];
+        int64_t real = m->values[seq_side].type.dims[2];
+        int64_t f = real > 0 && K > real ? K / real : 1;
+        m->values[head_side].type.dims[2] = real * f;
+        if (f > F)
+            F = f;
+    }
+    const char *key = to_heads ? "fanout" : "fanin";
+    ir_attr_remove(op, key);
+    if (F > 1) {
+        /* layer and phase stay last so the op reads like every other one */
+        int layer = ir_op_layer(op);
+        char phase[IR_NAME_MAX];
+        snprintf(phase, sizeof phase, "%s", ir_op_phase(op));
+        ir_attr_remove(op, "layer");
+        ir_attr_remove(op, "phase");
+        ir_attr_set_int(op, key, F);
+        pu_tag(op, layer, phase[0] ? phase : "fwd");
+    }
+}
+
+void pu_fix_virtual_heads(ir_module *m, int sp)
+{
+    int K = m->groups[sp].set_size;
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ALL_TO_ALL && ir_op_group(&m->ops[i]) == sp)
+            fix_exchange(m, &m->ops[i], K);
+}
+
+void pu_shard_batch(ir_module *m, int sp, int dp)
+{
+    for (int v = 0; v < m->nvalues; v++) {
+        ir_type *t = &m->values[v].type;
+        bool on_sp = false;
+        for (int k = 0; k < t->rank; k++)
+            on_sp |= t->shard[k] == sp;
+        if (on_sp && t->rank >= 2)
+            t->shard[0] = dp;
+    }
+}

@@ -1,0 +1,62 @@
+/* pass_util.h — small helpers shared by the passes.  Private to passes/: the
+ * public interface of the folder is passes.h. */
+#ifndef BASP_PASS_UTIL_H
+#define BASP_PASS_UTIL_H
+
+#include <stdbool.h>
+
+#include "passes.h"
+
+/* Adds a result value named `base` (or base.1, base.2 ... when taken). */
+int pu_result(ir_module *m, const char *base, ir_type t);
+/* Sets the layer and phase attributes every op carries (after op-specific
+ * ones, so they print last). */
+void pu_tag(ir_op *op, int layer, const char *phase);
+/* Same layer/phase as op `from`. */
+void pu_tag_like(ir_op *op, const ir_op *from);
+
+/* Per value: true for parameters and everything computed only to update
+ * them (weight gradients and their sums/reductions).  The rest of rank >= 2
+ * are activations, whose batch and sequence dimensions the passes shard.
+ * Returns a malloc'd array of m->nvalues flags. */
+bool *pu_weight_flags(const ir_module *m);
+/* True for an activation: not weight-like, rank >= 2. */
+bool pu_is_activation(const ir_module *m, const bool *weight, int v);
+
+/* Config string with a default. */
+const char *pu_cfg(const ir_module *m, const char *key, const char *def);
+/* Number of ops with this opcode. */
+int pu_count_ops(const ir_module *m, ir_opcode code);
+/* Index of the first op at or after `start` reading value v, -1 if none. */
+int pu_first_use(const ir_module *m, int v, int start);
+/* True when op reads value v. */
+bool pu_reads(const ir_op *op, int v);
+
+/* A remark, unless the options ask for quiet. */
+void pu_remark(const pass_options *opt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The model sizes the partitioning passes reason about.  Read from the
+ * config (lower copies them there); when a hand-written module lacks a key,
+ * taken from the IR itself (tokens [B,S], the first attention's q and k). */
+typedef struct pu_dims {
+    int64_t B, S, H, Hk;
+} pu_dims;
+pu_dims pu_model_dims(const ir_module *m);
+
+/* Turns a sequence-sharded [B,S@sp,H,Dh] type into the head-sharded
+ * [B,S,H*F@sp,Dh] one (F = fanout, 1 for a plain split). */
+ir_type pu_heads_type(ir_type t, int sp, int64_t fanout);
+/* Recomputes, for every all_to_all on group `sp`, the virtual-head sizes and
+ * the fanout/fanin attributes for the group's current set size (see
+ * pass_ulysses.c for the GQA scheme). */
+void pu_fix_virtual_heads(ir_module *m, int sp);
+
+/* SP legality for a group size K: NULL when heads, kv heads and the
+ * sequence can be split K ways, else a static-lifetime reason. */
+const char *pu_sp_illegal(const ir_module *m, int K);
+
+/* Shards dim 0 (batch) over @dp of every value of rank >= 2 that carries an
+ * @sp shard: the batch-aware data partitioning. */
+void pu_shard_batch(ir_module *m, int sp, int dp);
+
+#endif

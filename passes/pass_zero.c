@@ -1,0 +1,193 @@
+/* pass_zero.c — ZeRO sharding of optimizer state, gradients and parameters
+ * over @world (stage from config `zero`, 0..3).
+ *
+ * Every rank computes a partial gradient for every parameter (its tokens
+ * only), so some reduction over all ranks is always needed:
+ *   stage 0: %d.w.sum = all_reduce %d.w            adamw(w, d.w.sum)
+ *   stage 1: w stored sharded on its first dimension divisible by N;
+ *            %w.full = all_gather %w before its first use (the working
+ *            copy for the whole step); gradients all_reduce'd as in stage 0;
+ *            adamw(w shard, d.w.sum full) updates the rank's slice.
+ *   stage 2: as 1, but %d.w.shard = reduce_scatter %d.w {dim = d}.
+ *   stage 3: as 2, but the full copy lives only while it is used: one
+ *            all_gather before the first forward use and a `free` after the
+ *            last, and again around the backward uses.
+ * A parameter with no dimension divisible by N stays replicated (remark).
+ * Each gradient collective sits right after the op completing the gradient,
+ * so it can overlap the rest of the backward. */
+#include "pass_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct zctx {
+    ir_module *m;
+    int world, N, stage;
+    int gathers, reductions, sharded, replicated;
+} zctx;
+
+/* First dimension divisible by N, -1 if none. */
+static int shard_dim(const ir_module *m, int w, int N)
+{
+    const ir_type *t = &m->values[w].type;
+    for (int d = 0; d < t->rank; d++)
+        if (t->dims[d] % N == 0)
+            return d;
+    return -1;
+}
+
+static ir_op collective(ir_opcode code, int group, int in, int out, int dim, const ir_op *like)
+{
+    ir_op op = ir_op_make(code);
+    ir_op_add_input(&op, in);
+    if (out >= 0)
+        ir_op_add_output(&op, out);
+    if (group >= 0)
+        ir_attr_set_group(&op, "group", group);
+    if (dim >= 0)
+        ir_attr_set_int(&op, "dim", dim);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+/* Inserts `%<w><suffix> = all_gather %w` before op `first` and makes the ops
+ * in [first, last] that read w read the copy instead (adamw keeps the
+ * shard).  Returns the copy's value index. */
+static int gather(zctx *z, int w, int d, const char *suffix, int first, int last, ir_type full)
+{
+    ir_module *m = z->m;
+    char base[IR_NAME_MAX + 16];
+    snprintf(base, sizeof base, "%s%s", m->values[w].name, suffix);
+    int copy = pu_result(m, base, full);
+    ir_op op = collective(IR_ALL_GATHER, z->world, w, copy, d, &m->ops[first]);
+    ir_op_insert(m, first, &op);
+    for (int i = first + 1; i <= last + 1; i++)
+        if (m->ops[i].code != IR_ADAMW)
+            for (int k = 0; k < m->ops[i].nin; k++)
+                if (m->ops[i].in[k] == w)
+                    m->ops[i].in[k] = copy;
+    z->gathers++;
+    return copy;
+}
+
+/* First and last op of `phase` (or of any compute phase when NULL) reading w. */
+static bool use_range(const ir_module *m, int w, const char *phase, int *first, int *last)
+{
+    *first = *last = -1;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code == IR_ADAMW || !pu_reads(op, w))
+            continue;
+        bool bwd = strcmp(ir_op_phase(op), "bwd") == 0;
+        if (phase && bwd != (strcmp(phase, "bwd") == 0))
+            continue;
+        if (*first < 0)
+            *first = i;
+        *last = i;
+    }
+    return *first >= 0;
+}
+
+/* Stage 3: gather, use, free — once for the forward, once for the backward. */
+static void gather_per_phase(zctx *z, int w, int d, ir_type full)
+{
+    static const char *const phases[2] = {"fwd", "bwd"};
+    static const char *const suffix[2] = {".full", ".full.bwd"};
+    for (int p = 0; p < 2; p++) {
+        int first, last;
+        if (!use_range(z->m, w, phases[p], &first, &last))
+            continue;
+        int copy = gather(z, w, d, suffix[p], first, last, full);
+        ir_op fr = collective(IR_FREE, -1, copy, -1, -1, &z->m->ops[last + 1]);
+        ir_op_insert(z->m, last + 2, &fr);
+    }
+}
+
+/* Reduces the gradient dw right after the op completing it. */
+static void reduce_grad(zctx *z, int dw, int d)
+{
+    ir_module *m = z->m;
+    int p = m->values[dw].def;
+    if (p < 0)
+        return; /* not computed in this step: nothing to reduce */
+    bool scatter = z->stage >= 2 && d >= 0;
+    ir_type t = m->values[dw].type;
+    if (scatter)
+        t.shard[d] = z->world;
+    char base[IR_NAME_MAX + 8];
+    snprintf(base, sizeof base, "%s%s", m->values[dw].name, scatter ? ".shard" : ".sum");
+    int red = pu_result(m, base, t);
+    ir_op op = collective(scatter ? IR_REDUCE_SCATTER : IR_ALL_REDUCE, z->world, dw, red, scatter ? d : -1,
+                          &m->ops[p]);
+    ir_op_insert(m, p + 1, &op);
+    ir_replace_uses(m, dw, red, p + 2);
+    z->reductions++;
+}
+
+static void zero_param(zctx *z, int w, int dw, const pass_options *opt)
+{
+    ir_module *m = z->m;
+    int d = z->stage >= 1 ? shard_dim(m, w, z->N) : -1;
+    if (z->stage >= 1 && d < 0 && z->N > 1) {
+        char ty[IR_TYPE_STR_MAX];
+        pu_remark(opt, "zero: %%%s : %s has no dimension divisible by %d ranks; kept replicated",
+                  m->values[w].name, ir_type_str(m, &m->values[w].type, ty, sizeof ty), z->N);
+        z->replicated++;
+    }
+    if (d >= 0) {
+        ir_type full = m->values[w].type;
+        m->values[w].type.shard[d] = z->world;
+        z->sharded++;
+        int first, last;
+        if (z->stage <= 2 && use_range(m, w, NULL, &first, &last))
+            gather(z, w, d, ".full", first, last, full);
+        else if (z->stage == 3)
+            gather_per_phase(z, w, d, full);
+    }
+    reduce_grad(z, dw, d);
+}
+
+/* True once gradients already flow through a reduction into adamw. */
+static bool already_applied(const ir_module *m)
+{
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ADAMW || op->nin < 2)
+            continue;
+        int def = m->values[op->in[1]].def;
+        if (def >= 0 && ir_op_info_of(m->ops[def].code)->kind == IR_K_COLL)
+            return true;
+    }
+    return false;
+}
+
+bool pass_zero(ir_module *m, const pass_options *opt)
+{
+    zctx z = {.m = m, .stage = (int)ir_config_int(m, "zero", 0), .N = ir_world(m)};
+    if (z.stage < 0 || z.stage > 3) {
+        sup_error(sup_noloc(), "zero: stage %d is not one of 0, 1, 2, 3", z.stage);
+        return false;
+    }
+    if (already_applied(m)) {
+        pu_remark(opt, "zero: gradients are already reduced; skipped");
+        return true;
+    }
+    z.world = ir_group_find(m, "world");
+    if (z.world < 0)
+        z.world = ir_group_add_contiguous(m, "world", 1);
+    /* Collect (w, dw) first: the rewrites below move ops around. */
+    int n = 0, *pairs = sup_xmalloc(sizeof(int) * 2 * (size_t)(m->nops + 1));
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ADAMW && m->ops[i].nin == 2) {
+            pairs[2 * n] = m->ops[i].in[0];
+            pairs[2 * n + 1] = m->ops[i].in[1];
+            n++;
+        }
+    for (int k = 0; k < n; k++)
+        zero_param(&z, pairs[2 * k], pairs[2 * k + 1], opt);
+    free(pairs);
+    ir_renumber(m);
+    pu_remark(opt, "zero: stage %d over @world (%d ranks): %d parameter(s) sharded, %d replicated; %d all-gather(s), "
+                   "%d gradient reduction(s)", z.stage, z.N, z.sharded, z.replicated, z.gathers, z.reductions);
+    return true;
+}

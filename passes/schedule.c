@@ -1,0 +1,335 @@
+/* schedule.c — the communication schedule: every collective in schedule
+ * order with its group, and what it costs each rank on the wire.
+ *
+ * Traffic models (bytes = ir_type_local_elems * dtype size; P = ranks in each
+ * set of the op's group; node of rank r = r / devices_per_node):
+ *   all_to_all      pairwise: each rank keeps 1/P of its data and sends a
+ *                   chunk to each of the P-1 others.  chunk = sum over the
+ *                   fused pairs of max(local in, local out) / P — the larger
+ *                   side, so a GQA fanout (output has the virtual heads) or
+ *                   fanin (input has them) counts the data actually moved.
+ *                   sent = chunk*(P-1), peers = P-1, inter-node = chunk times
+ *                   the peers in the rank's set on another node (max over
+ *                   ranks).
+ *   all_gather      ring: sent = local in * (P-1)
+ *   reduce_scatter  ring: sent = local in * (P-1)/P
+ *   all_reduce      ring (reduce-scatter + all-gather): sent = 2*(P-1)/P*local
+ *                   ring collectives: peers = min(2, P-1) (both ring
+ *                   neighbours); inter-node = the rank's sent bytes when its
+ *                   ring successor (next rank of its set) is on another
+ *                   node, max over ranks.
+ * A set of one rank moves nothing. */
+#include "pass_util.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int node_of(const ir_module *m, int r)
+{
+    return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
+}
+
+static double local_bytes(const ir_module *m, int v)
+{
+    const ir_type *t = &m->values[v].type;
+    return (double)ir_type_local_elems(m, t) * ir_dtype_size(t->dtype);
+}
+
+/* Most peers a rank of group g has on other nodes. */
+static int max_remote_peers(const ir_module *m, const ir_group *g)
+{
+    int best = 0;
+    for (int s = 0; s < g->nsets; s++) {
+        const int *set = &g->ranks[s * g->set_size];
+        for (int a = 0; a < g->set_size; a++) {
+            int n = 0;
+            for (int b = 0; b < g->set_size; b++)
+                n += node_of(m, set[b]) != node_of(m, set[a]);
+            if (n > best)
+                best = n;
+        }
+    }
+    return best;
+}
+
+/* True when some rank's ring successor is on another node. */
+static bool ring_crosses(const ir_module *m, const ir_group *g)
+{
+    for (int s = 0; s < g->nsets; s++) {
+        const int *set = &g->ranks[s * g->set_size];
+        for (int a = 0; a < g->set_size; a++)
+            if (node_of(m, set[a]) != node_of(m, set[(a + 1) % g->set_size]))
+                return true;
+    }
+    return false;
+}
+
+pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
+{
+    pass_traffic t = {0, 0, 0};
+    int gi = ir_op_group(op);
+    if (gi < 0 || gi >= m->ngroups || ir_op_info_of(op->code)->kind != IR_K_COLL)
+        return t;
+    const ir_group *g = &m->groups[gi];
+    int P = g->set_size;
+    if (P <= 1 || op->nin < 1)
+        return t;
+    double in = local_bytes(m, op->in[0]);
+    switch (op->code) {
+    case IR_ALL_TO_ALL: {
+        double chunk = 0;
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            double a = local_bytes(m, op->in[k]), b = local_bytes(m, op->out[k]);
+            chunk += (a > b ? a : b) / P;
+        }
+        t.bytes_sent = chunk * (P - 1);
+        t.peers = P - 1;
+        t.inter_bytes = chunk * max_remote_peers(m, g);
+        return t;
+    }
+    case IR_ALL_GATHER: t.bytes_sent = in * (P - 1); break;
+    case IR_REDUCE_SCATTER: t.bytes_sent = in * (P - 1) / P; break;
+    case IR_ALL_REDUCE: t.bytes_sent = 2.0 * (P - 1) / P * in; break;
+    default: return t;
+    }
+    t.peers = P - 1 < 2 ? P - 1 : 2;
+    t.inter_bytes = ring_crosses(m, g) ? t.bytes_sent : 0;
+    return t;
+}
+
+/* ---- shared by both reports ------------------------------------------- */
+enum { NKINDS = 4 };
+static const ir_opcode kinds[NKINDS] = {IR_ALL_TO_ALL, IR_ALL_GATHER, IR_REDUCE_SCATTER, IR_ALL_REDUCE};
+
+typedef struct totals {
+    int count[NKINDS];
+    double bytes[NKINDS], inter[NKINDS];
+    int a2a_peers; /* most peers of any all-to-all */
+} totals;
+
+static int kind_index(ir_opcode code)
+{
+    for (int k = 0; k < NKINDS; k++)
+        if (kinds[k] == code)
+            return k;
+    return -1;
+}
+
+static totals sum_traffic(const ir_module *m)
+{
+    totals t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < m->nops; i++) {
+        int k = kind_index(m->ops[i].code);
+        if (k < 0)
+            continue;
+        pass_traffic tr = pass_op_traffic(m, &m->ops[i]);
+        t.count[k]++;
+        t.bytes[k] += tr.bytes_sent;
+        t.inter[k] += tr.inter_bytes;
+        if (m->ops[i].code == IR_ALL_TO_ALL && tr.peers > t.a2a_peers)
+            t.a2a_peers = tr.peers;
+    }
+    return t;
+}
+
+static const char *kind_name(int k) { return ir_op_info_of(kinds[k])->name; }
+
+/* ---- text ---------------------------------------------------------------- */
+enum { MAX_SHOWN_SETS = 8 };
+
+/* "[0-3]" for runs of consecutive ranks, "[0,4]" otherwise. */
+static void fmt_set(sup_buf *b, const int *r, int n)
+{
+    sup_buf_puts(b, "[");
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        sup_buf_printf(b, "%s%d", i ? "," : "", r[i]);
+        if (j > i)
+            sup_buf_printf(b, "-%d", r[j]);
+        i = j + 1;
+    }
+    sup_buf_puts(b, "]");
+}
+
+/* "{[0-3] [4-7]}", eliding sets past MAX_SHOWN_SETS. */
+static void fmt_group(sup_buf *b, const ir_group *g)
+{
+    sup_buf_puts(b, "{");
+    for (int s = 0; s < g->nsets && s < MAX_SHOWN_SETS; s++) {
+        if (s)
+            sup_buf_puts(b, " ");
+        fmt_set(b, &g->ranks[s * g->set_size], g->set_size);
+    }
+    if (g->nsets > MAX_SHOWN_SETS)
+        sup_buf_printf(b, " ... %d more", g->nsets - MAX_SHOWN_SETS);
+    sup_buf_puts(b, "}");
+}
+
+static void fmt_values(sup_buf *b, const ir_module *m, const ir_op *op)
+{
+    for (int k = 0; k < op->nin; k++)
+        sup_buf_printf(b, "%s%s", k ? "," : "", m->values[op->in[k]].name);
+}
+
+static void print_header(const ir_module *m, FILE *out)
+{
+    fprintf(out, "schedule of module @%s: world %d = %d nodes x %d devices per node\n", m->name, ir_world(m),
+            m->mesh.nodes, m->mesh.devices_per_node);
+    fprintf(out, "groups:\n");
+    for (int gi = 0; gi < m->ngroups; gi++) {
+        const ir_group *g = &m->groups[gi];
+        sup_buf b = {0};
+        fmt_group(&b, g);
+        fprintf(out, "  @%-8s %3d set(s) of %-3d %s\n", g->name, g->nsets, g->set_size, b.data);
+        sup_buf_free(&b);
+    }
+}
+
+static int values_width(const ir_module *m)
+{
+    int w = 6;
+    for (int i = 0; i < m->nops; i++) {
+        if (kind_index(m->ops[i].code) < 0)
+            continue;
+        sup_buf b = {0};
+        fmt_values(&b, m, &m->ops[i]);
+        if (b.data && (int)b.len > w)
+            w = (int)b.len;
+        sup_buf_free(&b);
+    }
+    return w;
+}
+
+static void print_row(const ir_module *m, FILE *out, int n, const ir_op *op, int vw)
+{
+    pass_traffic t = pass_op_traffic(m, op);
+    int gi = ir_op_group(op);
+    const ir_group *g = gi >= 0 && gi < m->ngroups ? &m->groups[gi] : NULL;
+    char gname[IR_NAME_MAX + 1], sent[32], inter[32];
+    snprintf(gname, sizeof gname, "@%s", g ? g->name : "?");
+    sup_buf vals = {0};
+    fmt_values(&vals, m, op);
+    fprintf(out, "%4d %5d  %-5s  %-14s  %-*s  %-8s %4d %4d  %12s %5d  %15s\n", n, ir_op_layer(op),
+            *ir_op_phase(op) ? ir_op_phase(op) : "-", ir_op_info_of(op->code)->name, vw, vals.data ? vals.data : "",
+            gname, g ? g->nsets : 0, g ? g->set_size : 0, sup_fmt_bytes(t.bytes_sent, sent, sizeof sent), t.peers,
+            sup_fmt_bytes(t.inter_bytes, inter, sizeof inter));
+    sup_buf_free(&vals);
+}
+
+static void print_totals(const ir_module *m, FILE *out)
+{
+    totals t = sum_traffic(m);
+    char b1[32], b2[32];
+    fprintf(out, "totals per step:\n");
+    for (int k = 0; k < NKINDS; k++) {
+        if (!t.count[k])
+            continue;
+        fprintf(out, "  %-14s %4d op(s)  %12s/rank  %12s/rank inter-node\n", kind_name(k), t.count[k],
+                sup_fmt_bytes(t.bytes[k], b1, sizeof b1), sup_fmt_bytes(t.inter[k], b2, sizeof b2));
+    }
+    int a = kind_index(IR_ALL_TO_ALL);
+    if (!t.count[a]) {
+        fprintf(out, "all-to-all: none\n");
+        return;
+    }
+    fprintf(out, "all-to-all: %d per step, %d peer(s) per rank, %s sent per rank, %s per rank across nodes%s\n",
+            t.count[a], t.a2a_peers, sup_fmt_bytes(t.bytes[a], b1, sizeof b1),
+            sup_fmt_bytes(t.inter[a], b2, sizeof b2), t.inter[a] > 0 ? "" : " (intra-node only)");
+}
+
+void pass_schedule_print(const ir_module *m, FILE *out)
+{
+    print_header(m, out);
+    int vw = values_width(m);
+    fprintf(out, "\n%4s %5s  %-5s  %-14s  %-*s  %-8s %4s %4s  %12s %5s  %15s\n", "#", "layer", "phase", "op", vw,
+            "values", "group", "sets", "size", "bytes/rank", "peers", "inter-node/rank");
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        if (kind_index(m->ops[i].code) >= 0)
+            print_row(m, out, n++, &m->ops[i], vw);
+    if (!n)
+        fprintf(out, "  (no collectives)\n");
+    fprintf(out, "\n");
+    print_totals(m, out);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+static cJSON *json_groups(const ir_module *m)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int gi = 0; gi < m->ngroups; gi++) {
+        const ir_group *g = &m->groups[gi];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", g->name);
+        cJSON *sets = cJSON_AddArrayToObject(o, "sets");
+        for (int s = 0; s < g->nsets; s++)
+            cJSON_AddItemToArray(sets, cJSON_CreateIntArray(&g->ranks[s * g->set_size], g->set_size));
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+static cJSON *json_collective(const ir_module *m, int n, const ir_op *op)
+{
+    pass_traffic t = pass_op_traffic(m, op);
+    int gi = ir_op_group(op);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", n);
+    cJSON_AddNumberToObject(o, "layer", ir_op_layer(op));
+    cJSON_AddStringToObject(o, "phase", ir_op_phase(op));
+    cJSON_AddStringToObject(o, "op", ir_op_info_of(op->code)->name);
+    cJSON *vals = cJSON_AddArrayToObject(o, "values");
+    for (int k = 0; k < op->nin; k++)
+        cJSON_AddItemToArray(vals, cJSON_CreateString(m->values[op->in[k]].name));
+    cJSON_AddStringToObject(o, "group", gi >= 0 && gi < m->ngroups ? m->groups[gi].name : "");
+    cJSON_AddNumberToObject(o, "set_size", gi >= 0 && gi < m->ngroups ? m->groups[gi].set_size : 0);
+    cJSON_AddNumberToObject(o, "bytes_per_rank", t.bytes_sent);
+    cJSON_AddNumberToObject(o, "peers", t.peers);
+    cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter_bytes);
+    return o;
+}
+
+static void json_totals(const ir_module *m, cJSON *root)
+{
+    totals t = sum_traffic(m);
+    cJSON *tot = cJSON_AddObjectToObject(root, "totals");
+    for (int k = 0; k < NKINDS; k++) {
+        if (!t.count[k])
+            continue;
+        cJSON *o = cJSON_AddObjectToObject(tot, kind_name(k));
+        cJSON_AddNumberToObject(o, "count", t.count[k]);
+        cJSON_AddNumberToObject(o, "bytes_per_rank", t.bytes[k]);
+        cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter[k]);
+    }
+    int a = kind_index(IR_ALL_TO_ALL);
+    cJSON *o = cJSON_AddObjectToObject(root, "all_to_all");
+    cJSON_AddNumberToObject(o, "count", t.count[a]);
+    cJSON_AddNumberToObject(o, "bytes_per_rank", t.bytes[a]);
+    cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter[a]);
+    cJSON_AddNumberToObject(o, "peers", t.a2a_peers);
+}
+
+void pass_schedule_json(const ir_module *m, FILE *out)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "module", m->name);
+    cJSON_AddNumberToObject(root, "world", ir_world(m));
+    cJSON_AddNumberToObject(root, "nodes", m->mesh.nodes);
+    cJSON_AddNumberToObject(root, "devices_per_node", m->mesh.devices_per_node);
+    cJSON_AddItemToObject(root, "groups", json_groups(m));
+    cJSON *colls = cJSON_AddArrayToObject(root, "collectives");
+    int n = 0;
+    for (int i = 0; i < m->nops; i++)
+        if (kind_index(m->ops[i].code) >= 0)
+            cJSON_AddItemToArray(colls, json_collective(m, n++, &m->ops[i]));
+    json_totals(m, root);
+    char *s = cJSON_Print(root);
+    fputs(s, out);
+    fputc('\n', out);
+    free(s);
+    cJSON_Delete(root);
+}
