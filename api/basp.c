@@ -1,0 +1,87 @@
+/* basp.c — the embedding API: thin wrappers that keep frontend/, ir/ and
+ * passes/ behind one small header. */
+#include "basp.h"
+
+#include "../frontend/frontend.h"
+#include "../ir/ir.h"
+#include "../passes/passes.h"
+
+void basp_set_diagnostics(FILE *sink, bool quiet) {
+    sup_diag_set_sink(sink);
+    sup_diag_set_quiet(quiet);
+}
+
+int basp_error_count(void) { return sup_error_count(); }
+
+basp_spec *basp_spec_parse_file(const char *path) { return fe_parse_file_unchecked(path); }
+
+basp_spec *basp_spec_parse_string(const char *name, const char *text) {
+    return fe_parse_string_unchecked(name, text);
+}
+
+bool basp_spec_set(basp_spec *spec, const char *assignment) {
+    return spec && fe_override(spec, assignment);
+}
+
+bool basp_spec_check(basp_spec *spec) { return spec && fe_check(spec); }
+
+void basp_spec_print(const basp_spec *spec, FILE *out) { fe_spec_print(spec, out); }
+
+void basp_spec_free(basp_spec *spec) {
+    if (spec) fe_spec_free(spec);
+}
+
+basp_module *basp_lower(const basp_spec *spec) { return spec ? pass_lower(spec) : NULL; }
+
+basp_module *basp_module_parse_file(const char *path) { return ir_parse_file(path); }
+
+basp_module *basp_module_parse_string(const char *name, const char *text) {
+    return ir_parse_string(name, text);
+}
+
+bool basp_module_verify(const basp_module *m) { return ir_verify(m, "input"); }
+
+void basp_print_ir(const basp_module *m, FILE *out) { ir_print(m, out); }
+
+void basp_module_free(basp_module *m) {
+    if (m) ir_module_free(m);
+}
+
+const char *basp_module_config(const basp_module *m, const char *key) {
+    return ir_config_get(m, key);
+}
+
+const char *basp_default_pipeline(void) { return pass_default_pipeline(); }
+
+static pass_options to_pass_options(const basp_pass_options *opt) {
+    pass_options po = pass_default_options();
+    if (opt) {
+        po.print_after_all = opt->print_after_all;
+        po.print_after = opt->print_after;
+        if (opt->print_out) po.print_out = opt->print_out;
+    }
+    return po;
+}
+
+bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt) {
+    pass_options po = to_pass_options(opt);
+    return pass_run_pipeline(m, passes ? passes : pass_default_pipeline(), &po);
+}
+
+bool basp_run_pass(basp_module *m, const char *name) {
+    pass_options po = pass_default_options();
+    return pass_run(m, name, &po);
+}
+
+void basp_list_passes(FILE *out) {
+    int n = 0;
+    const pass_info *p = pass_registry(&n);
+    for (int i = 0; i < n; i++) fprintf(out, "  %-14s %s\n", p[i].name, p[i].summary);
+}
+
+void basp_print_schedule(const basp_module *m, FILE *out, bool json) {
+    if (json)
+        pass_schedule_json(m, out);
+    else
+        pass_schedule_print(m, out);
+}

@@ -1,0 +1,78 @@
+/* basp.h — the basp compiler as a library.  The only header of api/.
+ *
+ * Each stage is one call:
+ *
+ *     basp_spec *s = basp_spec_parse_file("model.basp");     // or _string
+ *     basp_spec_set(s, "train.micro_batch=4");               // optional overrides
+ *     if (!s || !basp_spec_check(s)) ... diagnostics were printed ...
+ *     basp_module *m = basp_lower(s);
+ *     basp_run_pipeline(m, NULL, NULL);                      // default pipeline
+ *     basp_print_ir(m, stdout);  basp_print_schedule(m, stdout, false);
+ *     basp_module_free(m); basp_spec_free(s);
+ *
+ * Diagnostics (errors with file:line:col and a caret, warnings, remarks) go to
+ * stderr unless redirected with basp_set_diagnostics.  Functions that can fail
+ * return NULL / false after reporting why. */
+#ifndef BASP_API_H
+#define BASP_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fe_spec basp_spec;     /* opaque: a parsed layout spec */
+typedef struct ir_module basp_module; /* opaque: an IR module */
+
+#define BASP_VERSION "0.1.0"
+
+/* ---- diagnostics ---- */
+void basp_set_diagnostics(FILE *sink, bool quiet); /* sink NULL = stderr; quiet drops remarks */
+int basp_error_count(void);
+
+/* ---- specs ---- */
+basp_spec *basp_spec_parse_file(const char *path);                  /* parse, not yet checked */
+basp_spec *basp_spec_parse_string(const char *name, const char *text);
+bool basp_spec_set(basp_spec *spec, const char *assignment);        /* "block.key=value" */
+bool basp_spec_check(basp_spec *spec);                              /* defaults + every rule */
+void basp_spec_print(const basp_spec *spec, FILE *out);
+void basp_spec_free(basp_spec *spec);
+
+/* ---- IR ---- */
+basp_module *basp_lower(const basp_spec *spec);                     /* checked spec -> IR */
+basp_module *basp_module_parse_file(const char *path);              /* textual IR ("-" = stdin) */
+basp_module *basp_module_parse_string(const char *name, const char *text);
+bool basp_module_verify(const basp_module *m);
+void basp_print_ir(const basp_module *m, FILE *out);
+void basp_module_free(basp_module *m);
+/* A module config value, e.g. "batch_groups" or "sp_size" after the
+ * pipeline; NULL when absent. */
+const char *basp_module_config(const basp_module *m, const char *key);
+
+/* ---- passes ---- */
+typedef struct basp_pass_options {
+    bool print_after_all;    /* print the IR after every pass */
+    const char *print_after; /* comma-separated pass names, or NULL */
+    FILE *print_out;         /* NULL = stdout */
+} basp_pass_options;
+
+const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero" */
+/* Comma-separated pass names (NULL = the default pipeline); the verifier
+ * runs after each pass.  opt may be NULL. */
+bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt);
+bool basp_run_pass(basp_module *m, const char *name);
+/* Lists the registered passes, one "name  summary" per line. */
+void basp_list_passes(FILE *out);
+
+/* ---- inspection ---- */
+/* Every collective per layer and phase with its groups, bytes, peers and
+ * inter-node bytes, plus totals per step; JSON when json is true. */
+void basp_print_schedule(const basp_module *m, FILE *out, bool json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
