@@ -28,6 +28,8 @@
 #include "../support/support.h"
 
 enum { FE_NAME_MAX = 64 };
+/* Upper bound on model.layers (lowering takes about a second at this depth). */
+enum { FE_MAX_LAYERS = 1024 };
 
 typedef enum {
     FE_BA_AUTO,   /* largest legal G (later: the cost model's choice) */

@@ -1,9 +1,11 @@
 /* groups.c — legality of sequence-parallel layouts (Ulysses and
  * batch-aware groups) and the rough memory-fit warning.
  *
- * fe_groups_illegal is the single source of the layout rules: fe_check uses
- * it for every batch_aware mode and the batch-aware pass uses it to choose G,
- * so the compiler can never accept what the pass would reject. */
+ * fe_groups_illegal holds the layout rules on the spec: fe_check uses it for
+ * every batch_aware mode.  The passes judge the IR alone (hand-written IR has
+ * no spec), so pass_batch_aware_illegal restates the same rules; the unit
+ * test test_legality_agrees (tests/unit/test_passes.c) checks that the two
+ * agree over a sweep of N, B, heads, kv_heads, seq_len and G. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

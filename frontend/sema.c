@@ -163,6 +163,12 @@ static void mesh_defaults(checker *c) {
 
 static void model_rules(checker *c) {
     const fe_model *m = &c->s->model;
+    if (m->layers > FE_MAX_LAYERS) {
+        sup_loc loc = at(c, "model.layers");
+        err(c, loc, "layers %" PRId64 " is too many (at most %d)", m->layers, FE_MAX_LAYERS);
+        sup_note(loc, "the step is lowered op by op, so its size grows with layers; the deepest "
+                      "published decoders have under 200");
+    }
     if (m->kv_heads <= 0 || m->heads % m->kv_heads == 0) return;
     sup_loc loc = at(c, "model.kv_heads");
     err(c, loc, "heads (%" PRId64 ") is not divisible by kv_heads (%" PRId64 ")", m->heads,

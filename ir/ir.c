@@ -13,6 +13,12 @@ static void ir_bug(const char *what)
     abort();
 }
 
+static uint32_t ir_hash(const char *s);
+static const char *ir_value_name_of(const void *m, int v)
+{
+    return ((const ir_module *)m)->values[v].name;
+}
+
 static void ir_copy_name(char *dst, size_t cap, const char *src)
 {
     snprintf(dst, cap, "%s", src ? src : "");
@@ -137,6 +143,7 @@ void ir_module_free(ir_module *m)
     free(m->groups);
     free(m->values);
     free(m->ops);
+    ir_name_index_free(&m->vnames);
     free(m);
 }
 
@@ -164,6 +171,8 @@ ir_module *ir_module_clone(const ir_module *m)
         int cap;
         c->groups[g].ranks = ir_dup_array(m->groups[g].ranks, n, sizeof(int), &cap);
     }
+    int cap;
+    c->vnames.slots = ir_dup_array(m->vnames.slots, m->vnames.cap, sizeof(int), &cap);
     return c;
 }
 
@@ -333,15 +342,52 @@ int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type 
     v->kind = kind;
     v->type = type;
     v->def = -1;
-    return m->nvalues++;
+    int i = m->nvalues++;
+    /* A duplicate (only the parser makes one, for the verifier to report)
+     * stays out of the index: find returns the first value of a name. */
+    if (ir_value_find(m, v->name) < 0)
+        ir_name_index_add(&m->vnames, i, ir_value_name_of, m);
+    return i;
 }
 
 int ir_value_find(const ir_module *m, const char *name)
 {
+    return ir_name_index_find(&m->vnames, name, ir_value_name_of, m);
+}
+
+/* The index slot holding value v, or NULL. */
+static int *ir_value_slot(ir_module *m, int v)
+{
+    ir_name_index *ix = &m->vnames;
+    if (!ix->cap)
+        return NULL;
+    for (uint32_t h = ir_hash(m->values[v].name) & (uint32_t)(ix->cap - 1);; h = (h + 1) & (uint32_t)(ix->cap - 1)) {
+        if (ix->slots[h] < 0)
+            return NULL;
+        if (ix->slots[h] == v)
+            return &ix->slots[h];
+    }
+}
+
+void ir_value_swap_names(ir_module *m, int a, int b)
+{
+    if (a == b || a < 0 || b < 0 || a >= m->nvalues || b >= m->nvalues)
+        return;
+    int *sa = ir_value_slot(m, a), *sb = ir_value_slot(m, b);
+    char tmp[IR_NAME_MAX];
+    memcpy(tmp, m->values[a].name, IR_NAME_MAX);
+    memcpy(m->values[a].name, m->values[b].name, IR_NAME_MAX);
+    memcpy(m->values[b].name, tmp, IR_NAME_MAX);
+    if (sa && sb) { /* each name keeps its slot, which now holds the other value */
+        *sa = b;
+        *sb = a;
+        return;
+    }
+    /* A duplicate name is involved (not indexed): rebuild the index. */
+    ir_name_index_free(&m->vnames);
     for (int v = 0; v < m->nvalues; v++)
-        if (strcmp(m->values[v].name, name) == 0)
-            return v;
-    return -1;
+        if (ir_value_find(m, m->values[v].name) < 0)
+            ir_name_index_add(&m->vnames, v, ir_value_name_of, m);
 }
 
 void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX])
@@ -542,7 +588,7 @@ void ir_renumber(ir_module *m)
                 m->values[m->ops[i].out[o]].def = i;
 }
 
-/* ---- name index (parser) ------------------------------------------------ */
+/* ---- name index (values; the parser) ------------------------------------------------ */
 static uint32_t ir_hash(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */

@@ -143,6 +143,14 @@ typedef struct ir_config_entry {
     char value[96]; /* textual, as printed: 2048, 1e-05, bf16, true */
 } ir_config_entry;
 
+/* An open-addressing index from names to indices (private to ir/; the module
+ * keeps one for its values so that ir_value_find is O(1)). */
+typedef struct ir_name_index {
+    int *slots; /* -1 = empty */
+    int cap;    /* power of two */
+    int count;
+} ir_name_index;
+
 typedef struct ir_module {
     char name[IR_NAME_MAX];
     ir_mesh mesh;
@@ -150,6 +158,8 @@ typedef struct ir_module {
     ir_group *groups;        int ngroups, capgroups;
     ir_value *values;        int nvalues, capvalues;
     ir_op *ops;              int nops, capops;
+    ir_name_index vnames;    /* value names -> indices; change a value's name
+                                only through ir_value_swap_names */
 } ir_module;
 
 /* ---- module API ---------------------------------------------------------- */
@@ -186,6 +196,9 @@ enum { IR_GROUP_REMOVED = -2 };
  * it).  ir_value_find returns -1 if absent. */
 int ir_value_add(ir_module *m, const char *name, ir_value_kind kind, ir_type type);
 int ir_value_find(const ir_module *m, const char *name);
+/* Exchanges the names of values a and b (keeps the name index current;
+ * never write values[].name directly). */
+void ir_value_swap_names(ir_module *m, int a, int b);
 /* A fresh name "base", "base.1", "base.2" ... not yet used. */
 void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX]);
 

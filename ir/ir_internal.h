@@ -4,17 +4,12 @@
 
 #include "ir.h"
 
-/* ir_value_add without the duplicate-name scan, for the parser, which keeps
- * its own name index so that reading a large module stays linear. */
+/* ir_value_add without the duplicate-name check (the parser checks first, to
+ * report a redefinition with a location). */
 int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type type);
 
-/* A small open-addressing index from names to indices (values or groups).
- * Lookups compare against the module's names, so it stores only indices. */
-typedef struct ir_name_index {
-    int *slots; /* -1 = empty */
-    int cap;    /* power of two */
-    int count;
-} ir_name_index;
+/* ir_name_index (ir.h): lookups compare against the module's names, so it
+ * stores only indices. */
 
 /* Returns the index whose name (names(ctx, i)) equals `name`, or -1. */
 typedef const char *(*ir_name_of)(const void *ctx, int i);

@@ -17,7 +17,6 @@
 typedef struct ir_parser {
     ir_lexer lx;
     ir_module *m;
-    ir_name_index vix; /* value names -> indices: lookups stay O(1) in big modules */
     sup_loc *cloc;     /* definition of each config key, for "previous definition" */
     int capcloc;
     sup_loc mesh_loc, link_loc[2];
@@ -121,14 +120,9 @@ static void p_set_loc(sup_loc **arr, int *cap, int i, sup_loc loc)
 }
 
 /* ---- names ---------------------------------------------------------------- */
-static const char *p_value_name(const void *m, int v)
-{
-    return ((const ir_module *)m)->values[v].name;
-}
-
 static int p_find_value(const ir_parser *p, const char *name)
 {
-    return ir_name_index_find(&p->vix, name, p_value_name, p->m);
+    return ir_value_find(p->m, name); /* the module's name index: O(1) */
 }
 
 /* Suggests the closest existing value name for an undefined one. */
@@ -193,7 +187,6 @@ static int p_define_value(ir_parser *p, const ir_tok *t, ir_value_kind kind, ir_
         return -1;
     }
     int v = ir_value_append(p->m, name, kind, type);
-    ir_name_index_add(&p->vix, v, p_value_name, p->m);
     p->m->values[v].loc = ir_tok_loc(&p->lx, t);
     return v;
 }
@@ -678,7 +671,6 @@ static ir_module *ir_parse_buf(const char *name, const char *text, size_t len)
     ir_lex_init(&p.lx, file, text, len);
     bool ok = p_module(&p) && p_ok(&p);
     free(p.cloc);
-    ir_name_index_free(&p.vix);
     if (!ok) {
         ir_module_free(p.m);
         return NULL;

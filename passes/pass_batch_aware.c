@@ -63,14 +63,10 @@ static int remove_exchanges(ir_module *m, int sp)
             continue;
         for (int k = 0; k < op.nin && k < op.nout; k++) {
             ir_replace_uses(m, op.out[k], op.in[k], i);
-            char *in = m->values[op.in[k]].name, *out = m->values[op.out[k]].name;
+            const char *in = m->values[op.in[k]].name, *out = m->values[op.out[k]].name;
             size_t n = strlen(out);
-            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0) {
-                char tmp[IR_NAME_MAX];
-                memcpy(tmp, in, IR_NAME_MAX);
-                memcpy(in, out, IR_NAME_MAX);
-                memcpy(out, tmp, IR_NAME_MAX);
-            }
+            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0)
+                ir_value_swap_names(m, op.in[k], op.out[k]);
         }
         ir_op_remove(m, i);
         removed++;

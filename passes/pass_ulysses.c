@@ -39,10 +39,8 @@ static int derived(ir_module *m, int v, const char *suffix, ir_type t)
     return pu_result(m, base, t);
 }
 
-/* Inserts an all_to_all at `pos` exchanging ins[] into outs[]; returns the
- * number of ops inserted (1). */
-static int exchange(ir_module *m, int pos, int sp, int n, const int *ins, const int *outs, int split,
-                    const ir_op *like)
+/* An all_to_all over sp exchanging ins[] into outs[]. */
+static ir_op exchange(int sp, int n, const int *ins, const int *outs, int split, const ir_op *like)
 {
     ir_op op = ir_op_make(IR_ALL_TO_ALL);
     for (int k = 0; k < n; k++) {
@@ -53,12 +51,12 @@ static int exchange(ir_module *m, int pos, int sp, int n, const int *ins, const 
     ir_attr_set_int(&op, "split", split);
     ir_attr_set_int(&op, "concat", split == 2 ? 1 : 2);
     pu_tag_like(&op, like);
-    ir_op_insert(m, pos, &op);
-    return 1;
+    return op;
 }
 
-/* Wraps the attention at index i; returns the index just past it. */
-static int wrap_attention(ir_module *m, int i, int sp)
+/* Wraps the attention at index i: records the exchanges before and after it
+ * and rewires it to the head-sharded values. */
+static void wrap_attention(ir_module *m, pu_edits *e, int i, int sp)
 {
     ir_op att = m->ops[i];
     int ins[3], outs[3];
@@ -66,14 +64,15 @@ static int wrap_attention(ir_module *m, int i, int sp)
         ins[k] = att.in[k];
         outs[k] = derived(m, ins[k], ".heads", pu_heads_type(m->values[ins[k]].type, sp, 1));
     }
-    i += exchange(m, i, sp, 3, ins, outs, 2, &att);
+    ir_op before = exchange(sp, 3, ins, outs, 2, &att);
+    pu_insert_before(e, i, &before);
     int o = att.out[0];
     int oh = derived(m, o, ".heads", pu_heads_type(m->values[o].type, sp, 1));
     for (int k = 0; k < 3; k++)
         m->ops[i].in[k] = outs[k];
     m->ops[i].out[0] = oh;
-    exchange(m, i + 1, sp, 1, &oh, &o, 1, &att);
-    return i + 2;
+    ir_op after = exchange(sp, 1, &oh, &o, 1, &att);
+    pu_insert_after(e, i, &after);
 }
 
 /* The head-sharded twin of v made by the forward exchanges: the output of
@@ -94,13 +93,15 @@ static int heads_twin(const ir_module *m, int sp, int v)
     return v;
 }
 
-/* Wraps the attention_bwd at index i; returns the index just past it. */
-static int wrap_attention_bwd(ir_module *m, int i, int sp)
+/* Wraps the attention_bwd at index i (the forward exchanges must be in the
+ * schedule already: heads_twin finds them there). */
+static void wrap_attention_bwd(ir_module *m, pu_edits *e, int i, int sp)
 {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
     int doh = derived(m, d_o, ".heads", pu_heads_type(m->values[d_o].type, sp, 1));
-    i += exchange(m, i, sp, 1, &d_o, &doh, 2, &ab);
+    ir_op before = exchange(sp, 1, &d_o, &doh, 2, &ab);
+    pu_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
     for (int k = 1; k < 5; k++)
@@ -110,7 +111,8 @@ static int wrap_attention_bwd(ir_module *m, int i, int sp)
         hs[k] = derived(m, ab.out[k], ".heads", pu_heads_type(m->values[ab.out[k]].type, sp, 1));
         m->ops[i].out[k] = hs[k];
     }
-    return i + 1 + exchange(m, i + 1, sp, 3, hs, ab.out, 1, &ab);
+    ir_op after = exchange(sp, 3, hs, ab.out, 1, &ab);
+    pu_insert_after(e, i, &after);
 }
 
 static void shard_sequence(ir_module *m, int sp)
@@ -192,14 +194,16 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
     shard_sequence(m, sp);
     if (G > 1)
         pu_shard_batch(m, sp, ir_group_add_strided(m, "dp", N / G));
+    pu_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)
-            i = wrap_attention(m, i, sp) - 1;
+            wrap_attention(m, &edits, i, sp);
+    pu_edits_apply(m, &edits);
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION_BWD)
-            i = wrap_attention_bwd(m, i, sp) - 1;
+            wrap_attention_bwd(m, &edits, i, sp);
+    pu_edits_apply(m, &edits); /* renumbers */
     pu_fix_virtual_heads(m, sp);
-    ir_renumber(m);
     ir_config_set_int(m, "sp_size", N / G);
     ir_config_set_int(m, "batch_groups", G);
     pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls",

@@ -217,3 +217,55 @@ void pu_shard_batch(ir_module *m, int sp, int dp)
             t->shard[0] = dp;
     }
 }
+
+/* ---- deferred insertion ---------------------------------------------------- */
+static void pu_edit_add(pu_edits *e, int gap, int after, const ir_op *op)
+{
+    SUP_GROW(e->items, e->n, e->cap);
+    e->items[e->n] = (struct pu_edit){.gap = gap, .after = after, .seq = e->n, .op = *op};
+    e->n++;
+}
+
+void pu_insert_before(pu_edits *e, int pos, const ir_op *op)
+{
+    pu_edit_add(e, pos, 0, op);
+}
+
+void pu_insert_after(pu_edits *e, int pos, const ir_op *op)
+{
+    pu_edit_add(e, pos + 1, 1, op);
+}
+
+/* By gap; inside a gap the "after" ops latest first, then the "before" ops
+ * in recording order. */
+static int pu_edit_cmp(const void *pa, const void *pb)
+{
+    const struct pu_edit *a = pa, *b = pb;
+    if (a->gap != b->gap)
+        return a->gap < b->gap ? -1 : 1;
+    if (a->after != b->after)
+        return a->after ? -1 : 1;
+    return a->after ? (a->seq < b->seq) - (a->seq > b->seq) : (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+void pu_edits_apply(ir_module *m, pu_edits *e)
+{
+    if (e->n > 0) {
+        qsort(e->items, (size_t)e->n, sizeof *e->items, pu_edit_cmp);
+        int total = m->nops + e->n;
+        ir_op *ops = sup_xmalloc((size_t)total * sizeof *ops);
+        int k = 0, j = 0;
+        for (int i = 0; i <= m->nops; i++) {
+            for (; j < e->n && e->items[j].gap <= i; j++)
+                ops[k++] = e->items[j].op;
+            if (i < m->nops)
+                ops[k++] = m->ops[i];
+        }
+        free(m->ops);
+        m->ops = ops;
+        m->nops = m->capops = total;
+    }
+    free(e->items);
+    memset(e, 0, sizeof *e);
+    ir_renumber(m);
+}

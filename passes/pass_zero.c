@@ -24,6 +24,8 @@ typedef struct zctx {
     ir_module *m;
     int world, N, stage;
     int gathers, reductions, sharded, replicated;
+    pu_edits edits; /* inserted ops, applied at the end: indices below are
+                       those of the unchanged schedule */
 } zctx;
 
 /* First dimension divisible by N, -1 if none. */
@@ -60,8 +62,8 @@ static int gather(zctx *z, int w, int d, const char *suffix, int first, int last
     snprintf(base, sizeof base, "%s%s", m->values[w].name, suffix);
     int copy = pu_result(m, base, full);
     ir_op op = collective(IR_ALL_GATHER, z->world, w, copy, d, &m->ops[first]);
-    ir_op_insert(m, first, &op);
-    for (int i = first + 1; i <= last + 1; i++)
+    pu_insert_before(&z->edits, first, &op);
+    for (int i = first; i <= last; i++)
         if (m->ops[i].code != IR_ADAMW)
             for (int k = 0; k < m->ops[i].nin; k++)
                 if (m->ops[i].in[k] == w)
@@ -98,8 +100,8 @@ static void gather_per_phase(zctx *z, int w, int d, ir_type full)
         if (!use_range(z->m, w, phases[p], &first, &last))
             continue;
         int copy = gather(z, w, d, suffix[p], first, last, full);
-        ir_op fr = collective(IR_FREE, -1, copy, -1, -1, &z->m->ops[last + 1]);
-        ir_op_insert(z->m, last + 2, &fr);
+        ir_op fr = collective(IR_FREE, -1, copy, -1, -1, &z->m->ops[last]);
+        pu_insert_after(&z->edits, last, &fr);
     }
 }
 
@@ -119,8 +121,8 @@ static void reduce_grad(zctx *z, int dw, int d)
     int red = pu_result(m, base, t);
     ir_op op = collective(scatter ? IR_REDUCE_SCATTER : IR_ALL_REDUCE, z->world, dw, red, scatter ? d : -1,
                           &m->ops[p]);
-    ir_op_insert(m, p + 1, &op);
-    ir_replace_uses(m, dw, red, p + 2);
+    pu_insert_after(&z->edits, p, &op);
+    ir_replace_uses(m, dw, red, p + 1);
     z->reductions++;
 }
 
@@ -186,7 +188,7 @@ bool pass_zero(ir_module *m, const pass_options *opt)
     for (int k = 0; k < n; k++)
         zero_param(&z, pairs[2 * k], pairs[2 * k + 1], opt);
     free(pairs);
-    ir_renumber(m);
+    pu_edits_apply(m, &z.edits); /* renumbers */
     pu_remark(opt, "zero: stage %d over @world (%d ranks): %d parameter(s) sharded, %d replicated; %d all-gather(s), "
                    "%d gradient reduction(s)", z.stage, z.N, z.sharded, z.replicated, z.gathers, z.reductions);
     return true;

@@ -53,7 +53,8 @@ static bool in_list(const char *list, const char *name)
     return false;
 }
 
-static void unknown_pass(const char *name)
+/* `what`: the option the name came from, or NULL for the pass list. */
+static void unknown_pass(const char *name, const char *what)
 {
     const char *cands[NPASSES];
     char avail[256] = "";
@@ -65,9 +66,11 @@ static void unknown_pass(const char *name)
     }
     const char *close = sup_closest(name, cands, NPASSES);
     if (close)
-        sup_error(sup_noloc(), "unknown pass '%s'; did you mean '%s'? (available: %s)", name, close, avail);
+        sup_error(sup_noloc(), "%s%sunknown pass '%s'; did you mean '%s'? (available: %s)", what ? what : "",
+                  what ? ": " : "", name, close, avail);
     else
-        sup_error(sup_noloc(), "unknown pass '%s' (available: %s)", name, avail);
+        sup_error(sup_noloc(), "%s%sunknown pass '%s' (available: %s)", what ? what : "", what ? ": " : "", name,
+                  avail);
 }
 
 bool pass_run(ir_module *m, const char *name, const pass_options *opt)
@@ -77,7 +80,7 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
         opt = &def;
     const pass_info *p = pass_lookup(name);
     if (!p) {
-        unknown_pass(name);
+        unknown_pass(name, NULL);
         return false;
     }
     if (!p->run(m, opt))
@@ -97,29 +100,60 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
     return true;
 }
 
+/* Item `i` of a comma-separated list into item[64]; returns the pointer
+ * past it (NULL at the end) and its length in *len. */
+static const char *list_item(const char *p, char item[64], size_t *len)
+{
+    const char *e = strchr(p, ',');
+    *len = e ? (size_t)(e - p) : strlen(p);
+    snprintf(item, 64, "%.*s", (int)(*len < 64 ? *len : 63), p);
+    return e ? e + 1 : NULL;
+}
+
+/* Every item of a non-empty comma-separated list names a registered pass;
+ * reports each one that does not (`what` says which option it came from). */
+static bool check_names(const char *list, const char *what)
+{
+    bool ok = true;
+    char item[64];
+    size_t len;
+    if (!list || !*list)
+        return true;
+    for (const char *p = list; p;) {
+        p = list_item(p, item, &len);
+        if (len == 0) {
+            sup_error(sup_noloc(), "%s: empty pass name in '%s'", what ? what : "--passes", list);
+            ok = false;
+        } else if (len >= sizeof item || !pass_lookup(item)) {
+            unknown_pass(item, what);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
 {
     /* Check every name first, so a typo late in the list fails before any
-     * pass has changed the module. */
-    bool ok = true;
-    char item[64];
-    for (const char *p = names; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
-        if (len && !pass_lookup(item)) {
-            unknown_pass(item);
-            ok = false;
+     * pass has changed the module; the same for the passes to print after. */
+    bool ok = check_names(names, NULL);
+    if (opt && !check_names(opt->print_after, "--print-ir-after"))
+        ok = false;
+    if (opt && opt->print_after && *opt->print_after && !opt->print_after_all) {
+        char item[64];
+        size_t len;
+        for (const char *p = opt->print_after; ok && p;) {
+            p = list_item(p, item, &len);
+            if (!in_list(names, item))
+                sup_warning(sup_noloc(), "--print-ir-after=%s: the pipeline '%s' does not include that pass, so "
+                                         "nothing is printed for it", item, names ? names : "");
         }
-        p = e ? e + 1 : NULL;
     }
+    char item[64];
+    size_t len;
     for (const char *p = names; ok && p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
-        if (len)
-            ok = pass_run(m, item, opt);
-        p = e ? e + 1 : NULL;
+        p = list_item(p, item, &len);
+        ok = pass_run(m, item, opt);
     }
     return ok;
 }

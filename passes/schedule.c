@@ -137,19 +137,35 @@ static totals sum_traffic(const ir_module *m)
 static const char *kind_name(int k) { return ir_op_info_of(kinds[k])->name; }
 
 /* ---- text ---------------------------------------------------------------- */
-enum { MAX_SHOWN_SETS = 8 };
+enum { MAX_SHOWN_SETS = 8, MAX_SHOWN_ITEMS = 8, MIN_STRIDED = 5 };
 
-/* "[0-3]" for runs of consecutive ranks, "[0,4]" otherwise. */
+/* "[0-3]" for runs of consecutive ranks, "[0,8,...,56]" for a longer
+ * strided stretch, "[0,4]" otherwise; after MAX_SHOWN_ITEMS such items the
+ * rest is elided ("... 500 more"), so one line stays short on any mesh. */
 static void fmt_set(sup_buf *b, const int *r, int n)
 {
     sup_buf_puts(b, "[");
-    for (int i = 0; i < n;) {
+    int items = 0;
+    for (int i = 0; i < n; items++) {
+        if (items == MAX_SHOWN_ITEMS) {
+            sup_buf_printf(b, ",... %d more", n - i);
+            break;
+        }
         int j = i;
         while (j + 1 < n && r[j + 1] == r[j] + 1)
             j++;
         sup_buf_printf(b, "%s%d", i ? "," : "", r[i]);
-        if (j > i)
+        if (j > i) {
             sup_buf_printf(b, "-%d", r[j]);
+        } else if (i + 1 < n && r[i + 1] - r[i] > 1) {
+            int d = r[i + 1] - r[i];
+            while (j + 1 < n && r[j + 1] == r[j] + d)
+                j++;
+            if (j - i + 1 >= MIN_STRIDED)
+                sup_buf_printf(b, ",%d,...,%d", r[i] + d, r[j]);
+            else
+                j = i;
+        }
         i = j + 1;
     }
     sup_buf_puts(b, "]");

@@ -130,7 +130,12 @@ static void print_caret(FILE *out, sup_loc loc) {
     int width = (int)(eol - p);
     if (width > 300) width = 300; /* keep absurd lines readable */
     fprintf(out, "  ");
-    for (int i = 0; i < width; i++) fputc(p[i] == '\0' ? ' ' : p[i], out);
+    /* Control bytes (a NUL, an escape sequence in a corrupt file) would garble
+     * the terminal; one '?' each keeps the caret aligned. */
+    for (int i = 0; i < width; i++) {
+        unsigned char c = (unsigned char)p[i];
+        fputc(c == '\t' || (c >= 0x20 && c != 0x7f) ? c : '?', out);
+    }
     fprintf(out, "\n  ");
     int col = loc.col < 1 ? 1 : loc.col;
     for (int i = 0; i < col - 1 && i < width; i++) fputc(p[i] == '\t' ? '\t' : ' ', out);

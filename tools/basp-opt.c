@@ -46,6 +46,11 @@ int main(int argc, char **argv) {
         } else in = a;
     }
     if (!in) { usage(stderr); return 2; }
+    if ((popt.print_after || popt.print_after_all) && !(passes && *passes)) {
+        fprintf(stderr, "basp-opt: error: --print-ir-after%s needs --passes=...: no pass runs otherwise\n",
+                popt.print_after_all ? "-all" : "");
+        return 2;
+    }
     basp_set_diagnostics(NULL, quiet);
     basp_module *m = basp_module_parse_file(in);
     if (!m) return 1;

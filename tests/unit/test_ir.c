@@ -245,9 +245,43 @@ static void test_tables(void)
     CHECK(ir_is_ident("fwd") && !ir_is_ident("1f"));
 }
 
+/* The module's value-name index: finds every value among thousands, stays
+ * current across ir_value_swap_names, and survives a clone. */
+static void test_value_index(void)
+{
+    ir_module *m = ir_module_new("idx");
+    int64_t d[1] = {4};
+    ir_type t = ir_type_make(IR_F32, 1, d);
+    enum { NV = 5000 };
+    for (int i = 0; i < NV; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "v%d", i);
+        CHECK(ir_value_add(m, name, IR_V_INPUT, t) == i);
+    }
+    CHECK(ir_value_find(m, "v0") == 0 && ir_value_find(m, "v4999") == 4999);
+    CHECK(ir_value_find(m, "v5000") == -1 && ir_value_find(m, "") == -1);
+    CHECK(ir_value_add(m, "v17", IR_V_INPUT, t) == -1);
+    ir_value_swap_names(m, 17, 4000);
+    CHECK_STR(m->values[17].name, "v4000");
+    CHECK_STR(m->values[4000].name, "v17");
+    CHECK(ir_value_find(m, "v17") == 4000 && ir_value_find(m, "v4000") == 17);
+    ir_module *c = ir_module_clone(m);
+    ir_value_swap_names(c, 4000, 17); /* the clone's index is its own */
+    CHECK(ir_value_find(c, "v17") == 17 && ir_value_find(m, "v17") == 4000);
+    CHECK(ir_value_add(c, "new", IR_V_INPUT, t) == NV && ir_value_find(c, "new") == NV);
+    CHECK(ir_value_find(m, "new") == -1);
+    int bad = 0;
+    for (int i = 0; i < NV; i++)
+        bad += ir_value_find(m, m->values[i].name) != i;
+    CHECK(bad == 0);
+    ir_module_free(c);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     test_tables();
+    test_value_index();
     test_build_and_round_trip();
     test_ops_edit();
     test_groups_and_config();

@@ -169,9 +169,67 @@ static void test_pure_data_parallel(void)
     ir_module_free(m);
 }
 
+/* The layout rules exist twice: fe_groups_illegal (frontend, on the spec)
+ * and pass_batch_aware_illegal (passes, on the IR alone, so that hand-written
+ * IR is judged the same way).  They must agree on every combination, both on
+ * a lowered module and on a bare one that has only the config keys. */
+static void test_legality_agrees(void)
+{
+    static const int64_t Ns[][2] = {{1, 1}, {1, 2}, {1, 3}, {2, 2}, {1, 6}, {2, 4}, {3, 4}, {2, 8}, {4, 8}};
+    static const int64_t Bs[] = {1, 2, 3, 4, 6, 8, 16};
+    static const int64_t Hs[] = {1, 2, 3, 4, 6, 8, 12, 32};
+    static const int64_t Ss[] = {1, 2, 3, 8, 12, 64};
+    int combos = 0, disagree = 0, lowered = 0;
+    for (size_t n = 0; n < sizeof Ns / sizeof Ns[0]; n++)
+        for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++)
+            for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
+                for (int64_t hk = 1; hk <= Hs[h]; hk++) {
+                    if (Hs[h] % hk)
+                        continue;
+                    for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
+                        fe_spec s = tiny_spec(Bs[b], hk, FE_BA_AUTO);
+                        s.mesh.nodes = Ns[n][0];
+                        s.mesh.devices_per_node = Ns[n][1];
+                        s.model.heads = Hs[h];
+                        s.model.head_dim = 2;
+                        s.model.hidden = 2 * Hs[h];
+                        s.model.layers = 1;
+                        s.train.seq_len = Ss[si];
+                        ir_module *bare = ir_module_new("bare");
+                        bare->mesh.nodes = (int)Ns[n][0];
+                        bare->mesh.devices_per_node = (int)Ns[n][1];
+                        ir_config_set_int(bare, "micro_batch", Bs[b]);
+                        ir_config_set_int(bare, "seq_len", Ss[si]);
+                        ir_config_set_int(bare, "heads", Hs[h]);
+                        ir_config_set_int(bare, "kv_heads", hk);
+                        /* Lowering is slower: a sample of the combinations. */
+                        ir_module *low = (combos % 7 == 0) ? pass_lower(&s) : NULL;
+                        lowered += low != NULL;
+                        int N = (int)(Ns[n][0] * Ns[n][1]);
+                        for (int G = 0; G <= N + 1; G++) {
+                            bool fe = fe_groups_illegal(&s, G, NULL) == NULL;
+                            bool ir = pass_batch_aware_illegal(bare, G) == NULL;
+                            bool lw = low ? pass_batch_aware_illegal(low, G) == NULL : ir;
+                            if (fe != ir || fe != lw) {
+                                if (disagree++ < 5)
+                                    fprintf(stderr, "legality differs: N=%d B=%lld H=%lld Hk=%lld S=%lld G=%d: "
+                                                    "frontend %d, passes %d, lowered %d\n", N, (long long)Bs[b],
+                                            (long long)Hs[h], (long long)hk, (long long)Ss[si], G, fe, ir, lw);
+                            }
+                        }
+                        combos++;
+                        ir_module_free(bare);
+                        ir_module_free(low);
+                    }
+                }
+    CHECK(disagree == 0);
+    CHECK(combos > 1000 && lowered > 100);
+}
+
 int main(void)
 {
     sup_diag_set_quiet(true);
+    test_legality_agrees();
     test_lower();
     test_ulysses_batch_aware();
     test_ring_traffic();
