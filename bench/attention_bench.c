@@ -1,0 +1,152 @@
+/* attention_bench.c — attention kernel throughput relative to sgemm.
+ *
+ * One run measures, on one thread and side by side (so the machine's load
+ * affects every figure alike):
+ *   - cblas_sgemm at 1024^3 and at the shape of one attention block GEMM;
+ *   - kern_attention_fwd, and kern_attention_fwd + kern_attention_bwd;
+ * and prints GFLOP/s and the ratios attention/sgemm.  Each figure is the
+ * median of REPEATS timed runs after a warm-up run; the ratios are medians of
+ * per-repeat ratios (sgemm and attention timed back to back).
+ *
+ * FLOP counts (the usual flash-attention convention, causal):
+ *   forward   = 4 * b * H * S^2 * Dh / 2      (Q K^T and P V, half the pairs)
+ *   backward  = 2.5 * forward                 (dV, dP, dQ, dK GEMMs + Q K^T)
+ *   fwd + bwd = 3.5 * forward
+ * Exponentials, masking and the backward's logsumexp recomputation are not
+ * counted: they are overhead the ratio is meant to expose.
+ *
+ * Usage: bench_attention [S ...]   (default S = 1024 2048; b=1 H=4 Hkv=2 Dh=64) */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { REPEATS = 7 };
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of one call of fn(ctx) over REPEATS timed runs (after one
+ * warm-up), each timing `inner` back-to-back calls. */
+typedef void (*bench_fn)(void *ctx);
+static double median_time(bench_fn fn, void *ctx, int inner) {
+    double t[REPEATS];
+    fn(ctx);
+    for (int r = 0; r < REPEATS; r++) {
+        double t0 = now();
+        for (int i = 0; i < inner; i++) fn(ctx);
+        t[r] = (now() - t0) / inner;
+    }
+    qsort(t, REPEATS, sizeof t[0], cmp_double);
+    return t[REPEATS / 2];
+}
+
+static float *frand(int64_t n) {
+    float *p = malloc((size_t)n * sizeof(float));
+    if (!p) abort();
+    uint32_t s = 12345u;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    }
+    return p;
+}
+
+/* ---- sgemm ---------------------------------------------------------------- */
+
+typedef struct gemm_ctx {
+    int M, N, K, transb;
+    float *a, *b, *c;
+} gemm_ctx;
+static void run_gemm(void *p) {
+    gemm_ctx *g = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->transb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, g->a,
+                g->K, g->b, g->transb ? g->K : g->N, 0.0f, g->c, g->N);
+}
+static double gemm_gflops(int M, int N, int K, int transb, int inner) {
+    gemm_ctx g = {M, N, K, transb, frand((int64_t)M * K), frand((int64_t)K * N), frand((int64_t)M * N)};
+    double t = median_time(run_gemm, &g, inner);
+    free(g.a), free(g.b), free(g.c);
+    return 2.0 * M * N * K / t * 1e-9;
+}
+
+/* ---- attention -------------------------------------------------------------- */
+
+typedef struct att_ctx {
+    int64_t b, S, H, Hkv, Dh;
+    float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+} att_ctx;
+static void run_fwd(void *p) {
+    att_ctx *a = p;
+    kern_attention_fwd(a->o, a->q, a->k, a->v, a->b, a->S, a->H, a->Hkv, a->Dh);
+}
+static void run_fwd_bwd(void *p) {
+    att_ctx *a = p;
+    kern_attention_fwd(a->o, a->q, a->k, a->v, a->b, a->S, a->H, a->Hkv, a->Dh);
+    kern_attention_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, a->b, a->S, a->H, a->Hkv, a->Dh);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return v[n / 2];
+}
+static double time_once(bench_fn fn, void *ctx) {
+    double t0 = now();
+    fn(ctx);
+    return now() - t0;
+}
+
+/* Each repeat times sgemm 1024^3, the forward and forward + backward back to
+ * back, and the ratios are taken within the repeat before the median: load
+ * from other processes drifts over seconds, and this cancels most of it. */
+static void bench_attention(int64_t S) {
+    att_ctx a = {1, S, 4, 2, 64, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    int64_t nq = a.b * S * a.H * a.Dh, nk = a.b * S * a.Hkv * a.Dh;
+    a.q = frand(nq), a.k = frand(nk), a.v = frand(nk), a.o = frand(nq), a.dout = frand(nq);
+    a.dq = frand(nq), a.dk = frand(nk), a.dv = frand(nk);
+    gemm_ctx g = {1024, 1024, 1024, 0, frand(1 << 20), frand(1 << 20), frand(1 << 20)};
+    double fwd_flops = 4.0 * (double)(a.b * a.H * a.Dh) * (double)S * (double)S / 2.0, gemm_flops = 2.0 * 1024 * 1024 * 1024;
+    double gs[REPEATS], gf[REPEATS], gfb[REPEATS], rf[REPEATS], rfb[REPEATS];
+    run_fwd_bwd(&a), run_gemm(&g); /* warm-up */
+    for (int r = 0; r < REPEATS; r++) {
+        gs[r] = gemm_flops / time_once(run_gemm, &g) * 1e-9;
+        gf[r] = fwd_flops / time_once(run_fwd, &a) * 1e-9;
+        gfb[r] = 3.5 * fwd_flops / time_once(run_fwd_bwd, &a) * 1e-9;
+        rf[r] = gf[r] / gs[r], rfb[r] = gfb[r] / gs[r];
+    }
+    printf("attention S=%-5lld b=%lld H=%lld Hkv=%lld Dh=%lld: sgemm %5.1f | fwd %5.1f | fwd+bwd %5.1f GFLOP/s\n",
+           (long long)S, (long long)a.b, (long long)a.H, (long long)a.Hkv, (long long)a.Dh, median(gs, REPEATS),
+           median(gf, REPEATS), median(gfb, REPEATS));
+    printf("  ratio to sgemm 1024^3:  fwd %.2f (goal >= 0.60)   fwd+bwd %.2f (goal >= 0.40)\n", median(rf, REPEATS),
+           median(rfb, REPEATS));
+    free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv);
+    free(g.a), free(g.b), free(g.c);
+}
+
+int main(int argc, char **argv) {
+    openblas_set_num_threads(1); /* the environment variable is read at load time; this is authoritative */
+    const char *simd = getenv("BASP_SIMD");
+    printf("OpenBLAS %s (core %s), 1 thread, BASP_SIMD=%s, median of %d\n", openblas_get_config(),
+           openblas_get_corename(), simd ? simd : "(widest)", REPEATS);
+    printf("sgemm 1024x1024x1024        %6.1f GFLOP/s\n", gemm_gflops(1024, 1024, 1024, 0, 1));
+    /* the forward's Q K^T block: [64 x 64] x [128 x 64]^T */
+    printf("sgemm 64x128x64 (Q K^T blk) %6.1f GFLOP/s\n", gemm_gflops(64, 128, 64, 1, 2000));
+    if (argc > 1)
+        for (int i = 1; i < argc; i++) bench_attention(atoll(argv[i]));
+    else {
+        bench_attention(1024);
+        bench_attention(2048);
+    }
+    return 0;
+}

@@ -1,0 +1,259 @@
+/* kern_attention.c — causal grouped-query attention, forward and backward.
+ *
+ * Flash-attention structure on the CPU: for each (batch, q head), blocks of
+ * BQ queries meet blocks of BK keys.  The two GEMMs of a block pair (Q K^T
+ * and P V) go through cblas_sgemm directly on the strided [b,S,H,Dh] layout
+ * (the row stride is the lda), and the softmax between them is an online
+ * softmax (running row max m and row sum l), so the memory is O(BQ*BK), never
+ * O(S*S).
+ *
+ * The backward recomputes: per query block it first reruns Q K^T over the
+ * keys to get each row's logsumexp, then per key block forms
+ * P = exp(S - lse), dP = dO V^T, dS = P o (dP - rowsum(dO o O)) and
+ * accumulates dQ += dS K, dK += dS^T Q, dV += P^T dO straight into the
+ * outputs (beta = 1), which also sums dk/dv over the q heads of a kv group.
+ *
+ * The element-wise work (one exp per score, plus row max and sums) is written
+ * with GCC vector extensions and a polynomial exp in kern_attention_simd.h,
+ * instantiated for SSE2, AVX2 and AVX-512 and chosen at run time: the build
+ * does not assume -march, and with Dh = 64 there are only 4*Dh GEMM flops per
+ * exp, so the element-wise part decides whether the kernel runs near sgemm
+ * speed (the SSE2 instance reaches ~0.5 of sgemm, AVX-512 ~0.67). */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    BQ = 64,  /* queries per block */
+    BK = 128, /* keys per block (64/128 measured best of 32..256, bench/README.md) */
+};
+
+/* Block rows are padded to a multiple of this (the widest vector). */
+enum { PADW = 16 };
+
+/* The element-wise steps, one instance per ISA (kern_attention_simd.h). */
+typedef struct attn_simd_ops {
+    void (*softmax)(float *s, int nq, int w, float *m, float *l, float *alpha);
+    void (*rowstats)(const float *s, int nq, int w, float *m, float *l);
+    void (*grad)(float *s, float *dp, int nq, int w, const float *lse, const float *dsum, float scale);
+} attn_simd_ops;
+
+/* GCC notes that passing wide vectors by value depends on the ISA; the
+ * helpers are always_inline within one instance, so no vector crosses a call
+ * whose ABI could differ. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#define SIMD_VL 4
+#define SIMD_SFX _generic
+#define SIMD_ISA
+#include "kern_attention_simd.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_X86 1
+#define SIMD_VL 8
+#define SIMD_SFX _avx2
+#define SIMD_ISA __attribute__((target("avx2,fma")))
+#include "kern_attention_simd.h"
+#define SIMD_VL 16
+#define SIMD_SFX _avx512
+#define SIMD_ISA __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+#include "kern_attention_simd.h"
+#endif
+
+/* The widest instance this CPU runs, chosen once.  BASP_SIMD=generic|avx2
+ * caps the choice (to test or compare the narrower instances). */
+static const attn_simd_ops *simd_ops(void) {
+    static const attn_simd_ops *ops;
+    if (ops) return ops;
+    ops = &attn_simd__generic;
+#ifdef ATTN_X86
+    const char *cap = getenv("BASP_SIMD");
+    int level = cap && strcmp(cap, "generic") == 0 ? 0 : cap && strcmp(cap, "avx2") == 0 ? 1 : 2;
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+    if (level >= 2 && avx512)
+        ops = &attn_simd__avx512;
+    else if (level >= 1 && avx2)
+        ops = &attn_simd__avx2;
+#endif
+    return ops;
+}
+
+/* ---- block helpers --------------------------------------------------------- */
+
+/* Sets to -inf the entries of the score block s[nq, ldw] (query rows i0..,
+ * key columns j0..) that the causal mask removes, and the padding columns
+ * nk..ldw-1. */
+static void mask_block(float *s, int nq, int nk, int ldw, int64_t i0, int64_t j0) {
+    for (int r = 0; r < nq; r++) {
+        int64_t lim = i0 + r - j0 + 1; /* keys j0 .. i0+r are visible */
+        int start = lim < 0 ? 0 : (lim > nk ? nk : (int)lim);
+        for (int c = start; c < ldw; c++) s[(int64_t)r * ldw + c] = -INFINITY;
+    }
+}
+
+/* ---- scratch ----------------------------------------------------------------- */
+
+/* Grow-only scratch shared by forward and backward (one thread per rank). */
+static float *scratch_get(int64_t nfloats) {
+    static float *buf;
+    static int64_t cap;
+    if (nfloats > cap) {
+        free(buf);
+        size_t bytes = ((size_t)nfloats * sizeof(float) + 63) & ~(size_t)63;
+        buf = aligned_alloc(64, bytes);
+        if (!buf) {
+            fprintf(stderr, "basp: attention: out of memory (%zu bytes of scratch)\n", bytes);
+            abort();
+        }
+        cap = nfloats;
+    }
+    return buf;
+}
+
+static void check_heads(int64_t H, int64_t Hkv, int64_t Dh) {
+    if (Hkv <= 0 || H % Hkv != 0 || Dh <= 0) {
+        fprintf(stderr, "basp: attention: %lld q heads do not group over %lld kv heads (Dh %lld)\n",
+                (long long)H, (long long)Hkv, (long long)Dh);
+        abort();
+    }
+}
+
+static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
+static inline int padw(int n) { return (n + PADW - 1) / PADW * PADW; }
+
+/* Everything one (batch, head) pass needs: base pointers and row strides. */
+typedef struct head_view {
+    const float *q, *k, *v; /* first row of this head / its kv head */
+    int64_t S, Dh;
+    int ldq, ldk; /* row strides: H*Dh and Hkv*Dh */
+    float scale;
+} head_view;
+
+/* s[nq, w] = scale * Q[i0.., :] K[j0.., :]^T, then the causal/padding mask. */
+static void block_scores(const head_view *hv, float *s, int64_t i0, int nq, int64_t j0, int nk, int w) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)hv->Dh, hv->scale, hv->q + i0 * hv->ldq,
+                hv->ldq, hv->k + j0 * hv->ldk, hv->ldk, 0.0f, s, w);
+    if (j0 + nk - 1 > i0 || nk < w) mask_block(s, nq, nk, w, i0, j0);
+}
+
+/* ---- forward -------------------------------------------------------------------- */
+
+/* One query block of one head: o[i0..i0+nq) over keys 0..i0+nq-1. */
+static void fwd_block(const head_view *hv, float *o, int64_t i0, int nq, float *s, float *acc, float *m, float *l,
+                      float *alpha) {
+    int64_t Dh = hv->Dh;
+    memset(acc, 0, (size_t)nq * (size_t)Dh * sizeof(float));
+    for (int r = 0; r < nq; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    int64_t kend = i0 + nq; /* keys past the last query are all masked */
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        int nk = imin(BK, kend - j0), w = padw(nk);
+        block_scores(hv, s, i0, nq, j0, nk, w);
+        simd_ops()->softmax(s, nq, w, m, l, alpha);
+        for (int r = 0; r < nq; r++)
+            if (alpha[r] != 1.0f)
+                for (int64_t d = 0; d < Dh; d++) acc[r * Dh + d] *= alpha[r];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, (int)Dh, nk, 1.0f, s, w, hv->v + j0 * hv->ldk,
+                    hv->ldk, 1.0f, acc, (int)Dh);
+    }
+    for (int r = 0; r < nq; r++) {
+        float inv = 1.0f / l[r]; /* l >= 1: the row max contributes exp(0) */
+        float *orow = o + (i0 + r) * hv->ldq;
+        for (int64_t d = 0; d < Dh; d++) orow[d] = acc[r * Dh + d] * inv;
+    }
+}
+
+void kern_attention_fwd(float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S, int64_t H,
+                        int64_t Hkv, int64_t Dh) {
+    check_heads(H, Hkv, Dh);
+    float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
+    float *acc = s + BQ * BK, *m = acc + BQ * Dh, *l = m + BQ, *alpha = l + BQ;
+    int64_t rep = H / Hkv;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t g = h / rep;
+            head_view hv = {q + (bi * S * H + h) * Dh, k + (bi * S * Hkv + g) * Dh, v + (bi * S * Hkv + g) * Dh,
+                            S, Dh, (int)(H * Dh), (int)(Hkv * Dh), (float)(1.0 / sqrt((double)Dh))};
+            float *ob = o + (bi * S * H + h) * Dh;
+            for (int64_t i0 = 0; i0 < S; i0 += BQ) fwd_block(&hv, ob, i0, imin(BQ, S - i0), s, acc, m, l, alpha);
+        }
+}
+
+/* ---- backward ------------------------------------------------------------------- */
+
+/* Per-head gradients and the incoming/outgoing rows for the backward. */
+typedef struct head_grad {
+    const float *dout, *o; /* [.., ldq] rows of this head */
+    float *dq;             /* [.., ldq] */
+    float *dk, *dv;        /* [.., ldk] rows of the kv head */
+} head_grad;
+
+/* lse[r] of query rows i0..i0+nq-1 (pass 1), and dsum[r] = rowsum(dO o O). */
+static void bwd_rowstats(const head_view *hv, const head_grad *hg, int64_t i0, int nq, float *s, float *lse,
+                         float *dsum, float *l) {
+    for (int r = 0; r < nq; r++) lse[r] = -INFINITY, l[r] = 0.0f;
+    int64_t kend = i0 + nq;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        int nk = imin(BK, kend - j0), w = padw(nk);
+        block_scores(hv, s, i0, nq, j0, nk, w);
+        simd_ops()->rowstats(s, nq, w, lse, l);
+    }
+    for (int r = 0; r < nq; r++) {
+        lse[r] += logf(l[r]);
+        const float *dor = hg->dout + (i0 + r) * hv->ldq, *orow = hg->o + (i0 + r) * hv->ldq;
+        double acc = 0.0;
+        for (int64_t d = 0; d < hv->Dh; d++) acc += (double)dor[d] * orow[d];
+        dsum[r] = (float)acc;
+    }
+}
+
+/* One query block: pass 1 (statistics), then pass 2 over the key blocks. */
+static void bwd_block(const head_view *hv, const head_grad *hg, int64_t i0, int nq, float *s, float *dp, float *lse,
+                      float *dsum, float *l) {
+    int Dh = (int)hv->Dh, ldq = hv->ldq, ldk = hv->ldk;
+    bwd_rowstats(hv, hg, i0, nq, s, lse, dsum, l);
+    const float *qi = hv->q + i0 * ldq, *doi = hg->dout + i0 * ldq;
+    float *dqi = hg->dq + i0 * ldq;
+    int64_t kend = i0 + nq;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        int nk = imin(BK, kend - j0), w = padw(nk);
+        const float *kj = hv->k + j0 * ldk, *vj = hv->v + j0 * ldk;
+        block_scores(hv, s, i0, nq, j0, nk, w);
+        /* dp[nq, nk] = dO V^T; its padding columns are never read back */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, 1.0f, doi, ldq, vj, ldk, 0.0f, dp, w);
+        simd_ops()->grad(s, dp, nq, w, lse, dsum, hv->scale); /* s <- P, dp <- scale * dS */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, 1.0f, dp, w, kj, ldk, 1.0f, dqi, ldq);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, dp, w, qi, ldq, 1.0f,
+                    hg->dk + j0 * ldk, ldk);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, s, w, doi, ldq, 1.0f,
+                    hg->dv + j0 * ldk, ldk);
+    }
+}
+
+void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                        const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    check_heads(H, Hkv, Dh);
+    /* The GEMMs accumulate (beta = 1) into the outputs, which start at zero. */
+    memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
+    memset(dk, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
+    memset(dv, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
+    float *s = scratch_get(2 * (int64_t)BQ * BK + 3 * BQ);
+    float *dp = s + BQ * BK, *lse = dp + BQ * BK, *dsum = lse + BQ, *l = dsum + BQ;
+    int64_t rep = H / Hkv;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t g = h / rep, qoff = (bi * S * H + h) * Dh, koff = (bi * S * Hkv + g) * Dh;
+            head_view hv = {q + qoff, k + koff, v + koff, S, Dh, (int)(H * Dh), (int)(Hkv * Dh),
+                            (float)(1.0 / sqrt((double)Dh))};
+            head_grad hg = {dout + qoff, o + qoff, dq + qoff, dk + koff, dv + koff};
+            for (int64_t i0 = 0; i0 < S; i0 += BQ) bwd_block(&hv, &hg, i0, imin(BQ, S - i0), s, dp, lse, dsum, l);
+        }
+}

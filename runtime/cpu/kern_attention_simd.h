@@ -1,0 +1,132 @@
+/* kern_attention_simd.h — the element-wise block steps of kern_attention.c,
+ * written once over a vector width and instantiated once per ISA.
+ *
+ * kern_attention.c includes this file several times, each time defining
+ *   SIMD_VL   floats per vector (the ISA's native width: a wider generic
+ *             vector is lowered poorly and runs at about half speed)
+ *   SIMD_SFX  the suffix of this instance's names
+ *   SIMD_ISA  the function attribute that selects the ISA (may be empty)
+ * and picks one instance at run time.  No include guard on purpose.
+ *
+ * Block rows are padded to a multiple of SIMD_VL (the caller pads to 16);
+ * padding and masked scores hold -inf, whose exp is exactly 0. */
+
+#define SIMD_CAT2(a, b) a##b
+#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
+#define SIMD(name) SIMD_CAT(name, SIMD_SFX)
+
+#define vf SIMD(vf_)
+#define vi SIMD(vi_)
+#define VINLINE static inline __attribute__((always_inline)) SIMD_ISA
+
+typedef float vf __attribute__((vector_size(SIMD_VL * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(SIMD_VL * sizeof(float))));
+
+VINLINE vf SIMD(vload_)(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+VINLINE void SIMD(vstore_)(float *p, vf v) { memcpy(p, &v, sizeof v); }
+VINLINE vf SIMD(vsplat_)(float a) { return (vf){0} + a; }
+VINLINE vf SIMD(vmax_)(vf a, vf b) {
+    vi gt = a > b;
+    return (vf)(((vi)a & gt) | ((vi)b & ~gt));
+}
+VINLINE float SIMD(hmax_)(vf v) {
+    float m = v[0];
+    for (int i = 1; i < SIMD_VL; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+VINLINE float SIMD(hsum_)(vf v) {
+    float s = 0.0f;
+    for (int i = 0; i < SIMD_VL; i++) s += v[i];
+    return s;
+}
+
+/* exp(x) for x <= 0 (softmax arguments after subtracting the row max),
+ * x = -inf included (gives exactly 0).  Cephes expf: x = n ln2 + r,
+ * |r| <= ln2/2, degree-6 polynomial, 2^n by building the exponent bits;
+ * relative error ~1e-7.  Arguments below -87 flush to 0 (exp(-87) ~ 1e-38
+ * is below any softmax weight that matters). */
+VINLINE vf SIMD(vexp_neg_)(vf x) {
+    vi dead = x < -87.0f;
+    x = (vf)(((vi)x & ~dead) | ((vi)SIMD(vsplat_)(-87.0f) & dead));
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    vf n = (x * 1.44269504088896341f + magic) - magic;
+    vf r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    vf p = SIMD(vsplat_)(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    vf y = p * r * r + r + 1.0f;
+    vi e = (__builtin_convertvector(n, vi) + 127) << 23;
+    y = y * (vf)e;
+    return (vf)((vi)y & ~dead);
+}
+
+/* Online softmax step on a score block s[nq, w]: for each row,
+ * m_new = max(m, max_j s), p = exp(s - m_new) written over s,
+ * l = l * alpha + sum p with alpha = exp(m - m_new) returned in alpha[r]. */
+SIMD_ISA static void SIMD(block_softmax_)(float *s, int nq, int w, float *m, float *l, float *alpha) {
+    for (int r = 0; r < nq; r++) {
+        float *row = s + (int64_t)r * w;
+        vf mx = SIMD(vsplat_)(-INFINITY);
+        for (int c = 0; c < w; c += SIMD_VL) mx = SIMD(vmax_)(mx, SIMD(vload_)(row + c));
+        float mnew = SIMD(hmax_)(mx);
+        if (m[r] > mnew) mnew = m[r];
+        vf sum = SIMD(vsplat_)(0.0f), mv = SIMD(vsplat_)(mnew);
+        for (int c = 0; c < w; c += SIMD_VL) {
+            vf p = SIMD(vexp_neg_)(SIMD(vload_)(row + c) - mv);
+            SIMD(vstore_)(row + c, p);
+            sum += p;
+        }
+        alpha[r] = SIMD(vexp_neg_)(SIMD(vsplat_)(m[r] - mnew))[0];
+        l[r] = l[r] * alpha[r] + SIMD(hsum_)(sum);
+        m[r] = mnew;
+    }
+}
+
+/* The running (m, l) update alone, for the backward's logsumexp pass. */
+SIMD_ISA static void SIMD(block_rowstats_)(const float *s, int nq, int w, float *m, float *l) {
+    for (int r = 0; r < nq; r++) {
+        const float *row = s + (int64_t)r * w;
+        vf mx = SIMD(vsplat_)(-INFINITY);
+        for (int c = 0; c < w; c += SIMD_VL) mx = SIMD(vmax_)(mx, SIMD(vload_)(row + c));
+        float mnew = SIMD(hmax_)(mx);
+        if (m[r] > mnew) mnew = m[r];
+        vf sum = SIMD(vsplat_)(0.0f), mv = SIMD(vsplat_)(mnew);
+        for (int c = 0; c < w; c += SIMD_VL) sum += SIMD(vexp_neg_)(SIMD(vload_)(row + c) - mv);
+        l[r] = l[r] * SIMD(vexp_neg_)(SIMD(vsplat_)(m[r] - mnew))[0] + SIMD(hsum_)(sum);
+        m[r] = mnew;
+    }
+}
+
+/* Backward element-wise step: p = exp(s - lse) over s, and
+ * ds = p (dp - dsum) * scale over dp. */
+SIMD_ISA static void SIMD(block_grad_)(float *s, float *dp, int nq, int w, const float *lse, const float *dsum,
+                                       float scale) {
+    for (int r = 0; r < nq; r++) {
+        float *srow = s + (int64_t)r * w, *drow = dp + (int64_t)r * w;
+        vf lv = SIMD(vsplat_)(lse[r]), dv = SIMD(vsplat_)(dsum[r]);
+        for (int c = 0; c < w; c += SIMD_VL) {
+            vf p = SIMD(vexp_neg_)(SIMD(vload_)(srow + c) - lv);
+            SIMD(vstore_)(srow + c, p);
+            SIMD(vstore_)(drow + c, p * (SIMD(vload_)(drow + c) - dv) * scale);
+        }
+    }
+}
+
+static const attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_)};
+
+#undef vf
+#undef vi
+#undef VINLINE
+#undef SIMD
+#undef SIMD_CAT
+#undef SIMD_CAT2
+#undef SIMD_VL
+#undef SIMD_SFX
+#undef SIMD_ISA

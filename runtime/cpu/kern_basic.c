@@ -1,0 +1,177 @@
+/* kern_basic.c — embedding, rmsnorm, rope, swiglu, add (fp32, CPU).
+ * Semantics and shapes: ../kernels.h. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A token id outside the table would read or write past it; stop loudly. */
+static void check_token(const char *who, int32_t t, int64_t n, int64_t V) {
+    if (t < 0 || t >= V) {
+        fprintf(stderr, "basp: %s: token %d at row %lld is outside the vocabulary [0, %lld)\n", who, (int)t,
+                (long long)n, (long long)V);
+        abort();
+    }
+}
+
+/* ---- embedding ---------------------------------------------------------- */
+
+void kern_embedding_fwd(float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
+    for (int64_t n = 0; n < N; n++) {
+        check_token("embedding", tok[n], n, V);
+        memcpy(out + n * D, w + (int64_t)tok[n] * D, (size_t)D * sizeof(float));
+    }
+}
+
+void kern_embedding_bwd(float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D) {
+    memset(dw, 0, (size_t)(V * D) * sizeof(float));
+    for (int64_t n = 0; n < N; n++) {
+        check_token("embedding_bwd", tok[n], n, V);
+        float *row = dw + (int64_t)tok[n] * D;
+        const float *g = dout + n * D;
+        for (int64_t d = 0; d < D; d++) row[d] += g[d];
+    }
+}
+
+/* ---- rmsnorm -------------------------------------------------------------- */
+
+/* 1 / sqrt(mean(x^2) + eps) of one row; the sum in double because D can be
+ * several thousand and activations grow large in deep stacks. */
+static double rms_inv(const float *x, int64_t D, double eps) {
+    double ss = 0.0;
+    for (int64_t d = 0; d < D; d++) ss += (double)x[d] * x[d];
+    return 1.0 / sqrt(ss / (double)D + eps);
+}
+
+void kern_rmsnorm_fwd(float *y, const float *x, const float *w, int64_t N, int64_t D, double eps) {
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * D;
+        float *yr = y + n * D;
+        float r = (float)rms_inv(xr, D, eps);
+        for (int64_t d = 0; d < D; d++) yr[d] = xr[d] * r * w[d];
+    }
+}
+
+/* With r = rsqrt(mean(x^2) + eps) and y_j = x_j r w_j:
+ *   dx_j = r w_j dy_j - x_j r^3 / D * sum_k dy_k w_k x_k
+ *   dw_j = sum_n dy_nj x_nj r_n
+ * dw is accumulated in double across rows (N can be tens of thousands). */
+void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t D,
+                      double eps) {
+    double *acc = calloc((size_t)(D > 0 ? D : 1), sizeof(double));
+    if (!acc) {
+        fprintf(stderr, "basp: rmsnorm_bwd: out of memory\n");
+        abort();
+    }
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * D, *gr = dy + n * D;
+        float *dxr = dx + n * D;
+        double r = rms_inv(xr, D, eps);
+        double dot = 0.0;
+        for (int64_t d = 0; d < D; d++) dot += (double)gr[d] * w[d] * xr[d];
+        float a = (float)r, c = (float)(dot * r * r * r / (double)D);
+        for (int64_t d = 0; d < D; d++) {
+            dxr[d] = a * w[d] * gr[d] - c * xr[d];
+            acc[d] += (double)gr[d] * xr[d] * r;
+        }
+    }
+    for (int64_t d = 0; d < D; d++) dw[d] = (float)acc[d];
+    free(acc);
+}
+
+/* ---- rope ------------------------------------------------------------------ */
+
+/* cos/sin of every (position, pair) of one call's shape, [S, Dh/2] each.
+ * Computed in double (pos * inv_freq reaches 1e5 rad for long contexts,
+ * where float angles lose all precision) and kept for the next call with the
+ * same shape: q and k, forward and backward, of every layer share it, and the
+ * S * Dh/2 sin/cos evaluations would otherwise rival the rotation itself. */
+typedef struct rope_table {
+    int64_t S, Dh, pos0;
+    double theta;
+    float *cs, *sn;
+} rope_table;
+
+static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, double theta) {
+    static rope_table t = {-1, -1, 0, 0.0, NULL, NULL};
+    if (t.cs && t.S == S && t.Dh == Dh && t.pos0 == pos0 && t.theta == theta) return &t;
+    int64_t half = Dh / 2;
+    free(t.cs);
+    t.cs = malloc((size_t)(2 * S * half + 1) * sizeof(float));
+    if (!t.cs) {
+        fprintf(stderr, "basp: rope: out of memory\n");
+        abort();
+    }
+    t.sn = t.cs + S * half;
+    t.S = S, t.Dh = Dh, t.pos0 = pos0, t.theta = theta;
+    for (int64_t i = 0; i < half; i++) {
+        double inv_freq = pow(theta, -2.0 * (double)i / (double)Dh);
+        for (int64_t si = 0; si < S; si++) {
+            double ang = (double)(pos0 + si) * inv_freq;
+            t.cs[si * half + i] = (float)cos(ang);
+            t.sn[si * half + i] = (float)sin(ang);
+        }
+    }
+    return &t;
+}
+
+/* Rotates every (i, i+half) pair of x by +angle (sign = 1) or -angle
+ * (sign = -1, the transpose, for the backward). */
+static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
+                       double theta, float sign) {
+    if (Dh % 2 != 0) {
+        fprintf(stderr, "basp: rope: head_dim %lld is odd\n", (long long)Dh);
+        abort();
+    }
+    int64_t half = Dh / 2;
+    const rope_table *t = rope_table_get(S, Dh, pos0, theta);
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t si = 0; si < S; si++) {
+            const float *cs = t->cs + si * half, *sn = t->sn + si * half;
+            for (int64_t h = 0; h < H; h++) {
+                int64_t off = ((bi * S + si) * H + h) * Dh;
+                const float *xr = x + off;
+                float *yr = y + off;
+                for (int64_t i = 0; i < half; i++) {
+                    float x0 = xr[i], x1 = xr[i + half], s = sign * sn[i];
+                    yr[i] = x0 * cs[i] - x1 * s;
+                    yr[i + half] = x1 * cs[i] + x0 * s;
+                }
+            }
+        }
+}
+
+void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
+                   double theta) {
+    rope_apply(y, x, b, S, H, Dh, pos0, theta, 1.0f);
+}
+
+void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
+                   double theta) {
+    rope_apply(dx, dy, b, S, H, Dh, pos0, theta, -1.0f);
+}
+
+/* ---- swiglu, add ------------------------------------------------------------ */
+
+/* sigmoid without overflow warnings: expf(-g) may be inf for g << 0, which
+ * correctly gives 0. */
+static inline float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+void kern_swiglu_fwd(float *y, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = g[i] * sigmoidf(g[i]) * u[i];
+}
+
+/* d silu(g)/dg = s (1 + g (1 - s)), s = sigmoid(g). */
+void kern_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float s = sigmoidf(g[i]), gi = g[i], d = dy[i];
+        dg[i] = d * u[i] * s * (1.0f + gi * (1.0f - s));
+        du[i] = d * gi * s;
+    }
+}
+
+void kern_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}

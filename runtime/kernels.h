@@ -1,0 +1,104 @@
+/* kernels.h — fp32 CPU kernels: pure functions, no runtime context.
+ *
+ * Internal to runtime/: the runtime wraps each kern_ function in the rt_ API
+ * of include/basp_rt.h (adding timing); the semantics are exactly those
+ * documented there.  In short:
+ *   - every function OVERWRITES its outputs (weight gradients included),
+ *     except kern_adamw, which updates the parameter and its state in place;
+ *   - arrays are row-major; the shape of each argument is given in brackets;
+ *   - sizes are local (this rank's share).
+ * Shape letters: N tokens (b*S), D hidden, V vocab, In/Out linear in/out
+ * features, b batch, S sequence, H/Hkv q/kv heads, Dh head dim, n elements.
+ *
+ * Target ids: a negative target (-1) means "ignore this token": it adds
+ * nothing to the loss and gets a zero gradient.  Token ids must lie in
+ * [0, V); an id outside it aborts with a message (reading past the table
+ * would silently corrupt the step).
+ *
+ * The kernels keep a few grow-only scratch buffers in static storage, so they
+ * are not thread-safe: the runtime calls them from one thread per rank.  GEMMs
+ * go through cblas_sgemm; the caller chooses OpenBLAS's thread count. */
+#ifndef BASP_KERNELS_H
+#define BASP_KERNELS_H
+
+#include <stdint.h>
+
+/* ---- embedding (kern_basic.c) ----------------------------------------- */
+/* out[N,D] = w[tok[n], :] ; tok[N], w[V,D] */
+void kern_embedding_fwd(float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D);
+/* dw[V,D] = sum over n with tok[n]=v of dout[n,:]   (dw overwritten) */
+void kern_embedding_bwd(float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D);
+
+/* ---- rmsnorm (kern_basic.c) --------------------------------------------- */
+/* y[N,D] = x[N,D] * rsqrt(mean_d(x^2) + eps) * w[D] */
+void kern_rmsnorm_fwd(float *y, const float *x, const float *w, int64_t N, int64_t D, double eps);
+/* dx[N,D], dw[D] (summed over the N rows, overwritten) from dy[N,D] */
+void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t D,
+                      double eps);
+
+/* ---- rope (kern_basic.c) ------------------------------------------------- */
+/* y, x [b,S,H,Dh], Dh even.  Token (bi, si) is at position pos0 + si; the
+ * pair (i, i + Dh/2) is rotated by angle pos * theta^(-2i/Dh) (Hugging Face
+ * Llama rotate_half).  y may alias x. */
+void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
+                   double theta);
+/* dx[b,S,H,Dh] from dy: the inverse (transposed) rotation.  dx may alias dy. */
+void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
+                   double theta);
+
+/* ---- swiglu, add (kern_basic.c) ----------------------------------------- */
+/* y[n] = silu(g[n]) * u[n],  silu(g) = g * sigmoid(g) */
+void kern_swiglu_fwd(float *y, const float *g, const float *u, int64_t n);
+/* dg[n], du[n] from dy[n] */
+void kern_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
+/* y[n] = a[n] + b[n]; y may alias a or b */
+void kern_add(float *y, const float *a, const float *b, int64_t n);
+
+/* ---- linear (kern_linear.c) ---------------------------------------------- */
+/* y[N,Out] = x[N,In] @ w[In,Out] */
+void kern_linear_fwd(float *y, const float *x, const float *w, int64_t N, int64_t In, int64_t Out);
+/* dx[N,In] = dy[N,Out] @ w^T ; dw[In,Out] = x^T @ dy   (dw overwritten) */
+void kern_linear_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t In,
+                     int64_t Out);
+
+/* ---- attention (kern_attention.c) ---------------------------------------- */
+/* Causal grouped-query attention, softmax scale 1/sqrt(Dh).
+ * o, q [b,S,H,Dh]; k, v [b,S,Hkv,Dh]; H % Hkv == 0; q head h reads kv head
+ * h / (H/Hkv).  Tiled (blocks of queries x blocks of keys) with an online
+ * softmax: no S x S matrix is ever stored. */
+void kern_attention_fwd(float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S, int64_t H,
+                        int64_t Hkv, int64_t Dh);
+/* dq[b,S,H,Dh], dk/dv [b,S,Hkv,Dh] from dout[b,S,H,Dh] and the forward's
+ * inputs and output o.  The row logsumexp is recomputed (nothing is kept
+ * between forward and backward); dk, dv sum over the q heads that share a kv
+ * head.  All three outputs are overwritten. */
+void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                        const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+
+/* ---- lm head + cross-entropy (kern_lmhead.c) ------------------------------ */
+/* loss[0] = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],
+ * l_n = x[n,:] @ w^T; x[N,D], w[V,D], tgt[N].  Logits are formed a chunk of
+ * rows at a time (never [N,V]); the sum is accumulated in double. */
+void kern_lm_head_loss_fwd(float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N, int64_t V,
+                           int64_t D);
+/* Gradient of loss * scale: with dl = (softmax(l_n) - onehot(tgt[n])) * scale
+ * (zero for ignored rows), dx[N,D] = dl @ w and dw[V,D] = dl^T @ x
+ * (dw overwritten). */
+void kern_lm_head_loss_bwd(float *dx, float *dw, const float *x, const float *w, const int32_t *tgt, int64_t N,
+                           int64_t V, int64_t D, double scale);
+
+/* ---- optimizer (kern_adamw.c) -------------------------------------------- */
+/* One AdamW step (decoupled weight decay, bias-corrected moments) on n
+ * elements, in place on p[n], m[n], v[n].  The gradient used is
+ * g[n] * gscale (gscale = the clip factor, 1 when not clipping); t >= 1 is the
+ * step number counted from 1:
+ *   p -= lr * wd * p
+ *   m = beta1 m + (1 - beta1) g ;  v = beta2 v + (1 - beta2) g^2
+ *   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) */
+void kern_adamw(float *p, float *m, float *v, const float *g, int64_t n, double lr, double beta1, double beta2,
+                double eps, double wd, int64_t t, double gscale);
+/* sum of x[i]^2 over n elements, accumulated in double (for the global
+ * gradient norm) */
+double kern_sumsq(const float *x, int64_t n);
+
+#endif

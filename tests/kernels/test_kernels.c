@@ -1,0 +1,542 @@
+/* test_kernels.c — the fp32 CPU kernels of runtime/kernels.h.
+ *
+ * Every backward is compared with central finite differences of its forward:
+ * for a random projection r, L(x) = sum(r o y(x)) accumulated in double, and
+ * the analytic gradient (the backward fed dy = r) must match
+ * (L(x + h) - L(x - h)) / 2h entry by entry within
+ *   |analytic - numeric| <= RTOL * max(|analytic|, |numeric|) + ATOL.
+ * Forwards are compared with naive double-precision references written here
+ * (attention with an explicit causal softmax over several tiles, rope by its
+ * formula, the loss by a direct logsumexp); AdamW with a step worked by hand.
+ * Inputs come from a fixed seed.  Each check prints its worst error; any
+ * violation makes the program exit non-zero.  A negative control at the end
+ * makes sure the checker itself rejects a gradient that is 3% off. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double RTOL = 1e-2, ATOL = 1e-3, FD_EPS = 1e-3;
+static int g_failures;
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* splitmix64 -> [0, 1) */
+    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+static float *frand(int64_t n, double lo, double hi) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
+    return p;
+}
+/* A buffer full of garbage, to catch outputs that are accumulated into
+ * rather than overwritten. */
+static float *fgarbage(int64_t n) { return frand(n, 1e3, 2e3); }
+static double proj(const float *y, const float *r, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)y[i] * r[i];
+    return s;
+}
+
+/* Worst error of one named comparison. */
+typedef struct stats {
+    const char *name;
+    double worst_ratio, worst_abs; /* error / tolerance, and |error| */
+    int64_t n;
+} stats;
+
+static void st_add(stats *st, double a, double b, double rtol, double atol) {
+    double err = fabs(a - b), tol = rtol * fmax(fabs(a), fabs(b)) + atol;
+    double ratio = !isfinite(err) ? INFINITY : err == 0.0 ? 0.0 : err / tol; /* tol 0: exact */
+    if (ratio > st->worst_ratio || st->n == 0) st->worst_ratio = ratio;
+    if (err > st->worst_abs || !isfinite(err)) st->worst_abs = err;
+    st->n++;
+}
+
+/* Prints one line; returns 1 if within tolerance. */
+static int st_report(const stats *st) {
+    int ok = st->n > 0 && st->worst_ratio <= 1.0;
+    printf("  %-34s n=%-5lld max|err|=%.3e  err/tol=%.3f  %s\n", st->name, (long long)st->n, st->worst_abs,
+           st->worst_ratio, ok ? "ok" : "FAIL");
+    if (!ok) g_failures++;
+    return ok;
+}
+
+static void compare(const char *name, const float *got, const double *want, int64_t n, double rtol, double atol) {
+    stats st = {name, 0, 0, 0};
+    for (int64_t i = 0; i < n; i++) st_add(&st, got[i], want[i], rtol, atol);
+    st_report(&st);
+}
+
+/* Central differences of loss() w.r.t. x[0..n) against grad[0..n): every
+ * entry when n <= 400, else 200 random ones.  The step actually taken is
+ * (float)(x+h) - (float)(x-h), not 2h, since x+h rounds in fp32. */
+typedef double (*loss_fn)(void *ctx);
+static stats fd_stats(const char *name, float *x, int64_t n, const float *grad, loss_fn loss, void *ctx,
+                      double h) {
+    stats st = {name, 0, 0, 0};
+    int64_t count = n <= 400 ? n : 200;
+    for (int64_t c = 0; c < count; c++) {
+        int64_t i = n <= 400 ? c : (int64_t)(urand() * (double)n);
+        float x0 = x[i], xp = (float)(x0 + h), xm = (float)(x0 - h);
+        x[i] = xp;
+        double lp = loss(ctx);
+        x[i] = xm;
+        double lm = loss(ctx);
+        x[i] = x0;
+        st_add(&st, grad[i], (lp - lm) / ((double)xp - (double)xm), RTOL, ATOL);
+    }
+    return st;
+}
+static void fd_check(const char *name, float *x, int64_t n, const float *grad, loss_fn loss, void *ctx, double h) {
+    stats st = fd_stats(name, x, n, grad, loss, ctx, h);
+    st_report(&st);
+}
+
+/* ---- embedding ------------------------------------------------------------------ */
+
+typedef struct emb_ctx {
+    int32_t *tok;
+    float *w, *out, *r;
+    int64_t N, V, D;
+} emb_ctx;
+static double emb_loss(void *p) {
+    emb_ctx *c = p;
+    kern_embedding_fwd(c->out, c->tok, c->w, c->N, c->V, c->D);
+    return proj(c->out, c->r, c->N * c->D);
+}
+
+static void test_embedding(void) {
+    printf("embedding\n");
+    emb_ctx c = {NULL, NULL, NULL, NULL, 11, 6, 5};
+    c.tok = malloc((size_t)c.N * sizeof(int32_t));
+    for (int64_t n = 0; n < c.N; n++) c.tok[n] = (int32_t)(n * 7 % 5); /* repeats; id 5 never used */
+    c.w = frand(c.V * c.D, -1, 1), c.out = frand(c.N * c.D, 0, 1), c.r = frand(c.N * c.D, -1, 1);
+    kern_embedding_fwd(c.out, c.tok, c.w, c.N, c.V, c.D);
+    double *want = malloc((size_t)(c.N * c.D) * sizeof(double));
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t d = 0; d < c.D; d++) want[n * c.D + d] = c.w[c.tok[n] * c.D + d];
+    compare("embedding fwd vs gather", c.out, want, c.N * c.D, 0, 0);
+    float *dw = fgarbage(c.V * c.D);
+    kern_embedding_bwd(dw, c.r, c.tok, c.N, c.V, c.D);
+    fd_check("embedding_bwd dw (fd)", c.w, c.V * c.D, dw, emb_loss, &c, FD_EPS);
+    free(c.tok), free(c.w), free(c.out), free(c.r), free(want), free(dw);
+}
+
+/* ---- rmsnorm ---------------------------------------------------------------------- */
+
+typedef struct rms_ctx {
+    float *x, *w, *y, *r;
+    int64_t N, D;
+    double eps;
+} rms_ctx;
+static double rms_loss(void *p) {
+    rms_ctx *c = p;
+    kern_rmsnorm_fwd(c->y, c->x, c->w, c->N, c->D, c->eps);
+    return proj(c->y, c->r, c->N * c->D);
+}
+
+static void test_rmsnorm(void) {
+    printf("rmsnorm\n");
+    rms_ctx c = {NULL, NULL, NULL, NULL, 6, 24, 1e-5};
+    c.x = frand(c.N * c.D, -2, 2), c.w = frand(c.D, 0.5, 1.5);
+    c.y = frand(c.N * c.D, 0, 1), c.r = frand(c.N * c.D, -1, 1);
+    kern_rmsnorm_fwd(c.y, c.x, c.w, c.N, c.D, c.eps);
+    double *want = malloc((size_t)(c.N * c.D) * sizeof(double));
+    for (int64_t n = 0; n < c.N; n++) {
+        double ss = 0;
+        for (int64_t d = 0; d < c.D; d++) ss += (double)c.x[n * c.D + d] * c.x[n * c.D + d];
+        double inv = 1.0 / sqrt(ss / (double)c.D + c.eps);
+        for (int64_t d = 0; d < c.D; d++) want[n * c.D + d] = c.x[n * c.D + d] * inv * c.w[d];
+    }
+    compare("rmsnorm fwd vs reference", c.y, want, c.N * c.D, 1e-5, 1e-6);
+    float *dx = fgarbage(c.N * c.D), *dw = fgarbage(c.D);
+    kern_rmsnorm_bwd(dx, dw, c.r, c.x, c.w, c.N, c.D, c.eps);
+    fd_check("rmsnorm_bwd dx (fd)", c.x, c.N * c.D, dx, rms_loss, &c, FD_EPS);
+    fd_check("rmsnorm_bwd dw (fd)", c.w, c.D, dw, rms_loss, &c, FD_EPS);
+    free(c.x), free(c.w), free(c.y), free(c.r), free(want), free(dx), free(dw);
+}
+
+/* ---- rope ------------------------------------------------------------------------------ */
+
+typedef struct rope_ctx {
+    float *x, *y, *r;
+    int64_t b, S, H, Dh, pos0;
+    double theta;
+} rope_ctx;
+static double rope_loss(void *p) {
+    rope_ctx *c = p;
+    kern_rope_fwd(c->y, c->x, c->b, c->S, c->H, c->Dh, c->pos0, c->theta);
+    return proj(c->y, c->r, c->b * c->S * c->H * c->Dh);
+}
+
+/* y by the formula: pair (i, i+Dh/2) rotated by (pos0+si) * theta^(-2i/Dh). */
+static void rope_reference(double *want, const rope_ctx *c) {
+    int64_t half = c->Dh / 2;
+    for (int64_t bi = 0; bi < c->b; bi++)
+        for (int64_t si = 0; si < c->S; si++)
+            for (int64_t h = 0; h < c->H; h++)
+                for (int64_t i = 0; i < half; i++) {
+                    int64_t o = ((bi * c->S + si) * c->H + h) * c->Dh;
+                    double a = (double)(c->pos0 + si) / pow(c->theta, (double)(2 * i) / (double)c->Dh);
+                    double x0 = c->x[o + i], x1 = c->x[o + i + half];
+                    want[o + i] = x0 * cos(a) - x1 * sin(a);
+                    want[o + i + half] = x1 * cos(a) + x0 * sin(a);
+                }
+}
+
+static void test_rope(void) {
+    printf("rope\n");
+    int64_t pos0s[2] = {3, 131000}; /* a long-context offset stresses the angle precision */
+    for (int t = 0; t < 2; t++) {
+        rope_ctx c = {NULL, NULL, NULL, 2, 7, 3, 8, pos0s[t], t == 0 ? 10000.0 : 500000.0};
+        int64_t n = c.b * c.S * c.H * c.Dh;
+        c.x = frand(n, -1, 1), c.y = frand(n, 0, 1), c.r = frand(n, -1, 1);
+        double *want = malloc((size_t)n * sizeof(double));
+        kern_rope_fwd(c.y, c.x, c.b, c.S, c.H, c.Dh, c.pos0, c.theta);
+        rope_reference(want, &c);
+        compare(t == 0 ? "rope fwd vs formula (pos0=3)" : "rope fwd vs formula (pos0=131000)", c.y, want, n, 1e-5,
+                1e-6);
+        float *dx = fgarbage(n);
+        kern_rope_bwd(dx, c.r, c.b, c.S, c.H, c.Dh, c.pos0, c.theta);
+        fd_check(t == 0 ? "rope_bwd dx (fd, pos0=3)" : "rope_bwd dx (fd, pos0=131000)", c.x, n, dx, rope_loss, &c,
+                 FD_EPS);
+        free(c.x), free(c.y), free(c.r), free(want), free(dx);
+    }
+}
+
+/* ---- swiglu, add -------------------------------------------------------------------------- */
+
+typedef struct swi_ctx {
+    float *g, *u, *y, *r;
+    int64_t n;
+} swi_ctx;
+static double swi_loss(void *p) {
+    swi_ctx *c = p;
+    kern_swiglu_fwd(c->y, c->g, c->u, c->n);
+    return proj(c->y, c->r, c->n);
+}
+
+static void test_swiglu_add(void) {
+    printf("swiglu, add\n");
+    swi_ctx c = {NULL, NULL, NULL, NULL, 300};
+    c.g = frand(c.n, -6, 6), c.u = frand(c.n, -2, 2), c.y = frand(c.n, 0, 1), c.r = frand(c.n, -1, 1);
+    double *want = malloc((size_t)c.n * sizeof(double));
+    kern_swiglu_fwd(c.y, c.g, c.u, c.n);
+    for (int64_t i = 0; i < c.n; i++) want[i] = c.g[i] / (1.0 + exp(-(double)c.g[i])) * c.u[i];
+    compare("swiglu fwd vs reference", c.y, want, c.n, 1e-5, 1e-6);
+    float *dg = fgarbage(c.n), *du = fgarbage(c.n);
+    kern_swiglu_bwd(dg, du, c.r, c.g, c.u, c.n);
+    fd_check("swiglu_bwd dg (fd)", c.g, c.n, dg, swi_loss, &c, FD_EPS);
+    fd_check("swiglu_bwd du (fd)", c.u, c.n, du, swi_loss, &c, FD_EPS);
+    kern_add(c.y, c.g, c.u, c.n);
+    for (int64_t i = 0; i < c.n; i++) want[i] = (double)(c.g[i] + c.u[i]);
+    compare("add vs reference", c.y, want, c.n, 0, 0);
+    free(c.g), free(c.u), free(c.y), free(c.r), free(want), free(dg), free(du);
+}
+
+/* ---- linear ------------------------------------------------------------------------------------ */
+
+typedef struct lin_ctx {
+    float *x, *w, *y, *r;
+    int64_t N, I, O;
+} lin_ctx;
+static double lin_loss(void *p) {
+    lin_ctx *c = p;
+    kern_linear_fwd(c->y, c->x, c->w, c->N, c->I, c->O);
+    return proj(c->y, c->r, c->N * c->O);
+}
+
+static void test_linear(void) {
+    printf("linear\n");
+    lin_ctx c = {NULL, NULL, NULL, NULL, 9, 13, 6};
+    c.x = frand(c.N * c.I, -1, 1), c.w = frand(c.I * c.O, -1, 1);
+    c.y = frand(c.N * c.O, 0, 1), c.r = frand(c.N * c.O, -1, 1);
+    kern_linear_fwd(c.y, c.x, c.w, c.N, c.I, c.O);
+    double *want = calloc((size_t)(c.N * c.O), sizeof(double));
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t o = 0; o < c.O; o++)
+            for (int64_t i = 0; i < c.I; i++) want[n * c.O + o] += (double)c.x[n * c.I + i] * c.w[i * c.O + o];
+    compare("linear fwd vs naive matmul", c.y, want, c.N * c.O, 1e-5, 1e-5);
+    float *dx = fgarbage(c.N * c.I), *dw = fgarbage(c.I * c.O);
+    kern_linear_bwd(dx, dw, c.r, c.x, c.w, c.N, c.I, c.O);
+    fd_check("linear_bwd dx (fd)", c.x, c.N * c.I, dx, lin_loss, &c, FD_EPS);
+    fd_check("linear_bwd dw (fd)", c.w, c.I * c.O, dw, lin_loss, &c, FD_EPS);
+    free(c.x), free(c.w), free(c.y), free(c.r), free(want), free(dx), free(dw);
+}
+
+/* ---- attention ------------------------------------------------------------------------------------ */
+
+typedef struct att_ctx {
+    float *q, *k, *v, *o, *r;
+    int64_t b, S, H, Hkv, Dh;
+} att_ctx;
+static double att_loss(void *p) {
+    att_ctx *c = p;
+    kern_attention_fwd(c->o, c->q, c->k, c->v, c->b, c->S, c->H, c->Hkv, c->Dh);
+    return proj(c->o, c->r, c->b * c->S * c->H * c->Dh);
+}
+
+/* softmax(q k^T / sqrt(Dh)) v with the causal mask, in double, one row at a
+ * time; q head h reads kv head h / (H/Hkv). */
+static void attention_reference(double *want, const att_ctx *c) {
+    int64_t S = c->S, H = c->H, Hkv = c->Hkv, Dh = c->Dh, rep = H / Hkv;
+    double *p = malloc((size_t)S * sizeof(double)), sc = 1.0 / sqrt((double)Dh);
+    for (int64_t bi = 0; bi < c->b; bi++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const float *qi = c->q + ((bi * S + i) * H + h) * Dh;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const float *kj = c->k + ((bi * S + j) * Hkv + h / rep) * Dh;
+                    double dot = 0;
+                    for (int64_t d = 0; d < Dh; d++) dot += (double)qi[d] * kj[d];
+                    p[j] = dot * sc;
+                    mx = fmax(mx, p[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                double *oi = want + ((bi * S + i) * H + h) * Dh;
+                for (int64_t d = 0; d < Dh; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= i; j++) acc += p[j] * c->v[((bi * S + j) * Hkv + h / rep) * Dh + d];
+                    oi[d] = acc / sum;
+                }
+            }
+    free(p);
+}
+
+static void att_alloc(att_ctx *c, double amp) {
+    int64_t nq = c->b * c->S * c->H * c->Dh, nk = c->b * c->S * c->Hkv * c->Dh;
+    c->q = frand(nq, -amp, amp), c->k = frand(nk, -amp, amp), c->v = frand(nk, -1, 1);
+    c->o = frand(nq, 0, 1), c->r = frand(nq, -1, 1);
+}
+static void att_free(att_ctx *c) { free(c->q), free(c->k), free(c->v), free(c->o), free(c->r); }
+
+static void test_attention_fwd(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    att_ctx c = {NULL, NULL, NULL, NULL, NULL, b, S, H, Hkv, Dh};
+    att_alloc(&c, 2.0); /* |scores| up to ~Dh/sqrt(Dh)*4: peaked softmaxes */
+    int64_t n = b * S * H * Dh;
+    double *want = malloc((size_t)n * sizeof(double));
+    kern_attention_fwd(c.o, c.q, c.k, c.v, b, S, H, Hkv, Dh);
+    attention_reference(want, &c);
+    char name[80];
+    snprintf(name, sizeof name, "attention fwd vs naive S=%lld H=%lld/%lld", (long long)S, (long long)H,
+             (long long)Hkv);
+    compare(name, c.o, want, n, 1e-4, 1e-5);
+    free(want);
+    att_free(&c);
+}
+
+static void test_attention_bwd(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    att_ctx c = {NULL, NULL, NULL, NULL, NULL, b, S, H, Hkv, Dh};
+    att_alloc(&c, 1.0);
+    int64_t nq = b * S * H * Dh, nk = b * S * Hkv * Dh;
+    float *dq = fgarbage(nq), *dk = fgarbage(nk), *dv = fgarbage(nk);
+    kern_attention_fwd(c.o, c.q, c.k, c.v, b, S, H, Hkv, Dh);
+    kern_attention_bwd(dq, dk, dv, c.r, c.q, c.k, c.v, c.o, b, S, H, Hkv, Dh);
+    char name[80];
+    const char *what[3] = {"dq", "dk", "dv"};
+    float *xs[3] = {c.q, c.k, c.v}, *gs[3] = {dq, dk, dv};
+    int64_t ns[3] = {nq, nk, nk};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "attention_bwd %s (fd) S=%lld H=%lld/%lld", what[i], (long long)S, (long long)H,
+                 (long long)Hkv);
+        fd_check(name, xs[i], ns[i], gs[i], att_loss, &c, FD_EPS);
+    }
+    free(dq), free(dk), free(dv);
+    att_free(&c);
+}
+
+static void test_attention(void) {
+    printf("attention\n");
+    test_attention_fwd(2, 7, 4, 2, 8);
+    test_attention_fwd(1, 67, 4, 1, 16);
+    test_attention_fwd(2, 130, 4, 2, 16);
+    test_attention_fwd(1, 300, 2, 2, 64);
+    test_attention_bwd(2, 7, 4, 2, 8);
+    test_attention_bwd(1, 67, 4, 4, 8);
+    test_attention_bwd(1, 200, 4, 1, 8); /* several query and key blocks */
+}
+
+/* ---- lm head + loss ---------------------------------------------------------------------------------- */
+
+typedef struct lm_ctx {
+    float *x, *w;
+    int32_t *tgt;
+    int64_t N, V, D;
+    double scale;
+} lm_ctx;
+static double lm_loss(void *p) {
+    lm_ctx *c = p;
+    float loss;
+    kern_lm_head_loss_fwd(&loss, c->x, c->w, c->tgt, c->N, c->V, c->D);
+    return loss * c->scale;
+}
+
+static double lm_reference(const lm_ctx *c) {
+    double total = 0;
+    double *lg = malloc((size_t)c->V * sizeof(double));
+    for (int64_t n = 0; n < c->N; n++) {
+        if (c->tgt[n] < 0) continue;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < c->V; v++) {
+            lg[v] = 0;
+            for (int64_t d = 0; d < c->D; d++) lg[v] += (double)c->x[n * c->D + d] * c->w[v * c->D + d];
+            mx = fmax(mx, lg[v]);
+        }
+        for (int64_t v = 0; v < c->V; v++) sum += exp(lg[v] - mx);
+        total += mx + log(sum) - lg[c->tgt[n]];
+    }
+    free(lg);
+    return total;
+}
+
+/* dx, dw of loss * scale in double, straight from the definition. */
+static void lm_grad_reference(double *dx, double *dw, const lm_ctx *c) {
+    int64_t V = c->V, D = c->D;
+    double *p = malloc((size_t)V * sizeof(double));
+    memset(dx, 0, (size_t)(c->N * D) * sizeof(double));
+    memset(dw, 0, (size_t)(V * D) * sizeof(double));
+    for (int64_t n = 0; n < c->N; n++) {
+        if (c->tgt[n] < 0) continue;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++) {
+            p[v] = 0;
+            for (int64_t d = 0; d < D; d++) p[v] += (double)c->x[n * D + d] * c->w[v * D + d];
+            mx = fmax(mx, p[v]);
+        }
+        for (int64_t v = 0; v < V; v++) sum += (p[v] = exp(p[v] - mx));
+        for (int64_t v = 0; v < V; v++) {
+            double g = (p[v] / sum - (v == c->tgt[n])) * c->scale;
+            for (int64_t d = 0; d < D; d++) {
+                dx[n * D + d] += g * c->w[v * D + d];
+                dw[v * D + d] += g * c->x[n * D + d];
+            }
+        }
+    }
+    free(p);
+}
+
+static void lm_alloc(lm_ctx *c, int ignore_every) {
+    c->x = frand(c->N * c->D, -1, 1), c->w = frand(c->V * c->D, -0.7, 0.7);
+    c->tgt = malloc((size_t)c->N * sizeof(int32_t));
+    for (int64_t n = 0; n < c->N; n++) c->tgt[n] = n % ignore_every == 1 ? -1 : (int32_t)(urand() * (double)c->V);
+}
+
+static void test_lm_head(void) {
+    printf("lm_head_loss\n");
+    /* N = 150 spans three 64-row chunks; every 7th target is ignored. */
+    lm_ctx c = {NULL, NULL, NULL, 150, 37, 12, 1.0 / 150.0};
+    lm_alloc(&c, 7);
+    float loss;
+    kern_lm_head_loss_fwd(&loss, c.x, c.w, c.tgt, c.N, c.V, c.D);
+    double want = lm_reference(&c);
+    compare("lm_head_loss fwd vs naive", &loss, &want, 1, 1e-6, 1e-5);
+    float *dx = fgarbage(c.N * c.D), *dw = fgarbage(c.V * c.D);
+    double *rdx = malloc((size_t)(c.N * c.D) * sizeof(double)), *rdw = malloc((size_t)(c.V * c.D) * sizeof(double));
+    kern_lm_head_loss_bwd(dx, dw, c.x, c.w, c.tgt, c.N, c.V, c.D, c.scale);
+    lm_grad_reference(rdx, rdw, &c);
+    compare("lm_head_loss_bwd dx vs reference", dx, rdx, c.N * c.D, 1e-4, 1e-8);
+    compare("lm_head_loss_bwd dw vs reference", dw, rdw, c.V * c.D, 1e-4, 1e-8);
+    free(c.x), free(c.w), free(c.tgt), free(dx), free(dw), free(rdx), free(rdw);
+
+    /* Finite differences on 70 rows (two chunks), every other one ignored,
+     * scale 1.  The loss comes back as a float of ~130 whose rounding
+     * (~1e-5, with the float logits') would be ~5e-3 of noise at a 1e-3
+     * step; the loss is smooth (curvature ~|w|^2 ~ 0.5), so a 2e-2 step cuts
+     * the noise twentyfold while the truncation error stays ~1e-4 relative. */
+    lm_ctx f = {NULL, NULL, NULL, 70, 37, 12, 1.0};
+    lm_alloc(&f, 2);
+    dx = fgarbage(f.N * f.D), dw = fgarbage(f.V * f.D);
+    kern_lm_head_loss_bwd(dx, dw, f.x, f.w, f.tgt, f.N, f.V, f.D, f.scale);
+    fd_check("lm_head_loss_bwd dx (fd)", f.x, f.N * f.D, dx, lm_loss, &f, 2e-2);
+    fd_check("lm_head_loss_bwd dw (fd)", f.w, f.V * f.D, dw, lm_loss, &f, 2e-2);
+    stats ign = {"lm_head_loss_bwd dx ignored rows", 0, 0, 0};
+    for (int64_t n = 1; n < f.N; n += 2)
+        for (int64_t d = 0; d < f.D; d++) st_add(&ign, dx[n * f.D + d], 0.0, 0, 0);
+    st_report(&ign);
+    free(f.x), free(f.w), free(f.tgt), free(dx), free(dw);
+}
+
+/* ---- adamw, sumsq -------------------------------------------------------------------------------------- */
+
+static void test_adamw(void) {
+    printf("adamw, sumsq\n");
+    float p[4] = {0.5f, -1.0f, 2.0f, 0.0f}, m[4] = {0}, v[4] = {0};
+    const float g1[4] = {0.1f, -0.2f, 0.0f, 3.0f}, g2[4] = {0.3f, 0.1f, -0.4f, -1.0f};
+    double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1, gs = 0.5;
+    /* Step 1 by hand: m = 0.1 g, v = 0.001 g^2, so the bias-corrected ratio is
+     * g/|g| (to eps): p1 = p (1 - lr wd) - lr sign(g); a zero gradient gives
+     * exactly the decay. */
+    double want1[4] = {0.5 * 0.999 - 0.01, -1.0 * 0.999 + 0.01, 2.0 * 0.999, 0.0 - 0.01};
+    kern_adamw(p, m, v, g1, 4, lr, b1, b2, eps, wd, 1, gs);
+    compare("adamw step 1 vs hand values", p, want1, 4, 1e-6, 1e-6);
+    /* Step 2 from the recurrences in double. */
+    double pd[4], md[4], vd[4], want2[4];
+    for (int i = 0; i < 4; i++) {
+        double ga = g1[i] * gs, gb = g2[i] * gs;
+        md[i] = 0.1 * ga, vd[i] = 0.001 * ga * ga, pd[i] = want1[i];
+        md[i] = 0.9 * md[i] + 0.1 * gb, vd[i] = 0.999 * vd[i] + 0.001 * gb * gb;
+        double mh = md[i] / (1 - 0.81), vh = vd[i] / (1 - 0.999 * 0.999);
+        want2[i] = pd[i] * (1 - lr * wd) - lr * mh / (sqrt(vh) + eps);
+    }
+    kern_adamw(p, m, v, g2, 4, lr, b1, b2, eps, wd, 2, gs);
+    compare("adamw step 2 vs recurrences", p, want2, 4, 1e-6, 1e-6);
+    compare("adamw step 2 first moment", m, md, 4, 1e-6, 1e-9);
+    compare("adamw step 2 second moment", v, vd, 4, 1e-5, 1e-12);
+    int64_t n = 1001;
+    float *x = frand(n, -3, 3);
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+    double got = kern_sumsq(x, n);
+    stats st = {"sumsq vs double sum", 0, 0, 0};
+    st_add(&st, got, want, 1e-12, 0);
+    st_report(&st);
+    free(x);
+}
+
+/* ---- negative control ------------------------------------------------------------------------------------ */
+
+/* The checker must reject a gradient that is 3% off (here: rmsnorm's dx
+ * scaled by 1.03), or a broken kernel could pass unnoticed. */
+static void test_checker_rejects(void) {
+    printf("negative control\n");
+    rms_ctx c = {NULL, NULL, NULL, NULL, 4, 16, 1e-5};
+    c.x = frand(c.N * c.D, -2, 2), c.w = frand(c.D, 0.5, 1.5);
+    c.y = frand(c.N * c.D, 0, 1), c.r = frand(c.N * c.D, -1, 1);
+    float *dx = frand(c.N * c.D, 0, 1), *dw = frand(c.D, 0, 1);
+    kern_rmsnorm_bwd(dx, dw, c.r, c.x, c.w, c.N, c.D, c.eps);
+    for (int64_t i = 0; i < c.N * c.D; i++) dx[i] *= 1.03f;
+    stats st = fd_stats("rmsnorm dx * 1.03", c.x, c.N * c.D, dx, rms_loss, &c, FD_EPS);
+    int rejected = st.worst_ratio > 1.0;
+    printf("  %-34s err/tol=%.3f  %s\n", "checker rejects dx * 1.03", st.worst_ratio,
+           rejected ? "ok (rejected)" : "FAIL (accepted)");
+    if (!rejected) g_failures++;
+    free(c.x), free(c.w), free(c.y), free(c.r), free(dx), free(dw);
+}
+
+int main(void) {
+    printf("kernel checks: rtol %.0e, atol %.0e, fd step %.0e\n", RTOL, ATOL, FD_EPS);
+    test_embedding();
+    test_rmsnorm();
+    test_rope();
+    test_swiglu_add();
+    test_linear();
+    test_attention();
+    test_lm_head();
+    test_adamw();
+    test_checker_rejects();
+    if (g_failures) {
+        printf("%d check(s) FAILED\n", g_failures);
+        return 1;
+    }
+    printf("all kernel checks passed\n");
+    return 0;
+}
