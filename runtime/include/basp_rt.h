@@ -1,0 +1,183 @@
+/* basp_rt.h — the runtime API that generated host programs call.  The only
+ * public header of runtime/.
+ *
+ * A generated program (codegen/) is a schedule and nothing else: tables that
+ * describe the process groups and every IR value (global shape, sharding,
+ * local size), a `step` function with one runtime call per IR op in schedule
+ * order, and `main` = rt_main(argc, argv, &program).  The runtime owns
+ * everything that executes: MPI start-up, groups, the arena, parameter
+ * initialisation, data, the training loop, collectives, kernels, optimizer,
+ * logging and metrics.
+ *
+ * Conventions
+ *   - CPU backend: every floating value is fp32 (the IR's bf16 means "the
+ *     activation dtype"; the CPU computes it in fp32), integer values int32.
+ *   - Buffers live in one arena; rt_f32(rt, V) / rt_i32(rt, V) return value
+ *     V's local buffer (row-major, local dims = global dims divided by the
+ *     set size of the group sharding each dim).
+ *   - Every op OVERWRITES its outputs (gradients are summed explicitly by
+ *     `add` ops in the IR), except rt_adamw which updates the parameter and
+ *     its optimizer state in place.
+ *   - Kernel calls take local sizes as constants computed by codegen; the
+ *     collective and optimizer calls take value indices, and the runtime
+ *     reads shapes and groups from the tables. */
+#ifndef BASP_RT_H
+#define BASP_RT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { RT_MAX_RANK = 6 };
+
+typedef enum { RT_F32, RT_I32 } rt_dtype;
+typedef enum { RT_PARAM, RT_INPUT, RT_ACT } rt_value_kind;
+
+/* One process group: nsets disjoint sets of set_size ranks (they partition
+ * the world); set s is ranks[s*set_size .. (s+1)*set_size). */
+typedef struct rt_group_desc {
+    const char *name;
+    int nsets, set_size;
+    const int *ranks;
+} rt_group_desc;
+
+/* One IR value. */
+typedef struct rt_value_desc {
+    const char *name;               /* IR name without % */
+    rt_value_kind kind;
+    rt_dtype dtype;
+    int rank;                       /* 0 = scalar */
+    int64_t dims[RT_MAX_RANK];      /* global */
+    int shard[RT_MAX_RANK];         /* group index per dim, -1 = whole */
+    int64_t local_elems;            /* product of local dims (1 for scalars) */
+} rt_value_desc;
+
+/* A parameter and the gradient its optimizer step reads. */
+typedef struct rt_opt_pair {
+    int param, grad; /* value indices */
+} rt_opt_pair;
+
+typedef struct rt_ctx rt_ctx;
+
+typedef struct rt_program {
+    const char *model;      /* module name */
+    const char *spec;       /* the spec file it was compiled from (for messages) */
+    int world, nodes, devices_per_node;
+    int ngroups;
+    const rt_group_desc *groups;
+    int nvalues;
+    const rt_value_desc *values;
+    int nopt;
+    const rt_opt_pair *opt; /* in the order of the adamw ops */
+    /* Special values (indices, -1 if absent). */
+    int tokens, targets;    /* inputs, i32 [B,S] */
+    int loss;               /* f32 scalar: sum of the cross-entropy over all ranks' tokens */
+    /* Model and training configuration (from the IR config). */
+    int64_t micro_batch, seq_len, vocab, hidden, layers, heads, kv_heads, head_dim, ffn;
+    double rope_theta, norm_eps, lr;
+    int64_t steps, seed;
+    int zero;
+    int batch_groups, sp_size; /* G and K */
+    void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
+} rt_program;
+
+/* Runs the program: MPI init, checks the world size, parses the command line
+ * (--data, --steps, --lr, --seed, --metrics, --log-every, --help …), builds
+ * groups and the arena, initialises parameters from the seed, then for each
+ * step loads the batch into the tokens/targets inputs, calls program->step,
+ * and logs.  Returns the process exit status. */
+int rt_main(int argc, char **argv, const rt_program *program);
+
+/* ---- buffers -------------------------------------------------------------- */
+float *rt_f32(rt_ctx *rt, int value);
+int32_t *rt_i32(rt_ctx *rt, int value);
+/* This rank's index inside its set of group g (0 .. set_size-1). */
+int rt_group_pos(rt_ctx *rt, int g);
+
+/* ---- kernels (CPU: fp32; sizes are local) -----------------------------------
+ * Shapes in comments: N = local tokens (b*s), D hidden, V vocab, I/O linear
+ * in/out features, b local batch, S sequence length seen by the kernel,
+ * H/Hkv local heads, Dh head dim. */
+
+/* out[N,D] = w[tok[n], :] */
+void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D);
+/* dw[V,D] = sum over n with tok[n]=v of dout[n,:]  (overwrites dw) */
+void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
+                      int64_t D);
+
+/* y[N,D] = x / rms(x) * w */
+void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps);
+void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
+                    int64_t D, double eps);
+
+/* y[N,O] = x[N,I] @ w[I,O] */
+void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O);
+/* dx[N,I] = dy @ w^T ; dw[I,O] = x^T @ dy (overwrites dw) */
+void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
+                   int64_t I, int64_t O);
+
+/* x, y: [b, s, H, Dh]; token (bi, si) has position pos0 + si.  Rotates pairs
+ * (i, i + Dh/2) (the Hugging Face Llama convention) by pos * theta^(-2i/Dh). */
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+             double theta);
+void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+                 double theta);
+
+/* Causal grouped-query attention, softmax scale 1/sqrt(Dh):
+ * q, o [b,S,H,Dh]; k, v [b,S,Hkv,Dh]; local q head h reads kv head
+ * h / (H/Hkv).  Tiled with an online softmax: no S×S matrix is stored. */
+void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                  int64_t H, int64_t Hkv, int64_t Dh);
+/* Backward (recomputes the softmax statistics); dk, dv sum over the q heads
+ * sharing a kv head. */
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                      const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh);
+
+/* y = silu(g) * u, n elements */
+void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n);
+void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
+
+/* y = a + b, n elements */
+void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n);
+
+/* loss[0] = sum over the N local tokens of cross_entropy(x[n] @ w^T, tgt[n]);
+ * w [V,D].  Logits are computed in chunks of rows, never for all N at once. */
+void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
+                     int64_t V, int64_t D);
+/* Gradient of (loss * scale): dx[N,D], dw[V,D] (overwrites dw); scale is
+ * 1/(B*S), so that the summed gradients are those of the mean loss. */
+void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
+                         int64_t N, int64_t V, int64_t D, double scale);
+
+/* ---- optimizer --------------------------------------------------------------
+ * AdamW on param value `param` with gradient value `grad` (their tables say
+ * how each is sharded; when the param is sharded and the gradient whole —
+ * ZeRO-1 — the rank reads the slice matching its shard).  The first call of a
+ * step computes the global gradient norm over every rt_opt_pair and the clip
+ * factor. */
+void rt_adamw(rt_ctx *rt, int param, int grad);
+
+/* ---- collectives (value indices; group g indexes program->groups) ----------- */
+/* n fused exchanges ins[i] -> outs[i]: dim `concat` becomes whole, dim `split`
+ * becomes sharded; fanout F: the split dim of size n arrives as n*F virtual
+ * entries (virtual v = real v/F); fanin F: the reverse, the F copies summed. */
+void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                   const int *outs);
+void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out);
+void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out); /* sum */
+void rt_all_reduce(rt_ctx *rt, int g, int in, int out);              /* sum */
+void rt_send(rt_ctx *rt, int g, int peer, int in);
+void rt_recv(rt_ctx *rt, int g, int peer, int out);
+
+/* ---- memory ---------------------------------------------------------------- */
+/* The value is dead from here on (bookkeeping for the memory report). */
+void rt_free(rt_ctx *rt, int value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

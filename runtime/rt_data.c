@@ -1,0 +1,140 @@
+/* rt_data.c — training data: llm.c token files or raw text (byte-level
+ * tokens), and the deterministic sampler that gives every layout the same
+ * global batch at every step.
+ *
+ * llm.c token file: 256 int32 header (magic 20240520, version, token count,
+ * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+enum { RT_DATA_MAGIC = 20240520, RT_HEADER_INTS = 256 };
+
+static bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return false;
+    }
+    bool ok = fseek(f, 0, SEEK_END) == 0;
+    long n = ok ? ftell(f) : -1;
+    ok = ok && n >= 0 && fseek(f, 0, SEEK_SET) == 0;
+    unsigned char *b = ok ? malloc((size_t)n + 1) : NULL;
+    ok = b && fread(b, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    if (!ok) {
+        free(b);
+        snprintf(err, errlen, "%s: cannot read", path);
+        return false;
+    }
+    *out = b;
+    *len = n;
+    return true;
+}
+
+/* Validates header, size and token range; fills rt->tokens. */
+static bool rt_parse_llmc(rt_ctx *rt, const char *path, const unsigned char *b, int64_t len, char *err,
+                          size_t errlen) {
+    int32_t h[RT_HEADER_INTS];
+    if (len < (int64_t)sizeof h) {
+        snprintf(err, errlen, "%s: not an llm.c token file: %lld bytes, shorter than the 1024-byte header", path,
+                 (long long)len);
+        return false;
+    }
+    memcpy(h, b, sizeof h);
+    if (h[0] != RT_DATA_MAGIC) {
+        snprintf(err, errlen, "%s: not an llm.c token file: magic %d, expected %d (raw text? use --text)", path,
+                 h[0], RT_DATA_MAGIC);
+        return false;
+    }
+    if (h[1] != 1 && h[1] != 2) {
+        snprintf(err, errlen, "%s: unsupported version %d (1 = uint16 tokens, 2 = uint32 tokens)", path, h[1]);
+        return false;
+    }
+    int64_t width = h[1] == 1 ? 2 : 4, n = h[2], have = (len - (int64_t)sizeof h) / width;
+    if (n < 0 || n > have) {
+        snprintf(err, errlen, "%s: truncated: header says %lld tokens, file holds %lld", path, (long long)n,
+                 (long long)have);
+        return false;
+    }
+    rt->tokens = RT_MALLOC((size_t)(n ? n : 1) * sizeof(int32_t));
+    rt->ntokens = n;
+    const unsigned char *t = b + sizeof h;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v;
+        if (width == 2) {
+            uint16_t s;
+            memcpy(&s, t + 2 * i, 2);
+            v = s;
+        } else {
+            memcpy(&v, t + 4 * i, 4);
+        }
+        if ((int64_t)v >= rt->p->vocab) {
+            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
+                     (long long)i, v, (long long)rt->p->vocab);
+            return false;
+        }
+        rt->tokens[i] = (int32_t)v;
+    }
+    return true;
+}
+
+bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen) {
+    const char *path = data ? data : text;
+    if (text && rt->p->vocab < 256) {
+        snprintf(err, errlen, "--text uses byte-level tokens and needs a vocabulary of at least 256; the model has %lld",
+                 (long long)rt->p->vocab);
+        return false;
+    }
+    unsigned char *b;
+    int64_t len;
+    if (!rt_read_file(path, &b, &len, err, errlen)) return false;
+    bool ok = true;
+    if (data) {
+        ok = rt_parse_llmc(rt, path, b, len, err, errlen);
+    } else {
+        rt->tokens = RT_MALLOC((size_t)(len ? len : 1) * sizeof(int32_t));
+        rt->ntokens = len;
+        for (int64_t i = 0; i < len; i++) rt->tokens[i] = b[i];
+    }
+    free(b);
+    int64_t need = rt->p->seq_len + 2;
+    if (ok && rt->ntokens < need) {
+        snprintf(err, errlen, "%s: %lld tokens, too few for one sequence of seq_len %lld (need at least %lld)", path,
+                 (long long)rt->ntokens, (long long)rt->p->seq_len, (long long)need);
+        ok = false;
+    }
+    return ok;
+}
+
+/* A counter-based position: the same (seed, step, sequence) gives the same
+ * start on any rank of any layout. */
+int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, int64_t seq_len) {
+    uint64_t h = rt_splitmix64(seed);
+    h = rt_splitmix64(h ^ (uint64_t)t);
+    h = rt_splitmix64(h ^ (uint64_t)b);
+    return (int64_t)(h % (uint64_t)(ntokens - seq_len - 1));
+}
+
+/* Fills the local [b, s] slice of one [B, S] i32 input; shift = 1 for the
+ * targets (the token after each input token, also across shard borders). */
+static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
+    const rt_program *p = rt->p;
+    const rt_value_desc *d = &p->values[v];
+    RT_CHECK(d->rank == 2 && d->dtype == RT_I32 && d->dims[0] == p->micro_batch && d->dims[1] == p->seq_len,
+             "input %s must be i32[%lld,%lld]", d->name, (long long)p->micro_batch, (long long)p->seq_len);
+    int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK];
+    rt_local_dims(rt, v, ld);
+    rt_global_offset(p, v, rt->rank, off);
+    int32_t *out = rt->buf[v];
+    for (int64_t bi = 0; bi < ld[0]; bi++) {
+        int64_t pos = rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
+        memcpy(out + bi * ld[1], rt->tokens + pos + off[1] + shift, (size_t)ld[1] * sizeof(int32_t));
+    }
+}
+
+void rt_data_fill(rt_ctx *rt, int64_t t) {
+    if (rt->p->tokens >= 0) rt_fill_input(rt, rt->p->tokens, t, 0);
+    if (rt->p->targets >= 0) rt_fill_input(rt, rt->p->targets, t, 1);
+}

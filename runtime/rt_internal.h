@@ -1,0 +1,162 @@
+/* rt_internal.h — private to runtime/: the runtime context, options,
+ * counters and the helpers the runtime's files share.  Generated programs
+ * see only include/basp_rt.h. */
+#ifndef BASP_RT_INTERNAL_H
+#define BASP_RT_INTERNAL_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "basp_rt.h"
+
+/* ---- checks -----------------------------------------------------------------
+ * A failed check on any rank must end the whole job, never leave the other
+ * ranks waiting in a collective: print where it happened and MPI_Abort. */
+void rt_die(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+#define RT_CHECK(cond, ...)                                                                                          \
+    do {                                                                                                             \
+        if (!(cond)) rt_die(__FILE__, __LINE__, __VA_ARGS__);                                                        \
+    } while (0)
+#define RT_MPI(call)                                                                                                 \
+    do {                                                                                                             \
+        int rt_mpi_rc_ = (call);                                                                                     \
+        if (rt_mpi_rc_ != MPI_SUCCESS) rt_mpi_die(__FILE__, __LINE__, #call, rt_mpi_rc_);                            \
+    } while (0)
+void rt_mpi_die(const char *file, int line, const char *call, int rc) __attribute__((noreturn));
+void *rt_xmalloc(size_t n, const char *file, int line);
+#define RT_MALLOC(n) rt_xmalloc((n), __FILE__, __LINE__)
+
+/* ---- options (command line, defaults from the program) ----------------------- */
+typedef struct rt_options {
+    const char *data;         /* --data: llm.c token file */
+    const char *text;         /* --text: raw text, byte-level tokens */
+    int64_t steps, seed;
+    double lr;
+    const char *metrics;      /* --metrics: JSON lines */
+    int64_t log_every;
+    const char *save_weights; /* --save-weights */
+    const char *save_grads;   /* --save-grads */
+    bool quiet;               /* --quiet: no per-step lines */
+} rt_options;
+
+/* ---- counters ------------------------------------------------------------------ */
+typedef enum {
+    RT_C_ALL_TO_ALL, RT_C_ALL_GATHER, RT_C_REDUCE_SCATTER, RT_C_ALL_REDUCE, RT_C_SEND, RT_C_RECV,
+    RT_C_NKINDS
+} rt_coll_kind;
+
+typedef enum {
+    RT_K_EMBEDDING, RT_K_EMBEDDING_BWD, RT_K_RMSNORM, RT_K_RMSNORM_BWD, RT_K_LINEAR, RT_K_LINEAR_BWD,
+    RT_K_ROPE, RT_K_ROPE_BWD, RT_K_ATTENTION, RT_K_ATTENTION_BWD, RT_K_SWIGLU, RT_K_SWIGLU_BWD, RT_K_ADD,
+    RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_NKINDS
+} rt_kernel_kind;
+
+extern const char *const rt_coll_names[RT_C_NKINDS];
+extern const char *const rt_kernel_names[RT_K_NKINDS];
+
+typedef struct rt_counters {
+    int64_t coll_calls[RT_C_NKINDS];
+    int64_t coll_bytes[RT_C_NKINDS]; /* bytes this rank sent */
+    double coll_sec[RT_C_NKINDS];
+    int64_t kern_calls[RT_K_NKINDS];
+    double kern_sec[RT_K_NKINDS];
+} rt_counters;
+
+/* Arena categories, for the start-up report. */
+typedef enum { RT_MEM_PARAM, RT_MEM_GRAD, RT_MEM_OPT, RT_MEM_INPUT, RT_MEM_ACT, RT_MEM_NCATS } rt_mem_cat;
+
+/* A send whose buffer must stay alive until the request completes. */
+typedef struct rt_pending_send {
+    MPI_Request req;
+    void *buf;
+} rt_pending_send;
+
+struct rt_ctx {
+    const rt_program *p;
+    rt_options opt;
+    int rank, world;
+    /* Per group: the communicator of this rank's set, the set and position. */
+    MPI_Comm *comm;
+    int *gset, *gpos;
+    /* The arena and what lives in it. */
+    char *arena;
+    size_t arena_bytes, cat_bytes[RT_MEM_NCATS];
+    void **buf;                /* per value */
+    float **opt_m, **opt_v;    /* per rt_opt_pair */
+    /* Memory bookkeeping driven by rt_free (reset at each step). */
+    bool *live;
+    size_t live_bytes;
+    /* Scratch for collectives (grow-only). */
+    void *scratch[2];
+    size_t scratch_bytes[2];
+    rt_pending_send *sends;
+    int nsends, cap_sends;
+    /* Step state. */
+    int64_t step;              /* 0-based index of the running step */
+    bool norm_done;            /* the first rt_adamw of the step computed it */
+    double grad_norm, clip_scale, lr;
+    /* Counters: whole run, and the all-to-all time / bytes of this step. */
+    rt_counters total;
+    double step_a2a_sec;
+    int64_t step_bytes;
+    /* Training data (every rank holds the whole token array). */
+    int32_t *tokens;
+    int64_t ntokens;
+};
+
+/* ---- context (rt_main.c) ------------------------------------------------------- */
+/* Builds groups, the arena and the initial parameters; MPI must be running
+ * with p->world ranks. */
+rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o);
+void rt_ctx_destroy(rt_ctx *rt);
+double rt_now(void);
+
+/* ---- arena, init, shapes (rt_arena.c) ---------------------------------------- */
+void rt_arena_build(rt_ctx *rt);
+void rt_arena_report(rt_ctx *rt, FILE *f);
+void rt_init_params(rt_ctx *rt, uint64_t seed);
+/* Local dims of value v on this rank; returns its rank (number of dims). */
+int rt_local_dims(const rt_ctx *rt, int v, int64_t ldims[RT_MAX_RANK]);
+/* Position of world rank r in its set of group g. */
+int rt_pos_of_rank(const rt_program *p, int g, int r);
+/* Global coordinate of this (or world rank r's) first local element per dim. */
+void rt_global_offset(const rt_program *p, int v, int r, int64_t off[RT_MAX_RANK]);
+/* Copy a box of `box` elements per dim from src (dims sdims, starting at soff)
+ * to dst (dims ddims, at doff); 4-byte elements. */
+void rt_copy_box(void *dst, const int64_t *ddims, const int64_t *doff, const void *src, const int64_t *sdims,
+                 const int64_t *soff, const int64_t *box, int nd);
+uint64_t rt_splitmix64(uint64_t x);
+uint64_t rt_hash_str(const char *s);
+void *rt_scratch(rt_ctx *rt, int which, size_t bytes);
+
+/* ---- collectives (rt_comm.c) --------------------------------------------------- */
+void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends */
+
+/* ---- data (rt_data.c) ----------------------------------------------------------- */
+/* Loads tokens into rt->tokens; errors are reported on rank 0 and return false
+ * on every rank (every rank reads the same file and reaches the same verdict). */
+bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen);
+/* Start of sequence b of step t in a corpus of ntokens tokens. */
+int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, int64_t seq_len);
+/* Fills this rank's slice of the tokens/targets inputs for step t. */
+void rt_data_fill(rt_ctx *rt, int64_t t);
+
+/* ---- optimizer (rt_opt.c) -------------------------------------------------------- */
+void rt_opt_begin_step(rt_ctx *rt);
+/* Global gradient norm over every opt pair (collective over the world). */
+double rt_grad_norm(rt_ctx *rt);
+
+/* ---- training loop (rt_loop.c) ------------------------------------------------------ */
+/* Banner, the steps, logging and metrics, the final report and saves;
+ * returns the exit status. */
+int rt_train(rt_ctx *rt);
+
+/* ---- saving (rt_save.c) ----------------------------------------------------------- */
+/* Collective: rank 0 writes every parameter (grads = false) or the gradient
+ * of every opt pair (grads = true) as full fp32 tensors. */
+void rt_save_tensors(rt_ctx *rt, const char *path, bool grads);
+
+#endif

@@ -1,0 +1,89 @@
+/* rt_kernels.c — the rt_ kernel calls of basp_rt.h: each forwards to its
+ * pure kern_ function (kernels.h) and adds its wall time to a per-kind
+ * counter, so the end-of-run report splits the step into kernels and
+ * collectives. */
+#include "kernels.h"
+#include "rt_internal.h"
+
+const char *const rt_kernel_names[RT_K_NKINDS] = {
+    "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
+    "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
+    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw"};
+
+#define RT_TIMED(kind, call)                                                                                         \
+    do {                                                                                                             \
+        double t0_ = rt_now();                                                                                       \
+        call;                                                                                                        \
+        rt->total.kern_calls[kind]++;                                                                                \
+        rt->total.kern_sec[kind] += rt_now() - t0_;                                                                  \
+    } while (0)
+
+void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
+    RT_TIMED(RT_K_EMBEDDING, kern_embedding_fwd(out, tok, w, N, V, D));
+}
+
+void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
+                      int64_t D) {
+    RT_TIMED(RT_K_EMBEDDING_BWD, kern_embedding_bwd(dw, dout, tok, N, V, D));
+}
+
+void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps) {
+    RT_TIMED(RT_K_RMSNORM, kern_rmsnorm_fwd(y, x, w, N, D, eps));
+}
+
+void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
+                    int64_t D, double eps) {
+    RT_TIMED(RT_K_RMSNORM_BWD, kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, eps));
+}
+
+void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O) {
+    RT_TIMED(RT_K_LINEAR, kern_linear_fwd(y, x, w, N, I, O));
+}
+
+void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
+                   int64_t I, int64_t O) {
+    RT_TIMED(RT_K_LINEAR_BWD, kern_linear_bwd(dx, dw, dy, x, w, N, I, O));
+}
+
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+             double theta) {
+    RT_TIMED(RT_K_ROPE, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta));
+}
+
+void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+                 double theta) {
+    RT_TIMED(RT_K_ROPE_BWD, kern_rope_bwd(dx, dy, b, s, H, Dh, pos0, theta));
+}
+
+void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                  int64_t H, int64_t Hkv, int64_t Dh) {
+    RT_TIMED(RT_K_ATTENTION, kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh));
+}
+
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                      const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh) {
+    RT_TIMED(RT_K_ATTENTION_BWD, kern_attention_bwd(dq, dk, dv, dout, q, k, v, o, b, S, H, Hkv, Dh));
+}
+
+void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n) {
+    RT_TIMED(RT_K_SWIGLU, kern_swiglu_fwd(y, g, u, n));
+}
+
+void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n) {
+    RT_TIMED(RT_K_SWIGLU_BWD, kern_swiglu_bwd(dg, du, dy, g, u, n));
+}
+
+void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
+    RT_TIMED(RT_K_ADD, kern_add(y, a, b, n));
+}
+
+void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
+                     int64_t V, int64_t D) {
+    RT_TIMED(RT_K_LM_HEAD_LOSS, kern_lm_head_loss_fwd(loss, x, w, tgt, N, V, D));
+}
+
+void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
+                         int64_t N, int64_t V, int64_t D, double scale) {
+    RT_TIMED(RT_K_LM_HEAD_LOSS_BWD, kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, scale));
+}

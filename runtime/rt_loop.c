@@ -1,0 +1,176 @@
+/* rt_loop.c — the training loop: start-up banner, one step per iteration
+ * (load the batch, run the generated schedule, log), metrics as JSON lines,
+ * the end-of-run time breakdown and the optional tensor dumps. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+static const char *rt_layout_name(const rt_program *p) {
+    if (p->sp_size <= 0) return "layout";
+    if (p->sp_size == 1) return "data parallel";
+    if (p->batch_groups <= 1) return "Ulysses";
+    return "batch-aware";
+}
+
+static void rt_print_group(const rt_group_desc *g) {
+    printf("  @%-8s %d set(s) of %d  {", g->name, g->nsets, g->set_size);
+    for (int s = 0; s < g->nsets && s < 8; s++) {
+        printf("%s[", s ? " " : "");
+        for (int i = 0; i < g->set_size && i < 16; i++) printf("%s%d", i ? "," : "", g->ranks[s * g->set_size + i]);
+        printf("%s]", g->set_size > 16 ? ",..." : "");
+    }
+    printf("%s}\n", g->nsets > 8 ? " ..." : "");
+}
+
+static void rt_banner(rt_ctx *rt) {
+    const rt_program *p = rt->p;
+    int64_t nparams = 0;
+    for (int v = 0; v < p->nvalues; v++) {
+        if (p->values[v].kind != RT_PARAM) continue;
+        int64_t n = 1;
+        for (int i = 0; i < p->values[v].rank; i++) n *= p->values[v].dims[i];
+        nparams += n;
+    }
+    printf("basp: model %s (%s), %.3fM parameters, vocab %lld\n", p->model, p->spec ? p->spec : "?",
+           (double)nparams / 1e6, (long long)p->vocab);
+    printf("world %d = %d node(s) × %d | %s: G=%d group(s) × K=%d rank(s) | zero %d\n", p->world, p->nodes,
+           p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
+    printf("groups:\n");
+    for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
+    printf("batch %lld × %lld = %lld tokens/step | data %s (%lld tokens) | steps %lld | lr %.2e | seed %lld\n",
+           (long long)p->micro_batch, (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len),
+           rt->opt.data ? rt->opt.data : rt->opt.text, (long long)rt->ntokens, (long long)rt->opt.steps, rt->lr,
+           (long long)rt->opt.seed);
+    rt_arena_report(rt, stdout);
+    fflush(stdout);
+}
+
+typedef struct rt_step_stats {
+    double loss, grad_norm, sec, a2a_sec;
+    int64_t bytes;
+} rt_step_stats;
+
+static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
+    rt->step = t;
+    rt->step_a2a_sec = 0;
+    rt->step_bytes = 0;
+    for (int v = 0; v < rt->p->nvalues; v++) rt->live[v] = true;
+    rt->live_bytes = rt->arena_bytes;
+    rt_opt_begin_step(rt);
+    rt_data_fill(rt, t);
+    double t0 = rt_now();
+    rt->p->step(rt);
+    rt_comm_finish_step(rt);
+    rt_step_stats s = {.sec = rt_now() - t0, .a2a_sec = rt->step_a2a_sec, .bytes = rt->step_bytes};
+    if (!rt->norm_done && rt->p->nopt > 0) { /* a schedule without adamw still reports its norm */
+        rt->grad_norm = rt_grad_norm(rt);
+        rt->norm_done = true;
+    }
+    s.grad_norm = rt->norm_done ? rt->grad_norm : 0.0;
+    s.loss = rt_f32(rt, rt->p->loss)[0] / (double)(rt->p->micro_batch * rt->p->seq_len);
+    return s;
+}
+
+static void rt_log_step(const rt_ctx *rt, int64_t t, const rt_step_stats *s) {
+    double tps = (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9);
+    printf("step %4lld/%lld | loss %.6f | grad_norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | a2a %.1f ms (%.1f%%)\n",
+           (long long)t + 1, (long long)rt->opt.steps, s->loss, s->grad_norm, rt->lr, s->sec * 1e3, tps,
+           s->a2a_sec * 1e3, s->sec > 0 ? 100.0 * s->a2a_sec / s->sec : 0.0);
+    fflush(stdout);
+}
+
+static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_stats *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", (double)(t + 1));
+    cJSON_AddNumberToObject(o, "loss", s->loss);
+    cJSON_AddNumberToObject(o, "grad_norm", s->grad_norm);
+    cJSON_AddNumberToObject(o, "lr", rt->lr);
+    cJSON_AddNumberToObject(o, "step_ms", s->sec * 1e3);
+    cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
+    cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
+    cJSON_AddNumberToObject(o, "tokens_per_s",
+                            (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9));
+    char *line = cJSON_PrintUnformatted(o);
+    RT_CHECK(line, "out of memory formatting metrics");
+    fprintf(f, "%s\n", line);
+    fflush(f);
+    cJSON_free(line);
+    cJSON_Delete(o);
+}
+
+static int rt_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Where the time went on rank 0, as shares of the summed step time. */
+static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += secs[i];
+    qsort(secs, (size_t)n, sizeof *secs, rt_cmp_double);
+    double med = n ? secs[n / 2] : 0;
+    printf("done: %lld step(s) in %.2f s, median step %.1f ms, %.0f tok/s (median)\n", (long long)n, sum, med * 1e3,
+           med > 0 ? (double)(rt->p->micro_batch * rt->p->seq_len) / med : 0.0);
+    printf("memory: arena %.2f MiB per rank, %.2f MiB of it freed by the schedule before the step ended\n",
+           (double)rt->arena_bytes / (1 << 20), (double)(rt->arena_bytes - rt->live_bytes) / (1 << 20));
+    if (sum <= 0) return;
+    printf("rank 0 time by kind (%% of step time):\n");
+    for (int k = 0; k < RT_K_NKINDS; k++)
+        if (rt->total.kern_calls[k])
+            printf("  %-16s %7lld calls %10.1f ms %5.1f%%\n", rt_kernel_names[k], (long long)rt->total.kern_calls[k],
+                   rt->total.kern_sec[k] * 1e3, 100 * rt->total.kern_sec[k] / sum);
+    for (int k = 0; k < RT_C_NKINDS; k++)
+        if (rt->total.coll_calls[k])
+            printf("  %-16s %7lld calls %10.1f ms %5.1f%%  %.2f MiB sent\n", rt_coll_names[k],
+                   (long long)rt->total.coll_calls[k], rt->total.coll_sec[k] * 1e3, 100 * rt->total.coll_sec[k] / sum,
+                   (double)rt->total.coll_bytes[k] / (1 << 20));
+    fflush(stdout);
+}
+
+int rt_train(rt_ctx *rt) {
+    const rt_program *p = rt->p;
+    RT_CHECK(p->step, "program has no step function");
+    RT_CHECK(p->loss >= 0 && p->values[p->loss].dtype == RT_F32 && p->values[p->loss].local_elems == 1,
+             "program has no f32 scalar loss value");
+    bool r0 = rt->rank == 0;
+    FILE *metrics = NULL;
+    if (r0) {
+        rt_banner(rt);
+        if (rt->opt.metrics) {
+            metrics = fopen(rt->opt.metrics, "w");
+            if (!metrics) fprintf(stderr, "error: cannot open metrics file %s\n", rt->opt.metrics);
+        }
+    }
+    int ok_metrics = !rt->opt.metrics || metrics || !r0;
+    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok_metrics, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!ok_metrics) return 1;
+    int64_t steps = rt->opt.steps;
+    double *secs = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
+    int status = 0;
+    for (int64_t t = 0; t < steps; t++) {
+        rt_step_stats s = rt_run_step(rt, t);
+        secs[t] = s.sec;
+        /* The loss is all-reduced and the norm global, so every rank sees
+         * the same values and stops at the same step. */
+        if (!isfinite(s.loss) || !isfinite(s.grad_norm)) {
+            if (r0)
+                fprintf(stderr, "error: step %lld: %s is %g; stopping (try a lower --lr)\n", (long long)t + 1,
+                        isfinite(s.loss) ? "gradient norm" : "loss", isfinite(s.loss) ? s.grad_norm : s.loss);
+            status = 1;
+            steps = t + 1;
+            break;
+        }
+        bool show = (t + 1) % rt->opt.log_every == 0 || t == 0 || t + 1 == steps;
+        if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
+        if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
+    }
+    if (metrics) fclose(metrics);
+    if (r0 && status == 0) rt_report(rt, secs, steps);
+    free(secs);
+    if (status == 0 && rt->opt.save_weights) rt_save_tensors(rt, rt->opt.save_weights, false);
+    if (status == 0 && rt->opt.save_grads && steps > 0) rt_save_tensors(rt, rt->opt.save_grads, true);
+    return status;
+}

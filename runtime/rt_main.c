@@ -1,0 +1,279 @@
+/* rt_main.c — process start-up, the command line, the runtime context and
+ * the error helpers.  The training loop and its logging are in rt_loop.c. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* ---- errors -------------------------------------------------------------------- */
+static int rt_world_rank(void) {
+    int init = 0, r = -1;
+    MPI_Initialized(&init);
+    if (init) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+void rt_die(const char *file, int line, const char *fmt, ...) {
+    fflush(stdout);
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rank %d: %s:%d: error: %s\n", rt_world_rank(), file, line, msg);
+    fflush(stderr);
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void rt_mpi_die(const char *file, int line, const char *call, int rc) {
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", rc);
+    rt_die(file, line, "%s failed: %s", call, s);
+}
+
+void *rt_xmalloc(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) rt_die(file, line, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+double rt_now(void) { return MPI_Wtime(); }
+
+/* ---- command line ------------------------------------------------------------------ */
+static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
+    fprintf(f,
+            "usage: mpirun -np %d %s (--data FILE | --text FILE) [options]\n"
+            "Trains model %s (compiled from %s) on %d ranks.\n"
+            "  --data FILE          llm.c token file (int32 header magic 20240520; uint16 or uint32 tokens)\n"
+            "  --text FILE          raw text, one token per byte (needs vocab >= 256)\n"
+            "  --steps N            training steps (default %lld)\n"
+            "  --lr X               AdamW learning rate, constant (default %g)\n"
+            "  --seed N             seed of the initial weights and the batch sampler (default %lld)\n"
+            "  --log-every N        print every N-th step (default 1; first and last always)\n"
+            "  --metrics FILE       one JSON object per step (step, loss, grad_norm, lr, step_ms, a2a_ms,\n"
+            "                       comm_bytes, tokens_per_s)\n"
+            "  --save-weights FILE  after training, write every parameter as a full fp32 tensor\n"
+            "  --save-grads FILE    after training, write the reduced gradients of the last step\n"
+            "  --quiet              no per-step lines\n"
+            "  --help               this text\n"
+            "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
+            p->world, prog, p->model, p->spec ? p->spec : "?", p->world, (long long)p->steps, p->lr,
+            (long long)p->seed);
+}
+
+static bool rt_parse_i64(const char *s, int64_t lo, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo) return false;
+    *out = v;
+    return true;
+}
+
+static bool rt_parse_f64(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0) || v > 1e9) return false;
+    *out = v;
+    return true;
+}
+
+/* Reads the value of option `name` (either `--name V` or `--name=V`). */
+static const char *rt_opt_value(int argc, char **argv, int *i, const char *name, char *err, size_t errlen) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (a[n] == '=') return a + n + 1;
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "option %s needs a value", name);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static bool rt_opt_is(const char *a, const char *name) {
+    size_t n = strlen(name);
+    return strncmp(a, name, n) == 0 && (a[n] == 0 || a[n] == '=');
+}
+
+/* Returns 0 to run, 1 after --help, 2 on an error (written to err). */
+static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options *o, char *err, size_t errlen) {
+    *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = true;
+            continue;
+        }
+        static const char *const with_value[] = {"--data",  "--text",         "--steps",      "--lr",
+                                                 "--seed",  "--metrics",      "--log-every",  "--save-weights",
+                                                 "--save-grads"};
+        const char *name = NULL;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            if (rt_opt_is(a, with_value[k])) name = with_value[k];
+        if (!name) {
+            snprintf(err, errlen, "unknown option '%s'", a);
+            return 2;
+        }
+        if (!(v = rt_opt_value(argc, argv, &i, name, err, errlen))) return 2;
+        bool ok = true;
+        if (!strcmp(name, "--data")) o->data = v;
+        else if (!strcmp(name, "--text")) o->text = v;
+        else if (!strcmp(name, "--metrics")) o->metrics = v;
+        else if (!strcmp(name, "--save-weights")) o->save_weights = v;
+        else if (!strcmp(name, "--save-grads")) o->save_grads = v;
+        else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, &o->steps);
+        else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, &o->seed);
+        else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, &o->log_every);
+        else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
+        if (!ok) {
+            snprintf(err, errlen, "bad value '%s' for %s", v, name);
+            return 2;
+        }
+    }
+    if (o->data && o->text) {
+        snprintf(err, errlen, "--data and --text are exclusive: pass one");
+        return 2;
+    }
+    if (!o->data && !o->text) {
+        snprintf(err, errlen,
+                 "no training data: pass --data FILE (llm.c token file) or --text FILE (raw text, byte-level "
+                 "tokens); a demo corpus: build/data/mkcorpus corpus.bin corpus.txt");
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- context ---------------------------------------------------------------------- */
+static void rt_check_tables(const rt_program *p) {
+    RT_CHECK(p->ngroups >= 1 && p->groups, "program has no process groups");
+    for (int g = 0; g < p->ngroups; g++) {
+        const rt_group_desc *gd = &p->groups[g];
+        RT_CHECK(gd->nsets >= 1 && gd->set_size >= 1 && gd->nsets * gd->set_size == p->world,
+                 "group %s: %d sets of %d do not partition %d ranks", gd->name, gd->nsets, gd->set_size, p->world);
+        for (int r = 0; r < p->world; r++) rt_pos_of_rank(p, g, r); /* dies when r is missing */
+    }
+    for (int v = 0; v < p->nvalues; v++) {
+        const rt_value_desc *d = &p->values[v];
+        RT_CHECK(d->rank >= 0 && d->rank <= RT_MAX_RANK, "value %s: rank %d", d->name, d->rank);
+        int64_t n = 1;
+        for (int i = 0; i < d->rank; i++) {
+            int g = d->shard[i];
+            RT_CHECK(g >= -1 && g < p->ngroups, "value %s: dim %d sharded by group index %d", d->name, i, g);
+            int64_t k = g < 0 ? 1 : p->groups[g].set_size;
+            RT_CHECK(d->dims[i] >= 1 && d->dims[i] % k == 0, "value %s: dim %d (%lld) not divisible by %lld",
+                     d->name, i, (long long)d->dims[i], (long long)k);
+            n *= d->dims[i] / k;
+        }
+        RT_CHECK(n == d->local_elems, "value %s: local_elems %lld, its dims give %lld", d->name,
+                 (long long)d->local_elems, (long long)n);
+    }
+    for (int i = 0; i < p->nopt; i++)
+        RT_CHECK(p->opt[i].param >= 0 && p->opt[i].param < p->nvalues && p->opt[i].grad >= 0 &&
+                     p->opt[i].grad < p->nvalues && p->values[p->opt[i].param].kind == RT_PARAM,
+                 "optimizer entry %d is not a (param, grad) pair", i);
+}
+
+rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
+    rt_ctx *rt = RT_MALLOC(sizeof *rt);
+    memset(rt, 0, sizeof *rt);
+    rt->p = p;
+    rt->opt = *o;
+    rt->lr = o->lr;
+    RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
+    RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
+    RT_CHECK(rt->world == p->world, "launched with %d ranks, compiled for %d", rt->world, p->world);
+    rt_check_tables(p);
+    rt->comm = RT_MALLOC(sizeof(MPI_Comm) * (size_t)p->ngroups);
+    rt->gset = RT_MALLOC(sizeof(int) * (size_t)p->ngroups);
+    rt->gpos = RT_MALLOC(sizeof(int) * (size_t)p->ngroups);
+    for (int g = 0; g < p->ngroups; g++) {
+        const rt_group_desc *gd = &p->groups[g];
+        for (int i = 0; i < gd->nsets * gd->set_size; i++)
+            if (gd->ranks[i] == rt->rank) rt->gset[g] = i / gd->set_size, rt->gpos[g] = i % gd->set_size;
+        RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, rt->gset[g], rt->gpos[g], &rt->comm[g]));
+    }
+    rt_arena_build(rt);
+    rt_init_params(rt, (uint64_t)o->seed);
+    return rt;
+}
+
+void rt_ctx_destroy(rt_ctx *rt) {
+    if (!rt) return;
+    rt_comm_finish_step(rt);
+    for (int g = 0; g < rt->p->ngroups; g++) MPI_Comm_free(&rt->comm[g]);
+    free(rt->comm);
+    free(rt->gset);
+    free(rt->gpos);
+    free(rt->arena);
+    free(rt->buf);
+    free(rt->live);
+    free(rt->opt_m);
+    free(rt->opt_v);
+    free(rt->scratch[0]);
+    free(rt->scratch[1]);
+    free(rt->sends);
+    free(rt->tokens);
+    free(rt);
+}
+
+/* ---- entry point ---------------------------------------------------------------- */
+static int rt_finish(int status) {
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Finalize();
+    return status;
+}
+
+/* OpenBLAS's own threads would oversubscribe the cores that the other ranks
+ * of this machine use: one thread per rank unless the user says otherwise. */
+void openblas_set_num_threads(int num_threads);
+
+int rt_main(int argc, char **argv, const rt_program *p) {
+    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) openblas_set_num_threads(1);
+    RT_MPI(MPI_Init(&argc, &argv));
+    int rank = 0, world = 0;
+    RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    const char *prog = argc > 0 ? argv[0] : "train";
+    rt_options o;
+    char err[1024] = "";
+    /* Every rank parses the same command line and reaches the same verdict,
+     * so each exits on its own without waiting for the others. */
+    int rc = rt_parse_args(argc, argv, p, &o, err, sizeof err);
+    if (rc == 1) {
+        if (rank == 0) rt_usage(stdout, prog, p);
+        return rt_finish(0);
+    }
+    if (rc == 2) {
+        if (rank == 0) fprintf(stderr, "%s: error: %s\n(run %s --help for the options)\n", prog, err, prog);
+        return rt_finish(2);
+    }
+    if (world != p->world) {
+        if (rank == 0)
+            fprintf(stderr,
+                    "%s: error: this program was compiled for %d ranks (%d nodes × %d) from %s; launched with %d: "
+                    "run mpirun -np %d %s ... or recompile with --set mesh.nodes=... --set "
+                    "mesh.devices_per_node=...\n",
+                    prog, p->world, p->nodes, p->devices_per_node, p->spec ? p->spec : "its spec", world, p->world,
+                    prog);
+        return rt_finish(2);
+    }
+    rt_ctx *rt = rt_ctx_create(p, &o);
+    if (!rt_data_load(rt, o.data, o.text, err, sizeof err)) {
+        if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);
+        rt_ctx_destroy(rt);
+        return rt_finish(1);
+    }
+    rc = rt_train(rt);
+    rt_ctx_destroy(rt);
+    return rt_finish(rc);
+}
