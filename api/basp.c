@@ -2,6 +2,7 @@
  * passes/ behind one small header. */
 #include "basp.h"
 
+#include "../codegen/codegen.h"
 #include "../frontend/frontend.h"
 #include "../ir/ir.h"
 #include "../passes/passes.h"
@@ -85,3 +86,13 @@ void basp_print_schedule(const basp_module *m, FILE *out, bool json) {
     else
         pass_schedule_print(m, out);
 }
+
+bool basp_emit_c(const basp_module *m, const char *spec_path, FILE *out) {
+    return m && out && cg_emit_c(m, spec_path, out);
+}
+
+bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe, bool keep_c) {
+    return m && out_exe && cg_build(m, spec_path, out_exe, keep_c);
+}
+
+void basp_set_verbosity(int level) { cg_set_verbosity(level); }

@@ -72,6 +72,22 @@ void basp_list_passes(FILE *out);
  * inter-node bytes, plus totals per step; JSON when json is true. */
 void basp_print_schedule(const basp_module *m, FILE *out, bool json);
 
+/* ---- code generation (codegen/) ---- */
+/* Writes the C host program for a lowered module (after the pipeline): the
+ * group and value tables, one runtime call per op in `step`, and main.
+ * spec_path names the spec it came from (NULL = the module name).  Nothing
+ * is written when an op or a shape cannot be mapped to the runtime. */
+bool basp_emit_c(const basp_module *m, const char *spec_path, FILE *out);
+/* Emits the program and compiles it with the MPI C compiler against the
+ * runtime library into the executable out_exe; keeps the C file as
+ * out_exe + ".c" when keep_c.  Fails with a message when the runtime library
+ * was not built.  Environment: BASP_CC, BASP_RUNTIME_DIR, BASP_CFLAGS,
+ * BASP_LDFLAGS (codegen/README.md). */
+bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe, bool keep_c);
+/* What basp_build prints on stderr: 0 only errors, 1 (default) a progress
+ * line, 2 also the compiler command line. */
+void basp_set_verbosity(int level);
+
 #ifdef __cplusplus
 }
 #endif

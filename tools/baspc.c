@@ -1,5 +1,6 @@
 /* baspc — compile a basp layout spec: check it, lower it to IR, run the pass
- * pipeline, and print the IR or the communication schedule.  A thin driver
+ * pipeline, and build the training executable (-o FILE), or print the IR,
+ * the generated C program or the communication schedule.  A thin driver
  * over the embedding API (api/basp.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +11,15 @@
 static void usage(FILE *out) {
     fprintf(out,
             "usage: baspc SPEC.basp [options]\n"
+            "       baspc MODULE.bir [options]   (textual IR, taken as lowered: no passes\n"
+            "                                     run unless --passes names some)\n"
             "\n"
-            "Actions (default: --emit=ir):\n"
+            "Actions (default: build the executable with -o FILE, else --emit=ir):\n"
+            "  -o FILE                  build the training executable FILE: generate the C\n"
+            "                           program and compile it against the runtime\n"
+            "                           (run it with: mpirun -np N ./FILE --data DATA);\n"
+            "                           with another action: write its output to FILE\n"
+            "  --emit=c                 print the generated C program (to -o FILE or stdout)\n"
             "  --check                  parse and check the spec only\n"
             "  --print-spec             print the checked spec with every default filled in\n"
             "  --emit=ir                print the IR after the pipeline (to -o FILE or stdout)\n"
@@ -28,13 +36,16 @@ static void usage(FILE *out) {
             "  --print-ir-after-all     print the IR after every pass (to stdout)\n"
             "  --print-ir-after=PASS    print the IR after the named pass(es), comma-separated\n"
             "  --list-passes            list the registered passes\n"
-            "  -o FILE                  write the output to FILE\n"
+            "  --keep-c                 when building, keep the C program as FILE.c\n"
+            "  -v                       print the compiler command line when building\n"
+            "                           (env BASP_CC, BASP_RUNTIME_DIR, BASP_CFLAGS, BASP_LDFLAGS\n"
+            "                           override the compiler and the runtime's location)\n"
             "  -q, --quiet              no remarks or warnings, only errors\n"
             "  --version, --help\n",
             basp_default_pipeline());
 }
 
-typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE } action;
+typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE, ACT_C, ACT_BUILD } action;
 
 typedef struct options {
     const char *spec;
@@ -44,7 +55,7 @@ typedef struct options {
     int nsets;
     action act;
     int emit_given;
-    int json, quiet;
+    int json, quiet, keep_c, verbose;
     basp_pass_options popt;
 } options;
 
@@ -52,6 +63,12 @@ static int die_usage(const char *msg, const char *arg) {
     fprintf(stderr, "baspc: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     fprintf(stderr, "run 'baspc --help' for usage\n");
     return 2;
+}
+
+/* Textual IR (basp-opt's input) instead of a spec: FILE.bir. */
+static int is_ir_file(const char *path) {
+    size_t n = strlen(path);
+    return n > 4 && !strcmp(path + n - 4, ".bir");
 }
 
 /* Returns 0 to go on, 1 when done (help/version), 2 on a usage error. */
@@ -66,7 +83,10 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--print-spec")) { o->act = ACT_SPEC; o->emit_given = 1; }
         else if (!strcmp(a, "--emit=ir")) { o->act = ACT_IR; o->emit_given = 1; }
         else if (!strcmp(a, "--emit=lowered")) { o->act = ACT_LOWERED; o->emit_given = 1; }
-        else if (!strncmp(a, "--emit=", 7)) return die_usage("unknown --emit kind (ir, lowered)", a + 7);
+        else if (!strcmp(a, "--emit=c")) { o->act = ACT_C; o->emit_given = 1; }
+        else if (!strncmp(a, "--emit=", 7)) return die_usage("unknown --emit kind (ir, lowered, c)", a + 7);
+        else if (!strcmp(a, "--keep-c")) o->keep_c = 1;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--schedule")) { o->act = ACT_SCHEDULE; o->emit_given = 1; }
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
@@ -84,32 +104,56 @@ static int parse_args(int argc, char **argv, options *o) {
     }
     if (!o->spec) return die_usage("no spec file given", NULL);
     if (o->json && o->act != ACT_SCHEDULE) return die_usage("--json goes with --schedule", NULL);
-    if (o->out && !o->emit_given)
-        return die_usage("-o without --emit: building a training binary needs the code generator, "
-                         "which this build does not have yet; use --emit=ir -o FILE", NULL);
+    if (o->out && !o->emit_given) o->act = ACT_BUILD;
+    if (o->keep_c && o->act != ACT_BUILD) return die_usage("--keep-c goes with building (-o FILE, no --emit)", NULL);
+    if (is_ir_file(o->spec)) {
+        if (o->nsets) return die_usage("--set applies to specs, not to textual IR", o->spec);
+        if (o->act == ACT_SPEC || o->act == ACT_LOWERED)
+            return die_usage("textual IR has no spec: --print-spec and --emit=lowered need a .basp file", o->spec);
+        if (!o->passes) o->passes = ""; /* already lowered */
+    }
     return 0;
 }
 
-static int run(options *o, FILE *out) {
-    basp_spec *spec = basp_spec_parse_file(o->spec);
-    if (!spec) return 1;
-    int ok = 1;
-    for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
-    if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return 1; }
-    if (o->act == ACT_CHECK) { basp_spec_free(spec); return 0; }
-    if (o->act == ACT_SPEC) { basp_spec_print(spec, out); basp_spec_free(spec); return 0; }
-
-    basp_module *m = basp_lower(spec);
-    basp_spec_free(spec);
-    if (!m) return 1;
-    if (o->act != ACT_LOWERED) {
-        /* Printed-after IR goes to stdout even when -o names the final output. */
-        if (!basp_run_pipeline(m, o->passes, &o->popt)) { basp_module_free(m); return 1; }
+/* The module after the pipeline (or straight after lowering for
+ * --emit=lowered); NULL when a stage failed or the action is done. */
+static basp_module *compile(options *o, FILE *out, int *rc) {
+    basp_module *m;
+    if (is_ir_file(o->spec)) {
+        if (!(m = basp_module_parse_file(o->spec)) || !basp_module_verify(m)) { basp_module_free(m); return NULL; }
+        if (o->act == ACT_CHECK) { basp_module_free(m); *rc = 0; return NULL; }
+    } else {
+        basp_spec *spec = basp_spec_parse_file(o->spec);
+        if (!spec) return NULL;
+        int ok = 1;
+        for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
+        if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return NULL; }
+        if (o->act == ACT_CHECK || o->act == ACT_SPEC) {
+            if (o->act == ACT_SPEC) basp_spec_print(spec, out);
+            basp_spec_free(spec);
+            *rc = 0;
+            return NULL;
+        }
+        m = basp_lower(spec);
+        basp_spec_free(spec);
+        if (!m) return NULL;
     }
+    /* Printed-after IR goes to stdout even when -o names the final output. */
+    if (o->act != ACT_LOWERED && !basp_run_pipeline(m, o->passes, &o->popt)) { basp_module_free(m); return NULL; }
+    return m;
+}
+
+static int run(options *o, FILE *out) {
+    int rc = 1;
+    basp_module *m = compile(o, out, &rc);
+    if (!m) return rc;
+    bool ok = true;
     if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
+    else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out);
+    else if (o->act == ACT_BUILD) ok = basp_build(m, o->spec, o->out, o->keep_c);
     else basp_print_ir(m, out);
     basp_module_free(m);
-    return basp_error_count() ? 1 : 0;
+    return ok && !basp_error_count() ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -117,6 +161,12 @@ int main(int argc, char **argv) {
     int r = parse_args(argc, argv, &o);
     if (r) { free(o.sets); return r == 1 ? 0 : 2; }
     basp_set_diagnostics(NULL, o.quiet);
+    basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
+    if (o.act == ACT_BUILD) { /* the compiler writes o.out itself */
+        int rc = run(&o, stdout);
+        free(o.sets);
+        return rc;
+    }
     FILE *out = stdout;
     if (o.out && !(out = fopen(o.out, "w"))) {
         perror(o.out);

@@ -1,0 +1,184 @@
+/* cg_build.c — turns a module into a training binary: emits the C program,
+ * then compiles and links it with the MPI C compiler wrapper against the
+ * runtime (libbasp_rt.a, libbasp_kernels.a, cJSON, OpenBLAS, libm).
+ *
+ * Where those live is recorded at configure time in cg_config.h (generated
+ * by CMake into the build tree); the environment overrides it for installed
+ * or moved set-ups:
+ *   BASP_CC           the compiler command (default: the mpicc CMake found)
+ *   BASP_RUNTIME_DIR  a directory with include/basp_rt.h, libbasp_rt.a and
+ *                     libbasp_kernels.a
+ *   BASP_CFLAGS, BASP_LDFLAGS  extra words for the command line */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "codegen.h"
+#include "codegen/cg_config.h"
+
+static int cg_verbosity = 1;
+
+void cg_set_verbosity(int level) { cg_verbosity = level; }
+
+enum { CG_PATH_MAX = 4096, CG_ARGV_MAX = 128 };
+
+/* The toolchain after the environment overrides. */
+typedef struct cg_toolchain {
+    char cc[CG_PATH_MAX];
+    char include[CG_PATH_MAX];
+    char rt[CG_PATH_MAX];
+    char kernels[CG_PATH_MAX];
+} cg_toolchain;
+
+static const char *cg_env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* Fills `tc`; false (reported) when no runtime library can be found. */
+static bool cg_find_runtime(cg_toolchain *tc) {
+    const char *cc = cg_env("BASP_CC");
+    snprintf(tc->cc, sizeof tc->cc, "%s", cc ? cc : CG_CC);
+    const char *dir = cg_env("BASP_RUNTIME_DIR");
+    if (dir) {
+        snprintf(tc->include, sizeof tc->include, "%s/include", dir);
+        snprintf(tc->rt, sizeof tc->rt, "%s/libbasp_rt.a", dir);
+        snprintf(tc->kernels, sizeof tc->kernels, "%s/libbasp_kernels.a", dir);
+    } else if (!CG_HAVE_RUNTIME) {
+        /* One error line with the fix in it: -q drops notes. */
+        sup_error(sup_noloc(), "cannot build a training binary: this baspc was configured without the runtime "
+                               "library (%s); install MPI and OpenBLAS and re-run cmake, or set BASP_RUNTIME_DIR "
+                               "to a directory holding include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a "
+                               "(--emit=c still writes the C program)", CG_NO_RUNTIME_WHY);
+        return false;
+    } else {
+        snprintf(tc->include, sizeof tc->include, "%s", CG_RT_INCLUDE);
+        snprintf(tc->rt, sizeof tc->rt, "%s", CG_RT_LIB);
+        snprintf(tc->kernels, sizeof tc->kernels, "%s", CG_KERNELS_LIB);
+    }
+    char header[CG_PATH_MAX + 16];
+    snprintf(header, sizeof header, "%s/basp_rt.h", tc->include);
+    const char *need[] = {header, tc->rt, tc->kernels};
+    for (int i = 0; i < 3; i++) {
+        if (access(need[i], R_OK) == 0) continue;
+        sup_error(sup_noloc(), "cannot build a training binary: the runtime is not built (%s: %s); %s", need[i],
+                  strerror(errno),
+                  dir ? "BASP_RUNTIME_DIR must hold include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a"
+                      : "build it with 'make basp_rt' in baspc's build directory, or set BASP_RUNTIME_DIR to a "
+                        "directory holding include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a");
+        return false;
+    }
+    return true;
+}
+
+/* Splits `s` on blanks into argv (pointers into s, which is modified). */
+static void cg_split(char *s, char **argv, int *argc) {
+    for (char *tok = strtok(s, " \t"); tok && *argc < CG_ARGV_MAX - 16; tok = strtok(NULL, " \t"))
+        argv[(*argc)++] = tok;
+}
+
+/* Runs argv, the compiler's stdout folded into stderr so that baspc's
+ * stdout stays clean; its diagnostics reach the user as it prints them.
+ * Returns the exit status, or -1 when it could not run. */
+static int cg_run(char **argv) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execvp(argv[0], argv);
+        fprintf(stderr, "baspc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+static void cg_print_command(char **argv) {
+    fprintf(stderr, "baspc:");
+    for (int i = 0; argv[i]; i++) fprintf(stderr, " %s", argv[i]);
+    fprintf(stderr, "\n");
+}
+
+/* cc -O2 -std=c17 -I include [sanitizer flags] [BASP_CFLAGS] file.c -o exe rt kernels cjson openblas -lm [BASP_LDFLAGS] */
+static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, const char *out_exe) {
+    char *argv[CG_ARGV_MAX];
+    int argc = 0;
+    char cflags[CG_PATH_MAX] = "", ldflags[CG_PATH_MAX] = "", inc[CG_PATH_MAX + 2];
+    snprintf(cflags, sizeof cflags, "%s %s", CG_EXTRA_FLAGS, cg_env("BASP_CFLAGS") ? cg_env("BASP_CFLAGS") : "");
+    snprintf(ldflags, sizeof ldflags, "%s", cg_env("BASP_LDFLAGS") ? cg_env("BASP_LDFLAGS") : "");
+    snprintf(inc, sizeof inc, "-I%s", tc->include);
+    cg_split(tc->cc, argv, &argc);
+    if (!argc) {
+        sup_error(sup_noloc(), "BASP_CC names no compiler");
+        return false;
+    }
+    const char *fixed[] = {"-O2", "-std=c17", inc};
+    for (int i = 0; i < 3; i++) argv[argc++] = (char *)fixed[i];
+    cg_split(cflags, argv, &argc);
+    const char *mid[] = {cfile, "-o", out_exe, tc->rt, tc->kernels, CG_CJSON_LIB, CG_OPENBLAS_LIB, "-lm"};
+    for (int i = 0; i < 8; i++) argv[argc++] = (char *)mid[i];
+    cg_split(ldflags, argv, &argc);
+    argv[argc] = NULL;
+    if (cg_verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, out_exe);
+    if (cg_verbosity >= 2) cg_print_command(argv);
+    int rc = cg_run(argv);
+    if (rc == 0) return true;
+    if (rc < 0)
+        sup_error(sup_noloc(), "cannot run the C compiler '%s': %s", argv[0], strerror(errno));
+    else
+        sup_error(sup_noloc(), "the C compiler '%s' failed on %s (exit status %d)", argv[0], shown, rc);
+    return false;
+}
+
+static bool cg_write_c(const ir_module *m, const char *spec_path, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        sup_error(sup_noloc(), "cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = cg_emit_c(m, spec_path, f);
+    if (fclose(f) != 0 && ok) {
+        sup_error(sup_noloc(), "cannot write %s: %s", path, strerror(errno));
+        ok = false;
+    }
+    if (!ok) remove(path);
+    return ok;
+}
+
+static const char *cg_basename(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bool keep_c) {
+    cg_toolchain tc;
+    if (!cg_find_runtime(&tc)) return false;
+    char cfile[2 * CG_PATH_MAX + 8], tmpdir[CG_PATH_MAX] = "";
+    const char *shown = cfile; /* the C file as progress messages name it */
+    snprintf(cfile, sizeof cfile, "%s.c", out_exe);
+    if (!keep_c) {
+        /* A private directory keeps the file name readable in the compiler's
+         * messages (train.c) without racing other builds. */
+        const char *t = cg_env("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/baspc-XXXXXX", t ? t : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            sup_error(sup_noloc(), "cannot create a temporary directory %s: %s", tmpdir, strerror(errno));
+            return false;
+        }
+        snprintf(cfile, sizeof cfile, "%s/%s.c", tmpdir, cg_basename(out_exe));
+        shown = cfile + strlen(tmpdir) + 1;
+    }
+    bool ok = cg_write_c(m, spec_path, cfile) && cg_compile(&tc, cfile, shown, out_exe);
+    if (tmpdir[0]) {
+        remove(cfile);
+        rmdir(tmpdir);
+    }
+    return ok;
+}

@@ -1,0 +1,380 @@
+/* cg_emit.c — the generated C program around `step`: the header comment,
+ * the value and group enums, the tables the runtime reads (basp_rt.h:
+ * rt_group_desc, rt_value_desc, rt_opt_pair), the rt_program and main.
+ * The program owns nothing but the schedule; everything that executes is
+ * the runtime's. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+
+/* Only for RT_MAX_RANK: the tables below are this header's structs. */
+#include "../runtime/include/basp_rt.h"
+
+_Static_assert((int)IR_MAX_RANK <= (int)RT_MAX_RANK, "an IR value must fit rt_value_desc");
+
+/* ---- names -------------------------------------------------------------------- */
+
+/* "V_" + the IR name with every character that C does not allow in an
+ * identifier replaced by '_'; a clash (%a.b vs %a_b) gets "_2", "_3"... */
+static void cg_ident(char *out, size_t n, const char *prefix, const char *name, char (*taken)[CG_IDENT_MAX],
+                     int ntaken) {
+    char base[CG_IDENT_MAX];
+    size_t len = (size_t)snprintf(base, sizeof base, "%s%s", prefix, name);
+    for (size_t i = strlen(prefix); i < len; i++)
+        if (!(base[i] == '_' || (base[i] >= 'a' && base[i] <= 'z') || (base[i] >= 'A' && base[i] <= 'Z') ||
+              (base[i] >= '0' && base[i] <= '9')))
+            base[i] = '_';
+    snprintf(out, n, "%s", base);
+    for (int k = 2;; k++) {
+        bool clash = false;
+        for (int j = 0; j < ntaken && !clash; j++) clash = !strcmp(taken[j], out);
+        if (!clash) return;
+        /* base is at most IR_NAME_MAX + 1 characters: the suffix always fits. */
+        snprintf(out, n, "%.*s_%d", IR_NAME_MAX + 1, base, k % 100000);
+    }
+}
+
+void cg_names_init(cg_names *n, const ir_module *m) {
+    n->m = m;
+    n->value = sup_xcalloc((size_t)m->nvalues + 1, sizeof *n->value);
+    n->group = sup_xcalloc((size_t)m->ngroups + 1, sizeof *n->group);
+    /* Results no op defines are leftovers of a pass: not printed, not emitted. */
+    bool *live = sup_xcalloc((size_t)m->nvalues + 1, sizeof *live);
+    for (int v = 0; v < m->nvalues; v++) live[v] = m->values[v].kind != IR_V_RESULT;
+    for (int i = 0; i < m->nops; i++)
+        for (int o = 0; o < m->ops[i].nout; o++)
+            if (m->ops[i].out[o] >= 0 && m->ops[i].out[o] < m->nvalues) live[m->ops[i].out[o]] = true;
+    for (int v = 0; v < m->nvalues; v++)
+        if (live[v]) cg_ident(n->value[v], sizeof n->value[v], "V_", m->values[v].name, n->value, v);
+    for (int g = 0; g < m->ngroups; g++)
+        cg_ident(n->group[g], sizeof n->group[g], "G_", m->groups[g].name, n->group, g);
+    free(live);
+}
+
+void cg_names_free(cg_names *n) {
+    free(n->value);
+    free(n->group);
+    n->value = NULL;
+    n->group = NULL;
+}
+
+/* ---- numbers and config --------------------------------------------------------- */
+
+const char *cg_fmt_double(double v, char *buf, size_t n) {
+    sup_fmt_double(v, buf, n);
+    /* "10000" would be an int literal; keep it visibly a double. */
+    if (!strpbrk(buf, ".eEin") && strlen(buf) + 3 <= n) strcat(buf, ".0");
+    return buf;
+}
+
+int64_t cg_local_dim(const ir_module *m, const ir_type *t, int d) {
+    int g = t->shard[d];
+    if (g < 0 || g >= m->ngroups || m->groups[g].set_size < 1) return t->dims[d];
+    return t->dims[d] / m->groups[g].set_size;
+}
+
+static const struct { const char *key; double def; } cg_double_defaults[] = {
+    {"rope_theta", 10000}, {"norm_eps", 1e-5}, {"lr", 3e-4},
+};
+
+double cg_config_double(const ir_module *m, const char *key) {
+    double def = 0;
+    for (size_t i = 0; i < sizeof cg_double_defaults / sizeof *cg_double_defaults; i++)
+        if (!strcmp(cg_double_defaults[i].key, key)) def = cg_double_defaults[i].def;
+    const char *s = ir_config_get(m, key);
+    if (!s) return def;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v)) {
+        sup_error(sup_noloc(), "codegen: config %s = '%s' is not a finite number", key, s);
+        return def;
+    }
+    return v;
+}
+
+/* The default of an integer key absent from the config. */
+static int64_t cg_int_default(const ir_module *m, const char *key) {
+    static const struct { const char *key; int64_t def; } fixed[] = {
+        {"steps", 10}, {"seed", 1234}, {"zero", 0}, {"batch_groups", 1},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (!strcmp(fixed[i].key, key)) return fixed[i].def;
+    if (!strcmp(key, "sp_size")) return ir_world(m);
+    int tok = ir_value_find(m, "tokens");
+    const ir_type *t = tok >= 0 ? &m->values[tok].type : NULL;
+    if (t && t->rank == 2 && !strcmp(key, "micro_batch")) return t->dims[0];
+    if (t && t->rank == 2 && !strcmp(key, "seq_len")) return t->dims[1];
+    return 0;
+}
+
+int64_t cg_config_int(const ir_module *m, const char *key) {
+    const char *s = ir_config_get(m, key);
+    if (!s) return cg_int_default(m, key);
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno) {
+        sup_error(sup_noloc(), "codegen: config %s = '%s' is not an integer", key, s);
+        return cg_int_default(m, key);
+    }
+    return v;
+}
+
+/* ---- pieces of the file ------------------------------------------------------------ */
+
+/* A C string literal. */
+static void cg_cstr(sup_buf *b, const char *s) {
+    sup_buf_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') sup_buf_printf(b, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) sup_buf_printf(b, "\\%03o", c);
+        else sup_buf_printf(b, "%c", c);
+    }
+    sup_buf_puts(b, "\"");
+}
+
+/* Text inside a comment: no "*" "/" pair. */
+static void cg_ctext(sup_buf *b, const char *s) {
+    for (; *s; s++) {
+        sup_buf_printf(b, "%c", *s);
+        if (*s == '*' && s[1] == '/') sup_buf_puts(b, " ");
+    }
+}
+
+static void cg_header(sup_buf *b, const cg_names *n, const char *spec) {
+    const ir_module *m = n->m;
+    int nvalues = 0;
+    for (int v = 0; v < m->nvalues; v++) nvalues += n->value[v][0] != '\0';
+    int64_t G = cg_config_int(m, "batch_groups"), K = cg_config_int(m, "sp_size");
+    int world = ir_world(m);
+    sup_buf_puts(b, "/* Training program for module ");
+    cg_ctext(b, m->name);
+    sup_buf_puts(b, ", generated by baspc from ");
+    cg_ctext(b, spec);
+    sup_buf_printf(b, ".\n *\n"
+                      " *   world   %d ranks = %d node(s) x %d device(s) per node\n"
+                      " *   layout  G x K = %" PRId64 " x %" PRId64 ": %" PRId64 " group(s) of %" PRId64
+                      " rank(s), the micro-batch split over the groups,\n"
+                      " *           the sequence over the ranks of each group\n"
+                      " *   step    %d ops on %d values, %d process groups\n *\n",
+                   world, m->mesh.nodes, m->mesh.devices_per_node, G, K, G, K, m->nops, nvalues, m->ngroups);
+    sup_buf_printf(b, " * Run:  mpirun -np %d ./train --data FILE    (./train --help lists the options)\n"
+                      " *\n"
+                      " * The program is the schedule and nothing else: the tables describe the\n"
+                      " * process groups and every IR value, step() calls the runtime once per IR op\n"
+                      " * in schedule order (the op's IR line above each call), and rt_main\n"
+                      " * (basp_rt.h) runs everything else. */\n"
+                      "#include \"basp_rt.h\"\n\n",
+                   world);
+}
+
+static void cg_value_enum(sup_buf *b, const cg_names *n) {
+    const ir_module *m = n->m;
+    size_t w = 0;
+    for (int v = 0; v < m->nvalues; v++) w = strlen(n->value[v]) > w ? strlen(n->value[v]) : w;
+    sup_buf_puts(b, "/* IR values: the index of each in values[]. */\nenum {\n");
+    for (int v = 0; v < m->nvalues; v++) {
+        if (!n->value[v][0]) continue;
+        const ir_value *val = &m->values[v];
+        char ty[IR_TYPE_STR_MAX];
+        const char *kind = val->kind == IR_V_PARAM ? "param " : val->kind == IR_V_INPUT ? "input " : "";
+        sup_buf_printf(b, "    %s,%*s /* %s%%%s : %s */\n", n->value[v], (int)(w - strlen(n->value[v])), "", kind,
+                       val->name, ir_type_str(m, &val->type, ty, sizeof ty));
+    }
+    sup_buf_puts(b, "    NVALUES\n};\n\n");
+}
+
+/* Group rank lists, 16 ranks a line, then the descriptor table. */
+static void cg_groups(sup_buf *b, const cg_names *n) {
+    const ir_module *m = n->m;
+    sup_buf_puts(b, "/* Process groups: nsets disjoint sets of set_size ranks each. */\nenum {");
+    for (int g = 0; g < m->ngroups; g++) sup_buf_printf(b, " %s,", n->group[g]);
+    sup_buf_puts(b, " NGROUPS };\n");
+    for (int g = 0; g < m->ngroups; g++) {
+        const ir_group *gr = &m->groups[g];
+        int total = gr->nsets * gr->set_size;
+        sup_buf_printf(b, "static const int ranks_%s[] = {", n->group[g] + 2);
+        if (gr->nsets == 1 && total <= 16) {
+            for (int r = 0; r < total; r++) sup_buf_printf(b, "%s%d", r ? ", " : "", gr->ranks[r]);
+            sup_buf_puts(b, "};\n");
+            continue;
+        }
+        /* One set a line (wrapped at 16 ranks), so the sets stay visible. */
+        for (int r = 0; r < total; r++) {
+            bool brk = r % gr->set_size == 0 || (r % gr->set_size) % 16 == 0;
+            sup_buf_printf(b, "%s%d,", brk ? "\n    " : " ", gr->ranks[r]);
+        }
+        sup_buf_puts(b, "\n};\n");
+    }
+    if (!m->ngroups) return;
+    sup_buf_puts(b, "static const rt_group_desc groups[NGROUPS] = {\n");
+    for (int g = 0; g < m->ngroups; g++) {
+        sup_buf_printf(b, "    [%s] = {", n->group[g]);
+        cg_cstr(b, m->groups[g].name);
+        sup_buf_printf(b, ", %d, %d, ranks_%s},\n", m->groups[g].nsets, m->groups[g].set_size, n->group[g] + 2);
+    }
+    sup_buf_puts(b, "};\n\n");
+}
+
+static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
+    const ir_module *m = n->m;
+    const ir_value *val = &m->values[v];
+    const char *kind = val->kind == IR_V_PARAM ? "RT_PARAM" : val->kind == IR_V_INPUT ? "RT_INPUT" : "RT_ACT";
+    sup_buf_printf(b, "    [%s] = {", n->value[v]);
+    cg_cstr(b, val->name);
+    sup_buf_printf(b, ", %s, %s, %d, {", kind, val->type.dtype == IR_I32 ? "RT_I32" : "RT_F32", val->type.rank);
+    for (int d = 0; d < val->type.rank; d++) sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", val->type.dims[d]);
+    sup_buf_puts(b, val->type.rank ? "}, {" : "0}, {");
+    for (int d = 0; d < RT_MAX_RANK; d++) {
+        int g = d < val->type.rank ? val->type.shard[d] : -1;
+        sup_buf_printf(b, "%s%s", d ? ", " : "", g >= 0 && g < m->ngroups ? n->group[g] : "-1");
+    }
+    sup_buf_printf(b, "}, %" PRId64 "},\n", ir_type_local_elems(m, &val->type));
+}
+
+static void cg_values(sup_buf *b, const cg_names *n) {
+    sup_buf_puts(b, "/* name, kind, dtype, rank, global dims, sharding group per dim (-1 = whole),\n"
+                    " * local elements. */\n"
+                    "static const rt_value_desc values[NVALUES] = {\n");
+    for (int v = 0; v < n->m->nvalues; v++)
+        if (n->value[v][0]) cg_value_row(b, n, v);
+    sup_buf_puts(b, "};\n\n");
+}
+
+/* One pair per adamw op, in schedule order; returns how many. */
+static int cg_opt(sup_buf *b, const cg_names *n) {
+    const ir_module *m = n->m;
+    int count = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ADAMW) continue;
+        if (!count++) sup_buf_puts(b, "/* Parameter and gradient of every adamw op, in schedule order. */\n"
+                                      "static const rt_opt_pair opt[] = {\n");
+        sup_buf_printf(b, "    {%s, %s},\n", n->value[op->in[0]], n->value[op->in[1]]);
+    }
+    if (count) sup_buf_puts(b, "};\n\n");
+    return count;
+}
+
+/* ---- special values and the program ------------------------------------------------- */
+
+/* The value named `name`, or -1; an error when it exists with another type. */
+static int cg_special(const cg_names *n, const char *name, ir_dtype dtype, int rank) {
+    int v = ir_value_find(n->m, name);
+    if (v < 0 || !n->value[v][0]) return -1;
+    const ir_type *t = &n->m->values[v].type;
+    if (t->dtype != dtype || t->rank != rank) {
+        char ty[IR_TYPE_STR_MAX];
+        sup_error(n->m->values[v].loc, "codegen: %%%s is %s; the runtime expects %s with rank %d", name,
+                  ir_type_str(n->m, t, ty, sizeof ty), ir_dtype_name(dtype), rank);
+    }
+    return v;
+}
+
+/* The loss: the value named `loss`, else the all_reduce of an lm_head_loss
+ * partial sum (what lower produces). */
+static int cg_loss(const cg_names *n) {
+    const ir_module *m = n->m;
+    int v = cg_special(n, "loss", IR_F32, 0);
+    if (v >= 0) return v;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_REDUCE) continue;
+        int def = m->values[op->in[0]].def;
+        if (def >= 0 && def < m->nops && m->ops[def].code == IR_LM_HEAD_LOSS) return op->out[0];
+    }
+    return -1;
+}
+
+static void cg_index_field(sup_buf *b, const cg_names *n, const char *field, int v) {
+    if (v >= 0) sup_buf_printf(b, "    .%s = %s,\n", field, n->value[v]);
+    else sup_buf_printf(b, "    .%s = -1, /* the module has none */\n", field);
+}
+
+static void cg_config_fields(sup_buf *b, const ir_module *m) {
+    static const char *const ints[] = {"micro_batch", "seq_len", "vocab", "hidden", "layers", "heads",
+                                       "kv_heads", "head_dim", "ffn"};
+    static const char *const dbls[] = {"rope_theta", "norm_eps", "lr"};
+    static const char *const tail[] = {"steps", "seed", "zero", "batch_groups", "sp_size"};
+    char num[48];
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        sup_buf_printf(b, "%s.%s = %" PRId64 ",", i % 5 ? " " : i ? "\n    " : "    ", ints[i],
+                       cg_config_int(m, ints[i]));
+    sup_buf_puts(b, "\n   ");
+    for (size_t i = 0; i < sizeof dbls / sizeof *dbls; i++)
+        sup_buf_printf(b, " .%s = %s,", dbls[i], cg_fmt_double(cg_config_double(m, dbls[i]), num, sizeof num));
+    sup_buf_puts(b, "\n   ");
+    for (size_t i = 0; i < sizeof tail / sizeof *tail; i++)
+        sup_buf_printf(b, " .%s = %" PRId64 ",", tail[i], cg_config_int(m, tail[i]));
+    sup_buf_puts(b, "\n");
+}
+
+static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt) {
+    const ir_module *m = n->m;
+    sup_buf_puts(b, "static const rt_program program = {\n    .model = ");
+    cg_cstr(b, m->name);
+    sup_buf_puts(b, ",\n    .spec = ");
+    cg_cstr(b, spec);
+    sup_buf_printf(b, ",\n    .world = %d, .nodes = %d, .devices_per_node = %d,\n", ir_world(m), m->mesh.nodes,
+                   m->mesh.devices_per_node);
+    sup_buf_printf(b, "    .ngroups = NGROUPS, .groups = %s,\n", m->ngroups ? "groups" : "0");
+    sup_buf_puts(b, "    .nvalues = NVALUES, .values = values,\n");
+    sup_buf_printf(b, "    .nopt = %d, .opt = %s,\n", nopt, nopt ? "opt" : "0");
+    cg_index_field(b, n, "tokens", cg_special(n, "tokens", IR_I32, 2));
+    cg_index_field(b, n, "targets", cg_special(n, "targets", IR_I32, 2));
+    cg_index_field(b, n, "loss", cg_loss(n));
+    cg_config_fields(b, m);
+    sup_buf_puts(b, "    .step = step,\n};\n\n"
+                    "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
+}
+
+/* Every value the runtime would have to hold must be describable. */
+static bool cg_check_values(const cg_names *n) {
+    bool ok = true, any = false;
+    for (int v = 0; v < n->m->nvalues; v++) {
+        any |= n->value[v][0] != '\0';
+        const ir_value *val = &n->m->values[v];
+        if (n->value[v][0] && val->type.rank > RT_MAX_RANK) {
+            sup_error(val->loc, "codegen: %%%s has rank %d; the runtime holds at most %d dims", val->name,
+                      val->type.rank, RT_MAX_RANK);
+            ok = false;
+        }
+    }
+    if (!any) {
+        sup_error(sup_noloc(), "codegen: module @%s has no values: there is nothing to train", n->m->name);
+        ok = false;
+    }
+    return ok;
+}
+
+bool cg_emit_c(const ir_module *m, const char *spec_path, FILE *out) {
+    if (!ir_verify(m, "before codegen")) return false;
+    int errors = sup_error_count();
+    const char *spec = spec_path ? spec_path : m->name;
+    cg_names n;
+    cg_names_init(&n, m);
+    sup_buf b = {0};
+    cg_header(&b, &n, spec);
+    cg_value_enum(&b, &n);
+    cg_groups(&b, &n);
+    cg_values(&b, &n);
+    int nopt = cg_opt(&b, &n);
+    bool ok = cg_check_values(&n);
+    ok &= cg_emit_step(&n, &b);
+    sup_buf_puts(&b, "\n");
+    cg_program(&b, &n, spec, nopt);
+    ok &= sup_error_count() == errors;
+    if (ok && (fputs(b.data, out) < 0 || fflush(out) != 0)) {
+        sup_error(sup_noloc(), "codegen: cannot write the C program: %s", strerror(errno));
+        ok = false;
+    }
+    sup_buf_free(&b);
+    cg_names_free(&n);
+    return ok;
+}
