@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Equivalence test: a layout run on N MPI ranks against the single-rank run.
+
+Compiles SPEC twice with baspc -- once for one rank (the reference), once with
+the layout under test -- trains both for --steps steps on the same data and
+seed, and compares:
+  - the loss at every step:        |a - b| <= LOSS_RTOL * |b|
+  - the gradients of the last step: max|a - b| <= GRAD_RTOL * max|b| per tensor
+  - the final weights:              max|a - b| <= WEIGHT_RTOL * max|b| per tensor
+Exit status 0 when everything matches (or, with --expect-mismatch, when
+something does not: the test that proves the comparison can fail).
+Only the Python standard library is used.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+
+# Layouts differ from the single rank only in floating-point summation order
+# (fp32).  Losses and gradients agree to ~1e-7 and ~1e-5.  Weights get a
+# looser bound: AdamW divides each update by sqrt(v), so an element whose
+# gradient is close to zero moves by up to lr per step in a direction that
+# rounding noise decides; after 20 steps at lr 1e-3 that is visible at the
+# 1e-4 level.  A wrong shard offset or a missing reduction is off by far more
+# (the detects_mismatch test and a deliberately broken offset show ~1e-1).
+LOSS_RTOL = 1e-5
+GRAD_RTOL = 1e-4
+WEIGHT_RTOL = 1e-3
+
+
+def run(cmd, log):
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        sys.stderr.write("command failed (%d): %s\n" % (r.returncode, " ".join(cmd)))
+        sys.stderr.write(open(log).read()[-4000:])
+        sys.exit(1)
+
+
+def read_tensors(path):
+    """Reads the runtime's --save-weights/--save-grads file (rt_save.c)."""
+    data = open(path, "rb").read()
+    magic, version, count = struct.unpack_from("<III", data, 0)
+    if magic != 0x54505342 or version != 1:
+        sys.exit("%s: not a basp tensor file" % path)
+    off, heads = 12, []
+    for _ in range(count):
+        (nlen,) = struct.unpack_from("<I", data, off)
+        name = data[off + 4:off + 4 + nlen].decode()
+        off += 4 + nlen
+        (nd,) = struct.unpack_from("<I", data, off)
+        dims = struct.unpack_from("<%dq" % nd, data, off + 4)
+        off += 4 + 8 * nd
+        heads.append((name, dims))
+    out = {}
+    for name, dims in heads:
+        n = 1
+        for d in dims:
+            n *= d
+        out[name] = struct.unpack_from("<%df" % n, data, off)
+        off += 4 * n
+    if off != len(data):
+        sys.exit("%s: %d trailing bytes" % (path, len(data) - off))
+    return out
+
+
+def compare_tensors(kind, ref, got, rtol):
+    worst, bad = (0.0, ""), []
+    if sorted(ref) != sorted(got):
+        return ["%s: tensor names differ: %s vs %s" % (kind, sorted(ref), sorted(got))]
+    for name in ref:
+        a, b = got[name], ref[name]
+        if len(a) != len(b):
+            bad.append("%s %s: %d vs %d elements" % (kind, name, len(a), len(b)))
+            continue
+        scale = max(max(abs(x) for x in b), 1e-12)
+        err = max(abs(x - y) for x, y in zip(a, b)) / scale
+        if err > worst[0]:
+            worst = (err, name)
+        if not err <= rtol:
+            bad.append("%s %s: max error %.3g of max |ref| (tolerance %.1g)" % (kind, name, err, rtol))
+    print("  %-7s %3d tensors, worst relative error %.3g (%s), tolerance %.1g"
+          % (kind, len(ref), worst[0], worst[1], rtol))
+    return bad
+
+
+def build_and_train(a, name, np_, sets):
+    exe = os.path.join(a.workdir, name)
+    cmd = [a.baspc, a.spec, "-q", "-o", exe]
+    for s in sets:
+        cmd += ["--set", s]
+    run(cmd, exe + ".build.log")
+    env_cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
+               "-x", "OPENBLAS_NUM_THREADS=1", exe, "--data", a.data, "--steps", str(a.steps),
+               "--seed", str(a.seed if name != "ref" else a.ref_seed),
+               "--metrics", exe + ".jsonl", "--save-weights", exe + ".weights",
+               "--save-grads", exe + ".grads", "--log-every", str(a.steps)]
+    run(env_cmd, exe + ".train.log")
+    losses = [json.loads(l)["loss"] for l in open(exe + ".jsonl") if l.strip()]
+    return losses, read_tensors(exe + ".weights"), read_tensors(exe + ".grads")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--baspc", required=True)
+    p.add_argument("--mpirun", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--spec", required=True)
+    p.add_argument("--np", type=int, required=True)
+    p.add_argument("--set", action="append", default=[], help="overrides for both runs")
+    p.add_argument("--layout", action="append", default=[], help="overrides for the layout run only")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--ref-seed", type=int, default=None)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--expect-mismatch", action="store_true")
+    a = p.parse_args()
+    if a.ref_seed is None:
+        a.ref_seed = a.seed
+    os.makedirs(a.workdir, exist_ok=True)
+
+    one = ["mesh.nodes=1", "mesh.devices_per_node=1"]
+    ref = build_and_train(a, "ref", 1, a.set + one)
+    got = build_and_train(a, "layout", a.np, a.set + a.layout)
+
+    print("%s on %d ranks (%s) vs 1 rank, %d steps" % (os.path.basename(a.spec), a.np,
+                                                       " ".join(a.set + a.layout), a.steps))
+    bad = []
+    rl, gl = ref[0], got[0]
+    if len(rl) != a.steps or len(gl) != a.steps:
+        bad.append("expected %d losses, got %d (ref) and %d (layout)" % (a.steps, len(rl), len(gl)))
+    worst = 0.0
+    for i, (x, y) in enumerate(zip(gl, rl)):
+        err = abs(x - y) / max(abs(y), 1e-12)
+        worst = max(worst, err)
+        if not err <= LOSS_RTOL:
+            bad.append("step %d: loss %.9g vs reference %.9g (relative error %.3g)" % (i + 1, x, y, err))
+    print("  loss    %3d steps,   worst relative error %.3g, tolerance %.1g (first %.6f, last %.6f)"
+          % (len(rl), worst, LOSS_RTOL, rl[0] if rl else 0, rl[-1] if rl else 0))
+    bad += compare_tensors("grads", ref[2], got[2], GRAD_RTOL)
+    bad += compare_tensors("weights", ref[1], got[1], WEIGHT_RTOL)
+    for b in bad[:20]:
+        print("  MISMATCH " + b)
+    if a.expect_mismatch:
+        if bad:
+            print("  mismatch detected, as expected")
+            return 0
+        print("  FAIL: the runs were expected to differ but matched")
+        return 1
+    print("  %s" % ("FAIL" if bad else "OK"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
