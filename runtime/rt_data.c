@@ -4,17 +4,18 @@
  *
  * llm.c token file: 256 int32 header (magic 20240520, version, token count,
  * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
 
-enum { RT_DATA_MAGIC = 20240520, RT_HEADER_INTS = 256 };
+enum { RT_HEADER_INTS = 256 };
 
-static bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
+bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return false;
     }
     bool ok = fseek(f, 0, SEEK_END) == 0;

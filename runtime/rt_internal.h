@@ -39,6 +39,7 @@ typedef struct rt_options {
     int64_t log_every;
     const char *save_weights; /* --save-weights */
     const char *save_grads;   /* --save-grads */
+    const char *init_from;    /* --init-from: parameters from a --save-weights file */
     bool quiet;               /* --quiet: no per-step lines */
 } rt_options;
 
@@ -136,6 +137,11 @@ void *rt_scratch(rt_ctx *rt, int which, size_t bytes);
 void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends */
 
 /* ---- data (rt_data.c) ----------------------------------------------------------- */
+/* The magic of an llm.c token file's header. */
+enum { RT_DATA_MAGIC = 20240520 };
+/* Reads a whole file into *out (malloc'ed, caller frees); false with a
+ * message naming the file and the reason on failure. */
+bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen);
 /* Loads tokens into rt->tokens; errors are reported on rank 0 and return false
  * on every rank (every rank reads the same file and reaches the same verdict). */
 bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen);
@@ -154,9 +160,16 @@ double rt_grad_norm(rt_ctx *rt);
  * returns the exit status. */
 int rt_train(rt_ctx *rt);
 
-/* ---- saving (rt_save.c) ----------------------------------------------------------- */
+/* ---- saving and loading (rt_save.c, rt_load.c) --------------------------------------- */
+/* The tensor file's magic ("BSPT" little-endian) and format version. */
+enum { RT_SAVE_MAGIC = 0x54505342, RT_SAVE_VERSION = 1 };
 /* Collective: rank 0 writes every parameter (grads = false) or the gradient
  * of every opt pair (grads = true) as full fp32 tensors. */
 void rt_save_tensors(rt_ctx *rt, const char *path, bool grads);
+/* Collective: rank 0 reads and checks a --save-weights file against the
+ * program's parameters, then every rank receives the slice of each parameter
+ * it holds.  Returns the same verdict on every rank; on false, err (on every
+ * rank) says why and no parameter has been touched. */
+bool rt_load_params(rt_ctx *rt, const char *path, char *err, size_t errlen);
 
 #endif

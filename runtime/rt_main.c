@@ -53,9 +53,11 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "Trains model %s (compiled from %s) on %d ranks.\n"
             "  --data FILE          llm.c token file (int32 header magic 20240520; uint16 or uint32 tokens)\n"
             "  --text FILE          raw text, one token per byte (needs vocab >= 256)\n"
-            "  --steps N            training steps (default %lld)\n"
+            "  --steps N            training steps (default %lld; 0: only initialise or load, then save)\n"
             "  --lr X               AdamW learning rate, constant (default %g)\n"
             "  --seed N             seed of the initial weights and the batch sampler (default %lld)\n"
+            "  --init-from FILE     start from the parameters in FILE, written by --save-weights from this\n"
+            "                       model (any layout or world size); the optimizer state starts fresh\n"
             "  --log-every N        print every N-th step (default 1; first and last always)\n"
             "  --metrics FILE       one JSON object per step (step, loss, grad_norm, lr, step_ms, a2a_ms,\n"
             "                       comm_bytes, tokens_per_s)\n"
@@ -113,9 +115,9 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
             o->quiet = true;
             continue;
         }
-        static const char *const with_value[] = {"--data",  "--text",         "--steps",      "--lr",
-                                                 "--seed",  "--metrics",      "--log-every",  "--save-weights",
-                                                 "--save-grads"};
+        static const char *const with_value[] = {"--data",       "--text",       "--steps",     "--lr",
+                                                 "--seed",       "--metrics",    "--log-every", "--save-weights",
+                                                 "--save-grads", "--init-from"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -130,6 +132,7 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         else if (!strcmp(name, "--metrics")) o->metrics = v;
         else if (!strcmp(name, "--save-weights")) o->save_weights = v;
         else if (!strcmp(name, "--save-grads")) o->save_grads = v;
+        else if (!strcmp(name, "--init-from")) o->init_from = v;
         else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, &o->steps);
         else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, &o->seed);
         else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, &o->log_every);
@@ -202,7 +205,9 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
         RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, rt->gset[g], rt->gpos[g], &rt->comm[g]));
     }
     rt_arena_build(rt);
-    rt_init_params(rt, (uint64_t)o->seed);
+    /* --init-from overwrites every parameter (the loader demands all of
+     * them), so drawing the initial weights would be wasted work. */
+    if (!o->init_from) rt_init_params(rt, (uint64_t)o->seed);
     return rt;
 }
 
@@ -268,7 +273,10 @@ int rt_main(int argc, char **argv, const rt_program *p) {
         return rt_finish(2);
     }
     rt_ctx *rt = rt_ctx_create(p, &o);
-    if (!rt_data_load(rt, o.data, o.text, err, sizeof err)) {
+    /* Both verdicts are the same on every rank (each reads the same data;
+     * rank 0 reads the weights and broadcasts the outcome). */
+    if (!rt_data_load(rt, o.data, o.text, err, sizeof err) ||
+        (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err))) {
         if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);
         rt_ctx_destroy(rt);
         return rt_finish(1);

@@ -7,14 +7,13 @@
  *   count × fp32 data, row-major over the global dims, in the same order
  * Tensors come in program order (parameters) or optimizer-table order
  * (gradients, named after their parameter).  Written to PATH.tmp, synced,
- * then renamed, so a crash never leaves a half-written file at PATH. */
+ * then renamed, so a crash never leaves a half-written file at PATH.
+ * rt_load.c reads the parameter files back (--init-from). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "rt_internal.h"
-
-enum { RT_SAVE_MAGIC = 0x54505342, RT_SAVE_VERSION = 1 };
 
 /* The tensors to save: value indices and the names to save them under. */
 static int rt_save_list(rt_ctx *rt, bool grads, int *vals, const char **names) {
