@@ -79,6 +79,7 @@ int64_t cg_local_dim(const ir_module *m, const ir_type *t, int d) {
 
 static const struct { const char *key; double def; } cg_double_defaults[] = {
     {"rope_theta", 10000}, {"norm_eps", 1e-5}, {"lr", 3e-4},
+    {"rope_factor", 8}, {"rope_low_freq_factor", 1}, {"rope_high_freq_factor", 4},
 };
 
 double cg_config_double(const ir_module *m, const char *key) {
@@ -100,7 +101,7 @@ double cg_config_double(const ir_module *m, const char *key) {
 /* The default of an integer key absent from the config. */
 static int64_t cg_int_default(const ir_module *m, const char *key) {
     static const struct { const char *key; int64_t def; } fixed[] = {
-        {"steps", 10}, {"seed", 1234}, {"zero", 0}, {"batch_groups", 1},
+        {"steps", 10}, {"seed", 1234}, {"zero", 0}, {"batch_groups", 1}, {"rope_original_max_pos", 8192},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         if (!strcmp(fixed[i].key, key)) return fixed[i].def;
@@ -315,6 +316,32 @@ static void cg_config_fields(sup_buf *b, const ir_module *m) {
     sup_buf_puts(b, "\n");
 }
 
+/* The RoPE scaling fields.  Bad llama3 parameters in hand-written IR would
+ * make every rotation NaN at run time, so they are refused here, where the
+ * config is read. */
+static void cg_rope_scaling(sup_buf *b, const ir_module *m) {
+    const char *kind = ir_config_get(m, "rope_scaling");
+    if (!kind || !strcmp(kind, "none")) {
+        sup_buf_puts(b, "    .rope_scaling = RT_ROPE_NONE,\n");
+        return;
+    }
+    if (strcmp(kind, "llama3")) {
+        sup_error(sup_noloc(), "codegen: config rope_scaling = '%s' is not one of none, llama3", kind);
+        return;
+    }
+    double f = cg_config_double(m, "rope_factor"), lo = cg_config_double(m, "rope_low_freq_factor");
+    double hi = cg_config_double(m, "rope_high_freq_factor");
+    int64_t orig = cg_config_int(m, "rope_original_max_pos");
+    if (!(f > 0 && lo > 0 && hi > lo && orig > 0))
+        sup_error(sup_noloc(), "codegen: config llama3 rope scaling needs rope_factor > 0, rope_low_freq_factor > 0, "
+                               "rope_high_freq_factor > rope_low_freq_factor and rope_original_max_pos > 0");
+    char nf[48], nlo[48], nhi[48];
+    sup_buf_printf(b, "    .rope_scaling = RT_ROPE_LLAMA3, .rope_factor = %s, .rope_low_freq_factor = %s,\n",
+                   cg_fmt_double(f, nf, sizeof nf), cg_fmt_double(lo, nlo, sizeof nlo));
+    sup_buf_printf(b, "    .rope_high_freq_factor = %s, .rope_original_max_pos = %" PRId64 ",\n",
+                   cg_fmt_double(hi, nhi, sizeof nhi), orig);
+}
+
 static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt) {
     const ir_module *m = n->m;
     sup_buf_puts(b, "static const rt_program program = {\n    .model = ");
@@ -330,6 +357,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_index_field(b, n, "targets", cg_special(n, "targets", IR_I32, 2));
     cg_index_field(b, n, "loss", cg_loss(n));
     cg_config_fields(b, m);
+    cg_rope_scaling(b, m);
     sup_buf_puts(b, "    .step = step,\n};\n\n"
                     "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
 }

@@ -65,7 +65,9 @@ int64_t cg_local_dim(const ir_module *m, const ir_type *t, int d);
 
 /* Config values the generated code needs.  A key the module lacks gets the
  * layout language's default (rope_theta 10000, norm_eps 1e-5, lr 3e-4,
- * steps 10, seed 1234, zero 0, batch_groups 1, sp_size = world); micro_batch
+ * steps 10, seed 1234, zero 0, batch_groups 1, sp_size = world,
+ * rope_factor 8, rope_low_freq_factor 1, rope_high_freq_factor 4,
+ * rope_original_max_pos 8192); micro_batch
  * and seq_len fall back to the dims of input %tokens, other model sizes to 0.
  * A value that is not a number is reported as an error. */
 double cg_config_double(const ir_module *m, const char *key);

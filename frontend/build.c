@@ -26,6 +26,11 @@ static const fe_keydef model_keys[] = {
     {"ffn", FE_K_COUNT, I64(model.ffn), "ffn 8192"},
     {"vocab", FE_K_COUNT, I64(model.vocab), "vocab 128256"},
     {"rope_theta", FE_K_FLOAT, F(model.rope_theta), 0, "rope_theta 500000"},
+    {"rope_scaling", FE_K_NAME, NAME(model.rope_scaling), "rope_scaling llama3"},
+    {"rope_factor", FE_K_FLOAT, F(model.rope_factor), 0, "rope_factor 8"},
+    {"rope_low_freq_factor", FE_K_FLOAT, F(model.rope_low_freq_factor), 0, "rope_low_freq_factor 1"},
+    {"rope_high_freq_factor", FE_K_FLOAT, F(model.rope_high_freq_factor), 0, "rope_high_freq_factor 4"},
+    {"rope_original_max_pos", FE_K_COUNT, I64(model.rope_original_max_pos), "rope_original_max_pos 8192"},
     {"norm_eps", FE_K_FLOAT, F(model.norm_eps), 0, "norm_eps 1e-5"},
     {"tie_embeddings", FE_K_BOOL, F(model.tie_embeddings), 0, "tie_embeddings true"},
 };
@@ -84,8 +89,10 @@ const fe_keydef *fe_key_find(fe_block_kind b, const char *name) {
 const char *fe_key_closest(fe_block_kind b, const char *name) {
     int n;
     const fe_keydef *k = fe_block_keys(b, &n);
-    const char *cands[16];
-    for (int i = 0; i < n && i < 16; i++) cands[i] = k[i].name;
+    enum { MAXC = 32 };
+    const char *cands[MAXC];
+    if (n > MAXC - 3) n = MAXC - 3;
+    for (int i = 0; i < n; i++) cands[i] = k[i].name;
     /* A link attribute written outside a link is still worth suggesting. */
     if (b == FE_B_MESH)
         for (int i = 0; i < 3; i++) cands[n++] = link_keys[i].name;

@@ -43,6 +43,12 @@ typedef struct fe_model {
     int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
     double rope_theta, norm_eps;
     bool tie_embeddings;
+    /* RoPE frequency scaling: "none" (default) or "llama3", whose
+     * parameters default to Llama 3.1's (factor 8, low 1, high 4, original
+     * context 8192) and only apply with "llama3". */
+    char rope_scaling[16];
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_max_pos;
 } fe_model;
 
 typedef struct fe_link {

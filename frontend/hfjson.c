@@ -89,6 +89,67 @@ static bool load_field(fe_pctx *ctx, int i, const cJSON *j, const char *path, co
     return true;
 }
 
+/* One number of the rope_scaling object into a model key; every field is
+ * required, as in transformers, which raises a KeyError without it. */
+static bool rope_number(fe_pctx *ctx, const cJSON *rs, const char *field, const char *key, bool integer,
+                        const char *path, const char *pfx, sup_loc loc) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(rs, field);
+    char name[96];
+    snprintf(name, sizeof name, "%srope_scaling.%s", pfx, field);
+    const fe_keydef *kd = fe_key_find(FE_B_MODEL, key);
+    if (!j || cJSON_IsNull(j)) {
+        sup_error(loc, "'%s' has no field '%s' (the model's %s)", path, name, key);
+        sup_note(loc, "llama3 scaling needs factor, low_freq_factor, high_freq_factor and "
+                      "original_max_position_embeddings; add it to the json");
+        fe_b_error(ctx);
+        return false;
+    }
+    double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+    if (integer && !(v == floor(v) && fabs(v) < 9007199254740992.0))
+        return hf_error(ctx, loc, path, name, "an integer", j);
+    if (!integer && !cJSON_IsNumber(j)) return hf_error(ctx, loc, path, name, "a number", j);
+    char *p = (char *)ctx->spec + kd->off;
+    if (integer) *(int64_t *)p = (int64_t)v;
+    else *(double *)p = v;
+    char lk[48];
+    snprintf(lk, sizeof lk, "model.%s", key);
+    fe_loc_set(ctx->spec, lk, loc, loc);
+    return true;
+}
+
+/* "rope_scaling": null (or absent, or rope_type "default") leaves the
+ * model unscaled; {"rope_type": "llama3", ...} (older files spell it
+ * "type") sets the llama3 keys.  Any other scheme (linear, dynamic, yarn,
+ * longrope ...) changes the frequencies in a way the kernels do not
+ * implement, so it is an error rather than silently ignored. */
+static bool load_rope_scaling(fe_pctx *ctx, const cJSON *obj, const char *path, const char *pfx,
+                              sup_loc loc) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(obj, "rope_scaling");
+    char name[96];
+    snprintf(name, sizeof name, "%srope_scaling", pfx);
+    if (!rs || cJSON_IsNull(rs)) return true;
+    if (!cJSON_IsObject(rs)) return hf_error(ctx, loc, path, name, "an object or null", rs);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!t) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    snprintf(name, sizeof name, "%srope_scaling.rope_type", pfx);
+    if (!cJSON_IsString(t)) return hf_error(ctx, loc, path, name, "a string", t);
+    if (!strcmp(t->valuestring, "default")) return true;
+    if (strcmp(t->valuestring, "llama3")) {
+        sup_error(loc, "'%s': rope_scaling type '%s' is not supported", path, t->valuestring);
+        sup_note(loc, "supported rope_scaling types: llama3, and default (no scaling)");
+        fe_b_error(ctx);
+        return false;
+    }
+    snprintf(ctx->spec->model.rope_scaling, sizeof ctx->spec->model.rope_scaling, "llama3");
+    fe_loc_set(ctx->spec, "model.rope_scaling", loc, loc);
+    bool ok = rope_number(ctx, rs, "factor", "rope_factor", false, path, pfx, loc);
+    ok &= rope_number(ctx, rs, "low_freq_factor", "rope_low_freq_factor", false, path, pfx, loc);
+    ok &= rope_number(ctx, rs, "high_freq_factor", "rope_high_freq_factor", false, path, pfx, loc);
+    ok &= rope_number(ctx, rs, "original_max_position_embeddings", "rope_original_max_pos", true, path, pfx,
+                      loc);
+    return ok;
+}
+
 static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
     size_t len;
     char *text = sup_read_file(path, &len);
@@ -139,6 +200,7 @@ bool fe_hf_load(fe_pctx *ctx, const char *path, sup_loc loc) {
         }
         ok &= load_field(ctx, i, j, path, pfx, loc);
     }
+    ok &= load_rope_scaling(ctx, obj, path, pfx, loc);
     cJSON_Delete(root);
     free(ctx->hf_path);
     ctx->hf_path = sup_xstrdup(path);

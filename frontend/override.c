@@ -77,7 +77,7 @@ static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **
         return fail(ctx);
     }
     if (link) snprintf(lk, lkn, "mesh.%.5s%s%.20s", parts[1], *is_kind ? "" : ".", *is_kind ? "" : parts[2]);
-    else snprintf(lk, lkn, "%s.%.20s", blocks[b], parts[1]);
+    else snprintf(lk, lkn, "%s.%.40s", blocks[b], parts[1]);
     ctx->link = !link ? 0 : !strcmp(parts[1], "intra") ? 1 : 2;
     return true;
 }

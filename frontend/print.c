@@ -49,14 +49,22 @@ static void print_link(FILE *out, const char *which, const fe_link *l) {
 }
 
 static void print_model(FILE *out, const fe_model *m) {
-    char a[40], b[40];
+    char a[40], b[40], c[40];
     fprintf(out, "model %s {\n", m->name);
     fprintf(out, "  hidden %" PRId64 "\n  layers %" PRId64 "\n  heads %" PRId64 "\n", m->hidden,
             m->layers, m->heads);
     fprintf(out, "  kv_heads %" PRId64 "\n  head_dim %" PRId64 "\n  ffn %" PRId64 "\n", m->kv_heads,
             m->head_dim, m->ffn);
-    fprintf(out, "  vocab %" PRId64 "\n  rope_theta %s\n  norm_eps %s\n", m->vocab,
-            fmt_num(m->rope_theta, a, sizeof a), fmt_num(m->norm_eps, b, sizeof b));
+    fprintf(out, "  vocab %" PRId64 "\n  rope_theta %s\n", m->vocab, fmt_num(m->rope_theta, a, sizeof a));
+    /* The llama3 parameters only exist with llama3 scaling; printing them
+     * under `none` would read back as keys that do nothing. */
+    fprintf(out, "  rope_scaling %s\n", m->rope_scaling[0] ? m->rope_scaling : "none");
+    if (!strcmp(m->rope_scaling, "llama3"))
+        fprintf(out, "  rope_factor %s\n  rope_low_freq_factor %s\n  rope_high_freq_factor %s\n"
+                     "  rope_original_max_pos %" PRId64 "\n",
+                fmt_num(m->rope_factor, a, sizeof a), fmt_num(m->rope_low_freq_factor, b, sizeof b),
+                fmt_num(m->rope_high_freq_factor, c, sizeof c), m->rope_original_max_pos);
+    fprintf(out, "  norm_eps %s\n", fmt_num(m->norm_eps, b, sizeof b));
     fprintf(out, "  tie_embeddings %s\n}\n", m->tie_embeddings ? "true" : "false");
 }
 

@@ -106,6 +106,11 @@ static void model_defaults(checker *c) {
     if (!fe_given(c->s, "model.kv_heads")) m->kv_heads = m->heads;
     if (!fe_given(c->s, "model.rope_theta")) m->rope_theta = 10000;
     if (!fe_given(c->s, "model.norm_eps")) m->norm_eps = 1e-5;
+    if (!fe_given(c->s, "model.rope_scaling")) snprintf(m->rope_scaling, sizeof m->rope_scaling, "none");
+    if (!fe_given(c->s, "model.rope_factor")) m->rope_factor = 8;
+    if (!fe_given(c->s, "model.rope_low_freq_factor")) m->rope_low_freq_factor = 1;
+    if (!fe_given(c->s, "model.rope_high_freq_factor")) m->rope_high_freq_factor = 4;
+    if (!fe_given(c->s, "model.rope_original_max_pos")) m->rope_original_max_pos = 8192;
     if (fe_given(c->s, "model.head_dim")) return;
     if (m->hidden % m->heads == 0) { m->head_dim = m->hidden / m->heads; return; }
     sup_loc loc = at(c, "model.heads");
@@ -180,6 +185,40 @@ static void model_rules(checker *c) {
     sup_buf_free(&b);
 }
 
+/* RoPE scaling.  The llama3 parameters only mean something with
+ * `rope_scaling llama3`: written without any rope_scaling they are almost
+ * certainly a forgotten line, and training would silently use unscaled
+ * frequencies.  An explicit `rope_scaling none` (say, an override that turns
+ * an imported model's scaling off) keeps them quietly. */
+static void rope_rules(checker *c) {
+    static const char *const kinds[] = {"none", "llama3"};
+    static const char *const params[] = {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                                         "rope_original_max_pos"};
+    const fe_model *m = &c->s->model;
+    one_of(c, "model.rope_scaling", m->rope_scaling, kinds, 2);
+    if (!strcmp(m->rope_scaling, "llama3")) {
+        if (m->rope_high_freq_factor > m->rope_low_freq_factor) return;
+        const char *key = fe_given(c->s, "model.rope_high_freq_factor") ? "model.rope_high_freq_factor"
+                                                                         : "model.rope_low_freq_factor";
+        char hi[32], lo[32];
+        err(c, at(c, key), "rope_high_freq_factor (%s) must be greater than rope_low_freq_factor (%s)",
+            sup_fmt_double(m->rope_high_freq_factor, hi, sizeof hi),
+            sup_fmt_double(m->rope_low_freq_factor, lo, sizeof lo));
+        sup_note(at(c, key), "the wavelengths between the two are interpolated, so the band must not be "
+                             "empty; Llama 3 uses rope_low_freq_factor 1, rope_high_freq_factor 4");
+        return;
+    }
+    if (fe_given(c->s, "model.rope_scaling")) return;
+    for (int i = 0; i < 4; i++) {
+        char lk[48];
+        snprintf(lk, sizeof lk, "model.%s", params[i]);
+        if (!fe_given(c->s, lk)) continue;
+        err(c, at(c, lk), "'%s' only applies with 'rope_scaling llama3'", params[i]);
+        sup_note(at(c, lk), "add 'rope_scaling llama3' to the model block (the default, none, ignores "
+                            "%s), or remove the key", params[i]);
+    }
+}
+
 bool fe_check(fe_spec *spec) {
     if (!spec) return false;
     checker c = {.s = spec};
@@ -202,6 +241,7 @@ bool fe_check(fe_spec *spec) {
 
     model_defaults(&c);
     model_rules(&c);
+    rope_rules(&c);
     train_defaults(spec);
     mesh_defaults(&c);
     static const char *const precisions[] = {"bf16", "fp32"};

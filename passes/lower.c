@@ -278,6 +278,20 @@ static const char *batch_aware_name(fe_batch_aware ba)
     }
 }
 
+/* The llama3 parameters are written only with llama3 scaling, as in the
+ * printed spec: under none they would be config keys that nothing reads. */
+static void copy_rope_scaling(ir_module *m, const fe_model *md)
+{
+    bool llama3 = !strcmp(md->rope_scaling, "llama3");
+    ir_config_set(m, "rope_scaling", llama3 ? "llama3" : "none");
+    if (!llama3)
+        return;
+    cfg_double(m, "rope_factor", md->rope_factor);
+    cfg_double(m, "rope_low_freq_factor", md->rope_low_freq_factor);
+    cfg_double(m, "rope_high_freq_factor", md->rope_high_freq_factor);
+    ir_config_set_int(m, "rope_original_max_pos", md->rope_original_max_pos);
+}
+
 /* Every spec field a pass reads, so textual IR is self-contained. */
 static void copy_config(ir_module *m, const fe_spec *s)
 {
@@ -290,6 +304,7 @@ static void copy_config(ir_module *m, const fe_spec *s)
     ir_config_set_int(m, "ffn", md->ffn);
     ir_config_set_int(m, "vocab", md->vocab);
     cfg_double(m, "rope_theta", md->rope_theta);
+    copy_rope_scaling(m, md);
     cfg_double(m, "norm_eps", md->norm_eps);
     ir_config_set(m, "tie_embeddings", md->tie_embeddings ? "true" : "false");
     ir_config_set_int(m, "micro_batch", s->train.micro_batch);

@@ -37,14 +37,31 @@ void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, con
                       double eps);
 
 /* ---- rope (kern_basic.c) ------------------------------------------------- */
+/* Llama 3 frequency scaling of the inverse frequencies, exactly as Hugging
+ * Face transformers' _compute_llama3_parameters: with
+ * wavelen = 2 pi / inv_freq, low = original_max_pos / low_freq_factor and
+ * high = original_max_pos / high_freq_factor,
+ *   wavelen > low   : inv_freq / factor            (long wavelengths)
+ *   wavelen < high  : inv_freq                     (short wavelengths)
+ *   otherwise       : (1 - s) inv_freq / factor + s inv_freq,
+ *                     s = (original_max_pos / wavelen - low_freq_factor)
+ *                         / (high_freq_factor - low_freq_factor).
+ * Requires factor, low_freq_factor, original_max_pos > 0 and
+ * high_freq_factor > low_freq_factor (a violation aborts). */
+typedef struct kern_rope_scaling {
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_pos;
+} kern_rope_scaling;
+
 /* y, x [b,S,H,Dh], Dh even.  Token (bi, si) is at position pos0 + si; the
- * pair (i, i + Dh/2) is rotated by angle pos * theta^(-2i/Dh) (Hugging Face
- * Llama rotate_half).  y may alias x. */
+ * pair (i, i + Dh/2) is rotated by angle pos * inv_freq_i with
+ * inv_freq_i = theta^(-2i/Dh) (Hugging Face Llama rotate_half), adjusted by
+ * `scaling` unless it is NULL.  y may alias x. */
 void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta);
+                   double theta, const kern_rope_scaling *scaling);
 /* dx[b,S,H,Dh] from dy: the inverse (transposed) rotation.  dx may alias dy. */
 void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta);
+                   double theta, const kern_rope_scaling *scaling);
 
 /* ---- swiglu, add (kern_basic.c) ----------------------------------------- */
 /* y[n] = silu(g[n]) * u[n],  silu(g) = g * sigmoid(g) */

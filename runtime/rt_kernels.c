@@ -45,14 +45,28 @@ void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const floa
     RT_TIMED(RT_K_LINEAR_BWD, kern_linear_bwd(dx, dw, dy, x, w, N, I, O));
 }
 
+/* The scaling is a property of the model, not of one call: it comes from the
+ * program table, so the generated rope calls are the same with or without
+ * it. */
+static const kern_rope_scaling *rt_rope_scaling_of(const rt_program *p, kern_rope_scaling *buf) {
+    if (p->rope_scaling != RT_ROPE_LLAMA3) return NULL;
+    *buf = (kern_rope_scaling){p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
+                               p->rope_original_max_pos};
+    return buf;
+}
+
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
              double theta) {
-    RT_TIMED(RT_K_ROPE, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta));
+    kern_rope_scaling buf;
+    const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
+    RT_TIMED(RT_K_ROPE, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta, sc));
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
                  double theta) {
-    RT_TIMED(RT_K_ROPE_BWD, kern_rope_bwd(dx, dy, b, s, H, Dh, pos0, theta));
+    kern_rope_scaling buf;
+    const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
+    RT_TIMED(RT_K_ROPE_BWD, kern_rope_bwd(dx, dy, b, s, H, Dh, pos0, theta, sc));
 }
 
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,

@@ -3,6 +3,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,20 +84,64 @@ void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, con
 
 /* ---- rope ------------------------------------------------------------------ */
 
+/* theta^(-2i/Dh), then the Llama 3 adjustment (kernels.h): low
+ * frequencies (wavelengths longer than the original context / low) are
+ * divided by factor, high ones kept, and the band between interpolated. */
+static double rope_inv_freq(int64_t i, int64_t Dh, double theta, const kern_rope_scaling *sc) {
+    double inv_freq = pow(theta, -2.0 * (double)i / (double)Dh);
+    if (!sc) return inv_freq;
+    const double pi = 3.14159265358979323846;
+    double orig = (double)sc->original_max_pos;
+    double wavelen = 2.0 * pi / inv_freq;
+    double low_freq_wavelen = orig / sc->low_freq_factor, high_freq_wavelen = orig / sc->high_freq_factor;
+    if (wavelen > low_freq_wavelen) return inv_freq / sc->factor;
+    if (wavelen < high_freq_wavelen) return inv_freq;
+    double smooth = (orig / wavelen - sc->low_freq_factor) / (sc->high_freq_factor - sc->low_freq_factor);
+    return (1.0 - smooth) * inv_freq / sc->factor + smooth * inv_freq;
+}
+
+/* Parameters that would divide by zero or flip the bands give NaN or
+ * silently wrong angles for every token; stop instead. */
+static void rope_check_scaling(const kern_rope_scaling *sc) {
+    if (!sc) return;
+    if (sc->factor > 0 && sc->low_freq_factor > 0 && sc->high_freq_factor > sc->low_freq_factor &&
+        sc->original_max_pos > 0)
+        return;
+    fprintf(stderr,
+            "basp: rope: invalid llama3 scaling: factor %g, low_freq_factor %g, high_freq_factor %g, "
+            "original_max_pos %lld (need factor, low > 0, high > low, original_max_pos > 0)\n",
+            sc->factor, sc->low_freq_factor, sc->high_freq_factor, (long long)sc->original_max_pos);
+    abort();
+}
+
 /* cos/sin of every (position, pair) of one call's shape, [S, Dh/2] each.
  * Computed in double (pos * inv_freq reaches 1e5 rad for long contexts,
  * where float angles lose all precision) and kept for the next call with the
- * same shape: q and k, forward and backward, of every layer share it, and the
- * S * Dh/2 sin/cos evaluations would otherwise rival the rotation itself. */
+ * same shape and frequencies: q and k, forward and backward, of every layer
+ * share it, and the S * Dh/2 sin/cos evaluations would otherwise rival the
+ * rotation itself.  The key includes the scaling, so a call with other
+ * scaling parameters never reads a stale table. */
 typedef struct rope_table {
     int64_t S, Dh, pos0;
     double theta;
+    bool scaled;
+    kern_rope_scaling sc; /* when scaled */
     float *cs, *sn;
 } rope_table;
 
-static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, double theta) {
-    static rope_table t = {-1, -1, 0, 0.0, NULL, NULL};
-    if (t.cs && t.S == S && t.Dh == Dh && t.pos0 == pos0 && t.theta == theta) return &t;
+static bool rope_table_matches(const rope_table *t, int64_t S, int64_t Dh, int64_t pos0, double theta,
+                               const kern_rope_scaling *sc) {
+    if (!t->cs || t->S != S || t->Dh != Dh || t->pos0 != pos0 || t->theta != theta || t->scaled != (sc != NULL))
+        return false;
+    return !sc || (t->sc.factor == sc->factor && t->sc.low_freq_factor == sc->low_freq_factor &&
+                   t->sc.high_freq_factor == sc->high_freq_factor && t->sc.original_max_pos == sc->original_max_pos);
+}
+
+static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, double theta,
+                                        const kern_rope_scaling *sc) {
+    static rope_table t = {-1, -1, 0, 0.0, false, {0, 0, 0, 0}, NULL, NULL};
+    if (rope_table_matches(&t, S, Dh, pos0, theta, sc)) return &t;
+    rope_check_scaling(sc);
     int64_t half = Dh / 2;
     free(t.cs);
     t.cs = malloc((size_t)(2 * S * half + 1) * sizeof(float));
@@ -106,8 +151,10 @@ static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, dou
     }
     t.sn = t.cs + S * half;
     t.S = S, t.Dh = Dh, t.pos0 = pos0, t.theta = theta;
+    t.scaled = sc != NULL;
+    if (sc) t.sc = *sc;
     for (int64_t i = 0; i < half; i++) {
-        double inv_freq = pow(theta, -2.0 * (double)i / (double)Dh);
+        double inv_freq = rope_inv_freq(i, Dh, theta, sc);
         for (int64_t si = 0; si < S; si++) {
             double ang = (double)(pos0 + si) * inv_freq;
             t.cs[si * half + i] = (float)cos(ang);
@@ -120,13 +167,13 @@ static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, dou
 /* Rotates every (i, i+half) pair of x by +angle (sign = 1) or -angle
  * (sign = -1, the transpose, for the backward). */
 static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                       double theta, float sign) {
+                       double theta, const kern_rope_scaling *sc, float sign) {
     if (Dh % 2 != 0) {
         fprintf(stderr, "basp: rope: head_dim %lld is odd\n", (long long)Dh);
         abort();
     }
     int64_t half = Dh / 2;
-    const rope_table *t = rope_table_get(S, Dh, pos0, theta);
+    const rope_table *t = rope_table_get(S, Dh, pos0, theta, sc);
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t si = 0; si < S; si++) {
             const float *cs = t->cs + si * half, *sn = t->sn + si * half;
@@ -144,13 +191,13 @@ static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H
 }
 
 void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta) {
-    rope_apply(y, x, b, S, H, Dh, pos0, theta, 1.0f);
+                   double theta, const kern_rope_scaling *scaling) {
+    rope_apply(y, x, b, S, H, Dh, pos0, theta, scaling, 1.0f);
 }
 
 void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta) {
-    rope_apply(dx, dy, b, S, H, Dh, pos0, theta, -1.0f);
+                   double theta, const kern_rope_scaling *scaling) {
+    rope_apply(dx, dy, b, S, H, Dh, pos0, theta, scaling, -1.0f);
 }
 
 /* ---- swiglu, add ------------------------------------------------------------ */

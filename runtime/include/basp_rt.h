@@ -60,6 +60,9 @@ typedef struct rt_opt_pair {
     int param, grad; /* value indices */
 } rt_opt_pair;
 
+/* RoPE frequency scaling of a program (see rt_rope). */
+typedef enum { RT_ROPE_NONE = 0, RT_ROPE_LLAMA3 = 1 } rt_rope_scaling;
+
 typedef struct rt_ctx rt_ctx;
 
 typedef struct rt_program {
@@ -81,6 +84,12 @@ typedef struct rt_program {
     int64_t steps, seed;
     int zero;
     int batch_groups, sp_size; /* G and K */
+    /* RoPE scaling, applied by every rt_rope / rt_rope_bwd call.  The zero
+     * value is RT_ROPE_NONE, so a table that omits these fields is
+     * unscaled; the numbers are read only with RT_ROPE_LLAMA3. */
+    rt_rope_scaling rope_scaling;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_max_pos;
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
 } rt_program;
 
@@ -120,7 +129,11 @@ void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const floa
                    int64_t I, int64_t O);
 
 /* x, y: [b, s, H, Dh]; token (bi, si) has position pos0 + si.  Rotates pairs
- * (i, i + Dh/2) (the Hugging Face Llama convention) by pos * theta^(-2i/Dh). */
+ * (i, i + Dh/2) (the Hugging Face Llama convention) by pos * inv_freq_i,
+ * inv_freq_i = theta^(-2i/Dh); with program->rope_scaling RT_ROPE_LLAMA3,
+ * inv_freq_i gets Llama 3's adjustment (transformers'
+ * _compute_llama3_parameters) with the program's rope_factor,
+ * rope_low_freq_factor, rope_high_freq_factor and rope_original_max_pos. */
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
              double theta);
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,

@@ -170,46 +170,100 @@ typedef struct rope_ctx {
     float *x, *y, *r;
     int64_t b, S, H, Dh, pos0;
     double theta;
+    const kern_rope_scaling *sc; /* NULL: unscaled */
 } rope_ctx;
 static double rope_loss(void *p) {
     rope_ctx *c = p;
-    kern_rope_fwd(c->y, c->x, c->b, c->S, c->H, c->Dh, c->pos0, c->theta);
+    kern_rope_fwd(c->y, c->x, c->b, c->S, c->H, c->Dh, c->pos0, c->theta, c->sc);
     return proj(c->y, c->r, c->b * c->S * c->H * c->Dh);
 }
 
-/* y by the formula: pair (i, i+Dh/2) rotated by (pos0+si) * theta^(-2i/Dh). */
-static void rope_reference(double *want, const rope_ctx *c) {
+/* Llama 3 scaling straight from its definition (transformers'
+ * _compute_llama3_parameters), in double; hits[0..2] count the pairs that
+ * took the low-frequency (divided), high-frequency (kept) and interpolated
+ * branch, so a test can insist that every branch was exercised. */
+static double llama3_inv_freq_reference(double inv_freq, const kern_rope_scaling *sc, int hits[3]) {
+    double old_context_len = (double)sc->original_max_pos;
+    double low_freq_wavelen = old_context_len / sc->low_freq_factor;
+    double high_freq_wavelen = old_context_len / sc->high_freq_factor;
+    const double pi = 3.14159265358979323846;
+    double wavelen = 2.0 * pi / inv_freq;
+    if (wavelen > low_freq_wavelen) {
+        hits[0]++;
+        return inv_freq / sc->factor;
+    }
+    if (wavelen < high_freq_wavelen) {
+        hits[1]++;
+        return inv_freq;
+    }
+    hits[2]++;
+    double smooth = (old_context_len / wavelen - sc->low_freq_factor) / (sc->high_freq_factor - sc->low_freq_factor);
+    return (1.0 - smooth) * inv_freq / sc->factor + smooth * inv_freq;
+}
+
+/* y by the formula: pair (i, i+Dh/2) rotated by (pos0+si) * inv_freq_i,
+ * inv_freq_i = theta^(-2i/Dh), scaled when c->sc is set. */
+static void rope_reference(double *want, const rope_ctx *c, int hits[3]) {
     int64_t half = c->Dh / 2;
+    double *inv = malloc((size_t)half * sizeof(double));
+    for (int64_t i = 0; i < half; i++) {
+        inv[i] = 1.0 / pow(c->theta, (double)(2 * i) / (double)c->Dh);
+        if (c->sc) inv[i] = llama3_inv_freq_reference(inv[i], c->sc, hits);
+    }
     for (int64_t bi = 0; bi < c->b; bi++)
         for (int64_t si = 0; si < c->S; si++)
             for (int64_t h = 0; h < c->H; h++)
                 for (int64_t i = 0; i < half; i++) {
                     int64_t o = ((bi * c->S + si) * c->H + h) * c->Dh;
-                    double a = (double)(c->pos0 + si) / pow(c->theta, (double)(2 * i) / (double)c->Dh);
+                    double a = (double)(c->pos0 + si) * inv[i];
                     double x0 = c->x[o + i], x1 = c->x[o + i + half];
                     want[o + i] = x0 * cos(a) - x1 * sin(a);
                     want[o + i + half] = x1 * cos(a) + x0 * sin(a);
                 }
+    free(inv);
+}
+
+/* Forward against the reference, backward against finite differences. */
+static void rope_case(const char *label, rope_ctx c, int hits[3]) {
+    char name[64];
+    int64_t n = c.b * c.S * c.H * c.Dh;
+    c.x = frand(n, -1, 1), c.y = frand(n, 0, 1), c.r = frand(n, -1, 1);
+    double *want = malloc((size_t)n * sizeof(double));
+    kern_rope_fwd(c.y, c.x, c.b, c.S, c.H, c.Dh, c.pos0, c.theta, c.sc);
+    rope_reference(want, &c, hits);
+    snprintf(name, sizeof name, "rope fwd vs formula (%s)", label);
+    compare(name, c.y, want, n, 1e-5, 1e-6);
+    float *dx = fgarbage(n);
+    kern_rope_bwd(dx, c.r, c.b, c.S, c.H, c.Dh, c.pos0, c.theta, c.sc);
+    snprintf(name, sizeof name, "rope_bwd dx (fd, %s)", label);
+    fd_check(name, c.x, n, dx, rope_loss, &c, FD_EPS);
+    free(c.x), free(c.y), free(c.r), free(want), free(dx);
 }
 
 static void test_rope(void) {
     printf("rope\n");
-    int64_t pos0s[2] = {3, 131000}; /* a long-context offset stresses the angle precision */
-    for (int t = 0; t < 2; t++) {
-        rope_ctx c = {NULL, NULL, NULL, 2, 7, 3, 8, pos0s[t], t == 0 ? 10000.0 : 500000.0};
-        int64_t n = c.b * c.S * c.H * c.Dh;
-        c.x = frand(n, -1, 1), c.y = frand(n, 0, 1), c.r = frand(n, -1, 1);
-        double *want = malloc((size_t)n * sizeof(double));
-        kern_rope_fwd(c.y, c.x, c.b, c.S, c.H, c.Dh, c.pos0, c.theta);
-        rope_reference(want, &c);
-        compare(t == 0 ? "rope fwd vs formula (pos0=3)" : "rope fwd vs formula (pos0=131000)", c.y, want, n, 1e-5,
-                1e-6);
-        float *dx = fgarbage(n);
-        kern_rope_bwd(dx, c.r, c.b, c.S, c.H, c.Dh, c.pos0, c.theta);
-        fd_check(t == 0 ? "rope_bwd dx (fd, pos0=3)" : "rope_bwd dx (fd, pos0=131000)", c.x, n, dx, rope_loss, &c,
-                 FD_EPS);
-        free(c.x), free(c.y), free(c.r), free(want), free(dx);
-    }
+    int hits[3] = {0, 0, 0};
+    /* A long-context offset stresses the angle precision. */
+    rope_case("pos0=3", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 8, 3, 10000.0, NULL}, hits);
+    rope_case("pos0=131000", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 8, 131000, 500000.0, NULL}, hits);
+    /* Llama 3.2's parameters: with theta 5e5 and Dh 8 the wavelengths are
+     * 6.3, 167, 4443 and 118k, against bands at 2048 and 8192, so one pair
+     * is interpolated and one divided. */
+    kern_rope_scaling l32 = {32.0, 1.0, 4.0, 8192};
+    rope_case("llama3/32, pos0=131000", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 8, 131000, 500000.0, &l32}, hits);
+    /* A short original context puts every branch inside a 16-wide head:
+     * wavelengths 6.3 (kept), 19.9 and 62.8 (interpolated), the rest divided. */
+    kern_rope_scaling small = {8.0, 1.0, 4.0, 64};
+    rope_case("llama3/8 orig=64", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 16, 5, 10000.0, &small}, hits);
+    /* The same shape again, unscaled and then with another factor: the
+     * kernel's cos/sin cache must not hand back the previous table. */
+    rope_case("unscaled, same shape", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 16, 5, 10000.0, NULL}, hits);
+    kern_rope_scaling small2 = {2.0, 1.0, 4.0, 64};
+    rope_case("llama3/2, same shape", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 16, 5, 10000.0, &small2}, hits);
+    int ok = hits[0] > 0 && hits[1] > 0 && hits[2] > 0;
+    printf("  %-34s divided=%d kept=%d interpolated=%d  %s\n", "llama3 branches exercised", hits[0], hits[1],
+           hits[2], ok ? "ok" : "FAIL");
+    if (!ok) g_failures++;
 }
 
 /* ---- swiglu, add -------------------------------------------------------------------------- */
