@@ -134,8 +134,11 @@ static void cg_rmsnorm(cg_op_ctx *c) {
     bool bwd = c->op->code == IR_RMSNORM_BWD;
     const ir_value *x = cg_in(c, bwd ? 1 : 0), *w = cg_in(c, bwd ? 2 : 1);
     int r = x->type.rank;
-    if (r < 1 || !cg_whole(c, x, r - 1, r, "the normalised dim") || !cg_whole(c, w, 0, 1, "the norm weight"))
+    if (r < 1) { /* never silently drop the op */
+        cg_fail(c, "%%%s is a scalar; rmsnorm normalises a last dim", x->name);
         return;
+    }
+    if (!cg_whole(c, x, r - 1, r, "the normalised dim") || !cg_whole(c, w, 0, 1, "the norm weight")) return;
     cg_call(c, bwd ? "rt_rmsnorm_bwd" : "rt_rmsnorm");
     cg_f32(c, cg_out(c, 0));
     if (bwd) {

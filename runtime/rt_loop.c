@@ -167,10 +167,19 @@ int rt_train(rt_ctx *rt) {
         if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
         if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
     }
-    if (metrics) fclose(metrics);
+    /* A full disk must not pass for a complete metrics file.  Only rank 0
+     * knows, so the exit status changes after the collective saves below. */
+    bool metrics_lost = false;
+    if (metrics) {
+        int werr = ferror(metrics);
+        metrics_lost = fclose(metrics) != 0 || werr;
+    }
+    if (metrics_lost) fprintf(stderr, "error: cannot write metrics file %s\n", rt->opt.metrics);
     if (r0 && status == 0) rt_report(rt, secs, steps);
     free(secs);
     if (status == 0 && rt->opt.save_weights) rt_save_tensors(rt, rt->opt.save_weights, false);
     if (status == 0 && rt->opt.save_grads && steps > 0) rt_save_tensors(rt, rt->opt.save_grads, true);
-    return status;
+    if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
+        fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
+    return status ? status : metrics_lost;
 }

@@ -70,11 +70,11 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             (long long)p->seed);
 }
 
-static bool rt_parse_i64(const char *s, int64_t lo, int64_t *out) {
+static bool rt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo) return false;
+    if (errno || end == s || *end || v < lo || v > hi) return false;
     *out = v;
     return true;
 }
@@ -105,6 +105,10 @@ static bool rt_opt_is(const char *a, const char *name) {
     return strncmp(a, name, n) == 0 && (a[n] == 0 || a[n] == '=');
 }
 
+/* The loop keeps one step time per step (for the median): a bound keeps
+ * that allocation's size from overflowing. */
+#define RT_MAX_STEPS INT64_C(1000000000)
+
 /* Returns 0 to run, 1 after --help, 2 on an error (written to err). */
 static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options *o, char *err, size_t errlen) {
     *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1};
@@ -133,14 +137,19 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         else if (!strcmp(name, "--save-weights")) o->save_weights = v;
         else if (!strcmp(name, "--save-grads")) o->save_grads = v;
         else if (!strcmp(name, "--init-from")) o->init_from = v;
-        else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, &o->steps);
-        else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, &o->seed);
-        else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, &o->log_every);
+        else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->steps);
+        else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
+        else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
         else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
         if (!ok) {
             snprintf(err, errlen, "bad value '%s' for %s", v, name);
             return 2;
         }
+    }
+    if (o->steps < 0 || o->steps > RT_MAX_STEPS) { /* the spec's default */
+        snprintf(err, errlen, "%lld steps: pass --steps between 0 and %lld", (long long)o->steps,
+                 (long long)RT_MAX_STEPS);
+        return 2;
     }
     if (o->data && o->text) {
         snprintf(err, errlen, "--data and --text are exclusive: pass one");
@@ -273,11 +282,19 @@ int rt_main(int argc, char **argv, const rt_program *p) {
         return rt_finish(2);
     }
     rt_ctx *rt = rt_ctx_create(p, &o);
-    /* Both verdicts are the same on every rank (each reads the same data;
-     * rank 0 reads the weights and broadcasts the outcome). */
-    if (!rt_data_load(rt, o.data, o.text, err, sizeof err) ||
-        (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err))) {
-        if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);
+    /* Every rank reads the data itself, and a path can fail on some ranks
+     * only (another working directory or file system, a file still being
+     * written): the ranks agree on the verdict, so none goes on to wait in a
+     * collective that the others have left.  The lowest failing rank says
+     * why.  The weights' verdict is rank 0's, broadcast by rt_load_params. */
+    bool data_ok = rt_data_load(rt, o.data, o.text, err, sizeof err);
+    int first_bad = data_ok ? world : rank;
+    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first_bad < world || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err))) {
+        if (first_bad == world ? rank == 0 : rank == first_bad) {
+            if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);
+            else fprintf(stderr, "%s: error: rank %d: %s\n", prog, rank, err);
+        }
         rt_ctx_destroy(rt);
         return rt_finish(1);
     }

@@ -1,5 +1,5 @@
 /* test_comm.c — the runtime's collectives, data sharding, sharding-independent
- * initialisation, the ZeRO-1 optimizer slice and the tensor dumps, on 4 MPI
+ * initialisation, the ZeRO-1 optimizer slice and the gradient norm, on 4 MPI
  * ranks with a hand-built program table:
  *   @world {[0,1,2,3]}   @sp {[0,1],[2,3]}   @dp {[0,2],[1,3]}
  * Every tensor is filled from a function of its GLOBAL index, so each check
