@@ -72,9 +72,7 @@ const char *cg_fmt_double(double v, char *buf, size_t n) {
 }
 
 int64_t cg_local_dim(const ir_module *m, const ir_type *t, int d) {
-    int g = t->shard[d];
-    if (g < 0 || g >= m->ngroups || m->groups[g].set_size < 1) return t->dims[d];
-    return t->dims[d] / m->groups[g].set_size;
+    return ir_type_max_local_dim(m, t, d); /* an uneven dim: the largest share */
 }
 
 static const struct { const char *key; double def; } cg_double_defaults[] = {
@@ -236,12 +234,21 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
         int g = d < val->type.rank ? val->type.shard[d] : -1;
         sup_buf_printf(b, "%s%s", d ? ", " : "", g >= 0 && g < m->ngroups ? n->group[g] : "-1");
     }
-    sup_buf_printf(b, "}, %" PRId64 "},\n", ir_type_local_elems(m, &val->type));
+    sup_buf_printf(b, "}, %" PRId64, ir_type_local_elems(m, &val->type));
+    bool unit = false;
+    for (int d = 0; d < val->type.rank; d++) unit |= val->type.unit[d] != 0;
+    if (unit) { /* uneven split units per dim (0 = even); omitted when all even */
+        sup_buf_puts(b, ", {");
+        for (int d = 0; d < RT_MAX_RANK; d++)
+            sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", d < val->type.rank ? val->type.unit[d] : 0);
+        sup_buf_puts(b, "}");
+    }
+    sup_buf_puts(b, "},\n");
 }
 
 static void cg_values(sup_buf *b, const cg_names *n) {
     sup_buf_puts(b, "/* name, kind, dtype, rank, global dims, sharding group per dim (-1 = whole),\n"
-                    " * local elements. */\n"
+                    " * local elements (the largest rank's), uneven split unit per dim if any. */\n"
                     "static const rt_value_desc values[NVALUES] = {\n");
     for (int v = 0; v < n->m->nvalues; v++)
         if (n->value[v][0]) cg_value_row(b, n, v);

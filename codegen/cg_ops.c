@@ -229,7 +229,15 @@ static void cg_attention(cg_op_ctx *c) {
     if (!cg_rank(c, q, 4) || !cg_rank(c, k, 4)) return;
     if (!cg_whole(c, q, 1, 2, "the attention sequence") || !cg_whole(c, q, 3, 4, "the head dim")) return;
     int64_t H = cg_local_dim(c->m, &q->type, 2), Hkv = cg_local_dim(c->m, &k->type, 2);
-    if (H % Hkv) {
+    /* Uneven head split: the local head counts differ by rank, so the
+     * program asks the runtime; the units keep the q/kv ratio uq/uk. */
+    bool uneven = q->type.unit[2] != 0 || k->type.unit[2] != 0;
+    if (uneven && (q->type.unit[2] < 1 || k->type.unit[2] < 1 || q->type.unit[2] % k->type.unit[2])) {
+        cg_fail(c, "uneven head units %" PRId64 " (q) and %" PRId64 " (kv) do not group q heads by kv head",
+                q->type.unit[2], k->type.unit[2]);
+        return;
+    }
+    if (!uneven && H % Hkv) {
         cg_fail(c, "%" PRId64 " local q heads do not share %" PRId64 " local kv heads evenly", H, Hkv);
         return;
     }
@@ -238,8 +246,13 @@ static void cg_attention(cg_op_ctx *c) {
     for (int i = 0; i < c->op->nin; i++) cg_f32(c, cg_in(c, i));
     cg_int(c, cg_local_dim(c->m, &q->type, 0));
     cg_int(c, q->type.dims[1]);
-    cg_int(c, H);
-    cg_int(c, Hkv);
+    if (uneven) {
+        sup_buf_printf(c->b, ", rt_local_dim(rt, %s, 2)", c->n->value[q - c->m->values]);
+        sup_buf_printf(c->b, ", rt_local_dim(rt, %s, 2)", c->n->value[k - c->m->values]);
+    } else {
+        cg_int(c, H);
+        cg_int(c, Hkv);
+    }
     cg_int(c, q->type.dims[3]);
     cg_end(c);
 }

@@ -130,6 +130,9 @@ sup_loc fe_spec_loc(const fe_spec *spec, const char *key);
  * when legal, else a static-lifetime message such as "heads (32) not
  * divisible by group size K=3"; `fix` (may be NULL) receives a suggestion. */
 const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix);
+/* True when K ranks split the heads unevenly: kv_heads (= heads for MHA)
+ * >= K and not divisible by K, heads a multiple of kv_heads. */
+bool fe_heads_uneven(const fe_spec *spec, int64_t K);
 /* Every legal G (ascending, G = 1 included when plain Ulysses is legal) into
  * out[0..max); returns how many there are (may exceed max). */
 int fe_groups_legal(const fe_spec *spec, int64_t *out, int max);

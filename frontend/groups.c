@@ -12,10 +12,20 @@
 
 #include "ast.h"
 
+/* An uneven head split over K ranks (ir/README.md, "uneven splits"): the
+ * kv heads do not divide K but every rank gets at least one (Hkv >= K), and
+ * each rank's q heads are whole kv groups (heads % Hkv == 0).  Rank p holds
+ * Hkv/K + (p < Hkv%K) kv heads and heads/Hkv q heads per kv head. */
+bool fe_heads_uneven(const fe_spec *spec, int64_t K) {
+    int64_t H = spec->model.heads, Hkv = spec->model.kv_heads ? spec->model.kv_heads : H;
+    return K >= 1 && Hkv >= K && Hkv % K != 0 && Hkv > 0 && H % Hkv == 0;
+}
+
 /* With N = G*K ranks, group g holds sequences [g*B/G, (g+1)*B/G) sharded
  * over its K ranks: G | N, G | B, and the per-group head split needs
  * K | heads, K | seq_len and KV heads that split (Hkv % K == 0) or are shared
- * evenly (K % Hkv == 0).  G = 1 is plain Ulysses over all N ranks. */
+ * evenly (K % Hkv == 0), or an uneven head split (fe_heads_uneven).  G = 1 is
+ * plain Ulysses over all N ranks. */
 const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix) {
     static char msg[192], fixmsg[224];
     int64_t N = fe_world(spec), B = spec->train.micro_batch, H = spec->model.heads;
@@ -35,14 +45,15 @@ const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix) 
         snprintf(msg, sizeof msg, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, B, G);
         snprintf(fixmsg, sizeof fixmsg, "each group needs whole sequences: make micro_batch a "
                  "multiple of %" PRId64, G);
-    } else if (H % K) {
+    } else if (H % K && !fe_heads_uneven(spec, K)) {
         snprintf(msg, sizeof msg, "heads (%" PRId64 ") not divisible by %s", H, what);
         snprintf(fixmsg, sizeof fixmsg, "each of the %" PRId64 " ranks sharing a sequence holds "
-                 "whole heads: heads must be a multiple of %" PRId64, K, K);
-    } else if (Hkv % K && K % Hkv) {
+                 "whole heads: heads must be a multiple of %" PRId64 ", or kv_heads at least %" PRId64
+                 " for an uneven split", K, K, K);
+    } else if (Hkv % K && K % Hkv && !fe_heads_uneven(spec, K)) {
         snprintf(msg, sizeof msg, "kv_heads (%" PRId64 ") cannot be split over %s", Hkv, what);
         snprintf(fixmsg, sizeof fixmsg, "KV heads are split when kv_heads is a multiple of "
-                 "%" PRId64 " or shared when kv_heads divides %" PRId64, K, K);
+                 "%" PRId64 " or at least %" PRId64 " (uneven), or shared when kv_heads divides %" PRId64, K, K, K);
     } else if (S % K) {
         snprintf(msg, sizeof msg, "seq_len (%" PRId64 ") not divisible by %s", S, what);
         snprintf(fixmsg, sizeof fixmsg, "each rank holds seq_len/%" PRId64 " tokens of a "
@@ -107,6 +118,16 @@ static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc) {
     }
 }
 
+/* Legal but uneven: say so, and what the slowest rank holds. */
+static void fe_warn_uneven(const fe_spec *spec, int64_t K, sup_loc loc) {
+    if (!fe_heads_uneven(spec, K)) return;
+    int64_t H = spec->model.heads, Hkv = spec->model.kv_heads ? spec->model.kv_heads : H;
+    int64_t most = (Hkv + K - 1) / K, least = Hkv / K;
+    sup_warning(loc, "uneven head split: %" PRId64 " heads (%" PRId64 " kv heads) over %" PRId64
+                " ranks; the slowest rank holds %" PRId64 " heads (%" PRId64 " kv), the fastest %" PRId64,
+                H, Hkv, K, most * (H / Hkv), most, least * (H / Hkv));
+}
+
 bool fe_check_layout(const fe_spec *spec, int *nerr) {
     const fe_layout *l = &spec->layout;
     sup_loc loc = fe_spec_loc(spec, "layout.batch_aware");
@@ -118,7 +139,10 @@ bool fe_check_layout(const fe_spec *spec, int *nerr) {
     switch (l->batch_aware) {
     case FE_BA_OFF:
     case FE_BA_GROUPS:
-        if (!(why = fe_groups_illegal(spec, G, &fix))) break;
+        if (!(why = fe_groups_illegal(spec, G, &fix))) {
+            fe_warn_uneven(spec, N / G, loc);
+            break;
+        }
         if (l->batch_aware == FE_BA_OFF)
             sup_error(loc, "batch_aware off (plain Ulysses over all ranks): %s", why);
         else

@@ -75,16 +75,51 @@ const char *const *ir_dtype_all(int *n)
     return ir_dtype_names;
 }
 
+int64_t ir_split_len(int64_t n, int64_t u, int K, int p)
+{
+    if (u < 1 || K < 1)
+        return K >= 1 ? n / K : n;
+    int64_t m = n / u;
+    return u * (m / K + (p < m % K));
+}
+
+int64_t ir_split_start(int64_t n, int64_t u, int K, int p)
+{
+    if (u < 1 || K < 1)
+        return K >= 1 ? (int64_t)p * (n / K) : 0;
+    int64_t m = n / u, r = m % K;
+    return u * ((int64_t)p * (m / K) + (p < r ? p : r));
+}
+
+int64_t ir_type_local_dim(const ir_module *m, const ir_type *t, int d, int p)
+{
+    int g = t->shard[d];
+    if (g < 0 || g >= m->ngroups || m->groups[g].set_size < 1)
+        return t->dims[d];
+    return ir_split_len(t->dims[d], t->unit[d], m->groups[g].set_size, p);
+}
+
+int64_t ir_type_max_local_dim(const ir_module *m, const ir_type *t, int d)
+{
+    return ir_type_local_dim(m, t, d, 0); /* position 0 always holds the most */
+}
+
+bool ir_type_uneven(const ir_module *m, const ir_type *t)
+{
+    for (int i = 0; i < t->rank; i++) {
+        int g = t->shard[i];
+        if (t->unit[i] > 0 && g >= 0 && g < m->ngroups && m->groups[g].set_size >= 1 &&
+            ir_type_local_dim(m, t, i, 0) != ir_type_local_dim(m, t, i, m->groups[g].set_size - 1))
+            return true;
+    }
+    return false;
+}
+
 int64_t ir_type_local_elems(const ir_module *m, const ir_type *t)
 {
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++) {
-        int64_t d = t->dims[i];
-        int g = t->shard[i];
-        if (g >= 0 && g < m->ngroups && m->groups[g].set_size > 0)
-            d /= m->groups[g].set_size;
-        n *= d;
-    }
+    for (int i = 0; i < t->rank; i++)
+        n *= ir_type_max_local_dim(m, t, i);
     return n;
 }
 
@@ -101,7 +136,7 @@ bool ir_type_equal(const ir_type *a, const ir_type *b)
     if (a->dtype != b->dtype || a->rank != b->rank)
         return false;
     for (int i = 0; i < a->rank && i < IR_MAX_RANK; i++)
-        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i])
+        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i] || a->unit[i] != b->unit[i])
             return false;
     return true;
 }

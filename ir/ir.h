@@ -72,9 +72,27 @@ typedef struct ir_type {
     int rank;                    /* 0 = scalar */
     int64_t dims[IR_MAX_RANK];   /* global sizes */
     int shard[IR_MAX_RANK];      /* group index sharding the dim, -1 = whole */
+    /* 0: the sharded dim splits evenly (dims % set_size == 0).  u >= 1: an
+     * uneven ("balanced") split in whole units of u (printed `6@sp:1`): with
+     * m = dims/u units over K ranks, position p holds m/K + (p < m%K) units
+     * starting at unit p*(m/K) + min(p, m%K).  Only on dim 2 (heads) of the
+     * attention exchange values; the verifier checks where it may appear. */
+    int64_t unit[IR_MAX_RANK];
 } ir_type;
 
-/* Elements one rank holds (global dims divided by the sharding groups' set sizes). */
+/* Balanced split of n = u*m entries (units of u, u >= 1) over K ranks:
+ * the entry count and first entry of position p (see ir_type.unit). */
+int64_t ir_split_len(int64_t n, int64_t u, int K, int p);
+int64_t ir_split_start(int64_t n, int64_t u, int K, int p);
+/* Local size of dim d of t at position p of its sharding set (the dim's
+ * global size when whole); ir_type_max_local_dim is the largest over p. */
+int64_t ir_type_local_dim(const struct ir_module *m, const ir_type *t, int d, int p);
+int64_t ir_type_max_local_dim(const struct ir_module *m, const ir_type *t, int d);
+/* True when some dim of t is split unevenly (unit > 0 and the sizes differ by rank). */
+bool ir_type_uneven(const struct ir_module *m, const ir_type *t);
+
+/* Elements one rank holds (global dims divided by the sharding groups' set
+ * sizes); for an uneven dim, the largest rank's share (the max over ranks). */
 int64_t ir_type_local_elems(const struct ir_module *m, const ir_type *t);
 int64_t ir_type_global_elems(const ir_type *t);
 bool ir_type_equal(const ir_type *a, const ir_type *b);
@@ -82,7 +100,7 @@ bool ir_type_equal(const ir_type *a, const ir_type *b);
 ir_type ir_type_make(ir_dtype dtype, int rank, const int64_t *dims);
 /* Formats a type as printed ("bf16[2@dp,64@sp,4,16]") into buf; returns buf.
  * IR_TYPE_STR_MAX bytes are always enough. */
-enum { IR_TYPE_STR_MAX = 640 };
+enum { IR_TYPE_STR_MAX = 768 };
 const char *ir_type_str(const struct ir_module *m, const ir_type *t, char *buf, size_t n);
 /* The dtype names, for "did you mean". */
 const char *const *ir_dtype_all(int *n);

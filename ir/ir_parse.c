@@ -216,7 +216,7 @@ static bool p_dtype(ir_parser *p, ir_dtype *out)
 }
 
 /* type := dtype '[' (dim (',' dim)*)? ']'
- * dim  := INT GROUP?                          e.g. 16384@sp */
+ * dim  := INT GROUP? (':' INT)?               e.g. 16384@sp, 6@sp:1 (uneven, unit 1) */
 static bool p_type(ir_parser *p, ir_type *t)
 {
     memset(t, 0, sizeof *t);
@@ -244,6 +244,16 @@ static bool p_type(ir_parser *p, ir_type *t)
             if (g < 0)
                 return false;
             t->shard[t->rank] = g;
+        }
+        if (p_accept_punct(p, ':')) {
+            int64_t u;
+            if (CUR->kind == T_INT && CUR->ival < 1) {
+                ir_lex_error(&p->lx, CUR, "split unit must be positive, found %lld", (long long)CUR->ival);
+                return false;
+            }
+            if (!p_int(p, 1, INT64_MAX, "a split unit", &u))
+                return false;
+            t->unit[t->rank] = u;
         }
         t->rank++;
     } while (p_accept_punct(p, ','));

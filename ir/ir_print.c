@@ -72,6 +72,8 @@ const char *ir_type_str(const ir_module *m, const ir_type *t, char *buf, size_t 
         len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? "," : "", (long long)t->dims[i]);
         if (t->shard[i] != -1 && len < n)
             len += (size_t)snprintf(buf + len, n - len, "@%s", ir_group_name(m, t->shard[i]));
+        if (t->unit[i] != 0 && len < n)
+            len += (size_t)snprintf(buf + len, n - len, ":%lld", (long long)t->unit[i]);
     }
     if (len < n)
         snprintf(buf + len, n - len, "]");

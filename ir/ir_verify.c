@@ -129,6 +129,16 @@ static void ir_verify_value_type(ir_vctx *c, const ir_value *val)
     }
     int64_t elems = 1;
     for (int d = 0; d < t->rank; d++) {
+        if (t->unit[d] == 0)
+            continue;
+        if (t->shard[d] == -1)
+            ir_verr(c, val->loc, "value %%%s: dim %d has a split unit (:%lld) but is whole", val->name, d,
+                    (long long)t->unit[d]);
+        if (val->kind != IR_V_RESULT || t->rank != 4 || d != 2)
+            ir_verr(c, val->loc, "value %%%s: only the head dim (dim 2) of a rank-4 attention exchange result may "
+                    "be split unevenly (:%lld on dim %d)", val->name, (long long)t->unit[d], d);
+    }
+    for (int d = 0; d < t->rank; d++) {
         int64_t n = t->dims[d];
         int g = t->shard[d];
         if (n < 1) {
@@ -151,6 +161,14 @@ static void ir_verify_value_type(ir_vctx *c, const ir_value *val)
                 ir_verr(c, val->loc, "value %%%s: group @%s shards both dim %d and dim %d (at most one dim per group)",
                         val->name, m->groups[g].name, e, d);
         int k = m->groups[g].set_size;
+        if (t->unit[d] != 0) {
+            int64_t u = t->unit[d];
+            if (u < 1 || n % u || (k >= 1 && n / u < k))
+                ir_verr(c, val->loc, "value %%%s: dim %d of size %lld cannot be split in units of %lld over the %d "
+                        "ranks of each set of @%s (the size must be a multiple of the unit and every rank needs "
+                        "at least one unit)", val->name, d, (long long)n, (long long)u, k, m->groups[g].name);
+            continue;
+        }
         if (k >= 1 && n % k)
             ir_verr(c, val->loc, "value %%%s: dim %d of size %lld is not divisible by the %d ranks of each set of @%s",
                     val->name, d, (long long)n, k, m->groups[g].name);
@@ -317,6 +335,30 @@ static bool ir_types_sane(const ir_module *m, const ir_op *op)
     return true;
 }
 
+/* Values with a split unit (uneven head dims) live only between the
+ * all_to_alls around attention: only all_to_all, attention, attention_bwd
+ * and free may read or define them. */
+static bool ir_has_unit(const ir_type *t)
+{
+    for (int d = 0; d < t->rank && d < IR_MAX_RANK; d++)
+        if (t->unit[d] != 0)
+            return true;
+    return false;
+}
+
+static void ir_verify_uneven_uses(ir_vctx *c, const ir_op *op)
+{
+    if (op->code == IR_ALL_TO_ALL || op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD || op->code == IR_FREE)
+        return;
+    const ir_module *m = c->m;
+    for (int k = 0; k < op->nin + op->nout; k++) {
+        int v = k < op->nin ? op->in[k] : op->out[k - op->nin];
+        if (v >= 0 && v < m->nvalues && ir_has_unit(&m->values[v].type))
+            ir_verr(c, sup_noloc(), "%s %%%s is split unevenly; only all_to_all, attention, attention_bwd and free "
+                    "may use such a value", k < op->nin ? "reads" : "defines", m->values[v].name);
+    }
+}
+
 static void ir_verify_ops(ir_vctx *c)
 {
     const ir_module *m = c->m;
@@ -339,6 +381,7 @@ static void ir_verify_ops(ir_vctx *c)
         ir_verify_uses(c, op, &st);
         ir_verify_defs(c, op, &st);
         ir_verify_kind(c, op, info);
+        ir_verify_uneven_uses(c, op);
         if (ir_types_sane(m, op))
             ir_verify_op_types(c, op);
         if (op->code == IR_FREE)

@@ -52,6 +52,9 @@ static void same_other_dims(ir_vctx *c, const ir_value *x, const ir_value *y, in
         snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, d, sizeof d), i);
         ir_vwant_dim(c, y, i, x->type.dims[i], what);
         ir_vwant_shard(c, y, i, x->type.shard[i], " (a collective changes only the dims it names)");
+        if (x->type.unit[i] != y->type.unit[i])
+            ir_verr(c, sup_noloc(), "%s has split unit %lld, but %%%s dim %d has %lld (a collective changes only the "
+                    "dims it names)", what, (long long)x->type.unit[i], y->name, i, (long long)y->type.unit[i]);
     }
 }
 
@@ -99,6 +102,9 @@ static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
         }
         ir_vwant_shard(c, x, concat, g, " (concat dim: sharded before the all_to_all)");
         ir_vwant_shard(c, y, concat, -1, " (concat dim: gathered by the all_to_all)");
+        if ((y->type.unit[split] != 0 && fanout > 1) || (x->type.unit[concat] != 0 && fanin > 1))
+            ir_verr(c, sup_noloc(), "pair %%%s -> %%%s: an uneven split cannot be combined with fanout/fanin",
+                    x->name, y->name);
         ir_vwant_shard(c, x, split, -1, " (split dim: whole before the all_to_all)");
         ir_vwant_shard(c, y, split, g, " (split dim: scattered by the all_to_all)");
         want_ratio(c, x, y, split, fanout, "fanout");

@@ -268,6 +268,16 @@ static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k,
         ir_vwant_shard(c, v, 1, -1, why);
     ir_vwant_shard(c, k, 0, q->type.shard[0], " (q and k must split the batch alike)");
     ir_vwant_shard(c, k, 2, q->type.shard[2], " (q and k must split the heads alike)");
+    /* Uneven head splits: q's unit spans exactly the q heads of k's unit, so
+     * every rank's q heads read only its own kv heads. */
+    int64_t uq = q->type.unit[2], uk = k->type.unit[2];
+    if ((uq != 0) != (uk != 0))
+        ir_verr(c, sup_noloc(), "%%%s and %%%s must both split the heads evenly or both unevenly (units %lld and %lld)",
+                q->name, k->name, (long long)uq, (long long)uk);
+    else if (uq != 0 && uq * k->type.dims[2] != uk * q->type.dims[2])
+        ir_verr(c, sup_noloc(), "%%%s splits its %lld heads in units of %lld, but %%%s splits its %lld heads in units "
+                "of %lld: the units must hold matching q and kv heads (unit ratio = head ratio)", q->name,
+                (long long)q->type.dims[2], (long long)uq, k->name, (long long)k->type.dims[2], (long long)uk);
 }
 
 static void check_attention(ir_vctx *c, const ir_op *op)

@@ -92,6 +92,13 @@ int pu_first_use(const ir_module *m, int v, int start)
     return -1;
 }
 
+bool pu_heads_uneven(const ir_module *m, int K)
+{
+    pu_dims d = pu_model_dims(m);
+    int64_t H = d.H, Hk = d.Hk > 0 ? d.Hk : d.H;
+    return K >= 1 && Hk >= K && Hk % K != 0 && H % Hk == 0;
+}
+
 const char *pu_sp_illegal(const ir_module *m, int K)
 {
     static char why[160];
@@ -99,12 +106,13 @@ const char *pu_sp_illegal(const ir_module *m, int K)
     int64_t H = d.H, Hk = d.Hk, S = d.S;
     if (K < 1)
         return "the sequence-parallel size must be at least 1";
-    if (H % K) {
+    bool uneven = pu_heads_uneven(m, K);
+    if (H % K && !uneven) {
         snprintf(why, sizeof why, "heads (%lld) not divisible by sequence-parallel size K=%d",
                  (long long)H, K);
         return why;
     }
-    if (Hk > 0 && Hk % K && K % Hk) {
+    if (Hk > 0 && Hk % K && K % Hk && !uneven) {
         snprintf(why, sizeof why,
                  "kv_heads (%lld) neither divisible by nor a divisor of sequence-parallel size K=%d",
                  (long long)Hk, K);
@@ -171,7 +179,7 @@ ir_type pu_heads_type(ir_type t, int sp, int64_t fanout)
 /* Ulysses exchanges: split=2 trades sequence for heads (the receiving side
  * holds the heads, `fanout` replicates a shared KV head to the F ranks that
  * need it); split=1 trades back (`fanin` sums the F partial gradients). */
-static void fix_exchange(ir_module *m, ir_op *op, int K)
+static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven)
 {
     bool to_heads = ir_attr_int(op, "split", 0) == 2;
     int64_t F = 1;
@@ -179,8 +187,10 @@ static void fix_exchange(ir_module *m, ir_op *op, int K)
         int seq_side = to_heads ? op->in[k] : op->out[k];
         int head_side = to_heads ? op->out[k] : op->in[k];
         int64_t real = m->values[seq_side].type.dims[2];
-        int64_t f = real > 0 && K > real ? K / real : 1;
+        int64_t f = real > 0 && K > real && !uneven ? K / real : 1;
         m->values[head_side].type.dims[2] = real * f;
+        /* Uneven: split in whole kv groups (q's unit = its heads per kv head). */
+        m->values[head_side].type.unit[2] = uneven && Hk > 0 && real % Hk == 0 ? real / Hk : 0;
         if (f > F)
             F = f;
     }
@@ -201,9 +211,11 @@ static void fix_exchange(ir_module *m, ir_op *op, int K)
 void pu_fix_virtual_heads(ir_module *m, int sp)
 {
     int K = m->groups[sp].set_size;
+    pu_dims d = pu_model_dims(m);
+    bool uneven = pu_heads_uneven(m, K);
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ALL_TO_ALL && ir_op_group(&m->ops[i]) == sp)
-            fix_exchange(m, &m->ops[i], K);
+            fix_exchange(m, &m->ops[i], K, d.Hk > 0 ? d.Hk : d.H, uneven);
 }
 
 void pu_shard_batch(ir_module *m, int sp, int dp)

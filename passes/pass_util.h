@@ -51,6 +51,9 @@ ir_type pu_heads_type(ir_type t, int sp, int64_t fanout);
  * pass_ulysses.c for the GQA scheme). */
 void pu_fix_virtual_heads(ir_module *m, int sp);
 
+/* True when K ranks split the heads unevenly (ir/README.md, uneven splits):
+ * kv heads (= heads for MHA) >= K, not divisible by K, heads % kv_heads == 0. */
+bool pu_heads_uneven(const ir_module *m, int K);
 /* SP legality for a group size K: NULL when heads, kv heads and the
  * sequence can be split K ways, else a static-lifetime reason. */
 const char *pu_sp_illegal(const ir_module *m, int K);

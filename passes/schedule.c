@@ -10,7 +10,9 @@
  *                   fanin (input has them) counts the data actually moved.
  *                   sent = chunk*(P-1), peers = P-1, inter-node = chunk times
  *                   the peers in the rank's set on another node (max over
- *                   ranks).
+ *                   ranks).  An uneven split (ir/README.md) sends chunks
+ *                   of different sizes: sent and inter-node are computed per
+ *                   rank and the max over ranks is reported.
  *   all_gather      ring: sent = local in * (P-1)
  *   reduce_scatter  ring: sent = local in * (P-1)/P
  *   all_reduce      ring (reduce-scatter + all-gather): sent = 2*(P-1)/P*local
@@ -34,6 +36,49 @@ static double local_bytes(const ir_module *m, int v)
 {
     const ir_type *t = &m->values[v].type;
     return (double)ir_type_local_elems(m, t) * ir_dtype_size(t->dtype);
+}
+
+/* An all_to_all with an uneven split (ir/README.md): chunks differ by peer,
+ * so bytes and inter-node bytes are computed per rank, and the report takes
+ * the max over ranks.  Rank p sends peer q, per pair, the other dims times
+ * p's local concat entries times q's split entries.  False when no value of
+ * the op is uneven (the even model above applies). */
+static bool uneven_all_to_all(const ir_module *m, const ir_op *op, const ir_group *g, pass_traffic *t)
+{
+    bool any = false;
+    for (int k = 0; k < op->nin + op->nout; k++)
+        any |= ir_type_uneven(m, &m->values[k < op->nin ? op->in[k] : op->out[k - op->nin]].type);
+    int split = (int)ir_attr_int(op, "split", -1), concat = (int)ir_attr_int(op, "concat", -1);
+    if (!any || split < 0 || concat < 0)
+        return false;
+    int P = g->set_size;
+    double best = 0, best_inter = 0;
+    for (int s = 0; s < g->nsets; s++)
+        for (int p = 0; p < P; p++) {
+            double sent = 0, inter = 0;
+            for (int q = 0; q < P; q++) {
+                if (q == p)
+                    continue;
+                double bytes = 0;
+                for (int k = 0; k < op->nin && k < op->nout; k++) {
+                    const ir_type *x = &m->values[op->in[k]].type, *y = &m->values[op->out[k]].type;
+                    double e = (double)ir_type_local_dim(m, x, concat, p) * (double)ir_type_local_dim(m, y, split, q);
+                    for (int d = 0; d < x->rank; d++)
+                        if (d != split && d != concat)
+                            e *= (double)ir_type_max_local_dim(m, x, d);
+                    bytes += e * ir_dtype_size(x->dtype);
+                }
+                sent += bytes;
+                if (node_of(m, g->ranks[s * P + p]) != node_of(m, g->ranks[s * P + q]))
+                    inter += bytes;
+            }
+            best = sent > best ? sent : best;
+            best_inter = inter > best_inter ? inter : best_inter;
+        }
+    t->bytes_sent = best;
+    t->peers = P - 1;
+    t->inter_bytes = best_inter;
+    return true;
 }
 
 /* Most peers a rank of group g has on other nodes. */
@@ -78,6 +123,8 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
     double in = local_bytes(m, op->in[0]);
     switch (op->code) {
     case IR_ALL_TO_ALL: {
+        if (uneven_all_to_all(m, op, g, &t))
+            return t;
         double chunk = 0;
         for (int k = 0; k < op->nin && k < op->nout; k++) {
             double a = local_bytes(m, op->in[k]), b = local_bytes(m, op->out[k]);

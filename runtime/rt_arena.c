@@ -129,20 +129,54 @@ int rt_pos_of_rank(const rt_program *p, int g, int r) {
     rt_die(__FILE__, __LINE__, "rank %d is not in group %s", r, gd->name);
 }
 
+/* Balanced split of n = u*m entries over K positions in whole units of u
+ * (u = 0: even, n/K each). */
+int64_t rt_dim_len(const rt_program *p, const rt_value_desc *d, int i, int pos) {
+    int g = d->shard[i];
+    if (g < 0) return d->dims[i];
+    int64_t K = p->groups[g].set_size, u = d->unit[i];
+    if (u < 1) return d->dims[i] / K;
+    int64_t m = d->dims[i] / u;
+    return u * (m / K + (pos < m % K));
+}
+
+int64_t rt_dim_start(const rt_program *p, const rt_value_desc *d, int i, int pos) {
+    int g = d->shard[i];
+    if (g < 0) return 0;
+    int64_t K = p->groups[g].set_size, u = d->unit[i];
+    if (u < 1) return pos * (d->dims[i] / K);
+    int64_t m = d->dims[i] / u, r = m % K;
+    return u * (pos * (m / K) + (pos < r ? pos : r));
+}
+
+bool rt_value_uneven(const rt_value_desc *d) {
+    for (int i = 0; i < d->rank; i++)
+        if (d->unit[i] != 0) return true;
+    return false;
+}
+
 int rt_local_dims(const rt_ctx *rt, int v, int64_t ldims[RT_MAX_RANK]) {
     const rt_value_desc *d = &rt->p->values[v];
     for (int i = 0; i < d->rank; i++) {
         int g = d->shard[i];
-        ldims[i] = g < 0 ? d->dims[i] : d->dims[i] / rt->p->groups[g].set_size;
+        ldims[i] = rt_dim_len(rt->p, d, i, g < 0 ? 0 : rt->gpos[g]);
     }
     return d->rank;
+}
+
+int64_t rt_local_dim(rt_ctx *rt, int value, int dim) {
+    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
+    const rt_value_desc *d = &rt->p->values[value];
+    RT_CHECK(dim >= 0 && dim < d->rank, "value %s has no dim %d", d->name, dim);
+    int g = d->shard[dim];
+    return rt_dim_len(rt->p, d, dim, g < 0 ? 0 : rt->gpos[g]);
 }
 
 void rt_global_offset(const rt_program *p, int v, int r, int64_t off[RT_MAX_RANK]) {
     const rt_value_desc *d = &p->values[v];
     for (int i = 0; i < d->rank; i++) {
         int g = d->shard[i];
-        off[i] = g < 0 ? 0 : rt_pos_of_rank(p, g, r) * (d->dims[i] / p->groups[g].set_size);
+        off[i] = g < 0 ? 0 : rt_dim_start(p, d, i, rt_pos_of_rank(p, g, r));
     }
 }
 

@@ -44,16 +44,28 @@ static void rt_outer_inner(const int64_t *ld, int nd, int dim, int64_t *outer, i
 /* ---- all_to_all ------------------------------------------------------------------
  * Both buffers are viewed as 5-d [O, A, M, B, I] with A, B the split and
  * concat dims in dim order.  A chunk (what one rank sends one peer) has the
- * peer's range of the split dim and all local entries of the concat dim. */
+ * peer's range of the split dim and all local entries of the concat dim.
+ * With an uneven split (rt_value_desc.unit) the ranges differ by peer, so
+ * chunk sizes do too: the exchange is an MPI_Alltoallv with per-peer counts
+ * and displacements (MPI_Alltoall when every chunk has one size). */
 typedef struct rt_a2a_geom {
+    const rt_program *p;
+    const rt_value_desc *xd, *yd;
+    int split, concat;
     int64_t O, M, I;
     int64_t xa, xb, ya, yb; /* local sizes of dims a, b in x and y */
-    int64_t ca, cb;         /* chunk sizes of dims a, b */
     int64_t nvy, lxc;       /* y-local split size, x-local concat size */
     int64_t fo, fi;         /* this pair's fanout / fanin ratio (1 or F) */
     bool a_split;           /* dim a is the split dim */
-    int64_t chunk;          /* elements per peer */
 } rt_a2a_geom;
+
+/* Elements this rank sends the peer at position q / receives from p. */
+static int64_t rt_a2a_send_count(const rt_a2a_geom *G, int q) {
+    return G->O * G->M * G->I * G->lxc * rt_dim_len(G->p, G->yd, G->split, q);
+}
+static int64_t rt_a2a_recv_count(const rt_a2a_geom *G, int p) {
+    return G->O * G->M * G->I * G->nvy * rt_dim_len(G->p, G->xd, G->concat, p);
+}
 
 static rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) {
     const rt_value_desc *xd = rt_val(rt, x), *yd = rt_val(rt, y);
@@ -69,6 +81,7 @@ static rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, 
     int nd = rt_local_dims(rt, x, lx);
     rt_local_dims(rt, y, ly);
     rt_a2a_geom G = {0};
+    G.p = rt->p, G.xd = xd, G.yd = yd, G.split = split, G.concat = concat;
     int a = split < concat ? split : concat, b = split < concat ? concat : split;
     G.a_split = a == split;
     G.O = G.M = G.I = 1;
@@ -86,42 +99,43 @@ static rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, 
     RT_CHECK(G.fo >= 1 && G.fi >= 1 && yd->dims[split] == G.fo * xd->dims[split] &&
                  xd->dims[concat] == G.fi * yd->dims[concat],
              "all_to_all %s -> %s: split/concat sizes are not a fanout/fanin multiple", xd->name, yd->name);
-    G.ca = G.a_split ? G.nvy : G.lxc;
-    G.cb = G.a_split ? G.lxc : G.nvy;
-    G.chunk = G.O * G.ca * G.M * G.cb * G.I;
+    RT_CHECK((yd->unit[split] == 0 || G.fo == 1) && (xd->unit[concat] == 0 || G.fi == 1),
+             "all_to_all %s -> %s: an uneven split cannot fan out or in", xd->name, yd->name);
     return G;
 }
 
-/* The chunk for the peer at position q: its virtual split entries v map to
- * the real entries v / fo of x. */
-static void rt_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int64_t q) {
+/* The chunk for the peer at position q: its (virtual) split entries
+ * start(q) .. start(q)+len(q) map to the real entries v / fo of x. */
+static void rt_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int q) {
     size_t run = (size_t)G->I * 4;
-    int64_t base = q * G->nvy;
+    int64_t base = rt_dim_start(G->p, G->yd, G->split, q), ns = rt_dim_len(G->p, G->yd, G->split, q);
+    int64_t ca = G->a_split ? ns : G->lxc, cb = G->a_split ? G->lxc : ns;
     for (int64_t o = 0; o < G->O; o++)
-        for (int64_t ka = 0; ka < G->ca; ka++) {
+        for (int64_t ka = 0; ka < ca; ka++) {
             int64_t xa = G->a_split ? (base + ka) / G->fo : ka;
             for (int64_t m = 0; m < G->M; m++)
-                for (int64_t kb = 0; kb < G->cb; kb++) {
+                for (int64_t kb = 0; kb < cb; kb++) {
                     int64_t xb = G->a_split ? kb : (base + kb) / G->fo;
                     int64_t s = (((o * G->xa + xa) * G->M + m) * G->xb + xb) * G->I;
-                    int64_t d = (((o * G->ca + ka) * G->M + m) * G->cb + kb) * G->I;
+                    int64_t d = (((o * ca + ka) * G->M + m) * cb + kb) * G->I;
                     memcpy(dst + d * 4, x + s * 4, run);
                 }
         }
 }
 
 /* The chunk from the peer at position p: its concat entries are the global
- * (virtual, under fanin) entries p*lxc + k, summed into real entry / fi. */
-static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int64_t p) {
-    int64_t base = p * G->lxc;
+ * (virtual, under fanin) entries start(p) + k, summed into real entry / fi. */
+static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p) {
+    int64_t base = rt_dim_start(G->p, G->xd, G->concat, p), nc = rt_dim_len(G->p, G->xd, G->concat, p);
+    int64_t ca = G->a_split ? G->nvy : nc, cb = G->a_split ? nc : G->nvy;
     for (int64_t o = 0; o < G->O; o++)
-        for (int64_t ka = 0; ka < G->ca; ka++) {
+        for (int64_t ka = 0; ka < ca; ka++) {
             int64_t ya = G->a_split ? ka : (base + ka) / G->fi;
             for (int64_t m = 0; m < G->M; m++)
-                for (int64_t kb = 0; kb < G->cb; kb++) {
+                for (int64_t kb = 0; kb < cb; kb++) {
                     int64_t yb = G->a_split ? (base + kb) / G->fi : kb;
                     int64_t d = (((o * G->ya + ya) * G->M + m) * G->yb + yb) * G->I;
-                    int64_t s = (((o * G->ca + ka) * G->M + m) * G->cb + kb) * G->I;
+                    int64_t s = (((o * ca + ka) * G->M + m) * cb + kb) * G->I;
                     if (G->fi == 1) {
                         memcpy(y + d * 4, src + s * 4, (size_t)G->I * 4);
                     } else {
@@ -138,11 +152,10 @@ enum { RT_A2A_MAX = 8 };
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs) {
     double t0 = rt_now();
-    int K = rt_set_size(rt, g);
+    int K = rt_set_size(rt, g), me = rt->gpos[g];
     RT_CHECK(n >= 1 && n <= RT_A2A_MAX, "all_to_all: %d fused exchanges (1..%d)", n, RT_A2A_MAX);
     RT_CHECK(fanout >= 1 && fanin >= 1, "all_to_all: fanout %d fanin %d", fanout, fanin);
     rt_a2a_geom G[RT_A2A_MAX];
-    int64_t off[RT_A2A_MAX + 1] = {0};
     for (int i = 0; i < n; i++) {
         G[i] = rt_a2a_plan(rt, g, split, concat, ins[i], outs[i]);
         RT_CHECK((G[i].fo == 1 || G[i].fo == fanout) && (G[i].fi == 1 || G[i].fi == fanin),
@@ -150,28 +163,72 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
                  fanout, fanin);
         RT_CHECK(rt->p->values[ins[i]].dtype == rt->p->values[ins[0]].dtype, "all_to_all: mixed dtypes");
         RT_CHECK(G[i].fi == 1 || rt->p->values[ins[i]].dtype == RT_F32, "all_to_all: fanin needs f32");
-        off[i + 1] = off[i] + G[i].chunk;
     }
-    int64_t C = off[n];
-    char *sbuf = rt_scratch(rt, 0, (size_t)(C * K) * 4);
-    char *rbuf = rt_scratch(rt, 1, (size_t)(C * K) * 4);
-    for (int q = 0; q < K; q++)
-        for (int i = 0; i < n; i++) rt_a2a_pack(&G[i], sbuf + (q * C + off[i]) * 4, rt->buf[ins[i]], q);
-    if (K == 1) memcpy(rbuf, sbuf, (size_t)C * 4);
+    /* Per-peer counts and displacements (elements); chunk q holds the n
+     * pairs' pieces for peer q one after the other. */
+    int64_t *scnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K,
+            *rdis = rcnt + K;
+    int64_t stot = 0, rtot = 0, sent = 0;
+    bool same = true;
+    for (int q = 0; q < K; q++) {
+        scnt[q] = rcnt[q] = 0;
+        for (int i = 0; i < n; i++) scnt[q] += rt_a2a_send_count(&G[i], q), rcnt[q] += rt_a2a_recv_count(&G[i], q);
+        sdis[q] = stot, rdis[q] = rtot;
+        stot += scnt[q], rtot += rcnt[q];
+        if (q != me) sent += scnt[q];
+        same &= scnt[q] == scnt[0] && rcnt[q] == scnt[0];
+    }
+    char *sbuf = rt_scratch(rt, 0, (size_t)(stot ? stot : 1) * 4);
+    char *rbuf = rt_scratch(rt, 1, (size_t)(rtot ? rtot : 1) * 4);
+    for (int q = 0; q < K; q++) {
+        int64_t off = sdis[q];
+        for (int i = 0; i < n; i++) {
+            rt_a2a_pack(&G[i], sbuf + off * 4, rt->buf[ins[i]], q);
+            off += rt_a2a_send_count(&G[i], q);
+        }
+    }
+    if (K == 1) memcpy(rbuf, sbuf, (size_t)stot * 4);
     else {
-        RT_CHECK(C <= 0x7fffffff, "all_to_all: %lld elements per peer exceed MPI's int count", (long long)C);
         MPI_Datatype t = rt_mpi_type(&rt->p->values[ins[0]]);
-        RT_MPI(MPI_Alltoall(sbuf, (int)C, t, rbuf, (int)C, t, rt->comm[g]));
+        if (same) {
+            RT_CHECK(scnt[0] <= 0x7fffffff, "all_to_all: %lld elements per peer exceed MPI's int count",
+                     (long long)scnt[0]);
+            RT_MPI(MPI_Alltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g]));
+        } else { /* split-size all-to-all */
+            RT_CHECK(stot <= 0x7fffffff && rtot <= 0x7fffffff,
+                     "all_to_all: %lld / %lld elements exceed MPI's int counts", (long long)stot, (long long)rtot);
+            int *ic = RT_MALLOC(sizeof(int) * 4 * (size_t)K);
+            for (int q = 0; q < K; q++)
+                ic[q] = (int)scnt[q], ic[K + q] = (int)sdis[q], ic[2 * K + q] = (int)rcnt[q],
+                ic[3 * K + q] = (int)rdis[q];
+            RT_MPI(MPI_Alltoallv(sbuf, ic, ic + K, t, rbuf, ic + 2 * K, ic + 3 * K, t, rt->comm[g]));
+            free(ic);
+        }
     }
     for (int i = 0; i < n; i++) {
         if (G[i].fi > 1) memset(rt->buf[outs[i]], 0, (size_t)rt->p->values[outs[i]].local_elems * 4);
-        for (int p = 0; p < K; p++) rt_a2a_unpack(&G[i], rt->buf[outs[i]], rbuf + (p * C + off[i]) * 4, p);
+        for (int p = 0; p < K; p++) { /* pair i's piece inside peer p's chunk */
+            int64_t o = rdis[p];
+            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&G[j], p);
+            rt_a2a_unpack(&G[i], rt->buf[outs[i]], rbuf + o * 4, p);
+        }
     }
-    rt_count(rt, RT_C_ALL_TO_ALL, C * (K - 1) * 4, t0);
+    free(scnt);
+    rt_count(rt, RT_C_ALL_TO_ALL, sent * 4, t0);
 }
 
 /* ---- all_gather / reduce_scatter ---------------------------------------------- */
+/* Only all_to_all handles uneven splits; the other collectives refuse them
+ * clearly (params and gradients are never uneven). */
+static void rt_check_even(rt_ctx *rt, const char *op, int v) {
+    const rt_value_desc *d = rt_val(rt, v);
+    RT_CHECK(!rt_value_uneven(d), "%s %s: the value is split unevenly; only all_to_all supports uneven splits", op,
+             d->name);
+}
+
 static void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, int whole) {
+    rt_check_even(rt, op, sharded);
+    rt_check_even(rt, op, whole);
     const rt_value_desc *s = rt_val(rt, sharded), *w = rt_val(rt, whole);
     RT_CHECK(s->rank == w->rank && dim >= 0 && dim < s->rank, "%s %s: bad dim %d", op, s->name, dim);
     RT_CHECK(s->shard[dim] == g && w->shard[dim] < 0, "%s %s / %s: dim %d must be sharded by %s on one side only",
@@ -239,6 +296,8 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
     double t0 = rt_now();
     int K = rt_set_size(rt, g);
+    rt_check_even(rt, "all_reduce", in);
+    rt_check_even(rt, "all_reduce", out);
     const rt_value_desc *xd = rt_val(rt, in), *yd = rt_val(rt, out);
     RT_CHECK(xd->local_elems == yd->local_elems && xd->dtype == RT_F32 && yd->dtype == RT_F32,
              "all_reduce %s -> %s: needs two f32 values of one size", xd->name, yd->name);
@@ -262,6 +321,7 @@ static int rt_peer(rt_ctx *rt, int g, int peer) {
 
 void rt_send(rt_ctx *rt, int g, int peer, int in) {
     double t0 = rt_now();
+    rt_check_even(rt, "send", in);
     const rt_value_desc *d = rt_val(rt, in);
     size_t bytes = (size_t)d->local_elems * 4;
     RT_CHECK(d->local_elems <= 0x7fffffff, "send %s: too large for one MPI call", d->name);
@@ -279,6 +339,7 @@ void rt_send(rt_ctx *rt, int g, int peer, int in) {
 
 void rt_recv(rt_ctx *rt, int g, int peer, int out) {
     double t0 = rt_now();
+    rt_check_even(rt, "recv", out);
     const rt_value_desc *d = rt_val(rt, out);
     RT_CHECK(d->local_elems <= 0x7fffffff, "recv %s: too large for one MPI call", d->name);
     RT_MPI(MPI_Recv(rt->buf[out], (int)d->local_elems, rt_mpi_type(d), rt_peer(rt, g, peer), 0, rt->comm[g],

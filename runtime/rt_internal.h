@@ -121,6 +121,12 @@ void rt_arena_report(rt_ctx *rt, FILE *f);
 void rt_init_params(rt_ctx *rt, uint64_t seed);
 /* Local dims of value v on this rank; returns its rank (number of dims). */
 int rt_local_dims(const rt_ctx *rt, int v, int64_t ldims[RT_MAX_RANK]);
+/* Local size and first global index of dim i of value d at position pos of
+ * the set of the group sharding it (even, or uneven by d->unit[i]). */
+int64_t rt_dim_len(const rt_program *p, const rt_value_desc *d, int i, int pos);
+int64_t rt_dim_start(const rt_program *p, const rt_value_desc *d, int i, int pos);
+/* True when some dim of d has an uneven split unit. */
+bool rt_value_uneven(const rt_value_desc *d);
 /* Position of world rank r in its set of group g. */
 int rt_pos_of_rank(const rt_program *p, int g, int r);
 /* Global coordinate of this (or world rank r's) first local element per dim. */

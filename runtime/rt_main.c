@@ -180,7 +180,14 @@ static void rt_check_tables(const rt_program *p) {
         for (int i = 0; i < d->rank; i++) {
             int g = d->shard[i];
             RT_CHECK(g >= -1 && g < p->ngroups, "value %s: dim %d sharded by group index %d", d->name, i, g);
-            int64_t k = g < 0 ? 1 : p->groups[g].set_size;
+            int64_t k = g < 0 ? 1 : p->groups[g].set_size, u = d->unit[i];
+            if (u != 0) { /* uneven: whole units, at least one per rank, on a sharded dim */
+                RT_CHECK(g >= 0 && u >= 1 && d->dims[i] % u == 0 && d->dims[i] / u >= k && d->kind == RT_ACT,
+                         "value %s: dim %d (%lld) cannot be split in units of %lld over %lld ranks", d->name, i,
+                         (long long)d->dims[i], (long long)u, (long long)k);
+                n *= rt_dim_len(p, d, i, 0); /* position 0 holds the most */
+                continue;
+            }
             RT_CHECK(d->dims[i] >= 1 && d->dims[i] % k == 0, "value %s: dim %d (%lld) not divisible by %lld",
                      d->name, i, (long long)d->dims[i], (long long)k);
             n *= d->dims[i] / k;

@@ -14,7 +14,8 @@
  *     activation dtype"; the CPU computes it in fp32), integer values int32.
  *   - Buffers live in one arena; rt_f32(rt, V) / rt_i32(rt, V) return value
  *     V's local buffer (row-major, local dims = global dims divided by the
- *     set size of the group sharding each dim).
+ *     set size of the group sharding each dim, or this rank's share of an
+ *     uneven dim, see rt_value_desc.unit).
  *   - Every op OVERWRITES its outputs (gradients are summed explicitly by
  *     `add` ops in the IR), except rt_adamw which updates the parameter and
  *     its optimizer state in place.
@@ -52,7 +53,14 @@ typedef struct rt_value_desc {
     int rank;                       /* 0 = scalar */
     int64_t dims[RT_MAX_RANK];      /* global */
     int shard[RT_MAX_RANK];         /* group index per dim, -1 = whole */
-    int64_t local_elems;            /* product of local dims (1 for scalars) */
+    int64_t local_elems;            /* product of local dims (1 for scalars); for an
+                                       uneven value the largest rank's (its buffer size) */
+    /* Uneven split unit per dim, 0 = even (dims divisible by the set size).
+     * u >= 1: the dim of n = u*m entries is split in whole units of u; the
+     * rank at position p of its set holds m/K + (p < m%K) units, starting at
+     * unit p*(m/K) + min(p, m%K).  Only head dims of attention exchange
+     * values are ever uneven (ir/README.md); tables may omit the field. */
+    int64_t unit[RT_MAX_RANK];
 } rt_value_desc;
 
 /* A parameter and the gradient its optimizer step reads. */
@@ -105,6 +113,10 @@ float *rt_f32(rt_ctx *rt, int value);
 int32_t *rt_i32(rt_ctx *rt, int value);
 /* This rank's index inside its set of group g (0 .. set_size-1). */
 int rt_group_pos(rt_ctx *rt, int g);
+/* This rank's local size of dim `dim` of value `value` (the global size when
+ * whole); generated code asks for it where a dim is split unevenly and the
+ * size differs by rank. */
+int64_t rt_local_dim(rt_ctx *rt, int value, int dim);
 
 /* ---- kernels (CPU: fp32; sizes are local) -----------------------------------
  * Shapes in comments: N = local tokens (b*s), D hidden, V vocab, I/O linear
@@ -176,7 +188,8 @@ void rt_adamw(rt_ctx *rt, int param, int grad);
 
 /* ---- collectives (value indices; group g indexes program->groups) ----------- */
 /* n fused exchanges ins[i] -> outs[i]: dim `concat` becomes whole, dim `split`
- * becomes sharded; fanout F: the split dim of size n arrives as n*F virtual
+ * becomes sharded (evenly or unevenly: MPI_Alltoallv with per-peer counts and
+ * displacements, so chunks may differ by peer); fanout F: the split dim of size n arrives as n*F virtual
  * entries (virtual v = real v/F); fanin F: the reverse, the F copies summed. */
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs);

@@ -16,7 +16,7 @@ static const rt_group_desc groups[] = {{"world", 1, 4, r_world}, {"sp", 2, 2, r_
 
 enum {
     X, Y, Z, Q, K, V, QH, KH, VH, DQ, DK, DV, AG0I, AG0O, AG1I, AG1O, RS0I, RS0O, RS1I, RS1O, ARI, ARO, RGI, RGO,
-    TOK, TGT, PW, PWH, GW, LOSS, NV
+    TOK, TGT, PW, PWH, GW, LOSS, UXQ, UXK, UQ, UK, UZQ, UZK, NV
 };
 static rt_value_desc vals[NV];
 static int failures, rank_;
@@ -76,6 +76,17 @@ static void define_values(void) {
     def(PWH, "l0.wq", RT_PARAM, RT_F32, 2, (const int64_t[]){6, 8}, (const int[]){-1, -1});
     DEF(GW, RT_ACT, RT_F32, 2, A(6, 8), A(-1, -1));
     def(LOSS, "loss", RT_ACT, RT_F32, 0, NULL, NULL);
+    /* Uneven (split-size) all_to_all over the 4 ranks of @world: 12 q heads in
+     * units of 2 and 6 kv heads in units of 1; ranks hold kv 2,2,1,1 and q
+     * 4,4,2,2.  local_elems is the largest rank's. */
+    DEF(UXQ, RT_ACT, RT_F32, 4, A(1, 8, 12, 2), A(-1, W, -1, -1));
+    DEF(UXK, RT_ACT, RT_F32, 4, A(1, 8, 6, 2), A(-1, W, -1, -1));
+    DEF(UQ, RT_ACT, RT_F32, 4, A(1, 8, 12, 2), A(-1, -1, W, -1));
+    DEF(UK, RT_ACT, RT_F32, 4, A(1, 8, 6, 2), A(-1, -1, W, -1));
+    DEF(UZQ, RT_ACT, RT_F32, 4, A(1, 8, 12, 2), A(-1, W, -1, -1));
+    DEF(UZK, RT_ACT, RT_F32, 4, A(1, 8, 6, 2), A(-1, W, -1, -1));
+    vals[UQ].unit[2] = 2, vals[UQ].local_elems = 1 * 8 * 4 * 2;
+    vals[UK].unit[2] = 1, vals[UK].local_elems = 1 * 8 * 2 * 2;
 }
 
 static const rt_opt_pair opt[] = {{PW, GW}};
@@ -93,7 +104,9 @@ static void visit(rt_ctx *rt, int v, gfn f, bool check, const char *what) {
     int nd = rt_local_dims(rt, v, ld);
     rt_global_offset(&prog, v, rt->rank, off);
     float *b = rt->buf[v];
-    for (int64_t i = 0; i < d->local_elems; i++) {
+    int64_t n = 1; /* this rank's elements (an uneven value's differ by rank) */
+    for (int k = 0; k < nd; k++) n *= ld[k];
+    for (int64_t i = 0; i < n; i++) {
         int64_t g = 0;
         for (int k = 0; k < nd; k++) gc[k] = off[k] + c[k], g = g * d->dims[k] + gc[k];
         double want = f(v, g, gc);
@@ -127,6 +140,9 @@ static double f_rs1_out_sp(int v, int64_t g, const int64_t *gc) {
 static double f_ag0(int v, int64_t g, const int64_t *gc) { return AG0I * 1000 + g; }
 static double f_ag1(int v, int64_t g, const int64_t *gc) { return AG1I * 1000 + g; }
 
+static double f_uq(int v, int64_t g, const int64_t *gc) { return (v == UQ ? UXQ : UXK) * 1000 + g; }
+static double f_uz(int v, int64_t g, const int64_t *gc) { return (v == UZQ ? UXQ : UXK) * 1000 + g; }
+
 static void test_all_to_all(rt_ctx *rt) {
     visit(rt, X, f_id, false, "");
     rt_all_to_all(rt, SP, 2, 1, 1, 1, 1, (int[]){X}, (int[]){Y});
@@ -143,6 +159,18 @@ static void test_all_to_all(rt_ctx *rt) {
     visit(rt, VH, f_id, false, "");
     rt_all_to_all(rt, W, 1, 2, 1, 2, 3, (int[]){QH, KH, VH}, (int[]){DQ, DK, DV});
     for (int v = DQ; v <= DV; v++) visit(rt, v, f_dkv, true, "fused fanin all_to_all");
+    /* split-size all_to_all (MPI_Alltoallv): uneven heads there and back */
+    int64_t want_q[] = {4, 4, 2, 2}, want_k[] = {2, 2, 1, 1};
+    EXPECT(rt_local_dim(rt, UQ, 2) == want_q[rt->rank] && rt_local_dim(rt, UK, 2) == want_k[rt->rank],
+           "uneven local heads %lld, %lld", (long long)rt_local_dim(rt, UQ, 2), (long long)rt_local_dim(rt, UK, 2));
+    visit(rt, UXQ, f_id, false, "");
+    visit(rt, UXK, f_id, false, "");
+    rt_all_to_all(rt, W, 2, 1, 1, 1, 2, (int[]){UXQ, UXK}, (int[]){UQ, UK});
+    visit(rt, UQ, f_uq, true, "uneven all_to_all seq->heads");
+    visit(rt, UK, f_uq, true, "uneven all_to_all seq->heads");
+    rt_all_to_all(rt, W, 1, 2, 1, 1, 2, (int[]){UQ, UK}, (int[]){UZQ, UZK});
+    visit(rt, UZQ, f_uz, true, "uneven all_to_all heads->seq");
+    visit(rt, UZK, f_uz, true, "uneven all_to_all heads->seq");
 }
 
 static void test_gather_scatter(rt_ctx *rt) {

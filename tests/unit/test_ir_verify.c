@@ -23,6 +23,10 @@ static const char *const HEADER = "module @t\n"
 #define A2A QK "%qa, %ka = all_to_all %q, %k {group = @sp, split = 2, concat = 1, fanout = 2} : " \
                "bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16]\n"
 
+/* Uneven head splits: 6 heads over the 4 ranks of each @sp set (2,2,1,1). */
+#define U6 "param %w6 : f32[64,6,16]\n%q6 = linear %h, %w6 : bf16[2@dp,64@sp,6,16]\n"
+#define U6A U6 "%q6a = all_to_all %q6 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,6@sp:1,16]\n"
+
 typedef struct ir_case {
     const char *body;
     const char *want; /* substring of the diagnostics */
@@ -179,6 +183,26 @@ static const ir_case rejects[] = {
     {A2A "%o = attention %qa, %ka, %ka : bf16[2@dp,64,4@sp,16]\n%dq, %dk, %dv = attention_bwd %o, %qa, %ka, %ka, %o : "
          "bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4,16]\n",
      "result %dv has type bf16[2@dp,64,4,16], but must have the type of input %ka"},
+    /* uneven splits: only with a unit, only on attention exchange head dims */
+    {U6 "%q6a = all_to_all %q6 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,6@sp,16]\n",
+     "dim 2 of size 6 is not divisible by the 4 ranks of each set of @sp"},
+    {U6 "%q6a = all_to_all %q6 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,6@sp:2,16]\n",
+     "dim 2 of size 6 cannot be split in units of 2 over the 4 ranks"},
+    {U6 "%q6a = all_to_all %q6 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,6@sp:4,16]\n",
+     "cannot be split in units of 4"},
+    {"%y = linear %h, %w : bf16[2@dp,64@sp:1,64]\n", "only the head dim (dim 2) of a rank-4 attention exchange"},
+    {U6 "%y = rope %q6 : bf16[2@dp,64@sp,6:1,16]\n", "dim 2 has a split unit (:1) but is whole"},
+    {U6A "%r = rope %q6a : bf16[2@dp,64,6@sp:1,16]\n",
+     "reads %q6a is split unevenly; only all_to_all, attention, attention_bwd and free may use such a value"},
+    {U6A "param %w12 : f32[64,12,16]\n%q12 = linear %h, %w12 : bf16[2@dp,64@sp,12,16]\n"
+         "%q12a = all_to_all %q12 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,12@sp:1,16]\n"
+         "%o = attention %q12a, %q6a, %q6a : bf16[2@dp,64,12@sp:1,16]\n",
+     "the units must hold matching q and kv heads"},
+    {QK "%ka = all_to_all %k {group = @sp, split = 2, concat = 1, fanout = 2} : bf16[2@dp,64,4@sp:1,16]\n",
+     "an uneven split cannot be combined with fanout/fanin"},
+    {U6A "%o = attention %q6a, %q6a, %q6a : bf16[2@dp,64,6@sp:1,16]\n"
+         "%ob = all_to_all %o {group = @sp, split = 1, concat = 2} : bf16[2@dp,64@sp,6:1,16]\n",
+     "dim 2 has a split unit (:1) but is whole"},
 };
 
 void test_verifier_rejects(void)
@@ -238,6 +262,15 @@ static const char *const accepts[] = {
     "%dx3, %dw3 = linear_bwd %h, %h, %w : bf16[2@dp,64@sp,64], f32[64,64]\n"
     "send %h {group = @sp, peer = 1}\n%r = recv {group = @sp, peer = -1} : bf16[2@dp,64@sp,64]\n",
     QK "%r = rope %q {theta = 500000.0} : bf16[2@dp,64@sp,4,16]\n%dr = rope_bwd %r : bf16[2@dp,64@sp,4,16]\n",
+    /* uneven MHA: 6 heads over K=4 in units of 1 (2,2,1,1) */
+    U6A "%o = attention %q6a, %q6a, %q6a : bf16[2@dp,64,6@sp:1,16]\n"
+        "%ob = all_to_all %o {group = @sp, split = 1, concat = 2} : bf16[2@dp,64@sp,6,16]\n"
+        "%dq, %dk, %dv = attention_bwd %o, %q6a, %q6a, %q6a, %o : bf16[2@dp,64,6@sp:1,16], "
+        "bf16[2@dp,64,6@sp:1,16], bf16[2@dp,64,6@sp:1,16]\nfree %o\n",
+    /* uneven GQA: 12 q heads in units of 2 read 6 kv heads in units of 1 */
+    U6A "param %w12 : f32[64,12,16]\n%q12 = linear %h, %w12 : bf16[2@dp,64@sp,12,16]\n"
+        "%q12a = all_to_all %q12 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,12@sp:2,16]\n"
+        "%o = attention %q12a, %q6a, %q6a : bf16[2@dp,64,12@sp:2,16]\n",
 };
 
 void test_verifier_accepts(void)

@@ -224,6 +224,29 @@ static void test_legality_agrees(void)
                 }
     CHECK(disagree == 0);
     CHECK(combos > 1000 && lowered > 100);
+    /* The uneven rule itself (N=4 ranks, Ulysses, G=1): legal when the kv
+     * heads are at least K (and heads a multiple of them), not otherwise. */
+    static const struct { int64_t H, Hk; bool legal; } uneven[] = {
+        {6, 6, true}, {5, 5, true}, {12, 6, true}, {10, 5, true}, /* uneven */
+        {3, 3, false}, {2, 2, false}, {6, 3, false}, {6, 2, false}, /* too few (kv) heads */
+        {8, 2, true}, {8, 4, true},                                 /* even / fan-out, as before */
+    };
+    for (size_t i = 0; i < sizeof uneven / sizeof uneven[0]; i++) {
+        fe_spec s = tiny_spec(2, uneven[i].Hk, FE_BA_AUTO);
+        s.mesh.nodes = 1;
+        s.mesh.devices_per_node = 4;
+        s.model.heads = uneven[i].H;
+        s.train.seq_len = 64;
+        ir_module *bare = ir_module_new("bare");
+        bare->mesh.devices_per_node = 4;
+        ir_config_set_int(bare, "micro_batch", 2);
+        ir_config_set_int(bare, "seq_len", 64);
+        ir_config_set_int(bare, "heads", uneven[i].H);
+        ir_config_set_int(bare, "kv_heads", uneven[i].Hk);
+        CHECK((fe_groups_illegal(&s, 1, NULL) == NULL) == uneven[i].legal);
+        CHECK((pass_batch_aware_illegal(bare, 1) == NULL) == uneven[i].legal);
+        ir_module_free(bare);
+    }
 }
 
 int main(void)
