@@ -87,6 +87,25 @@ void basp_print_schedule(const basp_module *m, FILE *out, bool json) {
         pass_schedule_print(m, out);
 }
 
+bool basp_plan(const basp_spec *spec, FILE *out, bool json) {
+    pass_plan_result r;
+    bool ok = pass_plan(spec, &r);
+    if (json)
+        pass_plan_json(&r, out);
+    else
+        pass_plan_print(&r, out);
+    pass_plan_free(&r);
+    return ok;
+}
+
+bool basp_write_trace(const basp_module *m, FILE *out) {
+    if (!m || !out)
+        return false;
+    pass_cost_params p = pass_cost_default_params(m);
+    pass_trace_json(m, &p, out);
+    return !ferror(out);
+}
+
 bool basp_emit_c(const basp_module *m, const char *spec_path, FILE *out) {
     return m && out && cg_emit_c(m, spec_path, out);
 }

@@ -71,6 +71,17 @@ void basp_list_passes(FILE *out);
 /* Every collective per layer and phase with its groups, bytes, peers and
  * inter-node bytes, plus totals per step; JSON when json is true. */
 void basp_print_schedule(const basp_module *m, FILE *out, bool json);
+/* Writes the predicted one-step timeline as Chrome trace JSON (open it in
+ * chrome://tracing or Perfetto): one process per rank (at most 64), compute
+ * on thread 0 and collectives on thread 1, ops serialised in schedule order
+ * with the cost model's times (config cost.* keys set its parameters).
+ * Returns false when m or out is NULL or the write failed. */
+bool basp_write_trace(const basp_module *m, FILE *out);
+/* Compares the candidate layouts of a checked spec (Ulysses, Ulysses over
+ * N/B ranks, batch-aware for every G, hierarchical all-to-all) with the cost
+ * model and names the fastest that fits; a table, or JSON when json is
+ * true.  Returns false when no layout fits (a suggestion is printed). */
+bool basp_plan(const basp_spec *spec, FILE *out, bool json);
 
 /* ---- code generation (codegen/) ---- */
 /* Writes the C host program for a lowered module (after the pipeline): the

@@ -160,5 +160,10 @@ typedef struct fe_device_preset {
 } fe_device_preset;
 const fe_device_preset *fe_device_lookup(const char *name);
 const fe_device_preset *fe_device_presets(int *n);
+/* Link presets by kind (nvlink3, nvlink4, pcie4, pcie5, ib_hdr, ib_ndr,
+ * ethernet_100g): a link whose kind names one takes its bandwidth, latency
+ * and efficiency unless the spec gives them.  NULL for other kinds. */
+const fe_link *fe_link_lookup(const char *kind);
+const fe_link *fe_link_presets(int *n);
 
 #endif

@@ -15,7 +15,24 @@
  * The A100/H100 "40GB"/"80GB" parts expose 40960/81920 MiB, i.e. GiB; the
  * H200's 141GB is decimal.  Default inter-node links: 200Gb/s HDR InfiniBand
  * for A100 systems (DGX A100: 8x200Gb/s HDR, one per GPU), 400Gb/s NDR for
- * H100/H200 (DGX H100: 8x400Gb/s), ~5 us end-to-end latency. */
+ * H100/H200 (DGX H100: 8x400Gb/s), ~5 us end-to-end latency.  A device
+ * preset's links keep efficiency 1 (the spec states what it measured).
+ *
+ * Link presets, for `link inter ib_ndr` with no numbers (explicit bandwidth,
+ * latency or efficiency still win).  Bandwidth is per direction:
+ *   nvlink3  A100 datasheet: NVLink 600 GB/s bidirectional -> 300 GB/s.
+ *   nvlink4  H100 datasheet: NVLink 900 GB/s bidirectional -> 450 GB/s.
+ *   pcie4    PCI Express 4.0 x16 (16 GT/s, 128b/130b): ~31.5 GB/s -> 32 GB/s.
+ *   pcie5    PCI Express 5.0 x16 (32 GT/s): ~63 GB/s -> 64 GB/s.
+ *   ib_hdr   NVIDIA ConnectX-6 / HDR InfiniBand: 200 Gb/s = 25 GB/s.
+ *   ib_ndr   NVIDIA ConnectX-7 / NDR InfiniBand: 400 Gb/s = 50 GB/s.
+ *   ethernet_100g  IEEE 802.3 100GbE: 100 Gb/s = 12.5 GB/s (RoCE).
+ * Latencies are end-to-end collective-library small-message figures (a
+ * few us inside a node, ~5 us over InfiniBand, ~10 us over Ethernet), not
+ * wire latencies.  Efficiency is the assumed achievable fraction of the
+ * line rate under NCCL-style collectives (0.8 for NVLink/PCIe/Ethernet,
+ * 0.9 for InfiniBand, whose large-message bus bandwidth comes close to the
+ * line rate); these are modelling assumptions, not datasheet values. */
 #include <string.h>
 
 #include "frontend.h"
@@ -33,6 +50,29 @@ static const fe_device_preset presets[] = {
     {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR},
     {"cpu", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 10e9, 1e-6, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0}},
 };
+
+static const fe_link link_presets[] = {
+    {"nvlink3", 300e9, 2e-6, 0.8},
+    {"nvlink4", 450e9, 2e-6, 0.8},
+    {"pcie4", 32e9, 3e-6, 0.8},
+    {"pcie5", 64e9, 3e-6, 0.8},
+    {"ib_hdr", 200e9 / 8, 5e-6, 0.9},
+    {"ib_ndr", 400e9 / 8, 5e-6, 0.9},
+    {"ethernet_100g", 100e9 / 8, 10e-6, 0.8},
+};
+
+const fe_link *fe_link_presets(int *n) {
+    if (n) *n = (int)(sizeof link_presets / sizeof link_presets[0]);
+    return link_presets;
+}
+
+const fe_link *fe_link_lookup(const char *kind) {
+    int n;
+    const fe_link *p = fe_link_presets(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(p[i].kind, kind)) return &p[i];
+    return NULL;
+}
 
 const fe_device_preset *fe_device_presets(int *n) {
     if (n) *n = (int)(sizeof presets / sizeof presets[0]);

@@ -130,16 +130,21 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
 }
 
-static void link_defaults(fe_spec *s, fe_link *l, const fe_link *preset, const char *which) {
+/* A link whose kind names a link preset (ib_ndr) takes that preset's
+ * numbers; any other kind takes the device preset's link numbers with
+ * efficiency 1.  Numbers written in the spec win either way. */
+static void link_defaults(fe_spec *s, fe_link *l, const fe_link *device, const char *which) {
     char lk[48];
     snprintf(lk, sizeof lk, "mesh.%s", which);
-    if (!fe_given(s, lk)) snprintf(l->kind, sizeof l->kind, "%s", preset->kind);
+    if (!fe_given(s, lk)) snprintf(l->kind, sizeof l->kind, "%s", device->kind);
+    const fe_link *named = fe_link_lookup(l->kind);
+    const fe_link *preset = named ? named : device;
     snprintf(lk, sizeof lk, "mesh.%s.bandwidth", which);
     if (!fe_given(s, lk)) l->bandwidth = preset->bandwidth;
     snprintf(lk, sizeof lk, "mesh.%s.latency", which);
     if (!fe_given(s, lk)) l->latency = preset->latency;
     snprintf(lk, sizeof lk, "mesh.%s.efficiency", which);
-    if (!fe_given(s, lk)) l->efficiency = 1.0;
+    if (!fe_given(s, lk)) l->efficiency = named ? named->efficiency : 1.0;
 }
 
 static void mesh_defaults(checker *c) {

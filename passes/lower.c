@@ -292,6 +292,19 @@ static void copy_rope_scaling(ir_module *m, const fe_model *md)
     ir_config_set_int(m, "rope_original_max_pos", md->rope_original_max_pos);
 }
 
+/* The device's datasheet peaks, for the cost model: FLOP/s at the step's
+ * precision (bf16 tensor cores, or fp32) and memory bandwidth.  Nothing
+ * when the device names no preset (hand-built specs). */
+static void copy_device_peaks(ir_module *m, const fe_spec *s)
+{
+    const fe_device_preset *p = fe_device_lookup(s->mesh.device[0] ? s->mesh.device : "cpu");
+    if (!p)
+        return;
+    bool fp32 = !strcmp(s->train.precision, "fp32");
+    cfg_double(m, "device_peak_flops", fp32 ? p->peak_flops_fp32 : p->peak_flops_bf16);
+    cfg_double(m, "device_mem_bw", p->mem_bw);
+}
+
 /* Every spec field a pass reads, so textual IR is self-contained. */
 static void copy_config(ir_module *m, const fe_spec *s)
 {
@@ -320,6 +333,7 @@ static void copy_config(ir_module *m, const fe_spec *s)
     ir_config_set_int(m, "groups", s->layout.batch_aware == FE_BA_GROUPS ? s->layout.groups : 0);
     ir_config_set(m, "device", s->mesh.device[0] ? s->mesh.device : "cpu");
     cfg_double(m, "device_mem", s->mesh.device_mem);
+    copy_device_peaks(m, s);
 }
 
 static void copy_link(ir_link *dst, const fe_link *src)

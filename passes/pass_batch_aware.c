@@ -14,11 +14,14 @@
  * is pure data parallelism: the all-to-alls are identities and are removed.
  *
  * G comes from the config `batch_aware`: `groups G` (with `groups = G`),
- * `auto` (largest legal G; the cost model will replace choose_groups), `on`
- * (like auto, but an error when only G = 1 is legal), `off` (unchanged).  An
+ * `auto` (the G with the lowest step time the cost model predicts; the
+ * largest legal G when the module has no link bandwidths), `on` (like auto,
+ * but an error when only G = 1 is legal), `off` (unchanged).  An
  * unusable G leaves the IR unchanged with a remark saying why. */
 #include "pass_util.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *pass_batch_aware_illegal(const ir_module *m, int G)
@@ -39,16 +42,6 @@ const char *pass_batch_aware_illegal(const ir_module *m, int G)
         return why;
     }
     return pu_sp_illegal(m, N / G);
-}
-
-/* The automatic choice: the largest legal G (fewest ranks per all-to-all).
- * This is the single place a cost model plugs in. */
-static int choose_groups(const ir_module *m)
-{
-    for (int G = ir_world(m); G > 1; G--)
-        if (!pass_batch_aware_illegal(m, G))
-            return G;
-    return 1;
 }
 
 /* K = 1: every all-to-all on @sp is an identity.  The surviving value takes
@@ -97,6 +90,76 @@ static void apply(ir_module *m, int G, const char *why, const pass_options *opt)
     ir_renumber(m);
 }
 
+static int largest_legal(const ir_module *m)
+{
+    for (int G = ir_world(m); G > 1; G--)
+        if (!pass_batch_aware_illegal(m, G))
+            return G;
+    return 1;
+}
+
+/* Predicted step seconds with G groups: the rewrite on a clone, then the
+ * rest of the default pipeline (ZeRO's gathers and reductions are part of
+ * the step), costed.  Diagnostics of the trial are silenced. */
+static double predict_step(const ir_module *m, int G, int cur)
+{
+    sup_diag_saved saved = sup_diag_silence();
+    ir_module *c = ir_module_clone(m);
+    pass_options q = pass_default_options();
+    q.quiet = true;
+    if (G != cur)
+        apply(c, G, "", &q);
+    double t = INFINITY;
+    if (pass_run_pipeline(c, "place,zero", &q)) {
+        pass_cost_params p = pass_cost_default_params(c);
+        t = pass_cost_estimate(c, &p).step_s;
+    }
+    ir_module_free(c);
+    sup_diag_restore(saved);
+    return t;
+}
+
+/* The automatic choice: the legal G (>= the current split) with the lowest
+ * predicted step time, the larger G within 1% (fewer peers at equal cost).
+ * Hand-written IR without link bandwidths has nothing to cost: the largest
+ * legal G.  `why` receives the explanation for the remark. */
+static int choose_groups(const ir_module *m, char *why, size_t n)
+{
+    int N = ir_world(m), cur = m->groups[ir_group_find(m, "sp")].nsets;
+    bool links = m->mesh.intra.bandwidth > 0 && (m->mesh.nodes <= 1 || m->mesh.inter.bandwidth > 0);
+    if (!links) {
+        snprintf(why, n, "largest legal G; no link bandwidths in the module for the cost model");
+        return largest_legal(m);
+    }
+    double *t = malloc(sizeof *t * (size_t)(N + 1)), best = INFINITY;
+    for (int G = 1; G <= N; G++) {
+        bool legal = G == cur || (G > cur && !pass_batch_aware_illegal(m, G));
+        t[G] = legal ? predict_step(m, G, cur) : INFINITY;
+        if (t[G] < best)
+            best = t[G];
+    }
+    if (!isfinite(best)) {
+        free(t);
+        snprintf(why, n, "largest legal G; the cost model could not cost any G");
+        return largest_legal(m);
+    }
+    int pick = 1;
+    for (int G = N; G >= 1; G--)
+        if (t[G] <= best * 1.01) {
+            pick = G;
+            break;
+        }
+    int len = snprintf(why, n, "cost model: G=%d predicted %.1f ms/step", pick, t[pick] * 1e3);
+    const char *sep = " vs ";
+    for (int G = 1; G <= N && len > 0 && (size_t)len < n; G++)
+        if (G != pick && isfinite(t[G])) {
+            len += snprintf(why + len, n - (size_t)len, "%sG=%d %.1f", sep, G, t[G] * 1e3);
+            sep = ", ";
+        }
+    free(t);
+    return pick;
+}
+
 /* G = 1 is not a failure: Ulysses over all N ranks stays.  Says why. */
 static void keep_ulysses(ir_module *m, const pass_options *opt)
 {
@@ -127,13 +190,14 @@ static int target_groups(ir_module *m, const char *mode, const char **why)
         *why = "layout groups";
         return G;
     }
-    int G = choose_groups(m);
+    static char chosen[400];
+    int G = choose_groups(m, chosen, sizeof chosen);
     if (G == 1 && strcmp(mode, "on") == 0) {
         sup_error(sup_noloc(), "batch-aware: batch_aware on, but no G > 1 is legal (G=2: %s)",
                   pass_batch_aware_illegal(m, 2));
         return -1;
     }
-    *why = "largest legal G";
+    *why = chosen;
     return G;
 }
 

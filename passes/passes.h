@@ -1,8 +1,8 @@
-/* passes.h — lowering (spec → IR), the pass registry and the schedule report.
- * The only header of passes/.
+/* passes.h — lowering (spec → IR), the pass registry, the schedule report,
+ * the cost model and the planner.  The only header of passes/.
  *
  * Pipeline (explicit, in this order; see passes/README.md):
- *     lower  →  ulysses → batch-aware → place → zero
+ *     lower  →  ulysses → batch-aware → place → zero     (+ cost, on request)
  * The verifier runs after every pass.  A pass is one file (passes/pass_*.c)
  * plus one line in the registry table (passes/registry.c). */
 #ifndef BASP_PASSES_H
@@ -77,5 +77,82 @@ typedef struct pass_traffic {
     double inter_bytes; /* of bytes_sent, crossing nodes (max over ranks) */
 } pass_traffic;
 pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op);
+
+/* ---- cost model (cost.c, pass_cost.c) ------------------------------------
+ * Predicted time of every op and memory per rank, from the module's mesh
+ * (links, device preset), config and shapes.  See passes/README.md. */
+typedef struct pass_cost_params {
+    double compute_fraction; /* achievable fraction of peak FLOP/s (default 0.5) */
+    double mem_bw_fraction;  /* achievable fraction of memory bandwidth (default 0.7) */
+    bool hierarchical_a2a;   /* two-level all-to-all when a group spans nodes */
+    bool recompute;          /* activations recomputed in backward (memory model) */
+} pass_cost_params;
+pass_cost_params pass_cost_default_params(const ir_module *m); /* reads config cost.* keys */
+
+typedef struct pass_op_cost {
+    double seconds;  /* predicted time of the op on the slowest rank */
+    double flops;    /* per rank (compute ops) */
+    double bytes;    /* bytes moved per rank (memory traffic or bytes sent) */
+    bool comm;       /* a collective or point-to-point op */
+} pass_op_cost;
+pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p);
+
+typedef struct pass_cost_report {
+    double step_s, compute_s, comm_s, a2a_s; /* per step, ops serialised on one stream */
+    double a2a_fraction;                      /* a2a_s / step_s */
+    /* memory per rank, bytes */
+    double mem_params, mem_grads, mem_optim, mem_acts, mem_comm, mem_peak;
+    double device_mem; /* capacity from the config (device_mem), 0 if unknown */
+    bool fits;
+} pass_cost_report;
+pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *p);
+/* The `cost` pass: annotates every op with `cost_us` and sets module config
+ * keys cost.step_ms, cost.a2a_ms, cost.mem_peak_bytes, cost.fits. */
+bool pass_cost(ir_module *m, const pass_options *opt);
+/* Predicted one-step timeline, Chrome trace JSON (pid = rank, tid = stream). */
+void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out);
+
+/* ---- planner (plan.c) ------------------------------------------------------
+ * Enumerates the layouts of a spec's world N and micro-batch B, builds each
+ * (spec copy + override, lower, default pipeline), costs it with
+ * pass_cost_estimate and picks the fastest legal one that fits and keeps the
+ * global batch.  See passes/README.md, "Planner". */
+typedef struct pass_plan_candidate {
+    char name[64];        /* "ulysses", "ulysses-sp=4", "batch-aware G=2", "ulysses-hier" */
+    int groups, group_size;
+    int64_t micro_batch;  /* of the candidate: B, or B*B for ulysses-sp */
+    double tokens_per_rank;
+    int peers;
+    double a2a_ms, step_ms, a2a_fraction, mem_bytes_per_rank;
+    bool legal, fits;
+    bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
+    bool estimate_only;   /* costed, but no pass builds it yet (ulysses-hier) */
+    char reason[160];     /* why it was not chosen (illegal, does not fit, changes
+                             the global batch, slower); "" for the chosen one */
+} pass_plan_candidate;
+
+typedef struct pass_plan_result {
+    char model[64];
+    int world, nodes, devices_per_node;
+    int64_t micro_batch, seq_len;
+    double device_mem;         /* bytes per rank, 0 if unknown */
+    pass_plan_candidate *cand; /* malloc'd */
+    int n;
+    int chosen;                /* index into cand, -1 when no legal candidate fits */
+    char why[200];             /* why the chosen one */
+    char suggestion[480];      /* when nothing fits: the cheapest change that makes one fit */
+} pass_plan_result;
+
+/* Plans a checked spec (its own layout block is ignored: every layout is
+ * tried).  Diagnostics of the trial builds are silenced.  Returns false
+ * when not even the spec itself lowers. */
+bool pass_plan(const fe_spec *spec, pass_plan_result *out);
+void pass_plan_free(pass_plan_result *r);
+/* A table, a "chosen: NAME (why)" line, and the suggestion when nothing fits. */
+void pass_plan_print(const pass_plan_result *r, FILE *out);
+/* {"world", "micro_batch", "candidates": [{"name", "groups", "group_size",
+ *  "tokens_per_rank", "peers", "a2a_ms", "step_ms", "a2a_fraction",
+ *  "mem_bytes_per_rank", "fits", "legal", "reason"}], "chosen": NAME|null, ...} */
+void pass_plan_json(const pass_plan_result *r, FILE *out);
 
 #endif

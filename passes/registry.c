@@ -13,6 +13,7 @@ static const pass_info registry[] = {
     {"batch-aware", "split @sp into G groups of K ranks, shard the batch over @dp", pass_batch_aware},
     {"place", "check node alignment of every group; record place.<group>", pass_place},
     {"zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero},
+    {"cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost},
 };
 enum { NPASSES = sizeof registry / sizeof registry[0] };
 

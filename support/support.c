@@ -96,6 +96,7 @@ static int error_count;
 static bool quiet;
 static int max_errors = 20;
 static bool dropping; /* past the error limit: notes of dropped errors go too */
+static int silent;    /* > 0: inside sup_diag_silence */
 
 void sup_diag_set_sink(FILE *sink) { diag_sink = sink; }
 void sup_diag_set_quiet(bool q) { quiet = q; }
@@ -104,6 +105,18 @@ int sup_error_count(void) { return error_count; }
 void sup_diag_reset(void) {
     error_count = 0;
     dropping = false;
+}
+
+sup_diag_saved sup_diag_silence(void) {
+    sup_diag_saved saved = {silent, error_count, dropping};
+    silent++;
+    return saved;
+}
+
+void sup_diag_restore(sup_diag_saved saved) {
+    silent = saved.silent;
+    error_count = saved.errors;
+    dropping = saved.dropping;
 }
 
 static const char *sev_name(sup_severity sev) {
@@ -146,6 +159,10 @@ static void print_caret(FILE *out, sup_loc loc) {
 
 void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap) {
     FILE *out = diag_sink ? diag_sink : stderr;
+    if (silent) { /* counted, so that code comparing counts still works; restore resets */
+        if (sev == SUP_ERROR) error_count++;
+        return;
+    }
     if (sev == SUP_ERROR) {
         error_count++;
         dropping = max_errors > 0 && error_count > max_errors;

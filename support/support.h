@@ -57,6 +57,16 @@ void sup_diag_set_sink(FILE *sink);  /* NULL = stderr */
 void sup_diag_set_quiet(bool quiet); /* drop everything but errors */
 /* Stop after this many errors (0 = unlimited, default 20). */
 void sup_diag_set_max_errors(int n);
+/* Silences every diagnostic (errors included) until sup_diag_restore, which
+ * also puts the error count back: for trial work, such as a planner checking
+ * candidate layouts that may be illegal, whose failures are results rather
+ * than the user's errors.  Nests. */
+typedef struct sup_diag_saved {
+    int silent, errors;
+    bool dropping;
+} sup_diag_saved;
+sup_diag_saved sup_diag_silence(void);
+void sup_diag_restore(sup_diag_saved saved);
 static inline sup_loc sup_noloc(void) { return (sup_loc){0}; }
 
 /* ---- utilities ---------------------------------------------------------- */

@@ -26,7 +26,14 @@ static void usage(FILE *out) {
             "  --emit=lowered           print the IR straight after lowering (no passes)\n"
             "  --schedule               print every collective per layer and phase with its\n"
             "                           groups, bytes, peers and inter-node bytes\n"
-            "  --json                   with --schedule: one JSON object instead of a table\n"
+            "  --plan                   compare the candidate layouts (Ulysses, batch-aware for\n"
+            "                           every G, ...) with the cost model: predicted step\n"
+            "                           time, all-to-all share, memory per rank; names the\n"
+            "                           fastest that fits (exit 1 when none fits)\n"
+            "  --trace FILE             write the predicted timeline of one step (Chrome trace\n"
+            "                           JSON: pid = rank, tid 0 compute, tid 1 communication)\n"
+            "  --json                   with --schedule or --plan: one JSON object instead\n"
+            "                           of a table\n"
             "\n"
             "Options:\n"
             "  --set BLOCK.KEY=VALUE    override a spec key (repeatable), e.g.\n"
@@ -45,12 +52,13 @@ static void usage(FILE *out) {
             basp_default_pipeline());
 }
 
-typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE, ACT_C, ACT_BUILD } action;
+typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE, ACT_PLAN, ACT_C, ACT_BUILD } action;
 
 typedef struct options {
     const char *spec;
     const char *out;
     const char *passes; /* NULL = default pipeline */
+    const char *trace;  /* --trace FILE: predicted timeline of one step */
     const char **sets;
     int nsets;
     action act;
@@ -88,14 +96,16 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--keep-c")) o->keep_c = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--schedule")) { o->act = ACT_SCHEDULE; o->emit_given = 1; }
+        else if (!strcmp(a, "--plan")) { o->act = ACT_PLAN; o->emit_given = 1; }
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strncmp(a, "--passes=", 9)) o->passes = a + 9;
         else if (!strcmp(a, "--print-ir-after-all")) o->popt.print_after_all = true;
         else if (!strncmp(a, "--print-ir-after=", 17)) o->popt.print_after = a + 17;
-        else if (!strcmp(a, "--set") || !strcmp(a, "-o")) {
+        else if (!strcmp(a, "--set") || !strcmp(a, "-o") || !strcmp(a, "--trace")) {
             if (i + 1 >= argc) return die_usage("missing value after", a);
             if (a[1] == 'o') o->out = argv[++i];
+            else if (a[2] == 't') o->trace = argv[++i];
             else o->sets[o->nsets++] = argv[++i];
         } else if (!strncmp(a, "--set=", 6)) o->sets[o->nsets++] = a + 6;
         else if (a[0] == '-' && a[1] != '\0') return die_usage("unknown option", a);
@@ -103,13 +113,17 @@ static int parse_args(int argc, char **argv, options *o) {
         else o->spec = a;
     }
     if (!o->spec) return die_usage("no spec file given", NULL);
-    if (o->json && o->act != ACT_SCHEDULE) return die_usage("--json goes with --schedule", NULL);
+    if (o->trace && (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_LOWERED))
+        return die_usage("--trace needs the lowered schedule: use it with --emit=ir, --schedule, --emit=c or -o",
+                         NULL);
+    if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN)
+        return die_usage("--json goes with --schedule or --plan", NULL);
     if (o->out && !o->emit_given) o->act = ACT_BUILD;
     if (o->keep_c && o->act != ACT_BUILD) return die_usage("--keep-c goes with building (-o FILE, no --emit)", NULL);
     if (is_ir_file(o->spec)) {
         if (o->nsets) return die_usage("--set applies to specs, not to textual IR", o->spec);
-        if (o->act == ACT_SPEC || o->act == ACT_LOWERED)
-            return die_usage("textual IR has no spec: --print-spec and --emit=lowered need a .basp file", o->spec);
+        if (o->act == ACT_SPEC || o->act == ACT_LOWERED || o->act == ACT_PLAN)
+            return die_usage("textual IR has no spec: --print-spec, --emit=lowered and --plan need a .basp file", o->spec);
         if (!o->passes) o->passes = ""; /* already lowered */
     }
     return 0;
@@ -128,10 +142,10 @@ static basp_module *compile(options *o, FILE *out, int *rc) {
         int ok = 1;
         for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
         if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return NULL; }
-        if (o->act == ACT_CHECK || o->act == ACT_SPEC) {
+        if (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN) {
             if (o->act == ACT_SPEC) basp_spec_print(spec, out);
+            *rc = o->act == ACT_PLAN && !basp_plan(spec, out, o->json);
             basp_spec_free(spec);
-            *rc = 0;
             return NULL;
         }
         m = basp_lower(spec);
@@ -143,11 +157,24 @@ static basp_module *compile(options *o, FILE *out, int *rc) {
     return m;
 }
 
+/* Writes the predicted one-step timeline (Chrome trace JSON) to o->trace. */
+static bool write_trace(const options *o, const basp_module *m) {
+    FILE *f = fopen(o->trace, "w");
+    if (!f) {
+        perror(o->trace);
+        return false;
+    }
+    bool ok = basp_write_trace(m, f);
+    if (fclose(f) != 0) ok = false;
+    if (!ok) fprintf(stderr, "baspc: error: could not write the trace to %s\n", o->trace);
+    return ok;
+}
+
 static int run(options *o, FILE *out) {
     int rc = 1;
     basp_module *m = compile(o, out, &rc);
     if (!m) return rc;
-    bool ok = true;
+    bool ok = !o->trace || write_trace(o, m);
     if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
     else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out);
     else if (o->act == ACT_BUILD) ok = basp_build(m, o->spec, o->out, o->keep_c);

@@ -1,0 +1,375 @@
+/* cost.c — the analytical cost model: predicted time of every op on the
+ * slowest rank, memory per rank, and a one-step Chrome trace.
+ *
+ * Everything is read from the module (mesh links, config device peaks and
+ * device_mem, local shapes), so the model works on lowered specs and on
+ * hand-written textual IR alike.  passes/README.md ("cost") states the
+ * formulas and what is approximate; the comments here say why. */
+#include "pass_util.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double local_bytes(const ir_module *m, int v)
+{
+    const ir_type *t = &m->values[v].type;
+    return (double)ir_type_local_elems(m, t) * ir_dtype_size(t->dtype);
+}
+
+static double cfg_double(const ir_module *m, const char *key, double def)
+{
+    const char *s = ir_config_get(m, key);
+    if (!s)
+        return def;
+    char *end;
+    double v = strtod(s, &end);
+    return end != s && *end == '\0' ? v : def;
+}
+
+static bool cfg_bool(const ir_module *m, const char *key, bool def)
+{
+    const char *s = ir_config_get(m, key);
+    if (!s)
+        return def;
+    return !strcmp(s, "true") || !strcmp(s, "on") || !strcmp(s, "1");
+}
+
+pass_cost_params pass_cost_default_params(const ir_module *m)
+{
+    pass_cost_params p;
+    p.compute_fraction = cfg_double(m, "cost.compute_fraction", 0.5);
+    p.mem_bw_fraction = cfg_double(m, "cost.mem_bw_fraction", 0.7);
+    p.hierarchical_a2a = cfg_bool(m, "cost.hierarchical_a2a", false);
+    p.recompute = cfg_bool(m, "cost.recompute", false);
+    return p;
+}
+
+/* Peak FLOP/s and memory bandwidth: the config keys lower writes, else the
+ * preset the config `device` names (hand-written IR), else the cpu preset. */
+static void device_peaks(const ir_module *m, double *flops, double *bw)
+{
+    const fe_device_preset *d = fe_device_lookup(pu_cfg(m, "device", "cpu"));
+    if (!d)
+        d = fe_device_lookup("cpu");
+    bool fp32 = !strcmp(pu_cfg(m, "precision", "bf16"), "fp32");
+    *flops = cfg_double(m, "device_peak_flops", fp32 ? d->peak_flops_fp32 : d->peak_flops_bf16);
+    *bw = cfg_double(m, "device_mem_bw", d->mem_bw);
+}
+
+/* ---- compute ops ---------------------------------------------------------- */
+/* Product of the last n dims of t as one rank holds them. */
+static double tail_local(const ir_module *m, const ir_type *t, int n)
+{
+    double p = 1;
+    for (int d = t->rank - n; d < t->rank; d++)
+        if (d >= 0)
+            p *= (double)ir_type_max_local_dim(m, t, d);
+    return p;
+}
+
+/* N·I·O of a linear: x [N.., I..] (I = the last `contract` dims), y = x·w
+ * with O output features; N and O from local element counts, so sharded
+ * tokens and sharded heads are both counted as the rank holds them. */
+static double linear_nio(const ir_module *m, const ir_op *op, int x, int y)
+{
+    int c = (int)ir_attr_int(op, "contract", 1);
+    const ir_type *xt = &m->values[x].type;
+    double I = tail_local(m, xt, c);
+    double N = (double)ir_type_local_elems(m, xt) / (I > 0 ? I : 1);
+    double O = (double)ir_type_local_elems(m, &m->values[y].type) / (N > 0 ? N : 1);
+    return N * I * O;
+}
+
+/* Causal attention on q [b,S,H,Dh]: QK^T and PV are 2·b·H·S²·Dh each;
+ * the causal mask halves both: 2·b·H·S²·Dh in all. */
+static double attention_flops(const ir_module *m, int q)
+{
+    const ir_type *t = &m->values[q].type;
+    if (t->rank < 4)
+        return 0;
+    double b = (double)ir_type_max_local_dim(m, t, 0), S = (double)ir_type_max_local_dim(m, t, 1);
+    double H = (double)ir_type_max_local_dim(m, t, 2), Dh = (double)ir_type_max_local_dim(m, t, 3);
+    return 2 * b * H * S * S * Dh;
+}
+
+/* lm_head_loss x [N.., D], w [V, D]: the logits GEMM is 2·N·V·D. */
+static double lm_head_nvd(const ir_module *m, const ir_op *op)
+{
+    const ir_type *x = &m->values[op->in[0]].type, *w = &m->values[op->in[1]].type;
+    double D = tail_local(m, x, 1);
+    double N = (double)ir_type_local_elems(m, x) / (D > 0 ? D : 1);
+    double V = w->rank > 0 ? (double)w->dims[0] : 0;
+    return N * V * D;
+}
+
+static double compute_flops(const ir_module *m, const ir_op *op)
+{
+    switch (op->code) {
+    case IR_LINEAR: return 2 * linear_nio(m, op, op->in[0], op->out[0]);
+    case IR_LINEAR_BWD: return 4 * linear_nio(m, op, op->in[1], op->in[0]); /* dx and dw GEMMs */
+    case IR_ATTENTION: return attention_flops(m, op->in[0]);
+    case IR_ATTENTION_BWD: return 2.5 * attention_flops(m, op->in[1]);
+    case IR_LM_HEAD_LOSS: return 2 * lm_head_nvd(m, op);
+    case IR_LM_HEAD_LOSS_BWD: return 6 * lm_head_nvd(m, op); /* logits again + two GEMMs */
+    default: return 0;
+    }
+}
+
+/* Bytes an op moves through device memory: every operand read once and
+ * every result written once.  An embedding reads only the rows it looks up
+ * (about its output), its backward zero-fills dw then adds dx into it; AdamW
+ * reads and writes w and its two fp32 moments and reads dw. */
+static double compute_bytes(const ir_module *m, const ir_op *op)
+{
+    double b = 0;
+    switch (op->code) {
+    case IR_EMBEDDING: return 2 * local_bytes(m, op->out[0]) + local_bytes(m, op->in[0]);
+    case IR_EMBEDDING_BWD: return 2 * local_bytes(m, op->in[0]) + local_bytes(m, op->out[0]);
+    case IR_ADAMW:
+        return 2 * local_bytes(m, op->in[0]) + local_bytes(m, op->in[1]) +
+               16.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
+    default: break;
+    }
+    for (int k = 0; k < op->nin; k++)
+        b += local_bytes(m, op->in[k]);
+    for (int k = 0; k < op->nout; k++)
+        b += local_bytes(m, op->out[k]);
+    return b;
+}
+
+/* ---- collectives ---------------------------------------------------------- */
+static int node_of(const ir_module *m, int r)
+{
+    return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
+}
+
+/* Shape of a group on the mesh: whether some set crosses nodes, the most
+ * nodes one set touches and the most ranks of one set on one node. */
+typedef struct span {
+    bool crosses;
+    int nodes, per_node;
+} span;
+
+static span group_span(const ir_module *m, const ir_group *g)
+{
+    span s = {false, 1, 1};
+    for (int k = 0; k < g->nsets; k++) {
+        const int *set = &g->ranks[k * g->set_size];
+        int nodes = 0;
+        for (int a = 0; a < g->set_size; a++) {
+            int same = 0, first = 1;
+            for (int b = 0; b < g->set_size; b++) {
+                same += node_of(m, set[b]) == node_of(m, set[a]);
+                first &= !(b < a && node_of(m, set[b]) == node_of(m, set[a]));
+            }
+            nodes += first;
+            s.per_node = same > s.per_node ? same : s.per_node;
+        }
+        s.nodes = nodes > s.nodes ? nodes : s.nodes;
+    }
+    s.crosses = s.nodes > 1;
+    return s;
+}
+
+/* α (s) and β (s/byte) of a link; a link with no bandwidth (a one-node mesh
+ * names no inter link) falls back to the intra link. */
+static void link_ab(const ir_module *m, bool inter, double *alpha, double *beta)
+{
+    const ir_link *l = inter && m->mesh.inter.bandwidth > 0 ? &m->mesh.inter : &m->mesh.intra;
+    double eff = l->efficiency > 0 ? l->efficiency : 1;
+    *alpha = l->latency;
+    *beta = l->bandwidth > 0 ? 1.0 / (l->bandwidth * eff) : 0;
+}
+
+/* Two-level all-to-all over a set on n nodes with p ranks per node, c bytes
+ * per peer: first inside the node each rank hands each of its p-1 local
+ * peers the n chunks bound for that peer's counterparts (one per node),
+ * then each rank exchanges with its counterpart on each of the n-1 other
+ * nodes the p chunks of its node bound there, one message per node. */
+static double hierarchical_a2a(const ir_module *m, span s, double bytes_sent, int P)
+{
+    double ai, bi, ae, be;
+    link_ab(m, false, &ai, &bi);
+    link_ab(m, true, &ae, &be);
+    double c = bytes_sent / (P - 1), n = s.nodes, p = s.per_node;
+    return (p - 1) * (ai + n * c * bi) + (n - 1) * (ae + p * c * be);
+}
+
+static double collective_seconds(const ir_module *m, const ir_op *op, const pass_cost_params *prm,
+                                 double *bytes)
+{
+    int gi = ir_op_group(op);
+    if (gi < 0 || gi >= m->ngroups || m->groups[gi].set_size <= 1)
+        return 0;
+    const ir_group *g = &m->groups[gi];
+    int P = g->set_size;
+    span s = group_span(m, g);
+    double a, b;
+    link_ab(m, s.crosses, &a, &b);
+    if (op->code == IR_SEND || op->code == IR_RECV) {
+        /* Counted once, on the send; the receive waits for it. */
+        *bytes = op->code == IR_SEND ? local_bytes(m, op->in[0]) : 0;
+        return op->code == IR_SEND ? a + *bytes * b : 0;
+    }
+    pass_traffic t = pass_op_traffic(m, op);
+    *bytes = t.bytes_sent;
+    switch (op->code) {
+    case IR_ALL_TO_ALL:
+        if (prm->hierarchical_a2a && s.crosses && s.nodes < P)
+            return hierarchical_a2a(m, s, t.bytes_sent, P);
+        return (P - 1) * a + t.bytes_sent * b;
+    case IR_ALL_GATHER:
+    case IR_REDUCE_SCATTER: return (P - 1) * a + t.bytes_sent * b;
+    case IR_ALL_REDUCE: return 2.0 * (P - 1) * a + t.bytes_sent * b;
+    default: return 0;
+    }
+}
+
+pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p)
+{
+    pass_op_cost c = {0, 0, 0, false};
+    ir_op_kind kind = ir_op_info_of(op->code)->kind;
+    if (kind == IR_K_COLL || kind == IR_K_P2P) {
+        c.comm = true;
+        c.seconds = collective_seconds(m, op, p, &c.bytes);
+        return c;
+    }
+    if (kind == IR_K_MEM)
+        return c; /* free: bookkeeping only */
+    double peak, bw;
+    device_peaks(m, &peak, &bw);
+    c.flops = compute_flops(m, op);
+    c.bytes = compute_bytes(m, op);
+    double tf = peak > 0 ? c.flops / (peak * p->compute_fraction) : 0;
+    double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
+    c.seconds = tf > tm ? tf : tm; /* roofline: the slower of the two */
+    return c;
+}
+
+/* ---- memory per rank ------------------------------------------------------ */
+/* Parameters, gradients and optimizer state, read off the optimizer ops:
+ * adamw(w, dw) holds w as stored (sharded from ZeRO stage 1), its two fp32
+ * moments per local element, and dw as consumed (the full all_reduce sum
+ * for stages 0/1, the reduce_scatter shard for 2/3).  ZeRO working copies
+ * (all_gather of a parameter) add the full weights: all of them for
+ * stages 1/2, whose copies live the whole step; for stage 3 the largest
+ * (layer, phase) bucket, since copies are freed after their last use. */
+static void state_memory(const ir_module *m, pass_cost_report *r)
+{
+    int stage = (int)ir_config_int(m, "zero", 0);
+    int L = (int)ir_config_int(m, "layers", 0), nb = 2 * (L + 2);
+    double *bucket = calloc((size_t)nb, sizeof *bucket), copies = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code == IR_ADAMW) {
+            r->mem_params += local_bytes(m, op->in[0]);
+            r->mem_optim += 8.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
+            r->mem_grads += local_bytes(m, op->in[1]);
+        } else if (op->code == IR_ALL_GATHER && m->values[op->in[0]].kind == IR_V_PARAM) {
+            double b = local_bytes(m, op->out[0]);
+            int l = ir_op_layer(op) + 1; /* 0: outside layers */
+            int k = 2 * (l < 0 || l > L ? 0 : l) + !strcmp(ir_op_phase(op), "bwd");
+            copies += b;
+            if (bucket)
+                bucket[k] += b;
+        }
+    }
+    if (stage >= 3 && bucket) {
+        copies = 0;
+        for (int k = 0; k < nb; k++)
+            copies = bucket[k] > copies ? bucket[k] : copies;
+    }
+    r->mem_params += copies;
+    free(bucket);
+}
+
+/* Activations saved for the backward: activation values (rank >= 2, not
+ * weight-like) that a forward op defines and a backward op reads.  With
+ * recompute only each layer's input is kept, plus the saved values of the
+ * largest layer, which its backward recomputes; values outside layers
+ * (embedding, final norm) are always kept.  Gradient buffers that live
+ * inside the backward are not counted. */
+static double activation_memory(const ir_module *m, const pass_cost_params *p)
+{
+    bool *weight = pu_weight_flags(m);
+    char *read_bwd = calloc((size_t)m->nvalues + 1, 1);
+    int L = (int)ir_config_int(m, "layers", 0);
+    double *saved = calloc((size_t)L + 2, sizeof *saved), *ckpt = calloc((size_t)L + 2, sizeof *ckpt);
+    double total = 0;
+    if (!weight || !read_bwd || !saved || !ckpt)
+        goto out;
+    for (int i = 0; i < m->nops; i++)
+        if (!strcmp(ir_op_phase(&m->ops[i]), "bwd"))
+            for (int k = 0; k < m->ops[i].nin; k++)
+                read_bwd[m->ops[i].in[k]] = 1;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (strcmp(ir_op_phase(op), "fwd"))
+            continue;
+        int l = ir_op_layer(op) + 1;
+        l = l < 0 || l > L ? 0 : l;
+        if (l > 0 && ckpt[l] == 0 && op->nin > 0 && pu_is_activation(m, weight, op->in[0]))
+            ckpt[l] = local_bytes(m, op->in[0]);
+        for (int k = 0; k < op->nout; k++)
+            if (read_bwd[op->out[k]] && pu_is_activation(m, weight, op->out[k]))
+                saved[l] += local_bytes(m, op->out[k]);
+    }
+    double largest = 0;
+    for (int l = 0; l <= L; l++) {
+        total += l == 0 || !p->recompute ? saved[l] : ckpt[l];
+        largest = l > 0 && saved[l] > largest ? saved[l] : largest;
+    }
+    if (p->recompute)
+        total += largest;
+out:
+    free(weight);
+    free(read_bwd);
+    free(saved);
+    free(ckpt);
+    return total;
+}
+
+/* Communication buffers: the largest collective's local inputs and outputs,
+ * on the assumption that collectives run one at a time. */
+static double comm_memory(const ir_module *m)
+{
+    double best = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (ir_op_info_of(op->code)->kind != IR_K_COLL)
+            continue;
+        double b = 0;
+        for (int k = 0; k < op->nin; k++)
+            b += local_bytes(m, op->in[k]);
+        for (int k = 0; k < op->nout; k++)
+            b += local_bytes(m, op->out[k]);
+        best = b > best ? b : best;
+    }
+    return best;
+}
+
+pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *p)
+{
+    pass_cost_report r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < m->nops; i++) {
+        pass_op_cost c = pass_op_cost_of(m, &m->ops[i], p);
+        r.step_s += c.seconds;
+        if (c.comm)
+            r.comm_s += c.seconds;
+        else
+            r.compute_s += c.seconds;
+        if (m->ops[i].code == IR_ALL_TO_ALL)
+            r.a2a_s += c.seconds;
+    }
+    r.a2a_fraction = r.step_s > 0 ? r.a2a_s / r.step_s : 0;
+    state_memory(m, &r);
+    r.mem_acts = activation_memory(m, p);
+    r.mem_comm = comm_memory(m);
+    r.mem_peak = r.mem_params + r.mem_grads + r.mem_optim + r.mem_acts + r.mem_comm;
+    r.device_mem = cfg_double(m, "device_mem", 0);
+    r.fits = r.device_mem <= 0 || r.mem_peak <= r.device_mem;
+    return r;
+}

@@ -1,0 +1,453 @@
+/* plan.c — the layout planner behind `baspc --plan`.
+ *
+ * For a spec's world N and micro-batch B it builds every candidate layout
+ * the way the compiler would (a copy of the spec with one override, fe_check,
+ * pass_lower, the default pipeline), costs the result with the cost model
+ * and compares them:
+ *
+ *   ulysses          Ulysses over all N ranks (batch_aware off)
+ *   ulysses-sp=N/B   Ulysses over N/B ranks, B replicas each holding the whole
+ *                    micro-batch: B*B sequences per step, B*B*S/N tokens per
+ *                    rank.  It changes the global batch, so it is shown for
+ *                    comparison and only chosen when nothing else fits.
+ *   batch-aware G=g  every g in 2..N dividing N (those not dividing B, or
+ *                    whose group size cannot split the heads, are listed as
+ *                    illegal with the frontend's reason)
+ *   ulysses-hier     Ulysses over N with the two-level all-to-all cost
+ *                    (only when the mesh has several nodes).  No pass emits
+ *                    a two-level all-to-all yet, so it is an estimate of
+ *                    what one would save, never chosen.
+ *
+ * The choice: the legal candidate that fits in memory with the lowest
+ * predicted step time among those keeping the global batch.  When none
+ * fits, the planner re-plans the spec with one change at a time (a larger
+ * ZeRO stage, recomputation, twice the nodes, a smaller micro-batch; in
+ * that order of cost to the user) and suggests the first that fits. */
+#include "passes.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+typedef struct plan_ctx {
+    const fe_spec *spec;
+    bool recompute; /* cost every candidate with activations recomputed */
+    pass_plan_result *r;
+    int cap;
+} plan_ctx;
+
+/* A deep copy: fe_override appends to locs, which must not be shared. */
+static fe_spec *spec_copy(const fe_spec *s)
+{
+    fe_spec *c = malloc(sizeof *c);
+    *c = *s;
+    int cap = s->caplocs > s->nlocs ? s->caplocs : s->nlocs;
+    c->caplocs = cap > 0 ? cap : 1;
+    c->locs = malloc(sizeof *c->locs * (size_t)c->caplocs);
+    if (s->nlocs)
+        memcpy(c->locs, s->locs, sizeof *c->locs * (size_t)s->nlocs);
+    return c;
+}
+
+/* The spec with overrides applied and checked again; NULL when either fails. */
+static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
+{
+    fe_spec *c = spec_copy(s);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        ok = fe_override(c, sets[i]);
+    if (ok && fe_check(c))
+        return c;
+    fe_spec_free(c);
+    return NULL;
+}
+
+static ir_module *build(const fe_spec *s)
+{
+    ir_module *m = pass_lower(s);
+    if (!m)
+        return NULL;
+    pass_options o = pass_default_options();
+    o.quiet = true;
+    if (!pass_run_pipeline(m, pass_default_pipeline(), &o)) {
+        ir_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static pass_plan_candidate *add(plan_ctx *x, const char *fmt, int arg)
+{
+    pass_plan_result *r = x->r;
+    if (r->n == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 8;
+        r->cand = realloc(r->cand, sizeof *r->cand * (size_t)x->cap);
+    }
+    pass_plan_candidate *c = &r->cand[r->n++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, fmt, arg);
+    c->micro_batch = r->micro_batch;
+    c->tokens_per_rank = (double)r->micro_batch * (double)r->seq_len / r->world;
+    c->keeps_batch = true;
+    c->step_ms = INFINITY;
+    return c;
+}
+
+/* Fills the measured columns of c from a module after the pipeline. */
+static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, bool hier)
+{
+    int N = ir_world(m);
+    pass_cost_params p = pass_cost_default_params(m);
+    p.hierarchical_a2a = hier;
+    if (x->recompute)
+        p.recompute = true;
+    pass_cost_report rep = pass_cost_estimate(m, &p);
+    c->groups = (int)ir_config_int(m, "batch_groups", 1);
+    c->group_size = (int)ir_config_int(m, "sp_size", N);
+    c->micro_batch = ir_config_int(m, "micro_batch", x->r->micro_batch);
+    c->tokens_per_rank = (double)c->micro_batch * (double)x->r->seq_len / N;
+    c->peers = c->group_size - 1;
+    c->a2a_ms = rep.a2a_s * 1e3;
+    c->step_ms = rep.step_s * 1e3;
+    c->a2a_fraction = rep.a2a_fraction;
+    c->mem_bytes_per_rank = rep.mem_peak;
+    c->fits = rep.fits;
+    c->legal = true;
+    if (!c->fits)
+        snprintf(c->reason, sizeof c->reason, "does not fit: %.1f GiB per rank, the device has %.1f GiB",
+                 rep.mem_peak / GIB, rep.device_mem / GIB);
+}
+
+/* Builds the candidate from the spec with the overrides and measures it;
+ * also measures `hier` (may be NULL) from the same module. */
+static void evaluate(plan_ctx *x, pass_plan_candidate *c, pass_plan_candidate *hier, const char *const *sets,
+                     int n)
+{
+    fe_spec *s = spec_with(x->spec, sets, n);
+    ir_module *m = s ? build(s) : NULL;
+    if (!m) {
+        snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout (%s)", sets[n - 1]);
+        if (hier)
+            snprintf(hier->reason, sizeof hier->reason, "%s", c->reason);
+    } else {
+        measure(x, c, m, false);
+        if (hier)
+            measure(x, hier, m, true);
+    }
+    ir_module_free(m);
+    fe_spec_free(s);
+}
+
+static void illegal(pass_plan_candidate *c, int G, int N, const char *why)
+{
+    c->groups = G;
+    c->group_size = N / G;
+    c->peers = c->group_size - 1;
+    snprintf(c->reason, sizeof c->reason, "illegal: %s", why);
+}
+
+static void plan_ulysses(plan_ctx *x)
+{
+    int N = x->r->world;
+    pass_plan_candidate *u = add(x, "ulysses", 0);
+    pass_plan_candidate *h = x->r->nodes > 1 ? add(x, "ulysses-hier", 0) : NULL;
+    if (h)
+        h->estimate_only = true;
+    const char *bad = fe_groups_illegal(x->spec, 1, NULL);
+    if (bad) {
+        illegal(u, 1, N, bad);
+        if (h)
+            illegal(h, 1, N, bad);
+        return;
+    }
+    static const char *const off[] = {"layout.batch_aware=off"};
+    evaluate(x, u, h, off, 1);
+}
+
+/* B replicas of Ulysses over N/B ranks, each with the whole micro-batch. */
+static void plan_ulysses_sp(plan_ctx *x)
+{
+    int N = x->r->world;
+    int64_t B = x->r->micro_batch;
+    if (B < 2 || N % B)
+        return; /* B = 1 is plain Ulysses; B not dividing N has no such layout */
+    pass_plan_candidate *c = add(x, "ulysses-sp=%d", (int)(N / B));
+    c->keeps_batch = false;
+    c->micro_batch = B * B;
+    c->tokens_per_rank *= (double)B;
+    const char *bad = fe_groups_illegal(x->spec, B, NULL);
+    if (bad) {
+        illegal(c, (int)B, N, bad);
+        return;
+    }
+    char mb[64], g[64];
+    snprintf(mb, sizeof mb, "train.micro_batch=%lld", (long long)(B * B));
+    snprintf(g, sizeof g, "layout.batch_aware=groups %lld", (long long)B);
+    const char *sets[] = {mb, g};
+    evaluate(x, c, NULL, sets, 2);
+}
+
+static void plan_batch_aware(plan_ctx *x)
+{
+    int N = x->r->world;
+    for (int G = 2; G <= N; G++) {
+        if (N % G)
+            continue;
+        pass_plan_candidate *c = add(x, "batch-aware G=%d", G);
+        const char *bad = fe_groups_illegal(x->spec, G, NULL);
+        if (bad) {
+            illegal(c, G, N, bad);
+            continue;
+        }
+        char g[64];
+        snprintf(g, sizeof g, "layout.batch_aware=groups %d", G);
+        const char *sets[] = {g};
+        evaluate(x, c, NULL, sets, 1);
+    }
+}
+
+static bool usable(const pass_plan_candidate *c) { return c->legal && c->fits && isfinite(c->step_ms); }
+
+/* The fastest usable candidate keeping the global batch; failing that, the
+ * fastest usable one of any batch (a layout that runs beats none). */
+static int choose(const pass_plan_result *r, bool any_batch)
+{
+    int best = -1;
+    for (int i = 0; i < r->n; i++) {
+        const pass_plan_candidate *c = &r->cand[i];
+        if (!usable(c) || c->estimate_only || (!any_batch && !c->keeps_batch))
+            continue;
+        if (best < 0 || c->step_ms < r->cand[best].step_ms)
+            best = i;
+    }
+    return best;
+}
+
+/* Says why every other usable candidate lost, and why the chosen one won. */
+static void explain(pass_plan_result *r)
+{
+    int b = r->chosen, usable_n = 0;
+    if (b < 0)
+        return;
+    const pass_plan_candidate *w = &r->cand[b];
+    for (int i = 0; i < r->n; i++) {
+        pass_plan_candidate *c = &r->cand[i];
+        if (!usable(c))
+            continue;
+        usable_n += c->keeps_batch && !c->estimate_only;
+        if (i == b)
+            continue;
+        if (c->estimate_only)
+            snprintf(c->reason, sizeof c->reason,
+                     "estimate only (no pass emits a two-level all-to-all yet): %.1f ms/step, %+.1f%% vs %s",
+                     c->step_ms, 100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
+        else if (!c->keeps_batch && w->keeps_batch)
+            snprintf(c->reason, sizeof c->reason,
+                     "changes the global batch: %lld sequences per step instead of %lld (%.0f tokens per rank)",
+                     (long long)(c->micro_batch), (long long)r->micro_batch, c->tokens_per_rank);
+        else
+            snprintf(c->reason, sizeof c->reason, "slower: %.1f ms/step, +%.1f%% over %s", c->step_ms,
+                     100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
+    }
+    if (!w->keeps_batch)
+        snprintf(r->why, sizeof r->why,
+                 "nothing keeping the global batch fits; this one runs %lld sequences per step", (long long)w->micro_batch);
+    else
+        snprintf(r->why, sizeof r->why, "lowest predicted step time of %d layout(s) that fit and keep the global batch: %.1f ms/step, %.0f%% in all-to-all",
+                 usable_n, w->step_ms, 100.0 * w->a2a_fraction);
+}
+
+static void plan_candidates(plan_ctx *x)
+{
+    plan_ulysses(x);
+    plan_ulysses_sp(x);
+    plan_batch_aware(x);
+    x->r->chosen = choose(x->r, false);
+    if (x->r->chosen < 0)
+        x->r->chosen = choose(x->r, true);
+    explain(x->r);
+}
+
+static void header(pass_plan_result *r, const fe_spec *spec)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->model, sizeof r->model, "%s", spec->model.name);
+    r->world = (int)fe_world(spec);
+    r->nodes = (int)spec->mesh.nodes;
+    r->devices_per_node = (int)spec->mesh.devices_per_node;
+    r->micro_batch = spec->train.micro_batch;
+    r->seq_len = spec->train.seq_len;
+    r->device_mem = spec->mesh.device_mem;
+    r->chosen = -1;
+}
+
+/* Plans without suggestions (the suggestion search calls this). */
+static void plan_run(const fe_spec *spec, bool recompute, pass_plan_result *r)
+{
+    plan_ctx x = {.spec = spec, .recompute = recompute, .r = r};
+    header(r, spec);
+    plan_candidates(&x);
+}
+
+/* Re-plans with one override (NULL = recomputation); true when something
+ * then fits, with what in `what`. */
+static bool try_change(const fe_spec *spec, const char *set, char *what, size_t n)
+{
+    fe_spec *s = set ? spec_with(spec, &set, 1) : spec_copy(spec);
+    if (!s)
+        return false;
+    pass_plan_result r;
+    plan_run(s, set == NULL, &r);
+    bool ok = r.chosen >= 0;
+    if (ok) {
+        const pass_plan_candidate *c = &r.cand[r.chosen];
+        snprintf(what, n, "%s%s: %s then fits (%.1f GiB per rank, %.1f ms/step)", set ? "--set " : "",
+                 set ? set : "recompute activations in the backward (config cost.recompute = true)", c->name, c->mem_bytes_per_rank / GIB,
+                 c->step_ms);
+    }
+    pass_plan_free(&r);
+    fe_spec_free(s);
+    return ok;
+}
+
+/* The first change, cheapest to the user first, that makes a layout fit. */
+static void suggest(const fe_spec *spec, bool recompute, pass_plan_result *r)
+{
+    char set[96], what[300];
+    for (int z = spec->train.zero + 1; z <= 3; z++) {
+        snprintf(set, sizeof set, "train.zero=%d", z);
+        if (try_change(spec, set, what, sizeof what))
+            goto found;
+    }
+    if (!recompute && try_change(spec, NULL, what, sizeof what))
+        goto found;
+    for (int64_t k = 2; k <= 8; k *= 2) {
+        snprintf(set, sizeof set, "mesh.nodes=%lld", (long long)(spec->mesh.nodes * k));
+        if (try_change(spec, set, what, sizeof what))
+            goto found;
+    }
+    for (int64_t b = spec->train.micro_batch / 2; b >= 1; b /= 2) {
+        snprintf(set, sizeof set, "train.micro_batch=%lld", (long long)b);
+        if (try_change(spec, set, what, sizeof what))
+            goto found;
+    }
+    snprintf(r->suggestion, sizeof r->suggestion,
+             "no single change fits: not ZeRO 3, recomputation, 8x the nodes or micro_batch 1");
+    return;
+found:
+    snprintf(r->suggestion, sizeof r->suggestion, "%s", what);
+}
+
+bool pass_plan(const fe_spec *spec, pass_plan_result *out)
+{
+    /* Candidates that turn out illegal are results, not the user's errors. */
+    sup_diag_saved saved = sup_diag_silence();
+    pass_plan_result *r = out;
+    plan_run(spec, false, r);
+    bool any_built = false;
+    for (int i = 0; i < r->n; i++)
+        any_built |= r->cand[i].legal;
+    if (r->chosen < 0 && any_built)
+        suggest(spec, false, r);
+    sup_diag_restore(saved);
+    return r->chosen >= 0;
+}
+
+void pass_plan_free(pass_plan_result *r)
+{
+    free(r->cand);
+    r->cand = NULL;
+    r->n = 0;
+}
+
+/* Fixed-width number or "-" for a candidate that was not built. */
+static const char *num(char *buf, size_t n, const pass_plan_candidate *c, double v, const char *fmt)
+{
+    if (!c->legal || !isfinite(v))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+static void print_row(const pass_plan_candidate *c, bool chosen, FILE *out)
+{
+    char a[32], f[32], s[32], m[32];
+    fprintf(out, "%c %-18s %3d %3d %11.0f %5d %9s %6s %10s %8s  %-4s %-5s %s\n", chosen ? '*' : ' ', c->name,
+            c->groups, c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
+            num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"),
+            num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"), c->legal ? (c->fits ? "yes" : "no") : "-",
+            c->legal ? "yes" : "no", c->reason);
+}
+
+void pass_plan_print(const pass_plan_result *r, FILE *out)
+{
+    fprintf(out, "plan: %s on %d ranks (%d node(s) x %d), micro_batch %lld x %lld tokens", r->model, r->world,
+            r->nodes, r->devices_per_node, (long long)r->micro_batch, (long long)r->seq_len);
+    if (r->device_mem > 0)
+        fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
+    fprintf(out, "\n\n  %-18s %3s %3s %11s %5s %9s %6s %10s %8s  %-4s %-5s %s\n", "layout", "G", "K", "tokens/rank",
+            "peers", "a2a ms", "a2a", "step ms", "mem GiB", "fits", "legal", "why not chosen");
+    for (int i = 0; i < r->n; i++)
+        print_row(&r->cand[i], i == r->chosen, out);
+    fputc('\n', out);
+    if (r->chosen >= 0)
+        fprintf(out, "chosen: %s (%s)\n", r->cand[r->chosen].name, r->why);
+    else
+        fprintf(out, "chosen: none: no legal layout fits in memory\n");
+    if (r->suggestion[0])
+        fprintf(out, "suggestion: %s\n", r->suggestion);
+}
+
+static cJSON *candidate_json(const pass_plan_candidate *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", c->name);
+    cJSON_AddNumberToObject(o, "groups", c->groups);
+    cJSON_AddNumberToObject(o, "group_size", c->group_size);
+    cJSON_AddNumberToObject(o, "micro_batch", (double)c->micro_batch);
+    cJSON_AddNumberToObject(o, "tokens_per_rank", c->tokens_per_rank);
+    cJSON_AddNumberToObject(o, "peers", c->peers);
+    /* Unbuilt candidates have no numbers: null rather than a made-up 0. */
+    const char *keys[] = {"a2a_ms", "step_ms", "a2a_fraction", "mem_bytes_per_rank"};
+    double vals[] = {c->a2a_ms, c->step_ms, c->a2a_fraction, c->mem_bytes_per_rank};
+    for (int k = 0; k < 4; k++) {
+        if (c->legal && isfinite(vals[k]))
+            cJSON_AddNumberToObject(o, keys[k], vals[k]);
+        else
+            cJSON_AddNullToObject(o, keys[k]);
+    }
+    cJSON_AddBoolToObject(o, "fits", c->legal && c->fits);
+    cJSON_AddBoolToObject(o, "legal", c->legal);
+    cJSON_AddBoolToObject(o, "keeps_batch", c->keeps_batch);
+    cJSON_AddStringToObject(o, "reason", c->reason);
+    return o;
+}
+
+void pass_plan_json(const pass_plan_result *r, FILE *out)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddNumberToObject(o, "world", r->world);
+    cJSON_AddNumberToObject(o, "micro_batch", (double)r->micro_batch);
+    cJSON_AddNumberToObject(o, "seq_len", (double)r->seq_len);
+    cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
+    cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
+    for (int i = 0; i < r->n; i++)
+        cJSON_AddItemToArray(arr, candidate_json(&r->cand[i]));
+    if (r->chosen >= 0) {
+        cJSON_AddStringToObject(o, "chosen", r->cand[r->chosen].name);
+        cJSON_AddStringToObject(o, "why", r->why);
+    } else {
+        cJSON_AddNullToObject(o, "chosen");
+    }
+    if (r->suggestion[0])
+        cJSON_AddStringToObject(o, "suggestion", r->suggestion);
+    char *text = cJSON_Print(o);
+    fprintf(out, "%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}

@@ -1,0 +1,257 @@
+/* test_cost.c — unit tests of the cost model (passes/cost.c) against hand-computed
+ * values: roofline time of a linear, causal attention FLOPs, all-to-all on
+ * a 2x4 mesh inside a node vs across nodes (pairwise and two-level), ring
+ * all_reduce and all_gather, memory per ZeRO stage of a tiny lowered model,
+ * and batch-aware vs Ulysses all-to-all time on the Llama-3.2-1B example. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                               \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_NEAR(a, b)                                                                            \
+    do {                                                                                            \
+        double a_ = (a), b_ = (b);                                                                  \
+        if (fabs(a_ - b_) > 1e-9 * (fabs(b_) + 1e-12)) {                                            \
+            fprintf(stderr, "%s:%d: %s = %.17g, expected %.17g\n", __FILE__, __LINE__, #a, a_, b_); \
+            failures++;                                                                             \
+        }                                                                                           \
+    } while (0)
+
+/* peak 1e12 FLOP/s, 1e11 B/s; intra 1e11 B/s at efficiency 0.5 (beta =
+ * 2e-11 s/B), alpha 1 us; inter 1e10 B/s (beta 1e-10), alpha 10 us. */
+static const char *hand_ir =
+    "module @costhand\n"
+    "config device_peak_flops = 1e+12\n"
+    "config device_mem_bw = 1e+11\n"
+    "config device_mem = 1e+06\n"
+    "config zero = 0\n"
+    "mesh nodes = 2, devices_per_node = 4\n"
+    "link intra kind = nvlink, bandwidth = 1e+11, latency = 1e-06, efficiency = 0.5\n"
+    "link inter kind = ib, bandwidth = 1e+10, latency = 1e-05, efficiency = 1\n"
+    "group @world = {[0,1,2,3,4,5,6,7]}\n"
+    "group @node = {[0,1,2,3],[4,5,6,7]}\n"
+    "group @cross = {[0,1,4,5],[2,3,6,7]}\n"
+    "param %w : f32[64,32]\n"
+    "param %wn : f32[64@node,32]\n"
+    "param %g : f32[1024]\n"
+    "input %x : bf16[4,16,64]\n"
+    "input %q : bf16[1,128,4,16]\n"
+    "input %a : bf16[2,16@node,8,8]\n"
+    "input %b : bf16[2,16@cross,8,8]\n"
+    "%y = linear %x, %w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
+    "%o = attention %q, %q, %q {causal = 1, phase = fwd} : bf16[1,128,4,16]\n"
+    "%ah = all_to_all %a {group = @node, split = 2, concat = 1} : bf16[2,16,8@node,8]\n"
+    "%bh = all_to_all %b {group = @cross, split = 2, concat = 1} : bf16[2,16,8@cross,8]\n"
+    "%gs = all_reduce %g {group = @world} : f32[1024]\n"
+    "%wf = all_gather %wn {group = @node, dim = 0} : f32[64,32]\n"
+    "%dy = add %y, %y {phase = bwd} : bf16[4,16,32]\n"
+    ;
+
+static const ir_op *op_named(const ir_module *m, const char *result)
+{
+    int v = ir_value_find(m, result);
+    return v >= 0 && m->values[v].def >= 0 ? &m->ops[m->values[v].def] : NULL;
+}
+
+static pass_op_cost cost_of(const ir_module *m, const char *result, bool hier)
+{
+    pass_cost_params p = pass_cost_default_params(m);
+    p.hierarchical_a2a = hier;
+    return pass_op_cost_of(m, op_named(m, result), &p);
+}
+
+static void test_hand_formulas(void)
+{
+    ir_module *m = ir_parse_string("hand", hand_ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (!m)
+        return;
+    pass_cost_params p = pass_cost_default_params(m);
+    CHECK_NEAR(p.compute_fraction, 0.5);
+    CHECK_NEAR(p.mem_bw_fraction, 0.7);
+    /* linear x[4,16,64] w[64,32]: 2*N*I*O = 2*64*64*32; bytes 8192 + 8192
+     * + 4096; compute-bound: 262144 / (1e12*0.5). */
+    pass_op_cost c = cost_of(m, "y", false);
+    CHECK_NEAR(c.flops, 262144);
+    CHECK_NEAR(c.bytes, 20480);
+    CHECK_NEAR(c.seconds, 262144 / 5e11);
+    CHECK(!c.comm);
+    /* causal attention b=1 H=4 S=128 Dh=16: 2*b*H*S^2*Dh. */
+    c = cost_of(m, "o", false);
+    CHECK_NEAR(c.flops, 2.0 * 4 * 128 * 128 * 16);
+    CHECK_NEAR(c.seconds, 2097152 / 5e11);
+    /* add [4,16,32] bf16: 3 * 4096 B, memory-bound at 1e11*0.7. */
+    CHECK_NEAR(cost_of(m, "dy", false).seconds, 12288 / 7e10);
+    /* all_to_all, P = 4: local 1024 B, chunk 256, sent 768.  Inside a node:
+     * 3*alpha_intra + 768*beta_intra. */
+    c = cost_of(m, "ah", false);
+    CHECK(c.comm);
+    CHECK_NEAR(c.bytes, 768);
+    CHECK_NEAR(c.seconds, 3e-6 + 768 * 2e-11);
+    /* The same exchange across nodes: the slowest link is InfiniBand. */
+    CHECK_NEAR(cost_of(m, "bh", false).seconds, 3e-5 + 768 * 1e-10);
+    /* Two-level: n = 2 nodes, p = 2 per node, c = 256:
+     * (p-1)(alpha_i + n*c*beta_i) + (n-1)(alpha_e + p*c*beta_e). */
+    CHECK_NEAR(cost_of(m, "bh", true).seconds, (1e-6 + 512 * 2e-11) + (1e-5 + 512 * 1e-10));
+    /* Hierarchical does not apply inside a node. */
+    CHECK_NEAR(cost_of(m, "ah", true).seconds, 3e-6 + 768 * 2e-11);
+    /* ring all_reduce over 8 ranks of 4096 B: 2*(P-1)*alpha + 2*(P-1)/P*4096*beta. */
+    CHECK_NEAR(cost_of(m, "gs", false).seconds, 14 * 1e-5 + 7168 * 1e-10);
+    /* ring all_gather on a node, local 2048 B: 3*alpha + 3*2048*beta. */
+    CHECK_NEAR(cost_of(m, "wf", false).seconds, 3e-6 + 6144 * 2e-11);
+
+    pass_cost_report r = pass_cost_estimate(m, &p);
+    CHECK_NEAR(r.a2a_s, (3e-6 + 768 * 2e-11) + (3e-5 + 768 * 1e-10));
+    CHECK_NEAR(r.step_s, r.compute_s + r.comm_s);
+    CHECK_NEAR(r.a2a_fraction, r.a2a_s / r.step_s);
+    /* Memory: the gathered parameter copy 8192 B; %y (forward, read by the
+     * backward) 4096 B; the largest collective all_gather 2048 + 8192 B. */
+    CHECK_NEAR(r.mem_params, 8192);
+    CHECK_NEAR(r.mem_acts, 4096);
+    CHECK_NEAR(r.mem_comm, 10240);
+    CHECK_NEAR(r.mem_peak, 8192 + 4096 + 10240);
+    CHECK(r.fits && r.device_mem == 1e6);
+
+    /* The pass annotates and round-trips. */
+    pass_options o = pass_default_options();
+    o.quiet = true;
+    CHECK(pass_run(m, "cost", &o));
+    const ir_attr *a = ir_attr_get(op_named(m, "ah"), "cost_us");
+    CHECK(a && a->kind == IR_A_FLOAT && fabs(a->f - 3.015) < 1e-9);
+    CHECK(ir_config_int(m, "cost.mem_peak_bytes", 0) == 22528);
+    CHECK(ir_config_get(m, "cost.fits") && !strcmp(ir_config_get(m, "cost.fits"), "true"));
+    char *text = ir_print_to_string(m);
+    ir_module *back = text ? ir_parse_string("back", text) : NULL;
+    char *again = back ? ir_print_to_string(back) : NULL;
+    CHECK(again && !strcmp(text, again));
+    free(text);
+    free(again);
+    ir_module_free(back);
+    ir_module_free(m);
+}
+
+static ir_module *lowered(const char *text, const char *passes)
+{
+    fe_spec *s = fe_parse_string("spec", text);
+    CHECK(s != NULL);
+    if (!s)
+        return NULL;
+    ir_module *m = pass_lower(s);
+    fe_spec_free(s);
+    pass_options o = pass_default_options();
+    o.quiet = true;
+    CHECK(m && pass_run_pipeline(m, passes, &o));
+    return m;
+}
+
+/* hidden 64, 2 layers, 8 heads (2 KV), head_dim 8, ffn 128, vocab 256,
+ * untied, 8 ranks.  Parameter elements: embed and lm_head 256*64 each,
+ * final_norm 64, a layer 64 + 4096 + 1024 + 1024 + 4096 + 64 + 3*8192 =
+ * 34944; P = 32832 + 2*34944 = 102720, every first dim divisible by 8
+ * (all sharded from stage 1). */
+static void test_zero_memory(void)
+{
+    const double P = 102720, layer_bytes = 34944 * 4.0;
+    for (int stage = 0; stage <= 3; stage++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "model tiny { hidden 64 layers 2 heads 8 kv_heads 2 head_dim 8 ffn 128 vocab 256 }\n"
+                 "mesh m { nodes 2 devices_per_node 4 }\n"
+                 "train { micro_batch 2 seq_len 64 zero %d }\n", stage);
+        ir_module *m = lowered(text, pass_default_pipeline());
+        if (!m)
+            continue;
+        pass_cost_params p = pass_cost_default_params(m);
+        pass_cost_report r = pass_cost_estimate(m, &p);
+        /* stored weights; working copies: all (stages 1, 2), the largest
+         * layer's (stage 3: 139776 B > embed+final_norm+lm_head) */
+        double params = stage == 0 ? 4 * P : 4 * P / 8 + (stage < 3 ? 4 * P : layer_bytes);
+        double grads = stage < 2 ? 4 * P : 4 * P / 8;
+        double optim = stage == 0 ? 8 * P : 8 * P / 8;
+        CHECK_NEAR(r.mem_params, params);
+        CHECK_NEAR(r.mem_grads, grads);
+        CHECK_NEAR(r.mem_optim, optim);
+        CHECK(r.mem_acts > 0 && r.mem_comm > 0);
+        /* recompute keeps each layer's input and one layer's saved set */
+        p.recompute = true;
+        CHECK(pass_cost_estimate(m, &p).mem_acts < r.mem_acts);
+        ir_module_free(m);
+    }
+}
+
+/* examples/llama3_2_1b.basp on examples/a100_2x4.basp: batch-aware G=2
+ * keeps each all-to-all on one node's NVLink; Ulysses over 8 ranks crosses
+ * InfiniBand, so it must be predicted slower.  Compute is the same. */
+static const char *llama_1b =
+    "mesh a100_2x4 { nodes 2 devices_per_node 4 device a100_40gb\n"
+    "  link intra nvlink bandwidth 300GB/s latency 2us\n"
+    "  link inter ib bandwidth 400Gb/s latency 5us }\n"
+    "model llama_3_2_1b { hidden 2048 layers 16 heads 32 kv_heads 8 head_dim 64\n"
+    "  ffn 8192 vocab 128256 rope_theta 500000 norm_eps 1e-5 tie_embeddings true }\n"
+    "train { micro_batch 2 seq_len 16K precision bf16 zero 1 }\n"
+    "layout { sequence ulysses batch_aware %s }\n";
+
+static void test_batch_aware_beats_ulysses(void)
+{
+    char text[1024];
+    snprintf(text, sizeof text, llama_1b, "auto");
+    ir_module *ba = lowered(text, pass_default_pipeline());
+    snprintf(text, sizeof text, llama_1b, "off");
+    ir_module *ul = lowered(text, pass_default_pipeline());
+    if (!ba || !ul)
+        return;
+    CHECK(ir_config_int(ba, "batch_groups", 0) == 2);
+    pass_cost_params p = pass_cost_default_params(ba);
+    pass_cost_report rb = pass_cost_estimate(ba, &p), ru = pass_cost_estimate(ul, &p);
+    CHECK(rb.a2a_s > 0 && rb.a2a_s < ru.a2a_s);
+    CHECK_NEAR(rb.compute_s, ru.compute_s);
+    CHECK(rb.step_s < ru.step_s);
+    /* Two-level exchange only helps the group that crosses nodes. */
+    p.hierarchical_a2a = true;
+    CHECK(pass_cost_estimate(ul, &p).a2a_s < ru.a2a_s);
+    CHECK_NEAR(pass_cost_estimate(ba, &p).a2a_s, rb.a2a_s);
+    ir_module_free(ba);
+    ir_module_free(ul);
+}
+
+static void test_trace(void)
+{
+    ir_module *m = ir_parse_string("hand", hand_ir);
+    if (!m)
+        return;
+    pass_cost_params p = pass_cost_default_params(m);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    pass_trace_json(m, &p, f);
+    fclose(f);
+    CHECK(buf && strstr(buf, "\"traceEvents\":["));
+    CHECK(strstr(buf, "\"name\":\"all_to_all\",\"ph\":\"X\""));
+    CHECK(strstr(buf, "\"pid\":7") && !strstr(buf, "\"pid\":8"));
+    CHECK(strstr(buf, "\"ranks_capped\":false"));
+    free(buf);
+    ir_module_free(m);
+}
+
+int main(void)
+{
+    test_hand_formulas();
+    test_zero_memory();
+    test_batch_aware_beats_ulysses();
+    test_trace();
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
