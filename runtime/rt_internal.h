@@ -36,6 +36,7 @@ typedef struct rt_options {
     int64_t steps, seed;
     double lr;
     const char *metrics;      /* --metrics: JSON lines */
+    const char *profile;      /* --profile: end-of-run per-op counters, JSON */
     int64_t log_every;
     const char *save_weights; /* --save-weights */
     const char *save_grads;   /* --save-grads */

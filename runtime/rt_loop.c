@@ -106,6 +106,48 @@ static int rt_cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double rt_median(double *xs, int64_t n) {
+    qsort(xs, (size_t)n, sizeof *xs, rt_cmp_double);
+    return n ? xs[n / 2] : 0;
+}
+
+/* --profile: rank 0's counters as one JSON object, for tools that compare
+ * measured per-op time with the cost model (bench/calibrate.py).  Only
+ * kinds that ran are listed.  Returns false when the file cannot be written. */
+static bool rt_write_profile(const rt_ctx *rt, const char *path, double *secs, double *a2a, int64_t n) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += secs[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "world", rt->world);
+    cJSON_AddNumberToObject(o, "steps", (double)n);
+    cJSON_AddNumberToObject(o, "total_s", sum);
+    cJSON_AddNumberToObject(o, "median_step_ms", rt_median(secs, n) * 1e3);
+    cJSON_AddNumberToObject(o, "median_a2a_ms", rt_median(a2a, n) * 1e3);
+    cJSON *ops = cJSON_AddObjectToObject(o, "ops");
+    for (int k = 0; k < RT_K_NKINDS; k++) {
+        if (!rt->total.kern_calls[k]) continue;
+        cJSON *e = cJSON_AddObjectToObject(ops, rt_kernel_names[k]);
+        cJSON_AddNumberToObject(e, "calls", (double)rt->total.kern_calls[k]);
+        cJSON_AddNumberToObject(e, "seconds", rt->total.kern_sec[k]);
+    }
+    for (int k = 0; k < RT_C_NKINDS; k++) {
+        if (!rt->total.coll_calls[k]) continue;
+        cJSON *e = cJSON_AddObjectToObject(ops, rt_coll_names[k]);
+        cJSON_AddNumberToObject(e, "calls", (double)rt->total.coll_calls[k]);
+        cJSON_AddNumberToObject(e, "seconds", rt->total.coll_sec[k]);
+        cJSON_AddNumberToObject(e, "bytes", (double)rt->total.coll_bytes[k]);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    RT_CHECK(text, "out of memory formatting the profile");
+    FILE *f = fopen(path, "w");
+    bool ok = f && fprintf(f, "%s\n", text) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    cJSON_free(text);
+    if (!ok) fprintf(stderr, "error: cannot write profile file %s\n", path);
+    return ok;
+}
+
 /* Where the time went on rank 0, as shares of the summed step time. */
 static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
     double sum = 0;
@@ -149,10 +191,12 @@ int rt_train(rt_ctx *rt) {
     if (!ok_metrics) return 1;
     int64_t steps = rt->opt.steps;
     double *secs = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
+    double *a2a = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     int status = 0;
     for (int64_t t = 0; t < steps; t++) {
         rt_step_stats s = rt_run_step(rt, t);
         secs[t] = s.sec;
+        a2a[t] = s.a2a_sec;
         /* The loss is all-reduced and the norm global, so every rank sees
          * the same values and stops at the same step. */
         if (!isfinite(s.loss) || !isfinite(s.grad_norm)) {
@@ -175,11 +219,19 @@ int rt_train(rt_ctx *rt) {
         metrics_lost = fclose(metrics) != 0 || werr;
     }
     if (metrics_lost) fprintf(stderr, "error: cannot write metrics file %s\n", rt->opt.metrics);
+    bool profile_lost = false;
+    if (r0 && status == 0 && rt->opt.profile) { /* before rt_report, which sorts secs */
+        double *copy = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
+        memcpy(copy, secs, sizeof(double) * (size_t)steps);
+        profile_lost = !rt_write_profile(rt, rt->opt.profile, copy, a2a, steps);
+        free(copy);
+    }
     if (r0 && status == 0) rt_report(rt, secs, steps);
     free(secs);
+    free(a2a);
     if (status == 0 && rt->opt.save_weights) rt_save_tensors(rt, rt->opt.save_weights, false);
     if (status == 0 && rt->opt.save_grads && steps > 0) rt_save_tensors(rt, rt->opt.save_grads, true);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
         fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
-    return status ? status : metrics_lost;
+    return status ? status : (metrics_lost || profile_lost);
 }

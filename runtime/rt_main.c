@@ -61,6 +61,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --log-every N        print every N-th step (default 1; first and last always)\n"
             "  --metrics FILE       one JSON object per step (step, loss, grad_norm, lr, step_ms, a2a_ms,\n"
             "                       comm_bytes, tokens_per_s)\n"
+            "  --profile FILE       after training, rank 0's counters as JSON (per kernel and collective\n"
+            "                       kind: calls, seconds, bytes; median step and all-to-all ms)\n"
             "  --save-weights FILE  after training, write every parameter as a full fp32 tensor\n"
             "  --save-grads FILE    after training, write the reduced gradients of the last step\n"
             "  --quiet              no per-step lines\n"
@@ -121,7 +123,7 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         }
         static const char *const with_value[] = {"--data",       "--text",       "--steps",     "--lr",
                                                  "--seed",       "--metrics",    "--log-every", "--save-weights",
-                                                 "--save-grads", "--init-from"};
+                                                 "--save-grads", "--init-from",  "--profile"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -134,6 +136,7 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         if (!strcmp(name, "--data")) o->data = v;
         else if (!strcmp(name, "--text")) o->text = v;
         else if (!strcmp(name, "--metrics")) o->metrics = v;
+        else if (!strcmp(name, "--profile")) o->profile = v;
         else if (!strcmp(name, "--save-weights")) o->save_weights = v;
         else if (!strcmp(name, "--save-grads")) o->save_grads = v;
         else if (!strcmp(name, "--init-from")) o->init_from = v;
