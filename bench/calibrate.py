@@ -58,7 +58,9 @@ RUNS = [  # (name, spec, ranks, seq_len override or None)
     ("tiny_gqa_8 s1024", "examples/tiny_gqa_8.basp", 8, 1024),
 ]
 
-OP_RE = re.compile(r"= ([a-z_]+) .*cost_us = ([0-9.e+-]+)")
+# An op line: optional results ("%a, %b = "), the op name, ..., its cost.
+# Ops without results (adamw, free, send) must match too.
+OP_RE = re.compile(r"^(?:%\S+(?:, %\S+)* = )?([a-z_]+) .*cost_us = ([0-9.e+-]+)")
 
 
 def sh(cmd, **kw):
