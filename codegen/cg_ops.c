@@ -129,6 +129,18 @@ static void cg_embedding(cg_op_ctx *c) {
     cg_end(c);
 }
 
+/* The pointer arguments shared by rmsnorm and linear: y, x, w forward;
+ * dx, dw, dy, x, w backward (the runtime's argument order). */
+static void cg_args_x_w(cg_op_ctx *c, bool bwd, const ir_value *x, const ir_value *w) {
+    cg_f32(c, cg_out(c, 0));
+    if (bwd) {
+        cg_f32(c, cg_out(c, 1));
+        cg_f32(c, cg_in(c, 0));
+    }
+    cg_f32(c, x);
+    cg_f32(c, w);
+}
+
 /* rmsnorm(x, w) -> y ; rmsnorm_bwd(dy, x, w) -> dx, dw.  D = x's last dim. */
 static void cg_rmsnorm(cg_op_ctx *c) {
     bool bwd = c->op->code == IR_RMSNORM_BWD;
@@ -140,13 +152,7 @@ static void cg_rmsnorm(cg_op_ctx *c) {
     }
     if (!cg_whole(c, x, r - 1, r, "the normalised dim") || !cg_whole(c, w, 0, 1, "the norm weight")) return;
     cg_call(c, bwd ? "rt_rmsnorm_bwd" : "rt_rmsnorm");
-    cg_f32(c, cg_out(c, 0));
-    if (bwd) {
-        cg_f32(c, cg_out(c, 1));
-        cg_f32(c, cg_in(c, 0));
-    }
-    cg_f32(c, x);
-    cg_f32(c, w);
+    cg_args_x_w(c, bwd, x, w);
     cg_int(c, cg_lprod(c, x, 0, r - 1));
     cg_int(c, x->type.dims[r - 1]);
     cg_dbl(c, cg_attr_or_config(c, "eps", "norm_eps"));
@@ -177,13 +183,7 @@ static void cg_linear(cg_op_ctx *c) {
         return;
     }
     cg_call(c, bwd ? "rt_linear_bwd" : "rt_linear");
-    cg_f32(c, cg_out(c, 0));
-    if (bwd) {
-        cg_f32(c, cg_out(c, 1));
-        cg_f32(c, cg_in(c, 0));
-    }
-    cg_f32(c, x);
-    cg_f32(c, w);
+    cg_args_x_w(c, bwd, x, w);
     cg_int(c, N);
     cg_int(c, I);
     cg_int(c, O);

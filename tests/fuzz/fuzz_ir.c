@@ -8,19 +8,13 @@
 
 #include "ir/ir.h"
 
+#include "fuzz_common.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static FILE *null_sink(void) {
-    static FILE *sink;
-    if (!sink) sink = fopen("/dev/null", "w");
-    return sink;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char *text = malloc(size + 1);
-    memcpy(text, data, size);
-    text[size] = '\0';
-    sup_diag_set_sink(null_sink());
+    char *text = fuzz_text(data, size);
+    sup_diag_set_sink(fuzz_null_sink());
     ir_module *m = ir_parse_string("fuzz.bir", text);
     if (m) {
         ir_verify(m, "fuzz");

@@ -11,19 +11,13 @@
 #include "ir/ir.h"
 #include "passes/passes.h"
 
+#include "fuzz_common.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static FILE *null_sink(void) {
-    static FILE *sink;
-    if (!sink) sink = fopen("/dev/null", "w");
-    return sink;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char *text = malloc(size + 1);
-    memcpy(text, data, size);
-    text[size] = '\0';
-    sup_diag_set_sink(null_sink());
+    char *text = fuzz_text(data, size);
+    sup_diag_set_sink(fuzz_null_sink());
     fe_spec *spec = fe_parse_string("fuzz.basp", text);
     /* Lowering is linear in layers and ranks; keep each run fast. */
     if (spec && spec->model.layers <= 4 && fe_world(spec) <= 64) {
@@ -31,9 +25,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (m) {
             pass_options opt = pass_default_options();
             opt.quiet = true;
-            opt.print_out = null_sink();
+            opt.print_out = fuzz_null_sink();
             if (pass_run_pipeline(m, pass_default_pipeline(), &opt))
-                pass_schedule_print(m, null_sink());
+                pass_schedule_print(m, fuzz_null_sink());
             ir_module_free(m);
         }
     }

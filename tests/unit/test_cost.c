@@ -10,24 +10,10 @@
 
 #include "passes/passes.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
-
-#define CHECK_NEAR(a, b)                                                                            \
-    do {                                                                                            \
-        double a_ = (a), b_ = (b);                                                                  \
-        if (fabs(a_ - b_) > 1e-9 * (fabs(b_) + 1e-12)) {                                            \
-            fprintf(stderr, "%s:%d: %s = %.17g, expected %.17g\n", __FILE__, __LINE__, #a, a_, b_); \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
+/* Relative to the expected value, with an absolute floor of 1e-12. */
+#define CHECK_NEAR(a, b) CHECK_NEAR_FLOOR(a, b, 1e-12)
 
 /* peak 1e12 FLOP/s, 1e11 B/s; intra 1e11 B/s at efficiency 0.5 (beta =
  * 2e-11 s/B), alpha 1 us; inter 1e10 B/s (beta 1e-10), alpha 10 us. */

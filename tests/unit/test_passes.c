@@ -8,24 +8,10 @@
 
 #include "passes/passes.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
-
-#define CHECK_NEAR(a, b)                                                                                   \
-    do {                                                                                                   \
-        double a_ = (a), b_ = (b);                                                                         \
-        if (fabs(a_ - b_) > 1e-9 * (fabs(b_) + 1)) {                                                       \
-            fprintf(stderr, "%s:%d: %s = %.17g, expected %.17g\n", __FILE__, __LINE__, #a, a_, b_);        \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
+/* Relative to the expected value, with an absolute floor of 1. */
+#define CHECK_NEAR(a, b) CHECK_NEAR_FLOOR(a, b, 1)
 
 /* hidden 64, 2 layers, 4 heads (2 KV heads), head_dim 16, on 2 nodes x 4. */
 static fe_spec tiny_spec(int64_t micro_batch, int64_t kv_heads, fe_batch_aware ba)
