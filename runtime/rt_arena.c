@@ -97,6 +97,27 @@ int32_t *rt_i32(rt_ctx *rt, int value) {
     return rt->buf[value];
 }
 
+/* ---- host access (CPU: the buffers are host memory) ---------------------------- */
+void rt_host_read(rt_ctx *rt, int v, void *dst) {
+    memcpy(dst, rt->buf[v], (size_t)rt->p->values[v].local_elems * 4);
+}
+
+void rt_host_write(rt_ctx *rt, int v, const void *src) {
+    memcpy(rt->buf[v], src, (size_t)rt->p->values[v].local_elems * 4);
+}
+
+void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v) {
+    size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
+    memcpy(m, rt->opt_m[pair], n);
+    memcpy(v, rt->opt_v[pair], n);
+}
+
+void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
+    size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
+    memcpy(rt->opt_m[pair], m, n);
+    memcpy(rt->opt_v[pair], v, n);
+}
+
 int rt_group_pos(rt_ctx *rt, int g) {
     RT_CHECK(g >= 0 && g < rt->p->ngroups, "group index %d out of range", g);
     return rt->gpos[g];
@@ -245,9 +266,11 @@ static double rt_init_std(const rt_program *p, const rt_value_desc *d) {
 
 static void rt_init_one(rt_ctx *rt, int v, uint64_t seed) {
     const rt_value_desc *d = &rt->p->values[v];
-    float *w = rt->buf[v];
+    float *w = RT_MALLOC((size_t)d->local_elems * 4);
     if (d->rank <= 1) {
         for (int64_t i = 0; i < d->local_elems; i++) w[i] = 1.0f;
+        rt_host_write(rt, v, w);
+        free(w);
         return;
     }
     double std = rt_init_std(rt->p, d);
@@ -266,6 +289,8 @@ static void rt_init_one(rt_ctx *rt, int v, uint64_t seed) {
     }
     RT_CHECK(k == d->local_elems, "init of %s wrote %lld of %lld elements", d->name, (long long)k,
              (long long)d->local_elems);
+    rt_host_write(rt, v, w);
+    free(w);
 }
 
 void rt_init_params(rt_ctx *rt, uint64_t seed) {

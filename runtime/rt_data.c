@@ -128,11 +128,13 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
     int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK];
     rt_local_dims(rt, v, ld);
     rt_global_offset(p, v, rt->rank, off);
-    int32_t *out = rt->buf[v];
+    int32_t *out = RT_MALLOC((size_t)d->local_elems * sizeof(int32_t));
     for (int64_t bi = 0; bi < ld[0]; bi++) {
         int64_t pos = rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
         memcpy(out + bi * ld[1], rt->tokens + pos + off[1] + shift, (size_t)ld[1] * sizeof(int32_t));
     }
+    rt_host_write(rt, v, out);
+    free(out);
 }
 
 void rt_data_fill(rt_ctx *rt, int64_t t) {

@@ -140,6 +140,18 @@ uint64_t rt_splitmix64(uint64_t x);
 uint64_t rt_hash_str(const char *s);
 void *rt_scratch(rt_ctx *rt, int which, size_t bytes);
 
+/* ---- host access to local buffers (rt_arena.c) ---------------------------------
+ * Everything outside the kernels, the collectives and the optimizer (init,
+ * data, the loss, saving, loading, checkpoints) reads and writes value and
+ * optimizer-state buffers only through these, so that a device backend can
+ * keep its buffers on the device and copy here.  Sizes: local_elems × 4
+ * bytes (fp32 or int32); optimizer state: the param's local_elems floats
+ * each of m and v.  CPU backend: memcpy. */
+void rt_host_read(rt_ctx *rt, int v, void *dst);
+void rt_host_write(rt_ctx *rt, int v, const void *src);
+void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v);
+void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
+
 /* ---- collectives (rt_comm.c) --------------------------------------------------- */
 void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends */
 

@@ -205,7 +205,10 @@ static void rt_scatter_param(rt_ctx *rt, int v, const unsigned char *src) {
         }
         free(full);
     }
-    RT_MPI(MPI_Scatter(all, (int)n, MPI_FLOAT, rt->buf[v], (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    float *mine = RT_MALLOC((size_t)n * 4);
+    RT_MPI(MPI_Scatter(all, (int)n, MPI_FLOAT, mine, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    rt_host_write(rt, v, mine);
+    free(mine);
     free(all);
 }
 

@@ -70,7 +70,9 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
         rt->norm_done = true;
     }
     s.grad_norm = rt->norm_done ? rt->grad_norm : 0.0;
-    s.loss = rt_f32(rt, rt->p->loss)[0] / (double)(rt->p->micro_batch * rt->p->seq_len);
+    float loss_sum;
+    rt_host_read(rt, rt->p->loss, &loss_sum);
+    s.loss = loss_sum / (double)(rt->p->micro_batch * rt->p->seq_len);
     return s;
 }
 

@@ -40,7 +40,10 @@ static void rt_gather_full(rt_ctx *rt, int v, float *full) {
     int64_t n = d->local_elems;
     RT_CHECK(n * rt->world <= 0x7fffffff, "saving %s: too large to gather in one MPI call", d->name);
     float *all = rt->rank == 0 ? RT_MALLOC((size_t)(n * rt->world) * 4) : NULL;
-    RT_MPI(MPI_Gather(rt->buf[v], (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    float *mine = RT_MALLOC((size_t)n * 4);
+    rt_host_read(rt, v, mine);
+    RT_MPI(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    free(mine);
     if (rt->rank != 0) return;
     int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK], zero[RT_MAX_RANK] = {0};
     int nd = rt_local_dims(rt, v, ld);
