@@ -115,3 +115,5 @@ bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe
 }
 
 void basp_set_verbosity(int level) { cg_set_verbosity(level); }
+
+bool basp_set_target(const char *name) { return name && cg_set_target(name); }

@@ -98,6 +98,10 @@ bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe
 /* What basp_build prints on stderr: 0 only errors, 1 (default) a progress
  * line, 2 also the compiler command line. */
 void basp_set_verbosity(int level);
+/* The backend basp_emit_c / basp_build generate for: "cpu" (default) or
+ * "cuda" (GPUs: bf16, NCCL, cuBLAS; needs the CUDA backend library).
+ * Returns false, changing nothing, for any other name. */
+bool basp_set_target(const char *name);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,15 @@
 /* cg_build.c — turns a module into a training binary: emits the C program,
  * then compiles and links it with the MPI C compiler wrapper against the
- * runtime (libbasp_rt.a, libbasp_kernels.a, cJSON, OpenBLAS, libm).
+ * runtime (libbasp_rt.a, libbasp_kernels.a, cJSON, OpenBLAS, libm; with
+ * --target=cuda libbasp_rt_cuda.a, libbasp_kernels.a, cJSON, cuBLAS, cudart,
+ * NCCL, libstdc++).
  *
  * Where those live is recorded at configure time in cg_config.h (generated
  * by CMake into the build tree); the environment overrides it for installed
  * or moved set-ups:
  *   BASP_CC           the compiler command (default: the mpicc CMake found)
- *   BASP_RUNTIME_DIR  a directory with include/basp_rt.h, libbasp_rt.a and
+ *   BASP_RUNTIME_DIR  a directory with include/basp_rt.h, libbasp_rt.a (or,
+ *                     for --target=cuda, libbasp_rt_cuda.a) and
  *                     libbasp_kernels.a
  *   BASP_CFLAGS, BASP_LDFLAGS  extra words for the command line */
 #include <errno.h>
@@ -21,8 +24,18 @@
 #include "codegen/cg_config.h"
 
 static int cg_verbosity = 1;
+static cg_target cg_the_target = CG_TARGET_CPU;
 
 void cg_set_verbosity(int level) { cg_verbosity = level; }
+
+bool cg_set_target(const char *name) {
+    if (!strcmp(name, "cpu")) cg_the_target = CG_TARGET_CPU;
+    else if (!strcmp(name, "cuda")) cg_the_target = CG_TARGET_CUDA;
+    else return false;
+    return true;
+}
+
+cg_target cg_get_target(void) { return cg_the_target; }
 
 enum { CG_PATH_MAX = 4096, CG_ARGV_MAX = 128 };
 
@@ -39,11 +52,31 @@ static const char *cg_env(const char *name) {
     return v && *v ? v : NULL;
 }
 
+/* The CUDA backend's library, or an error naming why there is none. */
+static bool cg_find_cuda(cg_toolchain *tc, const char *dir) {
+    if (dir) {
+        snprintf(tc->rt, sizeof tc->rt, "%s/libbasp_rt_cuda.a", dir);
+        return true;
+    }
+    if (!CG_HAVE_CUDA_RUNTIME) {
+        sup_error(sup_noloc(), "cannot build a CUDA training binary: this baspc was configured without the CUDA "
+                               "backend (%s); install the CUDA toolkit and NCCL and re-run cmake (-DBASP_CUDA=ON "
+                               "makes a missing piece an error), or set BASP_RUNTIME_DIR to a directory holding "
+                               "include/basp_rt.h, libbasp_rt_cuda.a and libbasp_kernels.a (--emit=c still writes "
+                               "the C program)", CG_NO_CUDA_WHY);
+        return false;
+    }
+    snprintf(tc->rt, sizeof tc->rt, "%s", CG_CUDA_RT_LIB);
+    return true;
+}
+
 /* Fills `tc`; false (reported) when no runtime library can be found. */
 static bool cg_find_runtime(cg_toolchain *tc) {
     const char *cc = cg_env("BASP_CC");
     snprintf(tc->cc, sizeof tc->cc, "%s", cc ? cc : CG_CC);
     const char *dir = cg_env("BASP_RUNTIME_DIR");
+    bool cuda = cg_the_target == CG_TARGET_CUDA;
+    const char *rtlib = cuda ? "libbasp_rt_cuda.a" : "libbasp_rt.a";
     if (dir) {
         snprintf(tc->include, sizeof tc->include, "%s/include", dir);
         snprintf(tc->rt, sizeof tc->rt, "%s/libbasp_rt.a", dir);
@@ -60,16 +93,18 @@ static bool cg_find_runtime(cg_toolchain *tc) {
         snprintf(tc->rt, sizeof tc->rt, "%s", CG_RT_LIB);
         snprintf(tc->kernels, sizeof tc->kernels, "%s", CG_KERNELS_LIB);
     }
+    if (cuda && !cg_find_cuda(tc, dir)) return false;
     char header[CG_PATH_MAX + 16];
     snprintf(header, sizeof header, "%s/basp_rt.h", tc->include);
     const char *need[] = {header, tc->rt, tc->kernels};
     for (int i = 0; i < 3; i++) {
         if (access(need[i], R_OK) == 0) continue;
-        sup_error(sup_noloc(), "cannot build a training binary: the runtime is not built (%s: %s); %s", need[i],
-                  strerror(errno),
-                  dir ? "BASP_RUNTIME_DIR must hold include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a"
-                      : "build it with 'make basp_rt' in baspc's build directory, or set BASP_RUNTIME_DIR to a "
-                        "directory holding include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a");
+        sup_error(sup_noloc(), "cannot build a training binary: the runtime is not built (%s: %s); %s%s%s", need[i],
+                  strerror(errno), dir ? "BASP_RUNTIME_DIR must hold include/basp_rt.h, " : "build it with 'make ",
+                  dir ? rtlib : (cuda ? "basp_rt_cuda" : "basp_rt"),
+                  dir ? " and libbasp_kernels.a"
+                      : "' in baspc's build directory, or set BASP_RUNTIME_DIR to a directory holding "
+                        "include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a");
         return false;
     }
     return true;
@@ -106,7 +141,8 @@ static void cg_print_command(char **argv) {
     fprintf(stderr, "\n");
 }
 
-/* cc -O2 -std=c17 -I include [sanitizer flags] [BASP_CFLAGS] file.c -o exe rt kernels cjson openblas -lm [BASP_LDFLAGS] */
+/* cc -O2 -std=c17 -I include [sanitizer flags] [BASP_CFLAGS] file.c -o exe rt kernels cjson openblas -lm [BASP_LDFLAGS]
+ * (CUDA: ... file.c -o exe rt_cuda kernels cjson -L<toolkit> -lcublasLt -lcublas -lcudart nccl -lstdc++ ...) */
 static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, const char *out_exe) {
     char *argv[CG_ARGV_MAX];
     int argc = 0;
@@ -123,7 +159,10 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     for (int i = 0; i < 3; i++) argv[argc++] = (char *)fixed[i];
     cg_split(cflags, argv, &argc);
     const char *mid[] = {cfile, "-o", out_exe, tc->rt, tc->kernels, CG_CJSON_LIB, CG_OPENBLAS_LIB, "-lm"};
-    for (int i = 0; i < 8; i++) argv[argc++] = (char *)mid[i];
+    bool cuda = cg_the_target == CG_TARGET_CUDA;
+    for (int i = 0; i < (cuda ? 5 : 8); i++) argv[argc++] = (char *)mid[i];
+    char cudalibs[CG_PATH_MAX] = CG_CUDA_LIBS; /* cJSON, cuBLAS, cudart, NCCL, libstdc++ */
+    if (cuda) cg_split(cudalibs, argv, &argc);
     cg_split(ldflags, argv, &argc);
     argv[argc] = NULL;
     if (cg_verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, out_exe);

@@ -163,6 +163,10 @@ static void cg_header(sup_buf *b, const cg_names *n, const char *spec) {
                       " *           the sequence over the ranks of each group\n"
                       " *   step    %d ops on %d values, %d process groups\n *\n",
                    world, m->mesh.nodes, m->mesh.devices_per_node, G, K, G, K, m->nops, nvalues, m->ngroups);
+    if (cg_get_target() == CG_TARGET_CUDA)
+        sup_buf_puts(b, " *   target  cuda: one GPU per rank, bf16 values with fp32 master weights,\n"
+                        " *           NCCL collectives, cuBLAS GEMMs (linked against basp_rt_cuda);\n"
+                        " *           rt_f32/rt_i32 return device pointers, passed on untouched\n *\n");
     sup_buf_printf(b, " * Run:  mpirun -np %d ./train --data FILE    (./train --help lists the options)\n"
                       " *\n"
                       " * The program is the schedule and nothing else: the tables describe the\n"

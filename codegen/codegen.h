@@ -34,6 +34,15 @@ bool cg_emit_c(const ir_module *m, const char *spec_path, FILE *out);
  * including a runtime library that was not built. */
 bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bool keep_c);
 
+/* The backend the program is generated and linked for: CG_TARGET_CPU (fp32,
+ * MPI, OpenBLAS; libbasp_rt.a) or CG_TARGET_CUDA (bf16 on the GPUs, NCCL,
+ * cuBLAS; libbasp_rt_cuda.a).  The runtime API is the same, so the step is
+ * the same; the header comment and the link line differ.  cg_set_target
+ * takes "cpu" or "cuda" and returns false for anything else. */
+typedef enum { CG_TARGET_CPU, CG_TARGET_CUDA } cg_target;
+bool cg_set_target(const char *name);
+cg_target cg_get_target(void);
+
 /* What cg_build prints on stderr: 0 nothing but errors, 1 (default) one
  * progress line ("baspc: compiling train.c → train"), 2 also the compiler
  * command line. */

@@ -53,6 +53,13 @@ typedef struct kern_rope_scaling {
     int64_t original_max_pos;
 } kern_rope_scaling;
 
+/* The rotation table of one call's shape: cs, sn [S, Dh/2] =
+ * cos/sin((pos0 + s) * inv_freq_i), angles in double.  kern_rope_fwd/bwd use
+ * it (cached); the CUDA backend uploads it, so both rotate by the very same
+ * floats. */
+void kern_rope_table(float *cs, float *sn, int64_t S, int64_t Dh, int64_t pos0, double theta,
+                     const kern_rope_scaling *scaling);
+
 /* y, x [b,S,H,Dh], Dh even.  Token (bi, si) is at position pos0 + si; the
  * pair (i, i + Dh/2) is rotated by angle pos * inv_freq_i with
  * inv_freq_i = theta^(-2i/Dh) (Hugging Face Llama rotate_half), adjusted by

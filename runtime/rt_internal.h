@@ -107,6 +107,9 @@ struct rt_ctx {
     /* Training data (every rank holds the whole token array). */
     int32_t *tokens;
     int64_t ntokens;
+    /* Backend state (CUDA: devices, streams, communicators, workspaces;
+     * unused on the CPU). */
+    void *dev;
 };
 
 /* ---- context (rt_main.c) ------------------------------------------------------- */
@@ -116,8 +119,17 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o);
 void rt_ctx_destroy(rt_ctx *rt);
 double rt_now(void);
 
-/* ---- arena, init, shapes (rt_arena.c) ---------------------------------------- */
+/* ---- backend (cpu/rt_buf_cpu.c or cuda/rt_buf_cuda.cu) ---------------------------
+ * What differs between the CPU and the CUDA library besides kernels,
+ * collectives and the optimizer: set-up before MPI_Init, the device and its
+ * communicators once the groups exist, the arena, and tearing both down. */
+void rt_backend_preinit(void);
+void rt_backend_init(rt_ctx *rt);
+void rt_backend_fini(rt_ctx *rt);
 void rt_arena_build(rt_ctx *rt);
+
+/* ---- arena report, init, shapes (rt_arena.c) ------------------------------------ */
+rt_mem_cat rt_value_cat(const rt_value_desc *d);
 void rt_arena_report(rt_ctx *rt, FILE *f);
 void rt_init_params(rt_ctx *rt, uint64_t seed);
 /* Local dims of value v on this rank; returns its rank (number of dims). */
@@ -140,20 +152,56 @@ uint64_t rt_splitmix64(uint64_t x);
 uint64_t rt_hash_str(const char *s);
 void *rt_scratch(rt_ctx *rt, int which, size_t bytes);
 
-/* ---- host access to local buffers (rt_arena.c) ---------------------------------
+/* ---- host access to local buffers (the backend's buffer file) -------------------
  * Everything outside the kernels, the collectives and the optimizer (init,
  * data, the loss, saving, loading, checkpoints) reads and writes value and
  * optimizer-state buffers only through these, so that a device backend can
  * keep its buffers on the device and copy here.  Sizes: local_elems × 4
  * bytes (fp32 or int32); optimizer state: the param's local_elems floats
- * each of m and v.  CPU backend: memcpy. */
+ * each of m and v.  CPU backend: memcpy.  CUDA backend: a synchronous copy
+ * with bf16 <-> fp32 conversion (a parameter reads and writes its fp32
+ * master copy). */
 void rt_host_read(rt_ctx *rt, int v, void *dst);
 void rt_host_write(rt_ctx *rt, int v, const void *src);
 void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v);
 void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
 
-/* ---- collectives (rt_comm.c) --------------------------------------------------- */
-void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends */
+/* ---- collectives (rt_comm.c; shapes and checks shared in rt_coll.c) ------------- */
+void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends (CUDA: and the step's device work) */
+void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
+const rt_value_desc *rt_coll_val(rt_ctx *rt, int v);
+int rt_coll_set_size(rt_ctx *rt, int g);
+/* Products of the local dims before and after `dim`. */
+void rt_outer_inner(const int64_t *ld, int nd, int dim, int64_t *outer, int64_t *inner);
+/* Only all_to_all handles uneven splits; the others refuse them. */
+void rt_check_even(rt_ctx *rt, const char *op, int v);
+void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, int whole);
+/* Position inside the rank's set of g at offset `peer` (ring arithmetic). */
+int rt_coll_peer(rt_ctx *rt, int g, int peer);
+
+/* all_to_all geometry: both buffers are viewed as 5-d [O, A, M, B, I] with
+ * A, B the split and concat dims in dim order.  A chunk (what one rank
+ * sends one peer) has the peer's range of the split dim and all local
+ * entries of the concat dim; with an uneven split the ranges differ by
+ * peer.  Both backends pack and unpack with exactly this geometry. */
+typedef struct rt_a2a_geom {
+    const rt_program *p;
+    const rt_value_desc *xd, *yd;
+    int split, concat;
+    int64_t O, M, I;
+    int64_t xa, xb, ya, yb; /* local sizes of dims a, b in x and y */
+    int64_t nvy, lxc;       /* y-local split size, x-local concat size */
+    int64_t fo, fi;         /* this pair's fanout / fanin ratio (1 or F) */
+    bool a_split;           /* dim a is the split dim */
+} rt_a2a_geom;
+enum { RT_A2A_MAX = 8 };
+rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y);
+/* Elements this rank sends the peer at position q / receives from p. */
+int64_t rt_a2a_send_count(const rt_a2a_geom *G, int q);
+int64_t rt_a2a_recv_count(const rt_a2a_geom *G, int p);
+/* Checks the fused exchange (n pairs, fanout/fanin) and plans each pair. */
+void rt_a2a_plan_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                     const int *outs, rt_a2a_geom *G);
 
 /* ---- data (rt_data.c) ----------------------------------------------------------- */
 /* The magic of an llm.c token file's header. */
@@ -173,6 +221,9 @@ void rt_data_fill(rt_ctx *rt, int64_t t);
 void rt_opt_begin_step(rt_ctx *rt);
 /* Global gradient norm over every opt pair (collective over the world). */
 double rt_grad_norm(rt_ctx *rt);
+/* How many ranks hold each element of v; the optimizer entry of (param, grad). */
+int64_t rt_replication(const rt_ctx *rt, int v);
+int rt_opt_index(const rt_ctx *rt, int param, int grad);
 
 /* ---- training loop (rt_loop.c) ------------------------------------------------------ */
 /* Banner, the steps, logging and metrics, the final report and saves;

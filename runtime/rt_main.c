@@ -223,6 +223,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
             if (gd->ranks[i] == rt->rank) rt->gset[g] = i / gd->set_size, rt->gpos[g] = i % gd->set_size;
         RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, rt->gset[g], rt->gpos[g], &rt->comm[g]));
     }
+    rt_backend_init(rt);
     rt_arena_build(rt);
     /* --init-from overwrites every parameter (the loader demands all of
      * them), so drawing the initial weights would be wasted work. */
@@ -237,13 +238,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     free(rt->comm);
     free(rt->gset);
     free(rt->gpos);
-    free(rt->arena);
-    free(rt->buf);
-    free(rt->live);
-    free(rt->opt_m);
-    free(rt->opt_v);
-    free(rt->scratch[0]);
-    free(rt->scratch[1]);
+    rt_backend_fini(rt); /* the arena, the device and its communicators */
     free(rt->sends);
     free(rt->tokens);
     free(rt);
@@ -257,12 +252,8 @@ static int rt_finish(int status) {
     return status;
 }
 
-/* OpenBLAS's own threads would oversubscribe the cores that the other ranks
- * of this machine use: one thread per rank unless the user says otherwise. */
-void openblas_set_num_threads(int num_threads);
-
 int rt_main(int argc, char **argv, const rt_program *p) {
-    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) openblas_set_num_threads(1);
+    rt_backend_preinit(); /* CPU: one OpenBLAS thread per rank */
     RT_MPI(MPI_Init(&argc, &argv));
     int rank = 0, world = 0;
     RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

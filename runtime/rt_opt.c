@@ -10,16 +10,6 @@ static const double RT_BETA1 = 0.9, RT_BETA2 = 0.95, RT_EPS = 1e-8, RT_WD = 0.1,
 
 void rt_opt_begin_step(rt_ctx *rt) { rt->norm_done = false; }
 
-/* How many ranks hold each element of v: the world divided by the ranks its
- * sharded dims spread it over. */
-static int64_t rt_replication(const rt_ctx *rt, int v) {
-    const rt_value_desc *d = &rt->p->values[v];
-    int64_t spread = 1;
-    for (int i = 0; i < d->rank; i++)
-        if (d->shard[i] >= 0) spread *= rt->p->groups[d->shard[i]].set_size;
-    return rt->world / spread;
-}
-
 /* A replicated gradient is identical on every rank and counted once; a
  * sharded one contributes its local squares, divided by its replication
  * when a shard is held by several ranks, summed over the world. */
@@ -36,13 +26,6 @@ double rt_grad_norm(rt_ctx *rt) {
     double total = shard;
     if (rt->world > 1) RT_MPI(MPI_Allreduce(&shard, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return sqrt(total + repl);
-}
-
-static int rt_opt_index(const rt_ctx *rt, int param, int grad) {
-    for (int i = 0; i < rt->p->nopt; i++)
-        if (rt->p->opt[i].param == param && rt->p->opt[i].grad == grad) return i;
-    rt_die(__FILE__, __LINE__, "adamw(%s, %s) is not in the program's optimizer table",
-           rt->p->values[param].name, rt->p->values[grad].name);
 }
 
 /* The gradient entries matching this rank's parameter shard: the grad

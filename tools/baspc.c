@@ -44,6 +44,7 @@ static void usage(FILE *out) {
             "  --print-ir-after=PASS    print the IR after the named pass(es), comma-separated\n"
             "  --list-passes            list the registered passes\n"
             "  --keep-c                 when building, keep the C program as FILE.c\n"
+            "  --target=cpu|cuda        backend of the generated program (default cpu; cuda: GPUs, NCCL, bf16)\n"
             "  -v                       print the compiler command line when building\n"
             "                           (env BASP_CC, BASP_RUNTIME_DIR, BASP_CFLAGS, BASP_LDFLAGS\n"
             "                           override the compiler and the runtime's location)\n"
@@ -94,6 +95,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--emit=c")) { o->act = ACT_C; o->emit_given = 1; }
         else if (!strncmp(a, "--emit=", 7)) return die_usage("unknown --emit kind (ir, lowered, c)", a + 7);
         else if (!strcmp(a, "--keep-c")) o->keep_c = 1;
+        else if (!strncmp(a, "--target=", 9)) {
+            if (!basp_set_target(a + 9)) return die_usage("unknown --target (cpu, cuda)", a + 9);
+        }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--schedule")) { o->act = ACT_SCHEDULE; o->emit_given = 1; }
         else if (!strcmp(a, "--plan")) { o->act = ACT_PLAN; o->emit_given = 1; }

@@ -114,6 +114,20 @@ static void rope_check_scaling(const kern_rope_scaling *sc) {
     abort();
 }
 
+void kern_rope_table(float *cs, float *sn, int64_t S, int64_t Dh, int64_t pos0, double theta,
+                     const kern_rope_scaling *sc) {
+    rope_check_scaling(sc);
+    int64_t half = Dh / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double inv_freq = rope_inv_freq(i, Dh, theta, sc);
+        for (int64_t si = 0; si < S; si++) {
+            double ang = (double)(pos0 + si) * inv_freq;
+            cs[si * half + i] = (float)cos(ang);
+            sn[si * half + i] = (float)sin(ang);
+        }
+    }
+}
+
 /* cos/sin of every (position, pair) of one call's shape, [S, Dh/2] each.
  * Computed in double (pos * inv_freq reaches 1e5 rad for long contexts,
  * where float angles lose all precision) and kept for the next call with the
@@ -153,14 +167,7 @@ static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, dou
     t.S = S, t.Dh = Dh, t.pos0 = pos0, t.theta = theta;
     t.scaled = sc != NULL;
     if (sc) t.sc = *sc;
-    for (int64_t i = 0; i < half; i++) {
-        double inv_freq = rope_inv_freq(i, Dh, theta, sc);
-        for (int64_t si = 0; si < S; si++) {
-            double ang = (double)(pos0 + si) * inv_freq;
-            t.cs[si * half + i] = (float)cos(ang);
-            t.sn[si * half + i] = (float)sin(ang);
-        }
-    }
+    kern_rope_table(t.cs, t.sn, S, Dh, pos0, theta, sc);
     return &t;
 }
 

@@ -1,0 +1,117 @@
+/* gpu_attention_bench.c — TFLOP/s of the CUDA attention kernels
+ * (runtime/cuda/kcu_attention.cu), causal, forward and backward, head dim 64
+ * and 128, sequence 4K-16K, one sequence of 32 (Dh 64) or 16 (Dh 128) query
+ * heads over 8 kv heads.
+ *
+ *   gpu_attention_bench [--peak TFLOPS] [--reps N] [--max-seq S]
+ *
+ * FLOPs counted as the causal half of the dense ones: forward 2 matmuls,
+ * 4 * b * H * S^2 * Dh / 2; backward 2.5 times that (5 matmuls; the
+ * recomputed statistics pass is not counted, as is usual).  Median of
+ * --reps timed runs after one warm-up, timed with CUDA events.  --peak is
+ * the bf16 dense peak used for the percentage (default 989, H100/H200 SXM).
+ * Exits 77 when no GPU is visible. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcu.h"
+
+#define CK(call)                                                                                                     \
+    do {                                                                                                             \
+        cudaError_t e_ = (call);                                                                                     \
+        if (e_ != cudaSuccess) {                                                                                     \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
+    } while (0)
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Random bf16 in [-1, 1) on the device (a fixed host pattern). */
+static kcu_bf16 *dev_random(int64_t n) {
+    kcu_bf16 *h = malloc((size_t)n * 2), *d;
+    uint64_t s = 0x9e3779b97f4a7c15ULL;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        h[i] = kcu_host_to_bf16((float)((double)(s >> 11) * 0x1.0p-53 * 2.0 - 1.0));
+    }
+    CK(cudaMalloc((void **)&d, (size_t)n * 2));
+    CK(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+typedef struct bench_buf {
+    kcu_bf16 *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+    float *ws;
+} bench_buf;
+
+/* Median milliseconds of fwd (bwd = 0) or bwd (bwd = 1). */
+static float time_ms(bench_buf *B, int bwd, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
+    for (int r = -1; r < reps; r++) {
+        CK(cudaEventRecord(a, 0));
+        if (bwd) CK(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv, Dh, B->ws, 0));
+        else CK(kcu_attention_fwd(B->o, B->q, B->k, B->v, 1, S, H, Hkv, Dh, 0));
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        if (r >= 0) CK(cudaEventElapsedTime(&ms[r], a, b));
+    }
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
+    float med = ms[reps / 2];
+    free(ms);
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return med;
+}
+
+static void bench_one(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak) {
+    bench_buf B;
+    int64_t nq = S * H * Dh, nk = S * Hkv * Dh;
+    B.q = dev_random(nq), B.k = dev_random(nk), B.v = dev_random(nk), B.dout = dev_random(nq);
+    CK(cudaMalloc((void **)&B.o, (size_t)nq * 2));
+    CK(cudaMalloc((void **)&B.dq, (size_t)nq * 2));
+    CK(cudaMalloc((void **)&B.dk, (size_t)nk * 2));
+    CK(cudaMalloc((void **)&B.dv, (size_t)nk * 2));
+    CK(cudaMalloc((void **)&B.ws, (size_t)kcu_attention_bwd_ws(1, S, H) * 4));
+    double fl = 4.0 * (double)H * (double)S * (double)S * (double)Dh / 2.0;
+    float f = time_ms(&B, 0, S, H, Hkv, Dh, reps), g = time_ms(&B, 1, S, H, Hkv, Dh, reps);
+    double tf = fl / (f * 1e-3) / 1e12, tb = 2.5 * fl / (g * 1e-3) / 1e12;
+    printf("attention Dh=%-3lld S=%-6lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%% of %.0f)  "
+           "bwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)\n",
+           (long long)Dh, (long long)S, (long long)H, (long long)Hkv, f, tf, 100 * tf / peak, peak, g, tb,
+           100 * tb / peak);
+    fflush(stdout);
+    cudaFree(B.q), cudaFree(B.k), cudaFree(B.v), cudaFree(B.o), cudaFree(B.dout), cudaFree(B.dq), cudaFree(B.dk);
+    cudaFree(B.dv), cudaFree(B.ws);
+}
+
+int main(int argc, char **argv) {
+    double peak = 989.0;
+    int reps = 5;
+    int64_t max_seq = 16384;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--peak")) peak = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max-seq")) max_seq = atoll(argv[i + 1]);
+    }
+    if (reps < 1) reps = 1;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("no CUDA device visible: attention benchmark skipped\n");
+        return 77;
+    }
+    for (int64_t S = 4096; S <= max_seq; S *= 2) {
+        bench_one(S, 32, 8, 64, reps, peak);
+        bench_one(S, 16, 8, 128, reps, peak);
+    }
+    return 0;
+}

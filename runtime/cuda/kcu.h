@@ -1,0 +1,142 @@
+/* kcu.h — the CUDA kernels of the CUDA backend: a C interface to the
+ * kernels in kcu_*.cu, for the runtime (rt_*_cuda.c), the GPU tests and the
+ * benchmarks.
+ *
+ * Conventions (the same semantics as the fp32 CPU kernels of ../kernels.h,
+ * which are the reference):
+ *   - pointers are device pointers; floating tensors are bf16 (kcu_bf16, the
+ *     raw 16 bits) unless a parameter says float; arithmetic is fp32, sums
+ *     over many terms in fp32 or double;
+ *   - every function enqueues its work on `st` and returns the launch's
+ *     cudaError_t (cudaSuccess, or the first error); callers check it with
+ *     file and line (CU_CHECK in rt_cuda.h);
+ *   - outputs are overwritten (weight gradients included), except kcu_adamw
+ *     (in place) and kcu_sumsq (accumulates);
+ *   - shapes: N tokens, D hidden, V vocab, I/O linear in/out features,
+ *     b batch, S sequence, H/Hkv q/kv heads, Dh head dim, n elements. */
+#ifndef BASP_KCU_H
+#define BASP_KCU_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t kcu_bf16;
+
+/* ---- conversions (kcu_basic.cu) --------------------------------------------- */
+cudaError_t kcu_f32_to_bf16(kcu_bf16 *y, const float *x, int64_t n, cudaStream_t st);
+cudaError_t kcu_bf16_to_f32(float *y, const kcu_bf16 *x, int64_t n, cudaStream_t st);
+/* Host-side conversion, round to nearest even (NaN stays NaN). */
+kcu_bf16 kcu_host_to_bf16(float x);
+float kcu_host_from_bf16(kcu_bf16 x);
+
+/* ---- embedding ---------------------------------------------------------------- */
+/* out[N,D] = w[tok[n], :].  A token outside [0, V) gives a zero row and sets
+ * *err (device int) to 1. */
+cudaError_t kcu_embedding_fwd(kcu_bf16 *out, const int32_t *tok, const kcu_bf16 *w, int64_t N, int64_t V, int64_t D,
+                              int *err, cudaStream_t st);
+/* dw[V,D] = sum over n with tok[n]=v of dout[n,:], summed in fp32 in ws32
+ * [V,D] (atomics: the order of a token's rows is not fixed). */
+cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, const int32_t *tok, int64_t N, int64_t V,
+                              int64_t D, float *ws32, int *err, cudaStream_t st);
+
+/* ---- rmsnorm ------------------------------------------------------------------- */
+/* y[N,D] = x * rsqrt(mean_d(x^2) + eps) * w[D] */
+cudaError_t kcu_rmsnorm_fwd(kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *w, int64_t N, int64_t D, double eps,
+                            cudaStream_t st);
+/* dx[N,D], dw[D] (summed over rows in fp32 in ws32 [D]) from dy[N,D] */
+cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x, const kcu_bf16 *w,
+                            int64_t N, int64_t D, double eps, float *ws32, cudaStream_t st);
+
+/* ---- rope ------------------------------------------------------------------------ */
+/* y, x [b,S,H,Dh]: pair (i, i+Dh/2) of token s rotated by +angle (sign 1) or
+ * -angle (sign -1, the backward) with cs, sn [S, Dh/2] from kern_rope_table.
+ * y may alias x. */
+cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S,
+                     int64_t H, int64_t Dh, float sign, cudaStream_t st);
+
+/* ---- element-wise ------------------------------------------------------------------ */
+cudaError_t kcu_swiglu_fwd(kcu_bf16 *y, const kcu_bf16 *g, const kcu_bf16 *u, int64_t n, cudaStream_t st);
+cudaError_t kcu_swiglu_bwd(kcu_bf16 *dg, kcu_bf16 *du, const kcu_bf16 *dy, const kcu_bf16 *g, const kcu_bf16 *u,
+                           int64_t n, cudaStream_t st);
+cudaError_t kcu_add(kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n, cudaStream_t st);
+
+/* ---- optimizer ---------------------------------------------------------------------- */
+/* AdamW as kern_adamw on the fp32 master w32[n] and moments m, v [n], the
+ * gradient g[n] (bf16) times gscale; writes the rounded weight to p[n]. */
+cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n, double lr,
+                      double beta1, double beta2, double eps, double wd, int64_t t, double gscale, cudaStream_t st);
+/* *acc += sum of x[i]^2 (double, device) */
+cudaError_t kcu_sumsq(const kcu_bf16 *x, int64_t n, double *acc, cudaStream_t st);
+
+/* ---- data movement (collectives, ZeRO slices) ------------------------------------------ */
+enum { KCU_MAX_RANK = 6 };
+/* Copies a box of box[] elements per dim from src (dims sdims, at soff) to
+ * dst (dims ddims, at doff); esize 2 or 4 bytes per element. */
+typedef struct kcu_box {
+    int nd;
+    int64_t box[KCU_MAX_RANK], sdims[KCU_MAX_RANK], soff[KCU_MAX_RANK], ddims[KCU_MAX_RANK], doff[KCU_MAX_RANK];
+} kcu_box;
+cudaError_t kcu_copy_box(void *dst, const void *src, const kcu_box *bx, int esize, cudaStream_t st);
+
+/* One all_to_all chunk ([O, ca, M, cb, I], rt_comm.c's geometry): pack reads
+ * x [O, xa, M, xb, I] at split entries (base + k) / f (fanout f); unpack
+ * writes y [O, ya, M, yb, I] at concat entries (base + k) / f, summing when
+ * f > 1 (fanin; bf16 only).  a_split: dim a is the split dim. */
+typedef struct kcu_a2a {
+    int64_t O, M, I, xa, xb, ya, yb, ca, cb, base, f;
+    int a_split;
+} kcu_a2a;
+cudaError_t kcu_a2a_pack(void *dst, const void *x, const kcu_a2a *g, int esize, cudaStream_t st);
+cudaError_t kcu_a2a_unpack(void *y, const void *src, const kcu_a2a *g, int esize, cudaStream_t st);
+
+/* ---- GEMMs (kcu_gemm.cu): cuBLAS, bf16 in, fp32 compute, on the handle's stream ---- */
+/* y[N,O] = x[N,I] @ w[I,O] */
+cudaError_t kcu_linear_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *w, int64_t N, int64_t I,
+                           int64_t O);
+/* dx[N,I] = dy @ w^T ; dw[I,O] = x^T @ dy */
+cudaError_t kcu_linear_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x,
+                           const kcu_bf16 *w, int64_t N, int64_t I, int64_t O);
+
+/* LM head + cross-entropy.  Logits are formed `chunk` rows at a time
+ * (fp32 [chunk, V] in ws->logits), never [N, V]. */
+typedef struct kcu_lmhead_ws {
+    int64_t chunk;     /* rows per chunk (kcu_lm_head_chunk) */
+    float *logits;     /* [chunk, V] */
+    kcu_bf16 *dl;      /* [chunk, V], backward */
+    float *rowloss;    /* [N], forward */
+    float *dw32;       /* [V, D], backward */
+    int *err;          /* device flag: a target >= V */
+} kcu_lmhead_ws;
+int64_t kcu_lm_head_chunk(int64_t N, int64_t V);
+/* loss[0] (fp32, device) = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],
+ * l_n = x[n,:] @ w^T ; x[N,D], w[V,D] */
+cudaError_t kcu_lm_head_loss_fwd(cublasHandle_t h, float *loss, const kcu_bf16 *x, const kcu_bf16 *w,
+                                 const int32_t *tgt, int64_t N, int64_t V, int64_t D, const kcu_lmhead_ws *ws,
+                                 cudaStream_t st);
+/* dx[N,D], dw[V,D] of loss * scale */
+cudaError_t kcu_lm_head_loss_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *x, const kcu_bf16 *w,
+                                 const int32_t *tgt, int64_t N, int64_t V, int64_t D, double scale,
+                                 const kcu_lmhead_ws *ws, cudaStream_t st);
+
+/* ---- attention (kcu_attention.cu) ------------------------------------------------------ */
+/* Causal GQA, scale 1/sqrt(Dh): o, q [b,S,H,Dh]; k, v [b,S,Hkv,Dh]; q head h
+ * reads kv head h / (H/Hkv).  Dh in {8, 16, 32, 64, 128} (else
+ * cudaErrorInvalidValue).  Tiled with an online softmax: no S x S matrix. */
+cudaError_t kcu_attention_fwd(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                              int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st);
+/* Floats of workspace the backward needs (row logsumexp and rowsum(dO o O)). */
+int64_t kcu_attention_bwd_ws(int64_t b, int64_t S, int64_t H);
+/* dq [b,S,H,Dh], dk, dv [b,S,Hkv,Dh] (summed over the q heads of a kv head). */
+cudaError_t kcu_attention_bwd(kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                              const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S,
+                              int64_t H, int64_t Hkv, int64_t Dh, float *ws, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

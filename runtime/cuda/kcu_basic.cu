@@ -1,0 +1,393 @@
+// kcu_basic.cu — element-wise and row-wise CUDA kernels: conversions,
+// embedding, RMSNorm, RoPE, SwiGLU, add, AdamW, the sum of squares, and the
+// data movement of the collectives (box copy, all_to_all pack/unpack).
+// C interface and semantics: kcu.h; the reference is ../cpu/kern_*.c.
+//
+// Storage is bf16, arithmetic fp32; long sums (norm rows, gradient norms)
+// are reduced per block first.  Element-wise kernels use grid-stride loops
+// so that one launch shape serves any n.
+#include <cuda_bf16.h>
+#include <math.h>
+#include <string.h>
+
+#include "kcu.h"
+
+typedef __nv_bfloat16 bf16;
+
+static __device__ __forceinline__ float ldf(const bf16 *p, int64_t i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ bf16 tobf(float x) { return __float2bfloat16(x); }
+#define BF(p) reinterpret_cast<bf16 *>(p)
+#define CBF(p) reinterpret_cast<const bf16 *>(p)
+
+enum { THREADS = 256 };
+
+// Enough blocks to fill the GPU, no more: the loops stride over the rest.
+static unsigned grid_for(int64_t n) {
+    int64_t b = (n + THREADS - 1) / THREADS;
+    if (b > 4096) b = 4096;
+    return (unsigned)(b > 0 ? b : 1);
+}
+
+#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block, returned to every thread (blockDim a multiple of 32).
+static __device__ float block_sum(float v) {
+    __shared__ float sh[33];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float t = lane < nw ? sh[lane] : 0.f;
+        t = warp_sum(t);
+        if (lane == 0) sh[32] = t;
+    }
+    __syncthreads();
+    float r = sh[32];
+    __syncthreads(); // sh is reused by the next call
+    return r;
+}
+
+// ---- conversions ----------------------------------------------------------------
+// y[n] = bf16(x[n])
+__global__ void k_f32_to_bf16(bf16 *y, const float *x, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = tobf(x[i]);
+}
+// y[n] = float(x[n])
+__global__ void k_bf16_to_f32(float *y, const bf16 *x, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = ldf(x, i);
+}
+
+extern "C" cudaError_t kcu_f32_to_bf16(kcu_bf16 *y, const float *x, int64_t n, cudaStream_t st) {
+    k_f32_to_bf16<<<grid_for(n), THREADS, 0, st>>>(BF(y), x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_bf16_to_f32(float *y, const kcu_bf16 *x, int64_t n, cudaStream_t st) {
+    k_bf16_to_f32<<<grid_for(n), THREADS, 0, st>>>(y, CBF(x), n);
+    return cudaGetLastError();
+}
+
+extern "C" kcu_bf16 kcu_host_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (kcu_bf16)((u >> 16) | 0x40); // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
+    return (kcu_bf16)(u >> 16);
+}
+
+extern "C" float kcu_host_from_bf16(kcu_bf16 x) {
+    uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// ---- embedding --------------------------------------------------------------------
+// out[N,D] = w[tok[n], :]; one thread per output element
+__global__ void k_embedding_fwd(bf16 *out, const int32_t *tok, const bf16 *w, int64_t N, int64_t V, int64_t D,
+                                int *err) {
+    GRID_STRIDE(i, N * D) {
+        int64_t n = i / D, d = i % D;
+        int32_t t = tok[n];
+        if (t < 0 || t >= V) {
+            out[i] = tobf(0.f);
+            *err = 1;
+        } else {
+            out[i] = w[(int64_t)t * D + d];
+        }
+    }
+}
+
+// ws32[V,D] += dout[n,:] at row tok[n]; one thread per dout element
+__global__ void k_embedding_bwd(float *ws32, const bf16 *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D,
+                                int *err) {
+    GRID_STRIDE(i, N * D) {
+        int64_t n = i / D, d = i % D;
+        int32_t t = tok[n];
+        if (t < 0 || t >= V) *err = 1;
+        else atomicAdd(&ws32[(int64_t)t * D + d], ldf(dout, i));
+    }
+}
+
+extern "C" cudaError_t kcu_embedding_fwd(kcu_bf16 *out, const int32_t *tok, const kcu_bf16 *w, int64_t N, int64_t V,
+                                         int64_t D, int *err, cudaStream_t st) {
+    k_embedding_fwd<<<grid_for(N * D), THREADS, 0, st>>>(BF(out), tok, CBF(w), N, V, D, err);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, const int32_t *tok, int64_t N,
+                                         int64_t V, int64_t D, float *ws32, int *err, cudaStream_t st) {
+    cudaError_t e = cudaMemsetAsync(ws32, 0, (size_t)(V * D) * sizeof(float), st);
+    if (e != cudaSuccess) return e;
+    k_embedding_bwd<<<grid_for(N * D), THREADS, 0, st>>>(ws32, CBF(dout), tok, N, V, D, err);
+    k_f32_to_bf16<<<grid_for(V * D), THREADS, 0, st>>>(BF(dw), ws32, V * D);
+    return cudaGetLastError();
+}
+
+// ---- rmsnorm ------------------------------------------------------------------------
+// y[N,D]: one block per row
+__global__ void k_rmsnorm_fwd(bf16 *y, const bf16 *x, const bf16 *w, int64_t D, float eps) {
+    const bf16 *xr = x + blockIdx.x * D;
+    bf16 *yr = y + blockIdx.x * D;
+    float ss = 0.f;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) ss += ldf(xr, d) * ldf(xr, d);
+    float r = rsqrtf(block_sum(ss) / (float)D + eps);
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) yr[d] = tobf(ldf(xr, d) * r * ldf(w, d));
+}
+
+// dx[N,D]; dw partial sums: blocks stride over rows, each sums its rows' dw
+// in shared memory (D floats) and adds them to ws32[D] once.
+//   dx_j = r w_j dy_j - x_j r^3 / D * sum_k dy_k w_k x_k ;  dw_j = sum_n dy_nj x_nj r_n
+__global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf16 *w, int64_t N, int64_t D, float eps,
+                              float *ws32) {
+    extern __shared__ float dwsh[];
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) dwsh[d] = 0.f;
+    for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+        const bf16 *xr = x + n * D, *gr = dy + n * D;
+        float ss = 0.f, dot = 0.f;
+        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+            float xv = ldf(xr, d);
+            ss += xv * xv;
+            dot += ldf(gr, d) * ldf(w, d) * xv;
+        }
+        ss = block_sum(ss);
+        dot = block_sum(dot);
+        float r = rsqrtf(ss / (float)D + eps), c = dot * r * r * r / (float)D;
+        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+            float xv = ldf(xr, d), g = ldf(gr, d);
+            dx[n * D + d] = tobf(r * ldf(w, d) * g - c * xv);
+            dwsh[d] += g * xv * r; // each thread owns its d: no race
+        }
+    }
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) atomicAdd(&ws32[d], dwsh[d]);
+}
+
+extern "C" cudaError_t kcu_rmsnorm_fwd(kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *w, int64_t N, int64_t D,
+                                       double eps, cudaStream_t st) {
+    if (N > 0) k_rmsnorm_fwd<<<(unsigned)N, THREADS, 0, st>>>(BF(y), CBF(x), CBF(w), D, (float)eps);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x,
+                                       const kcu_bf16 *w, int64_t N, int64_t D, double eps, float *ws32,
+                                       cudaStream_t st) {
+    if ((size_t)D * sizeof(float) > 48 * 1024) return cudaErrorInvalidValue; // hidden > 12288
+    cudaError_t e = cudaMemsetAsync(ws32, 0, (size_t)D * sizeof(float), st);
+    if (e != cudaSuccess) return e;
+    unsigned blocks = (unsigned)(N < 512 ? (N > 0 ? N : 1) : 512);
+    k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(BF(dx), CBF(dy), CBF(x), CBF(w), N, D,
+                                                                       (float)eps, ws32);
+    k_f32_to_bf16<<<grid_for(D), THREADS, 0, st>>>(BF(dw), ws32, D);
+    return cudaGetLastError();
+}
+
+// ---- rope -------------------------------------------------------------------------------
+// y, x [b,S,H,Dh]; one thread per rotated pair
+__global__ void k_rope(bf16 *y, const bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S, int64_t H,
+                       int64_t Dh, float sign) {
+    int64_t half = Dh / 2;
+    GRID_STRIDE(idx, b * S * H * half) {
+        int64_t i = idx % half, row = idx / half, si = (row / H) % S;
+        int64_t off = row * Dh;
+        float c = cs[si * half + i], s = sign * sn[si * half + i];
+        float x0 = ldf(x, off + i), x1 = ldf(x, off + i + half);
+        y[off + i] = tobf(x0 * c - x1 * s);
+        y[off + i + half] = tobf(x1 * c + x0 * s);
+    }
+}
+
+extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b,
+                                int64_t S, int64_t H, int64_t Dh, float sign, cudaStream_t st) {
+    if (Dh % 2) return cudaErrorInvalidValue;
+    k_rope<<<grid_for(b * S * H * Dh / 2), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, b, S, H, Dh, sign);
+    return cudaGetLastError();
+}
+
+// ---- swiglu, add --------------------------------------------------------------------------
+static __device__ __forceinline__ float sigm(float g) { return 1.f / (1.f + __expf(-g)); }
+
+// y[n] = silu(g) * u
+__global__ void k_swiglu_fwd(bf16 *y, const bf16 *g, const bf16 *u, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float gi = ldf(g, i);
+        y[i] = tobf(gi * sigm(gi) * ldf(u, i));
+    }
+}
+
+// dg[n], du[n]; d silu(g)/dg = s (1 + g (1 - s))
+__global__ void k_swiglu_bwd(bf16 *dg, bf16 *du, const bf16 *dy, const bf16 *g, const bf16 *u, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float gi = ldf(g, i), s = sigm(gi), d = ldf(dy, i);
+        dg[i] = tobf(d * ldf(u, i) * s * (1.f + gi * (1.f - s)));
+        du[i] = tobf(d * gi * s);
+    }
+}
+
+// y[n] = a + b (y may alias a or b)
+__global__ void k_add(bf16 *y, const bf16 *a, const bf16 *b, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = tobf(ldf(a, i) + ldf(b, i));
+}
+
+extern "C" cudaError_t kcu_swiglu_fwd(kcu_bf16 *y, const kcu_bf16 *g, const kcu_bf16 *u, int64_t n,
+                                      cudaStream_t st) {
+    k_swiglu_fwd<<<grid_for(n), THREADS, 0, st>>>(BF(y), CBF(g), CBF(u), n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_swiglu_bwd(kcu_bf16 *dg, kcu_bf16 *du, const kcu_bf16 *dy, const kcu_bf16 *g,
+                                      const kcu_bf16 *u, int64_t n, cudaStream_t st) {
+    k_swiglu_bwd<<<grid_for(n), THREADS, 0, st>>>(BF(dg), BF(du), CBF(dy), CBF(g), CBF(u), n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_add(kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n, cudaStream_t st) {
+    k_add<<<grid_for(n), THREADS, 0, st>>>(BF(y), CBF(a), CBF(b), n);
+    return cudaGetLastError();
+}
+
+// ---- optimizer ------------------------------------------------------------------------------
+// n elements, in place on w32, m, v; p = bf16(w32).  Scalars from the host
+// (in double there, as kern_adamw).
+__global__ void k_adamw(bf16 *p, float *w32, float *m, float *v, const bf16 *g, int64_t n, float decay, float b1,
+                        float b2, float c1, float c2, float step, float rbc2, float e, float gs) {
+    GRID_STRIDE(i, n) {
+        float gi = ldf(g, i) * gs;
+        float mi = b1 * m[i] + c1 * gi;
+        float vi = b2 * v[i] + c2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float wi = w32[i] * decay - step * mi / (sqrtf(vi) * rbc2 + e);
+        w32[i] = wi;
+        p[i] = tobf(wi);
+    }
+}
+
+extern "C" cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n,
+                                 double lr, double beta1, double beta2, double eps, double wd, int64_t t,
+                                 double gscale, cudaStream_t st) {
+    double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+    k_adamw<<<grid_for(n), THREADS, 0, st>>>(BF(p), w32, m, v, CBF(g), n, (float)(1.0 - lr * wd), (float)beta1,
+                                             (float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2),
+                                             (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)eps, (float)gscale);
+    return cudaGetLastError();
+}
+
+// *acc += sum x^2: per-thread double sums, a warp reduction, one atomic per warp
+__global__ void k_sumsq(const bf16 *x, int64_t n, double *acc) {
+    double s = 0.0;
+    GRID_STRIDE(i, n) {
+        double v = (double)ldf(x, i);
+        s += v * v;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(acc, s);
+}
+
+extern "C" cudaError_t kcu_sumsq(const kcu_bf16 *x, int64_t n, double *acc, cudaStream_t st) {
+    k_sumsq<<<grid_for(n), THREADS, 0, st>>>(CBF(x), n, acc);
+    return cudaGetLastError();
+}
+
+// ---- data movement ------------------------------------------------------------------------------
+// One thread per element of the box; T is the element type (2 or 4 bytes).
+template <typename T> __global__ void k_copy_box(T *dst, const T *src, kcu_box bx, int64_t total) {
+    GRID_STRIDE(e, total) {
+        int64_t r = e, so = 0, dof = 0, sm = 1, dm = 1;
+        for (int i = bx.nd - 1; i >= 0; i--) {
+            int64_t c = r % bx.box[i];
+            r /= bx.box[i];
+            so += (bx.soff[i] + c) * sm;
+            dof += (bx.doff[i] + c) * dm;
+            sm *= bx.sdims[i];
+            dm *= bx.ddims[i];
+        }
+        dst[dof] = src[so];
+    }
+}
+
+extern "C" cudaError_t kcu_copy_box(void *dst, const void *src, const kcu_box *bx, int esize, cudaStream_t st) {
+    int64_t total = 1;
+    for (int i = 0; i < bx->nd; i++) total *= bx->box[i];
+    if (total <= 0) return cudaSuccess;
+    if (esize == 2) k_copy_box<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, *bx, total);
+    else if (esize == 4) k_copy_box<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)dst, (const uint32_t *)src, *bx, total);
+    else return cudaErrorInvalidValue;
+    return cudaGetLastError();
+}
+
+// Chunk element e -> (o, ka, m, kb, i) over [O, ca, M, cb, I].
+struct a2a_idx {
+    int64_t o, ka, m, kb, i;
+};
+static __device__ __forceinline__ a2a_idx a2a_split(const kcu_a2a &g, int64_t e) {
+    a2a_idx r;
+    r.i = e % g.I;
+    e /= g.I;
+    r.kb = e % g.cb;
+    e /= g.cb;
+    r.m = e % g.M;
+    e /= g.M;
+    r.ka = e % g.ca;
+    r.o = e / g.ca;
+    return r;
+}
+
+// dst[chunk] = x at split entries (base + k) / f
+template <typename T> __global__ void k_a2a_pack(T *dst, const T *x, kcu_a2a g, int64_t total) {
+    GRID_STRIDE(e, total) {
+        a2a_idx c = a2a_split(g, e);
+        int64_t xa = g.a_split ? (g.base + c.ka) / g.f : c.ka;
+        int64_t xb = g.a_split ? c.kb : (g.base + c.kb) / g.f;
+        dst[e] = x[(((c.o * g.xa + xa) * g.M + c.m) * g.xb + xb) * g.I + c.i];
+    }
+}
+
+// y at concat entries (base + k) / f = chunk; summed (atomically) under fanin
+template <typename T> __global__ void k_a2a_unpack(T *y, const T *src, kcu_a2a g, int64_t total) {
+    GRID_STRIDE(e, total) {
+        a2a_idx c = a2a_split(g, e);
+        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f;
+        int64_t yb = g.a_split ? (g.base + c.kb) / g.f : c.kb;
+        y[(((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I + c.i] = src[e];
+    }
+}
+
+__global__ void k_a2a_unpack_sum(bf16 *y, const bf16 *src, kcu_a2a g, int64_t total) {
+    GRID_STRIDE(e, total) {
+        a2a_idx c = a2a_split(g, e);
+        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f;
+        int64_t yb = g.a_split ? (g.base + c.kb) / g.f : c.kb;
+        atomicAdd(&y[(((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I + c.i], src[e]);
+    }
+}
+
+extern "C" cudaError_t kcu_a2a_pack(void *dst, const void *x, const kcu_a2a *g, int esize, cudaStream_t st) {
+    int64_t total = g->O * g->ca * g->M * g->cb * g->I;
+    if (total <= 0) return cudaSuccess;
+    if (esize == 2) k_a2a_pack<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)dst, (const uint16_t *)x, *g, total);
+    else if (esize == 4) k_a2a_pack<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)dst, (const uint32_t *)x, *g, total);
+    else return cudaErrorInvalidValue;
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_a2a_unpack(void *y, const void *src, const kcu_a2a *g, int esize, cudaStream_t st) {
+    int64_t total = g->O * g->ca * g->M * g->cb * g->I;
+    if (total <= 0) return cudaSuccess;
+    if (g->f > 1) {
+        if (esize != 2) return cudaErrorInvalidValue;
+        k_a2a_unpack_sum<<<grid_for(total), THREADS, 0, st>>>(BF(y), CBF(src), *g, total);
+    } else if (esize == 2) {
+        k_a2a_unpack<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)y, (const uint16_t *)src, *g, total);
+    } else if (esize == 4) {
+        k_a2a_unpack<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)y, (const uint32_t *)src, *g, total);
+    } else {
+        return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}

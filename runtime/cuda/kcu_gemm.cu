@@ -1,0 +1,191 @@
+// kcu_gemm.cu — the GEMM-shaped ops: linear forward/backward and the LM
+// head fused with the cross-entropy, through cublasGemmEx (bf16 inputs,
+// fp32 compute).  C interface: kcu.h; reference: ../cpu/kern_linear.c and
+// ../cpu/kern_lmhead.c.
+//
+// cuBLAS is column-major: a row-major [r, c] matrix is a column-major
+// [c, r] one, so each row-major product C = A @ B is issued as
+// C^T = B^T A^T with the operands swapped (shapes in the comments are the
+// row-major ones).
+#include <cuda_bf16.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "kcu.h"
+
+typedef __nv_bfloat16 bf16;
+
+// A failed cuBLAS call is reported with its place and status here; the
+// caller sees cudaErrorUnknown and stops with its own file and line.
+#define KCU_BLAS(call)                                                                                              \
+    do {                                                                                                            \
+        cublasStatus_t s_ = (call);                                                                                 \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                          \
+            fprintf(stderr, "%s:%d: error: %s failed: %s\n", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); \
+            return cudaErrorUnknown;                                                                                \
+        }                                                                                                           \
+    } while (0)
+
+static bool fits_int(int64_t a, int64_t b, int64_t c) {
+    return a >= 0 && b >= 0 && c >= 0 && a <= INT_MAX && b <= INT_MAX && c <= INT_MAX;
+}
+
+// C[m,n] (column-major, ldc) = alpha op(A) op(B) + beta C; A, B bf16, C ctype.
+static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                           int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, float beta, void *C,
+                           cudaDataType_t ctype, int64_t ldc) {
+    float alpha = 1.f;
+    return cublasGemmEx(h, ta, tb, (int)m, (int)n, (int)k, &alpha, A, CUDA_R_16BF, (int)lda, B, CUDA_R_16BF, (int)ldb,
+                        &beta, C, ctype, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+// y[N,O] = x[N,I] @ w[I,O]
+extern "C" cudaError_t kcu_linear_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *w, int64_t N,
+                                      int64_t I, int64_t O) {
+    if (!fits_int(N, I, O)) return cudaErrorInvalidValue;
+    if (N == 0 || O == 0) return cudaSuccess;
+    KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, O, N, I, w, O, x, I, 0.f, y, CUDA_R_16BF, O));
+    return cudaSuccess;
+}
+
+// dx[N,I] = dy[N,O] @ w^T ; dw[I,O] = x^T @ dy
+extern "C" cudaError_t kcu_linear_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy,
+                                      const kcu_bf16 *x, const kcu_bf16 *w, int64_t N, int64_t I, int64_t O) {
+    if (!fits_int(N, I, O)) return cudaErrorInvalidValue;
+    if (N == 0 || I == 0 || O == 0) return cudaSuccess;
+    KCU_BLAS(gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, I, N, O, w, O, dy, O, 0.f, dx, CUDA_R_16BF, I));
+    KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, O, I, N, dy, O, x, I, 0.f, dw, CUDA_R_16BF, O));
+    return cudaSuccess;
+}
+
+// ---- lm head + cross-entropy -------------------------------------------------------------
+
+// Rows per chunk: the fp32 logits and the bf16 dlogits of one chunk stay
+// under ~256 MiB (V = 128K: 320 rows), in multiples of 64 rows.
+extern "C" int64_t kcu_lm_head_chunk(int64_t N, int64_t V) {
+    int64_t c = ((int64_t)256 << 20) / (6 * (V > 0 ? V : 1));
+    if (c >= 64) c = c / 64 * 64;
+    if (c < 1) c = 1;
+    return c < N ? c : (N > 0 ? N : 1);
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Max (is_max) or sum over the block, returned to every thread.
+static __device__ float block_reduce(float v, bool is_max) {
+    __shared__ float sh[33];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float t = lane < nw ? sh[lane] : (is_max ? -INFINITY : 0.f);
+        t = is_max ? warp_max(t) : warp_sum(t);
+        if (lane == 0) sh[32] = t;
+    }
+    __syncthreads();
+    float r = sh[32];
+    __syncthreads();
+    return r;
+}
+
+// Row max and log(sum(exp(row - max))) + max of one logits row (V floats).
+static __device__ float row_lse(const float *row, int64_t V, float *mx_out) {
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, row[j]);
+    mx = block_reduce(mx, true);
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += __expf(row[j] - mx);
+    s = block_reduce(s, false);
+    *mx_out = mx;
+    return mx + logf(s);
+}
+
+// rowloss[c] for logits [c, V]: one block per row
+__global__ void k_ce_fwd(const float *logits, const int32_t *tgt, int64_t V, float *rowloss, int *err) {
+    const float *row = logits + blockIdx.x * V;
+    float mx;
+    float lse = row_lse(row, V, &mx);
+    if (threadIdx.x == 0) {
+        int32_t t = tgt[blockIdx.x];
+        if (t >= V) *err = 1;
+        rowloss[blockIdx.x] = t < 0 || t >= V ? 0.f : lse - row[t];
+    }
+}
+
+// dl[c, V] = (softmax(logits) - onehot(t)) * scale, zero for ignored rows
+__global__ void k_ce_bwd(const float *logits, const int32_t *tgt, int64_t V, float scale, bf16 *dl) {
+    const float *row = logits + blockIdx.x * V;
+    bf16 *out = dl + blockIdx.x * V;
+    int32_t t = tgt[blockIdx.x];
+    if (t < 0 || t >= V) { // uniform per block: no thread reaches a barrier alone
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) out[j] = __float2bfloat16(0.f);
+        return;
+    }
+    float mx;
+    float lse = row_lse(row, V, &mx);
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+        float p = __expf(row[j] - lse) * scale;
+        out[j] = __float2bfloat16(j == t ? p - scale : p);
+    }
+}
+
+// loss[0] = sum of rowloss[N], in double, one block (deterministic)
+__global__ void k_sum_rows(const float *rowloss, int64_t N, float *loss) {
+    __shared__ double sh[1024];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += rowloss[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) loss[0] = (float)sh[0];
+}
+
+// logits[c, V] (fp32) = x[n0 .. n0+c, D] @ w[V, D]^T
+static cublasStatus_t chunk_logits(cublasHandle_t h, float *lg, const bf16 *x, const bf16 *w, int64_t n0, int64_t c,
+                                   int64_t V, int64_t D) {
+    return gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, V, c, D, w, D, x + n0 * D, D, 0.f, lg, CUDA_R_32F, V);
+}
+
+extern "C" cudaError_t kcu_lm_head_loss_fwd(cublasHandle_t h, float *loss, const kcu_bf16 *x, const kcu_bf16 *w,
+                                            const int32_t *tgt, int64_t N, int64_t V, int64_t D,
+                                            const kcu_lmhead_ws *ws, cudaStream_t st) {
+    if (!fits_int(N, V, D) || V <= 0) return cudaErrorInvalidValue;
+    const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
+    for (int64_t n0 = 0; n0 < N; n0 += ws->chunk) {
+        int64_t c = N - n0 < ws->chunk ? N - n0 : ws->chunk;
+        KCU_BLAS(chunk_logits(h, ws->logits, xb, wb, n0, c, V, D));
+        k_ce_fwd<<<(unsigned)c, 256, 0, st>>>(ws->logits, tgt + n0, V, ws->rowloss + n0, ws->err);
+    }
+    k_sum_rows<<<1, 1024, 0, st>>>(ws->rowloss, N, loss);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_lm_head_loss_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *x,
+                                            const kcu_bf16 *w, const int32_t *tgt, int64_t N, int64_t V, int64_t D,
+                                            double scale, const kcu_lmhead_ws *ws, cudaStream_t st) {
+    if (!fits_int(N, V, D) || V <= 0) return cudaErrorInvalidValue;
+    const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
+    cudaError_t e = cudaMemsetAsync(ws->dw32, 0, (size_t)(V * D) * sizeof(float), st);
+    if (e != cudaSuccess) return e;
+    for (int64_t n0 = 0; n0 < N; n0 += ws->chunk) {
+        int64_t c = N - n0 < ws->chunk ? N - n0 : ws->chunk;
+        KCU_BLAS(chunk_logits(h, ws->logits, xb, wb, n0, c, V, D));
+        k_ce_bwd<<<(unsigned)c, 256, 0, st>>>(ws->logits, tgt + n0, V, (float)scale, (bf16 *)ws->dl);
+        // dx[c, D] = dl[c, V] @ w[V, D]
+        KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, D, c, V, wb, D, ws->dl, V, 0.f, (bf16 *)dx + n0 * D, CUDA_R_16BF, D));
+        // dw32[V, D] += dl^T @ x[c, D], summed over chunks in fp32
+        KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, D, V, c, xb + n0 * D, D, ws->dl, V, 1.f, ws->dw32, CUDA_R_32F, D));
+    }
+    return kcu_f32_to_bf16(dw, ws->dw32, V * D, st);
+}

@@ -1,0 +1,276 @@
+/* rt_comm_cuda.c — the collectives of basp_rt.h on NCCL, on the
+ * communication stream (rt_cuda.h explains the stream discipline).
+ *
+ * Shapes, checks and the all_to_all geometry are the CPU backend's
+ * (rt_coll.c); only the data movement differs: pack kernels build one
+ * contiguous chunk per peer, grouped ncclSend/ncclRecv exchange them (per
+ * peer counts, so uneven splits need nothing special), unpack kernels place
+ * (or, under fanin, sum) them.  Data travel as bf16 (fp32 for scalars).
+ * Each collective's time is measured with CUDA events and added to the
+ * counters when the step finishes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_cuda.h"
+
+static ncclDataType_t rt_cu_nccl_type(const rt_value_desc *d) {
+    if (d->dtype == RT_I32) return ncclInt32;
+    return rt_cu_esize(d) == 4 ? ncclFloat32 : ncclBfloat16;
+}
+
+/* The communication stream waits for every kernel issued so far (the
+ * inputs), and the timer starts. */
+static int rt_cu_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
+    rt_cuda *cu = rt_cu(rt);
+    CU_CHECK(cudaEventRecord(cu->issued, cu->cs));
+    CU_CHECK(cudaStreamWaitEvent(cu->ms, cu->issued, 0));
+    if (cu->ntimers == cu->cap_timers) {
+        int cap = cu->cap_timers ? 2 * cu->cap_timers : 64;
+        cu->timers = realloc(cu->timers, sizeof(rt_cu_timer) * (size_t)cap);
+        RT_CHECK(cu->timers, "out of memory");
+        for (int i = cu->cap_timers; i < cap; i++) {
+            CU_CHECK(cudaEventCreate(&cu->timers[i].start));
+            CU_CHECK(cudaEventCreate(&cu->timers[i].stop));
+        }
+        cu->cap_timers = cap;
+    }
+    rt_cu_timer *t = &cu->timers[cu->ntimers];
+    t->kind = kind;
+    CU_CHECK(cudaEventRecord(t->start, cu->ms));
+    return cu->ntimers++;
+}
+
+/* The timer stops and the outputs become pending until a kernel uses them. */
+static void rt_cu_coll_end(rt_ctx *rt, int timer, const int *outs, int nout, int64_t bytes) {
+    rt_cuda *cu = rt_cu(rt);
+    CU_CHECK(cudaEventRecord(cu->timers[timer].stop, cu->ms));
+    for (int i = 0; i < nout; i++) {
+        CU_CHECK(cudaEventRecord(cu->ready[outs[i]], cu->ms));
+        cu->pending[outs[i]] = true;
+    }
+    rt_coll_count(rt, cu->timers[timer].kind, bytes, 0.0);
+}
+
+static size_t rt_cu_bytes(const rt_value_desc *d) { return (size_t)d->local_elems * (size_t)rt_cu_esize(d); }
+
+/* ---- all_to_all ------------------------------------------------------------------- */
+static kcu_a2a rt_cu_pack_geom(const rt_a2a_geom *G, int q) {
+    int64_t base = rt_dim_start(G->p, G->yd, G->split, q), ns = rt_dim_len(G->p, G->yd, G->split, q);
+    kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fo, G->a_split};
+    k.ca = G->a_split ? ns : G->lxc;
+    k.cb = G->a_split ? G->lxc : ns;
+    return k;
+}
+
+static kcu_a2a rt_cu_unpack_geom(const rt_a2a_geom *G, int p) {
+    int64_t base = rt_dim_start(G->p, G->xd, G->concat, p), nc = rt_dim_len(G->p, G->xd, G->concat, p);
+    kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fi, G->a_split};
+    k.ca = G->a_split ? G->nvy : nc;
+    k.cb = G->a_split ? nc : G->nvy;
+    return k;
+}
+
+void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                   const int *outs) {
+    rt_cuda *cu = rt_cu(rt);
+    int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
+    rt_a2a_geom G[RT_A2A_MAX];
+    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
+    const rt_value_desc *d0 = &rt->p->values[ins[0]];
+    int es = rt_cu_esize(d0);
+    int64_t *scnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K, *rdis = rcnt + K;
+    int64_t stot = 0, rtot = 0, sent = 0;
+    for (int q = 0; q < K; q++) {
+        scnt[q] = rcnt[q] = 0;
+        for (int i = 0; i < n; i++) scnt[q] += rt_a2a_send_count(&G[i], q), rcnt[q] += rt_a2a_recv_count(&G[i], q);
+        sdis[q] = stot, rdis[q] = rtot;
+        stot += scnt[q], rtot += rcnt[q];
+        if (q != me) sent += scnt[q];
+    }
+    int timer = rt_cu_coll_begin(rt, RT_C_ALL_TO_ALL);
+    char *sbuf = rt_cu_ws(rt, RT_WS_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
+    char *rbuf = rt_cu_ws(rt, RT_WS_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
+    for (int q = 0; q < K; q++) { /* chunk q: the n pairs' pieces for peer q, one after the other */
+        int64_t off = sdis[q];
+        for (int i = 0; i < n; i++) {
+            kcu_a2a k = rt_cu_pack_geom(&G[i], q);
+            CU_CHECK(kcu_a2a_pack(sbuf + off * es, rt->buf[ins[i]], &k, es, cu->ms));
+            off += rt_a2a_send_count(&G[i], q);
+        }
+    }
+    ncclDataType_t t = rt_cu_nccl_type(d0);
+    CU_CHECK(cudaMemcpyAsync(rbuf + rdis[me] * es, sbuf + sdis[me] * es, (size_t)scnt[me] * (size_t)es,
+                             cudaMemcpyDeviceToDevice, cu->ms));
+    if (K > 1) {
+        NCCL_CHECK(ncclGroupStart());
+        for (int q = 0; q < K; q++) {
+            if (q == me) continue;
+            if (scnt[q]) NCCL_CHECK(ncclSend(sbuf + sdis[q] * es, (size_t)scnt[q], t, q, cu->comm[g], cu->ms));
+            if (rcnt[q]) NCCL_CHECK(ncclRecv(rbuf + rdis[q] * es, (size_t)rcnt[q], t, q, cu->comm[g], cu->ms));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+    }
+    for (int i = 0; i < n; i++) {
+        if (G[i].fi > 1) CU_CHECK(cudaMemsetAsync(rt->buf[outs[i]], 0, rt_cu_bytes(&rt->p->values[outs[i]]), cu->ms));
+        for (int p = 0; p < K; p++) { /* pair i's piece inside peer p's chunk */
+            int64_t o = rdis[p];
+            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&G[j], p);
+            kcu_a2a k = rt_cu_unpack_geom(&G[i], p);
+            CU_CHECK(kcu_a2a_unpack(rt->buf[outs[i]], rbuf + o * es, &k, es, cu->ms));
+        }
+    }
+    free(scnt);
+    rt_cu_coll_end(rt, timer, outs, n, sent * es);
+}
+
+/* ---- all_gather / reduce_scatter / all_reduce ----------------------------------------- */
+/* Blocks of K gathered (or to-be-scattered) shards are rank-major: along an
+ * inner dim they are interleaved per outer index with one box copy each. */
+static void rt_cu_interleave(rt_ctx *rt, char *dst, const char *src, int64_t O, int64_t run, int K, int es,
+                             bool gather) {
+    for (int k = 0; k < K; k++) {
+        kcu_box bx = {.nd = 2, .box = {O, run}};
+        int64_t blk[2] = {O, run}, full[2] = {O, run * K}, at[2] = {0, k * run};
+        const char *s = gather ? src + (size_t)(k * O * run) * (size_t)es : src;
+        char *d = gather ? dst : dst + (size_t)(k * O * run) * (size_t)es;
+        memcpy(bx.sdims, gather ? blk : full, sizeof blk);
+        memcpy(bx.ddims, gather ? full : blk, sizeof blk);
+        memcpy(bx.soff, gather ? (int64_t[2]){0, 0} : at, sizeof at);
+        memcpy(bx.doff, gather ? at : (int64_t[2]){0, 0}, sizeof at);
+        CU_CHECK(kcu_copy_box(d, s, &bx, es, rt_cu(rt)->ms));
+    }
+}
+
+void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
+    rt_cuda *cu = rt_cu(rt);
+    int K = rt_coll_set_size(rt, g);
+    rt_check_dim_coll(rt, "all_gather", g, dim, in, out);
+    const rt_value_desc *xd = &rt->p->values[in];
+    int64_t lx[RT_MAX_RANK], O, I, n = xd->local_elems;
+    int nd = rt_local_dims(rt, in, lx), es = rt_cu_esize(xd);
+    rt_outer_inner(lx, nd, dim, &O, &I);
+    int timer = rt_cu_coll_begin(rt, RT_C_ALL_GATHER);
+    if (K == 1) {
+        CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
+    } else {
+        char *dst = O == 1 ? rt->buf[out] : rt_cu_ws(rt, RT_WS_COMM, (size_t)(n * K) * es);
+        NCCL_CHECK(ncclAllGather(rt->buf[in], dst, (size_t)n, rt_cu_nccl_type(xd), cu->comm[g], cu->ms));
+        if (O > 1) rt_cu_interleave(rt, rt->buf[out], dst, O, lx[dim] * I, K, es, true);
+    }
+    rt_cu_coll_end(rt, timer, &out, 1, n * (K - 1) * es);
+}
+
+void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
+    rt_cuda *cu = rt_cu(rt);
+    int K = rt_coll_set_size(rt, g);
+    rt_check_dim_coll(rt, "reduce_scatter", g, dim, out, in);
+    const rt_value_desc *yd = &rt->p->values[out];
+    RT_CHECK(yd->dtype == RT_F32, "reduce_scatter %s: needs f32", yd->name);
+    int64_t ly[RT_MAX_RANK], O, I, n = yd->local_elems;
+    int nd = rt_local_dims(rt, out, ly), es = rt_cu_esize(yd);
+    rt_outer_inner(ly, nd, dim, &O, &I);
+    int timer = rt_cu_coll_begin(rt, RT_C_REDUCE_SCATTER);
+    if (K == 1) {
+        CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
+    } else {
+        const char *src = rt->buf[in];
+        if (O > 1) { /* make each destination's block contiguous */
+            char *tmp = rt_cu_ws(rt, RT_WS_COMM, (size_t)(n * K) * es);
+            rt_cu_interleave(rt, tmp, src, O, ly[dim] * I, K, es, false);
+            src = tmp;
+        }
+        NCCL_CHECK(ncclReduceScatter(src, rt->buf[out], (size_t)n, rt_cu_nccl_type(yd), ncclSum, cu->comm[g], cu->ms));
+    }
+    rt_cu_coll_end(rt, timer, &out, 1, n * (K - 1) * es);
+}
+
+void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
+    rt_cuda *cu = rt_cu(rt);
+    int K = rt_coll_set_size(rt, g);
+    rt_check_even(rt, "all_reduce", in);
+    rt_check_even(rt, "all_reduce", out);
+    const rt_value_desc *xd = rt_coll_val(rt, in), *yd = rt_coll_val(rt, out);
+    RT_CHECK(xd->local_elems == yd->local_elems && xd->dtype == RT_F32 && yd->dtype == RT_F32 &&
+                 rt_cu_esize(xd) == rt_cu_esize(yd),
+             "all_reduce %s -> %s: needs two f32 values of one size", xd->name, yd->name);
+    int64_t n = xd->local_elems;
+    int es = rt_cu_esize(xd);
+    int timer = rt_cu_coll_begin(rt, RT_C_ALL_REDUCE);
+    if (K == 1) CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
+    else NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, rt_cu_nccl_type(xd), ncclSum, cu->comm[g], cu->ms));
+    rt_cu_coll_end(rt, timer, &out, 1, 2 * n * (K - 1) / K * es);
+}
+
+/* ---- send / recv ---------------------------------------------------------------------
+ * A send is deferred: it joins the NCCL group of the rank's next recv (or
+ * the end of the step), so a ring of sends followed by receives is matched
+ * inside one group and cannot deadlock.  The value's slot is written once
+ * per step, so the data stay valid until then. */
+static void rt_cu_flush_sends(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    for (int i = 0; i < cu->nsends; i++) {
+        const rt_value_desc *d = &rt->p->values[cu->send_val[i]];
+        NCCL_CHECK(ncclSend(rt->buf[cu->send_val[i]], (size_t)d->local_elems, rt_cu_nccl_type(d),
+                            rt_coll_peer(rt, cu->send_g[i], cu->send_peer[i]), cu->comm[cu->send_g[i]], cu->ms));
+    }
+    cu->nsends = 0;
+}
+
+void rt_send(rt_ctx *rt, int g, int peer, int in) {
+    rt_cuda *cu = rt_cu(rt);
+    rt_check_even(rt, "send", in);
+    const rt_value_desc *d = rt_coll_val(rt, in);
+    rt_coll_set_size(rt, g);
+    if (cu->nsends == cu->cap_sends) {
+        cu->cap_sends = cu->cap_sends ? 2 * cu->cap_sends : 8;
+        cu->send_val = realloc(cu->send_val, sizeof(int) * (size_t)cu->cap_sends);
+        cu->send_g = realloc(cu->send_g, sizeof(int) * (size_t)cu->cap_sends);
+        cu->send_peer = realloc(cu->send_peer, sizeof(int) * (size_t)cu->cap_sends);
+        RT_CHECK(cu->send_val && cu->send_g && cu->send_peer, "out of memory");
+    }
+    cu->send_val[cu->nsends] = in, cu->send_g[cu->nsends] = g, cu->send_peer[cu->nsends] = peer;
+    cu->nsends++;
+    /* The inputs must be complete before the group that sends them runs. */
+    CU_CHECK(cudaEventRecord(cu->issued, cu->cs));
+    CU_CHECK(cudaStreamWaitEvent(cu->ms, cu->issued, 0));
+    rt_coll_count(rt, RT_C_SEND, (int64_t)rt_cu_bytes(d), 0.0);
+}
+
+void rt_recv(rt_ctx *rt, int g, int peer, int out) {
+    rt_cuda *cu = rt_cu(rt);
+    rt_check_even(rt, "recv", out);
+    const rt_value_desc *d = rt_coll_val(rt, out);
+    int timer = rt_cu_coll_begin(rt, RT_C_RECV);
+    NCCL_CHECK(ncclGroupStart());
+    rt_cu_flush_sends(rt);
+    NCCL_CHECK(ncclRecv(rt->buf[out], (size_t)d->local_elems, rt_cu_nccl_type(d), rt_coll_peer(rt, g, peer),
+                        cu->comm[g], cu->ms));
+    NCCL_CHECK(ncclGroupEnd());
+    rt_cu_coll_end(rt, timer, &out, 1, 0);
+}
+
+/* The end of a step: remaining sends, then the device finishes everything;
+ * the collectives' event times go to the counters and the device error
+ * flag (a token or target outside the vocabulary) is checked. */
+void rt_comm_finish_step(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    if (!cu) return;
+    if (cu->nsends) {
+        NCCL_CHECK(ncclGroupStart());
+        rt_cu_flush_sends(rt);
+        NCCL_CHECK(ncclGroupEnd());
+    }
+    CU_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < cu->ntimers; i++) {
+        float ms = 0.f;
+        CU_CHECK(cudaEventElapsedTime(&ms, cu->timers[i].start, cu->timers[i].stop));
+        rt->total.coll_sec[cu->timers[i].kind] += ms * 1e-3;
+        if (cu->timers[i].kind == RT_C_ALL_TO_ALL) rt->step_a2a_sec += ms * 1e-3;
+    }
+    cu->ntimers = 0;
+    for (int v = 0; v < rt->p->nvalues; v++) cu->pending[v] = false;
+    int err = 0;
+    CU_CHECK(cudaMemcpy(&err, cu->d_err, sizeof err, cudaMemcpyDeviceToHost));
+    RT_CHECK(!err, "a token or target id outside the vocabulary [0, %lld) reached the device kernels",
+             (long long)rt->p->vocab);
+}

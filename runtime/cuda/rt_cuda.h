@@ -1,0 +1,101 @@
+/* rt_cuda.h — private to the CUDA backend (runtime/cuda/rt_*_cuda.c): its
+ * state, the check macros and the helpers its files share.
+ *
+ * Streams: kernels run on the compute stream `cs`, collectives (and their
+ * pack/unpack kernels) on the communication stream `ms`.  A collective
+ * first makes `ms` wait for everything issued on `cs` so far (its inputs),
+ * then records a per-value event on each output; the value is "pending"
+ * until rt_f32/rt_i32 hands its pointer to a kernel, which makes `cs` wait
+ * for that event.  Independent compute issued between the collective and
+ * the first use of its output therefore overlaps with the communication. */
+#ifndef BASP_RT_CUDA_H
+#define BASP_RT_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "kcu.h"
+#include "kernels.h"
+#include "rt_internal.h"
+
+/* ---- checks: every CUDA, cuBLAS and NCCL call, with file and line -------------- */
+#define CU_CHECK(call)                                                                                               \
+    do {                                                                                                             \
+        cudaError_t rt_cu_e_ = (call);                                                                               \
+        if (rt_cu_e_ != cudaSuccess)                                                                                 \
+            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(rt_cu_e_));                        \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                                                           \
+    do {                                                                                                             \
+        cublasStatus_t rt_cb_s_ = (call);                                                                            \
+        if (rt_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                                       \
+            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(rt_cb_s_));                     \
+    } while (0)
+#define NCCL_CHECK(call)                                                                                             \
+    do {                                                                                                             \
+        ncclResult_t rt_nc_r_ = (call);                                                                              \
+        if (rt_nc_r_ != ncclSuccess)                                                                                 \
+            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(rt_nc_r_));                        \
+    } while (0)
+
+/* Grow-only device workspaces, one per purpose: compute and communication
+ * run concurrently, so they never share one. */
+typedef enum {
+    RT_WS_SEND, RT_WS_RECV, RT_WS_COMM, /* communication stream */
+    RT_WS_F32,                          /* fp32 [V,D] / [D] gradient sums */
+    RT_WS_LOGITS, RT_WS_DL, RT_WS_ROWS,  /* lm head chunks, per-row losses */
+    RT_WS_ATTN,                         /* attention backward row statistics */
+    RT_WS_SLICE,                        /* ZeRO-1 gradient slice */
+    RT_WS_ROPE,                         /* the rotation table */
+    RT_WS_N
+} rt_cu_ws_slot;
+
+/* A collective's timing events on the communication stream. */
+typedef struct rt_cu_timer {
+    cudaEvent_t start, stop;
+    rt_coll_kind kind;
+} rt_cu_timer;
+
+typedef struct rt_cuda {
+    int device, local_rank, ndevices;
+    cudaStream_t cs, ms;
+    cublasHandle_t blas;
+    ncclComm_t world;
+    ncclComm_t *comm;        /* per group: this rank's set */
+    cudaEvent_t issued;      /* recorded on cs when a collective starts */
+    cudaEvent_t comm_done;   /* recorded on ms after each collective */
+    cudaEvent_t *ready;      /* per value: its collective finished */
+    bool *pending;           /* per value: ready not yet waited for */
+    float **master;          /* per opt pair: the fp32 master weights */
+    int *opt_of;             /* per value: its opt pair (a param), else -1 */
+    size_t *slot_bytes;      /* per value */
+    void *ws[RT_WS_N];
+    size_t ws_bytes[RT_WS_N];
+    int *d_err;              /* device flag: a token or target outside the vocabulary */
+    double *d_norm;          /* per opt pair: sum of squares of the gradient */
+    /* The rotation table's key (as the CPU kernel caches it). */
+    int64_t rope_S, rope_Dh, rope_pos0;
+    double rope_theta;
+    kern_rope_scaling rope_sc;
+    bool rope_scaled, rope_valid;
+    /* This step's collective timers and deferred sends. */
+    rt_cu_timer *timers;
+    int ntimers, cap_timers;
+    int *send_val, *send_g, *send_peer;
+    int nsends, cap_sends;
+    bool sync_timing;        /* --profile: synchronise after each kernel */
+} rt_cuda;
+
+static inline rt_cuda *rt_cu(rt_ctx *rt) { return (rt_cuda *)rt->dev; }
+
+/* Bytes per element of a value on the device: bf16 for floating tensors,
+ * fp32 for floating scalars (the loss), int32 for integers. */
+int rt_cu_esize(const rt_value_desc *d);
+void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes);
+/* cs waits for every collective issued so far. */
+void rt_cu_wait_comm(rt_ctx *rt);
+/* Device pointer of value v for a kernel on cs (waits for its collective). */
+void *rt_cu_use(rt_ctx *rt, int v);
+
+#endif

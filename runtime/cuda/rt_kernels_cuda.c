@@ -1,0 +1,166 @@
+/* rt_kernels_cuda.c — the rt_ kernel calls of basp_rt.h on the CUDA
+ * backend: each launches its kcu_ kernel (kcu.h) on the compute stream.
+ * The pointers come from rt_f32/rt_i32 and are device pointers to bf16
+ * (int32) data whatever the C type says; only the loss scalar is fp32.
+ *
+ * Launches are asynchronous, so a kernel's wall time is its launch time
+ * unless --profile asked for per-op times (then each op waits for the
+ * device, which slows the step). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_cuda.h"
+
+const char *const rt_kernel_names[RT_K_NKINDS] = {
+    "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
+    "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
+    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw"};
+
+#define RT_TIMED(kind, call)                                                                                         \
+    do {                                                                                                             \
+        double t0_ = rt_now();                                                                                       \
+        CU_CHECK(call);                                                                                              \
+        if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));                                  \
+        rt->total.kern_calls[kind]++;                                                                                \
+        rt->total.kern_sec[kind] += rt_now() - t0_;                                                                  \
+    } while (0)
+
+#define CS (rt_cu(rt)->cs)
+#define B16(p) ((kcu_bf16 *)(void *)(p))
+#define CB16(p) ((const kcu_bf16 *)(const void *)(p))
+
+void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
+    RT_TIMED(RT_K_EMBEDDING, kcu_embedding_fwd(B16(out), tok, CB16(w), N, V, D, rt_cu(rt)->d_err, CS));
+}
+
+void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
+                      int64_t D) {
+    float *ws = rt_cu_ws(rt, RT_WS_F32, (size_t)(V * D) * sizeof(float));
+    RT_TIMED(RT_K_EMBEDDING_BWD, kcu_embedding_bwd(B16(dw), CB16(dout), tok, N, V, D, ws, rt_cu(rt)->d_err, CS));
+}
+
+void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps) {
+    RT_TIMED(RT_K_RMSNORM, kcu_rmsnorm_fwd(B16(y), CB16(x), CB16(w), N, D, eps, CS));
+}
+
+void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
+                    int64_t D, double eps) {
+    float *ws = rt_cu_ws(rt, RT_WS_F32, (size_t)D * sizeof(float));
+    RT_TIMED(RT_K_RMSNORM_BWD, kcu_rmsnorm_bwd(B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, D, eps, ws, CS));
+}
+
+void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O) {
+    RT_TIMED(RT_K_LINEAR, kcu_linear_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(w), N, I, O));
+}
+
+void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
+                   int64_t I, int64_t O) {
+    RT_TIMED(RT_K_LINEAR_BWD, kcu_linear_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, I, O));
+}
+
+/* ---- rope: the CPU kernel's own table (kern_rope_table), uploaded ------------------- */
+static bool rt_cu_rope_key(const rt_cuda *cu, int64_t S, int64_t Dh, int64_t pos0, double theta,
+                           const kern_rope_scaling *sc) {
+    if (!cu->rope_valid || cu->rope_S != S || cu->rope_Dh != Dh || cu->rope_pos0 != pos0 ||
+        cu->rope_theta != theta || cu->rope_scaled != (sc != NULL))
+        return false;
+    return !sc || memcmp(&cu->rope_sc, sc, sizeof *sc) == 0;
+}
+
+/* cs, sn [S, Dh/2] on the device, recomputed only when the key changes
+ * (q and k, forward and backward of every layer share one). */
+static const float *rt_cu_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta) {
+    rt_cuda *cu = rt_cu(rt);
+    const rt_program *p = rt->p;
+    kern_rope_scaling sc = {p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
+                            p->rope_original_max_pos};
+    const kern_rope_scaling *scp = p->rope_scaling == RT_ROPE_LLAMA3 ? &sc : NULL;
+    size_t n = (size_t)(S * (Dh / 2));
+    if (rt_cu_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[RT_WS_ROPE];
+    float *host = RT_MALLOC(2 * n * sizeof(float) + 1);
+    kern_rope_table(host, host + n, S, Dh, pos0, theta, scp);
+    CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
+    float *dev = rt_cu_ws(rt, RT_WS_ROPE, 2 * n * sizeof(float) + 1);
+    CU_CHECK(cudaMemcpy(dev, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice));
+    free(host);
+    cu->rope_S = S, cu->rope_Dh = Dh, cu->rope_pos0 = pos0, cu->rope_theta = theta;
+    cu->rope_scaled = scp != NULL;
+    memset(&cu->rope_sc, 0, sizeof cu->rope_sc);
+    if (scp) cu->rope_sc = sc;
+    cu->rope_valid = true;
+    return dev;
+}
+
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+             double theta) {
+    const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
+    RT_TIMED(RT_K_ROPE, kcu_rope(B16(y), CB16(x), t, t + s * (Dh / 2), b, s, H, Dh, 1.0f, CS));
+}
+
+void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+                 double theta) {
+    const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
+    RT_TIMED(RT_K_ROPE_BWD, kcu_rope(B16(dx), CB16(dy), t, t + s * (Dh / 2), b, s, H, Dh, -1.0f, CS));
+}
+
+/* ---- attention -------------------------------------------------------------------- */
+static void rt_cu_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
+    RT_CHECK(Dh == 8 || Dh == 16 || Dh == 32 || Dh == 64 || Dh == 128,
+             "attention: head_dim %lld is not supported by the CUDA kernels (8, 16, 32, 64 or 128)", (long long)Dh);
+    RT_CHECK(Hkv > 0 && H % Hkv == 0, "attention: %lld q heads do not group over %lld kv heads", (long long)H,
+             (long long)Hkv);
+}
+
+void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                  int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_cu_check_attn(H, Hkv, Dh);
+    RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
+}
+
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                      const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh) {
+    rt_cu_check_attn(H, Hkv, Dh);
+    float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
+    RT_TIMED(RT_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
+                                                   CB16(o), b, S, H, Hkv, Dh, ws, CS));
+}
+
+/* ---- element-wise ------------------------------------------------------------------ */
+void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n) {
+    RT_TIMED(RT_K_SWIGLU, kcu_swiglu_fwd(B16(y), CB16(g), CB16(u), n, CS));
+}
+
+void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n) {
+    RT_TIMED(RT_K_SWIGLU_BWD, kcu_swiglu_bwd(B16(dg), B16(du), CB16(dy), CB16(g), CB16(u), n, CS));
+}
+
+void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
+    RT_TIMED(RT_K_ADD, kcu_add(B16(y), CB16(a), CB16(b), n, CS));
+}
+
+/* ---- lm head --------------------------------------------------------------------- */
+static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, int64_t N, int64_t V, int64_t D, bool bwd) {
+    kcu_lmhead_ws ws = {.chunk = kcu_lm_head_chunk(N, V), .err = rt_cu(rt)->d_err};
+    ws.logits = rt_cu_ws(rt, RT_WS_LOGITS, (size_t)(ws.chunk * V) * sizeof(float));
+    if (bwd) {
+        ws.dl = rt_cu_ws(rt, RT_WS_DL, (size_t)(ws.chunk * V) * sizeof(kcu_bf16));
+        ws.dw32 = rt_cu_ws(rt, RT_WS_F32, (size_t)(V * D) * sizeof(float));
+    } else {
+        ws.rowloss = rt_cu_ws(rt, RT_WS_ROWS, (size_t)(N > 0 ? N : 1) * sizeof(float));
+    }
+    return ws;
+}
+
+void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
+                     int64_t V, int64_t D) {
+    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, N, V, D, false);
+    RT_TIMED(RT_K_LM_HEAD_LOSS, kcu_lm_head_loss_fwd(rt_cu(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
+}
+
+void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
+                         int64_t N, int64_t V, int64_t D, double scale) {
+    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, N, V, D, true);
+    RT_TIMED(RT_K_LM_HEAD_LOSS_BWD,
+             kcu_lm_head_loss_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws, CS));
+}

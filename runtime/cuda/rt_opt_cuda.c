@@ -1,0 +1,93 @@
+/* rt_opt_cuda.c — AdamW with global-norm clipping on the device: bf16
+ * gradients, fp32 master weights and moments (the rules are rt_opt.c's and
+ * runtime/README.md's Optimizer section). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_cuda.h"
+
+static const double RT_BETA1 = 0.9, RT_BETA2 = 0.95, RT_EPS = 1e-8, RT_WD = 0.1, RT_MAX_NORM = 1.0;
+
+void rt_opt_begin_step(rt_ctx *rt) { rt->norm_done = false; }
+
+/* Every gradient's sum of squares on the device (double), one copy back,
+ * then the CPU's rule: replicated gradients count once, sharded ones are
+ * summed over the world, divided by their replication. */
+double rt_grad_norm(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    int nopt = rt->p->nopt;
+    rt_cu_wait_comm(rt); /* the gradients may come from reduce_scatter / all_reduce */
+    CU_CHECK(cudaMemsetAsync(cu->d_norm, 0, sizeof(double) * (size_t)(nopt + 1), cu->cs));
+    for (int i = 0; i < nopt; i++) {
+        int g = rt->p->opt[i].grad;
+        CU_CHECK(kcu_sumsq(rt_cu_use(rt, g), rt->p->values[g].local_elems, cu->d_norm + i, cu->cs));
+    }
+    double *s = RT_MALLOC(sizeof(double) * (size_t)(nopt + 1));
+    CU_CHECK(cudaMemcpyAsync(s, cu->d_norm, sizeof(double) * (size_t)(nopt + 1), cudaMemcpyDeviceToHost, cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs));
+    double repl = 0.0, shard = 0.0;
+    for (int i = 0; i < nopt; i++) {
+        int64_t r = rt_replication(rt, rt->p->opt[i].grad);
+        if (r == rt->world) repl += s[i];
+        else shard += s[i] / (double)r;
+    }
+    free(s);
+    double total = shard;
+    if (rt->world > 1) RT_MPI(MPI_Allreduce(&shard, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return sqrt(total + repl);
+}
+
+/* The gradient entries matching this rank's parameter shard: the grad
+ * buffer itself when both are laid out alike, else (ZeRO-1: param sharded,
+ * grad whole) the N-d slice at the shard's global offset, copied on the
+ * device. */
+static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
+    const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
+    RT_CHECK(pd->rank == gd->rank, "adamw %s: grad %s has rank %d, param %d", pd->name, gd->name, gd->rank,
+             pd->rank);
+    bool same = true;
+    for (int i = 0; i < pd->rank; i++) {
+        RT_CHECK(pd->dims[i] == gd->dims[i], "adamw %s: grad %s dim %d is %lld, param %lld", pd->name, gd->name, i,
+                 (long long)gd->dims[i], (long long)pd->dims[i]);
+        RT_CHECK(gd->shard[i] < 0 || gd->shard[i] == pd->shard[i],
+                 "adamw %s: grad %s is sharded where the param is not (dim %d)", pd->name, gd->name, i);
+        if (gd->shard[i] != pd->shard[i]) same = false;
+    }
+    const kcu_bf16 *g = rt_cu_use(rt, grad);
+    if (same) return g;
+    kcu_box bx = {.nd = pd->rank};
+    int64_t poff[RT_MAX_RANK];
+    rt_local_dims(rt, param, bx.box);
+    rt_local_dims(rt, grad, bx.sdims);
+    rt_local_dims(rt, param, bx.ddims);
+    rt_global_offset(rt->p, param, rt->rank, poff);
+    for (int i = 0; i < pd->rank; i++) bx.soff[i] = gd->shard[i] < 0 ? poff[i] : 0, bx.doff[i] = 0;
+    kcu_bf16 *tmp = rt_cu_ws(rt, RT_WS_SLICE, (size_t)pd->local_elems * sizeof(kcu_bf16));
+    CU_CHECK(kcu_copy_box(tmp, g, &bx, 2, rt_cu(rt)->cs));
+    return tmp;
+}
+
+void rt_adamw(rt_ctx *rt, int param, int grad) {
+    double t0 = rt_now();
+    rt_cuda *cu = rt_cu(rt);
+    RT_CHECK(param >= 0 && param < rt->p->nvalues && grad >= 0 && grad < rt->p->nvalues,
+             "adamw: value index out of range (%d, %d)", param, grad);
+    if (!rt->norm_done) {
+        rt->grad_norm = rt_grad_norm(rt);
+        rt->clip_scale = rt->grad_norm > RT_MAX_NORM ? RT_MAX_NORM / (rt->grad_norm + 1e-6) : 1.0;
+        rt->norm_done = true;
+    }
+    /* The norm is global, so every rank skips alike and the loop stops the
+     * run cleanly, naming the step, instead of training on NaN. */
+    if (!isfinite(rt->grad_norm)) return;
+    int i = rt_opt_index(rt, param, grad);
+    const rt_value_desc *pd = &rt->p->values[param];
+    const kcu_bf16 *g = rt_cu_grad_for_shard(rt, param, grad);
+    double wd = pd->rank >= 2 ? RT_WD : 0.0;
+    CU_CHECK(kcu_adamw(rt_cu_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
+                       RT_BETA1, RT_BETA2, RT_EPS, wd, rt->step + 1, rt->clip_scale, cu->cs));
+    if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));
+    rt->total.kern_calls[RT_K_ADAMW]++;
+    rt->total.kern_sec[RT_K_ADAMW] += rt_now() - t0;
+}

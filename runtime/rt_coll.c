@@ -1,0 +1,117 @@
+/* rt_coll.c — what both backends' collectives share: argument checks, the
+ * all_to_all geometry (which entries go to which peer, per-peer counts) and
+ * the per-kind counters.  The data movement itself is the backend's
+ * (rt_comm.c: MPI on host buffers; cuda/rt_comm_cuda.cu: NCCL on device
+ * buffers). */
+#include "rt_internal.h"
+
+const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "reduce_scatter",
+                                                "all_reduce", "send",       "recv"};
+
+void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
+    rt->total.coll_calls[k]++;
+    rt->total.coll_bytes[k] += bytes;
+    rt->total.coll_sec[k] += sec;
+    rt->step_bytes += bytes;
+    if (k == RT_C_ALL_TO_ALL) rt->step_a2a_sec += sec;
+}
+
+const rt_value_desc *rt_coll_val(rt_ctx *rt, int v) {
+    RT_CHECK(v >= 0 && v < rt->p->nvalues, "value index %d out of range", v);
+    return &rt->p->values[v];
+}
+
+int rt_coll_set_size(rt_ctx *rt, int g) {
+    RT_CHECK(g >= 0 && g < rt->p->ngroups, "group index %d out of range", g);
+    return rt->p->groups[g].set_size;
+}
+
+void rt_outer_inner(const int64_t *ld, int nd, int dim, int64_t *outer, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < dim; i++) *outer *= ld[i];
+    for (int i = dim + 1; i < nd; i++) *inner *= ld[i];
+}
+
+int rt_coll_peer(rt_ctx *rt, int g, int peer) {
+    int K = rt_coll_set_size(rt, g);
+    return (int)(((rt->gpos[g] + (int64_t)peer) % K + K) % K);
+}
+
+/* ---- all_to_all geometry --------------------------------------------------------- */
+int64_t rt_a2a_send_count(const rt_a2a_geom *G, int q) {
+    return G->O * G->M * G->I * G->lxc * rt_dim_len(G->p, G->yd, G->split, q);
+}
+int64_t rt_a2a_recv_count(const rt_a2a_geom *G, int p) {
+    return G->O * G->M * G->I * G->nvy * rt_dim_len(G->p, G->xd, G->concat, p);
+}
+
+rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) {
+    const rt_value_desc *xd = rt_coll_val(rt, x), *yd = rt_coll_val(rt, y);
+    RT_CHECK(xd->rank == yd->rank && split < xd->rank && concat < xd->rank && split != concat && split >= 0 &&
+                 concat >= 0,
+             "all_to_all %s -> %s: bad dims split %d concat %d for rank %d", xd->name, yd->name, split, concat,
+             xd->rank);
+    RT_CHECK(xd->dtype == yd->dtype, "all_to_all %s -> %s: dtypes differ", xd->name, yd->name);
+    RT_CHECK(xd->shard[concat] == g && yd->shard[concat] < 0 && xd->shard[split] < 0 && yd->shard[split] == g,
+             "all_to_all %s -> %s: layouts do not match split %d / concat %d over group %s", xd->name, yd->name,
+             split, concat, rt->p->groups[g].name);
+    int64_t lx[RT_MAX_RANK], ly[RT_MAX_RANK];
+    int nd = rt_local_dims(rt, x, lx);
+    rt_local_dims(rt, y, ly);
+    rt_a2a_geom G = {0};
+    G.p = rt->p, G.xd = xd, G.yd = yd, G.split = split, G.concat = concat;
+    int a = split < concat ? split : concat, b = split < concat ? concat : split;
+    G.a_split = a == split;
+    G.O = G.M = G.I = 1;
+    for (int i = 0; i < nd; i++) {
+        if (i == a || i == b) continue;
+        RT_CHECK(lx[i] == ly[i], "all_to_all %s -> %s: dim %d differs", xd->name, yd->name, i);
+        if (i < a) G.O *= lx[i];
+        else if (i < b) G.M *= lx[i];
+        else G.I *= lx[i];
+    }
+    G.xa = lx[a], G.xb = lx[b], G.ya = ly[a], G.yb = ly[b];
+    G.nvy = ly[split], G.lxc = lx[concat];
+    G.fo = yd->dims[split] / xd->dims[split];
+    G.fi = xd->dims[concat] / yd->dims[concat];
+    RT_CHECK(G.fo >= 1 && G.fi >= 1 && yd->dims[split] == G.fo * xd->dims[split] &&
+                 xd->dims[concat] == G.fi * yd->dims[concat],
+             "all_to_all %s -> %s: split/concat sizes are not a fanout/fanin multiple", xd->name, yd->name);
+    RT_CHECK((yd->unit[split] == 0 || G.fo == 1) && (xd->unit[concat] == 0 || G.fi == 1),
+             "all_to_all %s -> %s: an uneven split cannot fan out or in", xd->name, yd->name);
+    return G;
+}
+
+void rt_a2a_plan_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                     const int *outs, rt_a2a_geom *G) {
+    rt_coll_set_size(rt, g);
+    RT_CHECK(n >= 1 && n <= RT_A2A_MAX, "all_to_all: %d fused exchanges (1..%d)", n, RT_A2A_MAX);
+    RT_CHECK(fanout >= 1 && fanin >= 1, "all_to_all: fanout %d fanin %d", fanout, fanin);
+    for (int i = 0; i < n; i++) {
+        G[i] = rt_a2a_plan(rt, g, split, concat, ins[i], outs[i]);
+        RT_CHECK((G[i].fo == 1 || G[i].fo == fanout) && (G[i].fi == 1 || G[i].fi == fanin),
+                 "all_to_all %s: size ratio does not match fanout %d / fanin %d", rt->p->values[ins[i]].name,
+                 fanout, fanin);
+        RT_CHECK(rt->p->values[ins[i]].dtype == rt->p->values[ins[0]].dtype, "all_to_all: mixed dtypes");
+        RT_CHECK(G[i].fi == 1 || rt->p->values[ins[i]].dtype == RT_F32, "all_to_all: fanin needs f32");
+    }
+}
+
+/* ---- checks of the other collectives ---------------------------------------------- */
+void rt_check_even(rt_ctx *rt, const char *op, int v) {
+    const rt_value_desc *d = rt_coll_val(rt, v);
+    RT_CHECK(!rt_value_uneven(d), "%s %s: the value is split unevenly; only all_to_all supports uneven splits", op,
+             d->name);
+}
+
+void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, int whole) {
+    rt_check_even(rt, op, sharded);
+    rt_check_even(rt, op, whole);
+    const rt_value_desc *s = rt_coll_val(rt, sharded), *w = rt_coll_val(rt, whole);
+    RT_CHECK(s->rank == w->rank && dim >= 0 && dim < s->rank, "%s %s: bad dim %d", op, s->name, dim);
+    RT_CHECK(s->shard[dim] == g && w->shard[dim] < 0, "%s %s / %s: dim %d must be sharded by %s on one side only",
+             op, s->name, w->name, dim, rt->p->groups[g].name);
+    RT_CHECK(s->dtype == w->dtype, "%s %s: dtypes differ", op, s->name);
+    RT_CHECK(s->local_elems * rt->p->groups[g].set_size == w->local_elems, "%s %s / %s: local sizes disagree", op,
+             s->name, w->name);
+}

@@ -1,0 +1,290 @@
+/* test_gpu_kernels.c — every CUDA kernel (runtime/cuda/kcu.h) against the
+ * fp32 CPU kernel (runtime/kernels.h) on random inputs, forward and
+ * backward.  Inputs are rounded to bf16 first, so both sides see the same
+ * numbers; what differs is bf16 storage of outputs and intermediates and
+ * the summation order.
+ *
+ * Tolerances (max |gpu - cpu| over max |cpu| per tensor):
+ *   element-wise ops (add, swiglu, rope, embedding fwd)   1e-2  (one bf16 rounding: 2^-8 = 3.9e-3)
+ *   rmsnorm, linear, embedding bwd                        2e-2  (fp32 sums, bf16 output)
+ *   attention fwd/bwd, lm-head dx/dw                      3e-2  (bf16 intermediates P, dS, dlogits)
+ *   lm-head loss (fp32 scalar), sum of squares            2e-3 relative
+ *   adamw master weights (fp32)                           1e-5 relative to max |w|
+ * Exits 77 (CTest: skipped) when no CUDA device is visible. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcu.h"
+#include "kernels.h"
+
+static int failures;
+
+#define CK(call)                                                                                                     \
+    do {                                                                                                             \
+        cudaError_t e_ = (call);                                                                                     \
+        if (e_ != cudaSuccess) {                                                                                     \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
+    } while (0)
+
+static uint64_t rng = 88172645463325252ULL;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+/* n random values of scale s, rounded to bf16 so both sides see them. */
+static float *rnd(int64_t n, float s) {
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(kcu_host_to_bf16(s * frand()));
+    return x;
+}
+
+static kcu_bf16 *up(const float *x, int64_t n) {
+    kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2), *d;
+    for (int64_t i = 0; i < n; i++) h[i] = kcu_host_to_bf16(x[i]);
+    CK(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
+    CK(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+static kcu_bf16 *dzeros(int64_t n) {
+    kcu_bf16 *d;
+    CK(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
+    CK(cudaMemset(d, 0, (size_t)(n ? n : 1) * 2));
+    return d;
+}
+
+static void *dalloc(size_t bytes) {
+    void *d;
+    CK(cudaMalloc(&d, bytes ? bytes : 1));
+    CK(cudaMemset(d, 0, bytes ? bytes : 1));
+    return d;
+}
+
+static float *down(const kcu_bf16 *d, int64_t n) {
+    kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2);
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(h[i]);
+    free(h);
+    return x;
+}
+
+static void check(const char *name, const float *got, const float *ref, int64_t n, double tol) {
+    double err = 0, mx = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= err)) err = e; /* NaN counts */
+        if (fabs(ref[i]) > mx) mx = fabs(ref[i]);
+    }
+    bool ok = err <= tol * mx;
+    printf("%-28s max err %.3e of max %.3e (%.2e, tol %.0e)  %s\n", name, err, mx, err / mx, tol,
+           ok ? "ok" : "FAIL");
+    failures += !ok;
+}
+
+static void check_gpu(const char *name, const kcu_bf16 *d, const float *ref, int64_t n, double tol) {
+    float *g = down(d, n);
+    check(name, g, ref, n, tol);
+    free(g);
+}
+
+/* ---- cases ----------------------------------------------------------------------- */
+static void test_elementwise(void) {
+    int64_t n = 10007;
+    float *a = rnd(n, 3), *b = rnd(n, 3), *dy = rnd(n, 1), *y = malloc(n * 4), *y2 = malloc(n * 4);
+    kcu_bf16 *da = up(a, n), *db = up(b, n), *ddy = up(dy, n), *dy1 = dzeros(n), *dy2 = dzeros(n);
+    kern_add(y, a, b, n);
+    CK(kcu_add(dy1, da, db, n, 0));
+    check_gpu("add", dy1, y, n, 1e-2);
+    kern_swiglu_fwd(y, a, b, n);
+    CK(kcu_swiglu_fwd(dy1, da, db, n, 0));
+    check_gpu("swiglu fwd", dy1, y, n, 1e-2);
+    kern_swiglu_bwd(y, y2, dy, a, b, n);
+    CK(kcu_swiglu_bwd(dy1, dy2, ddy, da, db, n, 0));
+    check_gpu("swiglu bwd dg", dy1, y, n, 1e-2);
+    check_gpu("swiglu bwd du", dy2, y2, n, 1e-2);
+    double *acc = dalloc(sizeof(double)), got;
+    CK(kcu_sumsq(da, n, acc, 0));
+    CK(cudaMemcpy(&got, acc, sizeof got, cudaMemcpyDeviceToHost));
+    float g1 = (float)got, r1 = (float)kern_sumsq(a, n);
+    check("sumsq", &g1, &r1, 1, 2e-3);
+    cudaFree(acc), cudaFree(da), cudaFree(db), cudaFree(ddy), cudaFree(dy1), cudaFree(dy2);
+    free(a), free(b), free(dy), free(y), free(y2);
+}
+
+static void test_embedding(void) {
+    int64_t N = 300, V = 97, D = 48;
+    int32_t tok[300];
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 11) % V);
+    float *w = rnd(V * D, 1), *dout = rnd(N * D, 1), *out = malloc(N * D * 4), *dw = malloc(V * D * 4);
+    int32_t *dtok = dalloc(sizeof tok);
+    int *err = dalloc(sizeof(int));
+    CK(cudaMemcpy(dtok, tok, sizeof tok, cudaMemcpyHostToDevice));
+    kcu_bf16 *dw_ = up(w, V * D), *ddout = up(dout, N * D), *dout_ = dzeros(N * D), *ddw = dzeros(V * D);
+    float *ws = dalloc(V * D * 4);
+    kern_embedding_fwd(out, tok, w, N, V, D);
+    CK(kcu_embedding_fwd(dout_, dtok, dw_, N, V, D, err, 0));
+    check_gpu("embedding fwd", dout_, out, N * D, 1e-2);
+    kern_embedding_bwd(dw, dout, tok, N, V, D);
+    CK(kcu_embedding_bwd(ddw, ddout, dtok, N, V, D, ws, err, 0));
+    check_gpu("embedding bwd", ddw, dw, V * D, 2e-2);
+    cudaFree(dtok), cudaFree(err), cudaFree(dw_), cudaFree(ddout), cudaFree(dout_), cudaFree(ddw), cudaFree(ws);
+    free(w), free(dout), free(out), free(dw);
+}
+
+static void test_rmsnorm(void) {
+    int64_t N = 77, D = 320;
+    float *x = rnd(N * D, 2), *w = rnd(D, 1), *dy = rnd(N * D, 1);
+    float *y = malloc(N * D * 4), *dx = malloc(N * D * 4), *dw = malloc(D * 4);
+    kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, D), *ddy = up(dy, N * D), *o1 = dzeros(N * D), *o2 = dzeros(D);
+    float *ws = dalloc(D * 4);
+    kern_rmsnorm_fwd(y, x, w, N, D, 1e-5);
+    CK(kcu_rmsnorm_fwd(o1, dx_, dw_, N, D, 1e-5, 0));
+    check_gpu("rmsnorm fwd", o1, y, N * D, 2e-2);
+    kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, 1e-5);
+    CK(kcu_rmsnorm_bwd(o1, o2, ddy, dx_, dw_, N, D, 1e-5, ws, 0));
+    check_gpu("rmsnorm bwd dx", o1, dx, N * D, 2e-2);
+    check_gpu("rmsnorm bwd dw", o2, dw, D, 2e-2);
+    cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(o1), cudaFree(o2), cudaFree(ws);
+    free(x), free(w), free(dy), free(y), free(dx), free(dw);
+}
+
+static void test_rope(void) {
+    int64_t b = 2, S = 50, H = 3, Dh = 16, n = b * S * H * Dh, pos0 = 1000;
+    kern_rope_scaling sc = {8.0, 1.0, 4.0, 64}; /* all three bands at Dh 16 */
+    float *x = rnd(n, 1), *y = malloc(n * 4), *tab = malloc(S * Dh * 4);
+    kern_rope_table(tab, tab + S * Dh / 2, S, Dh, pos0, 500000.0, &sc);
+    float *dtab = dalloc(S * Dh * 4);
+    CK(cudaMemcpy(dtab, tab, S * Dh * 4, cudaMemcpyHostToDevice));
+    kcu_bf16 *dx = up(x, n), *dy = dzeros(n);
+    kern_rope_fwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
+    CK(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, 1.0f, 0));
+    check_gpu("rope fwd (llama3)", dy, y, n, 1e-2);
+    kern_rope_bwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
+    CK(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, -1.0f, 0));
+    check_gpu("rope bwd (llama3)", dy, y, n, 1e-2);
+    cudaFree(dtab), cudaFree(dx), cudaFree(dy);
+    free(x), free(y), free(tab);
+}
+
+static void test_linear(void) {
+    int64_t N = 96, I = 80, O = 112;
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) exit(1);
+    float *x = rnd(N * I, 1), *w = rnd(I * O, 1), *dy = rnd(N * O, 1);
+    float *y = malloc(N * O * 4), *dx = malloc(N * I * 4), *dw = malloc(I * O * 4);
+    kcu_bf16 *dx_ = up(x, N * I), *dw_ = up(w, I * O), *ddy = up(dy, N * O);
+    kcu_bf16 *oy = dzeros(N * O), *odx = dzeros(N * I), *odw = dzeros(I * O);
+    kern_linear_fwd(y, x, w, N, I, O);
+    CK(kcu_linear_fwd(h, oy, dx_, dw_, N, I, O));
+    check_gpu("linear fwd", oy, y, N * O, 2e-2);
+    kern_linear_bwd(dx, dw, dy, x, w, N, I, O);
+    CK(kcu_linear_bwd(h, odx, odw, ddy, dx_, dw_, N, I, O));
+    check_gpu("linear bwd dx", odx, dx, N * I, 2e-2);
+    check_gpu("linear bwd dw", odw, dw, I * O, 2e-2);
+    cublasDestroy(h);
+    cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(oy), cudaFree(odx), cudaFree(odw);
+    free(x), free(w), free(dy), free(y), free(dx), free(dw);
+}
+
+static void test_lm_head(void) {
+    int64_t N = 70, V = 1000, D = 64;
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) exit(1);
+    int32_t tgt[70];
+    for (int i = 0; i < N; i++) tgt[i] = i % 9 == 4 ? -1 : (int32_t)((i * 131) % V);
+    float *x = rnd(N * D, 1), *w = rnd(V * D, 1), *dx = malloc(N * D * 4), *dw = malloc(V * D * 4), loss;
+    int32_t *dt = dalloc(sizeof tgt);
+    CK(cudaMemcpy(dt, tgt, sizeof tgt, cudaMemcpyHostToDevice));
+    kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, V * D), *odx = dzeros(N * D), *odw = dzeros(V * D);
+    kcu_lmhead_ws ws = {.chunk = 32}; /* several chunks, the last one partial */
+    ws.logits = dalloc(32 * V * 4), ws.dl = dalloc(32 * V * 2), ws.rowloss = dalloc(N * 4);
+    ws.dw32 = dalloc(V * D * 4), ws.err = dalloc(sizeof(int));
+    float *dloss = dalloc(4), gl;
+    kern_lm_head_loss_fwd(&loss, x, w, tgt, N, V, D);
+    CK(kcu_lm_head_loss_fwd(h, dloss, dx_, dw_, dt, N, V, D, &ws, 0));
+    CK(cudaMemcpy(&gl, dloss, 4, cudaMemcpyDeviceToHost));
+    check("lm_head loss", &gl, &loss, 1, 2e-3);
+    kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, 1.0 / 256);
+    CK(kcu_lm_head_loss_bwd(h, odx, odw, dx_, dw_, dt, N, V, D, 1.0 / 256, &ws, 0));
+    check_gpu("lm_head bwd dx", odx, dx, N * D, 3e-2);
+    check_gpu("lm_head bwd dw", odw, dw, V * D, 3e-2);
+    cublasDestroy(h);
+    cudaFree(dt), cudaFree(dx_), cudaFree(dw_), cudaFree(odx), cudaFree(odw), cudaFree(dloss);
+    cudaFree(ws.logits), cudaFree(ws.dl), cudaFree(ws.rowloss), cudaFree(ws.dw32), cudaFree(ws.err);
+    free(x), free(w), free(dx), free(dw);
+}
+
+static void test_adamw(void) {
+    int64_t n = 5000;
+    float *p = rnd(n, 1), *m = calloc(n, 4), *v = calloc(n, 4), *g = rnd(n, 0.1f);
+    kcu_bf16 *dp = up(p, n), *dg = up(g, n);
+    float *dw = dalloc(n * 4), *dm = dalloc(n * 4), *dv = dalloc(n * 4), *got = malloc(n * 4);
+    CK(cudaMemcpy(dw, p, n * 4, cudaMemcpyHostToDevice));
+    for (int t = 1; t <= 3; t++) {
+        kern_adamw(p, m, v, g, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5);
+        CK(kcu_adamw(dp, dw, dm, dv, dg, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5, 0));
+    }
+    CK(cudaMemcpy(got, dw, n * 4, cudaMemcpyDeviceToHost));
+    check("adamw master (3 steps)", got, p, n, 1e-5);
+    check_gpu("adamw bf16 param", dp, p, n, 1e-2);
+    cudaFree(dp), cudaFree(dg), cudaFree(dw), cudaFree(dm), cudaFree(dv);
+    free(p), free(m), free(v), free(g), free(got);
+}
+
+static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    int64_t nq = b * S * H * Dh, nk = b * S * Hkv * Dh;
+    float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *o = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
+    kcu_bf16 *dq_ = up(q, nq), *dk_ = up(k, nk), *dv_ = up(v, nk), *ddo = up(dout, nq);
+    kcu_bf16 *oo = dzeros(nq), *odq = dzeros(nq), *odk = dzeros(nk), *odv = dzeros(nk);
+    float *ws = dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
+    char name[64];
+    kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh);
+    CK(kcu_attention_fwd(oo, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
+    snprintf(name, sizeof name, "attention fwd Dh%d H%d/%d", (int)Dh, (int)H, (int)Hkv);
+    check_gpu(name, oo, o, nq, 3e-2);
+    /* the backward reads the forward's output: give both sides the same o */
+    float *ob = down(oo, nq);
+    kern_attention_bwd(dq, dk, dv, dout, q, k, v, ob, b, S, H, Hkv, Dh);
+    CK(kcu_attention_bwd(odq, odk, odv, ddo, dq_, dk_, dv_, oo, b, S, H, Hkv, Dh, ws, 0));
+    snprintf(name, sizeof name, "attention bwd dq Dh%d", (int)Dh);
+    check_gpu(name, odq, dq, nq, 3e-2);
+    snprintf(name, sizeof name, "attention bwd dk Dh%d", (int)Dh);
+    check_gpu(name, odk, dk, nk, 3e-2);
+    snprintf(name, sizeof name, "attention bwd dv Dh%d", (int)Dh);
+    check_gpu(name, odv, dv, nk, 3e-2);
+    cudaFree(dq_), cudaFree(dk_), cudaFree(dv_), cudaFree(ddo), cudaFree(oo), cudaFree(odq), cudaFree(odk);
+    cudaFree(odv), cudaFree(ws);
+    free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(ob);
+}
+
+int main(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        printf("no CUDA device visible (%s): GPU kernel tests skipped\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    test_elementwise();
+    test_embedding();
+    test_rmsnorm();
+    test_rope();
+    test_linear();
+    test_lm_head();
+    test_adamw();
+    int shapes[][5] = {{2, 100, 4, 2, 16}, {1, 130, 4, 4, 32}, {1, 257, 8, 2, 64}, {2, 200, 4, 1, 128}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4]);
+    printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}
