@@ -45,18 +45,25 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-GEMM = {"linear", "linear_bwd", "attention", "attention_bwd", "lm_head_loss", "lm_head_loss_bwd"}
+GEMM = {"linear", "linear_bwd", "lm_head_loss", "lm_head_loss_bwd"}
+ATTN = {"attention", "attention_bwd"}
 COLL = {"all_to_all", "all_gather", "reduce_scatter", "all_reduce", "send", "recv"}
 # The cpu preset's figures (frontend/presets.c), kept as the reference the
 # fractions scale.
 PEAK, MEM_BW = 1e11, 2e10
 
-RUNS = [  # (name, spec, ranks, seq_len override or None)
-    ("tiny_llama", "examples/tiny_llama.basp", 4, None),
-    ("tiny_llama s512", "examples/tiny_llama.basp", 4, 512),
-    ("tiny_gqa_8", "examples/tiny_gqa_8.basp", 8, None),
-    ("tiny_gqa_8 s1024", "examples/tiny_gqa_8.basp", 8, 1024),
+# (name, spec, ranks, --set overrides).  Every run uses at most as many ranks
+# as the machine has cores (see --ranks): with more, a rank's time is mostly
+# waiting to be scheduled, which no per-op model expresses.  The examples
+# are re-meshed onto one node of R ranks and laid out as plain Ulysses, so
+# every layer has real all-to-alls (batch-aware with G = R would leave K = 1).
+RUNS = [
+    ("tiny_llama", "examples/tiny_llama.basp", []),
+    ("tiny_llama s512", "examples/tiny_llama.basp", ["train.seq_len=512"]),
+    ("tiny_gqa_8", "examples/tiny_gqa_8.basp", []),
+    ("tiny_gqa_8 s1024", "examples/tiny_gqa_8.basp", ["train.seq_len=1024"]),
 ]
+
 
 # An op line: optional results ("%a, %b = "), the op name, ..., its cost.
 # Ops without results (adamw, free, send) must match too.
@@ -70,11 +77,12 @@ def sh(cmd, **kw):
     return r.stdout
 
 
-def cost_by_kind(build, ir, cf, mbf, alpha, bw, peak=PEAK, mem_bw=MEM_BW):
+def cost_by_kind(build, ir, cf, mbf, alpha, bw, peak=PEAK, mem_bw=MEM_BW, af=None, ovh=0.0, exp_rate=0.0):
     """µs per step per op kind from the cost pass under the given parameters."""
     lines = []
     for line in ir.splitlines():
-        if line.startswith(("config device_peak_flops", "config device_mem_bw", "config cost.")):
+        if line.startswith(("config device_peak_flops", "config device_mem_bw", "config device_exp_rate",
+                            "config cost.")):
             continue
         if line.startswith("link "):
             kind = line.split()[1]
@@ -82,7 +90,9 @@ def cost_by_kind(build, ir, cf, mbf, alpha, bw, peak=PEAK, mem_bw=MEM_BW):
         lines.append(line)
         if line.startswith("config device_mem "):
             lines += [f"config device_peak_flops = {peak:.17g}", f"config device_mem_bw = {mem_bw:.17g}",
-                      f"config cost.compute_fraction = {cf:.17g}", f"config cost.mem_bw_fraction = {mbf:.17g}"]
+                      f"config cost.compute_fraction = {cf:.17g}", f"config cost.mem_bw_fraction = {mbf:.17g}",
+                      f"config cost.attention_fraction = {cf if af is None else af:.17g}",
+                      f"config cost.op_overhead = {ovh:.17g}", f"config device_exp_rate = {exp_rate:.17g}"]
     out = sh([os.path.join(build, "basp-opt"), "-", "--passes=cost"], input="\n".join(lines) + "\n")
     kinds = {}
     for line in out.splitlines():
@@ -92,98 +102,234 @@ def cost_by_kind(build, ir, cf, mbf, alpha, bw, peak=PEAK, mem_bw=MEM_BW):
     return kinds
 
 
-def measure(build, work, name, spec, ranks, seq, steps):
+def compile_run(build, work, name, spec, overrides, ranks):
+    """Builds one run's executable; returns its description with the IR."""
     tag = re.sub(r"\W", "_", name)
-    sets = ["--set", f"train.seq_len={seq}"] if seq else []
+    sets = []
+    for o in overrides + ["mesh.nodes=1", f"mesh.devices_per_node={ranks}", "layout.batch_aware=off"]:
+        sets += ["--set", o]
     exe = os.path.join(work, tag)
     sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets, "-o", exe])
     ir = sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets,
              "--passes=ulysses,batch-aware,place,zero", "--emit=ir"])
-    prof = os.path.join(work, tag + ".json")
+    return {"name": name, "spec": spec, "sets": sets, "exe": exe, "ir": ir, "ranks": ranks, "reps": []}
+
+
+def measure_once(r, work, steps):
+    """One training run with --profile: ms per step by op kind (means over
+    the steps), the mean and the median step."""
+    prof = r["exe"] + ".json"
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1")
-    sh(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), exe, "--data",
+    sh(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(r["ranks"]), r["exe"], "--data",
         os.path.join(work, "corpus.bin"), "--steps", str(steps), "--quiet", "--profile", prof], env=env)
     with open(prof) as f:
         p = json.load(f)
-    # ms per step by kind; the median step is the step figure (robust to a
-    # slow first step), the kinds are means over all steps
-    meas = {k: 1e3 * v["seconds"] / p["steps"] for k, v in p["ops"].items()}
-    return {"name": name, "ir": ir, "meas": meas, "step_ms": p["median_step_ms"],
-            "mean_step_ms": 1e3 * p["total_s"] / p["steps"], "a2a_ms": p["median_a2a_ms"]}
+    return {"meas": {k: 1e3 * v["seconds"] / p["steps"] for k, v in p["ops"].items()},
+            "calls": {k: v["calls"] / p["steps"] for k, v in p["ops"].items()},
+            "mean_step_ms": 1e3 * p["total_s"] / p["steps"], "step_ms": p["median_step_ms"]}
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def summarise(r):
+    """Medians over the repeats, per op kind and for the step: a repeat that
+    another process on the machine slowed down does not move them."""
+    kinds = set().union(*(x["meas"] for x in r["reps"]))
+    r["meas"] = {k: median([x["meas"].get(k, 0.0) for x in r["reps"]]) for k in kinds}
+    r["calls"] = r["reps"][0]["calls"]
+    r["mean_step_ms"] = median([x["mean_step_ms"] for x in r["reps"]])
+    r["step_ms"] = median([x["step_ms"] for x in r["reps"]])
+
+
+def preset_prediction(build, r, preset):
+    """ms per step by op kind as baspc predicts it from the device preset
+    alone: the run's spec with `device PRESET` and no link lines, so both
+    links are the preset's."""
+    with open(os.path.join(ROOT, r["spec"])) as f:
+        text = f.read()
+    text = re.sub(r"^\s*link .*$", "", text, flags=re.M)
+    text = re.sub(r"\bdevice\s+\S+", f"device {preset}", text)
+    path = r["exe"] + ".preset.basp"
+    with open(path, "w") as f:
+        f.write(text)
+    out = sh([os.path.join(build, "baspc"), path, *r["sets"], "-q",
+              "--passes=ulysses,batch-aware,place,zero,cost", "--emit=ir"])
+    kinds = {}
+    for line in out.splitlines():
+        m = OP_RE.search(line)
+        if m:
+            kinds[m.group(1)] = kinds.get(m.group(1), 0.0) + float(m.group(2)) / 1e3
+    return kinds
+
+
+def print_table(title, pred, r):
+    """Predicted vs measured ms per step by op kind; returns (step error,
+    all-to-all share error in percentage points)."""
+    print(f"\n### {title}\n")
+    print("| op kind | predicted ms/step | measured ms/step | error |")
+    print("|---|---:|---:|---:|")
+    kinds = sorted(set(pred) | set(r["meas"]), key=lambda k: -r["meas"].get(k, 0))
+    for k in kinds:
+        p, m = pred.get(k, 0.0), r["meas"].get(k, 0.0)
+        err = f"{100 * (p - m) / m:+.0f}%" if m > 0 else "—"
+        print(f"| {k} | {p:.3f} | {m:.3f} | {err} |")
+    ps, pa = sum(pred.values()), pred.get("all_to_all", 0.0)
+    ms, ma = r["mean_step_ms"], r["meas"].get("all_to_all", 0.0)
+    step_err, share_err = (ps - ms) / ms, 100 * (pa / ps - ma / ms)
+    print(f"| **step** | {ps:.3f} | {ms:.3f} (median step {r['step_ms']:.3f}) | {100 * step_err:+.0f}% |")
+    print(f"| **all-to-all share** | {100 * pa / ps:.1f}% | {100 * ma / ms:.1f}% | {share_err:+.1f} pp |")
+    return step_err, share_err
 
 
 def lstsq2(rows):
     """Least squares y ≈ a·x1 + b·x2 with a, b ≥ 0 (rows of (x1, x2, y))."""
-    s11 = sum(r[0] * r[0] for r in rows); s22 = sum(r[1] * r[1] for r in rows)
-    s12 = sum(r[0] * r[1] for r in rows)
-    t1 = sum(r[0] * r[2] for r in rows); t2 = sum(r[1] * r[2] for r in rows)
-    det = s11 * s22 - s12 * s12
-    a, b = ((t1 * s22 - t2 * s12) / det, (t2 * s11 - t1 * s12) / det) if det else (0.0, 0.0)
-    if a < 0 or b < 0:  # clamp: refit the other alone
-        a, b = (0.0, t2 / s22) if a < 0 else (t1 / s11, 0.0)
-    return a, b
+    x = nnls([r[:2] for r in rows], [r[2] for r in rows])
+    return x[0], x[1]
+
+
+def solve(a, b):
+    """Gaussian elimination with partial pivoting; None when singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        piv = max(range(c, n), key=lambda r: abs(m[r][c]))
+        if abs(m[piv][c]) < 1e-300:
+            return None
+        m[c], m[piv] = m[piv], m[c]
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def nnls(rows, ys):
+    """Least squares rows·x ≈ ys with x ≥ 0: the normal equations over the
+    free variables; the most negative variable is fixed at 0 and the rest
+    refitted until none is negative (enough for a handful of unknowns)."""
+    n = len(rows[0])
+    free = [j for j in range(n) if any(r[j] for r in rows)]
+    while free:
+        ata = [[sum(r[i] * r[j] for r in rows) for j in free] for i in free]
+        aty = [sum(r[i] * y for r, y in zip(rows, ys)) for i in free]
+        sol = solve(ata, aty)
+        if sol is None:
+            free.pop()
+            continue
+        worst = min(range(len(free)), key=lambda k: sol[k])
+        if sol[worst] >= 0:
+            x = [0.0] * n
+            for j, v in zip(free, sol):
+                x[j] = v
+            return x
+        free.pop(worst)
+    return [0.0] * n
+
+
+def fit(build, runs):
+    """The fitted parameters from probe runs of the cost pass (µs per step
+    → ms): each probe isolates one part of every op's model.  The compute
+    ops are fitted jointly,
+        measured = probe_gemm / compute_fraction + probe_attn / attention_fraction
+                   + probe_mem / mem_bw_fraction + calls · op_overhead + exps / exp_rate
+    (each op kind in one of the three classes), the collectives as
+    α · count + β · bytes."""
+    huge = 1e30
+    crow, cy, rows = [], [], []
+    for r in runs:
+        comp = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, huge, PEAK, huge)   # compute at fraction 1
+        mem = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, huge, huge, MEM_BW)  # memory at fraction 1
+        lat = cost_by_kind(build, r["ir"], 1.0, 1.0, 1.0, huge)                # α count
+        byt = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, 1.0)                 # bytes
+        exps = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, huge, huge, huge, exp_rate=1.0)  # exp count
+        for k, ms in r["meas"].items():
+            if k in COLL:
+                # the latency probe's µs are α counts × 1e6
+                rows.append((lat.get(k, 0) / 1e6, byt.get(k, 0) / 1e6, ms / 1e3))
+                continue
+            row = [0.0, 0.0, 0.0, r["calls"].get(k, 0.0), exps.get(k, 0) / 1e6]
+            if k in GEMM:
+                row[0] = comp.get(k, 0) / 1e3
+            elif k in ATTN:
+                row[1] = comp.get(k, 0) / 1e3
+            else:
+                row[2] = mem.get(k, 0) / 1e3
+            crow.append(row)
+            cy.append(ms)
+    inv = nnls(crow, cy)
+    alpha, beta = lstsq2(rows)
+    frac = [1.0 / v if v > 0 else 1.0 for v in inv[:3]]
+    return {"compute_fraction": frac[0], "attention_fraction": frac[1], "mem_bw_fraction": frac[2],
+            "op_overhead_s": inv[3] / 1e3, "exp_rate": 1e3 / inv[4] if inv[4] > 0 else 0.0, "alpha_s": alpha, "bandwidth_Bps": 1.0 / beta if beta > 0 else huge}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each example, interleaved (default 3)")
     ap.add_argument("--workdir", default="/tmp/basp-calibrate")
-    ap.add_argument("--json", help="write the fitted values and the table here")
+    ap.add_argument("--json", help="write the fitted values and the tables here")
+    ap.add_argument("--ranks", type=int, default=min(os.cpu_count() or 2, 4),
+                    help="ranks per run (default: the machine's cores, at most 4; at least 2)")
+    ap.add_argument("--preset", default="cpu_calibrated",
+                    help="also predict each run from this device preset alone and compare (default "
+                         "cpu_calibrated, the preset this script fitted on the development machine; "
+                         "'' to skip)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
+    if a.ranks < 2:
+        sys.exit("error: --ranks must be at least 2 (the collectives need peers)")
+    if a.ranks > (os.cpu_count() or 1):
+        print(f"warning: {a.ranks} ranks on {os.cpu_count()} cores: ranks wait for a core and the fit "
+              "describes that waiting, not the machine", file=sys.stderr)
     os.makedirs(a.workdir, exist_ok=True)
     if not os.path.exists(os.path.join(a.workdir, "corpus.bin")):
         sh([os.path.join(build, "data", "mkcorpus"), os.path.join(a.workdir, "corpus.bin"),
             os.path.join(a.workdir, "corpus.txt")])
 
-    runs = [measure(build, a.workdir, *r, a.steps) for r in RUNS]
-
-    # Probes: each separates one part of the model (µs per step → ms below).
-    huge = 1e30
-    gemm_model = gemm_meas = elem_model = elem_meas = 0.0
-    rows = []
+    runs = [compile_run(build, a.workdir, *r, a.ranks) for r in RUNS]
+    for rep in range(a.repeats):  # interleaved, so a noisy minute hits every run once at most
+        print(f"repeat {rep + 1}/{a.repeats}: " + ", ".join(r["name"] for r in runs), file=sys.stderr)
+        for r in runs:
+            r["reps"].append(measure_once(r, a.workdir, a.steps))
     for r in runs:
-        comp = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, huge, PEAK, huge)   # compute at cf 1
-        mem = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, huge, huge, MEM_BW)  # memory at mbf 1
-        lat = cost_by_kind(build, r["ir"], 1.0, 1.0, 1.0, huge)                # α count
-        byt = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, 1.0)                 # bytes
-        for k, ms in r["meas"].items():
-            if k in GEMM:
-                gemm_model += comp.get(k, 0) / 1e3; gemm_meas += ms
-            elif k in COLL:
-                # the latency probe's µs are α counts × 1e6
-                rows.append((lat.get(k, 0) / 1e6, byt.get(k, 0) / 1e6, ms / 1e3))
-            else:
-                elem_model += mem.get(k, 0) / 1e3; elem_meas += ms
-    cf = gemm_model / gemm_meas
-    mbf = elem_model / elem_meas
-    alpha, beta = lstsq2(rows)
-    bw = 1.0 / beta if beta > 0 else huge
+        summarise(r)
 
-    print(f"fitted: compute_fraction {cf:.4g} (effective {PEAK * cf / 1e9:.3g} GFLOP/s of the cpu preset's "
-          f"{PEAK / 1e9:.0f}), mem_bw_fraction {mbf:.4g} (effective {MEM_BW * mbf / 1e9:.3g} GB/s), "
-          f"collective alpha {alpha * 1e6:.3g} us, beta -> {bw / 1e9:.3g} GB/s")
-    report = {"compute_fraction": cf, "mem_bw_fraction": mbf, "alpha_s": alpha, "bandwidth_Bps": bw, "runs": []}
+    f = fit(build, runs)
+    cf, af, mbf, ovh, er, alpha, bw = (f[k] for k in ("compute_fraction", "attention_fraction", "mem_bw_fraction",
+                                                      "op_overhead_s", "exp_rate", "alpha_s", "bandwidth_Bps"))
+    print(f"fitted on {a.ranks} ranks, {os.cpu_count()} cores, medians of {a.repeats} repeats x {a.steps} steps:")
+    print(f"  compute_fraction {cf:.4g} (GEMMs: {PEAK * cf / 1e9:.3g} GFLOP/s of the cpu preset's "
+          f"{PEAK / 1e9:.0f}), attention_fraction {af:.4g} ({PEAK * af / 1e9:.3g} GFLOP/s)")
+    print(f"  mem_bw_fraction {mbf:.4g} ({MEM_BW * mbf / 1e9:.3g} GB/s), op_overhead {ovh * 1e6:.3g} us, "
+          f"exp_rate {er / 1e9:.3g} G/s,"
+          f"collectives alpha {alpha * 1e6:.3g} us, beta -> {bw / 1e9:.3g} GB/s")
+    print("  as a device preset (frontend/presets.c):")
+    print(f'    {{"cpu_calibrated", 16 * GiB, {PEAK:g}, {PEAK:g}, {MEM_BW:g}, {{"shm", {bw:.3g}, {alpha:.3g}, 1.0}}, '
+          f'{{"tcp", 10e9 / 8, 50e-6, 1.0}}, {cf:.3g}, {af:.3g}, {mbf:.3g}, {ovh:.3g}, {er:.3g}}},')
+    report = dict(f, ranks=a.ranks, repeats=a.repeats, steps=a.steps, runs=[])
     for r in runs:
-        pred = {k: v / 1e3 for k, v in cost_by_kind(build, r["ir"], cf, mbf, alpha, bw).items()}
-        print(f"\n### {r['name']}\n")
-        print("| op kind | predicted ms/step | measured ms/step | error |")
-        print("|---|---:|---:|---:|")
-        kinds = sorted(set(pred) | set(r["meas"]), key=lambda k: -r["meas"].get(k, 0))
-        for k in kinds:
-            p, m = pred.get(k, 0.0), r["meas"].get(k, 0.0)
-            err = f"{100 * (p - m) / m:+.0f}%" if m > 0 else "—"
-            print(f"| {k} | {p:.3f} | {m:.3f} | {err} |")
-        ps = sum(pred.values())
-        pa = pred.get("all_to_all", 0.0)
-        ms, ma = r["mean_step_ms"], r["meas"].get("all_to_all", 0.0)
-        print(f"| **step** | {ps:.3f} | {ms:.3f} (median {r['step_ms']:.3f}) | {100 * (ps - ms) / ms:+.0f}% |")
-        print(f"| **all-to-all share** | {100 * pa / ps:.1f}% | {100 * ma / ms:.1f}% | "
-              f"{100 * pa / ps - 100 * ma / ms:+.1f} pp |")
-        report["runs"].append({"name": r["name"], "pred": pred, "meas": r["meas"], "step_pred_ms": ps,
-                               "step_meas_ms": ms, "step_median_ms": r["step_ms"],
-                               "a2a_share_pred": pa / ps, "a2a_share_meas": ma / ms})
+        pred = {k: v / 1e3 for k, v in cost_by_kind(build, r["ir"], cf, mbf, alpha, bw, af=af, ovh=ovh, exp_rate=er).items()}
+        step_err, share_err = print_table(f"{r['name']} (fitted values)", pred, r)
+        row = {"name": r["name"], "meas": r["meas"], "step_meas_ms": r["mean_step_ms"],
+               "step_median_ms": r["step_ms"], "fit": {"pred": pred, "step_err": step_err, "share_err_pp": share_err}}
+        if a.preset:
+            pp = preset_prediction(build, r, a.preset)
+            step_err, share_err = print_table(f"{r['name']} (preset {a.preset})", pp, r)
+            row["preset"] = {"pred": pp, "step_err": step_err, "share_err_pp": share_err}
+        report["runs"].append(row)
+    if a.preset:
+        print(f"\n### summary: preset {a.preset} vs measured\n")
+        print("| run | step error | all-to-all share error |")
+        print("|---|---:|---:|")
+        for row in report["runs"]:
+            print(f"| {row['name']} | {100 * row['preset']['step_err']:+.0f}% | "
+                  f"{row['preset']['share_err_pp']:+.1f} pp |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)

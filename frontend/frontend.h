@@ -157,6 +157,12 @@ typedef struct fe_device_preset {
     double peak_flops_bf16, peak_flops_fp32;
     double mem_bw;
     fe_link intra, inter; /* defaults for a mesh that names no link */
+    /* Cost-model efficiencies (config cost.compute_fraction,
+     * cost.attention_fraction, cost.mem_bw_fraction) and per-op overhead;
+     * 0 = the model's defaults.  Set by fitted presets (bench/calibrate.py). */
+    double compute_fraction, attention_fraction, mem_bw_fraction;
+    double op_overhead; /* config cost.op_overhead, seconds per compute op */
+    double exp_rate;    /* config device_exp_rate, exponentials per second; 0 = not modelled */
 } fe_device_preset;
 const fe_device_preset *fe_device_lookup(const char *name);
 const fe_device_preset *fe_device_presets(int *n);

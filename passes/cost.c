@@ -40,7 +40,13 @@ pass_cost_params pass_cost_default_params(const ir_module *m)
 {
     pass_cost_params p;
     p.compute_fraction = cfg_double(m, "cost.compute_fraction", 0.5);
+    /* Attention runs in our own tiled kernel, not the GEMM library, so the
+     * fraction of peak it reaches is a parameter of its own. */
+    p.attention_fraction = cfg_double(m, "cost.attention_fraction", p.compute_fraction);
     p.mem_bw_fraction = cfg_double(m, "cost.mem_bw_fraction", 0.7);
+    /* A fixed cost per compute op (a kernel launch, a library call and its
+     * bookkeeping): negligible for large ops, most of the time of tiny ones. */
+    p.op_overhead = cfg_double(m, "cost.op_overhead", 0.0);
     p.hierarchical_a2a = cfg_bool(m, "cost.hierarchical_a2a", false);
     p.recompute = cfg_bool(m, "cost.recompute", false);
     return p;
@@ -48,7 +54,7 @@ pass_cost_params pass_cost_default_params(const ir_module *m)
 
 /* Peak FLOP/s and memory bandwidth: the config keys lower writes, else the
  * preset the config `device` names (hand-written IR), else the cpu preset. */
-static void device_peaks(const ir_module *m, double *flops, double *bw)
+static void device_peaks(const ir_module *m, double *flops, double *bw, double *exps)
 {
     const fe_device_preset *d = fe_device_lookup(pu_cfg(m, "device", "cpu"));
     if (!d)
@@ -56,6 +62,7 @@ static void device_peaks(const ir_module *m, double *flops, double *bw)
     bool fp32 = !strcmp(pu_cfg(m, "precision", "bf16"), "fp32");
     *flops = cfg_double(m, "device_peak_flops", fp32 ? d->peak_flops_fp32 : d->peak_flops_bf16);
     *bw = cfg_double(m, "device_mem_bw", d->mem_bw);
+    *exps = cfg_double(m, "device_exp_rate", d->exp_rate);
 }
 
 /* ---- compute ops ---------------------------------------------------------- */
@@ -113,6 +120,33 @@ static double compute_flops(const ir_module *m, const ir_op *op)
     case IR_ATTENTION_BWD: return 2.5 * attention_flops(m, op->in[1]);
     case IR_LM_HEAD_LOSS: return 2 * lm_head_nvd(m, op);
     case IR_LM_HEAD_LOSS_BWD: return 6 * lm_head_nvd(m, op); /* logits again + two GEMMs */
+    default: return 0;
+    }
+}
+
+/* Exponentials an op evaluates: softmax (attention, recomputed in its
+ * backward; the LM head's cross-entropy) and the sigmoid of SwiGLU.  On a
+ * CPU each costs tens of FLOPs on the same cores as the GEMMs, so they add
+ * to the compute time at the device's exp rate (config device_exp_rate);
+ * the GPU presets leave the rate 0 (not modelled): fused kernels overlap
+ * the special-function units' exps with tensor-core work. */
+static double compute_exps(const ir_module *m, const ir_op *op)
+{
+    switch (op->code) {
+    case IR_ATTENTION:
+    case IR_ATTENTION_BWD: {
+        const ir_type *q = &m->values[op->in[op->code == IR_ATTENTION ? 0 : 1]].type;
+        double Dh = q->rank >= 4 ? (double)ir_type_max_local_dim(m, q, 3) : 0;
+        /* 2·b·H·S²·Dh FLOPs over the causal half; b·H·S²/2 scores */
+        return Dh > 0 ? attention_flops(m, op->in[op->code == IR_ATTENTION ? 0 : 1]) / (4 * Dh) : 0;
+    }
+    case IR_LM_HEAD_LOSS:
+    case IR_LM_HEAD_LOSS_BWD: {
+        double D = tail_local(m, &m->values[op->in[0]].type, 1);
+        return D > 0 ? lm_head_nvd(m, op) / D : 0; /* N·V logits */
+    }
+    case IR_SWIGLU: return (double)ir_type_local_elems(m, &m->values[op->out[0]].type);
+    case IR_SWIGLU_BWD: return (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
     default: return 0;
     }
 }
@@ -229,7 +263,7 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
 
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p)
 {
-    pass_op_cost c = {0, 0, 0, false};
+    pass_op_cost c = {0};
     ir_op_kind kind = ir_op_info_of(op->code)->kind;
     if (kind == IR_K_COLL || kind == IR_K_P2P) {
         c.comm = true;
@@ -238,13 +272,18 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
     }
     if (kind == IR_K_MEM)
         return c; /* free: bookkeeping only */
-    double peak, bw;
-    device_peaks(m, &peak, &bw);
+    double peak, bw, exp_rate;
+    device_peaks(m, &peak, &bw, &exp_rate);
     c.flops = compute_flops(m, op);
     c.bytes = compute_bytes(m, op);
-    double tf = peak > 0 ? c.flops / (peak * p->compute_fraction) : 0;
+    c.exps = compute_exps(m, op);
+    bool attn = op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD;
+    double frac = attn ? p->attention_fraction : p->compute_fraction;
+    double tf = peak > 0 ? c.flops / (peak * frac) : 0;
+    if (exp_rate > 0)
+        tf += c.exps / exp_rate;
     double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
-    c.seconds = tf > tm ? tf : tm; /* roofline: the slower of the two */
+    c.seconds = (tf > tm ? tf : tm) + p->op_overhead; /* roofline: the slower of the two */
     return c;
 }
 

@@ -303,6 +303,16 @@ static void copy_device_peaks(ir_module *m, const fe_spec *s)
     bool fp32 = !strcmp(s->train.precision, "fp32");
     cfg_double(m, "device_peak_flops", fp32 ? p->peak_flops_fp32 : p->peak_flops_bf16);
     cfg_double(m, "device_mem_bw", p->mem_bw);
+    if (p->compute_fraction > 0)
+        cfg_double(m, "cost.compute_fraction", p->compute_fraction);
+    if (p->attention_fraction > 0)
+        cfg_double(m, "cost.attention_fraction", p->attention_fraction);
+    if (p->mem_bw_fraction > 0)
+        cfg_double(m, "cost.mem_bw_fraction", p->mem_bw_fraction);
+    if (p->exp_rate > 0)
+        cfg_double(m, "device_exp_rate", p->exp_rate);
+    if (p->op_overhead > 0)
+        cfg_double(m, "cost.op_overhead", p->op_overhead);
 }
 
 /* Every spec field a pass reads, so textual IR is self-contained. */

@@ -83,7 +83,9 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op);
  * (links, device preset), config and shapes.  See passes/README.md. */
 typedef struct pass_cost_params {
     double compute_fraction; /* achievable fraction of peak FLOP/s (default 0.5) */
+    double attention_fraction; /* the same for attention (default compute_fraction) */
     double mem_bw_fraction;  /* achievable fraction of memory bandwidth (default 0.7) */
+    double op_overhead;      /* fixed seconds per compute op: launch, call, timers (default 0) */
     bool hierarchical_a2a;   /* two-level all-to-all when a group spans nodes */
     bool recompute;          /* activations recomputed in backward (memory model) */
 } pass_cost_params;
@@ -93,6 +95,7 @@ typedef struct pass_op_cost {
     double seconds;  /* predicted time of the op on the slowest rank */
     double flops;    /* per rank (compute ops) */
     double bytes;    /* bytes moved per rank (memory traffic or bytes sent) */
+    double exps;     /* exponentials evaluated per rank (compute ops) */
     bool comm;       /* a collective or point-to-point op */
 } pass_op_cost;
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p);

@@ -10,8 +10,6 @@
 
 #include "rt_internal.h"
 
-enum { RT_HEADER_INTS = 256 };
-
 bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -34,51 +32,10 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
     return true;
 }
 
-/* Validates header, size and token range; fills rt->tokens. */
+/* Validates header, size and token range (rt_tokens.c); fills rt->tokens. */
 static bool rt_parse_llmc(rt_ctx *rt, const char *path, const unsigned char *b, int64_t len, char *err,
                           size_t errlen) {
-    int32_t h[RT_HEADER_INTS];
-    if (len < (int64_t)sizeof h) {
-        snprintf(err, errlen, "%s: not an llm.c token file: %lld bytes, shorter than the 1024-byte header", path,
-                 (long long)len);
-        return false;
-    }
-    memcpy(h, b, sizeof h);
-    if (h[0] != RT_DATA_MAGIC) {
-        snprintf(err, errlen, "%s: not an llm.c token file: magic %d, expected %d (raw text? use --text)", path,
-                 h[0], RT_DATA_MAGIC);
-        return false;
-    }
-    if (h[1] != 1 && h[1] != 2) {
-        snprintf(err, errlen, "%s: unsupported version %d (1 = uint16 tokens, 2 = uint32 tokens)", path, h[1]);
-        return false;
-    }
-    int64_t width = h[1] == 1 ? 2 : 4, n = h[2], have = (len - (int64_t)sizeof h) / width;
-    if (n < 0 || n > have) {
-        snprintf(err, errlen, "%s: truncated: header says %lld tokens, file holds %lld", path, (long long)n,
-                 (long long)have);
-        return false;
-    }
-    rt->tokens = RT_MALLOC((size_t)(n ? n : 1) * sizeof(int32_t));
-    rt->ntokens = n;
-    const unsigned char *t = b + sizeof h;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t v;
-        if (width == 2) {
-            uint16_t s;
-            memcpy(&s, t + 2 * i, 2);
-            v = s;
-        } else {
-            memcpy(&v, t + 4 * i, 4);
-        }
-        if ((int64_t)v >= rt->p->vocab) {
-            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
-                     (long long)i, v, (long long)rt->p->vocab);
-            return false;
-        }
-        rt->tokens[i] = (int32_t)v;
-    }
-    return true;
+    return rt_tokens_parse(b, (size_t)len, path, rt->p->vocab, &rt->tokens, &rt->ntokens, err, errlen);
 }
 
 bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen) {

@@ -42,6 +42,13 @@ typedef struct rt_options {
     const char *save_grads;   /* --save-grads */
     const char *init_from;    /* --init-from: parameters from a --save-weights file */
     bool quiet;               /* --quiet: no per-step lines */
+    /* Checkpoints and failure handling (rt_ckpt*.c, rt_watchdog.c). */
+    const char *ckpt_dir;     /* --checkpoint-dir */
+    int64_t save_every;       /* --save-every N (0: only at the end) */
+    const char *resume;       /* --resume [DIR]: "" = the latest in ckpt_dir */
+    int64_t keep;             /* --keep-checkpoints N (0: keep all) */
+    bool skip_nonfinite;      /* --skip-nonfinite: skip a step whose gradient is NaN/Inf */
+    double timeout;           /* --timeout SEC: watchdog (0: off) */
 } rt_options;
 
 /* ---- counters ------------------------------------------------------------------ */
@@ -107,6 +114,8 @@ struct rt_ctx {
     /* Training data (every rank holds the whole token array). */
     int32_t *tokens;
     int64_t ntokens;
+    /* Checkpoints: the step a resumed run starts at, the last saved one. */
+    int64_t start_step, saved_step;
     /* Backend state (CUDA: devices, streams, communicators, workspaces;
      * unused on the CPU). */
     void *dev;
@@ -241,5 +250,47 @@ void rt_save_tensors(rt_ctx *rt, const char *path, bool grads);
  * it holds.  Returns the same verdict on every rank; on false, err (on every
  * rank) says why and no parameter has been touched. */
 bool rt_load_params(rt_ctx *rt, const char *path, char *err, size_t errlen);
+
+/* ---- checkpoints, Hugging Face import, watchdog (rt_ckpt.c, rt_ckpt_load.c,
+ * rt_watchdog.c; the pure readers are in rt_safetensors.h) ------------------------ */
+#include "rt_safetensors.h"
+
+/* state.json's format version. */
+enum { RT_CKPT_VERSION = 1 };
+/* FNV-1a-64 of the loaded token array (cached), recorded in state.json. */
+uint64_t rt_ckpt_data_fnv(const rt_ctx *rt);
+
+/* Collective: writes checkpoint `step` (the number of completed steps) into
+ * --checkpoint-dir atomically and moves `latest` to it.  On failure every
+ * rank gets false, err says why, and the previous checkpoint is untouched. */
+bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen);
+/* Collective: --resume: restores parameters, optimizer moments, step and
+ * seed from a checkpoint, re-sharding for this layout.  Same verdict on
+ * every rank; nothing is touched on false. */
+bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen);
+/* Collective: --init-from DIR, a Hugging Face model directory (config.json,
+ * model.safetensors or model.safetensors.index.json and its shards). */
+bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen);
+/* Collective: after a non-finite step, the first optimizer pair (in table
+ * order) whose gradient holds a NaN or Inf on some rank; -1 if none. */
+int rt_first_nonfinite_grad(rt_ctx *rt);
+/* Shared by the checkpoint files: gathers value v's layout of `mine` (this
+ * rank's local elements) into the full tensor on rank 0 / scatters rank 0's
+ * full tensor into every rank's `mine`. */
+void rt_gather_local(rt_ctx *rt, int v, const float *mine, float *full);
+void rt_scatter_local(rt_ctx *rt, int v, const float *full, float *mine);
+/* The loop's hooks (rt_guard.c): after step t (0-based), NaN/Inf handling
+ * and the periodic checkpoint; after the run, the final checkpoint.  Both
+ * collective; 0 to go on, 1 to stop (the message is printed). */
+int rt_guard_after_step(rt_ctx *rt, int64_t t, double loss, double gnorm);
+int rt_guard_after_run(rt_ctx *rt, int64_t steps);
+void rt_guard_test_poison(rt_ctx *rt, int64_t t, bool before);
+/* Watchdog: --timeout starts a thread that ends the process (exit status
+ * RT_WATCHDOG_STATUS, a message naming the rank and what it was doing) when no heartbeat
+ * came for that long.  rt_watchdog_beat records progress. */
+enum { RT_WATCHDOG_STATUS = 3 };
+void rt_watchdog_start(rt_ctx *rt, double seconds);
+void rt_watchdog_beat(const char *what, int64_t step);
+void rt_watchdog_stop(void);
 
 #endif

@@ -8,10 +8,14 @@
  * touched, then broadcasts its verdict, so every rank fails or proceeds
  * together and none is left waiting in a collective.  Each parameter then
  * reaches the ranks with MPI_Scatter: rank 0 cuts every rank's box at its
- * global offset, the mirror of the gather in rt_save.c. */
+ * global offset, the mirror of the gather in rt_save.c.
+ *
+ * A directory given to --init-from is a Hugging Face model directory
+ * (safetensors), read by rt_hf_load_dir in rt_ckpt_load.c. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rt_internal.h"
 
@@ -184,18 +188,14 @@ static bool rt_match_params(const rt_program *p, const rt_tensor_file *f, int *w
     return true;
 }
 
-/* Collective: rank 0 cuts every rank's box of parameter v out of the full
- * tensor at `src` (unaligned, inside the file buffer) and scatters them. */
-static void rt_scatter_param(rt_ctx *rt, int v, const unsigned char *src) {
+/* Collective: rank 0 cuts every rank's box of value v's layout out of the
+ * full tensor `full` (aligned floats) and scatters them into `mine`. */
+void rt_scatter_local(rt_ctx *rt, int v, const float *full, float *mine) {
     const rt_value_desc *d = &rt->p->values[v];
     int64_t n = d->local_elems;
     RT_CHECK(n * rt->world <= 0x7fffffff, "loading %s: too large to scatter in one MPI call", d->name);
     float *all = NULL;
     if (rt->rank == 0) {
-        int64_t total = 1;
-        for (int k = 0; k < d->rank; k++) total *= d->dims[k];
-        float *full = RT_MALLOC((size_t)total * 4); /* the file gives no alignment for the data */
-        memcpy(full, src, (size_t)total * 4);
         all = RT_MALLOC((size_t)(n * rt->world) * 4);
         int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK], zero[RT_MAX_RANK] = {0};
         int nd = rt_local_dims(rt, v, ld);
@@ -203,13 +203,27 @@ static void rt_scatter_param(rt_ctx *rt, int v, const unsigned char *src) {
             rt_global_offset(rt->p, v, r, off);
             rt_copy_box(all + r * n, ld, zero, full, d->dims, off, ld, nd);
         }
-        free(full);
     }
-    float *mine = RT_MALLOC((size_t)n * 4);
     RT_MPI(MPI_Scatter(all, (int)n, MPI_FLOAT, mine, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    free(all);
+}
+
+/* Collective: parameter v from the full tensor at `src` (unaligned, inside
+ * the file buffer). */
+static void rt_scatter_param(rt_ctx *rt, int v, const unsigned char *src) {
+    const rt_value_desc *d = &rt->p->values[v];
+    float *full = NULL;
+    if (rt->rank == 0) {
+        int64_t total = 1;
+        for (int k = 0; k < d->rank; k++) total *= d->dims[k];
+        full = RT_MALLOC((size_t)total * 4); /* the file gives no alignment for the data */
+        memcpy(full, src, (size_t)total * 4);
+    }
+    float *mine = RT_MALLOC((size_t)d->local_elems * 4);
+    rt_scatter_local(rt, v, full, mine);
     rt_host_write(rt, v, mine);
     free(mine);
-    free(all);
+    free(full);
 }
 
 /* Rank 0: read and check everything; the verdict and message go to all. */
@@ -224,7 +238,19 @@ static bool rt_load_check(rt_ctx *rt, rt_tensor_file *f, int *which, char *err, 
     return ok;
 }
 
+/* A directory is a Hugging Face model (or one of our checkpoints, which
+ * are also Hugging Face directories): rt_ckpt_load.c reads it.  Every rank
+ * sees rank 0's answer, so all take the same branch. */
+static bool rt_is_dir(rt_ctx *rt, const char *path) {
+    int dir = 0;
+    struct stat st;
+    if (rt->rank == 0) dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    RT_MPI(MPI_Bcast(&dir, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return dir;
+}
+
 bool rt_load_params(rt_ctx *rt, const char *path, char *err, size_t errlen) {
+    if (rt_is_dir(rt, path)) return rt_hf_load_dir(rt, path, err, errlen);
     const rt_program *p = rt->p;
     rt_tensor_file f = {.path = path};
     int *which = RT_MALLOC(sizeof(int) * (size_t)(p->nvalues + 1));

@@ -184,7 +184,7 @@ int rt_train(rt_ctx *rt) {
     if (r0) {
         rt_banner(rt);
         if (rt->opt.metrics) {
-            metrics = fopen(rt->opt.metrics, "w");
+            metrics = fopen(rt->opt.metrics, rt->start_step > 0 ? "a" : "w"); /* a resumed run appends */
             if (!metrics) fprintf(stderr, "error: cannot open metrics file %s\n", rt->opt.metrics);
         }
     }
@@ -195,21 +195,25 @@ int rt_train(rt_ctx *rt) {
     double *secs = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     double *a2a = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     int status = 0;
-    for (int64_t t = 0; t < steps; t++) {
+    int64_t t0 = rt->start_step < steps ? rt->start_step : steps; /* > 0 after --resume */
+    if (r0 && rt->start_step >= steps && rt->start_step > 0)
+        printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
+               (long long)steps);
+    for (int64_t t = t0; t < steps; t++) {
+        rt_watchdog_beat("running a step", t + 1);
+        rt_guard_test_poison(rt, t, true);
         rt_step_stats s = rt_run_step(rt, t);
+        rt_guard_test_poison(rt, t, false);
         secs[t] = s.sec;
         a2a[t] = s.a2a_sec;
         /* The loss is all-reduced and the norm global, so every rank sees
-         * the same values and stops at the same step. */
-        if (!isfinite(s.loss) || !isfinite(s.grad_norm)) {
-            if (r0)
-                fprintf(stderr, "error: step %lld: %s is %g; stopping (try a lower --lr)\n", (long long)t + 1,
-                        isfinite(s.loss) ? "gradient norm" : "loss", isfinite(s.loss) ? s.grad_norm : s.loss);
+         * the same values and stops (or skips, or saves) at the same step. */
+        if (rt_guard_after_step(rt, t, s.loss, s.grad_norm)) {
             status = 1;
             steps = t + 1;
             break;
         }
-        bool show = (t + 1) % rt->opt.log_every == 0 || t == 0 || t + 1 == steps;
+        bool show = (t + 1) % rt->opt.log_every == 0 || t == t0 || t + 1 == steps;
         if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
         if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
     }
@@ -224,13 +228,14 @@ int rt_train(rt_ctx *rt) {
     bool profile_lost = false;
     if (r0 && status == 0 && rt->opt.profile) { /* before rt_report, which sorts secs */
         double *copy = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
-        memcpy(copy, secs, sizeof(double) * (size_t)steps);
-        profile_lost = !rt_write_profile(rt, rt->opt.profile, copy, a2a, steps);
+        memcpy(copy, secs + t0, sizeof(double) * (size_t)(steps - t0));
+        profile_lost = !rt_write_profile(rt, rt->opt.profile, copy, a2a + t0, steps - t0);
         free(copy);
     }
-    if (r0 && status == 0) rt_report(rt, secs, steps);
+    if (r0 && status == 0) rt_report(rt, secs + t0, steps - t0);
     free(secs);
     free(a2a);
+    if (status == 0) status = rt_guard_after_run(rt, steps);
     if (status == 0 && rt->opt.save_weights) rt_save_tensors(rt, rt->opt.save_weights, false);
     if (status == 0 && rt->opt.save_grads && steps > 0) rt_save_tensors(rt, rt->opt.save_grads, true);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)

@@ -56,8 +56,9 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --steps N            training steps (default %lld; 0: only initialise or load, then save)\n"
             "  --lr X               AdamW learning rate, constant (default %g)\n"
             "  --seed N             seed of the initial weights and the batch sampler (default %lld)\n"
-            "  --init-from FILE     start from the parameters in FILE, written by --save-weights from this\n"
-            "                       model (any layout or world size); the optimizer state starts fresh\n"
+            "  --init-from FILE|DIR start from the parameters in FILE, written by --save-weights from this\n"
+            "                       model (any layout or world size), or in a Hugging Face model directory\n"
+            "                       (config.json, safetensors); the optimizer state starts fresh\n"
             "  --log-every N        print every N-th step (default 1; first and last always)\n"
             "  --metrics FILE       one JSON object per step (step, loss, grad_norm, lr, step_ms, a2a_ms,\n"
             "                       comm_bytes, tokens_per_s)\n"
@@ -65,6 +66,13 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "                       kind: calls, seconds, bytes; median step and all-to-all ms)\n"
             "  --save-weights FILE  after training, write every parameter as a full fp32 tensor\n"
             "  --save-grads FILE    after training, write the reduced gradients of the last step\n"
+            "  --checkpoint-dir DIR save checkpoints (safetensors, Hugging Face names) into DIR/step-N, atomically\n"
+            "  --save-every N       a checkpoint every N steps (default: only after the last step)\n"
+            "  --resume [DIR]       continue exactly from a checkpoint: DIR/step-N, or the latest in DIR\n"
+            "                       (default DIR: --checkpoint-dir; none there yet: start from step 0)\n"
+            "  --keep-checkpoints N keep only the N newest checkpoints (default: all)\n"
+            "  --skip-nonfinite     skip a step whose gradient is NaN/Inf instead of stopping\n"
+            "  --timeout SEC        end the job when a rank makes no progress for SEC seconds\n"
             "  --quiet              no per-step lines\n"
             "  --help               this text\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
@@ -117,13 +125,19 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = true;
+        if (!strcmp(a, "--quiet") || !strcmp(a, "--skip-nonfinite")) {
+            *(a[2] == 'q' ? &o->quiet : &o->skip_nonfinite) = true;
+            continue;
+        }
+        if (rt_opt_is(a, "--resume")) { /* optional value: --resume, --resume DIR, --resume=DIR */
+            o->resume = a[8] == '=' ? a + 9 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
             continue;
         }
         static const char *const with_value[] = {"--data",       "--text",       "--steps",     "--lr",
                                                  "--seed",       "--metrics",    "--log-every", "--save-weights",
-                                                 "--save-grads", "--init-from",  "--profile"};
+                                                 "--save-grads", "--init-from",  "--profile",
+                                                 "--checkpoint-dir", "--save-every", "--keep-checkpoints",
+                                                 "--timeout"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -144,6 +158,10 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
         else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
         else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
+        else if (!strcmp(name, "--checkpoint-dir")) ok = *(o->ckpt_dir = v) != 0;
+        else if (!strcmp(name, "--save-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
+        else if (!strcmp(name, "--keep-checkpoints")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
+        else if (!strcmp(name, "--timeout")) ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
         if (!ok) {
             snprintf(err, errlen, "bad value '%s' for %s", v, name);
             return 2;
@@ -152,6 +170,14 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
     if (o->steps < 0 || o->steps > RT_MAX_STEPS) { /* the spec's default */
         snprintf(err, errlen, "%lld steps: pass --steps between 0 and %lld", (long long)o->steps,
                  (long long)RT_MAX_STEPS);
+        return 2;
+    }
+    if ((o->save_every || (o->resume && !*o->resume)) && !o->ckpt_dir) {
+        snprintf(err, errlen, "%s needs --checkpoint-dir DIR", o->save_every ? "--save-every" : "--resume without DIR");
+        return 2;
+    }
+    if (o->resume && o->init_from) {
+        snprintf(err, errlen, "--resume and --init-from are exclusive: --resume restores the weights too");
         return 2;
     }
     if (o->data && o->text) {
@@ -227,7 +253,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     rt_arena_build(rt);
     /* --init-from overwrites every parameter (the loader demands all of
      * them), so drawing the initial weights would be wasted work. */
-    if (!o->init_from) rt_init_params(rt, (uint64_t)o->seed);
+    if (!o->init_from && !o->resume) rt_init_params(rt, (uint64_t)o->seed);
     return rt;
 }
 
@@ -283,6 +309,8 @@ int rt_main(int argc, char **argv, const rt_program *p) {
         return rt_finish(2);
     }
     rt_ctx *rt = rt_ctx_create(p, &o);
+    rt_watchdog_start(rt, o.timeout);
+    rt_watchdog_beat("loading the data and weights", 0);
     /* Every rank reads the data itself, and a path can fail on some ranks
      * only (another working directory or file system, a file still being
      * written): the ranks agree on the verdict, so none goes on to wait in a
@@ -291,15 +319,18 @@ int rt_main(int argc, char **argv, const rt_program *p) {
     bool data_ok = rt_data_load(rt, o.data, o.text, err, sizeof err);
     int first_bad = data_ok ? world : rank;
     RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first_bad < world || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err))) {
+    if (first_bad < world || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err)) ||
+        (o.resume && !rt_ckpt_resume(rt, o.resume, err, sizeof err))) {
         if (first_bad == world ? rank == 0 : rank == first_bad) {
             if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);
             else fprintf(stderr, "%s: error: rank %d: %s\n", prog, rank, err);
         }
+        rt_watchdog_stop();
         rt_ctx_destroy(rt);
         return rt_finish(1);
     }
     rc = rt_train(rt);
+    rt_watchdog_stop();
     rt_ctx_destroy(rt);
     return rt_finish(rc);
 }

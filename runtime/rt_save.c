@@ -33,17 +33,16 @@ static int rt_save_list(rt_ctx *rt, bool grads, int *vals, const char **names) {
     return n;
 }
 
-/* Collective: every rank's shard goes to rank 0, which places each at its
- * global offset (replicated shards overwrite each other with equal data). */
-static void rt_gather_full(rt_ctx *rt, int v, float *full) {
+/* Collective: every rank's shard (`mine`, laid out as value v) goes to
+ * rank 0, which places each at its global offset (replicated shards
+ * overwrite each other with equal data).  Checkpoints gather optimizer
+ * moments through it too: they share their parameter's layout. */
+void rt_gather_local(rt_ctx *rt, int v, const float *mine, float *full) {
     const rt_value_desc *d = &rt->p->values[v];
     int64_t n = d->local_elems;
     RT_CHECK(n * rt->world <= 0x7fffffff, "saving %s: too large to gather in one MPI call", d->name);
     float *all = rt->rank == 0 ? RT_MALLOC((size_t)(n * rt->world) * 4) : NULL;
-    float *mine = RT_MALLOC((size_t)n * 4);
-    rt_host_read(rt, v, mine);
     RT_MPI(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
-    free(mine);
     if (rt->rank != 0) return;
     int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK], zero[RT_MAX_RANK] = {0};
     int nd = rt_local_dims(rt, v, ld);
@@ -63,6 +62,13 @@ static void rt_gather_full(rt_ctx *rt, int v, float *full) {
     }
     free(offs);
     free(all);
+}
+
+static void rt_gather_full(rt_ctx *rt, int v, float *full) {
+    float *mine = RT_MALLOC((size_t)rt->p->values[v].local_elems * 4);
+    rt_host_read(rt, v, mine);
+    rt_gather_local(rt, v, mine, full);
+    free(mine);
 }
 
 static bool rt_write_u32(FILE *f, uint32_t x) { return fwrite(&x, 4, 1, f) == 1; }

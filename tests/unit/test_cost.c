@@ -78,6 +78,23 @@ static void test_hand_formulas(void)
     c = cost_of(m, "o", false);
     CHECK_NEAR(c.flops, 2.0 * 4 * 128 * 128 * 16);
     CHECK_NEAR(c.seconds, 2097152 / 5e11);
+    /* cost.attention_fraction scales attention alone (default: compute_fraction). */
+    CHECK_NEAR(p.attention_fraction, 0.5);
+    p.attention_fraction = 0.25;
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "o"), &p).seconds, 2097152 / 2.5e11);
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "y"), &p).seconds, 262144 / 5e11);
+    /* cost.op_overhead adds a fixed time to every compute op, not to collectives. */
+    CHECK_NEAR(p.op_overhead, 0);
+    p.op_overhead = 1e-5;
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "y"), &p).seconds, 262144 / 5e11 + 1e-5);
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "ah"), &p).seconds, 3e-6 + 768 * 2e-11);
+    p.op_overhead = 0;
+    /* Exponentials: b*H*S^2/2 = 4*128*128/2 softmax scores; counted always,
+     * timed only with config device_exp_rate (absent here). */
+    c = pass_op_cost_of(m, op_named(m, "o"), &p);
+    CHECK_NEAR(c.exps, 4.0 * 128 * 128 / 2);
+    CHECK_NEAR(c.seconds, 2097152 / 2.5e11);
+    CHECK_NEAR(cost_of(m, "y", false).exps, 0);
     /* add [4,16,32] bf16: 3 * 4096 B, memory-bound at 1e11*0.7. */
     CHECK_NEAR(cost_of(m, "dy", false).seconds, 12288 / 7e10);
     /* all_to_all, P = 4: local 1024 B, chunk 256, sent 768.  Inside a node:
@@ -147,6 +164,21 @@ static ir_module *lowered(const char *text, const char *passes)
  * final_norm 64, a layer 64 + 4096 + 1024 + 1024 + 4096 + 64 + 3*8192 =
  * 34944; P = 32832 + 2*34944 = 102720, every first dim divisible by 8
  * (all sharded from stage 1). */
+/* With device_exp_rate the exponentials add to the compute time: attention
+ * 2097152 FLOPs at 1e12*0.5 plus 32768 exps at 1e9/s; a linear has none. */
+static void test_exp_rate(void)
+{
+    char ir[4096];
+    snprintf(ir, sizeof ir, "module @costexp\nconfig device_exp_rate = 1e+09\n%s", strchr(hand_ir, '\n') + 1);
+    ir_module *m = ir_parse_string("exp", ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (!m)
+        return;
+    CHECK_NEAR(cost_of(m, "o", false).seconds, 2097152 / 5e11 + 32768 / 1e9);
+    CHECK_NEAR(cost_of(m, "y", false).seconds, 262144 / 5e11);
+    ir_module_free(m);
+}
+
 static void test_zero_memory(void)
 {
     const double P = 102720, layer_bytes = 34944 * 4.0;
@@ -234,6 +266,7 @@ static void test_trace(void)
 int main(void)
 {
     test_hand_formulas();
+    test_exp_rate();
     test_zero_memory();
     test_batch_aware_beats_ulysses();
     test_trace();

@@ -1,0 +1,467 @@
+/* rt_ckpt.c — writing checkpoints (--checkpoint-dir, --save-every).
+ *
+ * A checkpoint is a directory DIR/step-NNNNNNNN (NNNNNNNN = completed steps):
+ *   model.safetensors      every parameter, full fp32, Hugging Face names and
+ *                          layout (linear weights [out, in], rt_hf.c)
+ *   optimizer.safetensors  AdamW moments, "exp_avg.<name>" / "exp_avg_sq.<name>",
+ *                          full fp32, the same names and layout
+ *   config.json            a Hugging Face LlamaConfig of the model, so that the
+ *                          directory loads in transformers and with --init-from
+ *   state.json             step, seed, learning rate, the data's fingerprint,
+ *                          the layout that wrote it, and the size and FNV-1a-64
+ *                          checksum of each file above (verified on load)
+ * and DIR/latest holds the name of the newest complete one.
+ *
+ * Tensors are consolidated (gathered to rank 0 from the shards of any ZeRO
+ * stage), so a checkpoint is independent of the layout: a run of another
+ * world size, ZeRO stage or batch-aware grouping re-shards it on load.
+ *
+ * Atomicity: everything is written into step-NNNNNNNN.tmp, each file is
+ * fsynced, the directory is fsynced, then renamed to step-NNNNNNNN and the
+ * parent fsynced; only then is `latest` replaced (latest.tmp, fsync,
+ * rename, fsync the parent).  A crash at any point leaves either the new
+ * complete checkpoint or the previous one reachable, never a half-written
+ * one under a final name; a stale .tmp is removed by the next save.  The
+ * reader (rt_ckpt_load.c) also falls back to the newest complete step-*
+ * directory when `latest` is missing or points nowhere. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+
+enum { CK_PATH = 4096 };
+
+/* One output file of rank 0: checksum and size as written, the first error. */
+typedef struct ck_out {
+    FILE *f;
+    char path[CK_PATH];
+    uint64_t fnv, bytes;
+    int err; /* errno of the first failure, 0 if none */
+} ck_out;
+
+static void ck_open(ck_out *o, const char *dir, const char *name) {
+    RT_CHECK(snprintf(o->path, sizeof o->path, "%s/%s", dir, name) < (int)sizeof o->path, "path too long: %s", dir);
+    o->fnv = RT_FNV64_INIT;
+    o->bytes = 0;
+    o->f = fopen(o->path, "wb");
+    o->err = o->f ? 0 : errno;
+}
+
+static void ck_write(ck_out *o, const void *p, size_t n) {
+    if (o->err || !n) return;
+    if (fwrite(p, 1, n, o->f) != n) {
+        o->err = errno ? errno : EIO;
+        return;
+    }
+    o->fnv = rt_fnv64(o->fnv, p, n);
+    o->bytes += n;
+}
+
+/* Flush, fsync and close: only a file whose data reached the disk counts. */
+static bool ck_close(ck_out *o) {
+    if (o->f) {
+        if (!o->err && (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0)) o->err = errno ? errno : EIO;
+        if (fclose(o->f) != 0 && !o->err) o->err = errno ? errno : EIO;
+        o->f = NULL;
+    }
+    return !o->err;
+}
+
+static bool ck_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return false;
+    bool ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Removes a checkpoint directory (its files, then itself); best effort. */
+static void ck_remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[CK_PATH];
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+static bool ck_mkdirs(const char *dir) {
+    char p[CK_PATH];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) return false;
+            *s = '/';
+        }
+    return mkdir(p, 0777) == 0 || errno == EEXIST;
+}
+
+/* BASP_TEST_SAVE_DELAY=MS: rank 0 sleeps this long after each file of a
+ * save, so that the crash tests can kill a run in the middle of one. */
+static void ck_test_delay(void) {
+    const char *s = getenv("BASP_TEST_SAVE_DELAY");
+    long ms = s ? atol(s) : 0;
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int64_t ck_elems(const rt_value_desc *d) {
+    int64_t n = 1;
+    for (int k = 0; k < d->rank; k++) n *= d->dims[k];
+    return n;
+}
+
+/* The safetensors header of `n` tensors: values vals[i] under prefix + their
+ * Hugging Face names, each listed `per` times with the prefixes in pfx. */
+static uint8_t *ck_header(const rt_program *p, const int *vals, int n, const char *const *pfx, int per,
+                          const char *meta, size_t *len) {
+    int total = n * per;
+    char **names = RT_MALLOC(sizeof(char *) * (size_t)(total ? total : 1));
+    int *nd = RT_MALLOC(sizeof(int) * (size_t)(total ? total : 1));
+    int64_t(*shape)[RT_ST_MAX_DIMS] = RT_MALLOC(sizeof *shape * (size_t)(total ? total : 1));
+    for (int i = 0; i < n; i++) {
+        const rt_value_desc *d = &p->values[vals[i]];
+        rt_hf_map m = rt_hf_name(d->name);
+        for (int k = 0; k < per; k++) {
+            int j = i * per + k;
+            names[j] = RT_MALLOC(strlen(pfx[k]) + strlen(m.name) + 1);
+            sprintf(names[j], "%s%s", pfx[k], m.name);
+            nd[j] = rt_hf_shape(&m, d->dims, d->rank, shape[j]);
+        }
+    }
+    uint8_t *h = rt_st_header_f32(total, (const char *const *)names, nd, (const int64_t(*)[RT_ST_MAX_DIMS])shape,
+                                  meta, len);
+    RT_CHECK(h, "checkpoint header: tensor names too long");
+    for (int j = 0; j < total; j++) free(names[j]);
+    free(names);
+    free(nd);
+    free(shape);
+    return h;
+}
+
+/* Collective: gathers `mine` (value v's layout) and, on rank 0, writes it
+ * in Hugging Face layout. */
+static void ck_put(rt_ctx *rt, ck_out *o, int v, const float *mine) {
+    const rt_value_desc *d = &rt->p->values[v];
+    int64_t n = ck_elems(d);
+    float *full = rt->rank == 0 ? RT_MALLOC((size_t)n * 4) : NULL;
+    rt_gather_local(rt, v, mine, full);
+    if (rt->rank == 0) {
+        float *hf = RT_MALLOC((size_t)n * 4);
+        rt_hf_map m = rt_hf_name(d->name);
+        rt_hf_export(&m, d->dims, d->rank, full, hf);
+        ck_write(o, hf, (size_t)n * 4); /* little-endian hosts only, as everywhere in the runtime */
+        free(hf);
+    }
+    free(full);
+}
+
+/* Collective: model.safetensors (params) or optimizer.safetensors (moments). */
+static void ck_write_tensors(rt_ctx *rt, ck_out *o, bool moments, int64_t step) {
+    const rt_program *p = rt->p;
+    int *vals = RT_MALLOC(sizeof(int) * (size_t)(p->nvalues + p->nopt + 1));
+    int n = 0;
+    if (moments)
+        for (int i = 0; i < p->nopt; i++) vals[n++] = p->opt[i].param;
+    else
+        for (int v = 0; v < p->nvalues; v++)
+            if (p->values[v].kind == RT_PARAM) vals[n++] = v;
+    if (rt->rank == 0) {
+        static const char *const none[] = {""}, *const mv[] = {"exp_avg.", "exp_avg_sq."};
+        /* No step here: state.json has it, and equal tensors give equal files. */
+        const char *meta = "{\"format\":\"pt\",\"producer\":\"basp\"}";
+        size_t len;
+        uint8_t *h = ck_header(p, vals, n, moments ? mv : none, moments ? 2 : 1, meta, &len);
+        ck_write(o, h, len);
+        free(h);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t le = p->values[vals[i]].local_elems;
+        float *a = RT_MALLOC((size_t)le * 4), *b = moments ? RT_MALLOC((size_t)le * 4) : NULL;
+        rt_watchdog_beat("saving a checkpoint", step);
+        if (moments) rt_host_read_opt(rt, i, a, b);
+        else rt_host_read(rt, vals[i], a);
+        ck_put(rt, o, vals[i], a);
+        if (moments) ck_put(rt, o, vals[i], b);
+        free(a);
+        free(b);
+    }
+    free(vals);
+}
+
+/* The Hugging Face config of the model (LlamaConfig). */
+static cJSON *ck_hf_config(const rt_program *p) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+    cJSON_AddStringToObject(c, "model_type", "llama");
+    cJSON_AddNumberToObject(c, "hidden_size", (double)p->hidden);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)p->ffn);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)p->layers);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)p->heads);
+    cJSON_AddNumberToObject(c, "num_key_value_heads", (double)p->kv_heads);
+    cJSON_AddNumberToObject(c, "head_dim", (double)p->head_dim);
+    cJSON_AddNumberToObject(c, "vocab_size", (double)p->vocab);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)p->seq_len);
+    cJSON_AddNumberToObject(c, "rope_theta", p->rope_theta);
+    cJSON_AddNumberToObject(c, "rms_norm_eps", p->norm_eps);
+    bool tied = true;
+    for (int v = 0; v < p->nvalues; v++)
+        if (p->values[v].kind == RT_PARAM && !strcmp(p->values[v].name, "lm_head")) tied = false;
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
+    cJSON_AddStringToObject(c, "hidden_act", "silu");
+    cJSON_AddBoolToObject(c, "attention_bias", false);
+    cJSON_AddBoolToObject(c, "mlp_bias", false);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    if (p->rope_scaling == RT_ROPE_LLAMA3) {
+        cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
+        cJSON_AddStringToObject(r, "rope_type", "llama3");
+        cJSON_AddNumberToObject(r, "factor", p->rope_factor);
+        cJSON_AddNumberToObject(r, "low_freq_factor", p->rope_low_freq_factor);
+        cJSON_AddNumberToObject(r, "high_freq_factor", p->rope_high_freq_factor);
+        cJSON_AddNumberToObject(r, "original_max_position_embeddings", (double)p->rope_original_max_pos);
+    } else {
+        cJSON_AddNullToObject(c, "rope_scaling");
+    }
+    return c;
+}
+
+/* FNV-1a-64 of the token array: a resumed run checks it reads the same data. */
+uint64_t rt_ckpt_data_fnv(const rt_ctx *rt) {
+    static const int32_t *done_for;
+    static uint64_t h;
+    if (done_for != rt->tokens) {
+        h = rt_fnv64(RT_FNV64_INIT, rt->tokens, (size_t)rt->ntokens * sizeof *rt->tokens);
+        done_for = rt->tokens;
+    }
+    return h;
+}
+
+static void ck_hex(char *out, uint64_t x) { sprintf(out, "%016llx", (unsigned long long)x); }
+
+static void ck_add_file(cJSON *files, const ck_out *o, const char *name) {
+    char hex[17];
+    ck_hex(hex, o->fnv);
+    cJSON *e = cJSON_AddObjectToObject(files, name);
+    cJSON_AddNumberToObject(e, "bytes", (double)o->bytes);
+    cJSON_AddStringToObject(e, "fnv64", hex);
+}
+
+/* state.json: what a resume needs besides the tensors, and the checksums. */
+static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int nout) {
+    const rt_program *p = rt->p;
+    char buf[32];
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "format", "basp-checkpoint");
+    cJSON_AddNumberToObject(s, "version", RT_CKPT_VERSION);
+    cJSON_AddStringToObject(s, "model", p->model);
+    cJSON_AddNumberToObject(s, "step", (double)step);
+    snprintf(buf, sizeof buf, "%lld", (long long)rt->opt.seed); /* int64: exact as a string */
+    cJSON_AddStringToObject(s, "seed", buf);
+    cJSON_AddNumberToObject(s, "lr", rt->lr);
+    cJSON *data = cJSON_AddObjectToObject(s, "data");
+    cJSON_AddStringToObject(data, "sampler", "splitmix64(seed, step, sequence)");
+    cJSON_AddNumberToObject(data, "tokens", (double)rt->ntokens);
+    ck_hex(buf, rt_ckpt_data_fnv(rt));
+    cJSON_AddStringToObject(data, "fnv64", buf);
+    cJSON *by = cJSON_AddObjectToObject(s, "saved_by");
+    cJSON_AddNumberToObject(by, "world", p->world);
+    cJSON_AddNumberToObject(by, "zero", p->zero);
+    cJSON_AddNumberToObject(by, "batch_groups", p->batch_groups);
+    cJSON_AddNumberToObject(by, "sp_size", p->sp_size);
+    cJSON *files = cJSON_AddObjectToObject(s, "files");
+    for (int i = 0; i < nout; i++) ck_add_file(files, &outs[i], strrchr(outs[i].path, '/') + 1);
+    return s;
+}
+
+static void ck_write_json(ck_out *o, const char *dir, const char *name, cJSON *j) {
+    ck_open(o, dir, name);
+    char *text = cJSON_Print(j);
+    RT_CHECK(text, "out of memory formatting %s", name);
+    ck_write(o, text, strlen(text));
+    ck_write(o, "\n", 1);
+    cJSON_free(text);
+    ck_close(o);
+}
+
+/* Rank 0: the name of the step directory, its .tmp twin and the parent. */
+static void ck_names(const rt_ctx *rt, int64_t step, char *fin, char *tmp) {
+    int n = snprintf(fin, CK_PATH, "%s/step-%08lld", rt->opt.ckpt_dir, (long long)step);
+    RT_CHECK(n < CK_PATH - 8 && snprintf(tmp, CK_PATH, "%s.tmp", fin) < CK_PATH, "path too long: %s", fin);
+}
+
+/* Rank 0: the first failed file as a message; false. */
+static bool ck_failed(const ck_out *outs, int n, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++)
+        if (outs[i].err) {
+            snprintf(err, errlen, "cannot write %s: %s", outs[i].path, strerror(outs[i].err));
+            return false;
+        }
+    return true;
+}
+
+/* Rank 0: `latest` := name, atomically (write latest.tmp, fsync, rename). */
+static bool ck_set_latest(const char *dir, const char *name, char *err, size_t errlen) {
+    ck_out o;
+    ck_open(&o, dir, "latest.tmp");
+    ck_write(&o, name, strlen(name));
+    ck_write(&o, "\n", 1);
+    char to[CK_PATH];
+    snprintf(to, sizeof to, "%s/latest", dir);
+    if (!ck_close(&o) || rename(o.path, to) != 0 || !ck_fsync_dir(dir)) {
+        snprintf(err, errlen, "cannot update %s: %s", to, strerror(o.err ? o.err : errno));
+        unlink(o.path);
+        return false;
+    }
+    return true;
+}
+
+/* Rank 0: tmp → fin.  A checkpoint of the same step may exist (a run that
+ * resumed from an earlier one); it is replaced only once tmp is complete. */
+static bool ck_publish(const char *tmp, const char *fin, char *err, size_t errlen) {
+    char old[CK_PATH + 8];
+    snprintf(old, sizeof old, "%s.old", fin);
+    struct stat st;
+    bool had = stat(fin, &st) == 0;
+    if (had) {
+        ck_remove_tree(old);
+        if (rename(fin, old) != 0) {
+            snprintf(err, errlen, "cannot replace %s: %s", fin, strerror(errno));
+            return false;
+        }
+    }
+    if (rename(tmp, fin) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
+        return false;
+    }
+    if (had) ck_remove_tree(old);
+    return true;
+}
+
+/* Rank 0: --keep-checkpoints N removes step directories older than the N
+ * newest (never the one just written: it is the newest). */
+static void ck_prune(const rt_ctx *rt) {
+    if (rt->opt.keep <= 0) return;
+    DIR *d = opendir(rt->opt.ckpt_dir);
+    if (!d) return;
+    long long *steps = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    char tail[8];
+    long long s;
+    while ((e = readdir(d)))
+        if (sscanf(e->d_name, "step-%lld%7s", &s, tail) == 1) {
+            if (n == cap) steps = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+            RT_CHECK(steps, "out of memory");
+            steps[n++] = s;
+        }
+    closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        size_t newer = 0;
+        for (size_t j = 0; j < n; j++) newer += steps[j] > steps[i];
+        if (newer >= (size_t)rt->opt.keep) {
+            char p[CK_PATH];
+            snprintf(p, sizeof p, "%s/step-%08lld", rt->opt.ckpt_dir, steps[i]);
+            ck_remove_tree(p);
+        }
+    }
+    free(steps);
+}
+
+/* Rank 0, before the collective part: a fresh .tmp directory. */
+static bool ck_begin(const rt_ctx *rt, const char *tmp, char *err, size_t errlen) {
+    if (!ck_mkdirs(rt->opt.ckpt_dir)) {
+        snprintf(err, errlen, "cannot create checkpoint directory %s: %s", rt->opt.ckpt_dir, strerror(errno));
+        return false;
+    }
+    ck_remove_tree(tmp); /* left by a run that died while saving */
+    if (mkdir(tmp, 0777) != 0) {
+        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Rank 0, after the tensors: the JSON files, then publish and `latest`. */
+static bool ck_finish(rt_ctx *rt, int64_t step, ck_out *outs, const char *tmp, const char *fin, char *err,
+                      size_t errlen) {
+    cJSON *cfg = ck_hf_config(rt->p);
+    ck_write_json(&outs[2], tmp, "config.json", cfg);
+    cJSON_Delete(cfg);
+    if (!ck_failed(outs, 3, err, errlen)) return false;
+    cJSON *st = ck_state(rt, step, outs, 3);
+    ck_write_json(&outs[3], tmp, "state.json", st);
+    cJSON_Delete(st);
+    if (!ck_failed(outs, 4, err, errlen)) return false;
+    ck_test_delay();
+    if (!ck_fsync_dir(tmp)) {
+        snprintf(err, errlen, "cannot sync %s: %s", tmp, strerror(errno));
+        return false;
+    }
+    if (!ck_publish(tmp, fin, err, errlen)) return false;
+    if (!ck_fsync_dir(rt->opt.ckpt_dir)) {
+        snprintf(err, errlen, "cannot sync %s: %s", rt->opt.ckpt_dir, strerror(errno));
+        return false;
+    }
+    ck_test_delay();
+    return ck_set_latest(rt->opt.ckpt_dir, strrchr(fin, '/') + 1, err, errlen);
+}
+
+bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen) {
+    char fin[CK_PATH], tmp[CK_PATH];
+    ck_out outs[4] = {{0}};
+    int ok = 1;
+    double t0 = rt_now();
+    if (rt->rank == 0) {
+        ck_names(rt, step, fin, tmp);
+        ok = ck_begin(rt, tmp, err, errlen);
+        if (ok) ck_open(&outs[0], tmp, "model.safetensors");
+    }
+    /* The collective part runs on every rank even after rank 0 failed, so
+     * that no rank is left waiting; rank 0 just stops writing. */
+    RT_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (ok) {
+        ck_write_tensors(rt, &outs[0], false, step);
+        if (rt->rank == 0) {
+            ck_close(&outs[0]);
+            ck_test_delay();
+            ck_open(&outs[1], tmp, "optimizer.safetensors");
+        }
+        ck_write_tensors(rt, &outs[1], true, step);
+        if (rt->rank == 0) {
+            ck_close(&outs[1]);
+            ok = ck_finish(rt, step, outs, tmp, fin, err, errlen);
+        }
+    }
+    if (rt->rank == 0 && !ok) {
+        ck_remove_tree(tmp);
+        size_t k = strlen(err);
+        if (rt->saved_step > 0)
+            snprintf(err + k, errlen - k, "; the previous checkpoint %s/step-%08lld is intact", rt->opt.ckpt_dir,
+                     (long long)rt->saved_step);
+    }
+    RT_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!ok) RT_MPI(MPI_Bcast(err, (int)errlen, MPI_CHAR, 0, MPI_COMM_WORLD));
+    if (ok) {
+        rt->saved_step = step;
+        if (rt->rank == 0) {
+            ck_prune(rt);
+            printf("checkpoint: step %lld saved to %s (%.2f s)\n", (long long)step, fin, rt_now() - t0);
+            fflush(stdout);
+        }
+    }
+    return ok;
+}

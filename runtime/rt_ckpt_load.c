@@ -1,0 +1,514 @@
+/* rt_ckpt_load.c — reading checkpoints back (--resume) and Hugging Face
+ * model directories (--init-from DIR).  Formats in rt_ckpt.c.
+ *
+ * Rank 0 alone reads the files and checks all of them — state.json, the size
+ * and checksum of every file it lists, config.json against the compiled
+ * model, every safetensors header, and that the tensors are exactly this
+ * program's parameters (and moments) with the right shapes — before any
+ * buffer changes; then it broadcasts its verdict, so every rank fails or
+ * proceeds together.  Tensors reach the ranks as in rt_load.c: rank 0 holds
+ * the full tensor and scatters each rank's box, which re-shards a checkpoint
+ * written by any layout for this one. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rt_internal.h"
+
+enum { CK_PATH = 4096, CK_MAX_FILES = 256 };
+
+static bool ck_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool ck_fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* The safetensors files a load reads (rank 0): whole files in memory. */
+typedef struct ck_src {
+    int n;
+    char path[CK_MAX_FILES][CK_PATH];
+    unsigned char *buf[CK_MAX_FILES];
+    int64_t len[CK_MAX_FILES];
+    rt_st_file st[CK_MAX_FILES];
+} ck_src;
+
+static void ck_src_free(ck_src *s) {
+    for (int i = 0; i < s->n; i++) {
+        free(s->buf[i]);
+        rt_st_free(&s->st[i]);
+    }
+    free(s);
+}
+
+/* A file's length and FNV-1a-64 against its state.json entry `want`. */
+static bool ck_verify(const char *path, const unsigned char *buf, int64_t len, const cJSON *want, char *err,
+                      size_t errlen) {
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(want, "bytes");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(want, "fnv64");
+    if (!cJSON_IsNumber(b) || !cJSON_IsString(h))
+        return ck_fail(err, errlen, "%s: state.json lists no size and checksum for it", path);
+    if ((double)len != b->valuedouble)
+        return ck_fail(err, errlen, "%s: truncated or damaged: %lld bytes, state.json says %.0f", path,
+                       (long long)len, b->valuedouble);
+    char hex[17];
+    sprintf(hex, "%016llx", (unsigned long long)rt_fnv64(RT_FNV64_INIT, buf, (size_t)len));
+    if (strcmp(hex, h->valuestring))
+        return ck_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a-64 is %s, state.json says %.16s: the "
+                       "file is corrupt", path, hex, h->valuestring);
+    return true;
+}
+
+/* Reads and parses one safetensors file; `want` (or NULL): its size and
+ * checksum from state.json, checked before the file is parsed. */
+static bool ck_src_add(ck_src *s, const char *path, const cJSON *want, char *err, size_t errlen) {
+    if (s->n == CK_MAX_FILES) return ck_fail(err, errlen, "%s: more than %d weight files", path, CK_MAX_FILES);
+    int i = s->n;
+    snprintf(s->path[i], CK_PATH, "%s", path);
+    if (!rt_read_file(path, &s->buf[i], &s->len[i], err, errlen)) return false;
+    s->n++;
+    if (want && !ck_verify(path, s->buf[i], s->len[i], want, err, errlen)) return false;
+    return rt_st_parse(s->buf[i], (size_t)s->len[i], path, &s->st[i], err, errlen);
+}
+
+static const rt_st_tensor *ck_src_find(const ck_src *s, const char *name, int *file) {
+    for (int i = 0; i < s->n; i++) {
+        const rt_st_tensor *t = rt_st_find(&s->st[i], name);
+        if (t) {
+            *file = i;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static cJSON *ck_read_json(const char *path, char *err, size_t errlen) {
+    unsigned char *b;
+    int64_t len;
+    if (!rt_read_file(path, &b, &len, err, errlen)) return NULL;
+    cJSON *j = cJSON_ParseWithLength((const char *)b, (size_t)len);
+    free(b);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        ck_fail(err, errlen, "%s: not a JSON object (damaged?)", path);
+        return NULL;
+    }
+    return j;
+}
+
+/* An integer field of config.json, or `dflt` when absent (dflt < 0: required). */
+static bool ck_cfg_int(const cJSON *c, const char *key, int64_t dflt, int64_t *out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (!j) {
+        *out = dflt;
+        return dflt >= 0;
+    }
+    if (!cJSON_IsNumber(j) || j->valuedouble != (double)(int64_t)j->valuedouble) return false;
+    *out = (int64_t)j->valuedouble;
+    return true;
+}
+
+/* config.json against the compiled model: every shape-giving field. */
+static bool ck_check_config(const rt_program *p, const char *path, const cJSON *c, char *err, size_t errlen) {
+    int64_t heads = p->heads;
+    ck_cfg_int(c, "num_attention_heads", p->heads, &heads);
+    const struct {
+        const char *key, *ours;
+        int64_t have, dflt;
+    } f[] = {
+        {"hidden_size", "hidden", p->hidden, -1},
+        {"num_hidden_layers", "layers", p->layers, -1},
+        {"num_attention_heads", "heads", p->heads, -1},
+        {"num_key_value_heads", "kv_heads", p->kv_heads, heads},
+        {"head_dim", "head_dim", p->head_dim, heads > 0 ? p->hidden / heads : -1},
+        {"intermediate_size", "ffn", p->ffn, -1},
+        {"vocab_size", "vocab", p->vocab, -1},
+    };
+    const char *spec = p->spec ? p->spec : "its spec";
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        int64_t v;
+        if (!ck_cfg_int(c, f[i].key, f[i].dflt, &v))
+            return ck_fail(err, errlen, "%s: field %s is missing or not an integer", path, f[i].key);
+        if (v != f[i].have)
+            return ck_fail(err, errlen, "checkpoint is of a different model: %s has %s %lld, this program (compiled "
+                           "from %s) has %s %lld", path, f[i].key, (long long)v, spec, f[i].ours, (long long)f[i].have);
+    }
+    return true;
+}
+
+static bool ck_tied(const rt_program *p) {
+    for (int v = 0; v < p->nvalues; v++)
+        if (p->values[v].kind == RT_PARAM && !strcmp(p->values[v].name, "lm_head")) return false;
+    return true;
+}
+
+/* Where parameter (or moment) tensors come from: file and tensor per value. */
+typedef struct ck_pick {
+    int file;
+    const rt_st_tensor *t;
+} ck_pick;
+
+/* Finds prefix + HF name of value v with the HF shape and a readable dtype. */
+static bool ck_pick_one(const rt_program *p, const ck_src *s, int v, const char *prefix, ck_pick *out, char *err,
+                        size_t errlen) {
+    const rt_value_desc *d = &p->values[v];
+    rt_hf_map m = rt_hf_name(d->name);
+    char name[256], a[160], b[160];
+    snprintf(name, sizeof name, "%s%s", prefix, m.name);
+    int64_t want[RT_ST_MAX_DIMS];
+    int nd = rt_hf_shape(&m, d->dims, d->rank, want);
+    rt_st_fmt_shape(b, sizeof b, want, nd);
+    const char *spec = p->spec ? p->spec : "its spec";
+    out->t = ck_src_find(s, name, &out->file);
+    if (!out->t)
+        return ck_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) has "
+                       "parameter %s (%s %s), which %s does not hold", spec, d->name, name, b,
+                       s->n == 1 ? s->path[0] : "none of the weight files");
+    const rt_st_tensor *t = out->t;
+    rt_st_fmt_shape(a, sizeof a, t->shape, t->nd);
+    if (t->nd != nd || memcmp(t->shape, want, sizeof(int64_t) * (size_t)nd) != 0)
+        return ck_fail(err, errlen, "checkpoint is of a different model: %s is %s in %s but this program (compiled "
+                       "from %s) needs %s (parameter %s)", name, a, s->path[out->file], spec, b, d->name);
+    if (t->dtype == RT_ST_OTHER)
+        return ck_fail(err, errlen, "%s: tensor %s has dtype %s; F32, BF16, F16 and F64 can be loaded",
+                       s->path[out->file], name, t->dtype_name);
+    return true;
+}
+
+/* A tensor of the files that no parameter claims is an error (a model with
+ * biases or extra norms would otherwise load silently wrong), except
+ * rotary buffers and lm_head.weight of a tied model (transformers too
+ * ignores it then). */
+static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *picks, int npicks, char *err,
+                           size_t errlen) {
+    bool tied = ck_tied(p);
+    for (int f = 0; f < s->n; f++)
+        for (int i = 0; i < s->st[f].n; i++) {
+            const rt_st_tensor *t = &s->st[f].t[i];
+            bool used = false;
+            for (int k = 0; k < npicks && !used; k++) used = picks[k].t == t;
+            size_t nl = strlen(t->name);
+            bool skip = (nl >= 19 && !strcmp(t->name + nl - 19, "rotary_emb.inv_freq")) ||
+                        (tied && !strcmp(t->name, "lm_head.weight"));
+            if (!used && !skip)
+                return ck_fail(err, errlen, "checkpoint is of a different model: %s holds tensor %s, which is not a "
+                               "parameter of this program (compiled from %s)", s->path[f], t->name,
+                               p->spec ? p->spec : "its spec");
+        }
+    return true;
+}
+
+/* Rank 0: picks for every parameter (program order), then, with moments,
+ * for every optimizer pair's exp_avg and exp_avg_sq (table order). */
+static bool ck_match(const rt_program *p, const ck_src *s, bool moments, ck_pick *picks, int *npicks, char *err,
+                     size_t errlen) {
+    int n = 0;
+    for (int v = 0; v < p->nvalues; v++)
+        if (p->values[v].kind == RT_PARAM && !ck_pick_one(p, s, v, "", &picks[n++], err, errlen)) return false;
+    for (int i = 0; moments && i < p->nopt; i++) {
+        if (!ck_pick_one(p, s, p->opt[i].param, "exp_avg.", &picks[n++], err, errlen)) return false;
+        if (!ck_pick_one(p, s, p->opt[i].param, "exp_avg_sq.", &picks[n++], err, errlen)) return false;
+    }
+    *npicks = n;
+    return ck_check_extra(p, s, picks, n, err, errlen);
+}
+
+/* Collective: value v's layout of the picked tensor into `mine`. */
+static void ck_scatter_pick(rt_ctx *rt, const ck_src *s, const ck_pick *pk, int v, float *mine) {
+    const rt_value_desc *d = &rt->p->values[v];
+    float *full = NULL;
+    if (rt->rank == 0) {
+        float *hf = RT_MALLOC((size_t)pk->t->elems * 4 + 4);
+        full = RT_MALLOC((size_t)pk->t->elems * 4 + 4);
+        rt_st_to_f32(pk->t, s->buf[pk->file] + s->st[pk->file].data_off + pk->t->begin, hf);
+        rt_hf_map m = rt_hf_name(d->name);
+        rt_hf_import(&m, d->dims, d->rank, hf, full);
+        free(hf);
+    }
+    rt_scatter_local(rt, v, full, mine);
+    free(full);
+}
+
+/* Collective: parameters (and moments) from the picks into the buffers. */
+static void ck_scatter_all(rt_ctx *rt, const ck_src *s, const ck_pick *picks, bool moments) {
+    const rt_program *p = rt->p;
+    int k = 0;
+    for (int v = 0; v < p->nvalues; v++) {
+        if (p->values[v].kind != RT_PARAM) continue;
+        float *mine = RT_MALLOC((size_t)p->values[v].local_elems * 4);
+        ck_scatter_pick(rt, s, rt->rank == 0 ? &picks[k] : NULL, v, mine);
+        rt_host_write(rt, v, mine);
+        free(mine);
+        k++;
+    }
+    for (int i = 0; moments && i < p->nopt; i++) {
+        int v = p->opt[i].param;
+        int64_t n = p->values[v].local_elems;
+        float *m = RT_MALLOC((size_t)n * 4), *q = RT_MALLOC((size_t)n * 4);
+        ck_scatter_pick(rt, s, rt->rank == 0 ? &picks[k] : NULL, v, m);
+        ck_scatter_pick(rt, s, rt->rank == 0 ? &picks[k + 1] : NULL, v, q);
+        rt_host_write_opt(rt, i, m, q);
+        free(m);
+        free(q);
+        k += 2;
+    }
+}
+
+/* Rank 0's verdict (and message) to every rank. */
+static bool ck_verdict(rt_ctx *rt, bool ok0, char *err, size_t errlen) {
+    int ok = ok0;
+    RT_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    RT_CHECK(errlen <= 0x7fffffff, "error buffer too large");
+    if (!ok) RT_MPI(MPI_Bcast(err, (int)errlen, MPI_CHAR, 0, MPI_COMM_WORLD));
+    return ok;
+}
+
+static int ck_npicks_max(const rt_program *p) { return p->nvalues + 2 * p->nopt + 1; }
+
+/* ---- --init-from DIR: a Hugging Face model directory ------------------------------ */
+
+/* Rank 0: model.safetensors, or the shards model.safetensors.index.json
+ * names in its weight_map (each file once; names must stay inside dir). */
+static bool ck_hf_files(const char *dir, ck_src *s, char *err, size_t errlen) {
+    char p[CK_PATH], f[CK_PATH];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    if (stat(p, &st) != 0) {
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        return ck_src_add(s, p, NULL, err, errlen);
+    }
+    cJSON *idx = ck_read_json(p, err, errlen);
+    if (!idx) return false;
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    bool ok = cJSON_IsObject(wm) || ck_fail(err, errlen, "%s: no \"weight_map\" object", p);
+    for (const cJSON *e = ok ? wm->child : NULL; e && ok; e = e->next) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !strcmp(e->valuestring, ".."))
+            ok = ck_fail(err, errlen, "%s: weight_map entry %.80s is not a file name in the directory", p, e->string);
+        if (!ok) break;
+        snprintf(f, sizeof f, "%s/%s", dir, e->valuestring);
+        int k = 0;
+        while (k < s->n && strcmp(s->path[k], f)) k++;
+        if (k == s->n) ok = ck_src_add(s, f, NULL, err, errlen);
+        if (ok && !rt_st_find(&s->st[k], e->string))
+            ok = ck_fail(err, errlen, "%s: weight_map puts %.80s in %s, which does not hold it", p, e->string, f);
+    }
+    cJSON_Delete(idx);
+    return ok;
+}
+
+static const char *ck_dtypes(const ck_src *s, char *out, size_t n) {
+    out[0] = 0;
+    for (int f = 0; f < s->n; f++)
+        for (int i = 0; i < s->st[f].n; i++) {
+            const char *d = s->st[f].t[i].dtype_name;
+            char key[16];
+            snprintf(key, sizeof key, "%s ", d);
+            if (!strstr(out, key) && strlen(out) + strlen(key) < n) strcat(out, key);
+        }
+    if (out[0]) out[strlen(out) - 1] = 0;
+    return out;
+}
+
+bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen) {
+    const rt_program *p = rt->p;
+    ck_src *s = rt->rank == 0 ? calloc(1, sizeof *s) : NULL;
+    ck_pick *picks = RT_MALLOC(sizeof *picks * (size_t)ck_npicks_max(p));
+    int npicks = 0;
+    bool ok = true;
+    if (rt->rank == 0) {
+        RT_CHECK(s, "out of memory");
+        char cfg[CK_PATH];
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        /* Tensors first, so that a wrong model names its first differing
+         * tensor; then config.json, which also tells apart head splits
+         * with equal shapes (4 heads of 16 against 8 of 8). */
+        cJSON *c = ck_read_json(cfg, err, errlen);
+        ok = c && ck_hf_files(dir, s, err, errlen) && ck_match(p, s, false, picks, &npicks, err, errlen) &&
+             ck_check_config(p, cfg, c, err, errlen);
+        cJSON_Delete(c);
+    }
+    if (ck_verdict(rt, ok, err, errlen)) {
+        ck_scatter_all(rt, s, picks, false);
+        if (rt->rank == 0) {
+            char dt[64];
+            printf("loaded %d parameters from %s (Hugging Face safetensors, %d file(s), %s; the optimizer state "
+                   "starts fresh)\n", npicks, dir, s->n, ck_dtypes(s, dt, sizeof dt));
+            fflush(stdout);
+        }
+    } else {
+        ok = false;
+    }
+    if (s) ck_src_free(s);
+    free(picks);
+    return ok;
+}
+
+/* ---- --resume ------------------------------------------------------------------------ */
+
+static bool ck_has_state(const char *dir) {
+    char p[CK_PATH];
+    struct stat st;
+    return snprintf(p, sizeof p, "%s/state.json", dir) < (int)sizeof p && stat(p, &st) == 0;
+}
+
+/* Rank 0: the newest step-N directory of dir holding a state.json (-1: none). */
+static long long ck_newest(const char *dir) {
+    DIR *d = opendir(dir);
+    long long best = -1, s;
+    char tail[8], p[CK_PATH];
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (sscanf(e->d_name, "step-%lld%7s", &s, tail) == 1 && s > best) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (ck_has_state(p)) best = s;
+        }
+    if (d) closedir(d);
+    return best;
+}
+
+/* Rank 0: the step directory `arg` names — itself when it holds a
+ * state.json, else the one its `latest` names, else its newest complete
+ * step-* (a crash between publishing a step and updating `latest`).
+ * *none: there is no checkpoint at all. */
+static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t errlen) {
+    *none = false;
+    if (ck_has_state(arg)) {
+        snprintf(out, CK_PATH, "%s", arg);
+        return true;
+    }
+    char p[CK_PATH], name[256] = "";
+    snprintf(p, sizeof p, "%s/latest", arg);
+    FILE *f = fopen(p, "r");
+    if (f) {
+        if (!fgets(name, sizeof name, f)) name[0] = 0;
+        fclose(f);
+        name[strcspn(name, "\r\n/")] = 0;
+        snprintf(out, CK_PATH, "%s/%s", arg, name);
+        if (name[0] && ck_has_state(out)) return true;
+    }
+    long long s = ck_newest(arg);
+    if (s >= 0) {
+        snprintf(out, CK_PATH, "%s/step-%08lld", arg, s);
+        return true;
+    }
+    *none = true;
+    return ck_fail(err, errlen, "%s: no checkpoint to resume from (no state.json, no `latest`, no step-* directory "
+                   "with a state.json)", arg);
+}
+
+/* Rank 0: state.json's own fields; step and seed out. */
+static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, int64_t *seed, char *err,
+                            size_t errlen) {
+    const cJSON *fm = cJSON_GetObjectItemCaseSensitive(st, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(st, "version");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(st, "step");
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(st, "seed");
+    if (!cJSON_IsString(fm) || strcmp(fm->valuestring, "basp-checkpoint"))
+        return ck_fail(err, errlen, "%s: not a basp checkpoint (no \"format\": \"basp-checkpoint\")", path);
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != RT_CKPT_VERSION)
+        return ck_fail(err, errlen, "%s: checkpoint version %g; this program reads version %d", path,
+                       cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, RT_CKPT_VERSION);
+    char *end = NULL;
+    if (cJSON_IsString(sd)) *seed = strtoll(sd->valuestring, &end, 10);
+    if (!cJSON_IsNumber(sp) || sp->valuedouble < 0 || sp->valuedouble > 1e9 || !end || *end)
+        return ck_fail(err, errlen, "%s: damaged: no valid step or seed", path);
+    *step = (int64_t)sp->valuedouble;
+    return true;
+}
+
+/* Rank 0: a different data file is allowed (fine-tuning on new data) but
+ * the batches then do not continue the interrupted run's: say so. */
+static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "data");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(d, "tokens");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "fnv64");
+    char hex[17];
+    sprintf(hex, "%016llx", (unsigned long long)rt_ckpt_data_fnv(rt));
+    if (!cJSON_IsNumber(n) || !cJSON_IsString(h) || n->valuedouble != (double)rt->ntokens || strcmp(h->valuestring, hex))
+        fprintf(stderr, "warning: the checkpoint was trained on other data (%.0f tokens, FNV-1a-64 %s; this run's "
+                "data: %lld tokens, %s): the batches will not continue the interrupted run's\n",
+                cJSON_IsNumber(n) ? n->valuedouble : -1.0, cJSON_IsString(h) ? h->valuestring : "?",
+                (long long)rt->ntokens, hex);
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(st, "lr");
+    if (cJSON_IsNumber(lr) && lr->valuedouble != rt->lr)
+        fprintf(stderr, "note: the checkpoint was trained with lr %g; this run uses %g\n", lr->valuedouble, rt->lr);
+}
+
+/* Rank 0: everything about checkpoint `dir`, before any buffer changes. */
+static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *picks, int *npicks, int64_t ss[2],
+                            char *err, size_t errlen) {
+    char p[CK_PATH];
+    snprintf(p, sizeof p, "%s/state.json", dir);
+    cJSON *st = ck_read_json(p, err, errlen);
+    bool ok = st && ck_state_fields(p, st, &ss[0], &ss[1], err, errlen);
+    const cJSON *files = ok ? cJSON_GetObjectItemCaseSensitive(st, "files") : NULL;
+    const char *names[3] = {"config.json", "model.safetensors", "optimizer.safetensors"};
+    for (int i = 0; ok && i < 3; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(files, names[i]))
+            ok = ck_fail(err, errlen, "%s: damaged: lists no %s", p, names[i]);
+    for (int i = 1; ok && i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        ok = ck_src_add(s, p, cJSON_GetObjectItemCaseSensitive(files, names[i]), err, errlen);
+    }
+    ok = ok && ck_match(rt->p, s, true, picks, npicks, err, errlen);
+    if (ok) { /* config.json: checksum, then the head split (see rt_hf_load_dir) */
+        unsigned char *b = NULL;
+        int64_t len = 0;
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        ok = rt_read_file(p, &b, &len, err, errlen) &&
+             ck_verify(p, b, len, cJSON_GetObjectItemCaseSensitive(files, names[0]), err, errlen);
+        cJSON *c = ok ? cJSON_ParseWithLength((const char *)b, (size_t)len) : NULL;
+        ok = ok && ck_check_config(rt->p, p, c, err, errlen);
+        cJSON_Delete(c);
+        free(b);
+    }
+    if (ok) ck_check_data(rt, st);
+    cJSON_Delete(st);
+    return ok;
+}
+
+bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
+    const rt_program *p = rt->p;
+    const char *where = *arg ? arg : rt->opt.ckpt_dir;
+    char dir[CK_PATH] = "";
+    ck_src *s = rt->rank == 0 ? calloc(1, sizeof *s) : NULL;
+    ck_pick *picks = RT_MALLOC(sizeof *picks * (size_t)ck_npicks_max(p));
+    int npicks = 0, fresh = 0;
+    int64_t ss[2] = {0, 0};
+    bool ok = true;
+    if (rt->rank == 0) {
+        RT_CHECK(s, "out of memory");
+        bool none;
+        ok = ck_resolve(where, dir, &none, err, errlen);
+        /* `--resume` alone in a job that may be the first of a series:
+         * nothing saved yet means start from the beginning. */
+        fresh = !ok && none && !*arg;
+        if (fresh) printf("resume: no checkpoint in %s yet: starting from step 0\n", where);
+        if (ok) ok = ck_resume_check(rt, dir, s, picks, &npicks, ss, err, errlen);
+    }
+    RT_MPI(MPI_Bcast(&fresh, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (fresh) {
+        rt_init_params(rt, (uint64_t)rt->opt.seed);
+        ok = true;
+    } else if (ck_verdict(rt, ok, err, errlen)) {
+        RT_MPI(MPI_Bcast(ss, 2, MPI_INT64_T, 0, MPI_COMM_WORLD));
+        ck_scatter_all(rt, s, picks, true);
+        rt->start_step = rt->saved_step = ss[0];
+        rt->opt.seed = ss[1];
+        if (rt->rank == 0) {
+            printf("resumed from %s: step %lld, seed %lld (%d parameters and the moments of %d)\n", dir,
+                   (long long)ss[0], (long long)ss[1], npicks - 2 * p->nopt, p->nopt);
+            fflush(stdout);
+        }
+    } else {
+        ok = false;
+    }
+    if (s) ck_src_free(s);
+    free(picks);
+    return ok;
+}

@@ -1,0 +1,60 @@
+/* rt_tokens.c — the llm.c token file reader on a memory buffer (format in
+ * rt_safetensors.h and runtime/README.md).  No MPI, no file system: the
+ * fuzz target tests/fuzz/fuzz_tokens.c links this file alone. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_safetensors.h"
+
+enum { TOK_MAGIC = 20240520, TOK_HEADER_INTS = 256 };
+
+static int32_t tok_le32(const uint8_t *b) {
+    return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+}
+
+bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
+                     int64_t *ntokens, char *err, size_t errlen) {
+    *tokens = NULL;
+    *ntokens = 0;
+    const size_t hbytes = 4 * TOK_HEADER_INTS;
+    if (len < hbytes) {
+        snprintf(err, errlen, "%s: not an llm.c token file: %zu bytes, shorter than the 1024-byte header", path, len);
+        return false;
+    }
+    int32_t magic = tok_le32(buf), version = tok_le32(buf + 4), count = tok_le32(buf + 8);
+    if (magic != TOK_MAGIC) {
+        snprintf(err, errlen, "%s: not an llm.c token file: magic %d, expected %d (raw text? use --text)", path, magic,
+                 TOK_MAGIC);
+        return false;
+    }
+    if (version != 1 && version != 2) {
+        snprintf(err, errlen, "%s: unsupported version %d (1 = uint16 tokens, 2 = uint32 tokens)", path, version);
+        return false;
+    }
+    int64_t width = version == 1 ? 2 : 4, n = count, have = (int64_t)((len - hbytes) / (size_t)width);
+    if (n < 0 || n > have) {
+        snprintf(err, errlen, "%s: truncated: header says %lld tokens, file holds %lld", path, (long long)n,
+                 (long long)have);
+        return false;
+    }
+    int32_t *t = malloc((size_t)(n ? n : 1) * sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "%s: out of memory for %lld tokens", path, (long long)n);
+        return false;
+    }
+    const uint8_t *b = buf + hbytes;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = width == 2 ? (uint32_t)(b[2 * i] | b[2 * i + 1] << 8) : (uint32_t)tok_le32(b + 4 * i);
+        if ((int64_t)v >= vocab) {
+            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
+                     (long long)i, v, (long long)vocab);
+            free(t);
+            return false;
+        }
+        t[i] = (int32_t)v;
+    }
+    *tokens = t;
+    *ntokens = n;
+    return true;
+}

@@ -1,0 +1,78 @@
+/* rt_watchdog.c — --timeout SEC: a rank that waits too long ends the job.
+ *
+ * A rank that dies is noticed by the MPI launcher (mpirun ends the job and
+ * names it); a rank that hangs — stopped, deadlocked, stuck on a file
+ * system — leaves the others blocked in their next collective forever.
+ * Each rank runs a thread that looks at the time of the last heartbeat
+ * (rt_watchdog_beat: each step, each tensor of a save) and, when none came
+ * for SEC seconds, prints which rank gave up, on which step and what it was
+ * doing, then _exit(RT_WATCHDOG_STATUS = 3)s: the launcher then ends the
+ * remaining ranks.
+ * The thread never calls MPI (the library is initialised single-threaded),
+ * only clock_gettime, write and _exit. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+
+static struct {
+    pthread_t thread;
+    bool running;
+    atomic_bool stop;
+    int rank;
+    double seconds;
+    atomic_llong last_ns;  /* CLOCK_MONOTONIC of the last beat */
+    atomic_llong step;
+    _Atomic(const char *) what;
+} wd;
+
+static long long wd_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void rt_watchdog_beat(const char *what, int64_t step) {
+    atomic_store(&wd.what, what);
+    atomic_store(&wd.step, (long long)step);
+    atomic_store(&wd.last_ns, wd_now_ns());
+}
+
+static void *wd_main(void *arg) {
+    (void)arg;
+    while (!atomic_load(&wd.stop)) {
+        struct timespec nap = {0, 100 * 1000000L};
+        nanosleep(&nap, NULL);
+        double idle = (double)(wd_now_ns() - atomic_load(&wd.last_ns)) * 1e-9;
+        if (idle < wd.seconds) continue;
+        char msg[512];
+        int n = snprintf(msg, sizeof msg,
+                         "rank %d: error: watchdog: no progress for %.0f s while %s (step %lld): another rank has "
+                         "died or hangs, or the step takes longer than --timeout %g; ending the job\n",
+                         wd.rank, idle, atomic_load(&wd.what), atomic_load(&wd.step), wd.seconds);
+        if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)) < 0) n = 0;
+        _exit(RT_WATCHDOG_STATUS);
+    }
+    return NULL;
+}
+
+void rt_watchdog_start(rt_ctx *rt, double seconds) {
+    if (seconds <= 0 || wd.running) return;
+    wd.rank = rt->rank;
+    wd.seconds = seconds;
+    atomic_store(&wd.stop, false);
+    rt_watchdog_beat("starting", 0);
+    RT_CHECK(pthread_create(&wd.thread, NULL, wd_main, NULL) == 0, "cannot start the watchdog thread");
+    wd.running = true;
+}
+
+void rt_watchdog_stop(void) {
+    if (!wd.running) return;
+    atomic_store(&wd.stop, true);
+    pthread_join(wd.thread, NULL);
+    wd.running = false;
+}

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# ckpt.sh — checkpoint, resume and failure tests of generated training
+# binaries (tests/ckpt/CMakeLists.txt, ckpt.*).  Every command prints what it
+# checks and exits non-zero on the first failure.
+#
+#   ckpt.sh setup BASPC SPECDIR CORPUS W     builds the binaries into W
+#   ckpt.sh exact W BIN NP                   6 steps vs 3 + resume + 3: bitwise
+#   ckpt.sh reshard W                        a 4-rank ZeRO-3 checkpoint resumed on 1 rank and
+#                                            on 4 Ulysses ranks: losses within 1e-5
+#   ckpt.sh crash W                          kill -9 during saves, resume, compare bitwise
+#   ckpt.sh bad W EXPECT                     corrupt / truncated / other-model checkpoints,
+#                                            --keep-checkpoints
+#   ckpt.sh nonfinite W EXPECT               NaN: stop naming step and tensor / skip
+#   ckpt.sh dead W                           kill -9 of one rank: the job ends, names it
+#   ckpt.sh hang W                           a stopped rank: the watchdog ends the job
+#   ckpt.sh diskfull W EXPECT                disk full while saving (root: tmpfs)
+#   ckpt.sh hf W PYTHON SCRIPT EXPECT        --init-from a Hugging Face directory
+set -euo pipefail
+MPI=(mpirun --allow-run-as-root --oversubscribe)
+
+setup() {
+    local baspc=$1 specdir=$2 corpus=$3 w=$4
+    rm -rf "$w" && mkdir -p "$w"
+    ln -s "$corpus" "$w/corpus.bin"
+    local m4=(--set mesh.nodes=2 --set mesh.devices_per_node=2) one=(--set mesh.nodes=1 --set mesh.devices_per_node=1)
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/mha1" "${one[@]}"
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/mha_uly_z0" "${m4[@]}" --set layout.batch_aware=off
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/mha_basp_z3" "${m4[@]}" --set "layout.batch_aware=groups 2" \
+        --set train.zero=3
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa_basp_z1" "${m4[@]}" --set "layout.batch_aware=groups 2" \
+        --set train.zero=1
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa_uly_z2" "${m4[@]}" --set layout.batch_aware=off --set train.zero=2
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa_basp_z0" "${m4[@]}" --set "layout.batch_aware=groups 2"
+}
+
+losses() { python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"; }
+
+# same_ckpt A B: two checkpoint directories hold identical files.
+same_ckpt() {
+    for f in model.safetensors optimizer.safetensors config.json state.json; do
+        cmp "$1/$f" "$2/$f" || { echo "FAIL: $1/$f and $2/$f differ"; exit 1; }
+    done
+}
+
+exact() {
+    local w=$1 bin=$2 np=$3 d
+    d=$w/exact-$bin && rm -rf "$d" && mkdir -p "$d"
+    local run=("${MPI[@]}" -np "$np" "$w/$bin" --data "$w/corpus.bin" --quiet)
+    "${run[@]}" --steps 6 --save-every 3 --checkpoint-dir "$d/ref" --metrics "$d/ref.jsonl" --save-weights "$d/ref.w" >/dev/null
+    "${run[@]}" --steps 3 --checkpoint-dir "$d/res" --metrics "$d/res.jsonl" >/dev/null
+    "${run[@]}" --steps 6 --checkpoint-dir "$d/res" --resume --metrics "$d/res.jsonl" --save-weights "$d/res.w" \
+        | grep "resumed from"
+    diff <(losses "$d/ref.jsonl") <(losses "$d/res.jsonl") || { echo "FAIL: losses differ"; exit 1; }
+    cmp "$d/ref.w" "$d/res.w"
+    same_ckpt "$d/ref/step-00000006" "$d/res/step-00000006"
+    same_ckpt "$d/ref/step-00000003" "$d/res/step-00000003"
+    echo "ckpt.sh: $bin on $np ranks: 6 steps and 3 + resume + 3 give bitwise-identical losses ($(wc -l <"$d/ref.jsonl") steps), weights, moments and checkpoints"
+}
+
+reshard() {
+    local w=$1
+    local d=$w/reshard
+    rm -rf "$d" && mkdir -p "$d"
+    "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet --steps 6 --save-every 3 \
+        --checkpoint-dir "$d/ref" --metrics "$d/ref.jsonl" >/dev/null
+    "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --quiet --steps 6 --resume "$d/ref/step-00000003" \
+        --metrics "$d/one.jsonl" | grep "resumed from"
+    "${MPI[@]}" -np 4 "$w/mha_uly_z0" --data "$w/corpus.bin" --quiet --steps 6 --resume "$d/ref/step-00000003" \
+        --metrics "$d/uly.jsonl" | grep "resumed from"
+    python3 - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+ref = [json.loads(l)["loss"] for l in open(d + "/ref.jsonl")][3:]
+for name in ("one", "uly"):
+    got = [json.loads(l)["loss"] for l in open("%s/%s.jsonl" % (d, name))]
+    err = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+    assert len(got) == len(ref) == 3 and err <= 1e-5, (name, got, ref)
+    print("ckpt.sh: resumed on %s: steps 4-6 within %.1e of the 4-rank ZeRO-3 run (bound 1e-5)" % (name, err))
+PY
+}
+
+# The pid of world rank r of a job running binary bin.
+rank_pid() {
+    local bin=$1 r=$2 p
+    for p in $(pgrep -f "$bin" || true); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$r"; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# wait_for FILE REGEX [SECONDS]: until FILE matches.
+wait_for() {
+    local i
+    for ((i = 0; i < ${3:-300}; i++)); do
+        grep -qE "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "FAIL: $1 never matched $2"
+    cat "$1"
+    exit 1
+}
+
+crash() {
+    local w=$1
+    local d=$w/crash bin=$w/mha_basp_z3
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("${MPI[@]}" -np 4 "$bin" --data "$w/corpus.bin" --quiet --steps 10 --save-every 1)
+    "${run[@]}" --checkpoint-dir "$d/ref" >/dev/null
+    local k delay midsave=0
+    for k in 1 2 3 4 5 6; do
+        # Each save sleeps 3 x 40 ms between its files; kill rank 0 (the
+        # writer) at a different moment of a different save each time.
+        rm -rf "$d/run$k"
+        delay=$(python3 -c "print('%.2f' % (0.15 + 0.11 * $k))")
+        BASP_TEST_SAVE_DELAY=40 "${run[@]}" --checkpoint-dir "$d/run$k" >"$d/run$k.log" 2>&1 &
+        local job=$!
+        wait_for "$d/run$k.log" "checkpoint: step 1 saved"
+        sleep "$delay"
+        local pid
+        pid=$(rank_pid "$bin" 0)
+        [[ -n $pid ]] && kill -9 "$pid"
+        wait "$job" || true
+        local state="latest=$(cat "$d/run$k/latest" 2>/dev/null || echo none) $(cd "$d/run$k" && ls -d *.tmp 2>/dev/null | tr '\n' ' ')"
+        [[ $state == *.tmp* ]] && midsave=$((midsave + 1))
+        "${MPI[@]}" -np 4 "$bin" --data "$w/corpus.bin" --quiet --steps 10 --save-every 1 \
+            --checkpoint-dir "$d/run$k" --resume >"$d/resume$k.log" 2>&1 || { cat "$d/resume$k.log"; exit 1; }
+        echo "ckpt.sh: kill $k after +${delay}s: $state-> $(grep -o 'resumed from [^:]*' "$d/resume$k.log")"
+        same_ckpt "$d/ref/step-00000010" "$d/run$k/step-00000010"
+    done
+    echo "ckpt.sh: 6 runs killed with kill -9 ($midsave in the middle of writing a checkpoint) resumed to checkpoints identical to the uninterrupted run's"
+    [[ $midsave -ge 1 ]] || { echo "FAIL: no kill hit a save in progress"; exit 1; }
+}
+
+bad() {
+    local w=$1 expect=$2
+    local d=$w/bad
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
+    "${run[@]}" --steps 2 --checkpoint-dir "$d/good" >/dev/null
+    "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --quiet --steps 1 --checkpoint-dir "$d/gqa" >/dev/null
+    local g=$d/good/step-00000002
+    mkcase() { rm -rf "$d/$1" && cp -r "$g" "$d/$1"; }
+    mkcase flipped
+    printf '\x01' | dd of="$d/flipped/model.safetensors" bs=1 seek=5000 conv=notrunc status=none
+    "$expect" fail "flipped/model.safetensors: checksum mismatch: the file's FNV-1a-64 is [0-9a-f]+, state.json says [0-9a-f]+: the file is corrupt" \
+        "${run[@]}" --steps 3 --resume "$d/flipped"
+    mkcase truncated
+    truncate -s 100000 "$d/truncated/optimizer.safetensors"
+    "$expect" fail "truncated/optimizer.safetensors: truncated or damaged: 100000 bytes, state.json says 924736" \
+        "${run[@]}" --steps 3 --resume "$d/truncated"
+    mkcase nostate
+    echo '{"format": "basp-checkpoint", "version": 1, "step": ' >"$d/nostate/state.json"
+    "$expect" fail "nostate/state.json: not a JSON object" "${run[@]}" --steps 3 --resume "$d/nostate"
+    "$expect" fail "checkpoint is of a different model: model.layers.0.self_attn.k_proj.weight is \[16,64\] in .*gqa/step-00000001/model.safetensors but this program \(compiled from .*tiny_mha.basp\) needs \[64,64\] \(parameter l0.wk\)" \
+        "${run[@]}" --steps 3 --resume "$d/gqa"
+    "$expect" fail "no checkpoint to resume from" "${run[@]}" --steps 3 --resume "$d/empty-dir-that-does-not-exist"
+    # A stray .tmp (a save that died) and a `latest` pointing nowhere: the
+    # newest complete checkpoint is taken.
+    mkdir -p "$d/good/step-00000003.tmp" && echo step-00000009 >"$d/good/latest"
+    "$expect" ok "resumed from .*good/step-00000002: step 2" "${run[@]}" --steps 3 --checkpoint-dir "$d/good" --resume
+    echo "ckpt.sh: nothing lost: the good checkpoint still resumes"
+    "${run[@]}" --steps 4 --save-every 1 --keep-checkpoints 2 --checkpoint-dir "$d/keep" >/dev/null
+    [[ $(cd "$d/keep" && echo step-*) == "step-00000003 step-00000004" ]] ||
+        { echo "FAIL: --keep-checkpoints 2 left $(ls "$d/keep")"; exit 1; }
+    echo "ckpt.sh: --keep-checkpoints 2 kept step-00000003 and step-00000004"
+}
+
+nonfinite() {
+    local w=$1 expect=$2
+    local d=$w/nonfinite
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
+    BASP_TEST_POISON=5 "$expect" fail \
+        "error: step 5: loss nan, gradient norm nan; first non-finite gradient: d\.[a-z0-9_.]+ \(of parameter [a-z0-9_.]+\); stopping .* The last good checkpoint is .*stop/step-00000004 \(continue with --resume\)" \
+        "${run[@]}" --steps 8 --save-every 2 --checkpoint-dir "$d/stop"
+    [[ $(cat "$d/stop/latest") == step-00000004 ]] || { echo "FAIL: latest is not step 4"; exit 1; }
+    "$expect" ok "resumed from .*stop/step-00000004: step 4" "${run[@]}" --steps 5 --checkpoint-dir "$d/stop" --resume
+    BASP_TEST_POISON=4 "$expect" ok "warning: step 4: loss nan, gradient norm nan; .* step skipped \(no update\)" \
+        "${run[@]}" --steps 5 --save-every 1 --checkpoint-dir "$d/skip" --skip-nonfinite
+    cmp "$d/skip/step-00000003/model.safetensors" "$d/skip/step-00000004/model.safetensors"
+    cmp "$d/skip/step-00000003/optimizer.safetensors" "$d/skip/step-00000004/optimizer.safetensors"
+    echo "ckpt.sh: the skipped step 4 left weights and moments bit for bit as after step 3; step 5 trained on"
+}
+
+dead() {
+    local w=$1
+    local d=$w/dead bin=$w/gqa_basp_z0
+    rm -rf "$d" && mkdir -p "$d"
+    timeout 60 "${MPI[@]}" -np 4 "$bin" --data "$w/corpus.bin" --steps 1000000 --log-every 1000 >"$d/log" 2>&1 &
+    local job=$! t0 rc=0
+    wait_for "$d/log" "step +1/"
+    kill -9 "$(rank_pid "$bin" 2)"
+    t0=$(date +%s.%N)
+    wait "$job" || rc=$?
+    cat "$d/log" | grep -vE "^(step|  )" | tail -n 12
+    [[ $rc -ne 0 && $rc -ne 124 ]] || { echo "FAIL: exit status $rc (124: the job hung)"; exit 1; }
+    grep -qE "process rank 2 .*exited on signal 9" "$d/log" || { echo "FAIL: rank 2 is not named"; exit 1; }
+    echo "ckpt.sh: rank 2 killed: every rank stopped $(python3 -c "import time; print('%.1f' % (time.time() - $t0))") s later (status $rc), rank 2 named"
+}
+
+hang() {
+    local w=$1
+    local d=$w/hang bin=$w/gqa_basp_z0
+    rm -rf "$d" && mkdir -p "$d"
+    timeout 60 "${MPI[@]}" -np 4 "$bin" --data "$w/corpus.bin" --steps 1000000 --log-every 1000 --timeout 3 \
+        >"$d/log" 2>&1 &
+    local job=$! t0 rc=0 pid
+    wait_for "$d/log" "step +1/"
+    pid=$(rank_pid "$bin" 2)
+    kill -STOP "$pid"
+    t0=$(date +%s.%N)
+    wait "$job" || rc=$?
+    kill -9 "$pid" 2>/dev/null || true
+    grep -E "watchdog|error" "$d/log" | head -n 6
+    [[ $rc -ne 0 && $rc -ne 124 ]] || { echo "FAIL: exit status $rc (124: the job hung)"; exit 1; }
+    grep -qE "rank [013]: error: watchdog: no progress for [0-9]+ s while running a step \(step [0-9]+\)" "$d/log" ||
+        { echo "FAIL: no watchdog message"; exit 1; }
+    echo "ckpt.sh: rank 2 stopped (SIGSTOP): the watchdog ended the job $(python3 -c "import time; print('%.1f' % (time.time() - $t0))") s later (--timeout 3, status $rc)"
+}
+
+diskfull() {
+    local w=$1 expect=$2
+    local d=$w/diskfull
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "ckpt.sh: SKIPPED: mounting a small tmpfs needs root"
+        exit 77
+    fi
+    rm -rf "$d" && mkdir -p "$d/mnt"
+    # One checkpoint of tiny_mha is 1.39 MB: 2 MiB holds one, not two.
+    mount -t tmpfs -o size=2m none "$d/mnt" || { echo "ckpt.sh: SKIPPED: cannot mount tmpfs"; exit 77; }
+    trap "umount '$d/mnt'" EXIT
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
+    "$expect" fail "error: step 4: checkpoint not saved: cannot write .*step-00000004.tmp/[a-z]+.safetensors: No space left on device; the previous checkpoint .*mnt/step-00000002 is intact; stopping" \
+        "${run[@]}" --steps 6 --save-every 2 --checkpoint-dir "$d/mnt"
+    ls "$d/mnt"
+    [[ ! -e $d/mnt/step-00000004.tmp && $(cat "$d/mnt/latest") == step-00000002 ]] ||
+        { echo "FAIL: the partial checkpoint was not removed"; exit 1; }
+    "$expect" ok "resumed from .*mnt/step-00000002: step 2" "${run[@]}" --steps 3 --resume "$d/mnt" \
+        --checkpoint-dir "$d/elsewhere"
+    echo "ckpt.sh: disk full: the previous checkpoint survived and resumes"
+}
+
+hf() {
+    local w=$1 py=$2 script=$3 expect=$4
+    local d=$w/hf
+    rm -rf "$d" && mkdir -p "$d"
+    # An independent (Python) writer of Hugging Face directories: sharded,
+    # BF16/F16/F32 mixed, and the weights it expects us to load, in our layout.
+    "$py" "$script" mha "$d/mha" "$d/mha.expected"
+    "$py" "$script" gqa "$d/gqa" "$d/gqa.expected"
+    "$expect" ok "loaded 21 parameters from .*hf/mha \(Hugging Face safetensors, 2 file\(s\), (BF16|F16|F32| )+; the optimizer state starts fresh\)" \
+        "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --steps 0 --init-from "$d/mha" --save-weights "$d/mha.got"
+    cmp "$d/mha.expected" "$d/mha.got"
+    echo "ckpt.sh: a sharded BF16/F16/F32 Hugging Face directory loaded into ZeRO-3 batch-aware ranks exactly"
+    "$expect" fail "checkpoint is of a different model: model.layers.0.self_attn.k_proj.weight is \[16,64\] in .*hf/gqa/model-00001-of-00002.safetensors but this program \(compiled from .*tiny_mha.basp\) needs \[64,64\] \(parameter l0.wk\)" \
+        "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa"
+    # Our checkpoints are Hugging Face directories too: a warm start from one.
+    "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --quiet --steps 2 --checkpoint-dir "$d/own" \
+        --save-weights "$d/own.w" >/dev/null
+    "${MPI[@]}" -np 4 "$w/mha_uly_z0" --data "$w/corpus.bin" --steps 0 --init-from "$d/own/step-00000002" \
+        --save-weights "$d/own.reloaded" >/dev/null
+    cmp "$d/own.w" "$d/own.reloaded"
+    echo "ckpt.sh: a checkpoint directory loads with --init-from on another layout, byte-identical weights"
+}
+
+cmd=$1
+shift
+"$cmd" "$@"
