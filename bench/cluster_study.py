@@ -348,12 +348,12 @@ def main():
             g, k = layout_of(baspc, spec, sets)
             sched = json.loads(sh([baspc, spec, "-q", "--schedule", "--json"]
                                   + [a for x in sets for a in ("--set", x)]).stdout)
-            # the model as specified, and with the two things it does not
-            # model here: 4 ranks share a node's link, 4 ranks share a core
+            # the model as specified (the spec's nics_per_node 1: a node's
+            # ranks share its one link), and with the one thing it does not
+            # model here: the ranks of a node share one core
             pred = predict(baspc, spec, sets)
-            shared = predict(baspc, spec, sets + [f"mesh.inter.bandwidth={bw_bits / rpn / 1e6:g}Mb/s"])
             per_core = ranks / (os.cpu_count() or 1)
-            adj = {"a2a_ms": shared["a2a_ms"], "step_ms": shared["compute_ms"] * per_core + shared["comm_ms"]}
+            adj = {"a2a_ms": pred["a2a_ms"], "step_ms": pred["compute_ms"] * per_core + pred["comm_ms"]}
             cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred, "adj": adj,
                                  "a2a_bytes": sched["all_to_all"]["bytes_per_rank"],
                                  "a2a_inter_bytes": sched["all_to_all"]["inter_node_bytes_per_rank"]}
@@ -573,9 +573,9 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
         L.append("Mismatches: " + "; ".join(loss_bad[:10]) + "\n")
     L.append("## Cost model against the measurements\n")
     L.append(f"`baspc --passes=…,cost` on the same spec and overrides (device `{device}`, inter link "
-             f"{args.bandwidth}).  **model**: as specified.  **adjusted**: the two things the model does not know "
-             f"about this machine put in by hand — the node's one link is shared by its {v['mesh.devices_per_node']} "
-             f"ranks (inter bandwidth ÷ {v['mesh.devices_per_node']}) and {v['mesh.nodes']}×"
+             f"{args.bandwidth}, `nics_per_node {v.get('mesh.nics_per_node', '?')}`: the node's one link is shared "
+             f"by its {v['mesh.devices_per_node']} ranks).  **model**: as specified.  **adjusted**: the one thing "
+             f"the model does not know about this machine put in by hand — {v['mesh.nodes']}×"
              f"{v['mesh.devices_per_node']} ranks share {machine['nproc']} cores (compute × "
              f"{int(v['mesh.nodes']) * int(v['mesh.devices_per_node']) / machine['nproc']:g}).  Error = "
              f"(predicted − measured) / measured.\n")

@@ -37,6 +37,7 @@ static const fe_keydef model_keys[] = {
 static const fe_keydef mesh_keys[] = {
     {"nodes", FE_K_COUNT, I64(mesh.nodes), "nodes 2"},
     {"devices_per_node", FE_K_COUNT, I64(mesh.devices_per_node), "devices_per_node 4"},
+    {"nics_per_node", FE_K_COUNT, I64(mesh.nics_per_node), "nics_per_node 1"},
     {"device", FE_K_NAME, NAME(mesh.device), "device a100_80gb"},
     {"memory", FE_K_BYTES, F(mesh.device_mem), 0, "memory 80GB"},
     {"link", FE_K_LINK, 0, 0, "link intra nvlink bandwidth 300GB/s latency 2us"},

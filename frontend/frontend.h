@@ -61,6 +61,10 @@ typedef struct fe_link {
 typedef struct fe_mesh {
     char name[FE_NAME_MAX];
     int64_t nodes, devices_per_node;
+    /* Network interfaces per node that the inter link describes; the
+     * devices of a node share them.  Default devices_per_node: one per
+     * device, as in DGX-class nodes. */
+    int64_t nics_per_node;
     char device[FE_NAME_MAX]; /* preset name, e.g. a100_40gb, cpu */
     double device_mem;        /* bytes, from the preset unless given (`memory 40GB`) */
     fe_link intra, inter;

@@ -71,8 +71,8 @@ static void print_model(FILE *out, const fe_model *m) {
 static void print_mesh(FILE *out, const fe_mesh *m) {
     char mem[64];
     fprintf(out, "mesh %s {\n", m->name);
-    fprintf(out, "  nodes %" PRId64 "\n  devices_per_node %" PRId64 "\n", m->nodes,
-            m->devices_per_node);
+    fprintf(out, "  nodes %" PRId64 "\n  devices_per_node %" PRId64 "\n  nics_per_node %" PRId64 "\n",
+            m->nodes, m->devices_per_node, m->nics_per_node);
     fprintf(out, "  device %s\n  memory %s\n", m->device,
             fe_fmt_unit(m->device_mem, FE_U_BYTES, mem, sizeof mem));
     print_link(out, "intra", &m->intra);

@@ -150,6 +150,7 @@ static void link_defaults(fe_spec *s, fe_link *l, const fe_link *device, const c
 static void mesh_defaults(checker *c) {
     fe_mesh *m = &c->s->mesh;
     if (!fe_given(c->s, "mesh.device")) snprintf(m->device, sizeof m->device, "cpu");
+    if (!fe_given(c->s, "mesh.nics_per_node")) m->nics_per_node = m->devices_per_node;
     const fe_device_preset *p = fe_device_lookup(m->device);
     if (!p) {
         int n;

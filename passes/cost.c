@@ -180,15 +180,22 @@ static int node_of(const ir_module *m, int r)
 }
 
 /* Shape of a group on the mesh: whether some set crosses nodes, the most
- * nodes one set touches and the most ranks of one set on one node. */
+ * nodes one set touches and the most ranks of one set on one node.  And how
+ * many transfers leave one node at once when the sets cross: in an
+ * all-to-all every rank of a crossing set sends off its node; in a ring
+ * (all-gather, reduce-scatter, all-reduce, send/recv) each crossing set has
+ * one edge leaving each node it touches.  They share the node's NICs. */
 typedef struct span {
     bool crosses;
     int nodes, per_node;
+    int a2a_senders, ring_senders; /* most on one node */
 } span;
 
 static span group_span(const ir_module *m, const ir_group *g)
 {
-    span s = {false, 1, 1};
+    span s = {false, 1, 1, 0, 0};
+    int nn = m->mesh.nodes > 0 ? m->mesh.nodes : 1;
+    int *ranks_out = calloc((size_t)nn, sizeof(int)), *sets_out = calloc((size_t)nn, sizeof(int));
     for (int k = 0; k < g->nsets; k++) {
         const int *set = &g->ranks[k * g->set_size];
         int nodes = 0;
@@ -202,9 +209,34 @@ static span group_span(const ir_module *m, const ir_group *g)
             s.per_node = same > s.per_node ? same : s.per_node;
         }
         s.nodes = nodes > s.nodes ? nodes : s.nodes;
+        for (int a = 0; nodes > 1 && ranks_out && sets_out && a < g->set_size; a++) {
+            int nd = node_of(m, set[a]);
+            if (nd < 0 || nd >= nn)
+                continue;
+            bool first = true;
+            for (int b = 0; b < a; b++)
+                first &= node_of(m, set[b]) != nd;
+            ranks_out[nd]++;
+            sets_out[nd] += first;
+        }
     }
+    for (int n = 0; ranks_out && sets_out && n < nn; n++) {
+        s.a2a_senders = ranks_out[n] > s.a2a_senders ? ranks_out[n] : s.a2a_senders;
+        s.ring_senders = sets_out[n] > s.ring_senders ? sets_out[n] : s.ring_senders;
+    }
+    free(ranks_out);
+    free(sets_out);
     s.crosses = s.nodes > 1;
     return s;
+}
+
+/* Factor on β of the inter link when `senders` transfers leave a node at
+ * once over its nics_per_node NICs (config; default devices_per_node, one
+ * NIC per device): 1 while each transfer has a NIC of its own. */
+static double nic_share(const ir_module *m, int senders)
+{
+    double nics = cfg_double(m, "nics_per_node", m->mesh.devices_per_node);
+    return nics > 0 && senders > nics ? senders / nics : 1;
 }
 
 /* α (s) and β (s/byte) of a link; a link with no bandwidth (a one-node mesh
@@ -227,6 +259,7 @@ static double hierarchical_a2a(const ir_module *m, span s, double bytes_sent, in
     double ai, bi, ae, be;
     link_ab(m, false, &ai, &bi);
     link_ab(m, true, &ae, &be);
+    be *= nic_share(m, s.a2a_senders); /* every rank has a counterpart on each other node */
     double c = bytes_sent / (P - 1), n = s.nodes, p = s.per_node;
     return (p - 1) * (ai + n * c * bi) + (n - 1) * (ae + p * c * be);
 }
@@ -242,6 +275,8 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     span s = group_span(m, g);
     double a, b;
     link_ab(m, s.crosses, &a, &b);
+    if (s.crosses)
+        b *= nic_share(m, op->code == IR_ALL_TO_ALL ? s.a2a_senders : s.ring_senders);
     if (op->code == IR_SEND || op->code == IR_RECV) {
         /* Counted once, on the send; the receive waits for it. */
         *bytes = op->code == IR_SEND ? local_bytes(m, op->in[0]) : 0;

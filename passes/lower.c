@@ -343,6 +343,7 @@ static void copy_config(ir_module *m, const fe_spec *s)
     ir_config_set_int(m, "groups", s->layout.batch_aware == FE_BA_GROUPS ? s->layout.groups : 0);
     ir_config_set(m, "device", s->mesh.device[0] ? s->mesh.device : "cpu");
     cfg_double(m, "device_mem", s->mesh.device_mem);
+    ir_config_set_int(m, "nics_per_node", s->mesh.nics_per_node);
     copy_device_peaks(m, s);
 }
 

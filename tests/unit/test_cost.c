@@ -179,6 +179,24 @@ static void test_exp_rate(void)
     ir_module_free(m);
 }
 
+/* nics_per_node 1: the 4 ranks of a node that all send off the node in the
+ * @cross all-to-all share one NIC (beta x 4), while the @world all-reduce
+ * ring has one edge leaving each node (unchanged). */
+static void test_nic_share(void)
+{
+    char ir[4096];
+    snprintf(ir, sizeof ir, "module @costnic\nconfig nics_per_node = 1\n%s", strchr(hand_ir, '\n') + 1);
+    ir_module *m = ir_parse_string("nic", ir), *m4 = ir_parse_string("hand", hand_ir);
+    CHECK(m && ir_verify(m, "test") && m4);
+    if (!m || !m4)
+        return;
+    CHECK_NEAR(cost_of(m, "bh", false).seconds, 3e-5 + 768 * 1e-10 * 4);
+    CHECK_NEAR(cost_of(m, "ah", false).seconds, cost_of(m4, "ah", false).seconds); /* inside a node */
+    CHECK_NEAR(cost_of(m, "gs", false).seconds, cost_of(m4, "gs", false).seconds);
+    ir_module_free(m);
+    ir_module_free(m4);
+}
+
 static void test_zero_memory(void)
 {
     const double P = 102720, layer_bytes = 34944 * 4.0;
@@ -267,6 +285,7 @@ int main(void)
 {
     test_hand_formulas();
     test_exp_rate();
+    test_nic_share();
     test_zero_memory();
     test_batch_aware_beats_ulysses();
     test_trace();
