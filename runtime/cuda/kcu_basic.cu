@@ -174,11 +174,27 @@ extern "C" cudaError_t kcu_rmsnorm_fwd(kcu_bf16 *y, const kcu_bf16 *x, const kcu
     return cudaGetLastError();
 }
 
+// The backward's D floats of dynamic shared memory plus block_sum's static
+// array must fit the 48 KiB a launch gets by default; past that (hidden
+// above ~12K) the kernel opts in to the device's larger per-block limit.
+static cudaError_t rmsnorm_bwd_smem(size_t dyn) {
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k_rmsnorm_bwd);
+    if (e != cudaSuccess) return e;
+    if (fa.sharedSizeBytes + dyn <= 48 * 1024) return cudaSuccess;
+    int dev, optin;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+    if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return e;
+    if (fa.sharedSizeBytes + dyn > (size_t)optin) return cudaErrorInvalidValue;
+    return cudaFuncSetAttribute(k_rmsnorm_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
+}
+
 extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x,
                                        const kcu_bf16 *w, int64_t N, int64_t D, double eps, float *ws32,
                                        cudaStream_t st) {
-    if ((size_t)D * sizeof(float) > 48 * 1024) return cudaErrorInvalidValue; // hidden > 12288
-    cudaError_t e = cudaMemsetAsync(ws32, 0, (size_t)D * sizeof(float), st);
+    cudaError_t e = rmsnorm_bwd_smem((size_t)D * sizeof(float));
+    if (e != cudaSuccess) return e;
+    e = cudaMemsetAsync(ws32, 0, (size_t)D * sizeof(float), st);
     if (e != cudaSuccess) return e;
     unsigned blocks = (unsigned)(N < 512 ? (N > 0 ? N : 1) : 512);
     k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(BF(dx), CBF(dy), CBF(x), CBF(w), N, D,

@@ -141,6 +141,9 @@ void rt_arena_build(rt_ctx *rt) {
     RT_CHECK(e == cudaSuccess, "cannot allocate the device arena: %.1f MiB on device %d: %s",
              (double)total / (1 << 20), cu->device, cudaGetErrorString(e));
     CU_CHECK(cudaMemset(rt->arena, 0, total));
+    /* cudaMemset runs on the legacy stream, which the non-blocking compute
+     * and communication streams do not wait for. */
+    CU_CHECK(cudaDeviceSynchronize());
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
     rt->live = RT_MALLOC(sizeof(bool) * (size_t)(p->nvalues + 1));
     cu->opt_of = RT_MALLOC(sizeof(int) * (size_t)(p->nvalues + 1));
@@ -165,7 +168,8 @@ void rt_arena_build(rt_ctx *rt) {
 void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes) {
     rt_cuda *cu = rt_cu(rt);
     if (bytes > cu->ws_bytes[slot]) {
-        /* cudaFree waits for the device, so no kernel still uses the old one. */
+        /* No kernel or collective on either stream may still use the old one. */
+        CU_CHECK(cudaDeviceSynchronize());
         CU_CHECK(cudaFree(cu->ws[slot]));
         cudaError_t e = cudaMalloc(&cu->ws[slot], bytes);
         RT_CHECK(e == cudaSuccess, "cannot allocate a %.1f MiB device workspace: %s", (double)bytes / (1 << 20),
@@ -222,19 +226,29 @@ void rt_free(rt_ctx *rt, int value) {
     rt->live_bytes -= rt_cu(rt)->slot_bytes[value];
 }
 
-/* ---- host access: synchronous, fp32 <-> bf16 on the host ---------------------------- */
+/* ---- host access: synchronous, fp32 <-> bf16 on the host ----------------------------
+ * The copies go through the compute stream and wait for it: a plain
+ * cudaMemcpy from pageable memory runs on the legacy stream and may return
+ * before its DMA lands, and the non-blocking streams do not wait for the
+ * legacy one, so the next kernel could read the old contents. */
+static void rt_cu_copy(rt_ctx *rt, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    rt_cuda *cu = rt_cu(rt);
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs));
+}
+
 void rt_host_read(rt_ctx *rt, int v, void *dst) {
     rt_cuda *cu = rt_cu(rt);
     const rt_value_desc *d = &rt->p->values[v];
     size_t n = (size_t)d->local_elems;
     CU_CHECK(cudaDeviceSynchronize());
     if (cu->opt_of[v] >= 0) { /* a trained parameter: its fp32 master */
-        CU_CHECK(cudaMemcpy(dst, cu->master[cu->opt_of[v]], n * 4, cudaMemcpyDeviceToHost));
+        rt_cu_copy(rt, dst, cu->master[cu->opt_of[v]], n * 4, cudaMemcpyDeviceToHost);
     } else if (rt_cu_esize(d) == 4) {
-        CU_CHECK(cudaMemcpy(dst, rt->buf[v], n * 4, cudaMemcpyDeviceToHost));
+        rt_cu_copy(rt, dst, rt->buf[v], n * 4, cudaMemcpyDeviceToHost);
     } else {
         kcu_bf16 *tmp = RT_MALLOC(n * 2);
-        CU_CHECK(cudaMemcpy(tmp, rt->buf[v], n * 2, cudaMemcpyDeviceToHost));
+        rt_cu_copy(rt, tmp, rt->buf[v], n * 2, cudaMemcpyDeviceToHost);
         float *f = dst;
         for (size_t i = 0; i < n; i++) f[i] = kcu_host_from_bf16(tmp[i]);
         free(tmp);
@@ -246,28 +260,28 @@ void rt_host_write(rt_ctx *rt, int v, const void *src) {
     const rt_value_desc *d = &rt->p->values[v];
     size_t n = (size_t)d->local_elems;
     CU_CHECK(cudaDeviceSynchronize());
-    if (cu->opt_of[v] >= 0) CU_CHECK(cudaMemcpy(cu->master[cu->opt_of[v]], src, n * 4, cudaMemcpyHostToDevice));
+    if (cu->opt_of[v] >= 0) rt_cu_copy(rt, cu->master[cu->opt_of[v]], src, n * 4, cudaMemcpyHostToDevice);
     if (rt_cu_esize(d) == 4) {
-        CU_CHECK(cudaMemcpy(rt->buf[v], src, n * 4, cudaMemcpyHostToDevice));
+        rt_cu_copy(rt, rt->buf[v], src, n * 4, cudaMemcpyHostToDevice);
         return;
     }
     kcu_bf16 *tmp = RT_MALLOC(n * 2);
     const float *f = src;
     for (size_t i = 0; i < n; i++) tmp[i] = kcu_host_to_bf16(f[i]);
-    CU_CHECK(cudaMemcpy(rt->buf[v], tmp, n * 2, cudaMemcpyHostToDevice));
+    rt_cu_copy(rt, rt->buf[v], tmp, n * 2, cudaMemcpyHostToDevice);
     free(tmp);
 }
 
 void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v) {
     size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
     CU_CHECK(cudaDeviceSynchronize());
-    CU_CHECK(cudaMemcpy(m, rt->opt_m[pair], n, cudaMemcpyDeviceToHost));
-    CU_CHECK(cudaMemcpy(v, rt->opt_v[pair], n, cudaMemcpyDeviceToHost));
+    rt_cu_copy(rt, m, rt->opt_m[pair], n, cudaMemcpyDeviceToHost);
+    rt_cu_copy(rt, v, rt->opt_v[pair], n, cudaMemcpyDeviceToHost);
 }
 
 void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
     size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
     CU_CHECK(cudaDeviceSynchronize());
-    CU_CHECK(cudaMemcpy(rt->opt_m[pair], m, n, cudaMemcpyHostToDevice));
-    CU_CHECK(cudaMemcpy(rt->opt_v[pair], v, n, cudaMemcpyHostToDevice));
+    rt_cu_copy(rt, rt->opt_m[pair], m, n, cudaMemcpyHostToDevice);
+    rt_cu_copy(rt, rt->opt_v[pair], v, n, cudaMemcpyHostToDevice);
 }

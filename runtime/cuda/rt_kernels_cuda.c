@@ -81,7 +81,10 @@ static const float *rt_cu_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t 
     kern_rope_table(host, host + n, S, Dh, pos0, theta, scp);
     CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
     float *dev = rt_cu_ws(rt, RT_WS_ROPE, 2 * n * sizeof(float) + 1);
-    CU_CHECK(cudaMemcpy(dev, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice));
+    /* On cs, and waited for: a legacy-stream cudaMemcpy from pageable memory
+     * may still be in flight when the rope kernel on cs reads the table. */
+    CU_CHECK(cudaMemcpyAsync(dev, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice, cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs));
     free(host);
     cu->rope_S = S, cu->rope_Dh = Dh, cu->rope_pos0 = pos0, cu->rope_theta = theta;
     cu->rope_scaled = scp != NULL;

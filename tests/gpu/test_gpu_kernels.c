@@ -10,6 +10,10 @@
  *   attention fwd/bwd, lm-head dx/dw                      3e-2  (bf16 intermediates P, dS, dlogits)
  *   lm-head loss (fp32 scalar), sum of squares            2e-3 relative
  *   adamw master weights (fp32)                           1e-5 relative to max |w|
+ *   box copy, all_to_all pack/unpack                      exact (0); fanin sums 1e-2
+ * Attention runs twice per shape: q, k of scale 1 (flat softmax) and of
+ * scale 3 (peaked), where a causal-mask or tile-boundary error is far
+ * above the tolerance.
  * Exits 77 (CTest: skipped) when no CUDA device is visible. */
 #include <math.h>
 #include <stdbool.h>
@@ -240,9 +244,86 @@ static void test_adamw(void) {
     free(p), free(m), free(v), free(g), free(got);
 }
 
-static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+/* ---- data movement: box copy (ZeRO-1 slices, all_gather reordering) and the
+ * all_to_all pack/unpack, against host loops written like rt_comm.c's ---------- */
+static void test_copy_box(void) {
+    kcu_box bx = {.nd = 3, .box = {2, 3, 4}, .sdims = {4, 5, 6}, .soff = {1, 2, 1}, .ddims = {2, 3, 8}, .doff = {0, 0, 3}};
+    int64_t ns = 4 * 5 * 6, nd = 2 * 3 * 8;
+    float *src = rnd(ns, 1), *ref = calloc((size_t)nd, 4);
+    for (int64_t a = 0; a < 2; a++)
+        for (int64_t b = 0; b < 3; b++)
+            for (int64_t c = 0; c < 4; c++)
+                ref[(a * 3 + b) * 8 + 3 + c] = src[((1 + a) * 5 + 2 + b) * 6 + 1 + c];
+    kcu_bf16 *ds = up(src, ns), *dd = dzeros(nd);
+    CK(kcu_copy_box(dd, ds, &bx, 2, 0));
+    check_gpu("copy_box (bf16)", dd, ref, nd, 0);
+    cudaFree(ds), cudaFree(dd), free(src), free(ref);
+}
+
+/* The host pack of rt_comm.c, for one chunk of geometry g. */
+static void host_pack(float *dst, const float *x, const kcu_a2a *g) {
+    for (int64_t o = 0; o < g->O; o++)
+        for (int64_t ka = 0; ka < g->ca; ka++)
+            for (int64_t m = 0; m < g->M; m++)
+                for (int64_t kb = 0; kb < g->cb; kb++) {
+                    int64_t xa = g->a_split ? (g->base + ka) / g->f : ka, xb = g->a_split ? kb : (g->base + kb) / g->f;
+                    for (int64_t i = 0; i < g->I; i++)
+                        dst[(((o * g->ca + ka) * g->M + m) * g->cb + kb) * g->I + i] =
+                            x[(((o * g->xa + xa) * g->M + m) * g->xb + xb) * g->I + i];
+                }
+}
+
+/* The host unpack of rt_comm.c (summing when f > 1). */
+static void host_unpack(float *y, const float *src, const kcu_a2a *g) {
+    for (int64_t o = 0; o < g->O; o++)
+        for (int64_t ka = 0; ka < g->ca; ka++)
+            for (int64_t m = 0; m < g->M; m++)
+                for (int64_t kb = 0; kb < g->cb; kb++) {
+                    int64_t ya = g->a_split ? ka : (g->base + ka) / g->f, yb = g->a_split ? (g->base + kb) / g->f : kb;
+                    for (int64_t i = 0; i < g->I; i++) {
+                        float *d = &y[(((o * g->ya + ya) * g->M + m) * g->yb + yb) * g->I + i];
+                        float v = src[(((o * g->ca + ka) * g->M + m) * g->cb + kb) * g->I + i];
+                        *d = g->f > 1 ? *d + v : v;
+                    }
+                }
+}
+
+static void a2a_case(const char *name, kcu_a2a g) {
+    int64_t nx = g.O * g.xa * g.M * g.xb * g.I, ny = g.O * g.ya * g.M * g.yb * g.I, nc = g.O * g.ca * g.M * g.cb * g.I;
+    float *x = rnd(nx, 1), *c = rnd(nc, 1), *ref = calloc((size_t)(nc > ny ? nc : ny), 4);
+    kcu_bf16 *dx = up(x, nx), *dc = up(c, nc), *dout = dzeros(nc > ny ? nc : ny);
+    char full[64];
+    host_pack(ref, x, &g);
+    CK(kcu_a2a_pack(dout, dx, &g, 2, 0));
+    snprintf(full, sizeof full, "a2a pack %s", name);
+    check_gpu(full, dout, ref, nc, 0);
+    memset(ref, 0, (size_t)ny * 4);
+    CK(cudaMemset(dout, 0, (size_t)ny * 2));
+    host_unpack(ref, c, &g);
+    CK(kcu_a2a_unpack(dout, dc, &g, 2, 0));
+    snprintf(full, sizeof full, "a2a unpack %s", name);
+    check_gpu(full, dout, ref, ny, g.f > 1 ? 1e-2 : 0); /* fanin: bf16 atomic sums */
+    cudaFree(dx), cudaFree(dc), cudaFree(dout), free(x), free(c), free(ref);
+}
+
+static void test_a2a(void) {
+    /* {O, M, I, xa, xb, ya, yb, ca, cb, base, f, a_split}; one geometry serves
+     * both directions here, so x and y are each large enough for both reads
+     * and writes (pack: x at split entries (base+k)/f; unpack: y at concat
+     * entries (base+k)/f) */
+    a2a_case("split a", (kcu_a2a){2, 3, 5, 8, 3, 4, 9, 4, 3, 4, 1, 1});
+    a2a_case("split b", (kcu_a2a){3, 2, 4, 2, 6, 6, 3, 2, 3, 3, 1, 0});
+    a2a_case("fanout 2", (kcu_a2a){2, 1, 8, 3, 2, 3, 2, 3, 2, 2, 2, 0});
+    a2a_case("fanin 2", (kcu_a2a){2, 3, 4, 2, 6, 2, 3, 2, 6, 0, 2, 1});
+}
+
+/* qk: the scale of q and k.  With 1 the softmax is nearly flat, so one key
+ * too many or too few (a causal-mask or tile-boundary error) moves a row's
+ * output by only ~1/S; with 3 the scores spread over several units and such
+ * an error changes rows by a large fraction of max |o|. */
+static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, float qk) {
     int64_t nq = b * S * H * Dh, nk = b * S * Hkv * Dh;
-    float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *q = rnd(nq, qk), *k = rnd(nk, qk), *v = rnd(nk, 1), *dout = rnd(nq, 1);
     float *o = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
     kcu_bf16 *dq_ = up(q, nq), *dk_ = up(k, nk), *dv_ = up(v, nk), *ddo = up(dout, nq);
     kcu_bf16 *oo = dzeros(nq), *odq = dzeros(nq), *odk = dzeros(nk), *odv = dzeros(nk);
@@ -250,17 +331,17 @@ static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t
     char name[64];
     kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh);
     CK(kcu_attention_fwd(oo, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
-    snprintf(name, sizeof name, "attention fwd Dh%d H%d/%d", (int)Dh, (int)H, (int)Hkv);
+    snprintf(name, sizeof name, "attention fwd Dh%d H%d/%d S%d x%g", (int)Dh, (int)H, (int)Hkv, (int)S, qk);
     check_gpu(name, oo, o, nq, 3e-2);
     /* the backward reads the forward's output: give both sides the same o */
     float *ob = down(oo, nq);
     kern_attention_bwd(dq, dk, dv, dout, q, k, v, ob, b, S, H, Hkv, Dh);
     CK(kcu_attention_bwd(odq, odk, odv, ddo, dq_, dk_, dv_, oo, b, S, H, Hkv, Dh, ws, 0));
-    snprintf(name, sizeof name, "attention bwd dq Dh%d", (int)Dh);
+    snprintf(name, sizeof name, "attention bwd dq Dh%d x%g", (int)Dh, qk);
     check_gpu(name, odq, dq, nq, 3e-2);
-    snprintf(name, sizeof name, "attention bwd dk Dh%d", (int)Dh);
+    snprintf(name, sizeof name, "attention bwd dk Dh%d x%g", (int)Dh, qk);
     check_gpu(name, odk, dk, nk, 3e-2);
-    snprintf(name, sizeof name, "attention bwd dv Dh%d", (int)Dh);
+    snprintf(name, sizeof name, "attention bwd dv Dh%d x%g", (int)Dh, qk);
     check_gpu(name, odv, dv, nk, 3e-2);
     cudaFree(dq_), cudaFree(dk_), cudaFree(dv_), cudaFree(ddo), cudaFree(oo), cudaFree(odq), cudaFree(odk);
     cudaFree(odv), cudaFree(ws);
@@ -282,9 +363,15 @@ int main(void) {
     test_linear();
     test_lm_head();
     test_adamw();
-    int shapes[][5] = {{2, 100, 4, 2, 16}, {1, 130, 4, 4, 32}, {1, 257, 8, 2, 64}, {2, 200, 4, 1, 128}};
+    test_copy_box();
+    test_a2a();
+    /* b, S, H, Hkv, Dh: every head dim, partial last tiles, S past several
+     * 64-query / 32-key tiles, GQA groups of 1, 2, 4 */
+    int shapes[][5] = {{1, 70, 8, 2, 8},   {2, 100, 4, 2, 16}, {1, 130, 4, 4, 32},
+                       {1, 257, 8, 2, 64}, {2, 200, 4, 1, 128}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-        test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4]);
+        for (int sharp = 0; sharp < 2; sharp++)
+            test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], sharp ? 3.f : 1.f);
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;
 }
