@@ -1,38 +1,40 @@
 #!/usr/bin/env python3
 """calibrate.py — fit the cost model to what this machine measures.
 
-    bench/calibrate.py --build BUILD [--steps 30] [--workdir DIR]
+    bench/calibrate.py --build BUILD [--steps 30] [--repeats 3] [--ranks R]
+                       [--preset cpu_calibrated] [--workdir DIR] [--json FILE]
 
 From an existing build directory (BUILD/baspc, BUILD/basp-opt,
 BUILD/data/mkcorpus):
 
-  1. compiles the tiny examples with `baspc -o` (examples/tiny_llama.basp on
-     4 ranks, examples/tiny_gqa_8.basp on 8), each at its own seq_len and at
-     4x it (--set train.seq_len=...), so the collectives come in several
-     message sizes;
-  2. trains each for STEPS steps with --profile and reads rank 0's per-kind
-     calls and seconds;
+  1. compiles the tiny examples with `baspc -o` (examples/tiny_llama.basp and
+     examples/tiny_gqa_8.basp, each at its own seq_len and at 4x it), re-meshed
+     onto one node of R ranks (default: the machine's cores) as plain Ulysses,
+     so every layer has real all-to-alls; R <= cores, because with more ranks
+     than cores a rank's time is mostly waiting to be scheduled, which no
+     per-op model expresses;
+  2. trains each for STEPS steps with --profile, REPEATS times interleaved,
+     and keeps per op kind the median over the repeats of the ms per step;
   3. runs the cost pass (`basp-opt --passes=cost` on the IR that
      `baspc --passes=ulysses,batch-aware,place,zero --emit=ir` prints) with
-     probe parameters, which separate each op's model into its parts:
-       GEMM ops (linear, attention, lm_head_loss and their backwards):
-         compute time at compute_fraction 1, memory bandwidth unlimited;
-       the other compute ops: memory time at mem_bw_fraction 1;
-       collectives: the α count (latency 1, bandwidth unlimited) and the
-         bytes on the wire (latency 0, bandwidth 1 B/s);
-  4. fits compute_fraction = Σ GEMM model time / Σ GEMM measured time,
-     mem_bw_fraction likewise for the element-wise ops, and one (α, β) for
-     every collective by least squares over (run, collective kind) — every
-     rank shares the machine's memory, so the spec's "inter" link is the same
-     shared-memory MPI transport as its "intra" link and both get the fit;
-  5. re-runs the cost pass with the fitted values and prints, per run, a
-     table of predicted vs measured ms per step by op kind, the step time and
-     the all-to-all share, with the errors.
+     probe parameters, which separate each op's model into its parts: GEMM
+     FLOPs, attention FLOPs, bytes moved, exponentials, op count; the
+     collectives' α count and bytes on the wire;
+  4. fits, by non-negative least squares weighted by 1 / the run's step time
+     (every run counts alike):
+        measured = GEMM / compute_fraction + attention / attention_fraction
+                   + bytes / mem_bw_fraction + exps / exp_rate + ops · op_overhead
+     over every (run, compute op kind), and α, β over every (run,
+     collective kind) — all ranks share the machine's memory, so the spec's
+     links are one shared-memory MPI transport;
+  5. prints the fitted values (and the preset line for frontend/presets.c),
+     then per run a table of predicted vs measured ms per step by op kind,
+     the step time and the all-to-all share, with the errors — under the
+     fitted values, and under the device preset --preset alone (the spec with
+     `device PRESET` and no link lines, as a user would write it), which is
+     the check that the preset kept in the compiler predicts this machine.
 
-The machine's cores are shared by all ranks (mpirun --oversubscribe): the
-measured times include waiting for a core, and the fit absorbs that — the
-fitted figures describe what this machine delivers to this many ranks, not
-its peak.  Standard library only; OPENBLAS_NUM_THREADS=1 for every rank.
+Standard library only; OPENBLAS_NUM_THREADS=1 for every rank.
 """
 
 import argparse
@@ -237,7 +239,9 @@ def fit(build, runs):
         measured = probe_gemm / compute_fraction + probe_attn / attention_fraction
                    + probe_mem / mem_bw_fraction + calls · op_overhead + exps / exp_rate
     (each op kind in one of the three classes), the collectives as
-    α · count + β · bytes."""
+    α · count + β · bytes.  Every row is weighted by 1 / its run's step time,
+    so that each run counts alike and the fit minimises relative errors (a
+    plain fit would serve the longest run and miss the short ones)."""
     huge = 1e30
     crow, cy, rows = [], [], []
     for r in runs:
@@ -246,10 +250,11 @@ def fit(build, runs):
         lat = cost_by_kind(build, r["ir"], 1.0, 1.0, 1.0, huge)                # α count
         byt = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, 1.0)                 # bytes
         exps = cost_by_kind(build, r["ir"], 1.0, 1.0, 0.0, huge, huge, huge, exp_rate=1.0)  # exp count
+        w = 1.0 / r["mean_step_ms"]
         for k, ms in r["meas"].items():
             if k in COLL:
                 # the latency probe's µs are α counts × 1e6
-                rows.append((lat.get(k, 0) / 1e6, byt.get(k, 0) / 1e6, ms / 1e3))
+                rows.append((w * lat.get(k, 0) / 1e6, w * byt.get(k, 0) / 1e6, w * ms / 1e3))
                 continue
             row = [0.0, 0.0, 0.0, r["calls"].get(k, 0.0), exps.get(k, 0) / 1e6]
             if k in GEMM:
@@ -258,8 +263,8 @@ def fit(build, runs):
                 row[1] = comp.get(k, 0) / 1e3
             else:
                 row[2] = mem.get(k, 0) / 1e3
-            crow.append(row)
-            cy.append(ms)
+            crow.append([w * x for x in row])
+            cy.append(w * ms)
     inv = nnls(crow, cy)
     alpha, beta = lstsq2(rows)
     frac = [1.0 / v if v > 0 else 1.0 for v in inv[:3]]
@@ -307,7 +312,7 @@ def main():
     print(f"  compute_fraction {cf:.4g} (GEMMs: {PEAK * cf / 1e9:.3g} GFLOP/s of the cpu preset's "
           f"{PEAK / 1e9:.0f}), attention_fraction {af:.4g} ({PEAK * af / 1e9:.3g} GFLOP/s)")
     print(f"  mem_bw_fraction {mbf:.4g} ({MEM_BW * mbf / 1e9:.3g} GB/s), op_overhead {ovh * 1e6:.3g} us, "
-          f"exp_rate {er / 1e9:.3g} G/s,"
+          f"exp_rate {er / 1e9:.3g} G/s, "
           f"collectives alpha {alpha * 1e6:.3g} us, beta -> {bw / 1e9:.3g} GB/s")
     print("  as a device preset (frontend/presets.c):")
     print(f'    {{"cpu_calibrated", 16 * GiB, {PEAK:g}, {PEAK:g}, {MEM_BW:g}, {{"shm", {bw:.3g}, {alpha:.3g}, 1.0}}, '

@@ -52,14 +52,15 @@ static const fe_device_preset presets[] = {
     {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0},
     {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0},
     {"cpu", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 10e9, 1e-6, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0}, 0, 0, 0, 0, 0},
-    /* Fitted by `bench/calibrate.py --build build --preset ''` on the 2-core
-     * development machine (2 ranks, medians of 3 repeats x 30 steps); see
-     * bench/README.md.  The cpu preset's nominal peaks with the fitted
-     * efficiencies, and the fitted shared-memory MPI link (the α of the
-     * α-β fit came out 0: at these message sizes the bytes term explains the
-     * time).  The inter link stays nominal: one machine has no network. */
-    {"cpu_calibrated", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 1.23e9, 0, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0},
-     0.792, 0.409, 0.396, 0, 0},
+    /* Fitted by `bench/calibrate.py --build build --repeats 5 --preset ''` on
+     * the 2-core development machine, quiet (2 ranks, medians of 5 repeats x
+     * 30 steps of the four tiny runs); see bench/README.md.  The cpu
+     * preset's nominal peaks with the fitted efficiencies, exponential rate
+     * and shared-memory MPI link (the fit's alpha and per-op overhead came
+     * out 0: at these sizes bytes and FLOPs explain the times).  The inter
+     * link stays nominal: one machine has no network. */
+    {"cpu_calibrated", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 1.47e9, 0, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0},
+     0.855, 0.512, 0.527, 0, 1.34e9},
 };
 
 static const fe_link link_presets[] = {
