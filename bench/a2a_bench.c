@@ -82,56 +82,64 @@ static void human(double b, char *out, size_t n) {
     else snprintf(out, n, "%.0f B", b);
 }
 
-int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-
-    int groups[MAX_LAYOUTS] = {1}, nlayouts = 1, repeats = 7, warmup = 1;
+/* The command line. */
+typedef struct {
+    int groups[MAX_LAYOUTS], nlayouts, repeats, warmup;
     a2a_size sizes[MAX_SIZES];
-    int nsizes = 0;
-    const char *csv = NULL;
+    int nsizes;
+    const char *csv;
+} a2a_args;
+
+static double samples[MAX_SIZES][MAX_LAYOUTS][MAX_REPEATS];
+
+/* Returns false after --help. */
+static bool parse_args(int argc, char **argv, a2a_args *a) {
+    *a = (a2a_args){.groups = {1}, .nlayouts = 1, .repeats = 7, .warmup = 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             if (rank == 0)
                 printf("usage: mpirun -np N bench_a2a [--groups G1,G2,...] [--repeats R] [--warmup W] "
                        "[--csv FILE] [LABEL=]BYTES[K|M|G]...\n");
-            MPI_Finalize();
-            return 0;
+            return false;
         } else if (!strcmp(argv[i], "--groups") && i + 1 < argc) {
-            nlayouts = 1;
+            a->nlayouts = 1;
             for (char *tok = strtok(argv[++i], ","); tok; tok = strtok(NULL, ",")) {
                 int g = atoi(tok);
                 if (g < 2 || world % g) die("--groups: every G must be >= 2 and divide the number of ranks");
-                if (nlayouts == MAX_LAYOUTS) die("--groups: too many");
-                groups[nlayouts++] = g;
+                if (a->nlayouts == MAX_LAYOUTS) die("--groups: too many");
+                a->groups[a->nlayouts++] = g;
             }
         } else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) {
-            repeats = atoi(argv[++i]);
-            if (repeats < 1 || repeats > MAX_REPEATS) die("--repeats must be 1..1000");
+            a->repeats = atoi(argv[++i]);
+            if (a->repeats < 1 || a->repeats > MAX_REPEATS) die("--repeats must be 1..1000");
         } else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
-            warmup = atoi(argv[++i]);
-            if (warmup < 0) die("--warmup must be >= 0");
+            a->warmup = atoi(argv[++i]);
+            if (a->warmup < 0) die("--warmup must be >= 0");
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
-            csv = argv[++i];
+            a->csv = argv[++i];
         } else if (argv[i][0] == '-') {
             die("unknown option (see --help)");
         } else {
-            if (nsizes == MAX_SIZES) die("too many sizes");
-            if (!parse_size(argv[i], &sizes[nsizes])) die("a size must be [LABEL=]BYTES[K|M|G], e.g. qkv=24M");
-            nsizes++;
+            if (a->nsizes == MAX_SIZES) die("too many sizes");
+            if (!parse_size(argv[i], &a->sizes[a->nsizes]))
+                die("a size must be [LABEL=]BYTES[K|M|G], e.g. qkv=24M");
+            a->nsizes++;
         }
     }
-    if (!nsizes) die("no sizes given (see --help)");
-    if (nlayouts == 1 && world % 2 == 0 && world > 2) groups[nlayouts++] = 2;
+    if (!a->nsizes) die("no sizes given (see --help)");
+    if (a->nlayouts == 1 && world % 2 == 0 && world > 2) a->groups[a->nlayouts++] = 2;
+    return true;
+}
 
-    /* node of every rank, from the processor (host) names */
+/* Node index of every rank, from the processor (host) names; returns the
+ * number of nodes. */
+static int node_ids(int *node) {
     char name[MPI_MAX_PROCESSOR_NAME] = {0};
-    int len;
+    int len, nnodes = 0;
     MPI_Get_processor_name(name, &len);
     char *names = malloc((size_t)world * MPI_MAX_PROCESSOR_NAME);
+    if (!names) die("out of memory");
     MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
-    int *node = malloc(sizeof(int) * (size_t)world), nnodes = 0;
     for (int r = 0; r < world; r++) {
         node[r] = -1;
         for (int q = 0; q < r && node[r] < 0; q++)
@@ -139,25 +147,24 @@ int main(int argc, char **argv) {
                 node[r] = node[q];
         if (node[r] < 0) node[r] = nnodes++;
     }
+    free(names);
+    return nnodes;
+}
 
-    MPI_Comm comm[MAX_LAYOUTS];
+/* Fills samples[][][]: per size and repeat, every layout once, in an order
+ * that alternates between repeats. */
+static void measure(const a2a_args *a, MPI_Comm *comm) {
     int64_t maxb = 0;
-    for (int s = 0; s < nsizes; s++) maxb = sizes[s].bytes > maxb ? sizes[s].bytes : maxb;
-    for (int l = 0; l < nlayouts; l++) {
-        int k = world / groups[l];
-        MPI_Comm_split(MPI_COMM_WORLD, rank / k, rank % k, &comm[l]);
-    }
+    for (int s = 0; s < a->nsizes; s++) maxb = a->sizes[s].bytes > maxb ? a->sizes[s].bytes : maxb;
     char *sbuf = malloc((size_t)maxb), *rbuf = malloc((size_t)maxb);
     if (!sbuf || !rbuf) die("out of memory");
     for (int64_t i = 0; i < maxb; i++) sbuf[i] = (char)(i * 31 + rank), rbuf[i] = 0;
-
-    static double samples[MAX_SIZES][MAX_LAYOUTS][MAX_REPEATS];
-    for (int s = 0; s < nsizes; s++) {
-        for (int rep = -warmup; rep < repeats; rep++) {
-            for (int li = 0; li < nlayouts; li++) {
-                int l = (rep & 1) ? nlayouts - 1 - li : li; /* alternate which layout goes first */
-                int k = world / groups[l];
-                int chunk = (int)(sizes[s].bytes / k);
+    for (int s = 0; s < a->nsizes; s++) {
+        for (int rep = -a->warmup; rep < a->repeats; rep++) {
+            for (int li = 0; li < a->nlayouts; li++) {
+                int l = (rep & 1) ? a->nlayouts - 1 - li : li; /* alternate which layout goes first */
+                int k = world / a->groups[l];
+                int chunk = (int)(a->sizes[s].bytes / k);
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
                 MPI_Alltoall(sbuf, chunk, MPI_BYTE, rbuf, chunk, MPI_BYTE, comm[l]);
@@ -167,52 +174,69 @@ int main(int argc, char **argv) {
             }
         }
     }
+    free(sbuf);
+    free(rbuf);
+}
 
+/* One table row (and CSV line) of size s, layout l. */
+static void report_row(const a2a_args *a, int s, int l, const int *node, int nnodes, FILE *f) {
+    int k = world / a->groups[l], n = a->repeats;
+    int64_t chunk = a->sizes[s].bytes / k, inter = 0;
+    for (int q = 0; q < k; q++) inter += node[q] != node[0] ? chunk : 0; /* rank 0's group: ranks 0..k-1 */
+    double sent = (double)chunk * (k - 1), med = median(samples[s][l], n), lo = 1e300, hi = 0;
+    for (int r = 0; r < n; r++) {
+        lo = samples[s][l][r] < lo ? samples[s][l][r] : lo;
+        hi = samples[s][l][r] > hi ? samples[s][l][r] : hi;
+    }
+    char hb[32], hs[32], hi_[32], lay[32];
+    human((double)a->sizes[s].bytes, hb, sizeof hb);
+    human(sent, hs, sizeof hs);
+    human((double)inter, hi_, sizeof hi_);
+    if (a->groups[l] == 1) snprintf(lay, sizeof lay, "G=1 × K=%d (global)", k);
+    else snprintf(lay, sizeof lay, "G=%d × K=%d", a->groups[l], k);
+    printf("| %s | %s | %s | %d | %s | %s | %.2f | %.2f–%.2f | %.2f× | %.2f |\n", a->sizes[s].label, hb, lay, k - 1,
+           hs, hi_, med * 1e3, lo * 1e3, hi * 1e3, median(samples[s][0], n) / med, sent / med / 1e9);
+    if (!f) return;
+    fprintf(f, "%s,%lld,%d,%d,%d,%.0f,%lld,%.4f,", a->sizes[s].label, (long long)a->sizes[s].bytes, a->groups[l], k,
+            nnodes, sent, (long long)inter, med * 1e3);
+    for (int r = 0; r < n; r++) fprintf(f, "%s%.4f", r ? ";" : "", samples[s][l][r] * 1e3);
+    fprintf(f, "\n");
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    a2a_args a;
+    if (!parse_args(argc, argv, &a)) {
+        MPI_Finalize();
+        return 0;
+    }
+    int *node = malloc(sizeof(int) * (size_t)world);
+    if (!node) die("out of memory");
+    int nnodes = node_ids(node);
+    MPI_Comm comm[MAX_LAYOUTS];
+    for (int l = 0; l < a.nlayouts; l++) {
+        int k = world / a.groups[l];
+        MPI_Comm_split(MPI_COMM_WORLD, rank / k, rank % k, &comm[l]);
+    }
+    measure(&a, comm);
     if (rank == 0) {
         printf("%d ranks on %d node(s) (by host name), %d repeats after %d warm-up, median of the slowest rank\n\n",
-               world, nnodes, repeats, warmup);
+               world, nnodes, a.repeats, a.warmup);
         printf("| exchange | bytes/rank | layout | peers | sent/rank | across nodes/rank | ms (median) | "
                "min–max ms | vs G=1 | GB/s sent per rank |\n");
         printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
-        FILE *f = csv ? fopen(csv, "w") : NULL;
-        if (csv && !f) fprintf(stderr, "bench_a2a: cannot write %s\n", csv);
-        if (f) fprintf(f, "label,bytes_per_rank,groups,group_size,nodes,sent_per_rank,inter_node_per_rank,median_ms,samples_ms\n");
-        for (int s = 0; s < nsizes; s++) {
-            double base = median(samples[s][0], repeats);
-            for (int l = 0; l < nlayouts; l++) {
-                int k = world / groups[l];
-                int64_t chunk = sizes[s].bytes / k;
-                /* rank 0's group is ranks 0..k-1; its sends to other nodes */
-                int64_t inter = 0;
-                for (int q = 0; q < k; q++) inter += node[q] != node[0] ? chunk : 0;
-                double sent = (double)chunk * (k - 1), med = median(samples[s][l], repeats), lo = 1e300, hi = 0;
-                for (int r = 0; r < repeats; r++) {
-                    lo = samples[s][l][r] < lo ? samples[s][l][r] : lo;
-                    hi = samples[s][l][r] > hi ? samples[s][l][r] : hi;
-                }
-                char hb[32], hs[32], hi_[32], lay[32];
-                human((double)sizes[s].bytes, hb, sizeof hb);
-                human(sent, hs, sizeof hs);
-                human((double)inter, hi_, sizeof hi_);
-                if (groups[l] == 1) snprintf(lay, sizeof lay, "G=1 × K=%d (global)", k);
-                else snprintf(lay, sizeof lay, "G=%d × K=%d", groups[l], k);
-                printf("| %s | %s | %s | %d | %s | %s | %.2f | %.2f–%.2f | %.2f× | %.2f |\n", sizes[s].label, hb,
-                       lay,
-                       k - 1, hs, hi_, med * 1e3, lo * 1e3, hi * 1e3, base / med, sent / med / 1e9);
-                if (f) {
-                    fprintf(f, "%s,%lld,%d,%d,%d,%.0f,%lld,%.4f,", sizes[s].label, (long long)sizes[s].bytes,
-                            groups[l], k, nnodes, sent, (long long)inter, med * 1e3);
-                    for (int r = 0; r < repeats; r++) fprintf(f, "%s%.4f", r ? ";" : "", samples[s][l][r] * 1e3);
-                    fprintf(f, "\n");
-                }
-            }
-        }
+        FILE *f = a.csv ? fopen(a.csv, "w") : NULL;
+        if (a.csv && !f) fprintf(stderr, "bench_a2a: cannot write %s\n", a.csv);
+        if (f)
+            fprintf(f, "label,bytes_per_rank,groups,group_size,nodes,sent_per_rank,inter_node_per_rank,median_ms,"
+                       "samples_ms\n");
+        for (int s = 0; s < a.nsizes; s++)
+            for (int l = 0; l < a.nlayouts; l++) report_row(&a, s, l, node, nnodes, f);
         if (f) fclose(f);
     }
-    for (int l = 0; l < nlayouts; l++) MPI_Comm_free(&comm[l]);
-    free(sbuf);
-    free(rbuf);
-    free(names);
+    for (int l = 0; l < a.nlayouts; l++) MPI_Comm_free(&comm[l]);
     free(node);
     MPI_Finalize();
     return 0;

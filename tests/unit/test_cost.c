@@ -58,6 +58,34 @@ static pass_op_cost cost_of(const ir_module *m, const char *result, bool hier)
     return pass_op_cost_of(m, op_named(m, result), &p);
 }
 
+/* The fitted parameters: attention_fraction, op_overhead, exponentials. */
+static void test_parameters(void)
+{
+    ir_module *m = ir_parse_string("hand", hand_ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (!m)
+        return;
+    pass_cost_params p = pass_cost_default_params(m);
+    /* cost.attention_fraction scales attention alone (default: compute_fraction). */
+    CHECK_NEAR(p.attention_fraction, 0.5);
+    p.attention_fraction = 0.25;
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "o"), &p).seconds, 2097152 / 2.5e11);
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "y"), &p).seconds, 262144 / 5e11);
+    /* cost.op_overhead adds a fixed time to every compute op, not to collectives. */
+    CHECK_NEAR(p.op_overhead, 0);
+    p.op_overhead = 1e-5;
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "y"), &p).seconds, 262144 / 5e11 + 1e-5);
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "ah"), &p).seconds, 3e-6 + 768 * 2e-11);
+    p.op_overhead = 0;
+    /* Exponentials: b*H*S^2/2 = 4*128*128/2 softmax scores; counted always,
+     * timed only with config device_exp_rate (absent here). */
+    pass_op_cost c = pass_op_cost_of(m, op_named(m, "o"), &p);
+    CHECK_NEAR(c.exps, 4.0 * 128 * 128 / 2);
+    CHECK_NEAR(c.seconds, 2097152 / 2.5e11);
+    CHECK_NEAR(cost_of(m, "y", false).exps, 0);
+    ir_module_free(m);
+}
+
 static void test_hand_formulas(void)
 {
     ir_module *m = ir_parse_string("hand", hand_ir);
@@ -78,23 +106,6 @@ static void test_hand_formulas(void)
     c = cost_of(m, "o", false);
     CHECK_NEAR(c.flops, 2.0 * 4 * 128 * 128 * 16);
     CHECK_NEAR(c.seconds, 2097152 / 5e11);
-    /* cost.attention_fraction scales attention alone (default: compute_fraction). */
-    CHECK_NEAR(p.attention_fraction, 0.5);
-    p.attention_fraction = 0.25;
-    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "o"), &p).seconds, 2097152 / 2.5e11);
-    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "y"), &p).seconds, 262144 / 5e11);
-    /* cost.op_overhead adds a fixed time to every compute op, not to collectives. */
-    CHECK_NEAR(p.op_overhead, 0);
-    p.op_overhead = 1e-5;
-    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "y"), &p).seconds, 262144 / 5e11 + 1e-5);
-    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "ah"), &p).seconds, 3e-6 + 768 * 2e-11);
-    p.op_overhead = 0;
-    /* Exponentials: b*H*S^2/2 = 4*128*128/2 softmax scores; counted always,
-     * timed only with config device_exp_rate (absent here). */
-    c = pass_op_cost_of(m, op_named(m, "o"), &p);
-    CHECK_NEAR(c.exps, 4.0 * 128 * 128 / 2);
-    CHECK_NEAR(c.seconds, 2097152 / 2.5e11);
-    CHECK_NEAR(cost_of(m, "y", false).exps, 0);
     /* add [4,16,32] bf16: 3 * 4096 B, memory-bound at 1e11*0.7. */
     CHECK_NEAR(cost_of(m, "dy", false).seconds, 12288 / 7e10);
     /* all_to_all, P = 4: local 1024 B, chunk 256, sent 768.  Inside a node:
@@ -284,6 +295,7 @@ static void test_trace(void)
 int main(void)
 {
     test_hand_formulas();
+    test_parameters();
     test_exp_rate();
     test_nic_share();
     test_zero_memory();
