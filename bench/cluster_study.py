@@ -184,7 +184,7 @@ def inner(plan_path):
                 os.remove(p)
         t0 = time.monotonic()
         r = sh([mpirun, "-np", np_, run["binary"], "--data", plan["corpus"], "--steps", str(run["steps"]),
-                "--quiet", "--metrics", run["metrics"], "--profile", run["profile"]], check=False)
+                "--quiet", "--split-wait", "--metrics", run["metrics"], "--profile", run["profile"]], check=False)
         if r.returncode:
             sys.stderr.write(r.stdout[-3000:] + r.stderr[-3000:])
             sys.exit(f"cluster_study: training run {run['tag']} failed (status {r.returncode})")
@@ -196,7 +196,8 @@ def inner(plan_path):
         out["runs"].append(res)
         w = steps[plan["warmup"]:] or steps
         log(f"run {i + 1}/{len(plan['runs'])} {run['tag']:34s} step {statistics.median(s['step_ms'] for s in w):8.1f} ms"
-            f"  a2a {statistics.median(s['a2a_ms'] for s in w):7.1f} ms")
+            f"  a2a {statistics.median(s['a2a_ms'] + s.get('a2a_wait_ms', 0) for s in w):7.1f} ms"
+            f" (exchange {statistics.median(s['a2a_ms'] for s in w):.1f})")
     with open(plan["result"], "w") as f:
         json.dump(out, f)
 
@@ -421,7 +422,11 @@ def main():
         w = st[warmup:]
         prof = run["profile_data"]["ops"]
         nsteps = run["profile_data"]["steps"]
-        fig = {"round": run["round"], "step_ms": med(x["step_ms"] for x in w), "a2a_ms": med(x["a2a_ms"] for x in w),
+        # --split-wait: a2a_ms is the exchange alone, a2a_wait_ms the wait
+        # for the group's slowest rank at the barrier before it
+        fig = {"round": run["round"], "step_ms": med(x["step_ms"] for x in w),
+               "a2a_ms": med(x["a2a_ms"] + x.get("a2a_wait_ms", 0) for x in w),
+               "xchg_ms": med(x["a2a_ms"] for x in w),
                "allreduce_ms": 1e3 * prof.get("all_reduce", {}).get("seconds", 0) / nsteps,
                "loss": [x["loss"] for x in st]}
         if run["round"] < 0:
@@ -447,11 +452,14 @@ def main():
         au, ab = med(x["a2a_ms"] for x in u), med(x["a2a_ms"] for x in ba)
         step_ratio = med(x["step_ms"] / y["step_ms"] for x, y in zip(u, ba))
         a2a_ratio = med(x["a2a_ms"] / y["a2a_ms"] if y["a2a_ms"] > 0 else float("inf") for x, y in zip(u, ba))
+        xu, xb = med(x["xchg_ms"] for x in u), med(x["xchg_ms"] for x in ba)
+        xchg_ratio = med(x["xchg_ms"] / y["xchg_ms"] if y["xchg_ms"] > 0 else float("inf") for x, y in zip(u, ba))
         rows.append({"sweep": sweep, "B": b, "S": s, "G": cb["G"], "K": cb["K"],
                      "ulysses_step_ms": su, "ba_step_ms": sb, "step_ratio": step_ratio,
                      "ulysses_step_range": (min(x["step_ms"] for x in u), max(x["step_ms"] for x in u)),
                      "ba_step_range": (min(x["step_ms"] for x in ba), max(x["step_ms"] for x in ba)),
                      "ulysses_a2a_ms": au, "ba_a2a_ms": ab, "a2a_ratio": a2a_ratio,
+                     "ulysses_xchg_ms": xu, "ba_xchg_ms": xb, "xchg_ratio": xchg_ratio,
                      "ulysses_a2a_share": au / su, "ba_a2a_share": ab / sb,
                      "ulysses_allreduce_ms": med(x["allreduce_ms"] for x in u),
                      "ba_allreduce_ms": med(x["allreduce_ms"] for x in ba),
@@ -491,7 +499,7 @@ def main():
 
 def write_csv(out, rows):
     keys = ["sweep", "B", "S", "G", "K", "ulysses_step_ms", "ba_step_ms", "step_ratio", "ulysses_a2a_ms",
-            "ba_a2a_ms", "a2a_ratio", "ulysses_a2a_share", "ba_a2a_share", "ulysses_allreduce_ms", "ba_allreduce_ms",
+            "ba_a2a_ms", "a2a_ratio", "ulysses_xchg_ms", "ba_xchg_ms", "xchg_ratio", "ulysses_a2a_share", "ba_a2a_share", "ulysses_allreduce_ms", "ba_allreduce_ms",
             "ulysses_a2a_mib", "ulysses_a2a_inter_mib", "ba_a2a_mib", "ba_a2a_inter_mib"]
     pk = ["pred_ulysses_step_ms", "pred_ba_step_ms", "pred_ulysses_a2a_ms", "pred_ba_a2a_ms",
           "adj_ulysses_step_ms", "adj_ba_step_ms", "adj_ulysses_a2a_ms", "adj_ba_a2a_ms"]
@@ -548,16 +556,21 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
              "between nodes: TCP.  The load at the end includes the study's own 8 ranks.\n")
     L.append("## Measured\n")
     L.append("Step and all-to-all (a2a) times are rank 0's wall times per step (`--metrics`); a2a includes waiting "
-             "for the slowest peer.  Ratios are medians of per-round Ulysses / batch-aware ratios.  "
+             "for the slowest peer of the group, **exchange** is the all-to-all alone (the runs use `--split-wait`: "
+             "each collective starts at a barrier of its group, whose time is the wait).  Ratios are medians of "
+             "per-round Ulysses / batch-aware ratios.  "
              "`a2a MiB/rank` is what a rank sends per step in all-to-alls (across nodes in brackets).\n")
     L.append("| sweep | B | S | batch-aware G×K | Ulysses step ms | batch-aware step ms | step U/BA | Ulysses a2a ms (share) "
-             "| batch-aware a2a ms (share) | a2a U/BA | grad all-reduce ms U / BA | a2a MiB/rank U | a2a MiB/rank BA |")
-    L.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "| batch-aware a2a ms (share) | a2a U/BA | exchange ms U / BA | exchange U/BA "
+             "| grad all-reduce ms U / BA | a2a MiB/rank U | a2a MiB/rank BA |")
+    L.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         ar = "∞ (no a2a)" if r["a2a_ratio"] == float("inf") else f"{r['a2a_ratio']:.2f}×"
+        xr = "∞ (no a2a)" if r["xchg_ratio"] == float("inf") else f"{r['xchg_ratio']:.2f}×"
         L.append(f"| {r['sweep']} | {r['B']} | {r['S']} | {r['G']}×{r['K']} | {r['ulysses_step_ms']:.0f} "
                  f"| {r['ba_step_ms']:.0f} | **{r['step_ratio']:.2f}×** | {r['ulysses_a2a_ms']:.1f} "
                  f"({100 * r['ulysses_a2a_share']:.0f}%) | {r['ba_a2a_ms']:.1f} ({100 * r['ba_a2a_share']:.0f}%) | {ar} "
+                 f"| {r['ulysses_xchg_ms']:.1f} / {r['ba_xchg_ms']:.1f} | {xr} "
                  f"| {r['ulysses_allreduce_ms']:.0f} / {r['ba_allreduce_ms']:.0f} "
                  f"| {r['ulysses_a2a_mib']:.1f} ({r['ulysses_a2a_inter_mib']:.1f}) "
                  f"| {r['ba_a2a_mib']:.1f} ({r['ba_a2a_inter_mib']:.1f}) |")
@@ -580,12 +593,12 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
              f"{int(v['mesh.nodes']) * int(v['mesh.devices_per_node']) / machine['nproc']:g}).  Error = "
              f"(predicted − measured) / measured.\n")
     L.append("| sweep | B | S | layout | measured step ms | model step ms (err) | adjusted step ms (err) "
-             "| measured a2a ms | model a2a ms (err) | adjusted a2a ms (err) |")
+             "| measured a2a exchange ms | model a2a ms (err) | adjusted a2a ms (err) |")
     L.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         for lay, key in (("Ulysses", "ulysses"), ("batch-aware", "batch_aware")):
             pre = "ulysses" if key == "ulysses" else "ba"
-            ms, ma = r[f"{pre}_step_ms"], r[f"{pre}_a2a_ms"]
+            ms, ma = r[f"{pre}_step_ms"], r[f"{pre}_xchg_ms"]  # the model has no wait for a slow peer
             p, a = r["pred"][key], r["adj"][key]
             L.append(f"| {r['sweep']} | {r['B']} | {r['S']} | {lay} | {ms:.0f} | {p['step_ms']:.0f} ({pct_err(p['step_ms'], ms)}) "
                      f"| {a['step_ms']:.0f} ({pct_err(a['step_ms'], ms)}) | {ma:.1f} | {p['a2a_ms']:.1f} "

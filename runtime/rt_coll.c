@@ -16,6 +16,16 @@ void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     if (k == RT_C_ALL_TO_ALL) rt->step_a2a_sec += sec;
 }
 
+double rt_coll_begin(rt_ctx *rt, int g, rt_coll_kind k) {
+    double t0 = rt_now();
+    if (!rt->opt.split_wait || rt_coll_set_size(rt, g) <= 1) return t0;
+    RT_MPI(MPI_Barrier(rt->comm[g]));
+    double t1 = rt_now();
+    rt->total.coll_wait_sec[k] += t1 - t0;
+    if (k == RT_C_ALL_TO_ALL) rt->step_a2a_wait_sec += t1 - t0;
+    return t1;
+}
+
 const rt_value_desc *rt_coll_val(rt_ctx *rt, int v) {
     RT_CHECK(v >= 0 && v < rt->p->nvalues, "value index %d out of range", v);
     return &rt->p->values[v];

@@ -67,7 +67,7 @@ static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p)
 
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs) {
-    double t0 = rt_now();
+    double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
     int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
     rt_a2a_geom G[RT_A2A_MAX];
     rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
@@ -126,7 +126,7 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
 
 /* ---- all_gather / reduce_scatter (checks: rt_coll.c) ------------------------------- */
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
-    double t0 = rt_now();
+    double t0 = rt_coll_begin(rt, g, RT_C_ALL_GATHER);
     int K = rt_coll_set_size(rt, g);
     rt_check_dim_coll(rt, "all_gather", g, dim, in, out);
     const rt_value_desc *xd = &rt->p->values[in];
@@ -154,7 +154,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
-    double t0 = rt_now();
+    double t0 = rt_coll_begin(rt, g, RT_C_REDUCE_SCATTER);
     int K = rt_coll_set_size(rt, g);
     rt_check_dim_coll(rt, "reduce_scatter", g, dim, out, in);
     const rt_value_desc *yd = &rt->p->values[out];
@@ -181,7 +181,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
 }
 
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
-    double t0 = rt_now();
+    double t0 = rt_coll_begin(rt, g, RT_C_ALL_REDUCE);
     int K = rt_coll_set_size(rt, g);
     rt_check_even(rt, "all_reduce", in);
     rt_check_even(rt, "all_reduce", out);

@@ -49,6 +49,7 @@ typedef struct rt_options {
     int64_t keep;             /* --keep-checkpoints N (0: keep all) */
     bool skip_nonfinite;      /* --skip-nonfinite: skip a step whose gradient is NaN/Inf */
     double timeout;           /* --timeout SEC: watchdog (0: off) */
+    bool split_wait;          /* --split-wait: time a collective's wait for its set apart */
 } rt_options;
 
 /* ---- counters ------------------------------------------------------------------ */
@@ -70,6 +71,7 @@ typedef struct rt_counters {
     int64_t coll_calls[RT_C_NKINDS];
     int64_t coll_bytes[RT_C_NKINDS]; /* bytes this rank sent */
     double coll_sec[RT_C_NKINDS];
+    double coll_wait_sec[RT_C_NKINDS]; /* --split-wait: at the barrier before the collective */
     int64_t kern_calls[RT_K_NKINDS];
     double kern_sec[RT_K_NKINDS];
 } rt_counters;
@@ -109,7 +111,7 @@ struct rt_ctx {
     double grad_norm, clip_scale, lr;
     /* Counters: whole run, and the all-to-all time / bytes of this step. */
     rt_counters total;
-    double step_a2a_sec;
+    double step_a2a_sec, step_a2a_wait_sec;
     int64_t step_bytes;
     /* Training data (every rank holds the whole token array). */
     int32_t *tokens;
@@ -178,6 +180,11 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
 /* ---- collectives (rt_comm.c; shapes and checks shared in rt_coll.c) ------------- */
 void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends (CUDA: and the step's device work) */
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
+/* The start of a collective of kind k on group g; returns the time its
+ * exchange starts.  With --split-wait the rank's set first meets at a
+ * barrier whose time is counted as waiting (for the set's slowest rank),
+ * so that the collective's own time is the exchange alone. */
+double rt_coll_begin(rt_ctx *rt, int g, rt_coll_kind k);
 const rt_value_desc *rt_coll_val(rt_ctx *rt, int v);
 int rt_coll_set_size(rt_ctx *rt, int g);
 /* Products of the local dims before and after `dim`. */

@@ -49,13 +49,13 @@ static void rt_banner(rt_ctx *rt) {
 }
 
 typedef struct rt_step_stats {
-    double loss, grad_norm, sec, a2a_sec;
+    double loss, grad_norm, sec, a2a_sec, a2a_wait_sec;
     int64_t bytes;
 } rt_step_stats;
 
 static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     rt->step = t;
-    rt->step_a2a_sec = 0;
+    rt->step_a2a_sec = rt->step_a2a_wait_sec = 0;
     rt->step_bytes = 0;
     for (int v = 0; v < rt->p->nvalues; v++) rt->live[v] = true;
     rt->live_bytes = rt->arena_bytes;
@@ -64,7 +64,8 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     double t0 = rt_now();
     rt->p->step(rt);
     rt_comm_finish_step(rt);
-    rt_step_stats s = {.sec = rt_now() - t0, .a2a_sec = rt->step_a2a_sec, .bytes = rt->step_bytes};
+    rt_step_stats s = {.sec = rt_now() - t0, .a2a_sec = rt->step_a2a_sec, .a2a_wait_sec = rt->step_a2a_wait_sec,
+                       .bytes = rt->step_bytes};
     if (!rt->norm_done && rt->p->nopt > 0) { /* a schedule without adamw still reports its norm */
         rt->grad_norm = rt_grad_norm(rt);
         rt->norm_done = true;
@@ -92,6 +93,7 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "lr", rt->lr);
     cJSON_AddNumberToObject(o, "step_ms", s->sec * 1e3);
     cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
+    if (rt->opt.split_wait) cJSON_AddNumberToObject(o, "a2a_wait_ms", s->a2a_wait_sec * 1e3);
     cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
     cJSON_AddNumberToObject(o, "tokens_per_s",
                             (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9));
@@ -138,6 +140,7 @@ static bool rt_write_profile(const rt_ctx *rt, const char *path, double *secs, d
         cJSON_AddNumberToObject(e, "calls", (double)rt->total.coll_calls[k]);
         cJSON_AddNumberToObject(e, "seconds", rt->total.coll_sec[k]);
         cJSON_AddNumberToObject(e, "bytes", (double)rt->total.coll_bytes[k]);
+        if (rt->opt.split_wait) cJSON_AddNumberToObject(e, "wait_seconds", rt->total.coll_wait_sec[k]);
     }
     char *text = cJSON_Print(o);
     cJSON_Delete(o);

@@ -73,6 +73,9 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --keep-checkpoints N keep only the N newest checkpoints (default: all)\n"
             "  --skip-nonfinite     skip a step whose gradient is NaN/Inf instead of stopping\n"
             "  --timeout SEC        end the job when a rank makes no progress for SEC seconds\n"
+            "  --split-wait         before each collective, a barrier of its set; the time there counts as waiting\n"
+            "                       for the slowest rank (--metrics a2a_wait_ms, --profile wait_seconds), the\n"
+            "                       collective's own time is the exchange alone (CPU backend)\n"
             "  --quiet              no per-step lines\n"
             "  --help               this text\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
@@ -125,8 +128,12 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        if (!strcmp(a, "--quiet") || !strcmp(a, "--skip-nonfinite")) {
-            *(a[2] == 'q' ? &o->quiet : &o->skip_nonfinite) = true;
+        bool *flag = !strcmp(a, "--quiet")           ? &o->quiet
+                     : !strcmp(a, "--skip-nonfinite") ? &o->skip_nonfinite
+                     : !strcmp(a, "--split-wait")     ? &o->split_wait
+                                                      : NULL;
+        if (flag) {
+            *flag = true;
             continue;
         }
         if (rt_opt_is(a, "--resume")) { /* optional value: --resume, --resume DIR, --resume=DIR */

@@ -54,6 +54,12 @@ static void rt_cu_init_nccl(rt_ctx *rt, rt_cuda *cu) {
 }
 
 void rt_backend_init(rt_ctx *rt) {
+    /* NCCL collectives are asynchronous on the comm stream: an MPI barrier
+     * before them would not measure a device-side wait. */
+    if (rt->opt.split_wait) {
+        if (rt->rank == 0) fprintf(stderr, "warning: --split-wait is not supported by the CUDA backend; ignored\n");
+        rt->opt.split_wait = false;
+    }
     rt_cuda *cu = RT_MALLOC(sizeof *cu);
     memset(cu, 0, sizeof *cu);
     rt->dev = cu;
