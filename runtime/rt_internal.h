@@ -248,7 +248,9 @@ int rt_train(rt_ctx *rt);
 
 /* ---- saving and loading (rt_save.c, rt_load.c) --------------------------------------- */
 /* The tensor file's magic ("BSPT" little-endian) and format version. */
-enum { RT_SAVE_MAGIC = 0x54505342, RT_SAVE_VERSION = 1 };
+/* A gradients file (--save-grads) has its own magic ("BSPG"), so that it
+ * cannot be loaded as weights by mistake. */
+enum { RT_SAVE_MAGIC = 0x54505342, RT_GRADS_MAGIC = 0x47505342, RT_SAVE_VERSION = 1 };
 /* Collective: rank 0 writes every parameter (grads = false) or the gradient
  * of every opt pair (grads = true) as full fp32 tensors. */
 void rt_save_tensors(rt_ctx *rt, const char *path, bool grads);

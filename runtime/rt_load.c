@@ -109,6 +109,11 @@ static bool rt_parse_file(rt_tensor_file *f, char *err, size_t errlen) {
     if (!rt_take(f, &off, h, sizeof h))
         return rt_fail(err, errlen, "%s: not a basp weights file: %lld bytes, shorter than the 12-byte header",
                        f->path, (long long)f->len);
+    if (h[0] == RT_GRADS_MAGIC)
+        return rt_fail(err, errlen,
+                       "%s: holds gradients (written by --save-grads), not weights: --init-from takes a file "
+                       "written by --save-weights, a checkpoint or a Hugging Face directory",
+                       f->path);
     if (h[0] != RT_SAVE_MAGIC)
         return rt_fail(err, errlen,
                        "%s: not a basp weights file (written by --save-weights): magic 0x%08x, expected 0x%08x%s",

@@ -2,7 +2,8 @@
  * gathered from the shards, so runs of different layouts compare exactly.
  *
  * File format (little-endian):
- *   uint32 magic 0x54505342 ("BSPT"), uint32 version 1, uint32 count
+ *   uint32 magic 0x54505342 ("BSPT"; gradients 0x47505342 "BSPG"), uint32 version 1,
+ *   uint32 count
  *   count × { uint32 name_len, name bytes (no NUL), uint32 ndims, int64 dims[ndims] }
  *   count × fp32 data, row-major over the global dims, in the same order
  * Tensors come in program order (parameters) or optimizer-table order
@@ -73,8 +74,10 @@ static void rt_gather_full(rt_ctx *rt, int v, float *full) {
 
 static bool rt_write_u32(FILE *f, uint32_t x) { return fwrite(&x, 4, 1, f) == 1; }
 
-static bool rt_write_headers(FILE *f, const rt_program *p, int n, const int *vals, const char **names) {
-    bool ok = rt_write_u32(f, RT_SAVE_MAGIC) && rt_write_u32(f, RT_SAVE_VERSION) && rt_write_u32(f, (uint32_t)n);
+static bool rt_write_headers(FILE *f, const rt_program *p, bool grads, int n, const int *vals,
+                             const char **names) {
+    bool ok = rt_write_u32(f, grads ? RT_GRADS_MAGIC : RT_SAVE_MAGIC) && rt_write_u32(f, RT_SAVE_VERSION) &&
+              rt_write_u32(f, (uint32_t)n);
     for (int i = 0; ok && i < n; i++) {
         const rt_value_desc *d = &p->values[vals[i]];
         uint32_t len = (uint32_t)strlen(names[i]);
@@ -94,7 +97,7 @@ void rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
     bool ok = true;
     if (rt->rank == 0) {
         f = fopen(tmp, "wb");
-        ok = f && rt_write_headers(f, rt->p, n, vals, names);
+        ok = f && rt_write_headers(f, rt->p, grads, n, vals, names);
     }
     for (int i = 0; i < n; i++) {
         const rt_value_desc *d = &rt->p->values[vals[i]];

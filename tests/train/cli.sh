@@ -23,7 +23,7 @@ setup() {
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa1" "${one[@]}"
     # Trained, so that the weights differ from any seed's initial ones.
     "$mpirun" --allow-run-as-root --oversubscribe -np 1 "$w/mha1" --data "$corpus" --steps 3 --quiet \
-        --save-weights "$w/weights.bin"
+        --save-weights "$w/weights.bin" --save-grads "$w/grads.bin"
     local size
     size=$(stat -c %s "$w/weights.bin")
     head -c $((size - 100)) "$w/weights.bin" >"$w/weights.truncated"

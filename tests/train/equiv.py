@@ -43,7 +43,7 @@ def read_tensors(path):
     """Reads the runtime's --save-weights/--save-grads file (rt_save.c)."""
     data = open(path, "rb").read()
     magic, version, count = struct.unpack_from("<III", data, 0)
-    if magic != 0x54505342 or version != 1:
+    if magic not in (0x54505342, 0x47505342) or version != 1:  # weights "BSPT", gradients "BSPG"
         sys.exit("%s: not a basp tensor file" % path)
     off, heads = 12, []
     for _ in range(count):
