@@ -82,11 +82,16 @@ static bool ck_fsync_dir(const char *dir) {
     return ok;
 }
 
-/* Removes a checkpoint directory (its files, then itself); best effort. */
+/* Removes a checkpoint directory (its files, then itself); best effort.
+ * state.json goes first: a removal cut short by a crash must not leave a
+ * directory that the resume fallback (newest step-* with a state.json)
+ * takes for complete. */
 static void ck_remove_tree(const char *dir) {
+    char p[CK_PATH];
+    snprintf(p, sizeof p, "%s/state.json", dir);
+    unlink(p);
     DIR *d = opendir(dir);
     struct dirent *e;
-    char p[CK_PATH];
     while (d && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
@@ -345,34 +350,50 @@ static bool ck_publish(const char *tmp, const char *fin, char *err, size_t errle
     }
     if (rename(tmp, fin) != 0) {
         snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
+        if (had) rename(old, fin); /* the previous checkpoint back under its name */
         return false;
     }
     if (had) ck_remove_tree(old);
     return true;
 }
 
-/* Rank 0: --keep-checkpoints N removes step directories older than the N
- * newest (never the one just written: it is the newest). */
-static void ck_prune(const rt_ctx *rt) {
+/* The step of a directory entry named exactly "step-%08lld" (a published
+ * checkpoint), else -1: "step-5", "step-00000005.tmp" or ".old" are not
+ * checkpoints, and rebuilding a name from a loosely parsed number could
+ * point at another directory. */
+static long long ck_step_of(const char *name) {
+    long long s;
+    char tail[8], canon[32];
+    if (sscanf(name, "step-%lld%7s", &s, tail) != 1 || s < 0) return -1;
+    snprintf(canon, sizeof canon, "step-%08lld", s);
+    return strcmp(canon, name) ? -1 : s;
+}
+
+/* Rank 0: --keep-checkpoints N keeps the checkpoint just written (`latest`
+ * names it) and the N-1 newest others.  The one just written is not
+ * necessarily the highest step: a run resumed from an earlier checkpoint
+ * finds the later ones of the interrupted run, and removing its own newest
+ * save would leave `latest` naming nothing, so that a resume would silently
+ * take the other run's checkpoint. */
+static void ck_prune(const rt_ctx *rt, int64_t just_saved) {
     if (rt->opt.keep <= 0) return;
     DIR *d = opendir(rt->opt.ckpt_dir);
     if (!d) return;
     long long *steps = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
-    char tail[8];
-    long long s;
-    while ((e = readdir(d)))
-        if (sscanf(e->d_name, "step-%lld%7s", &s, tail) == 1) {
-            if (n == cap) steps = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
-            RT_CHECK(steps, "out of memory");
-            steps[n++] = s;
-        }
+    while ((e = readdir(d))) {
+        long long s = ck_step_of(e->d_name);
+        if (s < 0 || s == just_saved) continue;
+        if (n == cap) steps = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+        RT_CHECK(steps, "out of memory");
+        steps[n++] = s;
+    }
     closedir(d);
     for (size_t i = 0; i < n; i++) {
         size_t newer = 0;
         for (size_t j = 0; j < n; j++) newer += steps[j] > steps[i];
-        if (newer >= (size_t)rt->opt.keep) {
+        if (newer + 1 >= (size_t)rt->opt.keep) {
             char p[CK_PATH];
             snprintf(p, sizeof p, "%s/step-%08lld", rt->opt.ckpt_dir, steps[i]);
             ck_remove_tree(p);
@@ -381,13 +402,30 @@ static void ck_prune(const rt_ctx *rt) {
     free(steps);
 }
 
+/* Rank 0: removes every step-*.tmp of dir, not only this step's: a run
+ * that died while saving step N and was resumed with another --save-every
+ * never writes N again. */
+static void ck_remove_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[CK_PATH];
+    long long s;
+    char tail[8];
+    while (d && (e = readdir(d)))
+        if (sscanf(e->d_name, "step-%lld%7s", &s, tail) == 2 && !strcmp(tail, ".tmp")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            ck_remove_tree(p);
+        }
+    if (d) closedir(d);
+}
+
 /* Rank 0, before the collective part: a fresh .tmp directory. */
 static bool ck_begin(const rt_ctx *rt, const char *tmp, char *err, size_t errlen) {
     if (!ck_mkdirs(rt->opt.ckpt_dir)) {
         snprintf(err, errlen, "cannot create checkpoint directory %s: %s", rt->opt.ckpt_dir, strerror(errno));
         return false;
     }
-    ck_remove_tree(tmp); /* left by a run that died while saving */
+    ck_remove_stale(rt->opt.ckpt_dir); /* left by a run that died while saving */
     if (mkdir(tmp, 0777) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return false;
@@ -458,7 +496,7 @@ bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen) {
     if (ok) {
         rt->saved_step = step;
         if (rt->rank == 0) {
-            ck_prune(rt);
+            ck_prune(rt, step);
             printf("checkpoint: step %lld saved to %s (%.2f s)\n", (long long)step, fin, rt_now() - t0);
             fflush(stdout);
         }

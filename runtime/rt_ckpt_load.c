@@ -11,6 +11,7 @@
  * written by any layout for this one. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +109,9 @@ static bool ck_cfg_int(const cJSON *c, const char *key, int64_t dflt, int64_t *o
         *out = dflt;
         return dflt >= 0;
     }
-    if (!cJSON_IsNumber(j) || j->valuedouble != (double)(int64_t)j->valuedouble) return false;
+    /* Range first: converting a double outside int64 is undefined. */
+    if (!cJSON_IsNumber(j) || !(fabs(j->valuedouble) < 9.2e18) || j->valuedouble != floor(j->valuedouble))
+        return false;
     *out = (int64_t)j->valuedouble;
     return true;
 }
@@ -180,10 +183,28 @@ static bool ck_pick_one(const rt_program *p, const ck_src *s, int v, const char 
     return true;
 }
 
+/* lm_head.weight of file f equals the embedding (after conversion): what a
+ * tied model may store.  An untied model's head differs, and dropping it
+ * would load a different model without a word. */
+static bool ck_head_is_embed(const ck_src *s, int f, const rt_st_tensor *head) {
+    int ef;
+    const rt_st_tensor *emb = ck_src_find(s, "model.embed_tokens.weight", &ef);
+    if (!emb || emb->nd != head->nd || memcmp(emb->shape, head->shape, sizeof(int64_t) * (size_t)head->nd) ||
+        head->dtype == RT_ST_OTHER || emb->dtype == RT_ST_OTHER)
+        return false;
+    float *a = RT_MALLOC((size_t)head->elems * 4 + 4), *b = RT_MALLOC((size_t)head->elems * 4 + 4);
+    rt_st_to_f32(head, s->buf[f] + s->st[f].data_off + head->begin, a);
+    rt_st_to_f32(emb, s->buf[ef] + s->st[ef].data_off + emb->begin, b);
+    bool same = memcmp(a, b, (size_t)head->elems * 4) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
 /* A tensor of the files that no parameter claims is an error (a model with
  * biases or extra norms would otherwise load silently wrong), except
- * rotary buffers and lm_head.weight of a tied model (transformers too
- * ignores it then). */
+ * rotary buffers and, for a tied program, an lm_head.weight equal to the
+ * embedding (transformers too ignores it then). */
 static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *picks, int npicks, char *err,
                            size_t errlen) {
     bool tied = ck_tied(p);
@@ -193,9 +214,14 @@ static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *
             bool used = false;
             for (int k = 0; k < npicks && !used; k++) used = picks[k].t == t;
             size_t nl = strlen(t->name);
-            bool skip = (nl >= 19 && !strcmp(t->name + nl - 19, "rotary_emb.inv_freq")) ||
-                        (tied && !strcmp(t->name, "lm_head.weight"));
-            if (!used && !skip)
+            bool head = tied && !strcmp(t->name, "lm_head.weight");
+            bool skip = (nl >= 19 && !strcmp(t->name + nl - 19, "rotary_emb.inv_freq"));
+            if (!used && head && !ck_head_is_embed(s, f, t))
+                return ck_fail(err, errlen, "checkpoint is of a different model: %s holds an lm_head.weight that "
+                               "differs from model.embed_tokens.weight (untied embeddings), but this program "
+                               "(compiled from %s) ties the output head to the embedding", s->path[f],
+                               p->spec ? p->spec : "its spec");
+            if (!used && !skip && !head)
                 return ck_fail(err, errlen, "checkpoint is of a different model: %s holds tensor %s, which is not a "
                                "parameter of this program (compiled from %s)", s->path[f], t->name,
                                p->spec ? p->spec : "its spec");
@@ -415,7 +441,8 @@ static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, in
                        cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, RT_CKPT_VERSION);
     char *end = NULL;
     if (cJSON_IsString(sd)) *seed = strtoll(sd->valuestring, &end, 10);
-    if (!cJSON_IsNumber(sp) || sp->valuedouble < 0 || sp->valuedouble > 1e9 || !end || *end)
+    if (!cJSON_IsNumber(sp) || !(sp->valuedouble >= 0 && sp->valuedouble <= 1e9) ||
+        sp->valuedouble != floor(sp->valuedouble) || !end || end == sd->valuestring || *end)
         return ck_fail(err, errlen, "%s: damaged: no valid step or seed", path);
     *step = (int64_t)sp->valuedouble;
     return true;
@@ -472,6 +499,17 @@ static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *pic
     return ok;
 }
 
+/* Rank 0: checkpoint `dir` is step `step` of --checkpoint-dir, so that the
+ * messages naming "the last good checkpoint" there name a real directory
+ * (a run may resume from one directory and save into another). */
+static bool ck_is_own(const rt_ctx *rt, const char *dir, int64_t step) {
+    char own[CK_PATH];
+    struct stat a, b;
+    return rt->opt.ckpt_dir &&
+           snprintf(own, sizeof own, "%s/step-%08lld", rt->opt.ckpt_dir, (long long)step) < (int)sizeof own &&
+           stat(own, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
     const rt_program *p = rt->p;
     const char *where = *arg ? arg : rt->opt.ckpt_dir;
@@ -479,7 +517,7 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
     ck_src *s = rt->rank == 0 ? calloc(1, sizeof *s) : NULL;
     ck_pick *picks = RT_MALLOC(sizeof *picks * (size_t)ck_npicks_max(p));
     int npicks = 0, fresh = 0;
-    int64_t ss[2] = {0, 0};
+    int64_t ss[3] = {0, 0, 0}; /* step, seed, checkpoint in --checkpoint-dir */
     bool ok = true;
     if (rt->rank == 0) {
         RT_CHECK(s, "out of memory");
@@ -490,15 +528,17 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
         fresh = !ok && none && !*arg;
         if (fresh) printf("resume: no checkpoint in %s yet: starting from step 0\n", where);
         if (ok) ok = ck_resume_check(rt, dir, s, picks, &npicks, ss, err, errlen);
+        if (ok) ss[2] = ck_is_own(rt, dir, ss[0]);
     }
     RT_MPI(MPI_Bcast(&fresh, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (fresh) {
         rt_init_params(rt, (uint64_t)rt->opt.seed);
         ok = true;
     } else if (ck_verdict(rt, ok, err, errlen)) {
-        RT_MPI(MPI_Bcast(ss, 2, MPI_INT64_T, 0, MPI_COMM_WORLD));
+        RT_MPI(MPI_Bcast(ss, 3, MPI_INT64_T, 0, MPI_COMM_WORLD));
         ck_scatter_all(rt, s, picks, true);
-        rt->start_step = rt->saved_step = ss[0];
+        rt->start_step = ss[0];
+        rt->saved_step = ss[2] ? ss[0] : 0;
         rt->opt.seed = ss[1];
         if (rt->rank == 0) {
             printf("resumed from %s: step %lld, seed %lld (%d parameters and the moments of %d)\n", dir,

@@ -70,7 +70,7 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --save-every N       a checkpoint every N steps (default: only after the last step)\n"
             "  --resume [DIR]       continue exactly from a checkpoint: DIR/step-N, or the latest in DIR\n"
             "                       (default DIR: --checkpoint-dir; none there yet: start from step 0)\n"
-            "  --keep-checkpoints N keep only the N newest checkpoints (default: all)\n"
+            "  --keep-checkpoints N keep the checkpoint just written and the N-1 newest others (default: all)\n"
             "  --skip-nonfinite     skip a step whose gradient is NaN/Inf instead of stopping\n"
             "  --timeout SEC        end the job when a rank makes no progress for SEC seconds\n"
             "  --split-wait         before each collective, a barrier of its set; the time there counts as waiting\n"

@@ -165,6 +165,17 @@ bad() {
     [[ $(cd "$d/keep" && echo step-*) == "step-00000003 step-00000004" ]] ||
         { echo "FAIL: --keep-checkpoints 2 left $(ls "$d/keep")"; exit 1; }
     echo "ckpt.sh: --keep-checkpoints 2 kept step-00000003 and step-00000004"
+    # A run resumed from an earlier checkpoint finds the interrupted run's
+    # later ones: the checkpoint it just wrote (which `latest` names) is kept,
+    # and a stale .tmp of a step it never writes again is removed.
+    "${run[@]}" --steps 4 --save-every 2 --checkpoint-dir "$d/keep1" >/dev/null
+    mkdir -p "$d/keep1/step-00000007.tmp"
+    "${run[@]}" --steps 3 --save-every 1 --keep-checkpoints 1 --checkpoint-dir "$d/keep1" \
+        --resume "$d/keep1/step-00000002" >/dev/null
+    [[ $(cd "$d/keep1" && echo step-*) == "step-00000003" && $(cat "$d/keep1/latest") == step-00000003 ]] ||
+        { echo "FAIL: resumed from step 2, --keep-checkpoints 1 left $(ls "$d/keep1") and latest=$(cat "$d/keep1/latest")"; exit 1; }
+    "$expect" ok "resumed from .*keep1/step-00000003: step 3" "${run[@]}" --steps 3 --checkpoint-dir "$d/keep1" --resume
+    echo "ckpt.sh: resumed from step 2 with step 4 present, --keep-checkpoints 1 kept the step 3 it wrote"
 }
 
 nonfinite() {
@@ -176,6 +187,10 @@ nonfinite() {
         "error: step 5: loss nan, gradient norm nan; first non-finite gradient: d\.[a-z0-9_.]+ \(of parameter [a-z0-9_.]+\); stopping .* The last good checkpoint is .*stop/step-00000004 \(continue with --resume\)" \
         "${run[@]}" --steps 8 --save-every 2 --checkpoint-dir "$d/stop"
     [[ $(cat "$d/stop/latest") == step-00000004 ]] || { echo "FAIL: latest is not step 4"; exit 1; }
+    # Resumed into another --checkpoint-dir: no message names a checkpoint
+    # there that does not exist.
+    BASP_TEST_POISON=5 "$expect" fail "error: step 5: loss nan, .* No checkpoint was saved yet\." \
+        "${run[@]}" --steps 8 --resume "$d/stop/step-00000004" --checkpoint-dir "$d/other"
     "$expect" ok "resumed from .*stop/step-00000004: step 4" "${run[@]}" --steps 5 --checkpoint-dir "$d/stop" --resume
     BASP_TEST_POISON=4 "$expect" ok "warning: step 4: loss nan, gradient norm nan; .* step skipped \(no update\)" \
         "${run[@]}" --steps 5 --save-every 1 --checkpoint-dir "$d/skip" --skip-nonfinite
@@ -250,12 +265,22 @@ hf() {
     # BF16/F16/F32 mixed, and the weights it expects us to load, in our layout.
     "$py" "$script" mha "$d/mha" "$d/mha.expected"
     "$py" "$script" gqa "$d/gqa" "$d/gqa.expected"
+    "$py" "$script" gqa_tied "$d/gqa_tied" "$d/gqa_tied.expected"
     "$expect" ok "loaded 21 parameters from .*hf/mha \(Hugging Face safetensors, 2 file\(s\), (BF16|F16|F32| )+; the optimizer state starts fresh\)" \
         "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --steps 0 --init-from "$d/mha" --save-weights "$d/mha.got"
     cmp "$d/mha.expected" "$d/mha.got"
     echo "ckpt.sh: a sharded BF16/F16/F32 Hugging Face directory loaded into ZeRO-3 batch-aware ranks exactly"
     "$expect" fail "checkpoint is of a different model: model.layers.0.self_attn.k_proj.weight is \[16,64\] in .*hf/gqa/model-00001-of-00002.safetensors but this program \(compiled from .*tiny_mha.basp\) needs \[64,64\] \(parameter l0.wk\)" \
         "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa"
+    # A tied program: an lm_head.weight equal to the embedding is what a tied
+    # model may store; an untied model's head is refused, not dropped.
+    "$expect" ok "loaded 20 parameters from .*hf/gqa_tied " \
+        "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa_tied" \
+        --save-weights "$d/gqa_tied.got"
+    cmp "$d/gqa_tied.expected" "$d/gqa_tied.got"
+    "$expect" fail "checkpoint is of a different model: .*hf/gqa/model-00002-of-00002.safetensors holds an lm_head.weight that differs from model.embed_tokens.weight \(untied embeddings\), but this program \(compiled from .*tiny_gqa.basp\) ties" \
+        "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa"
+    echo "ckpt.sh: a tied program loads a tied model (its stored head equal to the embedding) and refuses an untied one"
     # Our checkpoints are Hugging Face directories too: a warm start from one.
     "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --quiet --steps 2 --checkpoint-dir "$d/own" \
         --save-weights "$d/own.w" >/dev/null

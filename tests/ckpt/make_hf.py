@@ -2,9 +2,10 @@
 """Writes safetensors test inputs with the Python standard library only, as an
 implementation independent of the runtime's (rt_safetensors.c, rt_hf.c).
 
-  make_hf.py mha|gqa DIR EXPECTED
+  make_hf.py mha|gqa|gqa_tied DIR EXPECTED
       A Hugging Face Llama directory for tests/train/tiny_mha.basp or
-      tiny_gqa.basp: config.json, two shards with model.safetensors.index.json,
+      tiny_gqa.basp (gqa: an untied head, gqa_tied: tied, storing an
+      lm_head.weight equal to the embedding): config.json, two shards with model.safetensors.index.json,
       tensors in F32, BF16 and F16 by turns (values exact in their dtype), a
       rotary_emb.inv_freq buffer (to be ignored), and EXPECTED: the same
       weights in the runtime's --save-weights format and layout ([in, out]
@@ -21,6 +22,7 @@ import sys
 SHAPES = {  # hidden, layers, heads, kv_heads, head_dim, ffn, vocab
     "mha": (64, 2, 4, 4, 16, 128, 256),
     "gqa": (64, 2, 8, 2, 8, 128, 256),
+    "gqa_tied": (64, 2, 8, 2, 8, 128, 256),
 }
 
 
@@ -78,7 +80,9 @@ def model_tensors(kind):
                ("l%d.w_gate" % l, [D, F], p + "mlp.gate_proj.weight", [F, D]),
                ("l%d.w_up" % l, [D, F], p + "mlp.up_proj.weight", [F, D]),
                ("l%d.w_down" % l, [F, D], p + "mlp.down_proj.weight", [D, F])]
-    ts += [("final_norm", [D], "model.norm.weight", None), ("lm_head", [V, D], "lm_head.weight", None)]
+    ts += [("final_norm", [D], "model.norm.weight", None)]
+    if not kind.endswith("_tied"):
+        ts += [("lm_head", [V, D], "lm_head.weight", None)]
     return ts
 
 
@@ -88,7 +92,7 @@ def write_hf(kind, out, expected):
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": D,
               "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV, "head_dim": Dh,
               "intermediate_size": F, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-              "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+              "tie_word_embeddings": kind.endswith("_tied"), "torch_dtype": "bfloat16"}
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     shards, ours = ([], []), []
     for i, (name, dims, hf, hf_shape) in enumerate(model_tensors(kind)):
@@ -102,6 +106,8 @@ def write_hf(kind, out, expected):
         ours.append((name, dims, transpose(vals, shape[0], shape[1]) if hf_shape else vals))
     shards[1].append(("model.layers.0.self_attn.rotary_emb.inv_freq", "F32", [Dh // 2],
                       encode([1.0] * (Dh // 2), "F32")))
+    if kind.endswith("_tied"):  # a tied model may store its head: the embedding again, here as BF16
+        shards[1].append(("lm_head.weight", "BF16", [V, D], encode(rng_values(V * D, 1), "BF16")))
     weight_map = {}
     for k, ts in enumerate(shards):
         fname = "model-%05d-of-00002.safetensors" % (k + 1)
