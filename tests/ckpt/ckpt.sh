@@ -242,10 +242,15 @@ diskfull() {
         echo "ckpt.sh: SKIPPED: mounting a small tmpfs needs root"
         exit 77
     fi
+    # A run killed before its trap ran leaves the mount: take it away first.
+    if mountpoint -q "$d/mnt" 2>/dev/null; then umount "$d/mnt"; fi
     rm -rf "$d" && mkdir -p "$d/mnt"
     # One checkpoint of tiny_mha is 1.39 MB: 2 MiB holds one, not two.
     mount -t tmpfs -o size=2m none "$d/mnt" || { echo "ckpt.sh: SKIPPED: cannot mount tmpfs"; exit 77; }
+    # Unmount on every way out: a timeout's SIGTERM or Ctrl-C too (bash runs
+    # the EXIT trap on a signal only when the signal is trapped).
     trap "umount '$d/mnt'" EXIT
+    trap "exit 143" TERM INT HUP
     local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
     "$expect" fail "error: step 4: checkpoint not saved: cannot write .*step-00000004.tmp/[a-z]+.safetensors: No space left on device; the previous checkpoint .*mnt/step-00000002 is intact; stopping" \
         "${run[@]}" --steps 6 --save-every 2 --checkpoint-dir "$d/mnt"
