@@ -18,14 +18,6 @@
 
 #include "kcu.h"
 
-#define CK(call)                                                                                                     \
-    do {                                                                                                             \
-        cudaError_t e_ = (call);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                     \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
 
 static int cmp_f(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -40,8 +32,8 @@ static kcu_bf16 *dev_random(int64_t n) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         h[i] = kcu_host_to_bf16((float)((double)(s >> 11) * 0x1.0p-53 * 2.0 - 1.0));
     }
-    CK(cudaMalloc((void **)&d, (size_t)n * 2));
-    CK(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&d, (size_t)n * 2));
+    KCU_CHECK_EXIT(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
     free(h);
     return d;
 }
@@ -54,22 +46,24 @@ typedef struct bench_buf {
 /* Median milliseconds of fwd (bwd = 0) or bwd (bwd = 1). */
 static float time_ms(bench_buf *B, int bwd, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+    KCU_CHECK_EXIT(cudaEventCreate(&a));
+    KCU_CHECK_EXIT(cudaEventCreate(&b));
     float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
     for (int r = -1; r < reps; r++) {
-        CK(cudaEventRecord(a, 0));
-        if (bwd) CK(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv, Dh, B->ws, 0));
-        else CK(kcu_attention_fwd(B->o, B->q, B->k, B->v, 1, S, H, Hkv, Dh, 0));
-        CK(cudaEventRecord(b, 0));
-        CK(cudaEventSynchronize(b));
-        if (r >= 0) CK(cudaEventElapsedTime(&ms[r], a, b));
+        KCU_CHECK_EXIT(cudaEventRecord(a, 0));
+        if (bwd)
+            KCU_CHECK_EXIT(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv,
+                                             Dh, B->ws, 0));
+        else KCU_CHECK_EXIT(kcu_attention_fwd(B->o, B->q, B->k, B->v, 1, S, H, Hkv, Dh, 0));
+        KCU_CHECK_EXIT(cudaEventRecord(b, 0));
+        KCU_CHECK_EXIT(cudaEventSynchronize(b));
+        if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
     }
     qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
     float med = ms[reps / 2];
     free(ms);
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
+    KCU_CHECK_EXIT(cudaEventDestroy(a));
+    KCU_CHECK_EXIT(cudaEventDestroy(b));
     return med;
 }
 
@@ -77,11 +71,11 @@ static void bench_one(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, d
     bench_buf B;
     int64_t nq = S * H * Dh, nk = S * Hkv * Dh;
     B.q = dev_random(nq), B.k = dev_random(nk), B.v = dev_random(nk), B.dout = dev_random(nq);
-    CK(cudaMalloc((void **)&B.o, (size_t)nq * 2));
-    CK(cudaMalloc((void **)&B.dq, (size_t)nq * 2));
-    CK(cudaMalloc((void **)&B.dk, (size_t)nk * 2));
-    CK(cudaMalloc((void **)&B.dv, (size_t)nk * 2));
-    CK(cudaMalloc((void **)&B.ws, (size_t)kcu_attention_bwd_ws(1, S, H) * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B.o, (size_t)nq * 2));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B.dq, (size_t)nq * 2));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B.dk, (size_t)nk * 2));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B.dv, (size_t)nk * 2));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B.ws, (size_t)kcu_attention_bwd_ws(1, S, H) * 4));
     double fl = 4.0 * (double)H * (double)S * (double)S * (double)Dh / 2.0;
     float f = time_ms(&B, 0, S, H, Hkv, Dh, reps), g = time_ms(&B, 1, S, H, Hkv, Dh, reps);
     double tf = fl / (f * 1e-3) / 1e12, tb = 2.5 * fl / (g * 1e-3) / 1e12;

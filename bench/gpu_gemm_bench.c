@@ -12,14 +12,6 @@
 
 #include "kcu.h"
 
-#define CK(call)                                                                                                     \
-    do {                                                                                                             \
-        cudaError_t e_ = (call);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                     \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
 
 typedef struct shape {
     const char *model, *what;
@@ -56,23 +48,23 @@ int main(int argc, char **argv) {
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+    KCU_CHECK_EXIT(cudaEventCreate(&a));
+    KCU_CHECK_EXIT(cudaEventCreate(&b));
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int64_t I = shapes[s].in, O = shapes[s].out;
         kcu_bf16 *x, *w, *y;
-        CK(cudaMalloc((void **)&x, (size_t)(N * I) * 2));
-        CK(cudaMalloc((void **)&w, (size_t)(I * O) * 2));
-        CK(cudaMalloc((void **)&y, (size_t)(N * O) * 2));
-        CK(cudaMemset(x, 0x3c, (size_t)(N * I) * 2)); /* small finite bf16 values */
-        CK(cudaMemset(w, 0x3c, (size_t)(I * O) * 2));
+        KCU_CHECK_EXIT(cudaMalloc((void **)&x, (size_t)(N * I) * 2));
+        KCU_CHECK_EXIT(cudaMalloc((void **)&w, (size_t)(I * O) * 2));
+        KCU_CHECK_EXIT(cudaMalloc((void **)&y, (size_t)(N * O) * 2));
+        KCU_CHECK_EXIT(cudaMemset(x, 0x3c, (size_t)(N * I) * 2)); /* small finite bf16 values */
+        KCU_CHECK_EXIT(cudaMemset(w, 0x3c, (size_t)(I * O) * 2));
         float ms[10];
         for (int r = -1; r < 10; r++) {
-            CK(cudaEventRecord(a, 0));
-            CK(kcu_linear_fwd(h, y, x, w, N, I, O));
-            CK(cudaEventRecord(b, 0));
-            CK(cudaEventSynchronize(b));
-            if (r >= 0) CK(cudaEventElapsedTime(&ms[r], a, b));
+            KCU_CHECK_EXIT(cudaEventRecord(a, 0));
+            KCU_CHECK_EXIT(kcu_linear_fwd(h, y, x, w, N, I, O));
+            KCU_CHECK_EXIT(cudaEventRecord(b, 0));
+            KCU_CHECK_EXIT(cudaEventSynchronize(b));
+            if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
         }
         qsort(ms, 10, sizeof *ms, cmp_f);
         double tf = 2.0 * (double)N * (double)I * (double)O / (ms[5] * 1e-3) / 1e12;

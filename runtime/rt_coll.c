@@ -1,12 +1,22 @@
 /* rt_coll.c — what both backends' collectives share: argument checks, the
  * all_to_all geometry (which entries go to which peer, per-peer counts) and
- * the per-kind counters.  The data movement itself is the backend's
+ * the per-kind counters (and the kernels' counter names), and the
+ * optimizer rules both backends apply: the gradient norm over replicated
+ * and sharded gradients, the gradient/parameter layout check.  The data
+ * movement itself is the backend's
  * (rt_comm.c: MPI on host buffers; cuda/rt_comm_cuda.cu: NCCL on device
  * buffers). */
+#include <math.h>
+
 #include "rt_internal.h"
 
 const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "reduce_scatter",
                                                 "all_reduce", "send",       "recv"};
+/* The kernels' counter names, for both backends' rt_ kernel calls. */
+const char *const rt_kernel_names[RT_K_NKINDS] = {
+    "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
+    "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
+    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw"};
 
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_calls[k]++;
@@ -124,4 +134,32 @@ void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, 
     RT_CHECK(s->dtype == w->dtype, "%s %s: dtypes differ", op, s->name);
     RT_CHECK(s->local_elems * rt->p->groups[g].set_size == w->local_elems, "%s %s / %s: local sizes disagree", op,
              s->name, w->name);
+}
+
+/* ---- optimizer helpers shared by the backends (rt_internal.h) ----------------------- */
+double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq) {
+    double repl = 0.0, shard = 0.0;
+    for (int i = 0; i < rt->p->nopt; i++) {
+        int64_t r = rt_replication(rt, rt->p->opt[i].grad);
+        if (r == rt->world) repl += sumsq[i];
+        else shard += sumsq[i] / (double)r;
+    }
+    double total = shard;
+    if (rt->world > 1) RT_MPI(MPI_Allreduce(&shard, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return sqrt(total + repl);
+}
+
+bool rt_grad_like_param(rt_ctx *rt, int param, int grad) {
+    const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
+    RT_CHECK(pd->rank == gd->rank, "adamw %s: grad %s has rank %d, param %d", pd->name, gd->name, gd->rank,
+             pd->rank);
+    bool same = true;
+    for (int i = 0; i < pd->rank; i++) {
+        RT_CHECK(pd->dims[i] == gd->dims[i], "adamw %s: grad %s dim %d is %lld, param %lld", pd->name, gd->name, i,
+                 (long long)gd->dims[i], (long long)pd->dims[i]);
+        RT_CHECK(gd->shard[i] < 0 || gd->shard[i] == pd->shard[i],
+                 "adamw %s: grad %s is sharded where the param is not (dim %d)", pd->name, gd->name, i);
+        if (gd->shard[i] != pd->shard[i]) same = false;
+    }
+    return same;
 }

@@ -233,7 +233,22 @@ int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, i
 /* Fills this rank's slice of the tokens/targets inputs for step t. */
 void rt_data_fill(rt_ctx *rt, int64_t t);
 
-/* ---- optimizer (rt_opt.c) -------------------------------------------------------- */
+/* ---- optimizer (rt_opt.c; the CUDA backend's cuda/rt_opt_cuda.c) -------------------- */
+/* AdamW's constants, the same on every backend. */
+#define RT_BETA1 0.9
+#define RT_BETA2 0.95
+#define RT_EPS 1e-8
+#define RT_WD 0.1
+#define RT_MAX_NORM 1.0
+/* Shared by the backends' rt_grad_norm and rt_adamw (rt_coll.c):
+ * the global gradient norm from every opt pair's local sum of squares
+ * (collective: a replicated gradient counts once, a sharded one its local
+ * squares divided by its replication, summed over the world); and whether
+ * a gradient is laid out like its parameter (true) or whole where the
+ * parameter is sharded (ZeRO-1: false, the caller slices it at the shard's
+ * global offset) — anything else stops the job. */
+double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq);
+bool rt_grad_like_param(rt_ctx *rt, int param, int grad);
 void rt_opt_begin_step(rt_ctx *rt);
 /* Global gradient norm over every opt pair (collective over the world). */
 double rt_grad_norm(rt_ctx *rt);

@@ -5,11 +5,6 @@
 #include "kernels.h"
 #include "rt_internal.h"
 
-const char *const rt_kernel_names[RT_K_NKINDS] = {
-    "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
-    "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
-    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw"};
-
 #define RT_TIMED(kind, call)                                                                                         \
     do {                                                                                                             \
         double t0_ = rt_now();                                                                                       \

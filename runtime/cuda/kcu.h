@@ -20,6 +20,20 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* For standalone programs without a runtime context (the GPU tests and
+ * benchmarks): a failed CUDA call prints where and what, and exits 1.  The
+ * runtime itself uses CU_CHECK (rt_cuda.h), which ends the MPI job. */
+#define KCU_CHECK_EXIT(call)                                                                                         \
+    do {                                                                                                             \
+        cudaError_t kcu_e_ = (call);                                                                                 \
+        if (kcu_e_ != cudaSuccess) {                                                                                 \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(kcu_e_));       \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
+    } while (0)
 
 #ifdef __cplusplus
 extern "C" {

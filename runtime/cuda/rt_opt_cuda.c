@@ -7,8 +7,6 @@
 
 #include "rt_cuda.h"
 
-static const double RT_BETA1 = 0.9, RT_BETA2 = 0.95, RT_EPS = 1e-8, RT_WD = 0.1, RT_MAX_NORM = 1.0;
-
 void rt_opt_begin_step(rt_ctx *rt) { rt->norm_done = false; }
 
 /* Every gradient's sum of squares on the device (double), one copy back,
@@ -26,16 +24,9 @@ double rt_grad_norm(rt_ctx *rt) {
     double *s = RT_MALLOC(sizeof(double) * (size_t)(nopt + 1));
     CU_CHECK(cudaMemcpyAsync(s, cu->d_norm, sizeof(double) * (size_t)(nopt + 1), cudaMemcpyDeviceToHost, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
-    double repl = 0.0, shard = 0.0;
-    for (int i = 0; i < nopt; i++) {
-        int64_t r = rt_replication(rt, rt->p->opt[i].grad);
-        if (r == rt->world) repl += s[i];
-        else shard += s[i] / (double)r;
-    }
+    double norm = rt_grad_norm_combine(rt, s);
     free(s);
-    double total = shard;
-    if (rt->world > 1) RT_MPI(MPI_Allreduce(&shard, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    return sqrt(total + repl);
+    return norm;
 }
 
 /* The gradient entries matching this rank's parameter shard: the grad
@@ -44,18 +35,8 @@ double rt_grad_norm(rt_ctx *rt) {
  * device. */
 static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
-    RT_CHECK(pd->rank == gd->rank, "adamw %s: grad %s has rank %d, param %d", pd->name, gd->name, gd->rank,
-             pd->rank);
-    bool same = true;
-    for (int i = 0; i < pd->rank; i++) {
-        RT_CHECK(pd->dims[i] == gd->dims[i], "adamw %s: grad %s dim %d is %lld, param %lld", pd->name, gd->name, i,
-                 (long long)gd->dims[i], (long long)pd->dims[i]);
-        RT_CHECK(gd->shard[i] < 0 || gd->shard[i] == pd->shard[i],
-                 "adamw %s: grad %s is sharded where the param is not (dim %d)", pd->name, gd->name, i);
-        if (gd->shard[i] != pd->shard[i]) same = false;
-    }
     const kcu_bf16 *g = rt_cu_use(rt, grad);
-    if (same) return g;
+    if (rt_grad_like_param(rt, param, grad)) return g;
     kcu_box bx = {.nd = pd->rank};
     int64_t poff[RT_MAX_RANK];
     rt_local_dims(rt, param, bx.box);

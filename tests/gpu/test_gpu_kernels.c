@@ -26,14 +26,6 @@
 
 static int failures;
 
-#define CK(call)                                                                                                     \
-    do {                                                                                                             \
-        cudaError_t e_ = (call);                                                                                     \
-        if (e_ != cudaSuccess) {                                                                                     \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
 
 static uint64_t rng = 88172645463325252ULL;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -51,31 +43,31 @@ static float *rnd(int64_t n, float s) {
 static kcu_bf16 *up(const float *x, int64_t n) {
     kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2), *d;
     for (int64_t i = 0; i < n; i++) h[i] = kcu_host_to_bf16(x[i]);
-    CK(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
-    CK(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
+    KCU_CHECK_EXIT(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
     free(h);
     return d;
 }
 
 static kcu_bf16 *dzeros(int64_t n) {
     kcu_bf16 *d;
-    CK(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
-    CK(cudaMemset(d, 0, (size_t)(n ? n : 1) * 2));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
+    KCU_CHECK_EXIT(cudaMemset(d, 0, (size_t)(n ? n : 1) * 2));
     return d;
 }
 
 static void *dalloc(size_t bytes) {
     void *d;
-    CK(cudaMalloc(&d, bytes ? bytes : 1));
-    CK(cudaMemset(d, 0, bytes ? bytes : 1));
+    KCU_CHECK_EXIT(cudaMalloc(&d, bytes ? bytes : 1));
+    KCU_CHECK_EXIT(cudaMemset(d, 0, bytes ? bytes : 1));
     return d;
 }
 
 static float *down(const kcu_bf16 *d, int64_t n) {
     kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2);
     float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(h, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    KCU_CHECK_EXIT(cudaDeviceSynchronize());
+    KCU_CHECK_EXIT(cudaMemcpy(h, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
     for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(h[i]);
     free(h);
     return x;
@@ -106,18 +98,18 @@ static void test_elementwise(void) {
     float *a = rnd(n, 3), *b = rnd(n, 3), *dy = rnd(n, 1), *y = malloc(n * 4), *y2 = malloc(n * 4);
     kcu_bf16 *da = up(a, n), *db = up(b, n), *ddy = up(dy, n), *dy1 = dzeros(n), *dy2 = dzeros(n);
     kern_add(y, a, b, n);
-    CK(kcu_add(dy1, da, db, n, 0));
+    KCU_CHECK_EXIT(kcu_add(dy1, da, db, n, 0));
     check_gpu("add", dy1, y, n, 1e-2);
     kern_swiglu_fwd(y, a, b, n);
-    CK(kcu_swiglu_fwd(dy1, da, db, n, 0));
+    KCU_CHECK_EXIT(kcu_swiglu_fwd(dy1, da, db, n, 0));
     check_gpu("swiglu fwd", dy1, y, n, 1e-2);
     kern_swiglu_bwd(y, y2, dy, a, b, n);
-    CK(kcu_swiglu_bwd(dy1, dy2, ddy, da, db, n, 0));
+    KCU_CHECK_EXIT(kcu_swiglu_bwd(dy1, dy2, ddy, da, db, n, 0));
     check_gpu("swiglu bwd dg", dy1, y, n, 1e-2);
     check_gpu("swiglu bwd du", dy2, y2, n, 1e-2);
     double *acc = dalloc(sizeof(double)), got;
-    CK(kcu_sumsq(da, n, acc, 0));
-    CK(cudaMemcpy(&got, acc, sizeof got, cudaMemcpyDeviceToHost));
+    KCU_CHECK_EXIT(kcu_sumsq(da, n, acc, 0));
+    KCU_CHECK_EXIT(cudaMemcpy(&got, acc, sizeof got, cudaMemcpyDeviceToHost));
     float g1 = (float)got, r1 = (float)kern_sumsq(a, n);
     check("sumsq", &g1, &r1, 1, 2e-3);
     cudaFree(acc), cudaFree(da), cudaFree(db), cudaFree(ddy), cudaFree(dy1), cudaFree(dy2);
@@ -131,14 +123,14 @@ static void test_embedding(void) {
     float *w = rnd(V * D, 1), *dout = rnd(N * D, 1), *out = malloc(N * D * 4), *dw = malloc(V * D * 4);
     int32_t *dtok = dalloc(sizeof tok);
     int *err = dalloc(sizeof(int));
-    CK(cudaMemcpy(dtok, tok, sizeof tok, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMemcpy(dtok, tok, sizeof tok, cudaMemcpyHostToDevice));
     kcu_bf16 *dw_ = up(w, V * D), *ddout = up(dout, N * D), *dout_ = dzeros(N * D), *ddw = dzeros(V * D);
     float *ws = dalloc(V * D * 4);
     kern_embedding_fwd(out, tok, w, N, V, D);
-    CK(kcu_embedding_fwd(dout_, dtok, dw_, N, V, D, err, 0));
+    KCU_CHECK_EXIT(kcu_embedding_fwd(dout_, dtok, dw_, N, V, D, err, 0));
     check_gpu("embedding fwd", dout_, out, N * D, 1e-2);
     kern_embedding_bwd(dw, dout, tok, N, V, D);
-    CK(kcu_embedding_bwd(ddw, ddout, dtok, N, V, D, ws, err, 0));
+    KCU_CHECK_EXIT(kcu_embedding_bwd(ddw, ddout, dtok, N, V, D, ws, err, 0));
     check_gpu("embedding bwd", ddw, dw, V * D, 2e-2);
     cudaFree(dtok), cudaFree(err), cudaFree(dw_), cudaFree(ddout), cudaFree(dout_), cudaFree(ddw), cudaFree(ws);
     free(w), free(dout), free(out), free(dw);
@@ -151,10 +143,10 @@ static void test_rmsnorm(void) {
     kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, D), *ddy = up(dy, N * D), *o1 = dzeros(N * D), *o2 = dzeros(D);
     float *ws = dalloc(D * 4);
     kern_rmsnorm_fwd(y, x, w, N, D, 1e-5);
-    CK(kcu_rmsnorm_fwd(o1, dx_, dw_, N, D, 1e-5, 0));
+    KCU_CHECK_EXIT(kcu_rmsnorm_fwd(o1, dx_, dw_, N, D, 1e-5, 0));
     check_gpu("rmsnorm fwd", o1, y, N * D, 2e-2);
     kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, 1e-5);
-    CK(kcu_rmsnorm_bwd(o1, o2, ddy, dx_, dw_, N, D, 1e-5, ws, 0));
+    KCU_CHECK_EXIT(kcu_rmsnorm_bwd(o1, o2, ddy, dx_, dw_, N, D, 1e-5, ws, 0));
     check_gpu("rmsnorm bwd dx", o1, dx, N * D, 2e-2);
     check_gpu("rmsnorm bwd dw", o2, dw, D, 2e-2);
     cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(o1), cudaFree(o2), cudaFree(ws);
@@ -167,13 +159,13 @@ static void test_rope(void) {
     float *x = rnd(n, 1), *y = malloc(n * 4), *tab = malloc(S * Dh * 4);
     kern_rope_table(tab, tab + S * Dh / 2, S, Dh, pos0, 500000.0, &sc);
     float *dtab = dalloc(S * Dh * 4);
-    CK(cudaMemcpy(dtab, tab, S * Dh * 4, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMemcpy(dtab, tab, S * Dh * 4, cudaMemcpyHostToDevice));
     kcu_bf16 *dx = up(x, n), *dy = dzeros(n);
     kern_rope_fwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
-    CK(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, 1.0f, 0));
+    KCU_CHECK_EXIT(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, 1.0f, 0));
     check_gpu("rope fwd (llama3)", dy, y, n, 1e-2);
     kern_rope_bwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
-    CK(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, -1.0f, 0));
+    KCU_CHECK_EXIT(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, -1.0f, 0));
     check_gpu("rope bwd (llama3)", dy, y, n, 1e-2);
     cudaFree(dtab), cudaFree(dx), cudaFree(dy);
     free(x), free(y), free(tab);
@@ -188,10 +180,10 @@ static void test_linear(void) {
     kcu_bf16 *dx_ = up(x, N * I), *dw_ = up(w, I * O), *ddy = up(dy, N * O);
     kcu_bf16 *oy = dzeros(N * O), *odx = dzeros(N * I), *odw = dzeros(I * O);
     kern_linear_fwd(y, x, w, N, I, O);
-    CK(kcu_linear_fwd(h, oy, dx_, dw_, N, I, O));
+    KCU_CHECK_EXIT(kcu_linear_fwd(h, oy, dx_, dw_, N, I, O));
     check_gpu("linear fwd", oy, y, N * O, 2e-2);
     kern_linear_bwd(dx, dw, dy, x, w, N, I, O);
-    CK(kcu_linear_bwd(h, odx, odw, ddy, dx_, dw_, N, I, O));
+    KCU_CHECK_EXIT(kcu_linear_bwd(h, odx, odw, ddy, dx_, dw_, N, I, O));
     check_gpu("linear bwd dx", odx, dx, N * I, 2e-2);
     check_gpu("linear bwd dw", odw, dw, I * O, 2e-2);
     cublasDestroy(h);
@@ -207,18 +199,18 @@ static void test_lm_head(void) {
     for (int i = 0; i < N; i++) tgt[i] = i % 9 == 4 ? -1 : (int32_t)((i * 131) % V);
     float *x = rnd(N * D, 1), *w = rnd(V * D, 1), *dx = malloc(N * D * 4), *dw = malloc(V * D * 4), loss;
     int32_t *dt = dalloc(sizeof tgt);
-    CK(cudaMemcpy(dt, tgt, sizeof tgt, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMemcpy(dt, tgt, sizeof tgt, cudaMemcpyHostToDevice));
     kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, V * D), *odx = dzeros(N * D), *odw = dzeros(V * D);
     kcu_lmhead_ws ws = {.chunk = 32}; /* several chunks, the last one partial */
     ws.logits = dalloc(32 * V * 4), ws.dl = dalloc(32 * V * 2), ws.rowloss = dalloc(N * 4);
     ws.dw32 = dalloc(V * D * 4), ws.err = dalloc(sizeof(int));
     float *dloss = dalloc(4), gl;
     kern_lm_head_loss_fwd(&loss, x, w, tgt, N, V, D);
-    CK(kcu_lm_head_loss_fwd(h, dloss, dx_, dw_, dt, N, V, D, &ws, 0));
-    CK(cudaMemcpy(&gl, dloss, 4, cudaMemcpyDeviceToHost));
+    KCU_CHECK_EXIT(kcu_lm_head_loss_fwd(h, dloss, dx_, dw_, dt, N, V, D, &ws, 0));
+    KCU_CHECK_EXIT(cudaMemcpy(&gl, dloss, 4, cudaMemcpyDeviceToHost));
     check("lm_head loss", &gl, &loss, 1, 2e-3);
     kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, 1.0 / 256);
-    CK(kcu_lm_head_loss_bwd(h, odx, odw, dx_, dw_, dt, N, V, D, 1.0 / 256, &ws, 0));
+    KCU_CHECK_EXIT(kcu_lm_head_loss_bwd(h, odx, odw, dx_, dw_, dt, N, V, D, 1.0 / 256, &ws, 0));
     check_gpu("lm_head bwd dx", odx, dx, N * D, 3e-2);
     check_gpu("lm_head bwd dw", odw, dw, V * D, 3e-2);
     cublasDestroy(h);
@@ -232,12 +224,12 @@ static void test_adamw(void) {
     float *p = rnd(n, 1), *m = calloc(n, 4), *v = calloc(n, 4), *g = rnd(n, 0.1f);
     kcu_bf16 *dp = up(p, n), *dg = up(g, n);
     float *dw = dalloc(n * 4), *dm = dalloc(n * 4), *dv = dalloc(n * 4), *got = malloc(n * 4);
-    CK(cudaMemcpy(dw, p, n * 4, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMemcpy(dw, p, n * 4, cudaMemcpyHostToDevice));
     for (int t = 1; t <= 3; t++) {
         kern_adamw(p, m, v, g, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5);
-        CK(kcu_adamw(dp, dw, dm, dv, dg, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5, 0));
+        KCU_CHECK_EXIT(kcu_adamw(dp, dw, dm, dv, dg, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5, 0));
     }
-    CK(cudaMemcpy(got, dw, n * 4, cudaMemcpyDeviceToHost));
+    KCU_CHECK_EXIT(cudaMemcpy(got, dw, n * 4, cudaMemcpyDeviceToHost));
     check("adamw master (3 steps)", got, p, n, 1e-5);
     check_gpu("adamw bf16 param", dp, p, n, 1e-2);
     cudaFree(dp), cudaFree(dg), cudaFree(dw), cudaFree(dm), cudaFree(dv);
@@ -247,7 +239,8 @@ static void test_adamw(void) {
 /* ---- data movement: box copy (ZeRO-1 slices, all_gather reordering) and the
  * all_to_all pack/unpack, against host loops written like rt_comm.c's ---------- */
 static void test_copy_box(void) {
-    kcu_box bx = {.nd = 3, .box = {2, 3, 4}, .sdims = {4, 5, 6}, .soff = {1, 2, 1}, .ddims = {2, 3, 8}, .doff = {0, 0, 3}};
+    kcu_box bx = {.nd = 3, .box = {2, 3, 4}, .sdims = {4, 5, 6}, .soff = {1, 2, 1},
+                  .ddims = {2, 3, 8}, .doff = {0, 0, 3}};
     int64_t ns = 4 * 5 * 6, nd = 2 * 3 * 8;
     float *src = rnd(ns, 1), *ref = calloc((size_t)nd, 4);
     for (int64_t a = 0; a < 2; a++)
@@ -255,7 +248,7 @@ static void test_copy_box(void) {
             for (int64_t c = 0; c < 4; c++)
                 ref[(a * 3 + b) * 8 + 3 + c] = src[((1 + a) * 5 + 2 + b) * 6 + 1 + c];
     kcu_bf16 *ds = up(src, ns), *dd = dzeros(nd);
-    CK(kcu_copy_box(dd, ds, &bx, 2, 0));
+    KCU_CHECK_EXIT(kcu_copy_box(dd, ds, &bx, 2, 0));
     check_gpu("copy_box (bf16)", dd, ref, nd, 0);
     cudaFree(ds), cudaFree(dd), free(src), free(ref);
 }
@@ -294,13 +287,13 @@ static void a2a_case(const char *name, kcu_a2a g) {
     kcu_bf16 *dx = up(x, nx), *dc = up(c, nc), *dout = dzeros(nc > ny ? nc : ny);
     char full[64];
     host_pack(ref, x, &g);
-    CK(kcu_a2a_pack(dout, dx, &g, 2, 0));
+    KCU_CHECK_EXIT(kcu_a2a_pack(dout, dx, &g, 2, 0));
     snprintf(full, sizeof full, "a2a pack %s", name);
     check_gpu(full, dout, ref, nc, 0);
     memset(ref, 0, (size_t)ny * 4);
-    CK(cudaMemset(dout, 0, (size_t)ny * 2));
+    KCU_CHECK_EXIT(cudaMemset(dout, 0, (size_t)ny * 2));
     host_unpack(ref, c, &g);
-    CK(kcu_a2a_unpack(dout, dc, &g, 2, 0));
+    KCU_CHECK_EXIT(kcu_a2a_unpack(dout, dc, &g, 2, 0));
     snprintf(full, sizeof full, "a2a unpack %s", name);
     check_gpu(full, dout, ref, ny, g.f > 1 ? 1e-2 : 0); /* fanin: bf16 atomic sums */
     cudaFree(dx), cudaFree(dc), cudaFree(dout), free(x), free(c), free(ref);
@@ -330,13 +323,13 @@ static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t
     float *ws = dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
     char name[64];
     kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh);
-    CK(kcu_attention_fwd(oo, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
+    KCU_CHECK_EXIT(kcu_attention_fwd(oo, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
     snprintf(name, sizeof name, "attention fwd Dh%d H%d/%d S%d x%g", (int)Dh, (int)H, (int)Hkv, (int)S, qk);
     check_gpu(name, oo, o, nq, 3e-2);
     /* the backward reads the forward's output: give both sides the same o */
     float *ob = down(oo, nq);
     kern_attention_bwd(dq, dk, dv, dout, q, k, v, ob, b, S, H, Hkv, Dh);
-    CK(kcu_attention_bwd(odq, odk, odv, ddo, dq_, dk_, dv_, oo, b, S, H, Hkv, Dh, ws, 0));
+    KCU_CHECK_EXIT(kcu_attention_bwd(odq, odk, odv, ddo, dq_, dk_, dv_, oo, b, S, H, Hkv, Dh, ws, 0));
     snprintf(name, sizeof name, "attention bwd dq Dh%d x%g", (int)Dh, qk);
     check_gpu(name, odq, dq, nq, 3e-2);
     snprintf(name, sizeof name, "attention bwd dk Dh%d x%g", (int)Dh, qk);

@@ -26,13 +26,9 @@ import sys
 LOSS_RTOL = 3e-2
 
 
-def run(cmd, log):
-    with open(log, "w") as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        sys.stderr.write("command failed (%d): %s\n" % (r.returncode, " ".join(cmd)))
-        sys.stderr.write(open(log).read()[-4000:])
-        sys.exit(1)
+# run(cmd, log): the training-equivalence test's runner (tests/train/equiv.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+from equiv import run  # noqa: E402
 
 
 def losses(path):
