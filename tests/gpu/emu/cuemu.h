@@ -57,6 +57,8 @@ extern dim3 cuemu_block_dim, cuemu_grid_dim;
 void cuemu_launch_fn(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                      std::function<void()> body);
 void cuemu_syncthreads(const char *site);
+/* The lanes of mask meet (__syncwarp, and each warp-wide WMMA call). */
+void cuemu_syncwarp(unsigned mask);
 uint64_t cuemu_shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width);
 void *cuemu_dyn_smem(void);
 void cuemu_shared(void *p, size_t bytes);
@@ -94,6 +96,8 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_
     return v;
 }
 
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { cuemu_syncwarp(mask); }
+
 /* Fibers switch only at barriers, so a read-modify-write is atomic. */
 template <class T> static inline T atomicAdd(T *p, T v) {
     T old = *p;
@@ -112,6 +116,109 @@ template <class A, class B> static inline typename std::common_type<A, B>::type 
 template <class A, class B> static inline typename std::common_type<A, B>::type max(A a, B b) {
     return a < b ? b : a;
 }
+
+/* ---- WMMA (nvcuda::wmma, <mma.h>): warp-wide 16x16x16 tiles -------------------- *
+ * A GPU spreads a fragment over the 32 lanes in an unspecified layout; here
+ * every lane holds the whole tile (row-major in x[]), so element-wise code
+ * over x[0 .. num_elements) means the same, and code that assumes a layout
+ * cannot (it has none to assume).  Every call is a warp barrier, as the
+ * *_sync calls require the whole warp; loads and stores check the pointer
+ * (256-bit aligned) and ldm (a multiple of 16 bytes) as the hardware does. */
+void cuemu_wmma_check(const void *p, unsigned ldm_bytes, const char *what);
+/* Scratch of 256 floats for the calling warp's current WMMA call; *first is
+ * true for the first lane to get it after the call's barrier. */
+float *cuemu_wmma_scratch(bool *first);
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+    static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
+    static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
+    static constexpr int num_elements = rows * cols;
+    T x[num_elements];
+};
+
+template <class U, int M, int N, int K, class T, class L, class V>
+static inline void fill_fragment(fragment<U, M, N, K, T, L> &f, const V &v) {
+    cuemu_syncwarp(0xffffffffu);
+    for (int i = 0; i < f.num_elements; i++) f.x[i] = (T)v;
+}
+
+template <class F, class T> static inline void cuemu_wmma_load(F &f, const T *p, unsigned ldm, bool row) {
+    cuemu_syncwarp(0xffffffffu);
+    cuemu_wmma_check(p, ldm * (unsigned)sizeof(T), "load_matrix_sync");
+    for (int r = 0; r < F::rows; r++)
+        for (int c = 0; c < F::cols; c++) f.x[r * F::cols + c] = row ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
+    cuemu_syncwarp(0xffffffffu);
+}
+template <class U, int M, int N, int K, class T, class L>
+static inline void load_matrix_sync(fragment<U, M, N, K, T, L> &f, const T *p, unsigned ldm) {
+    cuemu_wmma_load(f, p, ldm, std::is_same<L, row_major>::value);
+}
+template <int M, int N, int K, class T>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p, unsigned ldm, layout_t l) {
+    cuemu_wmma_load(f, p, ldm, l == mem_row_major);
+}
+template <int M, int N, int K, class T>
+static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f, unsigned ldm, layout_t l) {
+    cuemu_syncwarp(0xffffffffu);
+    cuemu_wmma_check(p, ldm * (unsigned)sizeof(T), "store_matrix_sync");
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) {
+            T v = f.x[r * N + c];
+            if (l == mem_row_major) p[(size_t)r * ldm + c] = v;
+            else p[(size_t)c * ldm + r] = v;
+        }
+    cuemu_syncwarp(0xffffffffu);
+}
+// d = a b + c, products and sums in fp32.  The lanes of a warp hold the
+// same fragments (the code is warp-uniform), so the first lane past the
+// barrier computes the tile into the warp's scratch and the others copy
+// it.  The operands are widened once (bf16 -> fp32 is exact).  As the
+// hottest code of an emulated kernel it is not instrumented by the
+// sanitizers (the loads and stores around it are).
+__attribute__((no_sanitize("address", "undefined"), always_inline)) static inline float cuemu_widen(float x) {
+    return x;
+}
+__attribute__((no_sanitize("address", "undefined"), always_inline)) static inline float
+cuemu_widen(__nv_bfloat16 x) {
+    uint16_t b;
+    memcpy(&b, &x, sizeof b);
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+template <int M, int N, int K, class TA, class LA, class LB, class TC>
+__attribute__((no_sanitize("address", "undefined"))) static inline void mma_sync(
+    fragment<accumulator, M, N, K, TC> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
+    const fragment<matrix_b, M, N, K, TA, LB> &b, const fragment<accumulator, M, N, K, TC> &c) {
+    static_assert(M * N <= 256, "tile over 256 elements");
+    cuemu_syncwarp(0xffffffffu);
+    bool first;
+    float *out = cuemu_wmma_scratch(&first);
+    if (first) {
+        float fa[M * K], fb[K * N];
+        for (int i = 0; i < M * K; i++) fa[i] = cuemu_widen(a.x[i]);
+        for (int i = 0; i < K * N; i++) fb[i] = cuemu_widen(b.x[i]);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float acc = cuemu_widen(c.x[i * N + j]);
+                for (int k = 0; k < K; k++) acc += fa[i * K + k] * fb[k * N + j];
+                out[i * N + j] = acc;
+            }
+    }
+    for (int i = 0; i < M * N; i++) d.x[i] = (TC)out[i];
+    cuemu_syncwarp(0xffffffffu);
+}
+} // namespace wmma
+} // namespace nvcuda
 
 /* The runtime API takes kernels as `const void *`; nvcc's cuda_runtime.h
  * adds these overloads for function pointers. */

@@ -96,6 +96,13 @@ struct WarpBar {
     unsigned mask = 0; // lanes the waiting shuffle names
 };
 
+// A warp's WMMA scratch: the tile of its current mma_sync, and the barrier
+// release it was computed after.
+struct WarpMma {
+    uint64_t releases = 0, computed = ~(uint64_t)0;
+    float tile[256];
+};
+
 struct Sched {
     const char *name = nullptr;
     const std::function<void()> *body = nullptr;
@@ -105,6 +112,7 @@ struct Sched {
     std::vector<WarpBar> warps;
     std::vector<uint64_t> slots;   // [warp][lane] shuffle values
     std::vector<unsigned> exited;  // [warp] lanes that finished
+    std::vector<WarpMma> mma;      // [warp]
     int cur = -1, live = 0, at_block = 0;
     const char *block_site = nullptr;
 #if CUEMU_FAST_SWITCH
@@ -115,7 +123,8 @@ struct Sched {
     void *sched_fake = nullptr;
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
-    std::vector<char> dyn;
+    char *dyn = nullptr; // dynamic shared memory, 256-byte aligned as a GPU's
+    size_t dyn_bytes = 0, dyn_cap = 0;
     std::vector<void *> poisoned; // shared arrays filled this block
 } L; // the one launch running now
 
@@ -215,6 +224,7 @@ void release_warp(int w) {
         if (i < L.n && L.fibers[i]->state == AT_WARP) L.fibers[i]->state = RUN;
     }
     L.warps[(size_t)w] = WarpBar();
+    L.mma[(size_t)w].releases++;
 }
 
 // Lanes of warp w that exist in this block.
@@ -267,7 +277,7 @@ void run_block() {
     std::fill(L.warps.begin(), L.warps.end(), WarpBar());
     std::fill(L.exited.begin(), L.exited.end(), 0u);
     L.poisoned.clear();
-    if (!L.dyn.empty()) memset(L.dyn.data(), 0xff, L.dyn.size());
+    if (L.dyn_bytes) memset(L.dyn, 0xff, L.dyn_bytes);
     dim3 bd = cuemu_block_dim;
     for (size_t i = 0; i < n; i++) {
         Fiber &f = *L.fibers[i];
@@ -312,7 +322,16 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem, const
     L.warps.assign(nw, WarpBar());
     L.slots.assign(nw * WARP, 0);
     L.exited.assign(nw, 0u);
-    L.dyn.assign(smem, 0);
+    L.mma.assign(nw, WarpMma());
+    if (smem > L.dyn_cap) {
+        free(L.dyn);
+        if (posix_memalign((void **)&L.dyn, 256, smem) != 0) {
+            fprintf(stderr, "cuemu: out of memory for %zu bytes of dynamic shared memory\n", smem);
+            abort();
+        }
+        L.dyn_cap = smem;
+    }
+    L.dyn_bytes = smem;
     cuemu_block_dim = block;
     cuemu_grid_dim = grid;
     for (unsigned z = 0; z < grid.z; z++)
@@ -351,12 +370,20 @@ static void warp_wait(unsigned mask) {
     to_scheduler();
 }
 
+// The lanes a warp-wide call names must include the caller, exist and not
+// have exited.
+static void check_mask(unsigned mask, const char *what) {
+    Fiber &f = me();
+    int lane = f.lane;
+    if (!(mask >> lane & 1u)) die("lane %d: %s with a mask that does not name it", lane, what);
+    if (mask & ~lanes_of(f.warp)) die("lane %d: %s with a mask naming lanes past the end of the block", lane, what);
+    if (mask & L.exited[(size_t)f.warp]) die("lane %d: %s with a mask naming lanes that have exited", lane, what);
+}
+
 uint64_t cuemu_shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width) {
     Fiber &f = me();
     int lane = f.lane;
-    if (!(mask >> lane & 1u)) die("lane %d shuffles with a mask that does not name it", lane);
-    if (mask & ~lanes_of(f.warp)) die("a shuffle mask names lanes past the end of the block (lane %d)", lane);
-    if (mask & L.exited[(size_t)f.warp]) die("a shuffle mask names lanes that have exited (lane %d)", lane);
+    check_mask(mask, "a shuffle");
     if (width <= 0 || width > WARP || (width & (width - 1))) die("shuffle width %d is not a power of two <= 32", width);
     size_t base = (size_t)f.warp * WARP;
     L.slots[base + (size_t)f.lane] = bits;
@@ -369,7 +396,24 @@ uint64_t cuemu_shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int wi
     return r;
 }
 
-void *cuemu_dyn_smem(void) { return L.dyn.empty() ? nullptr : L.dyn.data(); }
+void cuemu_syncwarp(unsigned mask) {
+    check_mask(mask, "a warp-wide call (__syncwarp, wmma)");
+    warp_wait(mask);
+}
+
+void cuemu_wmma_check(const void *p, unsigned ldm_bytes, const char *what) {
+    if ((uintptr_t)p % 32) die("%s: pointer %p is not 256-bit aligned", what, p);
+    if (ldm_bytes % 16) die("%s: ldm of %u bytes is not a multiple of 16 bytes", what, ldm_bytes);
+}
+
+float *cuemu_wmma_scratch(bool *first) {
+    WarpMma &w = L.mma[(size_t)me().warp];
+    *first = w.computed != w.releases;
+    w.computed = w.releases;
+    return w.tile;
+}
+
+void *cuemu_dyn_smem(void) { return L.dyn_bytes ? L.dyn : nullptr; }
 
 void cuemu_shared(void *p, size_t bytes) {
     for (void *q : L.poisoned)
