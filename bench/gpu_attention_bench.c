@@ -1,7 +1,9 @@
 /* gpu_attention_bench.c — TFLOP/s of the CUDA attention kernels
- * (runtime/cuda/kcu_attention.cu), causal, forward and backward, head dim 64
- * and 128, sequence 4K-16K, one sequence of 32 (Dh 64) or 16 (Dh 128) query
- * heads over 8 kv heads.
+ * (runtime/cuda/kcu_attention*.cu), causal, forward and backward, head dim
+ * 64 and 128, sequence 4K-16K, one sequence of 32 (Dh 64) or 16 (Dh 128)
+ * query heads over 8 kv heads.  The forward is timed twice, side by side:
+ * the tensor-core kernel (what training uses at these head dims) and the
+ * scalar one, with their ratio.
  *
  *   gpu_attention_bench [--peak TFLOPS] [--reps N] [--max-seq S]
  *
@@ -43,18 +45,22 @@ typedef struct bench_buf {
     float *ws;
 } bench_buf;
 
-/* Median milliseconds of fwd (bwd = 0) or bwd (bwd = 1). */
-static float time_ms(bench_buf *B, int bwd, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
+enum { FWD_TC, FWD_SCALAR, BWD };
+
+/* Median milliseconds of one kernel (FWD_TC, FWD_SCALAR or BWD). */
+static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
     cudaEvent_t a, b;
     KCU_CHECK_EXIT(cudaEventCreate(&a));
     KCU_CHECK_EXIT(cudaEventCreate(&b));
     float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
     for (int r = -1; r < reps; r++) {
         KCU_CHECK_EXIT(cudaEventRecord(a, 0));
-        if (bwd)
+        if (what == BWD)
             KCU_CHECK_EXIT(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv,
                                              Dh, B->ws, 0));
-        else KCU_CHECK_EXIT(kcu_attention_fwd(B->o, B->q, B->k, B->v, 1, S, H, Hkv, Dh, 0));
+        else
+            KCU_CHECK_EXIT(kcu_attention_fwd_impl(what == FWD_TC ? KCU_ATTN_TC : KCU_ATTN_SCALAR, B->o, B->q, B->k,
+                                                  B->v, 1, S, H, Hkv, Dh, 0));
         KCU_CHECK_EXIT(cudaEventRecord(b, 0));
         KCU_CHECK_EXIT(cudaEventSynchronize(b));
         if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
@@ -77,12 +83,13 @@ static void bench_one(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, d
     KCU_CHECK_EXIT(cudaMalloc((void **)&B.dv, (size_t)nk * 2));
     KCU_CHECK_EXIT(cudaMalloc((void **)&B.ws, (size_t)kcu_attention_bwd_ws(1, S, H) * 4));
     double fl = 4.0 * (double)H * (double)S * (double)S * (double)Dh / 2.0;
-    float f = time_ms(&B, 0, S, H, Hkv, Dh, reps), g = time_ms(&B, 1, S, H, Hkv, Dh, reps);
-    double tf = fl / (f * 1e-3) / 1e12, tb = 2.5 * fl / (g * 1e-3) / 1e12;
-    printf("attention Dh=%-3lld S=%-6lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%% of %.0f)  "
-           "bwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)\n",
-           (long long)Dh, (long long)S, (long long)H, (long long)Hkv, f, tf, 100 * tf / peak, peak, g, tb,
-           100 * tb / peak);
+    float f = time_ms(&B, FWD_TC, S, H, Hkv, Dh, reps), fs = time_ms(&B, FWD_SCALAR, S, H, Hkv, Dh, reps);
+    float g = time_ms(&B, BWD, S, H, Hkv, Dh, reps);
+    double tf = fl / (f * 1e-3) / 1e12, ts = fl / (fs * 1e-3) / 1e12, tb = 2.5 * fl / (g * 1e-3) / 1e12;
+    printf("attention Dh=%-3lld S=%-6lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%% of %.0f; scalar %.1f, "
+           "%.1fx)  bwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)\n",
+           (long long)Dh, (long long)S, (long long)H, (long long)Hkv, f, tf, 100 * tf / peak, peak, ts, fs / f, g,
+           tb, 100 * tb / peak);
     fflush(stdout);
     cudaFree(B.q), cudaFree(B.k), cudaFree(B.v), cudaFree(B.o), cudaFree(B.dout), cudaFree(B.dq), cudaFree(B.dk);
     cudaFree(B.dv), cudaFree(B.ws);

@@ -143,6 +143,19 @@ cudaError_t kcu_lm_head_loss_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, c
  * cudaErrorInvalidValue).  Tiled with an online softmax: no S x S matrix. */
 cudaError_t kcu_attention_fwd(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
                               int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st);
+/* The forward kernels behind kcu_attention_fwd: KCU_ATTN_AUTO takes the
+ * tensor-core kernel (kcu_attention_tc.cu: WMMA bf16, Dh 64 or 128) where
+ * it applies and the device has the shared memory it needs, else the scalar
+ * fp32 kernel; SCALAR and TC force one (TC with another Dh:
+ * cudaErrorInvalidValue), for the tests and the benchmark. */
+typedef enum { KCU_ATTN_AUTO, KCU_ATTN_SCALAR, KCU_ATTN_TC } kcu_attn_impl;
+cudaError_t kcu_attention_fwd_impl(kcu_attn_impl impl, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
+                                   const kcu_bf16 *v, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,
+                                   cudaStream_t st);
+cudaError_t kcu_attention_fwd_tc(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                                 int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st);
+/* Dynamic shared memory per block of the tensor-core forward (0: no such kernel for Dh). */
+size_t kcu_attention_tc_smem(int64_t Dh);
 /* Floats of workspace the backward needs (row logsumexp and rowsum(dO o O)). */
 int64_t kcu_attention_bwd_ws(int64_t b, int64_t S, int64_t H);
 /* dq [b,S,H,Dh], dk, dv [b,S,Hkv,Dh] (summed over the q heads of a kv head). */

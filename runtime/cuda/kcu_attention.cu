@@ -11,8 +11,9 @@
 // E = Dh/TPR of its Dh entries in registers (entries e*TPR + part, so that
 // the TPR threads of a row read adjacent shared-memory words); row dot
 // products are reduced across the TPR threads with shuffles.  The math is
-// scalar fp32 FMA: correct and simple, not yet tensor-core speed (see
-// runtime/README.md).
+// scalar fp32 FMA: correct and simple, not tensor-core speed.  At Dh 64
+// and 128 the forward runs on tensor cores instead (kcu_attention_tc.cu);
+// the backward and its row statistics stay here.
 //
 // Forward: one block per (query tile, batch x head); query tiles are
 // launched last-first and key tiles first-first, so that the blocks with the
@@ -255,15 +256,34 @@ static void launch_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf1
     default: CALL(128); break;                                                                                     \
     }
 
-extern "C" cudaError_t kcu_attention_fwd(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
-                                         int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st) {
+// The tensor-core forward applies at Dh 64 and 128 when the device grants
+// its shared memory (sm_80 and later do: 163 KB and more per block).
+static bool tc_fits(int64_t Dh) {
+    size_t need = kcu_attention_tc_smem(Dh);
+    int dev, optin = 0;
+    if (!need || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return false;
+    return (size_t)optin >= need;
+}
+
+extern "C" cudaError_t kcu_attention_fwd_impl(kcu_attn_impl impl, kcu_bf16 *o, const kcu_bf16 *q,
+                                              const kcu_bf16 *k, const kcu_bf16 *v, int64_t b, int64_t S, int64_t H,
+                                              int64_t Hkv, int64_t Dh, cudaStream_t st) {
     if (!dims_ok(b, S, H, Hkv, Dh)) return cudaErrorInvalidValue;
+    if (impl == KCU_ATTN_TC || (impl == KCU_ATTN_AUTO && tc_fits(Dh)))
+        return kcu_attention_fwd_tc(o, q, k, v, b, S, H, Hkv, Dh, st);
 #define FWD(D)                                                                                                     \
     launch_fwd<D, true>((bf16 *)o, nullptr, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, b, (int)S, (int)H,  \
                         (int)Hkv, st)
     DISPATCH_DH(Dh, FWD)
 #undef FWD
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_attention_fwd(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                                         int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st) {
+    return kcu_attention_fwd_impl(KCU_ATTN_AUTO, o, q, k, v, b, S, H, Hkv, Dh, st);
 }
 
 extern "C" int64_t kcu_attention_bwd_ws(int64_t b, int64_t S, int64_t H) { return 2 * b * S * H; }

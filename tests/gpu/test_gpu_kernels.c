@@ -13,7 +13,8 @@
  *   box copy, all_to_all pack/unpack                      exact (0); fanin sums 1e-2
  * Attention runs twice per shape: q, k of scale 1 (flat softmax) and of
  * scale 3 (peaked), where a causal-mask or tile-boundary error is far
- * above the tolerance.
+ * above the tolerance.  At Dh 64 and 128 both forward kernels are checked
+ * (tensor cores, which kcu_attention_fwd picks there, and scalar).
  * Exits 77 (CTest: skipped) when no CUDA device is visible. */
 #include <math.h>
 #include <stdbool.h>
@@ -326,6 +327,17 @@ static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t
     KCU_CHECK_EXIT(kcu_attention_fwd(oo, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
     snprintf(name, sizeof name, "attention fwd Dh%d H%d/%d S%d x%g", (int)Dh, (int)H, (int)Hkv, (int)S, qk);
     check_gpu(name, oo, o, nq, 3e-2);
+    if (kcu_attention_tc_smem(Dh)) { /* both forward kernels: tensor cores and scalar */
+        kcu_attn_impl other[] = {KCU_ATTN_TC, KCU_ATTN_SCALAR};
+        const char *oname[] = {"tc", "scalar"};
+        for (int i = 0; i < 2; i++) {
+            kcu_bf16 *ox = dzeros(nq);
+            KCU_CHECK_EXIT(kcu_attention_fwd_impl(other[i], ox, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
+            snprintf(name, sizeof name, "attention fwd %s Dh%d x%g", oname[i], (int)Dh, qk);
+            check_gpu(name, ox, o, nq, 3e-2);
+            cudaFree(ox);
+        }
+    }
     /* the backward reads the forward's output: give both sides the same o */
     float *ob = down(oo, nq);
     kern_attention_bwd(dq, dk, dv, dout, q, k, v, ob, b, S, H, Hkv, Dh);
