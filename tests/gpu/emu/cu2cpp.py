@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Rewrites a CUDA source (.cu) into C++ that runs on the CPU under cuemu.
 
-Only the two constructs that are not C++ are touched; everything else is
-compiled as written, with cuemu.h (included first) supplying the CUDA
-built-ins:
+The two constructs that are not C++ are rewritten, and every __shared__
+declaration gets a call that fills it with NaN bytes once per block;
+everything else is compiled as written, with cuemu.h (included first)
+supplying the CUDA built-ins:
 
   NAME<<<grid, block, smem, stream>>>(ARGS);
       ->  cuemu_launch("NAME", &NAME, cuemu_config(grid, block, smem, stream), ARGS);
