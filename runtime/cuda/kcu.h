@@ -152,8 +152,6 @@ typedef enum { KCU_ATTN_AUTO, KCU_ATTN_SCALAR, KCU_ATTN_TC } kcu_attn_impl;
 cudaError_t kcu_attention_fwd_impl(kcu_attn_impl impl, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
                                    const kcu_bf16 *v, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,
                                    cudaStream_t st);
-cudaError_t kcu_attention_fwd_tc(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
-                                 int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st);
 /* Dynamic shared memory per block of the tensor-core forward (0: no such kernel for Dh). */
 size_t kcu_attention_tc_smem(int64_t Dh);
 /* Floats of workspace the backward needs (row logsumexp and rowsum(dO o O)). */

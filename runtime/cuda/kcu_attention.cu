@@ -256,6 +256,12 @@ static void launch_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf1
     default: CALL(128); break;                                                                                     \
     }
 
+// kcu_attention_tc.cu's launcher: Dh 64 or 128 (else cudaErrorInvalidValue);
+// the other dims are checked here, by dims_ok, before it is called.
+extern "C" cudaError_t kcu_attention_fwd_tc(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                                            int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,
+                                            cudaStream_t st);
+
 // The tensor-core forward applies at Dh 64 and 128 when the device grants
 // its shared memory (sm_80 and later do: 163 KB and more per block).
 static bool tc_fits(int64_t Dh) {
