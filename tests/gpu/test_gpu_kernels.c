@@ -370,6 +370,14 @@ int main(void) {
     test_adamw();
     test_copy_box();
     test_a2a();
+    /* Forcing the tensor-core forward at a head dim it has no kernel for is
+     * refused, not run. */
+    kcu_bf16 *t = dzeros(4 * 32);
+    cudaError_t bad = kcu_attention_fwd_impl(KCU_ATTN_TC, t, t, t, t, 1, 4, 1, 1, 32, 0);
+    printf("%-28s %s  %s\n", "attention fwd tc Dh32", cudaGetErrorString(bad),
+           bad == cudaErrorInvalidValue ? "ok" : "FAIL");
+    failures += bad != cudaErrorInvalidValue;
+    cudaFree(t);
     /* b, S, H, Hkv, Dh: every head dim, partial last tiles, S past several
      * 64-query / 32-key tiles, GQA groups of 1, 2, 4 */
     int shapes[][5] = {{1, 70, 8, 2, 8},   {2, 100, 4, 2, 16}, {1, 130, 4, 4, 32},
