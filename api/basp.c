@@ -2,6 +2,8 @@
  * passes/ behind one small header. */
 #include "basp.h"
 
+#include <stdlib.h>
+
 #include "../codegen/codegen.h"
 #include "../frontend/frontend.h"
 #include "../ir/ir.h"
@@ -64,9 +66,55 @@ static pass_options to_pass_options(const basp_pass_options *opt) {
     return po;
 }
 
+/* The memory plan follows the backend: the CUDA one keeps floating tensors
+ * in bf16 with 256-byte alignment (ir/ir.h "memory plan").  An explicit
+ * --target decides; without one the module's own rule does (a bf16 spec on
+ * GPUs is planned for cuda, ir_mem_target_of).  A module that already
+ * carries a plan keeps its target. */
+static void set_mem_target(basp_module *m) {
+    if (cg_target_explicit() && !ir_mem_planned(m))
+        ir_config_set(m, "mem.target", cg_get_target() == CG_TARGET_CUDA ? "cuda" : "cpu");
+}
+
+static bool plan_for_cuda(const basp_spec *spec) {
+    if (cg_target_explicit()) return cg_get_target() == CG_TARGET_CUDA;
+    return ir_mem_default_cuda(spec->mesh.device, spec->train.precision);
+}
+
 bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt) {
+    if (!m) return false;
+    set_mem_target(m);
     pass_options po = to_pass_options(opt);
     return pass_run_pipeline(m, passes ? passes : pass_default_pipeline(), &po);
+}
+
+basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt,
+                          bool fit_warning) {
+    basp_module *m = basp_lower(spec);
+    if (!m) return NULL;
+    if (!basp_run_pipeline(m, passes, opt)) {
+        ir_module_free(m);
+        return NULL;
+    }
+    /* The fit warning comes from the plan the pipeline made (memplan), so
+     * that it says what --memory says; a pipeline without memplan has no
+     * plan to judge and gets none. */
+    pass_mem_report r;
+    if (fit_warning && ir_mem_planned(m) && pass_memory_report(m, &r))
+        pass_memory_diagnose(&r, spec, SUP_WARNING);
+    return m;
+}
+
+bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool json) {
+    pass_mem_report r;
+    if (!m || !pass_memory_report(m, &r)) return false;
+    pass_memory_suggest(spec, &r);
+    if (json)
+        pass_memory_json(&r, out);
+    else
+        pass_memory_print(&r, out);
+    pass_memory_diagnose(&r, spec, SUP_ERROR);
+    return r.fits;
 }
 
 bool basp_run_pass(basp_module *m, const char *name) {
@@ -87,9 +135,25 @@ void basp_print_schedule(const basp_module *m, FILE *out, bool json) {
         pass_schedule_print(m, out);
 }
 
+bool basp_max_seq_len(const basp_spec *spec, FILE *out, bool json) {
+    pass_maxseq_result *r = malloc(sizeof *r);
+    if (!r || !pass_max_seq_len(spec, plan_for_cuda(spec), r)) {
+        free(r);
+        return false;
+    }
+    if (json)
+        pass_maxseq_json(r, out);
+    else
+        pass_maxseq_print(r, out);
+    bool any = false;
+    for (int i = 0; i < r->n; i++) any |= r->rows[i].seq_len > 0;
+    free(r);
+    return any;
+}
+
 bool basp_plan(const basp_spec *spec, FILE *out, bool json) {
     pass_plan_result r;
-    bool ok = pass_plan(spec, &r);
+    bool ok = pass_plan_target(spec, plan_for_cuda(spec), &r);
     if (json)
         pass_plan_json(&r, out);
     else

@@ -59,10 +59,18 @@ typedef struct basp_pass_options {
     FILE *print_out;         /* NULL = stdout */
 } basp_pass_options;
 
-const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero" */
+const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero,memplan" */
 /* Comma-separated pass names (NULL = the default pipeline); the verifier
- * runs after each pass.  opt may be NULL. */
+ * runs after each pass.  opt may be NULL.  With basp_set_target("cuda") an
+ * unplanned module gets config mem.target = cuda first, so that memplan
+ * sizes the CUDA backend's bf16 buffers. */
 bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt);
+/* basp_lower + basp_run_pipeline.  With fit_warning, when the module then
+ * carries a memory plan whose peak per rank exceeds the device's memory, a
+ * warning located at the spec's train block says so with the numbers of
+ * basp_memory (the peak op, the largest buffers, what would fit). */
+basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt,
+                          bool fit_warning);
 bool basp_run_pass(basp_module *m, const char *name);
 /* Lists the registered passes, one "name  summary" per line. */
 void basp_list_passes(FILE *out);
@@ -80,8 +88,25 @@ bool basp_write_trace(const basp_module *m, FILE *out);
 /* Compares the candidate layouts of a checked spec (Ulysses, Ulysses over
  * N/B ranks, batch-aware for every G, hierarchical all-to-all) with the cost
  * model and names the fastest that fits; a table, or JSON when json is
- * true.  Returns false when no layout fits (a suggestion is printed). */
+ * true.  Memory per rank is each candidate's memory plan for the target of
+ * basp_set_target (what basp_memory reports for that layout).  Returns
+ * false when no layout fits (a suggestion is printed). */
 bool basp_plan(const basp_spec *spec, FILE *out, bool json);
+/* The longest seq_len (in steps of 1024 tokens, a multiple of the group
+ * size) whose memory plan fits the device, for Ulysses and every legal
+ * batch-aware G, each with recompute none, selective and full; a table, or
+ * JSON.  The target is basp_set_target's, else the spec's own (bf16 on GPUs:
+ * cuda).  Returns false when no row fits at all. */
+bool basp_max_seq_len(const basp_spec *spec, FILE *out, bool json);
+/* One rank's memory at the peak of the module's memory plan (a clone is
+ * planned when the module has none): arena, workspace, the bytes live at
+ * the peak op per category, the largest buffers, whether it fits the
+ * device; a table, or JSON when json is true.  Returns false when it does
+ * not fit: an error then names the peak op and the largest buffers,
+ * located at the spec's train block (spec may be NULL, e.g. for textual
+ * IR), and, with a spec, the single changes (ZeRO 3, more nodes, a shorter
+ * seq_len, a smaller micro-batch) with their peaks. */
+bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool json);
 
 /* ---- code generation (codegen/) ---- */
 /* Writes the C host program for a lowered module (after the pipeline): the

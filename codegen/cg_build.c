@@ -25,6 +25,7 @@
 
 static int cg_verbosity = 1;
 static cg_target cg_the_target = CG_TARGET_CPU;
+static bool cg_target_given;
 
 void cg_set_verbosity(int level) { cg_verbosity = level; }
 
@@ -32,10 +33,12 @@ bool cg_set_target(const char *name) {
     if (!strcmp(name, "cpu")) cg_the_target = CG_TARGET_CPU;
     else if (!strcmp(name, "cuda")) cg_the_target = CG_TARGET_CUDA;
     else return false;
+    cg_target_given = true;
     return true;
 }
 
 cg_target cg_get_target(void) { return cg_the_target; }
+bool cg_target_explicit(void) { return cg_target_given; }
 
 enum { CG_PATH_MAX = 4096, CG_ARGV_MAX = 128 };
 

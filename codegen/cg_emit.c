@@ -247,12 +247,14 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
             sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", d < val->type.rank ? val->type.unit[d] : 0);
         sup_buf_puts(b, "}");
     }
+    if (val->mem_off >= 0) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
     sup_buf_puts(b, "},\n");
 }
 
 static void cg_values(sup_buf *b, const cg_names *n) {
     sup_buf_puts(b, "/* name, kind, dtype, rank, global dims, sharding group per dim (-1 = whole),\n"
-                    " * local elements (the largest rank's), uneven split unit per dim if any. */\n"
+                    " * local elements (the largest rank's), uneven split unit per dim if any,\n"
+                    " * byte offset of the buffer in the arena (the memory plan). */\n"
                     "static const rt_value_desc values[NVALUES] = {\n");
     for (int v = 0; v < n->m->nvalues; v++)
         if (n->value[v][0]) cg_value_row(b, n, v);
@@ -353,6 +355,15 @@ static void cg_rope_scaling(sup_buf *b, const ir_module *m) {
                    cg_fmt_double(hi, nhi, sizeof nhi), orig);
 }
 
+/* The memory plan's whole-arena facts (every value's offset is in its row). */
+static void cg_mem_fields(sup_buf *b, const ir_module *m) {
+    sup_buf_printf(b, "    .mem_arena_bytes = %" PRId64 ", .mem_opt_offset = %" PRId64 ",\n",
+                   ir_config_int(m, "mem.peak", 0), ir_config_int(m, "mem.opt_offset", 0));
+    sup_buf_printf(b, "    .mem_comm_offset = %" PRId64 ", .mem_comm_bytes = {%" PRId64 ", %" PRId64 "},\n",
+                   ir_config_int(m, "mem.comm_offset", 0), ir_config_int(m, "mem.comm_bytes0", 0),
+                   ir_config_int(m, "mem.comm_bytes1", 0));
+}
+
 static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt) {
     const ir_module *m = n->m;
     sup_buf_puts(b, "static const rt_program program = {\n    .model = ");
@@ -369,6 +380,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_index_field(b, n, "loss", cg_loss(n));
     cg_config_fields(b, m);
     cg_rope_scaling(b, m);
+    cg_mem_fields(b, m);
     sup_buf_puts(b, "    .step = step,\n};\n\n"
                     "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
 }
@@ -392,8 +404,31 @@ static bool cg_check_values(const cg_names *n) {
     return ok;
 }
 
-bool cg_emit_c(const ir_module *m, const char *spec_path, FILE *out) {
-    if (!ir_verify(m, "before codegen")) return false;
+static bool cg_emit_planned(const ir_module *m, const char *spec_path, FILE *out);
+
+/* The module planned for the target's buffer sizes: m itself when its plan
+ * is for this target, else a planned copy (*own, to be freed).  NULL when
+ * planning failed. */
+static const ir_module *cg_planned(const ir_module *m, ir_module **own) {
+    *own = NULL;
+    ir_mem_target want = ir_mem_target_named(cg_get_target() == CG_TARGET_CUDA), have;
+    if (ir_mem_planned(m) && ir_mem_target_of(m, &have) && have.cuda == want.cuda) return m;
+    *own = ir_module_clone(m);
+    ir_config_set(*own, "mem.target", want.cuda ? "cuda" : "cpu");
+    if (!ir_mem_plan(*own, want, NULL)) return NULL;
+    return *own;
+}
+
+bool cg_emit_c(const ir_module *m0, const char *spec_path, FILE *out) {
+    if (!ir_verify(m0, "before codegen")) return false;
+    ir_module *own;
+    const ir_module *m = cg_planned(m0, &own);
+    bool ok = m && cg_emit_planned(m, spec_path, out);
+    if (own) ir_module_free(own);
+    return ok;
+}
+
+static bool cg_emit_planned(const ir_module *m, const char *spec_path, FILE *out) {
     int errors = sup_error_count();
     const char *spec = spec_path ? spec_path : m->name;
     cg_names n;

@@ -300,6 +300,26 @@ static void cg_lm_head(cg_op_ctx *c) {
     cg_end(c);
 }
 
+/* mlp(x, wg, wu, wd) -> y ; mlp_bwd(dy, x, wg, wu, wd) -> dx, dwg, dwu, dwd:
+ * N = local rows of x (all dims but the last), D its last dim, F = dim 1 of
+ * wg, chunk = attr chunk (0: one chunk). */
+static void cg_mlp(cg_op_ctx *c) {
+    bool bwd = c->op->code == IR_MLP_BWD;
+    const ir_value *x = cg_in(c, bwd), *wg = cg_in(c, bwd + 1);
+    for (int k = 1; k <= 3; k++)
+        if (!cg_rank(c, cg_in(c, bwd + k), 2) || !cg_whole(c, cg_in(c, bwd + k), 0, 2, "an MLP weight")) return;
+    int r = x->type.rank;
+    if (!cg_whole(c, x, r - 1, r, "the hidden dim")) return;
+    cg_call(c, bwd ? "rt_mlp_bwd" : "rt_mlp");
+    for (int o = 0; o < c->op->nout; o++) cg_f32(c, cg_out(c, o));
+    for (int i = 0; i < c->op->nin; i++) cg_f32(c, cg_in(c, i));
+    cg_int(c, cg_lprod(c, x, 0, r - 1));
+    cg_int(c, x->type.dims[r - 1]);
+    cg_int(c, wg->type.dims[1]);
+    cg_int(c, ir_attr_int(c->op, "chunk", 0));
+    cg_end(c);
+}
+
 /* ---- optimizer, collectives, memory ---------------------------------------------- */
 
 static void cg_adamw(cg_op_ctx *c) {
@@ -387,6 +407,7 @@ static void cg_op(cg_op_ctx *c) {
     case IR_ROPE: case IR_ROPE_BWD: cg_rope(c); break;
     case IR_ATTENTION: case IR_ATTENTION_BWD: cg_attention(c); break;
     case IR_ADD: case IR_SWIGLU: case IR_SWIGLU_BWD: cg_elementwise(c); break;
+    case IR_MLP: case IR_MLP_BWD: cg_mlp(c); break;
     case IR_LM_HEAD_LOSS: case IR_LM_HEAD_LOSS_BWD: cg_lm_head(c); break;
     case IR_ADAMW: cg_adamw(c); break;
     case IR_ALL_TO_ALL: cg_all_to_all(c); break;
@@ -448,6 +469,22 @@ static void cg_banner(sup_buf *b, const ir_op *op, int *layer, const char **phas
         sup_buf_printf(b, "    /* ---- %s ---- */\n", *p ? p : "outside the layers");
 }
 
+/* The buffers whose live range ends at this op, released right after it
+ * (the memory plan may give their bytes to a later value).  A `free` op
+ * releases its operand itself. */
+static void cg_frees(cg_op_ctx *c, const int *start, const int *end) {
+    if (c->op->code == IR_FREE) return;
+    int seen[IR_MAX_IN + IR_MAX_OUT], ns = 0;
+    for (int k = 0; k < c->op->nin + c->op->nout; k++) {
+        int v = k < c->op->nin ? c->op->in[k] : c->op->out[k - c->op->nin];
+        bool dup = false;
+        for (int j = 0; j < ns; j++) dup |= seen[j] == v;
+        if (dup || start[v] < 0 || end[v] != c->index) continue;
+        seen[ns++] = v;
+        sup_buf_printf(c->b, "    rt_free(rt, %s);\n", c->n->value[v]);
+    }
+}
+
 bool cg_emit_step(const cg_names *n, sup_buf *b) {
     const ir_module *m = n->m;
     char *text;
@@ -457,14 +494,20 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     const char *phase = "\1";
     sup_buf_puts(b, "/* One training step: one runtime call per IR op, in schedule order. */\n"
                     "static void step(rt_ctx *rt) {\n");
+    int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    ir_mem_live(m, start, end);
     for (int i = 0; i < m->nops; i++) {
         cg_op_ctx c = {n, m, i, &m->ops[i], b, true};
         cg_banner(b, c.op, &layer, &phase);
         cg_comment(b, "    ", lines[i] ? lines[i] : "?");
         cg_op(&c);
+        cg_frees(&c, start, end);
         ok &= c.ok;
     }
     sup_buf_puts(b, "}\n");
+    free(start);
+    free(end);
     free(lines);
     free(text);
     return ok;

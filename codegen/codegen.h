@@ -42,6 +42,9 @@ bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bo
 typedef enum { CG_TARGET_CPU, CG_TARGET_CUDA } cg_target;
 bool cg_set_target(const char *name);
 cg_target cg_get_target(void);
+/* True once cg_set_target chose a target (--target): memory plans follow
+ * it; otherwise they follow the spec (ir_mem_target_of). */
+bool cg_target_explicit(void);
 
 /* What cg_build prints on stderr: 0 nothing but errors, 1 (default) one
  * progress line ("baspc: compiling train.c → train"), 2 also the compiler

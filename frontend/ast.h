@@ -168,8 +168,6 @@ void fe_hf_name(const char *path, char *out, size_t n);
 /* The sequence-parallel layout rules; adds to *nerr and returns false when
  * the layout is illegal. */
 bool fe_check_layout(const fe_spec *spec, int *nerr);
-/* Warns when the rough memory estimate exceeds the device. */
-void fe_check_memory(const fe_spec *spec);
 
 /* ---- printing (print.c) ------------------------------------------------- */
 /* Formats v in the largest unit of `cls` that reads back exactly. */

@@ -51,6 +51,8 @@ static const fe_keydef train_keys[] = {
     {"lr", FE_K_FLOAT, F(train.lr), 0, "lr 3e-4"},
     {"steps", FE_K_COUNT, I64(train.steps), "steps 100"},
     {"seed", FE_K_COUNT, I64(train.seed), "seed 1234"},
+    {"mlp_chunk", FE_K_COUNT, I64(train.mlp_chunk), "mlp_chunk 4096"},
+    {"recompute", FE_K_NAME, NAME(train.recompute), "recompute selective"},
 };
 static const fe_keydef layout_keys[] = {
     {"sequence", FE_K_NAME, NAME(layout.sequence), "sequence ulysses"},

@@ -78,6 +78,12 @@ typedef struct fe_train {
     double lr;          /* default 3e-4 */
     int64_t steps;      /* default 10 */
     int64_t seed;       /* default 1234 */
+    /* Tokens per chunk of the fused, tiled MLP (0: the unfused MLP, whose
+     * [tokens, ffn] intermediates live until the backward); default: hidden
+     * when a rank holds more than hidden tokens (DeepSpeed ALST's rule),
+     * else 0. */
+    int64_t mlp_chunk;
+    char recompute[16]; /* none | selective | full | auto ; default none */
 } fe_train;
 
 typedef struct fe_layout {
@@ -148,11 +154,6 @@ void fe_spec_free(fe_spec *spec);
  * parses back to the same spec. */
 void fe_spec_print(const fe_spec *spec, FILE *out);
 
-/* Rough per-device memory estimate in bytes (weights, gradients and AdamW
- * state under the ZeRO stage, plus activations); fe_check warns when it
- * exceeds the device.  The memory pass has the real model. */
-double fe_memory_estimate(const fe_spec *spec, double *state_bytes, double *act_bytes);
-int64_t fe_param_count(const fe_model *m);
 
 /* Device presets known to the frontend (name, memory bytes, peak flops). */
 typedef struct fe_device_preset {

@@ -1,5 +1,7 @@
 /* groups.c — legality of sequence-parallel layouts (Ulysses and
- * batch-aware groups) and the rough memory-fit warning.
+ * batch-aware groups).  Whether a layout fits the device is not judged
+ * here: the memory plan does it after the pipeline (api/basp.c,
+ * passes/memreport.c), with the numbers of `baspc --memory`.
  *
  * fe_groups_illegal holds the layout rules on the spec: fe_check uses it for
  * every batch_aware mode.  The passes judge the IR alone (hand-written IR has
@@ -175,57 +177,4 @@ bool fe_check_layout(const fe_spec *spec, int *nerr) {
     sup_buf_free(&b);
     if (!ok) (*nerr)++;
     return ok;
-}
-
-/* ---- rough memory estimate --------------------------------------------- */
-
-static double params(const fe_model *m) {
-    double h = (double)m->hidden, hd = (double)m->head_dim;
-    double attn = h * hd * (2.0 * (double)m->heads + 2.0 * (double)m->kv_heads);
-    double mlp = 3.0 * h * (double)m->ffn;
-    double emb = (double)m->vocab * h * (m->tie_embeddings ? 1 : 2);
-    return emb + (double)m->layers * (attn + mlp + 2 * h) + h;
-}
-
-int64_t fe_param_count(const fe_model *m) {
-    double p = params(m);
-    return p >= 9.2e18 ? INT64_MAX : (int64_t)p;
-}
-
-/* Mixed precision (bf16): 2 bf16 weights + 4 fp32 master + 4 fp32 grads +
- * 8 AdamW moments = 18 bytes/param; fp32: 4 + 4 + 8 = 16.  ZeRO-1 shards
- * the optimizer state (master + moments), ZeRO-2 also the gradients, ZeRO-3
- * also the weights, each over all N ranks.  Activations: about 16 bytes per
- * token per hidden unit per layer in bf16 (32 in fp32), B*S/N tokens/rank. */
-double fe_memory_estimate(const fe_spec *spec, double *state_bytes, double *act_bytes) {
-    const fe_train *t = &spec->train;
-    bool bf16 = !strcmp(t->precision, "bf16");
-    double P = params(&spec->model), N = (double)fe_world(spec);
-    double w = bf16 ? 2 : 4, g = 4, opt = bf16 ? 12 : 8;
-    if (t->zero >= 1) opt /= N;
-    if (t->zero >= 2) g /= N;
-    if (t->zero >= 3) w /= N;
-    double state = P * (w + g + opt);
-    double act = (double)t->micro_batch * (double)t->seq_len / N * (double)spec->model.hidden *
-                 (double)spec->model.layers * (bf16 ? 16 : 32);
-    if (state_bytes) *state_bytes = state;
-    if (act_bytes) *act_bytes = act;
-    return state + act;
-}
-
-void fe_check_memory(const fe_spec *spec) {
-    double state, act, total = fe_memory_estimate(spec, &state, &act);
-    double cap = spec->mesh.device_mem;
-    if (total <= cap) return;
-    char tb[32], cb[32], sb[32], ab[32], pc[32];
-    sup_loc loc = fe_spec_loc(spec, "train.micro_batch");
-    sup_warning(loc, "rough memory estimate %s per device exceeds the %s of '%s'",
-                sup_fmt_bytes(total, tb, sizeof tb), sup_fmt_bytes(cap, cb, sizeof cb),
-                spec->mesh.device);
-    sup_note(loc, "estimate: %s params with ZeRO-%d state %s + activations %s; the memory "
-             "pass computes the real peak", sup_fmt_double((double)fe_param_count(&spec->model),
-             pc, sizeof pc), spec->train.zero, sup_fmt_bytes(state, sb, sizeof sb),
-             sup_fmt_bytes(act, ab, sizeof ab));
-    sup_note(loc, "raise 'zero' (now %d), lower micro_batch or seq_len, or add devices",
-             spec->train.zero);
 }

@@ -72,6 +72,7 @@ static void check_range(checker *c, fe_block_kind b, const char *prefix, const c
         const char *want = "positive";
         if (!strcmp(k[i].name, "zero")) { bad = v < 0 || v > 3; want = "0, 1, 2 or 3"; }
         else if (!strcmp(k[i].name, "seed")) { bad = v < 0; want = "zero or positive"; }
+        else if (!strcmp(k[i].name, "mlp_chunk")) { bad = v < 0; want = "zero (off) or positive (tokens)"; }
         else if (!strcmp(k[i].name, "latency")) { bad = v < 0; want = "zero or positive"; }
         else if (!strcmp(k[i].name, "efficiency")) { bad = !(v > 0 && v <= 1); want = "in (0, 1]"; }
         else bad = !(v > 0);
@@ -126,8 +127,19 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.lr")) t->lr = 3e-4;
     if (!fe_given(s, "train.steps")) t->steps = 10;
     if (!fe_given(s, "train.seed")) t->seed = 1234;
+    if (!fe_given(s, "train.recompute")) snprintf(t->recompute, sizeof t->recompute, "none");
     if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");
     if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
+}
+
+/* DeepSpeed ALST tiles the MLP into ceil(tokens / hidden) chunks: tiled
+ * once a rank holds more than `hidden` tokens, `hidden` tokens per chunk.
+ * Needs the mesh's defaults (the world size). */
+static void mlp_chunk_default(fe_spec *s) {
+    if (fe_given(s, "train.mlp_chunk")) return;
+    double world = (double)fe_world(s), hidden = (double)s->model.hidden;
+    double per_rank = (double)s->train.micro_batch * (double)s->train.seq_len / (world > 0 ? world : 1);
+    s->train.mlp_chunk = hidden > 0 && per_rank > hidden ? s->model.hidden : 0;
 }
 
 /* A link whose kind names a link preset (ib_ndr) takes that preset's
@@ -250,14 +262,18 @@ bool fe_check(fe_spec *spec) {
     rope_rules(&c);
     train_defaults(spec);
     mesh_defaults(&c);
+    mlp_chunk_default(spec);
     static const char *const precisions[] = {"bf16", "fp32"};
     static const char *const optimizers[] = {"adamw"};
     static const char *const sequences[] = {"ulysses"};
     one_of(&c, "train.precision", spec->train.precision, precisions, 2);
     one_of(&c, "train.optimizer", spec->train.optimizer, optimizers, 1);
     one_of(&c, "layout.sequence", spec->layout.sequence, sequences, 1);
+    static const char *const recomputes[] = {"none", "selective", "full", "auto"};
+    one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
     if (c.nerr) return false;
     if (!fe_check_layout(spec, &c.nerr)) return false;
-    fe_check_memory(spec);
+    /* Whether the layout fits the device is the memory plan's call, after
+     * the pipeline (api/basp.c: basp_compile, basp_memory). */
     return c.nerr == 0;
 }

@@ -377,6 +377,7 @@ int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type 
     v->kind = kind;
     v->type = type;
     v->def = -1;
+    v->mem_off = -1;
     int i = m->nvalues++;
     /* A duplicate (only the parser makes one, for the verifier to report)
      * stays out of the index: find returns the first value of a name. */

@@ -114,6 +114,9 @@ typedef struct ir_value {
     ir_type type;
     int def; /* index of defining op for IR_V_RESULT, else -1 (kept by ir_renumber) */
     sup_loc loc; /* where it was defined (textual IR), else noloc */
+    /* Byte offset of the value's buffer in the step's arena (pass memplan,
+     * printed `: f32[64] at 4096`), -1 when the module has no memory plan. */
+    int64_t mem_off;
 } ir_value;
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -272,6 +275,71 @@ ir_module *ir_parse_file(const char *path);
  * text), prefixed by `context` (e.g. "after pass 'ulysses'").  Returns true
  * when the module is valid. */
 bool ir_verify(const ir_module *m, const char *context);
+
+/* ---- memory plan (ir_mem.c; ir/README.md "Memory plan") ------------------------
+ * One training step's memory on one rank: every buffer the runtime allocates
+ * lives in one arena.  A value's buffer is live from the op defining it to
+ * the last op reading it; params, inputs, the loss and the gradients adamw
+ * reads (which the runtime reads after the step) live the whole step.
+ * Buffer sizes follow the target: cpu stores every element in 4 bytes
+ * (64-byte alignment); cuda stores floating tensors in 2 (bf16), scalars
+ * and i32 in 4 (256-byte alignment).  The optimizer state (cpu: AdamW m, v;
+ * cuda: fp32 master weights, m, v) and the collectives' two staging areas
+ * are regions of the arena live the whole step.  Config keys: mem.target,
+ * mem.peak (the arena's bytes), mem.opt_offset, mem.opt_bytes,
+ * mem.comm_offset, mem.comm_bytes0, mem.comm_bytes1, mem.peak_op. */
+typedef enum {
+    IR_MEM_PARAMS, IR_MEM_GRADS, IR_MEM_OPTIM, IR_MEM_ACTS, IR_MEM_COMM, IR_MEM_WORK, IR_MEM_NCATS
+} ir_mem_cat;
+/* "params", "grads", "optimizer", "activations", "comm", "workspace" */
+const char *ir_mem_cat_name(ir_mem_cat c);
+
+typedef struct ir_mem_target {
+    bool cuda;
+    int64_t align;
+} ir_mem_target;
+/* The target named by config mem.target; when absent, cuda for a bf16 step
+ * on a GPU device (config precision and device, ir_mem_default_cuda), else
+ * cpu.  False for an unknown name. */
+bool ir_mem_target_of(const ir_module *m, ir_mem_target *t);
+bool ir_mem_default_cuda(const char *device, const char *precision);
+ir_mem_target ir_mem_target_named(bool cuda);
+/* True when the runtime allocates a buffer for value v (params, inputs,
+ * results some op defines). */
+bool ir_mem_has_buffer(const ir_module *m, int v);
+/* Aligned bytes of v's buffer on target t (0 without a buffer); -1 when the
+ * size overflows int64. */
+int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t);
+ir_mem_cat ir_mem_value_cat(const ir_module *m, int v);
+/* True when v is a parameter's gradient: named d.<param> or d.<param>.<suffix>. */
+bool ir_mem_weight_like(const ir_module *m, int v);
+/* Bytes of the optimizer state of every adamw pair (aligned per tensor). */
+int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t);
+/* The largest staging areas a collective (or ZeRO-1's adamw slice) needs:
+ * out[0] the send / gather side, out[1] the receive side (aligned). */
+void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2]);
+/* Kernel workspace outside the arena (the LM head's logits chunk, the RoPE
+ * table), the largest over the step's ops. */
+int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t);
+/* The loss the runtime reads after the step: the value named `loss`, else
+ * the all_reduce of an lm_head_loss; -1 if none. */
+int ir_mem_loss_value(const ir_module *m);
+/* Live ranges: value v is live over ops [start[v], end[v]] (closed: an
+ * op's operands and results are live together).  Whole-step values get
+ * start = -1 and end = nops; values without a buffer get start = end = -2. */
+void ir_mem_live(const ir_module *m, int *start, int *end);
+/* Places every buffer (ir/ir_memplan.c): sets each value's mem_off and the
+ * mem.* config keys for target t, replacing any earlier plan.  Returns false
+ * (after reporting) when a size overflows. */
+typedef struct ir_mem_stats {
+    int64_t arena;    /* mem.peak */
+    int64_t live_max; /* the largest sum of bytes live at one op (a lower bound) */
+    int peak_op;      /* where that sum is reached (-1: no ops) */
+    int64_t no_reuse; /* every buffer in its own slot */
+} ir_mem_stats;
+bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st);
+/* True when the module carries a memory plan (config mem.peak). */
+bool ir_mem_planned(const ir_module *m);
 
 /* True when `s` is a valid value/group name: [A-Za-z0-9_.-]+, shorter than
  * IR_NAME_MAX.  Identifiers (attr keys and values, config keys, link kinds)

@@ -260,6 +260,17 @@ static bool p_type(ir_parser *p, ir_type *t)
     return p_expect_punct(p, ']');
 }
 
+/* placement := ('at' INT)?      the arena offset of a memory plan (pass memplan) */
+static bool p_placement(ir_parser *p, int64_t *off)
+{
+    *off = -1;
+    char name[8];
+    if (CUR->kind != T_IDENT || !ir_tok_name(CUR, name, sizeof name) || strcmp(name, "at") != 0)
+        return true;
+    ir_lex_next(&p->lx);
+    return p_int(p, 0, INT64_MAX, "an arena offset", off);
+}
+
 /* ---- header statements ----------------------------------------------------- */
 
 /* config := 'config' IDENT '=' (WORD | STRING) NL */
@@ -406,7 +417,7 @@ static bool p_group(ir_parser *p)
     return ok;
 }
 
-/* decl := ('param' | 'input') VAL ':' type NL */
+/* decl := ('param' | 'input') VAL ':' type placement NL */
 static bool p_decl(ir_parser *p, ir_value_kind kind)
 {
     ir_lex_next(&p->lx);
@@ -415,9 +426,13 @@ static bool p_decl(ir_parser *p, ir_value_kind kind)
     ir_tok name_tok = *CUR;
     ir_lex_next(&p->lx);
     ir_type t;
-    if (!p_expect_punct(p, ':') || !p_type(p, &t))
+    int64_t off;
+    if (!p_expect_punct(p, ':') || !p_type(p, &t) || !p_placement(p, &off))
         return false;
-    return p_define_value(p, &name_tok, kind, t) >= 0 && p_expect_eol(p, "the type");
+    int v = p_define_value(p, &name_tok, kind, t);
+    if (v >= 0)
+        p->m->values[v].mem_off = off;
+    return v >= 0 && p_expect_eol(p, "the type");
 }
 
 /* ---- ops ------------------------------------------------------------------- */
@@ -550,8 +565,8 @@ static bool p_operands(ir_parser *p, ir_op *op, const ir_op_info *info)
     return true;
 }
 
-/* types := ':' type (',' type)*   — exactly one per result */
-static bool p_result_types(ir_parser *p, const ir_op_info *info, int nres, ir_type *types)
+/* types := ':' type placement (',' type placement)*   — exactly one per result */
+static bool p_result_types(ir_parser *p, const ir_op_info *info, int nres, ir_type *types, int64_t *offs)
 {
     if (nres == 0) {
         if (ir_tok_is(CUR, T_PUNCT, ":")) {
@@ -564,7 +579,7 @@ static bool p_result_types(ir_parser *p, const ir_op_info *info, int nres, ir_ty
         return p_expected(p, "':' and the result types");
     for (int i = 0; i < nres; i++) {
         ir_lex_next(&p->lx); /* ':' or ',' */
-        if (!p_type(p, &types[i]))
+        if (!p_type(p, &types[i]) || !p_placement(p, &offs[i]))
             return false;
         if (i + 1 < nres && !ir_tok_is(CUR, T_PUNCT, ","))
             return p_expected(p, "',' and another result type (one per result)");
@@ -605,12 +620,14 @@ static bool p_op(ir_parser *p)
         return false;
     }
     ir_type types[IR_MAX_OUT];
-    if (!p_attrs(p, &op) || !p_result_types(p, info, nres, types))
+    int64_t offs[IR_MAX_OUT];
+    if (!p_attrs(p, &op) || !p_result_types(p, info, nres, types, offs))
         return false;
     for (int i = 0; i < nres; i++) {
         int v = p_define_value(p, &res[i], IR_V_RESULT, types[i]);
         if (v < 0)
             return false;
+        p->m->values[v].mem_off = offs[i];
         ir_op_add_output(&op, v);
     }
     ir_op_append(p->m, &op);

@@ -187,6 +187,8 @@ static void ir_print_op(sup_buf *b, const ir_module *m, const ir_op *op)
         int v = op->out[o];
         const char *s = v >= 0 && v < m->nvalues ? ir_type_str(m, &m->values[v].type, ty, sizeof ty) : "?";
         sup_buf_printf(b, "%s%s", o ? ", " : " : ", s);
+        if (v >= 0 && v < m->nvalues && m->values[v].mem_off >= 0)
+            sup_buf_printf(b, " at %lld", (long long)m->values[v].mem_off);
     }
     sup_buf_puts(b, "\n");
 }
@@ -209,8 +211,11 @@ static void ir_print_buf(sup_buf *b, const ir_module *m)
         if (val->kind == IR_V_RESULT)
             continue;
         char ty[IR_TYPE_STR_MAX];
-        sup_buf_printf(b, "%s %%%s : %s\n", val->kind == IR_V_PARAM ? "param" : "input", val->name,
+        sup_buf_printf(b, "%s %%%s : %s", val->kind == IR_V_PARAM ? "param" : "input", val->name,
                        ir_type_str(m, &val->type, ty, sizeof ty));
+        if (val->mem_off >= 0)
+            sup_buf_printf(b, " at %lld", (long long)val->mem_off);
+        sup_buf_puts(b, "\n");
     }
     for (int i = 0; i < m->nops; i++)
         ir_print_op(b, m, &m->ops[i]);

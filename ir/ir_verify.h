@@ -24,6 +24,10 @@ void ir_verify_op_types(ir_vctx *c, const ir_op *op);
 /* Collective rules (ir_verify_coll.c). */
 void ir_verify_coll_types(ir_vctx *c, const ir_op *op);
 
+/* The memory plan's rules (ir_mem.c): placement, alignment, bounds, no
+ * overlap of buffers live at the same time. */
+void ir_verify_mem(ir_vctx *c);
+
 /* Message helpers shared by the rule files (ir_verify_ops.c). */
 const ir_value *ir_vv(ir_vctx *c, int idx);
 const char *ir_vgname(ir_vctx *c, int g);

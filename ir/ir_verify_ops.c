@@ -167,6 +167,43 @@ static void check_rmsnorm(ir_vctx *c, const ir_op *op)
     want_same_shape(c, w, ir_vv(c, op->out[1]));
 }
 
+/* mlp(x, wg, wu, wd) -> y and mlp_bwd(dy, x, wg, wu, wd) -> (dx, dwg, dwu,
+ * dwd): x [..., D] with D whole; wg, wu [D, F]; wd [F, D]; y, dy, dx have
+ * x's type; each weight gradient the shape of its weight; attr chunk >= 1
+ * when present. */
+static void check_mlp(ir_vctx *c, const ir_op *op)
+{
+    bool bwd = op->code == IR_MLP_BWD;
+    const ir_value *x = ir_vv(c, op->in[bwd]);
+    const ir_value *w[3] = {ir_vv(c, op->in[bwd + 1]), ir_vv(c, op->in[bwd + 2]), ir_vv(c, op->in[bwd + 3])};
+    int r = x->type.rank;
+    if (r < 1) {
+        char d[96];
+        ir_verr(c, sup_noloc(), "%s must have rank at least 1", ir_vdesc(c, x, d, sizeof d));
+        return;
+    }
+    ir_vwant_shard(c, x, r - 1, -1, " (the MLP contracts the whole hidden dim)");
+    bool ok = want_rank(c, w[0], 2, "[D,F]") & want_rank(c, w[1], 2, "[D,F]") & want_rank(c, w[2], 2, "[F,D]");
+    if (ok) {
+        char what[128], d[96];
+        snprintf(what, sizeof what, "the last dim of %s", ir_vdesc(c, x, d, sizeof d));
+        ir_vwant_dim(c, w[0], 0, x->type.dims[r - 1], what);
+        ir_vwant_dim(c, w[2], 1, x->type.dims[r - 1], what);
+        want_same_shape(c, w[0], w[1]);
+        snprintf(what, sizeof what, "dim 1 of %s", ir_vdesc(c, w[0], d, sizeof d));
+        ir_vwant_dim(c, w[2], 0, w[0]->type.dims[1], what);
+    }
+    const ir_attr *ch = ir_attr_get(op, "chunk");
+    if (ch && (ch->kind != IR_A_INT || ch->i < 1))
+        ir_verr(c, sup_noloc(), "attribute chunk must be an integer >= 1 (tokens per chunk)");
+    ir_vsame_type(c, x, ir_vv(c, op->out[0]));
+    if (!bwd)
+        return;
+    ir_vsame_type(c, x, ir_vv(c, op->in[0]));
+    for (int k = 0; k < 3; k++)
+        want_same_shape(c, w[k], ir_vv(c, op->out[k + 1]));
+}
+
 /* tok i32[B,S] with y/dy [B,S,D] laid out like tok on B and S. */
 static bool check_tokens(ir_vctx *c, const ir_value *tok, const ir_value *y)
 {
@@ -366,6 +403,8 @@ void ir_verify_op_types(ir_vctx *c, const ir_op *op)
     case IR_LM_HEAD_LOSS:
     case IR_LM_HEAD_LOSS_BWD: check_lm_head(c, op); break;
     case IR_ADAMW: check_adamw(c, op); break;
+    case IR_MLP:
+    case IR_MLP_BWD: check_mlp(c, op); break;
     default: ir_verify_coll_types(c, op); break;
     }
 }

@@ -1,5 +1,6 @@
 /* cost.c — the analytical cost model: predicted time of every op on the
- * slowest rank, memory per rank, and a one-step Chrome trace.
+ * slowest rank, memory per rank (read off the memory plan, memreport.c),
+ * and a one-step Chrome trace.
  *
  * Everything is read from the module (mesh links, config device peaks and
  * device_mem, local shapes), so the model works on lowered specs and on
@@ -48,7 +49,6 @@ pass_cost_params pass_cost_default_params(const ir_module *m)
      * bookkeeping): negligible for large ops, most of the time of tiny ones. */
     p.op_overhead = cfg_double(m, "cost.op_overhead", 0.0);
     p.hierarchical_a2a = cfg_bool(m, "cost.hierarchical_a2a", false);
-    p.recompute = cfg_bool(m, "cost.recompute", false);
     return p;
 }
 
@@ -111,6 +111,17 @@ static double lm_head_nvd(const ir_module *m, const ir_op *op)
     return N * V * D;
 }
 
+/* mlp / mlp_bwd x [N.., D], w_gate [D, F]: one of its GEMMs is 2·N·D·F;
+ * returns N·D·F. */
+static double mlp_ndf(const ir_module *m, const ir_op *op)
+{
+    int bwd = op->code == IR_MLP_BWD;
+    const ir_type *x = &m->values[op->in[bwd]].type, *wg = &m->values[op->in[bwd + 1]].type;
+    double D = tail_local(m, x, 1);
+    double N = (double)ir_type_local_elems(m, x) / (D > 0 ? D : 1);
+    return N * D * (wg->rank == 2 ? (double)wg->dims[1] : 0);
+}
+
 static double compute_flops(const ir_module *m, const ir_op *op)
 {
     switch (op->code) {
@@ -120,6 +131,8 @@ static double compute_flops(const ir_module *m, const ir_op *op)
     case IR_ATTENTION_BWD: return 2.5 * attention_flops(m, op->in[1]);
     case IR_LM_HEAD_LOSS: return 2 * lm_head_nvd(m, op);
     case IR_LM_HEAD_LOSS_BWD: return 6 * lm_head_nvd(m, op); /* logits again + two GEMMs */
+    case IR_MLP: return 6 * mlp_ndf(m, op); /* gate, up, down */
+    case IR_MLP_BWD: return 16 * mlp_ndf(m, op); /* gate, up again + six GEMMs of the gradients */
     default: return 0;
     }
 }
@@ -147,6 +160,11 @@ static double compute_exps(const ir_module *m, const ir_op *op)
     }
     case IR_SWIGLU: return (double)ir_type_local_elems(m, &m->values[op->out[0]].type);
     case IR_SWIGLU_BWD: return (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
+    case IR_MLP:
+    case IR_MLP_BWD: { /* the sigmoid of every [N, F] entry (again in the backward) */
+        double D = tail_local(m, &m->values[op->in[op->code == IR_MLP_BWD]].type, 1);
+        return D > 0 ? mlp_ndf(m, op) / D : 0;
+    }
     default: return 0;
     }
 }
@@ -322,109 +340,16 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
     return c;
 }
 
-/* ---- memory per rank ------------------------------------------------------ */
-/* Parameters, gradients and optimizer state, read off the optimizer ops:
- * adamw(w, dw) holds w as stored (sharded from ZeRO stage 1), its two fp32
- * moments per local element, and dw as consumed (the full all_reduce sum
- * for stages 0/1, the reduce_scatter shard for 2/3).  ZeRO working copies
- * (all_gather of a parameter) add the full weights: all of them for
- * stages 1/2, whose copies live the whole step; for stage 3 the largest
- * (layer, phase) bucket, since copies are freed after their last use. */
-static void state_memory(const ir_module *m, pass_cost_report *r)
-{
-    int stage = (int)ir_config_int(m, "zero", 0);
-    int L = (int)ir_config_int(m, "layers", 0), nb = 2 * (L + 2);
-    double *bucket = calloc((size_t)nb, sizeof *bucket), copies = 0;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (op->code == IR_ADAMW) {
-            r->mem_params += local_bytes(m, op->in[0]);
-            r->mem_optim += 8.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
-            r->mem_grads += local_bytes(m, op->in[1]);
-        } else if (op->code == IR_ALL_GATHER && m->values[op->in[0]].kind == IR_V_PARAM) {
-            double b = local_bytes(m, op->out[0]);
-            int l = ir_op_layer(op) + 1; /* 0: outside layers */
-            int k = 2 * (l < 0 || l > L ? 0 : l) + !strcmp(ir_op_phase(op), "bwd");
-            copies += b;
-            if (bucket)
-                bucket[k] += b;
-        }
-    }
-    if (stage >= 3 && bucket) {
-        copies = 0;
-        for (int k = 0; k < nb; k++)
-            copies = bucket[k] > copies ? bucket[k] : copies;
-    }
-    r->mem_params += copies;
-    free(bucket);
-}
+/* ---- memory per rank ------------------------------------------------------
+ * Memory comes from the memory plan (pass_memory_report: the module's own
+ * plan, or a plan of a clone when the module has none), so that the cost
+ * pass, the planner's mem column and `baspc --memory` give one number.
+ *
+ * Activation recomputation is a pass of its own (train.recompute,
+ * passes/pass_recompute.c): the plan of a recomputing step already has
+ * fewer bytes live. */
 
-/* Activations saved for the backward: activation values (rank >= 2, not
- * weight-like) that a forward op defines and a backward op reads.  With
- * recompute only each layer's input is kept, plus the saved values of the
- * largest layer, which its backward recomputes; values outside layers
- * (embedding, final norm) are always kept.  Gradient buffers that live
- * inside the backward are not counted. */
-static double activation_memory(const ir_module *m, const pass_cost_params *p)
-{
-    bool *weight = pu_weight_flags(m);
-    char *read_bwd = calloc((size_t)m->nvalues + 1, 1);
-    int L = (int)ir_config_int(m, "layers", 0);
-    double *saved = calloc((size_t)L + 2, sizeof *saved), *ckpt = calloc((size_t)L + 2, sizeof *ckpt);
-    double total = 0;
-    if (!weight || !read_bwd || !saved || !ckpt)
-        goto out;
-    for (int i = 0; i < m->nops; i++)
-        if (!strcmp(ir_op_phase(&m->ops[i]), "bwd"))
-            for (int k = 0; k < m->ops[i].nin; k++)
-                read_bwd[m->ops[i].in[k]] = 1;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (strcmp(ir_op_phase(op), "fwd"))
-            continue;
-        int l = ir_op_layer(op) + 1;
-        l = l < 0 || l > L ? 0 : l;
-        if (l > 0 && ckpt[l] == 0 && op->nin > 0 && pu_is_activation(m, weight, op->in[0]))
-            ckpt[l] = local_bytes(m, op->in[0]);
-        for (int k = 0; k < op->nout; k++)
-            if (read_bwd[op->out[k]] && pu_is_activation(m, weight, op->out[k]))
-                saved[l] += local_bytes(m, op->out[k]);
-    }
-    double largest = 0;
-    for (int l = 0; l <= L; l++) {
-        total += l == 0 || !p->recompute ? saved[l] : ckpt[l];
-        largest = l > 0 && saved[l] > largest ? saved[l] : largest;
-    }
-    if (p->recompute)
-        total += largest;
-out:
-    free(weight);
-    free(read_bwd);
-    free(saved);
-    free(ckpt);
-    return total;
-}
-
-/* Communication buffers: the largest collective's local inputs and outputs,
- * on the assumption that collectives run one at a time. */
-static double comm_memory(const ir_module *m)
-{
-    double best = 0;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (ir_op_info_of(op->code)->kind != IR_K_COLL)
-            continue;
-        double b = 0;
-        for (int k = 0; k < op->nin; k++)
-            b += local_bytes(m, op->in[k]);
-        for (int k = 0; k < op->nout; k++)
-            b += local_bytes(m, op->out[k]);
-        best = b > best ? b : best;
-    }
-    return best;
-}
-
-pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *p)
+pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_params *p)
 {
     pass_cost_report r;
     memset(&r, 0, sizeof r);
@@ -439,11 +364,28 @@ pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *
             r.a2a_s += c.seconds;
     }
     r.a2a_fraction = r.step_s > 0 ? r.a2a_s / r.step_s : 0;
-    state_memory(m, &r);
-    r.mem_acts = activation_memory(m, p);
-    r.mem_comm = comm_memory(m);
-    r.mem_peak = r.mem_params + r.mem_grads + r.mem_optim + r.mem_acts + r.mem_comm;
     r.device_mem = cfg_double(m, "device_mem", 0);
+    r.fits = true;
+    return r;
+}
+
+pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *p)
+{
+    pass_cost_report r = pass_cost_estimate_time(m, p);
+    pass_mem_report mr;
+    if (pass_memory_report(m, &mr)) {
+        r.mem_params = (double)mr.live[IR_MEM_PARAMS];
+        r.mem_grads = (double)mr.live[IR_MEM_GRADS];
+        r.mem_optim = (double)mr.live[IR_MEM_OPTIM];
+        r.mem_acts = (double)mr.live[IR_MEM_ACTS];
+        r.mem_comm = (double)mr.live[IR_MEM_COMM];
+        r.mem_work = (double)mr.live[IR_MEM_WORK];
+        r.mem_unused = (double)mr.unused_bytes;
+        r.mem_peak = (double)mr.peak_bytes;
+    } else {
+        /* A size overflows 64 bits (the plan said which): it fits nowhere. */
+        r.mem_peak = INFINITY;
+    }
     r.fits = r.device_mem <= 0 || r.mem_peak <= r.device_mem;
     return r;
 }

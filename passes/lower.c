@@ -26,6 +26,7 @@ typedef struct lw {
     int64_t B, S, D, H, Hk, Dh, F, V;
     bool tied;
     double theta;
+    int64_t mlp_chunk; /* > 0: the fused, tiled mlp op with this many tokens per chunk */
     int layer;         /* current layer, -1 outside */
     const char *phase; /* current phase */
 } lw;
@@ -137,6 +138,12 @@ static int layer_fwd(lw *c, int x)
     int attn = linear(c, o, val(c, "wo"), 2, act(c, "attn", tD));
     int x1 = op1(c, IR_ADD, x, attn, act(c, "x1", tD));
     int h2 = op1(c, IR_RMSNORM, x1, val(c, "mlp_norm"), act(c, "h2", tD));
+    if (c->mlp_chunk > 0) {
+        int y = act(c, "mlp", tD);
+        emit(c, IR_MLP, 4, (int[]){h2, val(c, "w_gate"), val(c, "w_up"), val(c, "w_down")}, 1, &y, "chunk",
+             c->mlp_chunk, 0);
+        return op1(c, IR_ADD, x1, y, act(c, "x2", tD));
+    }
     int g = linear(c, h2, val(c, "w_gate"), 1, act(c, "g", tF));
     int u = linear(c, h2, val(c, "w_up"), 1, act(c, "u", tF));
     int s = op1(c, IR_SWIGLU, g, u, act(c, "s", tF));
@@ -148,6 +155,13 @@ static int layer_fwd(lw *c, int x)
 static int mlp_bwd(lw *c, int dx2)
 {
     ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0), tF = ty(c->act, 3, c->B, c->S, c->F, 0);
+    if (c->mlp_chunk > 0) {
+        int wg = val(c, "w_gate"), wu = val(c, "w_up"), wd = val(c, "w_down"), dh2 = dact(c, "h2", tD);
+        emit(c, IR_MLP_BWD, 5, (int[]){dx2, val(c, "h2"), wg, wu, wd}, 4,
+             (int[]){dh2, dparam(c, wg), dparam(c, wu), dparam(c, wd)}, "chunk", c->mlp_chunk, 0);
+        int dn = rmsnorm_bwd(c, dh2, val(c, "x1"), val(c, "mlp_norm"), dact(c, "x1.n", tD));
+        return op1(c, IR_ADD, dx2, dn, dact(c, "x1", tD));
+    }
     int ds = linear_bwd(c, dx2, val(c, "s"), val(c, "w_down"), 1, dact(c, "s", tF));
     int dg = dact(c, "g", tF), du = dact(c, "u", tF);
     emit(c, IR_SWIGLU_BWD, 3, (int[]){ds, val(c, "g"), val(c, "u")}, 2, (int[]){dg, du}, NULL, 0, 0);
@@ -334,10 +348,12 @@ static void copy_config(ir_module *m, const fe_spec *s)
     ir_config_set_int(m, "seq_len", s->train.seq_len);
     ir_config_set(m, "precision", s->train.precision[0] ? s->train.precision : "bf16");
     ir_config_set_int(m, "zero", s->train.zero);
+    ir_config_set(m, "recompute", s->train.recompute[0] ? s->train.recompute : "none");
     ir_config_set(m, "optimizer", s->train.optimizer[0] ? s->train.optimizer : "adamw");
     cfg_double(m, "lr", s->train.lr);
     ir_config_set_int(m, "steps", s->train.steps);
     ir_config_set_int(m, "seed", s->train.seed);
+    ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk);
     ir_config_set(m, "sequence", s->layout.sequence[0] ? s->layout.sequence : "ulysses");
     ir_config_set(m, "batch_aware", batch_aware_name(s->layout.batch_aware));
     ir_config_set_int(m, "groups", s->layout.batch_aware == FE_BA_GROUPS ? s->layout.groups : 0);
@@ -390,7 +406,8 @@ ir_module *pass_lower(const fe_spec *spec)
             .B = spec->train.micro_batch, .S = spec->train.seq_len, .D = md->hidden,
             .H = md->heads, .Hk = md->kv_heads > 0 ? md->kv_heads : md->heads,
             .Dh = md->head_dim, .F = md->ffn, .V = md->vocab,
-            .tied = md->tie_embeddings, .theta = md->rope_theta, .layer = -1, .phase = "fwd"};
+            .tied = md->tie_embeddings, .theta = md->rope_theta,
+            .mlp_chunk = ir_config_int(m, "mlp_chunk", 0), .layer = -1, .phase = "fwd"};
     int layers = (int)md->layers;
     add_params_and_inputs(&c, layers);
     forward(&c, layers);

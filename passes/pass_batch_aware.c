@@ -112,7 +112,7 @@ static double predict_step(const ir_module *m, int G, int cur)
     double t = INFINITY;
     if (pass_run_pipeline(c, "place,zero", &q)) {
         pass_cost_params p = pass_cost_default_params(c);
-        t = pass_cost_estimate(c, &p).step_s;
+        t = pass_cost_estimate_time(c, &p).step_s; /* times only: no memory plan per candidate */
     }
     ir_module_free(c);
     sup_diag_restore(saved);

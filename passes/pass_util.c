@@ -47,6 +47,9 @@ bool *pu_weight_flags(const ir_module *m)
         int k = weight_grad_output(op->code);
         if (k >= 0 && k < op->nout)
             w[op->out[k]] = true;
+        if (op->code == IR_MLP_BWD) /* dx, then the three weight gradients */
+            for (int o = 1; o < op->nout; o++)
+                w[op->out[o]] = true;
         /* Sums and reductions of weight-like values stay weight-like (the
          * tied-embedding gradient sum, ZeRO's collectives). */
         bool passes_through = op->code == IR_ADD || ir_op_info_of(op->code)->kind == IR_K_COLL;

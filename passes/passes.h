@@ -44,7 +44,7 @@ typedef struct pass_info {
 
 const pass_info *pass_registry(int *n);
 const pass_info *pass_lookup(const char *name); /* NULL if unknown */
-/* The default pipeline as a comma-separated list: "ulysses,batch-aware,place,zero". */
+/* The default pipeline as a comma-separated list: "ulysses,batch-aware,place,zero,recompute,memplan". */
 const char *pass_default_pipeline(void);
 
 /* Runs one pass (then the verifier, then printing if asked). */
@@ -58,6 +58,15 @@ bool pass_ulysses(ir_module *m, const pass_options *opt);
 bool pass_batch_aware(ir_module *m, const pass_options *opt);
 bool pass_place(ir_module *m, const pass_options *opt);
 bool pass_zero(ir_module *m, const pass_options *opt);
+/* Activation recomputation (config recompute: none|selective|full|auto): per
+ * decoder layer, clones of the forward ops its backward needs, re-run right
+ * before the layer's backward (passes/README.md "recompute").  Run before
+ * memplan (a planned module is re-planned). */
+bool pass_recompute(ir_module *m, const pass_options *opt);
+/* Arena offsets for every buffer (ir/ir.h "memory plan"); run it last: a
+ * pass that adds or moves ops afterwards invalidates the plan (the verifier
+ * says where).  Reads config mem.target (cpu when absent). */
+bool pass_memplan(ir_module *m, const pass_options *opt);
 
 /* Batch-aware legality, shared by the pass and the planner: NULL when G
  * groups are legal for the module's config and world, else a reason. */
@@ -87,7 +96,6 @@ typedef struct pass_cost_params {
     double mem_bw_fraction;  /* achievable fraction of memory bandwidth (default 0.7) */
     double op_overhead;      /* fixed seconds per compute op: launch, call, timers (default 0) */
     bool hierarchical_a2a;   /* two-level all-to-all when a group spans nodes */
-    bool recompute;          /* activations recomputed in backward (memory model) */
 } pass_cost_params;
 pass_cost_params pass_cost_default_params(const ir_module *m); /* reads config cost.* keys */
 
@@ -107,8 +115,18 @@ typedef struct pass_cost_report {
     double mem_params, mem_grads, mem_optim, mem_acts, mem_comm, mem_peak;
     double device_mem; /* capacity from the config (device_mem), 0 if unknown */
     bool fits;
+    /* From the memory plan (pass_memory_report): the categories above are
+     * the bytes live at the plan's peak op, mem_work the kernel workspace
+     * outside the arena, mem_unused the arena's bytes not live at the peak;
+     * mem_peak = all seven = the plan's peak_bytes_per_rank (infinite when
+     * a size overflows). */
+    double mem_work, mem_unused;
 } pass_cost_report;
 pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *p);
+/* The times of pass_cost_estimate only (memory fields 0, fits true): no
+ * memory plan is made, which is most of the work on an unplanned module.
+ * For callers that compare step times alone (batch-aware's choice of G). */
+pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_params *p);
 /* The `cost` pass: annotates every op with `cost_us` and sets module config
  * keys cost.step_ms, cost.a2a_ms, cost.mem_peak_bytes, cost.fits. */
 bool pass_cost(ir_module *m, const pass_options *opt);
@@ -139,6 +157,7 @@ typedef struct pass_plan_result {
     int world, nodes, devices_per_node;
     int64_t micro_batch, seq_len;
     double device_mem;         /* bytes per rank, 0 if unknown */
+    bool cuda;                 /* memory planned for the cuda target (else cpu) */
     pass_plan_candidate *cand; /* malloc'd */
     int n;
     int chosen;                /* index into cand, -1 when no legal candidate fits */
@@ -148,8 +167,16 @@ typedef struct pass_plan_result {
 
 /* Plans a checked spec (its own layout block is ignored: every layout is
  * tried).  Diagnostics of the trial builds are silenced.  Returns false
- * when not even the spec itself lowers. */
+ * when no legal layout fits (out->suggestion then says what would).
+ * Memory is planned for the cpu target (pass_plan) or the one named
+ * (pass_plan_target: cuda = bf16 buffers, as --target=cuda builds). */
 bool pass_plan(const fe_spec *spec, pass_plan_result *out);
+bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
+/* The module the compiler builds for `spec` with the overrides `sets`
+ * applied ("train.zero=3"): fe_check, pass_lower, config mem.target (cuda or
+ * cpu), the default pipeline, with diagnostics left as they are (silence
+ * them around the call for trial builds).  NULL when a step fails. */
+ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, bool cuda);
 void pass_plan_free(pass_plan_result *r);
 /* A table, a "chosen: NAME (why)" line, and the suggestion when nothing fits. */
 void pass_plan_print(const pass_plan_result *r, FILE *out);
@@ -157,5 +184,96 @@ void pass_plan_print(const pass_plan_result *r, FILE *out);
  *  "tokens_per_rank", "peers", "a2a_ms", "step_ms", "a2a_fraction",
  *  "mem_bytes_per_rank", "fits", "legal", "reason"}], "chosen": NAME|null, ...} */
 void pass_plan_json(const pass_plan_result *r, FILE *out);
+
+/* ---- memory report (memreport.c; passes/README.md "memory report") --------
+ * One rank's memory at the peak of the module's memory plan (pass_memplan;
+ * an unplanned module is planned on a clone, quietly).  Every number comes
+ * from the plan and ir/ir_mem.c, so --memory, --plan's mem column, the cost
+ * pass and the compiler's fit warning agree. */
+enum { PASS_MEM_TOP = 5, PASS_MEM_SUGGEST = 7 };
+typedef struct pass_mem_value {
+    char name[IR_NAME_MAX];
+    ir_mem_cat cat;
+    int64_t bytes;
+} pass_mem_value;
+
+typedef struct pass_mem_suggestion {
+    char change[112];    /* as an option: "--set train.zero=3", "--target=cuda" */
+    int64_t peak_bytes;  /* peak_bytes_per_rank with it; -1 when it does not build */
+    bool fits;
+} pass_mem_suggestion;
+
+typedef struct pass_mem_report {
+    char module[IR_NAME_MAX];
+    bool cuda;                 /* the plan's target */
+    int world;
+    int64_t arena_bytes;       /* config mem.peak */
+    int64_t work_bytes;        /* ir_mem_work_bytes: kernel workspace outside the arena */
+    int64_t peak_bytes;        /* per rank: arena + workspace */
+    int peak_op;               /* op with the most bytes live (-1: the module has no ops) */
+    char peak_opcode[32], peak_value[IR_NAME_MAX], peak_phase[16];
+    int peak_layer;
+    /* Bytes live at the peak op per category (IR_MEM_OPTIM: the optimizer
+     * state region, IR_MEM_COMM: the collectives' staging region,
+     * IR_MEM_WORK: work_bytes). */
+    int64_t live[IR_MEM_NCATS];
+    int64_t live_bytes;        /* the arena categories' sum */
+    int64_t unused_bytes;      /* arena - live_bytes: fragmentation, usually 0 */
+    int64_t no_reuse_bytes;    /* the arena with one buffer per value, no reuse */
+    double device_mem;         /* config device_mem, 0 if unknown */
+    bool fits;                 /* peak_bytes <= device_mem (true when unknown) */
+    int ntop;
+    pass_mem_value top[PASS_MEM_TOP]; /* the largest buffers live at the peak op */
+    int nsuggest;              /* filled by pass_memory_suggest */
+    pass_mem_suggestion suggest[PASS_MEM_SUGGEST];
+} pass_mem_report;
+
+/* ---- the longest sequence that fits (maxseq.c, baspc --max-seq-len) ---- */
+enum { PASS_MAXSEQ_ROWS = 3 * 64 };
+typedef struct pass_maxseq_row {
+    char layout[32];         /* "ulysses", "batch-aware G=2" */
+    char recompute[16];      /* none, selective, full */
+    int64_t seq_len;         /* the longest that fits; 0: none (or an illegal layout) */
+    int64_t tokens_per_rank; /* micro_batch * seq_len / world */
+    int64_t peak_bytes;      /* the plan's peak per rank at seq_len, -1 when none */
+    int64_t step;            /* the seq_len granularity searched */
+    int builds;              /* candidate builds the search made */
+    bool at_cap;             /* the longest length tried (2^24 tokens) fits */
+    char illegal[160];       /* why the layout is illegal ("" when legal) */
+} pass_maxseq_row;
+typedef struct pass_maxseq_result {
+    char model[IR_NAME_MAX], device[FE_NAME_MAX];
+    int world;
+    int64_t micro_batch;
+    double device_mem;
+    bool cuda;
+    int n;
+    pass_maxseq_row rows[PASS_MAXSEQ_ROWS];
+} pass_maxseq_result;
+bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r);
+void pass_maxseq_print(const pass_maxseq_result *r, FILE *out);
+void pass_maxseq_json(const pass_maxseq_result *r, FILE *out);
+
+/* False when the module cannot be planned (the reason was reported). */
+bool pass_memory_report(const ir_module *m, pass_mem_report *r);
+/* When r does not fit: rebuilds `spec` with one change at a time and
+ * records each one's peak in r->suggest: the cuda target (when the plan is
+ * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, twice the
+ * nodes, half the seq_len, half the micro-batch.  Diagnostics of the trial
+ * builds are silenced. */
+void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r);
+/* A table (MiB/GiB) with the breakdown at the peak op and the largest buffers. */
+void pass_memory_print(const pass_mem_report *r, FILE *out);
+/* {"module", "target", "world", "peak_bytes_per_rank", "arena_bytes",
+ *  "peak_op": {"index", "op", "value", "layer", "phase"},
+ *  "breakdown": {"params", "grads", "optimizer", "activations", "comm",
+ *                "workspace"}, "unused_bytes", "no_reuse_bytes",
+ *  "device_mem", "fits", "top": [{"name", "category", "bytes"}],
+ *  "suggestions": [{"change", "peak_bytes_per_rank", "fits"}] (when computed)} */
+void pass_memory_json(const pass_mem_report *r, FILE *out);
+/* The fit diagnostic at `loc` (the spec's train block): severity SUP_ERROR
+ * (--memory) or SUP_WARNING (every other action), naming the peak op, the
+ * largest buffers and what would make it fit. */
+void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_severity sev);
 
 #endif

@@ -2,8 +2,9 @@
  *
  * For a spec's world N and micro-batch B it builds every candidate layout
  * the way the compiler would (a copy of the spec with one override, fe_check,
- * pass_lower, the default pipeline), costs the result with the cost model
- * and compares them:
+ * pass_lower, the default pipeline, which ends with memplan), costs the
+ * result with the cost model (memory per rank: the candidate's memory plan,
+ * for the cpu or cuda target) and compares them:
  *
  *   ulysses          Ulysses over all N ranks (batch_aware off)
  *   ulysses-sp=N/B   Ulysses over N/B ranks, B replicas each holding the whole
@@ -34,7 +35,7 @@
 
 typedef struct plan_ctx {
     const fe_spec *spec;
-    bool recompute; /* cost every candidate with activations recomputed */
+    bool cuda;      /* plan memory for the cuda target (bf16 buffers) */
     pass_plan_result *r;
     int cap;
 } plan_ctx;
@@ -65,17 +66,28 @@ static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
     return NULL;
 }
 
-static ir_module *build(const fe_spec *s)
+/* Lowered for the target and run through the default pipeline, which ends
+ * with memplan: the cost model then reads the candidate's memory plan. */
+static ir_module *build(const fe_spec *s, bool cuda)
 {
     ir_module *m = pass_lower(s);
     if (!m)
         return NULL;
+    ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
     pass_options o = pass_default_options();
     o.quiet = true;
     if (!pass_run_pipeline(m, pass_default_pipeline(), &o)) {
         ir_module_free(m);
         return NULL;
     }
+    return m;
+}
+
+ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, bool cuda)
+{
+    fe_spec *s = spec_with(spec, sets, n);
+    ir_module *m = s ? build(s, cuda) : NULL;
+    fe_spec_free(s);
     return m;
 }
 
@@ -102,8 +114,6 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, boo
     int N = ir_world(m);
     pass_cost_params p = pass_cost_default_params(m);
     p.hierarchical_a2a = hier;
-    if (x->recompute)
-        p.recompute = true;
     pass_cost_report rep = pass_cost_estimate(m, &p);
     c->groups = (int)ir_config_int(m, "batch_groups", 1);
     c->group_size = (int)ir_config_int(m, "sp_size", N);
@@ -126,8 +136,7 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, boo
 static void evaluate(plan_ctx *x, pass_plan_candidate *c, pass_plan_candidate *hier, const char *const *sets,
                      int n)
 {
-    fe_spec *s = spec_with(x->spec, sets, n);
-    ir_module *m = s ? build(s) : NULL;
+    ir_module *m = pass_build_with(x->spec, sets, n, x->cuda);
     if (!m) {
         snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout (%s)", sets[n - 1]);
         if (hier)
@@ -138,7 +147,6 @@ static void evaluate(plan_ctx *x, pass_plan_candidate *c, pass_plan_candidate *h
             measure(x, hier, m, true);
     }
     ir_module_free(m);
-    fe_spec_free(s);
 }
 
 static void illegal(pass_plan_candidate *c, int G, int N, const char *why)
@@ -285,28 +293,28 @@ static void header(pass_plan_result *r, const fe_spec *spec)
 }
 
 /* Plans without suggestions (the suggestion search calls this). */
-static void plan_run(const fe_spec *spec, bool recompute, pass_plan_result *r)
+static void plan_run(const fe_spec *spec, bool cuda, pass_plan_result *r)
 {
-    plan_ctx x = {.spec = spec, .recompute = recompute, .r = r};
+    plan_ctx x = {.spec = spec, .cuda = cuda, .r = r};
     header(r, spec);
+    r->cuda = cuda;
     plan_candidates(&x);
 }
 
-/* Re-plans with one override (NULL = recomputation); true when something
- * then fits, with what in `what`. */
-static bool try_change(const fe_spec *spec, const char *set, char *what, size_t n)
+/* Re-plans with one override; true when something then fits, with what
+ * in `what`. */
+static bool try_change(const fe_spec *spec, const char *set, bool cuda, char *what, size_t n)
 {
-    fe_spec *s = set ? spec_with(spec, &set, 1) : spec_copy(spec);
+    fe_spec *s = spec_with(spec, &set, 1);
     if (!s)
         return false;
     pass_plan_result r;
-    plan_run(s, set == NULL, &r);
+    plan_run(s, cuda, &r);
     bool ok = r.chosen >= 0;
     if (ok) {
         const pass_plan_candidate *c = &r.cand[r.chosen];
-        snprintf(what, n, "%s%s: %s then fits (%.1f GiB per rank, %.1f ms/step)", set ? "--set " : "",
-                 set ? set : "recompute activations in the backward (config cost.recompute = true)", c->name, c->mem_bytes_per_rank / GIB,
-                 c->step_ms);
+        snprintf(what, n, "--set %s: %s then fits (%.1f GiB per rank, %.1f ms/step)", set, c->name,
+                 c->mem_bytes_per_rank / GIB, c->step_ms);
     }
     pass_plan_free(&r);
     fe_spec_free(s);
@@ -314,44 +322,53 @@ static bool try_change(const fe_spec *spec, const char *set, char *what, size_t 
 }
 
 /* The first change, cheapest to the user first, that makes a layout fit. */
-static void suggest(const fe_spec *spec, bool recompute, pass_plan_result *r)
+static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r)
 {
     char set[96], what[300];
     for (int z = spec->train.zero + 1; z <= 3; z++) {
         snprintf(set, sizeof set, "train.zero=%d", z);
-        if (try_change(spec, set, what, sizeof what))
+        if (try_change(spec, set, cuda, what, sizeof what))
             goto found;
     }
-    if (!recompute && try_change(spec, NULL, what, sizeof what))
-        goto found;
+    /* Recomputation costs compute, not ranks: selective before full. */
+    static const char *const modes[] = {"selective", "full"};
+    for (int k = 0; k < 2; k++) {
+        if (!strcmp(spec->train.recompute, modes[k]) || !strcmp(spec->train.recompute, "full"))
+            continue;
+        snprintf(set, sizeof set, "train.recompute=%s", modes[k]);
+        if (try_change(spec, set, cuda, what, sizeof what))
+            goto found;
+    }
     for (int64_t k = 2; k <= 8; k *= 2) {
         snprintf(set, sizeof set, "mesh.nodes=%lld", (long long)(spec->mesh.nodes * k));
-        if (try_change(spec, set, what, sizeof what))
+        if (try_change(spec, set, cuda, what, sizeof what))
             goto found;
     }
     for (int64_t b = spec->train.micro_batch / 2; b >= 1; b /= 2) {
         snprintf(set, sizeof set, "train.micro_batch=%lld", (long long)b);
-        if (try_change(spec, set, what, sizeof what))
+        if (try_change(spec, set, cuda, what, sizeof what))
             goto found;
     }
     snprintf(r->suggestion, sizeof r->suggestion,
-             "no single change fits: not ZeRO 3, recomputation, 8x the nodes or micro_batch 1");
+             "no single change fits: not ZeRO 3, recompute full, 8x the nodes or micro_batch 1");
     return;
 found:
     snprintf(r->suggestion, sizeof r->suggestion, "%s", what);
 }
 
-bool pass_plan(const fe_spec *spec, pass_plan_result *out)
+bool pass_plan(const fe_spec *spec, pass_plan_result *out) { return pass_plan_target(spec, false, out); }
+
+bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out)
 {
     /* Candidates that turn out illegal are results, not the user's errors. */
     sup_diag_saved saved = sup_diag_silence();
     pass_plan_result *r = out;
-    plan_run(spec, false, r);
+    plan_run(spec, cuda, r);
     bool any_built = false;
     for (int i = 0; i < r->n; i++)
         any_built |= r->cand[i].legal;
     if (r->chosen < 0 && any_built)
-        suggest(spec, false, r);
+        suggest(spec, cuda, r);
     sup_diag_restore(saved);
     return r->chosen >= 0;
 }
@@ -389,6 +406,7 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
             r->nodes, r->devices_per_node, (long long)r->micro_batch, (long long)r->seq_len);
     if (r->device_mem > 0)
         fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
+    fprintf(out, ", %s target", r->cuda ? "cuda" : "cpu");
     fprintf(out, "\n\n  %-18s %3s %3s %11s %5s %9s %6s %10s %8s  %-4s %-5s %s\n", "layout", "G", "K", "tokens/rank",
             "peers", "a2a ms", "a2a", "step ms", "mem GiB", "fits", "legal", "why not chosen");
     for (int i = 0; i < r->n; i++)
@@ -435,6 +453,7 @@ void pass_plan_json(const pass_plan_result *r, FILE *out)
     cJSON_AddNumberToObject(o, "micro_batch", (double)r->micro_batch);
     cJSON_AddNumberToObject(o, "seq_len", (double)r->seq_len);
     cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
+    cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
     cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
     for (int i = 0; i < r->n; i++)
         cJSON_AddItemToArray(arr, candidate_json(&r->cand[i]));

@@ -13,6 +13,8 @@ static const pass_info registry[] = {
     {"batch-aware", "split @sp into G groups of K ranks, shard the batch over @dp", pass_batch_aware},
     {"place", "check node alignment of every group; record place.<group>", pass_place},
     {"zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero},
+    {"recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward", pass_recompute},
+    {"memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan},
     {"cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost},
 };
 enum { NPASSES = sizeof registry / sizeof registry[0] };
@@ -32,7 +34,7 @@ const pass_info *pass_lookup(const char *name)
     return NULL;
 }
 
-const char *pass_default_pipeline(void) { return "ulysses,batch-aware,place,zero"; }
+const char *pass_default_pipeline(void) { return "ulysses,batch-aware,place,zero,recompute,memplan"; }
 
 pass_options pass_default_options(void)
 {

@@ -23,6 +23,13 @@
 
 #include <stdint.h>
 
+/* ---- scratch (kern_basic.c) -------------------------------------------- */
+/* A grow-only buffer per slot (one thread per rank): the LM head's logits
+ * chunk, the tiled MLP's chunk of g, u, s.  Out of memory aborts, naming
+ * `who`. */
+typedef enum { KERN_SCRATCH_LOGITS, KERN_SCRATCH_MLP, KERN_SCRATCH_N } kern_scratch_slot;
+float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who);
+
 /* ---- embedding (kern_basic.c) ----------------------------------------- */
 /* out[N,D] = w[tok[n], :] ; tok[N], w[V,D] */
 void kern_embedding_fwd(float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D);
@@ -77,6 +84,18 @@ void kern_swiglu_fwd(float *y, const float *g, const float *u, int64_t n);
 void kern_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
 /* y[n] = a[n] + b[n]; y may alias a or b */
 void kern_add(float *y, const float *a, const float *b, int64_t n);
+
+/* ---- tiled SwiGLU MLP (kern_mlp.c) --------------------------------------- */
+/* y[N,D] = (silu(x@wg) * (x@wu)) @ wd ; x[N,D], wg, wu [D,F], wd [F,D];
+ * `chunk` rows at a time (chunk < 1 or > N: all N at once) */
+void kern_mlp_fwd(float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
+                  int64_t D, int64_t F, int64_t chunk);
+/* dx[N,D], dwg, dwu [D,F], dwd [F,D] (overwritten) from dy[N,D]; recomputes
+ * each chunk's x@wg and x@wu */
+void kern_mlp_bwd(float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x, const float *wg,
+                  const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk);
+/* Floats of the kernels' workspace for N rows in chunks of `chunk`. */
+int64_t kern_mlp_ws_floats(int64_t N, int64_t F, int64_t chunk);
 
 /* ---- linear (kern_linear.c) ---------------------------------------------- */
 /* y[N,Out] = x[N,In] @ w[In,Out] */

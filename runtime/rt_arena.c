@@ -29,7 +29,14 @@ static void rt_fmt_bytes(char *out, size_t n, size_t bytes) {
 void rt_arena_report(rt_ctx *rt, FILE *f) {
     char s[32];
     rt_fmt_bytes(s, sizeof s, rt->arena_bytes);
-    fprintf(f, "arena: %s per rank (", s);
+    fprintf(f, "arena: %s per rank", s);
+    size_t all = 0;
+    for (int c = 0; c < RT_MEM_NCATS; c++) all += rt->cat_bytes[c];
+    if (rt->planned) {
+        rt_fmt_bytes(s, sizeof s, all);
+        fprintf(f, ", the compiler's memory plan (one slot per buffer would need %s", s);
+    }
+    fprintf(f, "%s", rt->planned ? ": " : " (");
     for (int c = 0; c < RT_MEM_NCATS; c++) {
         rt_fmt_bytes(s, sizeof s, rt->cat_bytes[c]);
         fprintf(f, "%s%s %s", c ? ", " : "", rt_mem_names[c], s);

@@ -16,7 +16,7 @@ const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "red
 const char *const rt_kernel_names[RT_K_NKINDS] = {
     "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
     "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
-    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw"};
+    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw", "mlp",          "mlp_bwd"};
 
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_calls[k]++;

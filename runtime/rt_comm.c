@@ -67,6 +67,7 @@ static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p)
 
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs) {
+    for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
     int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
     rt_a2a_geom G[RT_A2A_MAX];
@@ -126,6 +127,7 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
 
 /* ---- all_gather / reduce_scatter (checks: rt_coll.c) ------------------------------- */
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
+    rt_mem_touch(rt, in), rt_mem_touch(rt, out);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_GATHER);
     int K = rt_coll_set_size(rt, g);
     rt_check_dim_coll(rt, "all_gather", g, dim, in, out);
@@ -154,6 +156,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
+    rt_mem_touch(rt, in), rt_mem_touch(rt, out);
     double t0 = rt_coll_begin(rt, g, RT_C_REDUCE_SCATTER);
     int K = rt_coll_set_size(rt, g);
     rt_check_dim_coll(rt, "reduce_scatter", g, dim, out, in);
@@ -181,6 +184,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
 }
 
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
+    rt_mem_touch(rt, in), rt_mem_touch(rt, out);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_REDUCE);
     int K = rt_coll_set_size(rt, g);
     rt_check_even(rt, "all_reduce", in);
@@ -202,6 +206,7 @@ void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
  * send copies its data and completes at the end of the step, so a ring of
  * sends followed by receives cannot deadlock. */
 void rt_send(rt_ctx *rt, int g, int peer, int in) {
+    rt_mem_touch(rt, in);
     double t0 = rt_now();
     rt_check_even(rt, "send", in);
     const rt_value_desc *d = rt_coll_val(rt, in);
@@ -220,6 +225,7 @@ void rt_send(rt_ctx *rt, int g, int peer, int in) {
 }
 
 void rt_recv(rt_ctx *rt, int g, int peer, int out) {
+    rt_mem_touch(rt, out);
     double t0 = rt_now();
     rt_check_even(rt, "recv", out);
     const rt_value_desc *d = rt_coll_val(rt, out);

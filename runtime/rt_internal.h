@@ -61,7 +61,7 @@ typedef enum {
 typedef enum {
     RT_K_EMBEDDING, RT_K_EMBEDDING_BWD, RT_K_RMSNORM, RT_K_RMSNORM_BWD, RT_K_LINEAR, RT_K_LINEAR_BWD,
     RT_K_ROPE, RT_K_ROPE_BWD, RT_K_ATTENTION, RT_K_ATTENTION_BWD, RT_K_SWIGLU, RT_K_SWIGLU_BWD, RT_K_ADD,
-    RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_NKINDS
+    RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_MLP, RT_K_MLP_BWD, RT_K_NKINDS
 } rt_kernel_kind;
 
 extern const char *const rt_coll_names[RT_C_NKINDS];
@@ -97,9 +97,14 @@ struct rt_ctx {
     size_t arena_bytes, cat_bytes[RT_MEM_NCATS];
     void **buf;                /* per value */
     float **opt_m, **opt_v;    /* per rt_opt_pair */
-    /* Memory bookkeeping driven by rt_free (reset at each step). */
+    /* The memory plan at run time (rt_mem.c): each value's slot, which
+     * slots are live (live_list holds the nlive live values, live_pos each
+     * one's index there), and the highest arena byte reached. */
+    bool planned;
+    size_t *slot_off, *slot_bytes;
     bool *live;
-    size_t live_bytes;
+    int *live_list, *live_pos, nlive;
+    size_t live_bytes, mem_hw;
     /* Scratch for collectives (grow-only). */
     void *scratch[2];
     size_t scratch_bytes[2];
@@ -138,6 +143,23 @@ void rt_backend_preinit(void);
 void rt_backend_init(rt_ctx *rt);
 void rt_backend_fini(rt_ctx *rt);
 void rt_arena_build(rt_ctx *rt);
+
+/* ---- the memory plan at run time (rt_mem.c) ----------------------------------------
+ * rt_mem_init takes every value's slot (offset and bytes in the arena) once
+ * the backend has laid the arena out; parameters and inputs are live from
+ * then on.  rt_mem_touch makes a value live (checking, under a plan, that no
+ * live slot shares its bytes: the backend's rt_f32/rt_i32 call it),
+ * rt_mem_release (rt_free) makes it dead, rt_mem_begin_step releases every
+ * op result, rt_mem_reach records arena bytes used outside value slots
+ * (optimizer state, staging areas). */
+void rt_mem_init(rt_ctx *rt, const size_t *off, const size_t *bytes);
+void rt_mem_fini(rt_ctx *rt);
+void rt_mem_touch(rt_ctx *rt, int v);
+void rt_mem_release(rt_ctx *rt, int v);
+void rt_mem_begin_step(rt_ctx *rt);
+void rt_mem_reach(rt_ctx *rt, size_t end);
+/* The process's peak resident set so far (getrusage), bytes. */
+size_t rt_rss_peak_bytes(void);
 
 /* ---- arena report, init, shapes (rt_arena.c) ------------------------------------ */
 rt_mem_cat rt_value_cat(const rt_value_desc *d);

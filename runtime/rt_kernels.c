@@ -83,6 +83,16 @@ void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const floa
     RT_TIMED(RT_K_SWIGLU_BWD, kern_swiglu_bwd(dg, du, dy, g, u, n));
 }
 
+void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
+            int64_t D, int64_t F, int64_t chunk) {
+    RT_TIMED(RT_K_MLP, kern_mlp_fwd(y, x, wg, wu, wd, N, D, F, chunk));
+}
+
+void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
+                const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk) {
+    RT_TIMED(RT_K_MLP_BWD, kern_mlp_bwd(dx, dwg, dwu, dwd, dy, x, wg, wu, wd, N, D, F, chunk));
+}
+
 void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
     RT_TIMED(RT_K_ADD, kern_add(y, a, b, n));
 }

@@ -57,8 +57,7 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     rt->step = t;
     rt->step_a2a_sec = rt->step_a2a_wait_sec = 0;
     rt->step_bytes = 0;
-    for (int v = 0; v < rt->p->nvalues; v++) rt->live[v] = true;
-    rt->live_bytes = rt->arena_bytes;
+    rt_mem_begin_step(rt);
     rt_opt_begin_step(rt);
     rt_data_fill(rt, t);
     double t0 = rt_now();
@@ -95,6 +94,9 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
     if (rt->opt.split_wait) cJSON_AddNumberToObject(o, "a2a_wait_ms", s->a2a_wait_sec * 1e3);
     cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
+    cJSON_AddNumberToObject(o, "mem_peak_bytes", (double)rt->mem_hw);
+    cJSON_AddNumberToObject(o, "mem_arena_bytes", (double)rt->arena_bytes);
+    cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)rt_rss_peak_bytes());
     cJSON_AddNumberToObject(o, "tokens_per_s",
                             (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9));
     char *line = cJSON_PrintUnformatted(o);
@@ -161,8 +163,9 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
     double med = n ? secs[n / 2] : 0;
     printf("done: %lld step(s) in %.2f s, median step %.1f ms, %.0f tok/s (median)\n", (long long)n, sum, med * 1e3,
            med > 0 ? (double)(rt->p->micro_batch * rt->p->seq_len) / med : 0.0);
-    printf("memory: arena %.2f MiB per rank, %.2f MiB of it freed by the schedule before the step ended\n",
-           (double)rt->arena_bytes / (1 << 20), (double)(rt->arena_bytes - rt->live_bytes) / (1 << 20));
+    printf("memory: arena %.2f MiB per rank (%s), high-water %.2f MiB, peak resident set %.2f MiB\n",
+           (double)rt->arena_bytes / (1 << 20), rt->planned ? "the compiler's memory plan" : "one slot per value",
+           (double)rt->mem_hw / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
     if (sum <= 0) return;
     printf("rank 0 time by kind (%% of step time):\n");
     for (int k = 0; k < RT_K_NKINDS; k++)

@@ -30,10 +30,17 @@ static void usage(FILE *out) {
             "                           every G, ...) with the cost model: predicted step\n"
             "                           time, all-to-all share, memory per rank; names the\n"
             "                           fastest that fits (exit 1 when none fits)\n"
+            "  --memory                 the memory plan of one rank: peak per rank (arena +\n"
+            "                           kernel workspace), what is live at the peak op by\n"
+            "                           category, the largest buffers, whether it fits the\n"
+            "                           device (exit 1 when not, naming what would fit)\n"
+            "  --max-seq-len            the longest seq_len whose memory plan fits the device,\n"
+            "                           for Ulysses and every batch-aware G, with recompute\n"
+            "                           none, selective and full\n"
             "  --trace FILE             write the predicted timeline of one step (Chrome trace\n"
             "                           JSON: pid = rank, tid 0 compute, tid 1 communication)\n"
-            "  --json                   with --schedule or --plan: one JSON object instead\n"
-            "                           of a table\n"
+            "  --json                   with --schedule, --plan, --memory or --max-seq-len: one\n"
+            "                           JSON object instead of a table\n"
             "\n"
             "Options:\n"
             "  --set BLOCK.KEY=VALUE    override a spec key (repeatable), e.g.\n"
@@ -44,7 +51,8 @@ static void usage(FILE *out) {
             "  --print-ir-after=PASS    print the IR after the named pass(es), comma-separated\n"
             "  --list-passes            list the registered passes\n"
             "  --keep-c                 when building, keep the C program as FILE.c\n"
-            "  --target=cpu|cuda        backend of the generated program (default cpu; cuda: GPUs, NCCL, bf16)\n"
+            "  --target=cpu|cuda        backend of the generated program (default cpu; cuda: GPUs, NCCL, bf16);\n"
+            "                           the memory plan (--memory, --plan) sizes its buffers\n"
             "  -v                       print the compiler command line when building\n"
             "                           (env BASP_CC, BASP_RUNTIME_DIR, BASP_CFLAGS, BASP_LDFLAGS\n"
             "                           override the compiler and the runtime's location)\n"
@@ -53,7 +61,7 @@ static void usage(FILE *out) {
             basp_default_pipeline());
 }
 
-typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE, ACT_PLAN, ACT_C, ACT_BUILD } action;
+typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE, ACT_PLAN, ACT_MEMORY, ACT_MAXSEQ, ACT_C, ACT_BUILD } action;
 
 typedef struct options {
     const char *spec;
@@ -101,6 +109,8 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--schedule")) { o->act = ACT_SCHEDULE; o->emit_given = 1; }
         else if (!strcmp(a, "--plan")) { o->act = ACT_PLAN; o->emit_given = 1; }
+        else if (!strcmp(a, "--memory")) { o->act = ACT_MEMORY; o->emit_given = 1; }
+        else if (!strcmp(a, "--max-seq-len")) { o->act = ACT_MAXSEQ; o->emit_given = 1; }
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strncmp(a, "--passes=", 9)) o->passes = a + 9;
@@ -117,47 +127,54 @@ static int parse_args(int argc, char **argv, options *o) {
         else o->spec = a;
     }
     if (!o->spec) return die_usage("no spec file given", NULL);
-    if (o->trace && (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_LOWERED))
+    if (o->trace && (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_MAXSEQ ||
+                     o->act == ACT_LOWERED))
         return die_usage("--trace needs the lowered schedule: use it with --emit=ir, --schedule, --emit=c or -o",
                          NULL);
-    if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN)
-        return die_usage("--json goes with --schedule or --plan", NULL);
+    if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN && o->act != ACT_MEMORY && o->act != ACT_MAXSEQ)
+        return die_usage("--json goes with --schedule, --plan, --memory or --max-seq-len", NULL);
     if (o->out && !o->emit_given) o->act = ACT_BUILD;
     if (o->keep_c && o->act != ACT_BUILD) return die_usage("--keep-c goes with building (-o FILE, no --emit)", NULL);
     if (is_ir_file(o->spec)) {
         if (o->nsets) return die_usage("--set applies to specs, not to textual IR", o->spec);
-        if (o->act == ACT_SPEC || o->act == ACT_LOWERED || o->act == ACT_PLAN)
-            return die_usage("textual IR has no spec: --print-spec, --emit=lowered and --plan need a .basp file", o->spec);
+        if (o->act == ACT_SPEC || o->act == ACT_LOWERED || o->act == ACT_PLAN || o->act == ACT_MAXSEQ)
+            return die_usage("textual IR has no spec: --print-spec, --emit=lowered, --plan and --max-seq-len need "
+                             "a .basp file", o->spec);
         if (!o->passes) o->passes = ""; /* already lowered */
     }
     return 0;
 }
 
 /* The module after the pipeline (or straight after lowering for
- * --emit=lowered); NULL when a stage failed or the action is done. */
-static basp_module *compile(options *o, FILE *out, int *rc) {
+ * --emit=lowered); NULL when a stage failed or the action is done.  *specp
+ * gets the checked spec (NULL for textual IR); the caller frees it.
+ * Printed-after IR goes to stdout even when -o names the final output. */
+static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
     basp_module *m;
+    *specp = NULL;
     if (is_ir_file(o->spec)) {
         if (!(m = basp_module_parse_file(o->spec)) || !basp_module_verify(m)) { basp_module_free(m); return NULL; }
         if (o->act == ACT_CHECK) { basp_module_free(m); *rc = 0; return NULL; }
-    } else {
-        basp_spec *spec = basp_spec_parse_file(o->spec);
-        if (!spec) return NULL;
-        int ok = 1;
-        for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
-        if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return NULL; }
-        if (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN) {
-            if (o->act == ACT_SPEC) basp_spec_print(spec, out);
-            *rc = o->act == ACT_PLAN && !basp_plan(spec, out, o->json);
-            basp_spec_free(spec);
-            return NULL;
-        }
-        m = basp_lower(spec);
-        basp_spec_free(spec);
-        if (!m) return NULL;
+        if (!basp_run_pipeline(m, o->passes, &o->popt)) { basp_module_free(m); return NULL; }
+        return m;
     }
-    /* Printed-after IR goes to stdout even when -o names the final output. */
-    if (o->act != ACT_LOWERED && !basp_run_pipeline(m, o->passes, &o->popt)) { basp_module_free(m); return NULL; }
+    basp_spec *spec = basp_spec_parse_file(o->spec);
+    if (!spec) return NULL;
+    int ok = 1;
+    for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
+    if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return NULL; }
+    if (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_MAXSEQ) {
+        if (o->act == ACT_SPEC) basp_spec_print(spec, out);
+        *rc = o->act == ACT_PLAN && !basp_plan(spec, out, o->json);
+        if (o->act == ACT_MAXSEQ) *rc = !basp_max_seq_len(spec, out, o->json);
+        basp_spec_free(spec);
+        return NULL;
+    }
+    /* --memory reports a layout that does not fit as an error; every other
+     * action that runs the pipeline warns. */
+    m = o->act == ACT_LOWERED ? basp_lower(spec) : basp_compile(spec, o->passes, &o->popt, o->act != ACT_MEMORY);
+    if (!m) { basp_spec_free(spec); return NULL; }
+    *specp = spec;
     return m;
 }
 
@@ -176,14 +193,17 @@ static bool write_trace(const options *o, const basp_module *m) {
 
 static int run(options *o, FILE *out) {
     int rc = 1;
-    basp_module *m = compile(o, out, &rc);
+    basp_spec *spec;
+    basp_module *m = compile(o, out, &rc, &spec);
     if (!m) return rc;
     bool ok = !o->trace || write_trace(o, m);
     if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
+    else if (o->act == ACT_MEMORY) ok = basp_memory(spec, m, out, o->json) && ok;
     else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out);
     else if (o->act == ACT_BUILD) ok = basp_build(m, o->spec, o->out, o->keep_c);
     else basp_print_ir(m, out);
     basp_module_free(m);
+    basp_spec_free(spec);
     return ok && !basp_error_count() ? 0 : 1;
 }
 

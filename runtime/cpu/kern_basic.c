@@ -8,6 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- scratch ----------------------------------------------------------------- */
+float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who) {
+    static float *buf[KERN_SCRATCH_N];
+    static int64_t cap[KERN_SCRATCH_N];
+    if (nfloats > cap[slot]) {
+        free(buf[slot]);
+        buf[slot] = malloc((size_t)nfloats * sizeof(float));
+        if (!buf[slot]) {
+            fprintf(stderr, "basp: %s: out of memory (%lld floats of scratch)\n", who, (long long)nfloats);
+            abort();
+        }
+        cap[slot] = nfloats;
+    }
+    return buf[slot];
+}
+
 /* A token id outside the table would read or write past it; stop loudly. */
 static void check_token(const char *who, int32_t t, int64_t n, int64_t V) {
     if (t < 0 || t >= V) {

@@ -24,21 +24,7 @@ static int64_t chunk_rows(int64_t V) {
     return c < 1 ? 1 : c;
 }
 
-/* Grow-only logits buffer (one thread per rank). */
-static float *logits_buf(int64_t nfloats) {
-    static float *buf;
-    static int64_t cap;
-    if (nfloats > cap) {
-        free(buf);
-        buf = malloc((size_t)nfloats * sizeof(float));
-        if (!buf) {
-            fprintf(stderr, "basp: lm_head: out of memory (%lld floats of logits)\n", (long long)nfloats);
-            abort();
-        }
-        cap = nfloats;
-    }
-    return buf;
-}
+static float *logits_buf(int64_t nfloats) { return kern_scratch(KERN_SCRATCH_LOGITS, nfloats, "lm_head"); }
 
 static void check_dims(int64_t N, int64_t V, int64_t D) {
     if (N > INT_MAX || V > INT_MAX || D > INT_MAX || V <= 0) {

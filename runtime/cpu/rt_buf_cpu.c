@@ -24,66 +24,116 @@ void rt_backend_init(rt_ctx *rt) { (void)rt; }
 void rt_backend_fini(rt_ctx *rt) {
     free(rt->arena);
     free(rt->buf);
-    free(rt->live);
+    rt_mem_fini(rt);
     free(rt->opt_m);
     free(rt->opt_v);
-    free(rt->scratch[0]);
-    free(rt->scratch[1]);
+    if (!rt->planned) free(rt->scratch[0]), free(rt->scratch[1]);
 }
 
-/* The size table first, then one aligned allocation: the offsets are known
- * before anything is placed, so the arena's size is printed exactly. */
+/* Without a plan (hand-built tables): every value, then every tensor of
+ * optimizer state, in its own slot. */
+static size_t rt_layout_slots(const rt_program *p, size_t *off, size_t *opt_off) {
+    size_t total = 0;
+    for (int v = 0; v < p->nvalues; v++) {
+        off[v] = total;
+        total += rt_align_up((size_t)p->values[v].local_elems * 4);
+    }
+    for (int i = 0; i < p->nopt; i++) {
+        opt_off[i] = total;
+        total += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+    }
+    return total;
+}
+
+/* With the compiler's plan: the values at their offsets, AdamW's m and v per
+ * pair one after the other from mem_opt_offset, the staging areas at
+ * mem_comm_offset.  A slot that does not fit the arena means the program
+ * was planned for other buffer sizes (the CUDA target's bf16). */
+static size_t rt_layout_plan(rt_ctx *rt, size_t *off, size_t *opt_off) {
+    const rt_program *p = rt->p;
+    size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset;
+    for (int v = 0; v < p->nvalues; v++) {
+        size_t n = rt_align_up((size_t)p->values[v].local_elems * 4);
+        off[v] = (size_t)p->values[v].offset;
+        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_ALIGN == 0 && off[v] <= total && n <= total - off[v],
+                 "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte arena: this program was not "
+                 "planned for the CPU backend (build it with baspc --target=cpu)",
+                 p->values[v].name, n, (long long)p->values[v].offset, total);
+    }
+    for (int i = 0; i < p->nopt; i++) {
+        opt_off[i] = o;
+        o += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+    }
+    size_t comm = (size_t)p->mem_comm_offset, cb = (size_t)p->mem_comm_bytes[0] + (size_t)p->mem_comm_bytes[1];
+    RT_CHECK(o <= total && comm <= total && cb <= total - comm,
+             "the memory plan's optimizer state or staging areas do not fit its %zu-byte arena", total);
+    rt->scratch[0] = rt->arena + comm;
+    rt->scratch[1] = rt->arena + comm + (size_t)p->mem_comm_bytes[0];
+    rt->scratch_bytes[0] = (size_t)p->mem_comm_bytes[0];
+    rt->scratch_bytes[1] = (size_t)p->mem_comm_bytes[1];
+    return total;
+}
+
+static void rt_count_cats(rt_ctx *rt) {
+    const rt_program *p = rt->p;
+    memset(rt->cat_bytes, 0, sizeof rt->cat_bytes);
+    for (int v = 0; v < p->nvalues; v++)
+        rt->cat_bytes[rt_value_cat(&p->values[v])] += rt_align_up((size_t)p->values[v].local_elems * 4);
+    for (int i = 0; i < p->nopt; i++)
+        rt->cat_bytes[RT_MEM_OPT] += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+}
+
+/* The layout first (the plan's, or one slot per value), then one aligned
+ * allocation of exactly its size. */
 void rt_arena_build(rt_ctx *rt) {
     const rt_program *p = rt->p;
-    size_t *off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 2 * p->nopt + 1));
-    size_t total = 0;
-    memset(rt->cat_bytes, 0, sizeof rt->cat_bytes);
+    size_t *off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
+    size_t *bytes = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
+    size_t *opt_off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nopt + 1));
     for (int v = 0; v < p->nvalues; v++) {
         const rt_value_desc *d = &p->values[v];
         RT_CHECK(d->local_elems >= 1, "value %s has %lld local elements", d->name, (long long)d->local_elems);
-        size_t n = rt_align_up((size_t)d->local_elems * 4);
-        off[v] = total;
-        total += n;
-        rt->cat_bytes[rt_value_cat(d)] += n;
+        bytes[v] = rt_align_up((size_t)d->local_elems * 4);
     }
-    for (int i = 0; i < p->nopt; i++) {
-        const rt_value_desc *d = &p->values[p->opt[i].param];
-        size_t n = rt_align_up((size_t)d->local_elems * 4);
-        off[p->nvalues + 2 * i] = total;
-        off[p->nvalues + 2 * i + 1] = total + n;
-        total += 2 * n;
-        rt->cat_bytes[RT_MEM_OPT] += 2 * n;
-    }
-    rt->arena_bytes = total;
-    rt->arena = aligned_alloc(RT_ALIGN, total ? total : RT_ALIGN);
+    bool planned = p->mem_arena_bytes > 0;
+    size_t total = planned ? (size_t)p->mem_arena_bytes : rt_layout_slots(p, off, opt_off);
+    rt->arena = aligned_alloc(RT_ALIGN, rt_align_up(total ? total : 1));
     RT_CHECK(rt->arena, "cannot allocate the arena: %.1f MiB", (double)total / (1 << 20));
+    if (planned) rt_layout_plan(rt, off, opt_off);
     memset(rt->arena, 0, total);
+    rt->arena_bytes = total;
+    rt_count_cats(rt);
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
-    rt->live = RT_MALLOC(sizeof(bool) * (size_t)(p->nvalues + 1));
-    for (int v = 0; v < p->nvalues; v++) {
-        rt->buf[v] = rt->arena + off[v];
-        rt->live[v] = true;
-    }
+    for (int v = 0; v < p->nvalues; v++) rt->buf[v] = rt->arena + off[v];
     rt->opt_m = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     rt->opt_v = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
+    size_t opt_end = 0;
     for (int i = 0; i < p->nopt; i++) {
-        rt->opt_m[i] = (float *)(rt->arena + off[p->nvalues + 2 * i]);
-        rt->opt_v[i] = (float *)(rt->arena + off[p->nvalues + 2 * i + 1]);
+        size_t n = rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+        rt->opt_m[i] = (float *)(rt->arena + opt_off[i]);
+        rt->opt_v[i] = (float *)(rt->arena + opt_off[i] + n);
+        opt_end = opt_off[i] + 2 * n;
     }
-    rt->live_bytes = total;
+    rt->live_bytes = 0;
+    rt_mem_init(rt, off, bytes);
+    rt_mem_reach(rt, opt_end);
     free(off);
+    free(bytes);
+    free(opt_off);
 }
 
 /* ---- buffers --------------------------------------------------------------- */
 float *rt_f32(rt_ctx *rt, int value) {
     RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
     RT_CHECK(rt->p->values[value].dtype == RT_F32, "value %s is not f32", rt->p->values[value].name);
+    rt_mem_touch(rt, value);
     return rt->buf[value];
 }
 
 int32_t *rt_i32(rt_ctx *rt, int value) {
     RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
     RT_CHECK(rt->p->values[value].dtype == RT_I32, "value %s is not i32", rt->p->values[value].name);
+    rt_mem_touch(rt, value);
     return rt->buf[value];
 }
 
@@ -108,17 +158,21 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
     memcpy(rt->opt_v[pair], v, n);
 }
 
-/* Bookkeeping only: every value keeps its own slot, so a freed value's bytes
- * are counted as released but never reused (the end-of-run report says how
- * much the schedule frees, i.e. what slot reuse could save). */
-void rt_free(rt_ctx *rt, int value) {
-    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
-    if (!rt->live[value]) return;
-    rt->live[value] = false;
-    rt->live_bytes -= rt_align_up((size_t)rt->p->values[value].local_elems * 4);
-}
+void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
 
+/* The collectives' staging: with a plan, the two areas it reserved in the
+ * arena (a request beyond them is a disagreement between the compiler's
+ * model of the collectives, ir/ir_mem.c, and this file's, and stops the
+ * run); without one, grow-only heap buffers. */
 void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
+    if (rt->planned) {
+        RT_CHECK(bytes <= rt->scratch_bytes[which],
+                 "a collective needs %zu bytes of staging area %d, the memory plan reserved %zu", bytes, which,
+                 rt->scratch_bytes[which]);
+        size_t base = (size_t)rt->p->mem_comm_offset + (which ? (size_t)rt->p->mem_comm_bytes[0] : 0);
+        rt_mem_reach(rt, base + bytes);
+        return rt->scratch[which];
+    }
     if (bytes > rt->scratch_bytes[which]) {
         free(rt->scratch[which]);
         rt->scratch[which] = RT_MALLOC(bytes);

@@ -116,6 +116,19 @@ cudaError_t kcu_linear_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, con
 cudaError_t kcu_linear_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x,
                            const kcu_bf16 *w, int64_t N, int64_t I, int64_t O);
 
+/* The SwiGLU MLP fused and tiled over the tokens (basp_rt.h rt_mlp):
+ * y[N,D] = (silu(x@wg) * (x@wu)) @ wd, wg, wu [D,F], wd [F,D], chunk rows at
+ * a time through ws (kcu_mlp_ws_elems bf16 elements); the backward
+ * recomputes each chunk's x@wg, x@wu and overwrites dx, dwg, dwu, dwd. */
+int64_t kcu_mlp_ws_elems(int64_t N, int64_t F, int64_t chunk);
+cudaError_t kcu_mlp_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *wg, const kcu_bf16 *wu,
+                        const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F, int64_t chunk, kcu_bf16 *ws,
+                        cudaStream_t st);
+cudaError_t kcu_mlp_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dwg, kcu_bf16 *dwu, kcu_bf16 *dwd,
+                        const kcu_bf16 *dy, const kcu_bf16 *x, const kcu_bf16 *wg, const kcu_bf16 *wu,
+                        const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F, int64_t chunk, kcu_bf16 *ws,
+                        cudaStream_t st);
+
 /* LM head + cross-entropy.  Logits are formed `chunk` rows at a time
  * (fp32 [chunk, V] in ws->logits), never [N, V]. */
 typedef struct kcu_lmhead_ws {

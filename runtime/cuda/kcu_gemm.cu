@@ -58,6 +58,76 @@ extern "C" cudaError_t kcu_linear_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *
     return cudaSuccess;
 }
 
+// ---- the tiled SwiGLU MLP ------------------------------------------------------------------
+// Row-major C[M,N] = op(A) @ op(B) + beta C: op(A) is [M,K] (stored [K,M]
+// when ta), op(B) is [K,N] (stored [N,K] when tb); issued column-major as
+// C^T = op(B)^T op(A)^T.
+static cublasStatus_t gemm_rm(cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                              const void *B, float beta, void *C) {
+    return gemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, B, tb ? K : N, A,
+                ta ? M : K, beta, C, CUDA_R_16BF, N);
+}
+
+// Rows per chunk: `chunk` when 1..N, else all N at once.
+static int64_t mlp_rows(int64_t N, int64_t chunk) { return chunk >= 1 && chunk < N ? chunk : (N > 0 ? N : 1); }
+
+extern "C" int64_t kcu_mlp_ws_elems(int64_t N, int64_t F, int64_t chunk) { return 3 * mlp_rows(N, chunk) * F; }
+
+// g, u = x_c @ wg, x_c @ wu ; s = silu(g) * u   (each [m, F] in ws)
+static cudaError_t mlp_gus(cublasHandle_t h, bf16 *g, bf16 *u, bf16 *s, const bf16 *xc, const bf16 *wg,
+                           const bf16 *wu, int64_t m, int64_t D, int64_t F, cudaStream_t st) {
+    KCU_BLAS(gemm_rm(h, false, false, m, F, D, xc, wg, 0.f, g));
+    KCU_BLAS(gemm_rm(h, false, false, m, F, D, xc, wu, 0.f, u));
+    return kcu_swiglu_fwd((kcu_bf16 *)s, (const kcu_bf16 *)g, (const kcu_bf16 *)u, m * F, st);
+}
+
+// y[N,D] = (silu(x@wg) * (x@wu)) @ wd, chunk rows at a time (../cpu/kern_mlp.c)
+extern "C" cudaError_t kcu_mlp_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *wg,
+                                   const kcu_bf16 *wu, const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F,
+                                   int64_t chunk, kcu_bf16 *ws, cudaStream_t st) {
+    if (!fits_int(N, D, F)) return cudaErrorInvalidValue;
+    int64_t c = mlp_rows(N, chunk);
+    bf16 *g = (bf16 *)ws, *u = g + c * F, *s = u + c * F;
+    for (int64_t r = 0; r < N; r += c) {
+        int64_t m = N - r < c ? N - r : c;
+        cudaError_t e = mlp_gus(h, g, u, s, (const bf16 *)x + r * D, (const bf16 *)wg, (const bf16 *)wu, m, D, F, st);
+        if (e != cudaSuccess) return e;
+        KCU_BLAS(gemm_rm(h, false, false, m, D, F, s, wd, 0.f, (bf16 *)y + r * D));
+    }
+    return cudaSuccess;
+}
+
+// Backward, recomputing each chunk's g and u; the weight gradients are
+// overwritten by the first chunk and accumulated (in bf16, fp32 compute) by
+// the others.
+extern "C" cudaError_t kcu_mlp_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dwg, kcu_bf16 *dwu, kcu_bf16 *dwd,
+                                   const kcu_bf16 *dy, const kcu_bf16 *x, const kcu_bf16 *wg, const kcu_bf16 *wu,
+                                   const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F, int64_t chunk, kcu_bf16 *ws,
+                                   cudaStream_t st) {
+    if (!fits_int(N, D, F)) return cudaErrorInvalidValue;
+    if (N == 0) return cudaErrorInvalidValue; // the IR never has an empty shard
+    int64_t c = mlp_rows(N, chunk);
+    bf16 *g = (bf16 *)ws, *u = g + c * F, *s = u + c * F;
+    for (int64_t r = 0; r < N; r += c) {
+        int64_t m = N - r < c ? N - r : c;
+        float beta = r == 0 ? 0.f : 1.f;
+        const bf16 *xc = (const bf16 *)x + r * D, *dyc = (const bf16 *)dy + r * D;
+        bf16 *dxc = (bf16 *)dx + r * D;
+        cudaError_t e = mlp_gus(h, g, u, s, xc, (const bf16 *)wg, (const bf16 *)wu, m, D, F, st);
+        if (e != cudaSuccess) return e;
+        KCU_BLAS(gemm_rm(h, true, false, F, D, m, s, dyc, beta, dwd)); // dwd (+)= s^T @ dy_c
+        KCU_BLAS(gemm_rm(h, false, true, m, F, D, dyc, wd, 0.f, s));   // ds = dy_c @ wd^T
+        e = kcu_swiglu_bwd((kcu_bf16 *)g, (kcu_bf16 *)u, (const kcu_bf16 *)s, (const kcu_bf16 *)g,
+                           (const kcu_bf16 *)u, m * F, st); // elementwise, in place
+        if (e != cudaSuccess) return e;
+        KCU_BLAS(gemm_rm(h, false, true, m, D, F, g, wg, 0.f, dxc)); // dx_c = dg @ wg^T
+        KCU_BLAS(gemm_rm(h, false, true, m, D, F, u, wu, 1.f, dxc)); //      + du @ wu^T
+        KCU_BLAS(gemm_rm(h, true, false, D, F, m, xc, g, beta, dwg)); // dwg (+)= x_c^T @ dg
+        KCU_BLAS(gemm_rm(h, true, false, D, F, m, xc, u, beta, dwu)); // dwu (+)= x_c^T @ du
+    }
+    return cudaSuccess;
+}
+
 // ---- lm head + cross-entropy -------------------------------------------------------------
 
 // Rows per chunk: the fp32 logits and the bf16 dlogits of one chunk stay

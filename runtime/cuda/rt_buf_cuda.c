@@ -1,12 +1,17 @@
 /* rt_buf_cuda.c — the CUDA backend's device, streams and communicators, its
  * arena and host access to it.
  *
- * Device memory: one cudaMalloc'ed arena carved from the same size table as
- * the CPU's, with device element sizes (bf16 floating tensors, fp32 scalars,
- * int32 integers) plus, per optimizer pair, the fp32 master weights and the
- * two fp32 AdamW moments.  Workspaces (collective buffers, fp32 gradient
- * sums, logits chunks) are separate grow-only allocations that reach their
- * size during the first step.
+ * Device memory: one cudaMalloc'ed arena.  With the compiler's memory plan
+ * (baspc --target=cuda: rt_program.mem_arena_bytes > 0) it is exactly the
+ * plan's size, every value at values[v].offset and, per optimizer pair, the
+ * fp32 master weights and the two fp32 AdamW moments from mem_opt_offset;
+ * buffers never live at the same time share bytes.  Without a plan (hand-
+ * built tables) every value, then master, m and v per pair, get their own
+ * slot.  Device element sizes: bf16 floating tensors, fp32 scalars, int32
+ * integers, 256-byte aligned.  Workspaces (collective buffers, fp32
+ * gradient sums, logits chunks) are separate grow-only allocations that
+ * reach their size during the first step; the plan gives the CUDA target
+ * no staging areas.
  *
  * NCCL is bootstrapped over MPI: rank 0 creates the unique id, MPI_Bcast
  * sends it, ncclCommInitRank builds the world communicator, and each group
@@ -74,6 +79,8 @@ void rt_backend_init(rt_ctx *rt) {
     int nv = rt->p->nvalues;
     cu->ready = RT_MALLOC(sizeof(cudaEvent_t) * (size_t)(nv + 1));
     cu->pending = RT_MALLOC(sizeof(bool) * (size_t)(nv + 1));
+    cu->life = RT_MALLOC(sizeof(rt_cu_life) * (size_t)(nv + 1));
+    memset(cu->life, 0, sizeof(rt_cu_life) * (size_t)(nv + 1));
     for (int v = 0; v < nv; v++) {
         CU_CHECK(cudaEventCreateWithFlags(&cu->ready[v], cudaEventDisableTiming));
         cu->pending[v] = false;
@@ -89,6 +96,12 @@ void rt_backend_fini(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);
     if (!cu) return;
     CU_CHECK(cudaDeviceSynchronize());
+    /* For the tests (train_vs_cpu.py --min-reuse-waits): how often buffer
+     * reuse made one stream wait for the other. */
+    if (getenv("BASP_CU_REUSE_STATS"))
+        fprintf(stderr, "cuda reuse: rank %d: %s, %lld compute-stream waits, %lld communication-stream waits\n",
+                rt->rank, rt->planned ? "memory plan" : "one slot per value", (long long)cu->reuse_waits[0],
+                (long long)cu->reuse_waits[1]);
     for (int g = 0; g < rt->p->ngroups; g++) NCCL_CHECK(ncclCommDestroy(cu->comm[g]));
     NCCL_CHECK(ncclCommDestroy(cu->world));
     for (int v = 0; v < rt->p->nvalues; v++) CU_CHECK(cudaEventDestroy(cu->ready[v]));
@@ -97,6 +110,7 @@ void rt_backend_fini(rt_ctx *rt) {
         CU_CHECK(cudaEventDestroy(cu->timers[i].stop));
     }
     for (int i = 0; i < RT_WS_N; i++) CU_CHECK(cudaFree(cu->ws[i]));
+    for (int i = 0; i < cu->cap_sends; i++) CU_CHECK(cudaFree(cu->stage[i]));
     CU_CHECK(cudaFree(cu->d_err));
     CU_CHECK(cudaFree(cu->d_norm));
     CU_CHECK(cudaFree(rt->arena));
@@ -107,41 +121,137 @@ void rt_backend_fini(rt_ctx *rt) {
     CU_CHECK(cudaStreamDestroy(cu->ms));
     free(cu->comm), free(cu->ready), free(cu->pending), free(cu->master), free(cu->opt_of), free(cu->slot_bytes);
     free(cu->timers), free(cu->send_val), free(cu->send_g), free(cu->send_peer);
+    free(cu->send_ptr), free(cu->stage), free(cu->stage_bytes);
+    free(cu->life), free(cu->over_at), free(cu->over);
     free(cu);
     rt->dev = NULL;
-    free(rt->buf), free(rt->live), free(rt->opt_m), free(rt->opt_v);
+    free(rt->buf), free(rt->opt_m), free(rt->opt_v);
+    rt_mem_fini(rt);
     free(rt->scratch[0]), free(rt->scratch[1]);
 }
 
-/* Offsets of every value slot, then master, m, v per optimizer pair. */
-static size_t rt_cu_plan(rt_ctx *rt, size_t *off) {
+/* Bytes of value v's slot and of one fp32 tensor of pair i's state. */
+static size_t rt_cu_slot(const rt_value_desc *d) {
+    return rt_cu_align((size_t)d->local_elems * (size_t)rt_cu_esize(d));
+}
+static size_t rt_cu_state(const rt_program *p, int i) {
+    return rt_cu_align((size_t)p->values[p->opt[i].param].local_elems * 4);
+}
+
+/* Without a plan: every value, then master, m, v per optimizer pair, each
+ * in its own slot. */
+static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off) {
+    size_t total = 0;
+    for (int v = 0; v < p->nvalues; v++) off[v] = total, total += bytes[v];
+    for (int i = 0; i < p->nopt; i++) opt_off[i] = total, total += 3 * rt_cu_state(p, i);
+    return total;
+}
+
+/* With the compiler's plan: the values at their offsets, master, m, v per
+ * pair one after the other from mem_opt_offset.  A program planned for the
+ * CPU (4-byte elements, 64-byte alignment, m and v only, staging areas)
+ * does not fit these sizes: a slot off the alignment or past the arena, an
+ * optimizer region sharing bytes with a value, or staging areas, stop the
+ * run here; slots that overlap only while both are live are caught by
+ * rt_mem_touch. */
+static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off) {
+    size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset, o0 = o;
+    const char *why = "this program was not planned for the CUDA backend (build it with baspc --target=cuda)";
+    for (int v = 0; v < p->nvalues; v++) {
+        off[v] = (size_t)p->values[v].offset;
+        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_CU_ALIGN == 0 && off[v] <= total && bytes[v] <= total - off[v],
+                 "the memory plan puts %s (%zu bytes on the device) at offset %lld of a %zu-byte arena: %s",
+                 p->values[v].name, bytes[v], (long long)p->values[v].offset, total, why);
+    }
+    RT_CHECK(p->mem_opt_offset >= 0 && o % RT_CU_ALIGN == 0 && o <= total,
+             "the memory plan's optimizer state starts at offset %lld of a %zu-byte arena: %s",
+             (long long)p->mem_opt_offset, total, why);
+    for (int i = 0; i < p->nopt; i++) {
+        size_t n = 3 * rt_cu_state(p, i);
+        RT_CHECK(n <= total - o, "the memory plan's optimizer state (fp32 master, m, v per pair) does not fit its "
+                 "%zu-byte arena: %s", total, why);
+        opt_off[i] = o, o += n;
+    }
+    for (int v = 0; v < p->nvalues; v++)
+        RT_CHECK(off[v] >= o || off[v] + bytes[v] <= o0,
+                 "the memory plan puts %s [%zu, +%zu) inside the optimizer state [%zu, %zu): %s", p->values[v].name,
+                 off[v], bytes[v], o0, o, why);
+    RT_CHECK(p->mem_comm_bytes[0] == 0 && p->mem_comm_bytes[1] == 0,
+             "the memory plan reserves %lld + %lld bytes of staging areas, which the CUDA backend does not use: %s",
+             (long long)p->mem_comm_bytes[0], (long long)p->mem_comm_bytes[1], why);
+    return total;
+}
+
+/* The values whose slots share a byte with each value's (itself included),
+ * for the reuse fences below: sorted by offset, each slot meets the ones
+ * that start before it ends.  Without a plan no two slots meet, and a value
+ * comes back to life only in a later step, after the device synchronised. */
+typedef struct rt_cu_span {
+    size_t off, end;
+    int v;
+} rt_cu_span;
+
+static int rt_cu_span_cmp(const void *a, const void *b) {
+    const rt_cu_span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off ? 1 : x->v - y->v;
+}
+
+static void rt_cu_overlaps(rt_ctx *rt, const size_t *off, const size_t *bytes) {
+    rt_cuda *cu = rt_cu(rt);
+    int nv = rt->p->nvalues;
+    cu->over_at = RT_MALLOC(sizeof(int) * (size_t)(nv + 1));
+    memset(cu->over_at, 0, sizeof(int) * (size_t)(nv + 1));
+    cu->over = NULL;
+    if (!rt->planned) return;
+    rt_cu_span *sp = RT_MALLOC(sizeof *sp * (size_t)(nv + 1));
+    for (int v = 0; v < nv; v++) sp[v] = (rt_cu_span){off[v], off[v] + bytes[v], v};
+    qsort(sp, (size_t)nv, sizeof *sp, rt_cu_span_cmp);
+    int *cnt = RT_MALLOC(sizeof(int) * (size_t)(nv + 1)), *at = RT_MALLOC(sizeof(int) * (size_t)(nv + 1));
+    for (int pass = 0; pass < 2; pass++) {
+        for (int v = 0; v < nv; v++) cnt[v] = 0;
+        for (int a = 0; a < nv; a++)
+            for (int b = a; b < nv && sp[b].off < sp[a].end; b++) {
+                int x = sp[a].v, y = sp[b].v;
+                if (pass) cu->over[at[x] + cnt[x]] = y;
+                cnt[x]++;
+                if (x == y) continue;
+                if (pass) cu->over[at[y] + cnt[y]] = x;
+                cnt[y]++;
+            }
+        if (pass) break;
+        size_t n = 0;
+        for (int v = 0; v < nv; v++) {
+            RT_CHECK(n + (size_t)cnt[v] < (size_t)1 << 31, "too many overlapping buffers in the memory plan");
+            at[v] = (int)n, n += (size_t)cnt[v];
+        }
+        for (int v = 0; v < nv; v++) cu->over_at[v] = at[v];
+        cu->over_at[nv] = (int)n;
+        cu->over = RT_MALLOC(sizeof(int) * (n + 1));
+    }
+    free(cnt), free(at), free(sp);
+}
+
+/* The layout first (the plan's, or one slot per value), then one device
+ * allocation of exactly its size. */
+void rt_arena_build(rt_ctx *rt) {
     const rt_program *p = rt->p;
     rt_cuda *cu = rt_cu(rt);
-    size_t total = 0;
+    size_t *off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
+    size_t *opt_off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nopt + 1));
+    cu->slot_bytes = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
     memset(rt->cat_bytes, 0, sizeof rt->cat_bytes);
     for (int v = 0; v < p->nvalues; v++) {
         const rt_value_desc *d = &p->values[v];
         RT_CHECK(d->local_elems >= 1, "value %s has %lld local elements", d->name, (long long)d->local_elems);
-        cu->slot_bytes[v] = rt_cu_align((size_t)d->local_elems * (size_t)rt_cu_esize(d));
-        off[v] = total;
-        total += cu->slot_bytes[v];
+        cu->slot_bytes[v] = rt_cu_slot(d);
         rt->cat_bytes[rt_value_cat(d)] += cu->slot_bytes[v];
     }
-    for (int i = 0; i < p->nopt; i++) {
-        size_t n = rt_cu_align((size_t)p->values[p->opt[i].param].local_elems * 4);
-        for (int k = 0; k < 3; k++) off[p->nvalues + 3 * i + k] = total + (size_t)k * n;
-        total += 3 * n;
-        rt->cat_bytes[RT_MEM_OPT] += 3 * n;
-    }
-    return total;
-}
-
-void rt_arena_build(rt_ctx *rt) {
-    const rt_program *p = rt->p;
-    rt_cuda *cu = rt_cu(rt);
-    size_t *off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 3 * p->nopt + 1));
-    cu->slot_bytes = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
-    size_t total = rt_cu_plan(rt, off);
+    /* The report's categories count one slot per buffer: with a plan, what
+     * the plan saved against that. */
+    for (int i = 0; i < p->nopt; i++) rt->cat_bytes[RT_MEM_OPT] += 3 * rt_cu_state(p, i);
+    bool planned = p->mem_arena_bytes > 0;
+    size_t total = planned ? rt_cu_layout_plan(p, cu->slot_bytes, off, opt_off)
+                           : rt_cu_layout_slots(p, cu->slot_bytes, off, opt_off);
     rt->arena_bytes = total;
     cudaError_t e = cudaMalloc((void **)&rt->arena, total ? total : RT_CU_ALIGN);
     RT_CHECK(e == cudaSuccess, "cannot allocate the device arena: %.1f MiB on device %d: %s",
@@ -151,24 +261,29 @@ void rt_arena_build(rt_ctx *rt) {
      * and communication streams do not wait for. */
     CU_CHECK(cudaDeviceSynchronize());
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
-    rt->live = RT_MALLOC(sizeof(bool) * (size_t)(p->nvalues + 1));
     cu->opt_of = RT_MALLOC(sizeof(int) * (size_t)(p->nvalues + 1));
     for (int v = 0; v < p->nvalues; v++) {
         rt->buf[v] = rt->arena + off[v];
-        rt->live[v] = true;
         cu->opt_of[v] = -1;
     }
     rt->opt_m = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     rt->opt_v = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     cu->master = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
+    size_t opt_end = 0;
     for (int i = 0; i < p->nopt; i++) {
-        cu->master[i] = (float *)(void *)(rt->arena + off[p->nvalues + 3 * i]);
-        rt->opt_m[i] = (float *)(void *)(rt->arena + off[p->nvalues + 3 * i + 1]);
-        rt->opt_v[i] = (float *)(void *)(rt->arena + off[p->nvalues + 3 * i + 2]);
+        size_t n = rt_cu_state(p, i);
+        cu->master[i] = (float *)(void *)(rt->arena + opt_off[i]);
+        rt->opt_m[i] = (float *)(void *)(rt->arena + opt_off[i] + n);
+        rt->opt_v[i] = (float *)(void *)(rt->arena + opt_off[i] + 2 * n);
         cu->opt_of[p->opt[i].param] = i;
+        opt_end = opt_off[i] + 3 * n;
     }
-    rt->live_bytes = total;
+    rt->live_bytes = 0;
+    rt_mem_init(rt, off, cu->slot_bytes); /* rt->planned: the plan's offsets are used */
+    rt_mem_reach(rt, opt_end);
+    rt_cu_overlaps(rt, off, cu->slot_bytes);
     free(off);
+    free(opt_off);
 }
 
 void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes) {
@@ -195,19 +310,116 @@ void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
     return rt->scratch[which];
 }
 
-/* ---- buffers: opaque device pointers ---------------------------------------------- */
+/* ---- buffers: opaque device pointers ----------------------------------------------
+ *
+ * Buffer reuse across the two streams.  Under the memory plan a value's
+ * bytes may hold a later value once the value is freed (generated code
+ * calls rt_free right after its last reader).  On one stream that is
+ * safe: its work runs in order.  Across streams it is not: a value last
+ * read by a collective on the communication stream `ms` (an all_to_all's
+ * input) may still be in flight when a kernel on the compute stream `cs`
+ * writes the next value placed on its bytes, and the other way round.  The
+ * rule: before a stream first touches a value in its life, it must follow
+ * every access the *other* stream made to any dead value whose slot shares
+ * a byte with it.
+ *
+ * Bookkeeping, per value (rt_cu_life): `acc`, the streams that touched it
+ * in this life (rt_cu_use: cs; rt_cu_coll_use: ms); ready[v], recorded on
+ * ms after every collective that reads or writes it (rt_cu_coll_done), so
+ * it marks the end of its last ms access.  rt_free turns `acc` into
+ * `dirty` and notes the two fence counters.  When a value is first touched
+ * on a stream in its life (rt_cu_scan), the stream looks at the values that
+ * overlap it (over[], precomputed from the static plan, itself included):
+ *   - cs, for each one dirty on ms: waits for its ready event -- only for
+ *     the latest recorded of them, since ms runs in order -- unless cs has
+ *     waited for all of ms since it was freed (rt_cu_wait_comm, counted in
+ *     ms_fences);
+ *   - ms, for each one dirty on cs: follows everything issued on cs so far
+ *     (one event) unless it already did since the value was freed
+ *     (rt_cu_follow_cs, counted in cs_fences).  Every collective starts by
+ *     following cs, so in today's code this never costs a wait; the check
+ *     keeps reuse safe if collectives one day wait only for their inputs.
+ * A cleared flag stays cleared for every later value on those bytes: the
+ * stream has passed that point for good.  A deferred send (rt_comm_cuda.c)
+ * goes to NCCL only at the next receive or the end of the step, after its
+ * value may have been freed; rt_free first copies such a value on ms
+ * (rt_cu_stage_sends) so that the copy is its last ms access.  The step
+ * ends with a device synchronisation, which satisfies every fence
+ * (rt_cu_synced).  Cost: host bookkeeping over the overlap lists and at
+ * most one event wait per value and stream; no device synchronisation. */
+void rt_cu_follow_cs(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    CU_CHECK(cudaEventRecord(cu->issued, cu->cs));
+    CU_CHECK(cudaStreamWaitEvent(cu->ms, cu->issued, 0));
+    cu->cs_fences++;
+}
+
 void rt_cu_wait_comm(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);
     CU_CHECK(cudaEventRecord(cu->comm_done, cu->ms));
     CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->comm_done, 0));
+    cu->ms_fences++;
+}
+
+void rt_cu_coll_done(rt_ctx *rt, int v, bool output) {
+    rt_cuda *cu = rt_cu(rt);
+    CU_CHECK(cudaEventRecord(cu->ready[v], cu->ms));
+    cu->life[v].ready_seq = ++cu->ms_recs;
+    if (output) cu->pending[v] = true;
+}
+
+void rt_cu_synced(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    for (int v = 0; v < rt->p->nvalues; v++) {
+        cu->pending[v] = false;
+        cu->life[v].acc = cu->life[v].dirty = 0;
+    }
+}
+
+/* Stream s (RT_CU_CS or RT_CU_MS) touches v for the first time in its life. */
+static void rt_cu_scan(rt_ctx *rt, int v, int s) {
+    rt_cuda *cu = rt_cu(rt);
+    rt_cu_life *L = &cu->life[v];
+    if (L->scanned & s) return;
+    L->scanned |= (uint8_t)s;
+    int other = s == RT_CU_CS ? RT_CU_MS : RT_CU_CS, wait = -1;
+    for (int k = cu->over_at[v]; k < cu->over_at[v + 1]; k++) {
+        rt_cu_life *W = &cu->life[cu->over[k]];
+        if (!(W->dirty & other)) continue;
+        W->dirty &= (uint8_t)~other;
+        if (s == RT_CU_CS ? W->mark_ms < cu->ms_fences : W->mark_cs < cu->cs_fences) continue;
+        if (wait < 0 || W->ready_seq > cu->life[wait].ready_seq) wait = cu->over[k];
+    }
+    if (wait < 0) return;
+    if (s == RT_CU_CS) CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[wait], 0));
+    else rt_cu_follow_cs(rt);
+    cu->reuse_waits[s == RT_CU_CS ? 0 : 1]++;
+}
+
+/* Value v is touched on stream s: live from now on (checking the plan),
+ * fenced against the earlier users of its bytes. */
+static void rt_cu_touch(rt_ctx *rt, int v, int s) {
+    rt_cuda *cu = rt_cu(rt);
+    RT_CHECK(v >= 0 && v < rt->p->nvalues, "value index %d out of range", v);
+    if (!rt->live[v]) cu->life[v].acc = cu->life[v].scanned = 0;
+    rt_mem_touch(rt, v);
+    rt_cu_scan(rt, v, s);
+    cu->life[v].acc |= (uint8_t)s;
 }
 
 void *rt_cu_use(rt_ctx *rt, int v) {
     rt_cuda *cu = rt_cu(rt);
+    rt_cu_touch(rt, v, RT_CU_CS);
     if (cu->pending[v]) {
         CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[v], 0));
         cu->pending[v] = false;
+        cu->life[v].acc &= (uint8_t)~RT_CU_MS; /* cs now follows every ms access of v so far */
     }
+    return rt->buf[v];
+}
+
+void *rt_cu_coll_use(rt_ctx *rt, int v) {
+    rt_cu_touch(rt, v, RT_CU_MS);
     return rt->buf[v];
 }
 
@@ -225,11 +437,19 @@ int32_t *rt_i32(rt_ctx *rt, int value) {
     return rt_cu_use(rt, value);
 }
 
+/* The value is dead: its bytes may hold a later value once the streams that
+ * touched it are done (the fences above). */
 void rt_free(rt_ctx *rt, int value) {
+    rt_cuda *cu = rt_cu(rt);
     RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
     if (!rt->live[value]) return;
-    rt->live[value] = false;
-    rt->live_bytes -= rt_cu(rt)->slot_bytes[value];
+    rt_cu_life *L = &cu->life[value];
+    if (L->nsend && rt->planned) rt_cu_stage_sends(rt, value);
+    if (L->acc & RT_CU_CS) L->mark_cs = cu->cs_fences;
+    if (L->acc & RT_CU_MS) L->mark_ms = cu->ms_fences;
+    L->dirty |= L->acc;
+    L->acc = 0;
+    rt_mem_release(rt, value);
 }
 
 /* ---- host access: synchronous, fp32 <-> bf16 on the host ----------------------------

@@ -19,11 +19,11 @@ static ncclDataType_t rt_cu_nccl_type(const rt_value_desc *d) {
 }
 
 /* The communication stream waits for every kernel issued so far (the
- * inputs), and the timer starts. */
+ * inputs), and the timer starts.  The caller then names its inputs and
+ * outputs with rt_cu_coll_use (liveness, reuse fences) before queueing. */
 static int rt_cu_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
     rt_cuda *cu = rt_cu(rt);
-    CU_CHECK(cudaEventRecord(cu->issued, cu->cs));
-    CU_CHECK(cudaStreamWaitEvent(cu->ms, cu->issued, 0));
+    rt_cu_follow_cs(rt);
     if (cu->ntimers == cu->cap_timers) {
         int cap = cu->cap_timers ? 2 * cu->cap_timers : 64;
         cu->timers = realloc(cu->timers, sizeof(rt_cu_timer) * (size_t)cap);
@@ -40,14 +40,15 @@ static int rt_cu_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
     return cu->ntimers++;
 }
 
-/* The timer stops and the outputs become pending until a kernel uses them. */
-static void rt_cu_coll_end(rt_ctx *rt, int timer, const int *outs, int nout, int64_t bytes) {
+/* The timer stops; each input and output records that this collective is
+ * its last ms access (the reuse fences), and the outputs become pending
+ * until a kernel uses them. */
+static void rt_cu_coll_end(rt_ctx *rt, int timer, const int *ins, int nin, const int *outs, int nout,
+                           int64_t bytes) {
     rt_cuda *cu = rt_cu(rt);
     CU_CHECK(cudaEventRecord(cu->timers[timer].stop, cu->ms));
-    for (int i = 0; i < nout; i++) {
-        CU_CHECK(cudaEventRecord(cu->ready[outs[i]], cu->ms));
-        cu->pending[outs[i]] = true;
-    }
+    for (int i = 0; i < nin; i++) rt_cu_coll_done(rt, ins[i], false);
+    for (int i = 0; i < nout; i++) rt_cu_coll_done(rt, outs[i], true);
     rt_coll_count(rt, cu->timers[timer].kind, bytes, 0.0);
 }
 
@@ -88,6 +89,7 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
         if (q != me) sent += scnt[q];
     }
     int timer = rt_cu_coll_begin(rt, RT_C_ALL_TO_ALL);
+    for (int i = 0; i < n; i++) rt_cu_coll_use(rt, ins[i]), rt_cu_coll_use(rt, outs[i]);
     char *sbuf = rt_cu_ws(rt, RT_WS_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
     char *rbuf = rt_cu_ws(rt, RT_WS_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
     for (int q = 0; q < K; q++) { /* chunk q: the n pairs' pieces for peer q, one after the other */
@@ -120,7 +122,7 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
         }
     }
     free(scnt);
-    rt_cu_coll_end(rt, timer, outs, n, sent * es);
+    rt_cu_coll_end(rt, timer, ins, n, outs, n, sent * es);
 }
 
 /* ---- all_gather / reduce_scatter / all_reduce ----------------------------------------- */
@@ -150,6 +152,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
     int nd = rt_local_dims(rt, in, lx), es = rt_cu_esize(xd);
     rt_outer_inner(lx, nd, dim, &O, &I);
     int timer = rt_cu_coll_begin(rt, RT_C_ALL_GATHER);
+    rt_cu_coll_use(rt, in), rt_cu_coll_use(rt, out);
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     } else {
@@ -157,7 +160,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
         NCCL_CHECK(ncclAllGather(rt->buf[in], dst, (size_t)n, rt_cu_nccl_type(xd), cu->comm[g], cu->ms));
         if (O > 1) rt_cu_interleave(rt, rt->buf[out], dst, O, lx[dim] * I, K, es, true);
     }
-    rt_cu_coll_end(rt, timer, &out, 1, n * (K - 1) * es);
+    rt_cu_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
@@ -170,6 +173,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
     int nd = rt_local_dims(rt, out, ly), es = rt_cu_esize(yd);
     rt_outer_inner(ly, nd, dim, &O, &I);
     int timer = rt_cu_coll_begin(rt, RT_C_REDUCE_SCATTER);
+    rt_cu_coll_use(rt, in), rt_cu_coll_use(rt, out);
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     } else {
@@ -181,7 +185,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
         }
         NCCL_CHECK(ncclReduceScatter(src, rt->buf[out], (size_t)n, rt_cu_nccl_type(yd), ncclSum, cu->comm[g], cu->ms));
     }
-    rt_cu_coll_end(rt, timer, &out, 1, n * (K - 1) * es);
+    rt_cu_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
 }
 
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
@@ -196,24 +200,60 @@ void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
     int64_t n = xd->local_elems;
     int es = rt_cu_esize(xd);
     int timer = rt_cu_coll_begin(rt, RT_C_ALL_REDUCE);
+    rt_cu_coll_use(rt, in), rt_cu_coll_use(rt, out);
     if (K == 1) CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     else NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, rt_cu_nccl_type(xd), ncclSum, cu->comm[g], cu->ms));
-    rt_cu_coll_end(rt, timer, &out, 1, 2 * n * (K - 1) / K * es);
+    rt_cu_coll_end(rt, timer, &in, 1, &out, 1, 2 * n * (K - 1) / K * es);
 }
 
 /* ---- send / recv ---------------------------------------------------------------------
  * A send is deferred: it joins the NCCL group of the rank's next recv (or
  * the end of the step), so a ring of sends followed by receives is matched
- * inside one group and cannot deadlock.  The value's slot is written once
- * per step, so the data stay valid until then. */
+ * inside one group and cannot deadlock.  Until then it reads the value's
+ * own bytes; if the value is freed first (under the memory plan a later
+ * value may take those bytes), rt_free has it copied on ms into a per-send
+ * staging buffer (rt_cu_stage_sends), which the send reads instead. */
 static void rt_cu_flush_sends(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);
     for (int i = 0; i < cu->nsends; i++) {
         const rt_value_desc *d = &rt->p->values[cu->send_val[i]];
-        NCCL_CHECK(ncclSend(rt->buf[cu->send_val[i]], (size_t)d->local_elems, rt_cu_nccl_type(d),
+        NCCL_CHECK(ncclSend(cu->send_ptr[i], (size_t)d->local_elems, rt_cu_nccl_type(d),
                             rt_coll_peer(rt, cu->send_g[i], cu->send_peer[i]), cu->comm[cu->send_g[i]], cu->ms));
     }
+}
+
+/* After the group holding the flushed sends: each value still read in
+ * place has its last ms access there. */
+static void rt_cu_sends_done(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    for (int i = 0; i < cu->nsends; i++) {
+        int v = cu->send_val[i];
+        if (cu->send_ptr[i] == rt->buf[v]) rt_cu_coll_done(rt, v, false);
+        cu->life[v].nsend = 0;
+    }
     cu->nsends = 0;
+}
+
+void rt_cu_stage_sends(rt_ctx *rt, int v) {
+    rt_cuda *cu = rt_cu(rt);
+    size_t bytes = rt_cu_bytes(&rt->p->values[v]);
+    for (int i = 0; i < cu->nsends; i++) {
+        if (cu->send_val[i] != v || cu->send_ptr[i] != rt->buf[v]) continue;
+        if (bytes > cu->stage_bytes[i]) { /* grow-only; the old one may be read by an earlier group's send */
+            CU_CHECK(cudaDeviceSynchronize());
+            CU_CHECK(cudaFree(cu->stage[i]));
+            cudaError_t e = cudaMalloc(&cu->stage[i], bytes);
+            RT_CHECK(e == cudaSuccess, "cannot allocate a %.1f MiB send staging buffer: %s",
+                     (double)bytes / (1 << 20), cudaGetErrorString(e));
+            cu->stage_bytes[i] = bytes;
+        }
+        /* ms follows the kernels that computed v (rt_send); the copy is on
+         * ms, before the group that sends it. */
+        CU_CHECK(cudaMemcpyAsync(cu->stage[i], rt->buf[v], bytes, cudaMemcpyDeviceToDevice, cu->ms));
+        cu->send_ptr[i] = cu->stage[i];
+    }
+    cu->life[v].nsend = 0;
+    rt_cu_coll_done(rt, v, false);
 }
 
 void rt_send(rt_ctx *rt, int g, int peer, int in) {
@@ -222,17 +262,24 @@ void rt_send(rt_ctx *rt, int g, int peer, int in) {
     const rt_value_desc *d = rt_coll_val(rt, in);
     rt_coll_set_size(rt, g);
     if (cu->nsends == cu->cap_sends) {
-        cu->cap_sends = cu->cap_sends ? 2 * cu->cap_sends : 8;
-        cu->send_val = realloc(cu->send_val, sizeof(int) * (size_t)cu->cap_sends);
-        cu->send_g = realloc(cu->send_g, sizeof(int) * (size_t)cu->cap_sends);
-        cu->send_peer = realloc(cu->send_peer, sizeof(int) * (size_t)cu->cap_sends);
-        RT_CHECK(cu->send_val && cu->send_g && cu->send_peer, "out of memory");
+        int cap = cu->cap_sends ? 2 * cu->cap_sends : 8;
+        cu->send_val = realloc(cu->send_val, sizeof(int) * (size_t)cap);
+        cu->send_g = realloc(cu->send_g, sizeof(int) * (size_t)cap);
+        cu->send_peer = realloc(cu->send_peer, sizeof(int) * (size_t)cap);
+        cu->send_ptr = realloc(cu->send_ptr, sizeof(void *) * (size_t)cap);
+        cu->stage = realloc(cu->stage, sizeof(void *) * (size_t)cap);
+        cu->stage_bytes = realloc(cu->stage_bytes, sizeof(size_t) * (size_t)cap);
+        RT_CHECK(cu->send_val && cu->send_g && cu->send_peer && cu->send_ptr && cu->stage && cu->stage_bytes,
+                 "out of memory");
+        for (int i = cu->cap_sends; i < cap; i++) cu->stage[i] = NULL, cu->stage_bytes[i] = 0;
+        cu->cap_sends = cap;
     }
+    /* The inputs must be complete before the group that sends them runs. */
+    rt_cu_follow_cs(rt);
+    cu->send_ptr[cu->nsends] = rt_cu_coll_use(rt, in);
     cu->send_val[cu->nsends] = in, cu->send_g[cu->nsends] = g, cu->send_peer[cu->nsends] = peer;
     cu->nsends++;
-    /* The inputs must be complete before the group that sends them runs. */
-    CU_CHECK(cudaEventRecord(cu->issued, cu->cs));
-    CU_CHECK(cudaStreamWaitEvent(cu->ms, cu->issued, 0));
+    cu->life[in].nsend++;
     rt_coll_count(rt, RT_C_SEND, (int64_t)rt_cu_bytes(d), 0.0);
 }
 
@@ -241,12 +288,14 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
     rt_check_even(rt, "recv", out);
     const rt_value_desc *d = rt_coll_val(rt, out);
     int timer = rt_cu_coll_begin(rt, RT_C_RECV);
+    rt_cu_coll_use(rt, out);
     NCCL_CHECK(ncclGroupStart());
     rt_cu_flush_sends(rt);
     NCCL_CHECK(ncclRecv(rt->buf[out], (size_t)d->local_elems, rt_cu_nccl_type(d), rt_coll_peer(rt, g, peer),
                         cu->comm[g], cu->ms));
     NCCL_CHECK(ncclGroupEnd());
-    rt_cu_coll_end(rt, timer, &out, 1, 0);
+    rt_cu_sends_done(rt);
+    rt_cu_coll_end(rt, timer, NULL, 0, &out, 1, 0);
 }
 
 /* The end of a step: remaining sends, then the device finishes everything;
@@ -259,6 +308,7 @@ void rt_comm_finish_step(rt_ctx *rt) {
         NCCL_CHECK(ncclGroupStart());
         rt_cu_flush_sends(rt);
         NCCL_CHECK(ncclGroupEnd());
+        rt_cu_sends_done(rt);
     }
     CU_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < cu->ntimers; i++) {
@@ -268,7 +318,7 @@ void rt_comm_finish_step(rt_ctx *rt) {
         if (cu->timers[i].kind == RT_C_ALL_TO_ALL) rt->step_a2a_sec += ms * 1e-3;
     }
     cu->ntimers = 0;
-    for (int v = 0; v < rt->p->nvalues; v++) cu->pending[v] = false;
+    rt_cu_synced(rt);
     int err = 0;
     CU_CHECK(cudaMemcpy(&err, cu->d_err, sizeof err, cudaMemcpyDeviceToHost));
     RT_CHECK(!err, "a token or target id outside the vocabulary [0, %lld) reached the device kernels",

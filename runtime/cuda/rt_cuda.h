@@ -7,7 +7,12 @@
  * then records a per-value event on each output; the value is "pending"
  * until rt_f32/rt_i32 hands its pointer to a kernel, which makes `cs` wait
  * for that event.  Independent compute issued between the collective and
- * the first use of its output therefore overlaps with the communication. */
+ * the first use of its output therefore overlaps with the communication.
+ *
+ * Under the compiler's memory plan buffers that are never live at the same
+ * time share bytes, so a buffer's bytes may be written again only after its
+ * last reader on either stream is done: rt_buf_cuda.c ("Buffer reuse across
+ * the two streams") fences that with the same per-value events. */
 #ifndef BASP_RT_CUDA_H
 #define BASP_RT_CUDA_H
 
@@ -48,8 +53,23 @@ typedef enum {
     RT_WS_ATTN,                         /* attention backward row statistics */
     RT_WS_SLICE,                        /* ZeRO-1 gradient slice */
     RT_WS_ROPE,                         /* the rotation table */
+    RT_WS_MLP,                          /* the tiled MLP's chunk of g, u, s */
     RT_WS_N
 } rt_cu_ws_slot;
+
+/* The streams, as bits of the per-value masks below. */
+enum { RT_CU_CS = 1, RT_CU_MS = 2 };
+
+/* Per value: what the reuse fences of rt_buf_cuda.c know about it. */
+typedef struct rt_cu_life {
+    uint8_t acc;        /* streams that accessed it since it came to life (or the device last synchronised) */
+    uint8_t scanned;    /* streams that checked its overlapping slots in this life */
+    uint8_t dirty;      /* dead: streams whose accesses the other stream is not yet known to follow */
+    int nsend;          /* deferred sends (rt_send) not yet handed to NCCL that read its bytes */
+    uint64_t ready_seq; /* ms_recs when ready[v] was last recorded */
+    uint64_t mark_cs;   /* dead: cs_fences when it was freed */
+    uint64_t mark_ms;   /* dead: ms_fences when it was freed */
+} rt_cu_life;
 
 /* A collective's timing events on the communication stream. */
 typedef struct rt_cu_timer {
@@ -65,8 +85,17 @@ typedef struct rt_cuda {
     ncclComm_t *comm;        /* per group: this rank's set */
     cudaEvent_t issued;      /* recorded on cs when a collective starts */
     cudaEvent_t comm_done;   /* recorded on ms after each collective */
-    cudaEvent_t *ready;      /* per value: its collective finished */
-    bool *pending;           /* per value: ready not yet waited for */
+    cudaEvent_t *ready;      /* per value: the last collective that read or wrote it finished */
+    bool *pending;           /* per value: a collective wrote it, cs has not waited for ready since */
+    /* Buffer reuse (rt_buf_cuda.c): per value its life, and the values whose
+     * planned bytes overlap it (itself included): over[over_at[v] ..
+     * over_at[v+1]).  Counters: events recorded on ms; times ms was made to
+     * follow everything issued on cs (cs_fences) and cs everything on ms
+     * (ms_fences); waits the reuse fences added, per waiting stream. */
+    rt_cu_life *life;
+    int *over_at, *over;
+    uint64_t ms_recs, cs_fences, ms_fences;
+    int64_t reuse_waits[2];
     float **master;          /* per opt pair: the fp32 master weights */
     int *opt_of;             /* per value: its opt pair (a param), else -1 */
     size_t *slot_bytes;      /* per value */
@@ -83,6 +112,9 @@ typedef struct rt_cuda {
     rt_cu_timer *timers;
     int ntimers, cap_timers;
     int *send_val, *send_g, *send_peer;
+    void **send_ptr;         /* what each deferred send reads: the value, or its copy in stage[i] */
+    void **stage;            /* per deferred send: a copy of a value freed before the send went out */
+    size_t *stage_bytes;
     int nsends, cap_sends;
     bool sync_timing;        /* --profile: synchronise after each kernel */
 } rt_cuda;
@@ -95,7 +127,22 @@ int rt_cu_esize(const rt_value_desc *d);
 void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes);
 /* cs waits for every collective issued so far. */
 void rt_cu_wait_comm(rt_ctx *rt);
-/* Device pointer of value v for a kernel on cs (waits for its collective). */
+/* Device pointer of value v for a kernel on cs (waits for its collective,
+ * and, when v comes to life, for the last users of the bytes it reuses). */
 void *rt_cu_use(rt_ctx *rt, int v);
+/* Device pointer of value v for a collective on ms (its input or output):
+ * the same, for the communication stream.  Call after ms has been made to
+ * wait for cs (rt_cu_follow_cs), before queueing work that touches v. */
+void *rt_cu_coll_use(rt_ctx *rt, int v);
+/* ms waits for everything issued on cs so far. */
+void rt_cu_follow_cs(rt_ctx *rt);
+/* Records ready[v] on ms after the work just queued there that reads or
+ * writes v; an output also becomes pending. */
+void rt_cu_coll_done(rt_ctx *rt, int v, bool output);
+/* v is freed while deferred sends still read its bytes: they read a copy
+ * made now on ms instead (rt_comm_cuda.c). */
+void rt_cu_stage_sends(rt_ctx *rt, int v);
+/* The device has finished all work: every fence is satisfied. */
+void rt_cu_synced(rt_ctx *rt);
 
 #endif

@@ -162,3 +162,17 @@ void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const
     RT_TIMED(RT_K_LM_HEAD_LOSS_BWD,
              kcu_lm_head_loss_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws, CS));
 }
+
+void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
+            int64_t D, int64_t F, int64_t chunk) {
+    kcu_bf16 *ws = rt_cu_ws(rt, RT_WS_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
+    RT_TIMED(RT_K_MLP, kcu_mlp_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk,
+                                   ws, CS));
+}
+
+void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
+                const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk) {
+    kcu_bf16 *ws = rt_cu_ws(rt, RT_WS_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
+    RT_TIMED(RT_K_MLP_BWD, kcu_mlp_bwd(rt_cu(rt)->blas, B16(dx), B16(dwg), B16(dwu), B16(dwd), CB16(dy), CB16(x),
+                                       CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk, ws, CS));
+}

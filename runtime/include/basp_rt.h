@@ -61,6 +61,10 @@ typedef struct rt_value_desc {
      * unit p*(m/K) + min(p, m%K).  Only head dims of attention exchange
      * values are ever uneven (ir/README.md); tables may omit the field. */
     int64_t unit[RT_MAX_RANK];
+    /* Byte offset of the buffer in the arena, from the compiler's memory
+     * plan (rt_program.mem_arena_bytes > 0); buffers never live at the same
+     * time may share bytes. */
+    int64_t offset;
 } rt_value_desc;
 
 /* A parameter and the gradient its optimizer step reads. */
@@ -98,6 +102,14 @@ typedef struct rt_program {
     rt_rope_scaling rope_scaling;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int64_t rope_original_max_pos;
+    /* The memory plan (baspc's pass memplan, ir/ir.h): one arena of
+     * mem_arena_bytes holding every value at values[v].offset, the optimizer
+     * state (per opt pair: AdamW m then v, each aligned) from mem_opt_offset,
+     * and the collectives' send and receive staging areas of mem_comm_bytes
+     * from mem_comm_offset.  A value's buffer is valid from the op defining it
+     * until rt_free; generated code frees every buffer after its last reader.
+     * 0 = no plan: every value and tensor of state gets its own slot. */
+    int64_t mem_arena_bytes, mem_opt_offset, mem_comm_offset, mem_comm_bytes[2];
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
 } rt_program;
 
@@ -166,6 +178,16 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n);
 void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
 
+/* The SwiGLU MLP fused and tiled over the tokens (IR op mlp):
+ * y[N,D] = (silu(x @ wg) * (x @ wu)) @ wd with wg, wu [D,F], wd [F,D], formed
+ * `chunk` rows at a time so that no [N,F] buffer exists (chunk < 1 or > N:
+ * one chunk).  The backward recomputes each chunk's x @ wg and x @ wu;
+ * dx[N,D], dwg, dwu [D,F] and dwd [F,D] are overwritten. */
+void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
+            int64_t D, int64_t F, int64_t chunk);
+void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
+                const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk);
+
 /* y = a + b, n elements */
 void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n);
 
@@ -200,7 +222,10 @@ void rt_send(rt_ctx *rt, int g, int peer, int in);
 void rt_recv(rt_ctx *rt, int g, int peer, int out);
 
 /* ---- memory ---------------------------------------------------------------- */
-/* The value is dead from here on (bookkeeping for the memory report). */
+/* The value is dead from here on: with a memory plan its bytes may hold a
+ * later value.  Reading it again before an op redefines it is an error the
+ * runtime reports (rt_f32/rt_i32 check that no live buffer overlaps one
+ * coming back to life). */
 void rt_free(rt_ctx *rt, int value);
 
 #ifdef __cplusplus

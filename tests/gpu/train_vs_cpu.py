@@ -24,11 +24,20 @@ emulator tests (emu/README.md) link the same generated program against the
 backend built for cuemu.  --np and --layout train on several ranks (both
 targets get the same layout), which runs the backend's NCCL collectives.
 
+--min-reuse-waits N (the emulator tests) checks that the CUDA run honoured
+the compiler's memory plan and that buffer reuse crossed the two streams:
+with BASP_CU_REUSE_STATS set the backend reports, per rank, how often the
+compute stream had to wait for a collective before writing bytes a freed
+buffer had held (runtime/README.md, CUDA backend); every rank must report
+the plan and at least N such waits, so the run really depends on those
+fences.
+
 Exit status 77 (CTest: skipped) when --probe says there is no GPU.
 """
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -45,6 +54,17 @@ def losses(path):
     return [json.loads(line)["loss"] for line in open(path) if line.strip()]
 
 
+def reuse_waits(log, np):
+    """Per rank: (memory plan honoured, compute-stream reuse waits) from the
+    lines BASP_CU_REUSE_STATS makes the CUDA backend print."""
+    got = {}
+    for line in open(log):
+        m = re.match(r"cuda reuse: rank (\d+): (.*), (\d+) compute-stream waits", line)
+        if m:
+            got[int(m.group(1))] = (m.group(2) == "memory plan", int(m.group(3)))
+    return [got.get(r, (False, 0)) for r in range(np)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--baspc", "--mpirun", "--mkcorpus", "--spec", "--workdir", "--probe"):
@@ -54,6 +74,8 @@ def main():
     ap.add_argument("--np", type=int, default=1)
     ap.add_argument("--layout", action="append", default=[], help="k=v for --set (with --np)")
     ap.add_argument("--cuda-build", help="command that builds {exe} from the generated C program {c}")
+    ap.add_argument("--min-reuse-waits", type=int, default=0,
+                    help="require the memory plan and this many cross-stream reuse waits per rank (CUDA run)")
     a = ap.parse_args()
     probe = subprocess.run([a.probe], capture_output=True, text=True)
     print(probe.stdout.strip())
@@ -65,6 +87,7 @@ def main():
     sets = ["mesh.nodes=1", "mesh.devices_per_node=1"] if a.np == 1 else a.layout
     layout = [w for kv in sets for w in ("--set", kv)]
     curves = {}
+    reuse_bad = None
     for target in ("cpu", "cuda"):
         exe = os.path.join(a.workdir, "train_" + target)
         log = os.path.join(a.workdir, "build_%s.log" % target)
@@ -75,9 +98,18 @@ def main():
         else:
             run([a.baspc, a.spec, "-q", "--target=" + target, "-o", exe] + layout, log)
         metrics = os.path.join(a.workdir, "metrics_%s.jsonl" % target)
+        runlog = os.path.join(a.workdir, "run_%s.log" % target)
+        if target == "cuda" and a.min_reuse_waits:
+            os.environ["BASP_CU_REUSE_STATS"] = "1"
         run([a.mpirun, "-np", str(a.np), exe, "--data", data, "--steps", str(a.steps), "--quiet",
-             "--metrics", metrics], os.path.join(a.workdir, "run_%s.log" % target))
+             "--metrics", metrics], runlog)
         curves[target] = losses(metrics)
+        if target == "cuda" and a.min_reuse_waits:
+            stats = reuse_waits(runlog, a.np)
+            print("memory plan and compute-stream reuse waits per rank: %s" % stats)
+            if not all(planned and n >= a.min_reuse_waits for planned, n in stats):
+                reuse_bad = "FAILED: the CUDA run must honour the memory plan with at least %d cross-stream " \
+                            "reuse waits on every rank (%s)" % (a.min_reuse_waits, runlog)
     cpu, gpu = curves["cpu"], curves["cuda"]
     bad = 0
     for i, (c, g) in enumerate(zip(cpu, gpu)):
@@ -87,6 +119,9 @@ def main():
         print("step %3d  cpu %.6f  cuda %.6f  rel %.2e%s" % (i + 1, c, g, rel, flag))
     if len(cpu) != a.steps or len(gpu) != a.steps:
         print("expected %d steps, got cpu %d, cuda %d" % (a.steps, len(cpu), len(gpu)))
+        return 1
+    if reuse_bad:
+        print(reuse_bad)
         return 1
     if not gpu[-1] < gpu[0]:
         print("the GPU loss did not fall: %.4f -> %.4f" % (gpu[0], gpu[-1]))

@@ -326,6 +326,68 @@ static void test_linear(void) {
     free(c.x), free(c.w), free(c.y), free(c.r), free(want), free(dx), free(dw);
 }
 
+/* ---- tiled MLP ------------------------------------------------------------------------------------ */
+
+typedef struct mlp_ctx {
+    float *x, *wg, *wu, *wd, *y, *r;
+    int64_t N, D, F, chunk;
+} mlp_ctx;
+static double mlp_loss(void *p) {
+    mlp_ctx *c = p;
+    kern_mlp_fwd(c->y, c->x, c->wg, c->wu, c->wd, c->N, c->D, c->F, c->chunk);
+    return proj(c->y, c->r, c->N * c->D);
+}
+
+/* y = (silu(x wg) * (x wu)) wd in double, straight from the formula. */
+static void mlp_reference(double *want, const mlp_ctx *c) {
+    double *s = calloc((size_t)c->F, sizeof(double));
+    for (int64_t n = 0; n < c->N; n++) {
+        for (int64_t f = 0; f < c->F; f++) {
+            double g = 0, u = 0;
+            for (int64_t d = 0; d < c->D; d++)
+                g += (double)c->x[n * c->D + d] * c->wg[d * c->F + f], u += (double)c->x[n * c->D + d] * c->wu[d * c->F + f];
+            s[f] = g / (1.0 + exp(-g)) * u;
+        }
+        for (int64_t d = 0; d < c->D; d++) {
+            want[n * c->D + d] = 0;
+            for (int64_t f = 0; f < c->F; f++) want[n * c->D + d] += s[f] * c->wd[f * c->D + d];
+        }
+    }
+    free(s);
+}
+
+/* Chunks of 0 (all rows at once), 1, and 4 rows (not dividing N = 9, so the
+ * last chunk is short): the forward against the formula, the backward
+ * against finite differences of the forward; weight gradients accumulated
+ * over chunks into garbage-filled buffers must be overwritten first. */
+static void test_mlp(void) {
+    printf("mlp (fused, tiled)\n");
+    static const int64_t chunks[] = {0, 1, 4};
+    for (int k = 0; k < 3; k++) {
+        mlp_ctx c = {NULL, NULL, NULL, NULL, NULL, NULL, 9, 6, 10, chunks[k]};
+        c.x = frand(c.N * c.D, -1, 1), c.wg = frand(c.D * c.F, -1, 1), c.wu = frand(c.D * c.F, -1, 1);
+        c.wd = frand(c.F * c.D, -1, 1), c.y = fgarbage(c.N * c.D), c.r = frand(c.N * c.D, -1, 1);
+        double *want = calloc((size_t)(c.N * c.D), sizeof(double));
+        mlp_reference(want, &c);
+        kern_mlp_fwd(c.y, c.x, c.wg, c.wu, c.wd, c.N, c.D, c.F, c.chunk);
+        char name[64];
+        snprintf(name, sizeof name, "mlp fwd vs formula, chunk %lld", (long long)c.chunk);
+        compare(name, c.y, want, c.N * c.D, 1e-5, 1e-5);
+        float *dx = fgarbage(c.N * c.D), *dwg = fgarbage(c.D * c.F), *dwu = fgarbage(c.D * c.F);
+        float *dwd = fgarbage(c.F * c.D);
+        kern_mlp_bwd(dx, dwg, dwu, dwd, c.r, c.x, c.wg, c.wu, c.wd, c.N, c.D, c.F, c.chunk);
+        struct { const char *what; float *v, *g; int64_t n; } fd[] = {
+            {"dx", c.x, dx, c.N * c.D}, {"dw_gate", c.wg, dwg, c.D * c.F},
+            {"dw_up", c.wu, dwu, c.D * c.F}, {"dw_down", c.wd, dwd, c.F * c.D}};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "mlp_bwd %s (fd), chunk %lld", fd[i].what, (long long)c.chunk);
+            fd_check(name, fd[i].v, fd[i].n, fd[i].g, mlp_loss, &c, FD_EPS);
+        }
+        free(c.x), free(c.wg), free(c.wu), free(c.wd), free(c.y), free(c.r), free(want);
+        free(dx), free(dwg), free(dwu), free(dwd);
+    }
+}
+
 /* ---- attention ------------------------------------------------------------------------------------ */
 
 typedef struct att_ctx {
@@ -583,6 +645,7 @@ int main(void) {
     test_rope();
     test_swiglu_add();
     test_linear();
+    test_mlp();
     test_attention();
     test_lm_head();
     test_adamw();

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""memory_bench.py — what memory planning buys and costs.
+
+    bench/memory_bench.py --build BUILD recompute [--spec SPEC] [--np 2]
+                          [--steps 20] [--repeats 5] [--workdir DIR] [--json FILE]
+    bench/memory_bench.py --build BUILD maxseq [--micro-batch 2 1] [--json FILE]
+                          [--markdown FILE]
+
+recompute: the step-time cost of activation recomputation on the CPU.
+  SPEC (default bench/small_cpu.basp) is compiled with train.recompute none,
+  selective and full (and once more with none and the MLP tiled, the other
+  trade of compute for memory), on NP ranks (mesh 1 node x NP).  For REPEATS
+  rounds every variant trains STEPS steps with --metrics, in an order that
+  rotates each round, so load from other processes hits all alike; the
+  figures are medians over rounds of each run's median step time.  Reported
+  per variant: the planned arena, the measured high-water mark, the median
+  step time and its ratio to `none` measured in the same rounds.
+
+maxseq: the longest sequence whose memory plan fits, for the six example
+  models at the paper's setting (ZeRO-3, bf16, the cuda target) on three
+  clusters: 2 x 4 A100-40GB (the examples' own mesh), 1 x H200 and 1 node of
+  8 x H200, for micro-batch 2 (the paper's) and 1 (DeepSpeed ALST's), from
+  `baspc SPEC --max-seq-len --json`.  Writes a JSON file of every row and a
+  markdown table of the longest seq_len per model, cluster, layout and
+  recompute setting.
+
+Standard library only.  OPENBLAS_NUM_THREADS=1 for every process started.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = ["llama3_2_1b", "llama3_2_3b", "llama3_1_8b", "qwen1_5_1_8b", "qwen2_5_3b", "qwen3_8b"]
+CLUSTERS = [
+    ("2x4 A100-40GB", []),
+    ("1x H200", ["mesh.nodes=1", "mesh.devices_per_node=1", "mesh.device=h200"]),
+    ("8x H200 (1 node)", ["mesh.nodes=1", "mesh.devices_per_node=8", "mesh.device=h200"]),
+]
+
+
+def env():
+    e = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+             OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    return e
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), **kw)
+    if r.returncode != 0:
+        sys.exit("command failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr[-3000:]))
+    return r.stdout
+
+
+def sets(xs):
+    out = []
+    for x in xs:
+        out += ["--set", x]
+    return out
+
+
+def recompute(a):
+    baspc = os.path.join(a.build, "baspc")
+    w = a.workdir
+    os.makedirs(w, exist_ok=True)
+    corpus = os.path.join(w, "corpus.bin")
+    if not os.path.exists(corpus):
+        run([os.path.join(a.build, "data", "mkcorpus"), corpus, os.path.join(w, "corpus.txt")])
+    mesh = ["mesh.nodes=1", "mesh.devices_per_node=%d" % a.np]
+    variants = [("none", ["train.recompute=none", "train.mlp_chunk=0"]),
+                ("selective", ["train.recompute=selective", "train.mlp_chunk=0"]),
+                ("full", ["train.recompute=full", "train.mlp_chunk=0"]),
+                ("none, tiled MLP", ["train.recompute=none", "train.mlp_chunk=%d" % a.mlp_chunk])]
+    exes = {}
+    for name, v in variants:
+        exe = os.path.join(w, "train_" + name.replace(", ", "_").replace(" ", "_"))
+        run([baspc, a.spec, "-q", "-o", exe] + sets(mesh + v))
+        exes[name] = exe
+    steps = {n: [] for n, _ in variants}
+    mem = {}
+    for r in range(a.repeats):
+        order = variants[r % len(variants):] + variants[:r % len(variants)]
+        for name, _ in order:
+            m = os.path.join(w, "metrics.jsonl")
+            run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(a.np), exes[name], "--data", corpus,
+                 "--steps", str(a.steps), "--quiet", "--metrics", m])
+            recs = [json.loads(x) for x in open(m)][2:]  # the first steps warm caches up
+            steps[name].append(statistics.median(x["step_ms"] for x in recs))
+            mem[name] = (recs[-1]["mem_arena_bytes"], recs[-1]["mem_peak_bytes"], recs[-1]["rss_peak_bytes"])
+        print("round %d/%d done" % (r + 1, a.repeats), file=sys.stderr)
+    base = statistics.median(steps["none"])
+    rows = []
+    print("| variant | arena (planned) | high-water | peak RSS | median step | vs none |")
+    print("|---|---|---|---|---|---|")
+    for name, _ in variants:
+        med = statistics.median(steps[name])
+        ratios = [s / b for s, b in zip(steps[name], steps["none"])]
+        arena, hw, rss = mem[name]
+        rows.append({"variant": name, "arena_bytes": arena, "mem_peak_bytes": hw, "rss_peak_bytes": rss,
+                     "median_step_ms": med, "median_ratio_vs_none": statistics.median(ratios),
+                     "step_ms_per_round": steps[name]})
+        print("| %s | %.2f MiB | %.2f MiB | %.1f MiB | %.1f ms | %.2fx |" % (
+            name, arena / 2**20, hw / 2**20, rss / 2**20, med, statistics.median(ratios)))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"spec": os.path.relpath(a.spec, ROOT), "np": a.np, "steps": a.steps, "repeats": a.repeats,
+                       "base_median_step_ms": base, "rows": rows}, f, indent=1)
+
+
+def maxseq(a):
+    baspc = os.path.join(a.build, "baspc")
+    results = []
+    for model in MODELS:
+        spec = os.path.join(ROOT, "examples", model + ".basp")
+        for cname, cset in CLUSTERS:
+            for mb in a.micro_batch:
+                s = cset + ["train.micro_batch=%d" % mb, "train.zero=3", "train.precision=bf16"]
+                out = json.loads(run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s)))
+                out.update({"cluster": cname, "example": model})
+                results.append(out)
+                print("%s %s mb %d done" % (model, cname, mb), file=sys.stderr)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    lines = ["| model | cluster | micro-batch | layout | none | selective | full |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        by = {}
+        for w in r["rows"]:
+            by.setdefault(w["layout"], {})[w["recompute"]] = w
+        for layout, modes in by.items():
+            def cell(mode):
+                w = modes.get(mode)
+                if not w or w["illegal"]:
+                    return "illegal"
+                if w["max_seq_len"] == 0:
+                    return "-"
+                return "%s%s" % (fmt_tokens(w["max_seq_len"]), "+" if w["at_cap"] else "")
+            lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (r["example"], r["cluster"], r["micro_batch"], layout,
+                                                              cell("none"), cell("selective"), cell("full")))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(text)
+
+
+def fmt_tokens(n):
+    if n >= 1 << 20 and n % (1 << 10) == 0:
+        return "%.2fM" % (n / float(1 << 20))
+    return "%dK" % (n // 1024) if n % 1024 == 0 else str(n)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", required=True)
+    sub = p.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("recompute")
+    r.add_argument("--spec", default=os.path.join(HERE, "small_cpu.basp"))
+    r.add_argument("--np", type=int, default=2)
+    r.add_argument("--steps", type=int, default=20)
+    r.add_argument("--repeats", type=int, default=5)
+    r.add_argument("--mlp-chunk", type=int, default=128)
+    r.add_argument("--workdir", default="/tmp/basp-memory-bench")
+    r.add_argument("--json")
+    m = sub.add_parser("maxseq")
+    m.add_argument("--micro-batch", type=int, nargs="+", default=[2, 1])
+    m.add_argument("--json")
+    m.add_argument("--markdown")
+    a = p.parse_args()
+    a.build = os.path.abspath(a.build)
+    if a.what == "recompute":
+        a.spec = os.path.abspath(a.spec)
+        recompute(a)
+    else:
+        maxseq(a)
+
+
+main()

@@ -1,0 +1,513 @@
+/* ir_mem.c — what a memory plan is made of: buffer sizes per target, live
+ * ranges over the op order, the whole-step regions (optimizer state,
+ * collective staging), and the verifier rule that no two buffers live at
+ * the same time share a byte.  The plan itself is made by passes/memplan;
+ * everything that reads one (the verifier, codegen, the cost model,
+ * `baspc --memory`) takes its sizes and lifetimes from here, so that they
+ * cannot disagree. */
+#include "ir_verify.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const mem_cat_names[IR_MEM_NCATS] = {"params", "grads", "optimizer", "activations", "comm",
+                                                        "workspace"};
+
+const char *ir_mem_cat_name(ir_mem_cat c) { return c >= 0 && c < IR_MEM_NCATS ? mem_cat_names[c] : "?"; }
+
+ir_mem_target ir_mem_target_named(bool cuda) { return (ir_mem_target){cuda, cuda ? 256 : 64}; }
+
+/* bf16 on a GPU device (a preset other than cpu*): the spec describes the
+ * CUDA backend's run. */
+bool ir_mem_default_cuda(const char *device, const char *precision)
+{
+    return device && precision && strcmp(precision, "bf16") == 0 && strncmp(device, "cpu", 3) != 0;
+}
+
+bool ir_mem_target_of(const ir_module *m, ir_mem_target *t)
+{
+    const char *s = ir_config_get(m, "mem.target");
+    bool cuda = s ? strcmp(s, "cuda") == 0
+                  : ir_mem_default_cuda(ir_config_get(m, "device"), ir_config_get(m, "precision"));
+    *t = ir_mem_target_named(cuda);
+    return !s || cuda || strcmp(s, "cpu") == 0;
+}
+
+bool ir_mem_planned(const ir_module *m) { return ir_config_get(m, "mem.peak") != NULL; }
+
+bool ir_mem_has_buffer(const ir_module *m, int v)
+{
+    const ir_value *val = &m->values[v];
+    return val->kind != IR_V_RESULT || (val->def >= 0 && val->def < m->nops);
+}
+
+/* Element size in the runtime's buffers (the CPU computes in fp32; the CUDA
+ * backend keeps every floating tensor in bf16, as rt_cu_esize does). */
+static int64_t mem_esize(const ir_value *v, ir_mem_target t)
+{
+    if (!t.cuda || v->type.dtype == IR_I32 || v->type.rank == 0)
+        return 4;
+    return 2;
+}
+
+static int64_t mem_align(int64_t n, int64_t a)
+{
+    if (n > INT64_MAX - a)
+        return -1;
+    return (n + a - 1) / a * a;
+}
+
+/* n * k, or -1 on overflow (n, k >= 0). */
+static int64_t mem_mul(int64_t n, int64_t k) { return k != 0 && n > INT64_MAX / k ? -1 : n * k; }
+
+int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t)
+{
+    if (!ir_mem_has_buffer(m, v))
+        return 0;
+    const ir_value *val = &m->values[v];
+    int64_t n = ir_type_local_elems(m, &val->type);
+    if (n < 1)
+        n = 1;
+    int64_t b = mem_mul(n, mem_esize(val, t));
+    return b < 0 ? -1 : mem_align(b, t.align);
+}
+
+int ir_mem_loss_value(const ir_module *m)
+{
+    int v = ir_value_find(m, "loss");
+    if (v >= 0 && ir_mem_has_buffer(m, v))
+        return v;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_REDUCE || op->nin < 1 || op->nout < 1)
+            continue;
+        int def = m->values[op->in[0]].def;
+        if (def >= 0 && def < m->nops && m->ops[def].code == IR_LM_HEAD_LOSS)
+            return op->out[0];
+    }
+    return -1;
+}
+
+/* Gradients are named d.<value> by lowering and its passes; a parameter's
+ * (d.<param>, d.<param>.sum, ...) is a gradient, an activation's (d.l0.x1)
+ * counts with the activations. */
+ir_mem_cat ir_mem_value_cat(const ir_module *m, int v)
+{
+    const ir_value *val = &m->values[v];
+    if (val->kind == IR_V_PARAM)
+        return IR_MEM_PARAMS;
+    if (val->kind == IR_V_RESULT && ir_mem_weight_like(m, v))
+        return IR_MEM_GRADS;
+    /* ZeRO working copies of parameters (all_gather of a param) count as params. */
+    if (val->kind == IR_V_RESULT && val->def >= 0 && val->def < m->nops) {
+        const ir_op *op = &m->ops[val->def];
+        if (op->code == IR_ALL_GATHER && m->values[op->in[0]].kind == IR_V_PARAM)
+            return IR_MEM_PARAMS;
+    }
+    return IR_MEM_ACTS;
+}
+
+/* A gradient of a parameter: named d.<param> or d.<param>.<suffix>. */
+bool ir_mem_weight_like(const ir_module *m, int v)
+{
+    const char *name = m->values[v].name;
+    if (strncmp(name, "d.", 2) != 0)
+        return false;
+    char base[IR_NAME_MAX];
+    snprintf(base, sizeof base, "%s", name + 2);
+    for (;;) {
+        int p = ir_value_find(m, base);
+        if (p >= 0 && m->values[p].kind == IR_V_PARAM)
+            return true;
+        char *dot = strrchr(base, '.');
+        if (!dot)
+            return false;
+        *dot = '\0';
+    }
+}
+
+int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t)
+{
+    int64_t total = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ADAMW || op->nin < 1)
+            continue;
+        int64_t n = ir_type_local_elems(m, &m->values[op->in[0]].type);
+        int64_t one = mem_align(mem_mul(n < 1 ? 1 : n, 4), t.align);
+        int64_t all = mem_mul(one, t.cuda ? 3 : 2);
+        if (one < 0 || all < 0 || total > INT64_MAX - all)
+            return -1;
+        total += all;
+    }
+    return total;
+}
+
+static int64_t local_elems(const ir_module *m, int v) { return ir_type_local_elems(m, &m->values[v].type); }
+
+/* Product of the local dims of v before dim d (the runtime's "outer" count:
+ * a gather or scatter along an inner dim needs a staging copy). */
+static int64_t outer_elems(const ir_module *m, int v, int d)
+{
+    int64_t o = 1;
+    for (int i = 0; i < d && i < m->values[v].type.rank; i++)
+        o *= ir_type_max_local_dim(m, &m->values[v].type, i);
+    return o;
+}
+
+/* Whether adamw's gradient is laid out like its param (else ZeRO-1 copies
+ * the param's slice of the whole gradient to the staging area). */
+static bool grad_like_param(const ir_module *m, int p, int g)
+{
+    const ir_type *a = &m->values[p].type, *b = &m->values[g].type;
+    for (int i = 0; i < a->rank && i < b->rank; i++)
+        if (a->shard[i] != b->shard[i])
+            return false;
+    return true;
+}
+
+/* What runtime/rt_comm.c and rt_opt.c ask of rt_scratch, in elements. */
+static void op_comm_elems(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    e[0] = e[1] = 0;
+    switch (op->code) {
+    case IR_ALL_TO_ALL: {
+        int64_t fo = ir_attr_int(op, "fanout", 1), fi = ir_attr_int(op, "fanin", 1);
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            e[0] += local_elems(m, op->in[k]) * (fo > 1 ? fo : 1);
+            e[1] += local_elems(m, op->out[k]) * (fi > 1 ? fi : 1);
+        }
+        break;
+    }
+    case IR_ALL_GATHER:
+        if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->in[0], (int)ir_attr_int(op, "dim", 0)) > 1)
+            e[0] = local_elems(m, op->out[0]);
+        break;
+    case IR_REDUCE_SCATTER:
+        if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->out[0], (int)ir_attr_int(op, "dim", 0)) > 1)
+            e[0] = local_elems(m, op->in[0]);
+        break;
+    case IR_ADAMW:
+        if (op->nin == 2 && !grad_like_param(m, op->in[0], op->in[1]))
+            e[0] = local_elems(m, op->in[0]);
+        break;
+    default:
+        break;
+    }
+}
+
+void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
+{
+    out[0] = out[1] = 0;
+    if (t.cuda) /* the CUDA backend stages in its own device workspaces */
+        return;
+    for (int i = 0; i < m->nops; i++) {
+        int64_t e[2];
+        op_comm_elems(m, &m->ops[i], e);
+        for (int k = 0; k < 2; k++) {
+            int64_t b = e[k] > 0 ? mem_align(mem_mul(e[k], 4), t.align) : 0;
+            if (b < 0)
+                out[k] = -1;
+            else if (out[k] >= 0 && b > out[k])
+                out[k] = b;
+        }
+    }
+}
+
+/* The CUDA backend's grow-only device workspaces (runtime/cuda/rt_cuda.h
+ * rt_cu_ws_slot): each slot grows to its largest request, and the slots
+ * are separate allocations, so the total is the sum of the slots' maxima. */
+enum { CW_SEND, CW_RECV, CW_COMM, CW_F32, CW_LOGITS, CW_DL, CW_ROWS, CW_ATTN, CW_SLICE, CW_ROPE, CW_MLP, CW_N };
+
+static void cw_max(int64_t *slot, int64_t b)
+{
+    if (b > *slot)
+        *slot = b;
+}
+
+/* Rows of one LM-head chunk (kcu_lm_head_chunk in runtime/cuda/kcu_gemm.cu). */
+static int64_t cw_lm_chunk(int64_t N, int64_t V)
+{
+    int64_t c = ((int64_t)256 << 20) / (6 * (V > 0 ? V : 1));
+    if (c >= 64)
+        c = c / 64 * 64;
+    if (c < 1)
+        c = 1;
+    return c < N ? c : (N > 0 ? N : 1);
+}
+
+/* Rows of x [.., D]: every local dim but the last. */
+static int64_t rows_of(const ir_module *m, int v)
+{
+    const ir_type *x = &m->values[v].type;
+    return x->rank > 0 ? ir_type_local_elems(m, x) / x->dims[x->rank - 1] : 1;
+}
+
+static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2];
+    switch (op->code) {
+    case IR_ALL_TO_ALL: /* bf16 elements staged on both sides */
+        op_comm_elems(m, op, e);
+        cw_max(&w[CW_SEND], 2 * e[0]), cw_max(&w[CW_RECV], 2 * e[1]);
+        break;
+    case IR_ALL_GATHER:
+    case IR_REDUCE_SCATTER:
+        op_comm_elems(m, op, e);
+        cw_max(&w[CW_COMM], 2 * e[0]);
+        break;
+    case IR_ADAMW:
+        op_comm_elems(m, op, e);
+        cw_max(&w[CW_SLICE], 2 * e[0]);
+        break;
+    case IR_EMBEDDING_BWD: /* fp32 [V, D] gradient sum */
+        cw_max(&w[CW_F32], 4 * local_elems(m, op->out[0]));
+        break;
+    case IR_RMSNORM_BWD:
+        cw_max(&w[CW_F32], 4 * local_elems(m, op->out[1]));
+        break;
+    case IR_ROPE:
+    case IR_ROPE_BWD: {
+        const ir_type *x = &m->values[op->in[0]].type;
+        if (x->rank == 4)
+            cw_max(&w[CW_ROPE], 4 * ir_type_max_local_dim(m, x, 1) * x->dims[3] + 1);
+        break;
+    }
+    case IR_ATTENTION_BWD: { /* two fp32 row statistics per (b, s, h) */
+        const ir_type *q = &m->values[op->in[1]].type;
+        if (q->rank == 4)
+            cw_max(&w[CW_ATTN], 8 * ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2));
+        break;
+    }
+    case IR_LM_HEAD_LOSS:
+    case IR_LM_HEAD_LOSS_BWD: {
+        int64_t N = rows_of(m, op->in[0]), V = m->values[op->in[1]].type.dims[0];
+        int64_t D = m->values[op->in[1]].type.dims[1], c = cw_lm_chunk(N, V);
+        cw_max(&w[CW_LOGITS], 4 * c * V);
+        if (op->code == IR_LM_HEAD_LOSS) {
+            cw_max(&w[CW_ROWS], 4 * N);
+        } else {
+            cw_max(&w[CW_DL], 2 * c * V);
+            cw_max(&w[CW_F32], 4 * V * D);
+        }
+        break;
+    }
+    case IR_MLP:
+    case IR_MLP_BWD: {
+        int bwd = op->code == IR_MLP_BWD;
+        int64_t N = rows_of(m, op->in[bwd]), chunk = ir_attr_int(op, "chunk", 0);
+        int64_t c = chunk >= 1 && chunk < N ? chunk : N;
+        cw_max(&w[CW_MLP], 2 * 3 * c * m->values[op->in[bwd + 1]].type.dims[1]);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static int64_t cuda_work_bytes(const ir_module *m)
+{
+    int64_t w[CW_N] = {0}, total = 0;
+    for (int i = 0; i < m->nops; i++)
+        cw_op(m, &m->ops[i], w);
+    for (int k = 0; k < CW_N; k++)
+        total += w[k];
+    return total;
+}
+
+/* Kernel workspace outside the arena.  CPU: the kernels' own grow-only
+ * buffers (runtime/cpu/kern_lmhead.c: a [chunk, V] logits block of at most
+ * 4 Mi floats; kern_basic.c: the RoPE cos/sin table of the local positions;
+ * kern_mlp.c: g, u and s of one chunk of rows, 3 x chunk x F floats).
+ * CUDA: the device workspaces above, which also hold the collectives'
+ * staging (the cuda plan has no staging region in the arena). */
+int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t)
+{
+    if (t.cuda)
+        return cuda_work_bytes(m);
+    int64_t lm = 0, rope = 0, mlp = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if ((op->code == IR_MLP || op->code == IR_MLP_BWD) && op->nin >= 4) {
+            const ir_type *x = &m->values[op->in[op->code == IR_MLP_BWD]].type;
+            int64_t rows = x->rank > 0 ? ir_type_local_elems(m, x) / x->dims[x->rank - 1] : 1;
+            int64_t chunk = ir_attr_int(op, "chunk", 0);
+            if (chunk >= 1 && chunk < rows)
+                rows = chunk;
+            int64_t b = mem_mul(mem_mul(rows, m->values[op->in[op->code == IR_MLP_BWD ? 2 : 1]].type.dims[1]), 12);
+            if (b > mlp)
+                mlp = b;
+        }
+        if ((op->code == IR_LM_HEAD_LOSS || op->code == IR_LM_HEAD_LOSS_BWD) && op->nin >= 2) {
+            int64_t V = m->values[op->in[1]].type.dims[0];
+            int64_t rows = V > 0 ? ((int64_t)4 << 20) / V : 1;
+            rows = rows > 64 ? 64 : rows < 1 ? 1 : rows;
+            if (rows * V * 4 > lm)
+                lm = rows * V * 4;
+        }
+        if ((op->code == IR_ROPE || op->code == IR_ROPE_BWD) && op->nin >= 1 && m->values[op->in[0]].type.rank == 4) {
+            const ir_type *x = &m->values[op->in[0]].type;
+            int64_t b = ir_type_max_local_dim(m, x, 1) * x->dims[3] * 4;
+            if (b > rope)
+                rope = b;
+        }
+    }
+    return lm + rope + mlp;
+}
+
+void ir_mem_live(const ir_module *m, int *start, int *end)
+{
+    for (int v = 0; v < m->nvalues; v++) {
+        if (!ir_mem_has_buffer(m, v)) {
+            start[v] = end[v] = -2;
+        } else if (m->values[v].kind != IR_V_RESULT) {
+            start[v] = -1, end[v] = m->nops;
+        } else {
+            start[v] = end[v] = m->values[v].def;
+        }
+    }
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        for (int k = 0; k < op->nin; k++) {
+            int v = op->in[k];
+            if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i)
+                end[v] = i;
+        }
+        /* The runtime reads the gradients adamw takes after the step (the
+         * non-finite guard, --save-grads). */
+        if (op->code == IR_ADAMW && op->nin == 2 && op->in[1] >= 0 && op->in[1] < m->nvalues &&
+            start[op->in[1]] != -2)
+            end[op->in[1]] = m->nops;
+    }
+    int loss = ir_mem_loss_value(m);
+    if (loss >= 0)
+        end[loss] = m->nops;
+}
+
+/* ---- the verifier's rule ------------------------------------------------------ */
+typedef struct mem_item {
+    int v; /* value index, or -1 - region */
+    int64_t off, bytes;
+    int start, end;
+} mem_item;
+
+static int item_by_off(const void *a, const void *b)
+{
+    const mem_item *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
+}
+
+static const char *item_name(const ir_module *m, const mem_item *it, char *buf, size_t n)
+{
+    static const char *const regions[] = {"the optimizer state", "the collectives' staging area"};
+    if (it->v >= 0)
+        snprintf(buf, n, "%%%s", m->values[it->v].name);
+    else
+        snprintf(buf, n, "%s", regions[-1 - it->v]);
+    return buf;
+}
+
+static int64_t cfg_i64(const ir_module *m, const char *key) { return ir_config_int(m, key, -1); }
+
+/* The two whole-step regions, checked against what the module needs and
+ * added to it[]: the optimizer state, and the collectives' send area
+ * followed by their receive area.  Returns how many were added. */
+static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it)
+{
+    const ir_module *m = c->m;
+    int n = 0;
+    int64_t comm[2];
+    ir_mem_comm_bytes(m, t, comm);
+    int64_t need[2] = {ir_mem_opt_bytes(m, t), comm[0] + comm[1]};
+    int64_t roff[2] = {cfg_i64(m, "mem.opt_offset"), cfg_i64(m, "mem.comm_offset")};
+    int64_t rbytes[2] = {cfg_i64(m, "mem.opt_bytes"), -1};
+    int64_t b0 = cfg_i64(m, "mem.comm_bytes0"), b1 = cfg_i64(m, "mem.comm_bytes1");
+    if (b0 < comm[0] || b1 < comm[1])
+        ir_verr(c, sup_noloc(), "memory plan: the collectives need %lld + %lld staging bytes, the plan gives "
+                "%lld + %lld (mem.comm_bytes0/1)", (long long)comm[0], (long long)comm[1], (long long)b0,
+                (long long)b1);
+    else
+        rbytes[1] = b0 > INT64_MAX - b1 ? INT64_MAX : b0 + b1;
+    for (int r = 0; r < 2; r++) {
+        char nb[64];
+        if (rbytes[r] >= 0 && rbytes[r] < need[r])
+            ir_verr(c, sup_noloc(), "memory plan: %s needs %lld bytes, the plan gives %lld",
+                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0}, nb, sizeof nb), (long long)need[r],
+                    (long long)rbytes[r]);
+        else if (rbytes[r] > 0 && roff[r] < 0)
+            ir_verr(c, sup_noloc(), "memory plan: %s has no offset",
+                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0}, nb, sizeof nb));
+        else if (rbytes[r] > 0)
+            it[n++] = (mem_item){-1 - r, roff[r], rbytes[r], -1, m->nops};
+    }
+    return n;
+}
+
+/* Every buffer placed, aligned, inside the arena, and no two buffers whose
+ * live ranges meet share a byte.  Items sorted by offset; each is compared
+ * with the later ones that start before it ends. */
+void ir_verify_mem(ir_vctx *c)
+{
+    const ir_module *m = c->m;
+    bool any = false;
+    for (int v = 0; v < m->nvalues && !any; v++)
+        any = m->values[v].mem_off >= 0;
+    if (!ir_mem_planned(m)) {
+        if (any)
+            ir_verr(c, sup_noloc(), "memory plan: values are placed but config mem.peak is missing");
+        return;
+    }
+    ir_mem_target t;
+    if (!ir_mem_target_of(m, &t)) {
+        ir_verr(c, sup_noloc(), "memory plan: mem.target must be cpu or cuda, found '%s'",
+                ir_config_get(m, "mem.target"));
+        return;
+    }
+    int64_t peak = cfg_i64(m, "mem.peak");
+    if (peak < 0) {
+        ir_verr(c, sup_noloc(), "memory plan: mem.peak must be a byte count, found '%s'", ir_config_get(m, "mem.peak"));
+        return;
+    }
+    int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    ir_mem_live(m, start, end);
+    mem_item *it = sup_xmalloc(sizeof *it * (size_t)(m->nvalues + 3));
+    int n = mem_regions(c, t, it);
+    for (int v = 0; v < m->nvalues; v++) {
+        const ir_value *val = &m->values[v];
+        if (!ir_mem_has_buffer(m, v))
+            continue;
+        int64_t bytes = ir_mem_value_bytes(m, v, t);
+        if (val->mem_off < 0) {
+            ir_verr(c, val->loc, "memory plan: %%%s has no arena offset", val->name);
+            continue;
+        }
+        if (val->mem_off % t.align != 0)
+            ir_verr(c, val->loc, "memory plan: %%%s at offset %lld is not aligned to %lld bytes", val->name,
+                    (long long)val->mem_off, (long long)t.align);
+        it[n++] = (mem_item){v, val->mem_off, bytes, start[v], end[v]};
+    }
+    qsort(it, (size_t)n, sizeof *it, item_by_off);
+    for (int i = 0; i < n; i++) {
+        char a[IR_NAME_MAX + 40], b[IR_NAME_MAX + 40];
+        sup_loc loc = it[i].v >= 0 ? m->values[it[i].v].loc : sup_noloc();
+        if (it[i].bytes < 0 || it[i].off > peak - it[i].bytes)
+            ir_verr(c, loc, "memory plan: %s [%lld, +%lld) ends past the arena's %lld bytes (mem.peak)",
+                    item_name(m, &it[i], a, sizeof a), (long long)it[i].off, (long long)it[i].bytes,
+                    (long long)peak);
+        int64_t stop = it[i].bytes < 0 || it[i].off > INT64_MAX - it[i].bytes ? INT64_MAX : it[i].off + it[i].bytes;
+        for (int j = i + 1; j < n && it[j].off < stop; j++) {
+            if (it[j].start > it[i].end || it[i].start > it[j].end)
+                continue;
+            int lo = it[i].start > it[j].start ? it[i].start : it[j].start;
+            ir_verr(c, it[j].v >= 0 ? m->values[it[j].v].loc : loc,
+                    "memory plan: %s [%lld, +%lld) and %s [%lld, +%lld) overlap while both are live (op %d)",
+                    item_name(m, &it[i], a, sizeof a), (long long)it[i].off, (long long)it[i].bytes,
+                    item_name(m, &it[j], b, sizeof b), (long long)it[j].off, (long long)it[j].bytes,
+                    lo < 0 ? 0 : lo);
+        }
+    }
+    free(it);
+    free(start);
+    free(end);
+}

@@ -1,0 +1,206 @@
+/* maxseq.c — the longest seq_len that fits the device, per layout and
+ * recompute setting (`baspc SPEC --max-seq-len`).
+ *
+ * Each candidate is the spec with overrides (the layout, train.recompute,
+ * train.seq_len) built the way the compiler builds it (pass_build_with: the
+ * default pipeline, ending with the memory plan) and judged by its plan's
+ * peak (pass_memory_report).  Sequence lengths are multiples of a step q:
+ * 1024 tokens rounded up to a multiple of the layout's group size K, so the
+ * sequence splits over K ranks.
+ *
+ * The search leans on the plan's shape: every activation, gradient and
+ * staging buffer grows linearly with the sequence (attention is tiled, the
+ * LM head and the MLP run in chunks of fixed size), so the peak is an affine
+ * function of seq_len up to alignment, and a secant through two builds
+ * lands next to the answer.  The search still ends on a length that fits
+ * next to one that does not (step q), so the answer is exact for the plan
+ * whatever the line says; a bent line costs builds, not correctness. */
+#include "pass_util.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longest sequences tried: 2^24 tokens. */
+enum { MS_MAX_STEPS = 1 << 14 };
+
+typedef struct ms_ctx {
+    const fe_spec *spec;
+    bool cuda;
+    const char *sets[3];
+    char layout_set[48], recompute_set[48], seq_set[48];
+    int64_t q; /* tokens per step */
+    int builds;
+} ms_ctx;
+
+/* The plan's peak at m steps of q tokens; -1 when the spec is illegal there. */
+static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits)
+{
+    snprintf(c->seq_set, sizeof c->seq_set, "train.seq_len=%" PRId64, m * c->q);
+    c->sets[0] = c->layout_set, c->sets[1] = c->recompute_set, c->sets[2] = c->seq_set;
+    ir_module *mod = pass_build_with(c->spec, c->sets, 3, c->cuda);
+    c->builds++;
+    pass_mem_report r;
+    int64_t peak = -1;
+    *fits = false;
+    if (mod && pass_memory_report(mod, &r)) {
+        peak = r.peak_bytes;
+        *fits = r.fits;
+    }
+    ir_module_free(mod);
+    return peak;
+}
+
+/* The largest m <= MS_MAX_STEPS whose plan fits (0: not even one step).
+ * A bracket lo (fits) < hi (does not) shrinks by secant steps through the
+ * last two builds, with a bisection whenever the secant step would not
+ * halve the bracket twice in a row, so it ends in O(log) builds even where
+ * the peak bends (the MLP starts tiling, an auto setting flips). */
+static int64_t ms_search(ms_ctx *c, int64_t *peak_at)
+{
+    bool fits;
+    int64_t p1 = ms_peak(c, 1, &fits);
+    *peak_at = p1;
+    if (p1 < 0 || !fits)
+        return 0;
+    double cap = c->spec->mesh.device_mem;
+    int64_t lo = 1, hi = MS_MAX_STEPS + 1; /* hi: unknown until a build does not fit */
+    int64_t ma = 1, pa = p1, mb = 16, slow = 0;
+    int64_t pb = ms_peak(c, mb, &fits);
+    if (fits) lo = mb, *peak_at = pb;
+    else hi = mb;
+    if (pb < 0) return lo;
+    while (hi - lo > 1) {
+        int64_t m = lo + (hi - lo) / 2; /* bisection, or doubling while hi is unknown */
+        if (hi > MS_MAX_STEPS) m = lo * 2 > MS_MAX_STEPS ? MS_MAX_STEPS : lo * 2;
+        if (slow < 2 && pb != pa && cap > 0) {
+            double x = (double)mb + (cap - (double)pb) * (double)(mb - ma) / (double)(pb - pa);
+            int64_t t = x < (double)lo + 1 ? lo + 1 : x > (double)hi - 1 ? hi - 1 : (int64_t)x;
+            if (t == lo + 1 || t == hi - 1 || (t > lo && t < hi)) m = t;
+        }
+        if (m > MS_MAX_STEPS) m = MS_MAX_STEPS;
+        if (m <= lo) m = lo + 1;
+        int64_t width = hi - lo, p = ms_peak(c, m, &fits);
+        if (p < 0) { /* illegal there (should not happen for multiples of q): stop at what is known */
+            break;
+        }
+        if (fits) lo = m, *peak_at = p;
+        else hi = m;
+        if (lo == MS_MAX_STEPS) break;
+        slow = 2 * (hi - lo) > width && hi <= MS_MAX_STEPS ? slow + 1 : 0;
+        ma = mb, pa = pb, mb = m, pb = p;
+    }
+    return lo;
+}
+
+static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const char *name, const char *layout_set,
+                   int K, const char *recompute)
+{
+    if (r->n == PASS_MAXSEQ_ROWS)
+        return;
+    pass_maxseq_row *row = &r->rows[r->n++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->layout, sizeof row->layout, "%s", name);
+    snprintf(row->recompute, sizeof row->recompute, "%s", recompute);
+    ms_ctx c = {.spec = spec, .cuda = cuda};
+    snprintf(c.layout_set, sizeof c.layout_set, "%s", layout_set);
+    snprintf(c.recompute_set, sizeof c.recompute_set, "train.recompute=%s", recompute);
+    c.q = (1024 + K - 1) / K * K;
+    row->step = c.q;
+    const char *why = fe_groups_illegal(spec, r->world / K, NULL);
+    if (why) {
+        snprintf(row->illegal, sizeof row->illegal, "%s", why);
+        return;
+    }
+    int64_t peak = -1, m = ms_search(&c, &peak);
+    row->builds = c.builds;
+    row->seq_len = m * c.q;
+    row->peak_bytes = m > 0 ? peak : -1;
+    row->tokens_per_rank = spec->train.micro_batch * row->seq_len / (r->world > 0 ? r->world : 1);
+    row->at_cap = m == MS_MAX_STEPS;
+}
+
+bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->model, sizeof r->model, "%s", spec->model.name);
+    r->world = (int)fe_world(spec);
+    r->micro_batch = spec->train.micro_batch;
+    r->device_mem = spec->mesh.device_mem;
+    r->cuda = cuda;
+    snprintf(r->device, sizeof r->device, "%s", spec->mesh.device);
+    static const char *const modes[] = {"none", "selective", "full"};
+    sup_diag_saved saved = sup_diag_silence();
+    for (int k = 0; k < 3; k++)
+        ms_row(r, spec, cuda, "ulysses", "layout.batch_aware=off", r->world, modes[k]);
+    for (int G = 2; G <= r->world; G++) {
+        if (r->world % G || spec->train.micro_batch % G)
+            continue;
+        char name[32], set[48];
+        snprintf(name, sizeof name, "batch-aware G=%d", G);
+        snprintf(set, sizeof set, "layout.batch_aware=groups %d", G);
+        for (int k = 0; k < 3; k++)
+            ms_row(r, spec, cuda, name, set, r->world / G, modes[k]);
+    }
+    sup_diag_restore(saved);
+    return true;
+}
+
+void pass_maxseq_print(const pass_maxseq_result *r, FILE *out)
+{
+    char cap[32];
+    fprintf(out, "longest seq_len that fits: %s on %d rank(s) of %s (%s, %s target), micro_batch %" PRId64 "\n",
+            r->model, r->world, r->device, sup_fmt_bytes(r->device_mem, cap, sizeof cap), r->cuda ? "cuda" : "cpu",
+            r->micro_batch);
+    fprintf(out, "%-18s %-10s %12s %14s %12s\n", "layout", "recompute", "seq_len", "tokens/rank", "peak");
+    for (int i = 0; i < r->n; i++) {
+        const pass_maxseq_row *w = &r->rows[i];
+        char pk[32] = "-";
+        if (w->peak_bytes >= 0)
+            sup_fmt_bytes((double)w->peak_bytes, pk, sizeof pk);
+        if (w->illegal[0])
+            fprintf(out, "%-18s %-10s %12s %14s %12s  illegal: %s\n", w->layout, w->recompute, "-", "-", "-",
+                    w->illegal);
+        else if (w->seq_len == 0)
+            fprintf(out, "%-18s %-10s %12s %14s %12s  does not fit even at %" PRId64 " tokens\n", w->layout,
+                    w->recompute, "-", "-", "-", w->step);
+        else
+            fprintf(out, "%-18s %-10s %12" PRId64 " %14" PRId64 " %12s%s\n", w->layout, w->recompute, w->seq_len,
+                    w->tokens_per_rank, pk, w->at_cap ? "  (the longest tried)" : "");
+    }
+    fprintf(out, "seq_len in steps of 1024 tokens (rounded up to a multiple of the group size); peak = the memory "
+                 "plan's per rank (baspc --memory)\n");
+}
+
+void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddNumberToObject(o, "world", r->world);
+    cJSON_AddStringToObject(o, "device", r->device);
+    cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
+    cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
+    cJSON_AddNumberToObject(o, "micro_batch", (double)r->micro_batch);
+    cJSON *rows = cJSON_AddArrayToObject(o, "rows");
+    for (int i = 0; i < r->n; i++) {
+        const pass_maxseq_row *w = &r->rows[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "layout", w->layout);
+        cJSON_AddStringToObject(e, "recompute", w->recompute);
+        cJSON_AddNumberToObject(e, "max_seq_len", (double)w->seq_len);
+        cJSON_AddNumberToObject(e, "tokens_per_rank", (double)w->tokens_per_rank);
+        if (w->peak_bytes >= 0) cJSON_AddNumberToObject(e, "peak_bytes_per_rank", (double)w->peak_bytes);
+        else cJSON_AddNullToObject(e, "peak_bytes_per_rank");
+        cJSON_AddNumberToObject(e, "step", (double)w->step);
+        cJSON_AddNumberToObject(e, "builds", w->builds);
+        cJSON_AddBoolToObject(e, "at_cap", w->at_cap);
+        if (w->illegal[0]) cJSON_AddStringToObject(e, "illegal", w->illegal);
+        else cJSON_AddNullToObject(e, "illegal");
+        cJSON_AddItemToArray(rows, e);
+    }
+    char *s = cJSON_Print(o);
+    fprintf(out, "%s\n", s ? s : "{}");
+    cJSON_free(s);
+    cJSON_Delete(o);
+}

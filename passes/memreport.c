@@ -1,0 +1,376 @@
+/* memreport.c — `baspc --memory`: one rank's memory at the peak of the
+ * module's memory plan, where it goes, and whether it fits the device.
+ *
+ * Nothing here estimates: sizes, live ranges and the whole-step regions
+ * (optimizer state, collective staging) are ir/ir_mem.c's, the offsets and
+ * the arena size are pass_memplan's.  The cost model (pass_cost_estimate),
+ * the planner's mem column and the compiler's fit warning read this report,
+ * so every memory number the compiler prints is the plan's.
+ *
+ *   peak_bytes_per_rank = arena (mem.peak) + kernel workspace outside it
+ *   arena              >= bytes live at the peak op (the difference is the
+ *                         packing's fragmentation, reported as `unused`)
+ *
+ * See passes/README.md, "memory report". */
+#include "pass_util.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t cfg_i64(const ir_module *m, const char *key, int64_t def) { return ir_config_int(m, key, def); }
+
+static double cfg_double(const ir_module *m, const char *key)
+{
+    const char *s = ir_config_get(m, key);
+    if (!s)
+        return 0;
+    char *end;
+    double v = strtod(s, &end);
+    return end != s && *end == '\0' && v > 0 ? v : 0;
+}
+
+/* The op with the most bytes live (the first of equals, as memplan picks
+ * it); -1 when there are no ops. */
+static int find_peak_op(const ir_module *m, const int64_t *bytes, const int *start, const int *end)
+{
+    int best = -1;
+    int64_t best_sum = -1;
+    int64_t *delta = sup_xcalloc((size_t)m->nops + 3, sizeof *delta);
+    for (int v = 0; v < m->nvalues; v++) {
+        if (start[v] == -2)
+            continue;
+        delta[start[v] + 1] += bytes[v];
+        delta[end[v] + 2] -= bytes[v];
+    }
+    int64_t live = 0;
+    for (int i = -1; i < m->nops; i++) {
+        live += delta[i + 1];
+        if (i >= 0 && live > best_sum)
+            best_sum = live, best = i;
+    }
+    free(delta);
+    return best;
+}
+
+typedef struct live_value {
+    int v;
+    int64_t bytes;
+} live_value;
+
+/* Largest first; equal sizes in value order, so the list is deterministic. */
+static int top_cmp(const void *a, const void *b)
+{
+    const live_value *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return (x->v > y->v) - (x->v < y->v);
+}
+
+/* The report of a planned module. */
+static void report_planned(const ir_module *m, pass_mem_report *r)
+{
+    ir_mem_target t;
+    ir_mem_target_of(m, &t);
+    r->cuda = t.cuda;
+    r->world = ir_world(m);
+    snprintf(r->module, sizeof r->module, "%s", m->name);
+    r->arena_bytes = cfg_i64(m, "mem.peak", 0);
+    r->work_bytes = ir_mem_work_bytes(m, t);
+    r->peak_bytes = r->arena_bytes + r->work_bytes;
+
+    int64_t comm[2];
+    ir_mem_comm_bytes(m, t, comm);
+    int64_t opt = cfg_i64(m, "mem.opt_bytes", ir_mem_opt_bytes(m, t));
+    int64_t stage = cfg_i64(m, "mem.comm_bytes0", comm[0]) + cfg_i64(m, "mem.comm_bytes1", comm[1]);
+
+    int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    int64_t *bytes = sup_xcalloc((size_t)m->nvalues + 1, sizeof *bytes);
+    ir_mem_live(m, start, end);
+    r->no_reuse_bytes = opt + stage;
+    for (int v = 0; v < m->nvalues; v++) {
+        if (start[v] == -2)
+            continue;
+        bytes[v] = ir_mem_value_bytes(m, v, t);
+        r->no_reuse_bytes += bytes[v];
+    }
+
+    int p = (int)cfg_i64(m, "mem.peak_op", -2);
+    if (p < -1 || p >= m->nops || (p == -1 && m->nops > 0))
+        p = find_peak_op(m, bytes, start, end);
+    r->peak_op = p;
+    r->peak_layer = -1;
+    if (p >= 0) {
+        const ir_op *op = &m->ops[p];
+        int v = op->nout > 0 ? op->out[0] : op->nin > 0 ? op->in[0] : -1;
+        snprintf(r->peak_opcode, sizeof r->peak_opcode, "%s", ir_op_info_of(op->code)->name);
+        snprintf(r->peak_value, sizeof r->peak_value, "%s", v >= 0 ? m->values[v].name : "");
+        snprintf(r->peak_phase, sizeof r->peak_phase, "%s", ir_op_phase(op));
+        r->peak_layer = ir_op_layer(op);
+    }
+
+    /* What is live at the peak op (before the first op when there are none). */
+    int at = p >= 0 ? p : -1;
+    live_value *live = sup_xmalloc(sizeof *live * (size_t)(m->nvalues + 1));
+    int nlive = 0;
+    r->live[IR_MEM_OPTIM] = opt;
+    r->live[IR_MEM_COMM] = stage;
+    for (int v = 0; v < m->nvalues; v++) {
+        if (start[v] == -2 || start[v] > at || at > end[v] || bytes[v] <= 0)
+            continue;
+        r->live[ir_mem_value_cat(m, v)] += bytes[v];
+        live[nlive++] = (live_value){v, bytes[v]};
+    }
+    r->live[IR_MEM_WORK] = r->work_bytes;
+    for (int c = 0; c < IR_MEM_NCATS; c++)
+        if (c != IR_MEM_WORK)
+            r->live_bytes += r->live[c];
+    r->unused_bytes = r->arena_bytes - r->live_bytes;
+    qsort(live, (size_t)nlive, sizeof *live, top_cmp);
+    r->ntop = nlive < PASS_MEM_TOP ? nlive : PASS_MEM_TOP;
+    for (int i = 0; i < r->ntop; i++) {
+        snprintf(r->top[i].name, sizeof r->top[i].name, "%s", m->values[live[i].v].name);
+        r->top[i].cat = ir_mem_value_cat(m, live[i].v);
+        r->top[i].bytes = live[i].bytes;
+    }
+
+    r->device_mem = cfg_double(m, "device_mem");
+    r->fits = r->device_mem <= 0 || (double)r->peak_bytes <= r->device_mem;
+    free(live);
+    free(bytes);
+    free(start);
+    free(end);
+}
+
+bool pass_memory_report(const ir_module *m, pass_mem_report *r)
+{
+    memset(r, 0, sizeof *r);
+    r->peak_op = -1;
+    r->peak_layer = -1;
+    if (ir_mem_planned(m)) {
+        report_planned(m, r);
+        return true;
+    }
+    ir_module *c = ir_module_clone(m);
+    pass_options o = pass_default_options();
+    o.quiet = true;
+    bool ok = pass_memplan(c, &o);
+    if (ok)
+        report_planned(c, r);
+    ir_module_free(c);
+    return ok;
+}
+
+/* ---- what would make it fit ------------------------------------------------ */
+void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
+{
+    r->nsuggest = 0;
+    if (!spec || r->fits)
+        return;
+    pass_mem_suggestion *sg = r->suggest;
+    const char *sets[PASS_MEM_SUGGEST] = {0};
+    bool cuda[PASS_MEM_SUGGEST] = {0};
+    int n = 0;
+    /* A bf16 spec for a GPU planned for the cpu backend (4-byte elements):
+     * the CUDA backend's buffers are what the device would hold. */
+    if (!r->cuda && !strcmp(spec->train.precision, "bf16") && strncmp(spec->mesh.device, "cpu", 3) != 0) {
+        snprintf(sg[n].change, sizeof sg[n].change, "--target=cuda");
+        cuda[n++] = true;
+    }
+    /* Then in the order of cost to the user: a ZeRO stage, recomputation
+     * (compute, no ranks), more ranks, a shorter sequence, a smaller
+     * micro-batch (which changes the global batch). */
+    if (spec->train.zero < 3)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.zero=3");
+    bool full = !strcmp(spec->train.recompute, "full");
+    if (!full && strcmp(spec->train.recompute, "selective") != 0)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=selective");
+    if (!full)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=full");
+    snprintf(sg[n++].change, sizeof sg[0].change, "--set mesh.nodes=%lld", (long long)spec->mesh.nodes * 2);
+    if (spec->train.seq_len >= 2 && spec->train.seq_len % 2 == 0)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.seq_len=%lld", (long long)spec->train.seq_len / 2);
+    if (spec->train.micro_batch >= 2 && n < PASS_MEM_SUGGEST)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.micro_batch=%lld",
+                 (long long)spec->train.micro_batch / 2);
+    r->nsuggest = n;
+    sup_diag_saved saved = sup_diag_silence();
+    for (int i = 0; i < n; i++) {
+        pass_mem_suggestion *s = &sg[i];
+        sets[i] = cuda[i] ? NULL : s->change + strlen("--set ");
+        ir_module *m = pass_build_with(spec, &sets[i], sets[i] ? 1 : 0, cuda[i] || r->cuda);
+        pass_mem_report t;
+        s->peak_bytes = -1;
+        if (m && pass_memory_report(m, &t)) {
+            s->peak_bytes = t.peak_bytes;
+            s->fits = t.fits;
+        }
+        ir_module_free(m);
+    }
+    sup_diag_restore(saved);
+}
+
+/* ---- printing -------------------------------------------------------------- */
+static const char *fmt_b(int64_t b, char *buf, size_t n) { return sup_fmt_bytes((double)b, buf, n); }
+
+static void print_row(FILE *out, const char *name, int64_t b, int64_t total)
+{
+    char f[32];
+    fprintf(out, "  %-14s %16" PRId64 " %11s %6.1f%%\n", name, b, fmt_b(b, f, sizeof f),
+            total > 0 ? 100.0 * (double)b / (double)total : 0.0);
+}
+
+void pass_memory_print(const pass_mem_report *r, FILE *out)
+{
+    char a[32], b[32], c[32];
+    fprintf(out, "memory: %s on %d rank(s), %s target: %s per rank", r->module, r->world, r->cuda ? "cuda" : "cpu",
+            fmt_b(r->peak_bytes, a, sizeof a));
+    if (r->device_mem > 0)
+        fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->device_mem, b, sizeof b), r->fits ? "fits" : "does not fit");
+    else
+        fprintf(out, ": fits (device memory unknown)\n");
+    fprintf(out, "\n  %-14s %16s %11s %7s\n", "at the peak op", "bytes", "size", "share");
+    for (int k = 0; k < IR_MEM_NCATS; k++)
+        print_row(out, ir_mem_cat_name((ir_mem_cat)k), r->live[k], r->peak_bytes);
+    print_row(out, "unused", r->unused_bytes, r->peak_bytes);
+    print_row(out, "peak", r->peak_bytes, r->peak_bytes);
+    fputc('\n', out);
+    if (r->peak_op >= 0)
+        fprintf(out, "peak op: %d %s (%%%s), layer %d, %s\n", r->peak_op, r->peak_opcode, r->peak_value,
+                r->peak_layer, r->peak_phase[0] ? r->peak_phase : "-");
+    else
+        fprintf(out, "peak op: none (the module has no ops)\n");
+    fprintf(out, "arena: %s (one buffer per value, no reuse: %s); workspace outside the arena: %s\n",
+            fmt_b(r->arena_bytes, a, sizeof a), fmt_b(r->no_reuse_bytes, b, sizeof b),
+            fmt_b(r->work_bytes, c, sizeof c));
+    if (r->ntop > 0) {
+        fprintf(out, "\nlargest buffers at the peak op:\n");
+        for (int i = 0; i < r->ntop; i++)
+            fprintf(out, "  %%%-30s %-12s %11s\n", r->top[i].name, ir_mem_cat_name(r->top[i].cat),
+                    fmt_b(r->top[i].bytes, a, sizeof a));
+    }
+    if (r->nsuggest > 0) {
+        fprintf(out, "\none change at a time:\n");
+        for (int i = 0; i < r->nsuggest; i++) {
+            const pass_mem_suggestion *s = &r->suggest[i];
+            if (s->peak_bytes < 0)
+                fprintf(out, "  %-32s the compiler rejects this layout\n", s->change);
+            else
+                fprintf(out, "  %-32s %11s per rank: %s\n", s->change, fmt_b(s->peak_bytes, a, sizeof a),
+                        s->fits ? "fits" : "does not fit");
+        }
+    }
+}
+
+void pass_memory_json(const pass_mem_report *r, FILE *out)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "module", r->module);
+    cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
+    cJSON_AddNumberToObject(o, "world", r->world);
+    cJSON_AddNumberToObject(o, "peak_bytes_per_rank", (double)r->peak_bytes);
+    cJSON_AddNumberToObject(o, "arena_bytes", (double)r->arena_bytes);
+    cJSON *p = cJSON_AddObjectToObject(o, "peak_op");
+    if (r->peak_op >= 0) {
+        cJSON_AddNumberToObject(p, "index", r->peak_op);
+        cJSON_AddStringToObject(p, "op", r->peak_opcode);
+        cJSON_AddStringToObject(p, "value", r->peak_value);
+        cJSON_AddNumberToObject(p, "layer", r->peak_layer);
+        cJSON_AddStringToObject(p, "phase", r->peak_phase);
+    }
+    cJSON *b = cJSON_AddObjectToObject(o, "breakdown");
+    for (int k = 0; k < IR_MEM_NCATS; k++)
+        cJSON_AddNumberToObject(b, ir_mem_cat_name((ir_mem_cat)k), (double)r->live[k]);
+    cJSON_AddNumberToObject(o, "unused_bytes", (double)r->unused_bytes);
+    cJSON_AddNumberToObject(o, "no_reuse_bytes", (double)r->no_reuse_bytes);
+    cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
+    cJSON_AddBoolToObject(o, "fits", r->fits);
+    cJSON *top = cJSON_AddArrayToObject(o, "top");
+    for (int i = 0; i < r->ntop; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", r->top[i].name);
+        cJSON_AddStringToObject(t, "category", ir_mem_cat_name(r->top[i].cat));
+        cJSON_AddNumberToObject(t, "bytes", (double)r->top[i].bytes);
+        cJSON_AddItemToArray(top, t);
+    }
+    if (r->nsuggest > 0) {
+        cJSON *sg = cJSON_AddArrayToObject(o, "suggestions");
+        for (int i = 0; i < r->nsuggest; i++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddStringToObject(t, "change", r->suggest[i].change);
+            if (r->suggest[i].peak_bytes >= 0)
+                cJSON_AddNumberToObject(t, "peak_bytes_per_rank", (double)r->suggest[i].peak_bytes);
+            else
+                cJSON_AddNullToObject(t, "peak_bytes_per_rank");
+            cJSON_AddBoolToObject(t, "fits", r->suggest[i].fits);
+            cJSON_AddItemToArray(sg, t);
+        }
+    }
+    char *text = cJSON_Print(o);
+    if (text)
+        fprintf(out, "%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+/* ---- the fit diagnostic ------------------------------------------------------ */
+void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_severity sev)
+{
+    if (r->fits)
+        return;
+    sup_loc loc = spec ? fe_spec_loc(spec, "train.micro_batch") : sup_noloc();
+    if (spec && !loc.file)
+        loc = fe_spec_loc(spec, "train");
+    char a[32], b[32], dev[FE_NAME_MAX + 8] = "the device";
+    if (spec && spec->mesh.device[0])
+        snprintf(dev, sizeof dev, "'%s'", spec->mesh.device);
+    sup_diag(sev, loc, "memory plan: %s per rank (%s target) exceeds the %s of %s", fmt_b(r->peak_bytes, a, sizeof a),
+             r->cuda ? "cuda" : "cpu", sup_fmt_bytes(r->device_mem, b, sizeof b), dev);
+    sup_buf nb = {0};
+    for (int k = 0; k < IR_MEM_NCATS; k++)
+        sup_buf_printf(&nb, "%s%s %s", k ? ", " : "", ir_mem_cat_name((ir_mem_cat)k),
+                       fmt_b(r->live[k], a, sizeof a));
+    if (r->peak_op >= 0)
+        sup_note(loc, "the peak is at op %d '%s' (%%%s, layer %d, %s): %s", r->peak_op, r->peak_opcode,
+                 r->peak_value, r->peak_layer, r->peak_phase[0] ? r->peak_phase : "-", nb.data);
+    else
+        sup_note(loc, "at the peak: %s", nb.data);
+    sup_buf_free(&nb);
+    sup_buf tb = {0};
+    for (int i = 0; i < r->ntop; i++)
+        sup_buf_printf(&tb, "%s%%%s (%s, %s)", i ? ", " : "", r->top[i].name, ir_mem_cat_name(r->top[i].cat),
+                       fmt_b(r->top[i].bytes, a, sizeof a));
+    if (r->ntop > 0)
+        sup_note(loc, "largest buffers there: %s", tb.data);
+    sup_buf_free(&tb);
+    if (r->nsuggest > 0) {
+        sup_buf fit = {0}, other = {0};
+        for (int i = 0; i < r->nsuggest; i++) {
+            const pass_mem_suggestion *s = &r->suggest[i];
+            if (s->peak_bytes < 0)
+                continue;
+            sup_buf *w = s->fits ? &fit : &other;
+            sup_buf_printf(w, "%s%s (%s per rank)", w->len ? ", " : "", s->change,
+                           fmt_b(s->peak_bytes, a, sizeof a));
+        }
+        if (fit.len)
+            sup_note(loc, "it fits with %s", fit.data);
+        else
+            sup_note(loc, "no single change fits: %s", other.len ? other.data : "none of the changes tried builds");
+        sup_buf_free(&fit);
+        sup_buf_free(&other);
+    } else if (spec) {
+        sup_buf fix = {0};
+        if (spec->train.zero < 3)
+            sup_buf_printf(&fix, "raise 'zero' (now %d) to 3, ", spec->train.zero);
+        if (strcmp(spec->train.recompute, "full") != 0)
+            sup_buf_printf(&fix, "set 'recompute' (now %s) to full, ", spec->train.recompute);
+        sup_note(loc, "%sadd ranks (now %lld) or shorten seq_len (now %lld); 'baspc --memory' shows what fits",
+                 fix.len ? fix.data : "", (long long)fe_world(spec), (long long)spec->train.seq_len);
+        sup_buf_free(&fix);
+    }
+    if (spec && !r->cuda && !strcmp(spec->train.precision, "bf16"))
+        sup_note(loc, "the cpu target keeps every element in 4 bytes; --target=cuda plans bf16 buffers");
+}

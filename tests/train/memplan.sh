@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# memplan.sh — the compiler's memory plan against what the runtime does.
+#
+#   memplan.sh measured BASPC MPIRUN CORPUS SPEC WORKDIR
+#     For several layouts of SPEC (Ulysses, batch-aware, ZeRO 0-3) on 4
+#     ranks: the arena the plan predicts (config mem.peak of --emit=ir) must
+#     equal the arena the binary allocates, and the high-water mark the
+#     runtime measures (mem_peak_bytes in --metrics: the highest arena byte
+#     a live buffer, the optimizer state or a collective's staging request
+#     reached) must lie within 2% below it.  RSS is printed beside them.
+#   memplan.sh violated BASPC MPIRUN CORPUS SPEC WORKDIR
+#     A planted bug: the generated program with l0.k moved onto l0.q's
+#     bytes (both live from their linear to their rope).  The runtime must
+#     stop at the first step naming both, never train on clobbered data.
+set -euo pipefail
+
+mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
+
+measured() {
+    local layouts=(
+        "layout.batch_aware=off"
+        "layout.batch_aware=groups 2"
+        "layout.batch_aware=groups 2;train.zero=1"
+        "layout.batch_aware=groups 2;train.zero=2"
+        "layout.batch_aware=groups 2;train.zero=3"
+        "layout.batch_aware=off;train.zero=3"
+    )
+    local i=0 fails=0
+    for l in "${layouts[@]}"; do
+        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2)
+        IFS=';' read -ra kv <<<"$l"
+        for s in "${kv[@]}"; do sets+=(--set "$s"); done
+        local exe="$W/train$i" m="$W/metrics$i.jsonl"
+        "$BASPC" "$SPEC" -q "${sets[@]}" -o "$exe"
+        local planned
+        planned=$("$BASPC" "$SPEC" -q "${sets[@]}" --emit=ir | sed -n 's/^config mem.peak = //p')
+        mpi -np 4 "$exe" --data "$CORPUS" --steps 2 --quiet --metrics "$m" >/dev/null
+        python3 - "$m" "$planned" "$l" <<'EOF' || fails=$((fails + 1))
+import json, sys
+rec = [json.loads(x) for x in open(sys.argv[1])][-1]
+planned, layout = int(sys.argv[2]), sys.argv[3]
+hw, arena, rss = rec["mem_peak_bytes"], rec["mem_arena_bytes"], rec["rss_peak_bytes"]
+ok = arena == planned and 0.98 * planned <= hw <= planned
+print(f"{'ok  ' if ok else 'FAIL'} {layout:42s} planned {planned:9d}  arena {arena:9d}  "
+      f"high-water {hw:9d} ({100.0 * hw / planned:.2f}%)  rss {rss / 2**20:.1f} MiB")
+sys.exit(0 if ok else 1)
+EOF
+        i=$((i + 1))
+    done
+    [[ $fails == 0 ]]
+}
+
+violated() {
+    "$BASPC" "$SPEC" -q --set mesh.nodes=2 --set mesh.devices_per_node=2 -o "$W/good" -v --keep-c 2>"$W/build.log"
+    local cc
+    cc=$(sed -n 's/^baspc: \(.*mpicc .*\)$/\1/p' "$W/build.log" | sed "s#$W/good.c -o $W/good #$W/bad.c -o $W/bad #")
+    [[ $cc == *bad.c* ]]
+    local qoff
+    qoff=$(sed -n 's/.*\[V_l0_q\] = .*\.offset = \([0-9]*\)}.*/\1/p' "$W/good.c")
+    [[ -n $qoff ]]
+    sed "s/\(\[V_l0_k\] = .*\.offset = \)[0-9]*}/\1$qoff}/" "$W/good.c" >"$W/bad.c"
+    ! cmp -s "$W/good.c" "$W/bad.c"
+    (cd "$W" && eval "$cc")
+    local out rc=0
+    out=$(mpi -np 4 "$W/bad" --data "$CORPUS" --steps 2 --quiet 2>&1) || rc=$?
+    echo "$out" | grep -m1 "memory plan violated" || true
+    [[ $rc != 0 ]] && echo "$out" | grep -q "memory plan violated at step 1: l0\.[qk] .* l0\.[qk] "
+}
+
+cmd=$1 BASPC=$2 MPIRUN=$3 CORPUS=$4 SPEC=$5 W=$6
+rm -rf "$W" && mkdir -p "$W"
+case $cmd in
+measured) measured ;;
+violated) violated ;;
+*) echo "memplan.sh: unknown command $cmd" >&2; exit 2 ;;
+esac
