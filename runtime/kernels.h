@@ -29,6 +29,9 @@
  * `who`. */
 typedef enum { KERN_SCRATCH_LOGITS, KERN_SCRATCH_MLP, KERN_SCRATCH_N } kern_scratch_slot;
 float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who);
+/* Bytes the kernels hold outside the arena now: the scratch slots and the
+ * RoPE table (what `baspc --memory` calls workspace on the cpu target). */
+int64_t kern_scratch_bytes(void);
 
 /* ---- embedding (kern_basic.c) ----------------------------------------- */
 /* out[N,D] = w[tok[n], :] ; tok[N], w[V,D] */

@@ -143,6 +143,10 @@ void rt_backend_preinit(void);
 void rt_backend_init(rt_ctx *rt);
 void rt_backend_fini(rt_ctx *rt);
 void rt_arena_build(rt_ctx *rt);
+/* Bytes the backend holds outside the arena for kernels and collectives
+ * now (grow-only, so also their high-water mark): CPU, the kernels' scratch
+ * and RoPE table; CUDA, the device workspaces and send copies. */
+size_t rt_backend_workspace_bytes(const rt_ctx *rt);
 
 /* ---- the memory plan at run time (rt_mem.c) ----------------------------------------
  * rt_mem_init takes every value's slot (offset and bytes in the arena) once

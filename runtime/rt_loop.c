@@ -94,8 +94,11 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
     if (rt->opt.split_wait) cJSON_AddNumberToObject(o, "a2a_wait_ms", s->a2a_wait_sec * 1e3);
     cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
-    cJSON_AddNumberToObject(o, "mem_peak_bytes", (double)rt->mem_hw);
+    size_t ws = rt_backend_workspace_bytes(rt);
+    cJSON_AddNumberToObject(o, "mem_peak_bytes", (double)(rt->mem_hw + ws));
     cJSON_AddNumberToObject(o, "mem_arena_bytes", (double)rt->arena_bytes);
+    cJSON_AddNumberToObject(o, "mem_arena_peak_bytes", (double)rt->mem_hw);
+    cJSON_AddNumberToObject(o, "mem_workspace_bytes", (double)ws);
     cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)rt_rss_peak_bytes());
     cJSON_AddNumberToObject(o, "tokens_per_s",
                             (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9));
@@ -163,9 +166,10 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
     double med = n ? secs[n / 2] : 0;
     printf("done: %lld step(s) in %.2f s, median step %.1f ms, %.0f tok/s (median)\n", (long long)n, sum, med * 1e3,
            med > 0 ? (double)(rt->p->micro_batch * rt->p->seq_len) / med : 0.0);
-    printf("memory: arena %.2f MiB per rank (%s), high-water %.2f MiB, peak resident set %.2f MiB\n",
-           (double)rt->arena_bytes / (1 << 20), rt->planned ? "the compiler's memory plan" : "one slot per value",
-           (double)rt->mem_hw / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
+    printf("memory: arena %.2f MiB per rank (%s), high-water %.2f MiB + workspace %.2f MiB, peak resident set "
+           "%.2f MiB\n", (double)rt->arena_bytes / (1 << 20),
+           rt->planned ? "the compiler's memory plan" : "one slot per value", (double)rt->mem_hw / (1 << 20),
+           (double)rt_backend_workspace_bytes(rt) / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
     if (sum <= 0) return;
     printf("rank 0 time by kind (%% of step time):\n");
     for (int k = 0; k < RT_K_NKINDS; k++)

@@ -9,9 +9,19 @@
 #include <string.h>
 
 /* ---- scratch ----------------------------------------------------------------- */
+static float *scratch_buf[KERN_SCRATCH_N];
+static int64_t scratch_cap[KERN_SCRATCH_N];
+static int64_t rope_table_floats; /* the RoPE table's (rope_table_get) */
+
+int64_t kern_scratch_bytes(void) {
+    int64_t n = rope_table_floats;
+    for (int k = 0; k < KERN_SCRATCH_N; k++) n += scratch_cap[k];
+    return n * (int64_t)sizeof(float);
+}
+
 float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who) {
-    static float *buf[KERN_SCRATCH_N];
-    static int64_t cap[KERN_SCRATCH_N];
+    float **buf = scratch_buf;
+    int64_t *cap = scratch_cap;
     if (nfloats > cap[slot]) {
         free(buf[slot]);
         buf[slot] = malloc((size_t)nfloats * sizeof(float));
@@ -175,6 +185,7 @@ static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, dou
     int64_t half = Dh / 2;
     free(t.cs);
     t.cs = malloc((size_t)(2 * S * half + 1) * sizeof(float));
+    rope_table_floats = 2 * S * half + 1;
     if (!t.cs) {
         fprintf(stderr, "basp: rope: out of memory\n");
         abort();

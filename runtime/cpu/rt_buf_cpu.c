@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "rt_internal.h"
 
 enum { RT_ALIGN = 64 };
@@ -159,6 +160,11 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
 }
 
 void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
+
+size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
+    (void)rt;
+    return (size_t)kern_scratch_bytes();
+}
 
 /* The collectives' staging: with a plan, the two areas it reserved in the
  * arena (a request beyond them is a disagreement between the compiler's

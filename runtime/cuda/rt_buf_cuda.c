@@ -286,6 +286,14 @@ void rt_arena_build(rt_ctx *rt) {
     free(opt_off);
 }
 
+size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
+    const rt_cuda *cu = rt->dev;
+    size_t n = 0;
+    for (int i = 0; i < RT_WS_N; i++) n += cu->ws_bytes[i];
+    for (int i = 0; i < cu->cap_sends; i++) n += cu->stage_bytes[i];
+    return n;
+}
+
 void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes) {
     rt_cuda *cu = rt_cu(rt);
     if (bytes > cu->ws_bytes[slot]) {

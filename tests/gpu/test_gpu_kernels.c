@@ -8,6 +8,7 @@
  *   element-wise ops (add, swiglu, rope, embedding fwd)   1e-2  (one bf16 rounding: 2^-8 = 3.9e-3)
  *   rmsnorm, linear, embedding bwd                        2e-2  (fp32 sums, bf16 output)
  *   attention fwd/bwd, lm-head dx/dw                      3e-2  (bf16 intermediates P, dS, dlogits)
+ *   tiled mlp fwd/bwd                                     3e-2  (bf16 g, u, s per chunk; bf16 sums over chunks)
  *   lm-head loss (fp32 scalar), sum of squares            2e-3 relative
  *   adamw master weights (fp32)                           1e-5 relative to max |w|
  *   box copy, all_to_all pack/unpack                      exact (0); fanin sums 1e-2
@@ -192,6 +193,45 @@ static void test_linear(void) {
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
 }
 
+/* The fused, tiled MLP: 70 rows in chunks of 32 (the last one short) and
+ * in one chunk, against the CPU kernel. */
+static void test_mlp(void) {
+    int64_t N = 70, D = 48, F = 80;
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) exit(1);
+    float *x = rnd(N * D, 1), *wg = rnd(D * F, 0.3f), *wu = rnd(D * F, 0.3f), *wd = rnd(F * D, 0.3f);
+    float *dy = rnd(N * D, 1), *y = malloc(N * D * 4), *dx = malloc(N * D * 4);
+    float *dwg = malloc(D * F * 4), *dwu = malloc(D * F * 4), *dwd = malloc(F * D * 4);
+    kcu_bf16 *gx = up(x, N * D), *gwg = up(wg, D * F), *gwu = up(wu, D * F), *gwd = up(wd, F * D);
+    kcu_bf16 *gdy = up(dy, N * D), *oy = dzeros(N * D), *odx = dzeros(N * D);
+    kcu_bf16 *odwg = dzeros(D * F), *odwu = dzeros(D * F), *odwd = dzeros(F * D);
+    int64_t chunks[] = {32, 0};
+    for (int k = 0; k < 2; k++) {
+        int64_t c = chunks[k];
+        kcu_bf16 *ws = dzeros(kcu_mlp_ws_elems(N, F, c));
+        char name[48];
+        kern_mlp_fwd(y, x, wg, wu, wd, N, D, F, c);
+        KCU_CHECK_EXIT(kcu_mlp_fwd(h, oy, gx, gwg, gwu, gwd, N, D, F, c, ws, 0));
+        snprintf(name, sizeof name, "mlp fwd chunk %lld", (long long)c);
+        check_gpu(name, oy, y, N * D, 3e-2);
+        kern_mlp_bwd(dx, dwg, dwu, dwd, dy, x, wg, wu, wd, N, D, F, c);
+        KCU_CHECK_EXIT(kcu_mlp_bwd(h, odx, odwg, odwu, odwd, gdy, gx, gwg, gwu, gwd, N, D, F, c, ws, 0));
+        snprintf(name, sizeof name, "mlp bwd dx chunk %lld", (long long)c);
+        check_gpu(name, odx, dx, N * D, 3e-2);
+        snprintf(name, sizeof name, "mlp bwd dw_gate chunk %lld", (long long)c);
+        check_gpu(name, odwg, dwg, D * F, 3e-2);
+        snprintf(name, sizeof name, "mlp bwd dw_up chunk %lld", (long long)c);
+        check_gpu(name, odwu, dwu, D * F, 3e-2);
+        snprintf(name, sizeof name, "mlp bwd dw_down chunk %lld", (long long)c);
+        check_gpu(name, odwd, dwd, F * D, 3e-2);
+        cudaFree(ws);
+    }
+    cublasDestroy(h);
+    cudaFree(gx), cudaFree(gwg), cudaFree(gwu), cudaFree(gwd), cudaFree(gdy), cudaFree(oy), cudaFree(odx);
+    cudaFree(odwg), cudaFree(odwu), cudaFree(odwd);
+    free(x), free(wg), free(wu), free(wd), free(dy), free(y), free(dx), free(dwg), free(dwu), free(dwd);
+}
+
 static void test_lm_head(void) {
     int64_t N = 70, V = 1000, D = 64;
     cublasHandle_t h;
@@ -366,6 +406,7 @@ int main(void) {
     test_rmsnorm();
     test_rope();
     test_linear();
+    test_mlp();
     test_lm_head();
     test_adamw();
     test_copy_box();
