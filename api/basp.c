@@ -88,8 +88,7 @@ bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_optio
     return pass_run_pipeline(m, passes ? passes : pass_default_pipeline(), &po);
 }
 
-basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt,
-                          bool fit_warning) {
+basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt, basp_fit fit) {
     basp_module *m = basp_lower(spec);
     if (!m) return NULL;
     if (!basp_run_pipeline(m, passes, opt)) {
@@ -100,9 +99,15 @@ basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_
      * that it says what --memory says; a pipeline without memplan has no
      * plan to judge and gets none. */
     pass_mem_report r;
-    if (fit_warning && ir_mem_planned(m) && pass_memory_report(m, &r))
+    if (fit == BASP_FIT_QUIET || !ir_mem_planned(m) || !pass_memory_report(m, &r) || r.fits) return m;
+    if (fit == BASP_FIT_WARN) {
         pass_memory_diagnose(&r, spec, SUP_WARNING);
-    return m;
+        return m;
+    }
+    pass_memory_suggest(spec, &r);
+    pass_memory_diagnose(&r, spec, SUP_ERROR);
+    ir_module_free(m);
+    return NULL;
 }
 
 bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool json) {
@@ -181,3 +186,4 @@ bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe
 void basp_set_verbosity(int level) { cg_set_verbosity(level); }
 
 bool basp_set_target(const char *name) { return name && cg_set_target(name); }
+void basp_set_memory_plan(bool on) { cg_set_memory_plan(on); }

@@ -65,12 +65,14 @@ const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero,memp
  * unplanned module gets config mem.target = cuda first, so that memplan
  * sizes the CUDA backend's bf16 buffers. */
 bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt);
-/* basp_lower + basp_run_pipeline.  With fit_warning, when the module then
- * carries a memory plan whose peak per rank exceeds the device's memory, a
- * warning located at the spec's train block says so with the numbers of
- * basp_memory (the peak op, the largest buffers, what would fit). */
-basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt,
-                          bool fit_warning);
+/* basp_lower + basp_run_pipeline.  When the module then carries a memory
+ * plan whose peak per rank exceeds the device's memory: BASP_FIT_WARN warns,
+ * located at the spec's train block, with the numbers of basp_memory (the
+ * peak op, the largest buffers); BASP_FIT_ERROR reports it as an error,
+ * with the single changes that would fit, and returns NULL (a training
+ * binary that cannot fit is not built); BASP_FIT_QUIET says nothing. */
+typedef enum { BASP_FIT_QUIET, BASP_FIT_WARN, BASP_FIT_ERROR } basp_fit;
+basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt, basp_fit fit);
 bool basp_run_pass(basp_module *m, const char *name);
 /* Lists the registered passes, one "name  summary" per line. */
 void basp_list_passes(FILE *out);
@@ -127,6 +129,10 @@ void basp_set_verbosity(int level);
  * "cuda" (GPUs: bf16, NCCL, cuBLAS; needs the CUDA backend library).
  * Returns false, changing nothing, for any other name. */
 bool basp_set_target(const char *name);
+/* false: the generated program ignores the memory plan and gives every
+ * value its own buffer (baspc --no-memory-plan): the reference that a
+ * planned program's numbers are compared with.  Default true. */
+void basp_set_memory_plan(bool on);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,10 @@ bool cg_set_target(const char *name) {
 }
 
 cg_target cg_get_target(void) { return cg_the_target; }
+
+static bool cg_plan_on = true;
+void cg_set_memory_plan(bool on) { cg_plan_on = on; }
+bool cg_memory_plan(void) { return cg_plan_on; }
 bool cg_target_explicit(void) { return cg_target_given; }
 
 enum { CG_PATH_MAX = 4096, CG_ARGV_MAX = 128 };

@@ -247,7 +247,7 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
             sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", d < val->type.rank ? val->type.unit[d] : 0);
         sup_buf_puts(b, "}");
     }
-    if (val->mem_off >= 0) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
+    if (val->mem_off >= 0 && cg_memory_plan()) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
     sup_buf_puts(b, "},\n");
 }
 
@@ -357,6 +357,10 @@ static void cg_rope_scaling(sup_buf *b, const ir_module *m) {
 
 /* The memory plan's whole-arena facts (every value's offset is in its row). */
 static void cg_mem_fields(sup_buf *b, const ir_module *m) {
+    if (!cg_memory_plan()) {
+        sup_buf_puts(b, "    .mem_arena_bytes = 0, /* no memory plan (--no-memory-plan): one buffer per value */\n");
+        return;
+    }
     sup_buf_printf(b, "    .mem_arena_bytes = %" PRId64 ", .mem_opt_offset = %" PRId64 ",\n",
                    ir_config_int(m, "mem.peak", 0), ir_config_int(m, "mem.opt_offset", 0));
     sup_buf_printf(b, "    .mem_comm_offset = %" PRId64 ", .mem_comm_bytes = {%" PRId64 ", %" PRId64 "},\n",

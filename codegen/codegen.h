@@ -45,6 +45,9 @@ cg_target cg_get_target(void);
 /* True once cg_set_target chose a target (--target): memory plans follow
  * it; otherwise they follow the spec (ir_mem_target_of). */
 bool cg_target_explicit(void);
+/* false: programs carry no memory plan (no offsets, mem_arena_bytes 0), so
+ * the runtime gives every value its own buffer.  Default true. */
+void cg_set_memory_plan(bool on);
 
 /* What cg_build prints on stderr: 0 nothing but errors, 1 (default) one
  * progress line ("baspc: compiling train.c → train"), 2 also the compiler
@@ -53,6 +56,8 @@ void cg_set_verbosity(int level);
 
 /* ---- pieces shared by codegen's own files (cg_emit.c, cg_ops.c) -----------
  * Not for callers outside codegen/. */
+
+bool cg_memory_plan(void); /* cg_set_memory_plan's setting */
 
 /* Names given to values and groups in the generated C, plus the module. */
 enum { CG_IDENT_MAX = IR_NAME_MAX + 16 }; /* prefix + IR name + clash suffix */

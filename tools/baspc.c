@@ -51,6 +51,8 @@ static void usage(FILE *out) {
             "  --print-ir-after=PASS    print the IR after the named pass(es), comma-separated\n"
             "  --list-passes            list the registered passes\n"
             "  --keep-c                 when building, keep the C program as FILE.c\n"
+            "  --no-memory-plan         build a program that gives every value its own buffer\n"
+            "                           (no reuse): the reference for the memory plan\n"
             "  --target=cpu|cuda        backend of the generated program (default cpu; cuda: GPUs, NCCL, bf16);\n"
             "                           the memory plan (--memory, --plan) sizes its buffers\n"
             "  -v                       print the compiler command line when building\n"
@@ -103,6 +105,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--emit=c")) { o->act = ACT_C; o->emit_given = 1; }
         else if (!strncmp(a, "--emit=", 7)) return die_usage("unknown --emit kind (ir, lowered, c)", a + 7);
         else if (!strcmp(a, "--keep-c")) o->keep_c = 1;
+        else if (!strcmp(a, "--no-memory-plan")) basp_set_memory_plan(false);
         else if (!strncmp(a, "--target=", 9)) {
             if (!basp_set_target(a + 9)) return die_usage("unknown --target (cpu, cuda)", a + 9);
         }
@@ -170,9 +173,10 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
         basp_spec_free(spec);
         return NULL;
     }
-    /* --memory reports a layout that does not fit as an error; every other
-     * action that runs the pipeline warns. */
-    m = o->act == ACT_LOWERED ? basp_lower(spec) : basp_compile(spec, o->passes, &o->popt, o->act != ACT_MEMORY);
+    /* A layout that does not fit: --memory reports it (as an error), -o
+     * refuses to build it, every other action that runs the pipeline warns. */
+    basp_fit fit = o->act == ACT_MEMORY ? BASP_FIT_QUIET : o->act == ACT_BUILD ? BASP_FIT_ERROR : BASP_FIT_WARN;
+    m = o->act == ACT_LOWERED ? basp_lower(spec) : basp_compile(spec, o->passes, &o->popt, fit);
     if (!m) { basp_spec_free(spec); return NULL; }
     *specp = spec;
     return m;

@@ -10,6 +10,11 @@
 #     optimizer state or a collective's staging request reached, plus the
 #     kernels' scratch outside the arena) must be within 2% of the predicted
 #     peak_bytes_per_rank.  RSS is printed beside them.
+#   memplan.sh bitwise BASPC MPIRUN CORPUS SPEC WORKDIR
+#     The memory plan changes where buffers live, never what is computed:
+#     for three layouts, the planned program and the same program built
+#     with --no-memory-plan (one buffer per value) train 5 steps to the same
+#     losses and gradient norms and byte-identical weights and gradients.
 #   memplan.sh violated BASPC MPIRUN CORPUS SPEC WORKDIR
 #     A planted bug: the generated program with l0.k moved onto l0.q's
 #     bytes (both live from their linear to their rope).  The runtime must
@@ -55,6 +60,41 @@ EOF
     [[ $fails == 0 ]]
 }
 
+bitwise() {
+    local layouts=(
+        "layout.batch_aware=groups 2"
+        "layout.batch_aware=groups 2;train.zero=3"
+        "layout.batch_aware=off;train.recompute=full;train.mlp_chunk=16"
+    )
+    local i=0
+    for l in "${layouts[@]}"; do
+        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2)
+        IFS=';' read -ra kv <<<"$l"
+        for s in "${kv[@]}"; do sets+=(--set "$s"); done
+        for plan in plan noplan; do
+            local flag=()
+            [[ $plan == noplan ]] && flag=(--no-memory-plan)
+            local d="$W/$i.$plan"
+            mkdir -p "$d"
+            "$BASPC" "$SPEC" -q "${sets[@]}" "${flag[@]}" -o "$d/train"
+            mpi -np 4 "$d/train" --data "$CORPUS" --steps 5 --quiet --metrics "$d/m.jsonl" \
+                --save-weights "$d/w.bin" --save-grads "$d/g.bin" >"$d/log" 2>&1
+        done
+        grep -q "one slot per value" "$W/$i.noplan/log" && grep -q "the compiler's memory plan" "$W/$i.plan/log"
+        for f in w.bin g.bin; do cmp "$W/$i.plan/$f" "$W/$i.noplan/$f"; done
+        python3 - "$W/$i.plan/m.jsonl" "$W/$i.noplan/m.jsonl" "$l" <<'EOF'
+import json, sys
+a, b = ([json.loads(x) for x in open(f)] for f in sys.argv[1:3])
+la, lb = ([(r["loss"], r["grad_norm"]) for r in x] for x in (a, b))
+if la != lb or len(la) != 5:
+    sys.exit("losses or gradient norms differ: %s vs %s" % (la, lb))
+print("ok   %s: identical losses, weights and gradients; arena %d planned, %d with one buffer per value"
+      % (sys.argv[3], a[-1]["mem_arena_bytes"], b[-1]["mem_arena_bytes"]))
+EOF
+        i=$((i + 1))
+    done
+}
+
 violated() {
     "$BASPC" "$SPEC" -q --set mesh.nodes=2 --set mesh.devices_per_node=2 -o "$W/good" -v --keep-c 2>"$W/build.log"
     local cc
@@ -76,6 +116,7 @@ cmd=$1 BASPC=$2 MPIRUN=$3 CORPUS=$4 SPEC=$5 W=$6
 rm -rf "$W" && mkdir -p "$W"
 case $cmd in
 measured) measured ;;
+bitwise) bitwise ;;
 violated) violated ;;
 *) echo "memplan.sh: unknown command $cmd" >&2; exit 2 ;;
 esac
