@@ -59,11 +59,12 @@ typedef struct basp_pass_options {
     FILE *print_out;         /* NULL = stdout */
 } basp_pass_options;
 
-const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero,memplan" */
+const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero,recompute,memplan" */
 /* Comma-separated pass names (NULL = the default pipeline); the verifier
- * runs after each pass.  opt may be NULL.  With basp_set_target("cuda") an
- * unplanned module gets config mem.target = cuda first, so that memplan
- * sizes the CUDA backend's bf16 buffers. */
+ * runs after each pass.  opt may be NULL.  After basp_set_target an
+ * unplanned module gets config mem.target = that target first, so that
+ * memplan sizes that backend's buffers; without it the module's own rule
+ * holds (a bf16 spec on GPUs: cuda, else cpu). */
 bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt);
 /* basp_lower + basp_run_pipeline.  When the module then carries a memory
  * plan whose peak per rank exceeds the device's memory: BASP_FIT_WARN warns,
@@ -106,8 +107,9 @@ bool basp_max_seq_len(const basp_spec *spec, FILE *out, bool json);
  * device; a table, or JSON when json is true.  Returns false when it does
  * not fit: an error then names the peak op and the largest buffers,
  * located at the spec's train block (spec may be NULL, e.g. for textual
- * IR), and, with a spec, the single changes (ZeRO 3, more nodes, a shorter
- * seq_len, a smaller micro-batch) with their peaks. */
+ * IR), and, with a spec, the single changes (ZeRO 3, recompute selective or
+ * full, more nodes, a shorter seq_len, a smaller micro-batch) with their
+ * peaks. */
 bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool json);
 
 /* ---- code generation (codegen/) ---- */

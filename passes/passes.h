@@ -65,7 +65,8 @@ bool pass_zero(ir_module *m, const pass_options *opt);
 bool pass_recompute(ir_module *m, const pass_options *opt);
 /* Arena offsets for every buffer (ir/ir.h "memory plan"); run it last: a
  * pass that adds or moves ops afterwards invalidates the plan (the verifier
- * says where).  Reads config mem.target (cpu when absent). */
+ * says where).  The target is ir_mem_target_of's (config mem.target, else
+ * the spec's own: a bf16 step on GPUs is cuda). */
 bool pass_memplan(ir_module *m, const pass_options *opt);
 
 /* Batch-aware legality, shared by the pass and the planner: NULL when G
@@ -258,8 +259,9 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out);
 bool pass_memory_report(const ir_module *m, pass_mem_report *r);
 /* When r does not fit: rebuilds `spec` with one change at a time and
  * records each one's peak in r->suggest: the cuda target (when the plan is
- * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, twice the
- * nodes, half the seq_len, half the micro-batch.  Diagnostics of the trial
+ * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, recompute
+ * selective and full, twice the nodes, half the seq_len, half the
+ * micro-batch.  Diagnostics of the trial
  * builds are silenced. */
 void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r);
 /* A table (MiB/GiB) with the breakdown at the peak op and the largest buffers. */
