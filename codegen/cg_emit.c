@@ -355,6 +355,13 @@ static void cg_rope_scaling(sup_buf *b, const ir_module *m) {
                    cg_fmt_double(hi, nhi, sizeof nhi), orig);
 }
 
+/* Qwen's attention features, for checkpoints and imports (absent: 0). */
+static void cg_features(sup_buf *b, const ir_module *m) {
+    const char *bias = ir_config_get(m, "qkv_bias"), *norm = ir_config_get(m, "qk_norm");
+    bool qb = bias && !strcmp(bias, "true"), qn = norm && !strcmp(norm, "true");
+    if (qb || qn) sup_buf_printf(b, "    .qkv_bias = %d, .qk_norm = %d,\n", qb, qn);
+}
+
 /* The memory plan's whole-arena facts (every value's offset is in its row). */
 static void cg_mem_fields(sup_buf *b, const ir_module *m) {
     if (!cg_memory_plan()) {
@@ -384,6 +391,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_index_field(b, n, "loss", cg_loss(n));
     cg_config_fields(b, m);
     cg_rope_scaling(b, m);
+    cg_features(b, m);
     cg_mem_fields(b, m);
     sup_buf_puts(b, "    .step = step,\n};\n\n"
                     "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");

@@ -320,6 +320,23 @@ static void cg_mlp(cg_op_ctx *c) {
     cg_end(c);
 }
 
+/* bias_add(x, b) -> y ; bias_add_bwd(dy) -> db: M = the bias's elements
+ * (whole), N = the local elements of x (dy) / M. */
+static void cg_bias_add(cg_op_ctx *c) {
+    bool bwd = c->op->code == IR_BIAS_ADD_BWD;
+    const ir_value *x = cg_in(c, 0), *b = bwd ? cg_out(c, 0) : cg_in(c, 1);
+    int r = x->type.rank, rb = b->type.rank;
+    if (rb < 1 || rb > r || !cg_whole(c, b, 0, rb, "a bias") || !cg_whole(c, x, r - rb, r, "the biased dims")) return;
+    int64_t M = cg_lprod(c, b, 0, rb);
+    cg_call(c, bwd ? "rt_bias_add_bwd" : "rt_bias_add");
+    cg_f32(c, cg_out(c, 0));
+    cg_f32(c, x);
+    if (!bwd) cg_f32(c, b);
+    cg_int(c, cg_lprod(c, x, 0, r - rb));
+    cg_int(c, M);
+    cg_end(c);
+}
+
 /* ---- optimizer, collectives, memory ---------------------------------------------- */
 
 static void cg_adamw(cg_op_ctx *c) {
@@ -408,6 +425,7 @@ static void cg_op(cg_op_ctx *c) {
     case IR_ATTENTION: case IR_ATTENTION_BWD: cg_attention(c); break;
     case IR_ADD: case IR_SWIGLU: case IR_SWIGLU_BWD: cg_elementwise(c); break;
     case IR_MLP: case IR_MLP_BWD: cg_mlp(c); break;
+    case IR_BIAS_ADD: case IR_BIAS_ADD_BWD: cg_bias_add(c); break;
     case IR_LM_HEAD_LOSS: case IR_LM_HEAD_LOSS_BWD: cg_lm_head(c); break;
     case IR_ADAMW: cg_adamw(c); break;
     case IR_ALL_TO_ALL: cg_all_to_all(c); break;

@@ -33,6 +33,8 @@ static const fe_keydef model_keys[] = {
     {"rope_original_max_pos", FE_K_COUNT, I64(model.rope_original_max_pos), "rope_original_max_pos 8192"},
     {"norm_eps", FE_K_FLOAT, F(model.norm_eps), 0, "norm_eps 1e-5"},
     {"tie_embeddings", FE_K_BOOL, F(model.tie_embeddings), 0, "tie_embeddings true"},
+    {"qkv_bias", FE_K_BOOL, F(model.qkv_bias), 0, "qkv_bias true"},
+    {"qk_norm", FE_K_BOOL, F(model.qk_norm), 0, "qk_norm true"},
 };
 static const fe_keydef mesh_keys[] = {
     {"nodes", FE_K_COUNT, I64(mesh.nodes), "nodes 2"},

@@ -43,6 +43,10 @@ typedef struct fe_model {
     int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
     double rope_theta, norm_eps;
     bool tie_embeddings;
+    /* Qwen's attention features: biases on the q, k and v projections
+     * (Qwen1.5/2/2.5), RMSNorm over head_dim on q and k before RoPE with
+     * weights of their own (Qwen3).  Default false. */
+    bool qkv_bias, qk_norm;
     /* RoPE frequency scaling: "none" (default) or "llama3", whose
      * parameters default to Llama 3.1's (factor 8, low 1, high 4, original
      * context 8192) and only apply with "llama3". */

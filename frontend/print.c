@@ -65,7 +65,8 @@ static void print_model(FILE *out, const fe_model *m) {
                 fmt_num(m->rope_factor, a, sizeof a), fmt_num(m->rope_low_freq_factor, b, sizeof b),
                 fmt_num(m->rope_high_freq_factor, c, sizeof c), m->rope_original_max_pos);
     fprintf(out, "  norm_eps %s\n", fmt_num(m->norm_eps, b, sizeof b));
-    fprintf(out, "  tie_embeddings %s\n}\n", m->tie_embeddings ? "true" : "false");
+    fprintf(out, "  tie_embeddings %s\n", m->tie_embeddings ? "true" : "false");
+    fprintf(out, "  qkv_bias %s\n  qk_norm %s\n}\n", m->qkv_bias ? "true" : "false", m->qk_norm ? "true" : "false");
 }
 
 static void print_mesh(FILE *out, const fe_mesh *m) {

@@ -204,6 +204,32 @@ static void check_mlp(ir_vctx *c, const ir_op *op)
         want_same_shape(c, w[k], ir_vv(c, op->out[k + 1]));
 }
 
+/* bias_add(x, b) -> y: b's dims are x's trailing dims, whole (the bias is
+ * added where every rank holds them); y has x's type.
+ * bias_add_bwd(dy) -> db: the same rule between dy and db. */
+static void check_bias_add(ir_vctx *c, const ir_op *op)
+{
+    bool bwd = op->code == IR_BIAS_ADD_BWD;
+    const ir_value *x = ir_vv(c, op->in[0]), *y = ir_vv(c, op->out[0]);
+    const ir_value *b = bwd ? y : ir_vv(c, op->in[1]);
+    int r = x->type.rank, rb = b->type.rank;
+    if (rb < 1 || rb > r) {
+        char d[96], t[IR_TYPE_STR_MAX];
+        ir_verr(c, sup_noloc(), "%s (%s) must have between 1 and %d dims: the trailing dims of the first operand",
+                ir_vdesc(c, b, d, sizeof d), ir_vtstr(c, b, t), r);
+        return;
+    }
+    char what[160], d[96];
+    for (int k = 0; k < rb; k++) {
+        snprintf(what, sizeof what, "dim %d of %s", r - rb + k, ir_vdesc(c, x, d, sizeof d));
+        ir_vwant_dim(c, b, k, x->type.dims[r - rb + k], what);
+        ir_vwant_shard(c, x, r - rb + k, -1, " (a bias is added over whole trailing dims)");
+        ir_vwant_shard(c, b, k, -1, " (a bias is used whole)");
+    }
+    if (!bwd)
+        ir_vsame_type(c, x, y);
+}
+
 /* tok i32[B,S] with y/dy [B,S,D] laid out like tok on B and S. */
 static bool check_tokens(ir_vctx *c, const ir_value *tok, const ir_value *y)
 {
@@ -405,6 +431,8 @@ void ir_verify_op_types(ir_vctx *c, const ir_op *op)
     case IR_ADAMW: check_adamw(c, op); break;
     case IR_MLP:
     case IR_MLP_BWD: check_mlp(c, op); break;
+    case IR_BIAS_ADD:
+    case IR_BIAS_ADD_BWD: check_bias_add(c, op); break;
     default: ir_verify_coll_types(c, op); break;
     }
 }

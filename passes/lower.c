@@ -27,6 +27,7 @@ typedef struct lw {
     bool tied;
     double theta;
     int64_t mlp_chunk; /* > 0: the fused, tiled mlp op with this many tokens per chunk */
+    bool qkv_bias, qk_norm; /* Qwen's attention features */
     int layer;         /* current layer, -1 outside */
     const char *phase; /* current phase */
 } lw;
@@ -115,10 +116,72 @@ static void add_layer_params(lw *c)
     param(c, "wk", 3, c->D, c->Hk, c->Dh);
     param(c, "wv", 3, c->D, c->Hk, c->Dh);
     param(c, "wo", 3, c->H, c->Dh, c->D);
+    if (c->qkv_bias) {
+        param(c, "bq", 2, c->H, c->Dh, 0);
+        param(c, "bk", 2, c->Hk, c->Dh, 0);
+        param(c, "bv", 2, c->Hk, c->Dh, 0);
+    }
+    if (c->qk_norm) {
+        param(c, "q_norm", 1, c->Dh, 0, 0);
+        param(c, "k_norm", 1, c->Dh, 0, 0);
+    }
     param(c, "mlp_norm", 1, c->D, 0, 0);
     param(c, "w_gate", 2, c->D, c->F, 0);
     param(c, "w_up", 2, c->D, c->F, 0);
     param(c, "w_down", 2, c->F, c->D, 0);
+}
+
+/* q, k or v from h: the projection, then (qkv_bias) its bias, then
+ * (qk_norm; q and k, `norm` != NULL) RMSNorm over head_dim, as Qwen2 and
+ * Qwen3 do.  The chain ends in the value `name` (l<i>.q); the steps before
+ * it are `name`.p (the projection) and `name`.b (biased, when a norm
+ * follows).  All of it runs on the sequence-sharded side, before the
+ * all-to-all, where every rank holds every head: the biases and norm
+ * weights are used whole and add nothing to the exchanges. */
+static bool qkv_step(const lw *c, const char *norm, int k) /* k: 0 proj, 1 bias, 2 norm */
+{
+    return k == 0 || (k == 1 && c->qkv_bias) || (k == 2 && c->qk_norm && norm);
+}
+
+/* The name of step k's result (the last step's is `name` itself). */
+static void qkv_name(const lw *c, const char *name, const char *norm, int k, char out[32])
+{
+    static const char *const suffix[] = {".p", ".b", ""};
+    int last = qkv_step(c, norm, 2) ? 2 : qkv_step(c, norm, 1) ? 1 : 0;
+    snprintf(out, 32, "%s%s", name, k == last ? "" : suffix[k]);
+}
+
+static int qkv_fwd(lw *c, int h, const char *name, const char *w, const char *bias, const char *norm, ir_type t)
+{
+    char nm[32];
+    qkv_name(c, name, norm, 0, nm);
+    int y = linear(c, h, val(c, w), 1, act(c, nm, t));
+    if (qkv_step(c, norm, 1)) {
+        qkv_name(c, name, norm, 1, nm);
+        y = op1(c, IR_BIAS_ADD, y, val(c, bias), act(c, nm, t));
+    }
+    if (qkv_step(c, norm, 2))
+        y = op1(c, IR_RMSNORM, y, val(c, norm), act(c, name, t));
+    return y;
+}
+
+/* The reverse of qkv_fwd: dy is the gradient of `name`; returns the
+ * gradient of h through this projection (named d.<dh_name>).  A bias passes
+ * the gradient through unchanged (d of the projection is dy itself) and
+ * gets the sum of dy over the tokens. */
+static int qkv_bwd(lw *c, int dy, const char *name, const char *w, const char *bias, const char *norm, ir_type t,
+                   const char *dh_name, ir_type tD)
+{
+    char nm[32];
+    if (qkv_step(c, norm, 2)) {
+        qkv_name(c, name, norm, qkv_step(c, norm, 1) ? 1 : 0, nm);
+        dy = rmsnorm_bwd(c, dy, val(c, nm), val(c, norm), dact(c, nm, t));
+    }
+    if (qkv_step(c, norm, 1)) {
+        int db = dparam(c, val(c, bias));
+        emit(c, IR_BIAS_ADD_BWD, 1, &dy, 1, &db, NULL, 0, 0);
+    }
+    return linear_bwd(c, dy, val(c, "h"), val(c, w), 1, dact(c, dh_name, tD));
 }
 
 /* One decoder layer forward; x is the residual stream in, returns x2. */
@@ -127,9 +190,9 @@ static int layer_fwd(lw *c, int x)
     ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0), tF = ty(c->act, 3, c->B, c->S, c->F, 0);
     ir_type tQ = ty(c->act, 4, c->B, c->S, c->H, c->Dh), tK = ty(c->act, 4, c->B, c->S, c->Hk, c->Dh);
     int h = op1(c, IR_RMSNORM, x, val(c, "attn_norm"), act(c, "h", tD));
-    int q = linear(c, h, val(c, "wq"), 1, act(c, "q", tQ));
-    int k = linear(c, h, val(c, "wk"), 1, act(c, "k", tK));
-    int v = linear(c, h, val(c, "wv"), 1, act(c, "v", tK));
+    int q = qkv_fwd(c, h, "q", "wq", "bq", "q_norm", tQ);
+    int k = qkv_fwd(c, h, "k", "wk", "bk", "k_norm", tK);
+    int v = qkv_fwd(c, h, "v", "wv", "bv", NULL, tK);
     int qr = act(c, "qr", tQ), kr = act(c, "kr", tK);
     emit(c, IR_ROPE, 1, &q, 1, &qr, "theta", 0, c->theta);
     emit(c, IR_ROPE, 1, &k, 1, &kr, "theta", 0, c->theta);
@@ -184,9 +247,9 @@ static int attn_bwd(lw *c, int dx1, int x, const char *dx_name)
     int dq = dact(c, "q", tQ), dk = dact(c, "k", tK);
     emit(c, IR_ROPE_BWD, 1, &dqr, 1, &dq, "theta", 0, c->theta);
     emit(c, IR_ROPE_BWD, 1, &dkr, 1, &dk, "theta", 0, c->theta);
-    int dhv = linear_bwd(c, dv, val(c, "h"), val(c, "wv"), 1, dact(c, "h.v", tD));
-    int dhk = linear_bwd(c, dk, val(c, "h"), val(c, "wk"), 1, dact(c, "h.k", tD));
-    int dhq = linear_bwd(c, dq, val(c, "h"), val(c, "wq"), 1, dact(c, "h.q", tD));
+    int dhv = qkv_bwd(c, dv, "v", "wv", "bv", NULL, tK, "h.v", tD);
+    int dhk = qkv_bwd(c, dk, "k", "wk", "bk", "k_norm", tK, "h.k", tD);
+    int dhq = qkv_bwd(c, dq, "q", "wq", "bq", "q_norm", tQ, "h.q", tD);
     int dqk = op1(c, IR_ADD, dhq, dhk, dact(c, "h.qk", tD));
     int dh = op1(c, IR_ADD, dqk, dhv, dact(c, "h", tD));
     int dn = rmsnorm_bwd(c, dh, x, val(c, "attn_norm"), dact(c, "x.n", tD));
@@ -344,6 +407,8 @@ static void copy_config(ir_module *m, const fe_spec *s)
     copy_rope_scaling(m, md);
     cfg_double(m, "norm_eps", md->norm_eps);
     ir_config_set(m, "tie_embeddings", md->tie_embeddings ? "true" : "false");
+    ir_config_set(m, "qkv_bias", md->qkv_bias ? "true" : "false");
+    ir_config_set(m, "qk_norm", md->qk_norm ? "true" : "false");
     ir_config_set_int(m, "micro_batch", s->train.micro_batch);
     ir_config_set_int(m, "seq_len", s->train.seq_len);
     ir_config_set(m, "precision", s->train.precision[0] ? s->train.precision : "bf16");
@@ -407,7 +472,8 @@ ir_module *pass_lower(const fe_spec *spec)
             .H = md->heads, .Hk = md->kv_heads > 0 ? md->kv_heads : md->heads,
             .Dh = md->head_dim, .F = md->ffn, .V = md->vocab,
             .tied = md->tie_embeddings, .theta = md->rope_theta,
-            .mlp_chunk = ir_config_int(m, "mlp_chunk", 0), .layer = -1, .phase = "fwd"};
+            .mlp_chunk = ir_config_int(m, "mlp_chunk", 0), .qkv_bias = md->qkv_bias, .qk_norm = md->qk_norm,
+            .layer = -1, .phase = "fwd"};
     int layers = (int)md->layers;
     add_params_and_inputs(&c, layers);
     forward(&c, layers);

@@ -29,7 +29,8 @@ void pu_tag_like(ir_op *op, const ir_op *from)
 static int weight_grad_output(ir_opcode code)
 {
     switch (code) {
-    case IR_EMBEDDING_BWD: return 0;
+    case IR_EMBEDDING_BWD:
+    case IR_BIAS_ADD_BWD: return 0;
     case IR_RMSNORM_BWD:
     case IR_LINEAR_BWD:
     case IR_LM_HEAD_LOSS_BWD: return 1;

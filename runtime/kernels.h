@@ -100,6 +100,12 @@ void kern_mlp_bwd(float *dx, float *dwg, float *dwu, float *dwd, const float *dy
 /* Floats of the kernels' workspace for N rows in chunks of `chunk`. */
 int64_t kern_mlp_ws_floats(int64_t N, int64_t F, int64_t chunk);
 
+/* ---- bias (kern_basic.c) -------------------------------------------------- */
+/* y[N,M] = x[N,M] + b[M] */
+void kern_bias_add_fwd(float *y, const float *x, const float *b, int64_t N, int64_t M);
+/* db[M] = sum over n of dy[n,:] (overwritten; summed in double) */
+void kern_bias_add_bwd(float *db, const float *dy, int64_t N, int64_t M);
+
 /* ---- linear (kern_linear.c) ---------------------------------------------- */
 /* y[N,Out] = x[N,In] @ w[In,Out] */
 void kern_linear_fwd(float *y, const float *x, const float *w, int64_t N, int64_t In, int64_t Out);

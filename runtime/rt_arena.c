@@ -179,9 +179,12 @@ static bool rt_ends_with(const char *s, const char *suf) {
 }
 
 /* Initial std of a parameter: GPT-2/llm.c style, residual projections scaled
- * down by the depth; rank-1 params are norm weights (= 1, std 0). */
+ * down by the depth; rank-1 params are norm weights (= 1, std 0); biases
+ * are 0. */
 static double rt_init_std(const rt_program *p, const rt_value_desc *d) {
     if (d->rank <= 1) return 0.0;
+    /* q/k/v biases start at zero, as Hugging Face initialises them */
+    if (rt_ends_with(d->name, ".bq") || rt_ends_with(d->name, ".bk") || rt_ends_with(d->name, ".bv")) return 0.0;
     double std = 0.02;
     if (rt_ends_with(d->name, ".wo") || rt_ends_with(d->name, ".w_down"))
         std /= sqrt(2.0 * (double)(p->layers > 0 ? p->layers : 1));

@@ -5,7 +5,8 @@
  *                          layout (linear weights [out, in], rt_hf.c)
  *   optimizer.safetensors  AdamW moments, "exp_avg.<name>" / "exp_avg_sq.<name>",
  *                          full fp32, the same names and layout
- *   config.json            a Hugging Face LlamaConfig of the model, so that the
+ *   config.json            a Hugging Face config of the model (Llama, Qwen2 with
+ *                          q/k/v biases, Qwen3 with q/k norms), so that the
  *                          directory loads in transformers and with --init-from
  *   state.json             step, seed, learning rate, the data's fingerprint,
  *                          the layout that wrote it, and the size and FNV-1a-64
@@ -207,12 +208,23 @@ static void ck_write_tensors(rt_ctx *rt, ck_out *o, bool moments, int64_t step) 
     free(vals);
 }
 
-/* The Hugging Face config of the model (LlamaConfig). */
+/* The Hugging Face config of the model: a LlamaConfig, or a Qwen2Config
+ * (q/k/v biases) or Qwen3Config (q/k norms), with every field the reader
+ * (rt_ckpt_load.c) compares, so that transformers loads the directory as the
+ * same model and --resume / --init-from can check it.  RoPE is written both
+ * ways: rope_theta + rope_scaling (transformers 4, which 5 still converts)
+ * and rope_parameters (transformers 5's own); they agree.
+ *
+ * qkv_bias with qk_norm has no transformers architecture of its own: it is
+ * written as Qwen3 with attention_bias true, whose o_proj bias is then
+ * missing from model.safetensors (transformers initialises a missing bias
+ * to zero, which is this model, with a warning). */
 static cJSON *ck_hf_config(const rt_program *p) {
+    const char *type = p->qk_norm ? "qwen3" : p->qkv_bias ? "qwen2" : "llama";
+    const char *arch = p->qk_norm ? "Qwen3ForCausalLM" : p->qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
     cJSON *c = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-    cJSON_AddStringToObject(c, "model_type", "llama");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "architectures"), cJSON_CreateString(arch));
+    cJSON_AddStringToObject(c, "model_type", type);
     cJSON_AddNumberToObject(c, "hidden_size", (double)p->hidden);
     cJSON_AddNumberToObject(c, "intermediate_size", (double)p->ffn);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)p->layers);
@@ -221,26 +233,41 @@ static cJSON *ck_hf_config(const rt_program *p) {
     cJSON_AddNumberToObject(c, "head_dim", (double)p->head_dim);
     cJSON_AddNumberToObject(c, "vocab_size", (double)p->vocab);
     cJSON_AddNumberToObject(c, "max_position_embeddings", (double)p->seq_len);
-    cJSON_AddNumberToObject(c, "rope_theta", p->rope_theta);
     cJSON_AddNumberToObject(c, "rms_norm_eps", p->norm_eps);
     bool tied = true;
     for (int v = 0; v < p->nvalues; v++)
         if (p->values[v].kind == RT_PARAM && !strcmp(p->values[v].name, "lm_head")) tied = false;
     cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
     cJSON_AddStringToObject(c, "hidden_act", "silu");
-    cJSON_AddBoolToObject(c, "attention_bias", false);
-    cJSON_AddBoolToObject(c, "mlp_bias", false);
+    cJSON_AddNumberToObject(c, "attention_dropout", 0);
+    if (!p->qk_norm && !p->qkv_bias) { /* Qwen2Config and Qwen3Config have no mlp_bias */
+        cJSON_AddBoolToObject(c, "attention_bias", false);
+        cJSON_AddBoolToObject(c, "mlp_bias", false);
+    } else if (p->qk_norm) {
+        cJSON_AddBoolToObject(c, "attention_bias", p->qkv_bias != 0);
+    }
+    if (p->qk_norm || p->qkv_bias) { /* Qwen: full attention in every layer */
+        cJSON_AddBoolToObject(c, "use_sliding_window", false);
+        cJSON_AddNullToObject(c, "sliding_window");
+        cJSON_AddNumberToObject(c, "max_window_layers", (double)p->layers);
+    }
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    cJSON_AddNumberToObject(c, "rope_theta", p->rope_theta);
+    cJSON *rp = cJSON_CreateObject();
+    cJSON_AddStringToObject(rp, "rope_type", p->rope_scaling == RT_ROPE_LLAMA3 ? "llama3" : "default");
+    cJSON_AddNumberToObject(rp, "rope_theta", p->rope_theta);
     if (p->rope_scaling == RT_ROPE_LLAMA3) {
-        cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
-        cJSON_AddStringToObject(r, "rope_type", "llama3");
-        cJSON_AddNumberToObject(r, "factor", p->rope_factor);
-        cJSON_AddNumberToObject(r, "low_freq_factor", p->rope_low_freq_factor);
-        cJSON_AddNumberToObject(r, "high_freq_factor", p->rope_high_freq_factor);
-        cJSON_AddNumberToObject(r, "original_max_position_embeddings", (double)p->rope_original_max_pos);
+        cJSON_AddNumberToObject(rp, "factor", p->rope_factor);
+        cJSON_AddNumberToObject(rp, "low_freq_factor", p->rope_low_freq_factor);
+        cJSON_AddNumberToObject(rp, "high_freq_factor", p->rope_high_freq_factor);
+        cJSON_AddNumberToObject(rp, "original_max_position_embeddings", (double)p->rope_original_max_pos);
+        cJSON *r = cJSON_Duplicate(rp, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(r, "rope_theta");
+        cJSON_AddItemToObject(c, "rope_scaling", r);
     } else {
         cJSON_AddNullToObject(c, "rope_scaling");
     }
+    cJSON_AddItemToObject(c, "rope_parameters", rp);
     return c;
 }
 

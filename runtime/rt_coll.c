@@ -8,6 +8,8 @@
  * buffers). */
 #include <math.h>
 
+#include <string.h>
+
 #include "rt_internal.h"
 
 const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "reduce_scatter",
@@ -16,7 +18,8 @@ const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "red
 const char *const rt_kernel_names[RT_K_NKINDS] = {
     "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
     "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
-    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw", "mlp",          "mlp_bwd"};
+    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw", "mlp",          "mlp_bwd",
+    "bias_add",  "bias_add_bwd"};
 
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_calls[k]++;
@@ -148,6 +151,13 @@ double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq) {
     if (rt->world > 1) RT_MPI(MPI_Allreduce(&shard, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return sqrt(total + repl);
 }
+
+static bool rt_is_bias(const char *name) {
+    size_t n = strlen(name);
+    return n > 3 && (!strcmp(name + n - 3, ".bq") || !strcmp(name + n - 3, ".bk") || !strcmp(name + n - 3, ".bv"));
+}
+
+double rt_weight_decay(const rt_value_desc *d) { return d->rank >= 2 && !rt_is_bias(d->name) ? RT_WD : 0.0; }
 
 bool rt_grad_like_param(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];

@@ -9,7 +9,9 @@
 #include "rt_safetensors.h"
 
 /* Per-layer parameters: our suffix, the Hugging Face one, leading dims
- * forming the "in" side of a linear weight (0: stored alike). */
+ * forming the "in" side of a linear weight (0: stored alike; -1: the same
+ * elements in the same order, flattened to one dim: Qwen's q/k/v biases,
+ * ours [H, Dh] or [Hkv, Dh], theirs [H*Dh]). */
 static const struct {
     const char *ours, *hf;
     int split;
@@ -23,6 +25,11 @@ static const struct {
     {"w_gate", "mlp.gate_proj.weight", 1},
     {"w_up", "mlp.up_proj.weight", 1},
     {"w_down", "mlp.down_proj.weight", 1},
+    {"bq", "self_attn.q_proj.bias", -1}, /* qkv_bias (Qwen1.5/2/2.5) */
+    {"bk", "self_attn.k_proj.bias", -1},
+    {"bv", "self_attn.v_proj.bias", -1},
+    {"q_norm", "self_attn.q_norm.weight", 0}, /* qk_norm (Qwen3): [Dh] */
+    {"k_norm", "self_attn.k_norm.weight", 0},
 };
 
 rt_hf_map rt_hf_name(const char *ours) {
@@ -53,7 +60,12 @@ static void hf_matrix(const rt_hf_map *m, const int64_t *dims, int nd, int64_t *
 }
 
 int rt_hf_shape(const rt_hf_map *m, const int64_t *dims, int nd, int64_t out[RT_ST_MAX_DIMS]) {
-    if (m->split <= 0 || m->split >= nd) {
+    if (m->split < 0) { /* flattened */
+        out[0] = 1;
+        for (int i = 0; i < nd; i++) out[0] *= dims[i];
+        return 1;
+    }
+    if (m->split == 0 || m->split >= nd) {
         for (int i = 0; i < nd; i++) out[i] = dims[i];
         return nd;
     }

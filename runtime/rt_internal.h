@@ -61,7 +61,8 @@ typedef enum {
 typedef enum {
     RT_K_EMBEDDING, RT_K_EMBEDDING_BWD, RT_K_RMSNORM, RT_K_RMSNORM_BWD, RT_K_LINEAR, RT_K_LINEAR_BWD,
     RT_K_ROPE, RT_K_ROPE_BWD, RT_K_ATTENTION, RT_K_ATTENTION_BWD, RT_K_SWIGLU, RT_K_SWIGLU_BWD, RT_K_ADD,
-    RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_MLP, RT_K_MLP_BWD, RT_K_NKINDS
+    RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_MLP, RT_K_MLP_BWD, RT_K_BIAS_ADD, RT_K_BIAS_ADD_BWD,
+    RT_K_NKINDS
 } rt_kernel_kind;
 
 extern const char *const rt_coll_names[RT_C_NKINDS];
@@ -275,6 +276,11 @@ void rt_data_fill(rt_ctx *rt, int64_t t);
  * global offset) — anything else stops the job. */
 double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq);
 bool rt_grad_like_param(rt_ctx *rt, int param, int grad);
+/* The weight decay of a parameter: RT_WD on matrices (rank >= 2) but not on
+ * norm weights (rank 1) or the q/k/v biases (l<i>.bq/bk/bv, [heads, Dh]
+ * though they are vectors), as common practice and Hugging Face's
+ * recipes exempt biases and norms. */
+double rt_weight_decay(const rt_value_desc *d);
 void rt_opt_begin_step(rt_ctx *rt);
 /* Global gradient norm over every opt pair (collective over the world). */
 double rt_grad_norm(rt_ctx *rt);

@@ -93,6 +93,14 @@ void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const
     RT_TIMED(RT_K_MLP_BWD, kern_mlp_bwd(dx, dwg, dwu, dwd, dy, x, wg, wu, wd, N, D, F, chunk));
 }
 
+void rt_bias_add(rt_ctx *rt, float *y, const float *x, const float *b, int64_t N, int64_t M) {
+    RT_TIMED(RT_K_BIAS_ADD, kern_bias_add_fwd(y, x, b, N, M));
+}
+
+void rt_bias_add_bwd(rt_ctx *rt, float *db, const float *dy, int64_t N, int64_t M) {
+    RT_TIMED(RT_K_BIAS_ADD_BWD, kern_bias_add_bwd(db, dy, N, M));
+}
+
 void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
     RT_TIMED(RT_K_ADD, kern_add(y, a, b, n));
 }

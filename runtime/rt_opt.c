@@ -54,7 +54,7 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     int i = rt_opt_index(rt, param, grad);
     const rt_value_desc *pd = &rt->p->values[param];
     const float *g = rt_grad_for_shard(rt, param, grad);
-    double wd = pd->rank >= 2 ? RT_WD : 0.0;
+    double wd = rt_weight_decay(pd);
     kern_adamw(rt->buf[param], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr, RT_BETA1, RT_BETA2, RT_EPS,
                wd, rt->step + 1, rt->clip_scale);
     rt->total.kern_calls[RT_K_ADAMW]++;

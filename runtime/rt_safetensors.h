@@ -75,10 +75,13 @@ uint64_t rt_fnv64(uint64_t h, const void *p, size_t n);
  *   lN.mlp_norm → ….post_attention_layernorm.weight
  *   lN.w_gate/w_up/w_down → ….mlp.{gate,up,down}_proj.weight
  *   final_norm → model.norm.weight         lm_head → lm_head.weight
+ *   lN.bq/bk/bv → ….self_attn.{q,k,v}_proj.bias (qkv_bias)
+ *   lN.q_norm/k_norm → ….self_attn.{q,k}_norm.weight (qk_norm)
  * Linear weights are stored [in, out] here (y = x @ w) and [out, in] by
  * Hugging Face: `split` is how many leading dims of ours form "in" (wq
- * [D,H,Dh]: 1; wo [H,Dh,D]: 2), 0 for tensors stored alike.  A name
- * outside the table keeps its own name under "basp." and its shape. */
+ * [D,H,Dh]: 1; wo [H,Dh,D]: 2), 0 for tensors stored alike, -1 for the
+ * same elements flattened to one dim (bq [H,Dh] is q_proj.bias [H*Dh]).  A
+ * name outside the table keeps its own name under "basp." and its shape. */
 typedef struct rt_hf_map {
     char name[160];
     int split;

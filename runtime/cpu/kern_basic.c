@@ -253,6 +253,25 @@ void kern_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, cons
     }
 }
 
+void kern_bias_add_fwd(float *y, const float *x, const float *b, int64_t N, int64_t M) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < M; j++) y[n * M + j] = x[n * M + j] + b[j];
+}
+
+/* Row by row into a double accumulator per column (the order of a GEMM's
+ * reduction would not make the sum any more exact). */
+void kern_bias_add_bwd(float *db, const float *dy, int64_t N, int64_t M) {
+    double *acc = calloc((size_t)(M > 0 ? M : 1), sizeof *acc);
+    if (!acc) {
+        fprintf(stderr, "basp: bias_add_bwd: out of memory (%lld columns)\n", (long long)M);
+        abort();
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < M; j++) acc[j] += dy[n * M + j];
+    for (int64_t j = 0; j < M; j++) db[j] = (float)acc[j];
+    free(acc);
+}
+
 void kern_add(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }

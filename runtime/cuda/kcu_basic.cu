@@ -262,6 +262,33 @@ extern "C" cudaError_t kcu_swiglu_bwd(kcu_bf16 *dg, kcu_bf16 *du, const kcu_bf16
     return cudaGetLastError();
 }
 
+// y[n, j] = x[n, j] + b[j] over N rows of M (y may alias x)
+__global__ void k_bias_add(bf16 *y, const bf16 *x, const bf16 *b, int64_t N, int64_t M) {
+    GRID_STRIDE(i, N * M) y[i] = tobf(ldf(x, i) + ldf(b, i % M));
+}
+
+// db[j] = sum over the rows of dy[n, j]: one thread per column, the rows in
+// order into an fp32 sum (coalesced: neighbouring threads read neighbouring
+// columns of a row).
+__global__ void k_bias_add_bwd(bf16 *db, const bf16 *dy, int64_t N, int64_t M) {
+    GRID_STRIDE(j, M) {
+        float s = 0.f;
+        for (int64_t n = 0; n < N; n++) s += ldf(dy, n * M + j);
+        db[j] = tobf(s);
+    }
+}
+
+extern "C" cudaError_t kcu_bias_add(kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *b, int64_t N, int64_t M,
+                                    cudaStream_t st) {
+    k_bias_add<<<grid_for(N * M), THREADS, 0, st>>>(BF(y), CBF(x), CBF(b), N, M);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_bias_add_bwd(kcu_bf16 *db, const kcu_bf16 *dy, int64_t N, int64_t M, cudaStream_t st) {
+    k_bias_add_bwd<<<grid_for(M), THREADS, 0, st>>>(BF(db), CBF(dy), N, M);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t kcu_add(kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n, cudaStream_t st) {
     k_add<<<grid_for(n), THREADS, 0, st>>>(BF(y), CBF(a), CBF(b), n);
     return cudaGetLastError();

@@ -176,3 +176,11 @@ void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const
     RT_TIMED(RT_K_MLP_BWD, kcu_mlp_bwd(rt_cu(rt)->blas, B16(dx), B16(dwg), B16(dwu), B16(dwd), CB16(dy), CB16(x),
                                        CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk, ws, CS));
 }
+
+void rt_bias_add(rt_ctx *rt, float *y, const float *x, const float *b, int64_t N, int64_t M) {
+    RT_TIMED(RT_K_BIAS_ADD, kcu_bias_add(B16(y), CB16(x), CB16(b), N, M, CS));
+}
+
+void rt_bias_add_bwd(rt_ctx *rt, float *db, const float *dy, int64_t N, int64_t M) {
+    RT_TIMED(RT_K_BIAS_ADD_BWD, kcu_bias_add_bwd(B16(db), CB16(dy), N, M, CS));
+}

@@ -65,7 +65,7 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     int i = rt_opt_index(rt, param, grad);
     const rt_value_desc *pd = &rt->p->values[param];
     const kcu_bf16 *g = rt_cu_grad_for_shard(rt, param, grad);
-    double wd = pd->rank >= 2 ? RT_WD : 0.0;
+    double wd = rt_weight_decay(pd);
     CU_CHECK(kcu_adamw(rt_cu_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
                        RT_BETA1, RT_BETA2, RT_EPS, wd, rt->step + 1, rt->clip_scale, cu->cs));
     if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));

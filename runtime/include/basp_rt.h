@@ -102,6 +102,13 @@ typedef struct rt_program {
     rt_rope_scaling rope_scaling;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int64_t rope_original_max_pos;
+    /* Qwen's attention features (0 = absent, the zero value): qkv_bias, the
+     * parameters l<i>.bq [H,Dh], l<i>.bk, l<i>.bv [Hkv,Dh] added to the
+     * projections (Hugging Face q_proj.bias ... of [H*Dh]); qk_norm,
+     * l<i>.q_norm, l<i>.k_norm [Dh], RMSNorm over head_dim on q and k
+     * before RoPE (q_norm.weight, k_norm.weight).  For checkpoints and
+     * imports; the step itself is in the generated code. */
+    int qkv_bias, qk_norm;
     /* The memory plan (baspc's pass memplan, ir/ir.h): one arena of
      * mem_arena_bytes holding every value at values[v].offset, the optimizer
      * state (per opt pair: AdamW m then v, each aligned) from mem_opt_offset,
@@ -187,6 +194,11 @@ void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *
             int64_t D, int64_t F, int64_t chunk);
 void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
                 const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk);
+
+/* y[N,M] = x[N,M] + b[M] (a bias over the trailing dims, M their product);
+ * the backward db[M] = sum over the N rows of dy (overwrites db); dx is dy. */
+void rt_bias_add(rt_ctx *rt, float *y, const float *x, const float *b, int64_t N, int64_t M);
+void rt_bias_add_bwd(rt_ctx *rt, float *db, const float *dy, int64_t N, int64_t M);
 
 /* y = a + b, n elements */
 void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n);

@@ -14,7 +14,10 @@
 #   ckpt.sh dead W                           kill -9 of one rank: the job ends, names it
 #   ckpt.sh hang W                           a stopped rank: the watchdog ends the job
 #   ckpt.sh diskfull W EXPECT                disk full while saving (root: tmpfs)
-#   ckpt.sh hf W PYTHON SCRIPT EXPECT        --init-from a Hugging Face directory
+#   ckpt.sh hf W PYTHON SCRIPT EXPECT        --init-from a Hugging Face directory (Llama, Qwen2
+#                                            with q/k/v biases, Qwen3 with q/k norms)
+#   ckpt.sh compat W PYTHON SCRIPT EXPECT    config.json against the program on --init-from and
+#                                            --resume: every differing field named, both values
 set -euo pipefail
 MPI=(mpirun --allow-run-as-root --oversubscribe)
 
@@ -31,6 +34,13 @@ setup() {
         --set train.zero=1
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa_uly_z2" "${m4[@]}" --set layout.batch_aware=off --set train.zero=2
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa_basp_z0" "${m4[@]}" --set "layout.batch_aware=groups 2"
+    # Qwen's features: q/k/v biases (Qwen2), q/k norms (Qwen3); llama3 RoPE
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/qwen2_basp_z3" "${m4[@]}" --set "layout.batch_aware=groups 2" \
+        --set train.zero=3 --set model.qkv_bias=true
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/qwen2_1" "${one[@]}" --set model.qkv_bias=true
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/qwen3_uly_z1" "${m4[@]}" --set layout.batch_aware=off \
+        --set train.zero=1 --set model.qk_norm=true
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/mha1_llama3" "${one[@]}" --set model.rope_scaling=llama3
 }
 
 losses() { python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"; }
@@ -153,7 +163,7 @@ bad() {
     mkcase nostate
     echo '{"format": "basp-checkpoint", "version": 1, "step": ' >"$d/nostate/state.json"
     "$expect" fail "nostate/state.json: not a JSON object" "${run[@]}" --steps 3 --resume "$d/nostate"
-    "$expect" fail "checkpoint is of a different model: model.layers.0.self_attn.k_proj.weight is \[16,64\] in .*gqa/step-00000001/model.safetensors but this program \(compiled from .*tiny_mha.basp\) needs \[64,64\] \(parameter l0.wk\)" \
+    "$expect" fail "gqa/step-00000001/config.json differs from this program \(compiled from .*tiny_mha.basp\) in 4 field\(s\): num_attention_heads 8 \(program 4\), num_key_value_heads 2 \(program 4\), head_dim 8 \(program 16\), tie_word_embeddings true \(program false\)" \
         "${run[@]}" --steps 3 --resume "$d/gqa"
     "$expect" fail "no checkpoint to resume from" "${run[@]}" --steps 3 --resume "$d/empty-dir-that-does-not-exist"
     # A stray .tmp (a save that died) and a `latest` pointing nowhere: the
@@ -271,21 +281,52 @@ hf() {
     "$py" "$script" mha "$d/mha" "$d/mha.expected"
     "$py" "$script" gqa "$d/gqa" "$d/gqa.expected"
     "$py" "$script" gqa_tied "$d/gqa_tied" "$d/gqa_tied.expected"
+    "$py" "$script" qwen2_tied "$d/qwen2" "$d/qwen2.expected"
+    "$py" "$script" qwen3_tied "$d/qwen3" "$d/qwen3.expected"
     "$expect" ok "loaded 21 parameters from .*hf/mha \(Hugging Face safetensors, 2 file\(s\), (BF16|F16|F32| )+; the optimizer state starts fresh\)" \
         "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --steps 0 --init-from "$d/mha" --save-weights "$d/mha.got"
     cmp "$d/mha.expected" "$d/mha.got"
     echo "ckpt.sh: a sharded BF16/F16/F32 Hugging Face directory loaded into ZeRO-3 batch-aware ranks exactly"
-    "$expect" fail "checkpoint is of a different model: model.layers.0.self_attn.k_proj.weight is \[16,64\] in .*hf/gqa/model-00001-of-00002.safetensors but this program \(compiled from .*tiny_mha.basp\) needs \[64,64\] \(parameter l0.wk\)" \
+    "$expect" fail "hf/gqa/config.json differs from this program \(compiled from .*tiny_mha.basp\) in 3 field\(s\): num_attention_heads 8 \(program 4\), num_key_value_heads 2 \(program 4\), head_dim 8 \(program 16\)" \
         "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa"
+    # A config.json that claims the program's model over tensors of another:
+    # the first differing tensor is named.
+    cp -r "$d/gqa" "$d/gqa_as_mha"
+    "$py" "$script" edit "$d/gqa_as_mha" num_attention_heads=4 num_key_value_heads=4 head_dim=16
+    "$expect" fail "checkpoint is of a different model: model.layers.0.self_attn.k_proj.weight is \[16,64\] in .*hf/gqa_as_mha/model-00001-of-00002.safetensors but this program \(compiled from .*tiny_mha.basp\) needs \[64,64\] \(parameter l0.wk\)" \
+        "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa_as_mha"
     # A tied program: an lm_head.weight equal to the embedding is what a tied
     # model may store; an untied model's head is refused, not dropped.
     "$expect" ok "loaded 20 parameters from .*hf/gqa_tied " \
         "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa_tied" \
         --save-weights "$d/gqa_tied.got"
     cmp "$d/gqa_tied.expected" "$d/gqa_tied.got"
-    "$expect" fail "checkpoint is of a different model: .*hf/gqa/model-00002-of-00002.safetensors holds an lm_head.weight that differs from model.embed_tokens.weight \(untied embeddings\), but this program \(compiled from .*tiny_gqa.basp\) ties" \
+    "$expect" fail "hf/gqa/config.json differs from this program \(compiled from .*tiny_gqa.basp\) in 1 field\(s\): tie_word_embeddings false \(program true\)" \
         "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa"
+    cp -r "$d/gqa" "$d/gqa_claims_tied"
+    "$py" "$script" edit "$d/gqa_claims_tied" tie_word_embeddings=true
+    "$expect" fail "checkpoint is of a different model: .*hf/gqa_claims_tied/model-00002-of-00002.safetensors holds an lm_head.weight that differs from model.embed_tokens.weight \(untied embeddings\), but this program \(compiled from .*tiny_gqa.basp\) ties" \
+        "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa_claims_tied"
     echo "ckpt.sh: a tied program loads a tied model (its stored head equal to the embedding) and refuses an untied one"
+    # Qwen2 (q/k/v_proj.bias [H*Dh] -> l<i>.bq [H,Dh] ...) into ZeRO-3 batch-aware
+    # ranks, Qwen3 (q_norm/k_norm.weight) into ZeRO-1 Ulysses ranks.
+    "$expect" ok "loaded 26 parameters from .*hf/qwen2 " \
+        "${MPI[@]}" -np 4 "$w/qwen2_basp_z3" --data "$w/corpus.bin" --steps 0 --init-from "$d/qwen2" \
+        --save-weights "$d/qwen2.got"
+    "$py" "$script" same "$d/qwen2.expected" "$d/qwen2.got"
+    "$expect" ok "loaded 24 parameters from .*hf/qwen3 " \
+        "${MPI[@]}" -np 4 "$w/qwen3_uly_z1" --data "$w/corpus.bin" --steps 0 --init-from "$d/qwen3" \
+        --save-weights "$d/qwen3.got"
+    "$py" "$script" same "$d/qwen3.expected" "$d/qwen3.got"
+    echo "ckpt.sh: Qwen2 (q/k/v biases) and Qwen3 (q/k norms) Hugging Face directories loaded exactly"
+    # Our Qwen2 checkpoint back on one rank: the biases' names and layout round-trip.
+    "${MPI[@]}" -np 4 "$w/qwen2_basp_z3" --data "$w/corpus.bin" --quiet --steps 2 --checkpoint-dir "$d/own_qwen2" \
+        --save-weights "$d/own_qwen2.w" >/dev/null
+    grep -q '"model_type":.*"qwen2"' "$d/own_qwen2/step-00000002/config.json"
+    "${MPI[@]}" -np 1 "$w/qwen2_1" --data "$w/corpus.bin" --steps 0 --init-from "$d/own_qwen2/step-00000002" \
+        --save-weights "$d/own_qwen2.reloaded" >/dev/null
+    cmp "$d/own_qwen2.w" "$d/own_qwen2.reloaded"
+    echo "ckpt.sh: a Qwen2 checkpoint of 4 ZeRO-3 ranks loads with --init-from on 1 rank, byte-identical weights"
     # Our checkpoints are Hugging Face directories too: a warm start from one.
     "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --quiet --steps 2 --checkpoint-dir "$d/own" \
         --save-weights "$d/own.w" >/dev/null
@@ -293,6 +334,85 @@ hf() {
         --save-weights "$d/own.reloaded" >/dev/null
     cmp "$d/own.w" "$d/own.reloaded"
     echo "ckpt.sh: a checkpoint directory loads with --init-from on another layout, byte-identical weights"
+}
+
+# compat W PYTHON SCRIPT EXPECT: config.json edited one way at a time (make_hf.py
+# edit, which keeps state.json's checksum right): --init-from and --resume
+# both refuse, naming every differing field with both values; programs
+# compiled with other features refuse real checkpoints the same way.
+compat() {
+    local w=$1 py=$2 script=$3 expect=$4
+    local d=$w/compat
+    rm -rf "$d" && mkdir -p "$d"
+    # One rank as an MPI singleton, without mpirun: a failing mpirun job takes
+    # seconds to tear down, and there are 40 of them here.
+    local one=("$w/mha1" --data "$w/corpus.bin" --quiet)
+    local l3=("$w/mha1_llama3" --data "$w/corpus.bin" --quiet)
+    "${one[@]}" --steps 1 --checkpoint-dir "$d/base" >/dev/null
+    "${l3[@]}" --steps 1 --checkpoint-dir "$d/base3" >/dev/null
+    local n=0
+    # edited BASE NAME FIELDS EDIT...: both loads of the edited copy fail with
+    # "…/NAME/config.json differs … in FIELDS" (FIELDS: an ERE).
+    edited() {
+        local base=$1 name=$2 fields=$3 bin
+        shift 3
+        rm -rf "$d/$name" && cp -r "$d/$base/step-00000001" "$d/$name"
+        "$py" "$script" edit "$d/$name" "$@"
+        [[ $base == base ]] && bin=("${one[@]}") || bin=("${l3[@]}")
+        local want="compat/$name/config.json differs from this program \(compiled from [^)]*tiny_mha.basp\) in $fields"
+        "$expect" fail "$want" "${bin[@]}" --steps 2 --init-from "$d/$name" >"$d/$name.init.log" ||
+            { cat "$d/$name.init.log"; exit 1; }
+        "$expect" fail "$want" "${bin[@]}" --steps 2 --resume "$d/$name" >"$d/$name.resume.log" ||
+            { cat "$d/$name.resume.log"; exit 1; }
+        if grep -qE "^step +1/" "$d/$name.init.log" "$d/$name.resume.log"; then echo "FAIL: $name trained"; exit 1; fi
+        grep -hE "differs from this program" "$d/$name.resume.log" | head -n 1
+        n=$((n + 1))
+    }
+    edited base theta "1 field\(s\): rope_parameters.rope_theta 500000 \(program 10000\)$" \
+        rope_theta=500000 rope_parameters.rope_theta=500000
+    edited base theta_legacy "1 field\(s\): rope_theta 1e\+06 \(program 10000\)$" \
+        rope_parameters=null rope_theta=1e6
+    edited base eps "1 field\(s\): rms_norm_eps 1e-06 \(program 1e-05\)$" rms_norm_eps=1e-6
+    edited base eps_default "1 field\(s\): rms_norm_eps 1e-06 \(program 1e-05\)$" rms_norm_eps=null
+    edited base theta_eps "2 field\(s\): rope_theta 500000 \(program 10000\), rms_norm_eps 1e-06 \(program 1e-05\)$" \
+        rope_parameters=null rope_theta=500000 rms_norm_eps=1e-6
+    edited base rope_kind "1 field\(s\): rope_scaling.rope_type llama3 \(program default\)$" \
+        'rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}'
+    edited base3 rope_none "1 field\(s\): rope_parameters.rope_type default \(program llama3\)$" \
+        rope_scaling=null rope_parameters.rope_type='"default"'
+    edited base3 rope_factor "1 field\(s\): rope_scaling.factor 32 \(program 8\)$" rope_scaling.factor=32
+    edited base3 rope_all "4 field\(s\): rope_scaling.factor 32 \(program 8\), rope_scaling.low_freq_factor 2 \(program 1\), rope_scaling.high_freq_factor 8 \(program 4\), rope_scaling.original_max_position_embeddings 4096 \(program 8192\)$" \
+        rope_scaling.factor=32 rope_scaling.low_freq_factor=2 rope_scaling.high_freq_factor=8 \
+        rope_scaling.original_max_position_embeddings=4096
+    edited base act "1 field\(s\): hidden_act gelu \(program silu\)$" hidden_act='"gelu"'
+    edited base tie "1 field\(s\): tie_word_embeddings true \(program false\)$" tie_word_embeddings=true
+    edited base qwen2 "1 field\(s\): qkv_bias true \(model_type qwen2; program false\)$" model_type='"qwen2"'
+    edited base qwen3 "1 field\(s\): qk_norm true \(model_type qwen3; program false\)$" model_type='"qwen3"'
+    edited base attn_bias "1 field\(s\): qkv_bias true \(model_type llama, attention_bias true; program false\)$" \
+        attention_bias=true
+    edited base mlp_bias "1 field\(s\): mlp_bias true \(program false\)$" mlp_bias=true
+    edited base dropout "1 field\(s\): attention_dropout 0.1 \(program 0\)$" attention_dropout=0.1
+    edited base sliding "2 field\(s\): qkv_bias true \(model_type qwen2; program false\), use_sliding_window true \(program false\)$" \
+        model_type='"qwen2"' use_sliding_window=true sliding_window=16 max_window_layers=1
+    # 4 heads of 16 and 8 heads of 8: the tensors have the same shapes
+    edited base heads "3 field\(s\): num_attention_heads 8 \(program 4\), num_key_value_heads 8 \(program 4\), head_dim 8 \(program 16\)$" \
+        num_attention_heads=8 num_key_value_heads=8 head_dim=8
+    edited base shapes "4 field\(s\): hidden_size 128 \(program 64\), num_hidden_layers 3 \(program 2\), intermediate_size 256 \(program 128\), vocab_size 512 \(program 256\)$" \
+        hidden_size=128 num_hidden_layers=3 intermediate_size=256 vocab_size=512
+    cp -r "$d/base/step-00000001" "$d/gemma" && "$py" "$script" edit "$d/gemma" model_type='"gemma"'
+    "$expect" fail "gemma/config.json: model_type gemma is not supported \(basp reads llama, qwen2 and qwen3\)" \
+        "${one[@]}" --steps 2 --resume "$d/gemma" >/dev/null
+    echo "ckpt.sh: $n edited config.json files refused by --init-from and --resume, every differing field named; model_type gemma refused"
+    # Real checkpoints against programs compiled with other features.
+    "${MPI[@]}" -np 4 "$w/qwen3_uly_z1" --data "$w/corpus.bin" --quiet --steps 1 --checkpoint-dir "$d/q3" >/dev/null
+    "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --quiet --steps 1 --checkpoint-dir "$d/gqa" >/dev/null
+    "$expect" fail "q3/step-00000001/config.json differs from this program \(compiled from [^)]*tiny_gqa.basp\) in 1 field\(s\): qk_norm true \(model_type qwen3; program false\)$" \
+        "${MPI[@]}" -np 4 "$w/gqa_basp_z0" --data "$w/corpus.bin" --steps 2 --resume "$d/q3/step-00000001"
+    "$expect" fail "gqa/step-00000001/config.json differs from this program \(compiled from [^)]*tiny_gqa.basp\) in 1 field\(s\): qkv_bias false \(model_type llama; program true\)$" \
+        "${MPI[@]}" -np 4 "$w/qwen2_basp_z3" --data "$w/corpus.bin" --steps 2 --init-from "$d/gqa/step-00000001"
+    "$expect" fail "q3/step-00000001/config.json differs from this program \(compiled from [^)]*tiny_gqa.basp\) in 2 field\(s\): qkv_bias false \(model_type qwen3; program true\), qk_norm true \(model_type qwen3; program false\)$" \
+        "${MPI[@]}" -np 4 "$w/qwen2_basp_z3" --data "$w/corpus.bin" --steps 2 --resume "$d/q3/step-00000001"
+    echo "ckpt.sh: Qwen3 and Llama checkpoints refused by programs without q/k norms or with q/k/v biases"
 }
 
 cmd=$1

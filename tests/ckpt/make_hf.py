@@ -10,6 +10,20 @@ implementation independent of the runtime's (rt_safetensors.c, rt_hf.c).
       rotary_emb.inv_freq buffer (to be ignored), and EXPECTED: the same
       weights in the runtime's --save-weights format and layout ([in, out]
       linear weights), which --init-from DIR --save-weights must reproduce.
+  make_hf.py qwen2_tied|qwen3_tied DIR EXPECTED
+      The same for tiny_gqa.basp with `--set model.qkv_bias=true` (a Qwen2
+      config: q/k/v_proj.bias [H*Dh] / [Hkv*Dh], ours [H,Dh] / [Hkv,Dh] in the
+      same order; rope_theta at the top level, transformers 4's format) or
+      `--set model.qk_norm=true` (a Qwen3 config: q_norm/k_norm.weight [Dh];
+      rope_parameters, transformers 5's format).
+  make_hf.py same A B
+      Two --save-weights files hold the same tensors (names, dims, values),
+      in any order; exits 1 naming the first difference.
+  make_hf.py edit DIR KEY=JSON ...
+      Sets top-level fields of DIR/config.json (JSON null deletes one; KEY
+      a.b sets field b of object a) and, when DIR/state.json lists
+      config.json, its size and FNV-1a-64 there, so that the edit is not
+      taken for corruption.
   make_hf.py handmade FILE
       tests/ckpt/handmade.safetensors (committed): three tiny tensors with
       known values (checked by test_safetensors.c) and a __metadata__ entry.
@@ -23,6 +37,8 @@ SHAPES = {  # hidden, layers, heads, kv_heads, head_dim, ffn, vocab
     "mha": (64, 2, 4, 4, 16, 128, 256),
     "gqa": (64, 2, 8, 2, 8, 128, 256),
     "gqa_tied": (64, 2, 8, 2, 8, 128, 256),
+    "qwen2_tied": (64, 2, 8, 2, 8, 128, 256),
+    "qwen3_tied": (64, 2, 8, 2, 8, 128, 256),
 }
 
 
@@ -75,7 +91,15 @@ def model_tensors(kind):
                ("l%d.wq" % l, [D, H, Dh], p + "self_attn.q_proj.weight", [H * Dh, D]),
                ("l%d.wk" % l, [D, KV, Dh], p + "self_attn.k_proj.weight", [KV * Dh, D]),
                ("l%d.wv" % l, [D, KV, Dh], p + "self_attn.v_proj.weight", [KV * Dh, D]),
-               ("l%d.wo" % l, [H, Dh, D], p + "self_attn.o_proj.weight", [D, H * Dh]),
+               ("l%d.wo" % l, [H, Dh, D], p + "self_attn.o_proj.weight", [D, H * Dh])]
+        if kind.startswith("qwen2"):  # flattened: the same elements in the same order
+            ts += [("l%d.bq" % l, [H, Dh], p + "self_attn.q_proj.bias", [H * Dh]),
+                   ("l%d.bk" % l, [KV, Dh], p + "self_attn.k_proj.bias", [KV * Dh]),
+                   ("l%d.bv" % l, [KV, Dh], p + "self_attn.v_proj.bias", [KV * Dh])]
+        if kind.startswith("qwen3"):
+            ts += [("l%d.q_norm" % l, [Dh], p + "self_attn.q_norm.weight", None),
+                   ("l%d.k_norm" % l, [Dh], p + "self_attn.k_norm.weight", None)]
+        ts += [
                ("l%d.mlp_norm" % l, [D], p + "post_attention_layernorm.weight", None),
                ("l%d.w_gate" % l, [D, F], p + "mlp.gate_proj.weight", [F, D]),
                ("l%d.w_up" % l, [D, F], p + "mlp.up_proj.weight", [F, D]),
@@ -93,6 +117,14 @@ def write_hf(kind, out, expected):
               "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV, "head_dim": Dh,
               "intermediate_size": F, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
               "tie_word_embeddings": kind.endswith("_tied"), "torch_dtype": "bfloat16"}
+    if kind.startswith("qwen2"):  # Qwen2Config: q/k/v biases always, no attention_bias field
+        config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_act="silu",
+                      use_sliding_window=False, sliding_window=4096, max_window_layers=28)
+    if kind.startswith("qwen3"):  # Qwen3Config, transformers 5: RoPE in rope_parameters
+        del config["rope_theta"], config["torch_dtype"]
+        config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", attention_bias=False, dtype="bfloat16",
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, use_sliding_window=False,
+                      sliding_window=None, layer_types=["full_attention"] * L)
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     shards, ours = ([], []), []
     for i, (name, dims, hf, hf_shape) in enumerate(model_tensors(kind)):
@@ -103,7 +135,7 @@ def write_hf(kind, out, expected):
         dtype = ("F32", "BF16", "F16")[i % 3]
         shape = hf_shape or dims
         shards[0 if i < 12 else 1].append((hf, dtype, shape, encode(vals, dtype)))
-        ours.append((name, dims, transpose(vals, shape[0], shape[1]) if hf_shape else vals))
+        ours.append((name, dims, transpose(vals, shape[0], shape[1]) if hf_shape and len(shape) == 2 else vals))
     shards[1].append(("model.layers.0.self_attn.rotary_emb.inv_freq", "F32", [Dh // 2],
                       encode([1.0] * (Dh // 2), "F32")))
     if kind.endswith("_tied"):  # a tied model may store its head: the embedding again, here as BF16
@@ -124,6 +156,73 @@ def write_hf(kind, out, expected):
             f.write(struct.pack("<%df" % len(vals), *vals))
 
 
+def read_weights(path):
+    """A --save-weights file: {name: (dims, raw fp32 bytes)}."""
+    b = open(path, "rb").read()
+    magic, version, n = struct.unpack_from("<III", b, 0)
+    assert magic == 0x54505342 and version == 1, path
+    off, heads = 12, []
+    for _ in range(n):
+        (ln,) = struct.unpack_from("<I", b, off)
+        name = b[off + 4:off + 4 + ln].decode()
+        off += 4 + ln
+        (nd,) = struct.unpack_from("<I", b, off)
+        dims = list(struct.unpack_from("<%dq" % nd, b, off + 4))
+        off += 4 + 8 * nd
+        heads.append((name, dims))
+    out = {}
+    for name, dims in heads:
+        size = 4
+        for d in dims:
+            size *= d
+        out[name] = (dims, b[off:off + size])
+        off += size
+    assert off == len(b), path
+    return out
+
+
+def same(a, b):
+    wa, wb = read_weights(a), read_weights(b)
+    if sorted(wa) != sorted(wb):
+        sys.exit("make_hf.py: %s and %s hold different tensors: %s" % (a, b, sorted(set(wa) ^ set(wb))))
+    for name in wa:
+        if wa[name] != wb[name]:
+            sys.exit("make_hf.py: tensor %s differs between %s and %s" % (name, a, b))
+    print("make_hf.py: %s and %s hold the same %d tensors" % (a, b, len(wa)))
+
+
+def fnv64(data):
+    h = 0xcbf29ce484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001b3) % 2**64
+    return h
+
+
+def edit(d, sets):
+    path = os.path.join(d, "config.json")
+    config = json.load(open(path))
+    for kv in sets:
+        key, val = kv.split("=", 1)
+        obj, keys = config, key.split(".")
+        for k in keys[:-1]:
+            if not isinstance(obj.get(k), dict):
+                obj[k] = {}
+            obj = obj[k]
+        val = json.loads(val)
+        if val is None:
+            obj.pop(keys[-1], None)
+        else:
+            obj[keys[-1]] = val
+    text = (json.dumps(config, indent=2) + "\n").encode()
+    open(path, "wb").write(text)
+    state = os.path.join(d, "state.json")
+    if os.path.exists(state):
+        st = json.load(open(state))
+        if "config.json" in st.get("files", {}):
+            st["files"]["config.json"] = {"bytes": len(text), "fnv64": "%016x" % fnv64(text)}
+            json.dump(st, open(state, "w"), indent=2)
+
+
 def write_handmade(path):
     write_safetensors(path, [
         ("a.f32", "F32", [2, 3], encode([1.0, -2.0, 0.5, 3.25, -0.125, 100.0], "F32")),
@@ -135,5 +234,9 @@ def write_handmade(path):
 if __name__ == "__main__":
     if sys.argv[1] == "handmade":
         write_handmade(sys.argv[2])
+    elif sys.argv[1] == "same":
+        same(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "edit":
+        edit(sys.argv[2], sys.argv[3:])
     else:
         write_hf(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -124,6 +124,22 @@ static void test_hf_names(void) {
     rt_hf_export(&wo, od, 3, ours, hf);
     for (int i = 0; i < 6; i++)
         for (int o = 0; o < 2; o++) CHECK(hf[o * 6 + i] == ours[i * 2 + o]);
+    /* Qwen's q/k/v biases: bq [H=2, Dh=3] is q_proj.bias [6], same order */
+    rt_hf_map bq = rt_hf_name("l3.bq");
+    CHECK(!strcmp(bq.name, "model.layers.3.self_attn.q_proj.bias"));
+    CHECK(!strcmp(rt_hf_name("l0.bk").name, "model.layers.0.self_attn.k_proj.bias"));
+    CHECK(!strcmp(rt_hf_name("l0.bv").name, "model.layers.0.self_attn.v_proj.bias"));
+    int64_t bd[2] = {2, 3};
+    CHECK(rt_hf_shape(&bq, bd, 2, hs) == 1 && hs[0] == 6);
+    rt_hf_export(&bq, bd, 2, ours, hf);
+    CHECK(memcmp(hf, ours, 6 * sizeof *ours) == 0);
+    rt_hf_import(&bq, bd, 2, hf, back);
+    CHECK(memcmp(back, ours, 6 * sizeof *ours) == 0);
+    /* Qwen3's q/k norms: [Dh] both sides */
+    rt_hf_map qn = rt_hf_name("l1.q_norm");
+    CHECK(!strcmp(qn.name, "model.layers.1.self_attn.q_norm.weight") && qn.split == 0);
+    CHECK(!strcmp(rt_hf_name("l1.k_norm").name, "model.layers.1.self_attn.k_norm.weight"));
+    CHECK(rt_hf_shape(&qn, bd + 1, 1, hs) == 1 && hs[0] == 3);
 }
 
 /* rt_st_parse(header text + data of dlen zero bytes) must fail with `want` in the message. */

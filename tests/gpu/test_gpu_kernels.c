@@ -5,8 +5,9 @@
  * the summation order.
  *
  * Tolerances (max |gpu - cpu| over max |cpu| per tensor):
- *   element-wise ops (add, swiglu, rope, embedding fwd)   1e-2  (one bf16 rounding: 2^-8 = 3.9e-3)
- *   rmsnorm, linear, embedding bwd                        2e-2  (fp32 sums, bf16 output)
+ *   element-wise ops (add, swiglu, rope, embedding fwd,   1e-2  (one bf16 rounding: 2^-8 = 3.9e-3)
+ *   bias_add)
+ *   rmsnorm, linear, embedding bwd, bias_add bwd          2e-2  (fp32 sums, bf16 output)
  *   attention fwd/bwd, lm-head dx/dw                      3e-2  (bf16 intermediates P, dS, dlogits)
  *   tiled mlp fwd/bwd                                     3e-2  (bf16 g, u, s per chunk; bf16 sums over chunks)
  *   lm-head loss (fp32 scalar), sum of squares            2e-3 relative
@@ -191,6 +192,22 @@ static void test_linear(void) {
     cublasDestroy(h);
     cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(oy), cudaFree(odx), cudaFree(odw);
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
+}
+
+/* q/k/v biases: [N, M] + b[M] and the column sums of dy. */
+static void test_bias_add(void) {
+    int64_t N = 300, M = 96;
+    float *x = rnd(N * M, 1), *b = rnd(M, 1), *dy = rnd(N * M, 1);
+    float *y = malloc(N * M * 4), *db = malloc(M * 4);
+    kcu_bf16 *gx = up(x, N * M), *gb = up(b, M), *gdy = up(dy, N * M), *oy = dzeros(N * M), *odb = dzeros(M);
+    kern_bias_add_fwd(y, x, b, N, M);
+    KCU_CHECK_EXIT(kcu_bias_add(oy, gx, gb, N, M, 0));
+    check_gpu("bias_add fwd", oy, y, N * M, 1e-2);
+    kern_bias_add_bwd(db, dy, N, M);
+    KCU_CHECK_EXIT(kcu_bias_add_bwd(odb, gdy, N, M, 0));
+    check_gpu("bias_add bwd db", odb, db, M, 2e-2);
+    cudaFree(gx), cudaFree(gb), cudaFree(gdy), cudaFree(oy), cudaFree(odb);
+    free(x), free(b), free(dy), free(y), free(db);
 }
 
 /* The fused, tiled MLP: 70 rows in chunks of 32 (the last one short) and
@@ -406,6 +423,7 @@ int main(void) {
     test_rmsnorm();
     test_rope();
     test_linear();
+    test_bias_add();
     test_mlp();
     test_lm_head();
     test_adamw();

@@ -326,6 +326,33 @@ static void test_linear(void) {
     free(c.x), free(c.w), free(c.y), free(c.r), free(want), free(dx), free(dw);
 }
 
+/* ---- bias ------------------------------------------------------------------------------------------ */
+
+typedef struct bias_ctx {
+    float *x, *b, *y, *r;
+    int64_t N, M;
+} bias_ctx;
+static double bias_loss(void *p) {
+    bias_ctx *c = p;
+    kern_bias_add_fwd(c->y, c->x, c->b, c->N, c->M);
+    return proj(c->y, c->r, c->N * c->M);
+}
+
+static void test_bias_add(void) {
+    printf("bias_add\n");
+    bias_ctx c = {NULL, NULL, NULL, NULL, 7, 12};
+    c.x = frand(c.N * c.M, -1, 1), c.b = frand(c.M, -1, 1), c.y = fgarbage(c.N * c.M), c.r = frand(c.N * c.M, -1, 1);
+    kern_bias_add_fwd(c.y, c.x, c.b, c.N, c.M);
+    double *want = calloc((size_t)(c.N * c.M), sizeof(double));
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t j = 0; j < c.M; j++) want[n * c.M + j] = (double)c.x[n * c.M + j] + c.b[j];
+    compare("bias_add fwd vs formula", c.y, want, c.N * c.M, 1e-6, 1e-7);
+    float *db = fgarbage(c.M);
+    kern_bias_add_bwd(db, c.r, c.N, c.M);
+    fd_check("bias_add_bwd db (fd)", c.b, c.M, db, bias_loss, &c, FD_EPS);
+    free(c.x), free(c.b), free(c.y), free(c.r), free(want), free(db);
+}
+
 /* ---- tiled MLP ------------------------------------------------------------------------------------ */
 
 typedef struct mlp_ctx {
@@ -645,6 +672,7 @@ int main(void) {
     test_rope();
     test_swiglu_add();
     test_linear();
+    test_bias_add();
     test_mlp();
     test_attention();
     test_lm_head();
