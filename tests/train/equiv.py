@@ -14,9 +14,10 @@ Only the Python standard library is used.
 import argparse
 import json
 import os
-import struct
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import read_tensors, run, verdict  # noqa: E402
 
 # Layouts differ from the single rank only in floating-point summation order
 # (fp32).  Losses and gradients agree to ~1e-7 and ~1e-5.  Weights get a
@@ -28,42 +29,6 @@ import sys
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
 WEIGHT_RTOL = 1e-3
-
-
-def run(cmd, log):
-    with open(log, "w") as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        sys.stderr.write("command failed (%d): %s\n" % (r.returncode, " ".join(cmd)))
-        sys.stderr.write(open(log).read()[-4000:])
-        sys.exit(1)
-
-
-def read_tensors(path):
-    """Reads the runtime's --save-weights/--save-grads file (rt_save.c)."""
-    data = open(path, "rb").read()
-    magic, version, count = struct.unpack_from("<III", data, 0)
-    if magic not in (0x54505342, 0x47505342) or version != 1:  # weights "BSPT", gradients "BSPG"
-        sys.exit("%s: not a basp tensor file" % path)
-    off, heads = 12, []
-    for _ in range(count):
-        (nlen,) = struct.unpack_from("<I", data, off)
-        name = data[off + 4:off + 4 + nlen].decode()
-        off += 4 + nlen
-        (nd,) = struct.unpack_from("<I", data, off)
-        dims = struct.unpack_from("<%dq" % nd, data, off + 4)
-        off += 4 + 8 * nd
-        heads.append((name, dims))
-    out = {}
-    for name, dims in heads:
-        n = 1
-        for d in dims:
-            n *= d
-        out[name] = struct.unpack_from("<%df" % n, data, off)
-        off += 4 * n
-    if off != len(data):
-        sys.exit("%s: %d trailing bytes" % (path, len(data) - off))
-    return out
 
 
 def compare_tensors(kind, ref, got, rtol):
@@ -141,16 +106,7 @@ def main():
           % (len(rl), worst, LOSS_RTOL, rl[0] if rl else 0, rl[-1] if rl else 0))
     bad += compare_tensors("grads", ref[2], got[2], GRAD_RTOL)
     bad += compare_tensors("weights", ref[1], got[1], WEIGHT_RTOL)
-    for b in bad[:20]:
-        print("  MISMATCH " + b)
-    if a.expect_mismatch:
-        if bad:
-            print("  mismatch detected, as expected")
-            return 0
-        print("  FAIL: the runs were expected to differ but matched")
-        return 1
-    print("  %s" % ("FAIL" if bad else "OK"))
-    return 1 if bad else 0
+    return verdict(bad, a.expect_mismatch)
 
 
 if __name__ == "__main__":
