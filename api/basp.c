@@ -22,6 +22,8 @@ basp_spec *basp_spec_parse_string(const char *name, const char *text) {
     return fe_parse_string_unchecked(name, text);
 }
 
+void basp_set_input_hook(void (*fn)(const char *path, void *ud), void *ud) { fe_set_input_hook(fn, ud); }
+
 bool basp_spec_set(basp_spec *spec, const char *assignment) {
     return spec && fe_override(spec, assignment);
 }

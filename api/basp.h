@@ -41,6 +41,10 @@ bool basp_spec_check(basp_spec *spec);                              /* defaults 
 void basp_spec_print(const basp_spec *spec, FILE *out);
 void basp_spec_free(basp_spec *spec);
 
+/* Calls fn(path, ud) for every file the spec parser reads (the spec, each
+ * import, each config.json), before reading it; NULL stops it. */
+void basp_set_input_hook(void (*fn)(const char *path, void *ud), void *ud);
+
 /* ---- IR ---- */
 basp_module *basp_lower(const basp_spec *spec);                     /* checked spec -> IR */
 basp_module *basp_module_parse_file(const char *path);              /* textual IR ("-" = stdin) */

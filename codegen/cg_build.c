@@ -12,6 +12,7 @@
  *                     for --target=cuda, libbasp_rt_cuda.a) and
  *                     libbasp_kernels.a
  *   BASP_CFLAGS, BASP_LDFLAGS  extra words for the command line */
+#define _DEFAULT_SOURCE /* mkstemps */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +151,8 @@ static void cg_print_command(char **argv) {
 
 /* cc -O2 -std=c17 -I include [sanitizer flags] [BASP_CFLAGS] file.c -o exe rt kernels cjson openblas -lm [BASP_LDFLAGS]
  * (CUDA: ... file.c -o exe rt_cuda kernels cjson -L<toolkit> -lcublasLt -lcublas -lcudart nccl -lstdc++ ...) */
-static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, const char *out_exe) {
+static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, const char *out_exe,
+                       const char *shown_exe) {
     char *argv[CG_ARGV_MAX];
     int argc = 0;
     char cflags[CG_PATH_MAX] = "", ldflags[CG_PATH_MAX] = "", inc[CG_PATH_MAX + 2];
@@ -172,7 +174,7 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     if (cuda) cg_split(cudalibs, argv, &argc);
     cg_split(ldflags, argv, &argc);
     argv[argc] = NULL;
-    if (cg_verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, out_exe);
+    if (cg_verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, shown_exe);
     if (cg_verbosity >= 2) cg_print_command(argv);
     int rc = cg_run(argv);
     if (rc == 0) return true;
@@ -203,28 +205,74 @@ static const char *cg_basename(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* A temporary file next to `path` (same directory, so that rename() is
+ * atomic and never crosses file systems): DIR/.baspc-XXXXXX-NAME, made with
+ * mkstemps.  Returns false (with an error) when it cannot be made. */
+static bool cg_temp_next_to(const char *path, char *out, size_t n) {
+    const char *base = cg_basename(path);
+    int dn = (int)(base - path);
+    if (snprintf(out, n, "%.*s.baspc-XXXXXX-%s", dn, path, base) >= (int)n) {
+        sup_error(sup_noloc(), "output path too long: %s", path);
+        return false;
+    }
+    int fd = mkstemps(out, (int)strlen(base) + 1);
+    if (fd < 0) {
+        sup_error(sup_noloc(), "cannot create a temporary file next to %s: %s", path, strerror(errno));
+        return false;
+    }
+    mode_t mask = umask(0); /* the modes a plain fopen / the linker would give, not mkstemp's 0600 */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    close(fd);
+    return true;
+}
+
+/* The executable (and, with keep_c, the C file) is written to a temporary
+ * file next to its name and renamed over it only at the end, so that a
+ * failed build never truncates or deletes a file that was there before;
+ * only the temporaries baspc made are removed. */
 bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bool keep_c) {
     cg_toolchain tc;
     if (!cg_find_runtime(&tc)) return false;
-    char cfile[2 * CG_PATH_MAX + 8], tmpdir[CG_PATH_MAX] = "";
+    char cfile[2 * CG_PATH_MAX + 8], tmpdir[CG_PATH_MAX] = "", tmp_exe[2 * CG_PATH_MAX];
+    char final_c[2 * CG_PATH_MAX + 8], tmp_c[2 * CG_PATH_MAX];
     const char *shown = cfile; /* the C file as progress messages name it */
-    snprintf(cfile, sizeof cfile, "%s.c", out_exe);
-    if (!keep_c) {
+    snprintf(final_c, sizeof final_c, "%s.c", out_exe);
+    if (!cg_temp_next_to(out_exe, tmp_exe, sizeof tmp_exe)) return false;
+    if (keep_c) {
+        if (!cg_temp_next_to(final_c, tmp_c, sizeof tmp_c)) {
+            remove(tmp_exe);
+            return false;
+        }
+        snprintf(cfile, sizeof cfile, "%s", tmp_c);
+        shown = final_c;
+    } else {
         /* A private directory keeps the file name readable in the compiler's
          * messages (train.c) without racing other builds. */
         const char *t = cg_env("TMPDIR");
         snprintf(tmpdir, sizeof tmpdir, "%s/baspc-XXXXXX", t ? t : "/tmp");
         if (!mkdtemp(tmpdir)) {
             sup_error(sup_noloc(), "cannot create a temporary directory %s: %s", tmpdir, strerror(errno));
+            remove(tmp_exe);
             return false;
         }
         snprintf(cfile, sizeof cfile, "%s/%s.c", tmpdir, cg_basename(out_exe));
         shown = cfile + strlen(tmpdir) + 1;
     }
-    bool ok = cg_write_c(m, spec_path, cfile) && cg_compile(&tc, cfile, shown, out_exe);
+    bool wrote = cg_write_c(m, spec_path, cfile);
+    bool ok = wrote && cg_compile(&tc, cfile, shown, tmp_exe, out_exe);
     if (tmpdir[0]) {
         remove(cfile);
         rmdir(tmpdir);
+    } else if (wrote && rename(cfile, final_c) != 0) { /* --keep-c: kept even when the compiler failed */
+        sup_error(sup_noloc(), "cannot rename %s to %s: %s", cfile, final_c, strerror(errno));
+        remove(cfile);
+        ok = false;
     }
+    if (ok && rename(tmp_exe, out_exe) != 0) {
+        sup_error(sup_noloc(), "cannot rename %s to %s: %s", tmp_exe, out_exe, strerror(errno));
+        ok = false;
+    }
+    if (!ok) remove(tmp_exe);
     return ok;
 }

@@ -431,8 +431,96 @@ static const ir_module *cg_planned(const ir_module *m, ir_module **own) {
     return *own;
 }
 
+/* ---- fully lowered for its world ------------------------------------------------ */
+
+/* The op that defines value v, or NULL (a param or input). */
+static const ir_op *cg_def_op(const ir_module *m, int v) {
+    for (int i = 0; i < m->nops; i++)
+        for (int o = 0; o < m->ops[i].nout; o++)
+            if (m->ops[i].out[o] == v) return &m->ops[i];
+    return NULL;
+}
+
+/* The op's group spans every rank of the world (one set of W ranks). */
+static bool cg_over_world(const ir_module *m, const ir_op *op) {
+    int g = ir_op_group(op);
+    return g >= 0 && g < m->ngroups && m->groups[g].set_size == ir_world(m);
+}
+
+/* A gradient summed over the world: the result of an all_reduce or a
+ * reduce_scatter over a group of all W ranks (ZeRO 0/1: all_reduce;
+ * 2/3: reduce_scatter), or an all_gather of such a shard. */
+static bool cg_grad_reduced(const ir_module *m, int v) {
+    const ir_op *d = cg_def_op(m, v);
+    if (d && d->code == IR_ALL_GATHER && d->nin == 1) d = cg_def_op(m, d->in[0]);
+    return d && (d->code == IR_ALL_REDUCE || d->code == IR_REDUCE_SCATTER) && cg_over_world(m, d);
+}
+
+/* A value sharded over a group whose sets have more than one rank. */
+static bool cg_sharded(const ir_module *m, int v) {
+    const ir_type *t = &m->values[v].type;
+    for (int d = 0; d < t->rank; d++) {
+        int g = t->shard[d];
+        if (g >= 0 && g < m->ngroups && m->groups[g].set_size > 1) return true;
+    }
+    return false;
+}
+
+/* A module for W > 1 ranks must be lowered for them; else every rank
+ * would run the whole unsharded step (baspc --passes= or a pipeline
+ * without ulysses / zero).  The rule, checked before any code is written:
+ *  1. the sequence layout: every attention's operands are sharded over a
+ *     group of more than one rank (Ulysses: heads over @sp after the
+ *     all-to-all; batch-aware: also the batch over the groups) -- the
+ *     'ulysses' pass (and 'batch-aware') produce it;
+ *  2. the gradient reductions, for a module lowered from a spec (it
+ *     carries config zero): every adamw gradient is the result of an
+ *     all_reduce or reduce_scatter over all W ranks (or an all_gather of
+ *     one) -- the 'zero' pass produces them, at every stage.
+ * A single-rank module, and hand-written IR without config zero, need
+ * only what they say (rule 1 still applies to hand-written IR). */
+static bool cg_check_lowered(const ir_module *m) {
+    int W = ir_world(m);
+    if (W <= 1) return true;
+    int unsharded = 0, first_attn = -1, unreduced = 0, first_opt = -1;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code == IR_ATTENTION && op->nin >= 1 && !cg_sharded(m, op->in[0])) {
+            if (!unsharded++) first_attn = i;
+        }
+    }
+    bool from_spec = ir_config_get(m, "zero") != NULL;
+    if (from_spec)
+        for (int i = 0; i < m->nops; i++) {
+            const ir_op *op = &m->ops[i];
+            if (op->code == IR_ADAMW && op->nin >= 2 && !cg_grad_reduced(m, op->in[1]))
+                if (!unreduced++) first_opt = i;
+        }
+    char what[160];
+    if (unsharded) {
+        sup_error(m->ops[first_attn].loc,
+                  "codegen: module @%s is not lowered for its %d ranks: %d attention op(s), the first %s, "
+                  "read operands sharded over no group, so every rank would run the whole unsharded step",
+                  m->name, W, unsharded, ir_op_str(m, first_attn, what, sizeof what));
+        sup_note(m->ops[first_attn].loc, "the 'ulysses' pass shards the sequence (and 'batch-aware' the batch); "
+                                         "run the default pipeline (%s) or name them in --passes",
+                 "ulysses,batch-aware,place,zero,recompute,memplan");
+    }
+    if (unreduced) {
+        sup_error(m->ops[first_opt].loc,
+                  "codegen: module @%s is not lowered for its %d ranks: %d adamw gradient(s), the first %s, "
+                  "are not reduced over all %d ranks (all_reduce or reduce_scatter over @world), so the replicas "
+                  "would diverge",
+                  m->name, W, unreduced, ir_op_str(m, first_opt, what, sizeof what), W);
+        sup_note(m->ops[first_opt].loc, "the 'zero' pass inserts the gradient reductions (at every ZeRO stage); "
+                                        "run the default pipeline or add 'zero' to --passes");
+    }
+    return !unsharded && !unreduced;
+}
+
 bool cg_emit_c(const ir_module *m0, const char *spec_path, FILE *out) {
     if (!ir_verify(m0, "before codegen")) return false;
+    if (!cg_check_lowered(m0)) return false;
     ir_module *own;
     const ir_module *m = cg_planned(m0, &own);
     bool ok = m && cg_emit_planned(m, spec_path, out);

@@ -108,6 +108,11 @@ typedef struct fe_pctx {
     unsigned hf_missing;
     sup_loc hf_loc;
     char *hf_path;
+    /* Root context only: realpaths of the files imported so far.  Each file
+     * is parsed once per spec; a second import of it does nothing (like
+     * `#pragma once`), so an import DAG costs one parse per file. */
+    char **imported;
+    int nimported, capimported;
 } fe_pctx;
 
 /* ---- lexer (lexer.l) ---------------------------------------------------- */

@@ -343,6 +343,18 @@ static bool import_cycle(fe_pctx *ctx, const char *real, const char *name, sup_l
     return true;
 }
 
+static fe_input_fn input_hook;
+static void *input_ud;
+
+void fe_set_input_hook(fe_input_fn fn, void *ud) {
+    input_hook = fn;
+    input_ud = ud;
+}
+
+void fe_note_input(const char *path) {
+    if (input_hook && path) input_hook(path, input_ud);
+}
+
 /* item = "import" STRING — parsed in place with a nested parser. */
 void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
     if (ctx->bad_string) { ctx->bad_string = false; return; }
@@ -353,6 +365,7 @@ void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
         return;
     }
     char *full = fe_path_join(ctx->file, path);
+    fe_note_input(full);
     size_t len;
     char *text = sup_read_file(full, &len);
     if (!text) {
@@ -364,7 +377,16 @@ void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
     }
     char *real = realpath(full, NULL);
     if (!real) real = sup_xstrdup(full);
-    if (!import_cycle(ctx, real, full, loc)) {
+    fe_pctx *root = ctx;
+    while (root->parent) root = root->parent;
+    bool seen = false;
+    for (int i = 0; i < root->nimported && !seen; i++) seen = !strcmp(root->imported[i], real);
+    if (!import_cycle(ctx, real, full, loc) && !seen) {
+        if (root->nimported == root->capimported) {
+            root->capimported = root->capimported ? 2 * root->capimported : 8;
+            root->imported = sup_xrealloc(root->imported, (size_t)root->capimported * sizeof *root->imported);
+        }
+        root->imported[root->nimported++] = sup_xstrdup(real);
         /* The child counts on from our errors so the error cap is global. */
         fe_pctx child = {.spec = ctx->spec, .parent = ctx, .depth = ctx->depth + 1,
                          .real = real, .line = 1, .col = 1, .nerrors = ctx->nerrors};
@@ -399,6 +421,8 @@ static fe_spec *parse_text(const char *name, const char *text, size_t len, const
     fe_pctx ctx = {.spec = spec, .file = spec->file, .line = 1, .col = 1};
     ctx.real = real ? sup_xstrdup(real) : NULL;
     int rc = fe_run_parser(&ctx, text, len);
+    for (int i = 0; i < ctx.nimported; i++) free(ctx.imported[i]);
+    free(ctx.imported);
     free(ctx.real);
     free(ctx.hf_path);
     if (rc != 0 || ctx.nerrors > 0) {
@@ -414,6 +438,7 @@ fe_spec *fe_parse_string_unchecked(const char *name, const char *text) {
 }
 
 fe_spec *fe_parse_file_unchecked(const char *path) {
+    fe_note_input(path);
     size_t len;
     char *text = sup_read_file(path, &len);
     if (!text) {

@@ -151,6 +151,13 @@ bool fe_heads_uneven(const fe_spec *spec, int64_t K);
  * out[0..max); returns how many there are (may exceed max). */
 int fe_groups_legal(const fe_spec *spec, int64_t *out, int max);
 
+/* Called with the path of every file the frontend reads (the spec, each
+ * import, each Hugging Face config.json), before it is read; NULL = none.
+ * baspc uses it to refuse an output file that is one of its inputs. */
+typedef void (*fe_input_fn)(const char *path, void *ud);
+void fe_set_input_hook(fe_input_fn fn, void *ud);
+void fe_note_input(const char *path); /* calls the hook */
+
 int64_t fe_world(const fe_spec *spec); /* nodes * devices_per_node */
 void fe_spec_free(fe_spec *spec);
 

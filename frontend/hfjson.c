@@ -122,6 +122,7 @@ static bool load_field(fe_pctx *ctx, int i, const cJSON *j, const char *path, co
         put_bool(ctx, fields[i].key, cJSON_IsTrue(j), loc);
     } else if (fields[i].kind == HF_FLOAT) {
         if (!cJSON_IsNumber(j)) return hf_error(ctx, loc, path, name, "a number", j);
+        if (!isfinite(j->valuedouble)) return hf_error(ctx, loc, path, name, "a finite number", j);
         put_f64(ctx, fields[i].key, j->valuedouble, loc);
     } else {
         if (!is_int(j)) return hf_error(ctx, loc, path, name, "an integer", j);
@@ -323,6 +324,7 @@ static void class_default(fe_pctx *ctx, const char *field, const char *key, int6
 
 static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
     size_t len;
+    fe_note_input(path);
     char *text = sup_read_file(path, &len);
     if (!text) {
         sup_error(loc, "cannot read '%s': %s", path, strerror(errno));

@@ -5,6 +5,7 @@
  * Rules that combine blocks run only when each block is sound on its own,
  * so one mistake does not fan out into a page of follow-on errors. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,8 @@ static void check_range(checker *c, fe_block_kind b, const char *prefix, const c
                        : *(const double *)p;
         bool bad;
         const char *want = "positive";
-        if (!strcmp(k[i].name, "zero")) { bad = v < 0 || v > 3; want = "0, 1, 2 or 3"; }
+        if (!isfinite(v)) { bad = true; want = "a finite number"; }
+        else if (!strcmp(k[i].name, "zero")) { bad = v < 0 || v > 3; want = "0, 1, 2 or 3"; }
         else if (!strcmp(k[i].name, "seed")) { bad = v < 0; want = "zero or positive"; }
         else if (!strcmp(k[i].name, "mlp_chunk")) { bad = v < 0; want = "zero (off) or positive (tokens)"; }
         else if (!strcmp(k[i].name, "latency")) { bad = v < 0; want = "zero or positive"; }
@@ -237,6 +239,81 @@ static void rope_rules(checker *c) {
     }
 }
 
+/* ---- sizes ------------------------------------------------------------ */
+
+/* Bytes one tensor may hold: 2^46 (64 TiB), counted at 4 bytes per element;
+ * the IR verifier (ir/ir_verify.c) has the same limit, so that the sums the
+ * memory plan and the generated program form over every tensor fit in 64
+ * bits.  A product that passes here cannot wrap anywhere downstream. */
+#define FE_MAX_TENSOR_BYTES ((int64_t)1 << 46)
+
+typedef struct fe_factor {
+    const char *key; /* "model.vocab" */
+    int64_t v;
+} fe_factor;
+
+/* The product of n factors times 4 bytes; an error at the largest factor's
+ * key when it overflows the per-tensor limit.  Returns false then. */
+static bool size_ok(checker *c, const char *what, const fe_factor *f, int n) {
+    int64_t p = 4;
+    bool over = false;
+    for (int i = 0; i < n; i++) {
+        if (f[i].v <= 0) return true; /* range errors are reported elsewhere */
+        if (__builtin_mul_overflow(p, f[i].v, &p)) over = true;
+    }
+    if (!over && p <= FE_MAX_TENSOR_BYTES) return true;
+    int big = 0;
+    for (int i = 1; i < n; i++)
+        if (f[i].v > f[big].v) big = i;
+    sup_buf b = {0};
+    for (int i = 0; i < n; i++)
+        sup_buf_printf(&b, "%s%s %" PRId64, i ? " x " : "", strchr(f[i].key, '.') + 1, f[i].v);
+    sup_loc loc = at(c, f[big].key);
+    err(c, loc, "size of %s overflows: %s x 4 bytes exceeds 2^46 bytes", what, b.data);
+    sup_note(loc, "one tensor may hold at most 64 TiB, so that the sums of all sizes fit in 64 bits; "
+                  "'%s' is far larger than any model or run uses", strchr(f[big].key, '.') + 1);
+    sup_buf_free(&b);
+    return false;
+}
+
+/* Every global tensor shape the lowering builds from the spec: weights,
+ * activations, logits.  One error per spec (the first product that fails). */
+static void size_rules(checker *c) {
+    const fe_model *m = &c->s->model;
+    const fe_train *t = &c->s->train;
+    fe_factor hid = {"model.hidden", m->hidden}, voc = {"model.vocab", m->vocab}, ffn = {"model.ffn", m->ffn};
+    fe_factor hd = {"model.head_dim", m->head_dim}, nh = {"model.heads", m->heads};
+    fe_factor nkv = {"model.kv_heads", m->kv_heads}, mb = {"train.micro_batch", t->micro_batch};
+    fe_factor sl = {"train.seq_len", t->seq_len}, ly = {"model.layers", m->layers};
+    const struct { const char *what; fe_factor f[4]; int n; } shapes[] = {
+        {"the embedding (vocab x hidden)", {voc, hid}, 2},
+        {"a projection weight (hidden x heads x head_dim)", {hid, nh, hd}, 3},
+        {"a projection weight (hidden x kv_heads x head_dim)", {hid, nkv, hd}, 3},
+        {"an MLP weight (hidden x ffn)", {hid, ffn}, 2},
+        {"the parameters of all layers (layers x hidden x ffn)", {ly, hid, ffn}, 3},
+        {"an activation (micro_batch x seq_len x hidden)", {mb, sl, hid}, 3},
+        {"the queries (micro_batch x seq_len x heads x head_dim)", {mb, sl, nh, hd}, 4},
+        {"the MLP activation (micro_batch x seq_len x ffn)", {mb, sl, ffn}, 3},
+        {"the logits (micro_batch x seq_len x vocab)", {mb, sl, voc}, 3},
+        {"the activations of all layers (layers x micro_batch x seq_len x hidden)", {ly, mb, sl, hid}, 4},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        if (!size_ok(c, shapes[i].what, shapes[i].f, shapes[i].n)) return;
+}
+
+/* What codegen refuses, caught here at the key: RoPE rotates the pairs
+ * (i, i + head_dim/2), so head_dim must be even. */
+static void codegen_rules(checker *c) {
+    const fe_model *m = &c->s->model;
+    if (m->head_dim <= 0 || m->head_dim % 2 == 0) return;
+    const char *key = fe_given(c->s, "model.head_dim") ? "model.head_dim" : "model.heads";
+    sup_loc loc = at(c, key);
+    err(c, loc, "head_dim %" PRId64 " is odd; RoPE rotates pairs of dims (i, i + head_dim/2)", m->head_dim);
+    sup_note(loc, fe_given(c->s, "model.head_dim") ? "use an even head_dim, e.g. 'head_dim 64'"
+                                                   : "head_dim = hidden / heads is odd: give an even head_dim "
+                                                     "explicitly, e.g. 'head_dim 64'");
+}
+
 bool fe_check(fe_spec *spec) {
     if (!spec) return false;
     checker c = {.s = spec};
@@ -271,6 +348,9 @@ bool fe_check(fe_spec *spec) {
     one_of(&c, "layout.sequence", spec->layout.sequence, sequences, 1);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
+    if (c.nerr) return false;
+    codegen_rules(&c);
+    size_rules(&c);
     if (c.nerr) return false;
     if (!fe_check_layout(spec, &c.nerr)) return false;
     /* Whether the layout fits the device is the memory plan's call, after

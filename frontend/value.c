@@ -55,10 +55,21 @@ static bool mismatch(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v) {
     return false;
 }
 
+/* Infinity or NaN (a huge JSON number, an overflowing product of a
+ * mantissa and its unit): --print-spec could not write it back, and the
+ * runtime would compute with it. */
+static bool not_finite(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v) {
+    sup_error(v->loc, "'%s' must be a finite number", kd->name);
+    sup_note(v->loc, "write it like '%s'", kd->example);
+    fe_b_error(ctx);
+    return false;
+}
+
 /* A count: integer mantissa (exact), or an integral float below 2^53. */
 static bool to_int(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v, int64_t *out) {
     if (v->kind != FE_V_NUM || (v->unit != FE_U_NONE && v->unit != FE_U_COUNT))
         return mismatch(ctx, kd, v);
+    if (!v->is_int && !isfinite(v->num)) return not_finite(ctx, kd, v);
     if (v->is_int) { *out = v->inum; return true; }
     if (v->num == floor(v->num) && fabs(v->num) < 9007199254740992.0) {
         *out = (int64_t)v->num;
@@ -89,6 +100,28 @@ static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const f
         fe_b_error(ctx);
         return false;
     }
+    if (v->kind == FE_V_GROUPS && v->unit != FE_U_NONE) {
+        /* `groups 2GB`, `groups 2s`: G is a number of groups, not a size;
+         * `groups 4K` (a count suffix) is a count and is taken. */
+        if (v->unit != FE_U_COUNT) {
+            char buf[96];
+            fe_value n = *v;
+            n.kind = FE_V_NUM;
+            sup_error(v->loc, "'groups' expects a whole number of groups, not %s", describe(&n, buf, sizeof buf));
+            sup_note(v->loc, "write it like 'batch_aware groups 2'");
+            fe_b_error(ctx);
+            return false;
+        }
+    }
+    if ((v->kind == FE_V_GROUPS || v->kind == FE_V_NUM) && !v->is_int &&
+        (v->unit == FE_U_NONE || v->unit == FE_U_COUNT)) {
+        char buf[40];
+        sup_error(v->loc, "'groups' expects a whole number of groups, not %s",
+                  sup_fmt_double(v->num, buf, sizeof buf));
+        sup_note(v->loc, "write it like 'batch_aware groups 2'");
+        fe_b_error(ctx);
+        return false;
+    }
     if ((v->kind == FE_V_GROUPS && v->is_int) ||
         (v->kind == FE_V_NUM && v->unit == FE_U_NONE && v->is_int)) {
         l->batch_aware = FE_BA_GROUPS;
@@ -101,6 +134,7 @@ static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const f
 static bool store_unit(fe_pctx *ctx, const fe_keydef *kd, double *dst, const fe_value *v,
                        fe_unit_class want) {
     if (v->kind != FE_V_NUM || v->unit != want) return mismatch(ctx, kd, v);
+    if (!isfinite(v->num)) return not_finite(ctx, kd, v);
     *dst = v->num;
     return true;
 }
@@ -132,6 +166,7 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
         break;
     case FE_K_FLOAT:
         if (v->kind != FE_V_NUM || v->unit != FE_U_NONE) return mismatch(ctx, kd, v);
+        if (!isfinite(v->num)) return not_finite(ctx, kd, v);
         *(double *)p = v->num;
         ok = true;
         break;

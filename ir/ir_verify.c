@@ -145,9 +145,10 @@ static void ir_verify_value_type(ir_vctx *c, const ir_value *val)
             ir_verr(c, val->loc, "value %%%s: dim %d has size %lld (must be at least 1)", val->name, d, (long long)n);
             continue;
         }
-        if (elems > INT64_MAX / n)
+        if (elems < 0 || elems > INT64_MAX / n) {
             ir_verr(c, val->loc, "value %%%s: element count overflows", val->name);
-        else
+            elems = -1;
+        } else
             elems *= n;
         if (g == -1)
             continue;
@@ -175,6 +176,32 @@ static void ir_verify_value_type(ir_vctx *c, const ir_value *val)
     }
 }
 
+/* Bytes of one tensor, counted at 4 bytes per element (fp32 master
+ * weights, gradients and optimizer state are kept at 4 bytes whatever the
+ * dtype): at most 2^46 (64 TiB), so that the sums the memory plan and the
+ * generated program form over every value (arena, optimizer state, per
+ * rank and over the world) stay far from 64-bit overflow. */
+#define IR_MAX_TENSOR_BYTES ((int64_t)1 << 46)
+
+static void ir_verify_value_bytes(ir_vctx *c, const ir_value *val)
+{
+    const ir_type *t = &val->type;
+    if (t->rank < 0 || t->rank > IR_MAX_RANK)
+        return;
+    int64_t elems = 1;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->dims[d] < 1)
+            return;
+        if (__builtin_mul_overflow(elems, t->dims[d], &elems))
+            return; /* reported as an element count overflow */
+    }
+    int64_t bytes;
+    if (__builtin_mul_overflow(elems, (int64_t)4, &bytes) || bytes > IR_MAX_TENSOR_BYTES)
+        ir_verr(c, val->loc, "value %%%s: size overflows: %lld elements of 4 bytes exceed the %lld-byte limit "
+                "per tensor (2^46, so that sums of sizes fit in 64 bits)", val->name, (long long)elems,
+                (long long)IR_MAX_TENSOR_BYTES);
+}
+
 static void ir_verify_values(ir_vctx *c)
 {
     ir_verify_value_names(c);
@@ -185,6 +212,7 @@ static void ir_verify_values(ir_vctx *c)
         if ((int)val->kind < IR_V_PARAM || val->kind > IR_V_RESULT)
             ir_verr(c, val->loc, "value %%%s: invalid kind %d", val->name, (int)val->kind);
         ir_verify_value_type(c, val);
+        ir_verify_value_bytes(c, val);
     }
 }
 

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rt_chunk.h"
 #include "rt_internal.h"
 
 enum { CK_PATH = 4096 };
@@ -159,18 +160,33 @@ static uint8_t *ck_header(const rt_program *p, const int *vals, int n, const cha
 }
 
 /* Collective: gathers `mine` (value v's layout) and, on rank 0, writes it
- * in Hugging Face layout. */
+ * in Hugging Face layout.  The gather is chunked (rt_gather_local); the
+ * export is written in pieces of at most one chunk of rows, so rank 0 holds
+ * the tensor once plus one piece, never a second copy or the whole file. */
 static void ck_put(rt_ctx *rt, ck_out *o, int v, const float *mine) {
     const rt_value_desc *d = &rt->p->values[v];
     int64_t n = ck_elems(d);
     float *full = rt->rank == 0 ? RT_MALLOC((size_t)n * 4) : NULL;
     rt_gather_local(rt, v, mine, full);
     if (rt->rank == 0) {
-        float *hf = RT_MALLOC((size_t)n * 4);
         rt_hf_map m = rt_hf_name(d->name);
-        rt_hf_export(&m, d->dims, d->rank, full, hf);
-        ck_write(o, hf, (size_t)n * 4); /* little-endian hosts only, as everywhere in the runtime */
-        free(hf);
+        int64_t chunk = rt_chunk_per_rank(1, rt_chunk_test_override());
+        int64_t hrows = 0, hcols = 0; /* HF layout [hrows, hcols] = transpose of ours */
+        bool tr = rt_hf_export_dims(&m, d->dims, d->rank, &hrows, &hcols);
+        if (!tr) {
+            for (int64_t s = 0; s < n; s += chunk) /* little-endian hosts only, as everywhere in the runtime */
+                ck_write(o, full + s, (size_t)(n - s < chunk ? n - s : chunk) * 4);
+        } else {
+            int64_t rows_per = hcols > 0 && chunk / hcols > 0 ? chunk / hcols : 1;
+            float *piece = RT_MALLOC((size_t)(rows_per * hcols > 0 ? rows_per * hcols : 1) * 4);
+            for (int64_t r0 = 0; r0 < hrows; r0 += rows_per) {
+                int64_t nr = hrows - r0 < rows_per ? hrows - r0 : rows_per;
+                for (int64_t i = 0; i < nr; i++) /* HF row r0 + i is our column r0 + i */
+                    for (int64_t j = 0; j < hcols; j++) piece[i * hcols + j] = full[j * hrows + r0 + i];
+                ck_write(o, piece, (size_t)(nr * hcols) * 4);
+            }
+            free(piece);
+        }
     }
     free(full);
 }

@@ -383,6 +383,25 @@ static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *
     return true;
 }
 
+/* Rank 0: no NaN or Inf in any picked tensor (weights, and moments on
+ * --resume): training from one would only fail later, or silently.  The
+ * values are checked after conversion to f32, as they would be loaded. */
+static bool ck_check_finite(const ck_src *s, const ck_pick *picks, int n, char *err, size_t errlen) {
+    for (int k = 0; k < n; k++) {
+        const rt_st_tensor *t = picks[k].t;
+        float *x = RT_MALLOC((size_t)t->elems * 4 + 4);
+        rt_st_to_f32(t, s->buf[picks[k].file] + s->st[picks[k].file].data_off + t->begin, x);
+        int64_t i = rt_first_nonfinite(x, t->elems);
+        float bad = i >= 0 ? x[i] : 0;
+        free(x);
+        if (i >= 0)
+            return ck_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
+                           "train from it", s->path[picks[k].file], t->name, isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf",
+                           (long long)i);
+    }
+    return true;
+}
+
 /* Rank 0: picks for every parameter (program order), then, with moments,
  * for every optimizer pair's exp_avg and exp_avg_sq (table order). */
 static bool ck_match(const rt_program *p, const ck_src *s, bool moments, ck_pick *picks, int *npicks, char *err,
@@ -395,7 +414,7 @@ static bool ck_match(const rt_program *p, const ck_src *s, bool moments, ck_pick
         if (!ck_pick_one(p, s, p->opt[i].param, "exp_avg_sq.", &picks[n++], err, errlen)) return false;
     }
     *npicks = n;
-    return ck_check_extra(p, s, picks, n, err, errlen);
+    return ck_check_extra(p, s, picks, n, err, errlen) && ck_check_finite(s, picks, n, err, errlen);
 }
 
 /* Collective: value v's layout of the picked tensor into `mine`. */
@@ -695,6 +714,11 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
         ck_scatter_all(rt, s, picks, true);
         rt->start_step = ss[0];
         rt->saved_step = ss[2] ? ss[0] : 0;
+        /* The checkpoint's seed wins (the batch sampler must continue the
+         * interrupted run's sequence): say so when --seed asked otherwise. */
+        if (rt->rank == 0 && rt_option_given("--seed") && rt->opt.seed != ss[1])
+            fprintf(stderr, "note: --seed %lld is ignored: the checkpoint's seed %lld wins (it continues the "
+                    "interrupted run's batches)\n", (long long)rt->opt.seed, (long long)ss[1]);
         rt->opt.seed = ss[1];
         if (rt->rank == 0) {
             printf("resumed from %s: step %lld, seed %lld (%d parameters and the moments of %d)\n", dir,

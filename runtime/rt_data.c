@@ -5,6 +5,8 @@
  * llm.c token file: 256 int32 header (magic 20240520, version, token count,
  * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
 #include <errno.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,15 +18,29 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return false;
     }
+    /* fopen succeeds on a directory; its size is meaningless (ftell may say
+     * 2^63 - 1), so check the kind and never allocate from an unchecked size. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        bool dir = S_ISDIR(st.st_mode);
+        fclose(f);
+        snprintf(err, errlen, "%s: cannot read: %s", path,
+                 dir ? "is a directory" : (e ? strerror(e) : "not a regular file"));
+        return false;
+    }
+    errno = 0;
     bool ok = fseek(f, 0, SEEK_END) == 0;
     long n = ok ? ftell(f) : -1;
-    ok = ok && n >= 0 && fseek(f, 0, SEEK_SET) == 0;
+    ok = ok && n >= 0 && (off_t)n == st.st_size && fseek(f, 0, SEEK_SET) == 0;
     unsigned char *b = ok ? malloc((size_t)n + 1) : NULL;
     ok = b && fread(b, 1, (size_t)n, f) == (size_t)n;
+    int e = errno ? errno : (ferror(f) ? EIO : 0);
     fclose(f);
     if (!ok) {
         free(b);
-        snprintf(err, errlen, "%s: cannot read", path);
+        snprintf(err, errlen, "%s: cannot read: %s", path,
+                 e ? strerror(e) : (n >= 0 && !b ? "out of memory" : "short read (file changed while reading?)"));
         return false;
     }
     *out = b;

@@ -2,9 +2,12 @@
  * NaN/Inf detection (stop naming the step and the tensor, or skip the
  * step with --skip-nonfinite), the periodic and final checkpoints, and the
  * test hook that makes a step non-finite on purpose. */
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rt_internal.h"
 
@@ -115,4 +118,44 @@ void rt_guard_test_poison(rt_ctx *rt, int64_t t, bool before) {
         free(saved);
         saved = NULL;
     }
+}
+
+int64_t rt_first_nonfinite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* SIGTERM / SIGINT (rt_main.c's handler sets a flag): every rank finishes
+ * the step, then the ranks agree (MAX of the signal numbers) once per step,
+ * so all stop after the same step; a checkpoint of that step is written when
+ * --checkpoint-dir is set.  BASP_TEST_STEP_DELAY_MS=MS sleeps MS after each
+ * step, so that a test can signal a run in the middle. */
+int rt_guard_stop(rt_ctx *rt, int64_t t) {
+    const char *e = getenv("BASP_TEST_STEP_DELAY_MS");
+    long ms = e ? atol(e) : 0;
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) { /* a signal does not cut the step short */
+        }
+    }
+    int sig = rt_stop_signal();
+    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!sig) return 0;
+    const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
+    char what[1200];
+    if (rt->opt.ckpt_dir) {
+        if (rt->saved_step != t + 1 && rt_guard_save(rt, t + 1)) return 128 + sig; /* error already said */
+        snprintf(what, sizeof what, "checkpoint written to %s/step-%08lld (continue with --resume)",
+                 rt->opt.ckpt_dir, (long long)t + 1);
+    } else {
+        snprintf(what, sizeof what, "no checkpoint written (no --checkpoint-dir)");
+    }
+    if (rt->rank == 0) {
+        fflush(stdout);
+        fprintf(stderr, "received %s: step %lld finished, %s; stopping (exit status %d)\n", name, (long long)t + 1,
+                what, 128 + sig);
+        fflush(stderr);
+    }
+    return 128 + sig;
 }

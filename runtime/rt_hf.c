@@ -78,6 +78,13 @@ static void hf_transpose(const float *src, float *dst, int64_t rows, int64_t col
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
 }
 
+bool rt_hf_export_dims(const rt_hf_map *m, const int64_t *dims, int nd, int64_t *hf_rows, int64_t *hf_cols) {
+    int64_t rows, cols;
+    hf_matrix(m, dims, nd, &rows, &cols);
+    *hf_rows = cols, *hf_cols = rows;
+    return !(m->split <= 0 || m->split >= nd);
+}
+
 void rt_hf_export(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst) {
     int64_t rows, cols;
     hf_matrix(m, dims, nd, &rows, &cols);

@@ -349,4 +349,15 @@ void rt_watchdog_start(rt_ctx *rt, double seconds);
 void rt_watchdog_beat(const char *what, int64_t step);
 void rt_watchdog_stop(void);
 
+/* rt_main.c: whether option NAME was on the command line; the signal
+ * (SIGTERM, SIGINT) that asked the job to stop after the current step, 0 if none. */
+bool rt_option_given(const char *name);
+int rt_stop_signal(void);
+/* rt_guard.c: after step t, all ranks agree whether a stop signal arrived;
+ * if so, writes a checkpoint (--checkpoint-dir) and returns the exit status
+ * (128 + signal), else 0. */
+int rt_guard_stop(rt_ctx *rt, int64_t t);
+/* rt_guard.c: the index of the first non-finite of n floats, or -1. */
+int64_t rt_first_nonfinite(const float *x, int64_t n);
+
 #endif

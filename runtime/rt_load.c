@@ -7,12 +7,13 @@
  * tensor's name and dims against the program — before any parameter is
  * touched, then broadcasts its verdict, so every rank fails or proceeds
  * together and none is left waiting in a collective.  Each parameter then
- * reaches the ranks with MPI_Scatter: rank 0 cuts every rank's box at its
+ * reaches the ranks with chunked MPI_Scatter calls: rank 0 cuts every rank's box at its
  * global offset, the mirror of the gather in rt_save.c.
  *
  * A directory given to --init-from is a Hugging Face model directory
  * (safetensors), read by rt_hf_load_dir in rt_ckpt_load.c. */
 #include <stdarg.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -193,25 +194,8 @@ static bool rt_match_params(const rt_program *p, const rt_tensor_file *f, int *w
     return true;
 }
 
-/* Collective: rank 0 cuts every rank's box of value v's layout out of the
- * full tensor `full` (aligned floats) and scatters them into `mine`. */
-void rt_scatter_local(rt_ctx *rt, int v, const float *full, float *mine) {
-    const rt_value_desc *d = &rt->p->values[v];
-    int64_t n = d->local_elems;
-    RT_CHECK(n * rt->world <= 0x7fffffff, "loading %s: too large to scatter in one MPI call", d->name);
-    float *all = NULL;
-    if (rt->rank == 0) {
-        all = RT_MALLOC((size_t)(n * rt->world) * 4);
-        int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK], zero[RT_MAX_RANK] = {0};
-        int nd = rt_local_dims(rt, v, ld);
-        for (int r = 0; r < rt->world; r++) {
-            rt_global_offset(rt->p, v, r, off);
-            rt_copy_box(all + r * n, ld, zero, full, d->dims, off, ld, nd);
-        }
-    }
-    RT_MPI(MPI_Scatter(all, (int)n, MPI_FLOAT, mine, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
-    free(all);
-}
+/* rt_scatter_local (rank 0 cuts every rank's box out of a full tensor and
+ * scatters it, in chunks) lives in rt_save.c beside its mirror, the gather. */
 
 /* Collective: parameter v from the full tensor at `src` (unaligned, inside
  * the file buffer). */
@@ -231,12 +215,32 @@ static void rt_scatter_param(rt_ctx *rt, int v, const unsigned char *src) {
     free(full);
 }
 
+/* Rank 0: no NaN or Inf in any parameter of the file (named with the file). */
+static bool rt_load_finite(const rt_program *p, const rt_tensor_file *f, const int *which, char *err, size_t errlen) {
+    for (int v = 0; v < p->nvalues; v++) {
+        if (p->values[v].kind != RT_PARAM) continue;
+        const rt_value_desc *d = &p->values[v];
+        int64_t total = 1;
+        for (int k = 0; k < d->rank; k++) total *= d->dims[k];
+        float *x = RT_MALLOC((size_t)total * 4); /* the file gives no alignment for the data */
+        memcpy(x, f->bytes + f->t[which[v]].data_off, (size_t)total * 4);
+        int64_t i = rt_first_nonfinite(x, total);
+        float bad = i >= 0 ? x[i] : 0;
+        free(x);
+        if (i >= 0)
+            return rt_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
+                           "train from it", f->path, d->name, isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf",
+                           (long long)i);
+    }
+    return true;
+}
+
 /* Rank 0: read and check everything; the verdict and message go to all. */
 static bool rt_load_check(rt_ctx *rt, rt_tensor_file *f, int *which, char *err, size_t errlen) {
     int ok = 1;
     if (rt->rank == 0)
         ok = rt_read_file(f->path, &f->bytes, &f->len, err, errlen) && rt_parse_file(f, err, errlen) &&
-             rt_match_params(rt->p, f, which, err, errlen);
+             rt_match_params(rt->p, f, which, err, errlen) && rt_load_finite(rt->p, f, which, err, errlen);
     RT_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     RT_CHECK(errlen <= 0x7fffffff, "error buffer too large");
     if (!ok) RT_MPI(MPI_Bcast(err, (int)errlen, MPI_CHAR, 0, MPI_COMM_WORLD));

@@ -226,6 +226,12 @@ int rt_train(rt_ctx *rt) {
         bool show = (t + 1) % rt->opt.log_every == 0 || t == t0 || t + 1 == steps;
         if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
         if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
+        int stop = rt_guard_stop(rt, t); /* SIGTERM / SIGINT: collective */
+        if (stop) {
+            status = stop;
+            steps = t + 1;
+            break;
+        }
     }
     /* A full disk must not pass for a complete metrics file.  Only rank 0
      * knows, so the exit status changes after the collective saves below. */

@@ -1,9 +1,13 @@
 /* rt_main.c — process start-up, the command line, the runtime context and
  * the error helpers.  The training loop and its logging are in rt_loop.c. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rt_internal.h"
 
@@ -78,6 +82,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "                       collective's own time is the exchange alone (CPU backend)\n"
             "  --quiet              no per-step lines\n"
             "  --help               this text\n"
+            "Output paths are checked before step 1.  SIGTERM/SIGINT: the ranks finish the step, write a\n"
+            "checkpoint (--checkpoint-dir) and exit 143/130; a second signal stops at once.\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
             p->world, prog, p->model, p->spec ? p->spec : "?", p->world, (long long)p->steps, p->lr,
             (long long)p->seed);
@@ -277,6 +283,128 @@ void rt_ctx_destroy(rt_ctx *rt) {
     free(rt);
 }
 
+/* ---- options given on the command line ------------------------------------------------ */
+static int rt_argc;
+static char **rt_argv;
+
+bool rt_option_given(const char *name) {
+    for (int i = 1; i < rt_argc; i++) {
+        size_t n = strlen(name);
+        if (strncmp(rt_argv[i], name, n) == 0 && (rt_argv[i][n] == 0 || rt_argv[i][n] == '=')) return true;
+    }
+    return false;
+}
+
+/* ---- output paths, checked before step 1 ----------------------------------------------- */
+/* Creates and removes a probe file in directory `dir`. */
+static bool rt_probe_dir(const char *opt, const char *path, const char *dir, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        snprintf(err, errlen, "%s %s: directory %s: %s", opt, path, dir, strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s %s: %s is not a directory", opt, path, dir);
+        return false;
+    }
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.basp-probe-%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s %s: cannot write in directory %s: %s", opt, path, dir, strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}
+
+/* An output file: its directory exists and is writable; the file itself,
+ * when it exists, is a writable regular file. */
+static bool rt_check_out_file(const char *opt, const char *path, char *err, size_t errlen) {
+    if (!path) return true;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (!*path || path[strlen(path) - 1] == '/') {
+        snprintf(err, errlen, "%s '%s': names a directory, not a file", opt, path);
+        return false;
+    }
+    if (!rt_probe_dir(opt, path, dir, err, errlen)) return false;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s %s: is a directory", opt, path);
+            return false;
+        }
+        if (access(path, W_OK) != 0) {
+            snprintf(err, errlen, "%s %s: cannot write: %s", opt, path, strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Creates --checkpoint-dir (and its parents) as a save would. */
+static bool rt_check_ckpt_dir(const char *dir, char *err, size_t errlen) {
+    if (!dir) return true;
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) break; /* reported below */
+            *c = '/';
+        }
+    struct stat st;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "--checkpoint-dir %s: cannot create: %s", dir, strerror(errno));
+        return false;
+    }
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--checkpoint-dir %s: exists and is not a directory", dir);
+        return false;
+    }
+    return rt_probe_dir("--checkpoint-dir", dir, dir, err, errlen);
+}
+
+/* Rank 0 (the only writer of these files): every output path, before any
+ * work, so that a typo does not cost a whole run. */
+static bool rt_check_outputs(const rt_options *o, char *err, size_t errlen) {
+    return rt_check_out_file("--save-weights", o->save_weights, err, errlen) &&
+           rt_check_out_file("--save-grads", o->save_grads, err, errlen) &&
+           rt_check_out_file("--metrics", o->metrics, err, errlen) &&
+           rt_check_out_file("--profile", o->profile, err, errlen) && rt_check_ckpt_dir(o->ckpt_dir, err, errlen);
+}
+
+/* ---- SIGTERM / SIGINT: stop after the current step -------------------------------------- */
+static volatile sig_atomic_t rt_stop_sig;
+
+static void rt_on_signal(int sig) {
+    if (rt_stop_sig) { /* the second signal: stop at once */
+        static const char msg[] = "received a second signal: stopping at once, no checkpoint\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(128 + sig);
+    }
+    rt_stop_sig = sig;
+}
+
+int rt_stop_signal(void) { return (int)rt_stop_sig; }
+
+static void rt_install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = rt_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 /* ---- entry point ---------------------------------------------------------------- */
 static int rt_finish(int status) {
     fflush(stdout);
@@ -292,6 +420,9 @@ int rt_main(int argc, char **argv, const rt_program *p) {
     RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
     const char *prog = argc > 0 ? argv[0] : "train";
+    rt_argc = argc;
+    rt_argv = argv;
+    rt_install_signals();
     rt_options o;
     char err[1024] = "";
     /* Every rank parses the same command line and reaches the same verdict,
@@ -314,6 +445,12 @@ int rt_main(int argc, char **argv, const rt_program *p) {
                     prog, p->world, p->nodes, p->devices_per_node, p->spec ? p->spec : "its spec", world, p->world,
                     prog);
         return rt_finish(2);
+    }
+    int out_ok = rank != 0 || rt_check_outputs(&o, err, sizeof err);
+    RT_MPI(MPI_Bcast(&out_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!out_ok) {
+        if (rank == 0) fprintf(stderr, "%s: error: %s (nothing was trained)\n", prog, err);
+        return rt_finish(1);
     }
     rt_ctx *rt = rt_ctx_create(p, &o);
     rt_watchdog_start(rt, o.timeout);

@@ -90,6 +90,9 @@ rt_hf_map rt_hf_name(const char *ours);
 /* The Hugging Face shape of a tensor of ours (dims, nd) under map m. */
 int rt_hf_shape(const rt_hf_map *m, const int64_t *dims, int nd, int64_t out[RT_ST_MAX_DIMS]);
 /* ours (dims, nd) → Hugging Face layout, and back; dst and src differ. */
+/* Whether rt_hf_export transposes value dims as a matrix; if so the Hugging
+ * Face tensor is [hf_rows, hf_cols] (out, in) of ours [in, out]. */
+bool rt_hf_export_dims(const rt_hf_map *m, const int64_t *dims, int nd, int64_t *hf_rows, int64_t *hf_cols);
 void rt_hf_export(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst);
 void rt_hf_import(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rt_chunk.h"
 #include "rt_internal.h"
 
 /* The tensors to save: value indices and the names to save them under. */
@@ -34,35 +35,137 @@ static int rt_save_list(rt_ctx *rt, bool grads, int *vals, const char **names) {
     return n;
 }
 
+/* Copies elements [start, start + count) of a local box (dims ld, at global
+ * offset off of a tensor with dims gd) between the flat chunk `buf` and the
+ * full tensor `full`: to_full says which way.  Runs along the last dim. */
+static void rt_range_copy(float *full, const int64_t *gd, const int64_t *off, const int64_t *ld, int nd, float *buf,
+                          int64_t start, int64_t count, bool to_full) {
+    static const int64_t one = 1, zero = 0;
+    if (nd == 0) { /* a scalar: one element */
+        gd = ld = &one;
+        off = &zero;
+        nd = 1;
+    }
+    int64_t idx[RT_MAX_RANK], gstride[RT_MAX_RANK];
+    gstride[nd - 1] = 1;
+    for (int k = nd - 1; k > 0; k--) gstride[k - 1] = gstride[k] * gd[k];
+    int64_t rem = start;
+    for (int k = nd - 1; k >= 0; k--) {
+        idx[k] = rem % ld[k];
+        rem /= ld[k];
+    }
+    int64_t done = 0;
+    while (done < count) {
+        int64_t run = ld[nd - 1] - idx[nd - 1];
+        if (run > count - done) run = count - done;
+        int64_t g = 0;
+        for (int k = 0; k < nd; k++) g += (off[k] + idx[k]) * gstride[k];
+        if (to_full) memcpy(full + g, buf + done, (size_t)run * 4);
+        else memcpy(buf + done, full + g, (size_t)run * 4);
+        done += run;
+        idx[nd - 1] += run;
+        for (int k = nd - 1; k > 0 && idx[k] == ld[k]; k--) {
+            idx[k] = 0;
+            idx[k - 1]++;
+        }
+    }
+}
+
+/* Value v's layout on every rank: local dims, and each rank's global offset. */
+static int rt_layout(rt_ctx *rt, int v, int64_t *ld, int64_t (**offs)[RT_MAX_RANK]) {
+    int nd = rt_local_dims(rt, v, ld);
+    *offs = RT_MALLOC(sizeof **offs * (size_t)rt->world);
+    for (int r = 0; r < rt->world; r++) rt_global_offset(rt->p, v, r, (*offs)[r]);
+    return nd;
+}
+
+/* The chunking of n local elements per rank: chunk elements per call
+ * (never more than n), returns the number of calls. */
+static int64_t rt_chunks_of(const rt_ctx *rt, int64_t n, int64_t *chunk) {
+    *chunk = rt_chunk_per_rank(rt->world, rt_chunk_test_override());
+    if (*chunk > n && n > 0) *chunk = n;
+    return rt_chunk_count(n, *chunk);
+}
+
 /* Collective: every rank's shard (`mine`, laid out as value v) goes to
  * rank 0, which places each at its global offset (replicated shards
  * overwrite each other with equal data).  Checkpoints gather optimizer
- * moments through it too: they share their parameter's layout. */
+ * moments through it too: they share their parameter's layout.
+ *
+ * In chunks (rt_chunk.h): each collective moves at most `chunk` elements
+ * per rank, so no MPI count overflows an int whatever the tensor's size,
+ * and rank 0 holds the full tensor plus one chunk from every rank, never
+ * world copies of a shard.  The bytes are the same for any chunk size. */
 void rt_gather_local(rt_ctx *rt, int v, const float *mine, float *full) {
     const rt_value_desc *d = &rt->p->values[v];
-    int64_t n = d->local_elems;
-    RT_CHECK(n * rt->world <= 0x7fffffff, "saving %s: too large to gather in one MPI call", d->name);
-    float *all = rt->rank == 0 ? RT_MALLOC((size_t)(n * rt->world) * 4) : NULL;
-    RT_MPI(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
-    if (rt->rank != 0) return;
-    int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK], zero[RT_MAX_RANK] = {0};
-    int nd = rt_local_dims(rt, v, ld);
-    int64_t (*offs)[RT_MAX_RANK] = RT_MALLOC(sizeof *offs * (size_t)rt->world);
-    for (int r = 0; r < rt->world; r++) {
-        rt_global_offset(rt->p, v, r, off);
-        memcpy(offs[r], off, sizeof off);
-        rt_copy_box(full, d->dims, off, all + r * n, ld, zero, ld, nd);
-        /* Replicas must agree bit for bit (they were updated from identical
-         * reduced gradients); say so loudly when they do not. */
-        for (int q = 0; q < r; q++)
-            if (memcmp(offs[q], off, sizeof off) == 0) {
-                if (memcmp(all + q * n, all + r * n, (size_t)n * 4) != 0)
-                    fprintf(stderr, "warning: the copies of %s on ranks %d and %d differ\n", d->name, q, r);
-                break;
-            }
+    int64_t n = d->local_elems, chunk, nchunks = rt_chunks_of(rt, n, &chunk);
+    int64_t ld[RT_MAX_RANK], (*offs)[RT_MAX_RANK] = NULL;
+    int nd = 0;
+    /* The first rank holding the same box as rank r (replicas), or r. */
+    int *first = NULL;
+    bool *warned = NULL;
+    float *all = NULL;
+    if (rt->rank == 0) {
+        nd = rt_layout(rt, v, ld, &offs);
+        first = RT_MALLOC(sizeof(int) * (size_t)rt->world);
+        warned = RT_MALLOC(sizeof(bool) * (size_t)rt->world);
+        for (int r = 0; r < rt->world; r++) {
+            first[r] = r;
+            warned[r] = false;
+            for (int q = 0; q < r; q++)
+                if (memcmp(offs[q], offs[r], sizeof offs[r]) == 0) {
+                    first[r] = q;
+                    break;
+                }
+        }
+        all = RT_MALLOC((size_t)chunk * (size_t)rt->world * 4);
     }
-    free(offs);
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t s;
+        int len = rt_chunk_at(n, chunk, c, &s);
+        RT_MPI(MPI_Gather(mine + s, len, MPI_FLOAT, all, len, MPI_FLOAT, 0, MPI_COMM_WORLD));
+        if (rt->rank != 0) continue;
+        for (int r = 0; r < rt->world; r++) {
+            float *part = all + (size_t)r * (size_t)len;
+            rt_range_copy(full, d->dims, offs[r], ld, nd, part, s, len, true);
+            /* Replicas must agree bit for bit (they were updated from identical
+             * reduced gradients); say so loudly when they do not. */
+            int q = first[r];
+            if (q != r && !warned[r] && memcmp(all + (size_t)q * (size_t)len, part, (size_t)len * 4) != 0) {
+                fprintf(stderr, "warning: the copies of %s on ranks %d and %d differ\n", d->name, q, r);
+                warned[r] = true;
+            }
+        }
+    }
     free(all);
+    free(first);
+    free(warned);
+    free(offs);
+}
+
+/* Collective: rank 0 cuts every rank's box of value v's layout out of the
+ * full tensor `full` (aligned floats) and scatters them into `mine`, in
+ * chunks as rt_gather_local (its mirror). */
+void rt_scatter_local(rt_ctx *rt, int v, const float *full, float *mine) {
+    const rt_value_desc *d = &rt->p->values[v];
+    int64_t n = d->local_elems, chunk, nchunks = rt_chunks_of(rt, n, &chunk);
+    int64_t ld[RT_MAX_RANK], (*offs)[RT_MAX_RANK] = NULL;
+    int nd = 0;
+    float *all = NULL;
+    if (rt->rank == 0) {
+        nd = rt_layout(rt, v, ld, &offs);
+        all = RT_MALLOC((size_t)chunk * (size_t)rt->world * 4);
+    }
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t s;
+        int len = rt_chunk_at(n, chunk, c, &s);
+        if (rt->rank == 0)
+            for (int r = 0; r < rt->world; r++)
+                rt_range_copy((float *)full, d->dims, offs[r], ld, nd, all + (size_t)r * (size_t)len, s, len, false);
+        RT_MPI(MPI_Scatter(all, len, MPI_FLOAT, mine + s, len, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    }
+    free(all);
+    free(offs);
 }
 
 static void rt_gather_full(rt_ctx *rt, int v, float *full) {

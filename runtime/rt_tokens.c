@@ -32,10 +32,19 @@ bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t v
         snprintf(err, errlen, "%s: unsupported version %d (1 = uint16 tokens, 2 = uint32 tokens)", path, version);
         return false;
     }
-    int64_t width = version == 1 ? 2 : 4, n = count, have = (int64_t)((len - hbytes) / (size_t)width);
-    if (n < 0 || n > have) {
-        snprintf(err, errlen, "%s: truncated: header says %lld tokens, file holds %lld", path, (long long)n,
-                 (long long)have);
+    int64_t width = version == 1 ? 2 : 4, n = count;
+    size_t payload = len - hbytes;
+    if (n < 0 || payload % (size_t)width != 0 || (uint64_t)payload / (uint64_t)width != (uint64_t)n) {
+        /* llm.c requires the exact size: a count that disagrees with the file
+         * means a truncated file, trailing data, or a wrong version field
+         * (uint32 tokens labelled uint16 would train on interleaved zeros). */
+        long long want = n < 0 ? -1LL : (long long)(hbytes + (uint64_t)n * (uint64_t)width);
+        snprintf(err, errlen,
+                 "%s: %s: header says %lld tokens, file holds %lld (%zu bytes; version %d = %lld-byte tokens needs "
+                 "exactly %lld = 1024 + %lld x %lld)",
+                 path, n >= 0 && (uint64_t)payload / (uint64_t)width < (uint64_t)n ? "truncated" : "size mismatch",
+                 (long long)n, (long long)(payload / (size_t)width), len, version, (long long)width, want,
+                 (long long)n, (long long)width);
         return false;
     }
     int32_t *t = malloc((size_t)(n ? n : 1) * sizeof *t);

@@ -2,9 +2,13 @@
  * pipeline, and build the training executable (-o FILE), or print the IR,
  * the generated C program or the communication schedule.  A thin driver
  * over the embedding API (api/basp.h). */
+#define _DEFAULT_SOURCE /* mkstemps */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "basp.h"
 
@@ -19,6 +23,8 @@ static void usage(FILE *out) {
             "                           program and compile it against the runtime\n"
             "                           (run it with: mpirun -np N ./FILE --data DATA);\n"
             "                           with another action: write its output to FILE\n"
+            "                           (written next to FILE and renamed at the end: a failed\n"
+            "                           run leaves FILE as it was; an input file is refused)\n"
             "  --emit=c                 print the generated C program (to -o FILE or stdout)\n"
             "  --check                  parse and check the spec only\n"
             "  --print-spec             print the checked spec with every default filled in\n"
@@ -75,6 +81,7 @@ typedef struct options {
     action act;
     int emit_given;
     int json, quiet, keep_c, verbose;
+    int answered; /* --plan/--memory/--max-seq-len wrote a negative answer: keep it */
     basp_pass_options popt;
 } options;
 
@@ -82,6 +89,118 @@ static int die_usage(const char *msg, const char *arg) {
     fprintf(stderr, "baspc: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     fprintf(stderr, "run 'baspc --help' for usage\n");
     return 2;
+}
+
+/* ---- inputs and outputs --------------------------------------------------
+ * Every file the compilation reads (the spec or .bir, each import, each
+ * config.json) is recorded by device and inode; an output (-o, --trace,
+ * --keep-c's FILE.c) that is one of them is refused before anything is
+ * written.  Outputs are written to a temporary file next to their name and
+ * renamed over it at the end, so that baspc never truncates or deletes a
+ * file it did not create in this run. */
+typedef struct input_file {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+} input_file;
+
+static input_file *inputs;
+static int ninputs, capinputs;
+
+static void note_input(const char *path, void *ud) {
+    (void)ud;
+    struct stat st;
+    if (!path || stat(path, &st) != 0) return;
+    for (int i = 0; i < ninputs; i++)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) return;
+    if (ninputs == capinputs) {
+        capinputs = capinputs ? 2 * capinputs : 8;
+        input_file *n = realloc(inputs, (size_t)capinputs * sizeof *n);
+        if (!n) return;
+        inputs = n;
+    }
+    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path)};
+}
+
+static void free_inputs(void) {
+    for (int i = 0; i < ninputs; i++) free(inputs[i].path);
+    free(inputs);
+    inputs = NULL;
+    ninputs = capinputs = 0;
+}
+
+/* True (after an error) when `out` is the same file as an input. */
+static int output_is_input(const char *out, const char *what) {
+    struct stat st;
+    if (!out || stat(out, &st) != 0) return 0;
+    for (int i = 0; i < ninputs; i++) {
+        if (inputs[i].dev != st.st_dev || inputs[i].ino != st.st_ino) continue;
+        fprintf(stderr, "baspc: error: %s '%s' is an input of this compilation (%s); refusing to overwrite it\n",
+                what, out, inputs[i].path);
+        fprintf(stderr, "note: name another output file\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* An output of --emit, --print-spec, --plan ...: a temporary file next to
+ * `path`, renamed over it by out_commit; a path that exists and is not a
+ * regular file (a device, a FIFO) is written directly and never removed. */
+typedef struct outfile {
+    const char *path;
+    char *tmp; /* NULL: written directly */
+    FILE *f;
+} outfile;
+
+static int out_open(outfile *o, const char *path) {
+    o->path = path;
+    o->tmp = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (!(o->f = fopen(path, "w"))) { perror(path); return 0; }
+        return 1;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dn = (size_t)(base - path), n = strlen(path) + 32;
+    o->tmp = malloc(n);
+    if (!o->tmp) return 0;
+    snprintf(o->tmp, n, "%.*s.baspc-XXXXXX-%s", (int)dn, path, base);
+    int fd = mkstemps(o->tmp, (int)strlen(base) + 1);
+    if (fd < 0) {
+        fprintf(stderr, "baspc: error: cannot create a temporary file next to %s: %s\n", path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return 0;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    if (!(o->f = fdopen(fd, "w"))) {
+        perror(o->tmp);
+        close(fd);
+        remove(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* Closes the output; keep: rename it over its name, else remove only the
+ * temporary.  Returns 0 when the write or the rename failed. */
+static int out_close(outfile *o, int keep) {
+    int ok = fclose(o->f) == 0;
+    if (!ok) perror(o->path);
+    if (o->tmp) {
+        if (keep && ok && rename(o->tmp, o->path) != 0) {
+            fprintf(stderr, "baspc: error: cannot rename %s to %s: %s\n", o->tmp, o->path, strerror(errno));
+            ok = 0;
+        }
+        if (!keep || !ok) remove(o->tmp);
+        free(o->tmp);
+    }
+    return ok;
 }
 
 /* Textual IR (basp-opt's input) instead of a spec: FILE.bir. */
@@ -170,6 +289,8 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
         if (o->act == ACT_SPEC) basp_spec_print(spec, out);
         *rc = o->act == ACT_PLAN && !basp_plan(spec, out, o->json);
         if (o->act == ACT_MAXSEQ) *rc = !basp_max_seq_len(spec, out, o->json);
+        /* "nothing fits" is the answer, with the reason: keep the output */
+        if (*rc && !basp_error_count()) o->answered = 1;
         basp_spec_free(spec);
         return NULL;
     }
@@ -184,13 +305,11 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
 
 /* Writes the predicted one-step timeline (Chrome trace JSON) to o->trace. */
 static bool write_trace(const options *o, const basp_module *m) {
-    FILE *f = fopen(o->trace, "w");
-    if (!f) {
-        perror(o->trace);
-        return false;
-    }
-    bool ok = basp_write_trace(m, f);
-    if (fclose(f) != 0) ok = false;
+    if (output_is_input(o->trace, "the trace file")) return false;
+    outfile f;
+    if (!out_open(&f, o->trace)) return false;
+    bool ok = basp_write_trace(m, f.f);
+    ok = out_close(&f, ok) && ok;
     if (!ok) fprintf(stderr, "baspc: error: could not write the trace to %s\n", o->trace);
     return ok;
 }
@@ -202,9 +321,20 @@ static int run(options *o, FILE *out) {
     if (!m) return rc;
     bool ok = !o->trace || write_trace(o, m);
     if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
-    else if (o->act == ACT_MEMORY) ok = basp_memory(spec, m, out, o->json) && ok;
+    else if (o->act == ACT_MEMORY) {
+        bool fits = basp_memory(spec, m, out, o->json);
+        if (!fits && ok) o->answered = 1; /* the report says why it does not fit: keep it */
+        ok = fits && ok;
+    }
     else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out);
-    else if (o->act == ACT_BUILD) ok = basp_build(m, o->spec, o->out, o->keep_c);
+    else if (o->act == ACT_BUILD) {
+        char cfile[4096];
+        snprintf(cfile, sizeof cfile, "%s.c", o->out);
+        if (output_is_input(o->out, "the output file") || (o->keep_c && output_is_input(cfile, "the C file")))
+            ok = false;
+        else
+            ok = basp_build(m, o->spec, o->out, o->keep_c);
+    }
     else basp_print_ir(m, out);
     basp_module_free(m);
     basp_spec_free(spec);
@@ -217,20 +347,38 @@ int main(int argc, char **argv) {
     if (r) { free(o.sets); return r == 1 ? 0 : 2; }
     basp_set_diagnostics(NULL, o.quiet);
     basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
-    if (o.act == ACT_BUILD) { /* the compiler writes o.out itself */
-        int rc = run(&o, stdout);
+    basp_set_input_hook(note_input, NULL);
+    note_input(o.spec, NULL); /* a .bir is read by the IR parser, which has no hook */
+    if (o.act == ACT_BUILD) { /* the compiler writes o.out itself (to a temporary, then renamed) */
+        struct stat st;
+        int rc = 1;
+        if (stat(o.out, &st) == 0 && !S_ISREG(st.st_mode))
+            fprintf(stderr, "baspc: error: the output '%s' exists and is not a regular file; refusing to build over it\n",
+                    o.out);
+        else
+            rc = run(&o, stdout);
+        free_inputs();
         free(o.sets);
         return rc;
     }
+    outfile of = {0};
     FILE *out = stdout;
-    if (o.out && !(out = fopen(o.out, "w"))) {
-        perror(o.out);
-        free(o.sets);
-        return 1;
+    if (o.out && output_is_input(o.out, "the output file")) { free_inputs(); free(o.sets); return 1; }
+    if (o.out) {
+        if (!out_open(&of, o.out)) { free_inputs(); free(o.sets); return 1; }
+        out = of.f;
     }
     int rc = run(&o, out);
-    if (out != stdout && fclose(out) != 0) { perror(o.out); rc = 1; }
-    if (rc && o.out) remove(o.out); /* never leave a half-written output behind */
+    /* The inputs are all known now (imports, config.json): the output is
+     * renamed over its name only when it is none of them. */
+    if (o.out) {
+        int clash = output_is_input(o.out, "the output file");
+        if (clash) rc = 1;
+        /* never leave a half-written output behind; a negative answer of
+         * --plan, --memory or --max-seq-len is kept (and exit status 1) */
+        if (!out_close(&of, !clash && (rc == 0 || o.answered))) rc = 1;
+    }
+    free_inputs();
     free(o.sets);
     return rc;
 }

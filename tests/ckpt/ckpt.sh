@@ -415,6 +415,156 @@ compat() {
     echo "ckpt.sh: Qwen3 and Llama checkpoints refused by programs without q/k norms or with q/k/v biases"
 }
 
+# ---- graceful stop, non-finite checkpoints, overridden options -----------------------
+#   ckpt.sh stop W EXPECT       SIGTERM to mpirun and SIGINT/SIGTERM to the ranks: the step
+#                               finishes, a checkpoint is written, exit 143 / 130; the
+#                               checkpoint resumes to the uninterrupted run's result; a
+#                               second signal stops at once
+#   ckpt.sh loadnan W EXPECT    NaN/Inf in --resume weights and moments, --init-from DIR and
+#                               --init-from FILE: refused by tensor and file
+#   ckpt.sh seednote W EXPECT   --resume --seed N: a note naming both seeds
+
+# stop_run LOG DIR DELAY_MS [ARGS...]: a 4-rank run of 40 steps in the background.
+# Open MPI 4's mpirun, when signalled, sends the ranks SIGCONT, waits
+# odls_base_sigkill_timeout seconds, sends SIGTERM, waits as long, then
+# SIGKILL: 3 s here, so the ranks have 3 s for the step and the save.
+stop_run() {
+    local log=$1 dir=$2 ms=$3
+    shift 3
+    BASP_TEST_STEP_DELAY_MS=$ms OMPI_MCA_odls_base_sigkill_timeout=3 "${MPI[@]}" -np 4 "$W/mha_basp_z3" \
+        --data "$W/corpus.bin" --steps 40 --metrics "$dir.jsonl" --checkpoint-dir "$dir" "$@" >"$log" 2>&1 &
+    STOP_JOB=$!
+}
+
+# signal_ranks SIG: SIG to every rank of the stop test's binary.
+signal_ranks() {
+    local r pid
+    for r in 0 1 2 3; do
+        pid=$(rank_pid "$W/mha_basp_z3" "$r")
+        [[ -n $pid ]] && kill "-$1" "$pid"
+    done
+}
+
+stop() {
+    W=$1
+    local expect=$2 d=$1/stop rc
+    rm -rf "$d" && mkdir -p "$d"
+    "${MPI[@]}" -np 4 "$W/mha_basp_z3" --data "$W/corpus.bin" --quiet --steps 40 --checkpoint-dir "$d/ref" >/dev/null
+    # 1. SIGTERM to mpirun, which forwards it to the ranks (and kills them
+    #    after odls_base_sigkill_timeout, raised here).
+    stop_run "$d/term.log" "$d/term" 150
+    wait_for "$d/term.log" "step +4/40"
+    kill -TERM "$STOP_JOB"
+    rc=0 && wait "$STOP_JOB" || rc=$?
+    [[ $rc -ne 0 ]] || { cat "$d/term.log"; echo "FAIL: exit status 0 after SIGTERM"; exit 1; }
+    grep -E "received SIGTERM: step [0-9]+ finished, checkpoint written to .*term/step-[0-9]{8} \(continue with --resume\); stopping \(exit status 143\)" "$d/term.log" ||
+        { cat "$d/term.log"; echo "FAIL: no stop message"; exit 1; }
+    local n
+    n=$(sed -nE 's/.*received SIGTERM: step ([0-9]+) finished.*/\1/p' "$d/term.log")
+    [[ $n -lt 40 ]] || { echo "FAIL: the run was not stopped early (step $n)"; exit 1; }
+    "${MPI[@]}" -np 4 "$W/mha_basp_z3" --data "$W/corpus.bin" --quiet --steps 40 --checkpoint-dir "$d/term" \
+        --resume | grep "resumed from .*step-$(printf %08d "$n")"
+    same_ckpt "$d/ref/step-00000040" "$d/term/step-00000040"
+    echo "ckpt.sh: SIGTERM to mpirun: stopped after step $n (mpirun exit status $rc), the checkpoint resumed to the uninterrupted run's step 40, bitwise"
+    # 2. SIGINT to every rank (as srun / scancel --signal deliver it): exit 130.
+    stop_run "$d/int.log" "$d/int" 150 --quiet
+    wait_for "$d/int.jsonl" '"step":4,'
+    signal_ranks INT
+    rc=0 && wait "$STOP_JOB" || rc=$?
+    [[ $rc -eq 130 ]] || { cat "$d/int.log"; echo "FAIL: exit status $rc after SIGINT, wanted 130"; exit 1; }
+    grep -E "received SIGINT: step [0-9]+ finished, checkpoint written to" "$d/int.log"
+    n=$(sed -nE 's/.*received SIGINT: step ([0-9]+) finished.*/\1/p' "$d/int.log")
+    "${MPI[@]}" -np 4 "$W/mha_basp_z3" --data "$W/corpus.bin" --quiet --steps 40 --checkpoint-dir "$d/int" \
+        --resume >/dev/null
+    same_ckpt "$d/ref/step-00000040" "$d/int/step-00000040"
+    echo "ckpt.sh: SIGINT to the ranks: exit status 130 after step $n, resumed bitwise to the uninterrupted run's"
+    # 3. SIGTERM to the ranks without --checkpoint-dir: said, exit 143.
+    BASP_TEST_STEP_DELAY_MS=150 "${MPI[@]}" -np 4 "$W/mha_basp_z3" --data "$W/corpus.bin" --steps 40 \
+        --metrics "$d/nock.jsonl" >"$d/nock.log" 2>&1 &
+    STOP_JOB=$!
+    wait_for "$d/nock.jsonl" '"step":3,'
+    signal_ranks TERM
+    rc=0 && wait "$STOP_JOB" || rc=$?
+    [[ $rc -eq 143 ]] || { cat "$d/nock.log"; echo "FAIL: exit status $rc, wanted 143"; exit 1; }
+    grep -E "received SIGTERM: step [0-9]+ finished, no checkpoint written \(no --checkpoint-dir\); stopping \(exit status 143\)" "$d/nock.log"
+    # 4. A second signal during a long step: at once, no checkpoint.
+    stop_run "$d/twice.log" "$d/twice" 3000 --quiet
+    wait_for "$d/twice.jsonl" '"step":1,'
+    signal_ranks TERM
+    sleep 0.3
+    signal_ranks TERM
+    rc=0 && wait "$STOP_JOB" || rc=$?
+    [[ $rc -eq 143 ]] || { cat "$d/twice.log"; echo "FAIL: exit status $rc after two signals, wanted 143"; exit 1; }
+    grep "received a second signal: stopping at once, no checkpoint" "$d/twice.log"
+    [[ ! -e $d/twice/latest ]] || { echo "FAIL: a checkpoint was written after the second signal"; exit 1; }
+    echo "ckpt.sh: a second signal stops at once (exit 143, no checkpoint)"
+}
+
+# poison_st FILE TENSOR VALUE [STATE]: one f32 element of TENSOR becomes
+# VALUE (nan, inf); with STATE (a state.json), its size and FNV-1a-64 of
+# FILE are updated so that only the value is wrong.
+poison_st() {
+    python3 - "$@" <<'PY'
+import json, os, struct, sys
+path, name, value = sys.argv[1:4]
+b = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+t = h[name]
+assert t["dtype"] == "F32", t
+off = 8 + n + t["data_offsets"][0] + 4
+b[off:off + 4] = struct.pack("<f", float(value))
+open(path, "wb").write(b)
+if len(sys.argv) > 4:
+    st = json.load(open(sys.argv[4]))
+    x = 0xcbf29ce484222325
+    for c in b:
+        x = ((x ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    e = st["files"][os.path.basename(path)]
+    e["fnv64"], e["bytes"] = "%016x" % x, len(b)
+    json.dump(st, open(sys.argv[4], "w"))
+PY
+}
+
+loadnan() {
+    local w=$1 expect=$2
+    local d=$w/loadnan
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
+    "${run[@]}" --steps 2 --checkpoint-dir "$d/good" >/dev/null
+    local g=$d/good/step-00000002
+    cp -r "$g" "$d/wnan" && poison_st "$d/wnan/model.safetensors" model.norm.weight nan "$d/wnan/state.json"
+    "$expect" fail "wnan/model.safetensors: tensor model.norm.weight holds a non-finite value \(nan at element 1\): refusing to train from it" \
+        "${run[@]}" --steps 3 --resume "$d/wnan"
+    cp -r "$g" "$d/minf" &&
+        poison_st "$d/minf/optimizer.safetensors" exp_avg_sq.model.layers.0.mlp.down_proj.weight inf "$d/minf/state.json"
+    "$expect" fail "minf/optimizer.safetensors: tensor exp_avg_sq.model.layers.0.mlp.down_proj.weight holds a non-finite value \(inf at element 1\)" \
+        "${run[@]}" --steps 3 --resume "$d/minf"
+    "$expect" fail "wnan/model.safetensors: tensor model.norm.weight holds a non-finite value \(nan at element 1\)" \
+        "${run[@]}" --steps 3 --init-from "$d/wnan"
+    "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --quiet --steps 1 --save-weights "$d/w.bin" >/dev/null
+    python3 -c 'import struct,sys; f=open(sys.argv[1],"r+b"); f.seek(-4,2); f.write(struct.pack("<f",float("-inf")))' "$d/w.bin"
+    "$expect" fail "w\.bin: tensor [a-z0-9_.]+ holds a non-finite value \(-inf at element [0-9]+\): refusing to train from it" \
+        "${run[@]}" --steps 3 --init-from "$d/w.bin"
+    "$expect" ok "resumed from .*good/step-00000002: step 2" "${run[@]}" --steps 3 --resume "$g"
+    echo "ckpt.sh: NaN/Inf in resumed weights and moments, an HF directory and a weights file refused by name"
+}
+
+seednote() {
+    local w=$1 expect=$2
+    local d=$w/seednote
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
+    "${run[@]}" --steps 2 --seed 7 --checkpoint-dir "$d/a" >/dev/null
+    "$expect" ok "note: --seed 99 is ignored: the checkpoint's seed 7 wins" \
+        "${run[@]}" --steps 3 --seed 99 --resume "$d/a/step-00000002"
+    local out
+    out=$("${run[@]}" --steps 3 --seed 7 --resume "$d/a/step-00000002" 2>&1)
+    ! grep -q "note: --seed" <<<"$out" || { echo "FAIL: a note for the checkpoint's own seed"; exit 1; }
+    echo "ckpt.sh: --resume --seed N names both seeds; the same seed gives no note"
+}
+
+
 cmd=$1
 shift
 "$cmd" "$@"

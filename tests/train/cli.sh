@@ -43,11 +43,32 @@ roundtrip() {
     echo "cli.sh: weights.bin and reloaded.bin are identical"
 }
 
+# cli.sh badinput WORKDIR
+#   token files whose size disagrees with the header: a count of 100 with
+#   1000 tokens after it, uint32 tokens labelled version 1 (uint16), and an
+#   exact 1000-token file; a directory for --data.
+badinput() {
+    local w=$1
+    python3 - "$w" <<'PY'
+import struct, sys
+w = sys.argv[1]
+def tok(path, version, count, fmt, ids):
+    head = struct.pack("<3i", 20240520, version, count) + bytes(4 * 253)
+    open(path, "wb").write(head + b"".join(struct.pack(fmt, i) for i in ids))
+ids = [(7 * i + 3) % 250 for i in range(1000)]
+tok(w + "/tokens.count100", 1, 100, "<H", ids)
+tok(w + "/tokens.u32_as_u16", 1, 1000, "<I", ids)
+tok(w + "/tokens.exact", 1, 1000, "<H", ids)
+PY
+    mkdir -p "$w/a-directory"
+}
+
 cmd=$1
 shift
 case $cmd in
 setup) setup "$@" ;;
 roundtrip) roundtrip "$@" ;;
+badinput) badinput "$@" ;;
 *)
     echo "cli.sh: unknown command $cmd" >&2
     exit 2

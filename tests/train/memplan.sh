@@ -98,7 +98,9 @@ EOF
 violated() {
     "$BASPC" "$SPEC" -q --set mesh.nodes=2 --set mesh.devices_per_node=2 -o "$W/good" -v --keep-c 2>"$W/build.log"
     local cc
-    cc=$(sed -n 's/^baspc: \(.*mpicc .*\)$/\1/p' "$W/build.log" | sed "s#$W/good.c -o $W/good #$W/bad.c -o $W/bad #")
+    # The command line baspc ran (it compiles a temporary copy next to the
+    # output), pointed at the planted program.
+    cc=$(sed -n 's/^baspc: \(.*mpicc .*\)$/\1/p' "$W/build.log" | sed -E "s#[^ ]*\.c -o [^ ]*#$W/bad.c -o $W/bad#")
     [[ $cc == *bad.c* ]]
     local qoff
     qoff=$(sed -n 's/.*\[V_l0_q\] = .*\.offset = \([0-9]*\)}.*/\1/p' "$W/good.c")
