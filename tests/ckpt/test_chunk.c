@@ -5,16 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../unit/check.h"
 #include "rt_chunk.h"
-
-static int fails;
-#define CHECK(c)                                                                                                   \
-    do {                                                                                                           \
-        if (!(c)) {                                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                                  \
-            fails++;                                                                                               \
-        }                                                                                                          \
-    } while (0)
 
 /* The chunks of n cover [0, n) in order, each 1..chunk <= INT_MAX elements. */
 static void cover(int64_t n, int64_t chunk) {
@@ -52,7 +44,7 @@ int main(void) {
     cover(7, 3);
     cover(1, 1);
     CHECK(rt_chunk_count(0, 4) == 0);
-    if (fails) return 1;
+    if (failures) return 1;
     printf("chunking: 3e9 elements and an 8-rank Llama-3.1-8B embedding split in 64 bits, every count an int\n");
     return 0;
 }
