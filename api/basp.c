@@ -36,7 +36,27 @@ void basp_spec_free(basp_spec *spec) {
     if (spec) fe_spec_free(spec);
 }
 
-basp_module *basp_lower(const basp_spec *spec) { return spec ? pass_lower(spec) : NULL; }
+static bool plan_for_cuda(const basp_spec *spec);
+
+/* The layout is resolved before lowering: a spec that names one exactly is
+ * lowered with it; one that leaves something open (batch_aware auto|on,
+ * sequence auto, a2a auto) gets the planner's choice, said in a remark.
+ * The passes then only rewrite (config groups, sequence, ring_degree, a2a). */
+basp_module *basp_lower(const basp_spec *spec) {
+    if (!spec) return NULL;
+    layout_choice c;
+    if (fe_layout_concrete(spec, &c)) return pass_lower_with(spec, &c);
+    char why[512], name[64];
+    if (!pass_layout_resolve(spec, plan_for_cuda(spec), &c, why, sizeof why)) {
+        sup_error(fe_spec_loc(spec, "layout"), "no legal layout of those the layout block allows can be built");
+        return NULL;
+    }
+    layout_choice_name(&c, name, sizeof name);
+    int64_t K = fe_world(spec) / c.groups;
+    sup_remark(sup_noloc(), "layout: %s: %d group(s) of K=%lld ranks [chosen: %s]", name, c.groups, (long long)K,
+               why);
+    return pass_lower_with(spec, &c);
+}
 
 basp_module *basp_module_parse_file(const char *path) { return ir_parse_file(path); }
 

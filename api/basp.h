@@ -46,7 +46,12 @@ void basp_spec_free(basp_spec *spec);
 void basp_set_input_hook(void (*fn)(const char *path, void *ud), void *ud);
 
 /* ---- IR ---- */
-basp_module *basp_lower(const basp_spec *spec);                     /* checked spec -> IR */
+/* Checked spec -> IR.  The layout is concrete before lowering: the spec's
+ * own when it names one, else the planner's choice among those its layout
+ * block allows (batch_aware auto|on, sequence auto, a2a auto), said in a
+ * remark "layout: NAME: G group(s) of K ranks [chosen: ...]".  The module
+ * config carries it (sequence, groups, ring_degree, a2a). */
+basp_module *basp_lower(const basp_spec *spec);
 basp_module *basp_module_parse_file(const char *path);              /* textual IR ("-" = stdin) */
 basp_module *basp_module_parse_string(const char *name, const char *text);
 bool basp_module_verify(const basp_module *m);
@@ -63,7 +68,7 @@ typedef struct basp_pass_options {
     FILE *print_out;         /* NULL = stdout */
 } basp_pass_options;
 
-const char *basp_default_pipeline(void); /* "ulysses,batch-aware,place,zero,recompute,memplan" */
+const char *basp_default_pipeline(void); /* "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan" */
 /* Comma-separated pass names (NULL = the default pipeline); the verifier
  * runs after each pass.  opt may be NULL.  After basp_set_target an
  * unplanned module gets config mem.target = that target first, so that

@@ -16,7 +16,7 @@ BUILD/data/mkcorpus):
   2. trains each for STEPS steps with --profile, REPEATS times interleaved,
      and keeps per op kind the median over the repeats of the ms per step;
   3. runs the cost pass (`basp-opt --passes=cost` on the IR that
-     `baspc --passes=ulysses,batch-aware,place,zero --emit=ir` prints) with
+     `baspc --passes=batch-aware,ulysses,place,zero --emit=ir` prints) with
      probe parameters, which separate each op's model into its parts: GEMM
      FLOPs, attention FLOPs, bytes moved, exponentials, op count; the
      collectives' α count and bytes on the wire;
@@ -113,7 +113,7 @@ def compile_run(build, work, name, spec, overrides, ranks):
     exe = os.path.join(work, tag)
     sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets, "-o", exe])
     ir = sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets,
-             "--passes=ulysses,batch-aware,place,zero", "--emit=ir"])
+             "--passes=batch-aware,ulysses,place,zero", "--emit=ir"])
     return {"name": name, "spec": spec, "sets": sets, "exe": exe, "ir": ir, "ranks": ranks, "reps": []}
 
 
@@ -159,7 +159,7 @@ def preset_prediction(build, r, preset):
     with open(path, "w") as f:
         f.write(text)
     out = sh([os.path.join(build, "baspc"), path, *r["sets"], "-q",
-              "--passes=ulysses,batch-aware,place,zero,cost", "--emit=ir"])
+              "--passes=batch-aware,ulysses,place,zero,cost", "--emit=ir"])
     kinds = {}
     for line in out.splitlines():
         m = OP_RE.search(line)

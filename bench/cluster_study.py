@@ -141,7 +141,7 @@ COST_RE = re.compile(r"cost: step ([0-9.]+) ms \(compute ([0-9.]+) ms, communica
 def predict(baspc, spec, sets):
     """The cost pass's step, compute, communication and all-to-all ms."""
     args = [a for s in sets for a in ("--set", s)]
-    r = sh([baspc, spec, "--passes=ulysses,batch-aware,place,zero,cost", "--emit=ir", "-o", os.devnull] + args)
+    r = sh([baspc, spec, "--passes=batch-aware,ulysses,ring,two-level,place,zero,cost", "--emit=ir", "-o", os.devnull] + args)
     m = COST_RE.search(r.stderr + r.stdout)
     if not m:
         sys.exit(f"cluster_study: no cost remark from baspc for {sets}:\n{r.stderr}")

@@ -248,6 +248,7 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
         sup_buf_puts(b, "}");
     }
     if (val->mem_off >= 0 && cg_memory_plan()) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
+    if (ir_mem_keeps_f32(m, v)) sup_buf_puts(b, ", .keep_f32 = 1");
     sup_buf_puts(b, "},\n");
 }
 
@@ -360,6 +361,17 @@ static void cg_features(sup_buf *b, const ir_module *m) {
     const char *bias = ir_config_get(m, "qkv_bias"), *norm = ir_config_get(m, "qk_norm");
     bool qb = bias && !strcmp(bias, "true"), qn = norm && !strcmp(norm, "true");
     if (qb || qn) sup_buf_printf(b, "    .qkv_bias = %d, .qk_norm = %d,\n", qb, qn);
+    int64_t ring = ir_config_int(m, "seq_ring", 0);
+    if (ring > 1) sup_buf_printf(b, "    .seq_ring = %" PRId64 ", /* the ring's zig-zag sequence order */\n", ring);
+    /* the strategy's name for the start-up banner, where it is not plain Ulysses */
+    const char *seq = ir_config_get(m, "sequence"), *a2a = ir_config_get(m, "a2a");
+    bool two_level = a2a && !strcmp(a2a, "two_level") && ir_group_find(m, "spt") >= 0;
+    if (ring > 1 && seq && !strcmp(seq, "hybrid"))
+        sup_buf_printf(b, "    .layout = \"Ulysses x Ring (R=%" PRId64 ")\",\n", ring);
+    else if (ring > 1)
+        sup_buf_puts(b, "    .layout = \"ring attention\",\n");
+    else if (two_level)
+        sup_buf_puts(b, "    .layout = \"Ulysses, two-level all-to-all\",\n");
 }
 
 /* The memory plan's whole-arena facts (every value's offset is in its row). */
@@ -504,7 +516,7 @@ static bool cg_check_lowered(const ir_module *m) {
                   m->name, W, unsharded, ir_op_str(m, first_attn, what, sizeof what));
         sup_note(m->ops[first_attn].loc, "the 'ulysses' pass shards the sequence (and 'batch-aware' the batch); "
                                          "run the default pipeline (%s) or name them in --passes",
-                 "ulysses,batch-aware,place,zero,recompute,memplan");
+                 "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan");
     }
     if (unreduced) {
         sup_error(m->ops[first_opt].loc,

@@ -257,6 +257,34 @@ static void cg_attention(cg_op_ctx *c) {
     cg_end(c);
 }
 
+/* ring_attention(q, k, v) -> o, lse ; ring_attention_bwd(do, q, k, v, o,
+ * lse) -> dq, dk, dv.  Local sizes: this rank's slice of the sequence. */
+static void cg_ring_attention(cg_op_ctx *c) {
+    bool bwd = c->op->code == IR_RING_ATTENTION_BWD;
+    const ir_value *q = cg_in(c, bwd ? 1 : 0), *k = cg_in(c, bwd ? 2 : 1);
+    int g = ir_op_group(c->op);
+    if (g < 0 || !cg_rank(c, q, 4) || !cg_rank(c, k, 4) || !cg_whole(c, q, 3, 4, "the head dim")) return;
+    if (q->type.shard[1] != g) {
+        cg_fail(c, "the sequence of %%%s must be sharded by the ring group", q->name);
+        return;
+    }
+    int64_t H = cg_local_dim(c->m, &q->type, 2), Hkv = cg_local_dim(c->m, &k->type, 2);
+    if (Hkv < 1 || H % Hkv) {
+        cg_fail(c, "%" PRId64 " local q heads do not share %" PRId64 " local kv heads evenly", H, Hkv);
+        return;
+    }
+    cg_call(c, bwd ? "rt_ring_attention_bwd" : "rt_ring_attention");
+    sup_buf_printf(c->b, ", %s", cg_group_of(c, g));
+    for (int o = 0; o < c->op->nout; o++) cg_f32(c, cg_out(c, o));
+    for (int i = 0; i < c->op->nin; i++) cg_f32(c, cg_in(c, i));
+    cg_int(c, cg_local_dim(c->m, &q->type, 0));
+    cg_int(c, cg_local_dim(c->m, &q->type, 1));
+    cg_int(c, H);
+    cg_int(c, Hkv);
+    cg_int(c, q->type.dims[3]);
+    cg_end(c);
+}
+
 /* add, swiglu, swiglu_bwd: n = local elements (operands share one type). */
 static void cg_elementwise(cg_op_ctx *c) {
     const char *fn = c->op->code == IR_ADD ? "rt_add" : c->op->code == IR_SWIGLU ? "rt_swiglu" : "rt_swiglu_bwd";
@@ -423,6 +451,7 @@ static void cg_op(cg_op_ctx *c) {
     case IR_LINEAR: case IR_LINEAR_BWD: cg_linear(c); break;
     case IR_ROPE: case IR_ROPE_BWD: cg_rope(c); break;
     case IR_ATTENTION: case IR_ATTENTION_BWD: cg_attention(c); break;
+    case IR_RING_ATTENTION: case IR_RING_ATTENTION_BWD: cg_ring_attention(c); break;
     case IR_ADD: case IR_SWIGLU: case IR_SWIGLU_BWD: cg_elementwise(c); break;
     case IR_MLP: case IR_MLP_BWD: cg_mlp(c); break;
     case IR_BIAS_ADD: case IR_BIAS_ADD_BWD: cg_bias_add(c); break;

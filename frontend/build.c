@@ -59,6 +59,8 @@ static const fe_keydef train_keys[] = {
 static const fe_keydef layout_keys[] = {
     {"sequence", FE_K_NAME, NAME(layout.sequence), "sequence ulysses"},
     {"batch_aware", FE_K_BATCH, F(layout.batch_aware), 0, "batch_aware auto"},
+    {"ring_degree", FE_K_COUNT, I64(layout.ring_degree), "ring_degree 2"},
+    {"a2a", FE_K_NAME, NAME(layout.a2a), "a2a flat"},
 };
 /* Offsets relative to the fe_link; build.c adds the link's own offset. */
 static const fe_keydef link_keys[] = {

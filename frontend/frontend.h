@@ -15,6 +15,7 @@
  *                 link inter ib     bandwidth 400Gb/s latency 5us }
  *   train  { micro_batch 2 seq_len 16K precision bf16 zero 3 optimizer adamw lr 3e-4 }
  *   layout { sequence ulysses batch_aware auto }   # auto | on | off | groups <G>
+ *   layout { sequence hybrid ring_degree 2 a2a flat batch_aware groups 2 }
  *
  * When a file defines (or imports) several models or meshes, the last one
  * defined wins: an import expands in place, so a block written after
@@ -25,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../layout/layout.h"
 #include "../support/support.h"
 
 enum { FE_NAME_MAX = 64 };
@@ -32,8 +34,8 @@ enum { FE_NAME_MAX = 64 };
 enum { FE_MAX_LAYERS = 1024 };
 
 typedef enum {
-    FE_BA_AUTO,   /* largest legal G (later: the cost model's choice) */
-    FE_BA_ON,     /* like auto, but an error when no G > 1 is legal */
+    FE_BA_AUTO,   /* any legal G: the planner's choice (passes/plan.c) */
+    FE_BA_ON,     /* like auto among G > 1; an error when none is legal */
     FE_BA_OFF,    /* plain Ulysses over all N ranks */
     FE_BA_GROUPS, /* exactly `groups` groups */
 } fe_batch_aware;
@@ -55,12 +57,11 @@ typedef struct fe_model {
     int64_t rope_original_max_pos;
 } fe_model;
 
-typedef struct fe_link {
-    char kind[FE_NAME_MAX]; /* nvlink, ib, pcie, ethernet, shm, tcp ... */
-    double bandwidth;       /* bytes per second (Gb/s are converted) */
-    double latency;         /* seconds */
-    double efficiency;      /* achievable fraction of bandwidth, default 1 */
-} fe_link;
+/* A link: kind (nvlink, ib, pcie, ethernet, shm, tcp ...), bandwidth in
+ * bytes per second (Gb/s are converted), latency in seconds, efficiency
+ * (achievable fraction of bandwidth, default 1).  The type is layout/'s, so
+ * that presets and specs share it. */
+typedef layout_link fe_link;
 
 typedef struct fe_mesh {
     char name[FE_NAME_MAX];
@@ -91,9 +92,11 @@ typedef struct fe_train {
 } fe_train;
 
 typedef struct fe_layout {
-    char sequence[16]; /* ulysses (the only one today) */
+    char sequence[16]; /* ulysses (default) | ring | hybrid | auto */
     fe_batch_aware batch_aware;
-    int64_t groups; /* for FE_BA_GROUPS */
+    int64_t groups;      /* for FE_BA_GROUPS */
+    int64_t ring_degree; /* R, sequence hybrid only; 0 when not given */
+    char a2a[16];        /* flat (default) | two_level | auto */
 } fe_layout;
 
 /* Where each key was written, for diagnostics raised after parsing (passes
@@ -140,16 +143,16 @@ bool fe_check(fe_spec *spec);
 /* Where "block.key" was written, or the location of the block, or noloc. */
 sup_loc fe_spec_loc(const fe_spec *spec, const char *key);
 
-/* Legality of a batch-aware layout with G groups for this spec: returns NULL
- * when legal, else a static-lifetime message such as "heads (32) not
- * divisible by group size K=3"; `fix` (may be NULL) receives a suggestion. */
-const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix);
-/* True when K ranks split the heads unevenly: kv_heads (= heads for MHA)
- * >= K and not divisible by K, heads a multiple of kv_heads. */
-bool fe_heads_uneven(const fe_spec *spec, int64_t K);
-/* Every legal G (ascending, G = 1 included when plain Ulysses is legal) into
- * out[0..max); returns how many there are (may exceed max). */
-int fe_groups_legal(const fe_spec *spec, int64_t *out, int max);
+/* The layout rules live in layout/ (layout_illegal, layout_candidates); the
+ * spec's dimensions for them: */
+layout_dims fe_layout_dims(const fe_spec *spec);
+/* True when `c` is one of the layouts the spec's layout block allows:
+ * batch_aware off (G = 1), groups G, on (G > 1), auto (any G); sequence
+ * and a2a as written, or any for auto; hybrid with the given ring_degree. */
+bool fe_layout_allows(const fe_spec *spec, const layout_choice *c);
+/* The spec's own layout when it names one exactly (no auto anywhere);
+ * false when the planner must choose (passes/plan.c). */
+bool fe_layout_concrete(const fe_spec *spec, layout_choice *out);
 
 /* Called with the path of every file the frontend reads (the spec, each
  * import, each Hugging Face config.json), before it is read; NULL = none.
@@ -166,26 +169,8 @@ void fe_spec_free(fe_spec *spec);
 void fe_spec_print(const fe_spec *spec, FILE *out);
 
 
-/* Device presets known to the frontend (name, memory bytes, peak flops). */
-typedef struct fe_device_preset {
-    const char *name;
-    double mem_bytes;
-    double peak_flops_bf16, peak_flops_fp32;
-    double mem_bw;
-    fe_link intra, inter; /* defaults for a mesh that names no link */
-    /* Cost-model efficiencies (config cost.compute_fraction,
-     * cost.attention_fraction, cost.mem_bw_fraction) and per-op overhead;
-     * 0 = the model's defaults.  Set by fitted presets (bench/calibrate.py). */
-    double compute_fraction, attention_fraction, mem_bw_fraction;
-    double op_overhead; /* config cost.op_overhead, seconds per compute op */
-    double exp_rate;    /* config device_exp_rate, exponentials per second; 0 = not modelled */
-} fe_device_preset;
-const fe_device_preset *fe_device_lookup(const char *name);
-const fe_device_preset *fe_device_presets(int *n);
-/* Link presets by kind (nvlink3, nvlink4, pcie4, pcie5, ib_hdr, ib_ndr,
- * ethernet_100g): a link whose kind names one takes its bandwidth, latency
- * and efficiency unless the spec gives them.  NULL for other kinds. */
-const fe_link *fe_link_lookup(const char *kind);
-const fe_link *fe_link_presets(int *n);
+/* Device and link presets: layout/presets.c (layout_device_lookup,
+ * layout_link_lookup). */
+typedef layout_device_preset fe_device_preset;
 
 #endif

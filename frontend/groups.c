@@ -1,180 +1,262 @@
-/* groups.c — legality of sequence-parallel layouts (Ulysses and
- * batch-aware groups).  Whether a layout fits the device is not judged
- * here: the memory plan does it after the pipeline (api/basp.c,
- * passes/memreport.c), with the numbers of `baspc --memory`.
+/* groups.c — the spec's layout block against the layout rules.
  *
- * fe_groups_illegal holds the layout rules on the spec: fe_check uses it for
- * every batch_aware mode.  The passes judge the IR alone (hand-written IR has
- * no spec), so pass_batch_aware_illegal restates the same rules; the unit
- * test test_legality_agrees (tests/unit/test_passes.c) checks that the two
- * agree over a sweep of N, B, heads, kv_heads, seq_len and G. */
+ * The rules themselves live in layout/ (layout_illegal, one copy for the
+ * frontend, the passes and the planner); here they are applied to the
+ * spec's dimensions and reported at the key that chose the layout, with a
+ * note naming the fix and one listing what would be legal.  Whether a
+ * layout fits the device is not judged here: the memory plan does it after
+ * the pipeline (api/basp.c, passes/memreport.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ast.h"
 
-/* An uneven head split over K ranks (ir/README.md, "uneven splits"): the
- * kv heads do not divide K but every rank gets at least one (Hkv >= K), and
- * each rank's q heads are whole kv groups (heads % Hkv == 0).  Rank p holds
- * Hkv/K + (p < Hkv%K) kv heads and heads/Hkv q heads per kv head. */
-bool fe_heads_uneven(const fe_spec *spec, int64_t K) {
-    int64_t H = spec->model.heads, Hkv = spec->model.kv_heads ? spec->model.kv_heads : H;
-    return K >= 1 && Hkv >= K && Hkv % K != 0 && Hkv > 0 && H % Hkv == 0;
+/* An empty field (a spec built in code, not parsed) means the default. */
+static const char *seq_text(const fe_layout *l) { return l->sequence[0] ? l->sequence : "ulysses"; }
+static const char *a2a_text(const fe_layout *l) { return l->a2a[0] ? l->a2a : "flat"; }
+
+layout_dims fe_layout_dims(const fe_spec *spec)
+{
+    return (layout_dims){.N = fe_world(spec), .nodes = spec->mesh.nodes, .dpn = spec->mesh.devices_per_node,
+                         .B = spec->train.micro_batch, .S = spec->train.seq_len, .H = spec->model.heads,
+                         .Hk = spec->model.kv_heads ? spec->model.kv_heads : spec->model.heads};
 }
 
-/* With N = G*K ranks, group g holds sequences [g*B/G, (g+1)*B/G) sharded
- * over its K ranks: G | N, G | B, and the per-group head split needs
- * K | heads, K | seq_len and KV heads that split (Hkv % K == 0) or are shared
- * evenly (K % Hkv == 0), or an uneven head split (fe_heads_uneven).  G = 1 is
- * plain Ulysses over all N ranks. */
-const char *fe_groups_illegal(const fe_spec *spec, int64_t G, const char **fix) {
-    static char msg[192], fixmsg[224];
-    int64_t N = fe_world(spec), B = spec->train.micro_batch, H = spec->model.heads;
-    int64_t Hkv = spec->model.kv_heads ? spec->model.kv_heads : H, S = spec->train.seq_len;
-    int64_t K = G >= 1 ? N / G : 0;
-    char what[64];
-    if (G == 1) snprintf(what, sizeof what, "N=%" PRId64, N);
-    else snprintf(what, sizeof what, "group size K=N/G=%" PRId64, K);
-    if (fix) *fix = NULL;
-    if (G < 1) {
-        snprintf(msg, sizeof msg, "the number of groups must be at least 1, not %" PRId64, G);
-        snprintf(fixmsg, sizeof fixmsg, "G = 1 is plain Ulysses; larger G must divide N=%" PRId64, N);
-    } else if (N % G) {
-        snprintf(msg, sizeof msg, "N=%" PRId64 " not divisible by G=%" PRId64, N, G);
-        snprintf(fixmsg, sizeof fixmsg, "G must divide the world size N = nodes*devices_per_node");
-    } else if (B % G) {
-        snprintf(msg, sizeof msg, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, B, G);
-        snprintf(fixmsg, sizeof fixmsg, "each group needs whole sequences: make micro_batch a "
-                 "multiple of %" PRId64, G);
-    } else if (H % K && !fe_heads_uneven(spec, K)) {
-        snprintf(msg, sizeof msg, "heads (%" PRId64 ") not divisible by %s", H, what);
-        snprintf(fixmsg, sizeof fixmsg, "each of the %" PRId64 " ranks sharing a sequence holds "
-                 "whole heads: heads must be a multiple of %" PRId64 ", or kv_heads at least %" PRId64
-                 " for an uneven split", K, K, K);
-    } else if (Hkv % K && K % Hkv && !fe_heads_uneven(spec, K)) {
-        snprintf(msg, sizeof msg, "kv_heads (%" PRId64 ") cannot be split over %s", Hkv, what);
-        snprintf(fixmsg, sizeof fixmsg, "KV heads are split when kv_heads is a multiple of "
-                 "%" PRId64 " or at least %" PRId64 " (uneven), or shared when kv_heads divides %" PRId64, K, K, K);
-    } else if (S % K) {
-        snprintf(msg, sizeof msg, "seq_len (%" PRId64 ") not divisible by %s", S, what);
-        snprintf(fixmsg, sizeof fixmsg, "each rank holds seq_len/%" PRId64 " tokens of a "
-                 "sequence: make seq_len a multiple of %" PRId64, K, K);
-    } else {
-        return NULL;
+bool fe_layout_allows(const fe_spec *spec, const layout_choice *c)
+{
+    const fe_layout *l = &spec->layout;
+    switch (l->batch_aware) {
+    case FE_BA_OFF: if (c->groups != 1) return false; break;
+    case FE_BA_GROUPS: if (c->groups != l->groups) return false; break;
+    case FE_BA_ON: if (c->groups < 2) return false; break;
+    case FE_BA_AUTO: break;
     }
-    if (fix) *fix = fixmsg;
-    return msg;
+    layout_seq seq;
+    if (strcmp(seq_text(l), "auto") && (!layout_seq_parse(seq_text(l), &seq) || seq != c->seq))
+        return false;
+    if (c->seq == LAYOUT_HYBRID && l->ring_degree > 0 && c->ring_degree != l->ring_degree)
+        return false;
+    layout_a2a a2a;
+    if (strcmp(a2a_text(l), "auto") && (!layout_a2a_parse(a2a_text(l), &a2a) || a2a != c->a2a))
+        return false;
+    return true;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Divisors of N, ascending; N <= 2^24 has fewer than 1024 of them. */
-static int divisors(int64_t N, int64_t *out, int max) {
-    int n = 0;
-    for (int64_t d = 1; d * d <= N && n + 2 <= max; d++) {
-        if (N % d) continue;
-        out[n++] = d;
-        if (d != N / d) out[n++] = N / d;
+bool fe_layout_concrete(const fe_spec *spec, layout_choice *out)
+{
+    const fe_layout *l = &spec->layout;
+    layout_choice c = {.ring_degree = 1};
+    if (!layout_seq_parse(seq_text(l), &c.seq) || !layout_a2a_parse(a2a_text(l), &c.a2a))
+        return false;
+    if (l->batch_aware == FE_BA_OFF)
+        c.groups = 1;
+    else if (l->batch_aware == FE_BA_GROUPS)
+        c.groups = (int)l->groups;
+    else
+        return false;
+    if (c.seq == LAYOUT_HYBRID) {
+        if (l->ring_degree < 1)
+            return false;
+        c.ring_degree = (int)l->ring_degree;
+    } else if (c.seq == LAYOUT_RING) {
+        c.ring_degree = (int)layout_group_size(&(layout_dims){.N = fe_world(spec)}, &c);
     }
-    qsort(out, (size_t)n, sizeof *out, cmp_i64);
-    return n;
+    *out = c;
+    return true;
 }
 
-int fe_groups_legal(const fe_spec *spec, int64_t *out, int max) {
-    int64_t d[1024];
-    int nd = divisors(fe_world(spec), d, 1024), n = 0;
-    for (int i = 0; i < nd; i++) {
-        if (fe_groups_illegal(spec, d[i], NULL)) continue;
-        if (n < max) out[n] = d[i];
-        n++;
-    }
-    return n;
-}
-
-/* "2, 4 and 8" for the legal G >= min_g, or NULL when there are none. */
-static const char *legal_text(const fe_spec *spec, int64_t min_g, sup_buf *b) {
+/* "2, 4 and 8" for the legal G >= min_g of `like`, or NULL when none. */
+static const char *legal_text(const fe_spec *spec, const layout_choice *like, int64_t min_g, sup_buf *b)
+{
     int64_t g[64];
-    int n = fe_groups_legal(spec, g, 64), k = 0, shown = n < 64 ? n : 64;
-    for (int i = 0; i < shown; i++) if (g[i] >= min_g) k++;
+    layout_dims d = fe_layout_dims(spec);
+    int n = layout_legal_groups(&d, like, g, 64), k = 0, shown = n < 64 ? n : 64;
+    for (int i = 0; i < shown; i++)
+        k += g[i] >= min_g;
     int seen = 0;
     for (int i = 0; i < shown; i++) {
-        if (g[i] < min_g) continue;
+        if (g[i] < min_g)
+            continue;
         seen++;
         sup_buf_printf(b, "%s%" PRId64, seen == 1 ? "" : seen == k ? " and " : ", ", g[i]);
     }
     return k ? b->data : NULL;
 }
 
-/* One note per candidate G (divisors of N from min_g), saying why it fails. */
-static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc) {
-    int64_t d[1024];
-    int nd = divisors(fe_world(spec), d, 1024), shown = 0;
-    for (int i = 0; i < nd && shown < 4; i++) {
-        if (d[i] < min_g) continue;
-        const char *why = fe_groups_illegal(spec, d[i], NULL);
-        if (why) { sup_note(loc, "G=%" PRId64 ": %s", d[i], why); shown++; }
+/* The layout the spec names, with auto read as Ulysses and flat. */
+static layout_choice spec_like(const fe_spec *spec)
+{
+    layout_choice c = layout_ulysses(1);
+    layout_seq_parse(seq_text(&spec->layout), &c.seq);
+    layout_a2a_parse(a2a_text(&spec->layout), &c.a2a);
+    if (c.seq == LAYOUT_HYBRID)
+        c.ring_degree = (int)spec->layout.ring_degree;
+    return c;
+}
+
+/* One note per candidate G (divisors of N from min_g) of the layout the
+ * spec names, saying why it fails. */
+static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc)
+{
+    layout_dims d = fe_layout_dims(spec);
+    int shown = 0;
+    for (int64_t G = min_g; G <= d.N && shown < 4; G++) {
+        if (d.N % G)
+            continue;
+        layout_choice c = spec_like(spec);
+        c.groups = (int)G;
+        if (c.seq == LAYOUT_RING)
+            c.ring_degree = (int)(d.N / G);
+        const char *why = layout_illegal(&d, &c, NULL, 0);
+        if (why) {
+            sup_note(loc, "G=%" PRId64 ": %s", G, why);
+            shown++;
+        }
     }
 }
 
 /* Legal but uneven: say so, and what the slowest rank holds. */
-static void fe_warn_uneven(const fe_spec *spec, int64_t K, sup_loc loc) {
-    if (!fe_heads_uneven(spec, K)) return;
-    int64_t H = spec->model.heads, Hkv = spec->model.kv_heads ? spec->model.kv_heads : H;
-    int64_t most = (Hkv + K - 1) / K, least = Hkv / K;
+static void warn_uneven(const fe_spec *spec, int64_t K, sup_loc loc)
+{
+    layout_dims d = fe_layout_dims(spec);
+    if (!layout_heads_uneven(&d, K))
+        return;
+    int64_t H = d.H, Hkv = d.Hk, most = (Hkv + K - 1) / K, least = Hkv / K;
     sup_warning(loc, "uneven head split: %" PRId64 " heads (%" PRId64 " kv heads) over %" PRId64
                 " ranks; the slowest rank holds %" PRId64 " heads (%" PRId64 " kv), the fastest %" PRId64,
                 H, Hkv, K, most * (H / Hkv), most, least * (H / Hkv));
 }
 
-bool fe_check_layout(const fe_spec *spec, int *nerr) {
-    const fe_layout *l = &spec->layout;
-    sup_loc loc = fe_spec_loc(spec, "layout.batch_aware");
-    if (!loc.file) loc = fe_spec_loc(spec, "train");
-    int64_t N = fe_world(spec), G = l->batch_aware == FE_BA_GROUPS ? l->groups : 1;
-    const char *fix, *why;
-    sup_buf b = {0};
-    bool ok = true;
-    switch (l->batch_aware) {
-    case FE_BA_OFF:
-    case FE_BA_GROUPS:
-        if (!(why = fe_groups_illegal(spec, G, &fix))) {
-            fe_warn_uneven(spec, N / G, loc);
-            break;
-        }
-        if (l->batch_aware == FE_BA_OFF)
-            sup_error(loc, "batch_aware off (plain Ulysses over all ranks): %s", why);
-        else
-            sup_error(loc, "illegal batch_aware groups %" PRId64 ": %s", G, why);
-        sup_note(loc, "%s", fix);
-        if (legal_text(spec, l->batch_aware == FE_BA_OFF ? 2 : 1, &b))
-            sup_note(loc, "legal here: batch_aware groups %s", b.data);
-        else
-            sup_note(loc, "no number of groups is legal for this model, batch and mesh");
-        ok = false;
-        break;
-    case FE_BA_ON:
-        if (legal_text(spec, 2, &b)) break;
-        sup_error(loc, "batch_aware on, but no number of groups G > 1 is legal for N=%" PRId64, N);
-        why_each(spec, 2, loc);
-        if (!fe_groups_illegal(spec, 1, NULL))
-            sup_note(loc, "use 'batch_aware off' (plain Ulysses) or 'auto', or raise micro_batch");
-        else
-            sup_note(loc, "change the model's heads, seq_len, micro_batch or the mesh");
-        ok = false;
-        break;
-    case FE_BA_AUTO:
-        if (legal_text(spec, 1, &b)) break;
-        sup_error(loc, "no legal sequence-parallel layout for N=%" PRId64 " ranks", N);
-        why_each(spec, 1, loc);
-        sup_note(loc, "change the model's heads, seq_len, micro_batch or the mesh");
-        ok = false;
-        break;
+/* "2 and 4": the ring degrees legal for hybrid with c's groups, or NULL. */
+static const char *legal_degrees(const fe_spec *spec, const layout_choice *c, sup_buf *b)
+{
+    layout_dims d = fe_layout_dims(spec);
+    int64_t K = layout_group_size(&d, c);
+    int R[64], n = 0;
+    for (int64_t r = 2; r < K && n < 64; r++) {
+        layout_choice h = *c;
+        h.ring_degree = (int)r;
+        if (!layout_illegal(&d, &h, NULL, 0))
+            R[n++] = (int)r;
     }
+    for (int i = 0; i < n; i++)
+        sup_buf_printf(b, "%s%d", i == 0 ? "" : i == n - 1 ? " and " : ", ", R[i]);
+    return n ? b->data : NULL;
+}
+
+/* The key a diagnostic about choice c points at: the one that chose what
+ * broke (groups for the common rules, else the strategy's own key). */
+static sup_loc choice_loc(const fe_spec *spec, const layout_choice *c, bool common)
+{
+    const char *key = "layout.batch_aware";
+    if (!common && c->a2a == LAYOUT_A2A_TWO_LEVEL)
+        key = "layout.a2a";
+    else if (!common && c->seq == LAYOUT_HYBRID && fe_given(spec, "layout.ring_degree"))
+        key = "layout.ring_degree";
+    else if (!common && c->seq != LAYOUT_ULYSSES)
+        key = "layout.sequence";
+    sup_loc loc = fe_spec_loc(spec, key);
+    if (!loc.file)
+        loc = fe_spec_loc(spec, "layout.batch_aware");
+    if (!loc.file)
+        loc = fe_spec_loc(spec, "train");
+    return loc;
+}
+
+/* An exactly named layout: legal, or one error with the fix and the legal G. */
+static bool check_concrete(const fe_spec *spec, const layout_choice *c)
+{
+    layout_dims d = fe_layout_dims(spec);
+    char fix[256], name[64];
+    const char *why = layout_illegal(&d, c, fix, sizeof fix);
+    bool common = why && (c->groups < 1 || d.N % c->groups || d.B % c->groups);
+    sup_loc loc = choice_loc(spec, c, common);
+    if (!why) {
+        if (c->seq == LAYOUT_ULYSSES && c->a2a == LAYOUT_A2A_FLAT)
+            warn_uneven(spec, d.N / c->groups, loc);
+        return true;
+    }
+    layout_choice_name(c, name, sizeof name);
+    bool plain = c->seq == LAYOUT_ULYSSES && c->a2a == LAYOUT_A2A_FLAT;
+    if (plain && spec->layout.batch_aware == FE_BA_OFF)
+        sup_error(loc, "batch_aware off (plain Ulysses over all ranks): %s", why);
+    else if (plain)
+        sup_error(loc, "illegal batch_aware groups %d: %s", c->groups, why);
+    else
+        sup_error(loc, "illegal layout '%s': %s", name, why);
+    if (fix[0])
+        sup_note(loc, "%s", fix);
+    sup_buf b = {0};
+    if (legal_text(spec, c, plain && spec->layout.batch_aware == FE_BA_OFF ? 2 : 1, &b))
+        sup_note(loc, "legal here: batch_aware groups %s", b.data);
+    else if (c->seq == LAYOUT_HYBRID && legal_degrees(spec, c, &b))
+        sup_note(loc, "legal here: ring_degree %s", b.data);
+    else
+        sup_note(loc, "no number of groups is legal for this model, batch and mesh");
     sup_buf_free(&b);
-    if (!ok) (*nerr)++;
+    return false;
+}
+
+/* A layout with something left to choose: at least one allowed choice
+ * must be legal. */
+static bool check_open(const fe_spec *spec)
+{
+    layout_dims d = fe_layout_dims(spec);
+    layout_choice *all = malloc(sizeof *all * 4096);
+    int n = layout_candidates(&d, all, 4096), ok = 0;
+    for (int i = 0; i < n && i < 4096; i++)
+        ok += fe_layout_allows(spec, &all[i]);
+    free(all);
+    if (ok)
+        return true;
+    const fe_layout *l = &spec->layout;
+    bool plain = !strcmp(seq_text(l), "ulysses") && !strcmp(a2a_text(l), "flat");
+    layout_choice u = layout_ulysses(1), like = spec_like(spec);
+    sup_loc loc = choice_loc(spec, &like, l->batch_aware == FE_BA_ON);
+    if (l->batch_aware == FE_BA_ON)
+        sup_error(loc, "batch_aware on, but no number of groups G > 1 is legal for N=%" PRId64, d.N);
+    else if (plain)
+        sup_error(loc, "no legal sequence-parallel layout for N=%" PRId64 " ranks", d.N);
+    else
+        sup_error(loc, "no legal layout with sequence %s and a2a %s for N=%" PRId64 " ranks", seq_text(l),
+                  a2a_text(l), d.N);
+    why_each(spec, l->batch_aware == FE_BA_ON ? 2 : 1, loc);
+    if (l->batch_aware == FE_BA_ON && !layout_illegal(&d, &u, NULL, 0))
+        sup_note(loc, "use 'batch_aware off' (plain Ulysses) or 'auto', or raise micro_batch");
+    else
+        sup_note(loc, "change the model's heads, seq_len, micro_batch or the mesh");
+    return false;
+}
+
+/* ring_degree belongs to sequence hybrid, which needs it (with sequence
+ * auto it narrows the hybrid candidates). */
+static bool check_ring_degree(const fe_spec *spec)
+{
+    const fe_layout *l = &spec->layout;
+    bool hybrid = !strcmp(seq_text(l), "hybrid"), open = !strcmp(seq_text(l), "auto");
+    if (fe_given(spec, "layout.ring_degree") && !hybrid && !open) {
+        sup_loc loc = fe_spec_loc(spec, "layout.ring_degree");
+        sup_error(loc, "ring_degree applies to sequence hybrid only (sequence is %s)", seq_text(l));
+        sup_note(loc, "write 'sequence hybrid ring_degree %" PRId64 "', or drop ring_degree", l->ring_degree);
+        return false;
+    }
+    if (hybrid && l->ring_degree < 1) {
+        sup_loc loc = fe_spec_loc(spec, "layout.sequence");
+        sup_error(loc, "sequence hybrid needs a ring_degree");
+        sup_note(loc, "add 'ring_degree R' (R ring ranks times K/R Ulysses ranks), e.g. 'ring_degree 2'");
+        return false;
+    }
+    return true;
+}
+
+bool fe_check_layout(const fe_spec *spec, int *nerr)
+{
+    layout_choice c;
+    bool ok = check_ring_degree(spec);
+    if (ok)
+        ok = fe_layout_concrete(spec, &c) ? check_concrete(spec, &c) : check_open(spec);
+    if (!ok)
+        (*nerr)++;
     return ok;
 }

@@ -132,6 +132,8 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.recompute")) snprintf(t->recompute, sizeof t->recompute, "none");
     if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");
     if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
+    if (!fe_given(s, "layout.a2a")) snprintf(s->layout.a2a, sizeof s->layout.a2a, "flat");
+    if (!fe_given(s, "layout.ring_degree")) s->layout.ring_degree = 0;
 }
 
 /* DeepSpeed ALST tiles the MLP into ceil(tokens / hidden) chunks: tiled
@@ -151,7 +153,7 @@ static void link_defaults(fe_spec *s, fe_link *l, const fe_link *device, const c
     char lk[48];
     snprintf(lk, sizeof lk, "mesh.%s", which);
     if (!fe_given(s, lk)) snprintf(l->kind, sizeof l->kind, "%s", device->kind);
-    const fe_link *named = fe_link_lookup(l->kind);
+    const fe_link *named = layout_link_lookup(l->kind);
     const fe_link *preset = named ? named : device;
     snprintf(lk, sizeof lk, "mesh.%s.bandwidth", which);
     if (!fe_given(s, lk)) l->bandwidth = preset->bandwidth;
@@ -165,10 +167,10 @@ static void mesh_defaults(checker *c) {
     fe_mesh *m = &c->s->mesh;
     if (!fe_given(c->s, "mesh.device")) snprintf(m->device, sizeof m->device, "cpu");
     if (!fe_given(c->s, "mesh.nics_per_node")) m->nics_per_node = m->devices_per_node;
-    const fe_device_preset *p = fe_device_lookup(m->device);
+    const fe_device_preset *p = layout_device_lookup(m->device);
     if (!p) {
         int n;
-        const fe_device_preset *all = fe_device_presets(&n);
+        const fe_device_preset *all = layout_device_presets(&n);
         const char *names[16];
         for (int i = 0; i < n && i < 16; i++) names[i] = all[i].name;
         one_of(c, "mesh.device", m->device, names, n < 16 ? n : 16);
@@ -342,10 +344,12 @@ bool fe_check(fe_spec *spec) {
     mlp_chunk_default(spec);
     static const char *const precisions[] = {"bf16", "fp32"};
     static const char *const optimizers[] = {"adamw"};
-    static const char *const sequences[] = {"ulysses"};
+    static const char *const sequences[] = {"ulysses", "ring", "hybrid", "auto"};
+    static const char *const a2as[] = {"flat", "two_level", "auto"};
     one_of(&c, "train.precision", spec->train.precision, precisions, 2);
     one_of(&c, "train.optimizer", spec->train.optimizer, optimizers, 1);
-    one_of(&c, "layout.sequence", spec->layout.sequence, sequences, 1);
+    one_of(&c, "layout.sequence", spec->layout.sequence, sequences, 4);
+    one_of(&c, "layout.a2a", spec->layout.a2a, a2as, 3);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
     if (c.nerr) return false;

@@ -330,6 +330,41 @@ int ir_group_set_of(const ir_module *m, int g, int rank, int *pos)
     return -1;
 }
 
+/* Rank at position p of the set of group g that holds `rank`, -1 if none. */
+static int ir_group_peer(const ir_module *m, int g, int rank, int p)
+{
+    int set = ir_group_set_of(m, g, rank, NULL);
+    const ir_group *gr = &m->groups[g];
+    return set < 0 || p < 0 || p >= gr->set_size ? -1 : gr->ranks[set * gr->set_size + p];
+}
+
+bool ir_group_nested(const ir_module *m, int whole, int outer, int inner)
+{
+    if (whole < 0 || whole >= m->ngroups || inner < 0 || inner >= m->ngroups || outer >= m->ngroups)
+        return false;
+    const ir_group *w = &m->groups[whole];
+    int ni = m->groups[inner].set_size, no = outer < 0 ? 1 : m->groups[outer].set_size;
+    if (w->set_size != ni * no)
+        return false;
+    for (int i = 0; i < w->nsets * w->set_size; i++) {
+        int x = w->ranks[i], p = i % w->set_size, po, pi;
+        if (ir_group_set_of(m, inner, x, &pi) < 0 || pi != p % ni)
+            return false;
+        if (outer >= 0 && (ir_group_set_of(m, outer, x, &po) < 0 || po != p / ni))
+            return false;
+        /* the other members of x's inner and outer sets sit where the
+         * product says, in the same set of whole */
+        int base = i - p;
+        for (int j = 0; j < ni; j++)
+            if (ir_group_peer(m, inner, x, j) != w->ranks[base + (p / ni) * ni + j])
+                return false;
+        for (int j = 0; outer >= 0 && j < no; j++)
+            if (ir_group_peer(m, outer, x, j) != w->ranks[base + j * ni + p % ni])
+                return false;
+    }
+    return true;
+}
+
 /* Maps an old group index to its index after removing group `g`.  Dangling
  * references become IR_GROUP_REMOVED, which the verifier reports. */
 static int ir_group_shift(int idx, int g)

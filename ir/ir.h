@@ -206,6 +206,14 @@ int ir_group_add_contiguous(ir_module *m, const char *name, int nsets);
 int ir_group_add_strided(ir_module *m, const char *name, int stride);
 /* Set index of `rank` in group g, and position inside that set; -1 if absent. */
 int ir_group_set_of(const ir_module *m, int g, int rank, int *pos);
+/* True when group `whole` is the product `outer` x `inner`: each set of
+ * whole, in position order, is |outer| runs of |inner| ranks, run r being a
+ * set of inner and the j-th ranks of the runs a set of outer, so position
+ * p = pos_outer * |inner| + pos_inner.  outer = -1 (no group): whole and
+ * inner have the same sets in the same order.  This is what lets an
+ * all_to_all over `inner` gather a dim sharded by whole into one sharded by
+ * outer (ir/README.md, nested all_to_all). */
+bool ir_group_nested(const ir_module *m, int whole, int outer, int inner);
 /* Removes a group; references to it must be gone (the verifier checks). Shifts
  * indices above it, and fixes every shard[] and group attr accordingly. */
 void ir_group_remove(ir_module *m, int g);
@@ -310,6 +318,9 @@ bool ir_mem_has_buffer(const ir_module *m, int v);
 /* Aligned bytes of v's buffer on target t (0 without a buffer); -1 when the
  * size overflows int64. */
 int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t);
+/* Values every backend keeps in fp32 even where activations are bf16: the
+ * log-sum-exp of ring_attention, which its backward exponentiates against. */
+bool ir_mem_keeps_f32(const ir_module *m, int v);
 ir_mem_cat ir_mem_value_cat(const ir_module *m, int v);
 /* True when v is a parameter's gradient: named d.<param> or d.<param>.<suffix>. */
 bool ir_mem_weight_like(const ir_module *m, int v);

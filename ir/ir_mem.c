@@ -41,11 +41,20 @@ bool ir_mem_has_buffer(const ir_module *m, int v)
     return val->kind != IR_V_RESULT || (val->def >= 0 && val->def < m->nops);
 }
 
-/* Element size in the runtime's buffers (the CPU computes in fp32; the CUDA
- * backend keeps every floating tensor in bf16, as rt_cu_esize does). */
-static int64_t mem_esize(const ir_value *v, ir_mem_target t)
+bool ir_mem_keeps_f32(const ir_module *m, int v)
 {
-    if (!t.cuda || v->type.dtype == IR_I32 || v->type.rank == 0)
+    int d = m->values[v].def;
+    return m->values[v].kind == IR_V_RESULT && d >= 0 && d < m->nops && m->ops[d].code == IR_RING_ATTENTION &&
+           m->ops[d].nout > 1 && m->ops[d].out[1] == v;
+}
+
+/* Element size in the runtime's buffers (the CPU computes in fp32; the CUDA
+ * backend keeps every floating tensor in bf16, as rt_cu_esize does, except
+ * those ir_mem_keeps_f32 names). */
+static int64_t mem_esize(const ir_module *m, int v, ir_mem_target t)
+{
+    const ir_value *val = &m->values[v];
+    if (!t.cuda || val->type.dtype == IR_I32 || val->type.rank == 0 || ir_mem_keeps_f32(m, v))
         return 4;
     return 2;
 }
@@ -68,7 +77,7 @@ int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t)
     int64_t n = ir_type_local_elems(m, &val->type);
     if (n < 1)
         n = 1;
-    int64_t b = mem_mul(n, mem_esize(val, t));
+    int64_t b = mem_mul(n, mem_esize(m, v, t));
     return b < 0 ? -1 : mem_align(b, t.align);
 }
 
@@ -166,7 +175,7 @@ static bool grad_like_param(const ir_module *m, int p, int g)
     return true;
 }
 
-/* What runtime/rt_comm.c and rt_opt.c ask of rt_scratch, in elements. */
+/* What runtime/cpu/rt_comm.c, rt_opt.c and rt_ring.c ask of rt_scratch, in elements. */
 static void op_comm_elems(const ir_module *m, const ir_op *op, int64_t e[2])
 {
     e[0] = e[1] = 0;
@@ -191,6 +200,15 @@ static void op_comm_elems(const ir_module *m, const ir_op *op, int64_t e[2])
         if (op->nin == 2 && !grad_like_param(m, op->in[0], op->in[1]))
             e[0] = local_elems(m, op->in[0]);
         break;
+    case IR_RING_ATTENTION: /* two (k, v) blocks: the one in use and the next */
+        e[0] = 2 * (local_elems(m, op->in[1]) + local_elems(m, op->in[2]));
+        break;
+    case IR_RING_ATTENTION_BWD: { /* two (k, v) and two (dk, dv) blocks; D */
+        int64_t kv = local_elems(m, op->in[2]) + local_elems(m, op->in[3]);
+        e[0] = 2 * kv;
+        e[1] = 2 * kv + local_elems(m, op->in[5]);
+        break;
+    }
     default:
         break;
     }
@@ -217,7 +235,10 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
 /* The CUDA backend's grow-only device workspaces (runtime/cuda/rt_cuda.h
  * rt_cu_ws_slot): each slot grows to its largest request, and the slots
  * are separate allocations, so the total is the sum of the slots' maxima. */
-enum { CW_SEND, CW_RECV, CW_COMM, CW_F32, CW_LOGITS, CW_DL, CW_ROWS, CW_ATTN, CW_SLICE, CW_ROPE, CW_MLP, CW_N };
+enum {
+    CW_SEND, CW_RECV, CW_COMM, CW_F32, CW_LOGITS, CW_DL, CW_ROWS, CW_ATTN, CW_SLICE, CW_ROPE, CW_MLP, CW_RING, CW_POS,
+    CW_N
+};
 
 static void cw_max(int64_t *slot, int64_t b)
 {
@@ -269,8 +290,13 @@ static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
     case IR_ROPE:
     case IR_ROPE_BWD: {
         const ir_type *x = &m->values[op->in[0]].type;
+        /* in the ring's zig-zag order one table covers all seq_len positions */
+        bool zigzag = ir_config_int(m, "seq_ring", 0) > 1;
+        int64_t rows = zigzag ? ir_config_int(m, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
         if (x->rank == 4)
-            cw_max(&w[CW_ROPE], 4 * ir_type_max_local_dim(m, x, 1) * x->dims[3] + 1);
+            cw_max(&w[CW_ROPE], 4 * rows * x->dims[3] + 1);
+        if (zigzag)
+            cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
         break;
     }
     case IR_ATTENTION_BWD: { /* two fp32 row statistics per (b, s, h) */
@@ -290,6 +316,16 @@ static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
             cw_max(&w[CW_DL], 2 * c * V);
             cw_max(&w[CW_F32], 4 * V * D);
         }
+        break;
+    }
+    case IR_RING_ATTENTION: /* fp32 running output; two bf16 (k, v) blocks */
+        cw_max(&w[CW_RING], 4 * local_elems(m, op->in[0]) + 8 * local_elems(m, op->in[1]) + 256);
+        cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
+        break;
+    case IR_RING_ATTENTION_BWD: { /* D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks */
+        int64_t nkv = local_elems(m, op->in[2]);
+        cw_max(&w[CW_RING], 4 * local_elems(m, op->in[5]) + 4 * local_elems(m, op->in[1]) + 24 * nkv + 256);
+        cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
         break;
     }
     case IR_MLP:
@@ -317,7 +353,8 @@ static int64_t cuda_work_bytes(const ir_module *m)
 
 /* Kernel workspace outside the arena.  CPU: the kernels' own grow-only
  * buffers (runtime/cpu/kern_lmhead.c: a [chunk, V] logits block of at most
- * 4 Mi floats; kern_basic.c: the RoPE cos/sin table of the local positions;
+ * 4 Mi floats; kern_basic.c: the RoPE cos/sin table of the local positions,
+ * with explicit positions (the ring's zig-zag order) also a copy of them;
  * kern_mlp.c: g, u and s of one chunk of rows, 3 x chunk x F floats).
  * CUDA: the device workspaces above, which also hold the collectives'
  * staging (the cuda plan has no staging region in the arena). */
@@ -347,7 +384,9 @@ int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t)
         }
         if ((op->code == IR_ROPE || op->code == IR_ROPE_BWD) && op->nin >= 1 && m->values[op->in[0]].type.rank == 4) {
             const ir_type *x = &m->values[op->in[0]].type;
-            int64_t b = ir_type_max_local_dim(m, x, 1) * x->dims[3] * 4;
+            int64_t S = ir_type_max_local_dim(m, x, 1), b = S * x->dims[3] * 4;
+            if (ir_config_int(m, "seq_ring", 0) > 1) /* the table keeps a copy of the positions */
+                b += 8 * S;
             if (b > rope)
                 rope = b;
         }

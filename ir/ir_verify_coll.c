@@ -74,8 +74,31 @@ static void want_ratio(ir_vctx *c, const ir_value *small, const ir_value *big, i
                 ir_vdesc(c, big, db, sizeof db), d, (long long)b, ir_vdesc(c, small, ds, sizeof ds), d, (long long)s);
 }
 
+/* The shard of dim d on the gathered side is `from` and on the scattered
+ * side `to`: `to` = `from` x g (from = -1: to = g).  For the concat dim from
+ * is x's group and to y's; for the split dim, y's and x's (ir/README.md,
+ * nested all_to_all). */
+static void want_nested(ir_vctx *c, const ir_value *coarse, const ir_value *fine, int d, int g, bool concat)
+{
+    int outer = coarse->type.shard[d], whole = fine->type.shard[d];
+    if (whole == g && outer == -1)
+        return;
+    if (whole >= 0 && outer >= 0 && ir_group_nested(c->m, whole, outer, g))
+        return;
+    const ir_value *x = concat ? fine : coarse, *y = concat ? coarse : fine;
+    char dx[96], dy[96], sx[80], sy[80];
+    const char *gn = ir_vgname(c, g);
+    ir_verr(c, sup_noloc(), "%s dim %d: %s is %s and %s is %s, but an all_to_all over @%s takes it from %s to %s "
+            "(or, nested, from %s to %s with G x @%s a product group, ir_group_nested)",
+            concat ? "concat" : "split", d, ir_vdesc(c, x, dx, sizeof dx), ir_vshard_str(c, x->type.shard[d], sx,
+            sizeof sx), ir_vdesc(c, y, dy, sizeof dy), ir_vshard_str(c, y->type.shard[d], sy, sizeof sy), gn,
+            concat ? "sharded by it" : "whole", concat ? "whole" : "sharded by it", concat ? "G x it" : "G",
+            concat ? "G" : "G x it", gn);
+}
+
 /* all_to_all x_i -> y_i over g: concat dim goes from sharded by g to whole,
- * split dim from whole to sharded by g. */
+ * split dim from whole to sharded by g; or, nested, from G x g to G and from
+ * G to G x g. */
 static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
 {
     if (op->nin != op->nout) {
@@ -100,13 +123,15 @@ static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
                     "(all operands of one all_to_all have the same rank)", x->name, x->type.rank, rank);
             continue;
         }
-        ir_vwant_shard(c, x, concat, g, " (concat dim: sharded before the all_to_all)");
-        ir_vwant_shard(c, y, concat, -1, " (concat dim: gathered by the all_to_all)");
+        want_nested(c, y, x, concat, g, true);
         if ((y->type.unit[split] != 0 && fanout > 1) || (x->type.unit[concat] != 0 && fanin > 1))
             ir_verr(c, sup_noloc(), "pair %%%s -> %%%s: an uneven split cannot be combined with fanout/fanin",
                     x->name, y->name);
-        ir_vwant_shard(c, x, split, -1, " (split dim: whole before the all_to_all)");
-        ir_vwant_shard(c, y, split, g, " (split dim: scattered by the all_to_all)");
+        bool nested = x->type.shard[split] >= 0 || y->type.shard[concat] >= 0;
+        if (nested && (y->type.unit[split] != 0 || x->type.unit[concat] != 0))
+            ir_verr(c, sup_noloc(), "pair %%%s -> %%%s: a nested all_to_all splits evenly (no uneven units)", x->name,
+                    y->name);
+        want_nested(c, x, y, split, g, false);
         want_ratio(c, x, y, split, fanout, "fanout");
         want_ratio(c, y, x, concat, fanin, "fanin");
         same_other_dims(c, x, y, split, concat);

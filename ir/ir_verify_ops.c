@@ -308,11 +308,13 @@ static void check_linear(ir_vctx *c, const ir_op *op)
     want_same_shape(c, w, ir_vv(c, op->out[1]));
 }
 
-/* attention(q, k, v): [B,S,H,Dh] / [B,S,Hk,Dh], whole sequence, H % Hk == 0. */
-static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
+/* q [B,S,H,Dh], k and v [B,S,Hk,Dh] alike: rank 4, dims 0, 1, 3 equal and
+ * H a multiple of Hk (attention and ring_attention).  False when a rank is
+ * wrong (reported). */
+static bool check_qkv_shapes(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
 {
     if (!want_rank(c, q, 4, "[B,S,H,Dh]") || !want_rank(c, k, 4, "[B,S,Hk,Dh]"))
-        return;
+        return false;
     ir_vsame_type(c, k, v);
     char what[128], d[96];
     static const int same_dims[] = {0, 1, 3};
@@ -323,6 +325,14 @@ static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k,
     if (k->type.dims[2] > 0 && q->type.dims[2] % k->type.dims[2])
         ir_verr(c, sup_noloc(), "%%%s has %lld heads, not a multiple of the %lld heads of %%%s", q->name,
                 (long long)q->type.dims[2], (long long)k->type.dims[2], k->name);
+    return true;
+}
+
+/* attention(q, k, v): [B,S,H,Dh] / [B,S,Hk,Dh], whole sequence, H % Hk == 0. */
+static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
+{
+    if (!check_qkv_shapes(c, q, k, v))
+        return;
     const char *why = " (attention needs the whole sequence: an all_to_all must trade the sequence shard for "
                       "a head shard first)";
     ir_vwant_shard(c, q, 1, -1, why);
@@ -356,6 +366,62 @@ static void check_attention(ir_vctx *c, const ir_op *op)
     check_attention_in(c, q, k, v);
     ir_vsame_type(c, q, ir_vv(c, op->in[0]));
     ir_vsame_type(c, q, ir_vv(c, op->in[4]));
+    ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+    ir_vsame_type(c, k, ir_vv(c, op->out[1]));
+    ir_vsame_type(c, v, ir_vv(c, op->out[2]));
+}
+
+/* ring_attention(q, k, v) -> (o, lse): attention's shapes, but the sequence
+ * dim of every operand is sharded by the op's group (the ring), and the
+ * heads split evenly. */
+static bool check_ring_in(ir_vctx *c, const ir_op *op, const ir_value *q, const ir_value *k, const ir_value *v)
+{
+    int g = ir_op_group(op);
+    if (g < 0 || g >= c->m->ngroups) {
+        ir_verr(c, sup_noloc(), "needs a 'group = @G' attribute naming the ring");
+        return false;
+    }
+    if (!check_qkv_shapes(c, q, k, v))
+        return false;
+    const char *why = " (ring attention: each rank holds its slice of the sequence)";
+    ir_vwant_shard(c, q, 1, g, why);
+    ir_vwant_shard(c, k, 1, g, why);
+    ir_vwant_shard(c, k, 0, q->type.shard[0], " (q and k must split the batch alike)");
+    ir_vwant_shard(c, k, 2, q->type.shard[2], " (q and k must split the heads alike)");
+    if (q->type.unit[2] || k->type.unit[2])
+        ir_verr(c, sup_noloc(), "ring attention needs an even head split (%%%s, %%%s)", q->name, k->name);
+    return true;
+}
+
+/* lse f32 [B,S,H], laid out like q's first three dims. */
+static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse)
+{
+    if (!want_rank(c, lse, 3, "[B,S,H]"))
+        return;
+    want_dtype(c, lse, IR_F32);
+    char what[128], d[96];
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, q, d, sizeof d), i);
+        ir_vwant_dim(c, lse, i, q->type.dims[i], what);
+        ir_vwant_shard(c, lse, i, q->type.shard[i], " (lse is laid out like q)");
+    }
+}
+
+static void check_ring_attention(ir_vctx *c, const ir_op *op)
+{
+    bool bwd = op->code == IR_RING_ATTENTION_BWD;
+    const ir_value *q = ir_vv(c, op->in[bwd]), *k = ir_vv(c, op->in[bwd + 1]), *v = ir_vv(c, op->in[bwd + 2]);
+    if (!check_ring_in(c, op, q, k, v))
+        return;
+    if (!bwd) {
+        ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+        check_lse(c, q, ir_vv(c, op->out[1]));
+        return;
+    }
+    /* ring_attention_bwd(do, q, k, v, o, lse) -> (dq, dk, dv) */
+    ir_vsame_type(c, q, ir_vv(c, op->in[0]));
+    ir_vsame_type(c, q, ir_vv(c, op->in[4]));
+    check_lse(c, q, ir_vv(c, op->in[5]));
     ir_vsame_type(c, q, ir_vv(c, op->out[0]));
     ir_vsame_type(c, k, ir_vv(c, op->out[1]));
     ir_vsame_type(c, v, ir_vv(c, op->out[2]));
@@ -426,6 +492,8 @@ void ir_verify_op_types(ir_vctx *c, const ir_op *op)
     case IR_LINEAR_BWD: check_linear(c, op); break;
     case IR_ATTENTION:
     case IR_ATTENTION_BWD: check_attention(c, op); break;
+    case IR_RING_ATTENTION:
+    case IR_RING_ATTENTION_BWD: check_ring_attention(c, op); break;
     case IR_LM_HEAD_LOSS:
     case IR_LM_HEAD_LOSS_BWD: check_lm_head(c, op); break;
     case IR_ADAMW: check_adamw(c, op); break;

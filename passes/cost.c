@@ -56,9 +56,9 @@ pass_cost_params pass_cost_default_params(const ir_module *m)
  * preset the config `device` names (hand-written IR), else the cpu preset. */
 static void device_peaks(const ir_module *m, double *flops, double *bw, double *exps)
 {
-    const fe_device_preset *d = fe_device_lookup(pu_cfg(m, "device", "cpu"));
+    const layout_device_preset *d = layout_device_lookup(pu_cfg(m, "device", "cpu"));
     if (!d)
-        d = fe_device_lookup("cpu");
+        d = layout_device_lookup("cpu");
     bool fp32 = !strcmp(pu_cfg(m, "precision", "bf16"), "fp32");
     *flops = cfg_double(m, "device_peak_flops", fp32 ? d->peak_flops_fp32 : d->peak_flops_bf16);
     *bw = cfg_double(m, "device_mem_bw", d->mem_bw);
@@ -314,9 +314,73 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     }
 }
 
+/* ---- ring attention ---------------------------------------------------------
+ * ring_attention q, k, v {group = @ring} on R ranks: each rank's q block
+ * meets all R kv blocks, one per step, while the next block travels one hop
+ * around the ring, so a step costs the slower of its block's compute and
+ * one transfer.  The names are compared as text so that this file builds
+ * whether or not the IR defines the ops. */
+static int ring_kind(const ir_op *op)
+{
+    const char *name = ir_op_info_of(op->code)->name;
+    return !strcmp(name, "ring_attention") ? 1 : !strcmp(name, "ring_attention_bwd") ? 2 : 0;
+}
+
+/* Seconds to send `bytes` one hop around the ring group of op. */
+static double ring_hop(const ir_module *m, const ir_op *op, double bytes)
+{
+    int gi = ir_op_group(op);
+    if (gi < 0 || gi >= m->ngroups || m->groups[gi].set_size <= 1)
+        return 0;
+    span s = group_span(m, &m->groups[gi]);
+    double a, b;
+    link_ab(m, s.crosses, &a, &b);
+    if (s.crosses)
+        b *= nic_share(m, s.ring_senders);
+    return a + bytes * b;
+}
+
+/* Causal attention of the local q [b, S_loc, H, Dh] against the whole
+ * sequence S_loc*R: half of the dense 4·b·H·S_loc·S_full·Dh (the zig-zag
+ * order gives every rank the same share of the mask). */
+static double ring_flops(const ir_module *m, int q, int R)
+{
+    return attention_flops(m, q) * R;
+}
+
+static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_cost_params *p, int kind)
+{
+    pass_op_cost c = {0};
+    int gi = ir_op_group(op);
+    int R = gi >= 0 && gi < m->ngroups && m->groups[gi].set_size > 0 ? m->groups[gi].set_size : 1;
+    int q = op->in[kind == 1 ? 0 : 1], k = op->in[kind == 1 ? 1 : 2], v = op->in[kind == 1 ? 2 : 3];
+    double peak, bw, exp_rate;
+    device_peaks(m, &peak, &bw, &exp_rate);
+    c.flops = (kind == 1 ? 1.0 : 2.5) * ring_flops(m, q, R);
+    const ir_type *qt = &m->values[q].type;
+    double Dh = qt->rank >= 4 ? (double)ir_type_max_local_dim(m, qt, 3) : 0;
+    c.exps = Dh > 0 ? ring_flops(m, q, R) / (4 * Dh) : 0;
+    c.bytes = compute_bytes(m, op);
+    double tf = peak > 0 ? c.flops / (peak * p->attention_fraction) : 0;
+    if (exp_rate > 0)
+        tf += c.exps / exp_rate;
+    double kv = local_bytes(m, k) + local_bytes(m, v);
+    double block = tf / R, t;
+    if (kind == 1) /* the local block needs no transfer; R-1 hops of (k, v) */
+        t = block + (R - 1) * fmax(block, ring_hop(m, op, kv));
+    else /* R hops of (k, v, dk, dv): the gradients return to their owner */
+        t = R * fmax(block, ring_hop(m, op, 2 * kv));
+    double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
+    c.seconds = (t > tm ? t : tm) + p->op_overhead;
+    return c;
+}
+
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p)
 {
     pass_op_cost c = {0};
+    int ring = ring_kind(op);
+    if (ring)
+        return ring_cost(m, op, p, ring);
     ir_op_kind kind = ir_op_info_of(op->code)->kind;
     if (kind == IR_K_COLL || kind == IR_K_P2P) {
         c.comm = true;

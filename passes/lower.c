@@ -374,7 +374,7 @@ static void copy_rope_scaling(ir_module *m, const fe_model *md)
  * when the device names no preset (hand-built specs). */
 static void copy_device_peaks(ir_module *m, const fe_spec *s)
 {
-    const fe_device_preset *p = fe_device_lookup(s->mesh.device[0] ? s->mesh.device : "cpu");
+    const layout_device_preset *p = layout_device_lookup(s->mesh.device[0] ? s->mesh.device : "cpu");
     if (!p)
         return;
     bool fp32 = !strcmp(s->train.precision, "fp32");
@@ -392,8 +392,20 @@ static void copy_device_peaks(ir_module *m, const fe_spec *s)
         cfg_double(m, "cost.op_overhead", p->op_overhead);
 }
 
+/* The resolved layout: concrete keys only (the planner has chosen for any
+ * `auto` before lowering), so the passes rewrite without choosing.
+ * batch_aware keeps the mode as written, for the reader. */
+static void copy_layout(ir_module *m, const fe_spec *s, const layout_choice *c)
+{
+    ir_config_set(m, "sequence", layout_seq_name(c->seq));
+    ir_config_set(m, "batch_aware", batch_aware_name(s->layout.batch_aware));
+    ir_config_set_int(m, "groups", c->groups);
+    ir_config_set_int(m, "ring_degree", c->ring_degree);
+    ir_config_set(m, "a2a", layout_a2a_name(c->a2a));
+}
+
 /* Every spec field a pass reads, so textual IR is self-contained. */
-static void copy_config(ir_module *m, const fe_spec *s)
+static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
 {
     const fe_model *md = &s->model;
     ir_config_set_int(m, "hidden", md->hidden);
@@ -419,9 +431,7 @@ static void copy_config(ir_module *m, const fe_spec *s)
     ir_config_set_int(m, "steps", s->train.steps);
     ir_config_set_int(m, "seed", s->train.seed);
     ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk);
-    ir_config_set(m, "sequence", s->layout.sequence[0] ? s->layout.sequence : "ulysses");
-    ir_config_set(m, "batch_aware", batch_aware_name(s->layout.batch_aware));
-    ir_config_set_int(m, "groups", s->layout.batch_aware == FE_BA_GROUPS ? s->layout.groups : 0);
+    copy_layout(m, s, c);
     ir_config_set(m, "device", s->mesh.device[0] ? s->mesh.device : "cpu");
     cfg_double(m, "device_mem", s->mesh.device_mem);
     ir_config_set_int(m, "nics_per_node", s->mesh.nics_per_node);
@@ -457,9 +467,19 @@ ir_module *pass_lower(const fe_spec *spec)
 {
     if (!spec)
         return NULL;
+    layout_choice c;
+    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0))
+        return NULL;
+    return pass_lower_with(spec, &c);
+}
+
+ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice)
+{
+    if (!spec || !choice)
+        return NULL;
     const fe_model *md = &spec->model;
     ir_module *m = ir_module_new(md->name[0] ? md->name : "model");
-    copy_config(m, spec);
+    copy_config(m, spec, choice);
     m->mesh.nodes = (int)spec->mesh.nodes;
     m->mesh.devices_per_node = (int)spec->mesh.devices_per_node;
     copy_link(&m->mesh.intra, &spec->mesh.intra);

@@ -108,7 +108,9 @@ static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const 
     snprintf(c.recompute_set, sizeof c.recompute_set, "train.recompute=%s", recompute);
     c.q = (1024 + K - 1) / K * K;
     row->step = c.q;
-    const char *why = fe_groups_illegal(spec, r->world / K, NULL);
+    layout_dims d = fe_layout_dims(spec);
+    layout_choice u = layout_ulysses(r->world / K);
+    const char *why = layout_illegal(&d, &u, NULL, 0);
     if (why) {
         snprintf(row->illegal, sizeof row->illegal, "%s", why);
         return;

@@ -1,4 +1,4 @@
-/* pass_place.c — map logical groups onto physical ranks.
+/* pass_place.c — check where each group lies on the nodes and record it; changes no op.
  *
  * Rank r lives on node r / devices_per_node.  The partitioning passes build
  * contiguous groups (set g = ranks g*K .. g*K+K-1), which is the placement we
@@ -86,7 +86,9 @@ bool pass_place(ir_module *m, const pass_options *opt)
         char key[IR_NAME_MAX + 8];
         snprintf(key, sizeof key, "place.%s", g->name);
         ir_config_set(m, key, count ? "straddles" : "aligned");
-        if (count && used_by_all_to_all(m, gi))
+        /* two-level's @inter crosses nodes by design: one exchange between
+         * the ranks of equal local rank (pass_two_level.c) */
+        if (count && used_by_all_to_all(m, gi) && strcmp(g->name, "inter") != 0)
             remark_straddle(m, g, first, count, opt);
     }
     return true;

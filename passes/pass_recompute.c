@@ -189,7 +189,8 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
     for (int i = 0; i < n; i++) {
         const ir_op *op = &m->ops[i];
         bool own = ir_op_layer(op) == l && (phase_is(op, "fwd") || phase_is(op, "bwd"));
-        bool core = c->mode == RC_SELECTIVE && op->code == IR_ATTENTION && ir_op_layer(op) == l &&
+        bool core = c->mode == RC_SELECTIVE && (op->code == IR_ATTENTION || op->code == IR_RING_ATTENTION) &&
+                    ir_op_layer(op) == l &&
                     phase_is(op, "fwd");
         for (int k = 0; k < op->nin; k++)
             if (prod_of(c, op->in[k]) >= 0 && (!own || core))

@@ -21,11 +21,13 @@
  * shares the fused call: a pair whose head count does not grow (q's H >= K)
  * is a plain split under the same attribute (see ir/README.md).
  *
- * When N cannot split heads, KV heads or the sequence, Ulysses over all N
- * ranks does not exist.  If batch-aware is enabled and some G makes the split
- * legal, the pass starts from the smallest such G (G groups of K = N/G
- * ranks, batch sharded over @dp) and batch-aware refines it; with
- * batch_aware off it is an error whose note lists the legal G. */
+ * The ranks: @sp = G contiguous groups of K = N/G, G = the set size of the
+ * @dp batch-aware made (1 without it).  The pass never splits the batch
+ * itself: when K ranks cannot split the heads, KV heads or the sequence
+ * (layout_illegal), it is an error that names the rule and the batch-aware
+ * group counts that would be legal.
+ * K = 1 is pure data parallelism: the exchanges are identities and are
+ * removed.  Config `sequence = ring|hybrid`: not this pass's layout; skipped. */
 #include "pass_util.h"
 
 #include <stdlib.h>
@@ -124,42 +126,63 @@ static void shard_sequence(ir_module *m, int sp)
     free(weight);
 }
 
-/* "1, 2, 4" — the G for which batch-aware would make the split legal. */
-static void legal_groups(const ir_module *m, char *buf, size_t n)
+/* K = 1: every all-to-all on @sp is an identity.  The surviving value takes
+ * the removed one's name when it was its ".heads" twin, so the IR keeps the
+ * names of the unsharded step. */
+static int remove_exchanges(ir_module *m, int sp)
 {
-    buf[0] = '\0';
-    for (int G = 2; G <= ir_world(m); G++) {
-        if (pass_batch_aware_illegal(m, G))
+    int removed = 0;
+    for (int i = m->nops - 1; i >= 0; i--) {
+        ir_op op = m->ops[i];
+        if (op.code != IR_ALL_TO_ALL || ir_op_group(&op) != sp)
             continue;
-        size_t len = strlen(buf);
-        snprintf(buf + len, n - len, "%s%d", len ? ", " : "", G);
+        for (int k = 0; k < op.nin && k < op.nout; k++) {
+            ir_replace_uses(m, op.out[k], op.in[k], i);
+            const char *in = m->values[op.in[k]].name, *out = m->values[op.out[k]].name;
+            size_t n = strlen(out);
+            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0)
+                ir_value_swap_names(m, op.in[k], op.out[k]);
+        }
+        ir_op_remove(m, i);
+        removed++;
     }
+    for (int v = 0; v < m->nvalues; v++)
+        for (int k = 0; k < m->values[v].type.rank; k++)
+            if (m->values[v].type.shard[k] == sp)
+                m->values[v].type.shard[k] = -1;
+    ir_renumber(m);
+    return removed;
 }
 
-/* The smallest G > 1 that makes the split legal, 0 if none. */
-static int smallest_legal_groups(const ir_module *m)
+/* An error naming why K ranks cannot split, and the G that would be legal. */
+static bool check_split(ir_module *m, int G)
 {
-    for (int G = 2; G <= ir_world(m); G++)
-        if (!pass_batch_aware_illegal(m, G))
-            return G;
-    return 0;
-}
-
-static void check_split(ir_module *m, int N)
-{
-    const char *reason = pu_sp_illegal(m, N);
+    layout_dims d = pass_layout_dims(m);
+    layout_choice c = pass_layout_of(m);
+    c.groups = G;
+    const char *reason = layout_illegal(&d, &c, NULL, 0);
     if (!reason)
-        return;
-    char why[200], gs[128];
-    snprintf(why, sizeof why, "%s", reason); /* legal_groups reuses the static buffer */
-    legal_groups(m, gs, sizeof gs);
-    sup_error(sup_noloc(), "ulysses: cannot shard over all %d ranks: %s", N, why);
+        return true;
+    char why[256], gs[192] = "";
+    snprintf(why, sizeof why, "%s", reason); /* the enumeration below reuses the reason's buffer */
+    int64_t g[64];
+    int n = layout_legal_groups(&d, &c, g, 64);
+    for (int i = 0; i < n && i < 64; i++) {
+        size_t len = strlen(gs);
+        snprintf(gs + len, sizeof gs - len, "%s%lld", len ? ", " : "", (long long)g[i]);
+    }
+    int N = ir_world(m);
+    if (G == 1)
+        sup_error(sup_noloc(), "ulysses: cannot shard over all %d ranks: %s", N, why);
+    else
+        sup_error(sup_noloc(), "ulysses: cannot shard over groups of %d ranks (G=%d): %s", N / G, G, why);
     if (gs[0])
         sup_note(sup_noloc(), "batch-aware groups shrink the split to K = %d/G; legal: `batch_aware groups G` "
                               "with G in {%s}", N, gs);
     else
         sup_note(sup_noloc(), "no batch-aware group count makes the split legal either; change heads, "
                               "kv_heads, seq_len or the mesh");
+    return false;
 }
 
 bool pass_ulysses(ir_module *m, const pass_options *opt)
@@ -169,7 +192,8 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         pu_remark(opt, "ulysses: layout sequence is '%s'; skipped", seq);
         return true;
     }
-    if (ir_group_find(m, "sp") >= 0) {
+    int sp = ir_group_find(m, "sp"), dp = ir_group_find(m, "dp");
+    if (sp >= 0) {
         pu_remark(opt, "ulysses: already applied (group @sp exists); skipped");
         return true;
     }
@@ -178,22 +202,20 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         pu_remark(opt, "ulysses: no attention in the module; skipped");
         return true;
     }
-    int N = ir_world(m), G = 1;
-    if (pu_sp_illegal(m, N)) {
-        bool ba_off = strcmp(pu_cfg(m, "batch_aware", "auto"), "off") == 0;
-        if (ba_off || (G = smallest_legal_groups(m)) == 0) {
-            check_split(m, N); /* reports why, and which G would be legal */
-            return false;
-        }
-        char why[200];
-        snprintf(why, sizeof why, "%s", pu_sp_illegal(m, N));
-        pu_remark(opt, "ulysses: cannot split over all %d ranks (%s); starting from G=%d groups of %d ranks, "
-                       "the smallest legal batch split", N, why, G, N / G);
+    int N = ir_world(m), G = dp >= 0 ? m->groups[dp].set_size : 1, K = N / G;
+    if (dp < 0 && pass_layout_of(m).groups > 1)
+        pu_remark(opt, "ulysses: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks",
+                  pass_layout_of(m).groups, N);
+    if (!check_split(m, G))
+        return false;
+    sp = ir_group_add_contiguous(m, "sp", G);
+    /* @sp is listed before @dp: the group that shares a sequence first, as
+     * the schedule report and the generated program name them. */
+    if (dp >= 0 && dp < sp) {
+        pu_group_swap(m, sp, dp);
+        sp = dp;
     }
-    int sp = ir_group_add_contiguous(m, "sp", G);
     shard_sequence(m, sp);
-    if (G > 1)
-        pu_shard_batch(m, sp, ir_group_add_strided(m, "dp", N / G));
     pu_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)
@@ -204,9 +226,12 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
             wrap_attention_bwd(m, &edits, i, sp);
     pu_edits_apply(m, &edits); /* renumbers */
     pu_fix_virtual_heads(m, sp);
-    ir_config_set_int(m, "sp_size", N / G);
+    ir_config_set_int(m, "sp_size", K);
     ir_config_set_int(m, "batch_groups", G);
     pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls",
-              N / G, natt);
+              K, natt);
+    if (K == 1)
+        pu_remark(opt, "ulysses: K=1 is pure data parallelism; removed %d all-to-all(s) (identities)",
+                  remove_exchanges(m, sp));
     return true;
 }

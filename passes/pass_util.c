@@ -98,36 +98,27 @@ int pu_first_use(const ir_module *m, int v, int start)
 
 bool pu_heads_uneven(const ir_module *m, int K)
 {
-    pu_dims d = pu_model_dims(m);
-    int64_t H = d.H, Hk = d.Hk > 0 ? d.Hk : d.H;
-    return K >= 1 && Hk >= K && Hk % K != 0 && H % Hk == 0;
+    layout_dims d = pass_layout_dims(m);
+    return layout_heads_uneven(&d, K);
 }
 
-const char *pu_sp_illegal(const ir_module *m, int K)
+layout_dims pass_layout_dims(const ir_module *m)
 {
-    static char why[160];
     pu_dims d = pu_model_dims(m);
-    int64_t H = d.H, Hk = d.Hk, S = d.S;
-    if (K < 1)
-        return "the sequence-parallel size must be at least 1";
-    bool uneven = pu_heads_uneven(m, K);
-    if (H % K && !uneven) {
-        snprintf(why, sizeof why, "heads (%lld) not divisible by sequence-parallel size K=%d",
-                 (long long)H, K);
-        return why;
-    }
-    if (Hk > 0 && Hk % K && K % Hk && !uneven) {
-        snprintf(why, sizeof why,
-                 "kv_heads (%lld) neither divisible by nor a divisor of sequence-parallel size K=%d",
-                 (long long)Hk, K);
-        return why;
-    }
-    if (S % K) {
-        snprintf(why, sizeof why, "seq_len (%lld) not divisible by sequence-parallel size K=%d",
-                 (long long)S, K);
-        return why;
-    }
-    return NULL;
+    return (layout_dims){.N = ir_world(m), .nodes = m->mesh.nodes, .dpn = m->mesh.devices_per_node,
+                         .B = d.B, .S = d.S, .H = d.H, .Hk = d.Hk > 0 ? d.Hk : d.H};
+}
+
+layout_choice pass_layout_of(const ir_module *m)
+{
+    layout_choice c = layout_ulysses((int)ir_config_int(m, "groups", 1));
+    if (c.groups < 1)
+        c.groups = 1; /* lowered specs before layout/ wrote groups = 0 for "not chosen" */
+    layout_seq_parse(pu_cfg(m, "sequence", "ulysses"), &c.seq);
+    layout_a2a_parse(pu_cfg(m, "a2a", "flat"), &c.a2a);
+    int64_t K = ir_world(m) / c.groups;
+    c.ring_degree = (int)ir_config_int(m, "ring_degree", c.seq == LAYOUT_RING ? K : 1);
+    return c;
 }
 
 void pu_remark(const pass_options *opt, const char *fmt, ...)
@@ -232,6 +223,22 @@ void pu_shard_batch(ir_module *m, int sp, int dp)
         if (on_sp && t->rank >= 2)
             t->shard[0] = dp;
     }
+}
+
+static int swapped(int g, int a, int b) { return g == a ? b : g == b ? a : g; }
+
+void pu_group_swap(ir_module *m, int a, int b)
+{
+    ir_group t = m->groups[a];
+    m->groups[a] = m->groups[b];
+    m->groups[b] = t;
+    for (int v = 0; v < m->nvalues; v++)
+        for (int k = 0; k < m->values[v].type.rank; k++)
+            m->values[v].type.shard[k] = swapped(m->values[v].type.shard[k], a, b);
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nattrs; k++)
+            if (m->ops[i].attrs[k].kind == IR_A_GROUP)
+                m->ops[i].attrs[k].i = swapped((int)m->ops[i].attrs[k].i, a, b);
 }
 
 /* ---- deferred insertion ---------------------------------------------------- */

@@ -51,16 +51,16 @@ ir_type pu_heads_type(ir_type t, int sp, int64_t fanout);
  * pass_ulysses.c for the GQA scheme). */
 void pu_fix_virtual_heads(ir_module *m, int sp);
 
-/* True when K ranks split the heads unevenly (ir/README.md, uneven splits):
- * kv heads (= heads for MHA) >= K, not divisible by K, heads % kv_heads == 0. */
+/* layout_heads_uneven on the module's dimensions (pass_layout_dims). */
 bool pu_heads_uneven(const ir_module *m, int K);
-/* SP legality for a group size K: NULL when heads, kv heads and the
- * sequence can be split K ways, else a static-lifetime reason. */
-const char *pu_sp_illegal(const ir_module *m, int K);
 
 /* Shards dim 0 (batch) over @dp of every value of rank >= 2 that carries an
  * @sp shard: the batch-aware data partitioning. */
 void pu_shard_batch(ir_module *m, int sp, int dp);
+
+/* Swaps groups a and b in the module's list, and every reference to them
+ * (shards, group attributes): the order groups are printed in. */
+void pu_group_swap(ir_module *m, int a, int b);
 
 /* Deferred insertion: a pass that adds many ops records them against the
  * indices of the schedule it reads, then applies them in one O(n) merge

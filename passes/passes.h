@@ -2,7 +2,8 @@
  * the cost model and the planner.  The only header of passes/.
  *
  * Pipeline (explicit, in this order; see passes/README.md):
- *     lower  →  ulysses → batch-aware → place → zero     (+ cost, on request)
+ *     (planner: resolve auto) → lower → batch-aware → ulysses → ring → two-level
+ *         → place → zero → recompute → memplan      (+ cost, on request)
  * The verifier runs after every pass.  A pass is one file (passes/pass_*.c)
  * plus one line in the registry table (passes/registry.c). */
 #ifndef BASP_PASSES_H
@@ -20,6 +21,10 @@
  * spec field the passes need is copied into the module config, so passes
  * work from textual IR alone. */
 ir_module *pass_lower(const fe_spec *spec);
+/* Lowers with this layout (config sequence, ring_degree, a2a, groups);
+ * pass_lower uses the spec's own layout, or the planner's choice
+ * (pass_layout_resolve) when the spec leaves something to choose. */
+ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice);
 
 /* Options shared by every pass. */
 typedef struct pass_options {
@@ -44,7 +49,8 @@ typedef struct pass_info {
 
 const pass_info *pass_registry(int *n);
 const pass_info *pass_lookup(const char *name); /* NULL if unknown */
-/* The default pipeline as a comma-separated list: "ulysses,batch-aware,place,zero,recompute,memplan". */
+/* The default pipeline as a comma-separated list:
+ * "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan". */
 const char *pass_default_pipeline(void);
 
 /* Runs one pass (then the verifier, then printing if asked). */
@@ -56,6 +62,9 @@ bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
 /* ---- the passes (registered in registry.c) ------------------------------- */
 bool pass_ulysses(ir_module *m, const pass_options *opt);
 bool pass_batch_aware(ir_module *m, const pass_options *opt);
+/* Ulysses x Ring (pass_ring.c) and the two-level all-to-all (pass_two_level.c). */
+bool pass_ring(ir_module *m, const pass_options *opt);
+bool pass_two_level(ir_module *m, const pass_options *opt);
 bool pass_place(ir_module *m, const pass_options *opt);
 bool pass_zero(ir_module *m, const pass_options *opt);
 /* Activation recomputation (config recompute: none|selective|full|auto): per
@@ -69,9 +78,12 @@ bool pass_recompute(ir_module *m, const pass_options *opt);
  * the spec's own: a bf16 step on GPUs is cuda). */
 bool pass_memplan(ir_module *m, const pass_options *opt);
 
-/* Batch-aware legality, shared by the pass and the planner: NULL when G
- * groups are legal for the module's config and world, else a reason. */
-const char *pass_batch_aware_illegal(const ir_module *m, int G);
+/* The layout the module's config names (sequence, ring_degree, a2a,
+ * groups; groups 0 or absent = 1) and the dimensions layout/'s rules read
+ * (config, else the IR itself): how the passes and the cost model see the
+ * layout of textual IR. */
+layout_choice pass_layout_of(const ir_module *m);
+layout_dims pass_layout_dims(const ir_module *m);
 
 /* ---- schedule report ---------------------------------------------------- */
 /* One line per collective: layer, phase, op, group with its rank lists,
@@ -85,7 +97,10 @@ typedef struct pass_traffic {
     double bytes_sent;  /* per rank (max over ranks) */
     int peers;          /* distinct peers per rank */
     double inter_bytes; /* of bytes_sent, crossing nodes (max over ranks) */
+    int inter_peers;    /* of peers, on other nodes (max over ranks) */
 } pass_traffic;
+/* Collectives, and ring_attention / ring_attention_bwd (whose kv blocks
+ * travel around the ring inside the op); zeros for any other op. */
 pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op);
 
 /* ---- cost model (cost.c, pass_cost.c) ------------------------------------
@@ -135,12 +150,15 @@ bool pass_cost(ir_module *m, const pass_options *opt);
 void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out);
 
 /* ---- planner (plan.c) ------------------------------------------------------
- * Enumerates the layouts of a spec's world N and micro-batch B, builds each
- * (spec copy + override, lower, default pipeline), costs it with
- * pass_cost_estimate and picks the fastest legal one that fits and keeps the
- * global batch.  See passes/README.md, "Planner". */
+ * Enumerates every legal layout of a spec (layout_candidates: each G
+ * dividing N and B times Ulysses, two-level Ulysses, ring and hybrid R),
+ * builds each (pass_lower_with the typed choice, the default pipeline),
+ * costs it with pass_cost_estimate and picks the fastest that fits and
+ * keeps the global batch.  See passes/README.md, "Planner". */
 typedef struct pass_plan_candidate {
-    char name[64];        /* "ulysses", "ulysses-sp=4", "batch-aware G=2", "ulysses-hier" */
+    char name[64];        /* "ulysses", "batch-aware G=2", "ulysses+two_level", "ring", "hybrid R=2",
+                             "batch-aware G=2 ring", "ulysses-sp=4" */
+    layout_choice choice; /* the layout (ulysses-sp: G = B groups) */
     int groups, group_size;
     int64_t micro_batch;  /* of the candidate: B, or B*B for ulysses-sp */
     double tokens_per_rank;
@@ -148,9 +166,10 @@ typedef struct pass_plan_candidate {
     double a2a_ms, step_ms, a2a_fraction, mem_bytes_per_rank;
     bool legal, fits;
     bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
-    bool estimate_only;   /* costed, but no pass builds it yet (ulysses-hier) */
-    char reason[160];     /* why it was not chosen (illegal, does not fit, changes
-                             the global batch, slower); "" for the chosen one */
+    bool estimate_only;   /* costed from a stand-in, never chosen (two-level without its pass) */
+    bool available;       /* the passes that build it exist in this compiler */
+    char reason[160];     /* why it was not chosen (illegal, not available, does not fit,
+                             changes the global batch, slower); "" for the chosen one */
 } pass_plan_candidate;
 
 typedef struct pass_plan_result {
@@ -172,6 +191,16 @@ typedef struct pass_plan_result {
  * Memory is planned for the cpu target (pass_plan) or the one named
  * (pass_plan_target: cuda = bf16 buffers, as --target=cuda builds). */
 bool pass_plan(const fe_spec *spec, pass_plan_result *out);
+/* Chooses what the spec leaves open (batch_aware auto|on, sequence auto,
+ * a2a auto) among the legal layouts it allows whose passes exist: the
+ * lowest predicted step time (lower, the pipeline up to zero, the cost
+ * model's times), the larger G within 1% (fewer peers at equal cost).  A
+ * mesh without link bandwidths has nothing to cost: the largest legal G.
+ * `why` (may be NULL) receives the explanation.  False when no allowed
+ * layout is legal and buildable.  Diagnostics of the trials are silenced. */
+bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy);
+/* True when every pass of the layout's pipeline is registered. */
+bool pass_layout_available(const layout_choice *c);
 bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
 /* The module the compiler builds for `spec` with the overrides `sets`
  * applied ("train.zero=3"): fe_check, pass_lower, config mem.target (cuda or
@@ -183,7 +212,8 @@ void pass_plan_free(pass_plan_result *r);
 void pass_plan_print(const pass_plan_result *r, FILE *out);
 /* {"world", "micro_batch", "candidates": [{"name", "groups", "group_size",
  *  "tokens_per_rank", "peers", "a2a_ms", "step_ms", "a2a_fraction",
- *  "mem_bytes_per_rank", "fits", "legal", "reason"}], "chosen": NAME|null, ...} */
+ *  "mem_bytes_per_rank", "fits", "legal", "keeps_batch", "available", "reason"}],
+ *  "chosen": NAME|null, ...} */
 void pass_plan_json(const pass_plan_result *r, FILE *out);
 
 /* ---- memory report (memreport.c; passes/README.md "memory report") --------

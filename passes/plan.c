@@ -1,23 +1,24 @@
-/* plan.c — the layout planner behind `baspc --plan`.
+/* plan.c — the layout planner behind `baspc --plan`, and the choice of a
+ * layout for a spec that leaves one open (pass_layout_resolve).
  *
- * For a spec's world N and micro-batch B it builds every candidate layout
- * the way the compiler would (a copy of the spec with one override, fe_check,
- * pass_lower, the default pipeline, which ends with memplan), costs the
- * result with the cost model (memory per rank: the candidate's memory plan,
- * for the cpu or cuda target) and compares them:
+ * The candidates are layout/'s typed choices (layout_candidates: every G
+ * dividing N and B, times flat Ulysses, two-level Ulysses, ring and hybrid
+ * R); each is built the way the compiler builds it (pass_lower_with the
+ * choice, then the default pipeline, which ends with memplan) and costed
+ * with the cost model (memory per rank: the candidate's memory plan, for
+ * the cpu or cuda target).  The table also lists
  *
- *   ulysses          Ulysses over all N ranks (batch_aware off)
+ *   ulysses / batch-aware G=g   for every G dividing N that is illegal, with
+ *                    layout_illegal's reason (flat Ulysses only)
  *   ulysses-sp=N/B   Ulysses over N/B ranks, B replicas each holding the whole
  *                    micro-batch: B*B sequences per step, B*B*S/N tokens per
  *                    rank.  It changes the global batch, so it is shown for
  *                    comparison and only chosen when nothing else fits.
- *   batch-aware G=g  every g in 2..N dividing N (those not dividing B, or
- *                    whose group size cannot split the heads, are listed as
- *                    illegal with the frontend's reason)
- *   ulysses-hier     Ulysses over N with the two-level all-to-all cost
- *                    (only when the mesh has several nodes).  No pass emits
- *                    a two-level all-to-all yet, so it is an estimate of
- *                    what one would save, never chosen.
+ *
+ * A layout whose passes this compiler does not register (ring, two-level;
+ * pass_layout_available) is listed as not available; two-level is then
+ * estimated from the flat build with the cost model's two-level all-to-all
+ * (estimate only, never chosen).
  *
  * The choice: the legal candidate that fits in memory with the lowest
  * predicted step time among those keeping the global batch.  When none
@@ -66,17 +67,18 @@ static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
     return NULL;
 }
 
-/* Lowered for the target and run through the default pipeline, which ends
- * with memplan: the cost model then reads the candidate's memory plan. */
-static ir_module *build(const fe_spec *s, bool cuda)
+/* The lowered module for the target, run through `pipeline` (NULL: the
+ * default one, which ends with memplan: the cost model then reads the
+ * candidate's memory plan). */
+static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline)
 {
-    ir_module *m = pass_lower(s);
+    ir_module *m = c ? pass_lower_with(s, c) : pass_lower(s);
     if (!m)
         return NULL;
     ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
     pass_options o = pass_default_options();
     o.quiet = true;
-    if (!pass_run_pipeline(m, pass_default_pipeline(), &o)) {
+    if (!pass_run_pipeline(m, pipeline ? pipeline : pass_default_pipeline(), &o)) {
         ir_module_free(m);
         return NULL;
     }
@@ -86,12 +88,136 @@ static ir_module *build(const fe_spec *s, bool cuda)
 ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, bool cuda)
 {
     fe_spec *s = spec_with(spec, sets, n);
-    ir_module *m = s ? build(s, cuda) : NULL;
+    ir_module *m = s ? build_choice(s, NULL, cuda, NULL) : NULL;
     fe_spec_free(s);
     return m;
 }
 
-static pass_plan_candidate *add(plan_ctx *x, const char *fmt, int arg)
+/* ---- resolving auto ----------------------------------------------------------- */
+/* The default pipeline without recompute and memplan: the step's ops as
+ * the cost model times them (recomputation and the memory plan change
+ * memory, not which layout is faster). */
+static void timing_pipeline(char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const char *p = pass_default_pipeline();
+    while (p && *p) {
+        const char *e = strchr(p, ',');
+        int len = e ? (int)(e - p) : (int)strlen(p);
+        if (strncmp(p, "recompute", (size_t)len) && strncmp(p, "memplan", (size_t)len)) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, n - used, "%s%.*s", used ? "," : "", len, p);
+        }
+        p = e ? e + 1 : NULL;
+    }
+}
+
+static double predict_step(const fe_spec *spec, const layout_choice *c)
+{
+    char pipe[256];
+    timing_pipeline(pipe, sizeof pipe);
+    ir_module *m = build_choice(spec, c, false, pipe);
+    double t = INFINITY;
+    if (m) {
+        pass_cost_params p = pass_cost_default_params(m);
+        t = pass_cost_estimate_time(m, &p).step_s;
+    }
+    ir_module_free(m);
+    return t;
+}
+
+/* The allowed, legal, buildable choices of the spec (malloc'd). */
+static int allowed_choices(const fe_spec *spec, layout_choice **out)
+{
+    layout_dims d = fe_layout_dims(spec);
+    int cap = 4096, n = 0;
+    layout_choice *all = malloc(sizeof *all * (size_t)cap);
+    int total = layout_candidates(&d, all, cap);
+    for (int i = 0; i < total && i < cap; i++)
+        if (fe_layout_allows(spec, &all[i]) && pass_layout_available(&all[i]))
+            all[n++] = all[i];
+    *out = all;
+    return n;
+}
+
+/* The fastest, the larger G within 1%; why in `why`. */
+static int fastest(const layout_choice *c, const double *t, int n, char *why, size_t nwhy)
+{
+    double best = INFINITY;
+    for (int i = 0; i < n; i++)
+        best = fmin(best, t[i]);
+    int pick = -1;
+    for (int i = 0; i < n; i++)
+        if (t[i] <= best * 1.01 && (pick < 0 || c[i].groups > c[pick].groups ||
+                                    (c[i].groups == c[pick].groups && t[i] < t[pick])))
+            pick = i;
+    if (pick < 0 || !why)
+        return pick;
+    char name[64];
+    layout_choice_name(&c[pick], name, sizeof name);
+    int len = snprintf(why, nwhy, "cost model: %s predicted %.1f ms/step", name, t[pick] * 1e3);
+    const char *sep = " vs ";
+    for (int i = 0; i < n && len > 0 && (size_t)len < nwhy; i++) {
+        if (i == pick || !isfinite(t[i]))
+            continue;
+        layout_choice_name(&c[i], name, sizeof name);
+        len += snprintf(why + len, nwhy - (size_t)len, "%s%s %.1f", sep, name, t[i] * 1e3);
+        sep = ", ";
+    }
+    return pick;
+}
+
+bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy)
+{
+    (void)cuda; /* times do not depend on the memory target */
+    layout_choice *c;
+    int n = allowed_choices(spec, &c), pick = -1;
+    char buf[512];
+    bool links = spec->mesh.intra.bandwidth > 0 && (spec->mesh.nodes <= 1 || spec->mesh.inter.bandwidth > 0);
+    if (n == 1) {
+        pick = 0;
+        snprintf(buf, sizeof buf, "the only legal layout the spec allows");
+    } else if (n > 1 && !links) {
+        pick = n - 1;
+        while (pick > 0 && c[pick - 1].groups == c[pick].groups)
+            pick--;
+        snprintf(buf, sizeof buf, "largest legal G; no link bandwidths for the cost model");
+    } else if (n > 1) {
+        double *t = malloc(sizeof *t * (size_t)n);
+        sup_diag_saved saved = sup_diag_silence();
+        for (int i = 0; i < n; i++)
+            t[i] = predict_step(spec, &c[i]);
+        sup_diag_restore(saved);
+        pick = fastest(c, t, n, buf, sizeof buf);
+        if (pick >= 0 && !isfinite(t[pick]))
+            pick = -1;
+        free(t);
+    }
+    if (pick >= 0) {
+        *out = c[pick];
+        if (why)
+            snprintf(why, nwhy, "%s", buf);
+    }
+    free(c);
+    return pick >= 0;
+}
+
+/* ---- the table ----------------------------------------------------------------- */
+/* Distinct peers a rank exchanges with: K-1 for Ulysses' all-to-all; a
+ * ring's two neighbours; hybrid's U-1 Ulysses peers plus its ring
+ * neighbours. */
+static int layout_peers(const layout_choice *c, int K)
+{
+    int R = c->ring_degree > 0 ? c->ring_degree : 1;
+    int ring = R >= 3 ? 2 : R - 1;
+    switch (c->seq) {
+    case LAYOUT_RING: return ring;
+    case LAYOUT_HYBRID: return K / R - 1 + ring;
+    default: return K - 1;
+    }
+}
+
+static pass_plan_candidate *add(plan_ctx *x, const layout_choice *choice)
 {
     pass_plan_result *r = x->r;
     if (r->n == x->cap) {
@@ -100,10 +226,15 @@ static pass_plan_candidate *add(plan_ctx *x, const char *fmt, int arg)
     }
     pass_plan_candidate *c = &r->cand[r->n++];
     memset(c, 0, sizeof *c);
-    snprintf(c->name, sizeof c->name, fmt, arg);
+    c->choice = *choice;
+    layout_choice_name(choice, c->name, sizeof c->name);
+    c->groups = choice->groups;
+    c->group_size = choice->groups > 0 ? r->world / choice->groups : 0;
+    c->peers = layout_peers(choice, c->group_size);
     c->micro_batch = r->micro_batch;
     c->tokens_per_rank = (double)r->micro_batch * (double)r->seq_len / r->world;
     c->keeps_batch = true;
+    c->available = pass_layout_available(choice);
     c->step_ms = INFINITY;
     return c;
 }
@@ -115,11 +246,8 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, boo
     pass_cost_params p = pass_cost_default_params(m);
     p.hierarchical_a2a = hier;
     pass_cost_report rep = pass_cost_estimate(m, &p);
-    c->groups = (int)ir_config_int(m, "batch_groups", 1);
-    c->group_size = (int)ir_config_int(m, "sp_size", N);
     c->micro_batch = ir_config_int(m, "micro_batch", x->r->micro_batch);
     c->tokens_per_rank = (double)c->micro_batch * (double)x->r->seq_len / N;
-    c->peers = c->group_size - 1;
     c->a2a_ms = rep.a2a_s * 1e3;
     c->step_ms = rep.step_s * 1e3;
     c->a2a_fraction = rep.a2a_fraction;
@@ -131,90 +259,100 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, boo
                  rep.mem_peak / GIB, rep.device_mem / GIB);
 }
 
-/* Builds the candidate from the spec with the overrides and measures it;
- * also measures `hier` (may be NULL) from the same module. */
-static void evaluate(plan_ctx *x, pass_plan_candidate *c, pass_plan_candidate *hier, const char *const *sets,
-                     int n)
+/* Builds the candidate and measures it. */
+static void evaluate(plan_ctx *x, const fe_spec *s, pass_plan_candidate *c)
 {
-    ir_module *m = pass_build_with(x->spec, sets, n, x->cuda);
-    if (!m) {
-        snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout (%s)", sets[n - 1]);
-        if (hier)
-            snprintf(hier->reason, sizeof hier->reason, "%s", c->reason);
-    } else {
+    ir_module *m = build_choice(s, &c->choice, x->cuda, NULL);
+    if (m)
         measure(x, c, m, false);
-        if (hier)
-            measure(x, hier, m, true);
-    }
+    else
+        snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout");
     ir_module_free(m);
 }
 
-static void illegal(pass_plan_candidate *c, int G, int N, const char *why)
+/* A legal layout without its passes: two-level is estimated from the flat
+ * build with the cost model's two-level all-to-all; the others are listed. */
+static void not_available(plan_ctx *x, pass_plan_candidate *c)
 {
-    c->groups = G;
-    c->group_size = N / G;
-    c->peers = c->group_size - 1;
-    snprintf(c->reason, sizeof c->reason, "illegal: %s", why);
-}
-
-static void plan_ulysses(plan_ctx *x)
-{
-    int N = x->r->world;
-    pass_plan_candidate *u = add(x, "ulysses", 0);
-    pass_plan_candidate *h = x->r->nodes > 1 ? add(x, "ulysses-hier", 0) : NULL;
-    if (h)
-        h->estimate_only = true;
-    const char *bad = fe_groups_illegal(x->spec, 1, NULL);
-    if (bad) {
-        illegal(u, 1, N, bad);
-        if (h)
-            illegal(h, 1, N, bad);
-        return;
+    const layout_strategy *st = layout_strategy_of(&c->choice);
+    c->legal = true;
+    if (c->choice.seq == LAYOUT_ULYSSES && c->choice.a2a == LAYOUT_A2A_TWO_LEVEL) {
+        layout_choice flat = c->choice;
+        flat.a2a = LAYOUT_A2A_FLAT;
+        ir_module *m = build_choice(x->spec, &flat, x->cuda, NULL);
+        if (m) {
+            measure(x, c, m, true);
+            c->estimate_only = true;
+        }
+        ir_module_free(m);
     }
-    static const char *const off[] = {"layout.batch_aware=off"};
-    evaluate(x, u, h, off, 1);
+    if (!c->estimate_only)
+        snprintf(c->reason, sizeof c->reason, "not available: no pass '%s' in this compiler",
+                 st ? st->pipeline : "?");
 }
 
-/* B replicas of Ulysses over N/B ranks, each with the whole micro-batch. */
+static void plan_choice(plan_ctx *x, const layout_choice *choice)
+{
+    pass_plan_candidate *c = add(x, choice);
+    if (c->available)
+        evaluate(x, x->spec, c);
+    else
+        not_available(x, c);
+}
+
+/* B replicas of Ulysses over N/B ranks, each with the whole micro-batch:
+ * the spec copy's micro-batch is B*B (checked again: the MLP tiling
+ * default follows the tokens per rank), lowered with G = B. */
 static void plan_ulysses_sp(plan_ctx *x)
 {
     int N = x->r->world;
     int64_t B = x->r->micro_batch;
     if (B < 2 || N % B)
         return; /* B = 1 is plain Ulysses; B not dividing N has no such layout */
-    pass_plan_candidate *c = add(x, "ulysses-sp=%d", (int)(N / B));
+    layout_choice g = layout_ulysses((int)B);
+    pass_plan_candidate *c = add(x, &g);
+    snprintf(c->name, sizeof c->name, "ulysses-sp=%d", (int)(N / B));
     c->keeps_batch = false;
     c->micro_batch = B * B;
     c->tokens_per_rank *= (double)B;
-    const char *bad = fe_groups_illegal(x->spec, B, NULL);
+    layout_dims d = fe_layout_dims(x->spec);
+    d.B = B * B;
+    const char *bad = layout_illegal(&d, &g, NULL, 0);
     if (bad) {
-        illegal(c, (int)B, N, bad);
+        snprintf(c->reason, sizeof c->reason, "illegal: %s", bad);
         return;
     }
-    char mb[64], g[64];
-    snprintf(mb, sizeof mb, "train.micro_batch=%lld", (long long)(B * B));
-    snprintf(g, sizeof g, "layout.batch_aware=groups %lld", (long long)B);
-    const char *sets[] = {mb, g};
-    evaluate(x, c, NULL, sets, 2);
+    fe_spec *s = spec_copy(x->spec);
+    s->train.micro_batch = B * B;
+    if (fe_check(s))
+        evaluate(x, s, c);
+    else
+        snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout");
+    fe_spec_free(s);
 }
 
-static void plan_batch_aware(plan_ctx *x)
+/* Every G dividing N: flat Ulysses (illegal ones with the reason), then
+ * the other legal layouts of that G; ulysses-sp after G = 1. */
+static void plan_layouts(plan_ctx *x)
 {
-    int N = x->r->world;
-    for (int G = 2; G <= N; G++) {
-        if (N % G)
+    layout_dims d = fe_layout_dims(x->spec);
+    layout_choice *all = malloc(sizeof *all * 4096);
+    int n = layout_candidates(&d, all, 4096), k = 0;
+    for (int G = 1; G <= x->r->world; G++) {
+        if (x->r->world % G)
             continue;
-        pass_plan_candidate *c = add(x, "batch-aware G=%d", G);
-        const char *bad = fe_groups_illegal(x->spec, G, NULL);
+        layout_choice u = layout_ulysses(G);
+        const char *bad = layout_illegal(&d, &u, NULL, 0);
         if (bad) {
-            illegal(c, G, N, bad);
-            continue;
+            pass_plan_candidate *c = add(x, &u);
+            snprintf(c->reason, sizeof c->reason, "illegal: %s", bad);
         }
-        char g[64];
-        snprintf(g, sizeof g, "layout.batch_aware=groups %d", G);
-        const char *sets[] = {g};
-        evaluate(x, c, NULL, sets, 1);
+        for (; k < n && k < 4096 && all[k].groups == G; k++)
+            plan_choice(x, &all[k]);
+        if (G == 1)
+            plan_ulysses_sp(x);
     }
+    free(all);
 }
 
 static bool usable(const pass_plan_candidate *c) { return c->legal && c->fits && isfinite(c->step_ms); }
@@ -250,7 +388,7 @@ static void explain(pass_plan_result *r)
             continue;
         if (c->estimate_only)
             snprintf(c->reason, sizeof c->reason,
-                     "estimate only (no pass emits a two-level all-to-all yet): %.1f ms/step, %+.1f%% vs %s",
+                     "not available (no pass two-level), estimate: %.1f ms/step, %+.1f%% vs %s",
                      c->step_ms, 100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
         else if (!c->keeps_batch && w->keeps_batch)
             snprintf(c->reason, sizeof c->reason,
@@ -270,9 +408,7 @@ static void explain(pass_plan_result *r)
 
 static void plan_candidates(plan_ctx *x)
 {
-    plan_ulysses(x);
-    plan_ulysses_sp(x);
-    plan_batch_aware(x);
+    plan_layouts(x);
     x->r->chosen = choose(x->r, false);
     if (x->r->chosen < 0)
         x->r->chosen = choose(x->r, true);
@@ -393,10 +529,11 @@ static const char *num(char *buf, size_t n, const pass_plan_candidate *c, double
 static void print_row(const pass_plan_candidate *c, bool chosen, FILE *out)
 {
     char a[32], f[32], s[32], m[32];
-    fprintf(out, "%c %-18s %3d %3d %11.0f %5d %9s %6s %10s %8s  %-4s %-5s %s\n", chosen ? '*' : ' ', c->name,
+    fprintf(out, "%c %-28s %3d %3d %11.0f %5d %9s %6s %10s %8s  %-4s %-5s %s\n", chosen ? '*' : ' ', c->name,
             c->groups, c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
             num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"),
-            num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"), c->legal ? (c->fits ? "yes" : "no") : "-",
+            num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"),
+            c->legal && isfinite(c->step_ms) ? (c->fits ? "yes" : "no") : "-",
             c->legal ? "yes" : "no", c->reason);
 }
 
@@ -407,7 +544,7 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
     if (r->device_mem > 0)
         fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
     fprintf(out, ", %s target", r->cuda ? "cuda" : "cpu");
-    fprintf(out, "\n\n  %-18s %3s %3s %11s %5s %9s %6s %10s %8s  %-4s %-5s %s\n", "layout", "G", "K", "tokens/rank",
+    fprintf(out, "\n\n  %-28s %3s %3s %11s %5s %9s %6s %10s %8s  %-4s %-5s %s\n", "layout", "G", "K", "tokens/rank",
             "peers", "a2a ms", "a2a", "step ms", "mem GiB", "fits", "legal", "why not chosen");
     for (int i = 0; i < r->n; i++)
         print_row(&r->cand[i], i == r->chosen, out);
@@ -441,6 +578,7 @@ static cJSON *candidate_json(const pass_plan_candidate *c)
     cJSON_AddBoolToObject(o, "fits", c->legal && c->fits);
     cJSON_AddBoolToObject(o, "legal", c->legal);
     cJSON_AddBoolToObject(o, "keeps_batch", c->keeps_batch);
+    cJSON_AddBoolToObject(o, "available", c->available);
     cJSON_AddStringToObject(o, "reason", c->reason);
     return o;
 }

@@ -9,8 +9,12 @@
 #include <string.h>
 
 static const pass_info registry[] = {
-    {"ulysses", "shard the sequence over @sp; all-to-all seq<->heads around each attention", pass_ulysses},
-    {"batch-aware", "split @sp into G groups of K ranks, shard the batch over @dp", pass_batch_aware},
+    {"batch-aware", "config groups G: K strided sets @dp of G ranks, shard the batch over @dp", pass_batch_aware},
+    {"ulysses", "shard the sequence over @sp (G groups of K); all-to-all seq<->heads around each attention",
+     pass_ulysses},
+    {"ring", "Ulysses x Ring (sequence ring/hybrid): ring attention over @ring, Ulysses inside @ul", pass_ring},
+    {"two-level", "split each Ulysses all-to-all spanning nodes into @inter then @node (a2a two_level)",
+     pass_two_level},
     {"place", "check node alignment of every group; record place.<group>", pass_place},
     {"zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero},
     {"recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward", pass_recompute},
@@ -34,7 +38,34 @@ const pass_info *pass_lookup(const char *name)
     return NULL;
 }
 
-const char *pass_default_pipeline(void) { return "ulysses,batch-aware,place,zero,recompute,memplan"; }
+/* batch-aware first: it partitions the batch (@dp); the sequence pass of
+ * the layout (ulysses, or ring for ring/hybrid; the others skip with a
+ * remark) shards each group's sequence over @sp; two-level then splits
+ * Ulysses' exchanges when config a2a says so. */
+const char *pass_default_pipeline(void)
+{
+    return "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan";
+}
+
+/* Every pass of the layout's strategy pipeline is registered (a layout
+ * strategy whose pass is missing is listed by the planner as not
+ * available). */
+bool pass_layout_available(const layout_choice *c)
+{
+    const layout_strategy *s = layout_strategy_of(c);
+    if (!s)
+        return false;
+    char item[64];
+    for (const char *p = s->pipeline; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
+        if (!pass_lookup(item))
+            return false;
+        p = e ? e + 1 : NULL;
+    }
+    return true;
+}
 
 pass_options pass_default_options(void)
 {

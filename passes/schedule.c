@@ -20,7 +20,13 @@
  *                   neighbours); inter-node = the rank's sent bytes when its
  *                   ring successor (next rank of its set) is on another
  *                   node, max over ranks.
- * A set of one rank moves nothing. */
+ *   ring_attention  R-1 steps, each sending this rank's (k, v) block to its
+ *                   ring successor: sent = (k + v) * (R-1); the backward
+ *                   also hands the (dk, dv) accumulators on at each of its R
+ *                   steps: + (dk + dv) * R.  peers = min(2, R-1) (the two
+ *                   ring neighbours); inter-node as for ring collectives.
+ * A set of one rank moves nothing.  The totals split every op's bytes and
+ * peers by link class: intra-node and inter-node. */
 #include "pass_util.h"
 
 #include <cjson/cJSON.h>
@@ -37,6 +43,8 @@ static double local_bytes(const ir_module *m, int v)
     const ir_type *t = &m->values[v].type;
     return (double)ir_type_local_elems(m, t) * ir_dtype_size(t->dtype);
 }
+
+static int max_remote_peers(const ir_module *m, const ir_group *g);
 
 /* An all_to_all with an uneven split (ir/README.md): chunks differ by peer,
  * so bytes and inter-node bytes are computed per rank, and the report takes
@@ -78,6 +86,7 @@ static bool uneven_all_to_all(const ir_module *m, const ir_op *op, const ir_grou
     t->bytes_sent = best;
     t->peers = P - 1;
     t->inter_bytes = best_inter;
+    t->inter_peers = max_remote_peers(m, g);
     return true;
 }
 
@@ -110,16 +119,34 @@ static bool ring_crosses(const ir_module *m, const ir_group *g)
     return false;
 }
 
+/* ring_attention(_bwd): the kv blocks (and the backward's accumulators). */
+static pass_traffic ring_traffic(const ir_module *m, const ir_op *op, const ir_group *g)
+{
+    pass_traffic t = {0, 0, 0, 0};
+    int P = g->set_size, k = op->code == IR_RING_ATTENTION ? 1 : 2;
+    double kv = local_bytes(m, op->in[k]) + local_bytes(m, op->in[k + 1]);
+    t.bytes_sent = kv * (P - 1);
+    if (op->code == IR_RING_ATTENTION_BWD)
+        t.bytes_sent += (local_bytes(m, op->out[1]) + local_bytes(m, op->out[2])) * P;
+    t.peers = P - 1 < 2 ? P - 1 : 2;
+    t.inter_bytes = ring_crosses(m, g) ? t.bytes_sent : 0;
+    t.inter_peers = ring_crosses(m, g) ? (P > 2 ? 2 : 1) : 0;
+    return t;
+}
+
 pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
 {
-    pass_traffic t = {0, 0, 0};
+    pass_traffic t = {0, 0, 0, 0};
     int gi = ir_op_group(op);
-    if (gi < 0 || gi >= m->ngroups || ir_op_info_of(op->code)->kind != IR_K_COLL)
+    bool ring = op->code == IR_RING_ATTENTION || op->code == IR_RING_ATTENTION_BWD;
+    if (gi < 0 || gi >= m->ngroups || (ir_op_info_of(op->code)->kind != IR_K_COLL && !ring))
         return t;
     const ir_group *g = &m->groups[gi];
     int P = g->set_size;
     if (P <= 1 || op->nin < 1)
         return t;
+    if (ring)
+        return ring_traffic(m, op, g);
     double in = local_bytes(m, op->in[0]);
     switch (op->code) {
     case IR_ALL_TO_ALL: {
@@ -133,6 +160,7 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
         t.bytes_sent = chunk * (P - 1);
         t.peers = P - 1;
         t.inter_bytes = chunk * max_remote_peers(m, g);
+        t.inter_peers = max_remote_peers(m, g);
         return t;
     }
     case IR_ALL_GATHER: t.bytes_sent = in * (P - 1); break;
@@ -142,21 +170,27 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
     }
     t.peers = P - 1 < 2 ? P - 1 : 2;
     t.inter_bytes = ring_crosses(m, g) ? t.bytes_sent : 0;
+    t.inter_peers = ring_crosses(m, g) ? (P > 2 ? 2 : 1) : 0;
     return t;
 }
 
 /* ---- shared by both reports ------------------------------------------- */
-enum { NKINDS = 4 };
-static const ir_opcode kinds[NKINDS] = {IR_ALL_TO_ALL, IR_ALL_GATHER, IR_REDUCE_SCATTER, IR_ALL_REDUCE};
+enum { NKINDS = 5 };
+static const ir_opcode kinds[NKINDS] = {IR_ALL_TO_ALL, IR_ALL_GATHER, IR_REDUCE_SCATTER, IR_ALL_REDUCE,
+                                        IR_RING_ATTENTION};
 
 typedef struct totals {
     int count[NKINDS];
     double bytes[NKINDS], inter[NKINDS];
-    int a2a_peers; /* most peers of any all-to-all */
+    int a2a_peers;              /* most peers of any all-to-all */
+    int intra_peers, inter_peers; /* most peers per link class, any op */
 } totals;
 
+/* ring_attention_bwd counts with ring_attention: one kind, "ring". */
 static int kind_index(ir_opcode code)
 {
+    if (code == IR_RING_ATTENTION_BWD)
+        code = IR_RING_ATTENTION;
     for (int k = 0; k < NKINDS; k++)
         if (kinds[k] == code)
             return k;
@@ -177,11 +211,15 @@ static totals sum_traffic(const ir_module *m)
         t.inter[k] += tr.inter_bytes;
         if (m->ops[i].code == IR_ALL_TO_ALL && tr.peers > t.a2a_peers)
             t.a2a_peers = tr.peers;
+        if (tr.peers - tr.inter_peers > t.intra_peers)
+            t.intra_peers = tr.peers - tr.inter_peers;
+        if (tr.inter_peers > t.inter_peers)
+            t.inter_peers = tr.inter_peers;
     }
     return t;
 }
 
-static const char *kind_name(int k) { return ir_op_info_of(kinds[k])->name; }
+static const char *kind_name(int k) { return kinds[k] == IR_RING_ATTENTION ? "ring" : ir_op_info_of(kinds[k])->name; }
 
 /* ---- text ---------------------------------------------------------------- */
 enum { MAX_SHOWN_SETS = 8, MAX_SHOWN_ITEMS = 8, MIN_STRIDED = 5 };
@@ -294,6 +332,12 @@ static void print_totals(const ir_module *m, FILE *out)
         fprintf(out, "  %-14s %4d op(s)  %12s/rank  %12s/rank inter-node\n", kind_name(k), t.count[k],
                 sup_fmt_bytes(t.bytes[k], b1, sizeof b1), sup_fmt_bytes(t.inter[k], b2, sizeof b2));
     }
+    double all = 0, inter = 0;
+    for (int k = 0; k < NKINDS; k++)
+        all += t.bytes[k], inter += t.inter[k];
+    fprintf(out, "by link class: intra-node %s/rank (up to %d peers), inter-node %s/rank (up to %d peers)\n",
+            sup_fmt_bytes(all - inter, b1, sizeof b1), t.intra_peers, sup_fmt_bytes(inter, b2, sizeof b2),
+            t.inter_peers);
     int a = kind_index(IR_ALL_TO_ALL);
     if (!t.count[a]) {
         fprintf(out, "all-to-all: none\n");
@@ -353,6 +397,7 @@ static cJSON *json_collective(const ir_module *m, int n, const ir_op *op)
     cJSON_AddNumberToObject(o, "bytes_per_rank", t.bytes_sent);
     cJSON_AddNumberToObject(o, "peers", t.peers);
     cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter_bytes);
+    cJSON_AddNumberToObject(o, "inter_node_peers", t.inter_peers);
     return o;
 }
 
@@ -368,6 +413,16 @@ static void json_totals(const ir_module *m, cJSON *root)
         cJSON_AddNumberToObject(o, "bytes_per_rank", t.bytes[k]);
         cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter[k]);
     }
+    double all = 0, inter = 0;
+    for (int k = 0; k < NKINDS; k++)
+        all += t.bytes[k], inter += t.inter[k];
+    cJSON *lc = cJSON_AddObjectToObject(root, "link_classes");
+    cJSON *li = cJSON_AddObjectToObject(lc, "intra");
+    cJSON_AddNumberToObject(li, "bytes_per_rank", all - inter);
+    cJSON_AddNumberToObject(li, "peers", t.intra_peers);
+    cJSON *le = cJSON_AddObjectToObject(lc, "inter");
+    cJSON_AddNumberToObject(le, "bytes_per_rank", inter);
+    cJSON_AddNumberToObject(le, "peers", t.inter_peers);
     int a = kind_index(IR_ALL_TO_ALL);
     cJSON *o = cJSON_AddObjectToObject(root, "all_to_all");
     cJSON_AddNumberToObject(o, "count", t.count[a]);

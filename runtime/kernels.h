@@ -113,6 +113,17 @@ void kern_linear_fwd(float *y, const float *x, const float *w, int64_t N, int64_
 void kern_linear_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t In,
                      int64_t Out);
 
+/* ---- the attention kernels' element-wise block steps (kern_attention.c) ----
+ * kern_attention_simd.h written once per ISA; kern_attn_simd() is the widest
+ * instance this CPU runs (BASP_SIMD=generic|avx2 caps it).  Shared by
+ * kern_attention.c and kern_ring.c. */
+typedef struct kern_attn_simd_ops {
+    void (*softmax)(float *s, int nq, int w, float *m, float *l, float *alpha);
+    void (*rowstats)(const float *s, int nq, int w, float *m, float *l);
+    void (*grad)(float *s, float *dp, int nq, int w, const float *lse, const float *dsum, float scale);
+} kern_attn_simd_ops;
+const kern_attn_simd_ops *kern_attn_simd(void);
+
 /* ---- attention (kern_attention.c) ---------------------------------------- */
 /* Causal grouped-query attention, softmax scale 1/sqrt(Dh).
  * o, q [b,S,H,Dh]; k, v [b,S,Hkv,Dh]; H % Hkv == 0; q head h reads kv head
@@ -152,5 +163,56 @@ void kern_adamw(float *p, float *m, float *v, const float *g, int64_t n, double 
 /* sum of x[i]^2 over n elements, accumulated in double (for the global
  * gradient norm) */
 double kern_sumsq(const float *x, int64_t n);
+
+
+/* ---- ring attention (kern_ring.c) ------------------------------------------ */
+/* The blocks of ring attention (sequence parallelism): the sequence is cut
+ * over R ranks, each keeps its query block and meets every key/value block
+ * in turn.  Tokens carry their ORIGINAL positions (the ranks hold them in
+ * zig-zag order, below), and the causal mask compares positions: key j is
+ * visible to query i iff kpos[j] <= qpos[i]; kpos == NULL: every key is
+ * visible (qpos is then not read).  Softmax scale 1/sqrt(Dh); q head h reads
+ * kv head h / (H/Hk).  Tiles of 64 queries x 64 keys whose keys are all
+ * masked are skipped, so the work scales with the visible pairs. */
+
+/* q [b,Sq,H,Dh]; k, v [b,Sk,Hk,Dh]; qpos [Sq], kpos [Sk].
+ * (o, lse) is the running result, updated in place: o [b,Sq,H,Dh] the
+ * normalised output so far, lse [b,Sq,H] its log-sum-exp (natural log;
+ * -INFINITY: nothing seen yet, o then 0).  Afterwards it is the merge of the
+ * running result with this block's: a chain of calls over all key blocks,
+ * started from (0, -inf), gives the attention over all keys.  Rows with no
+ * visible key in the block are left unchanged. */
+void kern_ring_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                         int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                         const int64_t *kpos);
+/* D[b,S,H] = sum_d dout[b,S,H,d] * o[b,S,H,d] (summed in double), once per
+ * backward, with the final o. */
+void kern_ring_rowdot(float *D, const float *dout, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh);
+/* Backward of one block against the FINAL lse [b,Sq,H] of the whole
+ * attention and D from kern_ring_rowdot: P = exp(s - lse),
+ *   dv += P^T dout,  dP = dout v^T,  dS = P (dP - D),
+ *   dq += scale dS k,  dk += scale dS^T q
+ * dq [b,Sq,H,Dh], dk, dv [b,Sk,Hk,Dh] ACCUMULATE (the caller zeroes them
+ * once); dk, dv sum over the q heads of a kv head.  Same mask and skipping
+ * as the forward; a row with lse -inf gets no gradient. */
+void kern_ring_block_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos);
+/* The causal load-balanced (zig-zag) order: the S tokens are cut into 2R
+ * chunks of C = S/(2R); ring position r holds chunks r and 2R-1-r, in that
+ * order.  Returns the original position of index i (0..S-1, ring order), so
+ * rank r's block is indices [2rC, 2(r+1)C).  S % 2R != 0 aborts. */
+int64_t kern_zigzag_pos(int64_t i, int64_t S, int64_t R);
+
+/* ---- rope with explicit positions (kern_basic.c) ------------------------------- */
+/* kern_rope_fwd/bwd with token (bi, si) at position pos[si] (pos [S], any
+ * int64, not necessarily sorted or distinct) instead of pos0 + si: the same
+ * rotation, bit for bit (the angle of position p is computed as in
+ * kern_rope_table whatever the order).  The cached table is keyed by a copy
+ * of pos, so it adds 8 S bytes to the workspace while in use. */
+void kern_rope_fwd_pos(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
+                       double theta, const kern_rope_scaling *scaling);
+void kern_rope_bwd_pos(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
+                       double theta, const kern_rope_scaling *scaling);
 
 #endif

@@ -1,7 +1,7 @@
 /* rt_arena.c — the arena's report by category, shapes of local shards, and
  * parameter initialisation that does not depend on the sharding.  The
  * allocation itself and host access to the buffers are the backend's
- * (cpu/rt_buf_cpu.c, cuda/rt_buf_cuda.cu). */
+ * (cpu/rt_buf_cpu.c, cuda/rt_buf_cuda.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,7 @@ const char *const rt_kernel_names[RT_K_NKINDS] = {
     "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
     "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
     "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw", "mlp",          "mlp_bwd",
-    "bias_add",  "bias_add_bwd"};
+    "bias_add",  "bias_add_bwd",  "ring_attention", "ring_attention_bwd"};
 
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_calls[k]++;
@@ -62,10 +62,29 @@ int rt_coll_peer(rt_ctx *rt, int g, int peer) {
 
 /* ---- all_to_all geometry --------------------------------------------------------- */
 int64_t rt_a2a_send_count(const rt_a2a_geom *G, int q) {
-    return G->O * G->M * G->I * G->lxc * rt_dim_len(G->p, G->yd, G->split, q);
+    return G->O * G->M * G->I * G->lxc * rt_dim_len(G->p, G->yd, G->split, (int)G->spos0 + q);
 }
 int64_t rt_a2a_recv_count(const rt_a2a_geom *G, int p) {
-    return G->O * G->M * G->I * G->nvy * rt_dim_len(G->p, G->xd, G->concat, p);
+    return G->O * G->M * G->I * G->nvy * rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
+}
+int64_t rt_a2a_send_base(const rt_a2a_geom *G, int q) {
+    return rt_dim_start(G->p, G->yd, G->split, (int)G->spos0 + q);
+}
+int64_t rt_a2a_recv_base(const rt_a2a_geom *G, int p) {
+    return rt_dim_start(G->p, G->xd, G->concat, (int)G->cpos0 + p);
+}
+
+/* The shard of one dim on the scattered side (`fine`) is the one on the
+ * gathered side (`coarse`) times g: flat (coarse whole, fine = g) or
+ * nested, where this rank's position in fine must be its position in
+ * coarse times K plus its position in g (ir_group_nested, checked by the
+ * compiler's verifier; here the part one rank can see). */
+static bool rt_a2a_nested(rt_ctx *rt, int g, int coarse, int fine) {
+    if (coarse < 0) return fine == g;
+    if (fine < 0) return false;
+    int K = rt->p->groups[g].set_size;
+    return rt->p->groups[fine].set_size == rt->p->groups[coarse].set_size * K &&
+           rt->gpos[fine] == rt->gpos[coarse] * K + rt->gpos[g];
 }
 
 rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) {
@@ -75,9 +94,13 @@ rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) 
              "all_to_all %s -> %s: bad dims split %d concat %d for rank %d", xd->name, yd->name, split, concat,
              xd->rank);
     RT_CHECK(xd->dtype == yd->dtype, "all_to_all %s -> %s: dtypes differ", xd->name, yd->name);
-    RT_CHECK(xd->shard[concat] == g && yd->shard[concat] < 0 && xd->shard[split] < 0 && yd->shard[split] == g,
+    RT_CHECK(rt_a2a_nested(rt, g, yd->shard[concat], xd->shard[concat]) &&
+                 rt_a2a_nested(rt, g, xd->shard[split], yd->shard[split]),
              "all_to_all %s -> %s: layouts do not match split %d / concat %d over group %s", xd->name, yd->name,
              split, concat, rt->p->groups[g].name);
+    bool nested = xd->shard[split] >= 0 || yd->shard[concat] >= 0;
+    RT_CHECK(!nested || (!rt_value_uneven(xd) && !rt_value_uneven(yd)),
+             "all_to_all %s -> %s: a nested exchange must split evenly", xd->name, yd->name);
     int64_t lx[RT_MAX_RANK], ly[RT_MAX_RANK];
     int nd = rt_local_dims(rt, x, lx);
     rt_local_dims(rt, y, ly);
@@ -95,6 +118,11 @@ rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) 
     }
     G.xa = lx[a], G.xb = lx[b], G.ya = ly[a], G.yb = ly[b];
     G.nvy = ly[split], G.lxc = lx[concat];
+    int hx = xd->shard[split], gy = yd->shard[concat], K = rt->p->groups[g].set_size;
+    G.spos0 = hx < 0 ? 0 : (int64_t)rt->gpos[hx] * K;
+    G.cpos0 = gy < 0 ? 0 : (int64_t)rt->gpos[gy] * K;
+    G.xs0 = hx < 0 ? 0 : rt_dim_start(rt->p, xd, split, rt->gpos[hx]);
+    G.yc0 = gy < 0 ? 0 : rt_dim_start(rt->p, yd, concat, rt->gpos[gy]);
     G.fo = yd->dims[split] / xd->dims[split];
     G.fi = xd->dims[concat] / yd->dims[concat];
     RT_CHECK(G.fo >= 1 && G.fi >= 1 && yd->dims[split] == G.fo * xd->dims[split] &&

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "rt_internal.h"
 
 bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
@@ -91,6 +92,11 @@ int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, i
     return (int64_t)(h % (uint64_t)(ntokens - seq_len - 1));
 }
 
+void rt_seq_positions(const rt_ctx *rt, int64_t start, int64_t n, int64_t *pos) {
+    int R = rt->p->seq_ring;
+    for (int64_t t = 0; t < n; t++) pos[t] = R > 1 ? kern_zigzag_pos(start + t, rt->p->seq_len, R) : start + t;
+}
+
 /* Fills the local [b, s] slice of one [B, S] i32 input; shift = 1 for the
  * targets (the token after each input token, also across shard borders). */
 static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
@@ -102,10 +108,13 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
     rt_local_dims(rt, v, ld);
     rt_global_offset(p, v, rt->rank, off);
     int32_t *out = RT_MALLOC((size_t)d->local_elems * sizeof(int32_t));
+    int64_t *seq = RT_MALLOC((size_t)ld[1] * sizeof(int64_t));
+    rt_seq_positions(rt, off[1], ld[1], seq);
     for (int64_t bi = 0; bi < ld[0]; bi++) {
         int64_t pos = rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
-        memcpy(out + bi * ld[1], rt->tokens + pos + off[1] + shift, (size_t)ld[1] * sizeof(int32_t));
+        for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt->tokens[pos + seq[s] + shift];
     }
+    free(seq);
     rt_host_write(rt, v, out);
     free(out);
 }

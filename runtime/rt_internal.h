@@ -62,6 +62,7 @@ typedef enum {
     RT_K_EMBEDDING, RT_K_EMBEDDING_BWD, RT_K_RMSNORM, RT_K_RMSNORM_BWD, RT_K_LINEAR, RT_K_LINEAR_BWD,
     RT_K_ROPE, RT_K_ROPE_BWD, RT_K_ATTENTION, RT_K_ATTENTION_BWD, RT_K_SWIGLU, RT_K_SWIGLU_BWD, RT_K_ADD,
     RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_MLP, RT_K_MLP_BWD, RT_K_BIAS_ADD, RT_K_BIAS_ADD_BWD,
+    RT_K_RING_ATTENTION, RT_K_RING_ATTENTION_BWD,
     RT_K_NKINDS
 } rt_kernel_kind;
 
@@ -136,7 +137,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o);
 void rt_ctx_destroy(rt_ctx *rt);
 double rt_now(void);
 
-/* ---- backend (cpu/rt_buf_cpu.c or cuda/rt_buf_cuda.cu) ---------------------------
+/* ---- backend (cpu/rt_buf_cpu.c or cuda/rt_buf_cuda.c) ----------------------------
  * What differs between the CPU and the CUDA library besides kernels,
  * collectives and the optimizer: set-up before MPI_Init, the device and its
  * communicators once the groups exist, the arena, and tearing both down. */
@@ -204,7 +205,7 @@ void rt_host_write(rt_ctx *rt, int v, const void *src);
 void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v);
 void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
 
-/* ---- collectives (rt_comm.c; shapes and checks shared in rt_coll.c) ------------- */
+/* ---- collectives (cpu/rt_comm.c; shapes and checks shared in rt_coll.c) --------- */
 void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends (CUDA: and the step's device work) */
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
 /* The start of a collective of kind k on group g; returns the time its
@@ -236,12 +237,21 @@ typedef struct rt_a2a_geom {
     int64_t nvy, lxc;       /* y-local split size, x-local concat size */
     int64_t fo, fi;         /* this pair's fanout / fanin ratio (1 or F) */
     bool a_split;           /* dim a is the split dim */
+    /* Nested groups (ir_group_nested): y's split dim sharded by hx x g and
+     * x's concat dim by gy x g.  Peer q's position in those product groups
+     * is spos0 + q / cpos0 + q; xs0 and yc0 are the global starts of this
+     * rank's own x split range and y concat range (all 0 when flat). */
+    int64_t spos0, cpos0, xs0, yc0;
 } rt_a2a_geom;
 enum { RT_A2A_MAX = 8 };
 rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y);
 /* Elements this rank sends the peer at position q / receives from p. */
 int64_t rt_a2a_send_count(const rt_a2a_geom *G, int q);
 int64_t rt_a2a_recv_count(const rt_a2a_geom *G, int p);
+/* Global start of peer q's split range in y (virtual entries under fanout) /
+ * of peer p's concat range in x. */
+int64_t rt_a2a_send_base(const rt_a2a_geom *G, int q);
+int64_t rt_a2a_recv_base(const rt_a2a_geom *G, int p);
 /* Checks the fused exchange (n pairs, fanout/fanin) and plans each pair. */
 void rt_a2a_plan_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                      const int *outs, rt_a2a_geom *G);
@@ -255,12 +265,16 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
 /* Loads tokens into rt->tokens; errors are reported on rank 0 and return false
  * on every rank (every rank reads the same file and reaches the same verdict). */
 bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen);
+/* The module's sequence order: the original positions of the n tokens at
+ * indices start .. start+n-1 of a sequence (identity, or with
+ * p->seq_ring = R > 1 the ring's zig-zag order, kern_zigzag_pos). */
+void rt_seq_positions(const rt_ctx *rt, int64_t start, int64_t n, int64_t *pos);
 /* Start of sequence b of step t in a corpus of ntokens tokens. */
 int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, int64_t seq_len);
 /* Fills this rank's slice of the tokens/targets inputs for step t. */
 void rt_data_fill(rt_ctx *rt, int64_t t);
 
-/* ---- optimizer (rt_opt.c; the CUDA backend's cuda/rt_opt_cuda.c) -------------------- */
+/* ---- optimizer (cpu/rt_opt.c; the CUDA backend's cuda/rt_opt_cuda.c) -------------------- */
 /* AdamW's constants, the same on every backend. */
 #define RT_BETA1 0.9
 #define RT_BETA2 0.95

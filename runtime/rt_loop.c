@@ -11,6 +11,7 @@
 static const char *rt_layout_name(const rt_program *p) {
     if (p->sp_size <= 0) return "layout";
     if (p->sp_size == 1) return "data parallel";
+    if (p->layout) return p->layout;
     if (p->batch_groups <= 1) return "Ulysses";
     return "batch-aware";
 }

@@ -36,11 +36,6 @@ enum {
 enum { PADW = 16 };
 
 /* The element-wise steps, one instance per ISA (kern_attention_simd.h). */
-typedef struct attn_simd_ops {
-    void (*softmax)(float *s, int nq, int w, float *m, float *l, float *alpha);
-    void (*rowstats)(const float *s, int nq, int w, float *m, float *l);
-    void (*grad)(float *s, float *dp, int nq, int w, const float *lse, const float *dsum, float scale);
-} attn_simd_ops;
 
 /* GCC notes that passing wide vectors by value depends on the ISA; the
  * helpers are always_inline within one instance, so no vector crosses a call
@@ -68,8 +63,8 @@ typedef struct attn_simd_ops {
 
 /* The widest instance this CPU runs, chosen once.  BASP_SIMD=generic|avx2
  * caps the choice (to test or compare the narrower instances). */
-static const attn_simd_ops *simd_ops(void) {
-    static const attn_simd_ops *ops;
+const kern_attn_simd_ops *kern_attn_simd(void) {
+    static const kern_attn_simd_ops *ops;
     if (ops) return ops;
     ops = &attn_simd__generic;
 #ifdef ATTN_X86
@@ -157,7 +152,7 @@ static void fwd_block(const head_view *hv, float *o, int64_t i0, int nq, float *
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         int nk = imin(BK, kend - j0), w = padw(nk);
         block_scores(hv, s, i0, nq, j0, nk, w);
-        simd_ops()->softmax(s, nq, w, m, l, alpha);
+        kern_attn_simd()->softmax(s, nq, w, m, l, alpha);
         for (int r = 0; r < nq; r++)
             if (alpha[r] != 1.0f)
                 for (int64_t d = 0; d < Dh; d++) acc[r * Dh + d] *= alpha[r];
@@ -204,7 +199,7 @@ static void bwd_rowstats(const head_view *hv, const head_grad *hg, int64_t i0, i
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         int nk = imin(BK, kend - j0), w = padw(nk);
         block_scores(hv, s, i0, nq, j0, nk, w);
-        simd_ops()->rowstats(s, nq, w, lse, l);
+        kern_attn_simd()->rowstats(s, nq, w, lse, l);
     }
     for (int r = 0; r < nq; r++) {
         lse[r] += logf(l[r]);
@@ -229,7 +224,7 @@ static void bwd_block(const head_view *hv, const head_grad *hg, int64_t i0, int 
         block_scores(hv, s, i0, nq, j0, nk, w);
         /* dp[nq, nk] = dO V^T; its padding columns are never read back */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, 1.0f, doi, ldq, vj, ldk, 0.0f, dp, w);
-        simd_ops()->grad(s, dp, nq, w, lse, dsum, hv->scale); /* s <- P, dp <- scale * dS */
+        kern_attn_simd()->grad(s, dp, nq, w, lse, dsum, hv->scale); /* s <- P, dp <- scale * dS */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, 1.0f, dp, w, kj, ldk, 1.0f, dqi, ldq);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, dp, w, qi, ldq, 1.0f,
                     hg->dk + j0 * ldk, ldk);

@@ -119,7 +119,7 @@ SIMD_ISA static void SIMD(block_grad_)(float *s, float *dp, int nq, int w, const
     }
 }
 
-static const attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_)};
+static const kern_attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_)};
 
 #undef vf
 #undef vi

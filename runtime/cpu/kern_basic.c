@@ -140,74 +140,96 @@ static void rope_check_scaling(const kern_rope_scaling *sc) {
     abort();
 }
 
-void kern_rope_table(float *cs, float *sn, int64_t S, int64_t Dh, int64_t pos0, double theta,
-                     const kern_rope_scaling *sc) {
+/* The position of row si: pos[si], or pos0 + si when pos is NULL. */
+static inline int64_t rope_row_pos(const int64_t *pos, int64_t pos0, int64_t si) {
+    return pos ? pos[si] : pos0 + si;
+}
+
+/* cs, sn [S, Dh/2] for the rows' positions: the one place angles are made,
+ * so the pos0 and explicit-position forms agree bit for bit. */
+static void rope_table_fill(float *cs, float *sn, int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0,
+                            double theta, const kern_rope_scaling *sc) {
     rope_check_scaling(sc);
     int64_t half = Dh / 2;
     for (int64_t i = 0; i < half; i++) {
         double inv_freq = rope_inv_freq(i, Dh, theta, sc);
         for (int64_t si = 0; si < S; si++) {
-            double ang = (double)(pos0 + si) * inv_freq;
+            double ang = (double)rope_row_pos(pos, pos0, si) * inv_freq;
             cs[si * half + i] = (float)cos(ang);
             sn[si * half + i] = (float)sin(ang);
         }
     }
 }
 
+void kern_rope_table(float *cs, float *sn, int64_t S, int64_t Dh, int64_t pos0, double theta,
+                     const kern_rope_scaling *sc) {
+    rope_table_fill(cs, sn, S, Dh, NULL, pos0, theta, sc);
+}
+
 /* cos/sin of every (position, pair) of one call's shape, [S, Dh/2] each.
  * Computed in double (pos * inv_freq reaches 1e5 rad for long contexts,
  * where float angles lose all precision) and kept for the next call with the
- * same shape and frequencies: q and k, forward and backward, of every layer
- * share it, and the S * Dh/2 sin/cos evaluations would otherwise rival the
- * rotation itself.  The key includes the scaling, so a call with other
- * scaling parameters never reads a stale table. */
+ * same shape, positions and frequencies: q and k, forward and backward, of
+ * every layer share it, and the S * Dh/2 sin/cos evaluations would otherwise
+ * rival the rotation itself.  The key includes the scaling, so a call with
+ * other scaling parameters never reads a stale table.  Explicit positions
+ * are keyed by a copy of them (comparing S integers is cheap next to the
+ * rotation); pos0 calls by pos0 alone. */
 typedef struct rope_table {
     int64_t S, Dh, pos0;
     double theta;
     bool scaled;
     kern_rope_scaling sc; /* when scaled */
+    int64_t *pos;         /* [S] when keyed by explicit positions, else NULL */
     float *cs, *sn;
 } rope_table;
 
-static bool rope_table_matches(const rope_table *t, int64_t S, int64_t Dh, int64_t pos0, double theta,
-                               const kern_rope_scaling *sc) {
-    if (!t->cs || t->S != S || t->Dh != Dh || t->pos0 != pos0 || t->theta != theta || t->scaled != (sc != NULL))
+static bool rope_table_matches(const rope_table *t, int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0,
+                               double theta, const kern_rope_scaling *sc) {
+    if (!t->cs || t->S != S || t->Dh != Dh || t->theta != theta || t->scaled != (sc != NULL) ||
+        (t->pos != NULL) != (pos != NULL))
         return false;
+    if (pos ? memcmp(t->pos, pos, (size_t)S * sizeof *pos) != 0 : t->pos0 != pos0) return false;
     return !sc || (t->sc.factor == sc->factor && t->sc.low_freq_factor == sc->low_freq_factor &&
                    t->sc.high_freq_factor == sc->high_freq_factor && t->sc.original_max_pos == sc->original_max_pos);
 }
 
-static const rope_table *rope_table_get(int64_t S, int64_t Dh, int64_t pos0, double theta,
+static const rope_table *rope_table_get(int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0, double theta,
                                         const kern_rope_scaling *sc) {
-    static rope_table t = {-1, -1, 0, 0.0, false, {0, 0, 0, 0}, NULL, NULL};
-    if (rope_table_matches(&t, S, Dh, pos0, theta, sc)) return &t;
+    static rope_table t = {-1, -1, 0, 0.0, false, {0, 0, 0, 0}, NULL, NULL, NULL};
+    if (rope_table_matches(&t, S, Dh, pos, pos0, theta, sc)) return &t;
     rope_check_scaling(sc);
     int64_t half = Dh / 2;
     free(t.cs);
+    free(t.pos);
     t.cs = malloc((size_t)(2 * S * half + 1) * sizeof(float));
-    rope_table_floats = 2 * S * half + 1;
-    if (!t.cs) {
+    t.pos = pos ? malloc((size_t)(S > 0 ? S : 1) * sizeof *pos) : NULL;
+    /* workspace in floats: the table, and the position key (2 floats each) */
+    rope_table_floats = 2 * S * half + 1 + (pos ? 2 * S : 0);
+    if (!t.cs || (pos && !t.pos)) {
         fprintf(stderr, "basp: rope: out of memory\n");
         abort();
     }
+    if (pos) memcpy(t.pos, pos, (size_t)S * sizeof *pos);
     t.sn = t.cs + S * half;
     t.S = S, t.Dh = Dh, t.pos0 = pos0, t.theta = theta;
     t.scaled = sc != NULL;
     if (sc) t.sc = *sc;
-    kern_rope_table(t.cs, t.sn, S, Dh, pos0, theta, sc);
+    rope_table_fill(t.cs, t.sn, S, Dh, pos, pos0, theta, sc);
     return &t;
 }
 
 /* Rotates every (i, i+half) pair of x by +angle (sign = 1) or -angle
- * (sign = -1, the transpose, for the backward). */
-static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                       double theta, const kern_rope_scaling *sc, float sign) {
+ * (sign = -1, the transpose, for the backward); token si is at position
+ * pos[si], or pos0 + si when pos is NULL. */
+static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
+                       int64_t pos0, double theta, const kern_rope_scaling *sc, float sign) {
     if (Dh % 2 != 0) {
         fprintf(stderr, "basp: rope: head_dim %lld is odd\n", (long long)Dh);
         abort();
     }
     int64_t half = Dh / 2;
-    const rope_table *t = rope_table_get(S, Dh, pos0, theta, sc);
+    const rope_table *t = rope_table_get(S, Dh, pos, pos0, theta, sc);
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t si = 0; si < S; si++) {
             const float *cs = t->cs + si * half, *sn = t->sn + si * half;
@@ -226,12 +248,22 @@ static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H
 
 void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
                    double theta, const kern_rope_scaling *scaling) {
-    rope_apply(y, x, b, S, H, Dh, pos0, theta, scaling, 1.0f);
+    rope_apply(y, x, b, S, H, Dh, NULL, pos0, theta, scaling, 1.0f);
 }
 
 void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
                    double theta, const kern_rope_scaling *scaling) {
-    rope_apply(dx, dy, b, S, H, Dh, pos0, theta, scaling, -1.0f);
+    rope_apply(dx, dy, b, S, H, Dh, NULL, pos0, theta, scaling, -1.0f);
+}
+
+void kern_rope_fwd_pos(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
+                       double theta, const kern_rope_scaling *scaling) {
+    rope_apply(y, x, b, S, H, Dh, pos, 0, theta, scaling, 1.0f);
+}
+
+void kern_rope_bwd_pos(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
+                       double theta, const kern_rope_scaling *scaling) {
+    rope_apply(dx, dy, b, S, H, Dh, pos, 0, theta, scaling, -1.0f);
 }
 
 /* ---- swiglu, add ------------------------------------------------------------ */
@@ -274,4 +306,18 @@ void kern_bias_add_bwd(float *db, const float *dy, int64_t N, int64_t M) {
 
 void kern_add(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* ---- zig-zag order ----------------------------------------------------------
+ * Ring attention's sequence order (kernels.h).  Here rather than in
+ * kern_ring.c: the runtime core (rt_data.c) calls it, and the CUDA backend
+ * links this file alone of the CPU kernels, without BLAS. */
+int64_t kern_zigzag_pos(int64_t i, int64_t S, int64_t R) {
+    if (R <= 0 || S % (2 * R) != 0 || i < 0 || i >= S) {
+        fprintf(stderr, "basp: zig-zag order: index %lld of %lld tokens over %lld ranks (need S %% 2R == 0)\n",
+                (long long)i, (long long)S, (long long)R);
+        abort();
+    }
+    int64_t C = S / (2 * R), r = i / (2 * C), w = i % (2 * C);
+    return w < C ? r * C + w : (2 * R - 1 - r) * C + (w - C);
 }

@@ -44,6 +44,8 @@ typedef uint16_t kcu_bf16;
 /* ---- conversions (kcu_basic.cu) --------------------------------------------- */
 cudaError_t kcu_f32_to_bf16(kcu_bf16 *y, const float *x, int64_t n, cudaStream_t st);
 cudaError_t kcu_bf16_to_f32(float *y, const kcu_bf16 *x, int64_t n, cudaStream_t st);
+/* x[i] = v for i < n (fp32; e.g. -INFINITY to start a running lse) */
+cudaError_t kcu_fill_f32(float *x, float v, int64_t n, cudaStream_t st);
 /* Host-side conversion, round to nearest even (NaN stays NaN). */
 kcu_bf16 kcu_host_to_bf16(float x);
 float kcu_host_from_bf16(kcu_bf16 x);
@@ -105,7 +107,8 @@ cudaError_t kcu_copy_box(void *dst, const void *src, const kcu_box *bx, int esiz
  * writes y [O, ya, M, yb, I] at concat entries (base + k) / f, summing when
  * f > 1 (fanin; bf16 only).  a_split: dim a is the split dim. */
 typedef struct kcu_a2a {
-    int64_t O, M, I, xa, xb, ya, yb, ca, cb, base, f;
+    /* off: the local start subtracted from (base + k) / f (nested groups) */
+    int64_t O, M, I, xa, xb, ya, yb, ca, cb, base, f, off;
     int a_split;
 } kcu_a2a;
 cudaError_t kcu_a2a_pack(void *dst, const void *x, const kcu_a2a *g, int esize, cudaStream_t st);
@@ -176,6 +179,42 @@ int64_t kcu_attention_bwd_ws(int64_t b, int64_t S, int64_t H);
 cudaError_t kcu_attention_bwd(kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
                               const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S,
                               int64_t H, int64_t Hkv, int64_t Dh, float *ws, cudaStream_t st);
+
+/* ---- ring attention and rope with positions (kcu_ring.cu, kcu_basic.cu) ---------------- */
+/* The blocks of ring attention, as kern_ring_block_fwd/_bwd (../kernels.h):
+ * key j is visible to query i iff kpos[j] <= qpos[i] (kpos NULL: all
+ * visible); scale 1/sqrt(Dh); q head h reads kv head h / (H/Hk); Dh in
+ * {8, 16, 32, 64, 128}, kpos without qpos: cudaErrorInvalidValue.  Tile
+ * pairs whose keys are all masked are skipped.
+ * Dtypes: q, k, v, dout, o (for the rowdot) are bf16 activations; qpos
+ * [Sq], kpos [Sk] are device int64; everything the ring carries from step
+ * to step is fp32, so that R steps do not round R times:
+ *   o [b,Sq,H,Dh] fp32 and lse [b,Sq,H] fp32 (natural log, -INFINITY:
+ *   nothing seen, o then 0): the running result, updated in place; start
+ *   from (0, -inf), and after the last block convert o with kcu_f32_to_bf16;
+ *   D [b,S,H] fp32;
+ *   dq [b,Sq,H,Dh], dk, dv [b,Sk,Hk,Dh] fp32 ACCUMULATORS (+=, zeroed by
+ *   the caller once; convert to bf16 after the last block). */
+cudaError_t kcu_ring_block_fwd(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                               int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
+                               const int64_t *qpos, const int64_t *kpos, cudaStream_t st);
+/* D[b,S,H] = sum_d dout * o (fp32 sums), o the final output (bf16). */
+cudaError_t kcu_ring_rowdot(float *D, const kcu_bf16 *dout, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
+                            int64_t Dh, cudaStream_t st);
+/* One block of the backward against the FINAL lse of the whole attention:
+ * P = exp(s - lse), dv += P^T dout, dS = P (dout v^T - D), dq += scale dS k,
+ * dk += scale dS^T q (dk, dv summed over the q heads of a kv head). */
+cudaError_t kcu_ring_block_bwd(float *dq, float *dk, float *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                               const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D, int64_t b,
+                               int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                               const int64_t *kpos, cudaStream_t st);
+/* kcu_rope with token s at position pos[s] (device int64 [S]): cs, sn
+ * [P, Dh/2] is the table of positions 0..P-1 (kern_rope_table with S = P,
+ * pos0 = 0), so one table serves every permutation of the sequence and the
+ * angles are the CPU kernel's floats.  A position outside [0, P) gives NaN. */
+cudaError_t kcu_rope_pos(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t P,
+                         const int64_t *pos, int64_t b, int64_t S, int64_t H, int64_t Dh, float sign,
+                         cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -32,29 +32,7 @@ typedef __nv_bfloat16 bf16;
 enum { BQ = 64, BK = 32 }; // forward / dQ: queries per block, keys per shared tile
 enum { BKV = 64, BQ2 = 32 }; // dK/dV: keys per block, queries per shared tile
 
-template <int DH> struct Cfg {
-    static constexpr int TPR = DH >= 64 ? DH / 32 : 1; // threads per row
-    static constexpr int E = DH / TPR;                 // entries per thread
-};
-
-static __device__ __forceinline__ float ldf(const bf16 *p, int64_t i) { return __bfloat162float(p[i]); }
-
-// Sum over the TPR consecutive lanes that own one row.
-template <int TPR> static __device__ __forceinline__ float row_sum(float v) {
-#pragma unroll
-    for (int o = TPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// tile[BR][DH] (fp32) = rows r0 .. r0+BR of head `hd` of t [b,S,NH,DH]; zero past S
-template <int DH, int BR>
-static __device__ __forceinline__ void load_tile(float (*tile)[DH], const bf16 *t, int bi, int r0, int S, int NH,
-                                                 int hd) {
-    for (int idx = threadIdx.x; idx < BR * DH; idx += blockDim.x) {
-        int j = idx / DH, d = idx % DH, r = r0 + j;
-        tile[j][d] = r < S ? ldf(t, (((int64_t)bi * S + r) * NH + hd) * DH + d) : 0.f;
-    }
-}
+#include "kcu_attn_tile.cuh"
 
 // o [b,S,H,DH] and lse [b,H,S] (log2 units); WITH_V = false computes lse only.
 template <int DH, bool WITH_V>

@@ -68,6 +68,16 @@ extern "C" cudaError_t kcu_f32_to_bf16(kcu_bf16 *y, const float *x, int64_t n, c
     return cudaGetLastError();
 }
 
+__global__ void k_fill_f32(float *x, float v, int64_t n) {
+    GRID_STRIDE(i, n) x[i] = v;
+}
+
+extern "C" cudaError_t kcu_fill_f32(float *x, float v, int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    k_fill_f32<<<grid_for(n), THREADS, 0, st>>>(x, v, n);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t kcu_bf16_to_f32(float *y, const kcu_bf16 *x, int64_t n, cudaStream_t st) {
     k_bf16_to_f32<<<grid_for(n), THREADS, 0, st>>>(y, CBF(x), n);
     return cudaGetLastError();
@@ -204,17 +214,22 @@ extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf1
 }
 
 // ---- rope -------------------------------------------------------------------------------
+// Rotates the pair (i, i+half) of the row at off by (c, s); the one rotation
+// of both rope kernels.
+static __device__ __forceinline__ void rope_pair(bf16 *y, const bf16 *x, int64_t off, int64_t i, int64_t half,
+                                                 float c, float s) {
+    float x0 = ldf(x, off + i), x1 = ldf(x, off + i + half);
+    y[off + i] = tobf(x0 * c - x1 * s);
+    y[off + i + half] = tobf(x1 * c + x0 * s);
+}
+
 // y, x [b,S,H,Dh]; one thread per rotated pair
 __global__ void k_rope(bf16 *y, const bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S, int64_t H,
                        int64_t Dh, float sign) {
     int64_t half = Dh / 2;
     GRID_STRIDE(idx, b * S * H * half) {
         int64_t i = idx % half, row = idx / half, si = (row / H) % S;
-        int64_t off = row * Dh;
-        float c = cs[si * half + i], s = sign * sn[si * half + i];
-        float x0 = ldf(x, off + i), x1 = ldf(x, off + i + half);
-        y[off + i] = tobf(x0 * c - x1 * s);
-        y[off + i + half] = tobf(x1 * c + x0 * s);
+        rope_pair(y, x, row * Dh, i, half, cs[si * half + i], sign * sn[si * half + i]);
     }
 }
 
@@ -222,6 +237,28 @@ extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs,
                                 int64_t S, int64_t H, int64_t Dh, float sign, cudaStream_t st) {
     if (Dh % 2) return cudaErrorInvalidValue;
     k_rope<<<grid_for(b * S * H * Dh / 2), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, b, S, H, Dh, sign);
+    return cudaGetLastError();
+}
+
+// The same with token si at position pos[si]: row pos[si] of the table of
+// positions 0..P-1.  A position outside it gives NaN (a loud error, not a
+// silently unrotated token).
+__global__ void k_rope_pos(bf16 *y, const bf16 *x, const float *cs, const float *sn, int64_t P, const int64_t *pos,
+                           int64_t b, int64_t S, int64_t H, int64_t Dh, float sign) {
+    int64_t half = Dh / 2;
+    GRID_STRIDE(idx, b * S * H * half) {
+        int64_t i = idx % half, row = idx / half, p = pos[(row / H) % S];
+        bool in = p >= 0 && p < P;
+        float c = in ? cs[p * half + i] : NAN, s = in ? sign * sn[p * half + i] : NAN;
+        rope_pair(y, x, row * Dh, i, half, c, s);
+    }
+}
+
+extern "C" cudaError_t kcu_rope_pos(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t P,
+                                    const int64_t *pos, int64_t b, int64_t S, int64_t H, int64_t Dh, float sign,
+                                    cudaStream_t st) {
+    if (Dh % 2 || P <= 0) return cudaErrorInvalidValue;
+    k_rope_pos<<<grid_for(b * S * H * Dh / 2), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, P, pos, b, S, H, Dh, sign);
     return cudaGetLastError();
 }
 
@@ -385,8 +422,8 @@ static __device__ __forceinline__ a2a_idx a2a_split(const kcu_a2a &g, int64_t e)
 template <typename T> __global__ void k_a2a_pack(T *dst, const T *x, kcu_a2a g, int64_t total) {
     GRID_STRIDE(e, total) {
         a2a_idx c = a2a_split(g, e);
-        int64_t xa = g.a_split ? (g.base + c.ka) / g.f : c.ka;
-        int64_t xb = g.a_split ? c.kb : (g.base + c.kb) / g.f;
+        int64_t xa = g.a_split ? (g.base + c.ka) / g.f - g.off : c.ka;
+        int64_t xb = g.a_split ? c.kb : (g.base + c.kb) / g.f - g.off;
         dst[e] = x[(((c.o * g.xa + xa) * g.M + c.m) * g.xb + xb) * g.I + c.i];
     }
 }
@@ -395,8 +432,8 @@ template <typename T> __global__ void k_a2a_pack(T *dst, const T *x, kcu_a2a g, 
 template <typename T> __global__ void k_a2a_unpack(T *y, const T *src, kcu_a2a g, int64_t total) {
     GRID_STRIDE(e, total) {
         a2a_idx c = a2a_split(g, e);
-        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f;
-        int64_t yb = g.a_split ? (g.base + c.kb) / g.f : c.kb;
+        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f - g.off;
+        int64_t yb = g.a_split ? (g.base + c.kb) / g.f - g.off : c.kb;
         y[(((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I + c.i] = src[e];
     }
 }
@@ -404,8 +441,8 @@ template <typename T> __global__ void k_a2a_unpack(T *y, const T *src, kcu_a2a g
 __global__ void k_a2a_unpack_sum(bf16 *y, const bf16 *src, kcu_a2a g, int64_t total) {
     GRID_STRIDE(e, total) {
         a2a_idx c = a2a_split(g, e);
-        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f;
-        int64_t yb = g.a_split ? (g.base + c.kb) / g.f : c.kb;
+        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f - g.off;
+        int64_t yb = g.a_split ? (g.base + c.kb) / g.f - g.off : c.kb;
         atomicAdd(&y[(((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I + c.i], src[e]);
     }
 }

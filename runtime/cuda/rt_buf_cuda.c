@@ -27,7 +27,7 @@ enum { RT_CU_ALIGN = 256 };
 static size_t rt_cu_align(size_t n) { return (n + RT_CU_ALIGN - 1) / RT_CU_ALIGN * RT_CU_ALIGN; }
 
 int rt_cu_esize(const rt_value_desc *d) {
-    if (d->dtype == RT_I32) return 4;
+    if (d->dtype == RT_I32 || d->keep_f32) return 4;
     return d->rank == 0 ? 4 : 2;
 }
 
@@ -116,6 +116,8 @@ void rt_backend_fini(rt_ctx *rt) {
     CU_CHECK(cudaFree(rt->arena));
     CU_CHECK(cudaEventDestroy(cu->issued));
     CU_CHECK(cudaEventDestroy(cu->comm_done));
+    for (int i = 0; i < 2; i++)
+        if (cu->ring_ev[i]) CU_CHECK(cudaEventDestroy(cu->ring_ev[i]));
     CUBLAS_CHECK(cublasDestroy(cu->blas));
     CU_CHECK(cudaStreamDestroy(cu->cs));
     CU_CHECK(cudaStreamDestroy(cu->ms));

@@ -56,16 +56,16 @@ static size_t rt_cu_bytes(const rt_value_desc *d) { return (size_t)d->local_elem
 
 /* ---- all_to_all ------------------------------------------------------------------- */
 static kcu_a2a rt_cu_pack_geom(const rt_a2a_geom *G, int q) {
-    int64_t base = rt_dim_start(G->p, G->yd, G->split, q), ns = rt_dim_len(G->p, G->yd, G->split, q);
-    kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fo, G->a_split};
+    int64_t base = rt_a2a_send_base(G, q), ns = rt_dim_len(G->p, G->yd, G->split, (int)G->spos0 + q);
+    kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fo, G->xs0, G->a_split};
     k.ca = G->a_split ? ns : G->lxc;
     k.cb = G->a_split ? G->lxc : ns;
     return k;
 }
 
 static kcu_a2a rt_cu_unpack_geom(const rt_a2a_geom *G, int p) {
-    int64_t base = rt_dim_start(G->p, G->xd, G->concat, p), nc = rt_dim_len(G->p, G->xd, G->concat, p);
-    kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fi, G->a_split};
+    int64_t base = rt_a2a_recv_base(G, p), nc = rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
+    kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fi, G->yc0, G->a_split};
     k.ca = G->a_split ? G->nvy : nc;
     k.cb = G->a_split ? nc : G->nvy;
     return k;

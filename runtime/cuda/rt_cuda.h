@@ -54,6 +54,8 @@ typedef enum {
     RT_WS_SLICE,                        /* ZeRO-1 gradient slice */
     RT_WS_ROPE,                         /* the rotation table */
     RT_WS_MLP,                          /* the tiled MLP's chunk of g, u, s */
+    RT_WS_RING,                         /* ring attention: kv blocks, fp32 running state */
+    RT_WS_POS,                          /* the sequence order's positions (device int64 [seq_len]) */
     RT_WS_N
 } rt_cu_ws_slot;
 
@@ -85,6 +87,7 @@ typedef struct rt_cuda {
     ncclComm_t *comm;        /* per group: this rank's set */
     cudaEvent_t issued;      /* recorded on cs when a collective starts */
     cudaEvent_t comm_done;   /* recorded on ms after each collective */
+    cudaEvent_t ring_ev[2];  /* ring attention: its kv and accumulator exchanges done (made on first use) */
     cudaEvent_t *ready;      /* per value: the last collective that read or wrote it finished */
     bool *pending;           /* per value: a collective wrote it, cs has not waited for ready since */
     /* Buffer reuse (rt_buf_cuda.c): per value its life, and the values whose
@@ -142,6 +145,9 @@ void rt_cu_coll_done(rt_ctx *rt, int v, bool output);
 /* v is freed while deferred sends still read its bytes: they read a copy
  * made now on ms instead (rt_comm_cuda.c). */
 void rt_cu_stage_sends(rt_ctx *rt, int v);
+/* The original position of every sequence index (rt_seq_positions) as a
+ * device int64 [seq_len] table, uploaded once. */
+const int64_t *rt_cu_seq_pos(rt_ctx *rt);
 /* The device has finished all work: every fence is satisfied. */
 void rt_cu_synced(rt_ctx *rt);
 

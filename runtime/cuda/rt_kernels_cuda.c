@@ -89,16 +89,44 @@ static const float *rt_cu_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t 
     return dev;
 }
 
+const int64_t *rt_cu_seq_pos(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    int64_t S = rt->p->seq_len;
+    size_t bytes = sizeof(int64_t) * (size_t)(S > 0 ? S : 1);
+    if (cu->ws_bytes[RT_WS_POS] >= bytes) return cu->ws[RT_WS_POS];
+    int64_t *host = RT_MALLOC(bytes);
+    rt_seq_positions(rt, 0, S, host);
+    int64_t *dev = rt_cu_ws(rt, RT_WS_POS, bytes);
+    CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs));
+    free(host);
+    return dev;
+}
+
+/* In the ring's zig-zag order a slice's positions are not consecutive:
+ * one table of positions 0 .. seq_len-1 and the slice's entries of the
+ * position table (kcu_rope_pos). */
+static void rt_cu_rope(rt_ctx *rt, rt_kernel_kind kind, float *y, const float *x, int64_t b, int64_t s, int64_t H,
+                       int64_t Dh, int64_t pos0, double theta, float sign) {
+    if (rt->p->seq_ring <= 1) {
+        const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
+        RT_TIMED(kind, kcu_rope(B16(y), CB16(x), t, t + s * (Dh / 2), b, s, H, Dh, sign, CS));
+        return;
+    }
+    int64_t P = rt->p->seq_len;
+    const int64_t *pos = rt_cu_seq_pos(rt) + pos0;
+    const float *t = rt_cu_rope_table(rt, P, Dh, 0, theta);
+    RT_TIMED(kind, kcu_rope_pos(B16(y), CB16(x), t, t + P * (Dh / 2), P, pos, b, s, H, Dh, sign, CS));
+}
+
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
              double theta) {
-    const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
-    RT_TIMED(RT_K_ROPE, kcu_rope(B16(y), CB16(x), t, t + s * (Dh / 2), b, s, H, Dh, 1.0f, CS));
+    rt_cu_rope(rt, RT_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
                  double theta) {
-    const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
-    RT_TIMED(RT_K_ROPE_BWD, kcu_rope(B16(dx), CB16(dy), t, t + s * (Dh / 2), b, s, H, Dh, -1.0f, CS));
+    rt_cu_rope(rt, RT_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------------- */

@@ -65,6 +65,9 @@ typedef struct rt_value_desc {
      * plan (rt_program.mem_arena_bytes > 0); buffers never live at the same
      * time may share bytes. */
     int64_t offset;
+    /* 1: kept in fp32 by every backend (the CUDA one stores other floating
+     * tensors in bf16): ring attention's log-sum-exp. */
+    int keep_f32;
 } rt_value_desc;
 
 /* A parameter and the gradient its optimizer step reads. */
@@ -117,6 +120,16 @@ typedef struct rt_program {
      * until rt_free; generated code frees every buffer after its last reader.
      * 0 = no plan: every value and tensor of state gets its own slot. */
     int64_t mem_arena_bytes, mem_opt_offset, mem_comm_offset, mem_comm_bytes[2];
+    /* The sequence order (0 = natural).  R > 1: ring attention's causal
+     * load-balanced order for a ring of R: each sequence is cut into 2R
+     * chunks and sequence index i holds the token at original position
+     * kern_zigzag_pos(i, seq_len, R), so that ring position r holds chunks
+     * r and 2R-1-r.  The loader, RoPE and the attention masks use the
+     * original positions; everything else is per token. */
+    int seq_ring;
+    /* The layout strategy for the start-up banner (NULL: Ulysses or
+     * batch-aware, told apart by batch_groups). */
+    const char *layout;
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
 } rt_program;
 
@@ -180,6 +193,17 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
                       const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
                       int64_t Dh);
+
+/* Ring attention over the R ranks of group g (IR ops ring_attention,
+ * ring_attention_bwd): q, o, do, dq [b,S,H,Dh] and k, v, dk, dv
+ * [b,S,Hkv,Dh] are this rank's slice of S tokens (position r of the ring
+ * holds sequence indices r*S .. r*S+S-1), lse [b,S,H] the log-sum-exp of
+ * each query's scores (fp32).  Causal over the original positions. */
+void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
+                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *o, const float *lse, int64_t b, int64_t S,
+                           int64_t H, int64_t Hkv, int64_t Dh);
 
 /* y = silu(g) * u, n elements */
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n);

@@ -317,7 +317,8 @@ static void host_pack(float *dst, const float *x, const kcu_a2a *g) {
         for (int64_t ka = 0; ka < g->ca; ka++)
             for (int64_t m = 0; m < g->M; m++)
                 for (int64_t kb = 0; kb < g->cb; kb++) {
-                    int64_t xa = g->a_split ? (g->base + ka) / g->f : ka, xb = g->a_split ? kb : (g->base + kb) / g->f;
+                    int64_t xa = g->a_split ? (g->base + ka) / g->f - g->off : ka;
+                    int64_t xb = g->a_split ? kb : (g->base + kb) / g->f - g->off;
                     for (int64_t i = 0; i < g->I; i++)
                         dst[(((o * g->ca + ka) * g->M + m) * g->cb + kb) * g->I + i] =
                             x[(((o * g->xa + xa) * g->M + m) * g->xb + xb) * g->I + i];
@@ -330,7 +331,8 @@ static void host_unpack(float *y, const float *src, const kcu_a2a *g) {
         for (int64_t ka = 0; ka < g->ca; ka++)
             for (int64_t m = 0; m < g->M; m++)
                 for (int64_t kb = 0; kb < g->cb; kb++) {
-                    int64_t ya = g->a_split ? ka : (g->base + ka) / g->f, yb = g->a_split ? (g->base + kb) / g->f : kb;
+                    int64_t ya = g->a_split ? ka : (g->base + ka) / g->f - g->off;
+                    int64_t yb = g->a_split ? (g->base + kb) / g->f - g->off : kb;
                     for (int64_t i = 0; i < g->I; i++) {
                         float *d = &y[(((o * g->ya + ya) * g->M + m) * g->yb + yb) * g->I + i];
                         float v = src[(((o * g->ca + ka) * g->M + m) * g->cb + kb) * g->I + i];
@@ -358,14 +360,15 @@ static void a2a_case(const char *name, kcu_a2a g) {
 }
 
 static void test_a2a(void) {
-    /* {O, M, I, xa, xb, ya, yb, ca, cb, base, f, a_split}; one geometry serves
-     * both directions here, so x and y are each large enough for both reads
-     * and writes (pack: x at split entries (base+k)/f; unpack: y at concat
-     * entries (base+k)/f) */
-    a2a_case("split a", (kcu_a2a){2, 3, 5, 8, 3, 4, 9, 4, 3, 4, 1, 1});
-    a2a_case("split b", (kcu_a2a){3, 2, 4, 2, 6, 6, 3, 2, 3, 3, 1, 0});
-    a2a_case("fanout 2", (kcu_a2a){2, 1, 8, 3, 2, 3, 2, 3, 2, 2, 2, 0});
-    a2a_case("fanin 2", (kcu_a2a){2, 3, 4, 2, 6, 2, 3, 2, 6, 0, 2, 1});
+    /* {O, M, I, xa, xb, ya, yb, ca, cb, base, f, off, a_split}; one geometry
+     * serves both directions here, so x and y are each large enough for both
+     * reads and writes (pack: x at split entries (base+k)/f - off; unpack: y
+     * at concat entries (base+k)/f - off; off: a nested group's local start) */
+    a2a_case("split a", (kcu_a2a){2, 3, 5, 8, 3, 4, 9, 4, 3, 4, 1, 0, 1});
+    a2a_case("split b", (kcu_a2a){3, 2, 4, 2, 6, 6, 3, 2, 3, 3, 1, 0, 0});
+    a2a_case("fanout 2", (kcu_a2a){2, 1, 8, 3, 2, 3, 2, 3, 2, 2, 2, 0, 0});
+    a2a_case("fanin 2", (kcu_a2a){2, 3, 4, 2, 6, 2, 3, 2, 6, 0, 2, 0, 1});
+    a2a_case("nested fanout 2", (kcu_a2a){2, 1, 8, 3, 2, 3, 2, 3, 2, 6, 2, 2, 0});
 }
 
 /* qk: the scale of q and k.  With 1 the softmax is nearly flat, so one key

@@ -2,7 +2,8 @@
  * values: roofline time of a linear, causal attention FLOPs, all-to-all on
  * a 2x4 mesh inside a node vs across nodes (pairwise and two-level), ring
  * all_reduce and all_gather, memory per ZeRO stage of a tiny lowered model,
- * and batch-aware vs Ulysses all-to-all time on the Llama-3.2-1B example. */
+ * batch-aware vs Ulysses all-to-all time on the Llama-3.2-1B example, and
+ * ring attention (its compute overlapped with the kv hops). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,6 +302,51 @@ static void test_trace(void)
     ir_module_free(m);
 }
 
+/* ring_attention on R = 4 ranks: the local q block (32 of 128 tokens)
+ * meets all 4 kv blocks; a step costs max(block compute, one hop of k and
+ * v), the first block needs no hop.  Compute: 2*b*H*S_loc^2*Dh per block =
+ * 131072 FLOPs at 5e11 FLOP/s.  The backward: 2.5x the FLOPs and 4 hops of
+ * (k, v, dk, dv).  Across nodes the hop pays the inter link. */
+static void test_ring_attention(void)
+{
+    static const char *ir =
+        "module @ring\n"
+        "config device_peak_flops = 1e+12\n"
+        "config device_mem_bw = 1e+11\n"
+        "mesh nodes = 2, devices_per_node = 4\n"
+        "link intra kind = nvlink, bandwidth = 1e+11, latency = 1e-06, efficiency = 0.5\n"
+        "link inter kind = ib, bandwidth = 1e+10, latency = 1e-05, efficiency = 1\n"
+        "group @world = {[0,1,2,3,4,5,6,7]}\n"
+        "group @ring = {[0,1,2,3],[4,5,6,7]}\n"
+        "group @xring = {[0,1,4,5],[2,3,6,7]}\n"
+        "input %q : bf16[1,128@ring,4,16]\n"
+        "input %xq : bf16[1,128@xring,4,16]\n"
+        "input %do : bf16[1,128@ring,4,16]\n"
+        "%o, %lse = ring_attention %q, %q, %q {group = @ring, phase = fwd} : bf16[1,128@ring,4,16], f32[1,128@ring,4]\n"
+        "%xo, %xlse = ring_attention %xq, %xq, %xq {group = @xring, phase = fwd} : bf16[1,128@xring,4,16], "
+        "f32[1,128@xring,4]\n"
+        "%dq, %dk, %dv = ring_attention_bwd %do, %q, %q, %q, %o, %lse {group = @ring, phase = bwd} : "
+        "bf16[1,128@ring,4,16], bf16[1,128@ring,4,16], bf16[1,128@ring,4,16]\n";
+    sup_diag_saved saved = sup_diag_silence();
+    ir_module *m = ir_parse_string("ring", ir);
+    sup_diag_restore(saved);
+    if (!m) {
+        printf("test_cost: ring_attention is not an op of this IR; skipped\n");
+        return;
+    }
+    double block = 131072 / 5e11, hop = 1e-6 + 8192 * 2e-11;
+    pass_op_cost f = cost_of(m, "o", false);
+    CHECK(!f.comm);
+    CHECK_NEAR(f.flops, 4 * 131072.0);
+    CHECK_NEAR(f.seconds, block + 3 * hop);
+    CHECK_NEAR(cost_of(m, "xo", false).seconds, block + 3 * (1e-5 + 8192 * 1e-10));
+    double bblock = 2.5 * block, bhop = 1e-6 + 16384 * 2e-11;
+    pass_op_cost b = cost_of(m, "dq", false);
+    CHECK_NEAR(b.flops, 2.5 * 4 * 131072.0);
+    CHECK_NEAR(b.seconds, 4 * (bhop > bblock ? bhop : bblock));
+    ir_module_free(m);
+}
+
 int main(void)
 {
     test_hand_formulas();
@@ -310,6 +356,7 @@ int main(void)
     test_zero_memory();
     test_batch_aware_beats_ulysses();
     test_trace();
+    test_ring_attention();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;

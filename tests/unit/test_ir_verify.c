@@ -122,11 +122,14 @@ static const ir_case rejects[] = {
      "param %ws is sharded on dim 0 by @sp; a compute op needs the whole param (all_gather it first)"},
     /* 5. all_to_all */
     {QK "%qa = all_to_all %q {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,4,16]\n",
-     "v11:15:7: error: check: op 2 'all_to_all' (%qa): result %qa dim 2 must be sharded by @sp, but is whole"},
+     "v11:15:7: error: check: op 2 'all_to_all' (%qa): split dim 2: input %q is whole and result %qa is whole, but "
+     "an all_to_all over @sp takes it from whole to sharded by it"},
     {QK "%qa = all_to_all %q {group = @sp, split = 2, concat = 1} : bf16[2@dp,64@sp,4@sp,16]\n",
-     "result %qa dim 1 must be whole (unsharded), but is sharded by @sp"},
+     "concat dim 1: input %q is sharded by @sp and result %qa is sharded by @sp, but an all_to_all over @sp takes "
+     "it from sharded by it to whole"},
     {QK "%qa = all_to_all %q {group = @sp, split = 2, concat = 0} : bf16[2,64@sp,4@sp,16]\n",
-     "input %q dim 0 must be sharded by @sp, but is sharded by @dp"},
+     "concat dim 0: input %q is sharded by @dp and result %qa is whole, but an all_to_all over @sp takes it from "
+     "sharded by it to whole"},
     {QK "%qa = all_to_all %q {group = @sp, split = 1, concat = 1} : bf16[2@dp,64,4@sp,16]\n",
      "split and concat are the same dim (1)"},
     {QK "%qa = all_to_all %q {group = @sp, concat = 1} : bf16[2@dp,64,4@sp,16]\n", "needs an integer 'split' attribute"},

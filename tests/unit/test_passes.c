@@ -74,14 +74,28 @@ static void test_lower(void)
     for (int i = 0; i < m->nops; i++)
         adamw += m->ops[i].code == IR_ADAMW;
     CHECK(adamw == 1 + 2 * 9 + 2); /* embed, 9 per layer, final_norm, lm_head */
+    /* batch_aware auto is resolved before lowering: a concrete layout in the config */
+    layout_choice c = pass_layout_of(m);
+    CHECK(c.seq == LAYOUT_ULYSSES && c.a2a == LAYOUT_A2A_FLAT && (c.groups == 1 || c.groups == 2));
+    CHECK(!strcmp(ir_config_get(m, "sequence"), "ulysses") && !strcmp(ir_config_get(m, "a2a"), "flat"));
+    layout_dims d = pass_layout_dims(m);
+    CHECK(d.N == 8 && d.nodes == 2 && d.dpn == 4 && d.B == 2 && d.S == 64 && d.H == 8 && d.Hk == 2);
+    CHECK(pass_layout_available(&c));
+    ir_module_free(m);
+    /* the typed choice goes into the config as written */
+    layout_choice h = {.seq = LAYOUT_HYBRID, .ring_degree = 2, .a2a = LAYOUT_A2A_FLAT, .groups = 2};
+    m = pass_lower_with(&s, &h);
+    CHECK(m && ir_config_int(m, "groups", 0) == 2 && ir_config_int(m, "ring_degree", 0) == 2 &&
+          !strcmp(ir_config_get(m, "sequence"), "hybrid"));
     ir_module_free(m);
 }
 
-/* Ulysses on 8 ranks, then batch-aware with B=2: @sp = {[0-3] [4-7]}. */
+/* Ulysses on 8 ranks; then batch-aware G=2 before Ulysses: @sp = {[0-3] [4-7]}. */
 static void test_ulysses_batch_aware(void)
 {
     fe_spec s = tiny_spec(2, 2, FE_BA_AUTO);
-    ir_module *m = pass_lower(&s);
+    layout_choice g1 = layout_ulysses(1), g2 = layout_ulysses(2);
+    ir_module *m = pass_lower_with(&s, &g1);
     pass_options o = pass_default_options();
     o.quiet = true;
     CHECK(pass_run(m, "ulysses", &o));
@@ -97,7 +111,11 @@ static void test_ulysses_batch_aware(void)
     CHECK(t.peers == 7);
     CHECK_NEAR(t.inter_bytes, 3 * 2048.0 / 8 * 4); /* 4 of the 7 peers are on the other node */
 
-    CHECK(pass_run(m, "batch-aware", &o));
+    ir_module_free(m);
+    m = pass_lower_with(&s, &g2);
+    CHECK(ir_config_int(m, "groups", 0) == 2);
+    CHECK(pass_run(m, "batch-aware", &o) && ir_group_find(m, "sp") < 0);
+    CHECK(pass_run(m, "ulysses", &o));
     sp = ir_group_find(m, "sp");
     int dp = ir_group_find(m, "dp");
     CHECK(m->groups[sp].nsets == 2 && m->groups[sp].set_size == 4);
@@ -145,100 +163,147 @@ static void test_ring_traffic(void)
 static void test_pure_data_parallel(void)
 {
     fe_spec s = tiny_spec(8, 8, FE_BA_AUTO);
-    ir_module *m = pass_lower(&s);
+    layout_choice g8 = layout_ulysses(8);
+    ir_module *m = pass_lower_with(&s, &g8);
     pass_options o = pass_default_options();
     o.quiet = true;
-    CHECK(pass_run_pipeline(m, "ulysses,batch-aware", &o));
+    CHECK(pass_run_pipeline(m, "batch-aware,ulysses", &o));
     CHECK(find_op(m, IR_ALL_TO_ALL, 0) == NULL);
     CHECK(ir_config_int(m, "sp_size", 0) == 1);
     CHECK(vtype(m, "l0.o") && vtype(m, "l0.o")->shard[1] == -1);
     ir_module_free(m);
 }
 
-/* The layout rules exist twice: fe_groups_illegal (frontend, on the spec)
- * and pass_batch_aware_illegal (passes, on the IR alone, so that hand-written
- * IR is judged the same way).  They must agree on every combination, both on
- * a lowered module and on a bare one that has only the config keys. */
-static void test_legality_agrees(void)
+/* Every rule of layout/, on hand-picked dimensions, with its reason. */
+static bool says(const layout_dims *d, layout_choice c, const char *want)
 {
-    static const int64_t Ns[][2] = {{1, 1}, {1, 2}, {1, 3}, {2, 2}, {1, 6}, {2, 4}, {3, 4}, {2, 8}, {4, 8}};
-    static const int64_t Bs[] = {1, 2, 3, 4, 6, 8, 16};
-    static const int64_t Hs[] = {1, 2, 3, 4, 6, 8, 12, 32};
-    static const int64_t Ss[] = {1, 2, 3, 8, 12, 64};
-    int combos = 0, disagree = 0, lowered = 0;
-    for (size_t n = 0; n < sizeof Ns / sizeof Ns[0]; n++)
-        for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++)
-            for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
-                for (int64_t hk = 1; hk <= Hs[h]; hk++) {
-                    if (Hs[h] % hk)
-                        continue;
-                    for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
-                        fe_spec s = tiny_spec(Bs[b], hk, FE_BA_AUTO);
-                        s.mesh.nodes = Ns[n][0];
-                        s.mesh.devices_per_node = Ns[n][1];
-                        s.model.heads = Hs[h];
-                        s.model.head_dim = 2;
-                        s.model.hidden = 2 * Hs[h];
-                        s.model.layers = 1;
-                        s.train.seq_len = Ss[si];
-                        ir_module *bare = ir_module_new("bare");
-                        bare->mesh.nodes = (int)Ns[n][0];
-                        bare->mesh.devices_per_node = (int)Ns[n][1];
-                        ir_config_set_int(bare, "micro_batch", Bs[b]);
-                        ir_config_set_int(bare, "seq_len", Ss[si]);
-                        ir_config_set_int(bare, "heads", Hs[h]);
-                        ir_config_set_int(bare, "kv_heads", hk);
-                        /* Lowering is slower: a sample of the combinations. */
-                        ir_module *low = (combos % 7 == 0) ? pass_lower(&s) : NULL;
-                        lowered += low != NULL;
-                        int N = (int)(Ns[n][0] * Ns[n][1]);
-                        for (int G = 0; G <= N + 1; G++) {
-                            bool fe = fe_groups_illegal(&s, G, NULL) == NULL;
-                            bool ir = pass_batch_aware_illegal(bare, G) == NULL;
-                            bool lw = low ? pass_batch_aware_illegal(low, G) == NULL : ir;
-                            if (fe != ir || fe != lw) {
-                                if (disagree++ < 5)
-                                    fprintf(stderr, "legality differs: N=%d B=%lld H=%lld Hk=%lld S=%lld G=%d: "
-                                                    "frontend %d, passes %d, lowered %d\n", N, (long long)Bs[b],
-                                            (long long)Hs[h], (long long)hk, (long long)Ss[si], G, fe, ir, lw);
-                            }
-                        }
-                        combos++;
-                        ir_module_free(bare);
-                        ir_module_free(low);
-                    }
-                }
-    CHECK(disagree == 0);
-    CHECK(combos > 1000 && lowered > 100);
-    /* The uneven rule itself (N=4 ranks, Ulysses, G=1): legal when the kv
-     * heads are at least K (and heads a multiple of them), not otherwise. */
-    static const struct { int64_t H, Hk; bool legal; } uneven[] = {
-        {6, 6, true}, {5, 5, true}, {12, 6, true}, {10, 5, true}, /* uneven */
-        {3, 3, false}, {2, 2, false}, {6, 3, false}, {6, 2, false}, /* too few (kv) heads */
-        {8, 2, true}, {8, 4, true},                                 /* even / fan-out, as before */
-    };
-    for (size_t i = 0; i < sizeof uneven / sizeof uneven[0]; i++) {
-        fe_spec s = tiny_spec(2, uneven[i].Hk, FE_BA_AUTO);
-        s.mesh.nodes = 1;
-        s.mesh.devices_per_node = 4;
-        s.model.heads = uneven[i].H;
-        s.train.seq_len = 64;
-        ir_module *bare = ir_module_new("bare");
-        bare->mesh.devices_per_node = 4;
-        ir_config_set_int(bare, "micro_batch", 2);
-        ir_config_set_int(bare, "seq_len", 64);
-        ir_config_set_int(bare, "heads", uneven[i].H);
-        ir_config_set_int(bare, "kv_heads", uneven[i].Hk);
-        CHECK((fe_groups_illegal(&s, 1, NULL) == NULL) == uneven[i].legal);
-        CHECK((pass_batch_aware_illegal(bare, 1) == NULL) == uneven[i].legal);
-        ir_module_free(bare);
-    }
+    const char *why = layout_illegal(d, &c, NULL, 0);
+    if (!want)
+        return why == NULL;
+    if (why && strstr(why, want))
+        return true;
+    fprintf(stderr, "layout_illegal: want '%s', got '%s'\n", want, why ? why : "(legal)");
+    return false;
+}
+
+static layout_choice choice(layout_seq seq, int R, layout_a2a a2a, int G)
+{
+    return (layout_choice){.seq = seq, .ring_degree = R, .a2a = a2a, .groups = G};
+}
+
+static void test_layout_rules(void)
+{
+    /* 2 nodes x 4, B=4, S=64, 8 heads, 2 kv heads */
+    layout_dims d = {.N = 8, .nodes = 2, .dpn = 4, .B = 4, .S = 64, .H = 8, .Hk = 2};
+    layout_choice u1 = layout_ulysses(1);
+    CHECK(says(&d, u1, NULL));
+    CHECK(says(&d, layout_ulysses(0), "the number of groups must be at least 1, not 0"));
+    CHECK(says(&d, layout_ulysses(3), "N=8 not divisible by G=3"));
+    CHECK(says(&d, layout_ulysses(8), "micro_batch (4) not divisible by G=8"));
+    layout_dims h = d;
+    h.H = 12, h.Hk = 4;
+    CHECK(says(&h, u1, "heads (12) not divisible by N=8"));
+    CHECK(says(&h, layout_ulysses(2), NULL));
+    h.H = 8, h.Hk = 3;
+    CHECK(says(&h, u1, "kv_heads (3) cannot be split over N=8"));
+    h = d, h.S = 60;
+    CHECK(says(&h, u1, "seq_len (60) not divisible by N=8"));
+    h.S = 62;
+    CHECK(says(&h, layout_ulysses(2), "seq_len (62) not divisible by group size K=N/G=4"));
+    /* uneven: 6 heads = 6 kv heads over 4 ranks; too few kv heads is not */
+    layout_dims un = {.N = 4, .nodes = 1, .dpn = 4, .B = 2, .S = 64, .H = 6, .Hk = 6};
+    CHECK(layout_heads_uneven(&un, 4) && says(&un, u1, NULL));
+    un.Hk = 3;
+    CHECK(!layout_heads_uneven(&un, 4) && says(&un, u1, "heads (6) not divisible by N=4"));
+    un.H = 8, un.Hk = 2;
+    CHECK(!layout_heads_uneven(&un, 4) && says(&un, u1, NULL)); /* fan-out */
+    /* K = 1: pure data parallelism */
+    layout_dims dp = d;
+    dp.B = 8;
+    CHECK(says(&dp, layout_ulysses(8), NULL));
+
+    /* two-level */
+    layout_choice t1 = choice(LAYOUT_ULYSSES, 1, LAYOUT_A2A_TWO_LEVEL, 1);
+    layout_dims tl = {.N = 8, .nodes = 2, .dpn = 4, .B = 4, .S = 64, .H = 16, .Hk = 8};
+    CHECK(says(&tl, t1, NULL));
+    CHECK(says(&tl, choice(LAYOUT_ULYSSES, 1, LAYOUT_A2A_TWO_LEVEL, 2),
+               "the group of K=4 ranks fits in one node (devices_per_node 4); two-level needs K > devices_per_node"));
+    layout_dims t6 = tl;
+    t6.N = 12, t6.nodes = 3, t6.B = 4;
+    CHECK(says(&t6, choice(LAYOUT_ULYSSES, 1, LAYOUT_A2A_TWO_LEVEL, 2), "is not whole nodes"));
+    tl.H = 15, tl.Hk = 5;
+    CHECK(says(&tl, t1, "must split over the 2 nodes of a group"));
+    tl.H = 4, tl.Hk = 2;
+    CHECK(says(&tl, t1, "a node's 2 heads not divisible by devices_per_node 4"));
+    tl.H = 24, tl.Hk = 6;
+    CHECK(says(&tl, t1, "a node's 3 kv heads cannot be split over devices_per_node 4"));
+    tl.H = 16, tl.Hk = 2; /* a node's 1 kv head shared by its 4 devices */
+    CHECK(says(&tl, t1, NULL));
+    CHECK(says(&d, choice(LAYOUT_RING, 8, LAYOUT_A2A_TWO_LEVEL, 1), "two-level applies to the flat Ulysses exchange"));
+
+    /* ring */
+    CHECK(says(&d, choice(LAYOUT_RING, 8, LAYOUT_A2A_FLAT, 1), NULL));
+    CHECK(says(&dp, choice(LAYOUT_RING, 1, LAYOUT_A2A_FLAT, 8), "ring attention needs K >= 2 ranks per group"));
+    CHECK(says(&d, choice(LAYOUT_RING, 4, LAYOUT_A2A_FLAT, 1), "ring_degree 4 is not the group size K=8"));
+    layout_dims rs = d;
+    rs.S = 72;
+    CHECK(says(&rs, choice(LAYOUT_RING, 8, LAYOUT_A2A_FLAT, 1), "seq_len (72) not divisible by 2*R=16"));
+    rs.S = 60;
+    CHECK(says(&rs, choice(LAYOUT_RING, 8, LAYOUT_A2A_FLAT, 1), "seq_len (60) not divisible by K=8"));
+    rs.H = 3, rs.Hk = 1, rs.S = 64; /* no head constraint */
+    CHECK(says(&rs, choice(LAYOUT_RING, 8, LAYOUT_A2A_FLAT, 1), NULL));
+
+    /* hybrid */
+    CHECK(says(&d, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1), NULL));
+    CHECK(says(&d, choice(LAYOUT_HYBRID, 8, LAYOUT_A2A_FLAT, 1), "ring_degree 8 must satisfy 2 <= R < K=8"));
+    CHECK(says(&d, choice(LAYOUT_HYBRID, 1, LAYOUT_A2A_FLAT, 1), "must satisfy 2 <= R < K=8"));
+    CHECK(says(&d, choice(LAYOUT_HYBRID, 3, LAYOUT_A2A_FLAT, 1), "ring_degree 3 does not divide the group size K=8"));
+    layout_dims hy = d;
+    hy.H = 6, hy.Hk = 6;
+    CHECK(says(&hy, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1), "heads (6) not divisible by the U=K/R=4 Ulysses ranks"));
+    hy.H = 12, hy.Hk = 3;
+    CHECK(says(&hy, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1), "kv_heads (3) cannot be split over the U=K/R=4"));
+    hy = d, hy.S = 36;
+    CHECK(says(&hy, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1), "seq_len (36) not divisible by K=8"));
+    /* K=12, R=4, U=3: seq_len 36 splits 12 ways but not into 2R=8 chunks */
+    layout_dims h12 = {.N = 12, .nodes = 3, .dpn = 4, .B = 1, .S = 36, .H = 12, .Hk = 12};
+    CHECK(says(&h12, choice(LAYOUT_HYBRID, 4, LAYOUT_A2A_FLAT, 1), "seq_len (36) not divisible by 2*R=8"));
+    CHECK(says(&d, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_TWO_LEVEL, 1), "two-level applies to the flat Ulysses exchange"));
+
+    /* the enumeration: every legal choice, G ascending, in table order */
+    layout_choice all[64];
+    int n = layout_candidates(&d, all, 64);
+    char names[64][64];
+    for (int i = 0; i < n && i < 64; i++)
+        layout_choice_name(&all[i], names[i], sizeof names[i]);
+    /* G=1: ulysses, two-level (a node's 4 heads over its 4 devices, its one
+     * kv head shared), ring, hybrid R=2 and R=4; G=2 (K=4, one node):
+     * ulysses, ring, hybrid R=2; G=4: ulysses, ring; G=8 does not divide B */
+    CHECK(n == 10);
+    CHECK(n >= 10 && !strcmp(names[0], "ulysses") && !strcmp(names[1], "ulysses+two_level") &&
+          !strcmp(names[2], "ring") && !strcmp(names[3], "hybrid R=2") && !strcmp(names[4], "hybrid R=4") &&
+          !strcmp(names[5], "batch-aware G=2") && !strcmp(names[6], "batch-aware G=2 ring") &&
+          !strcmp(names[7], "batch-aware G=2 hybrid R=2") && !strcmp(names[8], "batch-aware G=4") &&
+          !strcmp(names[9], "batch-aware G=4 ring"));
+    for (int i = 0; i < n && i < 64; i++)
+        CHECK(layout_illegal(&d, &all[i], NULL, 0) == NULL);
+    int64_t g[8];
+    CHECK(layout_legal_groups(&d, &u1, g, 8) == 3 && g[0] == 1 && g[1] == 2 && g[2] == 4);
+    layout_seq sq;
+    layout_a2a aa;
+    CHECK(layout_seq_parse("hybrid", &sq) && sq == LAYOUT_HYBRID && !layout_seq_parse("auto", &sq));
+    CHECK(layout_a2a_parse("two_level", &aa) && aa == LAYOUT_A2A_TWO_LEVEL);
+    CHECK(!strcmp(layout_seq_name(LAYOUT_RING), "ring") && !strcmp(layout_a2a_name(LAYOUT_A2A_FLAT), "flat"));
+    char fix[256];
+    CHECK(layout_illegal(&d, &(layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .groups = 8}, fix,
+                         sizeof fix) && strstr(fix, "multiple of 8"));
+    CHECK(layout_device_lookup("h100_sxm") && layout_link_lookup("ib_ndr") && !layout_device_lookup("nope"));
 }
 
 int main(void)
 {
     sup_diag_set_quiet(true);
-    test_legality_agrees();
+    test_layout_rules();
     test_lower();
     test_ulysses_batch_aware();
     test_ring_traffic();

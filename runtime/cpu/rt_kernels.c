@@ -2,6 +2,9 @@
  * pure kern_ function (kernels.h) and adds its wall time to a per-kind
  * counter, so the end-of-run report splits the step into kernels and
  * collectives. */
+#include <stdbool.h>
+#include <stdlib.h>
+
 #include "kernels.h"
 #include "rt_internal.h"
 
@@ -50,18 +53,33 @@ static const kern_rope_scaling *rt_rope_scaling_of(const rt_program *p, kern_rop
     return buf;
 }
 
-void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-             double theta) {
+/* In the natural order a slice's positions run on from pos0; in the ring's
+ * zig-zag order they are looked up (rt_seq_positions). */
+static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh,
+                        int64_t pos0, double theta) {
     kern_rope_scaling buf;
     const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
-    RT_TIMED(RT_K_ROPE, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta, sc));
+    rt_kernel_kind kind = bwd ? RT_K_ROPE_BWD : RT_K_ROPE;
+    int64_t *pos = NULL;
+    if (rt->p->seq_ring > 1) {
+        pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1));
+        rt_seq_positions(rt, pos0, s, pos);
+    }
+    if (!pos && !bwd) RT_TIMED(kind, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta, sc));
+    else if (!pos) RT_TIMED(kind, kern_rope_bwd(y, x, b, s, H, Dh, pos0, theta, sc));
+    else if (!bwd) RT_TIMED(kind, kern_rope_fwd_pos(y, x, b, s, H, Dh, pos, theta, sc));
+    else RT_TIMED(kind, kern_rope_bwd_pos(y, x, b, s, H, Dh, pos, theta, sc));
+    free(pos);
+}
+
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
+             double theta) {
+    rt_rope_any(rt, false, y, x, b, s, H, Dh, pos0, theta);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
                  double theta) {
-    kern_rope_scaling buf;
-    const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
-    RT_TIMED(RT_K_ROPE_BWD, kern_rope_bwd(dx, dy, b, s, H, Dh, pos0, theta, sc));
+    rt_rope_any(rt, true, dx, dy, b, s, H, Dh, pos0, theta);
 }
 
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,

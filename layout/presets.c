@@ -1,4 +1,6 @@
-/* presets.c — device presets for `device NAME` in a mesh block.
+/* presets.c — device and link presets: `device NAME` and `link intra|inter
+ * KIND` in a mesh block (frontend), and the cost model's peaks for a module
+ * that names only its device (passes/cost.c).
  *
  * Figures are the vendors' datasheet peaks (dense, no sparsity), which the
  * cost model scales by link/compute efficiency; they are not measurements.
@@ -38,7 +40,7 @@
  * line rate); these are modelling assumptions, not datasheet values. */
 #include <string.h>
 
-#include "frontend.h"
+#include "layout.h"
 
 #define GiB 1073741824.0
 #define NVLINK3 {"nvlink", 300e9, 2e-6, 1.0}
@@ -46,7 +48,7 @@
 #define IB_HDR {"ib", 200e9 / 8, 5e-6, 1.0}
 #define IB_NDR {"ib", 400e9 / 8, 5e-6, 1.0}
 
-static const fe_device_preset presets[] = {
+static const layout_device_preset presets[] = {
     {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0},
     {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0},
     {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0},
@@ -63,7 +65,7 @@ static const fe_device_preset presets[] = {
      0.855, 0.512, 0.527, 0, 1.34e9},
 };
 
-static const fe_link link_presets[] = {
+static const layout_link link_presets[] = {
     {"nvlink3", 300e9, 2e-6, 0.8},
     {"nvlink4", 450e9, 2e-6, 0.8},
     {"pcie4", 32e9, 3e-6, 0.8},
@@ -73,27 +75,27 @@ static const fe_link link_presets[] = {
     {"ethernet_100g", 100e9 / 8, 10e-6, 0.8},
 };
 
-const fe_link *fe_link_presets(int *n) {
+const layout_link *layout_link_presets(int *n) {
     if (n) *n = (int)(sizeof link_presets / sizeof link_presets[0]);
     return link_presets;
 }
 
-const fe_link *fe_link_lookup(const char *kind) {
+const layout_link *layout_link_lookup(const char *kind) {
     int n;
-    const fe_link *p = fe_link_presets(&n);
+    const layout_link *p = layout_link_presets(&n);
     for (int i = 0; i < n; i++)
         if (!strcmp(p[i].kind, kind)) return &p[i];
     return NULL;
 }
 
-const fe_device_preset *fe_device_presets(int *n) {
+const layout_device_preset *layout_device_presets(int *n) {
     if (n) *n = (int)(sizeof presets / sizeof presets[0]);
     return presets;
 }
 
-const fe_device_preset *fe_device_lookup(const char *name) {
+const layout_device_preset *layout_device_lookup(const char *name) {
     int n;
-    const fe_device_preset *p = fe_device_presets(&n);
+    const layout_device_preset *p = layout_device_presets(&n);
     for (int i = 0; i < n; i++)
         if (!strcmp(p[i].name, name)) return &p[i];
     return NULL;

@@ -26,14 +26,14 @@ static MPI_Datatype rt_mpi_type(const rt_value_desc *d) { return d->dtype == RT_
  * start(q) .. start(q)+len(q) map to the real entries v / fo of x. */
 static void rt_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int q) {
     size_t run = (size_t)G->I * 4;
-    int64_t base = rt_dim_start(G->p, G->yd, G->split, q), ns = rt_dim_len(G->p, G->yd, G->split, q);
+    int64_t base = rt_a2a_send_base(G, q), ns = rt_dim_len(G->p, G->yd, G->split, (int)G->spos0 + q);
     int64_t ca = G->a_split ? ns : G->lxc, cb = G->a_split ? G->lxc : ns;
     for (int64_t o = 0; o < G->O; o++)
         for (int64_t ka = 0; ka < ca; ka++) {
-            int64_t xa = G->a_split ? (base + ka) / G->fo : ka;
+            int64_t xa = G->a_split ? (base + ka) / G->fo - G->xs0 : ka;
             for (int64_t m = 0; m < G->M; m++)
                 for (int64_t kb = 0; kb < cb; kb++) {
-                    int64_t xb = G->a_split ? kb : (base + kb) / G->fo;
+                    int64_t xb = G->a_split ? kb : (base + kb) / G->fo - G->xs0;
                     int64_t s = (((o * G->xa + xa) * G->M + m) * G->xb + xb) * G->I;
                     int64_t d = (((o * ca + ka) * G->M + m) * cb + kb) * G->I;
                     memcpy(dst + d * 4, x + s * 4, run);
@@ -44,14 +44,14 @@ static void rt_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int q) {
 /* The chunk from the peer at position p: its concat entries are the global
  * (virtual, under fanin) entries start(p) + k, summed into real entry / fi. */
 static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p) {
-    int64_t base = rt_dim_start(G->p, G->xd, G->concat, p), nc = rt_dim_len(G->p, G->xd, G->concat, p);
+    int64_t base = rt_a2a_recv_base(G, p), nc = rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
     int64_t ca = G->a_split ? G->nvy : nc, cb = G->a_split ? nc : G->nvy;
     for (int64_t o = 0; o < G->O; o++)
         for (int64_t ka = 0; ka < ca; ka++) {
-            int64_t ya = G->a_split ? ka : (base + ka) / G->fi;
+            int64_t ya = G->a_split ? ka : (base + ka) / G->fi - G->yc0;
             for (int64_t m = 0; m < G->M; m++)
                 for (int64_t kb = 0; kb < cb; kb++) {
-                    int64_t yb = G->a_split ? (base + kb) / G->fi : kb;
+                    int64_t yb = G->a_split ? (base + kb) / G->fi - G->yc0 : kb;
                     int64_t d = (((o * G->ya + ya) * G->M + m) * G->yb + yb) * G->I;
                     int64_t s = (((o * ca + ka) * G->M + m) * cb + kb) * G->I;
                     if (G->fi == 1) {

@@ -1,0 +1,364 @@
+/* layout.c — the legality rules of every sequence-parallel layout, the
+ * strategy table and the enumeration of legal choices (see layout.h and
+ * layout/README.md). */
+#include "layout.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reasons live in a per-thread buffer so callers may keep one while they
+ * print it, and so threads do not share it. */
+static _Thread_local char why[224];
+
+static const char *reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static const char *reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (fix && nfix)
+        snprintf(fix, nfix, "%s", hint ? hint : "");
+    return why;
+}
+
+static int64_t kv_heads(const layout_dims *d) { return d->Hk > 0 ? d->Hk : d->H; }
+
+int64_t layout_group_size(const layout_dims *d, const layout_choice *c)
+{
+    return c->groups >= 1 && d->N % c->groups == 0 ? d->N / c->groups : 0;
+}
+
+layout_choice layout_ulysses(int groups)
+{
+    return (layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .a2a = LAYOUT_A2A_FLAT, .groups = groups};
+}
+
+bool layout_heads_uneven(const layout_dims *d, int64_t K)
+{
+    int64_t H = d->H, Hk = kv_heads(d);
+    return K >= 1 && Hk >= K && Hk % K != 0 && Hk > 0 && H % Hk == 0;
+}
+
+/* "N=8" for plain Ulysses, "group size K=N/G=4" with groups: how the
+ * reasons name the split. */
+static const char *split_name(const layout_dims *d, const layout_choice *c, char *buf, size_t n)
+{
+    int64_t K = layout_group_size(d, c);
+    if (c->groups == 1)
+        snprintf(buf, n, "N=%" PRId64, d->N);
+    else
+        snprintf(buf, n, "group size K=N/G=%" PRId64, K);
+    return buf;
+}
+
+/* ---- the rules of each strategy -------------------------------------------- */
+/* Ulysses over K: whole heads per rank (or an uneven head split), kv heads
+ * split or shared evenly, whole tokens per rank.  K = 1 is pure data
+ * parallelism. */
+static const char *ulysses_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    int64_t K = layout_group_size(d, c), H = d->H, Hk = kv_heads(d), S = d->S;
+    char what[64], hint[224];
+    split_name(d, c, what, sizeof what);
+    bool uneven = layout_heads_uneven(d, K);
+    if (H % K && !uneven) {
+        snprintf(hint, sizeof hint, "each of the %" PRId64 " ranks sharing a sequence holds whole heads: heads "
+                 "must be a multiple of %" PRId64 ", or kv_heads at least %" PRId64 " for an uneven split", K, K, K);
+        return reason(fix, nfix, hint, "heads (%" PRId64 ") not divisible by %s", H, what);
+    }
+    if (Hk % K && K % Hk && !uneven) {
+        snprintf(hint, sizeof hint, "KV heads are split when kv_heads is a multiple of %" PRId64 " or at least %"
+                 PRId64 " (uneven), or shared when kv_heads divides %" PRId64, K, K, K);
+        return reason(fix, nfix, hint, "kv_heads (%" PRId64 ") cannot be split over %s", Hk, what);
+    }
+    if (S % K) {
+        snprintf(hint, sizeof hint, "each rank holds seq_len/%" PRId64 " tokens of a sequence: make seq_len a "
+                 "multiple of %" PRId64, K, K);
+        return reason(fix, nfix, hint, "seq_len (%" PRId64 ") not divisible by %s", S, what);
+    }
+    return NULL;
+}
+
+/* Two-level: the first exchange crosses the group's Nn = K/dpn nodes
+ * (heads split Nn ways), the second stays in a node (the node's heads split
+ * over its L = dpn devices).  Even splits only. */
+static const char *two_level_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    int64_t K = layout_group_size(d, c), L = d->dpn, H = d->H, Hk = kv_heads(d);
+    if (c->seq != LAYOUT_ULYSSES)
+        return reason(fix, nfix, "use 'a2a flat' with sequence ring or hybrid",
+                      "two-level applies to the flat Ulysses exchange, not to sequence %s", layout_seq_name(c->seq));
+    if (L < 1 || K <= L)
+        return reason(fix, nfix, "use 'a2a flat', or fewer batch-aware groups so that a group spans nodes",
+                      "the group of K=%" PRId64 " ranks fits in one node (devices_per_node %" PRId64
+                      "); two-level needs K > devices_per_node", K, L);
+    if (K % L)
+        return reason(fix, nfix, "a group must be whole nodes: K a multiple of devices_per_node",
+                      "the group of K=%" PRId64 " ranks is not whole nodes (devices_per_node %" PRId64 ")", K, L);
+    int64_t Nn = K / L;
+    if (H % Nn || Hk % Nn)
+        return reason(fix, nfix, "the first exchange gives each node of the group heads/Nn q and kv heads",
+                      "heads (%" PRId64 ") and kv_heads (%" PRId64 ") must split over the %" PRId64
+                      " nodes of a group (two-level first exchange)", H, Hk, Nn);
+    int64_t Hn = H / Nn, Hkn = Hk / Nn;
+    if (Hn % L)
+        return reason(fix, nfix, "the second exchange splits a node's q heads over its devices",
+                      "a node's %" PRId64 " heads not divisible by devices_per_node %" PRId64
+                      " (two-level second exchange)", Hn, L);
+    if (Hkn % L && L % Hkn)
+        return reason(fix, nfix, "a node's kv heads must be a multiple or a divisor of devices_per_node",
+                      "a node's %" PRId64 " kv heads cannot be split over devices_per_node %" PRId64
+                      " (two-level second exchange)", Hkn, L);
+    return ulysses_legal(d, c, fix, nfix);
+}
+
+/* The causal, load-balanced zig-zag order cuts each sequence into 2R
+ * chunks: rank r holds chunks r and 2R-1-r. */
+static const char *zigzag(const layout_dims *d, int64_t R, char *fix, size_t nfix)
+{
+    if (d->S % (2 * R))
+        return reason(fix, nfix, "ring attention's zig-zag order cuts each sequence into 2R chunks",
+                      "seq_len (%" PRId64 ") not divisible by 2*R=%" PRId64, d->S, 2 * R);
+    return NULL;
+}
+
+static const char *ring_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    int64_t K = layout_group_size(d, c);
+    if (K < 2)
+        return reason(fix, nfix, "a ring needs at least 2 ranks per group: fewer batch-aware groups",
+                      "ring attention needs K >= 2 ranks per group (K=%" PRId64 ")", K);
+    if (c->ring_degree != K)
+        return reason(fix, nfix, "sequence ring uses the whole group; use sequence hybrid for R < K",
+                      "ring_degree %d is not the group size K=%" PRId64, c->ring_degree, K);
+    if (d->S % K)
+        return reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
+                      "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
+    return zigzag(d, K, fix, nfix);
+}
+
+/* Hybrid: U = K/R Ulysses ranks exchange heads, R ring ranks pass kv. */
+static const char *hybrid_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    int64_t K = layout_group_size(d, c), R = c->ring_degree, H = d->H, Hk = kv_heads(d);
+    if (R < 2 || R >= K)
+        return reason(fix, nfix, "hybrid needs 2 <= ring_degree < K; R = K is sequence ring",
+                      "ring_degree %" PRId64 " must satisfy 2 <= R < K=%" PRId64, R, K);
+    if (K % R)
+        return reason(fix, nfix, "R ring ranks times U Ulysses ranks make the group",
+                      "ring_degree %" PRId64 " does not divide the group size K=%" PRId64, R, K);
+    int64_t U = K / R;
+    if (H % U)
+        return reason(fix, nfix, "each Ulysses rank holds whole heads",
+                      "heads (%" PRId64 ") not divisible by the U=K/R=%" PRId64 " Ulysses ranks", H, U);
+    if (Hk % U && U % Hk)
+        return reason(fix, nfix, "kv heads are split (a multiple of U) or shared (a divisor of U)",
+                      "kv_heads (%" PRId64 ") cannot be split over the U=K/R=%" PRId64 " Ulysses ranks", Hk, U);
+    if (d->S % K)
+        return reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
+                      "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
+    return zigzag(d, R, fix, nfix);
+}
+
+/* ---- candidates per strategy ------------------------------------------------ */
+static int put(layout_choice *out, int n, int max, layout_choice c)
+{
+    if (n < max)
+        out[n] = c;
+    return n + 1;
+}
+
+static int ulysses_cands(const layout_dims *d, int G, layout_choice *out, int max)
+{
+    return put(out, 0, max, layout_ulysses(G));
+}
+
+static int two_level_cands(const layout_dims *d, int G, layout_choice *out, int max)
+{
+    layout_choice c = layout_ulysses(G);
+    c.a2a = LAYOUT_A2A_TWO_LEVEL;
+    return put(out, 0, max, c);
+}
+
+static int ring_cands(const layout_dims *d, int G, layout_choice *out, int max)
+{
+    layout_choice c = {.seq = LAYOUT_RING, .ring_degree = (int)(d->N / G), .a2a = LAYOUT_A2A_FLAT, .groups = G};
+    return put(out, 0, max, c);
+}
+
+static int hybrid_cands(const layout_dims *d, int G, layout_choice *out, int max)
+{
+    int n = 0, K = (int)(d->N / G);
+    for (int R = 2; R < K; R++)
+        if (K % R == 0)
+            n = put(out, n, max, (layout_choice){.seq = LAYOUT_HYBRID, .ring_degree = R, .groups = G});
+    return n;
+}
+
+/* The strategy table.  The pipeline is what builds a layout after
+ * batch-aware (passes/registry.c has the default pipeline). */
+static const layout_strategy strategies[] = {
+    {"ulysses", LAYOUT_ULYSSES, LAYOUT_A2A_FLAT, ulysses_legal, ulysses_cands, "ulysses"},
+    {"ulysses+two_level", LAYOUT_ULYSSES, LAYOUT_A2A_TWO_LEVEL, two_level_legal, two_level_cands,
+     "ulysses,two-level"},
+    {"ring", LAYOUT_RING, LAYOUT_A2A_FLAT, ring_legal, ring_cands, "ring"},
+    {"hybrid", LAYOUT_HYBRID, LAYOUT_A2A_FLAT, hybrid_legal, hybrid_cands, "ring"},
+};
+enum { NSTRATEGIES = sizeof strategies / sizeof strategies[0] };
+
+const layout_strategy *layout_strategies(int *n)
+{
+    if (n)
+        *n = NSTRATEGIES;
+    return strategies;
+}
+
+const layout_strategy *layout_strategy_of(const layout_choice *c)
+{
+    for (int i = 0; i < NSTRATEGIES; i++)
+        if (strategies[i].seq == c->seq && strategies[i].a2a == c->a2a)
+            return &strategies[i];
+    return NULL;
+}
+
+/* The rules every layout shares: whole groups of ranks, whole sequences
+ * per group. */
+static const char *common_illegal(const layout_dims *d, int64_t G, char *fix, size_t nfix)
+{
+    char hint[160];
+    if (G < 1) {
+        snprintf(hint, sizeof hint, "G = 1 is plain Ulysses; larger G must divide N=%" PRId64, d->N);
+        return reason(fix, nfix, hint, "the number of groups must be at least 1, not %" PRId64, G);
+    }
+    if (d->N % G)
+        return reason(fix, nfix, "G must divide the world size N = nodes*devices_per_node",
+                      "N=%" PRId64 " not divisible by G=%" PRId64, d->N, G);
+    if (d->B % G) {
+        snprintf(hint, sizeof hint, "each group needs whole sequences: make micro_batch a multiple of %" PRId64, G);
+        return reason(fix, nfix, hint, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, d->B, G);
+    }
+    return NULL;
+}
+
+const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    const char *bad = common_illegal(d, c->groups, fix, nfix);
+    if (bad)
+        return bad;
+    if (c->a2a == LAYOUT_A2A_TWO_LEVEL)
+        return two_level_legal(d, c, fix, nfix);
+    const layout_strategy *s = layout_strategy_of(c);
+    if (!s)
+        return reason(fix, nfix, NULL, "no such layout");
+    if (c->seq == LAYOUT_ULYSSES && c->ring_degree > 1)
+        return reason(fix, nfix, "ring_degree applies to sequence hybrid only",
+                      "ring_degree %d with sequence ulysses", c->ring_degree);
+    return s->legal(d, c, fix, nfix);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Divisors of N ascending (N <= 2^24 has fewer than 1024). */
+static int divisors(int64_t N, int64_t *out, int max)
+{
+    int n = 0;
+    for (int64_t k = 1; k * k <= N && n + 2 <= max; k++) {
+        if (N % k)
+            continue;
+        out[n++] = k;
+        if (k != N / k)
+            out[n++] = N / k;
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_i64);
+    return n;
+}
+
+int layout_candidates(const layout_dims *d, layout_choice *out, int max)
+{
+    int64_t g[1024];
+    int ng = divisors(d->N, g, 1024), n = 0;
+    for (int i = 0; i < ng; i++) {
+        if (common_illegal(d, g[i], NULL, 0))
+            continue;
+        for (int s = 0; s < NSTRATEGIES; s++) {
+            layout_choice cs[1024];
+            int nc = strategies[s].candidates(d, (int)g[i], cs, 1024);
+            for (int k = 0; k < nc && k < 1024; k++)
+                if (!layout_illegal(d, &cs[k], NULL, 0))
+                    n = put(out, n, max, cs[k]);
+        }
+    }
+    return n;
+}
+
+int layout_legal_groups(const layout_dims *d, const layout_choice *like, int64_t *out, int max)
+{
+    int64_t g[1024];
+    int ng = divisors(d->N, g, 1024), n = 0;
+    for (int i = 0; i < ng; i++) {
+        layout_choice c = *like;
+        c.groups = (int)g[i];
+        if (c.seq == LAYOUT_RING)
+            c.ring_degree = (int)(d->N / g[i]);
+        if (layout_illegal(d, &c, NULL, 0))
+            continue;
+        if (n < max)
+            out[n] = g[i];
+        n++;
+    }
+    return n;
+}
+
+/* ---- names -------------------------------------------------------------------- */
+static const char *const seq_names[] = {"ulysses", "ring", "hybrid"};
+static const char *const a2a_names[] = {"flat", "two_level"};
+
+const char *layout_seq_name(layout_seq s) { return (unsigned)s < 3 ? seq_names[s] : "?"; }
+const char *layout_a2a_name(layout_a2a a) { return (unsigned)a < 2 ? a2a_names[a] : "?"; }
+
+bool layout_seq_parse(const char *name, layout_seq *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, seq_names[i])) {
+            *out = (layout_seq)i;
+            return true;
+        }
+    return false;
+}
+
+bool layout_a2a_parse(const char *name, layout_a2a *out)
+{
+    for (int i = 0; i < 2; i++)
+        if (name && !strcmp(name, a2a_names[i])) {
+            *out = (layout_a2a)i;
+            return true;
+        }
+    return false;
+}
+
+void layout_choice_name(const layout_choice *c, char *buf, size_t n)
+{
+    char base[48];
+    const char *tl = c->a2a == LAYOUT_A2A_TWO_LEVEL ? "+two_level" : "";
+    if (c->seq == LAYOUT_HYBRID)
+        snprintf(base, sizeof base, "hybrid R=%d%s", c->ring_degree, tl);
+    else if (c->seq == LAYOUT_RING)
+        snprintf(base, sizeof base, "ring%s", tl);
+    else
+        snprintf(base, sizeof base, "ulysses%s", tl);
+    if (c->groups <= 1)
+        snprintf(buf, n, "%s", base);
+    else if (c->seq == LAYOUT_ULYSSES && c->a2a == LAYOUT_A2A_FLAT)
+        snprintf(buf, n, "batch-aware G=%d", c->groups);
+    else
+        snprintf(buf, n, "batch-aware G=%d %s", c->groups, base);
+}

@@ -1,0 +1,125 @@
+/* layout.h — the sequence-parallel layouts: which exist, which are legal for
+ * a model, batch and mesh, and the device and link presets they are costed
+ * with.  The only header of layout/.
+ *
+ * One home for these decisions: the frontend checks a spec with
+ * layout_illegal (located errors), the passes check the IR with it (a
+ * hand-written module has no spec), the planner enumerates
+ * layout_candidates.  Nothing here depends on the frontend, the IR or the
+ * passes: the rules work on plain dimensions.
+ *
+ * A layout is a choice of
+ *   groups G   batch-aware groups: N = G*K ranks, group g = ranks
+ *              [g*K, (g+1)*K) holds sequences [g*B/G, (g+1)*B/G)
+ *   seq        how a group's K ranks share a sequence: Ulysses (all-to-all
+ *              seq<->heads), ring attention (R = K ranks pass kv blocks),
+ *              or hybrid (U = K/R Ulysses ranks x R ring ranks)
+ *   a2a        Ulysses' exchange: flat (one K-way all-to-all) or two-level
+ *              (across the group's nodes, then inside each node)
+ * layout/README.md has the rules, the strategy table and how to add one. */
+#ifndef BASP_LAYOUT_H
+#define BASP_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { LAYOUT_ULYSSES, LAYOUT_RING, LAYOUT_HYBRID } layout_seq;
+typedef enum { LAYOUT_A2A_FLAT, LAYOUT_A2A_TWO_LEVEL } layout_a2a;
+
+/* The sizes the rules read: world N = nodes*dpn ranks (dpn: devices per
+ * node), micro-batch B, sequence length S, q heads H and kv heads Hk (Hk 0:
+ * MHA, Hk = H). */
+typedef struct layout_dims {
+    int64_t N, nodes, dpn, B, S, H, Hk;
+} layout_dims;
+
+typedef struct layout_choice {
+    layout_seq seq;  /* LAYOUT_ULYSSES, LAYOUT_RING, LAYOUT_HYBRID */
+    int ring_degree; /* R; 1 for ulysses, K for ring */
+    layout_a2a a2a;  /* LAYOUT_A2A_FLAT, LAYOUT_A2A_TWO_LEVEL */
+    int groups;      /* G >= 1 batch-aware groups, K = N/G */
+} layout_choice;
+
+/* Plain Ulysses with G groups (G = 1: over all N ranks). */
+layout_choice layout_ulysses(int groups);
+
+/* NULL when the choice is legal for dims, else a reason ("heads (12) not
+ * divisible by group size K=N/G=8"); `fix` (may be NULL) receives a hint
+ * naming what would make it legal.  The reason lives until the next call
+ * from the same thread. */
+const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
+
+/* Every legal choice, in order: each G dividing N and B ascending; for
+ * each, flat Ulysses, two-level Ulysses, ring, hybrid for each R with
+ * 1 < R < K ascending.  Writes at most max; returns how many there are. */
+int layout_candidates(const layout_dims *d, layout_choice *out, int max);
+
+/* Every G (ascending) for which `like` with that G is legal; returns how
+ * many (may exceed max). */
+int layout_legal_groups(const layout_dims *d, const layout_choice *like, int64_t *out, int max);
+
+/* True when K ranks split the heads unevenly (ir/README.md, uneven
+ * splits): kv heads >= K, not divisible by K, heads % kv_heads == 0.  Rank
+ * p holds Hk/K + (p < Hk%K) kv heads. */
+bool layout_heads_uneven(const layout_dims *d, int64_t K);
+
+/* K = N/G, the ranks that share one sequence (0 when G does not divide N). */
+int64_t layout_group_size(const layout_dims *d, const layout_choice *c);
+
+/* Names: "ulysses" "ring" "hybrid" / "flat" "two_level"; parsing returns
+ * false for other text. */
+const char *layout_seq_name(layout_seq s);
+bool layout_seq_parse(const char *name, layout_seq *out);
+const char *layout_a2a_name(layout_a2a a);
+bool layout_a2a_parse(const char *name, layout_a2a *out);
+/* "ulysses", "ulysses+two_level", "ring", "hybrid R=2"; with G > 1 prefixed
+ * by "batch-aware G=g" ("batch-aware G=2", "batch-aware G=2 ring"). */
+void layout_choice_name(const layout_choice *c, char *buf, size_t n);
+
+/* The strategy table: one row per (seq, a2a) pair.  `legal` holds the rules
+ * beyond the common ones (G >= 1, G | N, G | B), `candidates` lists the
+ * choices of the strategy for one G (legal or not), `pipeline` names the
+ * passes that build it after batch-aware. */
+typedef struct layout_strategy {
+    const char *name;
+    layout_seq seq;
+    layout_a2a a2a;
+    const char *(*legal)(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
+    int (*candidates)(const layout_dims *d, int groups, layout_choice *out, int max);
+    const char *pipeline;
+} layout_strategy;
+const layout_strategy *layout_strategies(int *n);
+/* The row of c's (seq, a2a), or NULL for a combination with no row. */
+const layout_strategy *layout_strategy_of(const layout_choice *c);
+
+/* ---- presets (presets.c) ------------------------------------------------ */
+typedef struct layout_link {
+    char kind[64];     /* nvlink, ib, pcie, ethernet, shm, tcp ... */
+    double bandwidth;  /* bytes per second */
+    double latency;    /* seconds */
+    double efficiency; /* achievable fraction of bandwidth, default 1 */
+} layout_link;
+
+/* Device presets (name, memory bytes, peak flops, links). */
+typedef struct layout_device_preset {
+    const char *name;
+    double mem_bytes;
+    double peak_flops_bf16, peak_flops_fp32;
+    double mem_bw;
+    layout_link intra, inter; /* defaults for a mesh that names no link */
+    /* Cost-model efficiencies (config cost.compute_fraction,
+     * cost.attention_fraction, cost.mem_bw_fraction) and per-op overhead;
+     * 0 = the model's defaults.  Set by fitted presets (bench/calibrate.py). */
+    double compute_fraction, attention_fraction, mem_bw_fraction;
+    double op_overhead; /* config cost.op_overhead, seconds per compute op */
+    double exp_rate;    /* config device_exp_rate, exponentials per second; 0 = not modelled */
+} layout_device_preset;
+const layout_device_preset *layout_device_lookup(const char *name);
+const layout_device_preset *layout_device_presets(int *n);
+/* Link presets by kind (nvlink3, nvlink4, pcie4, pcie5, ib_hdr, ib_ndr,
+ * ethernet_100g).  NULL for other kinds. */
+const layout_link *layout_link_lookup(const char *kind);
+const layout_link *layout_link_presets(int *n);
+
+#endif

@@ -1,0 +1,279 @@
+/* pass_ring.c — Ulysses x Ring (config sequence = ring | hybrid).
+ *
+ * Input: the unsharded step (with @dp when batch-aware split the batch
+ * first).  With N = G*K ranks (G from config `groups`, 1 by default) and a
+ * ring degree R (config `ring_degree`; `sequence ring` is R = K), each
+ * batch group's K ranks form R Ulysses groups of U = K/R ranks:
+ *
+ *   @sp    G contiguous sets of K ranks: the sequence shard of every activation
+ *   @ul    sets of U consecutive ranks inside an @sp set (one ring position)
+ *   @ring  sets of R ranks, the ones with the same position inside their @ul set
+ *
+ * so @sp = @ring x @ul (position r*U + u; ir_group_nested).  Around each
+ * attention the Ulysses exchange runs inside @ul only: it gathers the
+ * sequence from @sp to @ring (this ring position's share) and scatters the
+ * heads over @ul; ring attention then passes the kv blocks around @ring:
+ *
+ *   %qr.heads, %kr.heads, %v.heads = all_to_all %qr, %kr, %v {group = @ul, split = 2, concat = 1}
+ *   %o.heads, %o.lse = ring_attention %qr.heads, %kr.heads, %v.heads {group = @ring}
+ *   %o = all_to_all %o.heads {group = @ul, split = 1, concat = 2}
+ *
+ * and the mirror image in the backward, where ring_attention_bwd reads the
+ * forward's lse.  U = 1 (`sequence ring`): no exchange, ring attention over
+ * @sp itself.  GQA: with U > kv heads the kv exchange fans out as Ulysses
+ * does (pass_ulysses.c).
+ *
+ * The causal mask makes a plain ring unbalanced (position 0 only has the
+ * first block to attend to), so the sequence is kept in the zig-zag order
+ * of config `seq_ring = R`: each sequence is cut into 2R chunks and ring
+ * position r holds chunks r and 2R-1-r (the runtime's loader, RoPE and the
+ * masks read the original positions; runtime/include/basp_rt.h). */
+#include "pass_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ring_ctx {
+    int sp, ul, ring; /* ul = -1 for sequence ring */
+    int64_t F;        /* kv fan-out inside @ul */
+} ring_ctx;
+
+/* @ring: set (s, u) = {base + r*U + u : r = 0..R-1} for sp set s. */
+static int add_ring_group(ir_module *m, int N, int K, int U)
+{
+    int R = K / U, *ranks = sup_xmalloc(sizeof(int) * (size_t)N), n = 0;
+    for (int base = 0; base < N; base += K)
+        for (int u = 0; u < U; u++)
+            for (int r = 0; r < R; r++)
+                ranks[n++] = base + r * U + u;
+    int g = ir_group_add(m, "ring", N / R, R, ranks);
+    free(ranks);
+    return g;
+}
+
+static int derived(ir_module *m, int v, const char *suffix, ir_type t)
+{
+    char base[IR_NAME_MAX + 8];
+    snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
+    return pu_result(m, base, t);
+}
+
+/* The head-sharded type inside a ring position: [B, S@ring, H@ul, Dh]. */
+static ir_type heads_type(const ring_ctx *c, ir_type t, bool kv)
+{
+    ir_type h = pu_heads_type(t, c->ul, kv ? c->F : 1);
+    h.shard[1] = c->ring;
+    return h;
+}
+
+/* lse f32 [B,S,H] laid out like q's first three dims. */
+static ir_type lse_type(const ir_type *q)
+{
+    ir_type t = ir_type_make(IR_F32, 3, q->dims);
+    for (int d = 0; d < 3; d++)
+        t.shard[d] = q->shard[d];
+    return t;
+}
+
+/* fan: the kv fan-out (q, k, v to heads) or fan-in (dq, dk, dv back); 1 for o and do. */
+static ir_op exchange(const ring_ctx *c, int n, const int *ins, const int *outs, bool to_heads, int64_t fan,
+                      const ir_op *like)
+{
+    ir_op op = ir_op_make(IR_ALL_TO_ALL);
+    for (int k = 0; k < n; k++) {
+        ir_op_add_input(&op, ins[k]);
+        ir_op_add_output(&op, outs[k]);
+    }
+    ir_attr_set_group(&op, "group", c->ul);
+    ir_attr_set_int(&op, "split", to_heads ? 2 : 1);
+    ir_attr_set_int(&op, "concat", to_heads ? 1 : 2);
+    if (fan > 1)
+        ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+/* attention(q, k, v) -> o at index i becomes ring_attention (-> o, lse),
+ * wrapped in the @ul exchanges when U > 1.  *lse receives the lse value. */
+static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i, int *lse)
+{
+    ir_op att = m->ops[i];
+    int ins[3], outs[3], o = att.out[0], oh = o;
+    for (int k = 0; k < 3; k++)
+        ins[k] = outs[k] = att.in[k];
+    if (c->ul >= 0) {
+        for (int k = 0; k < 3; k++)
+            outs[k] = derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
+        ir_op before = exchange(c, 3, ins, outs, true, c->F, &att);
+        pu_insert_before(e, i, &before);
+        oh = derived(m, o, ".heads", heads_type(c, m->values[o].type, false));
+        ir_op after = exchange(c, 1, &oh, &o, false, 1, &att);
+        pu_insert_after(e, i, &after);
+    }
+    *lse = derived(m, o, ".lse", lse_type(&m->values[oh].type));
+    ir_op ra = ir_op_make(IR_RING_ATTENTION);
+    for (int k = 0; k < 3; k++)
+        ir_op_add_input(&ra, outs[k]);
+    ir_op_add_output(&ra, oh);
+    ir_op_add_output(&ra, *lse);
+    ir_attr_set_group(&ra, "group", c->ring);
+    pu_tag_like(&ra, &att);
+    m->ops[i] = ra;
+}
+
+/* The forward twin of a value the backward reads: its ".heads" exchange
+ * result (U > 1), else the value itself. */
+static int heads_twin(const ir_module *m, const ring_ctx *c, int v)
+{
+    for (int i = 0; c->ul >= 0 && i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != c->ul)
+            continue;
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2)
+                return op->out[k];
+            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1)
+                return op->in[k];
+        }
+    }
+    return v;
+}
+
+/* attention_bwd(do, q, k, v, o) -> dq, dk, dv at index i becomes
+ * ring_attention_bwd(do, q, k, v, o, lse), wrapped when U > 1. */
+static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pu_edits *e, int i, int lse)
+{
+    ir_op ab = m->ops[i];
+    ir_op rb = ir_op_make(IR_RING_ATTENTION_BWD);
+    int d_o = ab.in[0], hs[3];
+    if (c->ul >= 0) {
+        int doh = derived(m, d_o, ".heads", heads_type(c, m->values[d_o].type, false));
+        ir_op before = exchange(c, 1, &d_o, &doh, true, 1, &ab);
+        pu_insert_before(e, i, &before);
+        d_o = doh;
+    }
+    ir_op_add_input(&rb, d_o);
+    for (int k = 1; k < 5; k++)
+        ir_op_add_input(&rb, heads_twin(m, c, ab.in[k]));
+    ir_op_add_input(&rb, lse);
+    for (int k = 0; k < 3; k++) {
+        hs[k] = ab.out[k];
+        if (c->ul >= 0)
+            hs[k] = derived(m, ab.out[k], ".heads", heads_type(c, m->values[ab.out[k]].type, k > 0));
+        ir_op_add_output(&rb, hs[k]);
+    }
+    ir_attr_set_group(&rb, "group", c->ring);
+    pu_tag_like(&rb, &ab);
+    m->ops[i] = rb;
+    if (c->ul >= 0) {
+        ir_op after = exchange(c, 3, hs, ab.out, false, c->F, &ab);
+        pu_insert_after(e, i, &after);
+    }
+}
+
+/* The lse made by the ring_attention whose output is o (the forward's). */
+static int lse_of(const ir_module *m, int o)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_RING_ATTENTION && m->ops[i].out[0] == o)
+            return m->ops[i].out[1];
+    return -1;
+}
+
+/* NULL when the layout's table (layout/) allows R-ring x U-Ulysses groups
+ * of K ranks here, else the rule that fails. */
+static const char *ring_illegal(const ir_module *m, int G, int R)
+{
+    layout_dims d = pass_layout_dims(m);
+    layout_choice c = pass_layout_of(m);
+    c.groups = G;
+    c.ring_degree = R;
+    return layout_illegal(&d, &c, NULL, 0);
+}
+
+static void shard_sequence(ir_module *m, int sp)
+{
+    bool *weight = pu_weight_flags(m);
+    for (int v = 0; v < m->nvalues; v++)
+        if (pu_is_activation(m, weight, v))
+            m->values[v].type.shard[1] = sp;
+    free(weight);
+}
+
+/* Builds @sp (and @ul, @ring when U > 1) and shards the sequence; @sp is
+ * listed before batch-aware's @dp, as pass_ulysses.c does. */
+static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R)
+{
+    ring_ctx c = {.ul = -1, .F = 1};
+    int U = K / R, dp = ir_group_find(m, "dp");
+    c.sp = ir_group_add_contiguous(m, "sp", G);
+    if (dp >= 0 && dp < c.sp) {
+        pu_group_swap(m, c.sp, dp);
+        c.sp = dp;
+    }
+    shard_sequence(m, c.sp);
+    c.ring = c.sp;
+    if (U > 1) {
+        c.ul = ir_group_add_contiguous(m, "ul", N / U);
+        c.ring = add_ring_group(m, N, K, U);
+        int64_t Hk = pass_layout_dims(m).Hk;
+        c.F = Hk > 0 && U > Hk ? U / Hk : 1;
+    }
+    return c;
+}
+
+bool pass_ring(ir_module *m, const pass_options *opt)
+{
+    const char *seq = pu_cfg(m, "sequence", "ulysses");
+    if (strcmp(seq, "ring") && strcmp(seq, "hybrid")) {
+        pu_remark(opt, "ring: layout sequence is '%s'; skipped", seq);
+        return true;
+    }
+    if (ir_group_find(m, "sp") >= 0 || pu_count_ops(m, IR_RING_ATTENTION)) {
+        pu_remark(opt, "ring: the sequence is already sharded (group @sp exists); skipped");
+        return true;
+    }
+    int natt = pu_count_ops(m, IR_ATTENTION);
+    if (natt == 0) {
+        pu_remark(opt, "ring: no attention in the module; skipped");
+        return true;
+    }
+    int dp = ir_group_find(m, "dp"), N = ir_world(m), G = dp >= 0 ? m->groups[dp].set_size : 1, K = N / G;
+    if (dp < 0 && pass_layout_of(m).groups > 1)
+        pu_remark(opt, "ring: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks",
+                  pass_layout_of(m).groups, N);
+    int R = strcmp(seq, "ring") == 0 ? K : pass_layout_of(m).ring_degree;
+    const char *why = ring_illegal(m, G, R);
+    if (why) {
+        sup_error(sup_noloc(), "ring: cannot build %s with G=%d groups of K=%d ranks and ring degree %d: %s", seq,
+                  G, K, R, why);
+        return false;
+    }
+    ring_ctx c = ring_layout(m, N, G, K, R);
+    pu_edits edits = {0};
+    for (int i = 0; i < m->nops; i++) {
+        int lse;
+        if (m->ops[i].code == IR_ATTENTION)
+            wrap_attention(m, &c, &edits, i, &lse);
+    }
+    pu_edits_apply(m, &edits);
+    for (int i = 0; i < m->nops; i++) {
+        if (m->ops[i].code != IR_ATTENTION_BWD)
+            continue;
+        int lse = lse_of(m, heads_twin(m, &c, m->ops[i].in[4]));
+        if (lse < 0) {
+            sup_error(sup_noloc(), "ring: attention_bwd reads %%%s, which no ring_attention produced",
+                      m->values[m->ops[i].in[4]].name);
+            return false;
+        }
+        wrap_attention_bwd(m, &c, &edits, i, lse);
+    }
+    pu_edits_apply(m, &edits);
+    ir_config_set_int(m, "sp_size", K);
+    ir_config_set_int(m, "batch_groups", G);
+    ir_config_set_int(m, "ring_size", R);
+    ir_config_set_int(m, "seq_ring", R);
+    pu_remark(opt, "ring: sequence sharded over @sp (%d ranks) in zig-zag order; %d attention(s) as a ring of %d%s",
+              K, natt, R, c.ul >= 0 ? " with Ulysses inside @ul" : "");
+    return true;
+}

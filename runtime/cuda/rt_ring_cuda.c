@@ -1,0 +1,135 @@
+/* rt_ring_cuda.c — ring attention on the CUDA backend (IR ops
+ * ring_attention and ring_attention_bwd; the CPU version and the algorithm
+ * are in runtime/cpu/rt_ring.c).
+ *
+ * Point-to-point here is always a pair: at each step every rank of the ring
+ * sends its block to the next rank and receives the previous rank's, both
+ * in one NCCL group on the communication stream.  Every rank posts the same
+ * pairs in the same order, so no rank waits for a send that another rank
+ * has not issued: the ring cannot deadlock.  The block's kernel runs on the
+ * compute stream meanwhile (the exchange only waits for what cs issued
+ * before it), and cs waits for the exchange before the next block.
+ *
+ * Everything carried from step to step is fp32 (kcu.h, "ring attention"):
+ * the running output and lse, and the backward's dq, dk, dv accumulators;
+ * the kv blocks travel in bf16, as they are stored.  At the end cs waits
+ * for all of this op's work on ms, so the buffer-reuse fences of
+ * rt_buf_cuda.c see the op as compute-stream work only. */
+#include <math.h>
+
+#include "rt_cuda.h"
+
+#define B16(p) ((kcu_bf16 *)(void *)(p))
+#define CB16(p) ((const kcu_bf16 *)(const void *)(p))
+
+static void ring_check(int64_t H, int64_t Hkv, int64_t Dh) {
+    RT_CHECK(Dh == 8 || Dh == 16 || Dh == 32 || Dh == 64 || Dh == 128,
+             "ring attention: head_dim %lld is not supported by the CUDA kernels (8, 16, 32, 64 or 128)",
+             (long long)Dh);
+    RT_CHECK(Hkv > 0 && H % Hkv == 0, "ring attention: %lld q heads do not group over %lld kv heads", (long long)H,
+             (long long)Hkv);
+}
+
+/* One step's exchange: n elements of each of the cnt buffers of src go to
+ * the next rank, the previous rank's land in dst; `done` is recorded on ms
+ * after it. */
+static void ring_exchange(rt_ctx *rt, int g, void *const *dst, const void *const *src, int cnt, size_t n,
+                          ncclDataType_t t, cudaEvent_t done, int64_t bytes) {
+    rt_cuda *cu = rt_cu(rt);
+    int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
+    rt_cu_follow_cs(rt);
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < cnt; i++) {
+        NCCL_CHECK(ncclSend(src[i], n, t, (me + 1) % R, cu->comm[g], cu->ms));
+        NCCL_CHECK(ncclRecv(dst[i], n, t, (me + R - 1) % R, cu->comm[g], cu->ms));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    CU_CHECK(cudaEventRecord(done, cu->ms));
+    rt_coll_count(rt, RT_C_SEND, bytes, 0.0);
+}
+
+/* The two events of the ring's exchanges, made once: an event may be
+ * destroyed only after the work waiting on it has run. */
+static cudaEvent_t ring_event(rt_ctx *rt, int i) {
+    rt_cuda *cu = rt_cu(rt);
+    if (!cu->ring_ev[i]) CU_CHECK(cudaEventCreateWithFlags(&cu->ring_ev[i], cudaEventDisableTiming));
+    return cu->ring_ev[i];
+}
+
+static void ring_time(rt_ctx *rt, rt_kernel_kind kind, double t0) {
+    if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
+    rt->total.kern_calls[kind]++;
+    rt->total.kern_sec[kind] += rt_now() - t0;
+}
+
+void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
+                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_cuda *cu = rt_cu(rt);
+    ring_check(H, Hkv, Dh);
+    int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
+    size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh);
+    char *ws = rt_cu_ws(rt, RT_WS_RING, nq * 4 + 4 * nkv * 2 + 256);
+    float *o32 = (float *)(void *)ws;
+    kcu_bf16 *kvb = (kcu_bf16 *)(void *)(ws + nq * 4);
+    const int64_t *pos = rt_cu_seq_pos(rt);
+    cudaEvent_t done = ring_event(rt, 0);
+    double t0 = rt_now();
+    CU_CHECK(cudaMemsetAsync(o32, 0, nq * 4, cu->cs));
+    CU_CHECK(kcu_fill_f32(lse, -INFINITY, (int64_t)(b * S * H), cu->cs));
+    const kcu_bf16 *cur[2] = {CB16(k), CB16(v)};
+    for (int s = 0; s < R; s++) {
+        kcu_bf16 *nxt[2] = {kvb + (size_t)(s % 2) * 2 * nkv, kvb + (size_t)(s % 2) * 2 * nkv + nkv};
+        if (s < R - 1)
+            ring_exchange(rt, g, (void *const *)nxt, (const void *const *)cur, 2, nkv, ncclBfloat16, done,
+                          (int64_t)(2 * nkv * 2));
+        CU_CHECK(kcu_ring_block_fwd(o32, lse, CB16(q), cur[0], cur[1], b, S, S, H, Hkv, Dh, pos + (int64_t)me * S,
+                                    pos + (int64_t)((me - s + R) % R) * S, cu->cs));
+        if (s < R - 1) CU_CHECK(cudaStreamWaitEvent(cu->cs, done, 0));
+        cur[0] = nxt[0], cur[1] = nxt[1];
+    }
+    CU_CHECK(kcu_f32_to_bf16(B16(o), o32, (int64_t)nq, cu->cs));
+    ring_time(rt, RT_K_RING_ATTENTION, t0);
+}
+
+void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *o, const float *lse, int64_t b, int64_t S,
+                           int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_cuda *cu = rt_cu(rt);
+    ring_check(H, Hkv, Dh);
+    int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
+    size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh), nr = (size_t)(b * S * H);
+    char *ws = rt_cu_ws(rt, RT_WS_RING, nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4 + 256);
+    float *D = (float *)(void *)ws, *dq32 = D + nr;
+    kcu_bf16 *kvb = (kcu_bf16 *)(void *)(dq32 + nq);
+    float *acc0 = (float *)(void *)(kvb + 4 * nkv); /* two slots of (dk, dv) */
+    const int64_t *pos = rt_cu_seq_pos(rt);
+    cudaEvent_t kv_done = ring_event(rt, 0), acc_done = ring_event(rt, 1);
+    double t0 = rt_now();
+    CU_CHECK(kcu_ring_rowdot(D, CB16(dout), CB16(o), b, S, H, Dh, cu->cs));
+    CU_CHECK(cudaMemsetAsync(dq32, 0, nq * 4, cu->cs));
+    CU_CHECK(cudaMemsetAsync(acc0, 0, 2 * nkv * 4, cu->cs));
+    const kcu_bf16 *cur[2] = {CB16(k), CB16(v)};
+    float *acc[2] = {acc0, acc0 + nkv};
+    for (int s = 0; s < R; s++) {
+        kcu_bf16 *nxt[2] = {kvb + (size_t)(s % 2) * 2 * nkv, kvb + (size_t)(s % 2) * 2 * nkv + nkv};
+        if (s < R - 1)
+            ring_exchange(rt, g, (void *const *)nxt, (const void *const *)cur, 2, nkv, ncclBfloat16, kv_done,
+                          (int64_t)(2 * nkv * 2));
+        CU_CHECK(kcu_ring_block_bwd(dq32, acc[0], acc[1], CB16(dout), CB16(q), cur[0], cur[1], lse, D, b, S, S, H,
+                                    Hkv, Dh, pos + (int64_t)me * S, pos + (int64_t)((me - s + R) % R) * S, cu->cs));
+        if (R > 1) { /* the accumulators go on once this rank's share is in */
+            float *other = acc[0] == acc0 ? acc0 + 2 * nkv : acc0;
+            float *gdst[2] = {other, other + nkv};
+            ring_exchange(rt, g, (void *const *)gdst, (const void *const *)acc, 2, nkv, ncclFloat32, acc_done,
+                          (int64_t)(2 * nkv * 4));
+            CU_CHECK(cudaStreamWaitEvent(cu->cs, acc_done, 0));
+            acc[0] = gdst[0], acc[1] = gdst[1];
+        }
+        if (s < R - 1) CU_CHECK(cudaStreamWaitEvent(cu->cs, kv_done, 0));
+        cur[0] = nxt[0], cur[1] = nxt[1];
+    }
+    CU_CHECK(kcu_f32_to_bf16(B16(dq), dq32, (int64_t)nq, cu->cs));
+    CU_CHECK(kcu_f32_to_bf16(B16(dk), acc[0], (int64_t)nkv, cu->cs));
+    CU_CHECK(kcu_f32_to_bf16(B16(dv), acc[1], (int64_t)nkv, cu->cs));
+    ring_time(rt, RT_K_RING_ATTENTION_BWD, t0);
+}

@@ -1,0 +1,356 @@
+/* test_ring_emu.c — the CUDA ring-attention kernels and kcu_rope_pos
+ * (runtime/cuda/kcu_ring.cu, kcu_basic.cu) against the fp32 CPU kernels
+ * (runtime/cpu/kern_ring.c, kern_basic.c), under cuemu or on a GPU.
+ *
+ * A ring of R blocks in zig-zag order is simulated on both sides: every
+ * query block meets every key block, own block first; the backward runs
+ * over the same pairs against the final lse.  Inputs are rounded to bf16
+ * first, so both sides see the same numbers.  The ring kernels keep
+ * everything in fp32 past the bf16 loads (scores, P, the running o and lse,
+ * the gradient accumulators), so what differs is the summation order,
+ * exp2f in log2 units against the CPU's polynomial exp, and the tile
+ * boundaries: relative errors of order 1e-6.  Tolerance: 1e-4 of the
+ * largest |reference| per tensor (lse: 1e-4 absolute), which a one-position
+ * mask error exceeds by orders of magnitude (the negative control).
+ * Rope with positions: against kcu_rope with a per-row table of the same
+ * positions bit for bit, and against kern_rope_fwd_pos/bwd_pos within 1e-2
+ * (one bf16 rounding of the output: 2^-8 = 3.9e-3).
+ * Exits 77 (CTest: skipped) when no CUDA device is visible. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcu.h"
+#include "kernels.h"
+
+static const double TOL = 1e-4;
+static int failures;
+
+static uint64_t rng = 0x853c49e6748fea9bULL;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+static float *rnd(int64_t n, float s) { /* rounded to bf16 */
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(kcu_host_to_bf16(s * frand()));
+    return x;
+}
+static void *dalloc(size_t bytes) {
+    void *d;
+    KCU_CHECK_EXIT(cudaMalloc(&d, bytes ? bytes : 1));
+    KCU_CHECK_EXIT(cudaMemset(d, 0, bytes ? bytes : 1));
+    return d;
+}
+static kcu_bf16 *up16(const float *x, int64_t n) {
+    kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2), *d = dalloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) h[i] = kcu_host_to_bf16(x[i]);
+    KCU_CHECK_EXIT(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+static void *upbytes(const void *x, size_t bytes) {
+    void *d = dalloc(bytes);
+    KCU_CHECK_EXIT(cudaMemcpy(d, x, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+static float *down32(const float *d, int64_t n) {
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    KCU_CHECK_EXIT(cudaDeviceSynchronize());
+    KCU_CHECK_EXIT(cudaMemcpy(x, d, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    return x;
+}
+static float *down16(const kcu_bf16 *d, int64_t n) {
+    kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2);
+    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+    KCU_CHECK_EXIT(cudaDeviceSynchronize());
+    KCU_CHECK_EXIT(cudaMemcpy(h, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(h[i]);
+    free(h);
+    return x;
+}
+
+/* max |got - ref| / max |ref| (abs: max |got - ref|); NaN fails. */
+static double rel_err(const float *got, const float *ref, int64_t n, bool abs_only) {
+    double err = 0, mx = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double e = (isinf(got[i]) && got[i] == ref[i]) ? 0 : fabs((double)got[i] - ref[i]);
+        if (!(e <= err)) err = e;
+        if (isfinite(ref[i]) && fabs(ref[i]) > mx) mx = fabs(ref[i]);
+    }
+    return abs_only ? err : err / mx;
+}
+static void check(const char *name, double err, double tol) {
+    bool ok = err <= tol;
+    printf("%-44s err %.3e (tol %.0e)  %s\n", name, err, tol, ok ? "ok" : "FAIL");
+    failures += !ok;
+}
+
+/* ---- the ring on both sides ------------------------------------------------------------- */
+
+typedef struct ring {
+    int64_t b, S, H, Hk, Dh, R, n; /* n = S / R rows per block */
+    float **q, **k, **v, **dout;   /* host blocks [b, n, heads, Dh], bf16 values */
+    int64_t *pos;                  /* [S] zig-zag positions */
+} ring;
+
+/* One block of a [b, S, heads, Dh] tensor drawn at random: the ring order
+ * is a relabelling, so random blocks are as good as gathered ones. */
+static void ring_init(ring *g, int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, int64_t R, float qk) {
+    *g = (ring){b, S, H, Hk, Dh, R, S / R, NULL, NULL, NULL, NULL, NULL};
+    g->q = calloc((size_t)R, sizeof(float *)), g->k = calloc((size_t)R, sizeof(float *));
+    g->v = calloc((size_t)R, sizeof(float *)), g->dout = calloc((size_t)R, sizeof(float *));
+    for (int64_t r = 0; r < R; r++) {
+        g->q[r] = rnd(b * g->n * H * Dh, qk), g->k[r] = rnd(b * g->n * Hk * Dh, qk);
+        g->v[r] = rnd(b * g->n * Hk * Dh, 1), g->dout[r] = rnd(b * g->n * H * Dh, 1);
+    }
+    g->pos = malloc((size_t)S * sizeof(int64_t));
+    for (int64_t i = 0; i < S; i++) g->pos[i] = kern_zigzag_pos(i, S, R);
+}
+
+static void ring_free(ring *g) {
+    for (int64_t r = 0; r < g->R; r++) free(g->q[r]), free(g->k[r]), free(g->v[r]), free(g->dout[r]);
+    free(g->q), free(g->k), free(g->v), free(g->dout), free(g->pos);
+}
+
+/* Max errors of one ring: o, lse, D, dq, dk, dv. */
+typedef struct ring_errs {
+    double e[6];
+} ring_errs;
+
+/* kpos_shift 1: the GPU side's key positions + 1 (the mask kpos < qpos),
+ * for the negative control. */
+static ring_errs ring_compare(const ring *g, int kpos_shift) {
+    int64_t R = g->R, n = g->n, b = g->b, H = g->H, Hk = g->Hk, Dh = g->Dh;
+    int64_t nq = b * n * H * Dh, nk = b * n * Hk * Dh, nl = b * n * H;
+    ring_errs out = {{0}};
+    kcu_bf16 **dq16 = calloc((size_t)R, sizeof(void *)), **dk16 = calloc((size_t)R, sizeof(void *));
+    kcu_bf16 **dv16 = calloc((size_t)R, sizeof(void *)), **ddo16 = calloc((size_t)R, sizeof(void *));
+    int64_t **dqp = calloc((size_t)R, sizeof(void *)), **dkp = calloc((size_t)R, sizeof(void *));
+    int64_t *shifted = malloc((size_t)n * sizeof(int64_t));
+    for (int64_t r = 0; r < R; r++) {
+        dq16[r] = up16(g->q[r], nq), dk16[r] = up16(g->k[r], nk), dv16[r] = up16(g->v[r], nk);
+        ddo16[r] = up16(g->dout[r], nq);
+        dqp[r] = upbytes(g->pos + r * n, (size_t)n * 8);
+        for (int64_t i = 0; i < n; i++) shifted[i] = g->pos[r * n + i] + kpos_shift;
+        dkp[r] = upbytes(shifted, (size_t)n * 8);
+    }
+    float *o = malloc((size_t)nq * 4), *lse = malloc((size_t)nl * 4), *D = malloc((size_t)nl * 4);
+    float *dq = malloc((size_t)nq * 4), **dk = calloc((size_t)R, sizeof(float *)), **dv = calloc((size_t)R, sizeof(float *));
+    float *go = dalloc((size_t)nq * 4), *glse = dalloc((size_t)nl * 4), *gD = dalloc((size_t)nl * 4);
+    float *gdq = dalloc((size_t)nq * 4), **gdk = calloc((size_t)R, sizeof(float *)), **gdv = calloc((size_t)R, sizeof(float *));
+    kcu_bf16 *go16 = dalloc((size_t)nq * 2);
+    for (int64_t r = 0; r < R; r++) {
+        dk[r] = calloc((size_t)nk, 4), dv[r] = calloc((size_t)nk, 4);
+        gdk[r] = dalloc((size_t)nk * 4), gdv[r] = dalloc((size_t)nk * 4);
+    }
+    float *lse_init = malloc((size_t)nl * 4);
+    for (int64_t i = 0; i < nl; i++) lse_init[i] = -INFINITY;
+    for (int64_t r = 0; r < R; r++) {
+        const int64_t *qp = g->pos + r * n;
+        memset(o, 0, (size_t)nq * 4), memcpy(lse, lse_init, (size_t)nl * 4);
+        KCU_CHECK_EXIT(cudaMemset(go, 0, (size_t)nq * 4));
+        KCU_CHECK_EXIT(cudaMemcpy(glse, lse_init, (size_t)nl * 4, cudaMemcpyHostToDevice));
+        for (int64_t t = 0; t < R; t++) {
+            int64_t src = (r - t + R) % R;
+            kern_ring_block_fwd(o, lse, g->q[r], g->k[src], g->v[src], b, n, n, H, Hk, Dh, qp, g->pos + src * n);
+            KCU_CHECK_EXIT(kcu_ring_block_fwd(go, glse, dq16[r], dk16[src], dv16[src], b, n, n, H, Hk, Dh, dqp[r],
+                                              dkp[src], 0));
+        }
+        float *got = down32(go, nq), *gotl = down32(glse, nl);
+        out.e[0] = fmax(out.e[0], rel_err(got, o, nq, false));
+        out.e[1] = fmax(out.e[1], rel_err(gotl, lse, nl, true));
+        /* the backward reads the saved (bf16) output: both sides get the GPU's */
+        KCU_CHECK_EXIT(kcu_f32_to_bf16(go16, go, nq, 0));
+        float *ob = down16(go16, nq);
+        kern_ring_rowdot(D, g->dout[r], ob, b, n, H, Dh);
+        KCU_CHECK_EXIT(kcu_ring_rowdot(gD, ddo16[r], go16, b, n, H, Dh, 0));
+        float *gotD = down32(gD, nl);
+        out.e[2] = fmax(out.e[2], rel_err(gotD, D, nl, false));
+        memset(dq, 0, (size_t)nq * 4);
+        KCU_CHECK_EXIT(cudaMemset(gdq, 0, (size_t)nq * 4));
+        for (int64_t t = 0; t < R; t++) {
+            int64_t src = (r - t + R) % R;
+            kern_ring_block_bwd(dq, dk[src], dv[src], g->dout[r], g->q[r], g->k[src], g->v[src], lse, D, b, n, n, H,
+                                Hk, Dh, qp, g->pos + src * n);
+            KCU_CHECK_EXIT(kcu_ring_block_bwd(gdq, gdk[src], gdv[src], ddo16[r], dq16[r], dk16[src], dv16[src], glse,
+                                              gD, b, n, n, H, Hk, Dh, dqp[r], dkp[src], 0));
+        }
+        float *gotq = down32(gdq, nq);
+        out.e[3] = fmax(out.e[3], rel_err(gotq, dq, nq, false));
+        free(got), free(gotl), free(ob), free(gotD), free(gotq);
+    }
+    for (int64_t r = 0; r < R; r++) {
+        float *gk = down32(gdk[r], nk), *gv = down32(gdv[r], nk);
+        out.e[4] = fmax(out.e[4], rel_err(gk, dk[r], nk, false));
+        out.e[5] = fmax(out.e[5], rel_err(gv, dv[r], nk, false));
+        free(gk), free(gv), free(dk[r]), free(dv[r]);
+        cudaFree(gdk[r]), cudaFree(gdv[r]), cudaFree(dq16[r]), cudaFree(dk16[r]), cudaFree(dv16[r]);
+        cudaFree(ddo16[r]), cudaFree(dqp[r]), cudaFree(dkp[r]);
+    }
+    cudaFree(go), cudaFree(glse), cudaFree(gD), cudaFree(gdq), cudaFree(go16);
+    free(dq16), free(dk16), free(dv16), free(ddo16), free(dqp), free(dkp), free(shifted), free(o), free(lse);
+    free(D), free(dq), free(dk), free(dv), free(gdk), free(gdv), free(lse_init);
+    return out;
+}
+
+static void test_ring(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, int64_t R, float qk) {
+    ring g;
+    ring_init(&g, b, S, H, Hk, Dh, R, qk);
+    ring_errs e = ring_compare(&g, 0);
+    const char *what[6] = {"o", "lse (abs)", "D", "dq", "dk", "dv"};
+    for (int i = 0; i < 6; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "ring Dh%d H%d/%d S%d R%d x%g %s", (int)Dh, (int)H, (int)Hk, (int)S, (int)R, qk,
+                 what[i]);
+        check(name, e.e[i], TOL);
+    }
+    ring_free(&g);
+}
+
+/* The mask flipped to kpos < qpos on the GPU side must fail the comparison. */
+static void test_negative_control(void) {
+    ring g;
+    ring_init(&g, 1, 96, 2, 1, 16, 3, 1.f);
+    ring_errs e = ring_compare(&g, 1);
+    bool rejected = e.e[0] > TOL && e.e[3] > TOL && e.e[4] > TOL;
+    printf("%-44s o %.2e dq %.2e dk %.2e  %s\n", "negative control: mask kpos < qpos", e.e[0], e.e[3], e.e[4],
+           rejected ? "ok (rejected)" : "FAIL (accepted)");
+    failures += !rejected;
+    ring_free(&g);
+}
+
+/* kpos NULL (every key visible), and a block whose keys all follow the
+ * queries, which must leave (o, lse) bit for bit. */
+static void test_unmasked_and_untouched(void) {
+    int64_t Sq = 40, Sk = 70, H = 2, Hk = 2, Dh = 32, nq = Sq * H * Dh, nk = Sk * Hk * Dh, nl = Sq * H;
+    float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *o = calloc((size_t)nq, 4), *lse = malloc((size_t)nl * 4);
+    for (int64_t i = 0; i < nl; i++) lse[i] = -INFINITY;
+    kcu_bf16 *dq = up16(q, nq), *dk = up16(k, nk), *dv = up16(v, nk);
+    float *go = upbytes(o, (size_t)nq * 4), *gl = upbytes(lse, (size_t)nl * 4);
+    kern_ring_block_fwd(o, lse, q, k, v, 1, Sq, Sk, H, Hk, Dh, NULL, NULL);
+    KCU_CHECK_EXIT(kcu_ring_block_fwd(go, gl, dq, dk, dv, 1, Sq, Sk, H, Hk, Dh, NULL, NULL, 0));
+    float *got = down32(go, nq), *gotl = down32(gl, nl);
+    check("block kpos NULL o", rel_err(got, o, nq, false), TOL);
+    check("block kpos NULL lse (abs)", rel_err(gotl, lse, nl, true), TOL);
+    int64_t *qp = malloc((size_t)Sq * 8), *kp = malloc((size_t)Sk * 8);
+    for (int64_t i = 0; i < Sq; i++) qp[i] = i;
+    for (int64_t j = 0; j < Sk; j++) kp[j] = Sq + j;
+    int64_t *gqp = upbytes(qp, (size_t)Sq * 8), *gkp = upbytes(kp, (size_t)Sk * 8);
+    KCU_CHECK_EXIT(kcu_ring_block_fwd(go, gl, dq, dk, dv, 1, Sq, Sk, H, Hk, Dh, gqp, gkp, 0));
+    float *got2 = down32(go, nq), *gotl2 = down32(gl, nl);
+    bool same = memcmp(got2, got, (size_t)nq * 4) == 0 && memcmp(gotl2, gotl, (size_t)nl * 4) == 0;
+    check("all-masked block leaves (o, lse) bits", same ? 0 : 1, 0);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(go), cudaFree(gl), cudaFree(gqp), cudaFree(gkp);
+    free(q), free(k), free(v), free(o), free(lse), free(got), free(gotl), free(qp), free(kp), free(got2), free(gotl2);
+}
+
+/* One block from (0, -inf), forward and backward, GPU against CPU with the
+ * given positions; checks o, lse, dq, dk, dv. */
+static void block_compare(const char *label, int64_t Sq, int64_t Sk, const int64_t *qp, const int64_t *kp) {
+    int64_t H = 4, Hk = 2, Dh = 16, nq = Sq * H * Dh, nk = Sk * Hk * Dh, nl = Sq * H;
+    float *q = rnd(nq, 2), *k = rnd(nk, 2), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *o = calloc((size_t)nq, 4), *lse = malloc((size_t)nl * 4), *D = malloc((size_t)nl * 4);
+    float *dq = calloc((size_t)nq, 4), *dk = calloc((size_t)nk, 4), *dv = calloc((size_t)nk, 4);
+    for (int64_t i = 0; i < nl; i++) lse[i] = -INFINITY;
+    kcu_bf16 *gq = up16(q, nq), *gk = up16(k, nk), *gv = up16(v, nk), *gdo = up16(dout, nq), *go16 = dalloc(nq * 2);
+    float *go = upbytes(o, (size_t)nq * 4), *gl = upbytes(lse, (size_t)nl * 4), *gD = dalloc((size_t)nl * 4);
+    float *gdq = dalloc((size_t)nq * 4), *gdk = dalloc((size_t)nk * 4), *gdv = dalloc((size_t)nk * 4);
+    int64_t *gqp = upbytes(qp, (size_t)Sq * 8), *gkp = upbytes(kp, (size_t)Sk * 8);
+    kern_ring_block_fwd(o, lse, q, k, v, 1, Sq, Sk, H, Hk, Dh, qp, kp);
+    KCU_CHECK_EXIT(kcu_ring_block_fwd(go, gl, gq, gk, gv, 1, Sq, Sk, H, Hk, Dh, gqp, gkp, 0));
+    KCU_CHECK_EXIT(kcu_f32_to_bf16(go16, go, nq, 0));
+    float *got_o = down32(go, nq), *got_l = down32(gl, nl), *ob = down16(go16, nq);
+    kern_ring_rowdot(D, dout, ob, 1, Sq, H, Dh);
+    kern_ring_block_bwd(dq, dk, dv, dout, q, k, v, lse, D, 1, Sq, Sk, H, Hk, Dh, qp, kp);
+    KCU_CHECK_EXIT(kcu_ring_rowdot(gD, gdo, go16, 1, Sq, H, Dh, 0));
+    KCU_CHECK_EXIT(kcu_ring_block_bwd(gdq, gdk, gdv, gdo, gq, gk, gv, gl, gD, 1, Sq, Sk, H, Hk, Dh, gqp, gkp, 0));
+    float *got[5] = {got_o, got_l, down32(gdq, nq), down32(gdk, nk), down32(gdv, nk)}, *ref[5] = {o, lse, dq, dk, dv};
+    int64_t ns[5] = {nq, nl, nq, nk, nk};
+    const char *what[5] = {"o", "lse (abs)", "dq", "dk", "dv"};
+    for (int i = 0; i < 5; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "block %s %s", label, what[i]);
+        check(name, rel_err(got[i], ref[i], ns[i], i == 1), TOL);
+        free(got[i]);
+    }
+    cudaFree(gq), cudaFree(gk), cudaFree(gv), cudaFree(gdo), cudaFree(go16), cudaFree(go), cudaFree(gl);
+    cudaFree(gD), cudaFree(gdq), cudaFree(gdk), cudaFree(gdv), cudaFree(gqp), cudaFree(gkp);
+    free(q), free(k), free(v), free(dout), free(o), free(lse), free(D), free(dq), free(dk), free(dv), free(ob);
+}
+
+/* Unsorted random positions with repeats (every tile kind, rows that see
+ * nothing), and a key tile whose first position is the last of a query
+ * tile (one visible pair, which skipping must not drop; that query also
+ * sees keys 0..31, since with a single visible key dS = P (dP - D) is 0
+ * and dq would not notice). */
+static void test_block_positions(void) {
+    int64_t Sq = 70, Sk = 130, *qp = malloc((size_t)Sq * 8), *kp = malloc((size_t)Sk * 8);
+    for (int64_t i = 0; i < Sq; i++) qp[i] = (int64_t)((frand() + 1) * 50);
+    for (int64_t j = 0; j < Sk; j++) kp[j] = (int64_t)((frand() + 1) * 50);
+    block_compare("random positions", Sq, Sk, qp, kp);
+    for (int64_t i = 0; i < Sq; i++) qp[i] = i;
+    for (int64_t j = 0; j < Sk; j++) kp[j] = j < 32 ? j : j < 64 ? 1000 : 63 + (j - 64);
+    block_compare("one visible pair in a tile", Sq, Sk, qp, kp);
+    free(qp), free(kp);
+}
+
+/* ---- rope with positions ------------------------------------------------------------------ */
+
+static void test_rope_pos(void) {
+    int64_t b = 2, S = 48, H = 3, Dh = 16, n = b * S * H * Dh, half = Dh / 2, R = 3;
+    kern_rope_scaling sc = {8.0, 1.0, 4.0, 16}; /* all three bands at Dh 16 */
+    int64_t *pos = malloc((size_t)S * 8);
+    for (int64_t i = 0; i < S; i++) pos[i] = kern_zigzag_pos(i, S, R);
+    float *x = rnd(n, 1), *y = malloc((size_t)n * 4), *tab = malloc((size_t)S * Dh * 4);
+    float *rowtab = malloc((size_t)S * Dh * 4);
+    kern_rope_table(tab, tab + S * half, S, Dh, 0, 500000.0, &sc); /* positions 0..S-1 */
+    for (int64_t i = 0; i < S; i++) /* the same angles, one row per token */
+        kern_rope_table(rowtab + i * half, rowtab + S * half + i * half, 1, Dh, pos[i], 500000.0, &sc);
+    float *dtab = upbytes(tab, (size_t)S * Dh * 4), *drow = upbytes(rowtab, (size_t)S * Dh * 4);
+    int64_t *dpos = upbytes(pos, (size_t)S * 8);
+    kcu_bf16 *dx = up16(x, n), *dy = dalloc((size_t)n * 2), *dy2 = dalloc((size_t)n * 2);
+    for (int dir = 0; dir < 2; dir++) {
+        float sign = dir ? -1.0f : 1.0f;
+        if (dir)
+            kern_rope_bwd_pos(y, x, b, S, H, Dh, pos, 500000.0, &sc);
+        else
+            kern_rope_fwd_pos(y, x, b, S, H, Dh, pos, 500000.0, &sc);
+        KCU_CHECK_EXIT(kcu_rope_pos(dy, dx, dtab, dtab + S * half, S, dpos, b, S, H, Dh, sign, 0));
+        KCU_CHECK_EXIT(kcu_rope(dy2, dx, drow, drow + S * half, b, S, H, Dh, sign, 0));
+        float *got = down16(dy, n), *got2 = down16(dy2, n);
+        check(dir ? "rope_pos bwd vs kern_rope_bwd_pos" : "rope_pos fwd vs kern_rope_fwd_pos",
+              rel_err(got, y, n, false), 1e-2);
+        check(dir ? "rope_pos bwd == kcu_rope, row table (bits)" : "rope_pos fwd == kcu_rope, row table (bits)",
+              memcmp(got, got2, (size_t)n * 4) ? 1 : 0, 0);
+        free(got), free(got2);
+    }
+    cudaFree(dtab), cudaFree(drow), cudaFree(dpos), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
+    free(pos), free(x), free(y), free(tab), free(rowtab);
+}
+
+int main(void) {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        printf("no CUDA device visible (%s): ring kernel tests skipped\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    test_rope_pos();
+    test_unmasked_and_untouched();
+    test_block_positions();
+    /* b, S, H, Hk, Dh, R: GQA and MHA, R 2 and 3, every head dim's thread
+     * layout (TPR 1, 2, 4), blocks of several tiles where pairs are skipped */
+    test_ring(2, 48, 4, 2, 16, 2, 1.f);
+    test_ring(2, 48, 4, 4, 16, 3, 1.f);
+    test_ring(1, 96, 2, 1, 8, 3, 3.f);
+    test_ring(1, 256, 2, 1, 64, 2, 1.f);
+    test_ring(1, 256, 2, 2, 128, 2, 3.f);
+    test_ring(1, 192, 4, 2, 32, 3, 3.f);
+    test_negative_control();
+    printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}
