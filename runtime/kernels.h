@@ -215,4 +215,42 @@ void kern_rope_fwd_pos(float *y, const float *x, int64_t b, int64_t S, int64_t H
 void kern_rope_bwd_pos(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
                        double theta, const kern_rope_scaling *scaling);
 
+/* ---- ring blocks with document ids (kern_ring.c) ---------------------------------- */
+/* kern_ring_block_fwd/bwd with a second mask condition for packed rows: key j
+ * is visible to query i iff (kpos == NULL or kpos[j] <= qpos[i]) and
+ * (kdoc == NULL or kdoc[bi, j] == qdoc[bi, i]).  qdoc [b,Sq], kdoc [b,Sk]
+ * int32: both or neither (one alone aborts).  A tile pair is skipped when the
+ * ranges of its key and query ids are disjoint, as well as when its keys all
+ * come after its queries.  The plain entry points are these with no ids.
+ * kern_ring_block_fwd_doc also takes o == NULL: only lse is updated (the
+ * statistics a backward needs, without the P V products). */
+void kern_ring_block_fwd_doc(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                             int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                             const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc);
+void kern_ring_block_bwd_doc(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                             const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                             int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                             const int32_t *qdoc, const int32_t *kdoc);
+
+/* ---- document-masked causal attention (kern_docattn.c) ------------------------------ */
+/* Causal attention within documents: q [b,S,H,Dh], k,v [b,S,Hk,Dh] (GQA h -> h/(H/Hk)), scale 1/sqrt(Dh);
+ * doc [b,S] int32: the document index of every token, non-decreasing along S within a row (a packed row);
+ * key j is visible to query i iff j <= i and doc[j] == doc[i].  doc == NULL: plain causal (equals
+ * kern_attention_fwd up to fp32 reassociation: 64- against 128-key tiles).  Tiles whose keys lie wholly
+ * in earlier documents than the tile's queries are skipped.
+ * lse [b,S,H] (optional, may be NULL): the log-sum-exp per query (natural log), for a caller that keeps
+ * it; kern_docattn_bwd does not read it.
+ * Any ids give the exact result; non-decreasing rows are what make the skipping pay: the work is then
+ * about sum_i l_i^2 / 2 score pairs per row (l_i the document lengths) instead of S^2 / 2.  Every query
+ * sees at least itself, so no row is empty.  o is overwritten. */
+void kern_docattn_fwd(float *o, float *lse, const float *q, const float *k, const float *v, const int32_t *doc,
+                      int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh);
+/* Backward: dq [b,S,H,Dh], dk, dv [b,S,Hk,Dh] (overwritten) from dout [b,S,H,Dh] and the forward's
+ * inputs and output o.  Like kern_attention_bwd it recomputes the row log-sum-exp (a statistics-only
+ * pass: Q K^T and the softmax sums, no P V), so nothing is kept between forward and backward: one
+ * signature for callers with and without the forward's lse, at the cost of one Q K^T pass. */
+void kern_docattn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *o, const int32_t *doc, int64_t b, int64_t S, int64_t H,
+                      int64_t Hk, int64_t Dh);
+
 #endif

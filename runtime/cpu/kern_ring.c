@@ -17,6 +17,17 @@
  * zig-zag order every block holds two contiguous runs of positions, so the
  * skipped pairs are about the masked half of the work.
  *
+ * Optional document ids (the _doc entry points; kern_docattn.c uses them for
+ * packed rows) add a second condition: key j is visible to query i only if
+ * kdoc[j] == qdoc[i].  A tile pair is skipped when either condition rules out
+ * every pair (key positions all after the query positions, or the ranges of
+ * key and query documents disjoint), and needs no mask when both admit every
+ * pair (one single document on both sides).  The ranges are the tile's
+ * min/max, so the result is exact for any ids; rows of non-decreasing ids
+ * (packed documents) are what make the disjoint ranges, and so the skipping,
+ * common.  The plain entry points call the _doc ones with no ids: there is one
+ * implementation.
+ *
  * The backward is kern_attention.c's pass 2 against the FINAL lse of the
  * whole attention (given, not recomputed) and D = rowsum(dO o O)
  * (kern_ring_rowdot): P = exp(s - lse), dS = P (dP - D); dq, dk, dv are
@@ -77,25 +88,48 @@ static void check_heads(int64_t H, int64_t Hk, int64_t Dh) {
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 static inline int padw(int n) { return (n + PADW - 1) / PADW * PADW; }
 
-/* Smallest and largest of pos[0..n). */
-static void pos_range(const int64_t *pos, int n, int64_t *lo, int64_t *hi) {
-    *lo = *hi = pos[0];
-    for (int i = 1; i < n; i++) {
-        if (pos[i] < *lo) *lo = pos[i];
-        if (pos[i] > *hi) *hi = pos[i];
+/* The extent of a tile's positions and document ids. */
+typedef struct tile_range {
+    int64_t plo, phi;
+    int32_t dlo, dhi;
+} tile_range;
+
+/* pos/doc: the tile's n entries; NULL: that extent is not needed (left 0). */
+static tile_range range_of(const int64_t *pos, const int32_t *doc, int n) {
+    tile_range r = {0, 0, 0, 0};
+    if (pos) {
+        r.plo = r.phi = pos[0];
+        for (int i = 1; i < n; i++) {
+            if (pos[i] < r.plo) r.plo = pos[i];
+            if (pos[i] > r.phi) r.phi = pos[i];
+        }
     }
+    if (doc) {
+        r.dlo = r.dhi = doc[0];
+        for (int i = 1; i < n; i++) {
+            if (doc[i] < r.dlo) r.dlo = doc[i];
+            if (doc[i] > r.dhi) r.dhi = doc[i];
+        }
+    }
+    return r;
 }
 
 /* How a tile pair meets the mask. */
 typedef enum { TILE_SKIP, TILE_FULL, TILE_MASKED } tile_kind;
 
-static tile_kind tile_classify(const int64_t *qpos, int nq, const int64_t *kpos, int nk) {
-    if (!kpos) return TILE_FULL;
-    int64_t qlo, qhi, klo, khi;
-    pos_range(qpos, nq, &qlo, &qhi);
-    pos_range(kpos, nk, &klo, &khi);
-    if (klo > qhi) return TILE_SKIP;
-    return khi <= qlo ? TILE_FULL : TILE_MASKED;
+/* From the extents of the query tile q and the key tile k; by_pos / by_doc:
+ * whether that condition applies. */
+static tile_kind tile_classify(const tile_range *q, const tile_range *k, bool by_pos, bool by_doc) {
+    bool full = true;
+    if (by_pos) {
+        if (k->plo > q->phi) return TILE_SKIP;
+        full = k->phi <= q->plo;
+    }
+    if (by_doc) {
+        if (k->dhi < q->dlo || k->dlo > q->dhi) return TILE_SKIP; /* no key shares a query's document */
+        full = full && q->dlo == q->dhi && k->dlo == k->dhi && q->dlo == k->dlo;
+    }
+    return full ? TILE_FULL : TILE_MASKED;
 }
 
 /* One (batch, head) pass: base pointers and row strides of the block. */
@@ -105,51 +139,111 @@ typedef struct ring_view {
     int ldq, ldk;           /* row strides: H*Dh and Hk*Dh */
     int ldl;                /* row stride of lse and D: H */
     const int64_t *qpos, *kpos;
+    const int32_t *qdoc, *kdoc; /* this batch row's document ids, or NULL */
+    const tile_range *kr;       /* the extents of the key tiles, kr[j0 / BK] */
     float scale;
 } ring_view;
 
-/* s[nq, w] = scale * Q[i0..] K[j0..]^T; masked entries (kpos > qpos) and the
- * padding columns nk..w-1 set to -inf. */
+/* s[nq, w] = scale * Q[i0..] K[j0..]^T; masked entries (kpos > qpos, or
+ * kdoc != qdoc) and the padding columns nk..w-1 set to -inf. */
 static void tile_scores(const ring_view *rv, float *s, int64_t i0, int nq, int64_t j0, int nk, int w,
                         tile_kind kind) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)rv->Dh, rv->scale, rv->q + i0 * rv->ldq,
                 rv->ldq, rv->k + j0 * rv->ldk, rv->ldk, 0.0f, s, w);
     for (int r = 0; r < nq; r++) {
         float *row = s + (int64_t)r * w;
-        if (kind == TILE_MASKED) {
+        if (kind == TILE_MASKED && rv->kpos) {
             int64_t qp = rv->qpos[i0 + r];
             const int64_t *kp = rv->kpos + j0;
             for (int c = 0; c < nk; c++)
                 if (kp[c] > qp) row[c] = -INFINITY;
         }
+        if (kind == TILE_MASKED && rv->kdoc) {
+            int32_t qd = rv->qdoc[i0 + r];
+            const int32_t *kd = rv->kdoc + j0;
+            for (int c = 0; c < nk; c++)
+                if (kd[c] != qd) row[c] = -INFINITY;
+        }
         for (int c = nk; c < w; c++) row[c] = -INFINITY;
     }
 }
 
-static tile_kind tile_kind_of(const ring_view *rv, int64_t i0, int nq, int64_t j0, int nk) {
-    return rv->kpos ? tile_classify(rv->qpos + i0, nq, rv->kpos + j0, nk) : TILE_FULL;
+/* The extent of query tile i0..i0+nq-1, computed once per query tile. */
+static tile_range query_range(const ring_view *rv, int64_t i0, int nq) {
+    return range_of(rv->kpos ? rv->qpos + i0 : NULL, rv->kdoc ? rv->qdoc + i0 : NULL, nq);
+}
+
+static tile_kind tile_kind_of(const ring_view *rv, const tile_range *qr, int64_t j0) {
+    return tile_classify(qr, &rv->kr[j0 / BK], rv->kpos != NULL, rv->kdoc != NULL);
+}
+
+/* kr [ceil(Sk / BK)]: the key tiles' extents for batch row bi (kdoc row bi),
+ * once per row rather than once per tile pair: with many short documents
+ * most pairs are skipped, and classifying them would otherwise cost
+ * O(BQ + BK) each. */
+static const tile_range *key_ranges(int64_t bi, int64_t Sk, const int64_t *kpos, const int32_t *kdoc) {
+    static tile_range *buf;
+    static int64_t cap;
+    int64_t n = (Sk + BK - 1) / BK;
+    if (n > cap) {
+        free(buf);
+        buf = malloc((size_t)n * sizeof *buf);
+        if (!buf) {
+            fprintf(stderr, "basp: ring attention: out of memory (%lld tile ranges)\n", (long long)n);
+            abort();
+        }
+        cap = n;
+    }
+    for (int64_t t = 0; t < n; t++) {
+        int64_t j0 = t * BK;
+        buf[t] = range_of(kpos ? kpos + j0 : NULL, kdoc ? kdoc + bi * Sk + j0 : NULL, imin(BK, Sk - j0));
+    }
+    return buf;
+}
+
+/* The view of batch row bi, head h; kr from key_ranges for row bi. */
+static ring_view view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq,
+                         int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                         const int32_t *qdoc, const int32_t *kdoc, const tile_range *kr) {
+    int64_t g = h / (H / Hk), qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
+    return (ring_view){q + qoff, k + koff, v + koff, Sq, Sk, Dh, (int)(H * Dh), (int)(Hk * Dh), (int)H,
+                       qpos, kpos, qdoc ? qdoc + bi * Sq : NULL, kdoc ? kdoc + bi * Sk : NULL, kr,
+                       (float)(1.0 / sqrt((double)Dh))};
+}
+
+/* Both document arrays or neither: one alone would be a caller's mistake
+ * that silently drops the condition. */
+static void check_docs(const int32_t *qdoc, const int32_t *kdoc) {
+    if (!qdoc != !kdoc) {
+        fprintf(stderr, "basp: ring attention: document ids given for %s only\n", qdoc ? "queries" : "keys");
+        abort();
+    }
 }
 
 /* ---- forward ----------------------------------------------------------------------- */
 
 /* One query tile: loads the running (o, lse) rows as the softmax state, folds
- * in the visible key tiles, writes the state back.  o, lse: this head's rows. */
+ * in the visible key tiles, writes the state back.  o, lse: this head's rows;
+ * o NULL: the statistics only (no acc, no P V product). */
 static void fwd_tile(const ring_view *rv, float *o, float *lse, int64_t i0, int nq, float *s, float *acc, float *m,
                      float *l, float *alpha) {
     int64_t Dh = rv->Dh;
     for (int r = 0; r < nq; r++) {
         float L = lse[(i0 + r) * rv->ldl];
-        const float *orow = o + (i0 + r) * rv->ldq;
         bool seen = L != -INFINITY;
         m[r] = seen ? L : M_EMPTY, l[r] = seen ? 1.0f : 0.0f;
+        if (!o) continue;
+        const float *orow = o + (i0 + r) * rv->ldq;
         for (int64_t d = 0; d < Dh; d++) acc[r * Dh + d] = seen ? orow[d] : 0.0f;
     }
+    tile_range qr = query_range(rv, i0, nq);
     for (int64_t j0 = 0; j0 < rv->Sk; j0 += BK) {
         int nk = imin(BK, rv->Sk - j0), w = padw(nk);
-        tile_kind kind = tile_kind_of(rv, i0, nq, j0, nk);
+        tile_kind kind = tile_kind_of(rv, &qr, j0);
         if (kind == TILE_SKIP) continue;
         tile_scores(rv, s, i0, nq, j0, nk, w, kind);
         kern_attn_simd()->softmax(s, nq, w, m, l, alpha);
+        if (!o) continue;
         for (int r = 0; r < nq; r++)
             if (alpha[r] != 1.0f)
                 for (int64_t d = 0; d < Dh; d++) acc[r * Dh + d] *= alpha[r];
@@ -161,29 +255,36 @@ static void fwd_tile(const ring_view *rv, float *o, float *lse, int64_t i0, int 
      * (alpha is exactly 1), so it is written back unchanged. */
     for (int r = 0; r < nq; r++) {
         if (l[r] == 0.0f) continue;
+        lse[(i0 + r) * rv->ldl] = m[r] + logf(l[r]);
+        if (!o) continue;
         float inv = 1.0f / l[r];
         float *orow = o + (i0 + r) * rv->ldq;
         for (int64_t d = 0; d < Dh; d++) orow[d] = acc[r * Dh + d] * inv;
-        lse[(i0 + r) * rv->ldl] = m[r] + logf(l[r]);
+    }
+}
+
+void kern_ring_block_fwd_doc(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                             int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                             const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc) {
+    check_heads(H, Hk, Dh);
+    check_docs(qdoc, kdoc);
+    if (Sq <= 0 || Sk <= 0) return;
+    float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
+    float *acc = s + BQ * BK, *m = acc + BQ * Dh, *l = m + BQ, *alpha = l + BQ;
+    for (int64_t bi = 0; bi < b; bi++) {
+        const tile_range *kr = key_ranges(bi, Sk, kpos, kdoc);
+        for (int64_t h = 0; h < H; h++) {
+            ring_view rv = view_of(q, k, v, bi, h, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc, kr);
+            float *ob = o ? o + (bi * Sq * H + h) * Dh : NULL, *lb = lse + bi * Sq * H + h;
+            for (int64_t i0 = 0; i0 < Sq; i0 += BQ) fwd_tile(&rv, ob, lb, i0, imin(BQ, Sq - i0), s, acc, m, l, alpha);
+        }
     }
 }
 
 void kern_ring_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
                          int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
                          const int64_t *kpos) {
-    check_heads(H, Hk, Dh);
-    if (Sq <= 0 || Sk <= 0) return;
-    float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
-    float *acc = s + BQ * BK, *m = acc + BQ * Dh, *l = m + BQ, *alpha = l + BQ;
-    int64_t rep = H / Hk;
-    for (int64_t bi = 0; bi < b; bi++)
-        for (int64_t h = 0; h < H; h++) {
-            int64_t g = h / rep, qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
-            ring_view rv = {q + qoff, k + koff, v + koff, Sq, Sk, Dh, (int)(H * Dh), (int)(Hk * Dh), (int)H,
-                            qpos, kpos, (float)(1.0 / sqrt((double)Dh))};
-            float *ob = o + qoff, *lb = lse + bi * Sq * H + h;
-            for (int64_t i0 = 0; i0 < Sq; i0 += BQ) fwd_tile(&rv, ob, lb, i0, imin(BQ, Sq - i0), s, acc, m, l, alpha);
-        }
+    kern_ring_block_fwd_doc(o, lse, q, k, v, b, Sq, Sk, H, Hk, Dh, qpos, kpos, NULL, NULL);
 }
 
 void kern_ring_rowdot(float *D, const float *dout, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
@@ -216,9 +317,10 @@ static void bwd_tile(const ring_view *rv, const ring_grad *rg, int64_t i0, int n
     }
     const float *qi = rv->q + i0 * ldq, *doi = rg->dout + i0 * ldq;
     float *dqi = rg->dq + i0 * ldq;
+    tile_range qr = query_range(rv, i0, nq);
     for (int64_t j0 = 0; j0 < rv->Sk; j0 += BK) {
         int nk = imin(BK, rv->Sk - j0), w = padw(nk);
-        tile_kind kind = tile_kind_of(rv, i0, nq, j0, nk);
+        tile_kind kind = tile_kind_of(rv, &qr, j0);
         if (kind == TILE_SKIP) continue;
         const float *kj = rv->k + j0 * ldk, *vj = rv->v + j0 * ldk;
         tile_scores(rv, s, i0, nq, j0, nk, w, kind);
@@ -233,21 +335,30 @@ static void bwd_tile(const ring_view *rv, const ring_grad *rg, int64_t i0, int n
     }
 }
 
-void kern_ring_block_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
-                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
+void kern_ring_block_bwd_doc(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                             const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                             int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                             const int32_t *qdoc, const int32_t *kdoc) {
     check_heads(H, Hk, Dh);
+    check_docs(qdoc, kdoc);
     if (Sq <= 0 || Sk <= 0) return;
     float *s = scratch_get(2 * (int64_t)BQ * BK + 2 * BQ);
     float *dp = s + BQ * BK, *lt = dp + BQ * BK, *dt = lt + BQ;
     int64_t rep = H / Hk;
-    for (int64_t bi = 0; bi < b; bi++)
+    for (int64_t bi = 0; bi < b; bi++) {
+        const tile_range *kr = key_ranges(bi, Sk, kpos, kdoc);
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep, qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
             int64_t loff = bi * Sq * H + h;
-            ring_view rv = {q + qoff, k + koff, v + koff, Sq, Sk, Dh, (int)(H * Dh), (int)(Hk * Dh), (int)H,
-                            qpos, kpos, (float)(1.0 / sqrt((double)Dh))};
+            ring_view rv = view_of(q, k, v, bi, h, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc, kr);
             ring_grad rg = {dout + qoff, lse + loff, D + loff, dq + qoff, dk + koff, dv + koff};
             for (int64_t i0 = 0; i0 < Sq; i0 += BQ) bwd_tile(&rv, &rg, i0, imin(BQ, Sq - i0), s, dp, lt, dt);
         }
+    }
+}
+
+void kern_ring_block_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
+    kern_ring_block_bwd_doc(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, NULL, NULL);
 }

@@ -13,6 +13,9 @@
  * makes sure the checker itself rejects a gradient that is 3% off. */
 #include "kernels.h"
 
+#define KTEST_SEED 0x9E3779B97F4A7C15ull
+#include "ktest.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,18 +27,6 @@ static int g_failures;
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* splitmix64 -> [0, 1) */
-    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-static float *frand(int64_t n, double lo, double hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
-    return p;
-}
 /* A buffer full of garbage, to catch outputs that are accumulated into
  * rather than overwritten. */
 static float *fgarbage(int64_t n) { return frand(n, 1e3, 2e3); }

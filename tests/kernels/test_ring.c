@@ -31,6 +31,9 @@
  * tiles are skipped or need no mask. */
 #include "kernels.h"
 
+#define KTEST_SEED 0x2545F4914F6CDD1Dull
+#include "ktest.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,28 +44,6 @@
 static const double RTOL = 1e-2, ATOL = 1e-3, FD_EPS = 1e-2, EXACT_TOL = 1e-5;
 static int g_failures;
 
-static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static double urand(void) { /* splitmix64 -> [0, 1) */
-    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-static float *frand(int64_t n, double lo, double hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
-    return p;
-}
-static float *fzero(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
-
-static double max_abs_diff(const float *a, const float *b, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (!(e <= m)) m = e; /* NaN counts */
-    }
-    return m;
-}
 
 static void report(const char *name, double err, double tol) {
     bool ok = err <= tol;
