@@ -61,3 +61,24 @@ def verdict(bad, expect_mismatch, planted="the runs were expected to differ but 
         return 1
     print("  %s" % ("FAIL" if bad else "OK"))
     return 1 if bad else 0
+
+
+def tensor_errors(ref, got):
+    """Per tensor of ref: max|got - ref| / max|ref| (max|ref| floored at
+    1e-12), the measure the equivalence tests bound.  Returns (errors,
+    problems): errors {name: relative error} for the tensors both hold with
+    the same element count, problems a list of messages for names missing
+    on either side and element counts that differ."""
+    errors, problems = {}, []
+    for name in sorted(set(ref) ^ set(got)):
+        problems.append("%s only in the %s" % (name, "reference" if name in ref else "compared run"))
+    for name in ref:
+        if name not in got:
+            continue
+        a, b = got[name], ref[name]
+        if len(a) != len(b):
+            problems.append("%s: %d vs %d elements" % (name, len(a), len(b)))
+            continue
+        scale = max(max((abs(x) for x in b), default=0.0), 1e-12)
+        errors[name] = max((abs(x - y) for x, y in zip(a, b)), default=0.0) / scale
+    return errors, problems
