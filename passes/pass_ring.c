@@ -94,8 +94,8 @@ static ir_op exchange(const ring_ctx *c, int n, const int *ins, const int *outs,
 }
 
 /* attention(q, k, v) -> o at index i becomes ring_attention (-> o, lse),
- * wrapped in the @ul exchanges when U > 1.  *lse receives the lse value. */
-static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i, int *lse)
+ * wrapped in the @ul exchanges when U > 1. */
+static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i)
 {
     ir_op att = m->ops[i];
     int ins[3], outs[3], o = att.out[0], oh = o;
@@ -110,12 +110,12 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i, 
         ir_op after = exchange(c, 1, &oh, &o, false, 1, &att);
         pu_insert_after(e, i, &after);
     }
-    *lse = derived(m, o, ".lse", lse_type(&m->values[oh].type));
+    int lse = derived(m, o, ".lse", lse_type(&m->values[oh].type));
     ir_op ra = ir_op_make(IR_RING_ATTENTION);
     for (int k = 0; k < 3; k++)
         ir_op_add_input(&ra, outs[k]);
     ir_op_add_output(&ra, oh);
-    ir_op_add_output(&ra, *lse);
+    ir_op_add_output(&ra, lse);
     ir_attr_set_group(&ra, "group", c->ring);
     pu_tag_like(&ra, &att);
     m->ops[i] = ra;
@@ -251,11 +251,9 @@ bool pass_ring(ir_module *m, const pass_options *opt)
     }
     ring_ctx c = ring_layout(m, N, G, K, R);
     pu_edits edits = {0};
-    for (int i = 0; i < m->nops; i++) {
-        int lse;
+    for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)
-            wrap_attention(m, &c, &edits, i, &lse);
-    }
+            wrap_attention(m, &c, &edits, i);
     pu_edits_apply(m, &edits);
     for (int i = 0; i < m->nops; i++) {
         if (m->ops[i].code != IR_ATTENTION_BWD)
@@ -264,6 +262,7 @@ bool pass_ring(ir_module *m, const pass_options *opt)
         if (lse < 0) {
             sup_error(sup_noloc(), "ring: attention_bwd reads %%%s, which no ring_attention produced",
                       m->values[m->ops[i].in[4]].name);
+            free(edits.items);
             return false;
         }
         wrap_attention_bwd(m, &c, &edits, i, lse);
