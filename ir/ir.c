@@ -330,39 +330,63 @@ int ir_group_set_of(const ir_module *m, int g, int rank, int *pos)
     return -1;
 }
 
-/* Rank at position p of the set of group g that holds `rank`, -1 if none. */
-static int ir_group_peer(const ir_module *m, int g, int rank, int p)
+/* Per rank: its set and position in group g (-1 when absent); O(world). */
+static void ir_group_index(const ir_module *m, int g, int world, int *set, int *pos)
 {
-    int set = ir_group_set_of(m, g, rank, NULL);
+    for (int r = 0; r < world; r++)
+        set[r] = pos[r] = -1;
     const ir_group *gr = &m->groups[g];
-    return set < 0 || p < 0 || p >= gr->set_size ? -1 : gr->ranks[set * gr->set_size + p];
+    for (int i = 0; i < gr->nsets * gr->set_size; i++) {
+        int r = gr->ranks[i];
+        if (r >= 0 && r < world)
+            set[r] = i / gr->set_size, pos[r] = i % gr->set_size;
+    }
 }
 
+/* Checks the product set by set, with tables of each rank's set and
+ * position built once: O(world) instead of a scan per rank. */
 bool ir_group_nested(const ir_module *m, int whole, int outer, int inner)
 {
     if (whole < 0 || whole >= m->ngroups || inner < 0 || inner >= m->ngroups || outer >= m->ngroups)
         return false;
-    const ir_group *w = &m->groups[whole];
-    int ni = m->groups[inner].set_size, no = outer < 0 ? 1 : m->groups[outer].set_size;
+    const ir_group *w = &m->groups[whole], *gi = &m->groups[inner];
+    const ir_group *go = outer >= 0 ? &m->groups[outer] : NULL;
+    int ni = gi->set_size, no = go ? go->set_size : 1, world = 0;
     if (w->set_size != ni * no)
         return false;
-    for (int i = 0; i < w->nsets * w->set_size; i++) {
-        int x = w->ranks[i], p = i % w->set_size, po, pi;
-        if (ir_group_set_of(m, inner, x, &pi) < 0 || pi != p % ni)
-            return false;
-        if (outer >= 0 && (ir_group_set_of(m, outer, x, &po) < 0 || po != p / ni))
-            return false;
-        /* the other members of x's inner and outer sets sit where the
-         * product says, in the same set of whole */
-        int base = i - p;
-        for (int j = 0; j < ni; j++)
-            if (ir_group_peer(m, inner, x, j) != w->ranks[base + (p / ni) * ni + j])
-                return false;
-        for (int j = 0; outer >= 0 && j < no; j++)
-            if (ir_group_peer(m, outer, x, j) != w->ranks[base + j * ni + p % ni])
-                return false;
+    for (int k = 0; k < m->ngroups; k++)
+        for (int i = 0; i < m->groups[k].nsets * m->groups[k].set_size; i++)
+            if (m->groups[k].ranks[i] + 1 > world)
+                world = m->groups[k].ranks[i] + 1;
+    int *t = sup_xmalloc(sizeof(int) * 4 * (size_t)(world > 0 ? world : 1));
+    int *iset = t, *ipos = t + world, *oset = t + 2 * world, *opos = t + 3 * world;
+    ir_group_index(m, inner, world, iset, ipos);
+    if (go)
+        ir_group_index(m, outer, world, oset, opos);
+    bool ok = true;
+    for (int i = 0; ok && i < w->nsets * w->set_size; i++) {
+        int x = w->ranks[i], p = i % w->set_size, base = i - p;
+        if (x < 0 || x >= world || iset[x] < 0 || ipos[x] != p % ni) {
+            ok = false;
+            break;
+        }
+        /* x's inner set is the run of whole holding x; its outer set the
+         * ranks at x's offset in every run */
+        const int *run = &gi->ranks[iset[x] * ni];
+        for (int j = 0; ok && j < ni; j++)
+            ok = run[j] == w->ranks[base + (p / ni) * ni + j];
+        if (!go || !ok)
+            continue;
+        if (oset[x] < 0 || opos[x] != p / ni) {
+            ok = false;
+            break;
+        }
+        const int *col = &go->ranks[oset[x] * no];
+        for (int j = 0; ok && j < no; j++)
+            ok = col[j] == w->ranks[base + j * ni + p % ni];
     }
-    return true;
+    free(t);
+    return ok;
 }
 
 /* Maps an old group index to its index after removing group `g`.  Dangling

@@ -427,6 +427,8 @@ bool ir_verify(const ir_module *m, const char *context)
     ir_verify_groups(&c);
     ir_verify_values(&c);
     ir_verify_ops(&c);
+    if (c.errors == 0)
+        ir_verify_seq_order(&c);
     if (c.errors == 0) /* liveness needs valid defs and uses */
         ir_verify_mem(&c);
     return c.errors == 0;

@@ -24,6 +24,11 @@ void ir_verify_op_types(ir_vctx *c, const ir_op *op);
 /* Collective rules (ir_verify_coll.c). */
 void ir_verify_coll_types(ir_vctx *c, const ir_op *op);
 
+/* The sequence order (config seq_ring = R > 1: the ring's zig-zag order):
+ * seq_len divides into 2R chunks, every ring_attention runs over a ring of
+ * R ranks, and no attention masks by index (ir_verify_ops.c). */
+void ir_verify_seq_order(ir_vctx *c);
+
 /* The memory plan's rules (ir_mem.c): placement, alignment, bounds, no
  * overlap of buffers live at the same time. */
 void ir_verify_mem(ir_vctx *c);

@@ -427,6 +427,31 @@ static void check_ring_attention(ir_vctx *c, const ir_op *op)
     ir_vsame_type(c, v, ir_vv(c, op->out[2]));
 }
 
+void ir_verify_seq_order(ir_vctx *c)
+{
+    const ir_module *m = c->m;
+    int64_t R = ir_config_int(m, "seq_ring", 0), S = ir_config_int(m, "seq_len", 0);
+    if (R <= 1)
+        return;
+    c->op = -1;
+    if (S > 0 && S % (2 * R))
+        ir_verr(c, sup_noloc(), "config seq_ring = %lld: seq_len %lld does not divide into 2R = %lld zig-zag chunks",
+                (long long)R, (long long)S, (long long)(2 * R));
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        c->op = i;
+        int g = ir_op_group(op);
+        if ((op->code == IR_RING_ATTENTION || op->code == IR_RING_ATTENTION_BWD) && g >= 0 && g < m->ngroups &&
+            m->groups[g].set_size != R)
+            ir_verr(c, sup_noloc(), "runs over a ring of %d ranks, but config seq_ring = %lld orders the sequence "
+                    "for a ring of %lld", m->groups[g].set_size, (long long)R, (long long)R);
+        if (op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD)
+            ir_verr(c, sup_noloc(), "masks by sequence index, but config seq_ring = %lld keeps the sequence in the "
+                    "ring's zig-zag order (only ring_attention masks by position)", (long long)R);
+    }
+    c->op = -1;
+}
+
 /* lm_head_loss(x[B,S,D], w[V,D], tgt i32[B,S]) */
 static bool check_lm_head_in(ir_vctx *c, const ir_value *x, const ir_value *w, const ir_value *tgt)
 {

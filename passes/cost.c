@@ -426,11 +426,13 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
     if (exp_rate > 0)
         tf += c.exps / exp_rate;
     double kv = local_bytes(m, k) + local_bytes(m, v);
-    double block = tf / R, t;
-    if (kind == 1) /* the local block needs no transfer; R-1 hops of (k, v) */
-        t = block + (R - 1) * fmax(block, ring_hop(m, op, kv));
-    else /* R hops of (k, v, dk, dv): the gradients return to their owner */
-        t = R * fmax(block, ring_hop(m, op, 2 * kv));
+    double block = tf / R, t = block + (R - 1) * fmax(block, ring_hop(m, op, kv));
+    /* The backward also hands the (dk, dv) accumulators on after each of its
+     * R blocks, and the next block waits for them: R hops that do not
+     * overlap.  Both runtimes keep them in fp32 (4 bytes an element). */
+    if (kind == 2)
+        t += R * ring_hop(m, op, 4.0 * (double)(ir_type_local_elems(m, &m->values[k].type) +
+                                                ir_type_local_elems(m, &m->values[v].type)));
     double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
     c.seconds = (t > tm ? t : tm) + p->op_overhead;
     return c;

@@ -62,11 +62,11 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
         rt_seq_positions(rt, (int64_t)((me - s + R) % R) * S, S, kpos);
         double t0 = rt_now();
         kern_ring_block_fwd(o, lse, q, cur[0], cur[1], b, S, S, H, Hkv, Dh, qpos, kpos);
-        rt->total.kern_calls[RT_K_RING_ATTENTION]++;
         rt->total.kern_sec[RT_K_RING_ATTENTION] += rt_now() - t0;
         ring_wait(rt, req, nreq, 2 * nkv * 4);
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
+    rt->total.kern_calls[RT_K_RING_ATTENTION]++; /* one call per op, as on CUDA */
     free(qpos);
 }
 
@@ -93,7 +93,6 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
         rt_seq_positions(rt, (int64_t)((me - s + R) % R) * S, S, kpos);
         t0 = rt_now();
         kern_ring_block_bwd(dq, acc[0], acc[1], dout, q, cur[0], cur[1], lse, D, b, S, S, H, Hkv, Dh, qpos, kpos);
-        rt->total.kern_calls[RT_K_RING_ATTENTION_BWD]++;
         rt->total.kern_sec[RT_K_RING_ATTENTION_BWD] += rt_now() - t0;
         /* the accumulators go on only once this rank's share is in */
         if (R > 1) {
@@ -110,5 +109,6 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     /* after R hand-overs the accumulators of this rank's own block are here */
     memcpy(dk, acc[0], sizeof(float) * (size_t)nkv);
     memcpy(dv, acc[1], sizeof(float) * (size_t)nkv);
+    rt->total.kern_calls[RT_K_RING_ATTENTION_BWD]++;
     free(qpos);
 }
