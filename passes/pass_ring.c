@@ -122,21 +122,10 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i)
 }
 
 /* The forward twin of a value the backward reads: its ".heads" exchange
- * result (U > 1), else the value itself. */
+ * result over @ul (U > 1), else the value itself. */
 static int heads_twin(const ir_module *m, const ring_ctx *c, int v)
 {
-    for (int i = 0; c->ul >= 0 && i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != c->ul)
-            continue;
-        for (int k = 0; k < op->nin && k < op->nout; k++) {
-            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2)
-                return op->out[k];
-            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1)
-                return op->in[k];
-        }
-    }
-    return v;
+    return c->ul >= 0 ? pu_heads_twin(m, c->ul, v) : v;
 }
 
 /* attention_bwd(do, q, k, v, o) -> dq, dk, dv at index i becomes

@@ -77,26 +77,8 @@ static void wrap_attention(ir_module *m, pu_edits *e, int i, int sp)
     pu_insert_after(e, i, &after);
 }
 
-/* The head-sharded twin of v made by the forward exchanges: the output of
- * an all_to_all on sp reading v, or the input of one producing v. */
-static int heads_twin(const ir_module *m, int sp, int v)
-{
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp)
-            continue;
-        for (int k = 0; k < op->nin && k < op->nout; k++) {
-            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2)
-                return op->out[k];
-            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1)
-                return op->in[k];
-        }
-    }
-    return v;
-}
-
 /* Wraps the attention_bwd at index i (the forward exchanges must be in the
- * schedule already: heads_twin finds them there). */
+ * schedule already: pu_heads_twin finds them there). */
 static void wrap_attention_bwd(ir_module *m, pu_edits *e, int i, int sp)
 {
     ir_op ab = m->ops[i];
@@ -107,7 +89,7 @@ static void wrap_attention_bwd(ir_module *m, pu_edits *e, int i, int sp)
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
     for (int k = 1; k < 5; k++)
-        op->in[k] = heads_twin(m, sp, ab.in[k]);
+        op->in[k] = pu_heads_twin(m, sp, ab.in[k]);
     int hs[3];
     for (int k = 0; k < 3; k++) {
         hs[k] = derived(m, ab.out[k], ".heads", pu_heads_type(m->values[ab.out[k]].type, sp, 1));

@@ -241,6 +241,24 @@ void pu_group_swap(ir_module *m, int a, int b)
                 m->ops[i].attrs[k].i = swapped((int)m->ops[i].attrs[k].i, a, b);
 }
 
+/* The head-sharded twin of v made by the forward exchanges: the output of
+ * an all_to_all on sp reading v, or the input of one producing v. */
+int pu_heads_twin(const ir_module *m, int sp, int v)
+{
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp)
+            continue;
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2)
+                return op->out[k];
+            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1)
+                return op->in[k];
+        }
+    }
+    return v;
+}
+
 /* ---- deferred insertion ---------------------------------------------------- */
 static void pu_edit_add(pu_edits *e, int gap, int after, const ir_op *op)
 {
