@@ -122,4 +122,55 @@ const layout_device_preset *layout_device_presets(int *n);
 const layout_link *layout_link_lookup(const char *kind);
 const layout_link *layout_link_presets(int *n);
 
+/* ---- packed documents (pack.c) ------------------------------------------ */
+/* How a step's documents are laid into its B rows of S tokens:
+ *   sequential  back to back in draw order, a document crossing a row end
+ *               cut there (concat-and-chunk);
+ *   balanced    longest first, each to the row of least cost with room
+ *               (longest-processing-time-first), so that the rows, and the
+ *               batch-aware groups that own them, get equal work. */
+typedef enum { LAYOUT_PACK_SEQUENTIAL = 0, LAYOUT_PACK_BALANCED = 1 } layout_packing;
+const char *layout_packing_name(layout_packing p);
+bool layout_packing_parse(const char *name, layout_packing *out);
+
+/* A document (or a piece of one): tokens [src, src + len) of the stream. */
+typedef struct layout_doc {
+    int64_t src, len;
+} layout_doc;
+/* A document placed in row `row` at columns [col, col + len). */
+typedef struct layout_slot {
+    int64_t row, col, src, len;
+} layout_slot;
+
+/* The work of a document of len tokens, in units of one score pair:
+ * len^2 (causal attention, forward and backward alike) plus linear * len
+ * (everything per token: projections, MLP, norms), so linear is the
+ * per-token work over the per-pair work of attention. */
+double layout_doc_cost(int64_t len, double linear);
+
+/* Packs docs (draw order, each 1..S tokens, together at least B*S) into B
+ * rows of S tokens: out (room for n + B slots) gets the placed documents
+ * sorted by (row, col), the rows exactly full.  A document is cut where it
+ * does not fit whole (each piece a document of its own); what does not fit
+ * is left out.  Balanced packing balances the rows, so what each row holds
+ * does not depend on how a layout groups them.  Returns the number of
+ * slots, -1 on bad arguments (a document longer than S, too few tokens) or
+ * out of memory. */
+int layout_pack(const layout_doc *docs, int n, int64_t B, int64_t S, layout_packing how, double linear,
+                layout_slot *out);
+
+/* Orders the packed rows for `groups` batch-aware groups (group g owns rows
+ * [g*B/G, (g+1)*B/G)): rows by cost, dealt to the groups in snake order, so
+ * that the groups' costs are balanced.  Only the row numbers of the slots
+ * change.  0, or -1 when groups does not divide B (or out of memory). */
+int layout_pack_groups(layout_slot *slots, int ns, int64_t B, int groups, double linear);
+
+/* Max over mean of the cost per batch-aware group (group g owns rows
+ * [g*B/G, (g+1)*B/G)): 1 is perfect balance.  group_cost (optional, G
+ * entries) receives each group's cost; without it G is at most
+ * LAYOUT_PACK_MAX_GROUPS.  0 when G does not divide B. */
+enum { LAYOUT_PACK_MAX_GROUPS = 1024 };
+double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int groups, double linear,
+                             double *group_cost);
+
 #endif
