@@ -330,6 +330,20 @@ static void cg_config_fields(sup_buf *b, const ir_module *m) {
     sup_buf_puts(b, "\n");
 }
 
+/* Packed documents (config documents = 1): the end-of-text token and the
+ * packing, checked here for hand-written IR. */
+static void cg_document_fields(sup_buf *b, const ir_module *m) {
+    if (!cg_config_int(m, "documents")) return;
+    int64_t eot = cg_config_int(m, "eot_token"), V = cg_config_int(m, "vocab");
+    const char *pk = ir_config_get(m, "packing");
+    if (eot < 0 || (V > 0 && eot >= V))
+        sup_error(sup_noloc(), "codegen: config eot_token = %" PRId64 " is outside the vocabulary of %" PRId64, eot, V);
+    if (pk && strcmp(pk, "sequential") && strcmp(pk, "balanced"))
+        sup_error(sup_noloc(), "codegen: config packing = '%s': use sequential or balanced", pk);
+    sup_buf_printf(b, "    .documents = 1, .eot_token = %" PRId64 ", .packing = %s,\n", eot,
+                   pk && !strcmp(pk, "sequential") ? "RT_PACK_SEQUENTIAL" : "RT_PACK_BALANCED");
+}
+
 /* The RoPE scaling fields.  Bad llama3 parameters in hand-written IR would
  * make every rotation NaN at run time, so they are refused here, where the
  * config is read. */
@@ -402,6 +416,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_index_field(b, n, "targets", cg_special(n, "targets", IR_I32, 2));
     cg_index_field(b, n, "loss", cg_loss(n));
     cg_config_fields(b, m);
+    cg_document_fields(b, m);
     cg_rope_scaling(b, m);
     cg_features(b, m);
     cg_mem_fields(b, m);

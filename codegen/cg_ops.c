@@ -41,6 +41,16 @@ static const char *cg_group_of(const cg_op_ctx *c, int g) {
     return g >= 0 && g < c->m->ngroups ? c->n->group[g] : "?";
 }
 
+/* ", first": the first global row (batch index) of this rank's slice of
+ * v's dim 0, for the runtime's per-row document tables. */
+static void cg_row0(cg_op_ctx *c, const ir_value *v) {
+    int g = v->type.shard[0];
+    if (g >= 0)
+        sup_buf_printf(c->b, ", rt_group_pos(rt, %s) * %" PRId64, cg_group_of(c, g), cg_local_dim(c->m, &v->type, 0));
+    else
+        sup_buf_puts(c->b, ", 0");
+}
+
 /* Product of the local sizes of dims [from, to) of v. */
 static int64_t cg_lprod(const cg_op_ctx *c, const ir_value *v, int from, int to) {
     int64_t p = 1;
@@ -205,6 +215,7 @@ static void cg_rope(cg_op_ctx *c) {
     cg_call(c, c->op->code == IR_ROPE_BWD ? "rt_rope_bwd" : "rt_rope");
     cg_f32(c, cg_out(c, 0));
     cg_f32(c, x);
+    cg_row0(c, x);
     cg_int(c, b);
     cg_int(c, s);
     cg_int(c, H);
@@ -244,6 +255,7 @@ static void cg_attention(cg_op_ctx *c) {
     cg_call(c, bwd ? "rt_attention_bwd" : "rt_attention");
     for (int o = 0; o < c->op->nout; o++) cg_f32(c, cg_out(c, o));
     for (int i = 0; i < c->op->nin; i++) cg_f32(c, cg_in(c, i));
+    cg_row0(c, q);
     cg_int(c, cg_local_dim(c->m, &q->type, 0));
     cg_int(c, q->type.dims[1]);
     if (uneven) {
@@ -277,6 +289,7 @@ static void cg_ring_attention(cg_op_ctx *c) {
     sup_buf_printf(c->b, ", %s", cg_group_of(c, g));
     for (int o = 0; o < c->op->nout; o++) cg_f32(c, cg_out(c, o));
     for (int i = 0; i < c->op->nin; i++) cg_f32(c, cg_in(c, i));
+    cg_row0(c, q);
     cg_int(c, cg_local_dim(c->m, &q->type, 0));
     cg_int(c, cg_local_dim(c->m, &q->type, 1));
     cg_int(c, H);
@@ -295,8 +308,14 @@ static void cg_elementwise(cg_op_ctx *c) {
     cg_end(c);
 }
 
-/* 1/(B*S): the backward seeds the gradient of the mean loss. */
+/* 1/(B*S): the backward seeds the gradient of the mean loss.  With packed
+ * documents the number of counted targets changes by step (the last token
+ * of each document has none): the runtime's count. */
 static void cg_loss_scale(cg_op_ctx *c) {
+    if (cg_config_int(c->m, "documents")) {
+        sup_buf_puts(c->b, ", rt_loss_scale(rt)");
+        return;
+    }
     int64_t B = cg_config_int(c->m, "micro_batch"), S = cg_config_int(c->m, "seq_len");
     if (B <= 0 || S <= 0) {
         cg_fail(c, "the loss scale 1/(micro_batch*seq_len) needs config micro_batch and seq_len (or an "

@@ -55,6 +55,9 @@ static const fe_keydef train_keys[] = {
     {"seed", FE_K_COUNT, I64(train.seed), "seed 1234"},
     {"mlp_chunk", FE_K_COUNT, I64(train.mlp_chunk), "mlp_chunk 4096"},
     {"recompute", FE_K_NAME, NAME(train.recompute), "recompute selective"},
+    {"documents", FE_K_BOOL, F(train.documents), 0, "documents on"},
+    {"eot_token", FE_K_COUNT, I64(train.eot_token), "eot_token 50256"},
+    {"packing", FE_K_NAME, NAME(train.packing), "packing balanced"},
 };
 static const fe_keydef layout_keys[] = {
     {"sequence", FE_K_NAME, NAME(layout.sequence), "sequence ulysses"},

@@ -89,6 +89,13 @@ typedef struct fe_train {
      * else 0. */
     int64_t mlp_chunk;
     char recompute[16]; /* none | selective | full | auto ; default none */
+    /* Packed documents: the data is split at eot_token (the end-of-text
+     * token id, required with documents on) and the documents packed into
+     * the rows; attention and positions stay within each document.
+     * packing: sequential | balanced (default). */
+    bool documents;
+    int64_t eot_token;
+    char packing[16];
 } fe_train;
 
 typedef struct fe_layout {

@@ -87,8 +87,11 @@ static void print_train(FILE *out, const fe_train *t) {
     fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n", t->micro_batch, t->seq_len);
     fprintf(out, "  precision %s\n  zero %d\n  optimizer %s\n", t->precision, t->zero,
             t->optimizer);
-    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n  mlp_chunk %" PRId64 "\n}\n",
+    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n  mlp_chunk %" PRId64 "\n",
             fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed, t->recompute, t->mlp_chunk);
+    if (t->documents)
+        fprintf(out, "  documents on\n  eot_token %" PRId64 "\n  packing %s\n", t->eot_token, t->packing);
+    fprintf(out, "}\n");
 }
 
 static void print_layout(FILE *out, const fe_layout *l) {

@@ -75,6 +75,7 @@ static void check_range(checker *c, fe_block_kind b, const char *prefix, const c
         else if (!strcmp(k[i].name, "zero")) { bad = v < 0 || v > 3; want = "0, 1, 2 or 3"; }
         else if (!strcmp(k[i].name, "seed")) { bad = v < 0; want = "zero or positive"; }
         else if (!strcmp(k[i].name, "mlp_chunk")) { bad = v < 0; want = "zero (off) or positive (tokens)"; }
+        else if (!strcmp(k[i].name, "eot_token")) { bad = v < 0; want = "a token id (zero or positive)"; }
         else if (!strcmp(k[i].name, "latency")) { bad = v < 0; want = "zero or positive"; }
         else if (!strcmp(k[i].name, "efficiency")) { bad = !(v > 0 && v <= 1); want = "in (0, 1]"; }
         else bad = !(v > 0);
@@ -130,6 +131,7 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.steps")) t->steps = 10;
     if (!fe_given(s, "train.seed")) t->seed = 1234;
     if (!fe_given(s, "train.recompute")) snprintf(t->recompute, sizeof t->recompute, "none");
+    if (!fe_given(s, "train.packing")) snprintf(t->packing, sizeof t->packing, "balanced");
     if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");
     if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
     if (!fe_given(s, "layout.a2a")) snprintf(s->layout.a2a, sizeof s->layout.a2a, "flat");
@@ -303,6 +305,30 @@ static void size_rules(checker *c) {
         if (!size_ok(c, shapes[i].what, shapes[i].f, shapes[i].n)) return;
 }
 
+/* Packed documents: the end-of-text token is required and must be a token
+ * of the vocabulary; packing and eot_token mean nothing without documents. */
+static void document_rules(checker *c) {
+    const fe_train *t = &c->s->train;
+    if (!t->documents) {
+        const char *k = fe_given(c->s, "train.eot_token") ? "train.eot_token"
+                        : fe_given(c->s, "train.packing") ? "train.packing" : NULL;
+        if (!k) return;
+        err(c, at(c, k), "'%s' has no effect without 'documents on'", strchr(k, '.') + 1);
+        sup_note(at(c, k), "add 'documents on' to the train block to pack documents");
+        return;
+    }
+    if (!fe_given(c->s, "train.eot_token")) {
+        err(c, at(c, "train.documents"), "'documents on' needs the end-of-text token that separates documents");
+        sup_note(at(c, "train.documents"), "add it, e.g. 'eot_token 50256' (GPT-2) or 'eot_token 128001' (Llama 3)");
+        return;
+    }
+    if (t->eot_token >= c->s->model.vocab) {
+        err(c, at(c, "train.eot_token"), "eot_token %" PRId64 " is outside the vocabulary of %" PRId64 " tokens",
+            t->eot_token, c->s->model.vocab);
+        sup_note(at(c, "model.vocab"), "token ids run from 0 to %" PRId64, c->s->model.vocab - 1);
+    }
+}
+
 /* What codegen refuses, caught here at the key: RoPE rotates the pairs
  * (i, i + head_dim/2), so head_dim must be even. */
 static void codegen_rules(checker *c) {
@@ -352,7 +378,10 @@ bool fe_check(fe_spec *spec) {
     one_of(&c, "layout.a2a", spec->layout.a2a, a2as, 3);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
+    static const char *const packings[] = {"sequential", "balanced"};
+    one_of(&c, "train.packing", spec->train.packing, packings, 2);
     if (c.nerr) return false;
+    document_rules(&c);
     codegen_rules(&c);
     size_rules(&c);
     if (c.nerr) return false;

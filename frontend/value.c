@@ -29,7 +29,7 @@ static const char *wants(fe_key_kind k) {
     switch (k) {
     case FE_K_COUNT: return "a whole number";
     case FE_K_FLOAT: return "a plain number";
-    case FE_K_BOOL: return "true or false";
+    case FE_K_BOOL: return "true or false (on or off)";
     case FE_K_NAME: return "a name";
     case FE_K_BYTES: return "a memory size";
     case FE_K_BW: return "a bandwidth";
@@ -171,6 +171,12 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
         ok = true;
         break;
     case FE_K_BOOL:
+        /* on / off read as true / false (`documents on`) */
+        if (v->kind == FE_V_IDENT && (!strcmp(v->str, "on") || !strcmp(v->str, "off"))) {
+            *(bool *)p = !strcmp(v->str, "on");
+            ok = true;
+            break;
+        }
         if (v->kind != FE_V_BOOL) return mismatch(ctx, kd, v);
         *(bool *)p = v->flag;
         ok = true;

@@ -431,6 +431,11 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     ir_config_set_int(m, "steps", s->train.steps);
     ir_config_set_int(m, "seed", s->train.seed);
     ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk);
+    if (s->train.documents) { /* absent: one token stream, no document masks */
+        ir_config_set_int(m, "documents", 1);
+        ir_config_set_int(m, "eot_token", s->train.eot_token);
+        ir_config_set(m, "packing", s->train.packing[0] ? s->train.packing : "balanced");
+    }
     copy_layout(m, s, c);
     ir_config_set(m, "device", s->mesh.device[0] ? s->mesh.device : "cpu");
     cfg_double(m, "device_mem", s->mesh.device_mem);

@@ -74,6 +74,8 @@ bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, siz
         for (int64_t i = 0; i < len; i++) rt->tokens[i] = b[i];
     }
     free(b);
+    /* Documents are drawn with replacement: any data holding one will do. */
+    if (ok && rt->p->documents) return rt_docs_load(rt, path, err, errlen);
     int64_t need = rt->p->seq_len + 2;
     if (ok && rt->ntokens < need) {
         snprintf(err, errlen, "%s: %lld tokens, too few for one sequence of seq_len %lld (need at least %lld)", path,
@@ -111,6 +113,10 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
     int64_t *seq = RT_MALLOC((size_t)ld[1] * sizeof(int64_t));
     rt_seq_positions(rt, off[1], ld[1], seq);
     for (int64_t bi = 0; bi < ld[0]; bi++) {
+        if (rt->docs) { /* the step's packed rows */
+            for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_docs_token(rt, off[0] + bi, seq[s], shift);
+            continue;
+        }
         int64_t pos = rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
         for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt->tokens[pos + seq[s] + shift];
     }
@@ -120,6 +126,7 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
 }
 
 void rt_data_fill(rt_ctx *rt, int64_t t) {
+    rt_docs_step(rt, t);
     if (rt->p->tokens >= 0) rt_fill_input(rt, rt->p->tokens, t, 0);
     if (rt->p->targets >= 0) rt_fill_input(rt, rt->p->targets, t, 1);
 }

@@ -87,6 +87,8 @@ typedef struct rt_pending_send {
     void *buf;
 } rt_pending_send;
 
+typedef struct rt_docs rt_docs; /* rt_docs.c */
+
 struct rt_ctx {
     const rt_program *p;
     rt_options opt;
@@ -123,6 +125,8 @@ struct rt_ctx {
     /* Training data (every rank holds the whole token array). */
     int32_t *tokens;
     int64_t ntokens;
+    /* Packed documents (rt_docs.c); NULL without program->documents. */
+    rt_docs *docs;
     /* Checkpoints: the step a resumed run starts at, the last saved one. */
     int64_t start_step, saved_step;
     /* Backend state (CUDA: devices, streams, communicators, workspaces;
@@ -273,6 +277,28 @@ void rt_seq_positions(const rt_ctx *rt, int64_t start, int64_t n, int64_t *pos);
 int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, int64_t seq_len);
 /* Fills this rank's slice of the tokens/targets inputs for step t. */
 void rt_data_fill(rt_ctx *rt, int64_t t);
+
+/* ---- packed documents (rt_docs.c) ----------------------------------------------- */
+/* Builds the document table of rt->tokens (split at p->eot_token); false
+ * with a message when the data holds no end-of-text token. */
+bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen);
+void rt_docs_free(rt_docs *d);
+/* Draws and packs step t's documents (once per step; every rank the same). */
+void rt_docs_step(rt_ctx *rt, int64_t t);
+/* For rows row0 .. row0+b-1 and the module-order sequence indices start ..
+ * start+s-1: doc [b,s] the document number within the row, pos [b,s] the
+ * position within the document (either may be NULL). */
+void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc,
+                  int64_t *pos);
+/* The token (shift 0) or target (shift 1; -1 = not counted) at natural
+ * position i of row `row` of this step. */
+int32_t rt_docs_token(const rt_ctx *rt, int64_t row, int64_t i, int shift);
+typedef struct rt_docs_info {
+    int64_t ndocs, nsplit, nskipped; /* the table: pieces, documents cut, lone end-of-text tokens */
+    int64_t step_docs, counted;      /* this step: documents (pieces) placed, targets counted */
+    double imbalance;                /* this step: max over mean cost of the batch-aware groups */
+} rt_docs_info;
+void rt_docs_stats(const rt_ctx *rt, rt_docs_info *out);
 
 /* ---- optimizer (cpu/rt_opt.c; the CUDA backend's cuda/rt_opt_cuda.c) -------------------- */
 /* AdamW's constants, the same on every backend. */

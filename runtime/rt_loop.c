@@ -45,6 +45,14 @@ static void rt_banner(rt_ctx *rt) {
            (long long)p->micro_batch, (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len),
            rt->opt.data ? rt->opt.data : rt->opt.text, (long long)rt->ntokens, (long long)rt->opt.steps, rt->lr,
            (long long)rt->opt.seed);
+    if (rt->docs) {
+        rt_docs_info di;
+        rt_docs_stats(rt, &di);
+        printf("documents: end-of-text token %lld, %lld document(s) of at most %lld tokens (%lld longer ones cut, "
+               "%lld empty skipped) | packing %s over %d group(s)\n",
+               (long long)p->eot_token, (long long)di.ndocs, (long long)p->seq_len, (long long)di.nsplit,
+               (long long)di.nskipped, p->packing == RT_PACK_BALANCED ? "balanced" : "sequential", p->batch_groups);
+    }
     rt_arena_report(rt, stdout);
     fflush(stdout);
 }
@@ -52,6 +60,7 @@ static void rt_banner(rt_ctx *rt) {
 typedef struct rt_step_stats {
     double loss, grad_norm, sec, a2a_sec, a2a_wait_sec;
     int64_t bytes;
+    rt_docs_info docs; /* packed documents: this step's counts and balance */
 } rt_step_stats;
 
 static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
@@ -74,14 +83,22 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     float loss_sum;
     rt_host_read(rt, rt->p->loss, &loss_sum);
     s.loss = loss_sum / (double)(rt->p->micro_batch * rt->p->seq_len);
+    if (rt->docs) { /* the mean over the targets counted */
+        rt_docs_stats(rt, &s.docs);
+        s.loss = loss_sum / (double)(s.docs.counted > 0 ? s.docs.counted : 1);
+    }
     return s;
 }
 
 static void rt_log_step(const rt_ctx *rt, int64_t t, const rt_step_stats *s) {
     double tps = (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9);
-    printf("step %4lld/%lld | loss %.6f | grad_norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | a2a %.1f ms (%.1f%%)\n",
+    printf("step %4lld/%lld | loss %.6f | grad_norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | a2a %.1f ms (%.1f%%)",
            (long long)t + 1, (long long)rt->opt.steps, s->loss, s->grad_norm, rt->lr, s->sec * 1e3, tps,
            s->a2a_sec * 1e3, s->sec > 0 ? 100.0 * s->a2a_sec / s->sec : 0.0);
+    if (rt->docs)
+        printf(" | %lld docs, %lld targets, imbalance %.3f", (long long)s->docs.step_docs, (long long)s->docs.counted,
+               s->docs.imbalance);
+    printf("\n");
     fflush(stdout);
 }
 
@@ -95,6 +112,11 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
     if (rt->opt.split_wait) cJSON_AddNumberToObject(o, "a2a_wait_ms", s->a2a_wait_sec * 1e3);
     cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
+    if (rt->docs) {
+        cJSON_AddNumberToObject(o, "documents", (double)s->docs.step_docs);
+        cJSON_AddNumberToObject(o, "counted_tokens", (double)s->docs.counted);
+        cJSON_AddNumberToObject(o, "imbalance", s->docs.imbalance);
+    }
     size_t ws = rt_backend_workspace_bytes(rt);
     cJSON_AddNumberToObject(o, "mem_peak_bytes", (double)(rt->mem_hw + ws));
     cJSON_AddNumberToObject(o, "mem_arena_bytes", (double)rt->arena_bytes);

@@ -280,6 +280,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     rt_backend_fini(rt); /* the arena, the device and its communicators */
     free(rt->sends);
     free(rt->tokens);
+    rt_docs_free(rt->docs);
     free(rt);
 }
 

@@ -53,13 +53,31 @@ static const kern_rope_scaling *rt_rope_scaling_of(const rt_program *p, kern_rop
     return buf;
 }
 
+/* Packed documents: each row has its own positions (within its documents),
+ * so the rows are rotated one at a time. */
+static void rt_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
+                         int64_t H, int64_t Dh, int64_t pos0, double theta, const kern_rope_scaling *sc) {
+    int64_t *pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1)), n = s * H * Dh;
+    rt_kernel_kind kind = bwd ? RT_K_ROPE_BWD : RT_K_ROPE;
+    for (int64_t bi = 0; bi < b; bi++) {
+        rt_doc_slice(rt, row0 + bi, 1, pos0, s, NULL, pos);
+        if (!bwd) RT_TIMED(kind, kern_rope_fwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
+        else RT_TIMED(kind, kern_rope_bwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
+    }
+    free(pos);
+}
+
 /* In the natural order a slice's positions run on from pos0; in the ring's
  * zig-zag order they are looked up (rt_seq_positions). */
-static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh,
-                        int64_t pos0, double theta) {
+static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
+                        int64_t H, int64_t Dh, int64_t pos0, double theta) {
     kern_rope_scaling buf;
     const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
     rt_kernel_kind kind = bwd ? RT_K_ROPE_BWD : RT_K_ROPE;
+    if (rt->docs) {
+        rt_rope_docs(rt, bwd, y, x, row0, b, s, H, Dh, pos0, theta, sc);
+        return;
+    }
     int64_t *pos = NULL;
     if (rt->p->seq_ring > 1) {
         pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1));
@@ -72,25 +90,45 @@ static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t 
     free(pos);
 }
 
-void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-             double theta) {
-    rt_rope_any(rt, false, y, x, b, s, H, Dh, pos0, theta);
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
+             int64_t pos0, double theta) {
+    rt_rope_any(rt, false, y, x, row0, b, s, H, Dh, pos0, theta);
 }
 
-void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-                 double theta) {
-    rt_rope_any(rt, true, dx, dy, b, s, H, Dh, pos0, theta);
+void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
+                 int64_t pos0, double theta) {
+    rt_rope_any(rt, true, dx, dy, row0, b, s, H, Dh, pos0, theta);
 }
 
-void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,
-                  int64_t H, int64_t Hkv, int64_t Dh) {
-    RT_TIMED(RT_K_ATTENTION, kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh));
+/* Packed documents: the rows' document ids [b,S] (the whole sequence, in
+ * the natural order: attention runs after the exchange that gathers it). */
+static int32_t *rt_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
+    int32_t *doc = RT_MALLOC(sizeof(int32_t) * (size_t)(b * S > 0 ? b * S : 1));
+    rt_doc_slice(rt, row0, b, 0, S, doc, NULL);
+    return doc;
+}
+
+void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
+                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    if (!rt->docs) {
+        RT_TIMED(RT_K_ATTENTION, kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh));
+        return;
+    }
+    int32_t *doc = rt_attn_docs(rt, row0, b, S);
+    RT_TIMED(RT_K_ATTENTION, kern_docattn_fwd(o, NULL, q, k, v, doc, b, S, H, Hkv, Dh));
+    free(doc);
 }
 
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                      int64_t Dh) {
-    RT_TIMED(RT_K_ATTENTION_BWD, kern_attention_bwd(dq, dk, dv, dout, q, k, v, o, b, S, H, Hkv, Dh));
+                      const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
+                      int64_t Hkv, int64_t Dh) {
+    if (!rt->docs) {
+        RT_TIMED(RT_K_ATTENTION_BWD, kern_attention_bwd(dq, dk, dv, dout, q, k, v, o, b, S, H, Hkv, Dh));
+        return;
+    }
+    int32_t *doc = rt_attn_docs(rt, row0, b, S);
+    RT_TIMED(RT_K_ATTENTION_BWD, kern_docattn_bwd(dq, dk, dv, dout, q, k, v, o, doc, b, S, H, Hkv, Dh));
+    free(doc);
 }
 
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n) {

@@ -15,7 +15,11 @@
  * holds and hands the accumulators on; after R steps every block's
  * accumulators have visited all ranks and come back to its owner.  The
  * softmax statistics are the forward's lse, so nothing is recomputed
- * across ranks. */
+ * across ranks.
+ *
+ * With packed documents every rank knows the whole step's document ids
+ * (rt_doc_slice), so a block's ids are looked up, never sent: the mask adds
+ * "same document", and block tiles whose ids do not meet are skipped. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,14 @@ static int ring_post(rt_ctx *rt, int g, int tag, MPI_Request *req, float *const 
     return k;
 }
 
+/* The document ids of ring position r's block ([b,S]), or NULL without
+ * packed documents. */
+static int32_t *ring_docs(rt_ctx *rt, int32_t *buf, int64_t row0, int64_t b, int64_t S, int r) {
+    if (!rt->docs) return NULL;
+    rt_doc_slice(rt, row0, b, (int64_t)r * S, S, buf, NULL);
+    return buf;
+}
+
 /* Waits for posted exchanges; the time is the transfer not hidden. */
 static void ring_wait(rt_ctx *rt, MPI_Request *req, int n, int64_t bytes) {
     if (n == 0) return;
@@ -46,11 +58,13 @@ static void ring_wait(rt_ctx *rt, MPI_Request *req, int n, int64_t bytes) {
 }
 
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
-                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+                       int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     int64_t nkv = b * S * Hkv * Dh;
     float *buf = rt_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
     int64_t *qpos = RT_MALLOC(sizeof(int64_t) * 2 * (size_t)S), *kpos = qpos + S;
+    int32_t *ids = RT_MALLOC(sizeof(int32_t) * 2 * (size_t)(b * S > 0 ? b * S : 1));
+    const int32_t *qdoc = ring_docs(rt, ids, row0, b, S, me);
     rt_seq_positions(rt, (int64_t)me * S, S, qpos);
     memset(o, 0, sizeof(float) * (size_t)(b * S * H * Dh));
     for (int64_t i = 0; i < b * S * H; i++) lse[i] = -INFINITY;
@@ -60,21 +74,25 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
         float *nxt[2] = {buf + (s % 2) * 2 * nkv, buf + (s % 2) * 2 * nkv + nkv};
         int nreq = s < R - 1 ? ring_post(rt, g, 40, req, nxt, cur, 2, nkv) : 0;
         rt_seq_positions(rt, (int64_t)((me - s + R) % R) * S, S, kpos);
+        const int32_t *kdoc = ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
         double t0 = rt_now();
-        kern_ring_block_fwd(o, lse, q, cur[0], cur[1], b, S, S, H, Hkv, Dh, qpos, kpos);
+        kern_ring_block_fwd_doc(o, lse, q, cur[0], cur[1], b, S, S, H, Hkv, Dh, qpos, kpos, qdoc, kdoc);
         rt->total.kern_sec[RT_K_RING_ATTENTION] += rt_now() - t0;
         ring_wait(rt, req, nreq, 2 * nkv * 4);
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
     rt->total.kern_calls[RT_K_RING_ATTENTION]++; /* one call per op, as on CUDA */
     free(qpos);
+    free(ids);
 }
 
 void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                           const float *k, const float *v, const float *o, const float *lse, int64_t b, int64_t S,
-                           int64_t H, int64_t Hkv, int64_t Dh) {
+                           const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
+                           int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     int64_t nkv = b * S * Hkv * Dh, nq = b * S * H * Dh;
+    int32_t *ids = RT_MALLOC(sizeof(int32_t) * 2 * (size_t)(b * S > 0 ? b * S : 1));
+    const int32_t *qdoc = ring_docs(rt, ids, row0, b, S, me);
     float *kvbuf = rt_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
     float *gbuf = rt_scratch(rt, 1, (size_t)(4 * nkv + b * S * H) * sizeof(float)), *D = gbuf + 4 * nkv;
     int64_t *qpos = RT_MALLOC(sizeof(int64_t) * 2 * (size_t)S), *kpos = qpos + S;
@@ -91,8 +109,10 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
         float *nxt[2] = {kvbuf + (s % 2) * 2 * nkv, kvbuf + (s % 2) * 2 * nkv + nkv};
         int nreq = s < R - 1 ? ring_post(rt, g, 40, req, nxt, cur, 2, nkv) : 0;
         rt_seq_positions(rt, (int64_t)((me - s + R) % R) * S, S, kpos);
+        const int32_t *kdoc = ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
         t0 = rt_now();
-        kern_ring_block_bwd(dq, acc[0], acc[1], dout, q, cur[0], cur[1], lse, D, b, S, S, H, Hkv, Dh, qpos, kpos);
+        kern_ring_block_bwd_doc(dq, acc[0], acc[1], dout, q, cur[0], cur[1], lse, D, b, S, S, H, Hkv, Dh, qpos, kpos,
+                                qdoc, kdoc);
         rt->total.kern_sec[RT_K_RING_ATTENTION_BWD] += rt_now() - t0;
         /* the accumulators go on only once this rank's share is in */
         if (R > 1) {
@@ -111,4 +131,5 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     memcpy(dv, acc[1], sizeof(float) * (size_t)nkv);
     rt->total.kern_calls[RT_K_RING_ATTENTION_BWD]++;
     free(qpos);
+    free(ids);
 }

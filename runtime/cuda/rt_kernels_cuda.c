@@ -119,13 +119,15 @@ static void rt_cu_rope(rt_ctx *rt, rt_kernel_kind kind, float *y, const float *x
     RT_TIMED(kind, kcu_rope_pos(B16(y), CB16(x), t, t + P * (Dh / 2), P, pos, b, s, H, Dh, sign, CS));
 }
 
-void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-             double theta) {
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
+             int64_t pos0, double theta) {
+    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cu_rope(rt, RT_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
 }
 
-void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-                 double theta) {
+void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
+                 int64_t pos0, double theta) {
+    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cu_rope(rt, RT_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
 }
 
@@ -137,15 +139,17 @@ static void rt_cu_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
              (long long)Hkv);
 }
 
-void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,
-                  int64_t H, int64_t Hkv, int64_t Dh) {
+void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
+                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cu_check_attn(H, Hkv, Dh);
     RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
 
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                      int64_t Dh) {
+                      const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
+                      int64_t Hkv, int64_t Dh) {
+    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cu_check_attn(H, Hkv, Dh);
     float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
     RT_TIMED(RT_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),

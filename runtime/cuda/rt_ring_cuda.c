@@ -63,7 +63,8 @@ static void ring_time(rt_ctx *rt, rt_kernel_kind kind, double t0) {
 }
 
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
-                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+                       int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cuda *cu = rt_cu(rt);
     ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
@@ -92,8 +93,9 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
 }
 
 void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                           const float *k, const float *v, const float *o, const float *lse, int64_t b, int64_t S,
-                           int64_t H, int64_t Hkv, int64_t Dh) {
+                           const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
+                           int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cuda *cu = rt_cu(rt);
     ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];

@@ -80,6 +80,9 @@ typedef enum { RT_ROPE_NONE = 0, RT_ROPE_LLAMA3 = 1 } rt_rope_scaling;
 
 typedef struct rt_ctx rt_ctx;
 
+/* How packed documents are laid into rows (layout/layout.h: layout_pack). */
+typedef enum { RT_PACK_SEQUENTIAL = 0, RT_PACK_BALANCED = 1 } rt_packing;
+
 typedef struct rt_program {
     const char *model;      /* module name */
     const char *spec;       /* the spec file it was compiled from (for messages) */
@@ -130,6 +133,14 @@ typedef struct rt_program {
     /* The layout strategy for the start-up banner (NULL: Ulysses or
      * batch-aware, told apart by batch_groups). */
     const char *layout;
+    /* Packed documents (0: one token stream, plain causal attention).  With
+     * documents = 1 the data is split into documents at eot_token, each
+     * step's documents are packed into the rows (packing), attention stays
+     * within a document, positions restart at 0 in each, and the target of a
+     * document's last token is not counted. */
+    int documents;
+    int64_t eot_token;
+    rt_packing packing;
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
 } rt_program;
 
@@ -172,27 +183,31 @@ void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, 
 void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                    int64_t I, int64_t O);
 
-/* x, y: [b, s, H, Dh]; token (bi, si) has position pos0 + si.  Rotates pairs
+/* x, y: [b, s, H, Dh], rows row0 .. row0+b-1 of the micro-batch; token
+ * (bi, si) has position pos0 + si (with packed documents: its position
+ * within its document).  Rotates pairs
  * (i, i + Dh/2) (the Hugging Face Llama convention) by pos * inv_freq_i,
  * inv_freq_i = theta^(-2i/Dh); with program->rope_scaling RT_ROPE_LLAMA3,
  * inv_freq_i gets Llama 3's adjustment (transformers'
  * _compute_llama3_parameters) with the program's rope_factor,
  * rope_low_freq_factor, rope_high_freq_factor and rope_original_max_pos. */
-void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-             double theta);
-void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t b, int64_t s, int64_t H, int64_t Dh, int64_t pos0,
-                 double theta);
+void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
+             int64_t pos0, double theta);
+void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
+                 int64_t pos0, double theta);
 
 /* Causal grouped-query attention, softmax scale 1/sqrt(Dh):
- * q, o [b,S,H,Dh]; k, v [b,S,Hkv,Dh]; local q head h reads kv head
- * h / (H/Hkv).  Tiled with an online softmax: no S×S matrix is stored. */
-void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S,
-                  int64_t H, int64_t Hkv, int64_t Dh);
+ * q, o [b,S,H,Dh]; k, v [b,S,Hkv,Dh] (rows row0 .. row0+b-1 of the
+ * micro-batch); local q head h reads kv head h / (H/Hkv).  Tiled with an
+ * online softmax: no S×S matrix is stored.  With packed documents a query
+ * sees only the keys of its own document. */
+void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
+                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 /* Backward (recomputes the softmax statistics); dk, dv sum over the q heads
  * sharing a kv head. */
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                      int64_t Dh);
+                      const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
+                      int64_t Hkv, int64_t Dh);
 
 /* Ring attention over the R ranks of group g (IR ops ring_attention,
  * ring_attention_bwd): q, o, do, dq [b,S,H,Dh] and k, v, dk, dv
@@ -200,10 +215,10 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
  * holds sequence indices r*S .. r*S+S-1), lse [b,S,H] the log-sum-exp of
  * each query's scores (fp32).  Causal over the original positions. */
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
-                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+                       int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                           const float *k, const float *v, const float *o, const float *lse, int64_t b, int64_t S,
-                           int64_t H, int64_t Hkv, int64_t Dh);
+                           const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
+                           int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 
 /* y = silu(g) * u, n elements */
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n);
@@ -232,9 +247,12 @@ void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n);
 void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
                      int64_t V, int64_t D);
 /* Gradient of (loss * scale): dx[N,D], dw[V,D] (overwrites dw); scale is
- * 1/(B*S), so that the summed gradients are those of the mean loss. */
+ * 1/(B*S), so that the summed gradients are those of the mean loss (with
+ * packed documents rt_loss_scale(rt): 1 / this step's counted targets). */
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale);
+/* 1 / the number of targets this step counts (all ranks' together). */
+double rt_loss_scale(rt_ctx *rt);
 
 /* ---- optimizer --------------------------------------------------------------
  * AdamW on param value `param` with gradient value `grad` (their tables say

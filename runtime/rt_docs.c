@@ -1,0 +1,211 @@
+/* rt_docs.c — packed documents (program->documents): the document table of
+ * the data, each step's packing, and the per-token tables the loader,
+ * RoPE, attention and the loss read.
+ *
+ * A document is a run of tokens up to and including an end-of-text token
+ * (the tokens after the last one form a final document); a lone end-of-text
+ * token teaches nothing and is skipped.  A document longer than seq_len is
+ * cut into pieces of seq_len tokens (the last one shorter), each then a
+ * document of its own.
+ *
+ * Step t draws documents with replacement, the j-th from a counter-based
+ * hash of (seed, t, j), until the micro-batch's B*S tokens are reached (the
+ * last one cut to fit); layout_pack lays them into the B rows (sequential:
+ * back to back; balanced: longest first, each to the row of least expected
+ * cost).  What a row holds does not depend on the layout; with balanced
+ * packing the rows are then ordered so that the batch-aware groups (which
+ * own consecutive rows) get equal work (layout_pack_groups).  Every rank
+ * computes the same whole-step tables from the same (seed, t), so the data
+ * is identical on every rank and exact on --resume, and every layout sums
+ * the same rows (the single rank in another order); each rank reads the
+ * slices it holds.
+ *
+ * Within a row every document is numbered (0, 1, ...), its tokens have
+ * positions 0 .. len-1, and the target of its last token is -1 (not
+ * counted: no loss across documents).  The loss is the mean over the
+ * counted targets of the step (rt_loss_scale). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout/layout.h"
+#include "rt_internal.h"
+
+struct rt_docs {
+    layout_doc *docs; /* the table: pieces of at most seq_len tokens */
+    int64_t ndocs, nsplit, nskipped;
+    double linear; /* per-token over per-pair work (layout_doc_cost) */
+    /* This step's packing (rt_docs_step), over the whole [B,S] micro-batch
+     * in natural order. */
+    int64_t step;
+    layout_doc *draw;
+    layout_slot *slots;
+    int nslots;
+    int32_t *doc, *tok, *tgt;
+    int64_t *pos;
+    int64_t counted;
+    double imbalance;
+};
+
+/* Appends the pieces of document [src, src+len) to the table. */
+static void docs_add(rt_docs *d, int64_t *cap, int64_t src, int64_t len, int64_t S) {
+    if (len < 2) {
+        d->nskipped++;
+        return;
+    }
+    if (len > S) d->nsplit++;
+    for (int64_t off = 0; off < len; off += S) {
+        if (d->ndocs == *cap) {
+            *cap = *cap ? 2 * *cap : 1024;
+            layout_doc *grown = RT_MALLOC(sizeof *grown * (size_t)*cap);
+            if (d->ndocs) memcpy(grown, d->docs, sizeof *grown * (size_t)d->ndocs);
+            free(d->docs);
+            d->docs = grown;
+        }
+        d->docs[d->ndocs++] = (layout_doc){src + off, len - off < S ? len - off : S};
+    }
+}
+
+/* Per-token work of one layer over the per-pair work of its attention:
+ * weights per layer (q, k, v, o projections and the SwiGLU MLP) over
+ * H * Dh, both counted as multiply-adds of one token or one score pair. */
+static double docs_linear(const rt_program *p) {
+    double D = (double)p->hidden, H = (double)p->heads, Hk = (double)p->kv_heads, Dh = (double)p->head_dim;
+    double F = (double)p->ffn;
+    double w = D * (H + 2 * Hk) * Dh + H * Dh * D + 3 * D * F;
+    return H * Dh > 0 ? w / (H * Dh) : 0;
+}
+
+bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
+    const rt_program *p = rt->p;
+    rt_docs *d = RT_MALLOC(sizeof *d);
+    memset(d, 0, sizeof *d);
+    rt->docs = d;
+    d->step = -1;
+    d->linear = docs_linear(p);
+    int64_t cap = 0, start = 0, neot = 0;
+    for (int64_t i = 0; i < rt->ntokens; i++) {
+        if (rt->tokens[i] != p->eot_token) continue;
+        neot++;
+        docs_add(d, &cap, start, i + 1 - start, p->seq_len);
+        start = i + 1;
+    }
+    if (neot == 0) {
+        snprintf(err, errlen,
+                 "%s: documents on, but its %lld tokens hold no end-of-text token (eot_token %lld): check the "
+                 "token id, or train without 'documents on'",
+                 path, (long long)rt->ntokens, (long long)p->eot_token);
+        return false;
+    }
+    if (start < rt->ntokens) docs_add(d, &cap, start, rt->ntokens - start, p->seq_len);
+    if (d->ndocs == 0) {
+        snprintf(err, errlen, "%s: documents on, but every document is empty (%lld end-of-text tokens in a row)",
+                 path, (long long)neot);
+        return false;
+    }
+    int64_t B = p->micro_batch, S = p->seq_len;
+    d->draw = RT_MALLOC(sizeof *d->draw * (size_t)(B * S));
+    d->slots = RT_MALLOC(sizeof *d->slots * (size_t)(B * S + B));
+    d->doc = RT_MALLOC(sizeof(int32_t) * (size_t)(3 * B * S));
+    d->tok = d->doc + B * S;
+    d->tgt = d->tok + B * S;
+    d->pos = RT_MALLOC(sizeof(int64_t) * (size_t)(B * S));
+    return true;
+}
+
+void rt_docs_free(rt_docs *d) {
+    if (!d) return;
+    free(d->docs), free(d->draw), free(d->slots), free(d->doc), free(d->pos);
+    free(d);
+}
+
+/* Step t's documents, in draw order: exactly B*S tokens. */
+static int docs_draw(const rt_ctx *rt, int64_t t) {
+    const rt_docs *d = rt->docs;
+    int64_t need = rt->p->micro_batch * rt->p->seq_len, total = 0;
+    uint64_t h0 = rt_splitmix64(rt_splitmix64((uint64_t)rt->opt.seed ^ 0x646f6373ull) ^ (uint64_t)t);
+    int n = 0;
+    for (uint64_t j = 0; total < need; j++) {
+        layout_doc x = d->docs[rt_splitmix64(h0 ^ j) % (uint64_t)d->ndocs];
+        if (x.len > need - total) x.len = need - total;
+        d->draw[n++] = x;
+        total += x.len;
+    }
+    return n;
+}
+
+/* Fills the per-token tables from the slots. */
+static void docs_tables(rt_ctx *rt) {
+    rt_docs *d = rt->docs;
+    int64_t S = rt->p->seq_len;
+    int32_t id = 0;
+    d->counted = 0;
+    for (int i = 0; i < d->nslots; i++) {
+        const layout_slot *s = &d->slots[i];
+        if (i == 0 || s->row != d->slots[i - 1].row) id = 0;
+        for (int64_t j = 0; j < s->len; j++) {
+            int64_t at = s->row * S + s->col + j;
+            d->doc[at] = id;
+            d->pos[at] = j;
+            d->tok[at] = rt->tokens[s->src + j];
+            d->tgt[at] = j + 1 < s->len ? rt->tokens[s->src + j + 1] : -1;
+        }
+        d->counted += s->len - 1;
+        id++;
+    }
+}
+
+void rt_docs_step(rt_ctx *rt, int64_t t) {
+    rt_docs *d = rt->docs;
+    if (!d || d->step == t) return;
+    const rt_program *p = rt->p;
+    int n = docs_draw(rt, t);
+    int G = p->batch_groups > 0 ? p->batch_groups : 1;
+    layout_packing how = p->packing == RT_PACK_BALANCED ? LAYOUT_PACK_BALANCED : LAYOUT_PACK_SEQUENTIAL;
+    d->nslots = layout_pack(d->draw, n, p->micro_batch, p->seq_len, how, d->linear, d->slots);
+    RT_CHECK(d->nslots > 0, "packing %d documents into %lld rows of %lld failed", n, (long long)p->micro_batch,
+             (long long)p->seq_len);
+    if (how == LAYOUT_PACK_BALANCED && G > 1)
+        RT_CHECK(layout_pack_groups(d->slots, d->nslots, p->micro_batch, G, d->linear) == 0,
+                 "ordering %lld rows for %d groups failed", (long long)p->micro_batch, G);
+    double *gc = RT_MALLOC(sizeof(double) * (size_t)G);
+    d->imbalance = layout_pack_imbalance(d->slots, d->nslots, p->micro_batch, G, d->linear, gc);
+    free(gc);
+    docs_tables(rt);
+    d->step = t;
+}
+
+/* Natural index of module-order index i (the ring's zig-zag order). */
+void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc,
+                  int64_t *pos) {
+    const rt_docs *d = rt->docs;
+    RT_CHECK(d && d->step >= 0, "document tables asked for before the step's packing");
+    int64_t S = rt->p->seq_len;
+    int64_t *nat = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1));
+    rt_seq_positions(rt, start, s, nat);
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t i = 0; i < s; i++) {
+            int64_t at = (row0 + bi) * S + nat[i];
+            if (doc) doc[bi * s + i] = d->doc[at];
+            if (pos) pos[bi * s + i] = d->pos[at];
+        }
+    free(nat);
+}
+
+int32_t rt_docs_token(const rt_ctx *rt, int64_t row, int64_t i, int shift) {
+    const rt_docs *d = rt->docs;
+    int64_t at = row * rt->p->seq_len + i;
+    return shift ? d->tgt[at] : d->tok[at];
+}
+
+void rt_docs_stats(const rt_ctx *rt, rt_docs_info *out) {
+    const rt_docs *d = rt->docs;
+    *out = (rt_docs_info){0};
+    if (!d) return;
+    out->ndocs = d->ndocs, out->nsplit = d->nsplit, out->nskipped = d->nskipped;
+    out->step_docs = d->nslots, out->counted = d->counted, out->imbalance = d->imbalance;
+}
+
+double rt_loss_scale(rt_ctx *rt) {
+    if (!rt->docs) return 1.0 / (double)(rt->p->micro_batch * rt->p->seq_len);
+    return 1.0 / (double)(rt->docs->counted > 0 ? rt->docs->counted : 1);
+}
