@@ -5,7 +5,8 @@
 #   cli.sh setup BASPC MPIRUN CORPUS SPECDIR WORKDIR
 #     builds, in WORKDIR: mha1 (tiny_mha, 1 rank), mha4 (tiny_mha, 4 ranks,
 #     batch-aware 2 groups of 2, ZeRO-3: every parameter sharded), gqa1
-#     (tiny_gqa, 1 rank); trains mha1 for 3 steps into weights.bin; writes
+#     (tiny_gqa, 1 rank), docs4 (tiny_mha, 4 ranks, packed documents with
+#     end-of-text token 0) and one_long_doc.bin; trains mha1 for 3 steps into weights.bin; writes
 #     damaged copies of the weights and of the corpus.
 #   cli.sh roundtrip EXPECT MPIRUN WORKDIR CORPUS
 #     loads weights.bin into the 4-rank ZeRO-3 binary with --steps 0 (under
@@ -21,6 +22,11 @@ setup() {
     "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/mha4" --set mesh.nodes=2 --set mesh.devices_per_node=2 \
         --set "layout.batch_aware=groups 2" --set train.zero=3
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa1" "${one[@]}"
+    # Packed documents (end-of-text token 0) on 4 ranks, and their data: one
+    # document of 1000 tokens (longer than a row and than a whole step).
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/docs4" --set mesh.nodes=2 --set mesh.devices_per_node=2 \
+        --set train.documents=on --set train.eot_token=0
+    python3 -c 'import struct,sys; t=[1+i%200 for i in range(999)]+[0]; open(sys.argv[1],"wb").write(struct.pack("<256i",20240520,1,len(t),*[0]*253)+struct.pack("<%dH"%len(t),*t))' "$w/one_long_doc.bin"
     # Trained, so that the weights differ from any seed's initial ones.
     "$mpirun" --allow-run-as-root --oversubscribe -np 1 "$w/mha1" --data "$corpus" --steps 3 --quiet \
         --save-weights "$w/weights.bin" --save-grads "$w/grads.bin"
