@@ -126,9 +126,12 @@ const layout_link *layout_link_presets(int *n);
 /* How a step's documents are laid into its B rows of S tokens:
  *   sequential  back to back in draw order, a document crossing a row end
  *               cut there (concat-and-chunk);
- *   balanced    longest first, each to the row of least cost with room
- *               (longest-processing-time-first), so that the rows, and the
- *               batch-aware groups that own them, get equal work. */
+ *   balanced    the same pieces (cut where sequential cuts), laid out
+ *               again longest first, each to the row of least expected cost
+ *               with room (longest-processing-time-first; a piece that fits
+ *               no row whole is cut once more), so that the rows, and the
+ *               batch-aware groups that own them, get equal work for the
+ *               same total work. */
 typedef enum { LAYOUT_PACK_SEQUENTIAL = 0, LAYOUT_PACK_BALANCED = 1 } layout_packing;
 const char *layout_packing_name(layout_packing p);
 bool layout_packing_parse(const char *name, layout_packing *out);

@@ -99,7 +99,7 @@ static layout_slot pack_place(pack_state *st, int64_t r, layout_doc d, int64_t t
     return s;
 }
 
-/* Balanced: longest first, each document whole into the row of least
+/* Balanced: longest first, each piece whole into the row of least
  * projected cost that has room for it; when no row has room, it fills the
  * row with the most room and the rest goes back into the queue (in its
  * sorted place).  Deterministic: ties go to the lowest row. */
@@ -151,8 +151,17 @@ int layout_pack(const layout_doc *docs, int n, int64_t B, int64_t S, layout_pack
         total += docs[i].len;
     }
     if (total < B * S) return -1;
-    int ns = how == LAYOUT_PACK_BALANCED ? pack_balanced(docs, n, B, S, linear, out)
-                                         : pack_sequential(docs, n, B, S, out);
+    int ns = pack_sequential(docs, n, B, S, out);
+    if (how == LAYOUT_PACK_BALANCED && ns > 0) {
+        /* The same pieces (the documents cut where concat-and-chunk cuts
+         * them), laid out again for balance: balancing whole documents
+         * would add work (l^2 grows with every cut it saves). */
+        layout_doc *pieces = malloc(sizeof *pieces * (size_t)ns);
+        if (!pieces) return -1;
+        for (int i = 0; i < ns; i++) pieces[i] = (layout_doc){out[i].src, out[i].len};
+        ns = pack_balanced(pieces, ns, B, S, linear, out);
+        free(pieces);
+    }
     if (ns > 0) qsort(out, (size_t)ns, sizeof *out, pack_slot_cmp);
     return ns;
 }
