@@ -178,9 +178,16 @@ bool basp_max_seq_len(const basp_spec *spec, FILE *out, bool json) {
     return any;
 }
 
-bool basp_plan(const basp_spec *spec, FILE *out, bool json) {
+bool basp_plan(const basp_spec *spec, FILE *out, bool json) { return basp_plan_docs(spec, NULL, out, json); }
+
+bool basp_plan_docs(const basp_spec *spec, const char *doc_lengths, FILE *out, bool json) {
+    pass_doc_lengths docs;
+    if (doc_lengths && !pass_doc_lengths_read(doc_lengths, spec, &docs))
+        return false;
     pass_plan_result r;
-    bool ok = pass_plan_target(spec, plan_for_cuda(spec), &r);
+    bool ok = pass_plan_docs(spec, plan_for_cuda(spec), doc_lengths ? &docs : NULL, &r);
+    if (doc_lengths)
+        pass_doc_lengths_free(&docs);
     if (json)
         pass_plan_json(&r, out);
     else

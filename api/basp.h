@@ -104,6 +104,12 @@ bool basp_write_trace(const basp_module *m, FILE *out);
  * basp_set_target (what basp_memory reports for that layout).  Returns
  * false when no layout fits (a suggestion is printed). */
 bool basp_plan(const basp_spec *spec, FILE *out, bool json);
+/* basp_plan with rows packed from documents whose lengths doc_lengths
+ * holds (an llm.c token file, split at the spec's eot_token, or a text
+ * list of lengths): each layout's step with sequential and balanced
+ * packing, the choice by the spec's packing.  False also when the file
+ * cannot be read (an error was reported). */
+bool basp_plan_docs(const basp_spec *spec, const char *doc_lengths, FILE *out, bool json);
 /* The longest seq_len (in steps of 1024 tokens, a multiple of the group
  * size) whose memory plan fits the device, for Ulysses and every legal
  * batch-aware G, each with recompute none, selective and full; a table, or

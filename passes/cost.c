@@ -489,6 +489,9 @@ pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_par
             r.compute_s += c.seconds;
         if (m->ops[i].code == IR_ALL_TO_ALL)
             r.a2a_s += c.seconds;
+        ir_opcode k = m->ops[i].code;
+        if (k == IR_ATTENTION || k == IR_ATTENTION_BWD || k == IR_RING_ATTENTION || k == IR_RING_ATTENTION_BWD)
+            r.attn_s += c.seconds;
     }
     r.a2a_fraction = r.step_s > 0 ? r.a2a_s / r.step_s : 0;
     r.device_mem = cfg_double(m, "device_mem", 0);

@@ -126,6 +126,7 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
 
 typedef struct pass_cost_report {
     double step_s, compute_s, comm_s, a2a_s; /* per step, ops serialised on one stream */
+    double attn_s;                            /* of step_s: attention and ring attention, forward and backward */
     double a2a_fraction;                      /* a2a_s / step_s */
     /* memory per rank, bytes */
     double mem_params, mem_grads, mem_optim, mem_acts, mem_comm, mem_peak;
@@ -164,6 +165,13 @@ typedef struct pass_plan_candidate {
     double tokens_per_rank;
     int peers;
     double a2a_ms, step_ms, a2a_fraction, mem_bytes_per_rank;
+    double attn_ms;       /* of step_ms: attention, forward and backward */
+    double comm_ms;       /* of step_ms: collectives and point-to-point */
+    /* With --doc-lengths (pass_plan_apply_docs): the dense step, and the
+     * step and group imbalance with sequential [0] and balanced [1]
+     * packing; step_ms is then the one of the spec's packing.  NaN where
+     * not predicted. */
+    double dense_step_ms, docs_ms[2], imbalance[2];
     bool legal, fits;
     bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
     bool estimate_only;   /* costed from a stand-in, never chosen (two-level without its pass) */
@@ -171,6 +179,15 @@ typedef struct pass_plan_candidate {
     char reason[160];     /* why it was not chosen (illegal, not available, does not fit,
                              changes the global batch, slower); "" for the chosen one */
 } pass_plan_candidate;
+
+/* Packed documents in the plan (--doc-lengths). */
+typedef struct pass_plan_docs_summary {
+    bool on;
+    int n, steps;            /* documents read; sampled steps */
+    double mean_len, max_len;
+    layout_packing packing;  /* the spec's: what step_ms predicts */
+    char source[256];
+} pass_plan_docs_summary;
 
 typedef struct pass_plan_result {
     char model[64];
@@ -183,7 +200,25 @@ typedef struct pass_plan_result {
     int chosen;                /* index into cand, -1 when no legal candidate fits */
     char why[200];             /* why the chosen one */
     char suggestion[480];      /* when nothing fits: the cheapest change that makes one fit */
+    pass_plan_docs_summary docs;
 } pass_plan_result;
+
+/* Document lengths for the planner: an llm.c token file split at the
+ * spec's eot_token (as the runtime splits it; needs documents on), or text
+ * holding one length per word ('#' comments).  Errors go to sup_error. */
+typedef struct pass_doc_lengths {
+    int64_t *len;
+    int n;
+    char source[256];
+} pass_doc_lengths;
+bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengths *out);
+void pass_doc_lengths_free(pass_doc_lengths *d);
+/* Predicts each measured candidate's step with rows packed from documents
+ * of these lengths, sequential and balanced (docplan.c). */
+void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_doc_lengths *d);
+/* pass_plan_target with packed documents of the given lengths (NULL: none);
+ * the choice then goes by the step of the spec's packing. */
+bool pass_plan_docs(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *out);
 
 /* Plans a checked spec (its own layout block is ignored: every layout is
  * tried).  Diagnostics of the trial builds are silenced.  Returns false

@@ -37,6 +37,7 @@
 typedef struct plan_ctx {
     const fe_spec *spec;
     bool cuda;      /* plan memory for the cuda target (bf16 buffers) */
+    const pass_doc_lengths *docs; /* packed documents' lengths, or NULL */
     pass_plan_result *r;
     int cap;
 } plan_ctx;
@@ -250,6 +251,8 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, boo
     c->tokens_per_rank = (double)c->micro_batch * (double)x->r->seq_len / N;
     c->a2a_ms = rep.a2a_s * 1e3;
     c->step_ms = rep.step_s * 1e3;
+    c->attn_ms = rep.attn_s * 1e3;
+    c->comm_ms = rep.comm_s * 1e3;
     c->a2a_fraction = rep.a2a_fraction;
     c->mem_bytes_per_rank = rep.mem_peak;
     c->fits = rep.fits;
@@ -409,6 +412,8 @@ static void explain(pass_plan_result *r)
 static void plan_candidates(plan_ctx *x)
 {
     plan_layouts(x);
+    if (x->docs)
+        pass_plan_apply_docs(x->r, x->spec, x->docs);
     x->r->chosen = choose(x->r, false);
     if (x->r->chosen < 0)
         x->r->chosen = choose(x->r, true);
@@ -429,9 +434,9 @@ static void header(pass_plan_result *r, const fe_spec *spec)
 }
 
 /* Plans without suggestions (the suggestion search calls this). */
-static void plan_run(const fe_spec *spec, bool cuda, pass_plan_result *r)
+static void plan_run(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *r)
 {
-    plan_ctx x = {.spec = spec, .cuda = cuda, .r = r};
+    plan_ctx x = {.spec = spec, .cuda = cuda, .docs = docs, .r = r};
     header(r, spec);
     r->cuda = cuda;
     plan_candidates(&x);
@@ -445,7 +450,7 @@ static bool try_change(const fe_spec *spec, const char *set, bool cuda, char *wh
     if (!s)
         return false;
     pass_plan_result r;
-    plan_run(s, cuda, &r);
+    plan_run(s, cuda, NULL, &r);
     bool ok = r.chosen >= 0;
     if (ok) {
         const pass_plan_candidate *c = &r.cand[r.chosen];
@@ -496,10 +501,15 @@ bool pass_plan(const fe_spec *spec, pass_plan_result *out) { return pass_plan_ta
 
 bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out)
 {
+    return pass_plan_docs(spec, cuda, NULL, out);
+}
+
+bool pass_plan_docs(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *out)
+{
     /* Candidates that turn out illegal are results, not the user's errors. */
     sup_diag_saved saved = sup_diag_silence();
     pass_plan_result *r = out;
-    plan_run(spec, cuda, r);
+    plan_run(spec, cuda, docs, r);
     bool any_built = false;
     for (int i = 0; i < r->n; i++)
         any_built |= r->cand[i].legal;
@@ -526,13 +536,25 @@ static const char *num(char *buf, size_t n, const pass_plan_candidate *c, double
     return buf;
 }
 
-static void print_row(const pass_plan_candidate *c, bool chosen, FILE *out)
+/* The packed-document columns: dense step, then each packing's step and
+ * mean group imbalance. */
+static void print_docs_cols(const pass_plan_candidate *c, FILE *out)
+{
+    char d[32], s[32], b[32], is[32], ib[32];
+    fprintf(out, " %9s %9s %5s %9s %5s", num(d, sizeof d, c, c->dense_step_ms, "%.1f"),
+            num(s, sizeof s, c, c->docs_ms[0], "%.1f"), num(is, sizeof is, c, c->imbalance[0], "%.2f"),
+            num(b, sizeof b, c, c->docs_ms[1], "%.1f"), num(ib, sizeof ib, c, c->imbalance[1], "%.2f"));
+}
+
+static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, bool chosen, FILE *out)
 {
     char a[32], f[32], s[32], m[32];
-    fprintf(out, "%c %-28s %3d %3d %11.0f %5d %9s %6s %10s %8s  %-4s %-5s %s\n", chosen ? '*' : ' ', c->name,
-            c->groups, c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
-            num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"),
-            num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"),
+    fprintf(out, "%c %-28s %3d %3d %11.0f %5d %9s %6s %10s", chosen ? '*' : ' ', c->name, c->groups,
+            c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
+            num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"));
+    if (r->docs.on)
+        print_docs_cols(c, out);
+    fprintf(out, " %8s  %-4s %-5s %s\n", num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"),
             c->legal && isfinite(c->step_ms) ? (c->fits ? "yes" : "no") : "-",
             c->legal ? "yes" : "no", c->reason);
 }
@@ -543,11 +565,18 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
             r->nodes, r->devices_per_node, (long long)r->micro_batch, (long long)r->seq_len);
     if (r->device_mem > 0)
         fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
-    fprintf(out, ", %s target", r->cuda ? "cuda" : "cpu");
-    fprintf(out, "\n\n  %-28s %3s %3s %11s %5s %9s %6s %10s %8s  %-4s %-5s %s\n", "layout", "G", "K", "tokens/rank",
-            "peers", "a2a ms", "a2a", "step ms", "mem GiB", "fits", "legal", "why not chosen");
+    fprintf(out, ", %s target\n", r->cuda ? "cuda" : "cpu");
+    if (r->docs.on)
+        fprintf(out, "packed documents: %d lengths from %s (mean %.0f, longest %.0f tokens), %d sampled steps; "
+                "'step ms' is the %s packing's\n", r->docs.n, r->docs.source, r->docs.mean_len, r->docs.max_len,
+                r->docs.steps, layout_packing_name(r->docs.packing));
+    fprintf(out, "\n  %-28s %3s %3s %11s %5s %9s %6s %10s", "layout", "G", "K", "tokens/rank", "peers", "a2a ms",
+            "a2a", "step ms");
+    if (r->docs.on)
+        fprintf(out, " %9s %9s %5s %9s %5s", "dense ms", "seq ms", "imb", "bal ms", "imb");
+    fprintf(out, " %8s  %-4s %-5s %s\n", "mem GiB", "fits", "legal", "why not chosen");
     for (int i = 0; i < r->n; i++)
-        print_row(&r->cand[i], i == r->chosen, out);
+        print_row(r, &r->cand[i], i == r->chosen, out);
     fputc('\n', out);
     if (r->chosen >= 0)
         fprintf(out, "chosen: %s (%s)\n", r->cand[r->chosen].name, r->why);
@@ -567,9 +596,9 @@ static cJSON *candidate_json(const pass_plan_candidate *c)
     cJSON_AddNumberToObject(o, "tokens_per_rank", c->tokens_per_rank);
     cJSON_AddNumberToObject(o, "peers", c->peers);
     /* Unbuilt candidates have no numbers: null rather than a made-up 0. */
-    const char *keys[] = {"a2a_ms", "step_ms", "a2a_fraction", "mem_bytes_per_rank"};
-    double vals[] = {c->a2a_ms, c->step_ms, c->a2a_fraction, c->mem_bytes_per_rank};
-    for (int k = 0; k < 4; k++) {
+    const char *keys[] = {"a2a_ms", "step_ms", "a2a_fraction", "mem_bytes_per_rank", "attention_ms", "comm_ms"};
+    double vals[] = {c->a2a_ms, c->step_ms, c->a2a_fraction, c->mem_bytes_per_rank, c->attn_ms, c->comm_ms};
+    for (int k = 0; k < 6; k++) {
         if (c->legal && isfinite(vals[k]))
             cJSON_AddNumberToObject(o, keys[k], vals[k]);
         else
@@ -580,6 +609,17 @@ static cJSON *candidate_json(const pass_plan_candidate *c)
     cJSON_AddBoolToObject(o, "keeps_batch", c->keeps_batch);
     cJSON_AddBoolToObject(o, "available", c->available);
     cJSON_AddStringToObject(o, "reason", c->reason);
+    if (!isnan(c->dense_step_ms) && c->dense_step_ms > 0) {
+        const char *dk[] = {"dense_step_ms", "step_ms_sequential", "imbalance_sequential", "step_ms_balanced",
+                            "imbalance_balanced"};
+        double dv[] = {c->dense_step_ms, c->docs_ms[0], c->imbalance[0], c->docs_ms[1], c->imbalance[1]};
+        for (int k = 0; k < 5; k++) {
+            if (c->legal && isfinite(dv[k]))
+                cJSON_AddNumberToObject(o, dk[k], dv[k]);
+            else
+                cJSON_AddNullToObject(o, dk[k]);
+        }
+    }
     return o;
 }
 
@@ -592,6 +632,15 @@ void pass_plan_json(const pass_plan_result *r, FILE *out)
     cJSON_AddNumberToObject(o, "seq_len", (double)r->seq_len);
     cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
     cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
+    if (r->docs.on) {
+        cJSON *d = cJSON_AddObjectToObject(o, "documents");
+        cJSON_AddStringToObject(d, "source", r->docs.source);
+        cJSON_AddNumberToObject(d, "count", r->docs.n);
+        cJSON_AddNumberToObject(d, "mean_len", r->docs.mean_len);
+        cJSON_AddNumberToObject(d, "max_len", r->docs.max_len);
+        cJSON_AddNumberToObject(d, "sampled_steps", r->docs.steps);
+        cJSON_AddStringToObject(d, "packing", layout_packing_name(r->docs.packing));
+    }
     cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
     for (int i = 0; i < r->n; i++)
         cJSON_AddItemToArray(arr, candidate_json(&r->cand[i]));

@@ -37,6 +37,10 @@ static void usage(FILE *out) {
             "                           cost model: predicted step\n"
             "                           time, all-to-all share, memory per rank; names the\n"
             "                           fastest that fits (exit 1 when none fits)\n"
+            "  --doc-lengths FILE       with --plan: rows packed from documents of these lengths\n"
+            "                           (the training data, split at train.eot_token, or a text\n"
+            "                           list of lengths): each layout's step with sequential and\n"
+            "                           balanced packing; the choice by the spec's packing\n"
             "  --memory                 the memory plan of one rank: peak per rank (arena +\n"
             "                           kernel workspace), what is live at the peak op by\n"
             "                           category, the largest buffers, whether it fits the\n"
@@ -83,6 +87,7 @@ typedef struct options {
     int emit_given;
     int json, quiet, keep_c, verbose;
     int answered; /* --plan/--memory/--max-seq-len wrote a negative answer: keep it */
+    const char *doc_lengths; /* --doc-lengths FILE (with --plan) */
     basp_pass_options popt;
 } options;
 
@@ -239,10 +244,11 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strncmp(a, "--passes=", 9)) o->passes = a + 9;
         else if (!strcmp(a, "--print-ir-after-all")) o->popt.print_after_all = true;
         else if (!strncmp(a, "--print-ir-after=", 17)) o->popt.print_after = a + 17;
-        else if (!strcmp(a, "--set") || !strcmp(a, "-o") || !strcmp(a, "--trace")) {
+        else if (!strcmp(a, "--set") || !strcmp(a, "-o") || !strcmp(a, "--trace") || !strcmp(a, "--doc-lengths")) {
             if (i + 1 >= argc) return die_usage("missing value after", a);
             if (a[1] == 'o') o->out = argv[++i];
             else if (a[2] == 't') o->trace = argv[++i];
+            else if (a[2] == 'd') o->doc_lengths = argv[++i];
             else o->sets[o->nsets++] = argv[++i];
         } else if (!strncmp(a, "--set=", 6)) o->sets[o->nsets++] = a + 6;
         else if (a[0] == '-' && a[1] != '\0') return die_usage("unknown option", a);
@@ -254,6 +260,8 @@ static int parse_args(int argc, char **argv, options *o) {
                      o->act == ACT_LOWERED))
         return die_usage("--trace needs the lowered schedule: use it with --emit=ir, --schedule, --emit=c or -o",
                          NULL);
+    if (o->doc_lengths && o->act != ACT_PLAN)
+        return die_usage("--doc-lengths goes with --plan", NULL);
     if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN && o->act != ACT_MEMORY && o->act != ACT_MAXSEQ)
         return die_usage("--json goes with --schedule, --plan, --memory or --max-seq-len", NULL);
     if (o->out && !o->emit_given) o->act = ACT_BUILD;
@@ -288,7 +296,7 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
     if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return NULL; }
     if (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_MAXSEQ) {
         if (o->act == ACT_SPEC) basp_spec_print(spec, out);
-        *rc = o->act == ACT_PLAN && !basp_plan(spec, out, o->json);
+        *rc = o->act == ACT_PLAN && !basp_plan_docs(spec, o->doc_lengths, out, o->json);
         if (o->act == ACT_MAXSEQ) *rc = !basp_max_seq_len(spec, out, o->json);
         /* "nothing fits" is the answer, with the reason: keep the output */
         if (*rc && !basp_error_count()) o->answered = 1;

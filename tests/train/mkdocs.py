@@ -9,7 +9,10 @@ so that a row of the tests' 64 or 128 tokens holds several documents and
 some documents are longer than a row and are cut.
 Deterministic from --seed.  Standard library only.
 
-Usage: mkdocs.py CORPUS_TXT OUT_BIN [--eot N] [--seed N] [--tokens N]
+--scale F multiplies every length by F (bench/packing_study.py: F = 10,
+documents of 40 to 4000 tokens for rows of 4096).
+
+Usage: mkdocs.py CORPUS_TXT OUT_BIN [--eot N] [--seed N] [--tokens N] [--scale F]
 """
 import argparse
 import math
@@ -30,6 +33,7 @@ def main():
     p.add_argument("--eot", type=int, default=0)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--tokens", type=int, default=200000, help="about this many tokens in all")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every document length by this")
     a = p.parse_args()
     text = open(a.corpus, "rb").read()
     if a.eot < 256 and bytes([a.eot]) in text:
@@ -37,7 +41,7 @@ def main():
     rng = random.Random(a.seed)
     toks, at = [], 0
     while len(toks) < a.tokens:
-        n = lengths(rng)
+        n = max(2, int(lengths(rng) * a.scale))
         piece = text[at:at + n]
         if len(piece) < n:
             at, piece = 0, text[:n]

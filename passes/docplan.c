@@ -1,0 +1,244 @@
+/* docplan.c — the planner with packed documents (baspc --plan
+ * --doc-lengths FILE): the step time of each layout when the rows are
+ * packed from documents of a given length distribution, for sequential
+ * and balanced packing.
+ *
+ * With a document mask, a row's attention work is sum_i l_i^2 over its
+ * documents instead of S^2 (causal: both halve), and everything else is
+ * per token, the same in every row.  A batch-aware group processes its
+ * B/G rows; the step waits for the slowest group.  So, for a layout whose
+ * dense step is T (attention ops Ta of it):
+ *
+ *   step = (T - Ta) + Ta * E[ max_g f_g ],   f_g = sum over the documents
+ *          in group g's rows of l^2 / ((B/G) * S^2)
+ *
+ * the expectation over PLAN_STEPS sampled steps, drawn and packed exactly
+ * as the runtime does (lengths drawn with replacement, documents longer
+ * than S cut into pieces of S, the last one cut so that a step holds B*S
+ * tokens; layout_pack, then layout_pack_groups for balanced packing).
+ * Not modelled: the 64 x 64 tile granularity of the masked kernels (a tile
+ * on a document boundary costs a whole tile), and the balance of a ring's
+ * blocks, whose zig-zag order balances the causal mask but not documents. */
+#include "passes.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/rt_safetensors.h"
+
+enum { PLAN_STEPS = 64 };
+
+/* ---- reading the lengths ------------------------------------------------------ */
+
+static bool read_all(const char *path, unsigned char **buf, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        sup_error(sup_noloc(), "--doc-lengths %s: cannot open: %s", path, strerror(errno));
+        return false;
+    }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *b = malloc(cap);
+    for (size_t got; b && (got = fread(b + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            unsigned char *g = realloc(b, cap *= 2);
+            if (!g) free(b);
+            b = g;
+        }
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (!b || bad) {
+        free(b);
+        sup_error(sup_noloc(), "--doc-lengths %s: cannot read", path);
+        return false;
+    }
+    *buf = b;
+    *len = n;
+    return true;
+}
+
+static void add_len(pass_doc_lengths *d, int *cap, int64_t l) {
+    if (d->n == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        d->len = realloc(d->len, sizeof *d->len * (size_t)*cap);
+        if (!d->len) {
+            fprintf(stderr, "basp: out of memory reading document lengths\n");
+            abort();
+        }
+    }
+    d->len[d->n++] = l;
+}
+
+/* An llm.c token file: documents end at eot (as the runtime splits them). */
+static bool lengths_of_tokens(const char *path, const unsigned char *b, size_t n, const fe_spec *spec,
+                              pass_doc_lengths *d) {
+    int32_t *tok;
+    int64_t nt;
+    char err[512];
+    if (!rt_tokens_parse(b, n, path, spec->model.vocab, &tok, &nt, err, sizeof err)) {
+        sup_error(sup_noloc(), "--doc-lengths %s", err);
+        return false;
+    }
+    int cap = 0;
+    int64_t start = 0;
+    for (int64_t i = 0; i < nt; i++)
+        if (tok[i] == spec->train.eot_token) {
+            if (i + 1 - start >= 2) add_len(d, &cap, i + 1 - start);
+            start = i + 1;
+        }
+    if (nt - start >= 2) add_len(d, &cap, nt - start);
+    free(tok);
+    return true;
+}
+
+/* Text: lengths separated by white space; '#' starts a comment. */
+static bool lengths_of_text(const char *path, const unsigned char *b, size_t n, pass_doc_lengths *d) {
+    int cap = 0, line = 1;
+    for (size_t i = 0; i < n;) {
+        if (b[i] == '#') {
+            while (i < n && b[i] != '\n') i++;
+        } else if (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+            line += b[i++] == '\n';
+        } else {
+            int64_t v = 0;
+            size_t j = i;
+            while (j < n && b[j] >= '0' && b[j] <= '9' && v < ((int64_t)1 << 40)) v = 10 * v + (b[j++] - '0');
+            bool sep = j == n || b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n' || b[j] == '#';
+            if (j == i || !sep || v < 1) {
+                sup_error(sup_noloc(), "--doc-lengths %s:%d: expected a document length (a positive integer)",
+                          path, line);
+                return false;
+            }
+            add_len(d, &cap, v);
+            i = j;
+        }
+    }
+    return true;
+}
+
+bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengths *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->source, sizeof out->source, "%s", path);
+    unsigned char *b;
+    size_t n;
+    if (!read_all(path, &b, &n)) return false;
+    bool tokens = n >= 4 && b[0] == 0x88 && b[1] == 0xd8 && b[2] == 0x34 && b[3] == 0x01; /* 20240520 */
+    if (tokens && !spec->train.documents) {
+        sup_error(sup_noloc(), "--doc-lengths %s is a token file: the spec needs 'documents on' and eot_token to "
+                  "split it", path);
+        free(b);
+        return false;
+    }
+    bool ok = tokens ? lengths_of_tokens(path, b, n, spec, out) : lengths_of_text(path, b, n, out);
+    free(b);
+    if (ok && out->n == 0) {
+        sup_error(sup_noloc(), "--doc-lengths %s holds no document of 2 tokens or more", path);
+        ok = false;
+    }
+    if (!ok) pass_doc_lengths_free(out);
+    return ok;
+}
+
+void pass_doc_lengths_free(pass_doc_lengths *d) {
+    free(d->len);
+    d->len = NULL;
+    d->n = 0;
+}
+
+/* ---- sampled steps ------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Step t's documents: lengths drawn with replacement, cut into pieces of at
+ * most S, the last one cut so that the step holds exactly B*S tokens. */
+static int draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_doc *out) {
+    int n = 0;
+    int64_t need = B * S, total = 0;
+    for (uint64_t j = 0; total < need; j++) {
+        int64_t l = d->len[mix(mix((uint64_t)t) ^ j) % (uint64_t)d->n];
+        for (int64_t off = 0; off < l && total < need; off += S) {
+            int64_t piece = l - off < S ? l - off : S;
+            if (piece > need - total) piece = need - total;
+            out[n++] = (layout_doc){total, piece};
+            total += piece;
+        }
+    }
+    return n;
+}
+
+/* The attention work of the slowest group over the dense causal rows'. */
+static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, int G) {
+    double *c = calloc((size_t)G, sizeof *c), mx = 0;
+    if (!c) return 1;
+    for (int i = 0; i < ns; i++) c[s[i].row / (B / G)] += (double)s[i].len * (double)s[i].len;
+    for (int g = 0; g < G; g++) mx = fmax(mx, c[g] / ((double)(B / G) * (double)S * (double)S));
+    free(c);
+    return mx;
+}
+
+/* E[max_g f_g] and the mean imbalance (max over mean of l^2 + linear*l)
+ * for G groups and one packing, over the sampled steps. */
+static void sample(const pass_doc_lengths *d, int64_t B, int64_t S, int G, layout_packing how, double linear,
+                   double *work, double *imbalance) {
+    layout_doc *docs = malloc(sizeof *docs * (size_t)(B * S));
+    layout_slot *slots = malloc(sizeof *slots * (size_t)(B * S + B));
+    double w = 0, im = 0;
+    int steps = 0;
+    for (int t = 0; docs && slots && t < PLAN_STEPS; t++) {
+        int n = draw(d, t, B, S, docs);
+        int ns = layout_pack(docs, n, B, S, how, linear, slots);
+        if (ns <= 0) continue;
+        if (how == LAYOUT_PACK_BALANCED && G > 1) layout_pack_groups(slots, ns, B, G, linear);
+        w += worst_group(slots, ns, B, S, G);
+        im += layout_pack_imbalance(slots, ns, B, G, linear, NULL);
+        steps++;
+    }
+    free(docs), free(slots);
+    *work = steps ? w / steps : 1;
+    *imbalance = steps ? im / steps : 1;
+}
+
+/* Per-token over per-pair work, as the runtime's packer weighs documents. */
+static double linear_of(const fe_spec *s) {
+    double D = (double)s->model.hidden, H = (double)s->model.heads, Hk = (double)s->model.kv_heads;
+    double Dh = (double)s->model.head_dim, F = (double)s->model.ffn;
+    return H * Dh > 0 ? (D * (H + 2 * Hk) * Dh + H * Dh * D + 3 * D * F) / (H * Dh) : 0;
+}
+
+void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_doc_lengths *d) {
+    pass_plan_docs_summary *sum = &r->docs;
+    sum->on = true;
+    sum->n = d->n;
+    sum->steps = PLAN_STEPS;
+    snprintf(sum->source, sizeof sum->source, "%s", d->source);
+    layout_packing want = LAYOUT_PACK_BALANCED;
+    if (!layout_packing_parse(spec->train.packing, &want)) want = LAYOUT_PACK_BALANCED;
+    sum->packing = want;
+    double total = 0;
+    for (int i = 0; i < d->n; i++) total += (double)d->len[i], sum->max_len = fmax(sum->max_len, (double)d->len[i]);
+    sum->mean_len = total / d->n;
+    double linear = linear_of(spec);
+    int64_t B = r->micro_batch, S = r->seq_len;
+    for (int i = 0; i < r->n; i++) {
+        pass_plan_candidate *c = &r->cand[i];
+        c->dense_step_ms = c->step_ms;
+        c->docs_ms[0] = c->docs_ms[1] = c->imbalance[0] = c->imbalance[1] = NAN;
+        if (!c->legal || !isfinite(c->step_ms) || !c->keeps_batch || c->groups < 1 || B % c->groups) continue;
+        for (int k = 0; k < 2; k++) {
+            double w, im;
+            sample(d, B, S, c->groups, (layout_packing)k, linear, &w, &im);
+            c->docs_ms[k] = c->step_ms - c->attn_ms + c->attn_ms * w;
+            c->imbalance[k] = im;
+        }
+        c->step_ms = c->docs_ms[want];
+    }
+}
