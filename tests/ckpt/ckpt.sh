@@ -4,7 +4,7 @@
 # checks and exits non-zero on the first failure.
 #
 #   ckpt.sh setup BASPC SPECDIR CORPUS W     builds the binaries into W
-#   ckpt.sh exact W BIN NP                   6 steps vs 3 + resume + 3: bitwise
+#   ckpt.sh exact W BIN NP [DATA]            6 steps vs 3 + resume + 3: bitwise
 #   ckpt.sh reshard W                        a 4-rank ZeRO-3 checkpoint resumed on 1 rank and
 #                                            on 4 Ulysses ranks: losses within 1e-5
 #   ckpt.sh crash W                          kill -9 during saves, resume, compare bitwise
@@ -41,6 +41,10 @@ setup() {
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/qwen3_uly_z1" "${m4[@]}" --set layout.batch_aware=off \
         --set train.zero=1 --set model.qk_norm=true
     "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/mha1_llama3" "${one[@]}" --set model.rope_scaling=llama3
+    # Packed documents (balanced packing over 2 groups): the step's packing
+    # is drawn from (seed, step), so a resumed run packs the same rows.
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/docs_basp_z1" "${m4[@]}" --set "layout.batch_aware=groups 2" \
+        --set train.zero=1 --set train.documents=on --set train.eot_token=0
 }
 
 losses() { python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"; }
@@ -53,9 +57,9 @@ same_ckpt() {
 }
 
 exact() {
-    local w=$1 bin=$2 np=$3 d
+    local w=$1 bin=$2 np=$3 data=${4:-$1/corpus.bin} d
     d=$w/exact-$bin && rm -rf "$d" && mkdir -p "$d"
-    local run=("${MPI[@]}" -np "$np" "$w/$bin" --data "$w/corpus.bin" --quiet)
+    local run=("${MPI[@]}" -np "$np" "$w/$bin" --data "$data" --quiet)
     "${run[@]}" --steps 6 --save-every 3 --checkpoint-dir "$d/ref" --metrics "$d/ref.jsonl" --save-weights "$d/ref.w" >/dev/null
     "${run[@]}" --steps 3 --checkpoint-dir "$d/res" --metrics "$d/res.jsonl" >/dev/null
     "${run[@]}" --steps 6 --checkpoint-dir "$d/res" --resume --metrics "$d/res.jsonl" --save-weights "$d/res.w" \
