@@ -122,19 +122,25 @@ static bool lengths_of_text(const char *path, const unsigned char *b, size_t n, 
 
 bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengths *out) {
     memset(out, 0, sizeof *out);
-    snprintf(out->source, sizeof out->source, "%s", path);
     unsigned char *b;
     size_t n;
     if (!read_all(path, &b, &n)) return false;
+    bool ok = pass_doc_lengths_parse(path, b, n, spec, out);
+    free(b);
+    return ok;
+}
+
+bool pass_doc_lengths_parse(const char *path, const unsigned char *b, size_t n, const fe_spec *spec,
+                            pass_doc_lengths *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->source, sizeof out->source, "%s", path);
     bool tokens = n >= 4 && b[0] == 0x88 && b[1] == 0xd8 && b[2] == 0x34 && b[3] == 0x01; /* 20240520 */
     if (tokens && !spec->train.documents) {
         sup_error(sup_noloc(), "--doc-lengths %s is a token file: the spec needs 'documents on' and eot_token to "
                   "split it", path);
-        free(b);
         return false;
     }
     bool ok = tokens ? lengths_of_tokens(path, b, n, spec, out) : lengths_of_text(path, b, n, out);
-    free(b);
     if (ok && out->n == 0) {
         sup_error(sup_noloc(), "--doc-lengths %s holds no document of 2 tokens or more", path);
         ok = false;

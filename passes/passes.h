@@ -212,6 +212,9 @@ typedef struct pass_doc_lengths {
     char source[256];
 } pass_doc_lengths;
 bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengths *out);
+/* The same from a buffer (path names it in messages); the fuzz target's. */
+bool pass_doc_lengths_parse(const char *path, const unsigned char *buf, size_t n, const fe_spec *spec,
+                            pass_doc_lengths *out);
 void pass_doc_lengths_free(pass_doc_lengths *d);
 /* Predicts each measured candidate's step with rows packed from documents
  * of these lengths, sequential and balanced (docplan.c). */

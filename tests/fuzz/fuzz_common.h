@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static FILE *fuzz_null_sink(void) {
+static inline FILE *fuzz_null_sink(void) {
     static FILE *sink;
     if (!sink) sink = fopen("/dev/null", "w");
     return sink;
 }
 
 /* malloc'd copy of data with a terminating NUL (the parsers read C strings). */
-static char *fuzz_text(const uint8_t *data, size_t size) {
+static inline char *fuzz_text(const uint8_t *data, size_t size) {
     char *text = malloc(size + 1);
     memcpy(text, data, size);
     text[size] = '\0';
