@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/rt_safetensors.h"
+#include "runtime/include/basp_rt.h"
 
 enum { PLAN_STEPS = 64 };
 

@@ -96,11 +96,8 @@ bool rt_hf_export_dims(const rt_hf_map *m, const int64_t *dims, int nd, int64_t 
 void rt_hf_export(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst);
 void rt_hf_import(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst);
 
-/* ---- llm.c token files (rt_tokens.c) ----------------------------------------------
- * 256 int32 header (magic 20240520, version 1 = uint16 / 2 = uint32
- * tokens, token count), then the tokens.  Checks the header, the count
- * against the length and every id against vocab; *tokens is malloc'ed. */
-bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
-                     int64_t *ntokens, char *err, size_t errlen);
+/* llm.c token files: rt_tokens_parse, in basp_rt.h (the planner reads them
+ * too). */
+#include "include/basp_rt.h"
 
 #endif

@@ -26,6 +26,7 @@
 #define BASP_RT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -285,4 +286,13 @@ void rt_free(rt_ctx *rt, int value);
 #ifdef __cplusplus
 }
 #endif
+/* ---- llm.c token files (rt_tokens.c) ----------------------------------------------
+ * 256 int32 header (magic 20240520, version 1 = uint16 / 2 = uint32
+ * tokens, token count), then the tokens.  Checks the header, the count
+ * against the length and every id against vocab; *tokens is malloc'ed.
+ * No MPI, no file system: the loader (--data) and the planner
+ * (baspc --plan --doc-lengths) read token files with it. */
+bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
+                     int64_t *ntokens, char *err, size_t errlen);
+
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/rt_safetensors.h"
+#include "runtime/include/basp_rt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
