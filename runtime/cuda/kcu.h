@@ -208,6 +208,22 @@ cudaError_t kcu_ring_block_bwd(float *dq, float *dk, float *dv, const kcu_bf16 *
                                const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D, int64_t b,
                                int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
                                const int64_t *kpos, cudaStream_t st);
+/* The same with packed documents' ids (device int32 qdoc [b,Sq], kdoc
+ * [b,Sk], both or neither, else cudaErrorInvalidValue): key j is visible to
+ * query i only if also kdoc[bi,j] == qdoc[bi,i]; tile pairs whose id ranges
+ * are disjoint are skipped.  No ids: exactly the plain entry points.  The
+ * forward also takes o == NULL: only lse is updated (the statistics a
+ * backward recomputes, without the P V products), as
+ * kern_ring_block_fwd_doc. */
+cudaError_t kcu_ring_block_fwd_doc(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                                   int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
+                                   const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
+                                   const int32_t *kdoc, cudaStream_t st);
+cudaError_t kcu_ring_block_bwd_doc(float *dq, float *dk, float *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                                   const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D,
+                                   int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
+                                   const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
+                                   const int32_t *kdoc, cudaStream_t st);
 /* kcu_rope with token s at position pos[s] (device int64 [S]): cs, sn
  * [P, Dh/2] is the table of positions 0..P-1 (kern_rope_table with S = P,
  * pos0 = 0), so one table serves every permutation of the sequence and the

@@ -310,6 +310,12 @@ void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes) {
     return cu->ws[slot];
 }
 
+void *rt_cu_upload(rt_ctx *rt, rt_cu_ws_slot slot, const void *host, size_t bytes) {
+    void *dev = rt_cu_ws(rt, slot, bytes > 0 ? bytes : 1);
+    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, rt_cu(rt)->cs));
+    return dev;
+}
+
 /* Host scratch (no CUDA file uses it; kept for host-core code). */
 void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
     if (bytes > rt->scratch_bytes[which]) {

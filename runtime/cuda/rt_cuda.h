@@ -56,6 +56,7 @@ typedef enum {
     RT_WS_MLP,                          /* the tiled MLP's chunk of g, u, s */
     RT_WS_RING,                         /* ring attention: kv blocks, fp32 running state */
     RT_WS_POS,                          /* the sequence order's positions (device int64 [seq_len]) */
+    RT_WS_DOC,                          /* packed documents: this call's ids / positions */
     RT_WS_N
 } rt_cu_ws_slot;
 
@@ -128,6 +129,11 @@ static inline rt_cuda *rt_cu(rt_ctx *rt) { return (rt_cuda *)rt->dev; }
  * fp32 for floating scalars (the loss), int32 for integers. */
 int rt_cu_esize(const rt_value_desc *d);
 void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes);
+/* Copies `bytes` of host memory into workspace `slot` on cs and returns
+ * the device copy: ordered after the kernels on cs that still read the
+ * slot's old contents, and before those queued after it; the host bytes
+ * are read at the call (staged), so the caller may free them at once. */
+void *rt_cu_upload(rt_ctx *rt, rt_cu_ws_slot slot, const void *host, size_t bytes);
 /* cs waits for every collective issued so far. */
 void rt_cu_wait_comm(rt_ctx *rt);
 /* Device pointer of value v for a kernel on cs (waits for its collective,

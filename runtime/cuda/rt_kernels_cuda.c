@@ -6,6 +6,7 @@
  * Launches are asynchronous, so a kernel's wall time is its launch time
  * unless --profile asked for per-op times (then each op waits for the
  * device, which slows the step). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,16 +120,35 @@ static void rt_cu_rope(rt_ctx *rt, rt_kernel_kind kind, float *y, const float *x
     RT_TIMED(kind, kcu_rope_pos(B16(y), CB16(x), t, t + P * (Dh / 2), P, pos, b, s, H, Dh, sign, CS));
 }
 
+/* Packed documents: every token's position within its document (rows
+ * row0.., sequence indices pos0..pos0+s-1, rt_doc_slice) is uploaded, and
+ * each row is rotated with its own positions against the table of 0 ..
+ * seq_len-1 (a document is at most seq_len long). */
+static cudaError_t rt_cu_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, int64_t row0, int64_t b, int64_t s,
+                                   int64_t H, int64_t Dh, int64_t pos0, double theta, float sign) {
+    int64_t P = rt->p->seq_len, n = s * H * Dh;
+    const float *t = rt_cu_rope_table(rt, P, Dh, 0, theta);
+    int64_t *host = RT_MALLOC(sizeof(int64_t) * (size_t)(b * s > 0 ? b * s : 1));
+    rt_doc_slice(rt, row0, b, pos0, s, NULL, host);
+    const int64_t *pos = rt_cu_upload(rt, RT_WS_DOC, host, sizeof(int64_t) * (size_t)(b * s));
+    free(host);
+    cudaError_t e = cudaSuccess;
+    for (int64_t bi = 0; bi < b && e == cudaSuccess; bi++)
+        e = kcu_rope_pos(y + bi * n, x + bi * n, t, t + P * (Dh / 2), P, pos + bi * s, 1, s, H, Dh, sign, CS);
+    return e;
+}
+
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
              int64_t pos0, double theta) {
-    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
-    rt_cu_rope(rt, RT_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
+    if (rt->docs) RT_TIMED(RT_K_ROPE, rt_cu_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
+    else rt_cu_rope(rt, RT_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
                  int64_t pos0, double theta) {
-    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
-    rt_cu_rope(rt, RT_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
+    if (rt->docs)
+        RT_TIMED(RT_K_ROPE_BWD, rt_cu_rope_docs(rt, B16(dx), CB16(dy), row0, b, s, H, Dh, pos0, theta, -1.0f));
+    else rt_cu_rope(rt, RT_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------------- */
@@ -139,18 +159,79 @@ static void rt_cu_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
              (long long)Hkv);
 }
 
+/* ---- attention within packed documents ----------------------------------------------
+ * As the CPU's kern_docattn: the ring block kernels over the whole row,
+ * positions 0..S-1 on both sides and the rows' document ids as the second
+ * mask condition, so the masking and tile skipping exist once (kcu_ring.cu).
+ * The running state and the gradient accumulators are fp32 in RT_WS_ATTN,
+ * converted to bf16 at the end. */
+typedef struct {
+    const int64_t *pos; /* 0 .. S-1 */
+    const int32_t *doc; /* [b,S] */
+} rt_cu_rowdocs;
+
+/* Uploaded on cs, so they are in place before the kernels queued after. */
+static rt_cu_rowdocs rt_cu_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
+    size_t pb = sizeof(int64_t) * (size_t)S, bytes = pb + sizeof(int32_t) * (size_t)(b * S);
+    char *host = RT_MALLOC(bytes);
+    int64_t *pos = (int64_t *)(void *)host;
+    for (int64_t i = 0; i < S; i++) pos[i] = i;
+    rt_doc_slice(rt, row0, b, 0, S, (int32_t *)(void *)(host + pb), NULL);
+    char *dev = rt_cu_upload(rt, RT_WS_DOC, host, bytes);
+    free(host);
+    return (rt_cu_rowdocs){(const int64_t *)(void *)dev, (const int32_t *)(void *)(dev + pb)};
+}
+
+static cudaError_t rt_cu_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
+                                     const kcu_bf16 *v, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                                     int64_t Dh) {
+    int64_t nq = b * S * H * Dh, nr = b * S * H;
+    rt_cu_rowdocs d = rt_cu_attn_docs(rt, row0, b, S);
+    float *o32 = rt_cu_ws(rt, RT_WS_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
+    CU_CHECK(cudaMemsetAsync(o32, 0, (size_t)nq * sizeof(float), CS));
+    CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, CS));
+    CU_CHECK(kcu_ring_block_fwd_doc(o32, lse, q, k, v, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc, d.doc, CS));
+    return kcu_f32_to_bf16(o, o32, nq, CS);
+}
+
+/* The statistics pass (lse only) as kern_docattn_bwd: nothing is kept
+ * from the forward. */
+static cudaError_t rt_cu_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
+                                     const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
+                                     int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    int64_t nq = b * S * H * Dh, nkv = b * S * Hkv * Dh, nr = b * S * H;
+    rt_cu_rowdocs d = rt_cu_attn_docs(rt, row0, b, S);
+    float *lse = rt_cu_ws(rt, RT_WS_ATTN, (size_t)(2 * nr + nq + 2 * nkv) * sizeof(float));
+    float *D = lse + nr, *dq32 = D + nr, *dk32 = dq32 + nq, *dv32 = dk32 + nkv;
+    CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, CS));
+    CU_CHECK(kcu_ring_block_fwd_doc(NULL, lse, q, k, v, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc, d.doc, CS));
+    CU_CHECK(kcu_ring_rowdot(D, dout, o, b, S, H, Dh, CS));
+    CU_CHECK(cudaMemsetAsync(dq32, 0, (size_t)(nq + 2 * nkv) * sizeof(float), CS));
+    CU_CHECK(kcu_ring_block_bwd_doc(dq32, dk32, dv32, dout, q, k, v, lse, D, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc,
+                                    d.doc, CS));
+    CU_CHECK(kcu_f32_to_bf16(dq, dq32, nq, CS));
+    CU_CHECK(kcu_f32_to_bf16(dk, dk32, nkv, CS));
+    return kcu_f32_to_bf16(dv, dv32, nkv, CS);
+}
+
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cu_check_attn(H, Hkv, Dh);
-    RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
+    if (rt->docs)
+        RT_TIMED(RT_K_ATTENTION,
+                 rt_cu_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
+    else RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
 
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
                       const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
-    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cu_check_attn(H, Hkv, Dh);
+    if (rt->docs) {
+        RT_TIMED(RT_K_ATTENTION_BWD, rt_cu_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
+                                                       CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
+        return;
+    }
     float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
     RT_TIMED(RT_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
                                                    CB16(o), b, S, H, Hkv, Dh, ws, CS));

@@ -14,8 +14,14 @@
  * the running output and lse, and the backward's dq, dk, dv accumulators;
  * the kv blocks travel in bf16, as they are stored.  At the end cs waits
  * for all of this op's work on ms, so the buffer-reuse fences of
- * rt_buf_cuda.c see the op as compute-stream work only. */
+ * rt_buf_cuda.c see the op as compute-stream work only.
+ *
+ * With packed documents every rank knows the whole step's document ids
+ * (rt_doc_slice), so the ids of every ring position's block are looked up
+ * and uploaded once per op on cs, never sent; the block kernels add "same
+ * document" to the mask. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "rt_cuda.h"
 
@@ -56,6 +62,24 @@ static cudaEvent_t ring_event(rt_ctx *rt, int i) {
     return cu->ring_ev[i];
 }
 
+/* The document ids [b,S] of ring position r's block: module-order indices
+ * r*S .. r*S+S-1 of rows row0 .. row0+b-1 (NULL without documents). */
+static const int32_t *ring_block_docs(const int32_t *docs, int64_t b, int64_t S, int r) {
+    return docs ? docs + (int64_t)r * b * S : NULL;
+}
+
+/* Every ring position's ids, [R][b,S], uploaded on cs before the op's
+ * first kernel; NULL without packed documents. */
+static const int32_t *ring_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S, int R) {
+    if (!rt->docs) return NULL;
+    size_t n = (size_t)(b * S), bytes = sizeof(int32_t) * n * (size_t)R;
+    int32_t *host = RT_MALLOC(bytes > 0 ? bytes : 1);
+    for (int r = 0; r < R; r++) rt_doc_slice(rt, row0, b, (int64_t)r * S, S, host + (size_t)r * n, NULL);
+    const int32_t *dev = rt_cu_upload(rt, RT_WS_DOC, host, bytes);
+    free(host);
+    return dev;
+}
+
 static void ring_time(rt_ctx *rt, rt_kernel_kind kind, double t0) {
     if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
     rt->total.kern_calls[kind]++;
@@ -64,7 +88,6 @@ static void ring_time(rt_ctx *rt, rt_kernel_kind kind, double t0) {
 
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
                        int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cuda *cu = rt_cu(rt);
     ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
@@ -73,6 +96,7 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
     float *o32 = (float *)(void *)ws;
     kcu_bf16 *kvb = (kcu_bf16 *)(void *)(ws + nq * 4);
     const int64_t *pos = rt_cu_seq_pos(rt);
+    const int32_t *docs = ring_docs(rt, row0, b, S, R);
     cudaEvent_t done = ring_event(rt, 0);
     double t0 = rt_now();
     CU_CHECK(cudaMemsetAsync(o32, 0, nq * 4, cu->cs));
@@ -83,8 +107,10 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
         if (s < R - 1)
             ring_exchange(rt, g, (void *const *)nxt, (const void *const *)cur, 2, nkv, ncclBfloat16, done,
                           (int64_t)(2 * nkv * 2));
-        CU_CHECK(kcu_ring_block_fwd(o32, lse, CB16(q), cur[0], cur[1], b, S, S, H, Hkv, Dh, pos + (int64_t)me * S,
-                                    pos + (int64_t)((me - s + R) % R) * S, cu->cs));
+        int src = (me - s + R) % R; /* the ring position whose block this is */
+        CU_CHECK(kcu_ring_block_fwd_doc(o32, lse, CB16(q), cur[0], cur[1], b, S, S, H, Hkv, Dh, pos + (int64_t)me * S,
+                                        pos + (int64_t)src * S, ring_block_docs(docs, b, S, me),
+                                        ring_block_docs(docs, b, S, src), cu->cs));
         if (s < R - 1) CU_CHECK(cudaStreamWaitEvent(cu->cs, done, 0));
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
@@ -95,7 +121,6 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
 void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
                            const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
                            int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    RT_CHECK(!rt->docs, "packed documents: not supported by the CUDA backend (rows from %lld)", (long long)row0);
     rt_cuda *cu = rt_cu(rt);
     ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
@@ -105,6 +130,7 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     kcu_bf16 *kvb = (kcu_bf16 *)(void *)(dq32 + nq);
     float *acc0 = (float *)(void *)(kvb + 4 * nkv); /* two slots of (dk, dv) */
     const int64_t *pos = rt_cu_seq_pos(rt);
+    const int32_t *docs = ring_docs(rt, row0, b, S, R);
     cudaEvent_t kv_done = ring_event(rt, 0), acc_done = ring_event(rt, 1);
     double t0 = rt_now();
     CU_CHECK(kcu_ring_rowdot(D, CB16(dout), CB16(o), b, S, H, Dh, cu->cs));
@@ -117,8 +143,10 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
         if (s < R - 1)
             ring_exchange(rt, g, (void *const *)nxt, (const void *const *)cur, 2, nkv, ncclBfloat16, kv_done,
                           (int64_t)(2 * nkv * 2));
-        CU_CHECK(kcu_ring_block_bwd(dq32, acc[0], acc[1], CB16(dout), CB16(q), cur[0], cur[1], lse, D, b, S, S, H,
-                                    Hkv, Dh, pos + (int64_t)me * S, pos + (int64_t)((me - s + R) % R) * S, cu->cs));
+        int src = (me - s + R) % R;
+        CU_CHECK(kcu_ring_block_bwd_doc(dq32, acc[0], acc[1], CB16(dout), CB16(q), cur[0], cur[1], lse, D, b, S, S, H,
+                                        Hkv, Dh, pos + (int64_t)me * S, pos + (int64_t)src * S,
+                                        ring_block_docs(docs, b, S, me), ring_block_docs(docs, b, S, src), cu->cs));
         if (R > 1) { /* the accumulators go on once this rank's share is in */
             float *other = acc[0] == acc0 ? acc0 + 2 * nkv : acc0;
             float *gdst[2] = {other, other + nkv};

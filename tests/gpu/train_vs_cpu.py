@@ -85,6 +85,12 @@ buffer had held (runtime/README.md, CUDA backend); every rank must report
 the plan and at least N such waits, so the run really depends on those
 fences.
 
+--documents trains on packed documents: mkcorpus also writes corpus.txt,
+tests/train/mkdocs.py cuts it into documents of a long tail (some longer
+than a row) ended by token 0, and both builds get --set
+train.documents=on --set train.eot_token=0 (attention within each
+document, RoPE positions restarting in each; runtime/README.md).
+
 Exit status 77 (CTest: skipped) when --probe says there is no GPU.
 """
 import argparse
@@ -216,6 +222,8 @@ def main():
     ap.add_argument("--cuda-build", help="command that builds {exe} from the generated C program {c}")
     ap.add_argument("--min-reuse-waits", type=int, default=0,
                     help="require the memory plan and this many cross-stream reuse waits per rank (CUDA run)")
+    ap.add_argument("--documents", action="store_true",
+                    help="train on packed documents (mkdocs.py data, train.documents=on, eot token 0)")
     ap.add_argument("--plant", metavar="frozen:PARAM",
                     help="remove PARAM's adamw call from the CUDA program and expect the comparison to fail")
     a = ap.parse_args()
@@ -231,9 +239,14 @@ def main():
     if probe.returncode == 77:
         return 77
     os.makedirs(a.workdir, exist_ok=True)
-    data = os.path.join(a.workdir, "corpus.bin")
-    run([a.mkcorpus, data], os.path.join(a.workdir, "mkcorpus.log"))
-    sets = ["mesh.nodes=1", "mesh.devices_per_node=1"] if a.np == 1 else a.layout
+    data, text = os.path.join(a.workdir, "corpus.bin"), os.path.join(a.workdir, "corpus.txt")
+    run([a.mkcorpus, data, text], os.path.join(a.workdir, "mkcorpus.log"))
+    sets = ["mesh.nodes=1", "mesh.devices_per_node=1"] if a.np == 1 else list(a.layout)
+    if a.documents:
+        data = os.path.join(a.workdir, "docs.bin")
+        mkdocs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train", "mkdocs.py")
+        run([sys.executable, mkdocs, text, data], os.path.join(a.workdir, "mkdocs.log"))
+        sets += ["train.documents=on", "train.eot_token=0"]
     layout = [w for kv in sets for w in ("--set", kv)]
     curves, weights, grads = {}, {}, {}
     reuse_bad = None
@@ -285,8 +298,9 @@ def main():
         return 1
     if not gpu[-1] < gpu[0]:
         loss_bad.append("the GPU loss did not fall: %.4f -> %.4f" % (gpu[0], gpu[-1]))
-    print("CUDA (%s tolerances) vs CPU, %d steps, %d rank(s)%s"
-          % (a.tolerances, a.steps, a.np, "".join(" " + s for s in a.layout if a.np > 1)))
+    print("CUDA (%s tolerances) vs CPU, %d steps, %d rank(s)%s%s"
+          % (a.tolerances, a.steps, a.np, "".join(" " + s for s in a.layout if a.np > 1),
+             ", packed documents" if a.documents else ""))
     print("loss    %3d steps,   worst relative error %.3g (step %d), tolerance %.2g"
           % (len(cpu), worst[0], worst[1], loss_rtol))
     errs, problems = tensor_errors(grads["cpu"], grads["cuda"])

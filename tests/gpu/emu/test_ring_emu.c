@@ -12,6 +12,12 @@
  * boundaries: relative errors of order 1e-6.  Tolerance: 1e-4 of the
  * largest |reference| per tensor (lse: 1e-4 absolute), which a one-position
  * mask error exceeds by orders of magnitude (the negative control).
+ * Packed documents (the _doc entry points): the same rings with document
+ * ids over the natural sequence (blocks cut across documents) against
+ * kern_ring_block_*_doc, and whole packed rows as the CUDA backend's
+ * rt_attention runs them (one block, positions 0..S-1, the statistics-only
+ * forward for the backward) against kern_docattn_fwd/bwd, same tolerance;
+ * GPU-side ids all 0 (no document mask) must fail.
  * Rope with positions: against kcu_rope with a per-row table of the same
  * positions bit for bit, and against kern_rope_fwd_pos/bwd_pos within 1e-2
  * (one bf16 rounding of the output: 2^-8 = 3.9e-3).
@@ -94,12 +100,43 @@ typedef struct ring {
     int64_t b, S, H, Hk, Dh, R, n; /* n = S / R rows per block */
     float **q, **k, **v, **dout;   /* host blocks [b, n, heads, Dh], bf16 values */
     int64_t *pos;                  /* [S] zig-zag positions */
+    int32_t **doc;                 /* per block [b, n] document ids, or NULL */
 } ring;
+
+/* Packed rows: doc [b,S] numbers documents of random lengths 1..maxlen back
+ * to back (row 1 starts with a one-token document). */
+static int32_t *packed_docs(int64_t b, int64_t S, int64_t maxlen) {
+    int32_t *doc = malloc((size_t)(b * S) * sizeof(int32_t));
+    for (int64_t bi = 0; bi < b; bi++) {
+        int32_t id = -1;
+        for (int64_t i = 0, left = 0; i < S; i++, left--) {
+            if (left == 0) {
+                left = bi == 1 && i == 0 ? 1 : 1 + (int64_t)((frand() + 1) * 0.5 * (double)maxlen);
+                id++;
+            }
+            doc[bi * S + i] = id;
+        }
+    }
+    return doc;
+}
+
+/* Each block's ids: the natural sequence packed into documents, read at the
+ * block's zig-zag positions, so blocks cut across documents. */
+static void ring_add_docs(ring *g, int64_t maxlen) {
+    int32_t *nat = packed_docs(g->b, g->S, maxlen);
+    g->doc = calloc((size_t)g->R, sizeof(int32_t *));
+    for (int64_t r = 0; r < g->R; r++) {
+        g->doc[r] = malloc((size_t)(g->b * g->n) * sizeof(int32_t));
+        for (int64_t bi = 0; bi < g->b; bi++)
+            for (int64_t i = 0; i < g->n; i++) g->doc[r][bi * g->n + i] = nat[bi * g->S + g->pos[r * g->n + i]];
+    }
+    free(nat);
+}
 
 /* One block of a [b, S, heads, Dh] tensor drawn at random: the ring order
  * is a relabelling, so random blocks are as good as gathered ones. */
 static void ring_init(ring *g, int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, int64_t R, float qk) {
-    *g = (ring){b, S, H, Hk, Dh, R, S / R, NULL, NULL, NULL, NULL, NULL};
+    *g = (ring){b, S, H, Hk, Dh, R, S / R, NULL, NULL, NULL, NULL, NULL, NULL};
     g->q = calloc((size_t)R, sizeof(float *)), g->k = calloc((size_t)R, sizeof(float *));
     g->v = calloc((size_t)R, sizeof(float *)), g->dout = calloc((size_t)R, sizeof(float *));
     for (int64_t r = 0; r < R; r++) {
@@ -112,7 +149,8 @@ static void ring_init(ring *g, int64_t b, int64_t S, int64_t H, int64_t Hk, int6
 
 static void ring_free(ring *g) {
     for (int64_t r = 0; r < g->R; r++) free(g->q[r]), free(g->k[r]), free(g->v[r]), free(g->dout[r]);
-    free(g->q), free(g->k), free(g->v), free(g->dout), free(g->pos);
+    for (int64_t r = 0; g->doc && r < g->R; r++) free(g->doc[r]);
+    free(g->q), free(g->k), free(g->v), free(g->dout), free(g->pos), free(g->doc);
 }
 
 /* Max errors of one ring: o, lse, D, dq, dk, dv. */
@@ -130,7 +168,9 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
     kcu_bf16 **dv16 = calloc((size_t)R, sizeof(void *)), **ddo16 = calloc((size_t)R, sizeof(void *));
     int64_t **dqp = calloc((size_t)R, sizeof(void *)), **dkp = calloc((size_t)R, sizeof(void *));
     int64_t *shifted = malloc((size_t)n * sizeof(int64_t));
+    int32_t **gdoc = calloc((size_t)R, sizeof(void *)); /* NULL without documents */
     for (int64_t r = 0; r < R; r++) {
+        if (g->doc) gdoc[r] = upbytes(g->doc[r], (size_t)(b * n) * sizeof(int32_t));
         dq16[r] = up16(g->q[r], nq), dk16[r] = up16(g->k[r], nk), dv16[r] = up16(g->v[r], nk);
         ddo16[r] = up16(g->dout[r], nq);
         dqp[r] = upbytes(g->pos + r * n, (size_t)n * 8);
@@ -155,9 +195,11 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         KCU_CHECK_EXIT(cudaMemcpy(glse, lse_init, (size_t)nl * 4, cudaMemcpyHostToDevice));
         for (int64_t t = 0; t < R; t++) {
             int64_t src = (r - t + R) % R;
-            kern_ring_block_fwd(o, lse, g->q[r], g->k[src], g->v[src], b, n, n, H, Hk, Dh, qp, g->pos + src * n);
-            KCU_CHECK_EXIT(kcu_ring_block_fwd(go, glse, dq16[r], dk16[src], dv16[src], b, n, n, H, Hk, Dh, dqp[r],
-                                              dkp[src], 0));
+            const int32_t *qd = g->doc ? g->doc[r] : NULL, *kd = g->doc ? g->doc[src] : NULL;
+            kern_ring_block_fwd_doc(o, lse, g->q[r], g->k[src], g->v[src], b, n, n, H, Hk, Dh, qp, g->pos + src * n,
+                                    qd, kd);
+            KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(go, glse, dq16[r], dk16[src], dv16[src], b, n, n, H, Hk, Dh, dqp[r],
+                                                  dkp[src], gdoc[r], gdoc[src], 0));
         }
         float *got = down32(go, nq), *gotl = down32(glse, nl);
         out.e[0] = fmax(out.e[0], rel_err(got, o, nq, false));
@@ -173,10 +215,12 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         KCU_CHECK_EXIT(cudaMemset(gdq, 0, (size_t)nq * 4));
         for (int64_t t = 0; t < R; t++) {
             int64_t src = (r - t + R) % R;
-            kern_ring_block_bwd(dq, dk[src], dv[src], g->dout[r], g->q[r], g->k[src], g->v[src], lse, D, b, n, n, H,
-                                Hk, Dh, qp, g->pos + src * n);
-            KCU_CHECK_EXIT(kcu_ring_block_bwd(gdq, gdk[src], gdv[src], ddo16[r], dq16[r], dk16[src], dv16[src], glse,
-                                              gD, b, n, n, H, Hk, Dh, dqp[r], dkp[src], 0));
+            const int32_t *qd = g->doc ? g->doc[r] : NULL, *kd = g->doc ? g->doc[src] : NULL;
+            kern_ring_block_bwd_doc(dq, dk[src], dv[src], g->dout[r], g->q[r], g->k[src], g->v[src], lse, D, b, n, n,
+                                    H, Hk, Dh, qp, g->pos + src * n, qd, kd);
+            KCU_CHECK_EXIT(kcu_ring_block_bwd_doc(gdq, gdk[src], gdv[src], ddo16[r], dq16[r], dk16[src], dv16[src],
+                                                  glse, gD, b, n, n, H, Hk, Dh, dqp[r], dkp[src], gdoc[r], gdoc[src],
+                                                  0));
         }
         float *gotq = down32(gdq, nq);
         out.e[3] = fmax(out.e[3], rel_err(gotq, dq, nq, false));
@@ -188,23 +232,27 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         out.e[5] = fmax(out.e[5], rel_err(gv, dv[r], nk, false));
         free(gk), free(gv), free(dk[r]), free(dv[r]);
         cudaFree(gdk[r]), cudaFree(gdv[r]), cudaFree(dq16[r]), cudaFree(dk16[r]), cudaFree(dv16[r]);
-        cudaFree(ddo16[r]), cudaFree(dqp[r]), cudaFree(dkp[r]);
+        cudaFree(ddo16[r]), cudaFree(dqp[r]), cudaFree(dkp[r]), cudaFree(gdoc[r]);
     }
+    free(gdoc);
     cudaFree(go), cudaFree(glse), cudaFree(gD), cudaFree(gdq), cudaFree(go16);
     free(dq16), free(dk16), free(dv16), free(ddo16), free(dqp), free(dkp), free(shifted), free(o), free(lse);
     free(D), free(dq), free(dk), free(dv), free(gdk), free(gdv), free(lse_init);
     return out;
 }
 
-static void test_ring(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, int64_t R, float qk) {
+/* doc_maxlen > 0: packed documents of up to that many tokens. */
+static void test_ring(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, int64_t R, float qk,
+                      int64_t doc_maxlen) {
     ring g;
     ring_init(&g, b, S, H, Hk, Dh, R, qk);
+    if (doc_maxlen > 0) ring_add_docs(&g, doc_maxlen);
     ring_errs e = ring_compare(&g, 0);
     const char *what[6] = {"o", "lse (abs)", "D", "dq", "dk", "dv"};
     for (int i = 0; i < 6; i++) {
         char name[96];
-        snprintf(name, sizeof name, "ring Dh%d H%d/%d S%d R%d x%g %s", (int)Dh, (int)H, (int)Hk, (int)S, (int)R, qk,
-                 what[i]);
+        snprintf(name, sizeof name, "ring%s Dh%d H%d/%d S%d R%d x%g %s", doc_maxlen > 0 ? " docs" : "", (int)Dh,
+                 (int)H, (int)Hk, (int)S, (int)R, qk, what[i]);
         check(name, e.e[i], TOL);
     }
     ring_free(&g);
@@ -297,6 +345,78 @@ static void test_block_positions(void) {
     free(qp), free(kp);
 }
 
+/* ---- attention within packed documents ------------------------------------------------------ */
+
+/* Max errors of one packed attention: o, lse, dq, dk, dv, and whether the
+ * statistics-only forward's lse differs from the full forward's (bits). */
+typedef struct doc_errs {
+    double e[6];
+} doc_errs;
+
+/* As rt_attention / rt_attention_bwd run it on the CUDA backend with
+ * documents: one ring block over the whole row, positions 0..S-1 both sides,
+ * against kern_docattn_fwd/bwd.  gpu_ids_zero: the GPU side is given ids all
+ * 0, i.e. no document mask (the negative control). */
+static doc_errs docattn_compare(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, float qk, int64_t maxlen,
+                                bool gpu_ids_zero) {
+    int64_t nq = b * S * H * Dh, nk = b * S * Hk * Dh, nl = b * S * H;
+    float *q = rnd(nq, qk), *k = rnd(nk, qk), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    int32_t *doc = packed_docs(b, S, maxlen), *zero = calloc((size_t)(b * S), sizeof(int32_t));
+    int64_t *pos = malloc((size_t)S * 8);
+    float *o = malloc((size_t)nq * 4), *lse = malloc((size_t)nl * 4), *empty = malloc((size_t)nl * 4);
+    float *dq = malloc((size_t)nq * 4), *dk = malloc((size_t)nk * 4), *dv = malloc((size_t)nk * 4);
+    for (int64_t i = 0; i < S; i++) pos[i] = i;
+    for (int64_t i = 0; i < nl; i++) empty[i] = -INFINITY;
+    kcu_bf16 *gq = up16(q, nq), *gk = up16(k, nk), *gv = up16(v, nk), *gdo = up16(dout, nq), *go16 = dalloc(nq * 2);
+    int64_t *gpos = upbytes(pos, (size_t)S * 8);
+    int32_t *gdoc = upbytes(gpu_ids_zero ? zero : doc, (size_t)(b * S) * sizeof(int32_t));
+    float *go = dalloc((size_t)nq * 4), *gl = upbytes(empty, (size_t)nl * 4), *gl2 = upbytes(empty, (size_t)nl * 4);
+    float *gD = dalloc((size_t)nl * 4), *gdq = dalloc((size_t)nq * 4), *gdk = dalloc((size_t)nk * 4);
+    float *gdv = dalloc((size_t)nk * 4);
+    kern_docattn_fwd(o, lse, q, k, v, doc, b, S, H, Hk, Dh);
+    KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(go, gl, gq, gk, gv, b, S, S, H, Hk, Dh, gpos, gpos, gdoc, gdoc, 0));
+    KCU_CHECK_EXIT(kcu_f32_to_bf16(go16, go, nq, 0));
+    /* the backward: statistics only, rowdot with the saved bf16 o, then the gradients */
+    KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(NULL, gl2, gq, gk, gv, b, S, S, H, Hk, Dh, gpos, gpos, gdoc, gdoc, 0));
+    KCU_CHECK_EXIT(kcu_ring_rowdot(gD, gdo, go16, b, S, H, Dh, 0));
+    KCU_CHECK_EXIT(kcu_ring_block_bwd_doc(gdq, gdk, gdv, gdo, gq, gk, gv, gl2, gD, b, S, S, H, Hk, Dh, gpos, gpos,
+                                          gdoc, gdoc, 0));
+    float *ob = down16(go16, nq);
+    kern_docattn_bwd(dq, dk, dv, dout, q, k, v, ob, doc, b, S, H, Hk, Dh);
+    float *got[5] = {down32(go, nq), down32(gl, nl), down32(gdq, nq), down32(gdk, nk), down32(gdv, nk)};
+    float *ref[5] = {o, lse, dq, dk, dv}, *stats = down32(gl2, nl);
+    int64_t ns[5] = {nq, nl, nq, nk, nk};
+    doc_errs out;
+    for (int i = 0; i < 5; i++) out.e[i] = rel_err(got[i], ref[i], ns[i], i == 1), free(got[i]);
+    float *full = down32(gl, nl);
+    out.e[5] = memcmp(stats, full, (size_t)nl * 4) ? 1 : 0;
+    cudaFree(gq), cudaFree(gk), cudaFree(gv), cudaFree(gdo), cudaFree(go16), cudaFree(gpos), cudaFree(gdoc);
+    cudaFree(go), cudaFree(gl), cudaFree(gl2), cudaFree(gD), cudaFree(gdq), cudaFree(gdk), cudaFree(gdv);
+    free(q), free(k), free(v), free(dout), free(doc), free(zero), free(pos), free(o), free(lse), free(empty);
+    free(dq), free(dk), free(dv), free(ob), free(stats), free(full);
+    return out;
+}
+
+static void test_docattn(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, float qk, int64_t maxlen) {
+    doc_errs e = docattn_compare(b, S, H, Hk, Dh, qk, maxlen, false);
+    const char *what[6] = {"o", "lse (abs)", "dq", "dk", "dv", "stats-only lse (bits)"};
+    for (int i = 0; i < 6; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "docattn Dh%d H%d/%d b%d S%d doc<=%d %s", (int)Dh, (int)H, (int)Hk, (int)b,
+                 (int)S, (int)maxlen, what[i]);
+        check(name, e.e[i], i == 5 ? 0 : TOL);
+    }
+}
+
+/* The GPU side without the document mask (ids all 0) must fail. */
+static void test_docattn_negative_control(void) {
+    doc_errs e = docattn_compare(2, 96, 2, 1, 16, 1.f, 24, true);
+    bool rejected = e.e[0] > TOL && e.e[2] > TOL && e.e[3] > TOL && e.e[4] > TOL;
+    printf("%-44s o %.2e dq %.2e dk %.2e dv %.2e  %s\n", "negative control: no document mask", e.e[0], e.e[2],
+           e.e[3], e.e[4], rejected ? "ok (rejected)" : "FAIL (accepted)");
+    failures += !rejected;
+}
+
 /* ---- rope with positions ------------------------------------------------------------------ */
 
 static void test_rope_pos(void) {
@@ -344,13 +464,23 @@ int main(void) {
     test_block_positions();
     /* b, S, H, Hk, Dh, R: GQA and MHA, R 2 and 3, every head dim's thread
      * layout (TPR 1, 2, 4), blocks of several tiles where pairs are skipped */
-    test_ring(2, 48, 4, 2, 16, 2, 1.f);
-    test_ring(2, 48, 4, 4, 16, 3, 1.f);
-    test_ring(1, 96, 2, 1, 8, 3, 3.f);
-    test_ring(1, 256, 2, 1, 64, 2, 1.f);
-    test_ring(1, 256, 2, 2, 128, 2, 3.f);
-    test_ring(1, 192, 4, 2, 32, 3, 3.f);
+    test_ring(2, 48, 4, 2, 16, 2, 1.f, 0);
+    test_ring(2, 48, 4, 4, 16, 3, 1.f, 0);
+    test_ring(1, 96, 2, 1, 8, 3, 3.f, 0);
+    test_ring(1, 256, 2, 1, 64, 2, 1.f, 0);
+    test_ring(1, 256, 2, 2, 128, 2, 3.f, 0);
+    test_ring(1, 192, 4, 2, 32, 3, 3.f, 0);
     test_negative_control();
+    /* packed documents: rings whose blocks cut across documents, and whole
+     * rows as rt_attention runs them (short and long documents, several
+     * tiles, every thread layout) */
+    test_ring(2, 96, 4, 2, 16, 3, 1.f, 20);
+    test_ring(1, 256, 2, 1, 64, 2, 3.f, 90);
+    test_docattn(2, 160, 4, 2, 16, 1.f, 30);
+    test_docattn(2, 200, 2, 1, 8, 3.f, 12);
+    test_docattn(1, 256, 2, 2, 64, 1.f, 100);
+    test_docattn(1, 192, 2, 1, 128, 3.f, 70);
+    test_docattn_negative_control();
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;
 }
