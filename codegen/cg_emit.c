@@ -336,7 +336,9 @@ static void cg_document_fields(sup_buf *b, const ir_module *m) {
     if (!cg_config_int(m, "documents")) return;
     int64_t eot = cg_config_int(m, "eot_token"), V = cg_config_int(m, "vocab");
     const char *pk = ir_config_get(m, "packing");
-    if (eot < 0 || (V > 0 && eot >= V))
+    if (!ir_config_get(m, "eot_token"))
+        sup_error(sup_noloc(), "codegen: config documents = 1 needs config eot_token (the end-of-text token id)");
+    else if (eot < 0 || (V > 0 && eot >= V))
         sup_error(sup_noloc(), "codegen: config eot_token = %" PRId64 " is outside the vocabulary of %" PRId64, eot, V);
     if (pk && strcmp(pk, "sequential") && strcmp(pk, "balanced"))
         sup_error(sup_noloc(), "codegen: config packing = '%s': use sequential or balanced", pk);

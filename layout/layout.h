@@ -145,11 +145,14 @@ typedef struct layout_slot {
     int64_t row, col, src, len;
 } layout_slot;
 
-/* The work of a document of len tokens, in units of one score pair:
- * len^2 (causal attention, forward and backward alike) plus linear * len
- * (everything per token: projections, MLP, norms), so linear is the
- * per-token work over the per-pair work of attention. */
+/* The work of a document of len tokens, in units of heads * head_dim
+ * multiply-adds: len^2 for its causal attention (len^2 / 2 score pairs,
+ * each a q.k and a p.v of heads * head_dim) plus linear * len for what is
+ * per token (projections, MLP); forward and backward scale alike. */
 double layout_doc_cost(int64_t len, double linear);
+/* `linear` for a model: the weights of one layer (q, k, v, o projections
+ * and the SwiGLU MLP: multiply-adds per token) over heads * head_dim. */
+double layout_doc_linear(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ffn);
 
 /* Packs docs (draw order, each 1..S tokens, together at least B*S) into B
  * rows of S tokens: out (room for n + B slots) gets the placed documents

@@ -19,6 +19,12 @@ bool layout_packing_parse(const char *name, layout_packing *out) {
     return true;
 }
 
+double layout_doc_linear(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ffn) {
+    double D = (double)hidden, H = (double)heads, Hk = (double)kv_heads, Dh = (double)head_dim, F = (double)ffn;
+    double w = D * (H + 2 * Hk) * Dh + H * Dh * D + 3 * D * F; /* q, k, v, o and the SwiGLU MLP */
+    return H * Dh > 0 ? w / (H * Dh) : 0;
+}
+
 double layout_doc_cost(int64_t len, double linear) {
     return (double)len * (double)len + linear * (double)len;
 }

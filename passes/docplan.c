@@ -213,13 +213,6 @@ static void sample(const pass_doc_lengths *d, int64_t B, int64_t S, int G, layou
     *imbalance = steps ? im / steps : 1;
 }
 
-/* Per-token over per-pair work, as the runtime's packer weighs documents. */
-static double linear_of(const fe_spec *s) {
-    double D = (double)s->model.hidden, H = (double)s->model.heads, Hk = (double)s->model.kv_heads;
-    double Dh = (double)s->model.head_dim, F = (double)s->model.ffn;
-    return H * Dh > 0 ? (D * (H + 2 * Hk) * Dh + H * Dh * D + 3 * D * F) / (H * Dh) : 0;
-}
-
 void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_doc_lengths *d) {
     pass_plan_docs_summary *sum = &r->docs;
     sum->on = true;
@@ -232,7 +225,8 @@ void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_d
     double total = 0;
     for (int i = 0; i < d->n; i++) total += (double)d->len[i], sum->max_len = fmax(sum->max_len, (double)d->len[i]);
     sum->mean_len = total / d->n;
-    double linear = linear_of(spec);
+    const fe_model *md = &spec->model;
+    double linear = layout_doc_linear(md->hidden, md->heads, md->kv_heads, md->head_dim, md->ffn);
     int64_t B = r->micro_batch, S = r->seq_len;
     for (int i = 0; i < r->n; i++) {
         pass_plan_candidate *c = &r->cand[i];

@@ -11,8 +11,8 @@
  * Step t draws documents with replacement, the j-th from a counter-based
  * hash of (seed, t, j), until the micro-batch's B*S tokens are reached (the
  * last one cut to fit); layout_pack lays them into the B rows (sequential:
- * back to back; balanced: longest first, each to the row of least expected
- * cost).  What a row holds does not depend on the layout; with balanced
+ * back to back, cut at row ends; balanced: the same pieces laid out again,
+ * longest first, each into the row of least expected cost).  What a row holds does not depend on the layout; with balanced
  * packing the rows are then ordered so that the batch-aware groups (which
  * own consecutive rows) get equal work (layout_pack_groups).  Every rank
  * computes the same whole-step tables from the same (seed, t), so the data
@@ -65,15 +65,6 @@ static void docs_add(rt_docs *d, int64_t *cap, int64_t src, int64_t len, int64_t
     }
 }
 
-/* Per-token work of one layer over the per-pair work of its attention:
- * weights per layer (q, k, v, o projections and the SwiGLU MLP) over
- * H * Dh, both counted as multiply-adds of one token or one score pair. */
-static double docs_linear(const rt_program *p) {
-    double D = (double)p->hidden, H = (double)p->heads, Hk = (double)p->kv_heads, Dh = (double)p->head_dim;
-    double F = (double)p->ffn;
-    double w = D * (H + 2 * Hk) * Dh + H * Dh * D + 3 * D * F;
-    return H * Dh > 0 ? w / (H * Dh) : 0;
-}
 
 bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     const rt_program *p = rt->p;
@@ -81,7 +72,7 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     rt->docs = d;
     d->step = -1;
-    d->linear = docs_linear(p);
+    d->linear = layout_doc_linear(p->hidden, p->heads, p->kv_heads, p->head_dim, p->ffn);
     int64_t cap = 0, start = 0, neot = 0;
     for (int64_t i = 0; i < rt->ntokens; i++) {
         if (rt->tokens[i] != p->eot_token) continue;
@@ -174,7 +165,6 @@ void rt_docs_step(rt_ctx *rt, int64_t t) {
     d->step = t;
 }
 
-/* Natural index of module-order index i (the ring's zig-zag order). */
 void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc,
                   int64_t *pos) {
     const rt_docs *d = rt->docs;

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""packing_study.py — packed documents on an emulated 2 × 4 cluster: Ulysses,
+batch-aware with sequential packing and batch-aware with balanced packing.
+
+    bench/packing_study.py [--build DIR] [--quick] [--out DIR] [--bandwidth 2gbit]
+                           [--repeats R] [--steps N] [--warmup W] [--seq-len S] [--micro-batch B]
+
+One command, as root, from an existing build directory (BUILD/baspc,
+BUILD/data/mkcorpus).  The data is documents of a long tail: the length mix
+of tests/train/mkdocs.py scaled by 10 (60% of documents 40–240 tokens, 30%
+240–800, 10% 800–4000, log-uniform within each band; about half the tokens
+are in the longest band), text from mkcorpus, each ended by the end-of-text
+token 0.  It is a stand-in with the shape of a pretraining corpus, not a
+measured one: many short documents and a few long ones that hold most of the
+attention work.  With rows of 4096 a row holding two 3000-token documents
+costs about 10x the attention of a row of short ones.
+
+For bench/cluster_model.basp (--micro-batch rows, default 4, of --seq-len
+tokens, default 4096) it
+
+  1. compiles three binaries: Ulysses over all 8 ranks (G = 1, sequential
+     packing), batch-aware G = 2 with sequential packing (documents back to
+     back in draw order, cut at row ends) and batch-aware G = 2 with
+     balanced packing (the same pieces laid out again longest first into the
+     row of least expected work, the rows dealt to the groups by cost), and
+     records the cost model's
+     predictions for each (`baspc --plan --json --doc-lengths DATA`);
+  2. trains each on the emulated cluster (bench/cluster: 2 network
+     namespaces, the inter-node link shaped to --bandwidth) for --steps
+     steps, --repeats rounds in rotating order; every binary draws the same
+     documents at the same step (same seed), so step times pair up;
+  3. writes results.md, results.csv and raw.json to --out (default
+     bench/results/packing/): median step times, the mean group imbalance
+     the runtime logged, the predictions beside them, and checks that the
+     two sequential runs have equal losses (same rows: equiv.py's LOSS_RTOL).
+
+Predictions are adjusted like strategy_study.py's: the model's compute
+times 8 ranks over the cores they share, plus its communication.
+Standard library only.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import cluster_study as cs  # noqa: E402
+
+CONFIGS = [  # (name, planner candidate, packing index, --set overrides)
+    ("ulysses", "ulysses", 0, ["layout.batch_aware=off", "train.packing=sequential"]),
+    ("batch-aware G=2, sequential", "batch-aware G=2", 0, ["layout.batch_aware=groups 2", "train.packing=sequential"]),
+    ("batch-aware G=2, balanced", "batch-aware G=2", 1, ["layout.batch_aware=groups 2", "train.packing=balanced"]),
+]
+
+
+def sets_args(sets):
+    return [a for s in sets for a in ("--set", s)]
+
+
+def predictions(baspc, spec, base, data):
+    """The planner's candidates with packed documents of data's lengths."""
+    r = cs.sh([baspc, spec, "-q", "--plan", "--json", "--doc-lengths", data] + sets_args(base), check=False)
+    try:
+        return {c["name"]: c for c in json.loads(r.stdout)["candidates"]}
+    except (ValueError, KeyError):
+        sys.exit(f"packing_study: baspc --plan failed:\n{r.stderr[-2000:]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--spec", default=os.path.join(HERE, "cluster_model.basp"))
+    ap.add_argument("--quick", action="store_true", help="2 rounds of 4 steps")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "packing"))
+    ap.add_argument("--bandwidth", default="2gbit")
+    ap.add_argument("--repeats", type=int)
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--warmup", type=int)
+    ap.add_argument("--seq-len", type=int, default=4096)
+    ap.add_argument("--micro-batch", type=int, default=4, help="rows per step (G = 2 groups of B/2 rows)")
+    args = ap.parse_args()
+    repeats = args.repeats or (2 if args.quick else 3)
+    steps = args.steps or (4 if args.quick else 8)
+    warmup = args.warmup if args.warmup is not None else 1
+    if steps <= warmup:
+        ap.error("need --steps > --warmup")
+    if os.geteuid() != 0:
+        sys.exit("packing_study: must run as root (bench/cluster creates network namespaces)")
+    build = os.path.abspath(args.build)
+    baspc, mkcorpus = os.path.join(build, "baspc"), os.path.join(build, "data", "mkcorpus")
+    for t in (baspc, mkcorpus):
+        if not os.access(t, os.X_OK):
+            sys.exit(f"packing_study: {t} not found: cmake --build {args.build} --target baspc mkcorpus")
+    spec = os.path.abspath(args.spec)
+    workdir = os.path.join(build, "bench", "packing_study")
+    os.makedirs(workdir, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", args.bandwidth.lower())
+    if not m:
+        sys.exit("packing_study: --bandwidth must be NUMBER[k|m|g]bit")
+    bw = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+    known = cs.sh([baspc, spec, "-q", "--check", "--set", "mesh.device=cpu_calibrated"], check=False).returncode == 0
+    base = [f"mesh.inter.bandwidth={bw / 1e6:g}Mb/s", f"train.micro_batch={args.micro_batch}",
+            f"train.seq_len={args.seq_len}",
+            "train.documents=on", "train.eot_token=0"] + (["mesh.device=cpu_calibrated"] if known else [])
+    t0 = time.monotonic()
+
+    corpus, text, data = (os.path.join(workdir, f) for f in ("corpus.bin", "corpus.txt", "docs.bin"))
+    if not os.path.exists(data):
+        cs.sh([mkcorpus, corpus, text])
+        cs.sh([sys.executable, os.path.join(ROOT, "tests", "train", "mkdocs.py"), text, data, "--scale", "10",
+               "--tokens", "2000000"])
+    cands = predictions(baspc, spec, base, data)
+    cfg = {}
+    for name, cand, k, sets in CONFIGS:
+        tag = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+        binary = os.path.join(workdir, tag)
+        cs.sh([baspc, spec, "-q", "-o", binary] + sets_args(base + sets))
+        c = cands[cand]
+        pred = c["step_ms_sequential"] if k == 0 else c["step_ms_balanced"]
+        imb = c["imbalance_sequential"] if k == 0 else c["imbalance_balanced"]
+        adj = (pred - c["comm_ms"]) * 8 / (os.cpu_count() or 1) + c["comm_ms"]
+        cfg[name] = {"tag": tag, "binary": binary, "pred_ms": pred, "pred_adj_ms": adj, "pred_imbalance": imb,
+                     "dense_ms": c["dense_step_ms"], "attention_ms": c["attention_ms"]}
+        cs.log(f"{name:30s} predicted {pred:.1f} ms ({adj:.1f} on the shared cores), imbalance {imb:.2f}")
+
+    runs = []
+    for r in range(repeats):
+        order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+        for name, *_ in order:
+            c = cfg[name]
+            runs.append({"tag": f"r{r + 1} {c['tag']}", "key": [name], "round": r, "steps": steps,
+                         "binary": c["binary"], "metrics": os.path.join(workdir, c["tag"] + ".jsonl"),
+                         "profile": os.path.join(workdir, c["tag"] + ".profile.json")})
+    plan = {"ranks": 8, "corpus": data, "warmup": warmup, "workdir": workdir, "runs": runs, "a2a": None,
+            "result": os.path.join(workdir, "result.json")}
+    plan_path = os.path.join(workdir, "plan.json")
+    with open(plan_path, "w") as f:
+        json.dump(plan, f)
+    cmd = [os.path.join(HERE, "cluster"), "--nodes", "2", "--ranks-per-node", "4", "--bandwidth", args.bandwidth,
+           "--name", "pack", "--pin", "--exec", "--", sys.executable, os.path.join(HERE, "cluster_study.py"),
+           "--inner", plan_path]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1")
+    cs.log(f"{len(runs)} training runs on the emulated 2 x 4 cluster ({args.bandwidth})")
+    if subprocess.run(cmd, env=env).returncode:
+        sys.exit("packing_study: the measurements on the emulated cluster failed (see above)")
+    with open(plan["result"]) as f:
+        res = json.load(f)
+    report(args, cfg, res, warmup, base, time.monotonic() - t0, repeats, steps)
+
+
+def report(args, cfg, res, warmup, base, wall, repeats, steps):
+    per, imb, losses = {}, {}, {}
+    for run in res["runs"]:
+        name = run["key"][0]
+        w = run["steps_data"][warmup:]
+        per.setdefault(name, []).append(statistics.median(x["step_ms"] for x in w))
+        imb.setdefault(name, []).extend(x["imbalance"] for x in w)
+        losses.setdefault(name, []).append([x["loss"] for x in run["steps_data"]])
+    rtol, bad = cs.loss_rtol(), []
+    a, b = losses["ulysses"][0], losses["batch-aware G=2, sequential"][0]
+    for i, (x, y) in enumerate(zip(b, a)):
+        if abs(x - y) > rtol * abs(y):
+            bad.append(f"step {i + 1}: {x} vs {y}")
+    meas = {n: statistics.median(v) for n, v in per.items()}
+    ref = meas["ulysses"]
+    rows, csv = [], ["config,predicted_ms,predicted_adjusted_ms,measured_ms,min_ms,max_ms,predicted_imbalance,"
+                     "measured_imbalance,error_pct"]
+    for name, *_ in CONFIGS:
+        c, mm = cfg[name], meas[name]
+        err = 100 * (c["pred_adj_ms"] - mm) / mm
+        mi = statistics.mean(imb[name])
+        rows.append(f"| {name} | {c['pred_ms']:.1f} | {c['pred_adj_ms']:.1f} | {mm:.1f} "
+                    f"({min(per[name]):.1f}–{max(per[name]):.1f}) | {err:+.0f}% | {c['pred_imbalance']:.2f} | "
+                    f"{mi:.2f} | {ref / mm:.2f}x |")
+        csv.append(f"{name},{c['pred_ms']:.3f},{c['pred_adj_ms']:.3f},{mm:.3f},{min(per[name]):.3f},"
+                   f"{max(per[name]):.3f},{c['pred_imbalance']:.4f},{mi:.4f},{err:.1f}")
+    md = [f"# Packed documents on an emulated 2 × 4 cluster ({args.bandwidth} between nodes)", "",
+          f"`{' '.join(['bench/packing_study.py'] + sys.argv[1:])}` — {wall:.0f} s, {repeats} rounds of {steps} "
+          f"steps (first {warmup} left out), medians over steps, then rounds; overrides: `{' '.join(base)}`.", "",
+          "Data: tests/train/mkdocs.py's long tail scaled by 10 (60% of documents 40–240 tokens, 30% 240–800, "
+          "10% 800–4000, log-uniform within each band), a stand-in, not a measured corpus.  Imbalance is the "
+          "max over mean of the groups' work (Σ l² + linear·l) per step, averaged over steps (the runtime's "
+          "`imbalance` metric; the prediction's from 64 sampled steps).  The prediction is "
+          "`baspc --plan --doc-lengths`'; the adjusted column multiplies its compute by the "
+          f"{os.cpu_count()} cores' share of 8 ranks, as strategy_study.py does.", "",
+          "| configuration | predicted step ms | predicted, 8 ranks on the cores | measured step ms (range) | error "
+          "| predicted imbalance | measured imbalance | vs Ulysses |",
+          "|---|---|---|---|---|---|---|---|"] + rows + [
+          "", "Ulysses and batch-aware with sequential packing train on the same rows; their losses are equal "
+          "within LOSS_RTOL at every step: " + ("yes." if not bad else "NO:\n\n    " + "\n    ".join(bad[:10]))]
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(args.out, "results.csv"), "w") as f:
+        f.write("\n".join(csv) + "\n")
+    with open(os.path.join(args.out, "raw.json"), "w") as f:
+        json.dump({"cfg": cfg, "per_round_ms": per}, f, indent=1)
+    print("\n".join(md))
+    if bad:
+        sys.exit("packing_study: losses differ beyond LOSS_RTOL")
+
+
+if __name__ == "__main__":
+    main()
