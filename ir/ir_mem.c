@@ -237,7 +237,7 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
  * are separate allocations, so the total is the sum of the slots' maxima. */
 enum {
     CW_SEND, CW_RECV, CW_COMM, CW_F32, CW_LOGITS, CW_DL, CW_ROWS, CW_ATTN, CW_SLICE, CW_ROPE, CW_MLP, CW_RING, CW_POS,
-    CW_N
+    CW_DOC, CW_N
 };
 
 static void cw_max(int64_t *slot, int64_t b)
@@ -264,8 +264,48 @@ static int64_t rows_of(const ir_module *m, int v)
     return x->rank > 0 ? ir_type_local_elems(m, x) / x->dims[x->rank - 1] : 1;
 }
 
+/* RoPE's: the rotation table (in the ring's zig-zag order, and within
+ * packed documents, one table covers all seq_len positions), the zig-zag
+ * positions, and with documents every row's positions within them. */
+static void cw_rope(const ir_module *m, const ir_op *op, int64_t *w, bool docs)
+{
+    const ir_type *x = &m->values[op->in[0]].type;
+    bool zigzag = ir_config_int(m, "seq_ring", 0) > 1;
+    int64_t rows = zigzag || docs ? ir_config_int(m, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
+    if (x->rank != 4)
+        return;
+    cw_max(&w[CW_ROPE], 4 * rows * x->dims[3] + 1);
+    if (zigzag)
+        cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
+    if (docs)
+        cw_max(&w[CW_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
+}
+
+/* Attention's device workspace: the backward's two fp32 row statistics per
+ * (b, s, h); with packed documents (rt_cu_docattn_*) fp32 o and lse
+ * forward, lse, D and fp32 dq, dk, dv backward, and the positions and the
+ * rows' ids uploaded. */
+static void cw_attention(const ir_module *m, const ir_op *op, int64_t *w, bool docs)
+{
+    bool bwd = op->code == IR_ATTENTION_BWD;
+    const ir_type *q = &m->values[op->in[bwd]].type, *k = &m->values[op->in[bwd + 1]].type;
+    if (q->rank != 4 || k->rank != 4)
+        return;
+    int64_t b = ir_type_max_local_dim(m, q, 0), S = q->dims[1];
+    int64_t nr = b * S * ir_type_max_local_dim(m, q, 2), nq = nr * q->dims[3];
+    int64_t nkv = b * S * ir_type_max_local_dim(m, k, 2) * k->dims[3];
+    if (!docs) {
+        if (bwd)
+            cw_max(&w[CW_ATTN], 8 * nr);
+        return;
+    }
+    cw_max(&w[CW_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
+    cw_max(&w[CW_DOC], 8 * S + 4 * b * S);
+}
+
 static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
 {
+    bool docs = ir_config_int(m, "documents", 0) != 0;
     int64_t e[2];
     switch (op->code) {
     case IR_ALL_TO_ALL: /* bf16 elements staged on both sides */
@@ -288,23 +328,13 @@ static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
         cw_max(&w[CW_F32], 4 * local_elems(m, op->out[1]));
         break;
     case IR_ROPE:
-    case IR_ROPE_BWD: {
-        const ir_type *x = &m->values[op->in[0]].type;
-        /* in the ring's zig-zag order one table covers all seq_len positions */
-        bool zigzag = ir_config_int(m, "seq_ring", 0) > 1;
-        int64_t rows = zigzag ? ir_config_int(m, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
-        if (x->rank == 4)
-            cw_max(&w[CW_ROPE], 4 * rows * x->dims[3] + 1);
-        if (zigzag)
-            cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
+    case IR_ROPE_BWD:
+        cw_rope(m, op, w, docs);
         break;
-    }
-    case IR_ATTENTION_BWD: { /* two fp32 row statistics per (b, s, h) */
-        const ir_type *q = &m->values[op->in[1]].type;
-        if (q->rank == 4)
-            cw_max(&w[CW_ATTN], 8 * ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2));
+    case IR_ATTENTION:
+    case IR_ATTENTION_BWD:
+        cw_attention(m, op, w, docs);
         break;
-    }
     case IR_LM_HEAD_LOSS:
     case IR_LM_HEAD_LOSS_BWD: {
         int64_t N = rows_of(m, op->in[0]), V = m->values[op->in[1]].type.dims[0];
@@ -321,11 +351,17 @@ static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
     case IR_RING_ATTENTION: /* fp32 running output; two bf16 (k, v) blocks */
         cw_max(&w[CW_RING], 4 * local_elems(m, op->in[0]) + 8 * local_elems(m, op->in[1]) + 256);
         cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
+        if (docs) /* every ring position's ids: the rows' whole sequence */
+            cw_max(&w[CW_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
+                                   ir_config_int(m, "seq_len", 0));
         break;
     case IR_RING_ATTENTION_BWD: { /* D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks */
         int64_t nkv = local_elems(m, op->in[2]);
         cw_max(&w[CW_RING], 4 * local_elems(m, op->in[5]) + 4 * local_elems(m, op->in[1]) + 24 * nkv + 256);
         cw_max(&w[CW_POS], 8 * ir_config_int(m, "seq_len", 0));
+        if (docs)
+            cw_max(&w[CW_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *
+                                   ir_config_int(m, "seq_len", 0));
         break;
     }
     case IR_MLP:
@@ -355,14 +391,17 @@ static int64_t cuda_work_bytes(const ir_module *m)
  * buffers (runtime/cpu/kern_lmhead.c: a [chunk, V] logits block of at most
  * 4 Mi floats; kern_basic.c: the RoPE cos/sin table of the local positions,
  * with explicit positions (the ring's zig-zag order) also a copy of them;
- * kern_mlp.c: g, u and s of one chunk of rows, 3 x chunk x F floats).
+ * kern_mlp.c: g, u and s of one chunk of rows, 3 x chunk x F floats;
+ * with packed documents kern_docattn.c's row statistics and positions, and
+ * RoPE's copy of each row's positions).
  * CUDA: the device workspaces above, which also hold the collectives'
  * staging (the cuda plan has no staging region in the arena). */
 int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t)
 {
     if (t.cuda)
         return cuda_work_bytes(m);
-    int64_t lm = 0, rope = 0, mlp = 0;
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    int64_t lm = 0, rope = 0, mlp = 0, dstats = 0, dpos = 0;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         if ((op->code == IR_MLP || op->code == IR_MLP_BWD) && op->nin >= 4) {
@@ -385,13 +424,22 @@ int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t)
         if ((op->code == IR_ROPE || op->code == IR_ROPE_BWD) && op->nin >= 1 && m->values[op->in[0]].type.rank == 4) {
             const ir_type *x = &m->values[op->in[0]].type;
             int64_t S = ir_type_max_local_dim(m, x, 1), b = S * x->dims[3] * 4;
-            if (ir_config_int(m, "seq_ring", 0) > 1) /* the table keeps a copy of the positions */
+            if (ir_config_int(m, "seq_ring", 0) > 1 || docs) /* the table keeps a copy of the positions */
                 b += 8 * S;
             if (b > rope)
                 rope = b;
         }
+        if (docs && (op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD)) {
+            /* kern_docattn: the row statistics (lse; the backward also D) and
+             * the positions 0 .. S-1 */
+            const ir_type *q = &m->values[op->in[op->code == IR_ATTENTION_BWD]].type;
+            int64_t nr = q->rank == 4 ? ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2) : 0;
+            int64_t st = (op->code == IR_ATTENTION_BWD ? 8 : 4) * nr, ps = q->rank == 4 ? 8 * q->dims[1] : 0;
+            dstats = st > dstats ? st : dstats;
+            dpos = ps > dpos ? ps : dpos;
+        }
     }
-    return lm + rope + mlp;
+    return lm + rope + mlp + dstats + dpos;
 }
 
 void ir_mem_live(const ir_module *m, int *start, int *end)

@@ -27,7 +27,13 @@
 /* A grow-only buffer per slot (one thread per rank): the LM head's logits
  * chunk, the tiled MLP's chunk of g, u, s.  Out of memory aborts, naming
  * `who`. */
-typedef enum { KERN_SCRATCH_LOGITS, KERN_SCRATCH_MLP, KERN_SCRATCH_N } kern_scratch_slot;
+typedef enum {
+    KERN_SCRATCH_LOGITS,
+    KERN_SCRATCH_MLP,
+    KERN_SCRATCH_DOCSTATS, /* kern_docattn: lse, D */
+    KERN_SCRATCH_DOCPOS,   /* kern_docattn: the positions 0 .. S-1 (int64, 2 floats each) */
+    KERN_SCRATCH_N
+} kern_scratch_slot;
 float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who);
 /* Bytes the kernels hold outside the arena now: the scratch slots and the
  * RoPE table (what `baspc --memory` calls workspace on the cpu target). */

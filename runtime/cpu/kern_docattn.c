@@ -21,34 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Grow-only scratch (one thread per rank, like the other kernels): the
- * positions 0..S-1, and the lse and D rows of the backward. */
-static void *grow(void **buf, int64_t *cap, int64_t bytes) {
-    if (bytes > *cap) {
-        free(*buf);
-        *buf = malloc((size_t)bytes);
-        if (!*buf) {
-            fprintf(stderr, "basp: document attention: out of memory (%lld bytes of scratch)\n", (long long)bytes);
-            abort();
-        }
-        *cap = bytes;
-    }
-    return *buf;
-}
-
-/* pos [S] = 0..S-1: the token index is its position within the row. */
+/* pos [S] = 0..S-1: the token index is its position within the row.  The
+ * scratch is kern_scratch's, so the runtime's workspace figure counts it. */
 static const int64_t *row_positions(int64_t S) {
-    static void *buf;
-    static int64_t cap;
-    int64_t *pos = grow(&buf, &cap, S * (int64_t)sizeof(int64_t));
+    int64_t *pos = (int64_t *)(void *)kern_scratch(KERN_SCRATCH_DOCPOS, 2 * S, "document attention");
     for (int64_t i = 0; i < S; i++) pos[i] = i; /* O(S): nothing next to the attention */
     return pos;
 }
 
 static float *stats_scratch(int64_t nfloats) {
-    static void *buf;
-    static int64_t cap;
-    return grow(&buf, &cap, nfloats * (int64_t)sizeof(float));
+    return kern_scratch(KERN_SCRATCH_DOCSTATS, nfloats, "document attention");
 }
 
 /* lse [n] = -inf: the ring's "nothing seen yet". */

@@ -157,6 +157,22 @@ def baspc_compile_command(log):
     sys.exit("no compile command in %s (baspc -v)" % log)
 
 
+def memory_mismatch(a, layout, metrics):
+    """The CUDA run's peak (arena high-water mark plus device workspaces)
+    against `baspc --memory --target=cuda`'s peak_bytes_per_rank: the plan
+    accounts every workspace the backend allocates, so the run must not
+    exceed it (equal in most layouts; a few exchanges stage 8 KiB less than
+    planned).  None when it does not, else the message."""
+    r = subprocess.run([a.baspc, a.spec, "-q", "--target=cuda", "--memory", "--json"] + layout,
+                       capture_output=True, text=True)
+    want = json.loads(r.stdout)["peak_bytes_per_rank"]
+    got = max(json.loads(l)["mem_peak_bytes"] for l in open(metrics) if l.strip())
+    print("memory: measured peak %d bytes per rank, baspc --memory %d (%+d)" % (got, want, got - want))
+    if got > want:
+        return "FAILED: the CUDA run's peak memory %d exceeds the plan's %d" % (got, want)
+    return None
+
+
 def build_cuda(a, exe, layout, log):
     """The CUDA program exe: from baspc, or, with --cuda-build or a plant,
     from the generated C program (patched by the plant)."""
@@ -222,6 +238,8 @@ def main():
     ap.add_argument("--cuda-build", help="command that builds {exe} from the generated C program {c}")
     ap.add_argument("--min-reuse-waits", type=int, default=0,
                     help="require the memory plan and this many cross-stream reuse waits per rank (CUDA run)")
+    ap.add_argument("--memory-exact", action="store_true",
+                    help="require the CUDA run's peak memory to stay within baspc --memory --target=cuda's")
     ap.add_argument("--documents", action="store_true",
                     help="train on packed documents (mkdocs.py data, train.documents=on, eot token 0)")
     ap.add_argument("--plant", metavar="frozen:PARAM",
@@ -281,6 +299,8 @@ def main():
             if not all(planned and n >= a.min_reuse_waits for planned, n in stats):
                 reuse_bad = "FAILED: the CUDA run must honour the memory plan with at least %d cross-stream " \
                             "reuse waits on every rank (%s)" % (a.min_reuse_waits, runlog)
+        if target == "cuda" and a.memory_exact:
+            reuse_bad = reuse_bad or memory_mismatch(a, layout, out + ".jsonl")
     cpu, gpu = curves["cpu"], curves["cuda"]
     loss_bad, worst = [], (0.0, 0)
     for i, (c, g) in enumerate(zip(cpu, gpu)):
