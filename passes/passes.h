@@ -183,6 +183,7 @@ typedef struct pass_plan_candidate {
 /* Packed documents in the plan (--doc-lengths). */
 typedef struct pass_plan_docs_summary {
     bool on;
+    bool spec_documents;     /* the spec packs documents (train.documents on) */
     int n, steps;            /* documents read; sampled steps */
     double mean_len, max_len;
     layout_packing packing;  /* the spec's: what step_ms predicts */

@@ -430,6 +430,7 @@ static void header(pass_plan_result *r, const fe_spec *spec)
     r->micro_batch = spec->train.micro_batch;
     r->seq_len = spec->train.seq_len;
     r->device_mem = spec->mesh.device_mem;
+    r->docs.spec_documents = spec->train.documents;
     r->chosen = -1;
 }
 
@@ -566,6 +567,9 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
     if (r->device_mem > 0)
         fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
     fprintf(out, ", %s target\n", r->cuda ? "cuda" : "cpu");
+    if (r->docs.spec_documents && !r->docs.on)
+        fprintf(out, "packed documents: attention is costed dense (S^2 per row), an upper bound; "
+                "--doc-lengths DATA predicts it from the documents' lengths\n");
     if (r->docs.on)
         fprintf(out, "packed documents: %d lengths from %s (mean %.0f, longest %.0f tokens), %d sampled steps; "
                 "'step ms' is the %s packing's\n", r->docs.n, r->docs.source, r->docs.mean_len, r->docs.max_len,
