@@ -12,10 +12,12 @@
  *   step = (T - Ta) + Ta * E[ max_g f_g ],   f_g = sum over the documents
  *          in group g's rows of l^2 / ((B/G) * S^2)
  *
- * the expectation over PLAN_STEPS sampled steps, drawn and packed exactly
- * as the runtime does (lengths drawn with replacement, documents longer
- * than S cut into pieces of S, the last one cut so that a step holds B*S
- * tokens; layout_pack, then layout_pack_groups for balanced packing).
+ * the expectation over PLAN_STEPS sampled steps, drawn and packed as the
+ * runtime does: documents longer than S cut into pieces of S, drawn with
+ * replacement so that every piece is equally likely (the runtime draws
+ * pieces one by one, here a document brings all its pieces at once), the
+ * last one cut so that a step holds B*S tokens; then layout_pack, and
+ * layout_pack_groups for balanced packing.
  * Not modelled: the 64 x 64 tile granularity of the masked kernels (a tile
  * on a document boundary costs a whole tile), and the balance of a ring's
  * blocks, whose zig-zag order balances the causal mask but not documents. */
@@ -164,8 +166,9 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* Step t's documents: lengths drawn with replacement, cut into pieces of at
- * most S, the last one cut so that the step holds exactly B*S tokens. */
+/* Step t's documents: lengths drawn with replacement, each cut into pieces
+ * of at most S (so every piece is equally likely, as in the runtime's
+ * table of pieces), the last one cut so that the step holds B*S tokens. */
 static int draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_doc *out) {
     int n = 0;
     int64_t need = B * S, total = 0;
