@@ -41,8 +41,8 @@ static const char *cg_group_of(const cg_op_ctx *c, int g) {
     return g >= 0 && g < c->m->ngroups ? c->n->group[g] : "?";
 }
 
-/* ", first": the first global row (batch index) of this rank's slice of
- * v's dim 0, for the runtime's per-row document tables. */
+/* The row0 argument: the first global row (batch index) of this rank's
+ * slice of v's dim 0, for the runtime's per-row document tables. */
 static void cg_row0(cg_op_ctx *c, const ir_value *v) {
     int g = v->type.shard[0];
     if (g >= 0)
