@@ -401,71 +401,92 @@ extern "C" cudaError_t kcu_copy_box(void *dst, const void *src, const kcu_box *b
     return cudaGetLastError();
 }
 
-// Chunk element e -> (o, ka, m, kb, i) over [O, ca, M, cb, I].
-struct a2a_idx {
-    int64_t o, ka, m, kb, i;
+// The chunk is rows of I contiguous elements, one per (o, ka, m, kb) over
+// [O, ca, M, cb]: the index arithmetic (64-bit divisions) is done once per
+// row (each of the row's threads does the same few), and the I elements
+// are copied with consecutive threads on consecutive addresses.  A block
+// is A2A_X threads along a row times A2A_Y rows.
+enum { A2A_X = 32, A2A_Y = THREADS / A2A_X };
+struct a2a_row {
+    int64_t o, ka, m, kb;
 };
-static __device__ __forceinline__ a2a_idx a2a_split(const kcu_a2a &g, int64_t e) {
-    a2a_idx r;
-    r.i = e % g.I;
-    e /= g.I;
-    r.kb = e % g.cb;
-    e /= g.cb;
-    r.m = e % g.M;
-    e /= g.M;
-    r.ka = e % g.ca;
-    r.o = e / g.ca;
-    return r;
+static __device__ __forceinline__ a2a_row a2a_split(const kcu_a2a &g, int64_t r) {
+    a2a_row c;
+    c.kb = r % g.cb;
+    r /= g.cb;
+    c.m = r % g.M;
+    r /= g.M;
+    c.ka = r % g.ca;
+    c.o = r / g.ca;
+    return c;
+}
+
+#define A2A_ROWS(r, rows)                                                                                          \
+    for (int64_t r = blockIdx.x * (int64_t)A2A_Y + threadIdx.y; r < (rows); r += (int64_t)gridDim.x * A2A_Y)
+
+static unsigned a2a_grid(int64_t rows) {
+    int64_t b = (rows + A2A_Y - 1) / A2A_Y;
+    return (unsigned)(b > 4096 ? 4096 : b > 0 ? b : 1);
 }
 
 // dst[chunk] = x at split entries (base + k) / f
-template <typename T> __global__ void k_a2a_pack(T *dst, const T *x, kcu_a2a g, int64_t total) {
-    GRID_STRIDE(e, total) {
-        a2a_idx c = a2a_split(g, e);
+template <typename T> __global__ void k_a2a_pack(T *dst, const T *x, kcu_a2a g, int64_t rows) {
+    A2A_ROWS(r, rows) {
+        a2a_row c = a2a_split(g, r);
         int64_t xa = g.a_split ? (g.base + c.ka) / g.f - g.off : c.ka;
         int64_t xb = g.a_split ? c.kb : (g.base + c.kb) / g.f - g.off;
-        dst[e] = x[(((c.o * g.xa + xa) * g.M + c.m) * g.xb + xb) * g.I + c.i];
+        const T *in = x + (((c.o * g.xa + xa) * g.M + c.m) * g.xb + xb) * g.I;
+        T *out = dst + r * g.I;
+        for (int64_t i = threadIdx.x; i < g.I; i += A2A_X) out[i] = in[i];
     }
 }
 
-// y at concat entries (base + k) / f = chunk; summed (atomically) under fanin
-template <typename T> __global__ void k_a2a_unpack(T *y, const T *src, kcu_a2a g, int64_t total) {
-    GRID_STRIDE(e, total) {
-        a2a_idx c = a2a_split(g, e);
-        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f - g.off;
-        int64_t yb = g.a_split ? (g.base + c.kb) / g.f - g.off : c.kb;
-        y[(((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I + c.i] = src[e];
+// The row of y that chunk row r goes to: concat entries (base + k) / f.
+static __device__ __forceinline__ int64_t a2a_yrow(const kcu_a2a &g, int64_t r) {
+    a2a_row c = a2a_split(g, r);
+    int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f - g.off;
+    int64_t yb = g.a_split ? (g.base + c.kb) / g.f - g.off : c.kb;
+    return (((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I;
+}
+
+template <typename T> __global__ void k_a2a_unpack(T *y, const T *src, kcu_a2a g, int64_t rows) {
+    A2A_ROWS(r, rows) {
+        T *out = y + a2a_yrow(g, r);
+        const T *in = src + r * g.I;
+        for (int64_t i = threadIdx.x; i < g.I; i += A2A_X) out[i] = in[i];
     }
 }
 
-__global__ void k_a2a_unpack_sum(bf16 *y, const bf16 *src, kcu_a2a g, int64_t total) {
-    GRID_STRIDE(e, total) {
-        a2a_idx c = a2a_split(g, e);
-        int64_t ya = g.a_split ? c.ka : (g.base + c.ka) / g.f - g.off;
-        int64_t yb = g.a_split ? (g.base + c.kb) / g.f - g.off : c.kb;
-        atomicAdd(&y[(((c.o * g.ya + ya) * g.M + c.m) * g.yb + yb) * g.I + c.i], src[e]);
+// Under fanin (f > 1) several chunk rows land on one y row: summed atomically.
+__global__ void k_a2a_unpack_sum(bf16 *y, const bf16 *src, kcu_a2a g, int64_t rows) {
+    A2A_ROWS(r, rows) {
+        bf16 *out = y + a2a_yrow(g, r);
+        const bf16 *in = src + r * g.I;
+        for (int64_t i = threadIdx.x; i < g.I; i += A2A_X) atomicAdd(&out[i], in[i]);
     }
 }
 
 extern "C" cudaError_t kcu_a2a_pack(void *dst, const void *x, const kcu_a2a *g, int esize, cudaStream_t st) {
-    int64_t total = g->O * g->ca * g->M * g->cb * g->I;
-    if (total <= 0) return cudaSuccess;
-    if (esize == 2) k_a2a_pack<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)dst, (const uint16_t *)x, *g, total);
-    else if (esize == 4) k_a2a_pack<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)dst, (const uint32_t *)x, *g, total);
+    int64_t rows = g->O * g->ca * g->M * g->cb;
+    if (rows <= 0 || g->I <= 0) return cudaSuccess;
+    dim3 blk(A2A_X, A2A_Y);
+    if (esize == 2) k_a2a_pack<uint16_t><<<a2a_grid(rows), blk, 0, st>>>((uint16_t *)dst, (const uint16_t *)x, *g, rows);
+    else if (esize == 4) k_a2a_pack<uint32_t><<<a2a_grid(rows), blk, 0, st>>>((uint32_t *)dst, (const uint32_t *)x, *g, rows);
     else return cudaErrorInvalidValue;
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t kcu_a2a_unpack(void *y, const void *src, const kcu_a2a *g, int esize, cudaStream_t st) {
-    int64_t total = g->O * g->ca * g->M * g->cb * g->I;
-    if (total <= 0) return cudaSuccess;
+    int64_t rows = g->O * g->ca * g->M * g->cb;
+    if (rows <= 0 || g->I <= 0) return cudaSuccess;
+    dim3 blk(A2A_X, A2A_Y);
     if (g->f > 1) {
         if (esize != 2) return cudaErrorInvalidValue;
-        k_a2a_unpack_sum<<<grid_for(total), THREADS, 0, st>>>(BF(y), CBF(src), *g, total);
+        k_a2a_unpack_sum<<<a2a_grid(rows), blk, 0, st>>>(BF(y), CBF(src), *g, rows);
     } else if (esize == 2) {
-        k_a2a_unpack<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)y, (const uint16_t *)src, *g, total);
+        k_a2a_unpack<uint16_t><<<a2a_grid(rows), blk, 0, st>>>((uint16_t *)y, (const uint16_t *)src, *g, rows);
     } else if (esize == 4) {
-        k_a2a_unpack<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)y, (const uint32_t *)src, *g, total);
+        k_a2a_unpack<uint32_t><<<a2a_grid(rows), blk, 0, st>>>((uint32_t *)y, (const uint32_t *)src, *g, rows);
     } else {
         return cudaErrorInvalidValue;
     }
