@@ -158,6 +158,59 @@ def layout_of(baspc, spec, sets):
 
 # ---- inside the cluster -----------------------------------------------------------
 
+# ---- what the studies on the emulated cluster share (strategy_study.py,
+# packing_study.py) ----------------------------------------------------------
+
+def study_setup(ap, args, tool, repeats, steps):
+    """Checks a study's common arguments and tools: returns a dict with
+    repeats, steps, warmup (the defaults: --quick 2 rounds of 4 steps, else
+    `repeats` and `steps`), baspc, mkcorpus, spec, workdir
+    (BUILD/bench/TOOL), bw (bits/s of --bandwidth) and known (whether the
+    cpu_calibrated device preset exists).  Exits with TOOL's name on an
+    error."""
+    s = {"repeats": args.repeats or (2 if args.quick else repeats),
+         "steps": args.steps or (4 if args.quick else steps),
+         "warmup": args.warmup if args.warmup is not None else 1}
+    if s["steps"] <= s["warmup"]:
+        ap.error("need --steps > --warmup")
+    if os.geteuid() != 0:
+        sys.exit(f"{tool}: must run as root (bench/cluster creates network namespaces)")
+    build = os.path.abspath(args.build)
+    s["baspc"], s["mkcorpus"] = os.path.join(build, "baspc"), os.path.join(build, "data", "mkcorpus")
+    for t in (s["baspc"], s["mkcorpus"]):
+        if not os.access(t, os.X_OK):
+            sys.exit(f"{tool}: {t} not found: cmake --build {args.build} --target baspc mkcorpus")
+    s["spec"] = os.path.abspath(args.spec)
+    s["workdir"] = os.path.join(build, "bench", tool)
+    os.makedirs(s["workdir"], exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", args.bandwidth.lower())
+    if not m:
+        sys.exit(f"{tool}: --bandwidth must be NUMBER[k|m|g]bit")
+    s["bw"] = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+    s["known"] = sh([s["baspc"], s["spec"], "-q", "--check", "--set", "mesh.device=cpu_calibrated"],
+                    check=False).returncode == 0
+    return s
+
+
+def study_run(plan, bandwidth, name, tool):
+    """Writes plan (runs on 8 ranks, see inner) next to its result, runs it
+    inside an emulated 2 x 4 cluster whose inter-node links are shaped to
+    bandwidth, and returns the result."""
+    plan_path = os.path.join(plan["workdir"], "plan.json")
+    with open(plan_path, "w") as f:
+        json.dump(plan, f)
+    here = os.path.dirname(os.path.abspath(__file__))
+    cmd = [os.path.join(here, "cluster"), "--nodes", "2", "--ranks-per-node", "4", "--bandwidth", bandwidth,
+           "--name", name, "--pin", "--exec", "--", sys.executable, os.path.abspath(__file__), "--inner", plan_path]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1")
+    log(f"{len(plan['runs'])} training runs on the emulated 2 x 4 cluster ({bandwidth})")
+    if subprocess.run(cmd, env=env).returncode:
+        sys.exit(f"{tool}: the measurements on the emulated cluster failed (see above)")
+    with open(plan["result"]) as f:
+        return json.load(f)
+
+
 def inner(plan_path):
     """Runs the measurement plan; called by bench/cluster --exec inside node 0."""
     with open(plan_path) as f:

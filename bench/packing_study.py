@@ -44,7 +44,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
@@ -86,27 +85,9 @@ def main():
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--micro-batch", type=int, default=4, help="rows per step (G = 2 groups of B/2 rows)")
     args = ap.parse_args()
-    repeats = args.repeats or (2 if args.quick else 3)
-    steps = args.steps or (4 if args.quick else 8)
-    warmup = args.warmup if args.warmup is not None else 1
-    if steps <= warmup:
-        ap.error("need --steps > --warmup")
-    if os.geteuid() != 0:
-        sys.exit("packing_study: must run as root (bench/cluster creates network namespaces)")
-    build = os.path.abspath(args.build)
-    baspc, mkcorpus = os.path.join(build, "baspc"), os.path.join(build, "data", "mkcorpus")
-    for t in (baspc, mkcorpus):
-        if not os.access(t, os.X_OK):
-            sys.exit(f"packing_study: {t} not found: cmake --build {args.build} --target baspc mkcorpus")
-    spec = os.path.abspath(args.spec)
-    workdir = os.path.join(build, "bench", "packing_study")
-    os.makedirs(workdir, exist_ok=True)
-    os.makedirs(args.out, exist_ok=True)
-    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", args.bandwidth.lower())
-    if not m:
-        sys.exit("packing_study: --bandwidth must be NUMBER[k|m|g]bit")
-    bw = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
-    known = cs.sh([baspc, spec, "-q", "--check", "--set", "mesh.device=cpu_calibrated"], check=False).returncode == 0
+    st = cs.study_setup(ap, args, "packing_study", 3, 8)
+    repeats, steps, warmup, bw, known = st["repeats"], st["steps"], st["warmup"], st["bw"], st["known"]
+    baspc, mkcorpus, spec, workdir = st["baspc"], st["mkcorpus"], st["spec"], st["workdir"]
     base = [f"mesh.inter.bandwidth={bw / 1e6:g}Mb/s", f"train.micro_batch={args.micro_batch}",
             f"train.seq_len={args.seq_len}",
             "train.documents=on", "train.eot_token=0"] + (["mesh.device=cpu_calibrated"] if known else [])
@@ -141,18 +122,7 @@ def main():
                          "profile": os.path.join(workdir, c["tag"] + ".profile.json")})
     plan = {"ranks": 8, "corpus": data, "warmup": warmup, "workdir": workdir, "runs": runs, "a2a": None,
             "result": os.path.join(workdir, "result.json")}
-    plan_path = os.path.join(workdir, "plan.json")
-    with open(plan_path, "w") as f:
-        json.dump(plan, f)
-    cmd = [os.path.join(HERE, "cluster"), "--nodes", "2", "--ranks-per-node", "4", "--bandwidth", args.bandwidth,
-           "--name", "pack", "--pin", "--exec", "--", sys.executable, os.path.join(HERE, "cluster_study.py"),
-           "--inner", plan_path]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1")
-    cs.log(f"{len(runs)} training runs on the emulated 2 x 4 cluster ({args.bandwidth})")
-    if subprocess.run(cmd, env=env).returncode:
-        sys.exit("packing_study: the measurements on the emulated cluster failed (see above)")
-    with open(plan["result"]) as f:
-        res = json.load(f)
+    res = cs.study_run(plan, args.bandwidth, "pack", "packing_study")
     report(args, cfg, res, warmup, base, time.monotonic() - t0, repeats, steps)
 
 

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
@@ -106,27 +105,9 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--kv-heads", type=int, default=2)
     args = ap.parse_args()
-    repeats = args.repeats or (2 if args.quick else 4)
-    steps = args.steps or (4 if args.quick else 6)
-    warmup = args.warmup if args.warmup is not None else 1
-    if steps <= warmup:
-        ap.error("need --steps > --warmup")
-    if os.geteuid() != 0:
-        sys.exit("strategy_study: must run as root (bench/cluster creates network namespaces)")
-    build = os.path.abspath(args.build)
-    baspc, mkcorpus = os.path.join(build, "baspc"), os.path.join(build, "data", "mkcorpus")
-    for t in (baspc, mkcorpus):
-        if not os.access(t, os.X_OK):
-            sys.exit(f"strategy_study: {t} not found: cmake --build {args.build} --target baspc mkcorpus")
-    spec = os.path.abspath(args.spec)
-    workdir = os.path.join(build, "bench", "strategy_study")
-    os.makedirs(workdir, exist_ok=True)
-    os.makedirs(args.out, exist_ok=True)
-    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", args.bandwidth.lower())
-    if not m:
-        sys.exit("strategy_study: --bandwidth must be NUMBER[k|m|g]bit")
-    bw = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
-    known = cs.sh([baspc, spec, "-q", "--check", "--set", "mesh.device=cpu_calibrated"], check=False).returncode == 0
+    st = cs.study_setup(ap, args, "strategy_study", 4, 6)
+    repeats, steps, warmup, bw, known = st["repeats"], st["steps"], st["warmup"], st["bw"], st["known"]
+    baspc, mkcorpus, spec, workdir = st["baspc"], st["mkcorpus"], st["spec"], st["workdir"]
     base = [f"mesh.inter.bandwidth={bw / 1e6:g}Mb/s", "train.micro_batch=1", f"train.seq_len={args.seq_len}",
             f"model.heads={args.heads}", f"model.head_dim={512 // args.heads}", f"model.kv_heads={args.kv_heads}",
             "layout.batch_aware=off"] + (["mesh.device=cpu_calibrated"] if known else [])
@@ -162,18 +143,7 @@ def main():
                          "profile": os.path.join(workdir, c["tag"] + ".profile.json")})
     plan = {"ranks": 8, "corpus": corpus, "warmup": warmup, "workdir": workdir, "runs": runs, "a2a": None,
             "result": os.path.join(workdir, "result.json")}
-    plan_path = os.path.join(workdir, "plan.json")
-    with open(plan_path, "w") as f:
-        json.dump(plan, f)
-    cmd = [os.path.join(HERE, "cluster"), "--nodes", "2", "--ranks-per-node", "4", "--bandwidth", args.bandwidth,
-           "--name", "strat", "--pin", "--exec", "--", sys.executable, os.path.join(HERE, "cluster_study.py"),
-           "--inner", plan_path]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1")
-    cs.log(f"{len(runs)} training runs on the emulated 2 x 4 cluster ({args.bandwidth})")
-    if subprocess.run(cmd, env=env).returncode:
-        sys.exit("strategy_study: the measurements on the emulated cluster failed (see above)")
-    with open(plan["result"]) as f:
-        res = json.load(f)
+    res = cs.study_run(plan, args.bandwidth, "strat", "strategy_study")
     report(args, cfg, res, warmup, chosen, cands, base, time.monotonic() - t0, repeats, steps)
 
 

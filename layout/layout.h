@@ -173,9 +173,8 @@ int layout_pack_groups(layout_slot *slots, int ns, int64_t B, int groups, double
 
 /* Max over mean of the cost per batch-aware group (group g owns rows
  * [g*B/G, (g+1)*B/G)): 1 is perfect balance.  group_cost (optional, G
- * entries) receives each group's cost; without it G is at most
- * LAYOUT_PACK_MAX_GROUPS.  0 when G does not divide B. */
-enum { LAYOUT_PACK_MAX_GROUPS = 1024 };
+ * entries) receives each group's cost.  0 when G does not divide B (or
+ * out of memory). */
 double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int groups, double linear,
                              double *group_cost);
 

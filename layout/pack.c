@@ -214,9 +214,8 @@ int layout_pack_groups(layout_slot *slots, int ns, int64_t B, int groups, double
 double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int groups, double linear,
                              double *group_cost) {
     if (groups < 1 || B % groups) return 0;
-    double cost[LAYOUT_PACK_MAX_GROUPS] = {0};
-    double *c = group_cost ? group_cost : cost;
-    if (!group_cost && groups > LAYOUT_PACK_MAX_GROUPS) return 0;
+    double *c = group_cost ? group_cost : malloc(sizeof *c * (size_t)groups);
+    if (!c) return 0;
     for (int g = 0; g < groups; g++) c[g] = 0;
     int64_t per = B / groups;
     for (int i = 0; i < ns; i++) c[slots[i].row / per] += layout_doc_cost(slots[i].len, linear);
@@ -225,5 +224,6 @@ double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int gr
         sum += c[g];
         if (c[g] > mx) mx = c[g];
     }
+    if (c != group_cost) free(c);
     return sum > 0 ? mx * groups / sum : 1.0;
 }

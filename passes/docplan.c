@@ -124,6 +124,7 @@ static bool lengths_of_text(const char *path, const unsigned char *b, size_t n, 
 
 bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengths *out) {
     memset(out, 0, sizeof *out);
+    /* Not sup_read_file: that caps sources at 64 MiB, training data is larger. */
     unsigned char *b;
     size_t n;
     if (!read_all(path, &b, &n)) return false;
@@ -184,11 +185,14 @@ static int draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_d
     return n;
 }
 
-/* The attention work of the slowest group over the dense causal rows'. */
+/* The attention work of the slowest group over the dense causal rows':
+ * the groups' sum l^2 (layout_pack_imbalance's costs with linear 0). */
 static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, int G) {
-    double *c = calloc((size_t)G, sizeof *c), mx = 0;
-    if (!c) return 1;
-    for (int i = 0; i < ns; i++) c[s[i].row / (B / G)] += (double)s[i].len * (double)s[i].len;
+    double *c = malloc(sizeof *c * (size_t)G), mx = 0;
+    if (!c || layout_pack_imbalance(s, ns, B, G, 0, c) <= 0) {
+        free(c);
+        return 1;
+    }
     for (int g = 0; g < G; g++) mx = fmax(mx, c[g] / ((double)(B / G) * (double)S * (double)S));
     free(c);
     return mx;

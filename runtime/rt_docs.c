@@ -158,9 +158,7 @@ void rt_docs_step(rt_ctx *rt, int64_t t) {
     if (how == LAYOUT_PACK_BALANCED && G > 1)
         RT_CHECK(layout_pack_groups(d->slots, d->nslots, p->micro_batch, G, d->linear) == 0,
                  "ordering %lld rows for %d groups failed", (long long)p->micro_batch, G);
-    double *gc = RT_MALLOC(sizeof(double) * (size_t)G);
-    d->imbalance = layout_pack_imbalance(d->slots, d->nslots, p->micro_batch, G, d->linear, gc);
-    free(gc);
+    d->imbalance = layout_pack_imbalance(d->slots, d->nslots, p->micro_batch, G, d->linear, NULL);
     docs_tables(rt);
     d->step = t;
 }

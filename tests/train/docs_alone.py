@@ -29,8 +29,10 @@ import argparse
 import json
 import os
 import struct
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import run  # noqa: E402
 
 RTOL = 1e-5
 EOT = 0
@@ -41,14 +43,6 @@ def write_tokens(path, toks):
     with open(path, "wb") as f:
         f.write(struct.pack("<256i", *header))
         f.write(struct.pack("<%dH" % len(toks), *toks))
-
-
-def run(cmd, log):
-    with open(log, "w") as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        sys.exit("docs_alone: failed (exit %d): %s\n  log: %s\n%s" % (r.returncode, " ".join(cmd), log,
-                                                                     open(log).read()[-2000:]))
 
 
 def main():
