@@ -3,7 +3,11 @@
  * 64 and 128, sequence 4K-16K, one sequence of 32 (Dh 64) or 16 (Dh 128)
  * query heads over 8 kv heads.  The forward is timed twice, side by side:
  * the tensor-core kernel (what training uses at these head dims) and the
- * scalar one, with their ratio.
+ * scalar one, with their ratio.  With cuDNN (BASP_HAVE_CUDNN) its fused
+ * flash attention (runtime/cuda/rt_attn_cudnn.c: the graphs the runtime
+ * uses under BASP_ATTENTION=auto/cudnn) is timed beside them, forward and
+ * backward, with the ratio cuDNN time / basp time (below 1: cuDNN faster);
+ * its plans are built before timing.
  *
  *   gpu_attention_bench [--peak TFLOPS] [--reps N] [--max-seq S]
  *
@@ -19,6 +23,9 @@
 #include <string.h>
 
 #include "kcu.h"
+#ifdef BASP_HAVE_CUDNN
+#include "rt_attn_cudnn.h"
+#endif
 
 
 static int cmp_f(const void *a, const void *b) {
@@ -43,11 +50,37 @@ static kcu_bf16 *dev_random(int64_t n) {
 typedef struct bench_buf {
     kcu_bf16 *q, *k, *v, *o, *dout, *dq, *dk, *dv;
     float *ws;
+#ifdef BASP_HAVE_CUDNN
+    rt_cudnn *dnn;  /* NULL: no cuDNN timings */
+    float *stats;   /* [b,H,S] fp32 */
+    void *dnn_ws;
+#endif
 } bench_buf;
 
-enum { FWD_TC, FWD_SCALAR, BWD };
+enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD };
 
-/* Median milliseconds of one kernel (FWD_TC, FWD_SCALAR or BWD). */
+static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+#ifdef BASP_HAVE_CUDNN
+    rt_cudnn_shape sh = {1, S, H, Hkv, Dh};
+    int r = 0;
+    if (what == DNN_FWD) r = rt_cudnn_fwd(B->dnn, &sh, B->o, B->stats, B->q, B->k, B->v, B->dnn_ws);
+    if (what == DNN_BWD)
+        r = rt_cudnn_bwd(B->dnn, &sh, B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, B->stats, B->dnn_ws);
+    if (r != 0) {
+        fprintf(stderr, "cuDNN attention failed: %s\n", rt_cudnn_error(B->dnn));
+        exit(1);
+    }
+    if (what == DNN_FWD || what == DNN_BWD) return;
+#endif
+    if (what == BWD)
+        KCU_CHECK_EXIT(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv, Dh, B->ws,
+                                         0));
+    else
+        KCU_CHECK_EXIT(kcu_attention_fwd_impl(what == FWD_TC ? KCU_ATTN_TC : KCU_ATTN_SCALAR, B->o, B->q, B->k, B->v,
+                                              1, S, H, Hkv, Dh, 0));
+}
+
+/* Median milliseconds of one kernel (FWD_TC, FWD_SCALAR, BWD, DNN_FWD or DNN_BWD). */
 static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
     cudaEvent_t a, b;
     KCU_CHECK_EXIT(cudaEventCreate(&a));
@@ -55,12 +88,7 @@ static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, 
     float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
     for (int r = -1; r < reps; r++) {
         KCU_CHECK_EXIT(cudaEventRecord(a, 0));
-        if (what == BWD)
-            KCU_CHECK_EXIT(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv,
-                                             Dh, B->ws, 0));
-        else
-            KCU_CHECK_EXIT(kcu_attention_fwd_impl(what == FWD_TC ? KCU_ATTN_TC : KCU_ATTN_SCALAR, B->o, B->q, B->k,
-                                                  B->v, 1, S, H, Hkv, Dh, 0));
+        launch(B, what, S, H, Hkv, Dh);
         KCU_CHECK_EXIT(cudaEventRecord(b, 0));
         KCU_CHECK_EXIT(cudaEventSynchronize(b));
         if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
@@ -73,8 +101,30 @@ static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, 
     return med;
 }
 
-static void bench_one(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak) {
-    bench_buf B;
+#ifdef BASP_HAVE_CUDNN
+/* cuDNN's forward and backward beside the basp kernels' (f, g ms). */
+static void bench_cudnn(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak,
+                        double fl, float f, float g) {
+    rt_cudnn_shape sh = {1, S, H, Hkv, Dh};
+    if (!B->dnn) return;
+    if (rt_cudnn_prepare(B->dnn, &sh) != 0) {
+        printf("  cuDNN: not supported at this shape: %s\n", rt_cudnn_error(B->dnn));
+        return;
+    }
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->stats, (size_t)(H * S) * 4));
+    KCU_CHECK_EXIT(cudaMalloc(&B->dnn_ws, rt_cudnn_ws_bytes(B->dnn, &sh) + 1));
+    float cf = time_ms(B, DNN_FWD, S, H, Hkv, Dh, reps), cb = time_ms(B, DNN_BWD, S, H, Hkv, Dh, reps);
+    double tf = fl / (cf * 1e-3) / 1e12, tb = 2.5 * fl / (cb * 1e-3) / 1e12;
+    printf("  cuDNN %-21s fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%, %.2fx the basp time)  bwd %8.2f ms %7.1f TFLOP/s "
+           "(%4.1f%%, %.2fx)\n",
+           "", cf, tf, 100 * tf / peak, cf / f, cb, tb, 100 * tb / peak, cb / g);
+    fflush(stdout);
+    cudaFree(B->stats), cudaFree(B->dnn_ws);
+}
+#endif
+
+static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak) {
+    bench_buf B = *dnn;
     int64_t nq = S * H * Dh, nk = S * Hkv * Dh;
     B.q = dev_random(nq), B.k = dev_random(nk), B.v = dev_random(nk), B.dout = dev_random(nq);
     KCU_CHECK_EXIT(cudaMalloc((void **)&B.o, (size_t)nq * 2));
@@ -91,6 +141,9 @@ static void bench_one(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, d
            (long long)Dh, (long long)S, (long long)H, (long long)Hkv, f, tf, 100 * tf / peak, peak, ts, fs / f, g,
            tb, 100 * tb / peak);
     fflush(stdout);
+#ifdef BASP_HAVE_CUDNN
+    bench_cudnn(&B, S, H, Hkv, Dh, reps, peak, fl, f, g);
+#endif
     cudaFree(B.q), cudaFree(B.k), cudaFree(B.v), cudaFree(B.o), cudaFree(B.dout), cudaFree(B.dq), cudaFree(B.dk);
     cudaFree(B.dv), cudaFree(B.ws);
 }
@@ -110,9 +163,18 @@ int main(int argc, char **argv) {
         printf("no CUDA device visible: attention benchmark skipped\n");
         return 77;
     }
+    bench_buf dnn = {0};
+#ifdef BASP_HAVE_CUDNN
+    char why[512];
+    dnn.dnn = rt_cudnn_create(0, why, sizeof why);
+    if (!dnn.dnn) printf("cuDNN attention not timed: %s\n", why);
+#endif
     for (int64_t S = 4096; S <= max_seq; S *= 2) {
-        bench_one(S, 32, 8, 64, reps, peak);
-        bench_one(S, 16, 8, 128, reps, peak);
+        bench_one(&dnn, S, 32, 8, 64, reps, peak);
+        bench_one(&dnn, S, 16, 8, 128, reps, peak);
     }
+#ifdef BASP_HAVE_CUDNN
+    rt_cudnn_destroy(dnn.dnn);
+#endif
     return 0;
 }

@@ -237,7 +237,9 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
  * are separate allocations, so the total is the sum of the slots' maxima. */
 enum {
     CW_SEND, CW_RECV, CW_COMM, CW_F32, CW_LOGITS, CW_DL, CW_ROWS, CW_ATTN, CW_SLICE, CW_ROPE, CW_MLP, CW_RING, CW_POS,
-    CW_DOC, CW_N
+    CW_DOC, CW_CUDNN, CW_LSE,
+    CW_CUDNN_STATS, /* not a slot: a sum over the attention forwards (cw_attention) */
+    CW_N
 };
 
 static void cw_max(int64_t *slot, int64_t b)
@@ -246,7 +248,9 @@ static void cw_max(int64_t *slot, int64_t b)
         *slot = b;
 }
 
-/* Rows of one LM-head chunk (kcu_lm_head_chunk in runtime/cuda/kcu_gemm.cu). */
+/* Rows (or, for the backward, vocabulary columns) of one LM-head chunk:
+ * kcu_lm_head_chunk(N, V) and kcu_lm_head_vchunk(N, V) = cw_lm_chunk(V, N)
+ * in runtime/cuda/kcu_gemm.cu. */
 static int64_t cw_lm_chunk(int64_t N, int64_t V)
 {
     int64_t c = ((int64_t)256 << 20) / (6 * (V > 0 ? V : 1));
@@ -281,10 +285,26 @@ static void cw_rope(const ir_module *m, const ir_op *op, int64_t *w, bool docs)
         cw_max(&w[CW_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
 }
 
+/* The most workspace cuDNN's attention may take for a shape (RT_WS_CUDNN):
+ * the backward's fp32 dQ accumulator [b,H,S,Dh] plus the allowance for the
+ * engine's own workspace (another such accumulator, two fp32 row vectors
+ * and 1 MiB).  rt_cudnn_ws_bound in runtime/cuda/rt_attn_cudnn.c: the
+ * runtime passes over engine configurations that need more, so this stays
+ * an upper bound. */
+static int64_t cw_cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh)
+{
+    int64_t rows = b * S * H, acc = 4 * rows * Dh;
+    return acc + (acc + 8 * rows + ((int64_t)1 << 20));
+}
+
 /* Attention's device workspace: the backward's two fp32 row statistics per
  * (b, s, h); with packed documents (rt_cu_docattn_*) fp32 o and lse
  * forward, lse, D and fp32 dq, dk, dv backward, and the positions and the
- * rows' ids uploaded. */
+ * rows' ids uploaded.  Without documents the runtime may also run cuDNN's
+ * fused attention (runtime/cuda/rt_attn_cudnn_rt.c): its workspace slot,
+ * and the fp32 softmax statistics [b,H,S] each forward leaves for its
+ * backward, kept per output slot (at most one per attention forward op, so
+ * the sum over the forwards bounds them; they live outside the arena). */
 static void cw_attention(const ir_module *m, const ir_op *op, int64_t *w, bool docs)
 {
     bool bwd = op->code == IR_ATTENTION_BWD;
@@ -297,6 +317,9 @@ static void cw_attention(const ir_module *m, const ir_op *op, int64_t *w, bool d
     if (!docs) {
         if (bwd)
             cw_max(&w[CW_ATTN], 8 * nr);
+        cw_max(&w[CW_CUDNN], cw_cudnn_ws(b, S, ir_type_max_local_dim(m, q, 2), q->dims[3]));
+        if (!bwd)
+            w[CW_CUDNN_STATS] += 4 * nr;
         return;
     }
     cw_max(&w[CW_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
@@ -338,13 +361,18 @@ static void cw_op(const ir_module *m, const ir_op *op, int64_t *w)
     case IR_LM_HEAD_LOSS:
     case IR_LM_HEAD_LOSS_BWD: {
         int64_t N = rows_of(m, op->in[0]), V = m->values[op->in[1]].type.dims[0];
-        int64_t D = m->values[op->in[1]].type.dims[1], c = cw_lm_chunk(N, V);
+        int64_t D = m->values[op->in[1]].type.dims[1], c = cw_lm_chunk(N, V), n = N > 0 ? N : 1;
+        /* forward: [chunk, V] logits, the row losses and statistics;
+         * backward: [N, vchunk] logits and dlogits, fp32 dx [N, D] */
         cw_max(&w[CW_LOGITS], 4 * c * V);
+        cw_max(&w[CW_LSE], 4 * n);
         if (op->code == IR_LM_HEAD_LOSS) {
-            cw_max(&w[CW_ROWS], 4 * N);
+            cw_max(&w[CW_ROWS], 4 * n);
         } else {
-            cw_max(&w[CW_DL], 2 * c * V);
-            cw_max(&w[CW_F32], 4 * V * D);
+            int64_t vc = cw_lm_chunk(V, N);
+            cw_max(&w[CW_LOGITS], 4 * n * vc);
+            cw_max(&w[CW_DL], 2 * n * vc);
+            cw_max(&w[CW_F32], 4 * n * D);
         }
         break;
     }

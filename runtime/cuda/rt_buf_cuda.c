@@ -109,6 +109,9 @@ void rt_backend_fini(rt_ctx *rt) {
         CU_CHECK(cudaEventDestroy(cu->timers[i].start));
         CU_CHECK(cudaEventDestroy(cu->timers[i].stop));
     }
+#ifdef BASP_HAVE_CUDNN
+    rt_cu_dnn_fini(rt); /* before the compute stream its handle uses goes */
+#endif
     for (int i = 0; i < RT_WS_N; i++) CU_CHECK(cudaFree(cu->ws[i]));
     for (int i = 0; i < cu->cap_sends; i++) CU_CHECK(cudaFree(cu->stage[i]));
     CU_CHECK(cudaFree(cu->d_err));
@@ -293,6 +296,9 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
     size_t n = 0;
     for (int i = 0; i < RT_WS_N; i++) n += cu->ws_bytes[i];
     for (int i = 0; i < cu->cap_sends; i++) n += cu->stage_bytes[i];
+#ifdef BASP_HAVE_CUDNN
+    n += rt_cu_dnn_bytes(rt); /* the attention forwards' softmax statistics */
+#endif
     return n;
 }
 

@@ -48,7 +48,7 @@
  * run concurrently, so they never share one. */
 typedef enum {
     RT_WS_SEND, RT_WS_RECV, RT_WS_COMM, /* communication stream */
-    RT_WS_F32,                          /* fp32 [V,D] / [D] gradient sums */
+    RT_WS_F32,                          /* fp32 sums: [V,D] / [D] gradients, the LM head's [N,D] dx */
     RT_WS_LOGITS, RT_WS_DL, RT_WS_ROWS,  /* lm head chunks, per-row losses */
     RT_WS_ATTN,                         /* attention backward row statistics */
     RT_WS_SLICE,                        /* ZeRO-1 gradient slice */
@@ -57,8 +57,17 @@ typedef enum {
     RT_WS_RING,                         /* ring attention: kv blocks, fp32 running state */
     RT_WS_POS,                          /* the sequence order's positions (device int64 [seq_len]) */
     RT_WS_DOC,                          /* packed documents: this call's ids / positions */
+    RT_WS_CUDNN,                        /* cuDNN attention: dQ accumulator and plan workspace */
+    RT_WS_LSE,                          /* lm head: the forward's row log-sum-exp, kept for the backward */
     RT_WS_N
 } rt_cu_ws_slot;
+
+/* The attention implementation (BASP_ATTENTION, resolved on first use in
+ * rt_kernels_cuda.c): AUTO uses cuDNN's fused graphs for the shapes where
+ * they build and pass a one-time check against the basp kernels, CUDNN
+ * requires them, OWN is the basp kernels (kcu_attention*.cu). */
+typedef enum { RT_ATTN_UNSET, RT_ATTN_AUTO, RT_ATTN_CUDNN, RT_ATTN_OWN } rt_cu_attn_mode;
+struct rt_cu_dnn; /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
 
 /* The streams, as bits of the per-value masks below. */
 enum { RT_CU_CS = 1, RT_CU_MS = 2 };
@@ -121,6 +130,13 @@ typedef struct rt_cuda {
     size_t *stage_bytes;
     int nsends, cap_sends;
     bool sync_timing;        /* --profile: synchronise after each kernel */
+    /* The LM head's row statistics in RT_WS_LSE: which forward left them
+     * (its x, N, V, D), consumed by the next backward of the same x. */
+    const void *lse_x;
+    int64_t lse_n, lse_v, lse_d;
+    bool lse_valid;
+    rt_cu_attn_mode attn_mode;
+    struct rt_cu_dnn *dnn;   /* cuDNN attention state (NULL: not used) */
 } rt_cuda;
 
 static inline rt_cuda *rt_cu(rt_ctx *rt) { return (rt_cuda *)rt->dev; }
@@ -156,5 +172,28 @@ void rt_cu_stage_sends(rt_ctx *rt, int v);
 const int64_t *rt_cu_seq_pos(rt_ctx *rt);
 /* The device has finished all work: every fence is satisfied. */
 void rt_cu_synced(rt_ctx *rt);
+
+#ifdef BASP_HAVE_CUDNN
+/* ---- cuDNN attention in the runtime (rt_attn_cudnn_rt.c) -------------------------
+ * rt_cu_dnn_init creates the handle on the compute stream: false with why
+ * when cuDNN cannot be used.  rt_cu_dnn_fwd / _bwd run the call through
+ * cuDNN and return true, or return false when the caller must run the basp
+ * kernels instead (this shape was refused or failed its check; in
+ * RT_ATTN_CUDNN mode a refusal ends the job instead).  The forward saves
+ * its softmax statistics keyed by o for the backward; rt_cu_dnn_forget(o)
+ * drops them when another kernel writes o. */
+bool rt_cu_dnn_init(rt_ctx *rt, char *why, size_t nwhy);
+bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
+                   int64_t Hkv, int64_t Dh);
+void rt_cu_dnn_forget(rt_ctx *rt, const void *o);
+/* Device bytes the statistics hold (counted as workspace, like RT_WS_*). */
+size_t rt_cu_dnn_bytes(const rt_ctx *rt);
+/* "9.19.0" */
+void rt_cu_dnn_version(char *buf, size_t n);
+void rt_cu_dnn_fini(rt_ctx *rt);
+#endif
 
 #endif

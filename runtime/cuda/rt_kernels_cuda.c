@@ -214,24 +214,99 @@ static cudaError_t rt_cu_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu
     return kcu_f32_to_bf16(dv, dv32, nkv, CS);
 }
 
+/* ---- which implementation: BASP_ATTENTION ------------------------------------------
+ * Resolved on the first attention call (the handle needs the device and
+ * the compute stream) and announced once by rank 0. */
+static rt_cu_attn_mode rt_cu_attn_impl(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    if (cu->attn_mode != RT_ATTN_UNSET) return cu->attn_mode;
+    const char *s = getenv("BASP_ATTENTION");
+    rt_cu_attn_mode m = !s || !*s || !strcmp(s, "auto") ? RT_ATTN_AUTO
+                        : !strcmp(s, "cudnn")           ? RT_ATTN_CUDNN
+                        : !strcmp(s, "own")             ? RT_ATTN_OWN
+                                                        : RT_ATTN_UNSET;
+    RT_CHECK(m != RT_ATTN_UNSET, "BASP_ATTENTION=%s: expected auto, cudnn or own", s);
+    char why[600] = "", line[1024];
+#ifdef BASP_HAVE_CUDNN
+    if (m != RT_ATTN_OWN && !rt->docs && !rt_cu_dnn_init(rt, why, sizeof why)) {
+        RT_CHECK(m != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot be used: %s", why);
+        m = RT_ATTN_OWN;
+    }
+    char ver[32];
+    rt_cu_dnn_version(ver, sizeof ver);
+    if (rt->docs) snprintf(line, sizeof line, "basp kernels (packed documents: cuDNN is not used for them)");
+    else if (m == RT_ATTN_AUTO)
+        snprintf(line, sizeof line, "cuDNN %s fused (graph per shape, each checked once against the basp kernels; "
+                 "BASP_ATTENTION=auto)", ver);
+    else if (m == RT_ATTN_CUDNN) snprintf(line, sizeof line, "cuDNN %s fused (graph per shape; BASP_ATTENTION=cudnn)", ver);
+    else if (why[0]) snprintf(line, sizeof line, "basp kernels (cuDNN unavailable: %s)", why);
+    else snprintf(line, sizeof line, "basp kernels (BASP_ATTENTION=own)");
+#else
+    RT_CHECK(m != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but this runtime was built without cuDNN");
+    snprintf(line, sizeof line, "basp kernels (%s)",
+             rt->docs ? "packed documents" : m == RT_ATTN_OWN ? "BASP_ATTENTION=own" : "built without cuDNN");
+    m = RT_ATTN_OWN;
+#endif
+    (void)why;
+    if (rt->rank == 0) {
+        printf("attention: %s\n", line);
+        fflush(stdout);
+    }
+    cu->attn_mode = m;
+    return m;
+}
+
+#ifdef BASP_HAVE_CUDNN
+/* The end of RT_TIMED for calls that did not go through it. */
+static void rt_cu_timed_end(rt_ctx *rt, rt_kernel_kind kind, double t0) {
+    if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
+    rt->total.kern_calls[kind]++;
+    rt->total.kern_sec[kind] += rt_now() - t0;
+}
+#endif
+
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     rt_cu_check_attn(H, Hkv, Dh);
-    if (rt->docs)
+    rt_cu_attn_mode m = rt_cu_attn_impl(rt);
+    if (rt->docs) {
         RT_TIMED(RT_K_ATTENTION,
                  rt_cu_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
-    else RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
+        return;
+    }
+#ifdef BASP_HAVE_CUDNN
+    double t0 = rt_now();
+    if (m != RT_ATTN_OWN && rt_cu_dnn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
+        rt_cu_timed_end(rt, RT_K_ATTENTION, t0);
+        return;
+    }
+    rt_cu_dnn_forget(rt, o); /* o's contents now come from the basp kernel */
+#else
+    (void)m;
+#endif
+    RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
 
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
                       const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
     rt_cu_check_attn(H, Hkv, Dh);
+    rt_cu_attn_mode m = rt_cu_attn_impl(rt);
     if (rt->docs) {
         RT_TIMED(RT_K_ATTENTION_BWD, rt_cu_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
                                                        CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
         return;
     }
+#ifdef BASP_HAVE_CUDNN
+    double t0 = rt_now();
+    if (m != RT_ATTN_OWN && rt_cu_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
+                                          CB16(o), b, S, H, Hkv, Dh)) {
+        rt_cu_timed_end(rt, RT_K_ATTENTION_BWD, t0);
+        return;
+    }
+#else
+    (void)m;
+#endif
     float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
     RT_TIMED(RT_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
                                                    CB16(o), b, S, H, Hkv, Dh, ws, CS));
@@ -251,27 +326,43 @@ void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
 }
 
 /* ---- lm head --------------------------------------------------------------------- */
-static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, int64_t N, int64_t V, int64_t D, bool bwd) {
-    kcu_lmhead_ws ws = {.chunk = kcu_lm_head_chunk(N, V), .err = rt_cu(rt)->d_err};
-    ws.logits = rt_cu_ws(rt, RT_WS_LOGITS, (size_t)(ws.chunk * V) * sizeof(float));
+/* The LM head's workspaces.  The forward leaves each row's log-sum-exp in
+ * RT_WS_LSE and records for which x; the backward of that same x (the next
+ * LM-head call on it: x is the saved final-norm output, unchanged until its
+ * backward) takes them instead of a statistics pass, one logits GEMM fewer.
+ * Any other order (a backward without its forward, a second forward
+ * between) finds no match and recomputes them, so the cache can only save
+ * work, never change a result.  Calls queue on one stream, so the
+ * statistics are written before any later kernel reads them. */
+static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64_t V, int64_t D, bool bwd) {
+    rt_cuda *cu = rt_cu(rt);
+    kcu_lmhead_ws ws = {.chunk = kcu_lm_head_chunk(N, V), .vchunk = kcu_lm_head_vchunk(N, V), .err = cu->d_err};
+    int64_t n = N > 0 ? N : 1, logits = ws.chunk * V;
+    if (bwd && N * ws.vchunk > logits) logits = N * ws.vchunk;
+    ws.logits = rt_cu_ws(rt, RT_WS_LOGITS, (size_t)logits * sizeof(float));
+    ws.lse = rt_cu_ws(rt, RT_WS_LSE, (size_t)n * sizeof(float));
+    bool same = cu->lse_valid && cu->lse_x == x && cu->lse_n == N && cu->lse_v == V && cu->lse_d == D;
     if (bwd) {
-        ws.dl = rt_cu_ws(rt, RT_WS_DL, (size_t)(ws.chunk * V) * sizeof(kcu_bf16));
-        ws.dw32 = rt_cu_ws(rt, RT_WS_F32, (size_t)(V * D) * sizeof(float));
+        ws.dl = rt_cu_ws(rt, RT_WS_DL, (size_t)(n * ws.vchunk) * sizeof(kcu_bf16));
+        ws.dx32 = rt_cu_ws(rt, RT_WS_F32, (size_t)(n * D) * sizeof(float));
+        ws.lse_valid = same;
+        cu->lse_valid = false;
     } else {
-        ws.rowloss = rt_cu_ws(rt, RT_WS_ROWS, (size_t)(N > 0 ? N : 1) * sizeof(float));
+        ws.rowloss = rt_cu_ws(rt, RT_WS_ROWS, (size_t)n * sizeof(float));
+        cu->lse_x = x, cu->lse_n = N, cu->lse_v = V, cu->lse_d = D, cu->lse_valid = true;
     }
     return ws;
 }
 
 void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
                      int64_t V, int64_t D) {
-    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, N, V, D, false);
+    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, x, N, V, D, false);
     RT_TIMED(RT_K_LM_HEAD_LOSS, kcu_lm_head_loss_fwd(rt_cu(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
 }
 
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale) {
-    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, N, V, D, true);
+    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, x, N, V, D, true);
     RT_TIMED(RT_K_LM_HEAD_LOSS_BWD,
              kcu_lm_head_loss_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws, CS));
 }

@@ -17,6 +17,14 @@
  * scale 3 (peaked), where a causal-mask or tile-boundary error is far
  * above the tolerance.  At Dh 64 and 128 both forward kernels are checked
  * (tensor cores, which kcu_attention_fwd picks there, and scalar).
+ * With cuDNN (BASP_HAVE_CUDNN) its fused attention graphs
+ * (runtime/cuda/rt_attn_cudnn.c) are checked the same way: forward and
+ * backward against the CPU reference at the attention tolerance 3e-2, and
+ * against the basp kernels at 5e-2 (the runtime's own first-use check:
+ * both are within 3e-2 of the reference); the softmax statistics against
+ * the reference's row log-sum-exp, 1e-3 absolute plus 1e-3 relative (fp32
+ * sums over bf16 inputs).  Outputs start as NaN, so a part left unwritten
+ * fails.
  * Exits 77 (CTest: skipped) when no CUDA device is visible. */
 #include <math.h>
 #include <stdbool.h>
@@ -26,6 +34,9 @@
 
 #include "kcu.h"
 #include "kernels.h"
+#ifdef BASP_HAVE_CUDNN
+#include "rt_attn_cudnn.h"
+#endif
 
 static int failures;
 
@@ -102,7 +113,10 @@ static void test_elementwise(void) {
     kcu_bf16 *da = up(a, n), *db = up(b, n), *ddy = up(dy, n), *dy1 = dzeros(n), *dy2 = dzeros(n);
     kern_add(y, a, b, n);
     KCU_CHECK_EXIT(kcu_add(dy1, da, db, n, 0));
-    check_gpu("add", dy1, y, n, 1e-2);
+    check_gpu("add", dy1, y, n, 1e-2); /* 16-byte groups, then the last 10007 % 8 one by one */
+    kern_add(y, a + 1, b + 1, n - 1);
+    KCU_CHECK_EXIT(kcu_add(dy1 + 1, da + 1, db + 1, n - 1, 0));
+    check_gpu("add (not 16-byte aligned)", dy1 + 1, y, n - 1, 1e-2);
     kern_swiglu_fwd(y, a, b, n);
     KCU_CHECK_EXIT(kcu_swiglu_fwd(dy1, da, db, n, 0));
     check_gpu("swiglu fwd", dy1, y, n, 1e-2);
@@ -259,21 +273,28 @@ static void test_lm_head(void) {
     int32_t *dt = dalloc(sizeof tgt);
     KCU_CHECK_EXIT(cudaMemcpy(dt, tgt, sizeof tgt, cudaMemcpyHostToDevice));
     kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, V * D), *odx = dzeros(N * D), *odw = dzeros(V * D);
-    kcu_lmhead_ws ws = {.chunk = 32}; /* several chunks, the last one partial */
-    ws.logits = dalloc(32 * V * 4), ws.dl = dalloc(32 * V * 2), ws.rowloss = dalloc(N * 4);
-    ws.dw32 = dalloc(V * D * 4), ws.err = dalloc(sizeof(int));
+    /* several chunks of rows and of vocabulary columns, the last ones partial */
+    kcu_lmhead_ws ws = {.chunk = 32, .vchunk = 384};
+    ws.logits = dalloc(N * 384 * 4 > 32 * V * 4 ? N * 384 * 4 : 32 * V * 4), ws.dl = dalloc(N * 384 * 2);
+    ws.rowloss = dalloc(N * 4), ws.lse = dalloc(N * 4), ws.dx32 = dalloc(N * D * 4), ws.err = dalloc(sizeof(int));
     float *dloss = dalloc(4), gl;
     kern_lm_head_loss_fwd(&loss, x, w, tgt, N, V, D);
     KCU_CHECK_EXIT(kcu_lm_head_loss_fwd(h, dloss, dx_, dw_, dt, N, V, D, &ws, 0));
     KCU_CHECK_EXIT(cudaMemcpy(&gl, dloss, 4, cudaMemcpyDeviceToHost));
     check("lm_head loss", &gl, &loss, 1, 2e-3);
     kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, 1.0 / 256);
-    KCU_CHECK_EXIT(kcu_lm_head_loss_bwd(h, odx, odw, dx_, dw_, dt, N, V, D, 1.0 / 256, &ws, 0));
-    check_gpu("lm_head bwd dx", odx, dx, N * D, 3e-2);
-    check_gpu("lm_head bwd dw", odw, dw, V * D, 3e-2);
+    /* with the forward's row statistics, then with its own statistics pass
+     * over garbage left in lse */
+    for (int own = 0; own < 2; own++) {
+        ws.lse_valid = !own;
+        if (own) KCU_CHECK_EXIT(cudaMemset(ws.lse, 0x7f, N * 4));
+        KCU_CHECK_EXIT(kcu_lm_head_loss_bwd(h, odx, odw, dx_, dw_, dt, N, V, D, 1.0 / 256, &ws, 0));
+        check_gpu(own ? "lm_head bwd dx (own stats)" : "lm_head bwd dx", odx, dx, N * D, 3e-2);
+        check_gpu(own ? "lm_head bwd dw (own stats)" : "lm_head bwd dw", odw, dw, V * D, 3e-2);
+    }
     cublasDestroy(h);
     cudaFree(dt), cudaFree(dx_), cudaFree(dw_), cudaFree(odx), cudaFree(odw), cudaFree(dloss);
-    cudaFree(ws.logits), cudaFree(ws.dl), cudaFree(ws.rowloss), cudaFree(ws.dw32), cudaFree(ws.err);
+    cudaFree(ws.logits), cudaFree(ws.dl), cudaFree(ws.rowloss), cudaFree(ws.lse), cudaFree(ws.dx32), cudaFree(ws.err);
     free(x), free(w), free(dx), free(dw);
 }
 
@@ -413,6 +434,123 @@ static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t
     free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(ob);
 }
 
+#ifdef BASP_HAVE_CUDNN
+/* The row log-sum-exp of the scaled, causal scores, [b,H,S] (the stats). */
+static float *ref_lse(const float *q, const float *k, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    float *lse = malloc(sizeof(float) * (size_t)(b * H * S));
+    double sc = 1.0 / sqrt((double)Dh);
+    double *row = malloc(sizeof(double) * (size_t)S);
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const float *qi = q + ((bi * S + i) * H + h) * Dh;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const float *kj = k + ((bi * S + j) * Hkv + h / (H / Hkv)) * Dh;
+                    double d = 0;
+                    for (int64_t x = 0; x < Dh; x++) d += (double)qi[x] * kj[x];
+                    row[j] = d * sc;
+                    if (row[j] > mx) mx = row[j];
+                }
+                for (int64_t j = 0; j <= i; j++) sum += exp(row[j] - mx);
+                lse[(bi * H + h) * S + i] = (float)(mx + log(sum));
+            }
+    free(row);
+    return lse;
+}
+
+static void check_stats(const char *name, const float *dstats, const float *ref, int64_t n) {
+    float *g = malloc(sizeof(float) * (size_t)n);
+    KCU_CHECK_EXIT(cudaDeviceSynchronize());
+    KCU_CHECK_EXIT(cudaMemcpy(g, dstats, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)g[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (!(e <= worst)) worst = e;
+    }
+    bool ok = worst <= 1e-3;
+    printf("%-28s max err %.3e (relative to 1 + |lse|, tol 1e-03)  %s\n", name, worst, ok ? "ok" : "FAIL");
+    failures += !ok;
+    free(g);
+}
+
+static kcu_bf16 *dnan(int64_t n) { /* bf16 0xffff: NaN */
+    kcu_bf16 *d = dalloc((size_t)n * 2);
+    KCU_CHECK_EXIT(cudaMemset(d, 0xff, (size_t)n * 2));
+    return d;
+}
+
+/* cuDNN's forward and backward at one shape against the CPU reference and
+ * the basp kernels (tolerances in the file's header). */
+static void test_cudnn_attention(rt_cudnn *c, const rt_cudnn_shape *sh, float qk) {
+    int64_t b = sh->b, S = sh->S, H = sh->H, Hkv = sh->Hkv, Dh = sh->Dh, nq = b * S * H * Dh, nk = b * S * Hkv * Dh;
+    char name[80], tag[40];
+    snprintf(tag, sizeof tag, "Dh%d H%d/%d S%d x%g", (int)Dh, (int)H, (int)Hkv, (int)S, qk);
+    if (rt_cudnn_prepare(c, sh) != 0) {
+        printf("cudnn attention %-16s not supported: %s  FAIL\n", tag, rt_cudnn_error(c));
+        failures++;
+        return;
+    }
+    float *q = rnd(nq, qk), *k = rnd(nk, qk), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *o = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
+    kcu_bf16 *dq_ = up(q, nq), *dk_ = up(k, nk), *dv_ = up(v, nk), *ddo = up(dout, nq);
+    kcu_bf16 *oc = dnan(nq), *ob = dnan(nq), *cq = dnan(nq), *ck = dnan(nk), *cv = dnan(nk);
+    kcu_bf16 *bq = dnan(nq), *bk = dnan(nk), *bv = dnan(nk);
+    float *stats = dalloc((size_t)(b * H * S) * 4), *ws = dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
+    void *cws = dalloc(rt_cudnn_ws_bytes(c, sh));
+    if (rt_cudnn_fwd(c, sh, oc, stats, dq_, dk_, dv_, cws) != 0) {
+        printf("cudnn attention fwd %s: %s  FAIL\n", tag, rt_cudnn_error(c));
+        failures++;
+    }
+    KCU_CHECK_EXIT(kcu_attention_fwd(ob, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
+    kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh);
+    snprintf(name, sizeof name, "cudnn fwd %s", tag);
+    check_gpu(name, oc, o, nq, 3e-2);
+    float *gb = down(ob, nq), *gc = down(oc, nq), *lse = ref_lse(q, k, b, S, H, Hkv, Dh);
+    check("cudnn fwd vs basp", gc, gb, nq, 5e-2);
+    check_stats("cudnn stats", stats, lse, b * H * S);
+    /* both backwards read cuDNN's o, the reference too */
+    kern_attention_bwd(dq, dk, dv, dout, q, k, v, gc, b, S, H, Hkv, Dh);
+    if (rt_cudnn_bwd(c, sh, cq, ck, cv, ddo, dq_, dk_, dv_, oc, stats, cws) != 0) {
+        printf("cudnn attention bwd %s: %s  FAIL\n", tag, rt_cudnn_error(c));
+        failures++;
+    }
+    KCU_CHECK_EXIT(kcu_attention_bwd(bq, bk, bv, ddo, dq_, dk_, dv_, oc, b, S, H, Hkv, Dh, ws, 0));
+    kcu_bf16 *got[3] = {cq, ck, cv}, *basp[3] = {bq, bk, bv};
+    float *ref[3] = {dq, dk, dv};
+    const char *nm[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        int64_t n = i ? nk : nq;
+        snprintf(name, sizeof name, "cudnn bwd %s %s", nm[i], tag);
+        check_gpu(name, got[i], ref[i], n, 3e-2);
+        float *x = down(got[i], n), *y = down(basp[i], n);
+        snprintf(name, sizeof name, "cudnn bwd %s vs basp", nm[i]);
+        check(name, x, y, n, 5e-2);
+        free(x), free(y);
+    }
+    kcu_bf16 *dev[] = {dq_, dk_, dv_, ddo, oc, ob, cq, ck, cv, bq, bk, bv};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    cudaFree(stats), cudaFree(ws), cudaFree(cws);
+    free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(gb), free(gc), free(lse);
+}
+
+/* GQA groups of 1, 2, 4 and 8; Dh 64 and 128; S a multiple of 64 and not. */
+static void test_cudnn(void) {
+    char why[512];
+    rt_cudnn *c = rt_cudnn_create(0, why, sizeof why);
+    if (!c) {
+        printf("cudnn attention: cannot create a handle: %s  FAIL\n", why);
+        failures++;
+        return;
+    }
+    rt_cudnn_shape shapes[] = {{1, 256, 8, 2, 64}, {2, 200, 4, 1, 128}, {1, 384, 16, 4, 128}, {1, 130, 4, 4, 64},
+                               {2, 64, 8, 1, 64}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int sharp = 0; sharp < 2; sharp++) test_cudnn_attention(c, &shapes[i], sharp ? 3.f : 1.f);
+    rt_cudnn_destroy(c);
+}
+#endif
+
 int main(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -447,6 +585,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int sharp = 0; sharp < 2; sharp++)
             test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], sharp ? 3.f : 1.f);
+#ifdef BASP_HAVE_CUDNN
+    test_cudnn();
+#endif
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;
 }

@@ -1,0 +1,68 @@
+/* rt_attn_cudnn.h — causal GQA flash attention through cuDNN's backend
+ * graph API (rt_attn_cudnn.c), with no runtime context: used by the
+ * runtime's attention calls (rt_attn_cudnn_rt.c), the GPU tests and the
+ * attention benchmark.  Only built with cuDNN (BASP_HAVE_CUDNN).
+ *
+ * Semantics are kcu_attention_fwd/_bwd's (kcu.h): bf16 q, o, dq [b,S,H,Dh]
+ * and k, v, dk, dv [b,S,Hkv,Dh], contiguous; scale 1/sqrt(Dh); causal; q
+ * head h reads kv head h / (H/Hkv); dq, dk, dv are overwritten.  The
+ * forward also writes the softmax statistics the backward consumes: fp32
+ * stats [b,H,S] (row max + log of the row sum of exp, natural log, of the
+ * scaled scores), head-major, unlike the activations.
+ *
+ * Each function enqueues on the stream given to rt_cudnn_create and
+ * returns 0, or -1 with the reason in rt_cudnn_error (cuDNN's status string
+ * and its last error message). */
+#ifndef BASP_RT_ATTN_CUDNN_H
+#define BASP_RT_ATTN_CUDNN_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rt_cudnn rt_cudnn;
+
+typedef struct rt_cudnn_shape {
+    int64_t b, S, H, Hkv, Dh;
+} rt_cudnn_shape;
+
+/* A cuDNN handle on stream st and an empty plan cache; NULL (why filled)
+ * when cuDNN cannot be used here (no library, no device, version < 9, or
+ * 9.10.0 / 9.10.1, whose bf16 attention forward has known bugs). */
+rt_cudnn *rt_cudnn_create(cudaStream_t st, char *why, size_t nwhy);
+void rt_cudnn_destroy(rt_cudnn *c);
+/* The loaded library's version, e.g. 91900 for 9.19.0 (0: not loadable). */
+size_t rt_cudnn_version(void);
+/* Builds the shape's forward and backward execution plans, once per shape
+ * (later calls return the cached result, failure included). */
+int rt_cudnn_prepare(rt_cudnn *c, const rt_cudnn_shape *s);
+/* Device workspace bytes the shape's forward and backward need (after a
+ * successful rt_cudnn_prepare; 0 before).  Never above rt_cudnn_ws_bound:
+ * an engine configuration needing more is passed over. */
+size_t rt_cudnn_ws_bytes(const rt_cudnn *c, const rt_cudnn_shape *s);
+/* The most workspace a shape may use: the backward's fp32 dQ accumulator
+ * [b,H,S,Dh] plus an allowance for the engine's own workspace of another
+ * such accumulator, two fp32 row vectors and 1 MiB.  ir/ir_mem.c
+ * (cw_cudnn_ws) plans exactly this; keep the two in step. */
+int64_t rt_cudnn_ws_bound(int64_t b, int64_t S, int64_t H, int64_t Dh);
+/* o, stats [b,H,S] fp32 from q, k, v; ws: rt_cudnn_ws_bytes bytes. */
+int rt_cudnn_fwd(rt_cudnn *c, const rt_cudnn_shape *s, kcu_bf16 *o, float *stats, const kcu_bf16 *q,
+                 const kcu_bf16 *k, const kcu_bf16 *v, void *ws);
+/* dq, dk, dv from dout and the forward's q, k, v, o and stats. */
+int rt_cudnn_bwd(rt_cudnn *c, const rt_cudnn_shape *s, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
+                 const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
+                 const float *stats, void *ws);
+/* Why the last call failed (empty when none did). */
+const char *rt_cudnn_error(const rt_cudnn *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,348 @@
+/* rt_attn_cudnn_rt.c — cuDNN attention inside the runtime (rt_cuda.h,
+ * rt_cu_dnn_*): the per-shape verdict, the one-time check against the
+ * basp kernels, and the softmax statistics the forward leaves for the
+ * backward.  Only built with cuDNN (BASP_HAVE_CUDNN).
+ *
+ * The statistics.  cuDNN's backward consumes the forward's row statistics
+ * (max + log-sum-exp, fp32 [b,H,S]), but rt_attention / rt_attention_bwd
+ * carry no such tensor.  They are kept here, keyed by the forward's output
+ * pointer o: the backward of that forward receives the same o (the IR's
+ * attention_bwd reads the forward's output value), so it finds them.  A
+ * later forward that writes the same o (the next step, a recomputation, or
+ * another layer's output placed on the same bytes by the memory plan)
+ * overwrites the entry, which is exactly right: the statistics describe
+ * o's current contents, and o's contents change with them.  Any other
+ * kernel that writes o through the attention calls (the basp forward)
+ * drops the entry (rt_cu_dnn_forget), and the entry also records its
+ * shape, so a backward never uses statistics that do not belong to its o.
+ * There is at most one entry per distinct o address, i.e. per attention
+ * op's output slot in the memory plan, which is how ir/ir_mem.c bounds
+ * them (4 b S H bytes per attention forward).  They are cudaMalloc'ed and
+ * counted in rt_backend_workspace_bytes, so the measured peak includes
+ * them.
+ *
+ * The check (BASP_ATTENTION=auto).  The first forward and the first
+ * backward of each shape also run the basp kernels into temporary buffers
+ * and compare; a mismatch prints one warning and the shape uses the basp
+ * kernels from then on, so a wrong cuDNN graph cannot silently change the
+ * numbers.  Tolerance: max |cuDNN - basp| <= 5e-2 max |basp| per tensor.
+ * Both sides read the same bf16 inputs and accumulate in fp32; they differ
+ * by bf16 rounding of P and dS (2^-8 relative each), of the outputs (2^-9)
+ * and by summation order — each is within 3e-2 of an fp32 reference in
+ * tests/gpu/test_gpu_kernels.c, hence 5e-2 between them.  A wrong mask,
+ * scale, head mapping or layout moves outputs by a large fraction of their
+ * maximum (the tests' sharp inputs show it), far above that.  NaN or Inf on
+ * either side is a mismatch.  The temporaries live only during the check;
+ * when they cannot be allocated the shape uses the basp kernels. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_attn_cudnn.h"
+#include "rt_cuda.h"
+
+/* Per shape: untried, checked (forward / backward), or refused. */
+enum { SH_NEW = 0, SH_OK = 1, SH_OWN = 2 };
+
+typedef struct dnn_shape_state {
+    rt_cudnn_shape s;
+    int state;
+    bool fwd_checked, bwd_checked;
+} dnn_shape_state;
+
+/* Statistics of the forward that last wrote o (valid false: none). */
+typedef struct dnn_stats {
+    const void *o;
+    float *dev;
+    size_t bytes;
+    rt_cudnn_shape s;
+    bool valid;
+} dnn_stats;
+
+struct rt_cu_dnn {
+    rt_cudnn *c;
+    dnn_shape_state *sh;
+    int nsh, capsh;
+    dnn_stats *st;
+    int nst, capst;
+    size_t st_bytes;
+    bool warned_nostats;
+};
+
+static void *dnn_grow(void *p, int *cap, size_t elem) {
+    int n = *cap ? 2 * *cap : 8;
+    void *q = realloc(p, elem * (size_t)n);
+    RT_CHECK(q, "out of host memory");
+    memset((char *)q + elem * (size_t)*cap, 0, elem * (size_t)(n - *cap));
+    *cap = n;
+    return q;
+}
+
+bool rt_cu_dnn_init(rt_ctx *rt, char *why, size_t nwhy) {
+    rt_cuda *cu = rt_cu(rt);
+    if (cu->dnn) return true;
+    rt_cudnn *c = rt_cudnn_create(cu->cs, why, nwhy);
+    if (!c) return false;
+    cu->dnn = calloc(1, sizeof *cu->dnn);
+    RT_CHECK(cu->dnn, "out of host memory");
+    cu->dnn->c = c;
+    return true;
+}
+
+void rt_cu_dnn_version(char *buf, size_t n) {
+    size_t v = rt_cudnn_version();
+    snprintf(buf, n, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+}
+
+size_t rt_cu_dnn_bytes(const rt_ctx *rt) {
+    const rt_cuda *cu = rt->dev;
+    return cu && cu->dnn ? cu->dnn->st_bytes : 0;
+}
+
+void rt_cu_dnn_fini(rt_ctx *rt) {
+    rt_cuda *cu = rt_cu(rt);
+    struct rt_cu_dnn *d = cu->dnn;
+    if (!d) return;
+    for (int i = 0; i < d->nst; i++) CU_CHECK(cudaFree(d->st[i].dev));
+    rt_cudnn_destroy(d->c);
+    free(d->sh), free(d->st), free(d);
+    cu->dnn = NULL;
+}
+
+static dnn_shape_state *dnn_shape(struct rt_cu_dnn *d, rt_cudnn_shape s) {
+    for (int i = 0; i < d->nsh; i++)
+        if (!memcmp(&d->sh[i].s, &s, sizeof s)) return &d->sh[i];
+    if (d->nsh == d->capsh) d->sh = dnn_grow(d->sh, &d->capsh, sizeof *d->sh);
+    dnn_shape_state *x = &d->sh[d->nsh++];
+    x->s = s;
+    return x;
+}
+
+static const char *dnn_shape_str(const rt_cudnn_shape *s, char *buf, size_t n) {
+    snprintf(buf, n, "b=%lld S=%lld H=%lld Hkv=%lld Dh=%lld", (long long)s->b, (long long)s->S, (long long)s->H,
+             (long long)s->Hkv, (long long)s->Dh);
+    return buf;
+}
+
+/* The shape goes to the basp kernels for good; rank 0 says why, once. */
+static void dnn_refuse(rt_ctx *rt, dnn_shape_state *x, const char *why) {
+    char b[160];
+    x->state = SH_OWN;
+    if (rt->rank == 0)
+        fprintf(stderr, "warning: attention: cuDNN not used for %s: %s; the basp kernels run this shape\n",
+                dnn_shape_str(&x->s, b, sizeof b), why);
+}
+
+/* The shape's verdict before a call: true when cuDNN runs it. */
+static bool dnn_usable(rt_ctx *rt, dnn_shape_state *x) {
+    rt_cuda *cu = rt_cu(rt);
+    if (x->state == SH_OWN) return false;
+    if (x->state == SH_OK) return true;
+    char b[160];
+    if (rt_cudnn_prepare(cu->dnn->c, &x->s) != 0) {
+        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot run %s: %s",
+                 dnn_shape_str(&x->s, b, sizeof b), rt_cudnn_error(cu->dnn->c));
+        dnn_refuse(rt, x, rt_cudnn_error(cu->dnn->c));
+        return false;
+    }
+    x->state = SH_OK;
+    return true;
+}
+
+/* ---- the statistics table ------------------------------------------------------------- */
+static dnn_stats *dnn_stats_find(struct rt_cu_dnn *d, const void *o) {
+    for (int i = 0; i < d->nst; i++)
+        if (d->st[i].o == o) return &d->st[i];
+    return NULL;
+}
+
+void rt_cu_dnn_forget(rt_ctx *rt, const void *o) {
+    struct rt_cu_dnn *d = rt_cu(rt)->dnn;
+    dnn_stats *e = d ? dnn_stats_find(d, o) : NULL;
+    if (e) e->valid = false;
+}
+
+/* o's entry, with room for shape s's statistics and marked invalid until
+ * the forward succeeds; NULL when the device memory cannot be had (fatal
+ * with BASP_ATTENTION=cudnn). */
+static dnn_stats *dnn_stats_slot(rt_ctx *rt, const void *o, const rt_cudnn_shape *s) {
+    rt_cuda *cu = rt_cu(rt);
+    struct rt_cu_dnn *d = cu->dnn;
+    size_t need = sizeof(float) * (size_t)(s->b * s->H * s->S);
+    dnn_stats *e = dnn_stats_find(d, o);
+    if (!e) {
+        if (d->nst == d->capst) d->st = dnn_grow(d->st, &d->capst, sizeof *d->st);
+        e = &d->st[d->nst++];
+        e->o = o;
+    }
+    e->valid = false;
+    e->s = *s;
+    if (e->bytes >= need) return e;
+    /* No kernel queued before may still read the old buffer. */
+    CU_CHECK(cudaDeviceSynchronize());
+    CU_CHECK(cudaFree(e->dev));
+    d->st_bytes -= e->bytes;
+    e->dev = NULL, e->bytes = 0;
+    cudaError_t ce = cudaMalloc((void **)&e->dev, need);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it for the next CUDA call */
+        e->dev = NULL;
+        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN,
+                 "attention: BASP_ATTENTION=cudnn, but %.1f MiB for the softmax statistics cannot be allocated: %s",
+                 (double)need / (1 << 20), cudaGetErrorString(ce));
+        return NULL;
+    }
+    e->bytes = need;
+    d->st_bytes += need;
+    return e;
+}
+
+/* ---- the one-time check against the basp kernels --------------------------------------- */
+/* Device scratch for the check, or NULL (the allocation error cleared). */
+static void *dnn_tmp(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+/* max |a - ref| <= 5e-2 max |ref| over n device bf16 elements (the file's
+ * header: why 5e-2); *rel gets the ratio.  NaN/Inf fail. */
+static bool dnn_close(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel) {
+    kcu_bf16 *h = malloc(sizeof(kcu_bf16) * 2 * (size_t)n);
+    RT_CHECK(h, "out of host memory for the attention check (%lld elements)", (long long)n);
+    CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
+    CU_CHECK(cudaMemcpy(h, a, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    CU_CHECK(cudaMemcpy(h + n, ref, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    double err = 0, mx = 1e-30;
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) {
+        double x = kcu_host_from_bf16(h[i]), y = kcu_host_from_bf16(h[n + i]), e = fabs(x - y);
+        finite = finite && isfinite(x) && isfinite(y);
+        if (!(e <= err)) err = e;
+        if (fabs(y) > mx) mx = fabs(y);
+    }
+    free(h);
+    *rel = err / mx;
+    return finite && err <= 5e-2 * mx;
+}
+
+static bool dnn_check_fwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
+                          const kcu_bf16 *v) {
+    const rt_cudnn_shape *s = &x->s;
+    int64_t nq = s->b * s->S * s->H * s->Dh;
+    kcu_bf16 *ref = dnn_tmp(sizeof(kcu_bf16) * (size_t)nq);
+    if (!ref) {
+        dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
+        return false;
+    }
+    double rel = 0;
+    CU_CHECK(kcu_attention_fwd(ref, q, k, v, s->b, s->S, s->H, s->Hkv, s->Dh, rt_cu(rt)->cs));
+    bool ok = dnn_close(rt, o, ref, nq, &rel);
+    CU_CHECK(cudaFree(ref));
+    if (!ok) {
+        char why[160];
+        snprintf(why, sizeof why, "its forward differs from the basp kernels' (max error %.3g of max |o|, over 5e-2)",
+                 rel);
+        dnn_refuse(rt, x, why);
+    }
+    return ok;
+}
+
+static bool dnn_check_bwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *const got[3], const kcu_bf16 *dout,
+                          const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o) {
+    const rt_cudnn_shape *s = &x->s;
+    int64_t nq = s->b * s->S * s->H * s->Dh, nkv = s->b * s->S * s->Hkv * s->Dh, n[3] = {nq, nkv, nkv};
+    kcu_bf16 *ref[3] = {NULL, NULL, NULL};
+    bool have = true;
+    for (int i = 0; i < 3; i++) have = have && (ref[i] = dnn_tmp(sizeof(kcu_bf16) * (size_t)n[i])) != NULL;
+    bool ok = have;
+    double rel = 0;
+    int bad = -1;
+    if (have) {
+        float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(s->b, s->S, s->H) * sizeof(float));
+        CU_CHECK(kcu_attention_bwd(ref[0], ref[1], ref[2], dout, q, k, v, o, s->b, s->S, s->H, s->Hkv, s->Dh, ws,
+                                   rt_cu(rt)->cs));
+        for (int i = 0; i < 3 && ok; i++)
+            if (!dnn_close(rt, got[i], ref[i], n[i], &rel)) ok = false, bad = i;
+    }
+    for (int i = 0; i < 3; i++)
+        if (ref[i]) CU_CHECK(cudaFree(ref[i]));
+    if (!have) {
+        dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
+    } else if (!ok) {
+        const char *name[3] = {"dq", "dk", "dv"};
+        char why[160];
+        snprintf(why, sizeof why, "its backward differs from the basp kernels' (%s: max error %.3g of max |%s|, "
+                 "over 5e-2)", name[bad], rel, name[bad]);
+        dnn_refuse(rt, x, why);
+    }
+    return ok;
+}
+
+/* ---- the calls ------------------------------------------------------------------------- */
+bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_cuda *cu = rt_cu(rt);
+    struct rt_cu_dnn *d = cu->dnn;
+    if (!d) return false;
+    rt_cudnn_shape s = {b, S, H, Hkv, Dh};
+    dnn_shape_state *x = dnn_shape(d, s);
+    if (!dnn_usable(rt, x)) return false;
+    dnn_stats *e = dnn_stats_slot(rt, o, &s);
+    if (!e) return false;
+    size_t wsb = rt_cudnn_ws_bytes(d->c, &s);
+    void *ws = rt_cu_ws(rt, RT_WS_CUDNN, wsb ? wsb : 1);
+    if (rt_cudnn_fwd(d->c, &s, o, e->dev, q, k, v, ws) != 0) {
+        char sb[160];
+        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but the cuDNN forward of %s "
+                 "failed: %s", dnn_shape_str(&s, sb, sizeof sb), rt_cudnn_error(d->c));
+        dnn_refuse(rt, x, rt_cudnn_error(d->c));
+        return false;
+    }
+    if (cu->attn_mode == RT_ATTN_AUTO && !x->fwd_checked) {
+        x->fwd_checked = true;
+        if (!dnn_check_fwd(rt, x, o, q, k, v)) return false;
+    }
+    e->valid = true;
+    return true;
+}
+
+bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
+                   int64_t Hkv, int64_t Dh) {
+    rt_cuda *cu = rt_cu(rt);
+    struct rt_cu_dnn *d = cu->dnn;
+    if (!d) return false;
+    rt_cudnn_shape s = {b, S, H, Hkv, Dh};
+    dnn_shape_state *x = dnn_shape(d, s);
+    if (!dnn_usable(rt, x)) return false;
+    dnn_stats *e = dnn_stats_find(d, o);
+    if (!e || !e->valid || memcmp(&e->s, &s, sizeof s) != 0) {
+        /* Its forward did not run through cuDNN (no memory for the
+         * statistics): the basp backward recomputes what it needs. */
+        if (rt->rank == 0 && !d->warned_nostats)
+            fprintf(stderr, "warning: attention: a backward found no cuDNN softmax statistics for its forward's "
+                            "output; the basp kernels run such backwards\n");
+        d->warned_nostats = true;
+        return false;
+    }
+    char sb[160];
+    size_t wsb = rt_cudnn_ws_bytes(d->c, &s);
+    void *ws = rt_cu_ws(rt, RT_WS_CUDNN, wsb ? wsb : 1);
+    if (rt_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, ws) != 0) {
+        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but the cuDNN backward of %s "
+                 "failed: %s", dnn_shape_str(&s, sb, sizeof sb), rt_cudnn_error(d->c));
+        dnn_refuse(rt, x, rt_cudnn_error(d->c));
+        return false;
+    }
+    if (cu->attn_mode == RT_ATTN_AUTO && !x->bwd_checked) {
+        x->bwd_checked = true;
+        const kcu_bf16 *got[3] = {dq, dk, dv};
+        if (!dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
+    }
+    return true;
+}
