@@ -11,6 +11,10 @@
  *   BASP_RUNTIME_DIR  a directory with include/basp_rt.h, libbasp_rt.a (or,
  *                     for --target=cuda, libbasp_rt_cuda.a) and
  *                     libbasp_kernels.a
+ *   BASP_LIBS         the link words after the runtime's two archives, in
+ *                     place of the configured ones (cJSON, OpenBLAS, -lm; for
+ *                     --target=cuda cJSON, cuBLAS, cudart, NCCL, cuDNN,
+ *                     libstdc++): a moved runtime's libraries (kit/env.sh)
  *   BASP_CFLAGS, BASP_LDFLAGS  extra words for the command line */
 #define _DEFAULT_SOURCE /* mkstemps */
 #include <errno.h>
@@ -169,9 +173,11 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     cg_split(cflags, argv, &argc);
     const char *mid[] = {cfile, "-o", out_exe, tc->rt, tc->kernels, CG_CJSON_LIB, CG_OPENBLAS_LIB, "-lm"};
     bool cuda = cg_the_target == CG_TARGET_CUDA;
-    for (int i = 0; i < (cuda ? 5 : 8); i++) argv[argc++] = (char *)mid[i];
-    char cudalibs[CG_PATH_MAX] = CG_CUDA_LIBS; /* cJSON, cuBLAS, cudart, NCCL, libstdc++ */
-    if (cuda) cg_split(cudalibs, argv, &argc);
+    const char *libs = cg_env("BASP_LIBS");
+    for (int i = 0; i < (cuda || libs ? 5 : 8); i++) argv[argc++] = (char *)mid[i];
+    char linklibs[CG_PATH_MAX] = CG_CUDA_LIBS; /* cJSON, cuBLAS, cudart, NCCL, libstdc++ */
+    if (libs) snprintf(linklibs, sizeof linklibs, "%s", libs);
+    if (cuda || libs) cg_split(linklibs, argv, &argc);
     cg_split(ldflags, argv, &argc);
     argv[argc] = NULL;
     if (cg_verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, shown_exe);

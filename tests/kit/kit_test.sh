@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The GPU kit, checked on a machine without a GPU (kit/README.md):
+#  1. scripts/gpu-kit packs it from the build and checks its contents, the
+#     shared libraries its programs need (no MPI, no OpenBLAS) and its size;
+#  2. with only the kit's environment (env.sh: its baspc, runtime, one-process
+#     MPI and run-time BLAS), a CPU program compiled and trained on one rank
+#     gives bitwise the losses of the same program from the normal build
+#     under OpenMPI (same code, same OpenBLAS underneath, so any difference
+#     is the kit's doing), and needs neither libmpi nor libopenblas;
+#  3. a CUDA program links against the kit's runtime with the libraries
+#     env.sh found (it cannot run here);
+#  4. the kit's mpirun refuses two ranks with a message.
+#
+#   kit_test.sh BUILD_DIR WORK_DIR
+set -euo pipefail
+build=$1 work=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+"$root/scripts/gpu-kit" --build "$build" --no-build --out "$work/kit"
+
+spec=$root/tests/train/tiny_gqa.basp
+one=(--set mesh.nodes=1 --set mesh.devices_per_node=1)
+"$build/data/mkcorpus" "$work/corpus.bin" >/dev/null
+# Reference: the normal build, OpenMPI's mpirun.
+"$build/baspc" "$spec" -q -o "$work/ref" "${one[@]}"
+mpirun -np 1 "$work/ref" --data "$work/corpus.bin" --steps 6 --quiet --metrics "$work/ref.jsonl"
+
+# The kit alone: a fresh environment with nothing of the build on its paths.
+openblas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" { print $NF; exit }')
+[[ -n $openblas ]] || fail "no libopenblas.so.0 to give the kit's BLAS"
+# (The sanitizer build's options pass through: its programs are instrumented.)
+env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="${TMPDIR:-/tmp}" BASP_BLAS_LIB="$openblas" OPENBLAS_NUM_THREADS=1 \
+  ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
+  bash -c '
+  set -euo pipefail
+  work=$1 spec=$2
+  . "$work/kit/env.sh"
+  [[ $(command -v baspc) == "$work/kit/bin/baspc" ]] || { echo "baspc is not the kit'"'"'s" >&2; exit 1; }
+  baspc "$spec" -q -o "$work/kit_cpu" --set mesh.nodes=1 --set mesh.devices_per_node=1
+  mpirun -np 1 "$work/kit_cpu" --data "$work/corpus.bin" --steps 6 --quiet --metrics "$work/kit.jsonl"
+  baspc "$spec" -q --target=cuda -o "$work/kit_cuda" --set mesh.nodes=1 --set mesh.devices_per_node=1
+  if mpirun -np 2 "$work/kit_cpu" --data "$work/corpus.bin" --steps 1 2>"$work/np2.err"; then
+    echo "the kit mpirun ran two ranks" >&2; exit 1
+  fi
+  grep -q "exactly one process" "$work/np2.err"
+' kit-env "$work" "$spec" || fail "the kit's own environment (above)"
+
+for exe in kit_cpu kit_cuda; do
+  if readelf -d "$work/$exe" | grep -E 'NEEDED.*(libmpi|libopen-|libopenblas)'; then
+    fail "$exe needs MPI or OpenBLAS"
+  fi
+done
+readelf -d "$work/kit_cuda" | grep -q 'NEEDED.*libcudart' || fail "kit_cuda does not link cudart"
+python3 - "$work/ref.jsonl" "$work/kit.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if l.strip()] for p in sys.argv[1:])
+print("losses, normal build:", a)
+print("losses, kit:         ", b)
+if len(a) != 6 or a != b:
+    sys.exit("FAILED: the kit's CPU run differs from the normal build's")
+print("kit: the CPU run equals the normal build's bitwise over %d steps" % len(a))
+PY
