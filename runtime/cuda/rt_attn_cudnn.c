@@ -562,6 +562,22 @@ static bool dnn_build_entry(rt_cudnn *c, dnn_entry *e) {
     return true;
 }
 
+int rt_cudnn_check_ops(const rt_cudnn_shape *s, char *why, size_t nwhy) {
+    int nops[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        dnn_graph g = {.next_uid = UID_FIRST_VIRTUAL};
+        if (i == 0) dnn_build_fwd(&g, s);
+        else dnn_build_bwd(&g, s);
+        bool ok = !g.failed;
+        if (!ok) snprintf(why, nwhy, "%s graph: %s", i ? "backward" : "forward", g.err);
+        nops[i] = g.nops;
+        dnn_free(&g);
+        if (!ok) return -1;
+    }
+    snprintf(why, nwhy, "forward %d operations, backward %d", nops[0], nops[1]);
+    return 0;
+}
+
 int rt_cudnn_prepare(rt_cudnn *c, const rt_cudnn_shape *s) {
     dnn_entry *e = dnn_find(c, s);
     if (!e) {

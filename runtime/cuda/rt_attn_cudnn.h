@@ -39,6 +39,13 @@ rt_cudnn *rt_cudnn_create(cudaStream_t st, char *why, size_t nwhy);
 void rt_cudnn_destroy(rt_cudnn *c);
 /* The loaded library's version, e.g. 91900 for 9.19.0 (0: not loadable). */
 size_t rt_cudnn_version(void);
+/* Builds the shape's two graphs up to their operations, every tensor and
+ * operation descriptor finalized, with no handle and no device: cuDNN
+ * checks each attribute's name, type and count and each operation's
+ * operands (matmul shapes, broadcasts, reductions) on the host.  The
+ * operation graph, the engines and execution need a GPU.  0 (why: the
+ * operation counts), or -1 with the reason in why. */
+int rt_cudnn_check_ops(const rt_cudnn_shape *s, char *why, size_t nwhy);
 /* Builds the shape's forward and backward execution plans, once per shape
  * (later calls return the cached result, failure included). */
 int rt_cudnn_prepare(rt_cudnn *c, const rt_cudnn_shape *s);
