@@ -16,14 +16,22 @@
 # line per missing library, when a required one is not found.
 kit_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-kit_find_lib() { # NAME: the first file NAME in the search folders
+# (Everything here also works under the caller's set -euo pipefail.)
+kit_ldconfig() { # the dynamic linker's cache, wherever ldconfig is
+  local l
+  for l in ldconfig /sbin/ldconfig /usr/sbin/ldconfig; do
+    if command -v "$l" >/dev/null 2>&1; then "$l" -p 2>/dev/null || true; return 0; fi
+  done
+}
+
+kit_find_lib() { # NAME: the first file NAME in the search folders (nothing if none)
   local d f
   for d in "${kit_dirs[@]}"; do
     [[ -d $d ]] || continue
-    f=$(find -L "$d" -maxdepth 4 -name "$1" \( -type f -o -type l \) 2>/dev/null | head -1)
-    [[ -n $f ]] && { echo "$f"; return 0; }
+    f=$(find -L "$d" -maxdepth 4 -name "$1" \( -type f -o -type l \) 2>/dev/null | head -1 || true)
+    if [[ -n $f ]]; then echo "$f"; return 0; fi
   done
-  ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n { print $NF; exit }'
+  kit_ldconfig | awk -v n="$1" '$1 == n { print $NF; exit }' || true
 }
 
 kit_setup() {
@@ -31,10 +39,10 @@ kit_setup() {
   kit_lflags="" kit_libdirs=""
   kit_dirs=()
   IFS=:; for d in ${BASP_CUDA_LIB_DIRS:-}; do kit_dirs+=("$d"); done; IFS=$IFS_old
-  [[ -n ${CUDA_HOME:-} ]] && kit_dirs+=("$CUDA_HOME/lib64" "$CUDA_HOME/lib")
+  if [[ -n ${CUDA_HOME:-} ]]; then kit_dirs+=("$CUDA_HOME/lib64" "$CUDA_HOME/lib"); fi
   kit_dirs+=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
   if command -v "$py" >/dev/null; then
-    while read -r sp; do [[ -d $sp/nvidia ]] && kit_dirs+=("$sp/nvidia"); done < <(
+    while read -r sp; do if [[ -d $sp/nvidia ]]; then kit_dirs+=("$sp/nvidia"); fi; done < <(
       "$py" -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()] + sys.path))' 2>/dev/null)
   fi
   mkdir -p "$kit_dir/lib/dev"
@@ -65,7 +73,7 @@ kit_setup() {
     if [[ -z $BASP_BLAS_LIB ]] && command -v "$py" >/dev/null; then
       BASP_BLAS_LIB=$("$py" -c 'import glob, os, numpy
 d = os.path.join(os.path.dirname(os.path.dirname(numpy.__file__)), "numpy.libs")
-print((sorted(glob.glob(d + "/libscipy_openblas*.so")) or [""])[0])' 2>/dev/null)
+print((sorted(glob.glob(d + "/libscipy_openblas*.so")) or [""])[0])' 2>/dev/null || true)
     fi
   fi
   if [[ -n $BASP_BLAS_LIB ]]; then

@@ -9,7 +9,11 @@
 #     is the kit's doing), and needs neither libmpi nor libopenblas;
 #  3. a CUDA program links against the kit's runtime with the libraries
 #     env.sh found (it cannot run here);
-#  4. the kit's mpirun refuses two ranks with a message.
+#  4. the kit's mpirun refuses two ranks with a message;
+#  5. scripts/gpu-check on the kit: without a GPU it finds the kit's
+#     libraries and exits 0 ("no GPU: skipped"); when nvidia-smi lists a GPU
+#     that CUDA cannot use, it exits 1 (skipped on a machine with a GPU,
+#     where the check would run in full).
 #
 #   kit_test.sh BUILD_DIR WORK_DIR
 set -euo pipefail
@@ -63,3 +67,20 @@ if len(a) != 6 or a != b:
     sys.exit("FAILED: the kit's CPU run differs from the normal build's")
 print("kit: the CPU run equals the normal build's bitwise over %d steps" % len(a))
 PY
+
+if { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; } || [[ -e /dev/nvidia0 ]]; then
+  echo "kit: a GPU is visible here: scripts/gpu-check not exercised"
+  exit 0
+fi
+GPU_KIT=$work/kit "$root/scripts/gpu-check" "$work/gc" >"$work/gc.log" 2>&1 || fail "gpu-check without a GPU: $(cat "$work/gc.log")"
+grep -q "programs: the GPU kit" "$work/gc/summary.txt" || fail "gpu-check did not take the kit"
+grep -q "libcudart.so" "$work/gc/summary.txt" || fail "gpu-check did not list the libraries found"
+grep -q "no GPU: skipped" "$work/gc/summary.txt" || fail "gpu-check did not skip"
+mkdir -p "$work/fakebin"
+printf '#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-0)"\n' >"$work/fakebin/nvidia-smi"
+chmod +x "$work/fakebin/nvidia-smi"
+if PATH=$work/fakebin:$PATH GPU_KIT=$work/kit "$root/scripts/gpu-check" "$work/gc2" >"$work/gc2.log" 2>&1; then
+  fail "gpu-check exited 0 with a GPU listed that CUDA cannot use"
+fi
+grep -q "FAIL: a GPU is visible but CUDA cannot use it" "$work/gc2/summary.txt" || fail "gpu-check: $(cat "$work/gc2.log")"
+echo "kit: gpu-check skips without a GPU (exit 0) and fails on an unusable one (exit 1)"
