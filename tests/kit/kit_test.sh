@@ -10,7 +10,9 @@
 #  3. a CUDA program links against the kit's runtime with the libraries
 #     env.sh found (it cannot run here);
 #  4. the kit's mpirun refuses two ranks with a message;
-#  5. scripts/gpu-check on the kit: without a GPU it finds the kit's
+#  5. where python3 has NumPy, the same run on NumPy's bundled OpenBLAS
+#     (64-bit integers, prefixed symbols) agrees within 1e-5;
+#  6. scripts/gpu-check on the kit: without a GPU it finds the kit's
 #     libraries and exits 0 ("no GPU: skipped"); when nvidia-smi lists a GPU
 #     that CUDA cannot use, it exits 1 (skipped on a machine with a GPU,
 #     where the check would run in full).
@@ -67,6 +69,28 @@ if len(a) != 6 or a != b:
     sys.exit("FAILED: the kit's CPU run differs from the normal build's")
 print("kit: the CPU run equals the normal build's bitwise over %d steps" % len(a))
 PY
+
+# NumPy's bundled OpenBLAS (64-bit integers, prefixed symbols: what a GPU
+# machine with PyTorch but no system BLAS has), where this python has NumPy.
+numpy_blas=$(python3 -c 'import glob, os, numpy
+d = os.path.join(os.path.dirname(os.path.dirname(numpy.__file__)), "numpy.libs")
+print((sorted(glob.glob(d + "/libscipy_openblas*.so")) or [""])[0])' 2>/dev/null || true)
+if [[ -n $numpy_blas ]]; then
+  env -i HOME="$HOME" PATH=/usr/bin:/bin BASP_BLAS_LIB="$numpy_blas" OPENBLAS_NUM_THREADS=1 \
+    ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} bash -c '. "$1/kit/env.sh" 2>/dev/null &&
+    mpirun -np 1 "$1/kit_cpu" --data "$1/corpus.bin" --steps 6 --quiet --metrics "$1/numpy.jsonl" >/dev/null' \
+    kit-env "$work" || fail "the kit's CPU run on NumPy's OpenBLAS ($numpy_blas)"
+  # Another OpenBLAS build may sum in another order: fp32 rounding, 1e-5.
+  python3 - "$work/ref.jsonl" "$work/numpy.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if l.strip()] for p in sys.argv[1:])
+err = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) == 6 else float("inf")
+print("kit: on NumPy's OpenBLAS the losses are within %.2g of the normal build's" % err)
+sys.exit("FAILED: over 1e-5" if not err <= 1e-5 else 0)
+PY
+else
+  echo "kit: no NumPy here: the kit's run on NumPy's OpenBLAS not checked"
+fi
 
 if { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; } || [[ -e /dev/nvidia0 ]]; then
   echo "kit: a GPU is visible here: scripts/gpu-check not exercised"
