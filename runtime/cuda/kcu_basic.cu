@@ -56,11 +56,14 @@ static __device__ __forceinline__ void st8f(float *p, int64_t i, const float *f)
     *reinterpret_cast<float4 *>(p + i) = make_float4(f[0], f[1], f[2], f[3]);
     *reinterpret_cast<float4 *>(p + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
 }
+static bool aligned16(const void *a, const void *b, const void *c = NULL, const void *d = NULL,
+                      const void *e = NULL) {
+    return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) % 16 == 0;
+}
 // Groups of 8 for the vector path: n / 8 when all pointers are 16-byte aligned, else 0.
 static int64_t vec_groups(int64_t n, const void *a, const void *b, const void *c = NULL, const void *d = NULL,
                           const void *e = NULL) {
-    uintptr_t u = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e;
-    return u % 16 == 0 && n > 0 ? n / VEC : 0;
+    return aligned16(a, b, c, d, e) && n > 0 ? n / VEC : 0;
 }
 // The launch for nv groups and n - 8 nv single elements.
 static unsigned grid_vec(int64_t n, int64_t nv) { return grid_for(nv > n - nv * VEC ? nv : n - nv * VEC); }
@@ -191,45 +194,77 @@ extern "C" cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, con
 
 // ---- rmsnorm ------------------------------------------------------------------------
 // y[N,D]: one block per row
-__global__ void k_rmsnorm_fwd(bf16 *y, const bf16 *x, const bf16 *w, int64_t D, float eps) {
+// vec: groups of 8 (D a multiple of 8, every pointer 16-byte aligned).
+__global__ void k_rmsnorm_fwd(bf16 *y, const bf16 *x, const bf16 *w, int64_t D, float eps, bool vec) {
     const bf16 *xr = x + blockIdx.x * D;
     bf16 *yr = y + blockIdx.x * D;
+    int64_t step = vec ? blockDim.x * VEC : blockDim.x;
     float ss = 0.f;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) ss += ldf(xr, d) * ldf(xr, d);
+    for (int64_t d = threadIdx.x * (vec ? VEC : 1); d < D; d += step) {
+        if (vec) {
+            float f[VEC];
+            ld8(xr, d, f);
+            for (int k = 0; k < VEC; k++) ss += f[k] * f[k];
+        } else {
+            ss += ldf(xr, d) * ldf(xr, d);
+        }
+    }
     float r = rsqrtf(block_sum(ss) / (float)D + eps);
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) yr[d] = tobf(ldf(xr, d) * r * ldf(w, d));
+    for (int64_t d = threadIdx.x * (vec ? VEC : 1); d < D; d += step) {
+        if (vec) {
+            float f[VEC], g[VEC];
+            ld8(xr, d, f), ld8(w, d, g);
+            for (int k = 0; k < VEC; k++) f[k] = f[k] * r * g[k];
+            st8(yr, d, f);
+        } else {
+            yr[d] = tobf(ldf(xr, d) * r * ldf(w, d));
+        }
+    }
 }
 
 // dx[N,D]; dw partial sums: blocks stride over rows, each sums its rows' dw
 // in shared memory (D floats) and adds them to ws32[D] once.
 //   dx_j = r w_j dy_j - x_j r^3 / D * sum_k dy_k w_k x_k ;  dw_j = sum_n dy_nj x_nj r_n
+// (vec: as the forward's; a thread owns the same 8 columns in every row.)
 __global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf16 *w, int64_t N, int64_t D, float eps,
-                              float *ws32) {
+                              float *ws32, bool vec) {
     extern __shared__ float dwsh[];
+    int w8 = vec ? VEC : 1;
+    int64_t step = blockDim.x * w8;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) dwsh[d] = 0.f;
+    __syncthreads();
     for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
         const bf16 *xr = x + n * D, *gr = dy + n * D;
         float ss = 0.f, dot = 0.f;
-        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-            float xv = ldf(xr, d);
-            ss += xv * xv;
-            dot += ldf(gr, d) * ldf(w, d) * xv;
+        for (int64_t d = threadIdx.x * w8; d < D; d += step) {
+            float xv[VEC], g[VEC], wv[VEC];
+            if (vec) ld8(xr, d, xv), ld8(gr, d, g), ld8(w, d, wv);
+            else xv[0] = ldf(xr, d), g[0] = ldf(gr, d), wv[0] = ldf(w, d);
+            for (int k = 0; k < w8; k++) ss += xv[k] * xv[k], dot += g[k] * wv[k] * xv[k];
         }
         ss = block_sum(ss);
         dot = block_sum(dot);
         float r = rsqrtf(ss / (float)D + eps), c = dot * r * r * r / (float)D;
-        for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-            float xv = ldf(xr, d), g = ldf(gr, d);
-            dx[n * D + d] = tobf(r * ldf(w, d) * g - c * xv);
-            dwsh[d] += g * xv * r; // each thread owns its d: no race
+        for (int64_t d = threadIdx.x * w8; d < D; d += step) {
+            float xv[VEC], g[VEC], wv[VEC], o[VEC];
+            if (vec) ld8(xr, d, xv), ld8(gr, d, g), ld8(w, d, wv);
+            else xv[0] = ldf(xr, d), g[0] = ldf(gr, d), wv[0] = ldf(w, d);
+            for (int k = 0; k < w8; k++) {
+                o[k] = r * wv[k] * g[k] - c * xv[k];
+                dwsh[d + k] += g[k] * xv[k] * r; // each thread owns its columns: no race
+            }
+            if (vec) st8(dx + n * D, d, o);
+            else dx[n * D + d] = tobf(o[0]);
         }
     }
+    __syncthreads();
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) atomicAdd(&ws32[d], dwsh[d]);
 }
 
 extern "C" cudaError_t kcu_rmsnorm_fwd(kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *w, int64_t N, int64_t D,
                                        double eps, cudaStream_t st) {
-    if (N > 0) k_rmsnorm_fwd<<<(unsigned)N, THREADS, 0, st>>>(BF(y), CBF(x), CBF(w), D, (float)eps);
+    bool vec = D % VEC == 0 && aligned16(y, x, w);
+    if (N > 0) k_rmsnorm_fwd<<<(unsigned)N, THREADS, 0, st>>>(BF(y), CBF(x), CBF(w), D, (float)eps, vec);
     return cudaGetLastError();
 }
 
@@ -256,8 +291,9 @@ extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf1
     e = cudaMemsetAsync(ws32, 0, (size_t)D * sizeof(float), st);
     if (e != cudaSuccess) return e;
     unsigned blocks = (unsigned)(N < 512 ? (N > 0 ? N : 1) : 512);
+    bool vec = D % VEC == 0 && aligned16(dx, dy, x, w);
     k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(BF(dx), CBF(dy), CBF(x), CBF(w), N, D,
-                                                                       (float)eps, ws32);
+                                                                       (float)eps, ws32, vec);
     e = cudaGetLastError();
     return e != cudaSuccess ? e : kcu_f32_to_bf16(dw, ws32, D, st);
 }
@@ -272,20 +308,46 @@ static __device__ __forceinline__ void rope_pair(bf16 *y, const bf16 *x, int64_t
     y[off + i + half] = tobf(x1 * c + x0 * s);
 }
 
-// y, x [b,S,H,Dh]; one thread per rotated pair
+// Pairs i .. i+7 of a row at off, with their 8 cosines c and sines s (sign applied here).
+static __device__ __forceinline__ void rope8(bf16 *y, const bf16 *x, int64_t off, int64_t i, int64_t half,
+                                             const float *c, const float *s, float sign) {
+    float x0[VEC], x1[VEC], y0[VEC], y1[VEC];
+    ld8(x, off + i, x0), ld8(x, off + i + half, x1);
+    for (int k = 0; k < VEC; k++) {
+        float sk = sign * s[k];
+        y0[k] = x0[k] * c[k] - x1[k] * sk;
+        y1[k] = x1[k] * c[k] + x0[k] * sk;
+    }
+    st8(y, off + i, y0), st8(y, off + i + half, y1);
+}
+
+// Whether RoPE can take 8 pairs per thread: half a multiple of 8, all aligned.
+static bool rope_vec(const void *y, const void *x, const float *cs, const float *sn, int64_t Dh) {
+    return (Dh / 2) % VEC == 0 && aligned16(y, x, cs, sn);
+}
+
+// y, x [b,S,H,Dh]; one thread per rotated pair, or per 8 pairs (vec)
 __global__ void k_rope(bf16 *y, const bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S, int64_t H,
-                       int64_t Dh, float sign) {
-    int64_t half = Dh / 2;
-    GRID_STRIDE(idx, b * S * H * half) {
-        int64_t i = idx % half, row = idx / half, si = (row / H) % S;
-        rope_pair(y, x, row * Dh, i, half, cs[si * half + i], sign * sn[si * half + i]);
+                       int64_t Dh, float sign, bool vec) {
+    int64_t half = Dh / 2, per = vec ? VEC : 1, groups = half / per;
+    GRID_STRIDE(idx, b * S * H * groups) {
+        int64_t i = idx % groups * per, row = idx / groups, si = (row / H) % S;
+        if (vec) {
+            float c[VEC], s[VEC];
+            ld8f(cs, si * half + i, c), ld8f(sn, si * half + i, s);
+            rope8(y, x, row * Dh, i, half, c, s, sign);
+        } else {
+            rope_pair(y, x, row * Dh, i, half, cs[si * half + i], sign * sn[si * half + i]);
+        }
     }
 }
 
 extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b,
                                 int64_t S, int64_t H, int64_t Dh, float sign, cudaStream_t st) {
     if (Dh % 2) return cudaErrorInvalidValue;
-    k_rope<<<grid_for(b * S * H * Dh / 2), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, b, S, H, Dh, sign);
+    bool vec = rope_vec(y, x, cs, sn, Dh);
+    k_rope<<<grid_for(b * S * H * Dh / 2 / (vec ? VEC : 1)), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, b, S, H, Dh,
+                                                                              sign, vec);
     return cudaGetLastError();
 }
 
@@ -293,13 +355,21 @@ extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs,
 // positions 0..P-1.  A position outside it gives NaN (a loud error, not a
 // silently unrotated token).
 __global__ void k_rope_pos(bf16 *y, const bf16 *x, const float *cs, const float *sn, int64_t P, const int64_t *pos,
-                           int64_t b, int64_t S, int64_t H, int64_t Dh, float sign) {
-    int64_t half = Dh / 2;
-    GRID_STRIDE(idx, b * S * H * half) {
-        int64_t i = idx % half, row = idx / half, p = pos[(row / H) % S];
+                           int64_t b, int64_t S, int64_t H, int64_t Dh, float sign, bool vec) {
+    int64_t half = Dh / 2, per = vec ? VEC : 1, groups = half / per;
+    GRID_STRIDE(idx, b * S * H * groups) {
+        int64_t i = idx % groups * per, row = idx / groups, p = pos[(row / H) % S];
         bool in = p >= 0 && p < P;
-        float c = in ? cs[p * half + i] : NAN, s = in ? sign * sn[p * half + i] : NAN;
-        rope_pair(y, x, row * Dh, i, half, c, s);
+        if (vec) {
+            float c[VEC], s[VEC];
+            if (in) ld8f(cs, p * half + i, c), ld8f(sn, p * half + i, s);
+            else
+                for (int k = 0; k < VEC; k++) c[k] = s[k] = NAN;
+            rope8(y, x, row * Dh, i, half, c, s, sign);
+        } else {
+            float c = in ? cs[p * half + i] : NAN, s = in ? sign * sn[p * half + i] : NAN;
+            rope_pair(y, x, row * Dh, i, half, c, s);
+        }
     }
 }
 
@@ -307,7 +377,9 @@ extern "C" cudaError_t kcu_rope_pos(kcu_bf16 *y, const kcu_bf16 *x, const float 
                                     const int64_t *pos, int64_t b, int64_t S, int64_t H, int64_t Dh, float sign,
                                     cudaStream_t st) {
     if (Dh % 2 || P <= 0) return cudaErrorInvalidValue;
-    k_rope_pos<<<grid_for(b * S * H * Dh / 2), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, P, pos, b, S, H, Dh, sign);
+    bool vec = rope_vec(y, x, cs, sn, Dh);
+    k_rope_pos<<<grid_for(b * S * H * Dh / 2 / (vec ? VEC : 1)), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, P, pos, b,
+                                                                                  S, H, Dh, sign, vec);
     return cudaGetLastError();
 }
 
@@ -417,17 +489,30 @@ extern "C" cudaError_t kcu_add(kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b
 // ---- optimizer ------------------------------------------------------------------------------
 // n elements, in place on w32, m, v; p = bf16(w32).  Scalars from the host
 // (in double there, as kern_adamw).
-__global__ void k_adamw(bf16 *p, float *w32, float *m, float *v, const bf16 *g, int64_t n, float decay, float b1,
-                        float b2, float c1, float c2, float step, float rbc2, float e, float gs) {
-    GRID_STRIDE(i, n) {
-        float gi = ldf(g, i) * gs;
-        float mi = b1 * m[i] + c1 * gi;
-        float vi = b2 * v[i] + c2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float wi = w32[i] * decay - step * mi / (sqrtf(vi) * rbc2 + e);
-        w32[i] = wi;
-        p[i] = tobf(wi);
+typedef struct adamw_k {
+    float decay, b1, b2, c1, c2, step, rbc2, e, gs;
+} adamw_k;
+
+// One element: the moments and the master weight in place, returns the new weight.
+static __device__ __forceinline__ float adamw1(const adamw_k &k, float g, float &w, float &m, float &v) {
+    g *= k.gs;
+    m = k.b1 * m + k.c1 * g;
+    v = k.b2 * v + k.c2 * g * g;
+    w = w * k.decay - k.step * m / (sqrtf(v) * k.rbc2 + k.e);
+    return w;
+}
+
+// nv groups of 8 (16-byte accesses), then the rest one by one.
+__global__ void k_adamw(bf16 *p, float *w32, float *m, float *v, const bf16 *g, int64_t n, int64_t nv, adamw_k k) {
+    GRID_STRIDE(j, nv) {
+        float gv[VEC], wv[VEC], mv[VEC], vv[VEC];
+        ld8(g, j * VEC, gv), ld8f(w32, j * VEC, wv), ld8f(m, j * VEC, mv), ld8f(v, j * VEC, vv);
+        for (int q = 0; q < VEC; q++) adamw1(k, gv[q], wv[q], mv[q], vv[q]);
+        st8f(w32, j * VEC, wv), st8f(m, j * VEC, mv), st8f(v, j * VEC, vv), st8(p, j * VEC, wv);
+    }
+    GRID_STRIDE(r, n - nv * VEC) {
+        int64_t i = nv * VEC + r;
+        p[i] = tobf(adamw1(k, ldf(g, i), w32[i], m[i], v[i]));
     }
 }
 
@@ -435,17 +520,24 @@ extern "C" cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, co
                                  double lr, double beta1, double beta2, double eps, double wd, int64_t t,
                                  double gscale, cudaStream_t st) {
     double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    k_adamw<<<grid_for(n), THREADS, 0, st>>>(BF(p), w32, m, v, CBF(g), n, (float)(1.0 - lr * wd), (float)beta1,
-                                             (float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2),
-                                             (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)eps, (float)gscale);
+    adamw_k k = {(float)(1.0 - lr * wd), (float)beta1, (float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2),
+                 (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)eps, (float)gscale};
+    int64_t nv = vec_groups(n, p, w32, m, v, g);
+    k_adamw<<<grid_vec(n, nv), THREADS, 0, st>>>(BF(p), w32, m, v, CBF(g), n, nv, k);
     return cudaGetLastError();
 }
 
-// *acc += sum x^2: per-thread double sums, a warp reduction, one atomic per warp
-__global__ void k_sumsq(const bf16 *x, int64_t n, double *acc) {
+// *acc += sum x^2: per-thread double sums (8 elements per access when
+// aligned), a warp reduction, one atomic per warp
+__global__ void k_sumsq(const bf16 *x, int64_t n, int64_t nv, double *acc) {
     double s = 0.0;
-    GRID_STRIDE(i, n) {
-        double v = (double)ldf(x, i);
+    GRID_STRIDE(j, nv) {
+        float f[VEC];
+        ld8(x, j * VEC, f);
+        for (int q = 0; q < VEC; q++) s += (double)f[q] * (double)f[q];
+    }
+    GRID_STRIDE(r, n - nv * VEC) {
+        double v = (double)ldf(x, nv * VEC + r);
         s += v * v;
     }
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -453,7 +545,8 @@ __global__ void k_sumsq(const bf16 *x, int64_t n, double *acc) {
 }
 
 extern "C" cudaError_t kcu_sumsq(const kcu_bf16 *x, int64_t n, double *acc, cudaStream_t st) {
-    k_sumsq<<<grid_for(n), THREADS, 0, st>>>(CBF(x), n, acc);
+    int64_t nv = vec_groups(n, x, x);
+    k_sumsq<<<grid_vec(n, nv), THREADS, 0, st>>>(CBF(x), n, nv, acc);
     return cudaGetLastError();
 }
 

@@ -153,25 +153,34 @@ static void test_embedding(void) {
     free(w), free(dout), free(out), free(dw);
 }
 
-static void test_rmsnorm(void) {
-    int64_t N = 77, D = 320;
+/* D 320: 8 columns per access; D 100: one at a time. */
+static void test_rmsnorm(int64_t D) {
+    int64_t N = 77;
+    char name[3][40];
+    snprintf(name[0], 40, "rmsnorm fwd D%lld", (long long)D);
+    snprintf(name[1], 40, "rmsnorm bwd dx D%lld", (long long)D);
+    snprintf(name[2], 40, "rmsnorm bwd dw D%lld", (long long)D);
     float *x = rnd(N * D, 2), *w = rnd(D, 1), *dy = rnd(N * D, 1);
     float *y = malloc(N * D * 4), *dx = malloc(N * D * 4), *dw = malloc(D * 4);
     kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, D), *ddy = up(dy, N * D), *o1 = dzeros(N * D), *o2 = dzeros(D);
     float *ws = dalloc(D * 4);
     kern_rmsnorm_fwd(y, x, w, N, D, 1e-5);
     KCU_CHECK_EXIT(kcu_rmsnorm_fwd(o1, dx_, dw_, N, D, 1e-5, 0));
-    check_gpu("rmsnorm fwd", o1, y, N * D, 2e-2);
+    check_gpu(name[0], o1, y, N * D, 2e-2);
     kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, 1e-5);
     KCU_CHECK_EXIT(kcu_rmsnorm_bwd(o1, o2, ddy, dx_, dw_, N, D, 1e-5, ws, 0));
-    check_gpu("rmsnorm bwd dx", o1, dx, N * D, 2e-2);
-    check_gpu("rmsnorm bwd dw", o2, dw, D, 2e-2);
+    check_gpu(name[1], o1, dx, N * D, 2e-2);
+    check_gpu(name[2], o2, dw, D, 2e-2);
     cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(o1), cudaFree(o2), cudaFree(ws);
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
 }
 
-static void test_rope(void) {
-    int64_t b = 2, S = 50, H = 3, Dh = 16, n = b * S * H * Dh, pos0 = 1000;
+/* Dh 16: 8 pairs per thread; Dh 12: one pair per thread. */
+static void test_rope(int64_t Dh) {
+    int64_t b = 2, S = 50, H = 3, n = b * S * H * Dh, pos0 = 1000;
+    char name[2][40];
+    snprintf(name[0], 40, "rope fwd (llama3) Dh%lld", (long long)Dh);
+    snprintf(name[1], 40, "rope bwd (llama3) Dh%lld", (long long)Dh);
     kern_rope_scaling sc = {8.0, 1.0, 4.0, 64}; /* all three bands at Dh 16 */
     float *x = rnd(n, 1), *y = malloc(n * 4), *tab = malloc(S * Dh * 4);
     kern_rope_table(tab, tab + S * Dh / 2, S, Dh, pos0, 500000.0, &sc);
@@ -180,10 +189,10 @@ static void test_rope(void) {
     kcu_bf16 *dx = up(x, n), *dy = dzeros(n);
     kern_rope_fwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
     KCU_CHECK_EXIT(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, 1.0f, 0));
-    check_gpu("rope fwd (llama3)", dy, y, n, 1e-2);
+    check_gpu(name[0], dy, y, n, 1e-2);
     kern_rope_bwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
     KCU_CHECK_EXIT(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, -1.0f, 0));
-    check_gpu("rope bwd (llama3)", dy, y, n, 1e-2);
+    check_gpu(name[1], dy, y, n, 1e-2);
     cudaFree(dtab), cudaFree(dx), cudaFree(dy);
     free(x), free(y), free(tab);
 }
@@ -299,7 +308,7 @@ static void test_lm_head(void) {
 }
 
 static void test_adamw(void) {
-    int64_t n = 5000;
+    int64_t n = 5003; /* 625 groups of 8, then 3 one by one */
     float *p = rnd(n, 1), *m = calloc(n, 4), *v = calloc(n, 4), *g = rnd(n, 0.1f);
     kcu_bf16 *dp = up(p, n), *dg = up(g, n);
     float *dw = dalloc(n * 4), *dm = dalloc(n * 4), *dv = dalloc(n * 4), *got = malloc(n * 4);
@@ -561,8 +570,10 @@ int main(void) {
     }
     test_elementwise();
     test_embedding();
-    test_rmsnorm();
-    test_rope();
+    test_rmsnorm(320);
+    test_rmsnorm(100);
+    test_rope(16);
+    test_rope(12);
     test_linear();
     test_bias_add();
     test_mlp();
