@@ -35,7 +35,7 @@ kit_find_lib() { # NAME: the first file NAME in the search folders (nothing if n
 }
 
 kit_setup() {
-  local IFS_old=$IFS sp py=${PYTHON:-python3} missing=0 name so f
+  local IFS_old=$IFS sp py=${PYTHON:-python3} missing=0 name so f d
   kit_lflags="" kit_libdirs=""
   kit_dirs=()
   IFS=:; for d in ${BASP_CUDA_LIB_DIRS:-}; do kit_dirs+=("$d"); done; IFS=$IFS_old
