@@ -465,16 +465,25 @@ struct rt_cudnn {
 
 size_t rt_cudnn_version(void) { return cudnnGetVersion(); }
 
-rt_cudnn *rt_cudnn_create(cudaStream_t st, char *why, size_t nwhy) {
+const char *rt_cudnn_known_fault(const rt_cudnn_shape *s) {
     size_t v = cudnnGetVersion();
-    if (v < 90000) {
-        snprintf(why, nwhy, "cuDNN %zu is loaded; the fused attention graphs need 9.0 or newer", v);
-        return NULL;
-    }
+    if (v < 90000) return "the fused attention graphs need cuDNN 9.0 or newer";
     /* cuDNN's own frontend refuses fp16/bf16 SDPA forward on these two
      * releases for known bugs (sdpa_support_surface.h); so do we. */
-    if (v == 91000 || v == 91001) {
-        snprintf(why, nwhy, "cuDNN %zu is loaded; its fused attention forward has known bugs (use 9.10.2 or newer)", v);
+    if (v == 91000 || v == 91001) return "this cuDNN's fused attention forward has known bugs (use 9.10.2 or newer)";
+    /* Up to 9.15.0 the fused backward can produce NaN when S is not a
+     * multiple of 128 and no padding mask is given; cuDNN's frontend adds a
+     * full-length padding mask there.  These graphs have none: such shapes
+     * stay on the basp kernels with those releases. */
+    if (s && s->S % 128 != 0 && v <= 91500)
+        return "this cuDNN's fused backward is unreliable for S not a multiple of 128 (fixed in 9.15.1)";
+    return NULL;
+}
+
+rt_cudnn *rt_cudnn_create(cudaStream_t st, char *why, size_t nwhy) {
+    const char *fault = rt_cudnn_known_fault(NULL);
+    if (fault) {
+        snprintf(why, nwhy, "cuDNN %zu is loaded: %s", cudnnGetVersion(), fault);
         return NULL;
     }
     cudnnHandle_t h = NULL;
@@ -535,14 +544,9 @@ static bool dnn_build_entry(rt_cudnn *c, dnn_entry *e) {
         snprintf(e->err, sizeof e->err, "shape outside the fused attention's range (Dh a multiple of 8 up to 128)");
         return false;
     }
-    /* Up to 9.15.0 the fused backward can produce NaN when S is not a
-     * multiple of 128 and no padding mask is given; cuDNN's frontend adds a
-     * full-length padding mask there.  This graph has none: such shapes stay
-     * on the basp kernels with those releases. */
-    if (s->S % 128 != 0 && cudnnGetVersion() <= 91500) {
-        snprintf(e->err, sizeof e->err,
-                 "cuDNN %zu's fused backward is unreliable for S not a multiple of 128 (fixed in 9.15.1)",
-                 cudnnGetVersion());
+    const char *fault = rt_cudnn_known_fault(s);
+    if (fault) {
+        snprintf(e->err, sizeof e->err, "cuDNN %zu: %s", cudnnGetVersion(), fault);
         return false;
     }
     e->dq_acc = dnn_align((size_t)(4 * s->b * s->H * s->S * s->Dh));

@@ -32,6 +32,10 @@ typedef struct rt_cudnn_shape {
     int64_t b, S, H, Hkv, Dh;
 } rt_cudnn_shape;
 
+/* Why the loaded cuDNN must not run these graphs (for shape s, or at all
+ * with s NULL), as cuDNN's own frontend refuses its releases with known
+ * faults; NULL when nothing is known against it. */
+const char *rt_cudnn_known_fault(const rt_cudnn_shape *s);
 /* A cuDNN handle on stream st and an empty plan cache; NULL (why filled)
  * when cuDNN cannot be used here (no library, no device, version < 9, or
  * 9.10.0 / 9.10.1, whose bf16 attention forward has known bugs). */
