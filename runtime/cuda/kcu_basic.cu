@@ -56,12 +56,12 @@ static __device__ __forceinline__ void st8f(float *p, int64_t i, const float *f)
     *reinterpret_cast<float4 *>(p + i) = make_float4(f[0], f[1], f[2], f[3]);
     *reinterpret_cast<float4 *>(p + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
 }
-static bool aligned16(const void *a, const void *b, const void *c = NULL, const void *d = NULL,
+static bool aligned16(const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL,
                       const void *e = NULL) {
     return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) % 16 == 0;
 }
 // Groups of 8 for the vector path: n / 8 when all pointers are 16-byte aligned, else 0.
-static int64_t vec_groups(int64_t n, const void *a, const void *b, const void *c = NULL, const void *d = NULL,
+static int64_t vec_groups(int64_t n, const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL,
                           const void *e = NULL) {
     return aligned16(a, b, c, d, e) && n > 0 ? n / VEC : 0;
 }
@@ -545,7 +545,7 @@ __global__ void k_sumsq(const bf16 *x, int64_t n, int64_t nv, double *acc) {
 }
 
 extern "C" cudaError_t kcu_sumsq(const kcu_bf16 *x, int64_t n, double *acc, cudaStream_t st) {
-    int64_t nv = vec_groups(n, x, x);
+    int64_t nv = vec_groups(n, x);
     k_sumsq<<<grid_vec(n, nv), THREADS, 0, st>>>(CBF(x), n, nv, acc);
     return cudaGetLastError();
 }

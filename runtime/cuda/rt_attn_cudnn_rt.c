@@ -284,6 +284,24 @@ static bool dnn_check_bwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *const 
 }
 
 /* ---- the calls ------------------------------------------------------------------------- */
+/* The shape's cuDNN workspace (RT_WS_CUDNN). */
+static void *dnn_ws(rt_ctx *rt, const rt_cudnn_shape *s) {
+    size_t wsb = rt_cudnn_ws_bytes(rt_cu(rt)->dnn->c, s);
+    return rt_cu_ws(rt, RT_WS_CUDNN, wsb ? wsb : 1);
+}
+
+/* A failed execution (dir: "forward" or "backward"): fatal under
+ * BASP_ATTENTION=cudnn, else the shape goes back to the basp kernels.
+ * Returns false: the caller runs them. */
+static bool dnn_exec_failed(rt_ctx *rt, dnn_shape_state *x, const char *dir) {
+    rt_cudnn *c = rt_cu(rt)->dnn->c;
+    char sb[160];
+    RT_CHECK(rt_cu(rt)->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but the cuDNN %s of %s failed: %s",
+             dir, dnn_shape_str(&x->s, sb, sizeof sb), rt_cudnn_error(c));
+    dnn_refuse(rt, x, rt_cudnn_error(c));
+    return false;
+}
+
 bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
                    int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     rt_cuda *cu = rt_cu(rt);
@@ -294,15 +312,7 @@ bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k
     if (!dnn_usable(rt, x)) return false;
     dnn_stats *e = dnn_stats_slot(rt, o, &s);
     if (!e) return false;
-    size_t wsb = rt_cudnn_ws_bytes(d->c, &s);
-    void *ws = rt_cu_ws(rt, RT_WS_CUDNN, wsb ? wsb : 1);
-    if (rt_cudnn_fwd(d->c, &s, o, e->dev, q, k, v, ws) != 0) {
-        char sb[160];
-        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but the cuDNN forward of %s "
-                 "failed: %s", dnn_shape_str(&s, sb, sizeof sb), rt_cudnn_error(d->c));
-        dnn_refuse(rt, x, rt_cudnn_error(d->c));
-        return false;
-    }
+    if (rt_cudnn_fwd(d->c, &s, o, e->dev, q, k, v, dnn_ws(rt, &s)) != 0) return dnn_exec_failed(rt, x, "forward");
     if (cu->attn_mode == RT_ATTN_AUTO && !x->fwd_checked) {
         x->fwd_checked = true;
         if (!dnn_check_fwd(rt, x, o, q, k, v)) return false;
@@ -330,15 +340,8 @@ bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const k
         d->warned_nostats = true;
         return false;
     }
-    char sb[160];
-    size_t wsb = rt_cudnn_ws_bytes(d->c, &s);
-    void *ws = rt_cu_ws(rt, RT_WS_CUDNN, wsb ? wsb : 1);
-    if (rt_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, ws) != 0) {
-        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but the cuDNN backward of %s "
-                 "failed: %s", dnn_shape_str(&s, sb, sizeof sb), rt_cudnn_error(d->c));
-        dnn_refuse(rt, x, rt_cudnn_error(d->c));
-        return false;
-    }
+    if (rt_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, dnn_ws(rt, &s)) != 0)
+        return dnn_exec_failed(rt, x, "backward");
     if (cu->attn_mode == RT_ATTN_AUTO && !x->bwd_checked) {
         x->bwd_checked = true;
         const kcu_bf16 *got[3] = {dq, dk, dv};
