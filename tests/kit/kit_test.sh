@@ -9,7 +9,8 @@
 #     is the kit's doing), and needs neither libmpi nor libopenblas;
 #  3. a CUDA program links against the kit's runtime with the libraries
 #     env.sh found (it cannot run here);
-#  4. the kit's mpirun refuses two ranks with a message;
+#  4. the kit's mpirun refuses two ranks with a message, and a BLAS that
+#     cannot be opened stops the program with its name;
 #  5. where python3 has NumPy, the same run on NumPy's bundled OpenBLAS
 #     (64-bit integers, prefixed symbols) agrees within 1e-5;
 #  6. scripts/gpu-check on the kit: without a GPU it finds the kit's
@@ -52,6 +53,11 @@ env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="${TMPDIR:-/tmp}" BASP_BLAS_LIB="$
     echo "the kit mpirun ran two ranks" >&2; exit 1
   fi
   grep -q "exactly one process" "$work/np2.err"
+  # A BLAS that cannot be opened stops the first BLAS call with its name.
+  if BASP_BLAS_LIB=/nonexistent/libblas.so "$work/kit_cpu" --data "$work/corpus.bin" --steps 1 2>"$work/blas.err"; then
+    echo "the kit ran without a BLAS" >&2; exit 1
+  fi
+  grep -q "cannot open BASP_BLAS_LIB=/nonexistent/libblas.so" "$work/blas.err"
 ' kit-env "$work" "$spec" || fail "the kit's own environment (above)"
 
 for exe in kit_cpu kit_cuda; do
