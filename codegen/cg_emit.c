@@ -78,6 +78,7 @@ int64_t cg_local_dim(const ir_module *m, const ir_type *t, int d) {
 static const struct { const char *key; double def; } cg_double_defaults[] = {
     {"rope_theta", 10000}, {"norm_eps", 1e-5}, {"lr", 3e-4},
     {"rope_factor", 8}, {"rope_low_freq_factor", 1}, {"rope_high_freq_factor", 4},
+    {"wsd_decay", 0.2}, {"weight_decay", 0.1}, {"beta1", 0.9}, {"beta2", 0.95}, {"eps", 1e-8}, {"grad_clip", 1.0},
 };
 
 double cg_config_double(const ir_module *m, const char *key) {
@@ -346,6 +347,29 @@ static void cg_document_fields(sup_buf *b, const ir_module *m) {
                    pk && !strcmp(pk, "sequential") ? "RT_PACK_SEQUENTIAL" : "RT_PACK_BALANCED");
 }
 
+/* AdamW and the learning-rate schedule (config schedule, warmup, min_lr,
+ * ...; absent keys take the runtime's defaults).  The ranges are checked
+ * by the binary at start-up (rt_optim_check), where --set and the command
+ * line meet; a schedule name that is none is refused here. */
+static void cg_optim_field(sup_buf *b, const ir_module *m) {
+    static const char *const kinds[] = {"constant", "cosine", "linear", "wsd"};
+    static const char *const enums[] = {"RT_SCHED_CONSTANT", "RT_SCHED_COSINE", "RT_SCHED_LINEAR", "RT_SCHED_WSD"};
+    const char *kind = ir_config_get(m, "schedule");
+    int k = 0;
+    for (int i = 0; kind && i < 4; i++)
+        if (!strcmp(kind, kinds[i])) k = i;
+    if (kind && strcmp(kind, kinds[k]))
+        sup_error(sup_noloc(), "codegen: config schedule = '%s' is not one of constant, cosine, linear, wsd", kind);
+    static const char *const dbls[] = {"min_lr", "wsd_decay", "weight_decay", "beta1", "beta2", "eps", "grad_clip"};
+    char num[48];
+    sup_buf_printf(b, "    .optim = &(const rt_optim_desc){.schedule = %s, .warmup = %" PRId64 ",", enums[k],
+                   cg_config_int(m, "warmup"));
+    for (size_t i = 0; i < sizeof dbls / sizeof *dbls; i++)
+        sup_buf_printf(b, "%s.%s = %s,", i % 4 == 1 ? "\n        " : " ", dbls[i],
+                       cg_fmt_double(cg_config_double(m, dbls[i]), num, sizeof num));
+    sup_buf_puts(b, "},\n");
+}
+
 /* The RoPE scaling fields.  Bad llama3 parameters in hand-written IR would
  * make every rotation NaN at run time, so they are refused here, where the
  * config is read. */
@@ -418,6 +442,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_index_field(b, n, "targets", cg_special(n, "targets", IR_I32, 2));
     cg_index_field(b, n, "loss", cg_loss(n));
     cg_config_fields(b, m);
+    cg_optim_field(b, m);
     cg_document_fields(b, m);
     cg_rope_scaling(b, m);
     cg_features(b, m);

@@ -80,7 +80,19 @@ typedef struct fe_train {
     char precision[16]; /* bf16 | fp32 ; default bf16 */
     int zero;           /* 0..3 ; default 0 */
     char optimizer[16]; /* adamw ; default adamw */
-    double lr;          /* default 3e-4 */
+    double lr;          /* the base (peak) rate; default 3e-4 */
+    /* The learning-rate schedule (runtime/rt_sched.c has the formulas):
+     * constant (default) | cosine | linear | wsd, after `warmup` steps of
+     * linear warmup from 0 (default 0); the decay ends at min_lr (default
+     * 0); wsd decays over the last wsd_decay (default 0.2) of the
+     * post-warmup steps. */
+    char schedule[16];
+    int64_t warmup;
+    double min_lr, wsd_decay;
+    /* AdamW: decoupled weight decay on matrices (default 0.1), betas (0.9,
+     * 0.95), eps (1e-8); grad_clip, the global-norm limit (default 1.0,
+     * 0 = off). */
+    double weight_decay, beta1, beta2, eps, grad_clip;
     int64_t steps;      /* default 10 */
     int64_t seed;       /* default 1234 */
     /* Tokens per chunk of the fused, tiled MLP (0: the unfused MLP, whose

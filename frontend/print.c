@@ -89,6 +89,14 @@ static void print_train(FILE *out, const fe_train *t) {
             t->optimizer);
     fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n  mlp_chunk %" PRId64 "\n",
             fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed, t->recompute, t->mlp_chunk);
+    char n[5][40];
+    fprintf(out, "  schedule %s\n  warmup %" PRId64 "\n  min_lr %s\n", t->schedule, t->warmup,
+            fmt_num(t->min_lr, n[0], sizeof n[0]));
+    if (!strcmp(t->schedule, "wsd")) fprintf(out, "  wsd_decay %s\n", fmt_num(t->wsd_decay, n[0], sizeof n[0]));
+    fprintf(out, "  weight_decay %s\n  beta1 %s\n  beta2 %s\n  eps %s\n  grad_clip %s\n",
+            fmt_num(t->weight_decay, n[0], sizeof n[0]), fmt_num(t->beta1, n[1], sizeof n[1]),
+            fmt_num(t->beta2, n[2], sizeof n[2]), fmt_num(t->eps, n[3], sizeof n[3]),
+            fmt_num(t->grad_clip, n[4], sizeof n[4]));
     if (t->documents)
         fprintf(out, "  documents on\n  eot_token %" PRId64 "\n  packing %s\n", t->eot_token, t->packing);
     fprintf(out, "}\n");

@@ -77,6 +77,14 @@ static void check_range(checker *c, fe_block_kind b, const char *prefix, const c
         else if (!strcmp(k[i].name, "mlp_chunk")) { bad = v < 0; want = "zero (off) or positive (tokens)"; }
         else if (!strcmp(k[i].name, "eot_token")) { bad = v < 0; want = "a token id (zero or positive)"; }
         else if (!strcmp(k[i].name, "latency")) { bad = v < 0; want = "zero or positive"; }
+        else if (!strcmp(k[i].name, "warmup") || !strcmp(k[i].name, "min_lr") ||
+                 !strcmp(k[i].name, "weight_decay")) { bad = v < 0; want = "zero or positive"; }
+        else if (!strcmp(k[i].name, "grad_clip")) { bad = v < 0; want = "zero (no clipping) or positive"; }
+        else if (!strcmp(k[i].name, "beta1") || !strcmp(k[i].name, "beta2")) {
+            bad = !(v >= 0 && v < 1);
+            want = "in [0, 1)";
+        }
+        else if (!strcmp(k[i].name, "wsd_decay")) { bad = !(v > 0 && v <= 1); want = "in (0, 1] (a fraction)"; }
         else if (!strcmp(k[i].name, "efficiency")) { bad = !(v > 0 && v <= 1); want = "in (0, 1]"; }
         else bad = !(v > 0);
         if (!bad) continue;
@@ -128,6 +136,15 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.precision")) snprintf(t->precision, sizeof t->precision, "bf16");
     if (!fe_given(s, "train.optimizer")) snprintf(t->optimizer, sizeof t->optimizer, "adamw");
     if (!fe_given(s, "train.lr")) t->lr = 3e-4;
+    if (!fe_given(s, "train.schedule")) snprintf(t->schedule, sizeof t->schedule, "constant");
+    if (!fe_given(s, "train.warmup")) t->warmup = 0;
+    if (!fe_given(s, "train.min_lr")) t->min_lr = 0;
+    if (!fe_given(s, "train.wsd_decay")) t->wsd_decay = 0.2;
+    if (!fe_given(s, "train.weight_decay")) t->weight_decay = 0.1;
+    if (!fe_given(s, "train.beta1")) t->beta1 = 0.9;
+    if (!fe_given(s, "train.beta2")) t->beta2 = 0.95;
+    if (!fe_given(s, "train.eps")) t->eps = 1e-8;
+    if (!fe_given(s, "train.grad_clip")) t->grad_clip = 1.0;
     if (!fe_given(s, "train.steps")) t->steps = 10;
     if (!fe_given(s, "train.seed")) t->seed = 1234;
     if (!fe_given(s, "train.recompute")) snprintf(t->recompute, sizeof t->recompute, "none");
@@ -329,6 +346,32 @@ static void document_rules(checker *c) {
     }
 }
 
+/* The schedule against the run: the floor under the peak, the warmup
+ * inside the run's steps (the binary checks --steps / --warmup again), and
+ * settings that mean nothing for the schedule chosen. */
+static void schedule_rules(checker *c) {
+    const fe_train *t = &c->s->train;
+    char a[32], b[32];
+    if (t->min_lr > t->lr) {
+        sup_loc loc = at(c, "train.min_lr");
+        err(c, loc, "min_lr %s is above lr %s: the decay would raise the rate",
+            sup_fmt_double(t->min_lr, a, sizeof a), sup_fmt_double(t->lr, b, sizeof b));
+        sup_note(fe_given(c->s, "train.lr") ? at(c, "train.lr") : loc, "min_lr is the rate the decay ends at, "
+                 "at most lr (often lr / 10)");
+    }
+    if (t->warmup > t->steps) {
+        sup_loc loc = at(c, "train.warmup");
+        err(c, loc, "warmup %" PRId64 " steps is longer than the run (steps %" PRId64 ")", t->warmup, t->steps);
+        sup_note(loc, "use at most %" PRId64 " warmup steps, or more steps (the binary's --steps can "
+                 "change both)", t->steps);
+    }
+    bool decays = strcmp(t->schedule, "constant") != 0;
+    if (!decays && fe_given(c->s, "train.min_lr") && t->min_lr != t->lr)
+        sup_warning(at(c, "train.min_lr"), "min_lr has no effect with schedule constant");
+    if (strcmp(t->schedule, "wsd") && fe_given(c->s, "train.wsd_decay"))
+        sup_warning(at(c, "train.wsd_decay"), "wsd_decay has no effect without schedule wsd");
+}
+
 /* What codegen refuses, caught here at the key: RoPE rotates the pairs
  * (i, i + head_dim/2), so head_dim must be even. */
 static void codegen_rules(checker *c) {
@@ -380,8 +423,11 @@ bool fe_check(fe_spec *spec) {
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
     static const char *const packings[] = {"sequential", "balanced"};
     one_of(&c, "train.packing", spec->train.packing, packings, 2);
+    static const char *const schedules[] = {"constant", "cosine", "linear", "wsd"};
+    one_of(&c, "train.schedule", spec->train.schedule, schedules, 4);
     if (c.nerr) return false;
     document_rules(&c);
+    schedule_rules(&c);
     codegen_rules(&c);
     size_rules(&c);
     if (c.nerr) return false;

@@ -428,6 +428,15 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     ir_config_set(m, "recompute", s->train.recompute[0] ? s->train.recompute : "none");
     ir_config_set(m, "optimizer", s->train.optimizer[0] ? s->train.optimizer : "adamw");
     cfg_double(m, "lr", s->train.lr);
+    ir_config_set(m, "schedule", s->train.schedule[0] ? s->train.schedule : "constant");
+    ir_config_set_int(m, "warmup", s->train.warmup);
+    cfg_double(m, "min_lr", s->train.min_lr);
+    cfg_double(m, "wsd_decay", s->train.wsd_decay);
+    cfg_double(m, "weight_decay", s->train.weight_decay);
+    cfg_double(m, "beta1", s->train.beta1);
+    cfg_double(m, "beta2", s->train.beta2);
+    cfg_double(m, "eps", s->train.eps);
+    cfg_double(m, "grad_clip", s->train.grad_clip);
     ir_config_set_int(m, "steps", s->train.steps);
     ir_config_set_int(m, "seed", s->train.seed);
     ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk);

@@ -319,7 +319,20 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
     cJSON_AddNumberToObject(s, "step", (double)step);
     snprintf(buf, sizeof buf, "%lld", (long long)rt->opt.seed); /* int64: exact as a string */
     cJSON_AddStringToObject(s, "seed", buf);
-    cJSON_AddNumberToObject(s, "lr", rt->lr);
+    cJSON_AddNumberToObject(s, "lr", rt->opt.lr); /* the base rate; the schedule gives each step's */
+    const rt_optim_desc *o = &rt->opt.optim;
+    cJSON *opt = cJSON_AddObjectToObject(s, "optimizer");
+    cJSON_AddStringToObject(opt, "name", "adamw");
+    cJSON_AddStringToObject(opt, "schedule", rt_schedule_name(o->schedule));
+    cJSON_AddNumberToObject(opt, "steps", (double)rt->opt.steps);
+    cJSON_AddNumberToObject(opt, "warmup", (double)o->warmup);
+    cJSON_AddNumberToObject(opt, "min_lr", o->min_lr);
+    cJSON_AddNumberToObject(opt, "wsd_decay", o->wsd_decay);
+    cJSON_AddNumberToObject(opt, "weight_decay", o->weight_decay);
+    cJSON_AddNumberToObject(opt, "beta1", o->beta1);
+    cJSON_AddNumberToObject(opt, "beta2", o->beta2);
+    cJSON_AddNumberToObject(opt, "eps", o->eps);
+    cJSON_AddNumberToObject(opt, "grad_clip", o->grad_clip);
     cJSON *data = cJSON_AddObjectToObject(s, "data");
     cJSON_AddStringToObject(data, "sampler", "splitmix64(seed, step, sequence)");
     cJSON_AddNumberToObject(data, "tokens", (double)rt->ntokens);

@@ -622,6 +622,38 @@ static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, in
     return true;
 }
 
+/* Rank 0: the optimizer settings may change on a resume (a new schedule
+ * for the rest of the run is a common fine-tuning step), but the run then
+ * does not continue the interrupted one's: a note names each change. */
+static void ck_check_optim(const rt_ctx *rt, const cJSON *st) {
+    const rt_optim_desc *o = &rt->opt.optim;
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(st, "optimizer");
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(st, "lr");
+    if (cJSON_IsNumber(lr) && lr->valuedouble != rt->opt.lr)
+        fprintf(stderr, "note: the checkpoint was trained with lr %g; this run uses %g\n", lr->valuedouble, rt->opt.lr);
+    if (!cJSON_IsObject(opt)) {
+        fprintf(stderr, "note: the checkpoint records no optimizer settings (an older basp): this run uses its own\n");
+        return;
+    }
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(opt, "schedule");
+    if (cJSON_IsString(sc) && strcmp(sc->valuestring, rt_schedule_name(o->schedule)))
+        fprintf(stderr, "note: the checkpoint was trained with schedule %s; this run uses %s\n", sc->valuestring,
+                rt_schedule_name(o->schedule));
+    const struct { const char *key; double now; } nums[] = {
+        {"steps", (double)rt->opt.steps}, {"warmup", (double)o->warmup}, {"min_lr", o->min_lr},
+        {"wsd_decay", o->wsd_decay}, {"weight_decay", o->weight_decay}, {"beta1", o->beta1},
+        {"beta2", o->beta2}, {"eps", o->eps}, {"grad_clip", o->grad_clip},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(opt, nums[i].key);
+        if (cJSON_IsNumber(x) && x->valuedouble != nums[i].now)
+            fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g%s\n", nums[i].key,
+                    x->valuedouble, nums[i].now,
+                    !strcmp(nums[i].key, "steps") && o->schedule != RT_SCHED_CONSTANT
+                        ? " (the schedule is stretched to the new length)" : "");
+    }
+}
+
 /* Rank 0: a different data file is allowed (fine-tuning on new data) but
  * the batches then do not continue the interrupted run's: say so. */
 static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
@@ -635,9 +667,7 @@ static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
                 "data: %lld tokens, %s): the batches will not continue the interrupted run's\n",
                 cJSON_IsNumber(n) ? n->valuedouble : -1.0, cJSON_IsString(h) ? h->valuestring : "?",
                 (long long)rt->ntokens, hex);
-    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(st, "lr");
-    if (cJSON_IsNumber(lr) && lr->valuedouble != rt->lr)
-        fprintf(stderr, "note: the checkpoint was trained with lr %g; this run uses %g\n", lr->valuedouble, rt->lr);
+    ck_check_optim(rt, st);
 }
 
 /* Rank 0: everything about checkpoint `dir`, before any buffer changes. */

@@ -185,7 +185,14 @@ static bool rt_is_bias(const char *name) {
     return n > 3 && (!strcmp(name + n - 3, ".bq") || !strcmp(name + n - 3, ".bk") || !strcmp(name + n - 3, ".bv"));
 }
 
-double rt_weight_decay(const rt_value_desc *d) { return d->rank >= 2 && !rt_is_bias(d->name) ? RT_WD : 0.0; }
+double rt_weight_decay(const rt_ctx *rt, const rt_value_desc *d) {
+    return d->rank >= 2 && !rt_is_bias(d->name) ? rt->opt.optim.weight_decay : 0.0;
+}
+
+double rt_clip_scale(const rt_ctx *rt, double norm) {
+    double c = rt->opt.optim.grad_clip;
+    return c > 0 && norm > c ? c / (norm + 1e-6) : 1.0;
+}
 
 bool rt_grad_like_param(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];

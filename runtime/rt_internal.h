@@ -34,7 +34,8 @@ typedef struct rt_options {
     const char *data;         /* --data: llm.c token file */
     const char *text;         /* --text: raw text, byte-level tokens */
     int64_t steps, seed;
-    double lr;
+    double lr;                /* --lr: the base (peak) rate */
+    rt_optim_desc optim;      /* the program's, then --min-lr, --warmup, --schedule ... */
     const char *metrics;      /* --metrics: JSON lines */
     const char *profile;      /* --profile: end-of-run per-op counters, JSON */
     int64_t log_every;
@@ -301,12 +302,19 @@ typedef struct rt_docs_info {
 void rt_docs_stats(const rt_ctx *rt, rt_docs_info *out);
 
 /* ---- optimizer (cpu/rt_opt.c; the CUDA backend's cuda/rt_opt_cuda.c) -------------------- */
-/* AdamW's constants, the same on every backend. */
-#define RT_BETA1 0.9
-#define RT_BETA2 0.95
-#define RT_EPS 1e-8
-#define RT_WD 0.1
-#define RT_MAX_NORM 1.0
+/* ---- AdamW's settings and the learning-rate schedule (rt_sched.c) --------------- */
+extern const rt_optim_desc rt_optim_defaults;
+const char *rt_schedule_name(rt_schedule_kind k);
+bool rt_schedule_parse(const char *s, rt_schedule_kind *out);
+/* The learning rate of 0-based step t of a run of `total` steps with base
+ * rate lr (the formulas are at the top of rt_sched.c). */
+double rt_lr_at(const rt_optim_desc *o, double lr, int64_t t, int64_t total);
+/* wsd: the number of decaying steps at the end of a run of `total` steps. */
+int64_t rt_wsd_decay_steps(const rt_optim_desc *o, int64_t total);
+/* NULL when every setting is in range, else the first bad one's key
+ * ("min_lr") with "VALUE: why" in err (steps 0: the warmup is not checked
+ * against the run). */
+const char *rt_optim_check(const rt_optim_desc *o, double lr, int64_t steps, char *err, size_t errlen);
 /* Shared by the backends' rt_grad_norm and rt_adamw (rt_coll.c):
  * the global gradient norm from every opt pair's local sum of squares
  * (collective: a replicated gradient counts once, a sharded one its local
@@ -316,11 +324,13 @@ void rt_docs_stats(const rt_ctx *rt, rt_docs_info *out);
  * global offset) — anything else stops the job. */
 double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq);
 bool rt_grad_like_param(rt_ctx *rt, int param, int grad);
-/* The weight decay of a parameter: RT_WD on matrices (rank >= 2) but not on
+/* The weight decay of a parameter: opt.optim.weight_decay on matrices (rank >= 2) but not on
  * norm weights (rank 1) or the q/k/v biases (l<i>.bq/bk/bv, [heads, Dh]
  * though they are vectors), as common practice and Hugging Face's
  * recipes exempt biases and norms. */
-double rt_weight_decay(const rt_value_desc *d);
+double rt_weight_decay(const rt_ctx *rt, const rt_value_desc *d);
+/* The clipping factor for the step's global norm (1 when grad_clip is 0). */
+double rt_clip_scale(const rt_ctx *rt, double norm);
 void rt_opt_begin_step(rt_ctx *rt);
 /* Global gradient norm over every opt pair (collective over the world). */
 double rt_grad_norm(rt_ctx *rt);

@@ -41,10 +41,18 @@ static void rt_banner(rt_ctx *rt) {
            p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
     printf("groups:\n");
     for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
-    printf("batch %lld × %lld = %lld tokens/step | data %s (%lld tokens) | steps %lld | lr %.2e | seed %lld\n",
+    printf("batch %lld × %lld = %lld tokens/step | data %s (%lld tokens) | steps %lld | seed %lld\n",
            (long long)p->micro_batch, (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len),
-           rt->opt.data ? rt->opt.data : rt->opt.text, (long long)rt->ntokens, (long long)rt->opt.steps, rt->lr,
+           rt->opt.data ? rt->opt.data : rt->opt.text, (long long)rt->ntokens, (long long)rt->opt.steps,
            (long long)rt->opt.seed);
+    const rt_optim_desc *o = &rt->opt.optim;
+    printf("adamw: lr %.2e, schedule %s", rt->opt.lr, rt_schedule_name(o->schedule));
+    if (o->warmup) printf(" after %lld warmup step(s)", (long long)o->warmup);
+    if (o->schedule == RT_SCHED_WSD)
+        printf(", the last %lld step(s) decaying", (long long)rt_wsd_decay_steps(o, rt->opt.steps));
+    if (o->schedule != RT_SCHED_CONSTANT) printf(" to min_lr %.2e", o->min_lr);
+    printf(" | betas %g, %g | eps %g | weight_decay %g | grad_clip %s%g\n", o->beta1, o->beta2, o->eps,
+           o->weight_decay, o->grad_clip > 0 ? "" : "off ", o->grad_clip);
     if (rt->docs) {
         rt_docs_info di;
         rt_docs_stats(rt, &di);
@@ -65,6 +73,7 @@ typedef struct rt_step_stats {
 
 static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     rt->step = t;
+    rt->lr = rt_lr_at(&rt->opt.optim, rt->opt.lr, t, rt->opt.steps);
     rt->step_a2a_sec = rt->step_a2a_wait_sec = 0;
     rt->step_bytes = 0;
     rt_mem_begin_step(rt);

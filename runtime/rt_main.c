@@ -52,13 +52,21 @@ double rt_now(void) { return MPI_Wtime(); }
 
 /* ---- command line ------------------------------------------------------------------ */
 static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
+    const rt_optim_desc *o = p->optim ? p->optim : &rt_optim_defaults;
     fprintf(f,
             "usage: mpirun -np %d %s (--data FILE | --text FILE) [options]\n"
             "Trains model %s (compiled from %s) on %d ranks.\n"
             "  --data FILE          llm.c token file (int32 header magic 20240520; uint16 or uint32 tokens)\n"
             "  --text FILE          raw text, one token per byte (needs vocab >= 256)\n"
             "  --steps N            training steps (default %lld; 0: only initialise or load, then save)\n"
-            "  --lr X               AdamW learning rate, constant (default %g)\n"
+            "  --lr X               AdamW's base (peak) learning rate (default %g)\n"
+            "  --schedule NAME      constant, cosine, linear or wsd (default %s; formulas: runtime/README.md)\n"
+            "  --warmup N           steps of linear warmup from 0 (default %lld)\n"
+            "  --min-lr X           the rate the decay ends at (default %g)\n"
+            "  --wsd-decay F        wsd: the fraction of the post-warmup steps that decay (default %g)\n"
+            "  --weight-decay X     AdamW's decoupled weight decay on matrices (default %g)\n"
+            "  --beta1 X, --beta2 X, --eps X   AdamW's moments and epsilon (default %g, %g, %g)\n"
+            "  --grad-clip X        clip the global gradient norm to X; 0 = off (default %g)\n"
             "  --seed N             seed of the initial weights and the batch sampler (default %lld)\n"
             "  --init-from FILE|DIR start from the parameters in FILE, written by --save-weights from this\n"
             "                       model (any layout or world size), or in a Hugging Face model directory\n"
@@ -86,7 +94,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "checkpoint (--checkpoint-dir) and exit 143/130; a second signal stops at once.\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
             p->world, prog, p->model, p->spec ? p->spec : "?", p->world, (long long)p->steps, p->lr,
-            (long long)p->seed);
+            rt_schedule_name(o->schedule), (long long)o->warmup, o->min_lr, o->wsd_decay, o->weight_decay, o->beta1,
+            o->beta2, o->eps, o->grad_clip, (long long)p->seed);
 }
 
 static bool rt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -130,7 +139,8 @@ static bool rt_opt_is(const char *a, const char *name) {
 
 /* Returns 0 to run, 1 after --help, 2 on an error (written to err). */
 static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options *o, char *err, size_t errlen) {
-    *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1};
+    *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1,
+                      .optim = p->optim ? *p->optim : rt_optim_defaults};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -150,7 +160,9 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
                                                  "--seed",       "--metrics",    "--log-every", "--save-weights",
                                                  "--save-grads", "--init-from",  "--profile",
                                                  "--checkpoint-dir", "--save-every", "--keep-checkpoints",
-                                                 "--timeout"};
+                                                 "--timeout", "--schedule", "--warmup", "--min-lr",
+                                                 "--wsd-decay", "--weight-decay", "--beta1", "--beta2", "--eps",
+                                                 "--grad-clip"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -175,6 +187,19 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         else if (!strcmp(name, "--save-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
         else if (!strcmp(name, "--keep-checkpoints")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
         else if (!strcmp(name, "--timeout")) ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
+        else if (!strcmp(name, "--schedule")) ok = rt_schedule_parse(v, &o->optim.schedule);
+        else if (!strcmp(name, "--warmup")) ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->optim.warmup);
+        else if (!strcmp(name, "--min-lr")) ok = rt_parse_f64(v, &o->optim.min_lr);
+        else if (!strcmp(name, "--wsd-decay")) ok = rt_parse_f64(v, &o->optim.wsd_decay);
+        else if (!strcmp(name, "--weight-decay")) ok = rt_parse_f64(v, &o->optim.weight_decay);
+        else if (!strcmp(name, "--beta1")) ok = rt_parse_f64(v, &o->optim.beta1);
+        else if (!strcmp(name, "--beta2")) ok = rt_parse_f64(v, &o->optim.beta2);
+        else if (!strcmp(name, "--eps")) ok = rt_parse_f64(v, &o->optim.eps);
+        else if (!strcmp(name, "--grad-clip")) ok = rt_parse_f64(v, &o->optim.grad_clip);
+        if (!ok && !strcmp(name, "--schedule")) {
+            snprintf(err, errlen, "bad value '%s' for --schedule: use constant, cosine, linear or wsd", v);
+            return 2;
+        }
         if (!ok) {
             snprintf(err, errlen, "bad value '%s' for %s", v, name);
             return 2;
@@ -183,6 +208,14 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
     if (o->steps < 0 || o->steps > RT_MAX_STEPS) { /* the spec's default */
         snprintf(err, errlen, "%lld steps: pass --steps between 0 and %lld", (long long)o->steps,
                  (long long)RT_MAX_STEPS);
+        return 2;
+    }
+    char why[160], opt[32];
+    const char *key = rt_optim_check(&o->optim, o->lr, o->steps, why, sizeof why);
+    if (key) { /* the spec's values, or the options' */
+        snprintf(opt, sizeof opt, "--%s", key);
+        for (char *c = opt; *c; c++) if (*c == '_') *c = '-';
+        snprintf(err, errlen, "%s %s (train.%s in the spec, %s on the command line)", key, why, key, opt);
         return 2;
     }
     if ((o->save_every || (o->resume && !*o->resume)) && !o->ckpt_dir) {
@@ -248,7 +281,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     memset(rt, 0, sizeof *rt);
     rt->p = p;
     rt->opt = *o;
-    rt->lr = o->lr;
+    rt->lr = rt_lr_at(&o->optim, o->lr, 0, o->steps);
     RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
     RT_CHECK(rt->world == p->world, "launched with %d ranks, compiled for %d", rt->world, p->world);

@@ -45,7 +45,7 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
              "adamw: value index out of range (%d, %d)", param, grad);
     if (!rt->norm_done) {
         rt->grad_norm = rt_grad_norm(rt);
-        rt->clip_scale = rt->grad_norm > RT_MAX_NORM ? RT_MAX_NORM / (rt->grad_norm + 1e-6) : 1.0;
+        rt->clip_scale = rt_clip_scale(rt, rt->grad_norm);
         rt->norm_done = true;
     }
     /* The norm is global, so every rank skips alike and the loop stops the
@@ -54,8 +54,8 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     int i = rt_opt_index(rt, param, grad);
     const rt_value_desc *pd = &rt->p->values[param];
     const float *g = rt_grad_for_shard(rt, param, grad);
-    double wd = rt_weight_decay(pd);
-    kern_adamw(rt->buf[param], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr, RT_BETA1, RT_BETA2, RT_EPS,
+    double wd = rt_weight_decay(rt, pd);
+    kern_adamw(rt->buf[param], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr, rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps,
                wd, rt->step + 1, rt->clip_scale);
     rt->total.kern_calls[RT_K_ADAMW]++;
     rt->total.kern_sec[RT_K_ADAMW] += rt_now() - t0;

@@ -84,6 +84,21 @@ typedef struct rt_ctx rt_ctx;
 /* How packed documents are laid into rows (layout/layout.h: layout_pack). */
 typedef enum { RT_PACK_SEQUENTIAL = 0, RT_PACK_BALANCED = 1 } rt_packing;
 
+/* The learning-rate schedule (runtime/rt_sched.c states each formula). */
+typedef enum { RT_SCHED_CONSTANT = 0, RT_SCHED_COSINE = 1, RT_SCHED_LINEAR = 2, RT_SCHED_WSD = 3 } rt_schedule_kind;
+
+/* AdamW's settings and the schedule of the spec's train block; the
+ * program's lr is the base (peak) rate. */
+typedef struct rt_optim_desc {
+    rt_schedule_kind schedule;
+    double min_lr;       /* the rate the decay ends at (cosine, linear, wsd) */
+    int64_t warmup;      /* steps of linear warmup from 0 */
+    double wsd_decay;    /* wsd: the fraction of the post-warmup steps that decay */
+    double weight_decay; /* decoupled, on matrices only (rt_weight_decay) */
+    double beta1, beta2, eps;
+    double grad_clip;    /* the global gradient norm's limit; 0 = no clipping */
+} rt_optim_desc;
+
 typedef struct rt_program {
     const char *model;      /* module name */
     const char *spec;       /* the spec file it was compiled from (for messages) */
@@ -143,6 +158,9 @@ typedef struct rt_program {
     int64_t eot_token;
     rt_packing packing;
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
+    /* AdamW and the schedule; NULL: rt_optim_defaults (a constant lr,
+     * betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, clipping at 1.0). */
+    const rt_optim_desc *optim;
 } rt_program;
 
 /* Runs the program: MPI init, checks the world size, parses the command line

@@ -16,6 +16,7 @@
 #   ckpt.sh diskfull W EXPECT                disk full while saving (root: tmpfs)
 #   ckpt.sh hf W PYTHON SCRIPT EXPECT        --init-from a Hugging Face directory (Llama, Qwen2
 #                                            with q/k/v biases, Qwen3 with q/k norms)
+#   ckpt.sh sched W EXPECT                   a cosine schedule: lr = closed form, resume bitwise
 #   ckpt.sh compat W PYTHON SCRIPT EXPECT    config.json against the program on --init-from and
 #                                            --resume: every differing field named, both values
 set -euo pipefail
@@ -568,6 +569,41 @@ seednote() {
     echo "ckpt.sh: --resume --seed N names both seeds; the same seed gives no note"
 }
 
+# sched W EXPECT: a cosine schedule with warmup (the command-line options)
+# over 6 steps on 4 ranks (batch-aware, ZeRO-3): every step's lr in the
+# JSONL equals the closed form (computed here in Python); resumed from the
+# step-3 checkpoint with the same --steps 6, steps 4-6 and the final weights
+# are bitwise the uninterrupted run's; a resume with another schedule, warmup
+# or step count names each change.
+sched() {
+    local w=$1 expect=$2
+    local d=$w/sched
+    rm -rf "$d" && mkdir -p "$d"
+    local opt=(--schedule cosine --warmup 2 --min-lr 1e-4 --lr 2e-3)
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet --steps 6 "${opt[@]}")
+    "${run[@]}" --save-every 3 --checkpoint-dir "$d/ref" --metrics "$d/ref.jsonl" --save-weights "$d/ref.w" >/dev/null
+    python3 - "$d/ref.jsonl" <<'PY'
+import json, math, sys
+lrs = [json.loads(l)["lr"] for l in open(sys.argv[1])]
+T, W, L, m = 6, 2, 2e-3, 1e-4
+want = [L * t / W if t < W else m + (L - m) * 0.5 * (1 + math.cos(math.pi * (t - W) / (T - W))) for t in range(T)]
+assert len(lrs) == T and all(abs(a - b) <= 1e-15 + 1e-12 * b for a, b in zip(lrs, want)), (lrs, want)
+print("ckpt.sh: cosine lr per step", " ".join("%.4g" % x for x in lrs), "= the closed form")
+PY
+    "${run[@]}" --resume "$d/ref/step-00000003" --metrics "$d/res.jsonl" --save-weights "$d/res.w" | grep "resumed from"
+    diff <(tail -n 3 "$d/ref.jsonl" | python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"]), repr(json.loads(l)["lr"])) for l in sys.stdin]') \
+         <(python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"]), repr(json.loads(l)["lr"])) for l in open(sys.argv[1])]' "$d/res.jsonl") \
+        || { echo "FAIL: the resumed schedule differs"; exit 1; }
+    cmp "$d/ref.w" "$d/res.w"
+    grep -q '"schedule":[[:space:]]*"cosine"' "$d/ref/step-00000003/state.json"
+    "$expect" ok "note: the checkpoint was trained with schedule cosine; this run uses linear" \
+        "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet --steps 6 --lr 2e-3 --min-lr 1e-4 \
+        --schedule linear --warmup 2 --resume "$d/ref/step-00000003"
+    "$expect" ok "note: the checkpoint was trained with steps 6; this run uses 8 \(the schedule is stretched" \
+        "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet --steps 8 "${opt[@]}" \
+        --resume "$d/ref/step-00000003"
+    echo "ckpt.sh: resumed mid-schedule: steps 4-6 (loss and lr) and the weights bitwise the uninterrupted run's; changes named"
+}
 
 cmd=$1
 shift

@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     define_values();
-    rt_options o = {.steps = 1, .seed = 7, .lr = 1e-3, .log_every = 1};
+    rt_options o = {.steps = 1, .seed = 7, .lr = 1e-3, .log_every = 1, .optim = rt_optim_defaults};
     rt_ctx *rt = rt_ctx_create(&prog, &o);
     test_all_to_all(rt);
     test_gather_scatter(rt);

@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     bool cpuplan = argc > 1 && strcmp(argv[1], "cpuplan") == 0;
     define_values(cpuplan ? 64 : 256);
-    rt_options o = {.steps = 1, .seed = 7, .lr = 1e-3, .log_every = 1};
+    rt_options o = {.steps = 1, .seed = 7, .lr = 1e-3, .log_every = 1, .optim = rt_optim_defaults};
     rt_ctx *rt = rt_ctx_create(&prog, &o); /* cpuplan: stops here */
     run(rt);
     int total = 0;
