@@ -287,14 +287,29 @@ static cJSON *ck_hf_config(const rt_program *p) {
     return c;
 }
 
-/* FNV-1a-64 of the token array: a resumed run checks it reads the same data. */
+/* FNV-1a-64 of the tokens as little-endian int32 (whatever width the file
+ * stores): a resumed run checks it reads the same data.  In chunks, handing
+ * each chunk's pages back, so that hashing a large corpus keeps the
+ * resident set small. */
 uint64_t rt_ckpt_data_fnv(const rt_ctx *rt) {
-    static const int32_t *done_for;
+    static const void *done_for;
     static uint64_t h;
-    if (done_for != rt->tokens) {
-        h = rt_fnv64(RT_FNV64_INIT, rt->tokens, (size_t)rt->ntokens * sizeof *rt->tokens);
-        done_for = rt->tokens;
+    if (done_for == rt->tok_base && done_for) return h;
+    enum { CHUNK = 1 << 16 };
+    static uint8_t le[4 * CHUNK];
+    h = RT_FNV64_INIT;
+    for (int64_t i = 0; i < rt->ntokens; i += CHUNK) {
+        int64_t n = rt->ntokens - i < CHUNK ? rt->ntokens - i : CHUNK;
+        for (int64_t j = 0; j < n; j++) {
+            uint32_t v = (uint32_t)rt_token(rt, i + j);
+            le[4 * j] = (uint8_t)v, le[4 * j + 1] = (uint8_t)(v >> 8), le[4 * j + 2] = (uint8_t)(v >> 16),
+            le[4 * j + 3] = (uint8_t)(v >> 24);
+        }
+        h = rt_fnv64(h, le, (size_t)n * 4);
+        if ((i / CHUNK) % 16 == 15) rt_data_release((rt_ctx *)rt, i - 15 * (int64_t)CHUNK, i + n);
     }
+    rt_data_release((rt_ctx *)rt, 0, rt->ntokens);
+    done_for = rt->tok_base;
     return h;
 }
 
@@ -324,7 +339,10 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
     cJSON *opt = cJSON_AddObjectToObject(s, "optimizer");
     cJSON_AddStringToObject(opt, "name", "adamw");
     cJSON_AddStringToObject(opt, "schedule", rt_schedule_name(o->schedule));
-    cJSON_AddNumberToObject(opt, "steps", (double)rt->opt.steps);
+    /* The run's length shapes a decaying schedule only (a constant rate's
+     * checkpoint must not depend on --steps: the 3-step run's step 3 equals
+     * the 6-step run's byte for byte). */
+    if (o->schedule != RT_SCHED_CONSTANT) cJSON_AddNumberToObject(opt, "steps", (double)rt->opt.steps);
     cJSON_AddNumberToObject(opt, "warmup", (double)o->warmup);
     cJSON_AddNumberToObject(opt, "min_lr", o->min_lr);
     cJSON_AddNumberToObject(opt, "wsd_decay", o->wsd_decay);

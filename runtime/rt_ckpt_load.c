@@ -649,8 +649,7 @@ static void ck_check_optim(const rt_ctx *rt, const cJSON *st) {
         if (cJSON_IsNumber(x) && x->valuedouble != nums[i].now)
             fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g%s\n", nums[i].key,
                     x->valuedouble, nums[i].now,
-                    !strcmp(nums[i].key, "steps") && o->schedule != RT_SCHED_CONSTANT
-                        ? " (the schedule is stretched to the new length)" : "");
+                    !strcmp(nums[i].key, "steps") ? " (the schedule is stretched to the new length)" : "");
     }
 }
 

@@ -4,8 +4,12 @@
  *
  * llm.c token file: 256 int32 header (magic 20240520, version, token count,
  * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
+#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +53,71 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
     return true;
 }
 
-/* Validates header, size and token range (rt_tokens.c); fills rt->tokens. */
-static bool rt_parse_llmc(rt_ctx *rt, const char *path, const unsigned char *b, int64_t len, char *err,
-                          size_t errlen) {
-    return rt_tokens_parse(b, (size_t)len, path, rt->p->vocab, &rt->tokens, &rt->ntokens, err, errlen);
+void rt_data_release(rt_ctx *rt, int64_t from, int64_t to) {
+    if (!rt->tok_map || to <= from) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t lo = (size_t)(rt->tok_base - (const uint8_t *)rt->tok_map) + (size_t)from * (size_t)rt->tok_width;
+    size_t hi = (size_t)(rt->tok_base - (const uint8_t *)rt->tok_map) + (size_t)to * (size_t)rt->tok_width;
+    lo -= lo % page;
+    if (hi > rt->tok_map_len) hi = rt->tok_map_len;
+    /* A read-only private mapping of a file: dropped pages are read again
+     * from the page cache on the next access, so this changes no data. */
+    if (hi > lo) madvise((uint8_t *)rt->tok_map + lo, hi - lo, MADV_DONTNEED);
+}
+
+void rt_data_unmap(rt_ctx *rt) {
+    if (rt->tok_map) munmap(rt->tok_map, rt->tok_map_len);
+    rt->tok_map = NULL;
+    rt->tok_base = NULL;
+    rt->ntokens = 0;
+}
+
+/* Opens and maps a regular file read-only (an empty file maps nothing). */
+static bool rt_map_file(rt_ctx *rt, const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return false;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        bool dir = S_ISDIR(st.st_mode);
+        close(fd);
+        snprintf(err, errlen, "%s: cannot read: %s", path,
+                 dir ? "is a directory" : (e ? strerror(e) : "not a regular file"));
+        return false;
+    }
+    rt->tok_map_len = (size_t)st.st_size;
+    rt->tok_map = NULL;
+    if (st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+            close(fd);
+            return false;
+        }
+        rt->tok_map = m;
+    }
+    close(fd); /* the mapping stays valid */
+    return true;
+}
+
+/* The ids against the vocabulary, in chunks whose pages are handed back. */
+static bool rt_check_ids(rt_ctx *rt, const char *path, char *err, size_t errlen) {
+    const int64_t chunk = INT64_C(1) << 20; /* 1M tokens: at most 4 MiB resident at a time */
+    for (int64_t i = 0; i < rt->ntokens; i += chunk) {
+        int64_t n = rt->ntokens - i < chunk ? rt->ntokens - i : chunk;
+        uint32_t id = 0;
+        int64_t bad = rt_tokens_find_outside(rt->tok_base + i * rt->tok_width, rt->tok_width, n, rt->p->vocab, &id);
+        rt_data_release(rt, i, i + n);
+        if (bad >= 0) {
+            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
+                     (long long)(i + bad), id, (long long)rt->p->vocab);
+            return false;
+        }
+    }
+    return true;
 }
 
 bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen) {
@@ -62,27 +127,32 @@ bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, siz
                  (long long)rt->p->vocab);
         return false;
     }
-    unsigned char *b;
-    int64_t len;
-    if (!rt_read_file(path, &b, &len, err, errlen)) return false;
+    if (!rt_map_file(rt, path, err, errlen)) return false;
+    static const uint8_t none[1];
+    const uint8_t *b = rt->tok_map ? rt->tok_map : none;
     bool ok = true;
     if (data) {
-        ok = rt_parse_llmc(rt, path, b, len, err, errlen);
+        ok = rt_tokens_header(b, rt->tok_map_len, path, &rt->tok_width, &rt->ntokens, err, errlen);
+        rt->tok_base = b + 1024;
+        ok = ok && rt_check_ids(rt, path, err, errlen);
     } else {
-        rt->tokens = RT_MALLOC((size_t)(len ? len : 1) * sizeof(int32_t));
-        rt->ntokens = len;
-        for (int64_t i = 0; i < len; i++) rt->tokens[i] = b[i];
+        rt->tok_base = b;
+        rt->tok_width = 1;
+        rt->ntokens = (int64_t)rt->tok_map_len;
     }
-    free(b);
+    if (!ok) {
+        rt_data_unmap(rt);
+        return false;
+    }
     /* Documents are drawn with replacement: any data holding one will do. */
-    if (ok && rt->p->documents) return rt_docs_load(rt, path, err, errlen);
+    if (rt->p->documents) return rt_docs_load(rt, path, err, errlen);
     int64_t need = rt->p->seq_len + 2;
-    if (ok && rt->ntokens < need) {
+    if (rt->ntokens < need) {
         snprintf(err, errlen, "%s: %lld tokens, too few for one sequence of seq_len %lld (need at least %lld)", path,
                  (long long)rt->ntokens, (long long)rt->p->seq_len, (long long)need);
-        ok = false;
+        return false;
     }
-    return ok;
+    return true;
 }
 
 /* A counter-based position: the same (seed, step, sequence) gives the same
@@ -118,7 +188,7 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
             continue;
         }
         int64_t pos = rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
-        for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt->tokens[pos + seq[s] + shift];
+        for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_token(rt, pos + seq[s] + shift);
     }
     free(seq);
     rt_host_write(rt, v, out);

@@ -75,7 +75,8 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     d->linear = layout_doc_linear(p->hidden, p->heads, p->kv_heads, p->head_dim, p->ffn);
     int64_t cap = 0, start = 0, neot = 0;
     for (int64_t i = 0; i < rt->ntokens; i++) {
-        if (rt->tokens[i] != p->eot_token) continue;
+        if ((i & 0xfffff) == 0xfffff) rt_data_release(rt, i - 0xfffff, i + 1); /* every 1M tokens */
+        if (rt_token(rt, i) != p->eot_token) continue;
         neot++;
         docs_add(d, &cap, start, i + 1 - start, p->seq_len);
         start = i + 1;
@@ -87,6 +88,7 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
                  path, (long long)rt->ntokens, (long long)p->eot_token);
         return false;
     }
+    rt_data_release(rt, 0, rt->ntokens);
     if (start < rt->ntokens) docs_add(d, &cap, start, rt->ntokens - start, p->seq_len);
     if (d->ndocs == 0) {
         snprintf(err, errlen, "%s: documents on, but every document is empty (%lld end-of-text tokens in a row)",
@@ -137,8 +139,8 @@ static void docs_tables(rt_ctx *rt) {
             int64_t at = s->row * S + s->col + j;
             d->doc[at] = id;
             d->pos[at] = j;
-            d->tok[at] = rt->tokens[s->src + j];
-            d->tgt[at] = j + 1 < s->len ? rt->tokens[s->src + j + 1] : -1;
+            d->tok[at] = rt_token(rt, s->src + j);
+            d->tgt[at] = j + 1 < s->len ? rt_token(rt, s->src + j + 1) : -1;
         }
         d->counted += s->len - 1;
         id++;

@@ -123,8 +123,14 @@ struct rt_ctx {
     rt_counters total;
     double step_a2a_sec, step_a2a_wait_sec;
     int64_t step_bytes;
-    /* Training data (every rank holds the whole token array). */
-    int32_t *tokens;
+    /* Training data: the token file (or --text file) mapped read-only,
+     * ntokens tokens of tok_width bytes (1: raw text, 2 or 4: an llm.c file)
+     * from tok_base, read through rt_token.  Nothing is copied, so a rank's
+     * memory does not grow with the corpus (rt_data.c). */
+    void *tok_map;
+    size_t tok_map_len;
+    const uint8_t *tok_base;
+    int tok_width;
     int64_t ntokens;
     /* Packed documents (rt_docs.c); NULL without program->documents. */
     rt_docs *docs;
@@ -267,9 +273,22 @@ enum { RT_DATA_MAGIC = 20240520 };
 /* Reads a whole file into *out (malloc'ed, caller frees); false with a
  * message naming the file and the reason on failure. */
 bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen);
-/* Loads tokens into rt->tokens; errors are reported on rank 0 and return false
- * on every rank (every rank reads the same file and reaches the same verdict). */
+/* Maps the data file and checks it (header, size, every id against the
+ * vocabulary); errors are reported on rank 0 and return false on every rank
+ * (every rank reads the same file and reaches the same verdict). */
 bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen);
+void rt_data_unmap(rt_ctx *rt);
+/* Token i of the data (0 <= i < rt->ntokens). */
+static inline int32_t rt_token(const rt_ctx *rt, int64_t i) {
+    const uint8_t *b = rt->tok_base + i * rt->tok_width;
+    if (rt->tok_width == 1) return b[0];
+    if (rt->tok_width == 2) return (int32_t)(b[0] | b[1] << 8);
+    return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+}
+/* After a pass over tokens [from, to): hands their pages back to the page
+ * cache (madvise), so that scanning a large corpus leaves the resident set
+ * as it was. */
+void rt_data_release(rt_ctx *rt, int64_t from, int64_t to);
 /* The module's sequence order: the original positions of the n tokens at
  * indices start .. start+n-1 of a sequence (identity, or with
  * p->seq_ring = R > 1 the ring's zig-zag order, kern_zigzag_pos). */

@@ -312,7 +312,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     free(rt->gpos);
     rt_backend_fini(rt); /* the arena, the device and its communicators */
     free(rt->sends);
-    free(rt->tokens);
+    rt_data_unmap(rt);
     rt_docs_free(rt->docs);
     free(rt);
 }

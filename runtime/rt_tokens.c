@@ -13,10 +13,8 @@ static int32_t tok_le32(const uint8_t *b) {
     return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
 }
 
-bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
-                     int64_t *ntokens, char *err, size_t errlen) {
-    *tokens = NULL;
-    *ntokens = 0;
+bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width_out, int64_t *ntokens,
+                      char *err, size_t errlen) {
     const size_t hbytes = 4 * TOK_HEADER_INTS;
     if (len < hbytes) {
         snprintf(err, errlen, "%s: not an llm.c token file: %zu bytes, shorter than the 1024-byte header", path, len);
@@ -47,6 +45,32 @@ bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t v
                  (long long)n, (long long)width);
         return false;
     }
+    *width_out = (int)width;
+    *ntokens = n;
+    return true;
+}
+
+int64_t rt_tokens_find_outside(const uint8_t *b, int width, int64_t n, int64_t vocab, uint32_t *id) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = width == 1   ? b[i]
+                     : width == 2 ? (uint32_t)(b[2 * i] | b[2 * i + 1] << 8)
+                                  : (uint32_t)tok_le32(b + 4 * i);
+        if ((int64_t)v >= vocab) {
+            *id = v;
+            return i;
+        }
+    }
+    return -1;
+}
+
+bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
+                     int64_t *ntokens, char *err, size_t errlen) {
+    *tokens = NULL;
+    *ntokens = 0;
+    const size_t hbytes = 4 * TOK_HEADER_INTS;
+    int width;
+    int64_t n;
+    if (!rt_tokens_header(buf, len, path, &width, &n, err, errlen)) return false;
     int32_t *t = malloc((size_t)(n ? n : 1) * sizeof *t);
     if (!t) {
         snprintf(err, errlen, "%s: out of memory for %lld tokens", path, (long long)n);

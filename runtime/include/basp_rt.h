@@ -312,5 +312,13 @@ void rt_free(rt_ctx *rt, int value);
  * (baspc --plan --doc-lengths) read token files with it. */
 bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
                      int64_t *ntokens, char *err, size_t errlen);
+/* The header and size checks alone, on a file of len bytes whose first
+ * bytes are buf (at least the 1024-byte header when len allows): the token
+ * width (2 or 4 bytes) and count. */
+bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width, int64_t *ntokens, char *err,
+                      size_t errlen);
+/* The index of the first of n little-endian tokens of `width` bytes (1, 2
+ * or 4) at b whose id is >= vocab (*id: that id), or -1. */
+int64_t rt_tokens_find_outside(const uint8_t *b, int width, int64_t n, int64_t vocab, uint32_t *id);
 
 #endif

@@ -205,9 +205,12 @@ static void test_gather_scatter(rt_ctx *rt) {
  * rank would load: [2@dp, 8@sp] -> rank r holds sequence r/2 (its @dp
  * position) and half r%2 of it (its @sp position). */
 static void test_data(rt_ctx *rt) {
+    /* The loader's view of a uint16 llm.c file's tokens (rt_token). */
+    static uint8_t tok[2000];
+    for (int i = 0; i < 1000; i++) tok[2 * i] = (uint8_t)((i * 7) % 251), tok[2 * i + 1] = 0;
     rt->ntokens = 1000;
-    rt->tokens = malloc(sizeof(int32_t) * 1000);
-    for (int i = 0; i < 1000; i++) rt->tokens[i] = (i * 7) % 251;
+    rt->tok_base = tok;
+    rt->tok_width = 2;
     for (int64_t t = 0; t < 3; t++) {
         rt_data_fill(rt, t);
         int b = rt->rank / 2;        /* position in @dp: sets {0,2} {1,3} */
@@ -215,8 +218,8 @@ static void test_data(rt_ctx *rt) {
         int64_t pos = rt_data_position(7, t, b, 1000, 8);
         EXPECT(pos >= 0 && pos <= 1000 - 8 - 2, "position %lld out of range", (long long)pos);
         for (int s = 0; s < 4; s++) {
-            EXPECT(rt_i32(rt, TOK)[s] == rt->tokens[pos + s0 + s], "step %lld tokens[%d]", (long long)t, s);
-            EXPECT(rt_i32(rt, TGT)[s] == rt->tokens[pos + s0 + s + 1], "step %lld targets[%d]", (long long)t, s);
+            EXPECT(rt_i32(rt, TOK)[s] == (pos + s0 + s) * 7 % 251, "step %lld tokens[%d]", (long long)t, s);
+            EXPECT(rt_i32(rt, TGT)[s] == (pos + s0 + s + 1) * 7 % 251, "step %lld targets[%d]", (long long)t, s);
         }
     }
 }
