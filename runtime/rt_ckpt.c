@@ -352,7 +352,8 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
     cJSON_AddNumberToObject(opt, "eps", o->eps);
     cJSON_AddNumberToObject(opt, "grad_clip", o->grad_clip);
     cJSON *data = cJSON_AddObjectToObject(s, "data");
-    cJSON_AddStringToObject(data, "sampler", "splitmix64(seed, step, sequence)");
+    cJSON_AddStringToObject(data, "sampler", rt->opt.epoch ? "epoch: feistel(seed, epoch, window)"
+                                                           : "splitmix64(seed, step, sequence)");
     cJSON_AddNumberToObject(data, "tokens", (double)rt->ntokens);
     ck_hex(buf, rt_ckpt_data_fnv(rt));
     cJSON_AddStringToObject(data, "fnv64", buf);

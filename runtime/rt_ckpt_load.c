@@ -666,6 +666,12 @@ static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
                 "data: %lld tokens, %s): the batches will not continue the interrupted run's\n",
                 cJSON_IsNumber(n) ? n->valuedouble : -1.0, cJSON_IsString(h) ? h->valuestring : "?",
                 (long long)rt->ntokens, hex);
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "sampler");
+    bool was_epoch = cJSON_IsString(sm) && !strncmp(sm->valuestring, "epoch", 5);
+    if (cJSON_IsString(sm) && was_epoch != rt->opt.epoch)
+        fprintf(stderr, "warning: the checkpoint drew its batches with --sampler %s; this run uses %s: the batches "
+                "will not continue the interrupted run's\n", was_epoch ? "epoch" : "random",
+                rt->opt.epoch ? "epoch" : "random");
     ck_check_optim(rt, st);
 }
 

@@ -17,6 +17,17 @@
 #include "kernels.h"
 #include "rt_internal.h"
 
+/* The open file fd is a regular file (*st: its status); else false with
+ * the reason (a directory, a device, a failed fstat). */
+static bool rt_regular_file(int fd, const char *path, struct stat *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode)) return true;
+    int e = errno;
+    bool dir = S_ISDIR(st->st_mode);
+    snprintf(err, errlen, "%s: cannot read: %s", path, dir ? "is a directory" : (e ? strerror(e) : "not a regular file"));
+    return false;
+}
+
 bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -26,12 +37,8 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
     /* fopen succeeds on a directory; its size is meaningless (ftell may say
      * 2^63 - 1), so check the kind and never allocate from an unchecked size. */
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
-        bool dir = S_ISDIR(st.st_mode);
+    if (!rt_regular_file(fileno(f), path, &st, err, errlen)) {
         fclose(f);
-        snprintf(err, errlen, "%s: cannot read: %s", path,
-                 dir ? "is a directory" : (e ? strerror(e) : "not a regular file"));
         return false;
     }
     errno = 0;
@@ -80,12 +87,8 @@ static bool rt_map_file(rt_ctx *rt, const char *path, char *err, size_t errlen) 
         return false;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno;
-        bool dir = S_ISDIR(st.st_mode);
+    if (!rt_regular_file(fd, path, &st, err, errlen)) {
         close(fd);
-        snprintf(err, errlen, "%s: cannot read: %s", path,
-                 dir ? "is a directory" : (e ? strerror(e) : "not a regular file"));
         return false;
     }
     rt->tok_map_len = (size_t)st.st_size;
@@ -164,6 +167,34 @@ int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, i
     return (int64_t)(h % (uint64_t)(ntokens - seq_len - 1));
 }
 
+/* A keyed permutation of [0, n): a 4-round Feistel network on the
+ * smallest even number of bits covering n, applied again while the result
+ * is >= n (cycle walking: a bijection of [0, 2^bits) restricted to [0, n)
+ * stays one; fewer than 4 rounds of walking on average, as 2^bits < 4n). */
+static int64_t rt_permute(uint64_t key, int64_t x, int64_t n) {
+    int bits = 2;
+    while ((INT64_C(1) << bits) < n) bits += 2;
+    int half = bits / 2;
+    uint64_t mask = (UINT64_C(1) << half) - 1;
+    do {
+        uint64_t l = (uint64_t)x >> half, r = (uint64_t)x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t f = rt_splitmix64(key ^ rt_splitmix64(r ^ ((uint64_t)round << 56))) & mask;
+            uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        x = (int64_t)(l << half | r);
+    } while (x >= n);
+    return x;
+}
+
+int64_t rt_epoch_window(uint64_t seed, int64_t i, int64_t nwin) {
+    int64_t epoch = i / nwin;
+    uint64_t key = rt_splitmix64(rt_splitmix64(seed ^ UINT64_C(0x65706f6368)) ^ (uint64_t)epoch);
+    return rt_permute(key, i % nwin, nwin);
+}
+
 void rt_seq_positions(const rt_ctx *rt, int64_t start, int64_t n, int64_t *pos) {
     int R = rt->p->seq_ring;
     for (int64_t t = 0; t < n; t++) pos[t] = R > 1 ? kern_zigzag_pos(start + t, rt->p->seq_len, R) : start + t;
@@ -187,7 +218,9 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
             for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_docs_token(rt, off[0] + bi, seq[s], shift);
             continue;
         }
-        int64_t pos = rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
+        int64_t pos = rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * p->micro_batch + off[0] + bi,
+                                                      (rt->ntokens - 1) / p->seq_len) * p->seq_len
+                                    : rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
         for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_token(rt, pos + seq[s] + shift);
     }
     free(seq);

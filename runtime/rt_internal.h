@@ -51,6 +51,7 @@ typedef struct rt_options {
     bool skip_nonfinite;      /* --skip-nonfinite: skip a step whose gradient is NaN/Inf */
     double timeout;           /* --timeout SEC: watchdog (0: off) */
     bool split_wait;          /* --split-wait: time a collective's wait for its set apart */
+    bool epoch;               /* --sampler epoch: every window once per epoch (default random) */
 } rt_options;
 
 /* ---- counters ------------------------------------------------------------------ */
@@ -293,8 +294,15 @@ void rt_data_release(rt_ctx *rt, int64_t from, int64_t to);
  * indices start .. start+n-1 of a sequence (identity, or with
  * p->seq_ring = R > 1 the ring's zig-zag order, kern_zigzag_pos). */
 void rt_seq_positions(const rt_ctx *rt, int64_t start, int64_t n, int64_t *pos);
-/* Start of sequence b of step t in a corpus of ntokens tokens. */
+/* Start of sequence b of step t in a corpus of ntokens tokens (--sampler
+ * random: drawn with replacement). */
 int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, int64_t seq_len);
+/* --sampler epoch: the corpus is cut into nwin = (ntokens - 1) / seq_len
+ * windows of seq_len inputs and their targets; sequence number i = t * B + b
+ * of the run reads window rt_epoch_window(seed, i, nwin): epoch i / nwin
+ * visits every window exactly once, in an order shuffled from (seed,
+ * epoch) by a keyed bijection (no table, so a resume needs only the step). */
+int64_t rt_epoch_window(uint64_t seed, int64_t i, int64_t nwin);
 /* Fills this rank's slice of the tokens/targets inputs for step t. */
 void rt_data_fill(rt_ctx *rt, int64_t t);
 

@@ -45,6 +45,12 @@ static void rt_banner(rt_ctx *rt) {
            (long long)p->micro_batch, (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len),
            rt->opt.data ? rt->opt.data : rt->opt.text, (long long)rt->ntokens, (long long)rt->opt.steps,
            (long long)rt->opt.seed);
+    if (rt->opt.epoch) {
+        int64_t nwin = (rt->ntokens - 1) / p->seq_len;
+        printf("sampler epoch: %lld window(s) of %lld tokens, each once per epoch; %lld steps cover %.3f epoch(s)\n",
+               (long long)nwin, (long long)p->seq_len, (long long)rt->opt.steps,
+               (double)rt->opt.steps * (double)p->micro_batch / (double)nwin);
+    }
     const rt_optim_desc *o = &rt->opt.optim;
     printf("adamw: lr %.2e, schedule %s", rt->opt.lr, rt_schedule_name(o->schedule));
     if (o->warmup) printf(" after %lld warmup step(s)", (long long)o->warmup);

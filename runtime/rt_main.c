@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,6 +69,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --beta1 X, --beta2 X, --eps X   AdamW's moments and epsilon (default %g, %g, %g)\n"
             "  --grad-clip X        clip the global gradient norm to X; 0 = off (default %g)\n"
             "  --seed N             seed of the initial weights and the batch sampler (default %lld)\n"
+            "  --sampler KIND       random: each sequence drawn with replacement (default); epoch: every\n"
+            "                       window of seq_len tokens once per epoch, in a seeded order\n"
             "  --init-from FILE|DIR start from the parameters in FILE, written by --save-weights from this\n"
             "                       model (any layout or world size), or in a Hugging Face model directory\n"
             "                       (config.json, safetensors); the optimizer state starts fresh\n"
@@ -137,74 +140,25 @@ static bool rt_opt_is(const char *a, const char *name) {
  * that allocation's size from overflowing. */
 #define RT_MAX_STEPS INT64_C(1000000000)
 
-/* Returns 0 to run, 1 after --help, 2 on an error (written to err). */
-static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options *o, char *err, size_t errlen) {
-    *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1,
-                      .optim = p->optim ? *p->optim : rt_optim_defaults};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        bool *flag = !strcmp(a, "--quiet")           ? &o->quiet
-                     : !strcmp(a, "--skip-nonfinite") ? &o->skip_nonfinite
-                     : !strcmp(a, "--split-wait")     ? &o->split_wait
-                                                      : NULL;
-        if (flag) {
-            *flag = true;
-            continue;
-        }
-        if (rt_opt_is(a, "--resume")) { /* optional value: --resume, --resume DIR, --resume=DIR */
-            o->resume = a[8] == '=' ? a + 9 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
-            continue;
-        }
-        static const char *const with_value[] = {"--data",       "--text",       "--steps",     "--lr",
-                                                 "--seed",       "--metrics",    "--log-every", "--save-weights",
-                                                 "--save-grads", "--init-from",  "--profile",
-                                                 "--checkpoint-dir", "--save-every", "--keep-checkpoints",
-                                                 "--timeout", "--schedule", "--warmup", "--min-lr",
-                                                 "--wsd-decay", "--weight-decay", "--beta1", "--beta2", "--eps",
-                                                 "--grad-clip"};
-        const char *name = NULL;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            if (rt_opt_is(a, with_value[k])) name = with_value[k];
-        if (!name) {
-            snprintf(err, errlen, "unknown option '%s'", a);
-            return 2;
-        }
-        if (!(v = rt_opt_value(argc, argv, &i, name, err, errlen))) return 2;
-        bool ok = true;
-        if (!strcmp(name, "--data")) o->data = v;
-        else if (!strcmp(name, "--text")) o->text = v;
-        else if (!strcmp(name, "--metrics")) o->metrics = v;
-        else if (!strcmp(name, "--profile")) o->profile = v;
-        else if (!strcmp(name, "--save-weights")) o->save_weights = v;
-        else if (!strcmp(name, "--save-grads")) o->save_grads = v;
-        else if (!strcmp(name, "--init-from")) o->init_from = v;
-        else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->steps);
-        else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
-        else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
-        else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
-        else if (!strcmp(name, "--checkpoint-dir")) ok = *(o->ckpt_dir = v) != 0;
-        else if (!strcmp(name, "--save-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
-        else if (!strcmp(name, "--keep-checkpoints")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
-        else if (!strcmp(name, "--timeout")) ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
-        else if (!strcmp(name, "--schedule")) ok = rt_schedule_parse(v, &o->optim.schedule);
-        else if (!strcmp(name, "--warmup")) ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->optim.warmup);
-        else if (!strcmp(name, "--min-lr")) ok = rt_parse_f64(v, &o->optim.min_lr);
-        else if (!strcmp(name, "--wsd-decay")) ok = rt_parse_f64(v, &o->optim.wsd_decay);
-        else if (!strcmp(name, "--weight-decay")) ok = rt_parse_f64(v, &o->optim.weight_decay);
-        else if (!strcmp(name, "--beta1")) ok = rt_parse_f64(v, &o->optim.beta1);
-        else if (!strcmp(name, "--beta2")) ok = rt_parse_f64(v, &o->optim.beta2);
-        else if (!strcmp(name, "--eps")) ok = rt_parse_f64(v, &o->optim.eps);
-        else if (!strcmp(name, "--grad-clip")) ok = rt_parse_f64(v, &o->optim.grad_clip);
-        if (!ok && !strcmp(name, "--schedule")) {
-            snprintf(err, errlen, "bad value '%s' for --schedule: use constant, cosine, linear or wsd", v);
-            return 2;
-        }
-        if (!ok) {
-            snprintf(err, errlen, "bad value '%s' for %s", v, name);
-            return 2;
-        }
-    }
+/* The optimizer's options (--schedule, --warmup, --min-lr, ...): false on a
+ * value that does not parse; ranges are rt_optim_check's. */
+static bool rt_parse_optim_opt(const char *name, const char *v, rt_optim_desc *o) {
+    if (!strcmp(name, "--schedule")) return rt_schedule_parse(v, &o->schedule);
+    if (!strcmp(name, "--warmup")) return rt_parse_i64(v, 0, RT_MAX_STEPS, &o->warmup);
+    static const struct { const char *name; size_t off; } f64[] = {
+        {"--min-lr", offsetof(rt_optim_desc, min_lr)}, {"--wsd-decay", offsetof(rt_optim_desc, wsd_decay)},
+        {"--weight-decay", offsetof(rt_optim_desc, weight_decay)}, {"--beta1", offsetof(rt_optim_desc, beta1)},
+        {"--beta2", offsetof(rt_optim_desc, beta2)}, {"--eps", offsetof(rt_optim_desc, eps)},
+        {"--grad-clip", offsetof(rt_optim_desc, grad_clip)},
+    };
+    for (size_t i = 0; i < sizeof f64 / sizeof *f64; i++)
+        if (!strcmp(name, f64[i].name)) return rt_parse_f64(v, (double *)((char *)o + f64[i].off));
+    return false;
+}
+
+/* The options against each other and the optimizer's ranges: 0, or 2 with
+ * the reason in err. */
+static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
     if (o->steps < 0 || o->steps > RT_MAX_STEPS) { /* the spec's default */
         snprintf(err, errlen, "%lld steps: pass --steps between 0 and %lld", (long long)o->steps,
                  (long long)RT_MAX_STEPS);
@@ -237,6 +191,75 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         return 2;
     }
     return 0;
+}
+
+/* Returns 0 to run, 1 after --help, 2 on an error (written to err). */
+static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options *o, char *err, size_t errlen) {
+    *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1,
+                      .optim = p->optim ? *p->optim : rt_optim_defaults};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        bool *flag = !strcmp(a, "--quiet")           ? &o->quiet
+                     : !strcmp(a, "--skip-nonfinite") ? &o->skip_nonfinite
+                     : !strcmp(a, "--split-wait")     ? &o->split_wait
+                                                      : NULL;
+        if (flag) {
+            *flag = true;
+            continue;
+        }
+        if (rt_opt_is(a, "--resume")) { /* optional value: --resume, --resume DIR, --resume=DIR */
+            o->resume = a[8] == '=' ? a + 9 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
+            continue;
+        }
+        static const char *const with_value[] = {"--data",       "--text",       "--steps",     "--lr",
+                                                 "--seed",       "--metrics",    "--log-every", "--save-weights",
+                                                 "--save-grads", "--init-from",  "--profile",
+                                                 "--checkpoint-dir", "--save-every", "--keep-checkpoints",
+                                                 "--timeout", "--schedule", "--warmup", "--min-lr",
+                                                 "--wsd-decay", "--weight-decay", "--beta1", "--beta2", "--eps",
+                                                 "--grad-clip", "--sampler"};
+        const char *name = NULL;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            if (rt_opt_is(a, with_value[k])) name = with_value[k];
+        if (!name) {
+            snprintf(err, errlen, "unknown option '%s'", a);
+            return 2;
+        }
+        if (!(v = rt_opt_value(argc, argv, &i, name, err, errlen))) return 2;
+        bool ok = true;
+        if (!strcmp(name, "--data")) o->data = v;
+        else if (!strcmp(name, "--text")) o->text = v;
+        else if (!strcmp(name, "--metrics")) o->metrics = v;
+        else if (!strcmp(name, "--profile")) o->profile = v;
+        else if (!strcmp(name, "--save-weights")) o->save_weights = v;
+        else if (!strcmp(name, "--save-grads")) o->save_grads = v;
+        else if (!strcmp(name, "--init-from")) o->init_from = v;
+        else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->steps);
+        else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
+        else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
+        else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
+        else if (!strcmp(name, "--checkpoint-dir")) ok = *(o->ckpt_dir = v) != 0;
+        else if (!strcmp(name, "--save-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
+        else if (!strcmp(name, "--keep-checkpoints")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
+        else if (!strcmp(name, "--timeout")) ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
+        else if (!strcmp(name, "--sampler")) ok = (o->epoch = !strcmp(v, "epoch")) || !strcmp(v, "random");
+        else ok = rt_parse_optim_opt(name, v, &o->optim);
+        if (!ok && !strcmp(name, "--schedule")) {
+            snprintf(err, errlen, "bad value '%s' for --schedule: use constant, cosine, linear or wsd", v);
+            return 2;
+        }
+        if (!ok) {
+            snprintf(err, errlen, "bad value '%s' for %s", v, name);
+            return 2;
+        }
+    }
+    if (o->epoch && p->documents) {
+        snprintf(err, errlen, "--sampler epoch visits the windows of one token stream; packed documents (compiled "
+                 "with documents on) are drawn with replacement: use --sampler random");
+        return 2;
+    }
+    return rt_check_options(o, err, errlen);
 }
 
 /* ---- context ---------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 #   ckpt.sh diskfull W EXPECT                disk full while saving (root: tmpfs)
 #   ckpt.sh hf W PYTHON SCRIPT EXPECT        --init-from a Hugging Face directory (Llama, Qwen2
 #                                            with q/k/v biases, Qwen3 with q/k norms)
+#   ckpt.sh epoch W EXPECT                   --sampler epoch: resume mid-epoch bitwise
 #   ckpt.sh sched W EXPECT                   a cosine schedule: lr = closed form, resume bitwise
 #   ckpt.sh compat W PYTHON SCRIPT EXPECT    config.json against the program on --init-from and
 #                                            --resume: every differing field named, both values
@@ -603,6 +604,29 @@ PY
         "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet --steps 8 "${opt[@]}" \
         --resume "$d/ref/step-00000003"
     echo "ckpt.sh: resumed mid-schedule: steps 4-6 (loss and lr) and the weights bitwise the uninterrupted run's; changes named"
+}
+
+# epoch W EXPECT: --sampler epoch on 4 ranks (batch-aware, ZeRO-3) over a
+# corpus cut short so that an epoch is 5 steps: 8 steps, resumed from the
+# step-3 checkpoint (inside the first epoch), give bitwise the same losses
+# (steps 4-8, across the epoch boundary) and weights; the banner counts the
+# epochs; a resume with the other sampler warns.
+epoch() {
+    local w=$1 expect=$2
+    local d=$w/epoch
+    rm -rf "$d" && mkdir -p "$d"
+    # 10 windows of 64 tokens (+1 target): 641 tokens.
+    python3 -c 'import struct,sys; t=[(i*7)%251 for i in range(641)]; open(sys.argv[1],"wb").write(struct.pack("<256i",20240520,1,len(t),*[0]*253)+struct.pack("<%dH"%len(t),*t))' "$d/c.bin"
+    local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$d/c.bin" --quiet --steps 8 --sampler epoch)
+    "$expect" ok "sampler epoch: 10 window\(s\) of 64 tokens, each once per epoch; 8 steps cover 1\.600 epoch\(s\)" \
+        "${run[@]}" --save-every 3 --checkpoint-dir "$d/ref" --metrics "$d/ref.jsonl" --save-weights "$d/ref.w"
+    "${run[@]}" --resume "$d/ref/step-00000003" --metrics "$d/res.jsonl" --save-weights "$d/res.w" | grep "resumed from"
+    diff <(tail -n 5 "$d/ref.jsonl" | python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in sys.stdin]') \
+         <(losses "$d/res.jsonl") || { echo "FAIL: the resumed epoch differs"; exit 1; }
+    cmp "$d/ref.w" "$d/res.w"
+    "$expect" ok "warning: the checkpoint drew its batches with --sampler epoch; this run uses random" \
+        "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$d/c.bin" --quiet --steps 4 --resume "$d/ref/step-00000003"
+    echo "ckpt.sh: --sampler epoch resumed inside the first epoch: steps 4-8 (across the epoch boundary) and the weights bitwise the uninterrupted run's"
 }
 
 cmd=$1

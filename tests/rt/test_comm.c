@@ -211,17 +211,19 @@ static void test_data(rt_ctx *rt) {
     rt->ntokens = 1000;
     rt->tok_base = tok;
     rt->tok_width = 2;
-    for (int64_t t = 0; t < 3; t++) {
+    for (int64_t t = 0; t < 6; t++) {
+        rt->opt.epoch = t >= 3; /* steps 3-5: --sampler epoch, 124 windows of 8 */
         rt_data_fill(rt, t);
         int b = rt->rank / 2;        /* position in @dp: sets {0,2} {1,3} */
         int s0 = (rt->rank % 2) * 4; /* position in @sp: sets {0,1} {2,3} */
-        int64_t pos = rt_data_position(7, t, b, 1000, 8);
+        int64_t pos = rt->opt.epoch ? rt_epoch_window(7, t * 2 + b, 999 / 8) * 8 : rt_data_position(7, t, b, 1000, 8);
         EXPECT(pos >= 0 && pos <= 1000 - 8 - 2, "position %lld out of range", (long long)pos);
         for (int s = 0; s < 4; s++) {
             EXPECT(rt_i32(rt, TOK)[s] == (pos + s0 + s) * 7 % 251, "step %lld tokens[%d]", (long long)t, s);
             EXPECT(rt_i32(rt, TGT)[s] == (pos + s0 + s + 1) * 7 % 251, "step %lld targets[%d]", (long long)t, s);
         }
     }
+    rt->opt.epoch = false;
 }
 
 /* The sharded parameter equals its slice of the whole one; the norm weight
