@@ -366,7 +366,7 @@ static void schedule_rules(checker *c) {
                  "change both)", t->steps);
     }
     bool decays = strcmp(t->schedule, "constant") != 0;
-    if (!decays && fe_given(c->s, "train.min_lr") && t->min_lr != t->lr)
+    if (!decays && fe_given(c->s, "train.min_lr"))
         sup_warning(at(c, "train.min_lr"), "min_lr has no effect with schedule constant");
     if (strcmp(t->schedule, "wsd") && fe_given(c->s, "train.wsd_decay"))
         sup_warning(at(c, "train.wsd_decay"), "wsd_decay has no effect without schedule wsd");
