@@ -306,9 +306,9 @@ uint64_t rt_ckpt_data_fnv(const rt_ctx *rt) {
             le[4 * j + 3] = (uint8_t)(v >> 24);
         }
         h = rt_fnv64(h, le, (size_t)n * 4);
-        if ((i / CHUNK) % 16 == 15) rt_data_release((rt_ctx *)rt, i - 15 * (int64_t)CHUNK, i + n);
+        if ((i / CHUNK) % 16 == 15) rt_data_release(rt, i - 15 * (int64_t)CHUNK, i + n);
     }
-    rt_data_release((rt_ctx *)rt, 0, rt->ntokens);
+    rt_data_release(rt, 0, rt->ntokens);
     done_for = rt->tok_base;
     return h;
 }
@@ -343,14 +343,8 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
      * checkpoint must not depend on --steps: the 3-step run's step 3 equals
      * the 6-step run's byte for byte). */
     if (o->schedule != RT_SCHED_CONSTANT) cJSON_AddNumberToObject(opt, "steps", (double)rt->opt.steps);
-    cJSON_AddNumberToObject(opt, "warmup", (double)o->warmup);
-    cJSON_AddNumberToObject(opt, "min_lr", o->min_lr);
-    cJSON_AddNumberToObject(opt, "wsd_decay", o->wsd_decay);
-    cJSON_AddNumberToObject(opt, "weight_decay", o->weight_decay);
-    cJSON_AddNumberToObject(opt, "beta1", o->beta1);
-    cJSON_AddNumberToObject(opt, "beta2", o->beta2);
-    cJSON_AddNumberToObject(opt, "eps", o->eps);
-    cJSON_AddNumberToObject(opt, "grad_clip", o->grad_clip);
+    for (int i = 0; i < RT_NOPTIM_FIELDS; i++)
+        cJSON_AddNumberToObject(opt, rt_optim_fields[i].key, rt_optim_get(o, &rt_optim_fields[i]));
     cJSON *data = cJSON_AddObjectToObject(s, "data");
     cJSON_AddStringToObject(data, "sampler", rt->opt.epoch ? "epoch: feistel(seed, epoch, window)"
                                                            : "splitmix64(seed, step, sequence)");

@@ -639,17 +639,17 @@ static void ck_check_optim(const rt_ctx *rt, const cJSON *st) {
     if (cJSON_IsString(sc) && strcmp(sc->valuestring, rt_schedule_name(o->schedule)))
         fprintf(stderr, "note: the checkpoint was trained with schedule %s; this run uses %s\n", sc->valuestring,
                 rt_schedule_name(o->schedule));
-    const struct { const char *key; double now; } nums[] = {
-        {"steps", (double)rt->opt.steps}, {"warmup", (double)o->warmup}, {"min_lr", o->min_lr},
-        {"wsd_decay", o->wsd_decay}, {"weight_decay", o->weight_decay}, {"beta1", o->beta1},
-        {"beta2", o->beta2}, {"eps", o->eps}, {"grad_clip", o->grad_clip},
-    };
-    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(opt, nums[i].key);
-        if (cJSON_IsNumber(x) && x->valuedouble != nums[i].now)
-            fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g%s\n", nums[i].key,
-                    x->valuedouble, nums[i].now,
-                    !strcmp(nums[i].key, "steps") ? " (the schedule is stretched to the new length)" : "");
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(opt, "steps"); /* decaying schedules only */
+    if (cJSON_IsNumber(steps) && steps->valuedouble != (double)rt->opt.steps)
+        fprintf(stderr, "note: the checkpoint was trained with steps %g; this run uses %lld (the schedule is "
+                "stretched to the new length)\n", steps->valuedouble, (long long)rt->opt.steps);
+    for (int i = 0; i < RT_NOPTIM_FIELDS; i++) {
+        const rt_optim_field *f = &rt_optim_fields[i];
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(opt, f->key);
+        double now = rt_optim_get(o, f);
+        if (cJSON_IsNumber(x) && x->valuedouble != now)
+            fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g\n", f->key,
+                    x->valuedouble, now);
     }
 }
 

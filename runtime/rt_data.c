@@ -60,7 +60,7 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
     return true;
 }
 
-void rt_data_release(rt_ctx *rt, int64_t from, int64_t to) {
+void rt_data_release(const rt_ctx *rt, int64_t from, int64_t to) {
     if (!rt->tok_map || to <= from) return;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t lo = (size_t)(rt->tok_base - (const uint8_t *)rt->tok_map) + (size_t)from * (size_t)rt->tok_width;
@@ -111,14 +111,10 @@ static bool rt_check_ids(rt_ctx *rt, const char *path, char *err, size_t errlen)
     const int64_t chunk = INT64_C(1) << 20; /* 1M tokens: at most 4 MiB resident at a time */
     for (int64_t i = 0; i < rt->ntokens; i += chunk) {
         int64_t n = rt->ntokens - i < chunk ? rt->ntokens - i : chunk;
-        uint32_t id = 0;
-        int64_t bad = rt_tokens_find_outside(rt->tok_base + i * rt->tok_width, rt->tok_width, n, rt->p->vocab, &id);
+        bool ok = rt_tokens_check_ids(rt->tok_base + i * rt->tok_width, rt->tok_width, n, i, rt->p->vocab, path, err,
+                                      errlen);
         rt_data_release(rt, i, i + n);
-        if (bad >= 0) {
-            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
-                     (long long)(i + bad), id, (long long)rt->p->vocab);
-            return false;
-        }
+        if (!ok) return false;
     }
     return true;
 }

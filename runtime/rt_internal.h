@@ -289,7 +289,7 @@ static inline int32_t rt_token(const rt_ctx *rt, int64_t i) {
 /* After a pass over tokens [from, to): hands their pages back to the page
  * cache (madvise), so that scanning a large corpus leaves the resident set
  * as it was. */
-void rt_data_release(rt_ctx *rt, int64_t from, int64_t to);
+void rt_data_release(const rt_ctx *rt, int64_t from, int64_t to);
 /* The module's sequence order: the original positions of the n tokens at
  * indices start .. start+n-1 of a sequence (identity, or with
  * p->seq_ring = R > 1 the ring's zig-zag order, kern_zigzag_pos). */
@@ -331,6 +331,18 @@ void rt_docs_stats(const rt_ctx *rt, rt_docs_info *out);
 /* ---- optimizer (cpu/rt_opt.c; the CUDA backend's cuda/rt_opt_cuda.c) -------------------- */
 /* ---- AdamW's settings and the learning-rate schedule (rt_sched.c) --------------- */
 extern const rt_optim_desc rt_optim_defaults;
+/* The numeric settings by name (the spec's train.KEY, state.json's key; the
+ * option is --KEY with '-' for '_'), in state.json's order: warmup is an
+ * int64, the rest doubles.  The command line, the checkpoint and the
+ * resume check all walk this one table. */
+typedef struct rt_optim_field {
+    const char *key;
+    size_t off;
+    bool is_int;
+} rt_optim_field;
+enum { RT_NOPTIM_FIELDS = 8 };
+extern const rt_optim_field rt_optim_fields[RT_NOPTIM_FIELDS];
+double rt_optim_get(const rt_optim_desc *o, const rt_optim_field *f);
 const char *rt_schedule_name(rt_schedule_kind k);
 bool rt_schedule_parse(const char *s, rt_schedule_kind *out);
 /* The learning rate of 0-based step t of a run of `total` steps with base

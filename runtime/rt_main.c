@@ -144,15 +144,15 @@ static bool rt_opt_is(const char *a, const char *name) {
  * value that does not parse; ranges are rt_optim_check's. */
 static bool rt_parse_optim_opt(const char *name, const char *v, rt_optim_desc *o) {
     if (!strcmp(name, "--schedule")) return rt_schedule_parse(v, &o->schedule);
-    if (!strcmp(name, "--warmup")) return rt_parse_i64(v, 0, RT_MAX_STEPS, &o->warmup);
-    static const struct { const char *name; size_t off; } f64[] = {
-        {"--min-lr", offsetof(rt_optim_desc, min_lr)}, {"--wsd-decay", offsetof(rt_optim_desc, wsd_decay)},
-        {"--weight-decay", offsetof(rt_optim_desc, weight_decay)}, {"--beta1", offsetof(rt_optim_desc, beta1)},
-        {"--beta2", offsetof(rt_optim_desc, beta2)}, {"--eps", offsetof(rt_optim_desc, eps)},
-        {"--grad-clip", offsetof(rt_optim_desc, grad_clip)},
-    };
-    for (size_t i = 0; i < sizeof f64 / sizeof *f64; i++)
-        if (!strcmp(name, f64[i].name)) return rt_parse_f64(v, (double *)((char *)o + f64[i].off));
+    for (int i = 0; i < RT_NOPTIM_FIELDS; i++) {
+        const rt_optim_field *f = &rt_optim_fields[i];
+        char opt[32];
+        snprintf(opt, sizeof opt, "--%s", f->key);
+        for (char *c = opt + 2; *c; c++) if (*c == '_') *c = '-';
+        if (strcmp(name, opt)) continue;
+        char *p = (char *)o + f->off;
+        return f->is_int ? rt_parse_i64(v, 0, RT_MAX_STEPS, (int64_t *)p) : rt_parse_f64(v, (double *)p);
+    }
     return false;
 }
 

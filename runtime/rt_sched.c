@@ -16,6 +16,7 @@
  * with min_lr = m) and get_wsd_schedule(decay_type="linear"), each as a
  * LambdaLR stepped once per optimizer update. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,22 @@ const rt_optim_desc rt_optim_defaults = {
     .schedule = RT_SCHED_CONSTANT, .min_lr = 0, .warmup = 0, .wsd_decay = 0.2,
     .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_clip = 1.0,
 };
+
+const rt_optim_field rt_optim_fields[RT_NOPTIM_FIELDS] = {
+    {"warmup", offsetof(rt_optim_desc, warmup), true},
+    {"min_lr", offsetof(rt_optim_desc, min_lr), false},
+    {"wsd_decay", offsetof(rt_optim_desc, wsd_decay), false},
+    {"weight_decay", offsetof(rt_optim_desc, weight_decay), false},
+    {"beta1", offsetof(rt_optim_desc, beta1), false},
+    {"beta2", offsetof(rt_optim_desc, beta2), false},
+    {"eps", offsetof(rt_optim_desc, eps), false},
+    {"grad_clip", offsetof(rt_optim_desc, grad_clip), false},
+};
+
+double rt_optim_get(const rt_optim_desc *o, const rt_optim_field *f) {
+    const char *p = (const char *)o + f->off;
+    return f->is_int ? (double)*(const int64_t *)p : *(const double *)p;
+}
 
 static const char *const rt_sched_names[] = {"constant", "cosine", "linear", "wsd"};
 

@@ -50,17 +50,21 @@ bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *wid
     return true;
 }
 
-int64_t rt_tokens_find_outside(const uint8_t *b, int width, int64_t n, int64_t vocab, uint32_t *id) {
+static uint32_t tok_at(const uint8_t *b, int width, int64_t i) {
+    return width == 1 ? b[i] : width == 2 ? (uint32_t)(b[2 * i] | b[2 * i + 1] << 8) : (uint32_t)tok_le32(b + 4 * i);
+}
+
+bool rt_tokens_check_ids(const uint8_t *b, int width, int64_t n, int64_t first, int64_t vocab, const char *path,
+                         char *err, size_t errlen) {
     for (int64_t i = 0; i < n; i++) {
-        uint32_t v = width == 1   ? b[i]
-                     : width == 2 ? (uint32_t)(b[2 * i] | b[2 * i + 1] << 8)
-                                  : (uint32_t)tok_le32(b + 4 * i);
+        uint32_t v = tok_at(b, width, i);
         if ((int64_t)v >= vocab) {
-            *id = v;
-            return i;
+            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
+                     (long long)(first + i), v, (long long)vocab);
+            return false;
         }
     }
-    return -1;
+    return true;
 }
 
 bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
@@ -71,22 +75,14 @@ bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t v
     int width;
     int64_t n;
     if (!rt_tokens_header(buf, len, path, &width, &n, err, errlen)) return false;
+    const uint8_t *b = buf + hbytes;
+    if (!rt_tokens_check_ids(b, width, n, 0, vocab, path, err, errlen)) return false;
     int32_t *t = malloc((size_t)(n ? n : 1) * sizeof *t);
     if (!t) {
         snprintf(err, errlen, "%s: out of memory for %lld tokens", path, (long long)n);
         return false;
     }
-    const uint8_t *b = buf + hbytes;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t v = width == 2 ? (uint32_t)(b[2 * i] | b[2 * i + 1] << 8) : (uint32_t)tok_le32(b + 4 * i);
-        if ((int64_t)v >= vocab) {
-            snprintf(err, errlen, "%s: token %lld has id %u, outside the model's vocabulary of %lld", path,
-                     (long long)i, v, (long long)vocab);
-            free(t);
-            return false;
-        }
-        t[i] = (int32_t)v;
-    }
+    for (int64_t i = 0; i < n; i++) t[i] = (int32_t)tok_at(b, width, i);
     *tokens = t;
     *ntokens = n;
     return true;

@@ -317,8 +317,10 @@ bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t v
  * width (2 or 4 bytes) and count. */
 bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width, int64_t *ntokens, char *err,
                       size_t errlen);
-/* The index of the first of n little-endian tokens of `width` bytes (1, 2
- * or 4) at b whose id is >= vocab (*id: that id), or -1. */
-int64_t rt_tokens_find_outside(const uint8_t *b, int width, int64_t n, int64_t vocab, uint32_t *id);
+/* Every one of the n little-endian tokens of `width` bytes (1, 2 or 4) at
+ * b, tokens first .. first+n-1 of file `path`, is below vocab; else false
+ * with the first one outside named in err. */
+bool rt_tokens_check_ids(const uint8_t *b, int width, int64_t n, int64_t first, int64_t vocab, const char *path,
+                         char *err, size_t errlen);
 
 #endif
