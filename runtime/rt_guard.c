@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "rt_internal.h"
 
 int rt_first_nonfinite_grad(rt_ctx *rt) {
@@ -130,8 +132,11 @@ int64_t rt_first_nonfinite(const float *x, int64_t n) {
  * the step, then the ranks agree (MAX of the signal numbers) once per step,
  * so all stop after the same step; a checkpoint of that step is written when
  * --checkpoint-dir is set.  BASP_TEST_STEP_DELAY_MS=MS sleeps MS after each
- * step, so that a test can signal a run in the middle. */
-int rt_guard_stop(rt_ctx *rt, int64_t t) {
+ * step, so that a test can signal a run in the middle.  The stop is also a
+ * record in the metrics file (rank 0 writes it directly): when mpirun itself
+ * was signalled it is tearing the job down and may drop the ranks' last
+ * lines of output, the file keeps why and where the run ended. */
+int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
     const char *e = getenv("BASP_TEST_STEP_DELAY_MS");
     long ms = e ? atol(e) : 0;
     if (ms > 0) {
@@ -156,6 +161,23 @@ int rt_guard_stop(rt_ctx *rt, int64_t t) {
         fprintf(stderr, "received %s: step %lld finished, %s; stopping (exit status %d)\n", name, (long long)t + 1,
                 what, 128 + sig);
         fflush(stderr);
+    }
+    if (metrics) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "event", "stop");
+        cJSON_AddStringToObject(o, "signal", name);
+        cJSON_AddNumberToObject(o, "step", (double)(t + 1));
+        char ck[32];
+        snprintf(ck, sizeof ck, "step-%08lld", (long long)t + 1);
+        if (rt->opt.ckpt_dir) cJSON_AddStringToObject(o, "checkpoint", ck);
+        else cJSON_AddNullToObject(o, "checkpoint");
+        cJSON_AddNumberToObject(o, "exit_status", 128 + sig);
+        char *line = cJSON_PrintUnformatted(o);
+        RT_CHECK(line, "out of memory formatting metrics");
+        fprintf(metrics, "%s\n", line);
+        fflush(metrics);
+        cJSON_free(line);
+        cJSON_Delete(o);
     }
     return 128 + sig;
 }

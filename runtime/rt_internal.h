@@ -445,7 +445,7 @@ int rt_stop_signal(void);
 /* rt_guard.c: after step t, all ranks agree whether a stop signal arrived;
  * if so, writes a checkpoint (--checkpoint-dir) and returns the exit status
  * (128 + signal), else 0. */
-int rt_guard_stop(rt_ctx *rt, int64_t t);
+int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics);
 /* rt_guard.c: the index of the first non-finite of n floats, or -1. */
 int64_t rt_first_nonfinite(const float *x, int64_t n);
 

@@ -264,7 +264,7 @@ int rt_train(rt_ctx *rt) {
         bool show = (t + 1) % rt->opt.log_every == 0 || t == t0 || t + 1 == steps;
         if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
         if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
-        int stop = rt_guard_stop(rt, t); /* SIGTERM / SIGINT: collective */
+        int stop = rt_guard_stop(rt, t, metrics); /* SIGTERM / SIGINT: collective */
         if (stop) {
             status = stop;
             steps = t + 1;
