@@ -294,22 +294,22 @@ static cJSON *ck_hf_config(const rt_program *p) {
 uint64_t rt_ckpt_data_fnv(const rt_ctx *rt) {
     static const void *done_for;
     static uint64_t h;
-    if (done_for == rt->tok_base && done_for) return h;
+    if (done_for == rt->train.shard && done_for) return h;
     enum { CHUNK = 1 << 16 };
     static uint8_t le[4 * CHUNK];
     h = RT_FNV64_INIT;
-    for (int64_t i = 0; i < rt->ntokens; i += CHUNK) {
-        int64_t n = rt->ntokens - i < CHUNK ? rt->ntokens - i : CHUNK;
+    for (int64_t i = 0; i < rt->train.ntokens; i += CHUNK) {
+        int64_t n = rt->train.ntokens - i < CHUNK ? rt->train.ntokens - i : CHUNK;
         for (int64_t j = 0; j < n; j++) {
-            uint32_t v = (uint32_t)rt_token(rt, i + j);
+            uint32_t v = (uint32_t)rt_corpus_token(&rt->train, i + j);
             le[4 * j] = (uint8_t)v, le[4 * j + 1] = (uint8_t)(v >> 8), le[4 * j + 2] = (uint8_t)(v >> 16),
             le[4 * j + 3] = (uint8_t)(v >> 24);
         }
         h = rt_fnv64(h, le, (size_t)n * 4);
-        if ((i / CHUNK) % 16 == 15) rt_data_release(rt, i - 15 * (int64_t)CHUNK, i + n);
+        if ((i / CHUNK) % 16 == 15) rt_corpus_release(&rt->train, i - 15 * (int64_t)CHUNK, i + n);
     }
-    rt_data_release(rt, 0, rt->ntokens);
-    done_for = rt->tok_base;
+    rt_corpus_release(&rt->train, 0, rt->train.ntokens);
+    done_for = rt->train.shard;
     return h;
 }
 
@@ -348,7 +348,7 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
     cJSON *data = cJSON_AddObjectToObject(s, "data");
     cJSON_AddStringToObject(data, "sampler", rt->opt.epoch ? "epoch: feistel(seed, epoch, window)"
                                                            : "splitmix64(seed, step, sequence)");
-    cJSON_AddNumberToObject(data, "tokens", (double)rt->ntokens);
+    cJSON_AddNumberToObject(data, "tokens", (double)rt->train.ntokens);
     ck_hex(buf, rt_ckpt_data_fnv(rt));
     cJSON_AddStringToObject(data, "fnv64", buf);
     cJSON *by = cJSON_AddObjectToObject(s, "saved_by");

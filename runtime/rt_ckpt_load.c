@@ -661,11 +661,11 @@ static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "fnv64");
     char hex[17];
     sprintf(hex, "%016llx", (unsigned long long)rt_ckpt_data_fnv(rt));
-    if (!cJSON_IsNumber(n) || !cJSON_IsString(h) || n->valuedouble != (double)rt->ntokens || strcmp(h->valuestring, hex))
+    if (!cJSON_IsNumber(n) || !cJSON_IsString(h) || n->valuedouble != (double)rt->data->ntokens || strcmp(h->valuestring, hex))
         fprintf(stderr, "warning: the checkpoint was trained on other data (%.0f tokens, FNV-1a-64 %s; this run's "
                 "data: %lld tokens, %s): the batches will not continue the interrupted run's\n",
                 cJSON_IsNumber(n) ? n->valuedouble : -1.0, cJSON_IsString(h) ? h->valuestring : "?",
-                (long long)rt->ntokens, hex);
+                (long long)rt->data->ntokens, hex);
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "sampler");
     bool was_epoch = cJSON_IsString(sm) && !strncmp(sm->valuestring, "epoch", 5);
     if (cJSON_IsString(sm) && was_epoch != rt->opt.epoch)

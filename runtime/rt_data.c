@@ -60,95 +60,31 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
     return true;
 }
 
-void rt_data_release(const rt_ctx *rt, int64_t from, int64_t to) {
-    if (!rt->tok_map || to <= from) return;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t lo = (size_t)(rt->tok_base - (const uint8_t *)rt->tok_map) + (size_t)from * (size_t)rt->tok_width;
-    size_t hi = (size_t)(rt->tok_base - (const uint8_t *)rt->tok_map) + (size_t)to * (size_t)rt->tok_width;
-    lo -= lo % page;
-    if (hi > rt->tok_map_len) hi = rt->tok_map_len;
-    /* A read-only private mapping of a file: dropped pages are read again
-     * from the page cache on the next access, so this changes no data. */
-    if (hi > lo) madvise((uint8_t *)rt->tok_map + lo, hi - lo, MADV_DONTNEED);
-}
-
 void rt_data_unmap(rt_ctx *rt) {
-    if (rt->tok_map) munmap(rt->tok_map, rt->tok_map_len);
-    rt->tok_map = NULL;
-    rt->tok_base = NULL;
-    rt->ntokens = 0;
+    rt_corpus_free(&rt->train);
+    rt_corpus_free(&rt->val);
+    rt->data = NULL;
 }
 
-/* Opens and maps a regular file read-only (an empty file maps nothing). */
-static bool rt_map_file(rt_ctx *rt, const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return false;
-    }
-    struct stat st;
-    if (!rt_regular_file(fd, path, &st, err, errlen)) {
-        close(fd);
-        return false;
-    }
-    rt->tok_map_len = (size_t)st.st_size;
-    rt->tok_map = NULL;
-    if (st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
-            close(fd);
-            return false;
-        }
-        rt->tok_map = m;
-    }
-    close(fd); /* the mapping stays valid */
-    return true;
-}
-
-/* The ids against the vocabulary, in chunks whose pages are handed back. */
-static bool rt_check_ids(rt_ctx *rt, const char *path, char *err, size_t errlen) {
-    const int64_t chunk = INT64_C(1) << 20; /* 1M tokens: at most 4 MiB resident at a time */
-    for (int64_t i = 0; i < rt->ntokens; i += chunk) {
-        int64_t n = rt->ntokens - i < chunk ? rt->ntokens - i : chunk;
-        bool ok = rt_tokens_check_ids(rt->tok_base + i * rt->tok_width, rt->tok_width, n, i, rt->p->vocab, path, err,
-                                      errlen);
-        rt_data_release(rt, i, i + n);
-        if (!ok) return false;
-    }
-    return true;
-}
-
-bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen) {
-    const char *path = data ? data : text;
+bool rt_data_load(rt_ctx *rt, const rt_options *o, char *err, size_t errlen) {
+    bool text = o->text != NULL;
     if (text && rt->p->vocab < 256) {
         snprintf(err, errlen, "--text uses byte-level tokens and needs a vocabulary of at least 256; the model has %lld",
                  (long long)rt->p->vocab);
         return false;
     }
-    if (!rt_map_file(rt, path, err, errlen)) return false;
-    static const uint8_t none[1];
-    const uint8_t *b = rt->tok_map ? rt->tok_map : none;
-    bool ok = true;
-    if (data) {
-        ok = rt_tokens_header(b, rt->tok_map_len, path, &rt->tok_width, &rt->ntokens, err, errlen);
-        rt->tok_base = b + 1024;
-        ok = ok && rt_check_ids(rt, path, err, errlen);
-    } else {
-        rt->tok_base = b;
-        rt->tok_width = 1;
-        rt->ntokens = (int64_t)rt->tok_map_len;
-    }
-    if (!ok) {
-        rt_data_unmap(rt);
+    const char *one[1] = {o->text};
+    if (!rt_corpus_open(&rt->train, text ? one : o->data, text ? 1 : o->ndata, text, rt->p->vocab, err, errlen))
         return false;
-    }
+    rt->data = &rt->train;
+    const char *path = rt->train.shard[0].path;
     /* Documents are drawn with replacement: any data holding one will do. */
     if (rt->p->documents) return rt_docs_load(rt, path, err, errlen);
     int64_t need = rt->p->seq_len + 2;
-    if (rt->ntokens < need) {
-        snprintf(err, errlen, "%s: %lld tokens, too few for one sequence of seq_len %lld (need at least %lld)", path,
-                 (long long)rt->ntokens, (long long)rt->p->seq_len, (long long)need);
+    if (rt->train.ntokens < need) {
+        snprintf(err, errlen, "%s%s: %lld tokens, too few for one sequence of seq_len %lld (need at least %lld)", path,
+                 rt->train.nshards > 1 ? " and the other shards" : "", (long long)rt->train.ntokens,
+                 (long long)rt->p->seq_len, (long long)need);
         return false;
     }
     return true;
@@ -215,8 +151,8 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
             continue;
         }
         int64_t pos = rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * p->micro_batch + off[0] + bi,
-                                                      (rt->ntokens - 1) / p->seq_len) * p->seq_len
-                                    : rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->ntokens, p->seq_len);
+                                                      (rt->data->ntokens - 1) / p->seq_len) * p->seq_len
+                                    : rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->data->ntokens, p->seq_len);
         for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_token(rt, pos + seq[s] + shift);
     }
     free(seq);

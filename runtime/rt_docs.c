@@ -74,7 +74,7 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     d->step = -1;
     d->linear = layout_doc_linear(p->hidden, p->heads, p->kv_heads, p->head_dim, p->ffn);
     int64_t cap = 0, start = 0, neot = 0;
-    for (int64_t i = 0; i < rt->ntokens; i++) {
+    for (int64_t i = 0; i < rt->data->ntokens; i++) {
         if ((i & 0xfffff) == 0xfffff) rt_data_release(rt, i - 0xfffff, i + 1); /* every 1M tokens */
         if (rt_token(rt, i) != p->eot_token) continue;
         neot++;
@@ -85,11 +85,11 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen,
                  "%s: documents on, but its %lld tokens hold no end-of-text token (eot_token %lld): check the "
                  "token id, or train without 'documents on'",
-                 path, (long long)rt->ntokens, (long long)p->eot_token);
+                 path, (long long)rt->data->ntokens, (long long)p->eot_token);
         return false;
     }
-    rt_data_release(rt, 0, rt->ntokens);
-    if (start < rt->ntokens) docs_add(d, &cap, start, rt->ntokens - start, p->seq_len);
+    rt_data_release(rt, 0, rt->data->ntokens);
+    if (start < rt->data->ntokens) docs_add(d, &cap, start, rt->data->ntokens - start, p->seq_len);
     if (d->ndocs == 0) {
         snprintf(err, errlen, "%s: documents on, but every document is empty (%lld end-of-text tokens in a row)",
                  path, (long long)neot);

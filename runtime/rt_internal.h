@@ -30,8 +30,10 @@ void *rt_xmalloc(size_t n, const char *file, int line);
 #define RT_MALLOC(n) rt_xmalloc((n), __FILE__, __LINE__)
 
 /* ---- options (command line, defaults from the program) ----------------------- */
+enum { RT_MAX_DATA_ARGS = 64 };
 typedef struct rt_options {
-    const char *data;         /* --data: llm.c token file */
+    const char *data[RT_MAX_DATA_ARGS]; /* --data (repeatable): token files, directories, globs */
+    int ndata;
     const char *text;         /* --text: raw text, byte-level tokens */
     int64_t steps, seed;
     double lr;                /* --lr: the base (peak) rate */
@@ -53,6 +55,33 @@ typedef struct rt_options {
     bool split_wait;          /* --split-wait: time a collective's wait for its set apart */
     bool epoch;               /* --sampler epoch: every window once per epoch (default random) */
 } rt_options;
+
+/* ---- token corpora (rt_corpus.c) ---------------------------------------------- */
+/* One shard: a file mapped read-only; its tokens are the corpus's tokens
+ * [first, first + ntokens), width bytes each from base. */
+typedef struct rt_shard {
+    char *path;
+    void *map;
+    size_t map_len;
+    const uint8_t *base;
+    int64_t first, ntokens;
+} rt_shard;
+/* The shards of one --data (or --val-data) list, read as one stream. */
+typedef struct rt_corpus {
+    rt_shard *shard;
+    int nshards;
+    int width;       /* bytes per token: 1 raw text, 2 or 4 llm.c */
+    int64_t ntokens; /* all shards together */
+} rt_corpus;
+/* args: files, directories (their *.bin, by name) or glob patterns, in
+ * order; text: one raw-text file, byte-level tokens.  Every shard mapped and
+ * checked (header, size, token size, ids < vocab); false with the reason,
+ * naming the file. */
+bool rt_corpus_open(rt_corpus *c, const char *const *args, int nargs, bool text, int64_t vocab, char *err,
+                    size_t errlen);
+void rt_corpus_free(rt_corpus *c);
+void rt_corpus_release(const rt_corpus *c, int64_t from, int64_t to);
+const rt_shard *rt_corpus_shard_of(const rt_corpus *c, int64_t i);
 
 /* ---- counters ------------------------------------------------------------------ */
 typedef enum {
@@ -124,15 +153,12 @@ struct rt_ctx {
     rt_counters total;
     double step_a2a_sec, step_a2a_wait_sec;
     int64_t step_bytes;
-    /* Training data: the token file (or --text file) mapped read-only,
-     * ntokens tokens of tok_width bytes (1: raw text, 2 or 4: an llm.c file)
-     * from tok_base, read through rt_token.  Nothing is copied, so a rank's
-     * memory does not grow with the corpus (rt_data.c). */
-    void *tok_map;
-    size_t tok_map_len;
-    const uint8_t *tok_base;
-    int tok_width;
-    int64_t ntokens;
+    /* Data (rt_corpus.c): the training corpus and the validation corpus,
+     * each one or more shards mapped read-only; rt_token reads *data
+     * (&train, or &val while a validation runs).  Nothing is copied, so a
+     * rank's memory does not grow with the corpus. */
+    rt_corpus train, val;
+    const rt_corpus *data;
     /* Packed documents (rt_docs.c); NULL without program->documents. */
     rt_docs *docs;
     /* Checkpoints: the step a resumed run starts at, the last saved one. */
@@ -277,19 +303,24 @@ bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err
 /* Maps the data file and checks it (header, size, every id against the
  * vocabulary); errors are reported on rank 0 and return false on every rank
  * (every rank reads the same file and reaches the same verdict). */
-bool rt_data_load(rt_ctx *rt, const char *data, const char *text, char *err, size_t errlen);
+bool rt_data_load(rt_ctx *rt, const rt_options *o, char *err, size_t errlen);
 void rt_data_unmap(rt_ctx *rt);
-/* Token i of the data (0 <= i < rt->ntokens). */
-static inline int32_t rt_token(const rt_ctx *rt, int64_t i) {
-    const uint8_t *b = rt->tok_base + i * rt->tok_width;
-    if (rt->tok_width == 1) return b[0];
-    if (rt->tok_width == 2) return (int32_t)(b[0] | b[1] << 8);
+/* Token i of corpus c (0 <= i < c->ntokens); rt_token: of the corpus being
+ * read (rt->data). */
+static inline int32_t rt_corpus_token(const rt_corpus *c, int64_t i) {
+    const rt_shard *s = c->nshards == 1 ? c->shard : rt_corpus_shard_of(c, i);
+    const uint8_t *b = s->base + (i - s->first) * c->width;
+    if (c->width == 1) return b[0];
+    if (c->width == 2) return (int32_t)(b[0] | b[1] << 8);
     return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
 }
+static inline int32_t rt_token(const rt_ctx *rt, int64_t i) { return rt_corpus_token(rt->data, i); }
 /* After a pass over tokens [from, to): hands their pages back to the page
  * cache (madvise), so that scanning a large corpus leaves the resident set
  * as it was. */
-void rt_data_release(const rt_ctx *rt, int64_t from, int64_t to);
+static inline void rt_data_release(const rt_ctx *rt, int64_t from, int64_t to) {
+    rt_corpus_release(rt->data, from, to);
+}
 /* The module's sequence order: the original positions of the n tokens at
  * indices start .. start+n-1 of a sequence (identity, or with
  * p->seq_ring = R > 1 the ring's zig-zag order, kern_zigzag_pos). */

@@ -26,6 +26,18 @@ static void rt_print_group(const rt_group_desc *g) {
     printf("%s}\n", g->nsets > 8 ? " ..." : "");
 }
 
+/* "data PATH (N tokens)" or, for shards, their count and the first and
+ * last; with the tokens the run reads, how many passes over the corpus. */
+static void rt_print_corpus(const char *what, const rt_corpus *c, double reads) {
+    const char *kind = c->width == 1 ? "bytes" : c->width == 2 ? "uint16" : "uint32";
+    if (c->nshards == 1) printf("%s %s (%lld tokens, %s)", what, c->shard[0].path, (long long)c->ntokens, kind);
+    else
+        printf("%s %d shards, %s .. %s (%lld tokens, %s)", what, c->nshards, c->shard[0].path,
+               c->shard[c->nshards - 1].path, (long long)c->ntokens, kind);
+    if (reads > 0) printf(": the run reads %.0f tokens = %.3g epoch(s)", reads, reads / (double)c->ntokens);
+    printf("\n");
+}
+
 static void rt_banner(rt_ctx *rt) {
     const rt_program *p = rt->p;
     int64_t nparams = 0;
@@ -41,12 +53,12 @@ static void rt_banner(rt_ctx *rt) {
            p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
     printf("groups:\n");
     for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
-    printf("batch %lld × %lld = %lld tokens/step | data %s (%lld tokens) | steps %lld | seed %lld\n",
-           (long long)p->micro_batch, (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len),
-           rt->opt.data ? rt->opt.data : rt->opt.text, (long long)rt->ntokens, (long long)rt->opt.steps,
+    printf("batch %lld × %lld = %lld tokens/step | steps %lld | seed %lld\n", (long long)p->micro_batch,
+           (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len), (long long)rt->opt.steps,
            (long long)rt->opt.seed);
+    rt_print_corpus("data", &rt->train, (double)rt->opt.steps * (double)(p->micro_batch * p->seq_len));
     if (rt->opt.epoch) {
-        int64_t nwin = (rt->ntokens - 1) / p->seq_len;
+        int64_t nwin = (rt->data->ntokens - 1) / p->seq_len;
         printf("sampler epoch: %lld window(s) of %lld tokens, each once per epoch; %lld steps cover %.3f epoch(s)\n",
                (long long)nwin, (long long)p->seq_len, (long long)rt->opt.steps,
                (double)rt->opt.steps * (double)p->micro_batch / (double)nwin);

@@ -55,9 +55,11 @@ double rt_now(void) { return MPI_Wtime(); }
 static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
     const rt_optim_desc *o = p->optim ? p->optim : &rt_optim_defaults;
     fprintf(f,
-            "usage: mpirun -np %d %s (--data FILE | --text FILE) [options]\n"
+            "usage: mpirun -np %d %s (--data PATH... | --text FILE) [options]\n"
             "Trains model %s (compiled from %s) on %d ranks.\n"
-            "  --data FILE          llm.c token file (int32 header magic 20240520; uint16 or uint32 tokens)\n"
+            "  --data PATH          llm.c token file(s) (int32 header magic 20240520; uint16 or uint32 tokens):\n"
+            "                       a file, a directory (its *.bin) or a quoted glob ('shards/train_*.bin');\n"
+            "                       repeatable; the shards are read as one stream, in order (sorted by name)\n"
             "  --text FILE          raw text, one token per byte (needs vocab >= 256)\n"
             "  --steps N            training steps (default %lld; 0: only initialise or load, then save)\n"
             "  --lr X               AdamW's base (peak) learning rate (default %g)\n"
@@ -180,11 +182,11 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
         snprintf(err, errlen, "--resume and --init-from are exclusive: --resume restores the weights too");
         return 2;
     }
-    if (o->data && o->text) {
+    if (o->ndata && o->text) {
         snprintf(err, errlen, "--data and --text are exclusive: pass one");
         return 2;
     }
-    if (!o->data && !o->text) {
+    if (!o->ndata && !o->text) {
         snprintf(err, errlen,
                  "no training data: pass --data FILE (llm.c token file) or --text FILE (raw text, byte-level "
                  "tokens); a demo corpus: build/data/mkcorpus corpus.bin corpus.txt");
@@ -228,7 +230,12 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         }
         if (!(v = rt_opt_value(argc, argv, &i, name, err, errlen))) return 2;
         bool ok = true;
-        if (!strcmp(name, "--data")) o->data = v;
+        if (!strcmp(name, "--data") && o->ndata == RT_MAX_DATA_ARGS) {
+            snprintf(err, errlen, "more than %d --data arguments: pass a directory or a glob pattern ('shards/*.bin')",
+                     RT_MAX_DATA_ARGS);
+            return 2;
+        }
+        if (!strcmp(name, "--data")) o->data[o->ndata++] = v;
         else if (!strcmp(name, "--text")) o->text = v;
         else if (!strcmp(name, "--metrics")) o->metrics = v;
         else if (!strcmp(name, "--profile")) o->profile = v;
@@ -517,7 +524,7 @@ int rt_main(int argc, char **argv, const rt_program *p) {
      * written): the ranks agree on the verdict, so none goes on to wait in a
      * collective that the others have left.  The lowest failing rank says
      * why.  The weights' verdict is rank 0's, broadcast by rt_load_params. */
-    bool data_ok = rt_data_load(rt, o.data, o.text, err, sizeof err);
+    bool data_ok = rt_data_load(rt, &o, err, sizeof err);
     int first_bad = data_ok ? world : rank;
     RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first_bad < world || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err)) ||

@@ -205,12 +205,20 @@ static void test_gather_scatter(rt_ctx *rt) {
  * rank would load: [2@dp, 8@sp] -> rank r holds sequence r/2 (its @dp
  * position) and half r%2 of it (its @sp position). */
 static void test_data(rt_ctx *rt) {
-    /* The loader's view of a uint16 llm.c file's tokens (rt_token). */
+    /* The loader's view of uint16 llm.c shards' tokens (rt_token). */
     static uint8_t tok[2000];
     for (int i = 0; i < 1000; i++) tok[2 * i] = (uint8_t)((i * 7) % 251), tok[2 * i + 1] = 0;
-    rt->ntokens = 1000;
-    rt->tok_base = tok;
-    rt->tok_width = 2;
+    /* Two shards split at token 600: windows across the border read on. */
+    static uint8_t tok_b[800]; /* shard b apart from a, a's tail poisoned */
+    memcpy(tok_b, tok + 1200, sizeof tok_b);
+    memset(tok + 1200, 0xee, 800);
+    static rt_shard sh[2];
+    sh[0] = (rt_shard){.path = "a.bin", .base = tok, .first = 0, .ntokens = 600};
+    sh[1] = (rt_shard){.path = "b.bin", .base = tok_b, .first = 600, .ntokens = 400};
+    rt->train = (rt_corpus){.shard = sh, .nshards = 2, .width = 2, .ntokens = 1000};
+    rt->data = &rt->train;
+    for (int64_t i = 0; i < 1000; i++) /* every token, the borders included */
+        EXPECT(rt_token(rt, i) == i * 7 % 251, "token %lld across two shards: %d", (long long)i, rt_token(rt, i));
     for (int64_t t = 0; t < 6; t++) {
         rt->opt.epoch = t >= 3; /* steps 3-5: --sampler epoch, 124 windows of 8 */
         rt_data_fill(rt, t);
@@ -224,6 +232,8 @@ static void test_data(rt_ctx *rt) {
         }
     }
     rt->opt.epoch = false;
+    rt->train = (rt_corpus){0}; /* static: not the loader's to free */
+    rt->data = NULL;
 }
 
 /* The sharded parameter equals its slice of the whole one; the norm weight

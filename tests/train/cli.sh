@@ -65,8 +65,67 @@ ids = [(7 * i + 3) % 250 for i in range(1000)]
 tok(w + "/tokens.count100", 1, 100, "<H", ids)
 tok(w + "/tokens.u32_as_u16", 1, 1000, "<I", ids)
 tok(w + "/tokens.exact", 1, 1000, "<H", ids)
+# Shards, each good alone unless named for its fault.
+import os
+os.makedirs(w + "/shards", exist_ok=True)
+tok(w + "/shards/good_a.bin", 1, 1000, "<H", ids)
+tok(w + "/shards/good_b.bin", 1, 1000, "<H", ids)
+tok(w + "/shards/u32.bin", 2, 1000, "<I", ids)
+tok(w + "/shards/zero_count.bin", 1, 0, "<H", [])
+tok(w + "/shards/truncated.bin", 1, 1000, "<H", ids[:600])
+tok(w + "/shards/vocab.bin", 1, 1000, "<H", ids[:417] + [300] + ids[418:])
+open(w + "/shards/empty.bin", "wb").close()
 PY
     mkdir -p "$w/a-directory"
+}
+
+# cli.sh shards EXPECT MPIRUN WORKDIR CORPUS
+#   the corpus cut into three shards (a directory, a glob, three --data) and
+#   the one file give the same run bit for bit, with packed documents too:
+#   the shards are one token stream.
+shards() {
+    local expect=$1 mpirun=$2 w=$3 corpus=$4 d=$3/split
+    rm -rf "$d" && mkdir -p "$d/mha1" "$d/docs4"
+    # mha1 reads the corpus; docs4 a document corpus made from it (every
+    # token at a pseudo-random 1 in 97 becomes end-of-text 0).
+    python3 - "$corpus" "$d" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<3i", b[:12])[2]
+def write(path, t):
+    open(path, "wb").write(struct.pack("<3i", 20240520, 1, len(t) // 2) + bytes(4 * 253) + t)
+def split(t, d):
+    m = len(t) // 2
+    cuts = [0, m // 3 + 17, 2 * m // 3 - 5, m]  # uneven, not at window borders
+    for k in range(3):
+        write("%s/part_%d.bin" % (d, k), t[2 * cuts[k]:2 * cuts[k + 1]])
+plain = b[1024:1024 + 2 * n]
+write(sys.argv[2] + "/mha1.bin", plain)
+split(plain, sys.argv[2] + "/mha1")
+ids = list(struct.unpack("<%dH" % 200000, plain[:400000]))
+for i in range(len(ids)):
+    if (i * 2654435761) % 97 == 0:
+        ids[i] = 0
+docs = struct.pack("<%dH" % len(ids), *ids)
+write(sys.argv[2] + "/docs4.bin", docs)
+split(docs, sys.argv[2] + "/docs4")
+PY
+    local run=("$mpirun" --allow-run-as-root --oversubscribe)
+    local exe args
+    for exe in mha1 docs4; do
+        local np=1 p=$d/$exe
+        [[ $exe == docs4 ]] && np=4
+        "${run[@]}" -np $np "$w/$exe" --data "$p.bin" --steps 3 --quiet --save-weights "$p.one"
+        for args in "--data $p" "--data $p/part_*.bin" "--data $p/part_0.bin --data $p/part_1.bin --data $p/part_2.bin"; do
+            set -f # split $args, but the glob is the binary's to expand
+            # shellcheck disable=SC2086
+            "$expect" ok "data 3 shards, .*part_0\.bin \.\. .*part_2\.bin \([0-9]+ tokens, uint16\)" \
+                "${run[@]}" -np $np "$w/$exe" $args --steps 3 --save-weights "$p.shards"
+            set +f
+            cmp "$p.one" "$p.shards"
+        done
+        echo "cli.sh: $exe: three shards (directory, glob, three --data) train as the one file, bit for bit"
+    done
 }
 
 cmd=$1
@@ -75,6 +134,7 @@ case $cmd in
 setup) setup "$@" ;;
 roundtrip) roundtrip "$@" ;;
 badinput) badinput "$@" ;;
+shards) shards "$@" ;;
 *)
     echo "cli.sh: unknown command $cmd" >&2
     exit 2
