@@ -427,7 +427,7 @@ static void cg_mem_fields(sup_buf *b, const ir_module *m) {
                    ir_config_int(m, "mem.comm_bytes1", 0));
 }
 
-static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt) {
+static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt, bool eval) {
     const ir_module *m = n->m;
     sup_buf_puts(b, "static const rt_program program = {\n    .model = ");
     cg_cstr(b, m->name);
@@ -447,7 +447,8 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_rope_scaling(b, m);
     cg_features(b, m);
     cg_mem_fields(b, m);
-    sup_buf_puts(b, "    .step = step,\n};\n\n"
+    sup_buf_puts(b, eval ? "    .step = step, .eval = eval_step,\n};\n\n" : "    .step = step, .eval = 0,\n};\n\n");
+    sup_buf_puts(b, 
                     "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
 }
 
@@ -596,7 +597,9 @@ static bool cg_emit_planned(const ir_module *m, const char *spec_path, FILE *out
     bool ok = cg_check_values(&n);
     ok &= cg_emit_step(&n, &b);
     sup_buf_puts(&b, "\n");
-    cg_program(&b, &n, spec, nopt);
+    bool eval = cg_emit_eval(&n, cg_loss(&n), &b);
+    sup_buf_puts(&b, "\n");
+    cg_program(&b, &n, spec, nopt, eval);
     ok &= sup_error_count() == errors;
     if (ok && (fputs(b.data, out) < 0 || fflush(out) != 0)) {
         sup_error(sup_noloc(), "codegen: cannot write the C program: %s", strerror(errno));

@@ -578,3 +578,47 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     free(text);
     return ok;
 }
+
+/* The forward-only program (ir_forward_program): the step's forward ops
+ * with the step's frees, for validation.  Values the step keeps for its
+ * backward stay live to the end; the runtime releases them (as after a
+ * step).  No program when the forward is not closed (a hand-written
+ * module): `.eval = 0`, and the runtime refuses --val-data. */
+bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b) {
+    const ir_module *m = n->m;
+    bool *keep = sup_xcalloc((size_t)m->nops + 1, sizeof *keep);
+    char why[400];
+    if (!ir_forward_program(m, loss, keep, why, sizeof why)) {
+        sup_buf_printf(b, "/* No forward-only program (validation): %s. */\n", why);
+        free(keep);
+        return false;
+    }
+    char *text;
+    char **lines = cg_op_lines(m, &text);
+    int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    ir_mem_live(m, start, end);
+    int layer = -2, nkept = 0;
+    const char *phase = "\1";
+    for (int i = 0; i < m->nops; i++) nkept += keep[i];
+    sup_buf_printf(b, "/* The forward-only program (validation), derived from step: its %d forward op(s) of %d,\n"
+                      " * no backward, optimizer or gradient reduction; the step's buffers. */\n"
+                      "static void eval_step(rt_ctx *rt) {\n", nkept, m->nops);
+    bool ok = true;
+    for (int i = 0; i < m->nops; i++) {
+        if (!keep[i]) continue;
+        cg_op_ctx c = {n, m, i, &m->ops[i], b, true};
+        cg_banner(b, c.op, &layer, &phase);
+        cg_comment(b, "    ", lines[i] ? lines[i] : "?");
+        cg_op(&c);
+        cg_frees(&c, start, end);
+        ok &= c.ok;
+    }
+    sup_buf_puts(b, "}\n");
+    free(start);
+    free(end);
+    free(lines);
+    free(text);
+    free(keep);
+    return ok;
+}

@@ -76,6 +76,9 @@ void cg_names_free(cg_names *n);
  * its IR line as a comment — to `b`.  Reports every op it cannot map and
  * returns false if there was any. */
 bool cg_emit_step(const cg_names *n, sup_buf *b);
+/* The forward-only program `eval_step` (validation); false (and a comment
+ * saying why) when the module's forward ops do not compute the loss alone. */
+bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b);
 
 /* Local size of dim d of `t` (global size / set size of its sharding group). */
 int64_t cg_local_dim(const ir_module *m, const ir_type *t, int d);

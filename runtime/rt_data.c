@@ -150,7 +150,8 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
             for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_docs_token(rt, off[0] + bi, seq[s], shift);
             continue;
         }
-        int64_t pos = rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * p->micro_batch + off[0] + bi,
+        int64_t pos = rt->val_batch >= 0 ? (rt->val_batch * p->micro_batch + off[0] + bi) * p->seq_len /* in order */
+                      : rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * p->micro_batch + off[0] + bi,
                                                       (rt->data->ntokens - 1) / p->seq_len) * p->seq_len
                                     : rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->data->ntokens, p->seq_len);
         for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_token(rt, pos + seq[s] + shift);
@@ -161,7 +162,7 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
 }
 
 void rt_data_fill(rt_ctx *rt, int64_t t) {
-    rt_docs_step(rt, t);
+    if (rt->val_batch < 0) rt_docs_step(rt, t); /* a validation batch is packed by rt_validate */
     if (rt->p->tokens >= 0) rt_fill_input(rt, rt->p->tokens, t, 0);
     if (rt->p->targets >= 0) rt_fill_input(rt, rt->p->targets, t, 1);
 }

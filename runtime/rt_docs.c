@@ -147,11 +147,43 @@ static void docs_tables(rt_ctx *rt) {
     }
 }
 
+/* A validation batch: the documents from index next on, in the table's
+ * (the file's) order, until B*S tokens (the last one cut to fit).  Returns
+ * the number drawn; *next moves past the documents used whole or cut. */
+static int docs_draw_in_order(const rt_ctx *rt, int64_t *next) {
+    const rt_docs *d = rt->docs;
+    int64_t need = rt->p->micro_batch * rt->p->seq_len, total = 0;
+    int n = 0;
+    while (total < need && *next < d->ndocs) {
+        layout_doc x = d->docs[(*next)++];
+        if (x.len > need - total) x.len = need - total;
+        d->draw[n++] = x;
+        total += x.len;
+    }
+    RT_CHECK(total == need, "validation documents run out after %lld tokens of the batch's %lld", (long long)total,
+             (long long)need);
+    return n;
+}
+
+static void docs_pack(rt_ctx *rt, int n);
+
 void rt_docs_step(rt_ctx *rt, int64_t t) {
     rt_docs *d = rt->docs;
     if (!d || d->step == t) return;
+    docs_pack(rt, docs_draw(rt, t));
+    d->step = t;
+}
+
+int64_t rt_docs_val_batch(rt_ctx *rt, int64_t next) {
+    docs_pack(rt, docs_draw_in_order(rt, &next));
+    rt->docs->step = INT64_MAX; /* packed, and no training step's (a table of its own) */
+    return next;
+}
+
+/* Packs the n drawn documents into the rows and fills the tables. */
+static void docs_pack(rt_ctx *rt, int n) {
+    rt_docs *d = rt->docs;
     const rt_program *p = rt->p;
-    int n = docs_draw(rt, t);
     int G = p->batch_groups > 0 ? p->batch_groups : 1;
     layout_packing how = p->packing == RT_PACK_BALANCED ? LAYOUT_PACK_BALANCED : LAYOUT_PACK_SEQUENTIAL;
     d->nslots = layout_pack(d->draw, n, p->micro_batch, p->seq_len, how, d->linear, d->slots);
@@ -162,7 +194,6 @@ void rt_docs_step(rt_ctx *rt, int64_t t) {
                  "ordering %lld rows for %d groups failed", (long long)p->micro_batch, G);
     d->imbalance = layout_pack_imbalance(d->slots, d->nslots, p->micro_batch, G, d->linear, NULL);
     docs_tables(rt);
-    d->step = t;
 }
 
 void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc,

@@ -54,6 +54,11 @@ typedef struct rt_options {
     double timeout;           /* --timeout SEC: watchdog (0: off) */
     bool split_wait;          /* --split-wait: time a collective's wait for its set apart */
     bool epoch;               /* --sampler epoch: every window once per epoch (default random) */
+    /* Validation (rt_val.c). */
+    const char *val_data[RT_MAX_DATA_ARGS]; /* --val-data (repeatable) */
+    int nval;
+    int64_t val_every;        /* --val-every N (0: after the last step only) */
+    int64_t val_tokens;       /* --val-tokens T (0: the default, up to 16 batches) */
 } rt_options;
 
 /* ---- token corpora (rt_corpus.c) ---------------------------------------------- */
@@ -159,6 +164,12 @@ struct rt_ctx {
      * rank's memory does not grow with the corpus. */
     rt_corpus train, val;
     const rt_corpus *data;
+    /* Validation (rt_val.c): val_batches batches of the validation corpus
+     * (its documents: val_docs); val_batch >= 0 while one is being filled;
+     * the best loss so far and its step (-1: none yet). */
+    struct rt_docs *val_docs;
+    int64_t val_batches, val_batch, val_best_step;
+    double val_best;
     /* Packed documents (rt_docs.c); NULL without program->documents. */
     rt_docs *docs;
     /* Checkpoints: the step a resumed run starts at, the last saved one. */
@@ -337,6 +348,19 @@ int64_t rt_epoch_window(uint64_t seed, int64_t i, int64_t nwin);
 /* Fills this rank's slice of the tokens/targets inputs for step t. */
 void rt_data_fill(rt_ctx *rt, int64_t t);
 
+/* ---- validation (rt_val.c) ------------------------------------------------------ */
+/* Maps the --val-data corpus and fixes the batches (after rt_data_load);
+ * false with the reason. */
+bool rt_val_load(rt_ctx *rt, char *err, size_t errlen);
+/* Whether a validation runs after step t (0-based) of a run of steps. */
+bool rt_val_due(const rt_ctx *rt, int64_t t, int64_t steps);
+/* The validation loss (the mean over its counted targets) with the forward
+ * program; leaves the training state as it was.  *ms: its wall time. */
+double rt_validate(rt_ctx *rt, double *ms);
+/* Says the result after step t, keeps the best, and with --checkpoint-dir
+ * writes DIR/best.json when it improves (rank 0). */
+void rt_val_record(rt_ctx *rt, int64_t t, double loss, double ms);
+
 /* ---- packed documents (rt_docs.c) ----------------------------------------------- */
 /* Builds the document table of rt->tokens (split at p->eot_token); false
  * with a message when the data holds no end-of-text token. */
@@ -344,6 +368,10 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen);
 void rt_docs_free(rt_docs *d);
 /* Draws and packs step t's documents (once per step; every rank the same). */
 void rt_docs_step(rt_ctx *rt, int64_t t);
+/* Packs validation batch from document index next on (file order) into
+ * rt->docs (the validation table while a validation runs); returns where
+ * the next batch starts. */
+int64_t rt_docs_val_batch(rt_ctx *rt, int64_t next);
 /* For rows row0 .. row0+b-1 and the module-order sequence indices start ..
  * start+s-1: doc [b,s] the document number within the row, pos [b,s] the
  * position within the document (either may be NULL). */

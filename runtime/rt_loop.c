@@ -87,6 +87,8 @@ typedef struct rt_step_stats {
     double loss, grad_norm, sec, a2a_sec, a2a_wait_sec;
     int64_t bytes;
     rt_docs_info docs; /* packed documents: this step's counts and balance */
+    bool val;          /* a validation ran after the step: its loss and time */
+    double val_loss, val_ms;
 } rt_step_stats;
 
 static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
@@ -139,6 +141,10 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
     if (rt->opt.split_wait) cJSON_AddNumberToObject(o, "a2a_wait_ms", s->a2a_wait_sec * 1e3);
     cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
+    if (s->val) {
+        cJSON_AddNumberToObject(o, "val_loss", s->val_loss);
+        cJSON_AddNumberToObject(o, "val_ms", s->val_ms);
+    }
     if (rt->docs) {
         cJSON_AddNumberToObject(o, "documents", (double)s->docs.step_docs);
         cJSON_AddNumberToObject(o, "counted_tokens", (double)s->docs.counted);
@@ -255,6 +261,7 @@ int rt_train(rt_ctx *rt) {
     double *secs = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     double *a2a = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     int status = 0;
+    bool grads_saved = false;
     int64_t t0 = rt->start_step < steps ? rt->start_step : steps; /* > 0 after --resume */
     if (r0 && rt->start_step >= steps && rt->start_step > 0)
         printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
@@ -273,8 +280,15 @@ int rt_train(rt_ctx *rt) {
             steps = t + 1;
             break;
         }
+        /* The last step's gradients before a validation reuses their buffers. */
+        if (t + 1 == steps && rt->opt.save_grads) {
+            rt_save_tensors(rt, rt->opt.save_grads, true);
+            grads_saved = true;
+        }
+        if ((s.val = rt_val_due(rt, t, steps))) s.val_loss = rt_validate(rt, &s.val_ms);
         bool show = (t + 1) % rt->opt.log_every == 0 || t == t0 || t + 1 == steps;
         if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
+        if (s.val) rt_val_record(rt, t, s.val_loss, s.val_ms);
         if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
         int stop = rt_guard_stop(rt, t, metrics); /* SIGTERM / SIGINT: collective */
         if (stop) {
@@ -299,11 +313,14 @@ int rt_train(rt_ctx *rt) {
         free(copy);
     }
     if (r0 && status == 0) rt_report(rt, secs + t0, steps - t0);
+    if (r0 && rt->val_best_step >= 0)
+        printf("validation: best val_loss %.6f after step %lld%s\n", rt->val_best, (long long)rt->val_best_step,
+               rt->opt.ckpt_dir ? " (recorded in --checkpoint-dir's best.json)" : "");
     free(secs);
     free(a2a);
     if (status == 0) status = rt_guard_after_run(rt, steps);
     if (status == 0 && rt->opt.save_weights) rt_save_tensors(rt, rt->opt.save_weights, false);
-    if (status == 0 && rt->opt.save_grads && steps > 0) rt_save_tensors(rt, rt->opt.save_grads, true);
+    if (status == 0 && rt->opt.save_grads && steps > 0 && !grads_saved) rt_save_tensors(rt, rt->opt.save_grads, true);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
         fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
     return status ? status : (metrics_lost || profile_lost);

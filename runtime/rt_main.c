@@ -70,6 +70,10 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --weight-decay X     AdamW's decoupled weight decay on matrices (default %g)\n"
             "  --beta1 X, --beta2 X, --eps X   AdamW's moments and epsilon (default %g, %g, %g)\n"
             "  --grad-clip X        clip the global gradient norm to X; 0 = off (default %g)\n"
+            "  --val-data PATH      validate on these token file(s) (as --data) with the forward-only program:\n"
+            "                       the same fixed windows in order on every layout; val_loss in the log and JSONL\n"
+            "  --val-every N        validate every N steps (default: after the last step only)\n"
+            "  --val-tokens T       tokens to validate on, whole batches (default: up to 16 batches)\n"
             "  --seed N             seed of the initial weights and the batch sampler (default %lld)\n"
             "  --sampler KIND       random: each sequence drawn with replacement (default); epoch: every\n"
             "                       window of seq_len tokens once per epoch, in a seeded order\n"
@@ -182,6 +186,11 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
         snprintf(err, errlen, "--resume and --init-from are exclusive: --resume restores the weights too");
         return 2;
     }
+    if ((o->val_every || o->val_tokens) && !o->nval) {
+        snprintf(err, errlen, "%s needs --val-data FILE (the held-out tokens to validate on)",
+                 o->val_every ? "--val-every" : "--val-tokens");
+        return 2;
+    }
     if (o->ndata && o->text) {
         snprintf(err, errlen, "--data and --text are exclusive: pass one");
         return 2;
@@ -220,7 +229,8 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
                                                  "--checkpoint-dir", "--save-every", "--keep-checkpoints",
                                                  "--timeout", "--schedule", "--warmup", "--min-lr",
                                                  "--wsd-decay", "--weight-decay", "--beta1", "--beta2", "--eps",
-                                                 "--grad-clip", "--sampler"};
+                                                 "--grad-clip", "--sampler", "--val-data", "--val-every",
+                                                 "--val-tokens"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -230,12 +240,16 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         }
         if (!(v = rt_opt_value(argc, argv, &i, name, err, errlen))) return 2;
         bool ok = true;
-        if (!strcmp(name, "--data") && o->ndata == RT_MAX_DATA_ARGS) {
-            snprintf(err, errlen, "more than %d --data arguments: pass a directory or a glob pattern ('shards/*.bin')",
-                     RT_MAX_DATA_ARGS);
+        bool val = !strcmp(name, "--val-data");
+        if ((val || !strcmp(name, "--data")) && (val ? o->nval : o->ndata) == RT_MAX_DATA_ARGS) {
+            snprintf(err, errlen, "more than %d %s arguments: pass a directory or a glob pattern ('shards/*.bin')",
+                     RT_MAX_DATA_ARGS, name);
             return 2;
         }
-        if (!strcmp(name, "--data")) o->data[o->ndata++] = v;
+        if (val) o->val_data[o->nval++] = v;
+        else if (!strcmp(name, "--val-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->val_every);
+        else if (!strcmp(name, "--val-tokens")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->val_tokens);
+        else if (!strcmp(name, "--data")) o->data[o->ndata++] = v;
         else if (!strcmp(name, "--text")) o->text = v;
         else if (!strcmp(name, "--metrics")) o->metrics = v;
         else if (!strcmp(name, "--profile")) o->profile = v;
@@ -312,6 +326,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     rt->p = p;
     rt->opt = *o;
     rt->lr = rt_lr_at(&o->optim, o->lr, 0, o->steps);
+    rt->val_batch = rt->val_best_step = -1;
     RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
     RT_CHECK(rt->world == p->world, "launched with %d ranks, compiled for %d", rt->world, p->world);
@@ -344,6 +359,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     free(rt->sends);
     rt_data_unmap(rt);
     rt_docs_free(rt->docs);
+    rt_docs_free(rt->val_docs);
     free(rt);
 }
 
@@ -524,7 +540,7 @@ int rt_main(int argc, char **argv, const rt_program *p) {
      * written): the ranks agree on the verdict, so none goes on to wait in a
      * collective that the others have left.  The lowest failing rank says
      * why.  The weights' verdict is rank 0's, broadcast by rt_load_params. */
-    bool data_ok = rt_data_load(rt, &o, err, sizeof err);
+    bool data_ok = rt_data_load(rt, &o, err, sizeof err) && rt_val_load(rt, err, sizeof err);
     int first_bad = data_ok ? world : rank;
     RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first_bad < world || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err)) ||

@@ -158,6 +158,9 @@ typedef struct rt_program {
     int64_t eot_token;
     rt_packing packing;
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
+    /* Its forward-only program (validation: the loss of one batch, no
+     * backward or update), derived by the compiler; 0 when there is none. */
+    void (*eval)(rt_ctx *rt);
     /* AdamW and the schedule; NULL: rt_optim_defaults (a constant lr,
      * betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, clipping at 1.0). */
     const rt_optim_desc *optim;

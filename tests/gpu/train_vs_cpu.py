@@ -268,7 +268,7 @@ def main():
         run([sys.executable, mkdocs, text, data], os.path.join(a.workdir, "mkdocs.log"))
         sets += ["train.documents=on", "train.eot_token=0"]
     layout = [w for kv in sets for w in ("--set", kv)]
-    curves, weights, grads = {}, {}, {}
+    curves, weights, grads, vals = {}, {}, {}, {}
     reuse_bad = None
     for target in ("cpu", "cuda"):
         exe = os.path.join(a.workdir, "train_" + target)
@@ -284,9 +284,16 @@ def main():
         runlog = os.path.join(a.workdir, "run_%s.log" % target)
         if target == "cuda" and a.min_reuse_waits:
             os.environ["BASP_CU_REUSE_STATS"] = "1"
+        # One validation (two batches) after the last step: the forward-only
+        # program on the device against the CPU's.
+        run([a.baspc, a.spec, "--print-spec"] + layout, out + ".spec")
+        spec = [l.split() for l in open(out + ".spec")]
+        bs = [int(w[1]) for w in spec if w[:1] == ["micro_batch"]][0] * [int(w[1]) for w in spec if w[:1] == ["seq_len"]][0]
         run([a.mpirun, "-np", str(a.np), exe, "--data", data, "--steps", str(a.steps), "--quiet",
-             "--metrics", out + ".jsonl", "--save-weights", out + ".weights", "--save-grads", out + ".grads"],
+             "--metrics", out + ".jsonl", "--save-weights", out + ".weights", "--save-grads", out + ".grads",
+             "--val-data", data, "--val-tokens", str(2 * bs)],
             runlog)
+        vals[target] = [json.loads(l)["val_loss"] for l in open(out + ".jsonl") if '"val_loss"' in l]
         if target == "cpu":
             # The initial weights (the CUDA run starts from the same ones).
             run([a.mpirun, "-np", str(a.np), exe, "--data", data, "--steps", "0", "--quiet",
@@ -318,6 +325,14 @@ def main():
     if reuse_bad:
         print(reuse_bad)
         return 1
+    if len(vals["cpu"]) != 1 or len(vals["cuda"]) != 1:
+        loss_bad.append("one validation expected, got cpu %s, cuda %s" % (vals["cpu"], vals["cuda"]))
+    else:
+        vc, vg = vals["cpu"][0], vals["cuda"][0]
+        rel = abs(vg - vc) / max(abs(vc), 1e-12)
+        print("val_loss  cpu %.6f  cuda %.6f  rel %.2e (tolerance %.2g)" % (vc, vg, rel, loss_rtol))
+        if not rel <= loss_rtol:
+            loss_bad.append("val_loss: cuda %.6f, cpu %.6f (relative error %.3g)" % (vg, vc, rel))
     if not gpu[-1] < gpu[0]:
         loss_bad.append("the GPU loss did not fall: %.4f -> %.4f" % (gpu[0], gpu[-1]))
     print("CUDA (%s tolerances) vs CPU, %d steps, %d rank(s)%s%s"

@@ -128,6 +128,35 @@ PY
     done
 }
 
+# cli.sh val EXPECT MPIRUN WORKDIR CORPUS
+#   validation changes nothing in training (the weights and gradients after
+#   4 steps with a validation after every step equal those without, bit for
+#   bit); with --checkpoint-dir, best.json holds the lowest val_loss of the
+#   metrics and its step, also across a --resume.
+val() {
+    local expect=$1 mpirun=$2 w=$3 corpus=$4 d=$3/val
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("$mpirun" --allow-run-as-root --oversubscribe -np 4 "$w/mha4" --data "$corpus")
+    "${run[@]}" --steps 4 --quiet --save-weights "$d/plain.w" --save-grads "$d/plain.g"
+    "$expect" ok "validation after step 3: val_loss [0-9.]+ \(2 batch\(es\), 256 tokens, " \
+        "${run[@]}" --steps 4 --val-data "$corpus" --val-every 1 --val-tokens 300 --save-weights "$d/val.w" \
+        --save-grads "$d/val.g"
+    cmp "$d/plain.w" "$d/val.w"
+    cmp "$d/plain.g" "$d/val.g"
+    echo "cli.sh: a validation after every step leaves the weights and gradients as they were, bit for bit"
+    "${run[@]}" --steps 2 --quiet --val-data "$corpus" --val-every 1 --checkpoint-dir "$d/ck" --metrics "$d/m.jsonl"
+    "$expect" ok "validation: best val_loss [0-9.]+ after step 4 \(recorded in --checkpoint-dir's best\.json\)" \
+        "${run[@]}" --steps 4 --val-data "$corpus" --val-every 1 --checkpoint-dir "$d/ck" --metrics "$d/m.jsonl" --resume
+    python3 - "$d/m.jsonl" "$d/ck/best.json" <<'PY'
+import json, sys
+vals = [(r["val_loss"], r["step"]) for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r]
+best = json.load(open(sys.argv[2]))
+assert [s for _, s in vals] == [1, 2, 3, 4], vals
+assert (best["val_loss"], best["step"]) == min(vals), (best, vals)
+print("cli.sh: best.json %s is the lowest of the 4 validations across the resume" % best)
+PY
+}
+
 cmd=$1
 shift
 case $cmd in
@@ -135,6 +164,7 @@ setup) setup "$@" ;;
 roundtrip) roundtrip "$@" ;;
 badinput) badinput "$@" ;;
 shards) shards "$@" ;;
+val) val "$@" ;;
 *)
     echo "cli.sh: unknown command $cmd" >&2
     exit 2

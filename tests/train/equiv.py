@@ -27,6 +27,11 @@ from testlib import read_tensors, run, verdict  # noqa: E402
 # 1e-4 level.  A wrong shard offset or a missing reduction is off by far more
 # (the detects_mismatch test and a deliberately broken offset show ~1e-1).
 LOSS_RTOL = 1e-5
+# The validation loss is one forward of fixed windows with the weights of
+# that step: the layouts differ from the one rank in the summation order of
+# the forward alone (~1e-7 relative); a wrong scale (the sum divided by the
+# group size) is off by a factor of 2 or more.
+VAL_RTOL = 1e-6
 GRAD_RTOL = 1e-4
 WEIGHT_RTOL = 1e-3
 
@@ -57,14 +62,24 @@ def build_and_train(a, name, np_, sets):
     for s in sets:
         cmd += ["--set", s]
     run(cmd, exe + ".build.log")
+    # Validation on the training data's first two batches, halfway and at
+    # the end (the weights differ between the two).
+    run(cmd[:3] + cmd[5:] + ["--print-spec"], exe + ".spec")
+    spec = open(exe + ".spec").read()
+    bs = 1
+    for key in ("micro_batch", "seq_len"):
+        bs *= int([l.split()[1] for l in spec.splitlines() if l.split()[:1] == [key]][0])
     env_cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
                "-x", "OPENBLAS_NUM_THREADS=1", exe, "--data", a.data, "--steps", str(a.steps),
                "--seed", str(a.seed if name != "ref" else a.ref_seed),
                "--metrics", exe + ".jsonl", "--save-weights", exe + ".weights",
-               "--save-grads", exe + ".grads", "--log-every", str(a.steps)]
+               "--save-grads", exe + ".grads", "--log-every", str(a.steps),
+               "--val-data", a.data, "--val-tokens", str(2 * bs), "--val-every", str(max(a.steps // 2, 1))]
     run(env_cmd, exe + ".train.log")
-    losses = [json.loads(l)["loss"] for l in open(exe + ".jsonl") if l.strip()]
-    return losses, read_tensors(exe + ".weights"), read_tensors(exe + ".grads")
+    recs = [json.loads(l) for l in open(exe + ".jsonl") if l.strip()]
+    losses = [r["loss"] for r in recs]
+    vals = [(r["step"], r["val_loss"]) for r in recs if "val_loss" in r]
+    return losses, read_tensors(exe + ".weights"), read_tensors(exe + ".grads"), vals
 
 
 def main():
@@ -104,6 +119,18 @@ def main():
             bad.append("step %d: loss %.9g vs reference %.9g (relative error %.3g)" % (i + 1, x, y, err))
     print("  loss    %3d steps,   worst relative error %.3g, tolerance %.1g (first %.6f, last %.6f)"
           % (len(rl), worst, LOSS_RTOL, rl[0] if rl else 0, rl[-1] if rl else 0))
+    rv, gv = ref[3], got[3]
+    if len(rv) != 2 or [x[0] for x in rv] != [x[0] for x in gv]:
+        bad.append("validation after steps %s (ref) and %s (layout), wanted 2" % (rv, gv))
+    worst = 0.0
+    for (step, y), (_, x) in zip(rv, gv):
+        err = abs(x - y) / max(abs(y), 1e-12)
+        worst = max(worst, err)
+        if not err <= VAL_RTOL:
+            bad.append("validation after step %d: val_loss %.9g vs reference %.9g (relative error %.3g)"
+                       % (step, x, y, err))
+    print("  val     %3d runs,    worst relative error %.3g, tolerance %.1g (%s)"
+          % (len(rv), worst, VAL_RTOL, ", ".join("step %d: %.6f" % v for v in rv)))
     bad += compare_tensors("grads", ref[2], got[2], GRAD_RTOL)
     bad += compare_tensors("weights", ref[1], got[1], WEIGHT_RTOL)
     return verdict(bad, a.expect_mismatch)
