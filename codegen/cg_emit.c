@@ -187,7 +187,10 @@ static void cg_value_enum(sup_buf *b, const cg_names *n) {
         if (!n->value[v][0]) continue;
         const ir_value *val = &m->values[v];
         char ty[IR_TYPE_STR_MAX];
-        const char *kind = val->kind == IR_V_PARAM ? "param " : val->kind == IR_V_INPUT ? "input " : "";
+        const char *kind = val->kind == IR_V_PARAM    ? "param "
+                           : val->kind == IR_V_INPUT ? "input "
+                           : val->kind == IR_V_ACCUM ? "accum "
+                                                     : "";
         sup_buf_printf(b, "    %s,%*s /* %s%%%s : %s */\n", n->value[v], (int)(w - strlen(n->value[v])), "", kind,
                        val->name, ir_type_str(m, &val->type, ty, sizeof ty));
     }
@@ -229,7 +232,10 @@ static void cg_groups(sup_buf *b, const cg_names *n) {
 static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
     const ir_module *m = n->m;
     const ir_value *val = &m->values[v];
-    const char *kind = val->kind == IR_V_PARAM ? "RT_PARAM" : val->kind == IR_V_INPUT ? "RT_INPUT" : "RT_ACT";
+    const char *kind = val->kind == IR_V_PARAM    ? "RT_PARAM"
+                       : val->kind == IR_V_INPUT ? "RT_INPUT"
+                       : val->kind == IR_V_ACCUM ? "RT_ACCUM"
+                                                 : "RT_ACT";
     sup_buf_printf(b, "    [%s] = {", n->value[v]);
     cg_cstr(b, val->name);
     sup_buf_printf(b, ", %s, %s, %d, {", kind, val->type.dtype == IR_I32 ? "RT_I32" : "RT_F32", val->type.rank);
@@ -447,6 +453,8 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_rope_scaling(b, m);
     cg_features(b, m);
     cg_mem_fields(b, m);
+    int64_t accum = ir_config_int(m, "accum", 1);
+    if (accum > 1) sup_buf_printf(b, "    .accum = %lld, .apply = apply_step,\n", (long long)accum);
     sup_buf_puts(b, eval ? "    .step = step, .eval = eval_step,\n};\n\n" : "    .step = step, .eval = 0,\n};\n\n");
     sup_buf_puts(b, 
                     "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
@@ -506,6 +514,15 @@ static bool cg_over_world(const ir_module *m, const ir_op *op) {
  * reduce_scatter over a group of all W ranks (ZeRO 0/1: all_reduce;
  * 2/3: reduce_scatter), or an all_gather of such a shard. */
 static bool cg_grad_reduced(const ir_module *m, int v) {
+    if (m->values[v].kind == IR_V_ACCUM) { /* reduced if every gradient accumulated into it is */
+        bool any = false, all = true;
+        for (int i = 0; i < m->nops; i++)
+            if (m->ops[i].code == IR_ACCUMULATE && m->ops[i].nin == 2 && m->ops[i].in[0] == v) {
+                any = true;
+                all &= cg_grad_reduced(m, m->ops[i].in[1]);
+            }
+        return any && all;
+    }
     const ir_op *d = cg_def_op(m, v);
     if (d && d->code == IR_ALL_GATHER && d->nin == 1) d = cg_def_op(m, d->in[0]);
     return d && (d->code == IR_ALL_REDUCE || d->code == IR_REDUCE_SCATTER) && cg_over_world(m, d);
@@ -531,7 +548,8 @@ static bool cg_sharded(const ir_module *m, int v) {
  *  2. the gradient reductions, for a module lowered from a spec (it
  *     carries config zero): every adamw gradient is the result of an
  *     all_reduce or reduce_scatter over all W ranks (or an all_gather of
- *     one) -- the 'zero' pass produces them, at every stage.
+ *     one, or an accumulator of such results) -- the 'zero' pass produces
+ *     them, at every stage.
  * A single-rank module, and hand-written IR without config zero, need
  * only what they say (rule 1 still applies to hand-written IR). */
 static bool cg_check_lowered(const ir_module *m) {

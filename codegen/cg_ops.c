@@ -298,6 +298,16 @@ static void cg_ring_attention(cg_op_ctx *c) {
     cg_end(c);
 }
 
+/* accumulate acc, g: acc += g, an in-place add (elementwise: y may be a). */
+static void cg_accumulate(cg_op_ctx *c) {
+    cg_call(c, "rt_add");
+    cg_f32(c, cg_in(c, 0));
+    cg_f32(c, cg_in(c, 0));
+    cg_f32(c, cg_in(c, 1));
+    cg_int(c, ir_type_local_elems(c->m, &cg_in(c, 0)->type));
+    cg_end(c);
+}
+
 /* add, swiglu, swiglu_bwd: n = local elements (operands share one type). */
 static void cg_elementwise(cg_op_ctx *c) {
     const char *fn = c->op->code == IR_ADD ? "rt_add" : c->op->code == IR_SWIGLU ? "rt_swiglu" : "rt_swiglu_bwd";
@@ -308,9 +318,10 @@ static void cg_elementwise(cg_op_ctx *c) {
     cg_end(c);
 }
 
-/* 1/(B*S): the backward seeds the gradient of the mean loss.  With packed
+/* 1/(A*B*S): the backward seeds the gradient of the mean loss over the
+ * optimizer step's A micro-steps (config accum, default 1).  With packed
  * documents the number of counted targets changes by step (the last token
- * of each document has none): the runtime's count. */
+ * of each document has none): the runtime's count over the micro-steps. */
 static void cg_loss_scale(cg_op_ctx *c) {
     if (cg_config_int(c->m, "documents")) {
         sup_buf_puts(c->b, ", rt_loss_scale(rt)");
@@ -322,7 +333,8 @@ static void cg_loss_scale(cg_op_ctx *c) {
                    "input %%tokens [B,S])");
         return;
     }
-    sup_buf_printf(c->b, ", 1.0 / %" PRId64, B * S);
+    int64_t A = ir_config_int(c->m, "accum", 1);
+    sup_buf_printf(c->b, ", 1.0 / %" PRId64, (A > 1 ? A : 1) * B * S);
 }
 
 /* lm_head_loss(x, w, tgt) -> loss ; lm_head_loss_bwd(x, w, tgt) -> dx, dw. */
@@ -476,6 +488,7 @@ static void cg_op(cg_op_ctx *c) {
     case IR_BIAS_ADD: case IR_BIAS_ADD_BWD: cg_bias_add(c); break;
     case IR_LM_HEAD_LOSS: case IR_LM_HEAD_LOSS_BWD: cg_lm_head(c); break;
     case IR_ADAMW: cg_adamw(c); break;
+    case IR_ACCUMULATE: cg_accumulate(c); break;
     case IR_ALL_TO_ALL: cg_all_to_all(c); break;
     case IR_ALL_GATHER: case IR_REDUCE_SCATTER: case IR_ALL_REDUCE: cg_collective(c); break;
     case IR_SEND: case IR_RECV: cg_p2p(c); break;
@@ -551,19 +564,21 @@ static void cg_frees(cg_op_ctx *c, const int *start, const int *end) {
     }
 }
 
-bool cg_emit_step(const cg_names *n, sup_buf *b) {
+/* One C function: the ops with keep[i] (all when keep is NULL) in schedule
+ * order, each under its IR line, with the frees of the step's live ranges. */
+static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool *keep) {
     const ir_module *m = n->m;
     char *text;
     char **lines = cg_op_lines(m, &text);
     bool ok = true;
     int layer = -2;
     const char *phase = "\1";
-    sup_buf_puts(b, "/* One training step: one runtime call per IR op, in schedule order. */\n"
-                    "static void step(rt_ctx *rt) {\n");
+    sup_buf_printf(b, "static void %s(rt_ctx *rt) {\n", fn);
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
     for (int i = 0; i < m->nops; i++) {
+        if (keep && !keep[i]) continue;
         cg_op_ctx c = {n, m, i, &m->ops[i], b, true};
         cg_banner(b, c.op, &layer, &phase);
         cg_comment(b, "    ", lines[i] ? lines[i] : "?");
@@ -576,6 +591,29 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     free(end);
     free(lines);
     free(text);
+    return ok;
+}
+
+bool cg_emit_step(const cg_names *n, sup_buf *b) {
+    const ir_module *m = n->m;
+    int64_t accum = ir_config_int(m, "accum", 1);
+    if (accum <= 1) {
+        sup_buf_puts(b, "/* One training step: one runtime call per IR op, in schedule order. */\n");
+        return cg_emit_fn(n, b, "step", NULL);
+    }
+    /* Gradient accumulation: the runtime runs step() once per micro-step
+     * (its inputs filled with that micro-batch, the accumulators zeroed
+     * before the first), then apply_step() once. */
+    bool *micro = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)), *apply = sup_xcalloc((size_t)m->nops + 1, sizeof(bool));
+    for (int i = 0; i < m->nops; i++) apply[i] = !(micro[i] = strcmp(ir_op_phase(&m->ops[i]), "opt") != 0);
+    sup_buf_printf(b, "/* One micro-step of %lld per optimizer step: the forward and backward, the gradients\n"
+                      " * accumulated (the ops of phases fwd and bwd, in schedule order). */\n", (long long)accum);
+    bool ok = cg_emit_fn(n, b, "step", micro);
+    sup_buf_puts(b, "\n/* The apply phase, once per optimizer step after the micro-steps: the accumulated\n"
+                    " * gradients reduced and the update (the ops of phase opt). */\n");
+    ok &= cg_emit_fn(n, b, "apply_step", apply);
+    free(micro);
+    free(apply);
     return ok;
 }
 
@@ -593,32 +631,11 @@ bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b) {
         free(keep);
         return false;
     }
-    char *text;
-    char **lines = cg_op_lines(m, &text);
-    int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
-    int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
-    ir_mem_live(m, start, end);
-    int layer = -2, nkept = 0;
-    const char *phase = "\1";
+    int nkept = 0;
     for (int i = 0; i < m->nops; i++) nkept += keep[i];
     sup_buf_printf(b, "/* The forward-only program (validation), derived from step: its %d forward op(s) of %d,\n"
-                      " * no backward, optimizer or gradient reduction; the step's buffers. */\n"
-                      "static void eval_step(rt_ctx *rt) {\n", nkept, m->nops);
-    bool ok = true;
-    for (int i = 0; i < m->nops; i++) {
-        if (!keep[i]) continue;
-        cg_op_ctx c = {n, m, i, &m->ops[i], b, true};
-        cg_banner(b, c.op, &layer, &phase);
-        cg_comment(b, "    ", lines[i] ? lines[i] : "?");
-        cg_op(&c);
-        cg_frees(&c, start, end);
-        ok &= c.ok;
-    }
-    sup_buf_puts(b, "}\n");
-    free(start);
-    free(end);
-    free(lines);
-    free(text);
+                      " * no backward, optimizer or gradient reduction; the step's buffers. */\n", nkept, m->nops);
+    bool ok = cg_emit_fn(n, b, "eval_step", keep);
     free(keep);
     return ok;
 }

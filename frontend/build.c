@@ -47,6 +47,7 @@ static const fe_keydef mesh_keys[] = {
 static const fe_keydef train_keys[] = {
     {"micro_batch", FE_K_COUNT, I64(train.micro_batch), "micro_batch 2"},
     {"seq_len", FE_K_COUNT, I64(train.seq_len), "seq_len 16K"},
+    {"global_batch", FE_K_COUNT, I64(train.global_batch), "global_batch 64"},
     {"precision", FE_K_NAME, NAME(train.precision), "precision bf16"},
     {"zero", FE_K_COUNT, I32(train.zero), "zero 1"},
     {"optimizer", FE_K_NAME, NAME(train.optimizer), "optimizer adamw"},

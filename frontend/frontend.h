@@ -77,6 +77,10 @@ typedef struct fe_mesh {
 
 typedef struct fe_train {
     int64_t micro_batch, seq_len;
+    /* Sequences per optimizer step: a multiple of micro_batch (default
+     * micro_batch); global_batch / micro_batch micro-steps are accumulated
+     * into each update (passes/pass_zero.c). */
+    int64_t global_batch;
     char precision[16]; /* bf16 | fp32 ; default bf16 */
     int zero;           /* 0..3 ; default 0 */
     char optimizer[16]; /* adamw ; default adamw */

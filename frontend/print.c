@@ -84,7 +84,8 @@ static void print_mesh(FILE *out, const fe_mesh *m) {
 static void print_train(FILE *out, const fe_train *t) {
     char lr[40];
     fprintf(out, "train {\n");
-    fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n", t->micro_batch, t->seq_len);
+    fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n  global_batch %" PRId64 "\n", t->micro_batch, t->seq_len,
+            t->global_batch);
     fprintf(out, "  precision %s\n  zero %d\n  optimizer %s\n", t->precision, t->zero,
             t->optimizer);
     fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n  mlp_chunk %" PRId64 "\n",

@@ -138,6 +138,7 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.lr")) t->lr = 3e-4;
     if (!fe_given(s, "train.schedule")) snprintf(t->schedule, sizeof t->schedule, "constant");
     if (!fe_given(s, "train.warmup")) t->warmup = 0;
+    if (!fe_given(s, "train.global_batch")) t->global_batch = t->micro_batch;
     if (!fe_given(s, "train.min_lr")) t->min_lr = 0;
     if (!fe_given(s, "train.wsd_decay")) t->wsd_decay = 0.2;
     if (!fe_given(s, "train.weight_decay")) t->weight_decay = 0.1;
@@ -372,6 +373,24 @@ static void schedule_rules(checker *c) {
         sup_warning(at(c, "train.wsd_decay"), "wsd_decay has no effect without schedule wsd");
 }
 
+/* Gradient accumulation: global_batch sequences per optimizer step, whole
+ * micro-steps of micro_batch each. */
+static void accumulation_rules(checker *c) {
+    const fe_train *t = &c->s->train;
+    if (t->global_batch % t->micro_batch == 0) return;
+    sup_loc loc = at(c, "train.global_batch");
+    err(c, loc, "global_batch %" PRId64 " is not a multiple of micro_batch %" PRId64
+        ": an optimizer step accumulates whole micro-steps", t->global_batch, t->micro_batch);
+    int64_t lo = t->global_batch / t->micro_batch * t->micro_batch;
+    if (lo > 0)
+        sup_note(loc, "legal values near it: %" PRId64 " (%" PRId64 " micro-steps) or %" PRId64 " (%" PRId64
+                 "); any multiple of %" PRId64, lo, lo / t->micro_batch, lo + t->micro_batch,
+                 lo / t->micro_batch + 1, t->micro_batch);
+    else
+        sup_note(loc, "legal values: %" PRId64 ", %" PRId64 ", %" PRId64 ", ... (multiples of micro_batch)",
+                 t->micro_batch, 2 * t->micro_batch, 3 * t->micro_batch);
+}
+
 /* What codegen refuses, caught here at the key: RoPE rotates the pairs
  * (i, i + head_dim/2), so head_dim must be even. */
 static void codegen_rules(checker *c) {
@@ -428,6 +447,7 @@ bool fe_check(fe_spec *spec) {
     if (c.nerr) return false;
     document_rules(&c);
     schedule_rules(&c);
+    accumulation_rules(&c);
     codegen_rules(&c);
     size_rules(&c);
     if (c.nerr) return false;

@@ -733,3 +733,9 @@ void ir_name_index_free(ir_name_index *ix)
     free(ix->slots);
     memset(ix, 0, sizeof *ix);
 }
+
+const char *ir_value_kind_name(ir_value_kind k)
+{
+    static const char *const names[] = {"param", "input", "accum", "result"};
+    return (int)k >= 0 && k <= IR_V_RESULT ? names[k] : "?";
+}

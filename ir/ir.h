@@ -106,7 +106,13 @@ const char *ir_type_str(const struct ir_module *m, const ir_type *t, char *buf, 
 const char *const *ir_dtype_all(int *n);
 
 /* ---- values -------------------------------------------------------------- */
-typedef enum { IR_V_PARAM, IR_V_INPUT, IR_V_RESULT } ir_value_kind;
+/* param: a weight; input: the step's tokens/targets; accum: a gradient
+ * accumulator that lives across the micro-steps of an optimizer step
+ * (written by `accumulate`, read by the step's apply phase, zero at the
+ * start of every step); result: an op's output. */
+typedef enum { IR_V_PARAM, IR_V_INPUT, IR_V_ACCUM, IR_V_RESULT } ir_value_kind;
+/* "param", "input", "accum", "result". */
+const char *ir_value_kind_name(ir_value_kind k);
 
 typedef struct ir_value {
     char name[IR_NAME_MAX]; /* without the % */

@@ -105,6 +105,8 @@ ir_mem_cat ir_mem_value_cat(const ir_module *m, int v)
     const ir_value *val = &m->values[v];
     if (val->kind == IR_V_PARAM)
         return IR_MEM_PARAMS;
+    if (val->kind == IR_V_ACCUM)
+        return IR_MEM_GRADS;
     if (val->kind == IR_V_RESULT && ir_mem_weight_like(m, v))
         return IR_MEM_GRADS;
     /* ZeRO working copies of parameters (all_gather of a param) count as params. */

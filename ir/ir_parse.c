@@ -417,7 +417,7 @@ static bool p_group(ir_parser *p)
     return ok;
 }
 
-/* decl := ('param' | 'input') VAL ':' type placement NL */
+/* decl := ('param' | 'input' | 'accum') VAL ':' type placement NL */
 static bool p_decl(ir_parser *p, ir_value_kind kind)
 {
     ir_lex_next(&p->lx);
@@ -651,13 +651,15 @@ static bool p_stmt(ir_parser *p)
         return p_decl(p, IR_V_PARAM);
     if (ir_tok_is(CUR, T_IDENT, "input"))
         return p_decl(p, IR_V_INPUT);
+    if (ir_tok_is(CUR, T_IDENT, "accum"))
+        return p_decl(p, IR_V_ACCUM);
     if (ir_tok_is(CUR, T_IDENT, "module")) {
         ir_lex_error(&p->lx, CUR, "a file holds one module; found a second 'module' line");
         return false;
     }
     if (CUR->kind == T_VAL || CUR->kind == T_IDENT)
         return p_op(p);
-    return p_expected(p, "a statement (config, mesh, link, group, param, input or an op)");
+    return p_expected(p, "a statement (config, mesh, link, group, param, input, accum or an op)");
 }
 
 static void p_skip_blank_lines(ir_parser *p)

@@ -211,7 +211,7 @@ static void ir_print_buf(sup_buf *b, const ir_module *m)
         if (val->kind == IR_V_RESULT)
             continue;
         char ty[IR_TYPE_STR_MAX];
-        sup_buf_printf(b, "%s %%%s : %s", val->kind == IR_V_PARAM ? "param" : "input", val->name,
+        sup_buf_printf(b, "%s %%%s : %s", ir_value_kind_name(val->kind), val->name,
                        ir_type_str(m, &val->type, ty, sizeof ty));
         if (val->mem_off >= 0)
             sup_buf_printf(b, " at %lld", (long long)val->mem_off);

@@ -299,8 +299,8 @@ static void ir_verify_defs(ir_vctx *c, const ir_op *op, ir_vstate *st)
         int v = op->out[k];
         const ir_value *val = &m->values[v];
         if (val->kind != IR_V_RESULT)
-            ir_verr(c, sup_noloc(), "result %%%s is a %s, not an op result", val->name,
-                    val->kind == IR_V_PARAM ? "param" : "input");
+            ir_verr(c, sup_noloc(), "result %%%s is a%s %s, not an op result", val->name,
+                    val->kind == IR_V_INPUT || val->kind == IR_V_ACCUM ? "n" : "", ir_value_kind_name(val->kind));
         else if (st->defined_at[v] >= 0)
             ir_verr(c, sup_noloc(), "result %%%s is already defined by op %d", val->name, st->defined_at[v]);
         else if (val->def != c->op)
@@ -395,6 +395,7 @@ static void ir_verify_ops(ir_vctx *c)
     st.freed_at = sup_xmalloc((size_t)(m->nvalues + 1) * sizeof(int));
     for (int v = 0; v < m->nvalues; v++)
         st.defined_at[v] = st.freed_at[v] = -1;
+    int first_adamw = -1;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         c->op = i;
@@ -410,6 +411,17 @@ static void ir_verify_ops(ir_vctx *c)
         ir_verify_defs(c, op, &st);
         ir_verify_kind(c, op, info);
         ir_verify_uneven_uses(c, op);
+        ir_verify_accum_reads(c, op);
+        if (op->code == IR_ADAMW && op->nin == 2) {
+            /* The first adamw computes the global gradient norm (clipping)
+             * over every adamw's gradient: all must exist by then. */
+            if (first_adamw < 0)
+                first_adamw = i;
+            int d = m->values[op->in[1]].def;
+            if (d >= first_adamw)
+                ir_verr(c, sup_noloc(), "gradient %%%s is computed by op %d, after the first adamw (op %d), which "
+                        "takes the global norm of every adamw's gradient", m->values[op->in[1]].name, d, first_adamw);
+        }
         if (ir_types_sane(m, op))
             ir_verify_op_types(c, op);
         if (op->code == IR_FREE)

@@ -20,6 +20,8 @@ void ir_verr(ir_vctx *c, sup_loc loc, const char *fmt, ...) __attribute__((forma
 /* Type and layout rules of op c->op; its operand and result indices are
  * known to be valid. */
 void ir_verify_op_types(ir_vctx *c, const ir_op *op);
+/* An accum value is read only by accumulate (its target) and the apply phase. */
+void ir_verify_accum_reads(ir_vctx *c, const ir_op *op);
 
 /* Collective rules (ir_verify_coll.c). */
 void ir_verify_coll_types(ir_vctx *c, const ir_op *op);

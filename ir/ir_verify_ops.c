@@ -480,6 +480,32 @@ static void check_lm_head(ir_vctx *c, const ir_op *op)
     want_same_shape(c, w, ir_vv(c, op->out[1]));
 }
 
+/* accumulate(acc, g): acc an accum value of g's type (shape and sharding),
+ * added to once per micro-step; an accum value is written by nothing else,
+ * and read otherwise only by the apply phase (`phase = opt`), after the
+ * micro-steps. */
+static void check_accumulate(ir_vctx *c, const ir_op *op)
+{
+    const ir_value *acc = ir_vv(c, op->in[0]), *g = ir_vv(c, op->in[1]);
+    if (acc->kind != IR_V_ACCUM)
+        ir_verr(c, sup_noloc(), "%%%s is a%s %s, not an accum value (accumulate adds into a gradient accumulator)",
+                acc->name, acc->kind == IR_V_INPUT ? "n" : "", ir_value_kind_name(acc->kind));
+    if (g->kind == IR_V_ACCUM)
+        ir_verr(c, sup_noloc(), "accumulate adds a micro-step's gradient, not the accumulator %%%s", g->name);
+    ir_vsame_type(c, acc, g);
+}
+
+void ir_verify_accum_reads(ir_vctx *c, const ir_op *op)
+{
+    for (int k = 0; k < op->nin; k++) {
+        const ir_value *v = ir_vv(c, op->in[k]);
+        if (v->kind != IR_V_ACCUM || (op->code == IR_ACCUMULATE && k == 0) || !strcmp(ir_op_phase(op), "opt"))
+            continue;
+        ir_verr(c, sup_noloc(), "reads the accumulator %%%s in phase '%s': it holds the whole step's gradient only "
+                "in the apply phase ('phase = opt'), after every micro-step", v->name, ir_op_phase(op));
+    }
+}
+
 /* adamw(w, dw): same shape; dw laid out like w, or whole where w is sharded
  * (ZeRO-1: each rank updates the slice of w it owns from the full gradient). */
 static void check_adamw(ir_vctx *c, const ir_op *op)
@@ -522,6 +548,7 @@ void ir_verify_op_types(ir_vctx *c, const ir_op *op)
     case IR_LM_HEAD_LOSS:
     case IR_LM_HEAD_LOSS_BWD: check_lm_head(c, op); break;
     case IR_ADAMW: check_adamw(c, op); break;
+    case IR_ACCUMULATE: check_accumulate(c, op); break;
     case IR_MLP:
     case IR_MLP_BWD: check_mlp(c, op); break;
     case IR_BIAS_ADD:

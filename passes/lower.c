@@ -423,6 +423,10 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     ir_config_set(m, "qk_norm", md->qk_norm ? "true" : "false");
     ir_config_set_int(m, "micro_batch", s->train.micro_batch);
     ir_config_set_int(m, "seq_len", s->train.seq_len);
+    /* Gradient accumulation: micro-steps per optimizer step (the zero pass
+     * builds the micro-step / apply structure; absent = 1). */
+    int64_t gb = s->train.global_batch, mb = s->train.micro_batch;
+    if (mb > 0 && gb > mb && gb % mb == 0) ir_config_set_int(m, "accum", gb / mb);
     ir_config_set(m, "precision", s->train.precision[0] ? s->train.precision : "bf16");
     ir_config_set_int(m, "zero", s->train.zero);
     ir_config_set(m, "recompute", s->train.recompute[0] ? s->train.recompute : "none");

@@ -14,7 +14,23 @@
  *            last, and again around the backward uses.
  * A parameter with no dimension divisible by N stays replicated (remark).
  * Each gradient collective sits right after the op completing the gradient,
- * so it can overlap the rest of the backward. */
+ * so it can overlap the rest of the backward.
+ *
+ * Gradient accumulation (config accum = A > 1: A micro-steps of the forward
+ * and backward, then the apply phase, `phase = opt`): each gradient goes
+ * into an accumulator (`accum %d.w.acc`, zero at the start of the step)
+ *   reduce-scattered (stage 2-3, w sharded): every micro-step
+ *            %d.w.shard = reduce_scatter %d.w; accumulate %d.w.acc, %d.w.shard
+ *            (the accumulator is the rank's shard: 1/N of the gradient)
+ *            apply: adamw(w, d.w.acc)
+ *   otherwise (stage 0-1, replicated): every micro-step accumulate %d.w.acc,
+ *            %d.w (the rank's partial gradient, full size)
+ *            apply: %d.w.sum = all_reduce %d.w.acc; adamw(w, d.w.sum)
+ * as DeepSpeed does: stages 0-1 keep a full gradient buffer anyway, so one
+ * reduction per step moves A times fewer bytes; stages 2-3 exist so that no
+ * rank holds the full gradient across micro-steps, which costs a
+ * reduce-scatter per micro-step.  ZeRO-3's gathers stay in the forward and
+ * backward, so they run every micro-step. */
 #include "pass_util.h"
 
 #include <stdlib.h>
@@ -22,7 +38,8 @@
 
 typedef struct zctx {
     ir_module *m;
-    int world, N, stage;
+    int world, N, stage, accum;
+    int first_adamw; /* index of the first adamw op (the apply phase's reductions go before it) */
     int gathers, reductions, sharded, replicated;
     pu_edits edits; /* inserted ops, applied at the end: indices below are
                        those of the unchanged schedule */
@@ -105,13 +122,67 @@ static void gather_per_phase(zctx *z, int w, int d, ir_type full)
     }
 }
 
+/* `accumulate %acc, %g` right after op p (before the op after it, so after
+ * any collective inserted after p); returns acc, an accumulator of g's type. */
+static int accumulate_after(zctx *z, int g, int p)
+{
+    ir_module *m = z->m;
+    char base[IR_NAME_MAX + 8], name[IR_NAME_MAX];
+    snprintf(base, sizeof base, "%s.acc", m->values[g].name);
+    ir_value_fresh_name(m, base, name);
+    int acc = ir_value_add(m, name, IR_V_ACCUM, m->values[g].type);
+    ir_op op = ir_op_make(IR_ACCUMULATE);
+    ir_op_add_input(&op, acc);
+    ir_op_add_input(&op, g);
+    pu_tag_like(&op, &m->ops[p]);
+    pu_insert_before(&z->edits, p + 1, &op);
+    return acc;
+}
+
+/* With accumulation: the gradient dw (completed by op p) into an
+ * accumulator every micro-step; the apply phase reduces it once (stage 0-1,
+ * replicated) or updates from the accumulated shard (stage 2-3). */
+static void accumulate_grad(zctx *z, int dw, int d, int p, int adamw)
+{
+    ir_module *m = z->m;
+    bool scatter = z->stage >= 2 && d >= 0;
+    int g = dw;
+    if (scatter) {
+        ir_type t = m->values[dw].type;
+        t.shard[d] = z->world;
+        char base[IR_NAME_MAX + 8];
+        snprintf(base, sizeof base, "%s.shard", m->values[dw].name);
+        g = pu_result(m, base, t);
+        ir_op op = collective(IR_REDUCE_SCATTER, z->world, dw, g, d, &m->ops[p]);
+        pu_insert_after(&z->edits, p, &op);
+    }
+    int acc = accumulate_after(z, g, p);
+    int upd = acc;
+    if (!scatter) {
+        char base[IR_NAME_MAX + 8];
+        snprintf(base, sizeof base, "%s.sum", m->values[dw].name);
+        upd = pu_result(m, base, m->values[dw].type);
+        /* Before the first adamw: the first one computes the global
+         * gradient norm over every gradient (clipping), so all must be
+         * reduced by then. */
+        ir_op op = collective(IR_ALL_REDUCE, z->world, acc, upd, -1, &m->ops[adamw]);
+        pu_insert_before(&z->edits, z->first_adamw, &op);
+    }
+    m->ops[adamw].in[1] = upd;
+    z->reductions++;
+}
+
 /* Reduces the gradient dw right after the op completing it. */
-static void reduce_grad(zctx *z, int dw, int d)
+static void reduce_grad(zctx *z, int dw, int d, int adamw)
 {
     ir_module *m = z->m;
     int p = m->values[dw].def;
     if (p < 0)
         return; /* not computed in this step: nothing to reduce */
+    if (z->accum > 1) {
+        accumulate_grad(z, dw, d, p, adamw);
+        return;
+    }
     bool scatter = z->stage >= 2 && d >= 0;
     ir_type t = m->values[dw].type;
     if (scatter)
@@ -126,7 +197,7 @@ static void reduce_grad(zctx *z, int dw, int d)
     z->reductions++;
 }
 
-static void zero_param(zctx *z, int w, int dw, const pass_options *opt)
+static void zero_param(zctx *z, int w, int dw, int adamw, const pass_options *opt)
 {
     ir_module *m = z->m;
     int d = z->stage >= 1 ? shard_dim(m, w, z->N) : -1;
@@ -146,7 +217,7 @@ static void zero_param(zctx *z, int w, int dw, const pass_options *opt)
         else if (z->stage == 3)
             gather_per_phase(z, w, d, full);
     }
-    reduce_grad(z, dw, d);
+    reduce_grad(z, dw, d, adamw);
 }
 
 /* True once gradients already flow through a reduction into adamw. */
@@ -165,7 +236,8 @@ static bool already_applied(const ir_module *m)
 
 bool pass_zero(ir_module *m, const pass_options *opt)
 {
-    zctx z = {.m = m, .stage = (int)ir_config_int(m, "zero", 0), .N = ir_world(m)};
+    zctx z = {.m = m, .stage = (int)ir_config_int(m, "zero", 0), .N = ir_world(m),
+              .accum = (int)ir_config_int(m, "accum", 1)};
     if (z.stage < 0 || z.stage > 3) {
         sup_error(sup_noloc(), "zero: stage %d is not one of 0, 1, 2, 3", z.stage);
         return false;
@@ -178,18 +250,25 @@ bool pass_zero(ir_module *m, const pass_options *opt)
     if (z.world < 0)
         z.world = ir_group_add_contiguous(m, "world", 1);
     /* Collect (w, dw) first: the rewrites below move ops around. */
-    int n = 0, *pairs = sup_xmalloc(sizeof(int) * 2 * (size_t)(m->nops + 1));
+    int n = 0, *pairs = sup_xmalloc(sizeof(int) * 3 * (size_t)(m->nops + 1));
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ADAMW && m->ops[i].nin == 2) {
-            pairs[2 * n] = m->ops[i].in[0];
-            pairs[2 * n + 1] = m->ops[i].in[1];
+            pairs[3 * n] = m->ops[i].in[0];
+            pairs[3 * n + 1] = m->ops[i].in[1];
+            pairs[3 * n + 2] = i; /* indices of the unchanged schedule, as the edits' */
             n++;
         }
+    z.first_adamw = n > 0 ? pairs[2] : 0;
     for (int k = 0; k < n; k++)
-        zero_param(&z, pairs[2 * k], pairs[2 * k + 1], opt);
+        zero_param(&z, pairs[3 * k], pairs[3 * k + 1], pairs[3 * k + 2], opt);
     free(pairs);
     pu_edits_apply(m, &z.edits); /* renumbers */
     pu_remark(opt, "zero: stage %d over @world (%d ranks): %d parameter(s) sharded, %d replicated; %d all-gather(s), "
                    "%d gradient reduction(s)", z.stage, z.N, z.sharded, z.replicated, z.gathers, z.reductions);
+    if (z.accum > 1)
+        pu_remark(opt, "zero: %d micro-steps per optimizer step: gradients accumulated, %s", z.accum,
+                  z.stage >= 2 ? "reduce-scattered into the shard every micro-step (replicated ones reduced once "
+                                 "per step)"
+                               : "reduced once per step in the apply phase");
     return true;
 }

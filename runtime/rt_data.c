@@ -150,10 +150,11 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
             for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_docs_token(rt, off[0] + bi, seq[s], shift);
             continue;
         }
+        int64_t seqno = rt->micro * p->micro_batch + off[0] + bi; /* within the step's A·B sequences */
         int64_t pos = rt->val_batch >= 0 ? (rt->val_batch * p->micro_batch + off[0] + bi) * p->seq_len /* in order */
-                      : rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * p->micro_batch + off[0] + bi,
-                                                      (rt->data->ntokens - 1) / p->seq_len) * p->seq_len
-                                    : rt_data_position((uint64_t)rt->opt.seed, t, off[0] + bi, rt->data->ntokens, p->seq_len);
+                      : rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * rt_accum(rt) * p->micro_batch + seqno,
+                                                        (rt->data->ntokens - 1) / p->seq_len) * p->seq_len
+                                      : rt_data_position((uint64_t)rt->opt.seed, t, seqno, rt->data->ntokens, p->seq_len);
         for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_token(rt, pos + seq[s] + shift);
     }
     free(seq);
@@ -162,7 +163,7 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
 }
 
 void rt_data_fill(rt_ctx *rt, int64_t t) {
-    if (rt->val_batch < 0) rt_docs_step(rt, t); /* a validation batch is packed by rt_validate */
+    if (rt->val_batch < 0) rt_docs_step(rt, t * rt_accum(rt) + rt->micro); /* validation: rt_validate packs */
     if (rt->p->tokens >= 0) rt_fill_input(rt, rt->p->tokens, t, 0);
     if (rt->p->targets >= 0) rt_fill_input(rt, rt->p->targets, t, 1);
 }

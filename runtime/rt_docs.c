@@ -227,6 +227,18 @@ void rt_docs_stats(const rt_ctx *rt, rt_docs_info *out) {
 }
 
 double rt_loss_scale(rt_ctx *rt) {
+    /* The mean over the optimizer step: every micro-step's tokens (counted
+     * targets), not the micro-batch's alone; during a validation, its own. */
+    if (rt->step_counted > 0 && rt->val_batch < 0) return 1.0 / (double)rt->step_counted;
     if (!rt->docs) return 1.0 / (double)(rt->p->micro_batch * rt->p->seq_len);
     return 1.0 / (double)(rt->docs->counted > 0 ? rt->docs->counted : 1);
+}
+
+int64_t rt_docs_step_counted(rt_ctx *rt, int64_t t) {
+    int64_t A = rt_accum(rt), total = 0;
+    for (int64_t m = 0; m < A; m++) {
+        rt_docs_step(rt, t * A + m);
+        total += rt->docs->counted;
+    }
+    return total;
 }

@@ -152,6 +152,10 @@ struct rt_ctx {
     int nsends, cap_sends;
     /* Step state. */
     int64_t step;              /* 0-based index of the running step */
+    /* Gradient accumulation: the running micro-step (0 .. accum-1), and
+     * the step's loss denominator over all its micro-steps (A·B·S, or the
+     * counted targets of its packed documents), set before the first. */
+    int64_t micro, step_counted;
     bool norm_done;            /* the first rt_adamw of the step computed it */
     double grad_norm, clip_scale, lr;
     /* Counters: whole run, and the all-to-all time / bytes of this step. */
@@ -345,8 +349,13 @@ int64_t rt_data_position(uint64_t seed, int64_t t, int64_t b, int64_t ntokens, i
  * visits every window exactly once, in an order shuffled from (seed,
  * epoch) by a keyed bijection (no table, so a resume needs only the step). */
 int64_t rt_epoch_window(uint64_t seed, int64_t i, int64_t nwin);
-/* Fills this rank's slice of the tokens/targets inputs for step t. */
+/* Fills this rank's slice of the tokens/targets inputs for step t,
+ * micro-step rt->micro: the micro-batch's sequences are the step's
+ * sequences rt->micro·B .. rt->micro·B + B-1 (so A micro-steps of B equal
+ * one step of A·B sequences on any layout). */
 void rt_data_fill(rt_ctx *rt, int64_t t);
+/* Micro-steps per optimizer step (1 without accumulation). */
+static inline int64_t rt_accum(const rt_ctx *rt) { return rt->p->accum > 1 ? rt->p->accum : 1; }
 
 /* ---- validation (rt_val.c) ------------------------------------------------------ */
 /* Maps the --val-data corpus and fixes the batches (after rt_data_load);
@@ -372,6 +381,9 @@ void rt_docs_step(rt_ctx *rt, int64_t t);
  * rt->docs (the validation table while a validation runs); returns where
  * the next batch starts. */
 int64_t rt_docs_val_batch(rt_ctx *rt, int64_t next);
+/* The counted targets of all micro-steps of step t (packs each once; the
+ * loss scale needs them before the first backward). */
+int64_t rt_docs_step_counted(rt_ctx *rt, int64_t t);
 /* For rows row0 .. row0+b-1 and the module-order sequence indices start ..
  * start+s-1: doc [b,s] the document number within the row, pos [b,s] the
  * position within the document (either may be NULL). */

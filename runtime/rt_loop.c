@@ -26,6 +26,11 @@ static void rt_print_group(const rt_group_desc *g) {
     printf("%s}\n", g->nsets > 8 ? " ..." : "");
 }
 
+/* Tokens of one optimizer step: every micro-step's. */
+static double rt_step_tokens(const rt_ctx *rt) {
+    return (double)rt_accum(rt) * (double)(rt->p->micro_batch * rt->p->seq_len);
+}
+
 /* "data PATH (N tokens)" or, for shards, their count and the first and
  * last; with the tokens the run reads, how many passes over the corpus. */
 static void rt_print_corpus(const char *what, const rt_corpus *c, double reads) {
@@ -53,15 +58,22 @@ static void rt_banner(rt_ctx *rt) {
            p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
     printf("groups:\n");
     for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
-    printf("batch %lld × %lld = %lld tokens/step | steps %lld | seed %lld\n", (long long)p->micro_batch,
-           (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len), (long long)rt->opt.steps,
-           (long long)rt->opt.seed);
-    rt_print_corpus("data", &rt->train, (double)rt->opt.steps * (double)(p->micro_batch * p->seq_len));
+    if (rt_accum(rt) > 1)
+        printf("batch %lld × %lld = %lld tokens/micro-step, %lld micro-steps: global batch %lld sequences = %lld "
+               "tokens/step | steps %lld | seed %lld\n", (long long)p->micro_batch, (long long)p->seq_len,
+               (long long)(p->micro_batch * p->seq_len), (long long)rt_accum(rt),
+               (long long)(rt_accum(rt) * p->micro_batch), (long long)rt_step_tokens(rt), (long long)rt->opt.steps,
+               (long long)rt->opt.seed);
+    else
+        printf("batch %lld × %lld = %lld tokens/step | steps %lld | seed %lld\n", (long long)p->micro_batch,
+               (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len), (long long)rt->opt.steps,
+               (long long)rt->opt.seed);
+    rt_print_corpus("data", &rt->train, (double)rt->opt.steps * rt_step_tokens(rt));
     if (rt->opt.epoch) {
         int64_t nwin = (rt->data->ntokens - 1) / p->seq_len;
         printf("sampler epoch: %lld window(s) of %lld tokens, each once per epoch; %lld steps cover %.3f epoch(s)\n",
                (long long)nwin, (long long)p->seq_len, (long long)rt->opt.steps,
-               (double)rt->opt.steps * (double)p->micro_batch / (double)nwin);
+               (double)rt->opt.steps * (double)(rt_accum(rt) * p->micro_batch) / (double)nwin);
     }
     const rt_optim_desc *o = &rt->opt.optim;
     printf("adamw: lr %.2e, schedule %s", rt->opt.lr, rt_schedule_name(o->schedule));
@@ -91,36 +103,74 @@ typedef struct rt_step_stats {
     double val_loss, val_ms;
 } rt_step_stats;
 
+/* Zeroes every gradient accumulator (before a step's first micro-step). */
+static void rt_accum_zero(rt_ctx *rt) {
+    const rt_program *p = rt->p;
+    int64_t most = 0;
+    for (int v = 0; v < p->nvalues; v++)
+        if (p->values[v].kind == RT_ACCUM && p->values[v].local_elems > most) most = p->values[v].local_elems;
+    if (!most) return;
+    float *zeros = calloc((size_t)most, sizeof *zeros);
+    RT_CHECK(zeros, "out of memory for %lld zeros", (long long)most);
+    for (int v = 0; v < p->nvalues; v++)
+        if (p->values[v].kind == RT_ACCUM) rt_host_write(rt, v, zeros);
+    free(zeros);
+}
+
+/* One optimizer step: accum micro-steps (each its own micro-batch: the
+ * forward, the backward, the gradients into the accumulators), then the
+ * apply phase.  Without accumulation, the one step() holds all. */
 static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
+    const rt_program *p = rt->p;
+    int64_t A = rt_accum(rt);
     rt->step = t;
     rt->lr = rt_lr_at(&rt->opt.optim, rt->opt.lr, t, rt->opt.steps);
     rt->step_a2a_sec = rt->step_a2a_wait_sec = 0;
     rt->step_bytes = 0;
     rt_mem_begin_step(rt);
     rt_opt_begin_step(rt);
-    rt_data_fill(rt, t);
-    double t0 = rt_now();
-    rt->p->step(rt);
-    rt_comm_finish_step(rt);
-    rt_step_stats s = {.sec = rt_now() - t0, .a2a_sec = rt->step_a2a_sec, .a2a_wait_sec = rt->step_a2a_wait_sec,
-                       .bytes = rt->step_bytes};
-    if (!rt->norm_done && rt->p->nopt > 0) { /* a schedule without adamw still reports its norm */
+    if (A > 1) rt_accum_zero(rt);
+    rt->step_counted = rt->docs ? rt_docs_step_counted(rt, t) : A * p->micro_batch * p->seq_len;
+    rt_step_stats s = {0};
+    double loss_sum = 0, t0 = 0;
+    for (int64_t m = 0; m < A; m++) {
+        rt->micro = m;
+        if (m > 0) rt_mem_begin_step(rt); /* the last micro-step's activations are dead */
+        rt_data_fill(rt, t);
+        if (m == 0) t0 = rt_now();
+        p->step(rt);
+        rt_comm_finish_step(rt);
+        float part;
+        rt_host_read(rt, p->loss, &part);
+        loss_sum += part;
+        if (rt->docs) {
+            rt_docs_info d;
+            rt_docs_stats(rt, &d);
+            s.docs.ndocs = d.ndocs, s.docs.nsplit = d.nsplit, s.docs.nskipped = d.nskipped;
+            s.docs.step_docs += d.step_docs;
+            s.docs.counted += d.counted;
+            s.docs.imbalance = d.imbalance > s.docs.imbalance ? d.imbalance : s.docs.imbalance;
+        }
+    }
+    rt->micro = 0;
+    if (A > 1) {
+        p->apply(rt);
+        rt_comm_finish_step(rt);
+    }
+    s.sec = rt_now() - t0, s.a2a_sec = rt->step_a2a_sec, s.a2a_wait_sec = rt->step_a2a_wait_sec;
+    s.bytes = rt->step_bytes;
+    if (!rt->norm_done && p->nopt > 0) { /* a schedule without adamw still reports its norm */
         rt->grad_norm = rt_grad_norm(rt);
         rt->norm_done = true;
     }
     s.grad_norm = rt->norm_done ? rt->grad_norm : 0.0;
-    float loss_sum;
-    rt_host_read(rt, rt->p->loss, &loss_sum);
-    s.loss = loss_sum / (double)(rt->p->micro_batch * rt->p->seq_len);
-    if (rt->docs) { /* the mean over the targets counted */
-        rt_docs_stats(rt, &s.docs);
-        s.loss = loss_sum / (double)(s.docs.counted > 0 ? s.docs.counted : 1);
-    }
+    /* The mean over every micro-step's tokens (the counted targets). */
+    s.loss = loss_sum / (double)(rt->step_counted > 0 ? rt->step_counted : 1);
     return s;
 }
 
 static void rt_log_step(const rt_ctx *rt, int64_t t, const rt_step_stats *s) {
-    double tps = (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9);
+    double tps = rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9);
     printf("step %4lld/%lld | loss %.6f | grad_norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | a2a %.1f ms (%.1f%%)",
            (long long)t + 1, (long long)rt->opt.steps, s->loss, s->grad_norm, rt->lr, s->sec * 1e3, tps,
            s->a2a_sec * 1e3, s->sec > 0 ? 100.0 * s->a2a_sec / s->sec : 0.0);
@@ -157,7 +207,7 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "mem_workspace_bytes", (double)ws);
     cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)rt_rss_peak_bytes());
     cJSON_AddNumberToObject(o, "tokens_per_s",
-                            (double)(rt->p->micro_batch * rt->p->seq_len) / (s->sec > 0 ? s->sec : 1e-9));
+                            rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9));
     char *line = cJSON_PrintUnformatted(o);
     RT_CHECK(line, "out of memory formatting metrics");
     fprintf(f, "%s\n", line);
@@ -221,7 +271,7 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
     qsort(secs, (size_t)n, sizeof *secs, rt_cmp_double);
     double med = n ? secs[n / 2] : 0;
     printf("done: %lld step(s) in %.2f s, median step %.1f ms, %.0f tok/s (median)\n", (long long)n, sum, med * 1e3,
-           med > 0 ? (double)(rt->p->micro_batch * rt->p->seq_len) / med : 0.0);
+           med > 0 ? rt_step_tokens(rt) / med : 0.0);
     printf("memory: arena %.2f MiB per rank (%s), high-water %.2f MiB + workspace %.2f MiB, peak resident set "
            "%.2f MiB\n", (double)rt->arena_bytes / (1 << 20),
            rt->planned ? "the compiler's memory plan" : "one slot per value", (double)rt->mem_hw / (1 << 20),

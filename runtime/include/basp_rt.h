@@ -36,7 +36,10 @@ extern "C" {
 enum { RT_MAX_RANK = 6 };
 
 typedef enum { RT_F32, RT_I32 } rt_dtype;
-typedef enum { RT_PARAM, RT_INPUT, RT_ACT } rt_value_kind;
+/* RT_ACCUM: a gradient accumulator (gradient accumulation): lives the whole
+ * run like a parameter, zeroed by the runtime before each step's first
+ * micro-step. */
+typedef enum { RT_PARAM, RT_INPUT, RT_ACT, RT_ACCUM } rt_value_kind;
 
 /* One process group: nsets disjoint sets of set_size ranks (they partition
  * the world); set s is ranks[s*set_size .. (s+1)*set_size). */
@@ -158,6 +161,10 @@ typedef struct rt_program {
     int64_t eot_token;
     rt_packing packing;
     void (*step)(rt_ctx *rt); /* the generated schedule of one training step */
+    /* Gradient accumulation: accum micro-steps (step, each on its own
+     * micro-batch) then apply once; accum 0 or 1 = none (step holds all). */
+    int accum;
+    void (*apply)(rt_ctx *rt);
     /* Its forward-only program (validation: the loss of one batch, no
      * backward or update), derived by the compiler; 0 when there is none. */
     void (*eval)(rt_ctx *rt);

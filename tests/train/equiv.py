@@ -56,25 +56,31 @@ def compare_tensors(kind, ref, got, rtol):
     return bad
 
 
-def build_and_train(a, name, np_, sets):
+def batch_tokens(a, name, sets):
+    """micro_batch x seq_len of the spec with these overrides."""
+    out = os.path.join(a.workdir, name + ".spec")
+    run([a.baspc, a.spec, "--print-spec"] + [w for s in sets for w in ("--set", s)], out)
+    spec = [l.split() for l in open(out)]
+    bs = 1
+    for key in ("micro_batch", "seq_len"):
+        bs *= int([w[1] for w in spec if w[:1] == [key]][0])
+    return bs
+
+
+def build_and_train(a, name, np_, sets, val_tokens):
     exe = os.path.join(a.workdir, name)
     cmd = [a.baspc, a.spec, "-q", "-o", exe]
     for s in sets:
         cmd += ["--set", s]
     run(cmd, exe + ".build.log")
-    # Validation on the training data's first two batches, halfway and at
-    # the end (the weights differ between the two).
-    run(cmd[:3] + cmd[5:] + ["--print-spec"], exe + ".spec")
-    spec = open(exe + ".spec").read()
-    bs = 1
-    for key in ("micro_batch", "seq_len"):
-        bs *= int([l.split()[1] for l in spec.splitlines() if l.split()[:1] == [key]][0])
+    # Validation on the training data's first tokens, halfway and at the end
+    # (the weights differ between the two).
     env_cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
                "-x", "OPENBLAS_NUM_THREADS=1", exe, "--data", a.data, "--steps", str(a.steps),
                "--seed", str(a.seed if name != "ref" else a.ref_seed),
                "--metrics", exe + ".jsonl", "--save-weights", exe + ".weights",
                "--save-grads", exe + ".grads", "--log-every", str(a.steps),
-               "--val-data", a.data, "--val-tokens", str(2 * bs), "--val-every", str(max(a.steps // 2, 1))]
+               "--val-data", a.data, "--val-tokens", str(val_tokens), "--val-every", str(max(a.steps // 2, 1))]
     run(env_cmd, exe + ".train.log")
     recs = [json.loads(l) for l in open(exe + ".jsonl") if l.strip()]
     losses = [r["loss"] for r in recs]
@@ -102,8 +108,11 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
 
     one = ["mesh.nodes=1", "mesh.devices_per_node=1"]
-    ref = build_and_train(a, "ref", 1, a.set + one)
-    got = build_and_train(a, "layout", a.np, a.set + a.layout)
+    # Two batches of the larger micro-batch: whole batches for both runs
+    # (the same windows when one micro-batch divides the other).
+    val_tokens = 2 * max(batch_tokens(a, "ref", a.set + one), batch_tokens(a, "layout", a.set + a.layout))
+    ref = build_and_train(a, "ref", 1, a.set + one, val_tokens)
+    got = build_and_train(a, "layout", a.np, a.set + a.layout, val_tokens)
 
     print("%s on %d ranks (%s) vs 1 rank, %d steps" % (os.path.basename(a.spec), a.np,
                                                        " ".join(a.set + a.layout), a.steps))

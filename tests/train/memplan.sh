@@ -3,7 +3,8 @@
 #
 #   memplan.sh measured BASPC MPIRUN CORPUS SPEC WORKDIR
 #     For several layouts of SPEC (Ulysses, batch-aware, ZeRO 0-3, each
-#     recompute setting) on 4 ranks: the arena `baspc --memory --json`
+#     recompute setting, gradient accumulation: its accumulators live
+#     across the micro-steps) on 4 ranks: the arena `baspc --memory --json`
 #     predicts (arena_bytes) must equal the arena the binary allocates
 #     (mem_arena_bytes in --metrics), and the peak the runtime measures
 #     (mem_peak_bytes: the highest arena byte that a live buffer, the
@@ -38,6 +39,8 @@ measured() {
         "layout.batch_aware=groups 2;train.recompute=selective"
         "layout.batch_aware=groups 2;train.zero=3;train.recompute=full"
         "layout.batch_aware=off;train.recompute=full;train.mlp_chunk=16"
+        "layout.batch_aware=groups 2;train.global_batch=6"
+        "layout.batch_aware=off;train.zero=2;train.global_batch=8"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
