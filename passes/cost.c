@@ -480,8 +480,13 @@ pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_par
 {
     pass_cost_report r;
     memset(&r, 0, sizeof r);
+    int accum = (int)ir_config_int(m, "accum", 1);
     for (int i = 0; i < m->nops; i++) {
         pass_op_cost c = pass_op_cost_of(m, &m->ops[i], p);
+        /* Gradient accumulation: the micro-step's ops run accum times a step,
+         * the apply phase's (phase = opt) once. */
+        if (accum > 1 && strcmp(ir_op_phase(&m->ops[i]), "opt") != 0)
+            c.seconds *= accum;
         r.step_s += c.seconds;
         if (c.comm)
             r.comm_s += c.seconds;

@@ -194,6 +194,7 @@ typedef struct pass_plan_result {
     char model[64];
     int world, nodes, devices_per_node;
     int64_t micro_batch, seq_len;
+    int64_t accum;             /* micro-steps per optimizer step (train.global_batch / micro_batch) */
     double device_mem;         /* bytes per rank, 0 if unknown */
     bool cuda;                 /* memory planned for the cuda target (else cpu) */
     pass_plan_candidate *cand; /* malloc'd */

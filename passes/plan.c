@@ -327,6 +327,7 @@ static void plan_ulysses_sp(plan_ctx *x)
     }
     fe_spec *s = spec_copy(x->spec);
     s->train.micro_batch = B * B;
+    s->train.global_batch *= B; /* as many micro-steps, each B times larger */
     if (fe_check(s))
         evaluate(x, s, c);
     else
@@ -396,7 +397,8 @@ static void explain(pass_plan_result *r)
         else if (!c->keeps_batch && w->keeps_batch)
             snprintf(c->reason, sizeof c->reason,
                      "changes the global batch: %lld sequences per step instead of %lld (%.0f tokens per rank)",
-                     (long long)(c->micro_batch), (long long)r->micro_batch, c->tokens_per_rank);
+                     (long long)(c->micro_batch * r->accum), (long long)(r->micro_batch * r->accum),
+                     c->tokens_per_rank);
         else
             snprintf(c->reason, sizeof c->reason, "slower: %.1f ms/step, +%.1f%% over %s", c->step_ms,
                      100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
@@ -428,6 +430,9 @@ static void header(pass_plan_result *r, const fe_spec *spec)
     r->nodes = (int)spec->mesh.nodes;
     r->devices_per_node = (int)spec->mesh.devices_per_node;
     r->micro_batch = spec->train.micro_batch;
+    r->accum = spec->train.micro_batch > 0 && spec->train.global_batch > spec->train.micro_batch
+                   ? spec->train.global_batch / spec->train.micro_batch
+                   : 1;
     r->seq_len = spec->train.seq_len;
     r->device_mem = spec->mesh.device_mem;
     r->docs.spec_documents = spec->train.documents;
@@ -564,6 +569,8 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
 {
     fprintf(out, "plan: %s on %d ranks (%d node(s) x %d), micro_batch %lld x %lld tokens", r->model, r->world,
             r->nodes, r->devices_per_node, (long long)r->micro_batch, (long long)r->seq_len);
+    if (r->accum > 1)
+        fprintf(out, ", %lld micro-steps per step ('step ms' counts all)", (long long)r->accum);
     if (r->device_mem > 0)
         fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
     fprintf(out, ", %s target\n", r->cuda ? "cuda" : "cpu");

@@ -197,6 +197,14 @@ static int kind_index(ir_opcode code)
     return -1;
 }
 
+/* Times op runs per optimizer step: accum (config, gradient accumulation)
+ * for the micro-step's ops, once for the apply phase's (`phase = opt`). */
+static int runs_per_step(const ir_module *m, const ir_op *op)
+{
+    int a = (int)ir_config_int(m, "accum", 1);
+    return a > 1 && strcmp(ir_op_phase(op), "opt") != 0 ? a : 1;
+}
+
 static totals sum_traffic(const ir_module *m)
 {
     totals t;
@@ -206,9 +214,10 @@ static totals sum_traffic(const ir_module *m)
         if (k < 0)
             continue;
         pass_traffic tr = pass_op_traffic(m, &m->ops[i]);
-        t.count[k]++;
-        t.bytes[k] += tr.bytes_sent;
-        t.inter[k] += tr.inter_bytes;
+        int n = runs_per_step(m, &m->ops[i]);
+        t.count[k] += n;
+        t.bytes[k] += n * tr.bytes_sent;
+        t.inter[k] += n * tr.inter_bytes;
         if (m->ops[i].code == IR_ALL_TO_ALL && tr.peers > t.a2a_peers)
             t.a2a_peers = tr.peers;
         if (tr.peers - tr.inter_peers > t.intra_peers)
@@ -288,6 +297,10 @@ static void print_header(const ir_module *m, FILE *out)
         fprintf(out, "  @%-8s %3d set(s) of %-3d %s\n", g->name, g->nsets, g->set_size, b.data);
         sup_buf_free(&b);
     }
+    int a = (int)ir_config_int(m, "accum", 1);
+    if (a > 1)
+        fprintf(out, "gradient accumulation: %d micro-steps per optimizer step: the fwd and bwd rows run %d times a "
+                "step, the opt rows (the apply phase) once; the totals count every run\n", a, a);
 }
 
 static int values_width(const ir_module *m)
@@ -398,6 +411,7 @@ static cJSON *json_collective(const ir_module *m, int n, const ir_op *op)
     cJSON_AddNumberToObject(o, "peers", t.peers);
     cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter_bytes);
     cJSON_AddNumberToObject(o, "inter_node_peers", t.inter_peers);
+    cJSON_AddNumberToObject(o, "runs_per_step", runs_per_step(m, op));
     return o;
 }
 
@@ -438,6 +452,7 @@ void pass_schedule_json(const ir_module *m, FILE *out)
     cJSON_AddNumberToObject(root, "world", ir_world(m));
     cJSON_AddNumberToObject(root, "nodes", m->mesh.nodes);
     cJSON_AddNumberToObject(root, "devices_per_node", m->mesh.devices_per_node);
+    cJSON_AddNumberToObject(root, "micro_steps", (double)ir_config_int(m, "accum", 1));
     cJSON_AddItemToObject(root, "groups", json_groups(m));
     cJSON *colls = cJSON_AddArrayToObject(root, "collectives");
     int n = 0;
