@@ -349,6 +349,9 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
     cJSON_AddStringToObject(data, "sampler", rt->opt.epoch ? "epoch: feistel(seed, epoch, window)"
                                                            : "splitmix64(seed, step, sequence)");
     cJSON_AddNumberToObject(data, "tokens", (double)rt->train.ntokens);
+    /* What a step draws: its micro-steps' sequences (gradient accumulation). */
+    cJSON_AddNumberToObject(data, "micro_batch", (double)p->micro_batch);
+    cJSON_AddNumberToObject(data, "global_batch", (double)(rt_accum(rt) * p->micro_batch));
     ck_hex(buf, rt_ckpt_data_fnv(rt));
     cJSON_AddStringToObject(data, "fnv64", buf);
     cJSON *by = cJSON_AddObjectToObject(s, "saved_by");

@@ -672,6 +672,12 @@ static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
         fprintf(stderr, "warning: the checkpoint drew its batches with --sampler %s; this run uses %s: the batches "
                 "will not continue the interrupted run's\n", was_epoch ? "epoch" : "random",
                 rt->opt.epoch ? "epoch" : "random");
+    const cJSON *gb = cJSON_GetObjectItemCaseSensitive(d, "global_batch");
+    double now = (double)(rt_accum(rt) * rt->p->micro_batch);
+    if (cJSON_IsNumber(gb) && gb->valuedouble != now)
+        fprintf(stderr, "warning: the checkpoint was trained with a global batch of %.0f sequences per step; this "
+                "program takes %.0f (train.global_batch): the batches will not continue the interrupted run's, "
+                "and every step from here averages %.0f\n", gb->valuedouble, now, now);
     ck_check_optim(rt, st);
 }
 

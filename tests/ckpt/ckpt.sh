@@ -47,6 +47,20 @@ setup() {
     # is drawn from (seed, step), so a resumed run packs the same rows.
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/docs_basp_z1" "${m4[@]}" --set "layout.batch_aware=groups 2" \
         --set train.zero=1 --set train.documents=on --set train.eot_token=0
+    # Gradient accumulation (3 micro-steps, ZeRO-2): the accumulators start
+    # every step at zero, so a checkpoint needs nothing more.
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/acc_basp_z2" "${m4[@]}" --set "layout.batch_aware=groups 2" \
+        --set train.zero=2 --set train.global_batch=6
+}
+
+# accnote W EXPECT: resuming a checkpoint of another global batch warns.
+accnote() {
+    local w=$1 expect=$2 d=$1/accnote
+    rm -rf "$d" && mkdir -p "$d"
+    "${MPI[@]}" -np 4 "$w/acc_basp_z2" --data "$w/corpus.bin" --quiet --steps 3 --checkpoint-dir "$d/ck"
+    "$expect" ok "warning: the checkpoint was trained with a global batch of 6 sequences per step; this program takes 2 \(train\.global_batch\)" \
+        "${MPI[@]}" -np 4 "$w/gqa_basp_z1" --data "$w/corpus.bin" --steps 4 --resume "$d/ck/step-00000003" \
+        --checkpoint-dir "$d/other"
 }
 
 losses() { python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"; }
@@ -429,6 +443,7 @@ compat() {
 #   ckpt.sh loadnan W EXPECT    NaN/Inf in --resume weights and moments, --init-from DIR and
 #                               --init-from FILE: refused by tensor and file
 #   ckpt.sh seednote W EXPECT   --resume --seed N: a note naming both seeds
+#   ckpt.sh accnote W EXPECT    --resume under another global batch: a warning naming both
 
 # stop_run LOG DIR DELAY_MS [ARGS...]: a 4-rank run of 40 steps in the background.
 # Open MPI 4's mpirun, when signalled, sends the ranks SIGCONT, waits
