@@ -62,7 +62,8 @@ bool pass_cost(ir_module *m, const pass_options *opt)
  * Every rank runs the same op sequence in this model (SPMD, times of the
  * slowest rank), so each rank's track is the schedule laid end to end on
  * one stream: collectives go on tid 1 to stand out, but never overlap the
- * compute on tid 0.  Ranks past TRACE_MAX_RANKS are left out (otherData
+ * compute on tid 0.  With gradient accumulation the micro-step repeats
+ * accum times before the apply phase.  Ranks past TRACE_MAX_RANKS are left out (otherData
  * says so) to keep the file loadable. */
 enum { TRACE_MAX_RANKS = 64 };
 
@@ -125,15 +126,23 @@ void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out)
         goto out;
     for (int i = 0; i < m->nops; i++)
         cost[i] = pass_op_cost_of(m, &m->ops[i], p);
+    /* Gradient accumulation: the micro-step's ops laid out accum times (args
+     * micro_step = 0 ..), then the apply phase (phase = opt) once. */
+    int accum = (int)ir_config_int(m, "accum", 1);
     for (int r = 0; r < shown; r++) {
         trace_meta(ev, r);
         double ts = 0;
-        for (int i = 0; i < m->nops; i++) {
-            if (m->ops[i].code == IR_FREE)
-                continue;
-            cJSON_AddItemToArray(ev, trace_event(m, &m->ops[i], &cost[i], r, ts));
-            ts += cost[i].seconds * 1e6;
-        }
+        for (int pass = 0; pass <= (accum > 1 ? accum : 0); pass++)
+            for (int i = 0; i < m->nops; i++) {
+                bool opt = strcmp(ir_op_phase(&m->ops[i]), "opt") == 0;
+                if (m->ops[i].code == IR_FREE || (accum > 1 && opt != (pass == accum)))
+                    continue;
+                cJSON *e = trace_event(m, &m->ops[i], &cost[i], r, ts);
+                if (accum > 1 && !opt)
+                    cJSON_AddNumberToObject(cJSON_GetObjectItem(e, "args"), "micro_step", pass);
+                cJSON_AddItemToArray(ev, e);
+                ts += cost[i].seconds * 1e6;
+            }
     }
     cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
     cJSON *meta = cJSON_AddObjectToObject(root, "otherData");

@@ -172,12 +172,7 @@ int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
         if (rt->opt.ckpt_dir) cJSON_AddStringToObject(o, "checkpoint", ck);
         else cJSON_AddNullToObject(o, "checkpoint");
         cJSON_AddNumberToObject(o, "exit_status", 128 + sig);
-        char *line = cJSON_PrintUnformatted(o);
-        RT_CHECK(line, "out of memory formatting metrics");
-        fprintf(metrics, "%s\n", line);
-        fflush(metrics);
-        cJSON_free(line);
-        cJSON_Delete(o);
+        rt_metrics_write(metrics, o);
     }
     return 128 + sig;
 }

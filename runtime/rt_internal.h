@@ -517,6 +517,10 @@ int rt_stop_signal(void);
  * if so, writes a checkpoint (--checkpoint-dir) and returns the exit status
  * (128 + signal), else 0. */
 int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics);
+/* One record of the metrics file (a cJSON object, consumed): printed on
+ * one line and flushed. */
+struct cJSON;
+void rt_metrics_write(FILE *f, struct cJSON *o);
 /* rt_guard.c: the index of the first non-finite of n floats, or -1. */
 int64_t rt_first_nonfinite(const float *x, int64_t n);
 

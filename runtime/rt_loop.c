@@ -69,6 +69,14 @@ static void rt_banner(rt_ctx *rt) {
                (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len), (long long)rt->opt.steps,
                (long long)rt->opt.seed);
     rt_print_corpus("data", &rt->train, (double)rt->opt.steps * rt_step_tokens(rt));
+    if (rt->val_batches) {
+        rt_print_corpus("validation data", &rt->val, 0);
+        printf("validation: %lld batch(es) of %lld × %lld = %lld tokens, the forward-only program, after ",
+               (long long)rt->val_batches, (long long)p->micro_batch, (long long)p->seq_len,
+               (long long)(rt->val_batches * p->micro_batch * p->seq_len));
+        if (rt->opt.val_every) printf("every %lld steps and ", (long long)rt->opt.val_every);
+        printf("the last\n");
+    }
     if (rt->opt.epoch) {
         int64_t nwin = (rt->data->ntokens - 1) / p->seq_len;
         printf("sampler epoch: %lld window(s) of %lld tokens, each once per epoch; %lld steps cover %.3f epoch(s)\n",
@@ -181,6 +189,15 @@ static void rt_log_step(const rt_ctx *rt, int64_t t, const rt_step_stats *s) {
     fflush(stdout);
 }
 
+void rt_metrics_write(FILE *f, cJSON *o) {
+    char *line = cJSON_PrintUnformatted(o);
+    RT_CHECK(line, "out of memory formatting metrics");
+    fprintf(f, "%s\n", line);
+    fflush(f);
+    cJSON_free(line);
+    cJSON_Delete(o);
+}
+
 static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_stats *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", (double)(t + 1));
@@ -208,12 +225,7 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)rt_rss_peak_bytes());
     cJSON_AddNumberToObject(o, "tokens_per_s",
                             rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9));
-    char *line = cJSON_PrintUnformatted(o);
-    RT_CHECK(line, "out of memory formatting metrics");
-    fprintf(f, "%s\n", line);
-    fflush(f);
-    cJSON_free(line);
-    cJSON_Delete(o);
+    rt_metrics_write(f, o);
 }
 
 static int rt_cmp_double(const void *a, const void *b) {
