@@ -12,8 +12,10 @@ something does not: the test that proves the comparison can fail).
 Only the Python standard library is used.
 """
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -88,6 +90,37 @@ def build_and_train(a, name, np_, sets, val_tokens):
     return losses, read_tensors(exe + ".weights"), read_tensors(exe + ".grads"), vals
 
 
+def cached_reference(a, sets, val_tokens):
+    """The one-rank reference run, shared by every case of one CTest run with
+    the same spec text, overrides, steps, seed, data and validation (the
+    cache directory is emptied by the train.refcache fixture at the start of
+    each run, so a rebuilt compiler or runtime never meets a stale result).
+    Without --ref-cache every case runs its own."""
+    if not a.ref_cache:
+        return build_and_train(a, "ref", 1, sets, val_tokens)
+    key = json.dumps([open(a.spec).read(), sorted(sets), a.steps, a.ref_seed, os.path.abspath(a.data), val_tokens,
+                      sorted((k, v) for k, v in os.environ.items() if k.startswith("BASP_TEST_"))])
+    d = os.path.join(a.ref_cache, hashlib.sha256(key.encode()).hexdigest()[:24])
+    if not os.path.isdir(d):
+        res = build_and_train(a, "ref", 1, sets, val_tokens)
+        tmp = "%s.tmp%d" % (d, os.getpid())
+        os.makedirs(tmp)
+        exe = os.path.join(a.workdir, "ref")
+        for ext in (".jsonl", ".weights", ".grads"):
+            shutil.copyfile(exe + ext, os.path.join(tmp, "ref" + ext))
+        open(os.path.join(tmp, "key.json"), "w").write(key)
+        try:
+            os.rename(tmp, d)
+        except OSError:  # another case stored it first: the same result
+            shutil.rmtree(tmp)
+        return res
+    print("  (the one-rank reference of this spec, overrides and data: shared, %s)" % d)
+    ref = os.path.join(d, "ref")
+    recs = [json.loads(l) for l in open(ref + ".jsonl") if l.strip()]
+    return ([r["loss"] for r in recs], read_tensors(ref + ".weights"), read_tensors(ref + ".grads"),
+            [(r["step"], r["val_loss"]) for r in recs if "val_loss" in r])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--baspc", required=True)
@@ -102,6 +135,7 @@ def main():
     p.add_argument("--ref-seed", type=int, default=None)
     p.add_argument("--workdir", required=True)
     p.add_argument("--expect-mismatch", action="store_true")
+    p.add_argument("--ref-cache", default=None, help="share one-rank references in this directory")
     a = p.parse_args()
     if a.ref_seed is None:
         a.ref_seed = a.seed
@@ -111,7 +145,7 @@ def main():
     # Two batches of the larger micro-batch: whole batches for both runs
     # (the same windows when one micro-batch divides the other).
     val_tokens = 2 * max(batch_tokens(a, "ref", a.set + one), batch_tokens(a, "layout", a.set + a.layout))
-    ref = build_and_train(a, "ref", 1, a.set + one, val_tokens)
+    ref = cached_reference(a, a.set + one, val_tokens)
     got = build_and_train(a, "layout", a.np, a.set + a.layout, val_tokens)
 
     print("%s on %d ranks (%s) vs 1 rank, %d steps" % (os.path.basename(a.spec), a.np,
