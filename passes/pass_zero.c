@@ -227,6 +227,8 @@ static bool already_applied(const ir_module *m)
         const ir_op *op = &m->ops[i];
         if (op->code != IR_ADAMW || op->nin < 2)
             continue;
+        if (m->values[op->in[1]].kind == IR_V_ACCUM) /* accumulated: applied with accumulation */
+            return true;
         int def = m->values[op->in[1]].def;
         if (def >= 0 && ir_op_info_of(m->ops[def].code)->kind == IR_K_COLL)
             return true;

@@ -77,8 +77,9 @@ static bool corpus_add_dir(rt_corpus *c, int *cap, const char *dir, char *err, s
 /* One --data argument: a file, a directory, or a glob pattern. */
 static bool corpus_add_arg(rt_corpus *c, int *cap, const char *arg, char *err, size_t errlen) {
     struct stat st;
-    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) return corpus_add_dir(c, cap, arg, err, errlen);
-    if (!strpbrk(arg, "*?[")) {
+    bool exists = stat(arg, &st) == 0; /* a name that exists is itself, brackets or not */
+    if (exists && S_ISDIR(st.st_mode)) return corpus_add_dir(c, cap, arg, err, errlen);
+    if (exists || !strpbrk(arg, "*?[")) {
         corpus_add_path(c, cap, arg); /* opened (and any error said) below */
         return true;
     }

@@ -75,6 +75,7 @@ tok(w + "/shards/zero_count.bin", 1, 0, "<H", [])
 tok(w + "/shards/truncated.bin", 1, 1000, "<H", ids[:600])
 tok(w + "/shards/vocab.bin", 1, 1000, "<H", ids[:417] + [300] + ids[418:])
 open(w + "/shards/empty.bin", "wb").close()
+tok(w + "/shards/bracket[1].bin", 1, 1000, "<H", ids)  # a name with glob characters that exists
 PY
     mkdir -p "$w/a-directory"
 }
