@@ -1,15 +1,11 @@
-/* rt_data.c — training data: llm.c token files or raw text (byte-level
- * tokens), and the deterministic sampler that gives every layout the same
- * global batch at every step.
+/* rt_data.c — training data: the corpus (llm.c token shards or raw text,
+ * mapped by rt_corpus.c), and the deterministic sampler that gives every
+ * layout the same global batch at every step and micro-step.
  *
  * llm.c token file: 256 int32 header (magic 20240520, version, token count,
  * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
-#define _DEFAULT_SOURCE /* madvise, MADV_DONTNEED */
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
