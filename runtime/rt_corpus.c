@@ -108,9 +108,7 @@ static bool corpus_map(rt_shard *s, char *err, size_t errlen) {
         return false;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: cannot read: %s", s->path, S_ISDIR(st.st_mode) ? "is a directory"
-                                                                              : "not a regular file");
+    if (!rt_regular_file(fd, s->path, &st, err, errlen)) {
         close(fd);
         return false;
     }

@@ -15,7 +15,7 @@
 
 /* The open file fd is a regular file (*st: its status); else false with
  * the reason (a directory, a device, a failed fstat). */
-static bool rt_regular_file(int fd, const char *path, struct stat *st, char *err, size_t errlen) {
+bool rt_regular_file(int fd, const char *path, struct stat *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
     if (fstat(fd, st) == 0 && S_ISREG(st->st_mode)) return true;
     int e = errno;

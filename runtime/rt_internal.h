@@ -82,6 +82,10 @@ typedef struct rt_corpus {
  * order; text: one raw-text file, byte-level tokens.  Every shard mapped and
  * checked (header, size, token size, ids < vocab); false with the reason,
  * naming the file. */
+/* The open file fd is a regular file (*st: its status); else false with the
+ * reason (a directory, a device, a failed fstat) naming path (rt_data.c). */
+struct stat;
+bool rt_regular_file(int fd, const char *path, struct stat *st, char *err, size_t errlen);
 bool rt_corpus_open(rt_corpus *c, const char *const *args, int nargs, bool text, int64_t vocab, char *err,
                     size_t errlen);
 void rt_corpus_free(rt_corpus *c);
@@ -168,6 +172,7 @@ struct rt_ctx {
      * rank's memory does not grow with the corpus. */
     rt_corpus train, val;
     const rt_corpus *data;
+    float *accum_zeros; /* zeros the size of the largest accumulator (rt_loop.c), once */
     /* Validation (rt_val.c): val_batches batches of the validation corpus
      * (its documents: val_docs); val_batch >= 0 while one is being filled;
      * the best loss so far and its step (-1: none yet). */

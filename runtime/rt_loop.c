@@ -111,18 +111,19 @@ typedef struct rt_step_stats {
     double val_loss, val_ms;
 } rt_step_stats;
 
-/* Zeroes every gradient accumulator (before a step's first micro-step). */
+/* Zeroes every gradient accumulator (before a step's first micro-step),
+ * from one host buffer of zeros made on the first call. */
 static void rt_accum_zero(rt_ctx *rt) {
     const rt_program *p = rt->p;
-    int64_t most = 0;
+    if (!rt->accum_zeros) {
+        int64_t most = 1;
+        for (int v = 0; v < p->nvalues; v++)
+            if (p->values[v].kind == RT_ACCUM && p->values[v].local_elems > most) most = p->values[v].local_elems;
+        rt->accum_zeros = calloc((size_t)most, sizeof *rt->accum_zeros);
+        RT_CHECK(rt->accum_zeros, "out of memory for %lld zeros", (long long)most);
+    }
     for (int v = 0; v < p->nvalues; v++)
-        if (p->values[v].kind == RT_ACCUM && p->values[v].local_elems > most) most = p->values[v].local_elems;
-    if (!most) return;
-    float *zeros = calloc((size_t)most, sizeof *zeros);
-    RT_CHECK(zeros, "out of memory for %lld zeros", (long long)most);
-    for (int v = 0; v < p->nvalues; v++)
-        if (p->values[v].kind == RT_ACCUM) rt_host_write(rt, v, zeros);
-    free(zeros);
+        if (p->values[v].kind == RT_ACCUM) rt_host_write(rt, v, rt->accum_zeros);
 }
 
 /* One optimizer step: accum micro-steps (each its own micro-batch: the

@@ -360,6 +360,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     rt_data_unmap(rt);
     rt_docs_free(rt->docs);
     rt_docs_free(rt->val_docs);
+    free(rt->accum_zeros);
     free(rt);
 }
 
