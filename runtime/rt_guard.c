@@ -135,7 +135,10 @@ int64_t rt_first_nonfinite(const float *x, int64_t n) {
  * step, so that a test can signal a run in the middle.  The stop is also a
  * record in the metrics file (rank 0 writes it directly): when mpirun itself
  * was signalled it is tearing the job down and may drop the ranks' last
- * lines of output, the file keeps why and where the run ended. */
+ * lines of output, the file keeps why and where the run ended.  The
+ * message comes last: until rt_signal_restore_output a line that the
+ * terminal does not take is dropped (rt_signal.c), after it a write may
+ * block, and by then nothing is left to lose. */
 int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
     const char *e = getenv("BASP_TEST_STEP_DELAY_MS");
     long ms = e ? atol(e) : 0;
@@ -156,12 +159,6 @@ int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
     } else {
         snprintf(what, sizeof what, "no checkpoint written (no --checkpoint-dir)");
     }
-    if (rt->rank == 0) {
-        fflush(stdout);
-        fprintf(stderr, "received %s: step %lld finished, %s; stopping (exit status %d)\n", name, (long long)t + 1,
-                what, 128 + sig);
-        fflush(stderr);
-    }
     if (metrics) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "event", "stop");
@@ -173,6 +170,13 @@ int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
         else cJSON_AddNullToObject(o, "checkpoint");
         cJSON_AddNumberToObject(o, "exit_status", 128 + sig);
         rt_metrics_write(metrics, o);
+    }
+    rt_signal_restore_output(); /* the checkpoint and the record are safe: now say so */
+    if (rt->rank == 0) {
+        fflush(stdout);
+        fprintf(stderr, "received %s: step %lld finished, %s; stopping (exit status %d)\n", name, (long long)t + 1,
+                what, 128 + sig);
+        fflush(stderr);
     }
     return 128 + sig;
 }

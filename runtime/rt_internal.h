@@ -514,10 +514,18 @@ void rt_watchdog_start(rt_ctx *rt, double seconds);
 void rt_watchdog_beat(const char *what, int64_t step);
 void rt_watchdog_stop(void);
 
-/* rt_main.c: whether option NAME was on the command line; the signal
- * (SIGTERM, SIGINT) that asked the job to stop after the current step, 0 if none. */
+/* rt_main.c: whether option NAME was on the command line. */
 bool rt_option_given(const char *name);
+/* rt_signal.c: SIGTERM / SIGINT.  Before rt_signal_training_started the
+ * first signal ends the job at once (rank 0 says so); after it, the first
+ * asks for a stop after the current step (rt_stop_signal: that signal, 0
+ * if none) and makes stdout/stderr non-blocking until
+ * rt_signal_restore_output; a second one ends the job at once. */
+void rt_signal_install(int rank);
+void rt_signal_training_started(void);
 int rt_stop_signal(void);
+void rt_signal_restore_output(void);
+void rt_signal_test_startup_delay(void);
 /* rt_guard.c: after step t, all ranks agree whether a stop signal arrived;
  * if so, writes a checkpoint (--checkpoint-dir) and returns the exit status
  * (128 + signal), else 0. */

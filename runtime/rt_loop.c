@@ -329,6 +329,7 @@ int rt_train(rt_ctx *rt) {
     if (r0 && rt->start_step >= steps && rt->start_step > 0)
         printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
                (long long)steps);
+    rt_signal_training_started(); /* from here a signal stops after a step, with a checkpoint */
     for (int64_t t = t0; t < steps; t++) {
         rt_watchdog_beat("running a step", t + 1);
         rt_guard_test_poison(rt, t, true);

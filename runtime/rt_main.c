@@ -2,7 +2,6 @@
  * the error helpers.  The training loop and its logging are in rt_loop.c. */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -100,7 +99,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --quiet              no per-step lines\n"
             "  --help               this text\n"
             "Output paths are checked before step 1.  SIGTERM/SIGINT: the ranks finish the step, write a\n"
-            "checkpoint (--checkpoint-dir) and exit 143/130; a second signal stops at once.\n"
+            "checkpoint (--checkpoint-dir) and exit 143/130; a second signal, or one during start-up\n"
+            "(before step 1), stops at once.\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
             p->world, prog, p->model, p->spec ? p->spec : "?", p->world, (long long)p->steps, p->lr,
             rt_schedule_name(o->schedule), (long long)o->warmup, o->min_lr, o->wsd_decay, o->weight_decay, o->beta1,
@@ -461,33 +461,9 @@ static bool rt_check_outputs(const rt_options *o, char *err, size_t errlen) {
            rt_check_out_file("--profile", o->profile, err, errlen) && rt_check_ckpt_dir(o->ckpt_dir, err, errlen);
 }
 
-/* ---- SIGTERM / SIGINT: stop after the current step -------------------------------------- */
-static volatile sig_atomic_t rt_stop_sig;
-
-static void rt_on_signal(int sig) {
-    if (rt_stop_sig) { /* the second signal: stop at once */
-        static const char msg[] = "received a second signal: stopping at once, no checkpoint\n";
-        ssize_t w = write(2, msg, sizeof msg - 1);
-        (void)w;
-        _exit(128 + sig);
-    }
-    rt_stop_sig = sig;
-}
-
-int rt_stop_signal(void) { return (int)rt_stop_sig; }
-
-static void rt_install_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = rt_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-}
-
 /* ---- entry point ---------------------------------------------------------------- */
 static int rt_finish(int status) {
+    rt_signal_restore_output();
     fflush(stdout);
     fflush(stderr);
     MPI_Finalize();
@@ -503,7 +479,7 @@ int rt_main(int argc, char **argv, const rt_program *p) {
     const char *prog = argc > 0 ? argv[0] : "train";
     rt_argc = argc;
     rt_argv = argv;
-    rt_install_signals();
+    rt_signal_install(rank);
     rt_options o;
     char err[1024] = "";
     /* Every rank parses the same command line and reaches the same verdict,
@@ -536,6 +512,7 @@ int rt_main(int argc, char **argv, const rt_program *p) {
     rt_ctx *rt = rt_ctx_create(p, &o);
     rt_watchdog_start(rt, o.timeout);
     rt_watchdog_beat("loading the data and weights", 0);
+    rt_signal_test_startup_delay();
     /* Every rank reads the data itself, and a path can fail on some ranks
      * only (another working directory or file system, a file still being
      * written): the ranks agree on the verdict, so none goes on to wait in a

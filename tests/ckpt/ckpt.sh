@@ -18,6 +18,8 @@
 #                                            with q/k/v biases, Qwen3 with q/k norms)
 #   ckpt.sh epoch W EXPECT                   --sampler epoch: resume mid-epoch bitwise
 #   ckpt.sh sched W EXPECT                   a cosine schedule: lr = closed form, resume bitwise
+#   ckpt.sh startstop W                      a signal in start-up ends the job at once; SIGTERM
+#                                            to mpirun with a line per step keeps its checkpoint
 #   ckpt.sh compat W PYTHON SCRIPT EXPECT    config.json against the program on --init-from and
 #                                            --resume: every differing field named, both values
 set -euo pipefail
@@ -657,6 +659,46 @@ epoch() {
     "$expect" ok "warning: the checkpoint drew its batches with --sampler epoch; this run uses random" \
         "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$d/c.bin" --quiet --steps 4 --resume "$d/ref/step-00000003"
     echo "ckpt.sh: --sampler epoch resumed inside the first epoch: steps 4-8 (across the epoch boundary) and the weights bitwise the uninterrupted run's"
+}
+
+# startstop W: a signal during start-up ends the job at once (1 rank
+# without mpirun under `timeout`, and SIGINT to the 4 ranks as srun delivers
+# it), and SIGTERM to mpirun stops a job that prints a line per step with
+# its checkpoint: with fast steps rank 0 fills the terminal that mpirun no
+# longer reads and, before rt_signal.c, blocked there until SIGKILL.
+startstop() {
+    W=$1
+    local d=$1/startstop rc t0 n
+    rm -rf "$d" && mkdir -p "$d"
+    t0=$SECONDS
+    rc=0 && BASP_TEST_STARTUP_DELAY_MS=60000 timeout --preserve-status -s TERM 2 "$W/mha1" --data "$W/corpus.bin" \
+        --steps 5 >"$d/one.log" 2>&1 || rc=$?
+    cat "$d/one.log"
+    [[ $rc -eq 143 && $((SECONDS - t0)) -lt 20 ]] || { echo "FAIL: exit status $rc after $((SECONDS - t0)) s, wanted 143 at once"; exit 1; }
+    grep -q "received SIGTERM during start-up, before the first step: stopping, nothing was trained" "$d/one.log"
+    BASP_TEST_STARTUP_DELAY_MS=60000 "${MPI[@]}" -np 4 "$W/mha_basp_z3" --data "$W/corpus.bin" --steps 5 \
+        >"$d/four.log" 2>&1 &
+    STOP_JOB=$!
+    local i
+    for ((i = 0; i < 200; i++)); do [[ -n $(rank_pid "$W/mha_basp_z3" 3) ]] && break; sleep 0.1; done
+    sleep 1 # past MPI_Init: in the start-up delay
+    signal_ranks INT
+    rc=0 && wait "$STOP_JOB" || rc=$?
+    cat "$d/four.log"
+    [[ $rc -ne 0 ]] || { echo "FAIL: exit status 0 after SIGINT in start-up"; exit 1; }
+    grep -q "received SIGINT during start-up, before the first step: stopping, nothing was trained" "$d/four.log"
+    echo "ckpt.sh: a signal during start-up ends the job at once (1 rank: 143; 4 ranks: mpirun exit $rc)"
+    # Fast steps, a line per step, SIGTERM to mpirun (3 s before it forwards).
+    OMPI_MCA_odls_base_sigkill_timeout=3 "${MPI[@]}" -np 4 "$W/mha_basp_z3" --data "$W/corpus.bin" --steps 100000 \
+        --log-every 1 --metrics "$d/fast.jsonl" --checkpoint-dir "$d/fast" >"$d/fast.log" 2>&1 &
+    STOP_JOB=$!
+    wait_for "$d/fast.jsonl" '"step":20,'
+    kill -TERM "$STOP_JOB"
+    rc=0 && wait "$STOP_JOB" || rc=$?
+    n=$(sed -nE 's/.*"event":"stop","signal":"SIGTERM","step":([0-9]+),"checkpoint":"step-[0-9]{8}".*/\1/p' "$d/fast.jsonl")
+    [[ -n $n ]] || { tail -n 3 "$d/fast.log" "$d/fast.jsonl"; echo "FAIL: no stop record with a checkpoint"; exit 1; }
+    [[ $(cat "$d/fast/latest") == "step-$(printf %08d "$n")" ]] || { echo "FAIL: latest is not step $n"; exit 1; }
+    echo "ckpt.sh: SIGTERM to mpirun with a line per step: checkpoint of step $n written (mpirun exit $rc)"
 }
 
 cmd=$1
