@@ -38,37 +38,165 @@ static int mp_order(const void *a, const void *b)
     return x->v < y->v ? -1 : x->v > y->v;
 }
 
-typedef struct mp_span {
-    int64_t off, end;
-} mp_span;
+/* ---- the placed buffers, indexed by lifetime ---------------------------------
+ * A buffer's place depends only on the union of the byte ranges of the
+ * placed buffers whose lifetimes meet its own: the holes of that union, and
+ * its top.  Collecting those buffers one by one costs as many steps as are
+ * live with it, which grows with the layers (the forward's saved activations
+ * live until their layer's backward), so planning a step would be quadratic
+ * in the layers.  The unions are kept instead, merged, in a segment tree
+ * over the op positions: a buffer live over [a, b] is recorded in the
+ * O(log ops) nodes that cover [a, b] exactly (`own`), and its bytes are
+ * added to the union of every node at or above them (`sub`: everything
+ * recorded in the node's subtree).  A buffer meets the time range of node v
+ * when it is recorded in v's subtree or at an ancestor of v; so the union
+ * for a lifetime [s, e] is that of `sub` of the nodes covering [s, e] and
+ * `own` of their ancestors: O(log ops) merged sets, whose ranges are few
+ * (the plan packs buffers densely) where the buffers are many. */
+typedef struct mp_range {
+    int64_t lo, hi; /* bytes [lo, hi) */
+} mp_range;
 
-static int mp_span_cmp(const void *a, const void *b)
+/* Disjoint ranges sorted by offset; ranges that touch are merged. */
+typedef struct mp_set {
+    mp_range *r;
+    int n, cap;
+} mp_set;
+
+typedef struct mp_index {
+    int size;     /* leaves: a power of two >= op positions -1 .. nops */
+    mp_set *own;  /* per node: buffers whose lifetime covers the node's range exactly */
+    mp_set *sub;  /* per node: every buffer recorded at the node or below */
+    int *seen;    /* per node: the last walk that visited it */
+    int walk;
+    mp_range *buf; /* a lookup's ranges, gathered */
+    int nbuf, capbuf;
+} mp_index;
+
+/* Adds [lo, hi) to s, merging the ranges it overlaps or touches. */
+static void mp_set_add(mp_set *s, int64_t lo, int64_t hi)
 {
-    const mp_span *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
+    int a = 0, b = s->n;
+    while (a < b) { /* the first range ending at or after lo */
+        int mid = a + (b - a) / 2;
+        if (s->r[mid].hi < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    int z = a;
+    while (z < s->n && s->r[z].lo <= hi) {
+        lo = s->r[z].lo < lo ? s->r[z].lo : lo;
+        hi = s->r[z].hi > hi ? s->r[z].hi : hi;
+        z++;
+    }
+    if (z == a) { /* nothing merged: insert at a */
+        if (s->n == s->cap) {
+            s->cap = s->cap ? 2 * s->cap : 2;
+            s->r = sup_xrealloc(s->r, sizeof *s->r * (size_t)s->cap);
+        }
+        memmove(s->r + a + 1, s->r + a, sizeof *s->r * (size_t)(s->n - a));
+        s->n++;
+    } else if (z > a + 1) {
+        memmove(s->r + a + 1, s->r + z, sizeof *s->r * (size_t)(s->n - z));
+        s->n -= z - a - 1;
+    }
+    s->r[a] = (mp_range){lo, hi};
 }
 
-/* Places items[k] against items[0..k) (already placed): the smallest gap
- * between the placed buffers whose lifetimes meet its own, else the top. */
-static void mp_place(mp_item *items, int k, mp_span *spans)
+static void mp_index_init(mp_index *x, int nops)
 {
-    mp_item *it = &items[k];
-    int ns = 0;
-    for (int j = 0; j < k; j++)
-        if (items[j].start <= it->end && it->start <= items[j].end && items[j].bytes > 0)
-            spans[ns++] = (mp_span){items[j].off, items[j].off + items[j].bytes};
-    qsort(spans, (size_t)ns, sizeof *spans, mp_span_cmp);
+    x->size = 1;
+    while (x->size < nops + 2)
+        x->size *= 2;
+    x->own = sup_xcalloc((size_t)x->size * 2, sizeof *x->own);
+    x->sub = sup_xcalloc((size_t)x->size * 2, sizeof *x->sub);
+    x->seen = sup_xcalloc((size_t)x->size * 2, sizeof *x->seen);
+    x->walk = 0;
+    x->buf = NULL;
+    x->nbuf = x->capbuf = 0;
+}
+
+static void mp_index_free(mp_index *x)
+{
+    for (int i = 0; i < 2 * x->size; i++) {
+        free(x->own[i].r);
+        free(x->sub[i].r);
+    }
+    free(x->own);
+    free(x->sub);
+    free(x->seen);
+    free(x->buf);
+}
+
+/* Calls visit(x, node, covering) for the nodes that cover the op positions
+ * [start, end] exactly (covering = true) and, once each, for their
+ * ancestors (false). */
+static void mp_index_walk(mp_index *x, int start, int end, void (*visit)(mp_index *, int, bool, const mp_range *),
+                          const mp_range *r)
+{
+    int lo = start + 1 + x->size, hi = end + 2 + x->size; /* positions shifted by one, [lo, hi) */
+    x->walk++;
+    for (int l = lo, h = hi; l < h; l >>= 1, h >>= 1) {
+        int cover[2] = {l & 1 ? l++ : 0, h & 1 ? --h : 0};
+        for (int k = 0; k < 2; k++) {
+            if (!cover[k])
+                continue;
+            visit(x, cover[k], true, r);
+            x->seen[cover[k]] = x->walk;
+            for (int a = cover[k] >> 1; a >= 1 && x->seen[a] != x->walk; a >>= 1) {
+                x->seen[a] = x->walk;
+                visit(x, a, false, r);
+            }
+        }
+    }
+}
+
+static void mp_record(mp_index *x, int node, bool covering, const mp_range *r)
+{
+    if (covering)
+        mp_set_add(&x->own[node], r->lo, r->hi);
+    mp_set_add(&x->sub[node], r->lo, r->hi);
+}
+
+static void mp_gather(mp_index *x, int node, bool covering, const mp_range *r)
+{
+    (void)r;
+    const mp_set *s = covering ? &x->sub[node] : &x->own[node];
+    if (x->nbuf + s->n > x->capbuf) {
+        x->capbuf = 2 * (x->nbuf + s->n);
+        x->buf = sup_xrealloc(x->buf, sizeof *x->buf * (size_t)x->capbuf);
+    }
+    memcpy(x->buf + x->nbuf, s->r, sizeof *s->r * (size_t)s->n);
+    x->nbuf += s->n;
+}
+
+static int mp_range_cmp(const void *a, const void *b)
+{
+    const mp_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Places it against the buffers recorded in x: the smallest hole of their
+ * union that holds it (the lowest such), else the union's top. */
+static void mp_place(mp_index *x, mp_item *it)
+{
+    x->nbuf = 0;
+    mp_index_walk(x, it->start, it->end, mp_gather, NULL);
+    qsort(x->buf, (size_t)x->nbuf, sizeof *x->buf, mp_range_cmp);
     int64_t best = -1, best_gap = INT64_MAX, at = 0;
-    for (int j = 0; j < ns; j++) {
-        if (spans[j].off > at) {
-            int64_t gap = spans[j].off - at;
+    for (int j = 0; j < x->nbuf; j++) {
+        if (x->buf[j].lo > at) {
+            int64_t gap = x->buf[j].lo - at;
             if (gap >= it->bytes && gap < best_gap)
                 best = at, best_gap = gap;
         }
-        if (spans[j].end > at)
-            at = spans[j].end;
+        if (x->buf[j].hi > at)
+            at = x->buf[j].hi;
     }
     it->off = best >= 0 ? best : at;
+    if (it->bytes > 0)
+        mp_index_walk(x, it->start, it->end, mp_record, &(mp_range){it->off, it->off + it->bytes});
 }
 
 /* Live bytes per category at each op; returns the op with the largest sum
@@ -132,16 +260,17 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
     int64_t peak = 0;
     if (ok) {
         qsort(items, (size_t)n, sizeof *items, mp_order);
-        mp_span *spans = sup_xmalloc(sizeof *spans * (size_t)(n + 1));
+        mp_index x;
+        mp_index_init(&x, m->nops);
         for (int k = 0; k < n && ok; k++) {
-            mp_place(items, k, spans);
+            mp_place(&x, &items[k]);
             if (items[k].off > INT64_MAX - items[k].bytes || naive > INT64_MAX - items[k].bytes)
                 ok = mp_fail_overflow("the arena");
             else if (items[k].off + items[k].bytes > peak)
                 peak = items[k].off + items[k].bytes;
             naive += items[k].bytes;
         }
-        free(spans);
+        mp_index_free(&x);
     }
     if (ok) {
         int64_t opt_off = 0, comm_off = 0, live_max;
