@@ -66,8 +66,6 @@ static void block_push(rc_block *b, const ir_op *op)
     b->ops[b->n++] = *op;
 }
 
-static bool phase_is(const ir_op *op, const char *ph) { return strcmp(ir_op_phase(op), ph) == 0; }
-
 /* Ops the pass may re-run: computations and the activation exchanges.
  * Parameter gathers, frees and anything else are never cloned (their
  * results, when a clone reads them, are used as they are). */
@@ -93,11 +91,28 @@ static bool same_gather(const ir_module *m, const ir_op *a, const ir_op *b, int 
            ir_type_equal(&m->values[out_a].type, &m->values[b->out[0]].type);
 }
 
+/* Index lists in CSR form: the items of key k are idx[at[k] .. at[k+1]). */
+typedef struct rc_lists {
+    int *at, *idx;
+} rc_lists;
+
+enum { RC_PH_OTHER, RC_PH_FWD, RC_PH_BWD };
+
 typedef struct rc_ctx {
     ir_module *m;
     rc_mode mode;
     int n, nv;      /* ops and values before the rewrite */
     int L;          /* layers */
+    /* Each layer is handled by looking at its own ops and at the readers of
+     * its own values only: scanning every op and value per layer would make
+     * the pass quadratic in the layers. */
+    int *layer_of;     /* per op: its layer attribute (-1 none) */
+    signed char *ph;   /* per op: RC_PH_* of its phase */
+    rc_lists by_layer; /* per layer: its ops, in schedule order */
+    rc_lists readers;  /* per value: the ops reading it (one entry per operand), in order */
+    int *touched;      /* values whose per-layer entries the current layer set */
+    int ntouched;
+    bool *is_touched;  /* per value: listed in touched */
     int *first_bwd; /* per layer: first backward op, -1 if none */
     int *freed_at;  /* per value: the op freeing it, -1 if none */
     int *prod;      /* per value: producing op in the current layer's clone candidates, -1 */
@@ -114,6 +129,63 @@ typedef struct rc_ctx {
 
 /* The producing clone candidate of v (-1: none, or a value added by the pass). */
 static int prod_of(const rc_ctx *c, int v) { return v >= 0 && v < c->nv ? c->prod[v] : -1; }
+
+/* Records that the current layer sets v's entries (prod, kept, demand,
+ * counted, map), so that the next layer resets exactly those. */
+static void rc_touch(rc_ctx *c, int v)
+{
+    if (v < 0 || v >= c->nv || c->is_touched[v])
+        return;
+    c->is_touched[v] = true;
+    c->touched[c->ntouched++] = v;
+}
+
+/* Groups the keys key[0..n) (each in [0, nkeys) or negative: left out) into
+ * CSR lists of the indices 0..n-1, in increasing order. */
+static rc_lists rc_lists_make(const int *key, int n, int nkeys)
+{
+    rc_lists l = {sup_xcalloc((size_t)nkeys + 1, sizeof(int)), sup_xmalloc(sizeof(int) * (size_t)(n + 1))};
+    for (int i = 0; i < n; i++)
+        if (key[i] >= 0 && key[i] < nkeys)
+            l.at[key[i] + 1]++;
+    for (int k = 0; k < nkeys; k++)
+        l.at[k + 1] += l.at[k];
+    int *fill = sup_xmalloc(sizeof(int) * (size_t)(nkeys + 1));
+    memcpy(fill, l.at, sizeof(int) * (size_t)(nkeys + 1));
+    for (int i = 0; i < n; i++)
+        if (key[i] >= 0 && key[i] < nkeys)
+            l.idx[fill[key[i]]++] = i;
+    free(fill);
+    return l;
+}
+
+static void rc_lists_free(rc_lists *l)
+{
+    free(l->at);
+    free(l->idx);
+}
+
+/* The op lists by layer and the reader lists by value, from the schedule
+ * before the rewrite.  A layer's rewrite only makes its own backward read
+ * new values (clones), so the lists stay exact for the layers after it. */
+static void rc_index(rc_ctx *c)
+{
+    ir_module *m = c->m;
+    c->by_layer = rc_lists_make(c->layer_of, c->n, c->L);
+    int nuse = 0;
+    for (int i = 0; i < c->n; i++)
+        nuse += m->ops[i].nin;
+    int *val = sup_xmalloc(sizeof(int) * (size_t)(nuse + 1)), *op = sup_xmalloc(sizeof(int) * (size_t)(nuse + 1));
+    nuse = 0;
+    for (int i = 0; i < c->n; i++)
+        for (int k = 0; k < m->ops[i].nin; k++)
+            val[nuse] = m->ops[i].in[k], op[nuse++] = i;
+    c->readers = rc_lists_make(val, nuse, c->nv);
+    for (int u = 0; u < c->readers.at[c->nv]; u++)
+        c->readers.idx[u] = op[c->readers.idx[u]]; /* use index -> op index */
+    free(val);
+    free(op);
+}
 
 /* A value a clone reads that is freed before the layer's backward (a ZeRO-3
  * forward parameter copy): the backward's own copy, its gather moved into
@@ -132,13 +204,15 @@ static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *fr
                   def >= 0 ? ir_op_str(m, def, buf, sizeof buf) : "no defining op");
         return -1;
     }
-    for (int j = c->first_bwd[l]; j < c->n; j++) {
+    for (int u = c->by_layer.at[l]; u < c->by_layer.at[l + 1]; u++) {
+        int j = c->by_layer.idx[u];
         const ir_op *g = &m->ops[j];
-        if (ir_op_layer(g) != l || !phase_is(g, "bwd") || c->moved[j] || !same_gather(m, &m->ops[def], g, v))
+        if (j < c->first_bwd[l] || c->ph[j] != RC_PH_BWD || c->moved[j] || !same_gather(m, &m->ops[def], g, v))
             continue;
         c->moved[j] = true;
         block_push(blk, g);
         c->st.moved++;
+        rc_touch(c, v);
         return c->map[v] = g->out[0];
     }
     ir_op g = m->ops[def];
@@ -153,6 +227,7 @@ static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *fr
     pu_tag(&fr, l, "bwd");
     block_push(frees, &fr);
     c->st.added++;
+    rc_touch(c, v);
     return c->map[v] = copy;
 }
 
@@ -163,21 +238,27 @@ static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *fr
 static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
 {
     ir_module *m = c->m;
-    int n = c->n, nv = c->nv, b = c->first_bwd[l];
-    for (int v = 0; v < nv; v++) {
+    int b = c->first_bwd[l];
+    const int *ops = c->by_layer.idx + c->by_layer.at[l], nl = c->by_layer.at[l + 1] - c->by_layer.at[l];
+    for (int t = 0; t < c->ntouched; t++) { /* what the previous layer set */
+        int v = c->touched[t];
         c->prod[v] = -1;
         c->kept[v] = c->demand[v] = c->counted[v] = false;
         c->map[v] = -1;
+        c->is_touched[v] = false;
     }
-    int lo = n, hi = -1;
+    c->ntouched = 0;
+    int lo = c->n, hi = -1;
     *nkept = 0;
-    for (int i = 0; i < b; i++) {
-        c->clone[i] = false;
+    for (int u = 0; u < nl && ops[u] < b; u++) {
+        int i = ops[u];
         const ir_op *op = &m->ops[i];
-        if (ir_op_layer(op) != l || !phase_is(op, "fwd") || !cloneable(op))
+        if (c->ph[i] != RC_PH_FWD || !cloneable(op))
             continue;
-        for (int k = 0; k < op->nout; k++)
+        for (int k = 0; k < op->nout; k++) {
+            rc_touch(c, op->out[k]);
             c->prod[op->out[k]] = i;
+        }
         if (i < lo)
             lo = i;
         hi = i;
@@ -186,24 +267,35 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
         return false;
     /* Kept: what ops outside this layer's forward and backward read (the
      * layer's output), and with selective the attention core's values. */
-    for (int i = 0; i < n; i++) {
-        const ir_op *op = &m->ops[i];
-        bool own = ir_op_layer(op) == l && (phase_is(op, "fwd") || phase_is(op, "bwd"));
-        bool core = c->mode == RC_SELECTIVE && (op->code == IR_ATTENTION || op->code == IR_RING_ATTENTION) &&
-                    ir_op_layer(op) == l &&
-                    phase_is(op, "fwd");
+    for (int u = 0; u < nl && ops[u] < b; u++) {
+        const ir_op *op = &m->ops[ops[u]];
+        for (int k = 0; k < op->nout; k++) {
+            int v = op->out[k];
+            if (prod_of(c, v) != ops[u])
+                continue;
+            for (int r = c->readers.at[v]; r < c->readers.at[v + 1] && !c->kept[v]; r++) {
+                int j = c->readers.idx[r];
+                c->kept[v] = c->layer_of[j] != l || c->ph[j] == RC_PH_OTHER;
+            }
+        }
+    }
+    for (int u = 0; u < nl && c->mode == RC_SELECTIVE; u++) {
+        const ir_op *op = &m->ops[ops[u]];
+        if ((op->code != IR_ATTENTION && op->code != IR_RING_ATTENTION) || c->ph[ops[u]] != RC_PH_FWD)
+            continue;
         for (int k = 0; k < op->nin; k++)
-            if (prod_of(c, op->in[k]) >= 0 && (!own || core))
+            if (prod_of(c, op->in[k]) >= 0)
                 c->kept[op->in[k]] = true;
-        if (core)
-            for (int k = 0; k < op->nout; k++)
-                c->kept[op->out[k]] = true;
+        for (int k = 0; k < op->nout; k++) {
+            rc_touch(c, op->out[k]);
+            c->kept[op->out[k]] = true;
+        }
     }
     /* Demanded: what the layer's backward reads and is not kept, and,
      * going backwards over the forward, whatever a clone needs. */
-    for (int i = b; i < n; i++) {
-        const ir_op *op = &m->ops[i];
-        if (ir_op_layer(op) != l || !phase_is(op, "bwd"))
+    for (int u = 0; u < nl; u++) {
+        const ir_op *op = &m->ops[ops[u]];
+        if (ops[u] < b || c->ph[ops[u]] != RC_PH_BWD)
             continue;
         for (int k = 0; k < op->nin; k++) {
             int v = op->in[k];
@@ -220,9 +312,9 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
         bool need = false;
         for (int k = 0; k < op->nout && !need; k++)
             need = c->prod[op->out[k]] == i && c->demand[op->out[k]];
+        c->clone[i] = need;
         if (!need)
             continue;
-        c->clone[i] = true;
         for (int k = 0; k < op->nin; k++)
             if (prod_of(c, op->in[k]) >= 0 && !c->kept[op->in[k]])
                 c->demand[op->in[k]] = true;
@@ -261,6 +353,7 @@ static bool rc_block_build(rc_ctx *c, int l, int lo, int hi, int *nclones, int *
             char base[IR_NAME_MAX + 4];
             snprintf(base, sizeof base, "%s.rc", m->values[op.out[k]].name);
             int r = pu_result(m, base, m->values[op.out[k]].type);
+            rc_touch(c, op.out[k]);
             c->map[op.out[k]] = r;
             op.out[k] = r;
         }
@@ -304,9 +397,9 @@ static bool rc_layer(rc_ctx *c, int l)
     if (!rc_block_build(c, l, lo, hi, &nclones, &ncolls))
         return false;
     /* Rewire the layer's backward to the clones. */
-    for (int i = b; i < c->n; i++) {
-        ir_op *op = &m->ops[i];
-        if (ir_op_layer(op) != l || !phase_is(op, "bwd"))
+    for (int u = c->by_layer.at[l]; u < c->by_layer.at[l + 1]; u++) {
+        ir_op *op = &m->ops[c->by_layer.idx[u]];
+        if (c->by_layer.idx[u] < b || c->ph[c->by_layer.idx[u]] != RC_PH_BWD)
             continue;
         for (int k = 0; k < op->nin; k++) {
             int v = op->in[k];
@@ -325,10 +418,20 @@ static bool rc_layer(rc_ctx *c, int l)
 static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
 {
     rc_ctx c = {.m = m, .mode = mode, .n = m->nops, .nv = m->nvalues};
-    for (int i = 0; i < c.n; i++)
-        if (ir_op_layer(&m->ops[i]) >= c.L)
-            c.L = ir_op_layer(&m->ops[i]) + 1;
-    size_t nops = (size_t)c.n + 1, nvals = (size_t)c.nv + 1, nl = (size_t)c.L + 1;
+    size_t nops = (size_t)c.n + 1, nvals = (size_t)c.nv + 1;
+    c.layer_of = sup_xmalloc(nops * sizeof *c.layer_of);
+    c.ph = sup_xmalloc(nops * sizeof *c.ph);
+    for (int i = 0; i < c.n; i++) {
+        const char *ph = ir_op_phase(&m->ops[i]);
+        c.layer_of[i] = ir_op_layer(&m->ops[i]);
+        c.ph[i] = !strcmp(ph, "fwd") ? RC_PH_FWD : !strcmp(ph, "bwd") ? RC_PH_BWD : RC_PH_OTHER;
+        if (c.layer_of[i] >= c.L)
+            c.L = c.layer_of[i] + 1;
+    }
+    size_t nl = (size_t)c.L + 1;
+    rc_index(&c);
+    c.touched = sup_xmalloc(nvals * sizeof *c.touched);
+    c.is_touched = sup_xcalloc(nvals, sizeof *c.is_touched);
     c.first_bwd = sup_xmalloc(nl * sizeof *c.first_bwd);
     c.freed_at = sup_xmalloc(nvals * sizeof *c.freed_at);
     c.prod = sup_xmalloc(nvals * sizeof *c.prod);
@@ -343,12 +446,12 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
     for (int l = 0; l < c.L; l++)
         c.first_bwd[l] = -1;
     for (int v = 0; v < c.nv; v++)
-        c.freed_at[v] = -1;
+        c.freed_at[v] = c.prod[v] = c.map[v] = -1;
     for (int i = 0; i < c.n; i++) {
         const ir_op *op = &m->ops[i];
         c.block_at[i] = -1;
-        int l = ir_op_layer(op);
-        if (l >= 0 && c.first_bwd[l] < 0 && phase_is(op, "bwd"))
+        int l = c.layer_of[i];
+        if (l >= 0 && c.first_bwd[l] < 0 && c.ph[i] == RC_PH_BWD)
             c.first_bwd[l] = i;
         if (op->code == IR_FREE && op->nin == 1)
             c.freed_at[op->in[0]] = i;
@@ -382,6 +485,12 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
     for (int l = 0; l < c.L; l++)
         free(c.blocks[l].ops);
     free(c.blocks);
+    free(c.layer_of);
+    free(c.ph);
+    rc_lists_free(&c.by_layer);
+    rc_lists_free(&c.readers);
+    free(c.touched);
+    free(c.is_touched);
     free(c.first_bwd);
     free(c.freed_at);
     free(c.prod);
