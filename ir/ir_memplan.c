@@ -69,8 +69,10 @@ typedef struct mp_index {
     mp_set *sub;  /* per node: every buffer recorded at the node or below */
     int *seen;    /* per node: the last walk that visited it */
     int walk;
-    mp_range *buf; /* a lookup's ranges, gathered */
+    mp_range *buf, *tmp; /* a lookup's ranges, gathered; room to merge them */
     int nbuf, capbuf;
+    int *runs, nruns; /* where each gathered set starts in buf, then nbuf */
+    int caprun;
 } mp_index;
 
 /* Adds [lo, hi) to s, merging the ranges it overlaps or touches. */
@@ -113,8 +115,11 @@ static void mp_index_init(mp_index *x, int nops)
     x->sub = sup_xcalloc((size_t)x->size * 2, sizeof *x->sub);
     x->seen = sup_xcalloc((size_t)x->size * 2, sizeof *x->seen);
     x->walk = 0;
-    x->buf = NULL;
+    x->buf = x->tmp = NULL;
     x->nbuf = x->capbuf = 0;
+    x->caprun = 64;
+    x->runs = sup_xmalloc(sizeof *x->runs * (size_t)x->caprun);
+    x->nruns = 0;
 }
 
 static void mp_index_free(mp_index *x)
@@ -127,6 +132,8 @@ static void mp_index_free(mp_index *x)
     free(x->sub);
     free(x->seen);
     free(x->buf);
+    free(x->tmp);
+    free(x->runs);
 }
 
 /* Calls visit(x, node, covering) for the nodes that cover the op positions
@@ -163,36 +170,73 @@ static void mp_gather(mp_index *x, int node, bool covering, const mp_range *r)
 {
     (void)r;
     const mp_set *s = covering ? &x->sub[node] : &x->own[node];
+    if (s->n == 0)
+        return;
     if (x->nbuf + s->n > x->capbuf) {
         x->capbuf = 2 * (x->nbuf + s->n);
         x->buf = sup_xrealloc(x->buf, sizeof *x->buf * (size_t)x->capbuf);
+        x->tmp = sup_xrealloc(x->tmp, sizeof *x->tmp * (size_t)x->capbuf);
     }
+    if (x->nruns + 2 > x->caprun) {
+        x->caprun *= 2;
+        x->runs = sup_xrealloc(x->runs, sizeof *x->runs * (size_t)x->caprun);
+    }
+    x->runs[x->nruns++] = x->nbuf;
     memcpy(x->buf + x->nbuf, s->r, sizeof *s->r * (size_t)s->n);
     x->nbuf += s->n;
 }
 
-static int mp_range_cmp(const void *a, const void *b)
+/* Merges the sorted runs a[0..na) and b[0..nb) into out, by offset. */
+static void mp_merge2(const mp_range *a, int na, const mp_range *b, int nb, mp_range *out)
 {
-    const mp_range *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
+    int i = 0, j = 0, k = 0;
+    while (i < na && j < nb)
+        out[k++] = b[j].lo < a[i].lo ? b[j++] : a[i++];
+    while (i < na)
+        out[k++] = a[i++];
+    while (j < nb)
+        out[k++] = b[j++];
+}
+
+/* Sorts a lookup's ranges by offset: they come as one sorted run per set
+ * (run r is buf[runs[r] .. runs[r+1])), merged pairwise, log(sets) passes
+ * over them.  Returns the sorted array (buf or tmp). */
+static mp_range *mp_sort_runs(mp_index *x)
+{
+    mp_range *src = x->buf, *dst = x->tmp;
+    int nr = x->nruns;
+    while (nr > 1) {
+        int w = 0;
+        for (int r = 0; r < nr; r += 2) {
+            int lo = x->runs[r], mid = x->runs[r + 1], hi = r + 2 <= nr ? x->runs[r + 2] : mid;
+            mp_merge2(src + lo, mid - lo, src + mid, hi - mid, dst + lo);
+            x->runs[w++] = lo;
+        }
+        x->runs[w] = x->nbuf;
+        nr = w;
+        mp_range *t = src;
+        src = dst, dst = t;
+    }
+    return src;
 }
 
 /* Places it against the buffers recorded in x: the smallest hole of their
  * union that holds it (the lowest such), else the union's top. */
 static void mp_place(mp_index *x, mp_item *it)
 {
-    x->nbuf = 0;
+    x->nbuf = x->nruns = 0;
     mp_index_walk(x, it->start, it->end, mp_gather, NULL);
-    qsort(x->buf, (size_t)x->nbuf, sizeof *x->buf, mp_range_cmp);
+    x->runs[x->nruns] = x->nbuf;
+    const mp_range *r = mp_sort_runs(x);
     int64_t best = -1, best_gap = INT64_MAX, at = 0;
     for (int j = 0; j < x->nbuf; j++) {
-        if (x->buf[j].lo > at) {
-            int64_t gap = x->buf[j].lo - at;
+        if (r[j].lo > at) {
+            int64_t gap = r[j].lo - at;
             if (gap >= it->bytes && gap < best_gap)
                 best = at, best_gap = gap;
         }
-        if (x->buf[j].hi > at)
-            at = x->buf[j].hi;
+        if (r[j].hi > at)
+            at = r[j].hi;
     }
     it->off = best >= 0 ? best : at;
     if (it->bytes > 0)
