@@ -43,7 +43,38 @@ typedef struct zctx {
     int gathers, reductions, sharded, replicated;
     pu_edits edits; /* inserted ops, applied at the end: indices below are
                        those of the unchanged schedule */
+    /* Per value of the unchanged module: the ops reading it, in order
+     * (readers[at[v] .. at[v+1])), so that each parameter's uses cost its
+     * own readers, not a scan of the whole step (quadratic in the layers).
+     * The rewrites only replace reads with new values, so a listed op may
+     * no longer read v (checked) but no op starts reading it. */
+    int *at, *readers, nv;
 } zctx;
+
+static void zero_index(zctx *z)
+{
+    const ir_module *m = z->m;
+    z->nv = m->nvalues;
+    z->at = sup_xcalloc((size_t)z->nv + 2, sizeof *z->at);
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nin; k++)
+            if (k == 0 || m->ops[i].in[k] != m->ops[i].in[k - 1]) /* adjacent repeats: one entry */
+                z->at[m->ops[i].in[k] + 2]++;
+    for (int v = 0; v < z->nv; v++)
+        z->at[v + 2] += z->at[v + 1];
+    z->readers = sup_xmalloc(sizeof *z->readers * (size_t)(z->at[z->nv + 1] + 1));
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nin; k++)
+            if (k == 0 || m->ops[i].in[k] != m->ops[i].in[k - 1])
+                z->readers[z->at[m->ops[i].in[k] + 1]++] = i;
+}
+
+/* Ops listed as reading v: op indices readers[*lo .. *hi) (maybe repeated). */
+static void zero_uses(const zctx *z, int v, int *lo, int *hi)
+{
+    *lo = v >= 0 && v < z->nv ? z->at[v] : 0;
+    *hi = v >= 0 && v < z->nv ? z->at[v + 1] : 0;
+}
 
 /* First dimension divisible by N, -1 if none. */
 static int shard_dim(const ir_module *m, int w, int N)
@@ -80,20 +111,28 @@ static int gather(zctx *z, int w, int d, const char *suffix, int first, int last
     int copy = pu_result(m, base, full);
     ir_op op = collective(IR_ALL_GATHER, z->world, w, copy, d, &m->ops[first]);
     pu_insert_before(&z->edits, first, &op);
-    for (int i = first; i <= last; i++)
-        if (m->ops[i].code != IR_ADAMW)
+    int lo, hi;
+    zero_uses(z, w, &lo, &hi);
+    for (int u = lo; u < hi; u++) {
+        int i = z->readers[u];
+        if (i >= first && i <= last && m->ops[i].code != IR_ADAMW)
             for (int k = 0; k < m->ops[i].nin; k++)
                 if (m->ops[i].in[k] == w)
                     m->ops[i].in[k] = copy;
+    }
     z->gathers++;
     return copy;
 }
 
 /* First and last op of `phase` (or of any compute phase when NULL) reading w. */
-static bool use_range(const ir_module *m, int w, const char *phase, int *first, int *last)
+static bool use_range(const zctx *z, int w, const char *phase, int *first, int *last)
 {
+    const ir_module *m = z->m;
+    int lo, hi;
+    zero_uses(z, w, &lo, &hi);
     *first = *last = -1;
-    for (int i = 0; i < m->nops; i++) {
+    for (int u = lo; u < hi; u++) {
+        int i = z->readers[u];
         const ir_op *op = &m->ops[i];
         if (op->code == IR_ADAMW || !pu_reads(op, w))
             continue;
@@ -114,7 +153,7 @@ static void gather_per_phase(zctx *z, int w, int d, ir_type full)
     static const char *const suffix[2] = {".full", ".full.bwd"};
     for (int p = 0; p < 2; p++) {
         int first, last;
-        if (!use_range(z->m, w, phases[p], &first, &last))
+        if (!use_range(z, w, phases[p], &first, &last))
             continue;
         int copy = gather(z, w, d, suffix[p], first, last, full);
         ir_op fr = collective(IR_FREE, -1, copy, -1, -1, &z->m->ops[last]);
@@ -193,7 +232,13 @@ static void reduce_grad(zctx *z, int dw, int d, int adamw)
     ir_op op = collective(scatter ? IR_REDUCE_SCATTER : IR_ALL_REDUCE, z->world, dw, red, scatter ? d : -1,
                           &m->ops[p]);
     pu_insert_after(&z->edits, p, &op);
-    ir_replace_uses(m, dw, red, p + 1);
+    int lo, hi; /* ir_replace_uses(m, dw, red, p + 1) over dw's readers */
+    zero_uses(z, dw, &lo, &hi);
+    for (int u = lo; u < hi; u++)
+        if (z->readers[u] > p)
+            for (int k = 0; k < m->ops[z->readers[u]].nin; k++)
+                if (m->ops[z->readers[u]].in[k] == dw)
+                    m->ops[z->readers[u]].in[k] = red;
     z->reductions++;
 }
 
@@ -212,7 +257,7 @@ static void zero_param(zctx *z, int w, int dw, int adamw, const pass_options *op
         m->values[w].type.shard[d] = z->world;
         z->sharded++;
         int first, last;
-        if (z->stage <= 2 && use_range(m, w, NULL, &first, &last))
+        if (z->stage <= 2 && use_range(z, w, NULL, &first, &last))
             gather(z, w, d, ".full", first, last, full);
         else if (z->stage == 3)
             gather_per_phase(z, w, d, full);
@@ -261,9 +306,12 @@ bool pass_zero(ir_module *m, const pass_options *opt)
             n++;
         }
     z.first_adamw = n > 0 ? pairs[2] : 0;
+    zero_index(&z);
     for (int k = 0; k < n; k++)
         zero_param(&z, pairs[3 * k], pairs[3 * k + 1], pairs[3 * k + 2], opt);
     free(pairs);
+    free(z.at);
+    free(z.readers);
     pu_edits_apply(m, &z.edits); /* renumbers */
     pu_remark(opt, "zero: stage %d over @world (%d ranks): %d parameter(s) sharded, %d replicated; %d all-gather(s), "
                    "%d gradient reduction(s)", z.stage, z.N, z.sharded, z.replicated, z.gathers, z.reductions);
