@@ -82,6 +82,18 @@ static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **
     return true;
 }
 
+/* ring_degree belongs to sequence hybrid: an override that sets another
+ * sequence strategy (ulysses, ring) replaces the hybrid, its ring_degree
+ * with it, so `--set layout.sequence=ulysses` works on a hybrid spec.  A
+ * ring_degree set after it is kept (and refused by fe_check); with
+ * sequence auto it still narrows the hybrid candidates. */
+static void drop_ring_degree(fe_spec *spec, const char *lockey) {
+    const char *seq = spec->layout.sequence;
+    if (strcmp(lockey, "layout.sequence") || !strcmp(seq, "hybrid") || !strcmp(seq, "auto")) return;
+    fe_loc_drop_prefix(spec, "layout.ring_degree");
+    spec->layout.ring_degree = 0;
+}
+
 bool fe_override(fe_spec *spec, const char *assignment) {
     if (!spec || !assignment) return false;
     fe_pctx ctx = {.spec = spec, .file = register_text(assignment), .line = 1, .col = 1,
@@ -116,6 +128,7 @@ bool fe_override(fe_spec *spec, const char *assignment) {
     } else {
         ok = fe_b_store(&ctx, kd, lk, key_loc, &v);
     }
+    if (ok) drop_ring_degree(spec, lk);
     fe_value_free(&v);
     return ok && ctx.nerrors == 0;
 }

@@ -1,12 +1,19 @@
 /* maxseq.c — the longest seq_len that fits the device, per layout and
  * recompute setting (`baspc SPEC --max-seq-len`).
  *
- * Each candidate is the spec with overrides (the layout, train.recompute,
- * train.seq_len) built the way the compiler builds it (pass_build_with: the
- * default pipeline, ending with the memory plan) and judged by its plan's
- * peak (pass_memory_report).  Sequence lengths are multiples of a step q:
- * 1024 tokens rounded up to a multiple of the layout's group size K, so the
- * sequence splits over K ranks.
+ * The rows are plain Ulysses over all N ranks, batch-aware Ulysses for
+ * every G dividing N and the micro-batch, and, when the spec names another
+ * strategy (sequence ring or hybrid, a2a two_level), that strategy with the
+ * same groups.  Each row is the layout it names: its candidates are the
+ * spec with that layout written out (layout.sequence, layout.a2a,
+ * layout.batch_aware, layout.ring_degree), train.recompute and
+ * train.seq_len overridden, built the way the compiler builds it
+ * (pass_build_with: the default pipeline, ending with the memory plan) and
+ * judged by its plan's peak (pass_memory_report).  Its legality is the
+ * layout's own rules (layout_illegal on that choice).  Sequence lengths are
+ * multiples of a step q: 1024 tokens rounded up to a multiple of what the
+ * layout cuts a sequence into (Ulysses: K ranks; ring: 2K zig-zag chunks;
+ * hybrid: K ranks and 2R chunks), so every multiple is legal when q is.
  *
  * The search leans on the plan's shape: every activation, gradient and
  * staging buffer grows linearly with the sequence (attention is tiled, the
@@ -25,11 +32,15 @@
 /* Longest sequences tried: 2^24 tokens. */
 enum { MS_MAX_STEPS = 1 << 14 };
 
+/* The overrides of one candidate: the layout (at most 4), recompute, seq_len. */
+enum { MS_LAYOUT_SETS = 4, MS_SETS = MS_LAYOUT_SETS + 2 };
+
 typedef struct ms_ctx {
     const fe_spec *spec;
     bool cuda;
-    const char *sets[3];
-    char layout_set[48], recompute_set[48], seq_set[48];
+    const char *sets[MS_SETS];
+    char text[MS_SETS][48];
+    int nlayout;
     int64_t q; /* tokens per step */
     int builds;
 } ms_ctx;
@@ -37,9 +48,11 @@ typedef struct ms_ctx {
 /* The plan's peak at m steps of q tokens; -1 when the spec is illegal there. */
 static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits)
 {
-    snprintf(c->seq_set, sizeof c->seq_set, "train.seq_len=%" PRId64, m * c->q);
-    c->sets[0] = c->layout_set, c->sets[1] = c->recompute_set, c->sets[2] = c->seq_set;
-    ir_module *mod = pass_build_with(c->spec, c->sets, 3, c->cuda);
+    int n = c->nlayout + 2;
+    snprintf(c->text[n - 1], sizeof c->text[n - 1], "train.seq_len=%" PRId64, m * c->q);
+    for (int i = 0; i < n; i++)
+        c->sets[i] = c->text[i];
+    ir_module *mod = pass_build_with(c->spec, c->sets, n, c->cuda);
     c->builds++;
     pass_mem_report r;
     int64_t peak = -1;
@@ -94,23 +107,59 @@ static int64_t ms_search(ms_ctx *c, int64_t *peak_at)
     return lo;
 }
 
-static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const char *name, const char *layout_set,
-                   int K, const char *recompute)
+/* The overrides that make the spec layout c (a hybrid's ring_degree only
+ * with it: setting another sequence drops the spec's, frontend/override.c). */
+static int ms_layout_sets(const layout_choice *c, char text[][48])
+{
+    int n = 0;
+    snprintf(text[n++], 48, "layout.sequence=%s", layout_seq_name(c->seq));
+    snprintf(text[n++], 48, "layout.a2a=%s", layout_a2a_name(c->a2a));
+    if (c->groups <= 1)
+        snprintf(text[n++], 48, "layout.batch_aware=off");
+    else
+        snprintf(text[n++], 48, "layout.batch_aware=groups %d", c->groups);
+    if (c->seq == LAYOUT_HYBRID)
+        snprintf(text[n++], 48, "layout.ring_degree=%d", c->ring_degree);
+    return n;
+}
+
+/* What every legal seq_len of c is a multiple of: K ranks (Ulysses), the 2K
+ * chunks of the causal zig-zag order (ring), K and 2R (hybrid). */
+static int64_t ms_unit(int64_t K, const layout_choice *c)
+{
+    if (c->seq == LAYOUT_RING)
+        return 2 * K;
+    if (c->seq != LAYOUT_HYBRID)
+        return K;
+    int64_t a = K, b = 2 * (int64_t)c->ring_degree;
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return K / a * 2 * c->ring_degree;
+}
+
+static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const layout_choice *lc,
+                   const char *recompute)
 {
     if (r->n == PASS_MAXSEQ_ROWS)
         return;
     pass_maxseq_row *row = &r->rows[r->n++];
     memset(row, 0, sizeof *row);
-    snprintf(row->layout, sizeof row->layout, "%s", name);
+    row->choice = *lc;
+    layout_choice_name(lc, row->layout, sizeof row->layout);
     snprintf(row->recompute, sizeof row->recompute, "%s", recompute);
     ms_ctx c = {.spec = spec, .cuda = cuda};
-    snprintf(c.layout_set, sizeof c.layout_set, "%s", layout_set);
-    snprintf(c.recompute_set, sizeof c.recompute_set, "train.recompute=%s", recompute);
-    c.q = (1024 + K - 1) / K * K;
+    c.nlayout = ms_layout_sets(lc, c.text);
+    snprintf(c.text[c.nlayout], sizeof c.text[0], "train.recompute=%s", recompute);
+    int64_t K = r->world / (lc->groups > 0 ? lc->groups : 1), unit = ms_unit(K, lc);
+    c.q = (1024 + unit - 1) / unit * unit;
     row->step = c.q;
+    /* The rules at the first length: the sequence rules hold at every
+     * multiple of q, so what is left are the layout's own. */
     layout_dims d = fe_layout_dims(spec);
-    layout_choice u = layout_ulysses(r->world / K);
-    const char *why = layout_illegal(&d, &u, NULL, 0);
+    d.S = c.q;
+    const char *why = layout_illegal(&d, lc, NULL, 0);
     if (why) {
         snprintf(row->illegal, sizeof row->illegal, "%s", why);
         return;
@@ -123,6 +172,40 @@ static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const 
     row->at_cap = m == MS_MAX_STEPS;
 }
 
+/* The rows of one strategy (`like`: seq, a2a, ring_degree): G = 1, then
+ * every G > 1 dividing the world and the micro-batch, each with the three
+ * recompute settings.  A ring's degree is its group size. */
+static void ms_strategy(pass_maxseq_result *r, const fe_spec *spec, bool cuda, layout_choice like)
+{
+    static const char *const modes[] = {"none", "selective", "full"};
+    for (int G = 1; G <= r->world; G++) {
+        if (G > 1 && (r->world % G || spec->train.micro_batch % G))
+            continue;
+        layout_choice c = like;
+        c.groups = G;
+        if (c.seq == LAYOUT_RING)
+            c.ring_degree = r->world / G;
+        for (int k = 0; k < 3; k++)
+            ms_row(r, spec, cuda, &c, modes[k]);
+    }
+}
+
+/* The spec's own strategy when it names one other than flat Ulysses. */
+static bool ms_spec_strategy(const fe_spec *spec, layout_choice *out)
+{
+    const fe_layout *l = &spec->layout;
+    layout_choice c = layout_ulysses(1);
+    if (!layout_seq_parse(l->sequence, &c.seq) || !layout_a2a_parse(l->a2a, &c.a2a))
+        return false; /* auto: no strategy of its own */
+    if (c.seq == LAYOUT_HYBRID) {
+        if (l->ring_degree < 1)
+            return false;
+        c.ring_degree = (int)l->ring_degree;
+    }
+    *out = c;
+    return c.seq != LAYOUT_ULYSSES || c.a2a != LAYOUT_A2A_FLAT;
+}
+
 bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -132,19 +215,11 @@ bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
     r->device_mem = spec->mesh.device_mem;
     r->cuda = cuda;
     snprintf(r->device, sizeof r->device, "%s", spec->mesh.device);
-    static const char *const modes[] = {"none", "selective", "full"};
     sup_diag_saved saved = sup_diag_silence();
-    for (int k = 0; k < 3; k++)
-        ms_row(r, spec, cuda, "ulysses", "layout.batch_aware=off", r->world, modes[k]);
-    for (int G = 2; G <= r->world; G++) {
-        if (r->world % G || spec->train.micro_batch % G)
-            continue;
-        char name[32], set[48];
-        snprintf(name, sizeof name, "batch-aware G=%d", G);
-        snprintf(set, sizeof set, "layout.batch_aware=groups %d", G);
-        for (int k = 0; k < 3; k++)
-            ms_row(r, spec, cuda, name, set, r->world / G, modes[k]);
-    }
+    ms_strategy(r, spec, cuda, layout_ulysses(1));
+    layout_choice own;
+    if (ms_spec_strategy(spec, &own))
+        ms_strategy(r, spec, cuda, own);
     sup_diag_restore(saved);
     return true;
 }
@@ -155,24 +230,28 @@ void pass_maxseq_print(const pass_maxseq_result *r, FILE *out)
     fprintf(out, "longest seq_len that fits: %s on %d rank(s) of %s (%s, %s target), micro_batch %" PRId64 "\n",
             r->model, r->world, r->device, sup_fmt_bytes(r->device_mem, cap, sizeof cap), r->cuda ? "cuda" : "cpu",
             r->micro_batch);
-    fprintf(out, "%-18s %-10s %12s %14s %12s\n", "layout", "recompute", "seq_len", "tokens/rank", "peak");
+    int lw = 18; /* the layout column: wider for "batch-aware G=2 hybrid R=2" */
+    for (int i = 0; i < r->n; i++)
+        lw = (int)strlen(r->rows[i].layout) + 1 > lw ? (int)strlen(r->rows[i].layout) + 1 : lw;
+    fprintf(out, "%-*s %-10s %12s %14s %12s\n", lw, "layout", "recompute", "seq_len", "tokens/rank", "peak");
     for (int i = 0; i < r->n; i++) {
         const pass_maxseq_row *w = &r->rows[i];
         char pk[32] = "-";
         if (w->peak_bytes >= 0)
             sup_fmt_bytes((double)w->peak_bytes, pk, sizeof pk);
         if (w->illegal[0])
-            fprintf(out, "%-18s %-10s %12s %14s %12s  illegal: %s\n", w->layout, w->recompute, "-", "-", "-",
+            fprintf(out, "%-*s %-10s %12s %14s %12s  illegal: %s\n", lw, w->layout, w->recompute, "-", "-", "-",
                     w->illegal);
         else if (w->seq_len == 0)
-            fprintf(out, "%-18s %-10s %12s %14s %12s  does not fit even at %" PRId64 " tokens\n", w->layout,
+            fprintf(out, "%-*s %-10s %12s %14s %12s  does not fit even at %" PRId64 " tokens\n", lw, w->layout,
                     w->recompute, "-", "-", "-", w->step);
         else
-            fprintf(out, "%-18s %-10s %12" PRId64 " %14" PRId64 " %12s%s\n", w->layout, w->recompute, w->seq_len,
-                    w->tokens_per_rank, pk, w->at_cap ? "  (the longest tried)" : "");
+            fprintf(out, "%-*s %-10s %12" PRId64 " %14" PRId64 " %12s%s\n", lw, w->layout, w->recompute,
+                    w->seq_len, w->tokens_per_rank, pk, w->at_cap ? "  (the longest tried)" : "");
     }
-    fprintf(out, "seq_len in steps of 1024 tokens (rounded up to a multiple of the group size); peak = the memory "
-                 "plan's per rank (baspc --memory)\n");
+    fprintf(out, "seq_len in steps of 1024 tokens, rounded up to a multiple of what the layout cuts a sequence "
+                 "into (K ranks; ring: 2K chunks; hybrid: K and 2R); peak = the memory plan's per rank "
+                 "(baspc --memory)\n");
 }
 
 void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
@@ -189,6 +268,11 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
         const pass_maxseq_row *w = &r->rows[i];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "layout", w->layout);
+        cJSON_AddStringToObject(e, "sequence", layout_seq_name(w->choice.seq));
+        cJSON_AddStringToObject(e, "a2a", layout_a2a_name(w->choice.a2a));
+        cJSON_AddNumberToObject(e, "groups", w->choice.groups);
+        if (w->choice.seq == LAYOUT_ULYSSES) cJSON_AddNullToObject(e, "ring_degree");
+        else cJSON_AddNumberToObject(e, "ring_degree", w->choice.ring_degree);
         cJSON_AddStringToObject(e, "recompute", w->recompute);
         cJSON_AddNumberToObject(e, "max_seq_len", (double)w->seq_len);
         cJSON_AddNumberToObject(e, "tokens_per_rank", (double)w->tokens_per_rank);

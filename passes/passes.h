@@ -302,7 +302,8 @@ typedef struct pass_mem_report {
 /* ---- the longest sequence that fits (maxseq.c, baspc --max-seq-len) ---- */
 enum { PASS_MAXSEQ_ROWS = 3 * 64 };
 typedef struct pass_maxseq_row {
-    char layout[32];         /* "ulysses", "batch-aware G=2" */
+    char layout[48];         /* "ulysses", "batch-aware G=2", "ring" (layout_choice_name) */
+    layout_choice choice;    /* the layout the row builds */
     char recompute[16];      /* none, selective, full */
     int64_t seq_len;         /* the longest that fits; 0: none (or an illegal layout) */
     int64_t tokens_per_rank; /* micro_batch * seq_len / world */

@@ -3,8 +3,8 @@
 
 usage: check_maxseq.py BASPC SPEC MAXSEQ.json [--set K=V ...]
 
-For every row: the spec with that row's layout, recompute setting and its
-max_seq_len must fit (and have that peak), and one step more must not
+For every row: the spec with that row's layout (sequence, a2a, groups,
+ring_degree written out), recompute setting and its max_seq_len must fit (and have that peak), and one step more must not
 (unless the row is at the search's cap).  Standard library only.
 """
 import json
@@ -28,9 +28,12 @@ def main():
     for w in rows:
         if w["illegal"] or w["max_seq_len"] == 0:
             continue
-        g = w["layout"].split("G=")
-        layout = "layout.batch_aware=off" if len(g) == 1 else "layout.batch_aware=groups " + g[1]
-        base = extra + [layout, "train.recompute=" + w["recompute"]]
+        # the row's own layout, written out (the spec's may be another)
+        layout = ["layout.sequence=" + w["sequence"], "layout.a2a=" + w["a2a"],
+                  "layout.batch_aware=off" if w["groups"] == 1 else "layout.batch_aware=groups %d" % w["groups"]]
+        if w["sequence"] == "hybrid":
+            layout.append("layout.ring_degree=%d" % w["ring_degree"])
+        base = extra + layout + ["train.recompute=" + w["recompute"]]
         at = memory(baspc, spec, base + ["train.seq_len=%d" % w["max_seq_len"]])
         ok = at["fits"] and at["peak_bytes_per_rank"] == w["peak_bytes_per_rank"]
         if not w["at_cap"]:
