@@ -215,4 +215,6 @@ bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe
 void basp_set_verbosity(int level) { cg_set_verbosity(level); }
 
 bool basp_set_target(const char *name) { return name && cg_set_target(name); }
-void basp_set_memory_plan(bool on) { cg_set_memory_plan(on); }
+/* The memory report follows: without the plan it says what the program
+ * allocates (one slot per value). */
+void basp_set_memory_plan(bool on) { cg_set_memory_plan(on); pass_memory_set_reuse(on); }

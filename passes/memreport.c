@@ -144,13 +144,69 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     free(end);
 }
 
+/* Without the memory plan (--no-memory-plan) the runtime gives every value
+ * its own slot of one arena, the optimizer state after them, and stages the
+ * collectives in buffers of its own (runtime/cpu/rt_buf_cpu.c,
+ * rt_layout_slots; the CUDA backend stages in its workspaces, and its
+ * staging here is 0): nothing is ever freed, so every buffer counts, and
+ * the peak is the whole allocation. */
+static bool pm_reuse = true;
+
+void pass_memory_set_reuse(bool on) { pm_reuse = on; }
+
+/* Turns the planned report of m into the one of its unplanned program. */
+static void report_slots(const ir_module *m, pass_mem_report *r)
+{
+    ir_mem_target t;
+    ir_mem_target_of(m, &t);
+    r->no_reuse = true;
+    r->peak_op = -1; /* every buffer is live the whole run: no op is the peak */
+    r->peak_layer = -1;
+    r->planned_arena_bytes = r->arena_bytes;
+    r->stage_bytes = r->live[IR_MEM_COMM];
+    int64_t opt = r->live[IR_MEM_OPTIM];
+    memset(r->live, 0, sizeof r->live);
+    r->live[IR_MEM_OPTIM] = opt;
+    r->live[IR_MEM_COMM] = r->stage_bytes;
+    r->live[IR_MEM_WORK] = r->work_bytes;
+    live_value *all = sup_xmalloc(sizeof *all * (size_t)(m->nvalues + 1));
+    int n = 0;
+    for (int v = 0; v < m->nvalues; v++) {
+        int64_t b = ir_mem_value_bytes(m, v, t);
+        if (b <= 0)
+            continue;
+        r->live[ir_mem_value_cat(m, v)] += b;
+        all[n++] = (live_value){v, b};
+    }
+    r->live_bytes = r->no_reuse_bytes;
+    r->unused_bytes = 0;
+    r->arena_bytes = r->no_reuse_bytes - r->stage_bytes;
+    r->peak_bytes = r->no_reuse_bytes + r->work_bytes;
+    qsort(all, (size_t)n, sizeof *all, top_cmp);
+    r->ntop = n < PASS_MEM_TOP ? n : PASS_MEM_TOP;
+    for (int i = 0; i < r->ntop; i++) {
+        snprintf(r->top[i].name, sizeof r->top[i].name, "%s", m->values[all[i].v].name);
+        r->top[i].cat = ir_mem_value_cat(m, all[i].v);
+        r->top[i].bytes = all[i].bytes;
+    }
+    r->fits = r->device_mem <= 0 || (double)r->peak_bytes <= r->device_mem;
+    free(all);
+}
+
+static void report_of(const ir_module *m, pass_mem_report *r)
+{
+    report_planned(m, r);
+    if (!pm_reuse)
+        report_slots(m, r);
+}
+
 bool pass_memory_report(const ir_module *m, pass_mem_report *r)
 {
     memset(r, 0, sizeof *r);
     r->peak_op = -1;
     r->peak_layer = -1;
     if (ir_mem_planned(m)) {
-        report_planned(m, r);
+        report_of(m, r);
         return true;
     }
     ir_module *c = ir_module_clone(m);
@@ -158,7 +214,7 @@ bool pass_memory_report(const ir_module *m, pass_mem_report *r)
     o.quiet = true;
     bool ok = pass_memplan(c, &o);
     if (ok)
-        report_planned(c, r);
+        report_of(c, r);
     ir_module_free(c);
     return ok;
 }
@@ -172,7 +228,15 @@ void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
     pass_mem_suggestion *sg = r->suggest;
     const char *sets[PASS_MEM_SUGGEST] = {0};
     bool cuda[PASS_MEM_SUGGEST] = {0};
-    int n = 0;
+    int n = 0, first = 0;
+    /* Without the memory plan: the planned program of the same step (its
+     * numbers are in r already, nothing to build). */
+    if (r->no_reuse) {
+        snprintf(sg[n].change, sizeof sg[n].change, "the memory plan (drop --no-memory-plan)");
+        sg[n].peak_bytes = r->planned_arena_bytes + r->work_bytes;
+        sg[n].fits = r->device_mem <= 0 || (double)sg[n].peak_bytes <= r->device_mem;
+        first = ++n;
+    }
     /* A bf16 spec for a GPU planned for the cpu backend (4-byte elements):
      * the CUDA backend's buffers are what the device would hold. */
     if (!r->cuda && !strcmp(spec->train.precision, "bf16") && strncmp(spec->mesh.device, "cpu", 3) != 0) {
@@ -197,7 +261,7 @@ void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
                  (long long)spec->train.micro_batch / 2);
     r->nsuggest = n;
     sup_diag_saved saved = sup_diag_silence();
-    for (int i = 0; i < n; i++) {
+    for (int i = first; i < n; i++) {
         pass_mem_suggestion *s = &sg[i];
         sets[i] = cuda[i] ? NULL : s->change + strlen("--set ");
         ir_module *m = pass_build_with(spec, &sets[i], sets[i] ? 1 : 0, cuda[i] || r->cuda);
@@ -222,21 +286,18 @@ static void print_row(FILE *out, const char *name, int64_t b, int64_t total)
             total > 0 ? 100.0 * (double)b / (double)total : 0.0);
 }
 
-void pass_memory_print(const pass_mem_report *r, FILE *out)
+/* The lines after the table: where the peak is and how the arena is laid out. */
+static void print_arena(const pass_mem_report *r, FILE *out)
 {
-    char a[32], b[32], c[32];
-    fprintf(out, "memory: %s on %d rank(s), %s target: %s per rank", r->module, r->world, r->cuda ? "cuda" : "cpu",
-            fmt_b(r->peak_bytes, a, sizeof a));
-    if (r->device_mem > 0)
-        fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->device_mem, b, sizeof b), r->fits ? "fits" : "does not fit");
-    else
-        fprintf(out, ": fits (device memory unknown)\n");
-    fprintf(out, "\n  %-14s %16s %11s %7s\n", "at the peak op", "bytes", "size", "share");
-    for (int k = 0; k < IR_MEM_NCATS; k++)
-        print_row(out, ir_mem_cat_name((ir_mem_cat)k), r->live[k], r->peak_bytes);
-    print_row(out, "unused", r->unused_bytes, r->peak_bytes);
-    print_row(out, "peak", r->peak_bytes, r->peak_bytes);
-    fputc('\n', out);
+    char a[32], b[32], c[32], d[32];
+    if (r->no_reuse) {
+        fprintf(out, "no memory plan (--no-memory-plan): every buffer has its own slot for the whole run\n");
+        fprintf(out, "arena: %s, one slot per value (the memory plan's: %s); staging outside the arena: %s; "
+                     "workspace outside the arena: %s\n",
+                fmt_b(r->arena_bytes, a, sizeof a), fmt_b(r->planned_arena_bytes, b, sizeof b),
+                fmt_b(r->stage_bytes, c, sizeof c), fmt_b(r->work_bytes, d, sizeof d));
+        return;
+    }
     if (r->peak_op >= 0)
         fprintf(out, "peak op: %d %s (%%%s), layer %d, %s\n", r->peak_op, r->peak_opcode, r->peak_value,
                 r->peak_layer, r->peak_phase[0] ? r->peak_phase : "-");
@@ -245,8 +306,26 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
     fprintf(out, "arena: %s (one buffer per value, no reuse: %s); workspace outside the arena: %s\n",
             fmt_b(r->arena_bytes, a, sizeof a), fmt_b(r->no_reuse_bytes, b, sizeof b),
             fmt_b(r->work_bytes, c, sizeof c));
+}
+
+void pass_memory_print(const pass_mem_report *r, FILE *out)
+{
+    char a[32], b[32];
+    fprintf(out, "memory: %s on %d rank(s), %s target%s: %s per rank", r->module, r->world,
+            r->cuda ? "cuda" : "cpu", r->no_reuse ? ", no memory plan" : "", fmt_b(r->peak_bytes, a, sizeof a));
+    if (r->device_mem > 0)
+        fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->device_mem, b, sizeof b), r->fits ? "fits" : "does not fit");
+    else
+        fprintf(out, ": fits (device memory unknown)\n");
+    fprintf(out, "\n  %-14s %16s %11s %7s\n", r->no_reuse ? "allocated" : "at the peak op", "bytes", "size", "share");
+    for (int k = 0; k < IR_MEM_NCATS; k++)
+        print_row(out, ir_mem_cat_name((ir_mem_cat)k), r->live[k], r->peak_bytes);
+    print_row(out, "unused", r->unused_bytes, r->peak_bytes);
+    print_row(out, "peak", r->peak_bytes, r->peak_bytes);
+    fputc('\n', out);
+    print_arena(r, out);
     if (r->ntop > 0) {
-        fprintf(out, "\nlargest buffers at the peak op:\n");
+        fprintf(out, "\nlargest buffers%s:\n", r->no_reuse ? "" : " at the peak op");
         for (int i = 0; i < r->ntop; i++)
             fprintf(out, "  %%%-30s %-12s %11s\n", r->top[i].name, ir_mem_cat_name(r->top[i].cat),
                     fmt_b(r->top[i].bytes, a, sizeof a));
@@ -308,6 +387,12 @@ void pass_memory_json(const pass_mem_report *r, FILE *out)
             cJSON_AddItemToArray(sg, t);
         }
     }
+    /* Last, so that readers of the planned report see it unchanged. */
+    cJSON_AddBoolToObject(o, "memory_plan", !r->no_reuse);
+    if (r->no_reuse) {
+        cJSON_AddNumberToObject(o, "planned_arena_bytes", (double)r->planned_arena_bytes);
+        cJSON_AddNumberToObject(o, "staging_bytes", (double)r->stage_bytes);
+    }
     char *text = cJSON_Print(o);
     if (text)
         fprintf(out, "%s\n", text);
@@ -326,13 +411,17 @@ void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_sev
     char a[32], b[32], dev[FE_NAME_MAX + 8] = "the device";
     if (spec && spec->mesh.device[0])
         snprintf(dev, sizeof dev, "'%s'", spec->mesh.device);
-    sup_diag(sev, loc, "memory plan: %s per rank (%s target) exceeds the %s of %s", fmt_b(r->peak_bytes, a, sizeof a),
+    sup_diag(sev, loc, "%s: %s per rank (%s target) exceeds the %s of %s",
+             r->no_reuse ? "without the memory plan" : "memory plan", fmt_b(r->peak_bytes, a, sizeof a),
              r->cuda ? "cuda" : "cpu", sup_fmt_bytes(r->device_mem, b, sizeof b), dev);
     sup_buf nb = {0};
     for (int k = 0; k < IR_MEM_NCATS; k++)
         sup_buf_printf(&nb, "%s%s %s", k ? ", " : "", ir_mem_cat_name((ir_mem_cat)k),
                        fmt_b(r->live[k], a, sizeof a));
-    if (r->peak_op >= 0)
+    if (r->no_reuse)
+        sup_note(loc, "without the memory plan (--no-memory-plan) every buffer has its own slot: %s; the plan "
+                      "needs an arena of %s", nb.data, fmt_b(r->planned_arena_bytes, a, sizeof a));
+    else if (r->peak_op >= 0)
         sup_note(loc, "the peak is at op %d '%s' (%%%s, layer %d, %s): %s", r->peak_op, r->peak_opcode,
                  r->peak_value, r->peak_layer, r->peak_phase[0] ? r->peak_phase : "-", nb.data);
     else
@@ -343,7 +432,7 @@ void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_sev
         sup_buf_printf(&tb, "%s%%%s (%s, %s)", i ? ", " : "", r->top[i].name, ir_mem_cat_name(r->top[i].cat),
                        fmt_b(r->top[i].bytes, a, sizeof a));
     if (r->ntop > 0)
-        sup_note(loc, "largest buffers there: %s", tb.data);
+        sup_note(loc, "largest buffers%s: %s", r->no_reuse ? "" : " there", tb.data);
     sup_buf_free(&tb);
     if (r->nsuggest > 0) {
         sup_buf fit = {0}, other = {0};

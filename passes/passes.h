@@ -261,7 +261,7 @@ void pass_plan_json(const pass_plan_result *r, FILE *out);
  * an unplanned module is planned on a clone, quietly).  Every number comes
  * from the plan and ir/ir_mem.c, so --memory, --plan's mem column, the cost
  * pass and the compiler's fit warning agree. */
-enum { PASS_MEM_TOP = 5, PASS_MEM_SUGGEST = 7 };
+enum { PASS_MEM_TOP = 5, PASS_MEM_SUGGEST = 8 };
 typedef struct pass_mem_value {
     char name[IR_NAME_MAX];
     ir_mem_cat cat;
@@ -291,6 +291,12 @@ typedef struct pass_mem_report {
     int64_t live_bytes;        /* the arena categories' sum */
     int64_t unused_bytes;      /* arena - live_bytes: fragmentation, usually 0 */
     int64_t no_reuse_bytes;    /* the arena with one buffer per value, no reuse */
+    /* Without reuse (pass_memory_set_reuse(false), baspc --no-memory-plan)
+     * the report is what that program allocates: arena_bytes = one slot per
+     * value plus the optimizer state, stage_bytes the collectives' staging
+     * outside it, live[] every buffer; planned_arena_bytes is the plan's. */
+    bool no_reuse;
+    int64_t planned_arena_bytes, stage_bytes;
     double device_mem;         /* config device_mem, 0 if unknown */
     bool fits;                 /* peak_bytes <= device_mem (true when unknown) */
     int ntop;
@@ -328,6 +334,10 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out);
 
 /* False when the module cannot be planned (the reason was reported). */
 bool pass_memory_report(const ir_module *m, pass_mem_report *r);
+/* false: programs are built without the memory plan (every value its own
+ * buffer, codegen's cg_set_memory_plan(false)), and every report says what
+ * they allocate.  Default true. */
+void pass_memory_set_reuse(bool on);
 /* When r does not fit: rebuilds `spec` with one change at a time and
  * records each one's peak in r->suggest: the cuda target (when the plan is
  * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, recompute
