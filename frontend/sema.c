@@ -52,8 +52,78 @@ static void require(checker *c, fe_block_kind b, const char *const *keys, int n)
     }
 }
 
-/* Counts must be positive (zero and seed have their own ranges); physical
- * quantities must make sense. */
+/* The range of every number a spec may hold, in base units (bytes, bytes
+ * per second, seconds); frontend/README.md, "Ranges", lists them.  A key
+ * without a row here must be positive.  Bounds keep every value a real
+ * machine or run could have, so that what the compiler derives from them
+ * (step times, transfer times, products of sizes) stays finite and
+ * readable: a latency of 1e308 s would make every layout's predicted step
+ * infinite.  `lo_open`/`hi_open`: the bound itself is excluded. */
+typedef struct fe_range {
+    const char *key; /* "train.lr"; "link.latency" for both links */
+    double lo, hi;
+    bool lo_open, hi_open;
+    const char *want; /* "in (0, 1]" */
+    const char *why;  /* a note before the example, or NULL */
+    const char *low;  /* what to say under the lower bound ("positive"), NULL: want */
+} fe_range;
+
+#define FE_INF HUGE_VAL
+static const fe_range fe_ranges[] = {
+    /* key, lo, hi, lo_open, hi_open, want, why, low */
+    {"mesh.memory", 1 << 20, 1125899906842624.0, false, false, "in [1MiB, 1024TiB]",
+     "the memory of one device; today's accelerators hold 16-192 GB", NULL},
+    {"mesh.nics_per_node", 1, 1 << 20, false, false, "in [1, 1048576]", NULL, "positive"},
+    {"link.bandwidth", 1e6, 1e15, false, false, "in [1MB/s, 1000TB/s]",
+     "per direction; links run from about 1GB/s (ethernet) to 900GB/s (NVLink)", NULL},
+    {"link.latency", 0, 1, false, false, "in [0s, 1s]",
+     "a link's latency is microseconds (NVLink, InfiniBand) to milliseconds (a wide-area network)", NULL},
+    {"link.efficiency", 0, 1, true, false, "in (0, 1]", NULL, NULL},
+    {"train.zero", 0, 3, false, false, "0, 1, 2 or 3", NULL, NULL},
+    {"train.global_batch", 1, 1 << 24, false, false, "in [1, 16777216]",
+     "sequences per optimizer step; large LLM runs use a few thousand", "positive"},
+    {"train.lr", 0, 1, true, false, "in (0, 1]", "AdamW's rates are about 1e-5 to 1e-2", NULL},
+    {"train.warmup", 0, FE_INF, false, false, "zero or positive", NULL, NULL},
+    {"train.min_lr", 0, FE_INF, false, false, "zero or positive", NULL, NULL},
+    {"train.wsd_decay", 0, 1, true, false, "in (0, 1] (a fraction)", NULL, NULL},
+    {"train.weight_decay", 0, 10, false, false, "in [0, 10]",
+     "each step scales a matrix by 1 - lr * weight_decay; common values are 0 to 0.1", NULL},
+    {"train.beta1", 0, 1, false, true, "in [0, 1)", NULL, NULL},
+    {"train.beta2", 0, 1, false, true, "in [0, 1)", NULL, NULL},
+    {"train.eps", 0, 1, true, false, "in (0, 1]", "AdamW's epsilon is about 1e-8", NULL},
+    {"train.grad_clip", 0, FE_INF, false, false, "zero (no clipping) or positive", NULL, NULL},
+    {"train.steps", 1, 1e9, false, false, "in [1, 1000000000]", "the training binary runs at most 1e9 steps",
+     "positive"},
+    {"train.seed", 0, FE_INF, false, false, "zero or positive", NULL, NULL},
+    {"train.mlp_chunk", 0, FE_INF, false, false, "zero (off) or positive (tokens)", NULL, NULL},
+    {"train.eot_token", 0, FE_INF, false, false, "a token id (zero or positive)", NULL, NULL},
+};
+
+/* The row of `prefix.name` ("mesh.intra" links share "link.*"), or NULL. */
+static const fe_range *range_of(const char *prefix, const char *name) {
+    char key[48];
+    snprintf(key, sizeof key, "%s.%s", strncmp(prefix, "mesh.", 5) ? prefix : "link", name);
+    for (size_t i = 0; i < sizeof fe_ranges / sizeof *fe_ranges; i++)
+        if (!strcmp(fe_ranges[i].key, key)) return &fe_ranges[i];
+    return NULL;
+}
+
+static bool in_range(const fe_range *r, double v) {
+    if (!r) return v > 0;
+    return (r->lo_open ? v > r->lo : v >= r->lo) && (r->hi_open ? v < r->hi : v <= r->hi);
+}
+
+/* The value as written back: with its unit for sizes, bandwidths and times. */
+static const char *value_text(const fe_keydef *k, double v, char *buf, size_t n) {
+    char num[32];
+    if (v == floor(v) && fabs(v) < 1e15) snprintf(num, sizeof num, "%.0f", v); /* 100000000, not 1e+08 */
+    else sup_fmt_double(v, num, sizeof num);
+    const char *unit = k->kind == FE_K_BYTES ? "B" : k->kind == FE_K_BW ? "B/s" : k->kind == FE_K_TIME ? "s" : "";
+    snprintf(buf, n, "%s%s", num, unit);
+    return buf;
+}
+
+/* Every number given in one block against its range (fe_ranges). */
 static void check_range(checker *c, fe_block_kind b, const char *prefix, const char *base) {
     int n;
     const fe_keydef *k = fe_block_keys(b, &n);
@@ -69,29 +139,16 @@ static void check_range(checker *c, fe_block_kind b, const char *prefix, const c
         double v = k[i].kind == FE_K_COUNT
                        ? (k[i].size == 8 ? (double)*(const int64_t *)p : *(const int *)p)
                        : *(const double *)p;
-        bool bad;
-        const char *want = "positive";
-        if (!isfinite(v)) { bad = true; want = "a finite number"; }
-        else if (!strcmp(k[i].name, "zero")) { bad = v < 0 || v > 3; want = "0, 1, 2 or 3"; }
-        else if (!strcmp(k[i].name, "seed")) { bad = v < 0; want = "zero or positive"; }
-        else if (!strcmp(k[i].name, "mlp_chunk")) { bad = v < 0; want = "zero (off) or positive (tokens)"; }
-        else if (!strcmp(k[i].name, "eot_token")) { bad = v < 0; want = "a token id (zero or positive)"; }
-        else if (!strcmp(k[i].name, "latency")) { bad = v < 0; want = "zero or positive"; }
-        else if (!strcmp(k[i].name, "warmup") || !strcmp(k[i].name, "min_lr") ||
-                 !strcmp(k[i].name, "weight_decay")) { bad = v < 0; want = "zero or positive"; }
-        else if (!strcmp(k[i].name, "grad_clip")) { bad = v < 0; want = "zero (no clipping) or positive"; }
-        else if (!strcmp(k[i].name, "beta1") || !strcmp(k[i].name, "beta2")) {
-            bad = !(v >= 0 && v < 1);
-            want = "in [0, 1)";
-        }
-        else if (!strcmp(k[i].name, "wsd_decay")) { bad = !(v > 0 && v <= 1); want = "in (0, 1] (a fraction)"; }
-        else if (!strcmp(k[i].name, "efficiency")) { bad = !(v > 0 && v <= 1); want = "in (0, 1]"; }
-        else bad = !(v > 0);
-        if (!bad) continue;
-        char num[32];
-        err(c, loc, "'%s' must be %s, not %s", k[i].name, want, sup_fmt_double(v, num, sizeof num));
+        const fe_range *r = range_of(prefix, k[i].name);
+        bool finite = isfinite(v);
+        if (finite && in_range(r, v)) continue;
+        char num[48];
+        const char *want = !finite ? "a finite number" : !r ? "positive" : r->low && v < r->lo ? r->low : r->want;
+        err(c, loc, "'%s' must be %s, not %s", k[i].name, want, value_text(&k[i], v, num, sizeof num));
         if (!strcmp(k[i].name, "zero"))
             sup_note(loc, "ZeRO stages: 0 off, 1 optimizer state, 2 +gradients, 3 +parameters");
+        else if (finite && r && r->why)
+            sup_note(loc, "%s; write it like '%s'", r->why, k[i].example);
         else
             sup_note(loc, "write it like '%s'", k[i].example);
     }
@@ -307,6 +364,7 @@ static void size_rules(checker *c) {
     fe_factor hd = {"model.head_dim", m->head_dim}, nh = {"model.heads", m->heads};
     fe_factor nkv = {"model.kv_heads", m->kv_heads}, mb = {"train.micro_batch", t->micro_batch};
     fe_factor sl = {"train.seq_len", t->seq_len}, ly = {"model.layers", m->layers};
+    fe_factor gb = {"train.global_batch", t->global_batch};
     const struct { const char *what; fe_factor f[4]; int n; } shapes[] = {
         {"the embedding (vocab x hidden)", {voc, hid}, 2},
         {"a projection weight (hidden x heads x head_dim)", {hid, nh, hd}, 3},
@@ -318,6 +376,7 @@ static void size_rules(checker *c) {
         {"the MLP activation (micro_batch x seq_len x ffn)", {mb, sl, ffn}, 3},
         {"the logits (micro_batch x seq_len x vocab)", {mb, sl, voc}, 3},
         {"the activations of all layers (layers x micro_batch x seq_len x hidden)", {ly, mb, sl, hid}, 4},
+        {"the token ids of one optimizer step (global_batch x seq_len)", {gb, sl}, 2},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         if (!size_ok(c, shapes[i].what, shapes[i].f, shapes[i].n)) return;
