@@ -18,7 +18,9 @@
 #     The memory plan changes where buffers live, never what is computed:
 #     for three layouts, the planned program and the same program built
 #     with --no-memory-plan (one buffer per value) train 5 steps to the same
-#     losses and gradient norms and byte-identical weights and gradients.
+#     losses and gradient norms and byte-identical weights and gradients;
+#     the unplanned binary allocates the arena `baspc --memory
+#     --no-memory-plan --json` reports (arena_bytes).
 #   memplan.sh violated BASPC MPIRUN CORPUS SPEC WORKDIR
 #     A planted bug: the generated program with l0.k moved onto l0.q's
 #     bytes (both live from their linear to their rope).  The runtime must
@@ -92,12 +94,17 @@ bitwise() {
         done
         grep -q "one slot per value" "$W/$i.noplan/log" && grep -q "the compiler's memory plan" "$W/$i.plan/log"
         for f in w.bin g.bin; do cmp "$W/$i.plan/$f" "$W/$i.noplan/$f"; done
-        python3 - "$W/$i.plan/m.jsonl" "$W/$i.noplan/m.jsonl" "$l" <<'EOF'
+        "$BASPC" "$SPEC" -q "${sets[@]}" --no-memory-plan --memory --json >"$W/$i.noplan/memory.json"
+        python3 - "$W/$i.plan/m.jsonl" "$W/$i.noplan/m.jsonl" "$l" "$W/$i.noplan/memory.json" <<'EOF'
 import json, sys
 a, b = ([json.loads(x) for x in open(f)] for f in sys.argv[1:3])
 la, lb = ([(r["loss"], r["grad_norm"]) for r in x] for x in (a, b))
 if la != lb or len(la) != 5:
     sys.exit("losses or gradient norms differ: %s vs %s" % (la, lb))
+# --memory --no-memory-plan reports the arena the unplanned binary allocates
+want = json.load(open(sys.argv[4]))["arena_bytes"]
+if b[-1]["mem_arena_bytes"] != want:
+    sys.exit("--memory --no-memory-plan says arena %d, the binary allocates %d" % (want, b[-1]["mem_arena_bytes"]))
 print("ok   %s: identical losses, weights and gradients; arena %d planned, %d with one buffer per value"
       % (sys.argv[3], a[-1]["mem_arena_bytes"], b[-1]["mem_arena_bytes"]))
 EOF
