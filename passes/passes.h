@@ -339,7 +339,8 @@ bool pass_memory_report(const ir_module *m, pass_mem_report *r);
  * they allocate.  Default true. */
 void pass_memory_set_reuse(bool on);
 /* When r does not fit: rebuilds `spec` with one change at a time and
- * records each one's peak in r->suggest: the cuda target (when the plan is
+ * records each one's peak in r->suggest: the memory plan (a report without
+ * it, r->no_reuse), the cuda target (when the plan is
  * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, recompute
  * selective and full, twice the nodes, half the seq_len, half the
  * micro-batch.  Diagnostics of the trial
@@ -352,7 +353,8 @@ void pass_memory_print(const pass_mem_report *r, FILE *out);
  *  "breakdown": {"params", "grads", "optimizer", "activations", "comm",
  *                "workspace"}, "unused_bytes", "no_reuse_bytes",
  *  "device_mem", "fits", "top": [{"name", "category", "bytes"}],
- *  "suggestions": [{"change", "peak_bytes_per_rank", "fits"}] (when computed)} */
+ *  "suggestions": [{"change", "peak_bytes_per_rank", "fits"}] (when computed),
+ *  "memory_plan", and without it "planned_arena_bytes", "staging_bytes"} */
 void pass_memory_json(const pass_mem_report *r, FILE *out);
 /* The fit diagnostic at `loc` (the spec's train block): severity SUP_ERROR
  * (--memory) or SUP_WARNING (every other action), naming the peak op, the
