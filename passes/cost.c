@@ -209,7 +209,10 @@ typedef struct span {
     int a2a_senders, ring_senders; /* most on one node */
 } span;
 
-static span group_span(const ir_module *m, const ir_group *g)
+/* The span by comparing every pair of ranks of a set: O(set_size^2) per
+ * set.  Kept for ranks outside the mesh's nodes (hand-written IR), where
+ * group_span's per-node counters do not reach. */
+static span group_span_pairs(const ir_module *m, const ir_group *g)
 {
     span s = {false, 1, 1, 0, 0};
     int nn = m->mesh.nodes > 0 ? m->mesh.nodes : 1;
@@ -244,6 +247,54 @@ static span group_span(const ir_module *m, const ir_group *g)
     }
     free(ranks_out);
     free(sets_out);
+    s.crosses = s.nodes > 1;
+    return s;
+}
+
+/* The same numbers with a counter per node: O(ranks) per group.  Every
+ * collective op asks, and @world's one set holds every rank, so comparing
+ * pairs cost O(N^2) per op: minutes at thousands of ranks. */
+static span group_span(const ir_module *m, const ir_group *g)
+{
+    /* BASP_COST_SPAN_PAIRS=1: the pairwise reference, which the test
+     * tests/unit/layout_scale.sh compares choices and costs against. */
+    static int pairs = -1;
+    if (pairs < 0)
+        pairs = getenv("BASP_COST_SPAN_PAIRS") && !strcmp(getenv("BASP_COST_SPAN_PAIRS"), "1");
+    int nn = m->mesh.nodes > 0 ? m->mesh.nodes : 1;
+    if (pairs)
+        return group_span_pairs(m, g);
+    for (int i = 0; i < g->nsets * g->set_size; i++)
+        if (node_of(m, g->ranks[i]) < 0 || node_of(m, g->ranks[i]) >= nn)
+            return group_span_pairs(m, g);
+    span s = {false, 1, 1, 0, 0};
+    int *ranks_out = sup_xcalloc((size_t)nn, sizeof(int)), *sets_out = sup_xcalloc((size_t)nn, sizeof(int));
+    int *count = sup_xcalloc((size_t)nn, sizeof(int)); /* ranks of the current set per node */
+    for (int k = 0; k < g->nsets; k++) {
+        const int *set = &g->ranks[k * g->set_size];
+        int nodes = 0;
+        for (int a = 0; a < g->set_size; a++) {
+            int c = ++count[node_of(m, set[a])];
+            nodes += c == 1;
+            s.per_node = c > s.per_node ? c : s.per_node;
+        }
+        s.nodes = nodes > s.nodes ? nodes : s.nodes;
+        for (int a = 0; a < g->set_size; a++) {
+            int nd = node_of(m, set[a]);
+            if (nodes > 1) {
+                ranks_out[nd]++;
+                sets_out[nd] += count[nd] > 0; /* the set's first rank on the node */
+            }
+            count[nd] = 0;
+        }
+    }
+    for (int n = 0; n < nn; n++) {
+        s.a2a_senders = ranks_out[n] > s.a2a_senders ? ranks_out[n] : s.a2a_senders;
+        s.ring_senders = sets_out[n] > s.ring_senders ? sets_out[n] : s.ring_senders;
+    }
+    free(ranks_out);
+    free(sets_out);
+    free(count);
     s.crosses = s.nodes > 1;
     return s;
 }
