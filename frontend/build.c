@@ -384,7 +384,7 @@ void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
     size_t len;
     char *text = sup_read_file(full, &len);
     if (!text) {
-        sup_error(loc, "cannot import '%s': %s", full, strerror(errno));
+        sup_error(loc, "cannot import '%s': %s", full, sup_read_why(errno));
         sup_note(loc, "imports are relative to the directory of the importing file");
         fe_b_error(ctx);
         free(full);
@@ -457,7 +457,7 @@ fe_spec *fe_parse_file_unchecked(const char *path) {
     size_t len;
     char *text = sup_read_file(path, &len);
     if (!text) {
-        sup_error(sup_noloc(), "cannot read '%s': %s", path, strerror(errno));
+        sup_error(sup_noloc(), "cannot read '%s': %s", path, sup_read_why(errno));
         return NULL;
     }
     char *real = realpath(path, NULL);

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "ast.h"
+#include "runtime/rt_json.h" /* the repeated-key rule every JSON reader applies */
 
 typedef enum { HF_INT, HF_FLOAT, HF_BOOL } hf_kind;
 
@@ -327,7 +328,7 @@ static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
     fe_note_input(path);
     char *text = sup_read_file(path, &len);
     if (!text) {
-        sup_error(loc, "cannot read '%s': %s", path, strerror(errno));
+        sup_error(loc, "cannot read '%s': %s", path, sup_read_why(errno));
         sup_note(loc, "the path is relative to the directory of the spec file");
         fe_b_error(ctx);
         return NULL;
@@ -347,6 +348,16 @@ static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
         fe_b_error(ctx);
         cJSON_Delete(root);
         root = NULL;
+    } else {
+        rt_json_dup dup;
+        if (rt_json_find_dup(root, &dup)) {
+            char why[768];
+            rt_json_dup_text(&dup, why, sizeof why);
+            sup_error(loc, "'%s': %s", path, why);
+            fe_b_error(ctx);
+            cJSON_Delete(root);
+            root = NULL;
+        }
     }
     free(text);
     return root;

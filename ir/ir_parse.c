@@ -736,7 +736,7 @@ ir_module *ir_parse_file(const char *path)
     bool is_stdin = strcmp(path, "-") == 0;
     char *text = is_stdin ? ir_read_stdin(&len) : sup_read_file(path, &len);
     if (!text) {
-        sup_error(sup_noloc(), "cannot read '%s': %s", path, strerror(errno));
+        sup_error(sup_noloc(), "cannot read '%s': %s", path, sup_read_why(errno));
         return NULL;
     }
     ir_module *m = ir_parse_buf(is_stdin ? "<stdin>" : path, text, len);

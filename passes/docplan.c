@@ -24,10 +24,13 @@
 #include "passes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/include/basp_rt.h"
 
@@ -36,8 +39,22 @@ enum { PLAN_STEPS = 64 };
 /* ---- reading the lengths ------------------------------------------------------ */
 
 static bool read_all(const char *path, unsigned char **buf, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO without a writer is refused, not waited on. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st = {0};
+    int fl = -1;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        bool dir = S_ISDIR(st.st_mode), special = fd >= 0 && !S_ISREG(st.st_mode) && !dir;
+        sup_error(sup_noloc(), "--doc-lengths %s: cannot %s: %s", path, fd < 0 ? "open" : "read",
+                  dir ? "is a directory" : special ? "not a regular file (a FIFO, device or socket)" : strerror(e));
+        return false;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        close(fd);
         sup_error(sup_noloc(), "--doc-lengths %s: cannot open: %s", path, strerror(errno));
         return false;
     }
@@ -109,7 +126,16 @@ static bool lengths_of_text(const char *path, const unsigned char *b, size_t n, 
             int64_t v = 0;
             size_t j = i;
             while (j < n && b[j] >= '0' && b[j] <= '9' && v < ((int64_t)1 << 40)) v = 10 * v + (b[j++] - '0');
+            bool big = j < n && b[j] >= '0' && b[j] <= '9'; /* stopped at the bound, digits left */
             bool sep = j == n || b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n' || b[j] == '#';
+            if (big || v > ((int64_t)1 << 40)) {
+                size_t e = j;
+                while (e < n && b[e] >= '0' && b[e] <= '9') e++;
+                sup_error(sup_noloc(), "--doc-lengths %s:%d: document length %.*s%s is too large (at most 2^40 = "
+                          "1099511627776 tokens)", path, line, (int)(e - i < 40 ? e - i : 40), (const char *)b + i,
+                          e - i > 40 ? "..." : "");
+                return false;
+            }
             if (j == i || !sep || v < 1) {
                 sup_error(sup_noloc(), "--doc-lengths %s:%d: expected a document length (a positive integer)",
                           path, line);

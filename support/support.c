@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Specs, IR files and configs are small; anything bigger is a mistake (or
  * /dev/zero), and reading it whole would exhaust memory. */
@@ -55,15 +57,39 @@ void sup_source_reset(void) {
     }
 }
 
-char *sup_read_file(const char *path, size_t *len_out) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return NULL;
-    struct stat st;
-    if (f != stdin && (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))) {
-        fclose(f);
-        errno = EISDIR; /* a directory, device or fifo: not a source file */
+static char read_why[96]; /* why the last sup_read_file failed, when errno cannot say */
+
+const char *sup_read_why(int e) { return read_why[0] ? read_why : strerror(e); }
+
+/* Opens path for reading: O_NONBLOCK, so that a FIFO without a writer is
+ * refused here instead of blocking open() for ever; only a regular file
+ * goes on (blocking again). */
+static FILE *open_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st = {0};
+    int fl;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        mode_t m = st.st_mode;
+        if (S_ISDIR(m)) snprintf(read_why, sizeof read_why, "is a directory");
+        else if (S_ISFIFO(m)) snprintf(read_why, sizeof read_why, "a FIFO (named pipe), not a regular file");
+        else if (S_ISCHR(m) || S_ISBLK(m)) snprintf(read_why, sizeof read_why, "a device, not a regular file");
+        else if (S_ISSOCK(m)) snprintf(read_why, sizeof read_why, "a socket, not a regular file");
+        errno = S_ISDIR(m) ? EISDIR : e ? e : EINVAL;
         return NULL;
     }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) close(fd);
+    return f;
+}
+
+char *sup_read_file(const char *path, size_t *len_out) {
+    read_why[0] = 0;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path);
+    if (!f) return NULL;
     size_t cap = 4096, len = 0;
     char *buf = sup_xmalloc(cap);
     for (;;) {

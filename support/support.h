@@ -37,6 +37,9 @@ const char *sup_source_text(const char *name);
 /* Reads a whole regular file (at most 64 MiB; "-" = stdin) into a malloc'd
  * NUL-terminated buffer; NULL + errno (EISDIR for non-regular, EFBIG). */
 char *sup_read_file(const char *path, size_t *len_out);
+/* Why the last sup_read_file failed, given its errno e: strerror(e), or
+ * what kind of file it was ("a FIFO (named pipe), not a regular file"). */
+const char *sup_read_why(int e);
 /* Frees every registered source (tests and fuzzers call this between runs). */
 void sup_source_reset(void);
 
