@@ -22,9 +22,18 @@
  * parent fsynced; only then is `latest` replaced (latest.tmp, fsync,
  * rename, fsync the parent).  A crash at any point leaves either the new
  * complete checkpoint or the previous one reachable, never a half-written
- * one under a final name; a stale .tmp is removed by the next save.  The
- * reader (rt_ckpt_load.c) also falls back to the newest complete step-*
- * directory when `latest` is missing or points nowhere. */
+ * one under a final name.  The reader (rt_ckpt_load.c) also falls back to
+ * the newest complete step-* directory when `latest` is missing or points
+ * nowhere.
+ *
+ * A failure after the rename (syncing the parent, `latest`) withdraws the
+ * new directory again: a save is reported as done exactly when `latest`
+ * names it, so the run's report, `latest` and what --resume takes agree
+ * (ck_withdraw).
+ *
+ * Ownership: rank 0 alone writes, holding DIR/lock for the run (rt_paths.c);
+ * the temporary directory is step-NNNNNNNN.<host-pid>.tmp, and a save
+ * removes only its own and those of gone processes of this host. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +46,7 @@
 
 #include "rt_chunk.h"
 #include "rt_internal.h"
+#include "rt_read.h"
 
 enum { CK_PATH = 4096 };
 
@@ -345,15 +355,7 @@ static cJSON *ck_state(const rt_ctx *rt, int64_t step, const ck_out *outs, int n
     if (o->schedule != RT_SCHED_CONSTANT) cJSON_AddNumberToObject(opt, "steps", (double)rt->opt.steps);
     for (int i = 0; i < RT_NOPTIM_FIELDS; i++)
         cJSON_AddNumberToObject(opt, rt_optim_fields[i].key, rt_optim_get(o, &rt_optim_fields[i]));
-    cJSON *data = cJSON_AddObjectToObject(s, "data");
-    cJSON_AddStringToObject(data, "sampler", rt->opt.epoch ? "epoch: feistel(seed, epoch, window)"
-                                                           : "splitmix64(seed, step, sequence)");
-    cJSON_AddNumberToObject(data, "tokens", (double)rt->train.ntokens);
-    /* What a step draws: its micro-steps' sequences (gradient accumulation). */
-    cJSON_AddNumberToObject(data, "micro_batch", (double)p->micro_batch);
-    cJSON_AddNumberToObject(data, "global_batch", (double)(rt_accum(rt) * p->micro_batch));
-    ck_hex(buf, rt_ckpt_data_fnv(rt));
-    cJSON_AddStringToObject(data, "fnv64", buf);
+    rt_ckpt_state_data(rt, cJSON_AddObjectToObject(s, "data")); /* rt_ckpt_state.c */
     cJSON *by = cJSON_AddObjectToObject(s, "saved_by");
     cJSON_AddNumberToObject(by, "world", p->world);
     cJSON_AddNumberToObject(by, "zero", p->zero);
@@ -374,10 +376,13 @@ static void ck_write_json(ck_out *o, const char *dir, const char *name, cJSON *j
     ck_close(o);
 }
 
-/* Rank 0: the name of the step directory, its .tmp twin and the parent. */
+/* Rank 0: the name of the step directory and of its temporary twin, which
+ * carries this run's identity (step-N.<host-pid>.tmp): the cleanup of a
+ * save touches no other run's. */
 static void ck_names(const rt_ctx *rt, int64_t step, char *fin, char *tmp) {
     int n = snprintf(fin, CK_PATH, "%s/step-%08lld", rt->opt.ckpt_dir, (long long)step);
-    RT_CHECK(n < CK_PATH - 8 && snprintf(tmp, CK_PATH, "%s.tmp", fin) < CK_PATH, "path too long: %s", fin);
+    RT_CHECK(n < CK_PATH - 8 && snprintf(tmp, CK_PATH, "%s.%s.tmp", fin, rt_paths_run_tag()) < CK_PATH,
+             "path too long: %s", fin);
 }
 
 /* Rank 0: the first failed file as a message; false. */
@@ -391,11 +396,12 @@ static bool ck_failed(const ck_out *outs, int n, char *err, size_t errlen) {
 }
 
 /* Rank 0: `latest` := name, atomically (write latest.tmp, fsync, rename). */
-static bool ck_set_latest(const char *dir, const char *name, char *err, size_t errlen) {
+static bool ck_set_latest(const char *dir, const char *name, int64_t step, char *err, size_t errlen) {
     ck_out o;
     ck_open(&o, dir, "latest.tmp");
     ck_write(&o, name, strlen(name));
     ck_write(&o, "\n", 1);
+    if (!o.err && rt_test_fail_at("latest", step)) o.err = ENOSPC;
     char to[CK_PATH];
     snprintf(to, sizeof to, "%s/latest", dir);
     if (!ck_close(&o) || rename(o.path, to) != 0 || !ck_fsync_dir(dir)) {
@@ -407,13 +413,12 @@ static bool ck_set_latest(const char *dir, const char *name, char *err, size_t e
 }
 
 /* Rank 0: tmp → fin.  A checkpoint of the same step may exist (a run that
- * resumed from an earlier one); it is replaced only once tmp is complete. */
-static bool ck_publish(const char *tmp, const char *fin, char *err, size_t errlen) {
-    char old[CK_PATH + 8];
-    snprintf(old, sizeof old, "%s.old", fin);
+ * resumed from an earlier one); it is replaced only once tmp is complete,
+ * and kept as `old` (*had) until `latest` names the new one. */
+static bool ck_publish(const char *tmp, const char *fin, const char *old, bool *had, char *err, size_t errlen) {
     struct stat st;
-    bool had = stat(fin, &st) == 0;
-    if (had) {
+    *had = stat(fin, &st) == 0;
+    if (*had) {
         ck_remove_tree(old);
         if (rename(fin, old) != 0) {
             snprintf(err, errlen, "cannot replace %s: %s", fin, strerror(errno));
@@ -422,11 +427,43 @@ static bool ck_publish(const char *tmp, const char *fin, char *err, size_t errle
     }
     if (rename(tmp, fin) != 0) {
         snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
-        if (had) rename(old, fin); /* the previous checkpoint back under its name */
+        if (*had) rename(old, fin); /* the previous checkpoint back under its name */
         return false;
     }
-    if (had) ck_remove_tree(old);
     return true;
+}
+
+/* Rank 0: what `latest` of dir names ("" when nothing readable). */
+static void ck_read_latest(const char *dir, char *name, size_t n) {
+    char p[CK_PATH];
+    snprintf(p, sizeof p, "%s/latest", dir);
+    FILE *f = fopen(p, "r");
+    name[0] = 0;
+    if (f && !fgets(name, (int)n, f)) name[0] = 0;
+    if (f) fclose(f);
+    name[strcspn(name, "\r\n")] = 0;
+}
+
+/* Rank 0: fin was published but `latest` could not follow (err says why).
+ * The run reports the save as failed, so fin goes back to tmp (removed by
+ * the caller) and a replaced checkpoint of the same step returns: what the
+ * run said, what `latest` names and what --resume takes agree.  When the
+ * rename back fails, fin is removed, state.json first (--resume's fallback
+ * takes only a step-* with a state.json). */
+static void ck_withdraw(const rt_ctx *rt, const char *tmp, const char *fin, const char *old, bool had, char *err,
+                        size_t errlen) {
+    if (rename(fin, tmp) != 0) ck_remove_tree(fin);
+    if (had && rename(old, fin) != 0) ck_remove_tree(old);
+    ck_fsync_dir(rt->opt.ckpt_dir);
+    char name[256];
+    ck_read_latest(rt->opt.ckpt_dir, name, sizeof name);
+    size_t k = strlen(err);
+    if (name[0])
+        snprintf(err + k, errlen - k, " (%s withdrawn: `latest` still names %s, which --resume takes)",
+                 strrchr(fin, '/') + 1, name);
+    else
+        snprintf(err + k, errlen - k, " (%s withdrawn: no `latest` yet, --resume starts from step 0)",
+                 strrchr(fin, '/') + 1);
 }
 
 /* The step of a directory entry named exactly "step-%08lld" (a published
@@ -474,20 +511,24 @@ static void ck_prune(const rt_ctx *rt, int64_t just_saved) {
     free(steps);
 }
 
-/* Rank 0: removes every step-*.tmp of dir, not only this step's: a run
- * that died while saving step N and was resumed with another --save-every
- * never writes N again. */
+/* Rank 0: removes this run's step-*.tmp directories, and those of a run of
+ * this host that is gone (a run that died while saving step N and was
+ * resumed with another --save-every never writes N again), with a note.
+ * Another run's, or one without an identity, is left alone (said once). */
 static void ck_remove_stale(const char *dir) {
+    static bool told;
     DIR *d = opendir(dir);
     struct dirent *e;
-    char p[CK_PATH];
-    long long s;
-    char tail[8];
-    while (d && (e = readdir(d)))
-        if (sscanf(e->d_name, "step-%lld%7s", &s, tail) == 2 && !strcmp(tail, ".tmp")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            ck_remove_tree(p);
-        }
+    char p[CK_PATH], who[CK_PATH];
+    while (d && (e = readdir(d))) {
+        rt_tmp_owner own = rt_paths_tmp_owner(e->d_name, who, sizeof who);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (own == RT_TMP_MINE || own == RT_TMP_STALE) ck_remove_tree(p);
+        if (own == RT_TMP_STALE) printf("checkpoint: removed %s, left by %s, which is no longer running\n", p, who);
+        if (own == RT_TMP_OTHER && !told)
+            printf("checkpoint: note: %s is not this run's (its writer may still be running): left alone\n", p);
+        told |= own == RT_TMP_OTHER;
+    }
     if (d) closedir(d);
 }
 
@@ -521,13 +562,18 @@ static bool ck_finish(rt_ctx *rt, int64_t step, ck_out *outs, const char *tmp, c
         snprintf(err, errlen, "cannot sync %s: %s", tmp, strerror(errno));
         return false;
     }
-    if (!ck_publish(tmp, fin, err, errlen)) return false;
-    if (!ck_fsync_dir(rt->opt.ckpt_dir)) {
-        snprintf(err, errlen, "cannot sync %s: %s", rt->opt.ckpt_dir, strerror(errno));
-        return false;
-    }
-    ck_test_delay();
-    return ck_set_latest(rt->opt.ckpt_dir, strrchr(fin, '/') + 1, err, errlen);
+    char old[CK_PATH + 8];
+    bool had;
+    snprintf(old, sizeof old, "%s.old", fin);
+    if (!ck_publish(tmp, fin, old, &had, err, errlen)) return false;
+    int why = rt_test_fail_at("publish", step) ? EIO : ck_fsync_dir(rt->opt.ckpt_dir) ? 0 : errno ? errno : EIO;
+    bool ok = why == 0;
+    if (!ok) snprintf(err, errlen, "cannot sync %s: %s", rt->opt.ckpt_dir, strerror(why));
+    if (ok) ck_test_delay();
+    ok = ok && ck_set_latest(rt->opt.ckpt_dir, strrchr(fin, '/') + 1, step, err, errlen);
+    if (!ok) ck_withdraw(rt, tmp, fin, old, had, err, errlen);
+    else if (had) ck_remove_tree(old);
+    return ok;
 }
 
 bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen) {

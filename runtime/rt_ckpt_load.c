@@ -3,8 +3,8 @@
  *
  * Rank 0 alone reads the files and checks all of them — state.json, the size
  * and checksum of every file it lists, config.json against the compiled
- * model (every field that gives a shape or changes the math, all differing
- * ones listed), every safetensors header, and that the tensors are exactly
+ * model (rt_ckpt_config.c: every field that gives a shape or changes the
+ * math, all differing ones listed), every safetensors header, and that the tensors are exactly
  * this program's parameters (and moments) with the right shapes — before any
  * buffer changes; then it broadcasts its verdict, so every rank fails or
  * proceeds together.  Tensors reach the ranks as in rt_load.c: rank 0 holds
@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 
 #include "rt_internal.h"
+#include "rt_json.h"
+#include "rt_read.h"
 
 enum { CK_PATH = 4096, CK_MAX_FILES = 256 };
 
@@ -89,6 +91,15 @@ static const rt_st_tensor *ck_src_find(const ck_src *s, const char *name, int *f
     return NULL;
 }
 
+/* No key of j repeated at any depth (rt_json.h); else false naming it. */
+static bool ck_json_unique(const char *path, const cJSON *j, char *err, size_t errlen) {
+    rt_json_dup dup;
+    if (!rt_json_find_dup(j, &dup)) return true;
+    char why[768];
+    rt_json_dup_text(&dup, why, sizeof why);
+    return ck_fail(err, errlen, "%s: %s", path, why);
+}
+
 static cJSON *ck_read_json(const char *path, char *err, size_t errlen) {
     unsigned char *b;
     int64_t len;
@@ -100,208 +111,11 @@ static cJSON *ck_read_json(const char *path, char *err, size_t errlen) {
         ck_fail(err, errlen, "%s: not a JSON object (damaged?)", path);
         return NULL;
     }
+    if (!ck_json_unique(path, j, err, errlen)) {
+        cJSON_Delete(j);
+        return NULL;
+    }
     return j;
-}
-
-static bool ck_tied(const rt_program *p) {
-    for (int v = 0; v < p->nvalues; v++)
-        if (p->values[v].kind == RT_PARAM && !strcmp(p->values[v].name, "lm_head")) return false;
-    return true;
-}
-
-/* An integer field of config.json, or `dflt` when absent (dflt < 0: required). */
-static bool ck_cfg_int(const cJSON *c, const char *key, int64_t dflt, int64_t *out) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
-    if (!j || cJSON_IsNull(j)) {
-        *out = dflt;
-        return dflt >= 0;
-    }
-    /* Range first: converting a double outside int64 is undefined. */
-    if (!cJSON_IsNumber(j) || !(fabs(j->valuedouble) < 9.2e18) || j->valuedouble != floor(j->valuedouble))
-        return false;
-    *out = (int64_t)j->valuedouble;
-    return true;
-}
-
-/* The differing fields of a config.json, as "name value (program value)". */
-typedef struct ck_diffs {
-    char text[768];
-    int n;
-} ck_diffs;
-
-static void ck_diff(ck_diffs *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ck_diff(ck_diffs *d, const char *fmt, ...) {
-    size_t k = strlen(d->text);
-    if (d->n++ && k + 2 < sizeof d->text) k += (size_t)snprintf(d->text + k, sizeof d->text - k, ", ");
-    if (k >= sizeof d->text) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->text + k, sizeof d->text - k, fmt, ap);
-    va_end(ap);
-}
-
-/* v as %g with the fewest digits (at least 6) that read back as v: 1e-05,
- * 500000, 0.1, 1.0000001. */
-static const char *ck_num(double v, char *out, size_t n) {
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(out, n, "%.*g", prec, v);
-        if (strtod(out, NULL) == v) break;
-    }
-    return out;
-}
-
-/* Numbers written as text: equal to a relative 1e-9. */
-static bool ck_same(double a, double b) { return a == b || fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)); }
-
-/* A number field compared with the program's value (dflt when absent). */
-static bool ck_cmp_num(ck_diffs *d, const cJSON *c, const char *pfx, const char *key, double dflt, double have,
-                       const char *path, char *err, size_t errlen) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
-    double v = dflt;
-    if (j && !cJSON_IsNull(j)) {
-        if (!cJSON_IsNumber(j)) return ck_fail(err, errlen, "%s: field %s%s is not a number", path, pfx, key);
-        v = j->valuedouble;
-    }
-    char a[32], b[32];
-    if (!ck_same(v, have)) ck_diff(d, "%s%s %s (program %s)", pfx, key, ck_num(v, a, sizeof a), ck_num(have, b, sizeof b));
-    return true;
-}
-
-/* A boolean field, false when absent. */
-static bool ck_cfg_bool(const cJSON *c, const char *key, bool *out, const char *path, char *err, size_t errlen) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
-    *out = false;
-    if (!j || cJSON_IsNull(j)) return true;
-    if (!cJSON_IsBool(j)) return ck_fail(err, errlen, "%s: field %s is not true or false", path, key);
-    *out = cJSON_IsTrue(j);
-    return true;
-}
-
-/* RoPE as transformers 5 reads it: a non-empty legacy rope_scaling wins over
- * rope_parameters; rope_theta from that object, else the top-level field,
- * else 10000; rope_type (or the older "type"), else "default". */
-static bool ck_cmp_rope(ck_diffs *d, const rt_program *p, const cJSON *c, const char *path, char *err,
-                        size_t errlen) {
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
-    if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs))
-        return ck_fail(err, errlen, "%s: field rope_scaling is not an object or null", path);
-    if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp))
-        return ck_fail(err, errlen, "%s: field rope_parameters is not an object or null", path);
-    const cJSON *r = cJSON_IsObject(rs) && rs->child ? rs : cJSON_IsObject(rp) ? rp : NULL;
-    char pfx[32] = "";
-    if (r) snprintf(pfx, sizeof pfx, "%s.", r == rs ? "rope_scaling" : "rope_parameters");
-    const cJSON *th = r ? cJSON_GetObjectItemCaseSensitive(r, "rope_theta") : NULL;
-    bool ok = th && !cJSON_IsNull(th) ? ck_cmp_num(d, r, pfx, "rope_theta", 10000, p->rope_theta, path, err, errlen)
-                                      : ck_cmp_num(d, c, "", "rope_theta", 10000, p->rope_theta, path, err, errlen);
-    if (!ok) return false;
-    const cJSON *t = r ? cJSON_GetObjectItemCaseSensitive(r, "rope_type") : NULL;
-    if (r && !t) t = cJSON_GetObjectItemCaseSensitive(r, "type");
-    if (t && !cJSON_IsString(t)) return ck_fail(err, errlen, "%s: field %srope_type is not a string", path, pfx);
-    const char *type = t ? t->valuestring : "default";
-    const char *have = p->rope_scaling == RT_ROPE_LLAMA3 ? "llama3" : "default";
-    if (strcmp(type, have)) {
-        ck_diff(d, "%s%s %s (program %s)", pfx, t ? t->string : "rope_type", type, have);
-    } else if (p->rope_scaling == RT_ROPE_LLAMA3) {
-        static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
-                                           "original_max_position_embeddings"};
-        const double want[] = {p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
-                               (double)p->rope_original_max_pos};
-        for (int i = 0; i < 4; i++) {
-            char b[32];
-            if (!cJSON_GetObjectItemCaseSensitive(r, keys[i]))
-                ck_diff(d, "%s%s missing (program %s)", pfx, keys[i], ck_num(want[i], b, sizeof b));
-            else if (!ck_cmp_num(d, r, pfx, keys[i], 0, want[i], path, err, errlen))
-                return false;
-        }
-    }
-    const cJSON *prf = r ? cJSON_GetObjectItemCaseSensitive(r, "partial_rotary_factor") : NULL;
-    return prf && !cJSON_IsNull(prf) ? ck_cmp_num(d, r, pfx, "partial_rotary_factor", 1, 1, path, err, errlen)
-                                     : ck_cmp_num(d, c, "", "partial_rotary_factor", 1, 1, path, err, errlen);
-}
-
-/* config.json against the compiled model: every field that gives a shape or
- * changes the math, read with transformers' defaults of its model_type
- * (llama, qwen2, qwen3); a multimodal config's text_config is the model.
- * All differing fields are listed. */
-static bool ck_check_config(const rt_program *p, const char *path, const cJSON *root, char *err, size_t errlen) {
-    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-    const cJSON *c = !cJSON_GetObjectItemCaseSensitive(root, "hidden_size") && cJSON_IsObject(tc) ? tc : root;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c, "model_type");
-    if (!cJSON_IsString(mt))
-        return ck_fail(err, errlen, "%s: no model_type (basp reads llama, qwen2 and qwen3 configs)", path);
-    bool qwen2 = !strcmp(mt->valuestring, "qwen2"), qwen3 = !strcmp(mt->valuestring, "qwen3");
-    if (!qwen2 && !qwen3 && strcmp(mt->valuestring, "llama"))
-        return ck_fail(err, errlen, "%s: model_type %s is not supported (basp reads llama, qwen2 and qwen3)", path,
-                       mt->valuestring);
-    int64_t heads = p->heads, hidden = p->hidden;
-    ck_cfg_int(c, "num_attention_heads", p->heads, &heads);
-    ck_cfg_int(c, "hidden_size", p->hidden, &hidden);
-    /* transformers' class defaults when a field is absent: Qwen2/Qwen3Config
-     * num_key_value_heads 32, Qwen3Config head_dim 128 */
-    const cJSON *kvj = cJSON_GetObjectItemCaseSensitive(c, "num_key_value_heads");
-    const cJSON *hdj = cJSON_GetObjectItemCaseSensitive(c, "head_dim");
-    const struct {
-        const char *key;
-        int64_t have, dflt;
-    } f[] = {
-        {"hidden_size", p->hidden, -1},
-        {"num_hidden_layers", p->layers, -1},
-        {"num_attention_heads", p->heads, -1},
-        {"num_key_value_heads", p->kv_heads, !kvj && (qwen2 || qwen3) ? 32 : heads},
-        {"head_dim", p->head_dim, !hdj && qwen3 ? 128 : heads > 0 ? hidden / heads : -1},
-        {"intermediate_size", p->ffn, -1},
-        {"vocab_size", p->vocab, -1},
-    };
-    ck_diffs d = {.n = 0};
-    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
-        int64_t v;
-        if (!ck_cfg_int(c, f[i].key, f[i].dflt, &v))
-            return ck_fail(err, errlen, "%s: field %s is missing or not an integer", path, f[i].key);
-        if (v != f[i].have) ck_diff(&d, "%s %lld (program %lld)", f[i].key, (long long)v, (long long)f[i].have);
-    }
-    if (!ck_cmp_rope(&d, p, c, path, err, errlen) ||
-        !ck_cmp_num(&d, c, "", "rms_norm_eps", 1e-6, p->norm_eps, path, err, errlen) ||
-        !ck_cmp_num(&d, c, "", "attention_dropout", 0, 0, path, err, errlen))
-        return false;
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(c, "hidden_act");
-    if (act && !cJSON_IsNull(act) &&
-        (!cJSON_IsString(act) || (strcmp(act->valuestring, "silu") && strcmp(act->valuestring, "swish"))))
-        ck_diff(&d, "hidden_act %s (program silu)", cJSON_IsString(act) ? act->valuestring : "(not a string)");
-    bool tie, bias, mlp_bias = false, swa = false;
-    if (!ck_cfg_bool(c, "tie_word_embeddings", &tie, path, err, errlen) ||
-        !ck_cfg_bool(c, "attention_bias", &bias, path, err, errlen) ||
-        (!qwen2 && !qwen3 && !ck_cfg_bool(c, "mlp_bias", &mlp_bias, path, err, errlen)) ||
-        ((qwen2 || qwen3) && !ck_cfg_bool(c, "use_sliding_window", &swa, path, err, errlen)))
-        return false;
-    if (tie != ck_tied(p)) ck_diff(&d, "tie_word_embeddings %s (program %s)", tie ? "true" : "false", tie ? "false" : "true");
-    /* Qwen2 biases q, k and v always (it has no attention_bias); Llama's and
-     * Qwen3's attention_bias also biases o_proj, whose tensor the program
-     * then lacks (refused as a tensor it does not have). */
-    bool qkv = qwen2 || bias;
-    if (qkv != (p->qkv_bias != 0))
-        ck_diff(&d, "qkv_bias %s (model_type %s%s; program %s)", qkv ? "true" : "false", mt->valuestring,
-                bias && !qwen2 ? ", attention_bias true" : "", p->qkv_bias ? "true" : "false");
-    if (qwen3 != (p->qk_norm != 0))
-        ck_diff(&d, "qk_norm %s (model_type %s; program %s)", qwen3 ? "true" : "false", mt->valuestring,
-                p->qk_norm ? "true" : "false");
-    if (mlp_bias) ck_diff(&d, "mlp_bias true (program false)");
-    if (swa) { /* in use from layer max_window_layers on, when sliding_window is set */
-        int64_t from = 28;
-        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c, "sliding_window");
-        swa = sw && !cJSON_IsNull(sw) && ck_cfg_int(c, "max_window_layers", 28, &from) && from < p->layers;
-        if (swa) ck_diff(&d, "use_sliding_window true (program false)");
-    }
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
-    for (const cJSON *e = cJSON_IsArray(lt) ? lt->child : NULL; e && !swa; e = e->next)
-        if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention")) {
-            ck_diff(&d, "layer_types %s (program full_attention)", e->valuestring);
-            break;
-        }
-    if (d.n)
-        return ck_fail(err, errlen, "%s differs from this program (compiled from %s) in %d field(s): %s", path,
-                       p->spec ? p->spec : "its spec", d.n, d.text);
-    return true;
 }
 
 /* Where parameter (or moment) tensors come from: file and tensor per value. */
@@ -323,9 +137,12 @@ static bool ck_pick_one(const rt_program *p, const ck_src *s, int v, const char 
     const char *spec = p->spec ? p->spec : "its spec";
     out->t = ck_src_find(s, name, &out->file);
     if (!out->t)
-        return ck_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) has "
-                       "parameter %s (%s %s), which %s does not hold", spec, d->name, name, b,
-                       s->n == 1 ? s->path[0] : "none of the weight files");
+        return s->n == 1 ? ck_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
+                                   "has parameter %s (%s %s), which %s does not hold", spec, d->name, name, b,
+                                   s->path[0])
+                         : ck_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
+                                   "has parameter %s (%s %s), which none of the %d weight files (%s, ...) holds",
+                                   spec, d->name, name, b, s->n, s->path[0]);
     const rt_st_tensor *t = out->t;
     rt_st_fmt_shape(a, sizeof a, t->shape, t->nd);
     if (t->nd != nd || memcmp(t->shape, want, sizeof(int64_t) * (size_t)nd) != 0)
@@ -361,7 +178,7 @@ static bool ck_head_is_embed(const ck_src *s, int f, const rt_st_tensor *head) {
  * embedding (transformers too ignores it then). */
 static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *picks, int npicks, char *err,
                            size_t errlen) {
-    bool tied = ck_tied(p);
+    bool tied = rt_ckpt_tied(p);
     for (int f = 0; f < s->n; f++)
         for (int i = 0; i < s->st[f].n; i++) {
             const rt_st_tensor *t = &s->st[f].t[i];
@@ -375,12 +192,28 @@ static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *
                                "differs from model.embed_tokens.weight (untied embeddings), but this program "
                                "(compiled from %s) ties the output head to the embedding", s->path[f],
                                p->spec ? p->spec : "its spec");
+            int first = -1;
+            for (int g = 0; g < f && first < 0; g++)
+                if (rt_st_find(&s->st[g], t->name)) first = g;
+            if (first >= 0) /* the loader would take the first copy and never look at this one */
+                return ck_fail(err, errlen, "tensor %s is in two weight files, %s and %s: each tensor must be in "
+                               "exactly one (a damaged or hand-edited shard set?)", t->name, s->path[first], s->path[f]);
             if (!used && !skip && !head)
                 return ck_fail(err, errlen, "checkpoint is of a different model: %s holds tensor %s, which is not a "
                                "parameter of this program (compiled from %s)", s->path[f], t->name,
                                p->spec ? p->spec : "its spec");
         }
     return true;
+}
+
+/* Element i of F64 tensor pick->t as stored (little-endian). */
+static double ck_f64_at(const ck_src *s, const ck_pick *pick, int64_t i) {
+    const unsigned char *b = s->buf[pick->file] + s->st[pick->file].data_off + pick->t->begin + 8 * i;
+    uint64_t u = 0;
+    for (int k = 7; k >= 0; k--) u = u << 8 | b[k];
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
 }
 
 /* Rank 0: no NaN or Inf in any picked tensor (weights, and moments on
@@ -394,6 +227,11 @@ static bool ck_check_finite(const ck_src *s, const ck_pick *picks, int n, char *
         int64_t i = rt_first_nonfinite(x, t->elems);
         float bad = i >= 0 ? x[i] : 0;
         free(x);
+        double was = i >= 0 && t->dtype == RT_ST_F64 ? ck_f64_at(s, &picks[k], i) : NAN;
+        if (i >= 0 && isfinite(was)) /* finite in the file, but no float32 holds it */
+            return ck_fail(err, errlen, "%s: tensor %s holds %g at element %lld, outside the float32 range "
+                           "(|x| <= 3.4e38) that basp trains in: refusing to train from it", s->path[picks[k].file],
+                           t->name, was, (long long)i);
         if (i >= 0)
             return ck_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
                            "train from it", s->path[picks[k].file], t->name, isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf",
@@ -528,7 +366,7 @@ bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen) {
          * tensors cannot (4 heads of 16 against 8 of 8, RoPE); then the
          * tensors, the first one that differs named. */
         cJSON *c = ck_read_json(cfg, err, errlen);
-        ok = c && ck_check_config(p, cfg, c, err, errlen) && ck_hf_files(dir, s, err, errlen) &&
+        ok = c && rt_ckpt_check_config(p, cfg, c, err, errlen) && ck_hf_files(dir, s, err, errlen) &&
              ck_match(p, s, false, picks, &npicks, err, errlen);
         cJSON_Delete(c);
     }
@@ -583,10 +421,13 @@ static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t
     }
     char p[CK_PATH], name[256] = "";
     snprintf(p, sizeof p, "%s/latest", arg);
-    FILE *f = fopen(p, "r");
-    if (f) {
-        if (!fgets(name, sizeof name, f)) name[0] = 0;
-        fclose(f);
+    unsigned char *b;
+    int64_t len;
+    struct stat st;
+    if (stat(p, &st) == 0) { /* read as every input is: a FIFO is refused, not waited on */
+        if (!rt_read_file(p, &b, &len, err, errlen)) return false;
+        snprintf(name, sizeof name, "%.*s", (int)(len < 255 ? len : 255), (const char *)b);
+        free(b);
         name[strcspn(name, "\r\n/")] = 0;
         snprintf(out, CK_PATH, "%s/%s", arg, name);
         if (name[0] && ck_has_state(out)) return true;
@@ -599,6 +440,65 @@ static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t
     *none = true;
     return ck_fail(err, errlen, "%s: no checkpoint to resume from (no state.json, no `latest`, no step-* directory "
                    "with a state.json)", arg);
+}
+
+/* Rank 0: step directory dir is undamaged: its state.json parses and
+ * every file it lists has the recorded size and checksum. */
+static bool ck_intact(const char *dir) {
+    char p[CK_PATH], err[512];
+    if (snprintf(p, sizeof p, "%s/state.json", dir) >= (int)sizeof p) return false;
+    cJSON *st = ck_read_json(p, err, sizeof err);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(st, "files");
+    bool ok = cJSON_IsObject(files) && files->child;
+    for (const cJSON *e = ok ? files->child : NULL; ok && e; e = e->next) {
+        unsigned char *b = NULL;
+        int64_t len = 0;
+        ok = snprintf(p, sizeof p, "%s/%s", dir, e->string) < (int)sizeof p && !strchr(e->string, '/') &&
+             rt_read_file(p, &b, &len, err, sizeof err) &&
+             ck_verify(p, b, len, e, err, sizeof err);
+        free(b);
+    }
+    cJSON_Delete(st);
+    return ok;
+}
+
+/* Rank 0: --resume DIR took the checkpoint `bad` and found it damaged:
+ * err gets the newest older step-* of DIR that is intact, which the user
+ * can pass instead (never taken silently: the run would train again the
+ * steps after it). */
+static void ck_point_older(const char *where, const char *bad, char *err, size_t errlen) {
+    long long from = -1, s;
+    const char *tail = strrchr(bad, '/');
+    if (!tail || sscanf(tail + 1, "step-%lld", &from) != 1) return;
+    DIR *d = opendir(where);
+    long long *steps = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    char t[8];
+    while (d && (e = readdir(d)))
+        if (sscanf(e->d_name, "step-%lld%7s", &s, t) == 1 && s < from) {
+            if (n == cap) steps = realloc(steps, sizeof *steps * (size_t)(cap = cap ? 2 * cap : 16));
+            RT_CHECK(steps, "out of memory");
+            steps[n++] = s;
+        }
+    if (d) closedir(d);
+    size_t k = strlen(err);
+    for (;;) { /* newest first */
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (steps[i] >= 0 && (best < 0 || steps[i] > steps[best])) best = i;
+        if (best < 0) break;
+        char p[CK_PATH];
+        snprintf(p, sizeof p, "%s/step-%08lld", where, steps[best]);
+        steps[best] = -1;
+        if (ck_has_state(p) && ck_intact(p)) {
+            snprintf(err + k, errlen - k, "; the older checkpoint %s is intact: --resume %s continues from it", p, p);
+            free(steps);
+            return;
+        }
+    }
+    snprintf(err + k, errlen - k, "; %s holds no older intact checkpoint", where);
+    free(steps);
 }
 
 /* Rank 0: state.json's own fields; step and seed out. */
@@ -622,65 +522,6 @@ static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, in
     return true;
 }
 
-/* Rank 0: the optimizer settings may change on a resume (a new schedule
- * for the rest of the run is a common fine-tuning step), but the run then
- * does not continue the interrupted one's: a note names each change. */
-static void ck_check_optim(const rt_ctx *rt, const cJSON *st) {
-    const rt_optim_desc *o = &rt->opt.optim;
-    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(st, "optimizer");
-    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(st, "lr");
-    if (cJSON_IsNumber(lr) && lr->valuedouble != rt->opt.lr)
-        fprintf(stderr, "note: the checkpoint was trained with lr %g; this run uses %g\n", lr->valuedouble, rt->opt.lr);
-    if (!cJSON_IsObject(opt)) {
-        fprintf(stderr, "note: the checkpoint records no optimizer settings (an older basp): this run uses its own\n");
-        return;
-    }
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(opt, "schedule");
-    if (cJSON_IsString(sc) && strcmp(sc->valuestring, rt_schedule_name(o->schedule)))
-        fprintf(stderr, "note: the checkpoint was trained with schedule %s; this run uses %s\n", sc->valuestring,
-                rt_schedule_name(o->schedule));
-    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(opt, "steps"); /* decaying schedules only */
-    if (cJSON_IsNumber(steps) && steps->valuedouble != (double)rt->opt.steps)
-        fprintf(stderr, "note: the checkpoint was trained with steps %g; this run uses %lld (the schedule is "
-                "stretched to the new length)\n", steps->valuedouble, (long long)rt->opt.steps);
-    for (int i = 0; i < RT_NOPTIM_FIELDS; i++) {
-        const rt_optim_field *f = &rt_optim_fields[i];
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(opt, f->key);
-        double now = rt_optim_get(o, f);
-        if (cJSON_IsNumber(x) && x->valuedouble != now)
-            fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g\n", f->key,
-                    x->valuedouble, now);
-    }
-}
-
-/* Rank 0: a different data file is allowed (fine-tuning on new data) but
- * the batches then do not continue the interrupted run's: say so. */
-static void ck_check_data(const rt_ctx *rt, const cJSON *st) {
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "data");
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(d, "tokens");
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "fnv64");
-    char hex[17];
-    sprintf(hex, "%016llx", (unsigned long long)rt_ckpt_data_fnv(rt));
-    if (!cJSON_IsNumber(n) || !cJSON_IsString(h) || n->valuedouble != (double)rt->data->ntokens || strcmp(h->valuestring, hex))
-        fprintf(stderr, "warning: the checkpoint was trained on other data (%.0f tokens, FNV-1a-64 %s; this run's "
-                "data: %lld tokens, %s): the batches will not continue the interrupted run's\n",
-                cJSON_IsNumber(n) ? n->valuedouble : -1.0, cJSON_IsString(h) ? h->valuestring : "?",
-                (long long)rt->data->ntokens, hex);
-    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "sampler");
-    bool was_epoch = cJSON_IsString(sm) && !strncmp(sm->valuestring, "epoch", 5);
-    if (cJSON_IsString(sm) && was_epoch != rt->opt.epoch)
-        fprintf(stderr, "warning: the checkpoint drew its batches with --sampler %s; this run uses %s: the batches "
-                "will not continue the interrupted run's\n", was_epoch ? "epoch" : "random",
-                rt->opt.epoch ? "epoch" : "random");
-    const cJSON *gb = cJSON_GetObjectItemCaseSensitive(d, "global_batch");
-    double now = (double)(rt_accum(rt) * rt->p->micro_batch);
-    if (cJSON_IsNumber(gb) && gb->valuedouble != now)
-        fprintf(stderr, "warning: the checkpoint was trained with a global batch of %.0f sequences per step; this "
-                "program takes %.0f (train.global_batch): the batches will not continue the interrupted run's, "
-                "and every step from here averages %.0f\n", gb->valuedouble, now, now);
-    ck_check_optim(rt, st);
-}
-
 /* Rank 0: everything about checkpoint `dir`, before any buffer changes. */
 static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *picks, int *npicks, int64_t ss[2],
                             char *err, size_t errlen) {
@@ -701,7 +542,7 @@ static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *pic
              ck_verify(p, b, len, cJSON_GetObjectItemCaseSensitive(files, names[0]), err, errlen);
         cJSON *c = ok ? cJSON_ParseWithLength((const char *)b, (size_t)len) : NULL;
         if (ok && !cJSON_IsObject(c)) ok = ck_fail(err, errlen, "%s: not a JSON object (damaged?)", p);
-        ok = ok && ck_check_config(rt->p, p, c, err, errlen);
+        ok = ok && ck_json_unique(p, c, err, errlen) && rt_ckpt_check_config(rt->p, p, c, err, errlen);
         cJSON_Delete(c);
         free(b);
     }
@@ -710,7 +551,7 @@ static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *pic
         ok = ck_src_add(s, p, cJSON_GetObjectItemCaseSensitive(files, names[i]), err, errlen);
     }
     ok = ok && ck_match(rt->p, s, true, picks, npicks, err, errlen);
-    if (ok) ck_check_data(rt, st);
+    if (ok) rt_ckpt_check_data(rt, st);
     cJSON_Delete(st);
     return ok;
 }
@@ -744,6 +585,7 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
         fresh = !ok && none && !*arg;
         if (fresh) printf("resume: no checkpoint in %s yet: starting from step 0\n", where);
         if (ok) ok = ck_resume_check(rt, dir, s, picks, &npicks, ss, err, errlen);
+        if (!ok && !fresh && dir[0] && strcmp(dir, where)) ck_point_older(where, dir, err, errlen);
         if (ok) ss[2] = ck_is_own(rt, dir, ss[0]);
     }
     RT_MPI(MPI_Bcast(&fresh, 1, MPI_INT, 0, MPI_COMM_WORLD));

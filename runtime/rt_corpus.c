@@ -7,7 +7,8 @@
  * Megatron write one stream of documents, separated by end-of-text tokens,
  * cut into shards).
  *
- * Every shard is checked before step 1: a regular file, an llm.c header
+ * Every shard is checked before step 1: a regular file (a FIFO or device is
+ * refused before open() could wait on it: rt_open_input), an llm.c header
  * whose count matches its size, at least one token, the same token size as
  * the first shard, and every id inside the vocabulary (named by file and
  * token index). */
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "rt_internal.h"
+#include "rt_read.h"
 
 static void corpus_add_path(rt_corpus *c, int *cap, const char *path) {
     if (c->nshards == *cap) {
@@ -100,18 +102,12 @@ static bool corpus_add_arg(rt_corpus *c, int *cap, const char *arg, char *err, s
     return true;
 }
 
-/* Opens and maps a regular file read-only (an empty file maps nothing). */
-static bool corpus_map(rt_shard *s, char *err, size_t errlen) {
-    int fd = open(s->path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", s->path, strerror(errno));
-        return false;
-    }
+/* Opens and maps a regular file read-only (an empty file maps nothing);
+ * opt names the option in messages. */
+static bool corpus_map(rt_shard *s, const char *opt, char *err, size_t errlen) {
     struct stat st;
-    if (!rt_regular_file(fd, s->path, &st, err, errlen)) {
-        close(fd);
-        return false;
-    }
+    int fd = rt_open_input(opt, s->path, &st, err, errlen);
+    if (fd < 0) return false;
     s->map_len = (size_t)st.st_size;
     if (st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -165,9 +161,10 @@ static bool corpus_check_ids(const rt_corpus *c, const rt_shard *s, int64_t voca
 }
 
 /* Maps and checks shard k; text = raw bytes (one file, --text). */
-static bool corpus_open_shard(rt_corpus *c, int k, bool text, int64_t vocab, char *err, size_t errlen) {
+static bool corpus_open_shard(rt_corpus *c, const char *opt, int k, bool text, int64_t vocab, char *err,
+                              size_t errlen) {
     rt_shard *s = &c->shard[k];
-    if (!corpus_map(s, err, errlen)) return false;
+    if (!corpus_map(s, opt, err, errlen)) return false;
     static const uint8_t none[1];
     const uint8_t *b = s->map ? s->map : none;
     int width = 1;
@@ -195,6 +192,11 @@ static bool corpus_open_shard(rt_corpus *c, int k, bool text, int64_t vocab, cha
 
 bool rt_corpus_open(rt_corpus *c, const char *const *args, int nargs, bool text, int64_t vocab, char *err,
                     size_t errlen) {
+    return rt_corpus_open_as(c, text ? "--text" : "--data", args, nargs, text, vocab, err, errlen);
+}
+
+bool rt_corpus_open_as(rt_corpus *c, const char *opt, const char *const *args, int nargs, bool text, int64_t vocab,
+                       char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     int cap = 0;
     for (int i = 0; i < nargs; i++)
@@ -209,7 +211,7 @@ bool rt_corpus_open(rt_corpus *c, const char *const *args, int nargs, bool text,
         return false;
     }
     for (int k = 0; k < c->nshards; k++)
-        if (!corpus_open_shard(c, k, text, vocab, err, errlen)) {
+        if (!corpus_open_shard(c, opt, k, text, vocab, err, errlen)) {
             rt_corpus_free(c);
             return false;
         }

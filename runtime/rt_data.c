@@ -5,55 +5,83 @@
  * llm.c token file: 256 int32 header (magic 20240520, version, token count,
  * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
 #include <errno.h>
-#include <sys/stat.h>
-#include <sys/types.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "rt_internal.h"
+#include "rt_read.h"
 
-/* The open file fd is a regular file (*st: its status); else false with
- * the reason (a directory, a device, a failed fstat). */
+/* The open file fd is a regular file (*st: its status); else false with the
+ * reason (a directory, a FIFO, a device, a failed fstat). */
 bool rt_regular_file(int fd, const char *path, struct stat *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
+    errno = 0;
     if (fstat(fd, st) == 0 && S_ISREG(st->st_mode)) return true;
     int e = errno;
-    bool dir = S_ISDIR(st->st_mode);
-    snprintf(err, errlen, "%s: cannot read: %s", path, dir ? "is a directory" : (e ? strerror(e) : "not a regular file"));
+    mode_t m = st->st_mode;
+    const char *kind = e ? NULL : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device"
+                                : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : NULL;
+    if (S_ISDIR(m)) snprintf(err, errlen, "%s: cannot read: is a directory", path);
+    else if (kind) /* a pipe would be read until its writer closes it, not checked as a file */
+        snprintf(err, errlen, "%s: cannot read: %s, not a regular file: basp reads its inputs from regular files "
+                 "only", path, kind);
+    else snprintf(err, errlen, "%s: cannot read: %s", path, e ? strerror(e) : "not a regular file");
     return false;
 }
 
-bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return false;
+int rt_open_input(const char *opt, const char *path, struct stat *st, char *err, size_t errlen) {
+    char who[4200];
+    snprintf(who, sizeof who, "%s%s%s", opt ? opt : "", opt ? " " : "", path);
+    /* O_NONBLOCK: open() of a FIFO without a writer would wait for one for
+     * ever (a regular file ignores the flag); cleared once the file is
+     * known to be regular. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", who, strerror(errno));
+        return -1;
     }
-    /* fopen succeeds on a directory; its size is meaningless (ftell may say
-     * 2^63 - 1), so check the kind and never allocate from an unchecked size. */
+    int fl = -1;
+    if (!rt_regular_file(fd, who, st, err, errlen) || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        if (fl < 0 && S_ISREG(st->st_mode)) snprintf(err, errlen, "%s: cannot open: %s", who, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+bool rt_read_input(const char *opt, const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
     struct stat st;
-    if (!rt_regular_file(fileno(f), path, &st, err, errlen)) {
-        fclose(f);
-        return false;
-    }
-    errno = 0;
-    bool ok = fseek(f, 0, SEEK_END) == 0;
-    long n = ok ? ftell(f) : -1;
-    ok = ok && n >= 0 && (off_t)n == st.st_size && fseek(f, 0, SEEK_SET) == 0;
-    unsigned char *b = ok ? malloc((size_t)n + 1) : NULL;
-    ok = b && fread(b, 1, (size_t)n, f) == (size_t)n;
-    int e = errno ? errno : (ferror(f) ? EIO : 0);
-    fclose(f);
-    if (!ok) {
+    int fd = rt_open_input(opt, path, &st, err, errlen);
+    if (fd < 0) return false;
+    /* Sized from fstat of a regular file (never from an unchecked size);
+     * one byte more is asked for, so a file that grew is noticed. */
+    size_t n = (size_t)st.st_size, got = 0;
+    unsigned char *b = (uint64_t)st.st_size < SIZE_MAX - 1 ? malloc(n + 2) : NULL;
+    ssize_t r = 1;
+    while (b && got <= n && (r = read(fd, b + got, n + 1 - got)) > 0) got += (size_t)r;
+    int e = r < 0 ? errno : 0;
+    close(fd);
+    if (!b || r < 0 || got != n) {
         free(b);
-        snprintf(err, errlen, "%s: cannot read: %s", path,
-                 e ? strerror(e) : (n >= 0 && !b ? "out of memory" : "short read (file changed while reading?)"));
+        snprintf(err, errlen, "%s%s%s: cannot read: %s", opt ? opt : "", opt ? " " : "", path,
+                 !b ? "out of memory" : e ? strerror(e) : "short read (file changed while reading?)");
         return false;
     }
+    b[n] = 0;
     *out = b;
-    *len = n;
+    *len = (int64_t)n;
     return true;
+}
+
+bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {
+    return rt_read_input(NULL, path, out, len, err, errlen);
 }
 
 void rt_data_unmap(rt_ctx *rt) {

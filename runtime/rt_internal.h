@@ -464,8 +464,9 @@ int rt_train(rt_ctx *rt);
  * cannot be loaded as weights by mistake. */
 enum { RT_SAVE_MAGIC = 0x54505342, RT_GRADS_MAGIC = 0x47505342, RT_SAVE_VERSION = 1 };
 /* Collective: rank 0 writes every parameter (grads = false) or the gradient
- * of every opt pair (grads = true) as full fp32 tensors. */
-void rt_save_tensors(rt_ctx *rt, const char *path, bool grads);
+ * of every opt pair (grads = true) as full fp32 tensors.  Rank 0 returns
+ * false after a failed write (the message names the file and the reason). */
+bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads);
 /* Collective: rank 0 reads and checks a --save-weights file against the
  * program's parameters, then every rank receives the slice of each parameter
  * it holds.  Returns the same verdict on every rank; on false, err (on every
@@ -536,5 +537,31 @@ struct cJSON;
 void rt_metrics_write(FILE *f, struct cJSON *o);
 /* rt_guard.c: the index of the first non-finite of n floats, or -1. */
 int64_t rt_first_nonfinite(const float *x, int64_t n);
+
+/* ---- what a run writes (rt_paths.c, rt_metrics.c) ------------------------------------ */
+/* Rank 0, before step 1: no output file is an input file or another output,
+ * and no path lies among --checkpoint-dir's own names (rt_paths.c's header);
+ * false with both options and the path in err. */
+bool rt_paths_check(const rt_ctx *rt, const rt_options *o, char *err, size_t errlen);
+/* Rank 0: holds DIR/lock (flock) for the run and writes this run's identity
+ * there; false, naming the other run, when one holds it. */
+bool rt_paths_lock_ckpt(const char *dir, int argc, char **argv, char *err, size_t errlen);
+/* "host-pid": this run's identity in its temporary file names. */
+const char *rt_paths_run_tag(void);
+/* Who made a directory entry named step-N.<host-pid>.tmp (*who: host-pid):
+ * this run, a gone process of this host (stale), or someone else (another
+ * host, a live process, or step-N.tmp without an identity). */
+typedef enum rt_tmp_owner { RT_TMP_NONE, RT_TMP_MINE, RT_TMP_STALE, RT_TMP_OTHER } rt_tmp_owner;
+rt_tmp_owner rt_paths_tmp_owner(const char *name, char *who, size_t n);
+/* Rank 0: opens --metrics for the run.  After --resume onto an existing
+ * file, first drops the records past the resumed step (rewritten to
+ * PATH.tmp and renamed over it); NULL with a message on failure. */
+FILE *rt_metrics_open(const rt_ctx *rt);
+/* Rank 0: after a failed metrics write (said at once on stderr), the step of
+ * the first record lost; -1 when every write succeeded. */
+int64_t rt_metrics_lost_from(void);
+/* BASP_TEST_FAIL_AT=POINT:STEP: the write at POINT ("latest", "publish") of
+ * checkpoint STEP fails as on a full disk, for the tests. */
+bool rt_test_fail_at(const char *point, int64_t step);
 
 #endif

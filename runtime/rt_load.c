@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "rt_internal.h"
+#include "rt_read.h"
 
 /* One tensor header of the file; data_off is the byte offset of its fp32 data. */
 typedef struct rt_file_tensor {
@@ -239,7 +240,7 @@ static bool rt_load_finite(const rt_program *p, const rt_tensor_file *f, const i
 static bool rt_load_check(rt_ctx *rt, rt_tensor_file *f, int *which, char *err, size_t errlen) {
     int ok = 1;
     if (rt->rank == 0)
-        ok = rt_read_file(f->path, &f->bytes, &f->len, err, errlen) && rt_parse_file(f, err, errlen) &&
+        ok = rt_read_input("--init-from", f->path, &f->bytes, &f->len, err, errlen) && rt_parse_file(f, err, errlen) &&
              rt_match_params(rt->p, f, which, err, errlen) && rt_load_finite(rt->p, f, which, err, errlen);
     RT_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     RT_CHECK(errlen <= 0x7fffffff, "error buffer too large");

@@ -2,6 +2,7 @@
  * (load the batch, run the generated schedule, log), metrics as JSON lines,
  * the end-of-run time breakdown and the optional tensor dumps. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,15 +191,6 @@ static void rt_log_step(const rt_ctx *rt, int64_t t, const rt_step_stats *s) {
     fflush(stdout);
 }
 
-void rt_metrics_write(FILE *f, cJSON *o) {
-    char *line = cJSON_PrintUnformatted(o);
-    RT_CHECK(line, "out of memory formatting metrics");
-    fprintf(f, "%s\n", line);
-    fflush(f);
-    cJSON_free(line);
-    cJSON_Delete(o);
-}
-
 static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_stats *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", (double)(t + 1));
@@ -269,11 +261,13 @@ static bool rt_write_profile(const rt_ctx *rt, const char *path, double *secs, d
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     RT_CHECK(text, "out of memory formatting the profile");
+    errno = 0;
     FILE *f = fopen(path, "w");
-    bool ok = f && fprintf(f, "%s\n", text) >= 0;
-    if (f && fclose(f) != 0) ok = false;
+    bool ok = f && fprintf(f, "%s\n", text) >= 0 && fflush(f) == 0;
+    int why = ok ? 0 : errno ? errno : EIO;
+    if (f && fclose(f) != 0 && ok) ok = false, why = errno ? errno : EIO;
     cJSON_free(text);
-    if (!ok) fprintf(stderr, "error: cannot write profile file %s\n", path);
+    if (!ok) fprintf(stderr, "error: --profile %s: cannot write: %s\n", path, strerror(why));
     return ok;
 }
 
@@ -312,10 +306,7 @@ int rt_train(rt_ctx *rt) {
     FILE *metrics = NULL;
     if (r0) {
         rt_banner(rt);
-        if (rt->opt.metrics) {
-            metrics = fopen(rt->opt.metrics, rt->start_step > 0 ? "a" : "w"); /* a resumed run appends */
-            if (!metrics) fprintf(stderr, "error: cannot open metrics file %s\n", rt->opt.metrics);
-        }
+        if (rt->opt.metrics) metrics = rt_metrics_open(rt); /* says why on failure */
     }
     int ok_metrics = !rt->opt.metrics || metrics || !r0;
     RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok_metrics, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
@@ -324,7 +315,7 @@ int rt_train(rt_ctx *rt) {
     double *secs = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     double *a2a = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     int status = 0;
-    bool grads_saved = false;
+    bool grads_saved = false, save_lost = false; /* rank 0: a --save-* file not written */
     int64_t t0 = rt->start_step < steps ? rt->start_step : steps; /* > 0 after --resume */
     if (r0 && rt->start_step >= steps && rt->start_step > 0)
         printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
@@ -346,7 +337,7 @@ int rt_train(rt_ctx *rt) {
         }
         /* The last step's gradients before a validation reuses their buffers. */
         if (t + 1 == steps && rt->opt.save_grads) {
-            rt_save_tensors(rt, rt->opt.save_grads, true);
+            save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true);
             grads_saved = true;
         }
         if ((s.val = rt_val_due(rt, t, steps))) s.val_loss = rt_validate(rt, &s.val_ms);
@@ -361,14 +352,24 @@ int rt_train(rt_ctx *rt) {
             break;
         }
     }
-    /* A full disk must not pass for a complete metrics file.  Only rank 0
-     * knows, so the exit status changes after the collective saves below. */
+    /* A full disk must not pass for a complete metrics file (the first
+     * failure was said when it happened; the run went on without metrics).
+     * Only rank 0 knows, so the exit status changes after the collective
+     * saves below. */
     bool metrics_lost = false;
     if (metrics) {
-        int werr = ferror(metrics);
-        metrics_lost = fclose(metrics) != 0 || werr;
+        int werr = ferror(metrics) ? EIO : 0;
+        errno = 0;
+        if (fclose(metrics) != 0 && !werr) werr = errno ? errno : EIO;
+        int64_t lost = rt_metrics_lost_from();
+        metrics_lost = lost >= 0 || werr;
+        if (lost >= 0)
+            fprintf(stderr, "error: --metrics %s is incomplete: the records from step %lld on are missing (exit "
+                    "status 1)\n", rt->opt.metrics, (long long)lost);
+        else if (werr)
+            fprintf(stderr, "error: --metrics %s: closing it failed: %s (exit status 1)\n", rt->opt.metrics,
+                    strerror(werr));
     }
-    if (metrics_lost) fprintf(stderr, "error: cannot write metrics file %s\n", rt->opt.metrics);
     bool profile_lost = false;
     if (r0 && status == 0 && rt->opt.profile) { /* before rt_report, which sorts secs */
         double *copy = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
@@ -383,9 +384,10 @@ int rt_train(rt_ctx *rt) {
     free(secs);
     free(a2a);
     if (status == 0) status = rt_guard_after_run(rt, steps);
-    if (status == 0 && rt->opt.save_weights) rt_save_tensors(rt, rt->opt.save_weights, false);
-    if (status == 0 && rt->opt.save_grads && steps > 0 && !grads_saved) rt_save_tensors(rt, rt->opt.save_grads, true);
+    if (status == 0 && rt->opt.save_weights) save_lost |= !rt_save_tensors(rt, rt->opt.save_weights, false);
+    if (status == 0 && rt->opt.save_grads && steps > 0 && !grads_saved)
+        save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
         fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
-    return status ? status : (metrics_lost || profile_lost);
+    return status ? status : (metrics_lost || profile_lost || save_lost);
 }

@@ -98,7 +98,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "                       collective's own time is the exchange alone (CPU backend)\n"
             "  --quiet              no per-step lines\n"
             "  --help               this text\n"
-            "Output paths are checked before step 1.  SIGTERM/SIGINT: the ranks finish the step, write a\n"
+            "Output paths are checked before step 1: none may name an input or another output, and a\n"
+            "--checkpoint-dir is held (DIR/lock) by one run at a time.  SIGTERM/SIGINT: the ranks finish the step, write a\n"
             "checkpoint (--checkpoint-dir) and exit 143/130; a second signal, or one during start-up\n"
             "(before step 1), stops at once.\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
@@ -140,6 +141,15 @@ static const char *rt_opt_value(int argc, char **argv, int *i, const char *name,
 static bool rt_opt_is(const char *a, const char *name) {
     size_t n = strlen(name);
     return strncmp(a, name, n) == 0 && (a[n] == 0 || a[n] == '=');
+}
+
+/* The options whose value names a file or directory: an empty one is refused. */
+static bool rt_path_option(const char *name) {
+    static const char *const paths[] = {"--data",    "--text",         "--val-data",   "--init-from",    "--metrics",
+                                        "--profile", "--save-weights", "--save-grads", "--checkpoint-dir"};
+    for (size_t k = 0; k < sizeof paths / sizeof *paths; k++)
+        if (!strcmp(name, paths[k])) return true;
+    return false;
 }
 
 /* The loop keeps one step time per step (for the median): a bound keeps
@@ -239,6 +249,11 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
             return 2;
         }
         if (!(v = rt_opt_value(argc, argv, &i, name, err, errlen))) return 2;
+        if (!*v && rt_path_option(name)) {
+            snprintf(err, errlen, "%s '': empty path: pass a %s name", name,
+                     !strcmp(name, "--checkpoint-dir") ? "directory" : "file");
+            return 2;
+        }
         bool ok = true;
         bool val = !strcmp(name, "--val-data");
         if ((val || !strcmp(name, "--data")) && (val ? o->nval : o->ndata) == RT_MAX_DATA_ARGS) {
@@ -260,7 +275,7 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
         else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
         else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
-        else if (!strcmp(name, "--checkpoint-dir")) ok = *(o->ckpt_dir = v) != 0;
+        else if (!strcmp(name, "--checkpoint-dir")) o->ckpt_dir = v;
         else if (!strcmp(name, "--save-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
         else if (!strcmp(name, "--keep-checkpoints")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
         else if (!strcmp(name, "--timeout")) ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
@@ -410,7 +425,7 @@ static bool rt_check_out_file(const char *opt, const char *path, char *err, size
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
-    if (!*path || path[strlen(path) - 1] == '/') {
+    if (path[strlen(path) - 1] == '/') { /* an empty path was refused with the options */
         snprintf(err, errlen, "%s '%s': names a directory, not a file", opt, path);
         return false;
     }
@@ -449,16 +464,19 @@ static bool rt_check_ckpt_dir(const char *dir, char *err, size_t errlen) {
         snprintf(err, errlen, "--checkpoint-dir %s: exists and is not a directory", dir);
         return false;
     }
-    return rt_probe_dir("--checkpoint-dir", dir, dir, err, errlen);
+    return rt_probe_dir("--checkpoint-dir", dir, dir, err, errlen) &&
+           rt_paths_lock_ckpt(dir, rt_argc, rt_argv, err, errlen);
 }
 
 /* Rank 0 (the only writer of these files): every output path, before any
  * work, so that a typo does not cost a whole run. */
 static bool rt_check_outputs(const rt_options *o, char *err, size_t errlen) {
-    return rt_check_out_file("--save-weights", o->save_weights, err, errlen) &&
+    /* The checkpoint directory first: the files may lie in it. */
+    return rt_check_ckpt_dir(o->ckpt_dir, err, errlen) &&
+           rt_check_out_file("--save-weights", o->save_weights, err, errlen) &&
            rt_check_out_file("--save-grads", o->save_grads, err, errlen) &&
            rt_check_out_file("--metrics", o->metrics, err, errlen) &&
-           rt_check_out_file("--profile", o->profile, err, errlen) && rt_check_ckpt_dir(o->ckpt_dir, err, errlen);
+           rt_check_out_file("--profile", o->profile, err, errlen);
 }
 
 /* ---- entry point ---------------------------------------------------------------- */
@@ -521,7 +539,10 @@ int rt_main(int argc, char **argv, const rt_program *p) {
     bool data_ok = rt_data_load(rt, &o, err, sizeof err) && rt_val_load(rt, err, sizeof err);
     int first_bad = data_ok ? world : rank;
     RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first_bad < world || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err)) ||
+    /* The outputs against the inputs once the shards are known (rank 0). */
+    int paths_ok = first_bad < world || rank != 0 || rt_paths_check(rt, &o, err, sizeof err);
+    RT_MPI(MPI_Bcast(&paths_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (first_bad < world || !paths_ok || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err)) ||
         (o.resume && !rt_ckpt_resume(rt, o.resume, err, sizeof err))) {
         if (first_bad == world ? rank == 0 : rank == first_bad) {
             if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);

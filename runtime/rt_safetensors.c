@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_json.h"
 #include "rt_safetensors.h"
 
 static bool st_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -157,6 +158,12 @@ static bool st_parse_header(const uint8_t *buf, size_t len, const char *path, rt
     *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)n);
     if (!cJSON_IsObject(*root))
         return st_fail(err, errlen, "%s: corrupt header: not a JSON object", path);
+    rt_json_dup dup; /* a tensor named twice, or a field twice in an entry */
+    if (rt_json_find_dup(*root, &dup)) {
+        char why[768];
+        rt_json_dup_text(&dup, why, sizeof why);
+        return st_fail(err, errlen, "%s: corrupt header: %s", path, why);
+    }
     f->data_off = 8 + n;
     f->data_len = len - 8 - n;
     return true;
@@ -181,10 +188,6 @@ bool rt_st_parse(const uint8_t *buf, size_t len, const char *path, rt_st_file *o
         if (!t->name) ok = st_fail(err, errlen, "%s: out of memory", path);
         else ok = st_entry(e, path, t, err, errlen);
     }
-    for (int i = 0; ok && i < f.n; i++)
-        for (int j = 0; ok && j < i; j++)
-            if (!strcmp(f.t[i].name, f.t[j].name))
-                ok = st_fail(err, errlen, "%s: corrupt header: tensor '%.64s' appears twice", path, f.t[i].name);
     if (ok) ok = st_check_cover(&f, path, err, errlen);
     cJSON_Delete(root);
     if (!ok) {

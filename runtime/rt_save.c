@@ -10,6 +10,7 @@
  * (gradients, named after their parameter).  Written to PATH.tmp, synced,
  * then renamed, so a crash never leaves a half-written file at PATH.
  * rt_load.c reads the parameter files back (--init-from). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -190,17 +191,21 @@ static bool rt_write_headers(FILE *f, const rt_program *p, bool grads, int n, co
     return ok;
 }
 
-void rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
+/* The errno of a failed write, or EIO when the call left none. */
+static int rt_save_errno(void) { return errno ? errno : EIO; }
+
+bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
     int *vals = RT_MALLOC(sizeof(int) * (size_t)(rt->p->nvalues + 1));
     const char **names = RT_MALLOC(sizeof(char *) * (size_t)(rt->p->nvalues + 1));
     int n = rt_save_list(rt, grads, vals, names);
     char *tmp = RT_MALLOC(strlen(path) + 8);
     sprintf(tmp, "%s.tmp", path);
     FILE *f = NULL;
-    bool ok = true;
+    int err = 0; /* rank 0: errno of the first failure */
     if (rt->rank == 0) {
+        errno = 0;
         f = fopen(tmp, "wb");
-        ok = f && rt_write_headers(f, rt->p, grads, n, vals, names);
+        if (!f || !rt_write_headers(f, rt->p, grads, n, vals, names)) err = rt_save_errno();
     }
     for (int i = 0; i < n; i++) {
         const rt_value_desc *d = &rt->p->values[vals[i]];
@@ -208,18 +213,27 @@ void rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
         for (int k = 0; k < d->rank; k++) total *= d->dims[k];
         float *full = rt->rank == 0 ? RT_MALLOC((size_t)total * 4) : NULL;
         rt_gather_full(rt, vals[i], full); /* collective: every rank takes part even after a write error */
-        if (rt->rank == 0 && ok) ok = fwrite(full, 4, (size_t)total, f) == (size_t)total;
+        errno = 0;
+        if (rt->rank == 0 && !err && fwrite(full, 4, (size_t)total, f) != (size_t)total) err = rt_save_errno();
         free(full);
     }
+    bool ok = true;
     if (rt->rank == 0) {
-        ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-        if (f) ok = fclose(f) == 0 && ok;
-        ok = ok && rename(tmp, path) == 0;
-        if (!ok) remove(tmp);
-        RT_CHECK(ok, "cannot write %s (via %s)", path, tmp);
-        printf("saved %d %s to %s\n", n, grads ? "gradients" : "parameters", path);
+        errno = 0;
+        if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = rt_save_errno();
+        if (f && fclose(f) != 0 && !err) err = rt_save_errno();
+        if (!err && rename(tmp, path) != 0) err = rt_save_errno();
+        ok = !err;
+        if (!ok) {
+            remove(tmp);
+            fprintf(stderr, "error: %s %s: cannot write %s: %s (the file was not written)\n",
+                    grads ? "--save-grads" : "--save-weights", path, tmp, strerror(err));
+        } else {
+            printf("saved %d %s to %s\n", n, grads ? "gradients" : "parameters", path);
+        }
     }
     free(tmp);
     free(vals);
     free(names);
+    return ok;
 }

@@ -19,6 +19,8 @@
 #include <cjson/cJSON.h>
 
 #include "rt_internal.h"
+#include "rt_json.h"
+#include "rt_read.h"
 
 enum { RT_VAL_DEFAULT_BATCHES = 16 };
 
@@ -49,7 +51,7 @@ bool rt_val_load(rt_ctx *rt, char *err, size_t errlen) {
                  "baspc without validation, or from IR whose forward ops do not compute the loss)");
         return false;
     }
-    if (!rt_corpus_open(&rt->val, o->val_data, o->nval, false, p->vocab, err, errlen)) return false;
+    if (!rt_corpus_open_as(&rt->val, "--val-data", o->val_data, o->nval, false, p->vocab, err, errlen)) return false;
     int64_t batch = p->micro_batch * p->seq_len, have = (rt->val.ntokens - 1) / batch;
     const char *path = rt->val.shard[0].path;
     if (o->val_tokens && o->val_tokens < batch) {
@@ -148,6 +150,14 @@ static void val_read_best(rt_ctx *rt) {
     char err[256];
     if (!rt_read_file(path, &buf, &len, err, sizeof err)) return;
     cJSON *o = cJSON_ParseWithLength((const char *)buf, (size_t)len);
+    rt_json_dup dup;
+    if (rt_json_find_dup(o, &dup)) { /* which record is meant is unknown: none is taken */
+        char why[768];
+        rt_json_dup_text(&dup, why, sizeof why);
+        fprintf(stderr, "warning: %s: %s; the best validation so far is not read from it\n", path, why);
+        cJSON_Delete(o);
+        o = NULL;
+    }
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "val_loss"), *s = cJSON_GetObjectItemCaseSensitive(o, "step");
     if (cJSON_IsNumber(l) && cJSON_IsNumber(s) && s->valuedouble <= (double)rt->start_step)
         rt->val_best = l->valuedouble, rt->val_best_step = (int64_t)s->valuedouble;

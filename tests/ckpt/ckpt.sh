@@ -22,6 +22,11 @@
 #                                            to mpirun with a line per step keeps its checkpoint
 #   ckpt.sh compat W PYTHON SCRIPT EXPECT    config.json against the program on --init-from and
 #                                            --resume: every differing field named, both values
+#   ckpt.sh owner W EXPECT                   DIR/lock: a second run refused naming the first;
+#                                            other runs' step-*.tmp survive a save
+#   ckpt.sh latestfail W EXPECT              `latest` (or the parent's sync) fails: the new
+#                                            checkpoint withdrawn; report, latest, --resume agree
+#   ckpt.sh metrics W EXPECT                 kill -9, --resume onto the same --metrics: 1..N once
 set -euo pipefail
 MPI=(mpirun --allow-run-as-root --oversubscribe)
 
@@ -57,12 +62,31 @@ setup() {
 
 # accnote W EXPECT: resuming a checkpoint of another global batch warns.
 accnote() {
-    local w=$1 expect=$2 d=$1/accnote
+    local w=$1 expect=$2 docs=$3 d=$1/accnote
     rm -rf "$d" && mkdir -p "$d"
     "${MPI[@]}" -np 4 "$w/acc_basp_z2" --data "$w/corpus.bin" --quiet --steps 3 --checkpoint-dir "$d/ck"
     "$expect" ok "warning: the checkpoint was trained with a global batch of 6 sequences per step; this program takes 2 \(train\.global_batch\)" \
         "${MPI[@]}" -np 4 "$w/gqa_basp_z1" --data "$w/corpus.bin" --steps 4 --resume "$d/ck/step-00000003" \
         --checkpoint-dir "$d/other"
+    # Packed documents: state.json names their sampler and settings; a
+    # program without them resuming is warned, one with them is not.
+    "${MPI[@]}" -np 4 "$w/docs_basp_z1" --data "$docs" --quiet --steps 1 --checkpoint-dir "$d/docs" >/dev/null
+    python3 - "$d/docs/step-00000001/state.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["data"]
+want = {"sampler": "documents: splitmix64(seed, step, document)", "documents": True, "eot_token": 0,
+        "packing": "balanced", "seq_len": 64, "micro_batch": 2}
+bad = {k: (d.get(k), v) for k, v in want.items() if d.get(k) != v}
+assert not bad, f"state.json data: got/want {bad}"
+PY
+    "$expect" ok "warning: the checkpoint was trained with packed documents; this program reads one token stream \(train\.documents\)" \
+        "${MPI[@]}" -np 4 "$w/gqa_basp_z1" --data "$docs" --steps 2 --resume "$d/docs/step-00000001" \
+        --checkpoint-dir "$d/other2"
+    local out
+    out=$("${MPI[@]}" -np 4 "$w/docs_basp_z1" --data "$docs" --steps 2 --resume "$d/docs/step-00000001" \
+        --checkpoint-dir "$d/other3" 2>&1) || { echo "$out"; exit 1; }
+    ! grep -q "warning: the checkpoint" <<<"$out" || { echo "$out"; echo "FAIL: a warning for the same settings"; exit 1; }
+    echo "ckpt.sh: global batch and packed-document changes on --resume are named; none for the same program"
 }
 
 losses() { python3 -c 'import json,sys; [print(repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1"; }
@@ -185,6 +209,27 @@ bad() {
     mkcase nostate
     echo '{"format": "basp-checkpoint", "version": 1, "step": ' >"$d/nostate/state.json"
     "$expect" fail "nostate/state.json: not a JSON object" "${run[@]}" --steps 3 --resume "$d/nostate"
+    # `latest` names a damaged checkpoint: the error points to the newest
+    # older one that is intact (never taken silently).
+    "$w/mha1" --data "$w/corpus.bin" --quiet --steps 3 --save-every 1 --checkpoint-dir "$d/older" >/dev/null
+    printf '\x01' | dd of="$d/older/step-00000003/model.safetensors" bs=1 seek=5000 conv=notrunc status=none
+    truncate -s 1000 "$d/older/step-00000002/optimizer.safetensors"
+    "$expect" fail "older/step-00000003/model.safetensors: checksum mismatch: .*; the older checkpoint .*older/step-00000001 is intact: --resume .*older/step-00000001 continues from it" \
+        "$w/mha1" --data "$w/corpus.bin" --steps 4 --resume "$d/older"
+    # A key twice (cJSON takes the first, Python's json the last): refused.
+    mkcase dupkey
+    sed -i '0,/"step":/s//"step":\t1,\n\t"step":/' "$d/dupkey/state.json"
+    "$expect" fail "dupkey/state.json: key step is repeated \(first 1, then 2\): Python's json, and so transformers, would silently take the last; remove one" \
+        "${run[@]}" --steps 3 --resume "$d/dupkey"
+    # A FIFO (named pipe) where a file is read: refused, not waited on.
+    mkcase fifo
+    rm "$d/fifo/state.json" && mkfifo "$d/fifo/state.json" "$d/fifo.bin"
+    "$expect" fail "fifo/state.json: cannot read: a FIFO \(named pipe\), not a regular file" \
+        timeout 60 "${run[@]}" --steps 3 --resume "$d/fifo"
+    "$expect" fail "--data .*/fifo\.bin: cannot read: a FIFO \(named pipe\), not a regular file" \
+        timeout 60 "$w/mha1" --data "$d/fifo.bin" --steps 1
+    "$expect" fail "--init-from .*/fifo\.bin: cannot read: a FIFO \(named pipe\), not a regular file" \
+        timeout 60 "$w/mha1" --data "$w/corpus.bin" --init-from "$d/fifo.bin" --steps 1
     "$expect" fail "gqa/step-00000001/config.json differs from this program \(compiled from .*tiny_mha.basp\) in 4 field\(s\): num_attention_heads 8 \(program 4\), num_key_value_heads 2 \(program 4\), head_dim 8 \(program 16\), tie_word_embeddings true \(program false\)" \
         "${run[@]}" --steps 3 --resume "$d/gqa"
     "$expect" fail "no checkpoint to resume from" "${run[@]}" --steps 3 --resume "$d/empty-dir-that-does-not-exist"
@@ -201,7 +246,11 @@ bad() {
     # later ones: the checkpoint it just wrote (which `latest` names) is kept,
     # and a stale .tmp of a step it never writes again is removed.
     "${run[@]}" --steps 4 --save-every 2 --checkpoint-dir "$d/keep1" >/dev/null
-    mkdir -p "$d/keep1/step-00000007.tmp"
+    # (the .tmp of a process of this host that is gone: a save removes it)
+    sleep 0 &
+    local gone=$!
+    wait "$gone"
+    mkdir -p "$d/keep1/step-00000007.$(hostname | tr '/ ' '__')-$gone.tmp"
     "${run[@]}" --steps 3 --save-every 1 --keep-checkpoints 1 --checkpoint-dir "$d/keep1" \
         --resume "$d/keep1/step-00000002" >/dev/null
     [[ $(cd "$d/keep1" && echo step-*) == "step-00000003" && $(cat "$d/keep1/latest") == step-00000003 ]] ||
@@ -284,14 +333,30 @@ diskfull() {
     trap "umount '$d/mnt'" EXIT
     trap "exit 143" TERM INT HUP
     local run=("${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --quiet)
-    "$expect" fail "error: step 4: checkpoint not saved: cannot write .*step-00000004.tmp/[a-z]+.safetensors: No space left on device; the previous checkpoint .*mnt/step-00000002 is intact; stopping" \
+    "$expect" fail "error: step 4: checkpoint not saved: cannot write .*step-00000004\.[^/]*tmp/[a-z]+.safetensors: No space left on device; the previous checkpoint .*mnt/step-00000002 is intact; stopping" \
         "${run[@]}" --steps 6 --save-every 2 --checkpoint-dir "$d/mnt"
     ls "$d/mnt"
-    [[ ! -e $d/mnt/step-00000004.tmp && $(cat "$d/mnt/latest") == step-00000002 ]] ||
+    [[ -z $(ls -d "$d"/mnt/step-00000004*.tmp 2>/dev/null) && $(cat "$d/mnt/latest") == step-00000002 ]] ||
         { echo "FAIL: the partial checkpoint was not removed"; exit 1; }
     "$expect" ok "resumed from .*mnt/step-00000002: step 2" "${run[@]}" --steps 3 --resume "$d/mnt" \
         --checkpoint-dir "$d/elsewhere"
     echo "ckpt.sh: disk full: the previous checkpoint survived and resumes"
+    # A full disk under --save-weights and --metrics: the file and the reason,
+    # --metrics at its first failed write.  (The 2 MiB above holds one
+    # checkpoint: filled up, nothing more fits.)
+    head -c 4000000 /dev/zero >"$d/mnt/fill" 2>/dev/null || true
+    local one=("$w/mha1" --data "$w/corpus.bin" --steps 3)
+    "$expect" fail "error: --save-weights .*mnt/w\.bin: cannot write .*mnt/w\.bin\.tmp: No space left on device \(the file was not written\)" \
+        "${one[@]}" --quiet --save-weights "$d/mnt/w.bin"
+    local out
+    out=$("$expect" fail "error: --metrics .*mnt/m\.jsonl: cannot write the record of step 1: No space left on device; training goes on without metrics, the run will exit with status 1" \
+        "${one[@]}" --metrics "$d/mnt/m.jsonl") || { echo "$out"; exit 1; }
+    echo "$out"
+    # Said at once (before step 2), and again at the end.
+    grep -A1 "cannot write the record of step 1" <<<"$out" | grep -q "^step    2/3" &&
+        grep -q "error: --metrics .*mnt/m\.jsonl is incomplete: the records from step 1 on are missing" <<<"$out" ||
+        { echo "FAIL: the metrics failure was not said at once and at the end"; exit 1; }
+    echo "ckpt.sh: disk full: --save-weights and --metrics name the file and the reason"
 }
 
 hf() {
@@ -309,6 +374,16 @@ hf() {
         "${MPI[@]}" -np 4 "$w/mha_basp_z3" --data "$w/corpus.bin" --steps 0 --init-from "$d/mha" --save-weights "$d/mha.got"
     cmp "$d/mha.expected" "$d/mha.got"
     echo "ckpt.sh: a sharded BF16/F16/F32 Hugging Face directory loaded into ZeRO-3 batch-aware ranks exactly"
+    # Shards made wrong: each named for what it is.
+    local how one=("$w/mha1" --data "$w/corpus.bin" --steps 0)
+    for how in twoshards drop f64big; do cp -r "$d/mha" "$d/mha_$how" && "$py" "$script" damage "$d/mha_$how" "$how"; done
+    "$expect" fail "tensor model.embed_tokens.weight is in two weight files, .*mha_twoshards/model-00001-of-00002.safetensors and .*mha_twoshards/model-00002-of-00002.safetensors: each tensor must be in exactly one" \
+        "${one[@]}" --init-from "$d/mha_twoshards"
+    "$expect" fail "this program \(compiled from .*tiny_mha.basp\) has parameter final_norm \(model.norm.weight \[64\]\), which none of the 2 weight files \(.*mha_drop/model-00001-of-00002.safetensors, ...\) holds" \
+        "${one[@]}" --init-from "$d/mha_drop"
+    "$expect" fail "mha_f64big/model-0000[12]-of-00002.safetensors: tensor model.norm.weight holds 1e\+300 at element 3, outside the float32 range \(\|x\| <= 3.4e38\) that basp trains in" \
+        "${one[@]}" --init-from "$d/mha_f64big"
+    echo "ckpt.sh: a tensor in two shards, a tensor in none, an F64 value beyond float32: each named"
     "$expect" fail "hf/gqa/config.json differs from this program \(compiled from .*tiny_mha.basp\) in 3 field\(s\): num_attention_heads 8 \(program 4\), num_key_value_heads 2 \(program 4\), head_dim 8 \(program 16\)" \
         "${MPI[@]}" -np 1 "$w/mha1" --data "$w/corpus.bin" --steps 0 --init-from "$d/gqa"
     # A config.json that claims the program's model over tensors of another:
@@ -451,7 +526,8 @@ compat() {
 #   ckpt.sh loadnan W EXPECT    NaN/Inf in --resume weights and moments, --init-from DIR and
 #                               --init-from FILE: refused by tensor and file
 #   ckpt.sh seednote W EXPECT   --resume --seed N: a note naming both seeds
-#   ckpt.sh accnote W EXPECT    --resume under another global batch: a warning naming both
+#   ckpt.sh accnote W EXPECT DOCS   --resume under another global batch or without packed
+#                                   documents: a warning naming both
 
 # stop_run LOG DIR DELAY_MS [ARGS...]: a 4-rank run of 40 steps in the background.
 # Open MPI 4's mpirun, when signalled, sends the ranks SIGCONT, waits
@@ -705,6 +781,101 @@ startstop() {
     [[ -n $n ]] || { tail -n 3 "$d/fast.log" "$d/fast.jsonl"; echo "FAIL: no stop record with a checkpoint"; exit 1; }
     [[ $(cat "$d/fast/latest") == "step-$(printf %08d "$n")" ]] || { echo "FAIL: latest is not step $n"; exit 1; }
     echo "ckpt.sh: SIGTERM to mpirun with a line per step: checkpoint of step $n written (mpirun exit $rc)"
+}
+
+# owner W EXPECT: a run holds its --checkpoint-dir: a second run there is
+# refused naming the first (host, pid, command); a save leaves the
+# temporary directories of others (another host, a live process, one
+# without an identity) alone and removes one of a gone process of this host.
+owner() {
+    local w=$1 expect=$2 d=$1/owner
+    rm -rf "$d" && mkdir -p "$d/ck"
+    local host gone
+    host=$(hostname | tr '/ ' '__')
+    sleep 0 &
+    gone=$!
+    wait "$gone"
+    mkdir "$d/ck/step-00000001.otherhost-5.tmp" "$d/ck/step-00000001.tmp" "$d/ck/step-00000002.$host-$$.tmp" \
+        "$d/ck/step-00000003.$host-$gone.tmp"
+    touch "$d/ck/step-00000001.otherhost-5.tmp/model.safetensors"
+    # One rank, started without mpirun (an MPI singleton); 40 steps of 50 ms.
+    BASP_TEST_STEP_DELAY_MS=50 "$w/mha1" --data "$w/corpus.bin" --steps 40 --save-every 2 --quiet \
+        --checkpoint-dir "$d/ck" >"$d/first.log" 2>&1 &
+    local first=$!
+    wait_for "$d/first.log" "checkpoint: step 2 saved"
+    "$expect" fail "--checkpoint-dir .*/ck is in use by another run \(.*/ck/lock: host $host, pid $first, started [0-9-]+ [0-9:]+ .*, command .*mha1 --data .* --steps 40 .*\): wait for it to end" \
+        "$w/mha1" --data "$w/corpus.bin" --steps 1 --checkpoint-dir "$d/ck"
+    wait "$first" || { cat "$d/first.log"; exit 1; }
+    cat "$d/first.log"
+    grep -q "checkpoint: removed .*step-00000003\.$host-$gone\.tmp, left by $host-$gone, which is no longer running" \
+        "$d/first.log" || { echo "FAIL: the gone run's directory was not removed with a note"; exit 1; }
+    [[ ! -e $d/ck/step-00000003.$host-$gone.tmp ]] || { echo "FAIL: step-00000003.$host-$gone.tmp left"; exit 1; }
+    local t
+    for t in step-00000001.otherhost-5.tmp/model.safetensors step-00000001.tmp step-00000002.$host-$$.tmp; do
+        [[ -e $d/ck/$t ]] || { echo "FAIL: a save removed another run's $t"; exit 1; }
+    done
+    ls "$d/ck" | grep -q "\.$host-$first\.tmp" && { echo "FAIL: the run left its own .tmp"; exit 1; }
+    # The lock goes with the process: a run killed with kill -9 resumes at once.
+    BASP_TEST_STEP_DELAY_MS=50 "$w/mha1" --data "$w/corpus.bin" --steps 40 --save-every 2 --quiet \
+        --checkpoint-dir "$d/ck2" >"$d/killed.log" 2>&1 &
+    first=$!
+    wait_for "$d/killed.log" "checkpoint: step 2 saved"
+    kill -9 "$first"
+    wait "$first" || true
+    "$expect" ok "resumed from .*/ck2/step-000000[0-9]+: step" "$w/mha1" --data "$w/corpus.bin" --steps 6 --quiet \
+        --checkpoint-dir "$d/ck2" --resume
+    echo "ckpt.sh: a second run on a held --checkpoint-dir is refused naming the first; other runs' .tmp survive a save"
+}
+
+# latestfail W EXPECT: a failure after the step directory is in place
+# (`latest` not written, the parent not synced): the run says the
+# checkpoint was not saved, `latest` names the previous one, the new
+# directory is gone, and --resume takes what `latest` names.
+latestfail() {
+    local w=$1 expect=$2 d=$1/latestfail
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("$w/mha1" --data "$w/corpus.bin" --quiet --steps 4 --save-every 1)
+    BASP_TEST_FAIL_AT=latest:2 "$expect" fail "error: step 2: checkpoint not saved: cannot update .*/a/latest: No space left on device \(step-00000002 withdrawn: \`latest\` still names step-00000001, which --resume takes\); the previous checkpoint .*/a/step-00000001 is intact; stopping" \
+        "${run[@]}" --checkpoint-dir "$d/a"
+    [[ $(cat "$d/a/latest") == step-00000001 && ! -e $d/a/step-00000002 ]] ||
+        { ls "$d/a"; echo "FAIL: step-00000002 published while latest names $(cat "$d/a/latest")"; exit 1; }
+    "$expect" ok "resumed from .*/a/step-00000001: step 1" "${run[@]}" --checkpoint-dir "$d/a" --resume
+    # A same-step checkpoint replaced by a resumed run comes back when latest fails.
+    cp -r "$d/a/step-00000003" "$d/a3.copy"
+    BASP_TEST_FAIL_AT=latest:3 "$expect" fail "step 3: checkpoint not saved: cannot update .*latest: .*withdrawn: \`latest\` still names step-00000004" \
+        "${run[@]}" --checkpoint-dir "$d/a" --resume "$d/a/step-00000002"
+    diff -r "$d/a3.copy" "$d/a/step-00000003" >/dev/null || { echo "FAIL: the replaced step 3 did not come back"; exit 1; }
+    BASP_TEST_FAIL_AT=publish:1 "$expect" fail "error: step 1: checkpoint not saved: cannot sync .*/b: Input/output error \(step-00000001 withdrawn: no \`latest\` yet, --resume starts from step 0\)" \
+        "${run[@]}" --checkpoint-dir "$d/b"
+    [[ ! -e $d/b/step-00000001 && ! -e $d/b/latest ]] || { ls "$d/b"; echo "FAIL: step-00000001 left"; exit 1; }
+    "$expect" ok "resume: no checkpoint in .*/b yet: starting from step 0" "${run[@]}" --checkpoint-dir "$d/b" --resume
+    echo "ckpt.sh: a failed latest or parent sync withdraws the new checkpoint: report, latest and --resume agree"
+}
+
+# metrics W EXPECT: kill -9 once --metrics holds records past the last
+# checkpoint (and a torn last line), resume onto the same file: steps 1..N
+# once each, the resumed records equal to an uninterrupted run's losses.
+metrics() {
+    local w=$1 expect=$2 d=$1/metrics
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("$w/mha1" --data "$w/corpus.bin" --quiet --steps 10 --save-every 4)
+    "${run[@]}" --checkpoint-dir "$d/ref" --metrics "$d/ref.jsonl" >/dev/null
+    BASP_TEST_STEP_DELAY_MS=100 "${run[@]}" --checkpoint-dir "$d/ck" --metrics "$d/m.jsonl" >"$d/log" 2>&1 &
+    local job=$!
+    wait_for "$d/m.jsonl" '"step":7,'
+    kill -9 "$job"
+    wait "$job" || true
+    printf '{"step":8,"loss":' >>"$d/m.jsonl" # a record cut short
+    "$expect" ok "metrics: .*m\.jsonl: kept 4 record\(s\) up to step 4, dropped [34] written after it" \
+        "${run[@]}" --checkpoint-dir "$d/ck" --metrics "$d/m.jsonl" --resume
+    python3 - "$d/m.jsonl" "$d/ref.jsonl" <<'PY'
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+ref = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["step"] for r in got] == list(range(1, 11)), [r["step"] for r in got]
+assert [r["loss"] for r in got] == [r["loss"] for r in ref], "losses differ from the uninterrupted run"
+print("ckpt.sh: metrics after kill -9 and --resume: steps 1..10 once each, losses as the uninterrupted run's")
+PY
 }
 
 cmd=$1

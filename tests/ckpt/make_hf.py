@@ -223,6 +223,45 @@ def edit(d, sets):
             json.dump(st, open(state, "w"), indent=2)
 
 
+def read_safetensors(path):
+    """[(name, dtype, shape, bytes)] in file order, and the metadata."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", None)
+    data = raw[8 + n:]
+    ts = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
+    return [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in ts], meta
+
+
+def damage(d, how):
+    """A sharded directory of write_hf made wrong one way: `twoshards` (a
+    tensor of the first shard also in the second), `drop` (model.norm.weight
+    in no shard), `f64big` (model.norm.weight as F64 with 1e300 at element 3:
+    finite, but beyond float32)."""
+    names = ["model-%05d-of-00002.safetensors" % (k + 1) for k in range(2)]
+    shards = [read_safetensors(os.path.join(d, f)) for f in names]
+    index_path = os.path.join(d, "model.safetensors.index.json")
+    index = json.load(open(index_path))
+    if how == "twoshards":
+        shards[1][0].append(shards[0][0][0])
+    for ts, _ in shards:
+        for i, t in enumerate(ts):
+            if t[0] != "model.norm.weight":
+                continue
+            if how == "drop":
+                del ts[i]
+                del index["weight_map"][t[0]]
+            elif how == "f64big":
+                vals = [0.5] * (len(t[3]) // {"F32": 4, "BF16": 2, "F16": 2}[t[1]])
+                vals[3] = 1e300
+                ts[i] = (t[0], "F64", t[2], struct.pack("<%dd" % len(vals), *vals))
+            break
+    for f, (ts, meta) in zip(names, shards):
+        write_safetensors(os.path.join(d, f), ts, meta)
+    json.dump(index, open(index_path, "w"), indent=2)
+
+
 def write_handmade(path):
     write_safetensors(path, [
         ("a.f32", "F32", [2, 3], encode([1.0, -2.0, 0.5, 3.25, -0.125, 100.0], "F32")),
@@ -238,5 +277,7 @@ if __name__ == "__main__":
         same(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "edit":
         edit(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "damage":
+        damage(sys.argv[2], sys.argv[3])
     else:
         write_hf(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -2,13 +2,15 @@
  * the safetensors header writer and reader (every byte of a written file
  * read back), the committed hand-made file (tests/ckpt/handmade.safetensors,
  * written by make_hf.py), dtype conversions, the Hugging Face name and
- * layout mapping, damaged files, and the llm.c token file reader. */
+ * layout mapping, damaged files, the llm.c token file reader, and the
+ * repeated-key rule of every JSON reader (rt_json.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../unit/check.h"
+#include "rt_json.h"
 #include "rt_safetensors.h"
 
 static char err[512];
@@ -176,7 +178,11 @@ static void test_bad(void) {
                "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}", 6, "(overlap)");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "(gap)");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "'a' appears twice");
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+               "corrupt header: key a is repeated (first {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}, "
+               "then {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}): Python's json");
+    expect_bad("{\"m.x\":{\"dtype\":\"F32\",\"shape\":[1],\"dtype\":\"F16\",\"data_offsets\":[0,4]}}", 4,
+               "key [\"m.x\"].dtype is repeated (first \"F32\", then \"F16\")");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
                "too large");
     expect_bad("{\"__metadata__\":3}", 0, "__metadata__ is not an object");
@@ -201,6 +207,45 @@ static void test_tokens(void) {
     CHECK(!rt_tokens_parse(b, 10, "t.bin", 256, &t, &n, err, sizeof err) && strstr(err, "shorter than"));
 }
 
+/* json: the repeated key rt_json_find_dup reports (path, both values), or
+ * NULL for none. */
+static void expect_dup(const char *json, const char *path, const char *first, const char *second) {
+    cJSON *j = cJSON_Parse(json);
+    rt_json_dup d;
+    bool found = rt_json_find_dup(j, &d);
+    CHECK(j && found == (path != NULL));
+    if (found && path) CHECK(!strcmp(d.path, path) && !strcmp(d.first, first) && !strcmp(d.second, second));
+    if (found != (path != NULL) || (found && path && (strcmp(d.path, path) || strcmp(d.first, first))))
+        fprintf(stderr, "  %s: got %s (%s, %s), want %s\n", json, found ? d.path : "none", d.first, d.second,
+                path ? path : "none");
+    cJSON_Delete(j);
+}
+
+static void test_json_dup(void) {
+    expect_dup("{\"hidden_size\":64,\"hidden_size\":128}", "hidden_size", "64", "128");
+    expect_dup("{\"a\":1,\"rope_scaling\":{\"factor\":8.0,\"rope_type\":\"llama3\",\"factor\":16}}",
+               "rope_scaling.factor", "8", "16");
+    expect_dup("{\"weight_map\":{\"model.norm.weight\":\"a\",\"lm_head.weight\":\"a\",\"model.norm.weight\":\"b\"}}",
+               "weight_map[\"model.norm.weight\"]", "\"a\"", "\"b\"");
+    expect_dup("{\"l\":[{\"x\":1},{\"y\":1,\"y\":[2]}]}", "l[1].y", "1", "[2]");
+    /* the same key in different objects, and values equal twice, are fine */
+    expect_dup("{\"a\":{\"k\":1},\"b\":{\"k\":1},\"k\":[{\"k\":1},{\"k\":1}]}", NULL, NULL, NULL);
+    /* a long value is cut; many members are sorted, not compared pairwise */
+    char big[200000];
+    size_t k = (size_t)snprintf(big, sizeof big, "{");
+    for (int i = 0; i < 5000; i++) k += (size_t)snprintf(big + k, sizeof big - k, "\"t%d\":%d,", i, i);
+    snprintf(big + k, sizeof big - k, "\"t77\":\"%0100d\"}", 0);
+    cJSON *j = cJSON_Parse(big);
+    rt_json_dup d;
+    CHECK(rt_json_find_dup(j, &d) && !strcmp(d.path, "t77") && !strcmp(d.first, "77") &&
+          strlen(d.second) == sizeof d.second - 1 && strstr(d.second, "..."));
+    cJSON_Delete(j);
+    char msg[768];
+    rt_json_dup_text(&(rt_json_dup){"rms_norm_eps", "1e-05", "1e-06"}, msg, sizeof msg);
+    CHECK(strstr(msg, "key rms_norm_eps is repeated (first 1e-05, then 1e-06): Python's json, and so transformers, "
+                      "would silently take the last"));
+}
+
 int main(int argc, char **argv) {
     test_roundtrip();
     test_handmade(argc > 1 ? argv[1] : "handmade.safetensors");
@@ -208,6 +253,7 @@ int main(int argc, char **argv) {
     test_hf_names();
     test_bad();
     test_tokens();
+    test_json_dup();
     if (failures) fprintf(stderr, "test_safetensors: %d check(s) failed\n", failures);
     else printf("test_safetensors: all checks passed\n");
     return failures != 0;

@@ -158,6 +158,66 @@ print("cli.sh: best.json %s is the lowest of the 4 validations across the resume
 PY
 }
 
+# cli.sh aliases EXPECT MPIRUN WORKDIR CORPUS
+#   an output that names an input or another output is refused before step
+#   1, naming both options and the path, and every input is left as it was
+#   (checksums): output pairs, the --data file, a shard of a --data
+#   directory and of a glob, --val-data, --text, --init-from (file), the
+#   files of --resume DIR, PATH.tmp written first, a hard link, a symbolic
+#   link, and --checkpoint-dir's own names (an output there, an input there).
+aliases() {
+    local expect=$1 w=$3 corpus=$4 d=$3/alias
+    rm -rf "$d" && mkdir -p "$d/shards" "$d/ck1"
+    cp "$corpus" "$d/data.bin" && cp "$corpus" "$d/shards/a.bin" && cp "$w/weights.bin" "$d/init.bin"
+    head -c 70000 "$corpus" | tail -c 60000 >"$d/text.txt"
+    ln "$d/data.bin" "$d/hard.bin" && ln -s data.bin "$d/sym.bin" && ln -s data.bin "$d/out.tmp"
+    # One rank, started without mpirun (an MPI singleton): 0.4 s a run, not 2.
+    local run=("$w/mha1" --steps 2)
+    "${run[@]}" --data "$d/data.bin" --steps 1 --quiet --checkpoint-dir "$d/ck1" >/dev/null
+    mkdir -p "$d/ck2/step-00000009" && cp "$corpus" "$d/ck2/step-00000009/d.bin"
+    (cd "$d" && find . -type f | sort | xargs md5sum) >"$d.before"
+    local n=0 regex args
+    check() {
+        regex=$1
+        shift
+        "$expect" fail "$regex" "${run[@]}" "$@" >"$d.out" || { cat "$d.out"; exit 1; }
+        ! grep -q "^step " "$d.out" || { cat "$d.out"; echo "FAIL: a step ran"; exit 1; }
+        n=$((n + 1))
+    }
+    local D=$d/data.bin
+    check "--save-weights .*/x\.bin is the file of --save-grads .*/x\.bin: one output would overwrite the other" \
+        --data "$D" --save-weights "$d/x.bin" --save-grads "$d/x.bin"
+    check "--save-weights .*/m\.jsonl is the file of --metrics .*/m\.jsonl: one output" \
+        --data "$D" --metrics "$d/m.jsonl" --save-weights "$d/m.jsonl"
+    check "--save-grads .*/p\.json is the file of --profile .*/p\.json" --data "$D" --profile "$d/p.json" \
+        --save-grads "$d/p.json"
+    check "--save-weights .*/data\.bin is the file of --data .*/data\.bin: writing it destroys the input" \
+        --data "$D" --save-weights "$D"
+    check "--save-grads .*/init\.bin is the file of --init-from .*/init\.bin: writing it destroys the input" \
+        --data "$D" --init-from "$d/init.bin" --save-grads "$d/init.bin"
+    check "--metrics .*/hard\.bin is the file of --data .*/data\.bin" --data "$D" --metrics "$d/hard.bin"
+    check "--profile .*/sym\.bin is the file of --data .*/data\.bin" --data "$D" --profile "$d/sym.bin"
+    check "--save-weights .*/out \(written first as .*/out\.tmp\) is the file of --data .*/data\.bin" \
+        --data "$D" --save-weights "$d/out"
+    check "--metrics .*/shards/a\.bin is the file of --data .*/shards/a\.bin" --data "$d/shards" \
+        --metrics "$d/shards/a.bin"
+    check "--save-weights .*/shards/a\.bin is the file of --data .*/shards/a\.bin" --data "$d/shards/*.bin" \
+        --save-weights "$d/shards/a.bin"
+    check "--metrics .*/hard\.bin is the file of --val-data .*/data\.bin" --data "$d/shards" --val-data "$D" \
+        --metrics "$d/hard.bin"
+    check "--save-grads .*/text\.txt is the file of --text .*/text\.txt" --text "$d/text.txt" \
+        --save-grads "$d/text.txt"
+    check "--save-weights .*ck1/step-00000001/model\.safetensors is the file of --resume .*ck1/step-00000001/model\.safetensors: writing it destroys the checkpoint" \
+        --data "$D" --resume "$d/ck1" --checkpoint-dir "$d/ck3" --save-weights "$d/ck1/step-00000001/model.safetensors"
+    check "--metrics .*ck2/latest lies where --checkpoint-dir .*ck2 writes its checkpoints" --data "$D" \
+        --checkpoint-dir "$d/ck2" --metrics "$d/ck2/latest"
+    check "--data .*ck2/step-00000009/d\.bin lies where --checkpoint-dir .*ck2 writes its checkpoints .*, so a save could replace it" \
+        --data "$d/ck2/step-00000009/d.bin" --checkpoint-dir "$d/ck2"
+    rm -rf "$d/ck3" && (cd "$d" && find . -type f | sort | grep -v '^./ck[23]/lock$' | xargs md5sum) >"$d.after"
+    diff "$d.before" "$d.after" || { echo "FAIL: an input changed"; exit 1; }
+    echo "cli.sh: $n outputs naming an input or another output refused before step 1; every input unchanged"
+}
+
 cmd=$1
 shift
 case $cmd in
@@ -166,6 +226,7 @@ roundtrip) roundtrip "$@" ;;
 badinput) badinput "$@" ;;
 shards) shards "$@" ;;
 val) val "$@" ;;
+aliases) aliases "$@" ;;
 *)
     echo "cli.sh: unknown command $cmd" >&2
     exit 2
