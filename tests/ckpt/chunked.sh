@@ -20,7 +20,10 @@ same_ckpt() {
 for bin in mha_uly_z0 mha_basp_z3 gqa_basp_z1; do
     d=$w/chunked-$bin && rm -rf "$d" && mkdir -p "$d"
     run=("${MPI[@]}" -np 4 "$w/$bin" --data "$w/corpus.bin" --quiet)
-    for mode in ref c7 c61; do
+    # 7 (many chunks, a short last one) everywhere; 61 once more on ZeRO-0.
+    modes=(ref c7)
+    [[ $bin == mha_uly_z0 ]] && modes+=(c61)
+    for mode in "${modes[@]}"; do
         case $mode in ref) env=() ;; c7) env=(-x BASP_TEST_GATHER_CHUNK=7) ;; c61) env=(-x BASP_TEST_GATHER_CHUNK=61) ;; esac
         run=("${MPI[@]}" "${env[@]}" -np 4 "$w/$bin" --data "$w/corpus.bin" --quiet)
         "${run[@]}" --steps 2 --save-every 2 --checkpoint-dir "$d/$mode" --save-weights "$d/$mode.w" \
@@ -38,5 +41,5 @@ for bin in mha_uly_z0 mha_basp_z3 gqa_basp_z1; do
         fi
         cmp "$d/$mode.w" "$d/$mode.w2" && cmp "$d/$mode.w" "$d/$mode.w3"
     done
-    echo "chunked.sh: $bin on 4 ranks: chunks of 7 and 61 elements save, load and resume byte-identically to unchunked"
+    echo "chunked.sh: $bin on 4 ranks: chunks (${modes[*]:1}) save, load and resume byte-identically to unchunked"
 done
