@@ -15,7 +15,9 @@
  *                     place of the configured ones (cJSON, OpenBLAS, -lm; for
  *                     --target=cuda cJSON, cuBLAS, cudart, NCCL, cuDNN,
  *                     libstdc++): a moved runtime's libraries (kit/env.sh)
- *   BASP_CFLAGS, BASP_LDFLAGS  extra words for the command line */
+ *   BASP_CFLAGS, BASP_LDFLAGS  extra words for the command line
+ * An installed baspc takes its runtime from PREFIX/lib/basp (beside its
+ * bin/) before the configured build-tree paths. */
 #define _DEFAULT_SOURCE /* mkstemps */
 #include <errno.h>
 #include <stdlib.h>
@@ -82,11 +84,31 @@ static bool cg_find_cuda(cg_toolchain *tc, const char *dir) {
     return true;
 }
 
+/* An installed baspc (cmake --install): PREFIX/bin/baspc finds its runtime
+ * in PREFIX/lib/basp (include/basp_rt.h and the archives, the layout of
+ * BASP_RUNTIME_DIR); NULL when there is none beside the executable, as in
+ * the build tree, where cg_config.h's paths hold. */
+static const char *cg_installed_runtime(void) {
+    static char dir[CG_PATH_MAX - 64]; /* room for "/libbasp_kernels.a" after it */
+    char exe[CG_PATH_MAX - 128];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    char header[CG_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/../lib/basp", exe);
+    snprintf(header, sizeof header, "%s/include/basp_rt.h", dir);
+    return access(header, R_OK) == 0 ? dir : NULL;
+}
+
 /* Fills `tc`; false (reported) when no runtime library can be found. */
 static bool cg_find_runtime(cg_toolchain *tc) {
     const char *cc = cg_env("BASP_CC");
     snprintf(tc->cc, sizeof tc->cc, "%s", cc ? cc : CG_CC);
     const char *dir = cg_env("BASP_RUNTIME_DIR");
+    if (!dir) dir = cg_installed_runtime();
     bool cuda = cg_the_target == CG_TARGET_CUDA;
     const char *rtlib = cuda ? "libbasp_rt_cuda.a" : "libbasp_rt.a";
     if (dir) {
