@@ -194,6 +194,10 @@ ir_module *ir_module_new(const char *name);
 void ir_module_free(ir_module *m);
 ir_module *ir_module_clone(const ir_module *m);
 int ir_world(const ir_module *m); /* nodes * devices_per_node */
+/* The node holding world rank r: ranks are numbered node by node, so r /
+ * devices_per_node.  The one definition of the mesh geometry that the cost
+ * model, the schedule report and placement share. */
+int ir_node_of(const ir_module *m, int r);
 
 /* Config: set replaces an existing key in place (order kept), else appends. */
 void ir_config_set(ir_module *m, const char *key, const char *value);

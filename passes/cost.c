@@ -192,11 +192,6 @@ static double compute_bytes(const ir_module *m, const ir_op *op)
 }
 
 /* ---- collectives ---------------------------------------------------------- */
-static int node_of(const ir_module *m, int r)
-{
-    return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
-}
-
 /* Shape of a group on the mesh: whether some set crosses nodes, the most
  * nodes one set touches and the most ranks of one set on one node.  And how
  * many transfers leave one node at once when the sets cross: in an
@@ -223,20 +218,20 @@ static span group_span_pairs(const ir_module *m, const ir_group *g)
         for (int a = 0; a < g->set_size; a++) {
             int same = 0, first = 1;
             for (int b = 0; b < g->set_size; b++) {
-                same += node_of(m, set[b]) == node_of(m, set[a]);
-                first &= !(b < a && node_of(m, set[b]) == node_of(m, set[a]));
+                same += ir_node_of(m, set[b]) == ir_node_of(m, set[a]);
+                first &= !(b < a && ir_node_of(m, set[b]) == ir_node_of(m, set[a]));
             }
             nodes += first;
             s.per_node = same > s.per_node ? same : s.per_node;
         }
         s.nodes = nodes > s.nodes ? nodes : s.nodes;
         for (int a = 0; nodes > 1 && ranks_out && sets_out && a < g->set_size; a++) {
-            int nd = node_of(m, set[a]);
+            int nd = ir_node_of(m, set[a]);
             if (nd < 0 || nd >= nn)
                 continue;
             bool first = true;
             for (int b = 0; b < a; b++)
-                first &= node_of(m, set[b]) != nd;
+                first &= ir_node_of(m, set[b]) != nd;
             ranks_out[nd]++;
             sets_out[nd] += first;
         }
@@ -265,7 +260,7 @@ static span group_span(const ir_module *m, const ir_group *g)
     if (pairs)
         return group_span_pairs(m, g);
     for (int i = 0; i < g->nsets * g->set_size; i++)
-        if (node_of(m, g->ranks[i]) < 0 || node_of(m, g->ranks[i]) >= nn)
+        if (ir_node_of(m, g->ranks[i]) < 0 || ir_node_of(m, g->ranks[i]) >= nn)
             return group_span_pairs(m, g);
     span s = {false, 1, 1, 0, 0};
     int *ranks_out = sup_xcalloc((size_t)nn, sizeof(int)), *sets_out = sup_xcalloc((size_t)nn, sizeof(int));
@@ -274,13 +269,13 @@ static span group_span(const ir_module *m, const ir_group *g)
         const int *set = &g->ranks[k * g->set_size];
         int nodes = 0;
         for (int a = 0; a < g->set_size; a++) {
-            int c = ++count[node_of(m, set[a])];
+            int c = ++count[ir_node_of(m, set[a])];
             nodes += c == 1;
             s.per_node = c > s.per_node ? c : s.per_node;
         }
         s.nodes = nodes > s.nodes ? nodes : s.nodes;
         for (int a = 0; a < g->set_size; a++) {
-            int nd = node_of(m, set[a]);
+            int nd = ir_node_of(m, set[a]);
             if (nodes > 1) {
                 ranks_out[nd]++;
                 sets_out[nd] += count[nd] > 0; /* the set's first rank on the node */

@@ -12,18 +12,12 @@
 
 #include <string.h>
 
-static int node_of(const ir_module *m, int rank)
-{
-    int dpn = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
-    return rank / dpn;
-}
-
 /* True when set s of group g lies on one node. */
 static bool set_aligned(const ir_module *m, const ir_group *g, int s)
 {
     const int *r = &g->ranks[s * g->set_size];
     for (int j = 1; j < g->set_size; j++)
-        if (node_of(m, r[j]) != node_of(m, r[0]))
+        if (ir_node_of(m, r[j]) != ir_node_of(m, r[0]))
             return false;
     return true;
 }
@@ -47,7 +41,7 @@ static void describe_set(const ir_module *m, const ir_group *g, int s, char *buf
         len += (size_t)snprintf(buf + len, n - len, "] spans nodes ");
     int last = -1;
     for (int j = 0; j < g->set_size && len < n; j++) {
-        int node = node_of(m, r[j]);
+        int node = ir_node_of(m, r[j]);
         if (node != last)
             len += (size_t)snprintf(buf + len, n - len, "%s%d", last >= 0 ? "," : "", node);
         last = node;

@@ -33,11 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int node_of(const ir_module *m, int r)
-{
-    return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
-}
-
 static double local_bytes(const ir_module *m, int v)
 {
     const ir_type *t = &m->values[v].type;
@@ -77,7 +72,7 @@ static bool uneven_all_to_all(const ir_module *m, const ir_op *op, const ir_grou
                     bytes += e * ir_dtype_size(x->dtype);
                 }
                 sent += bytes;
-                if (node_of(m, g->ranks[s * P + p]) != node_of(m, g->ranks[s * P + q]))
+                if (ir_node_of(m, g->ranks[s * P + p]) != ir_node_of(m, g->ranks[s * P + q]))
                     inter += bytes;
             }
             best = sent > best ? sent : best;
@@ -99,7 +94,7 @@ static int max_remote_peers(const ir_module *m, const ir_group *g)
         for (int a = 0; a < g->set_size; a++) {
             int n = 0;
             for (int b = 0; b < g->set_size; b++)
-                n += node_of(m, set[b]) != node_of(m, set[a]);
+                n += ir_node_of(m, set[b]) != ir_node_of(m, set[a]);
             if (n > best)
                 best = n;
         }
@@ -113,7 +108,7 @@ static bool ring_crosses(const ir_module *m, const ir_group *g)
     for (int s = 0; s < g->nsets; s++) {
         const int *set = &g->ranks[s * g->set_size];
         for (int a = 0; a < g->set_size; a++)
-            if (node_of(m, set[a]) != node_of(m, set[(a + 1) % g->set_size]))
+            if (ir_node_of(m, set[a]) != ir_node_of(m, set[(a + 1) % g->set_size]))
                 return true;
     }
     return false;
