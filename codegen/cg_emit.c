@@ -576,8 +576,8 @@ static bool cg_check_lowered(const ir_module *m) {
                   "read operands sharded over no group, so every rank would run the whole unsharded step",
                   m->name, W, unsharded, ir_op_str(m, first_attn, what, sizeof what));
         sup_note(m->ops[first_attn].loc, "the 'ulysses' pass shards the sequence (and 'batch-aware' the batch); "
-                                         "run the default pipeline (%s) or name them in --passes",
-                 "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan");
+                                         "run the default pipeline (baspc without --passes) or name them in "
+                                         "--passes");
     }
     if (unreduced) {
         sup_error(m->ops[first_opt].loc,
