@@ -256,6 +256,12 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
     }
     if (val->mem_off >= 0 && cg_memory_plan()) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
     if (ir_mem_keeps_f32(m, v)) sup_buf_puts(b, ", .keep_f32 = 1");
+    /* The category baspc --memory counts it in, for the runtime's report. */
+    ir_mem_cat cat = ir_mem_value_cat(m, v);
+    sup_buf_printf(b, ", .mem_cat = %s", cat == IR_MEM_PARAMS ? "RT_VCAT_PARAMS"
+                                         : cat == IR_MEM_GRADS ? "RT_VCAT_GRADS"
+                                         : val->kind == IR_V_INPUT ? "RT_VCAT_INPUTS"
+                                                                   : "RT_VCAT_ACTS");
     sup_buf_puts(b, "},\n");
 }
 

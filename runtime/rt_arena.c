@@ -8,15 +8,21 @@
 
 #include "rt_internal.h"
 
-static const char *const rt_mem_names[RT_MEM_NCATS] = {"params", "grads", "optimizer", "inputs", "activations"};
+const char *const rt_mem_names[RT_MEM_NCATS] = {"params", "grads", "optimizer", "inputs", "activations"};
 
-/* Gradients are named d.<value> by lowering; everything else produced by an
- * op is an activation. */
+/* The compiler's category of the value (rt_value_desc.mem_cat); a table
+ * without one (written by hand) goes by kind: parameters, inputs, gradient
+ * accumulators, and everything else as activations. */
 rt_mem_cat rt_value_cat(const rt_value_desc *d) {
-    if (d->kind == RT_PARAM) return RT_MEM_PARAM;
-    if (d->kind == RT_INPUT) return RT_MEM_INPUT;
-    if (strncmp(d->name, "d.", 2) == 0) return RT_MEM_GRAD;
-    return RT_MEM_ACT;
+    switch (d->mem_cat) {
+    case RT_VCAT_PARAMS: return RT_MEM_PARAM;
+    case RT_VCAT_GRADS: return RT_MEM_GRAD;
+    case RT_VCAT_INPUTS: return RT_MEM_INPUT;
+    case RT_VCAT_ACTS: return RT_MEM_ACT;
+    case RT_VCAT_DEFAULT: break;
+    }
+    return d->kind == RT_PARAM ? RT_MEM_PARAM : d->kind == RT_INPUT ? RT_MEM_INPUT : d->kind == RT_ACCUM ? RT_MEM_GRAD
+                                                                                                  : RT_MEM_ACT;
 }
 
 static void rt_fmt_bytes(char *out, size_t n, size_t bytes) {

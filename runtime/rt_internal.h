@@ -227,6 +227,9 @@ size_t rt_rss_peak_bytes(void);
 
 /* ---- arena report, init, shapes (rt_arena.c) ------------------------------------ */
 rt_mem_cat rt_value_cat(const rt_value_desc *d);
+/* "params", "grads", "optimizer", "inputs", "activations" (the report's and
+ * --profile's names). */
+extern const char *const rt_mem_names[RT_MEM_NCATS];
 void rt_arena_report(rt_ctx *rt, FILE *f);
 void rt_init_params(rt_ctx *rt, uint64_t seed);
 /* Local dims of value v on this rank; returns its rank (number of dims). */

@@ -243,6 +243,11 @@ static bool rt_write_profile(const rt_ctx *rt, const char *path, double *secs, d
     cJSON_AddNumberToObject(o, "total_s", sum);
     cJSON_AddNumberToObject(o, "median_step_ms", rt_median(secs, n) * 1e3);
     cJSON_AddNumberToObject(o, "median_a2a_ms", rt_median(a2a, n) * 1e3);
+    /* One slot per buffer by category (rt_arena_report's numbers, in bytes):
+     * with --no-memory-plan the arena itself, to compare with baspc --memory
+     * --no-memory-plan --json's breakdown. */
+    cJSON *cats = cJSON_AddObjectToObject(o, "buffer_bytes_by_category");
+    for (int c = 0; c < RT_MEM_NCATS; c++) cJSON_AddNumberToObject(cats, rt_mem_names[c], (double)rt->cat_bytes[c]);
     cJSON *ops = cJSON_AddObjectToObject(o, "ops");
     for (int k = 0; k < RT_K_NKINDS; k++) {
         if (!rt->total.kern_calls[k]) continue;

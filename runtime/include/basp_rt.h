@@ -49,6 +49,8 @@ typedef struct rt_group_desc {
     const int *ranks;
 } rt_group_desc;
 
+typedef enum { RT_VCAT_DEFAULT = 0, RT_VCAT_PARAMS, RT_VCAT_GRADS, RT_VCAT_INPUTS, RT_VCAT_ACTS } rt_value_mem;
+
 /* One IR value. */
 typedef struct rt_value_desc {
     const char *name;               /* IR name without % */
@@ -72,6 +74,12 @@ typedef struct rt_value_desc {
     /* 1: kept in fp32 by every backend (the CUDA one stores other floating
      * tensors in bf16): ring attention's log-sum-exp. */
     int keep_f32;
+    /* The memory category the compiler counts the buffer in (ir_mem_value_cat,
+     * the one rule: a parameter's gradient is a gradient, an activation's
+     * an activation; a gathered copy of a parameter is a parameter), so that
+     * the arena report and baspc --memory agree.  RT_VCAT_DEFAULT (tables
+     * written by hand): from kind alone. */
+    rt_value_mem mem_cat;
 } rt_value_desc;
 
 /* A parameter and the gradient its optimizer step reads. */

@@ -20,7 +20,8 @@
 #     with --no-memory-plan (one buffer per value) train 5 steps to the same
 #     losses and gradient norms and byte-identical weights and gradients;
 #     the unplanned binary allocates the arena `baspc --memory
-#     --no-memory-plan --json` reports (arena_bytes).
+#     --no-memory-plan --json` reports (arena_bytes), and its buffers by
+#     category (--profile) are that report's breakdown.
 #   memplan.sh violated BASPC MPIRUN CORPUS SPEC WORKDIR
 #     A planted bug: the generated program with l0.k moved onto l0.q's
 #     bytes (both live from their linear to their rope).  The runtime must
@@ -90,14 +91,25 @@ bitwise() {
             mkdir -p "$d"
             "$BASPC" "$SPEC" -q "${sets[@]}" "${flag[@]}" -o "$d/train"
             mpi -np 4 "$d/train" --data "$CORPUS" --steps 5 --quiet --metrics "$d/m.jsonl" \
-                --save-weights "$d/w.bin" --save-grads "$d/g.bin" >"$d/log" 2>&1
+                --save-weights "$d/w.bin" --save-grads "$d/g.bin" --profile "$d/profile.json" >"$d/log" 2>&1
         done
         grep -q "one slot per value" "$W/$i.noplan/log" && grep -q "the compiler's memory plan" "$W/$i.plan/log"
         for f in w.bin g.bin; do cmp "$W/$i.plan/$f" "$W/$i.noplan/$f"; done
         "$BASPC" "$SPEC" -q "${sets[@]}" --no-memory-plan --memory --json >"$W/$i.noplan/memory.json"
-        python3 - "$W/$i.plan/m.jsonl" "$W/$i.noplan/m.jsonl" "$l" "$W/$i.noplan/memory.json" <<'EOF'
+        python3 - "$W/$i.plan/m.jsonl" "$W/$i.noplan/m.jsonl" "$l" "$W/$i.noplan/memory.json" \
+            "$W/$i.noplan/profile.json" <<'EOF'
 import json, sys
 a, b = ([json.loads(x) for x in open(f)] for f in sys.argv[1:3])
+# Every buffer in the category baspc counts it in: the unplanned binary's
+# slots by category equal --memory --no-memory-plan's breakdown (inputs are
+# activations there).
+rep = json.load(open(sys.argv[4]))["breakdown"]
+got = json.load(open(sys.argv[5]))["buffer_bytes_by_category"]
+mine = {"params": got["params"], "grads": got["grads"], "optimizer": got["optimizer"],
+        "activations": got["activations"] + got["inputs"]}
+theirs = {k: rep[k] for k in mine}
+if mine != theirs:
+    sys.exit("the runtime's categories %s differ from baspc --memory --no-memory-plan's %s" % (mine, theirs))
 la, lb = ([(r["loss"], r["grad_norm"]) for r in x] for x in (a, b))
 if la != lb or len(la) != 5:
     sys.exit("losses or gradient norms differ: %s vs %s" % (la, lb))
@@ -105,8 +117,8 @@ if la != lb or len(la) != 5:
 want = json.load(open(sys.argv[4]))["arena_bytes"]
 if b[-1]["mem_arena_bytes"] != want:
     sys.exit("--memory --no-memory-plan says arena %d, the binary allocates %d" % (want, b[-1]["mem_arena_bytes"]))
-print("ok   %s: identical losses, weights and gradients; arena %d planned, %d with one buffer per value"
-      % (sys.argv[3], a[-1]["mem_arena_bytes"], b[-1]["mem_arena_bytes"]))
+print("ok   %s: identical losses, weights and gradients; arena %d planned, %d with one buffer per value, "
+      "by category as --memory counts it" % (sys.argv[3], a[-1]["mem_arena_bytes"], b[-1]["mem_arena_bytes"]))
 EOF
         i=$((i + 1))
     done
@@ -120,9 +132,9 @@ violated() {
     cc=$(sed -n 's/^baspc: \(.*mpicc .*\)$/\1/p' "$W/build.log" | sed -E "s#[^ ]*\.c -o [^ ]*#$W/bad.c -o $W/bad#")
     [[ $cc == *bad.c* ]]
     local qoff
-    qoff=$(sed -n 's/.*\[V_l0_q\] = .*\.offset = \([0-9]*\)}.*/\1/p' "$W/good.c")
+    qoff=$(sed -n 's/.*\[V_l0_q\] = .*\.offset = \([0-9]*\)[,}].*/\1/p' "$W/good.c")
     [[ -n $qoff ]]
-    sed "s/\(\[V_l0_k\] = .*\.offset = \)[0-9]*}/\1$qoff}/" "$W/good.c" >"$W/bad.c"
+    sed "s/\(\[V_l0_k\] = .*\.offset = \)[0-9]*\([,}]\)/\1$qoff\2/" "$W/good.c" >"$W/bad.c"
     ! cmp -s "$W/good.c" "$W/bad.c"
     (cd "$W" && eval "$cc")
     local out rc=0
