@@ -99,9 +99,9 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --quiet              no per-step lines\n"
             "  --help               this text\n"
             "Output paths are checked before step 1: none may name an input or another output, and a\n"
-            "--checkpoint-dir is held (DIR/lock) by one run at a time.  SIGTERM/SIGINT: the ranks finish the step, write a\n"
-            "checkpoint (--checkpoint-dir) and exit 143/130; a second signal, or one during start-up\n"
-            "(before step 1), stops at once.\n"
+            "--checkpoint-dir is held (DIR/lock) by one run at a time.  SIGTERM/SIGINT: the ranks\n"
+            "finish the step, write a checkpoint (--checkpoint-dir) and exit 143/130; a second signal,\n"
+            "or one during start-up (before step 1), stops at once.\n"
             "A demo corpus: build/data/mkcorpus corpus.bin corpus.txt, then --data corpus.bin.\n",
             p->world, prog, p->model, p->spec ? p->spec : "?", p->world, (long long)p->steps, p->lr,
             rt_schedule_name(o->schedule), (long long)o->warmup, o->min_lr, o->wsd_decay, o->weight_decay, o->beta1,
