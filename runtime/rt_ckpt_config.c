@@ -12,15 +12,6 @@
 #include "rt_internal.h"
 #include "rt_read.h"
 
-static bool ck_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool ck_fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 bool rt_ckpt_tied(const rt_program *p) {
     for (int v = 0; v < p->nvalues; v++)
         if (p->values[v].kind == RT_PARAM && !strcmp(p->values[v].name, "lm_head")) return false;
@@ -77,7 +68,7 @@ static bool ck_cmp_num(ck_diffs *d, const cJSON *c, const char *pfx, const char 
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
     double v = dflt;
     if (j && !cJSON_IsNull(j)) {
-        if (!cJSON_IsNumber(j)) return ck_fail(err, errlen, "%s: field %s%s is not a number", path, pfx, key);
+        if (!cJSON_IsNumber(j)) return rt_fail(err, errlen, "%s: field %s%s is not a number", path, pfx, key);
         v = j->valuedouble;
     }
     char a[32], b[32];
@@ -90,7 +81,7 @@ static bool ck_cfg_bool(const cJSON *c, const char *key, bool *out, const char *
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
     *out = false;
     if (!j || cJSON_IsNull(j)) return true;
-    if (!cJSON_IsBool(j)) return ck_fail(err, errlen, "%s: field %s is not true or false", path, key);
+    if (!cJSON_IsBool(j)) return rt_fail(err, errlen, "%s: field %s is not true or false", path, key);
     *out = cJSON_IsTrue(j);
     return true;
 }
@@ -103,9 +94,9 @@ static bool ck_cmp_rope(ck_diffs *d, const rt_program *p, const cJSON *c, const 
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
     if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs))
-        return ck_fail(err, errlen, "%s: field rope_scaling is not an object or null", path);
+        return rt_fail(err, errlen, "%s: field rope_scaling is not an object or null", path);
     if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp))
-        return ck_fail(err, errlen, "%s: field rope_parameters is not an object or null", path);
+        return rt_fail(err, errlen, "%s: field rope_parameters is not an object or null", path);
     const cJSON *r = cJSON_IsObject(rs) && rs->child ? rs : cJSON_IsObject(rp) ? rp : NULL;
     char pfx[32] = "";
     if (r) snprintf(pfx, sizeof pfx, "%s.", r == rs ? "rope_scaling" : "rope_parameters");
@@ -115,7 +106,7 @@ static bool ck_cmp_rope(ck_diffs *d, const rt_program *p, const cJSON *c, const 
     if (!ok) return false;
     const cJSON *t = r ? cJSON_GetObjectItemCaseSensitive(r, "rope_type") : NULL;
     if (r && !t) t = cJSON_GetObjectItemCaseSensitive(r, "type");
-    if (t && !cJSON_IsString(t)) return ck_fail(err, errlen, "%s: field %srope_type is not a string", path, pfx);
+    if (t && !cJSON_IsString(t)) return rt_fail(err, errlen, "%s: field %srope_type is not a string", path, pfx);
     const char *type = t ? t->valuestring : "default";
     const char *have = p->rope_scaling == RT_ROPE_LLAMA3 ? "llama3" : "default";
     if (strcmp(type, have)) {
@@ -147,10 +138,10 @@ bool rt_ckpt_check_config(const rt_program *p, const char *path, const cJSON *ro
     const cJSON *c = !cJSON_GetObjectItemCaseSensitive(root, "hidden_size") && cJSON_IsObject(tc) ? tc : root;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c, "model_type");
     if (!cJSON_IsString(mt))
-        return ck_fail(err, errlen, "%s: no model_type (basp reads llama, qwen2 and qwen3 configs)", path);
+        return rt_fail(err, errlen, "%s: no model_type (basp reads llama, qwen2 and qwen3 configs)", path);
     bool qwen2 = !strcmp(mt->valuestring, "qwen2"), qwen3 = !strcmp(mt->valuestring, "qwen3");
     if (!qwen2 && !qwen3 && strcmp(mt->valuestring, "llama"))
-        return ck_fail(err, errlen, "%s: model_type %s is not supported (basp reads llama, qwen2 and qwen3)", path,
+        return rt_fail(err, errlen, "%s: model_type %s is not supported (basp reads llama, qwen2 and qwen3)", path,
                        mt->valuestring);
     int64_t heads = p->heads, hidden = p->hidden;
     ck_cfg_int(c, "num_attention_heads", p->heads, &heads);
@@ -175,7 +166,7 @@ bool rt_ckpt_check_config(const rt_program *p, const char *path, const cJSON *ro
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
         int64_t v;
         if (!ck_cfg_int(c, f[i].key, f[i].dflt, &v))
-            return ck_fail(err, errlen, "%s: field %s is missing or not an integer", path, f[i].key);
+            return rt_fail(err, errlen, "%s: field %s is missing or not an integer", path, f[i].key);
         if (v != f[i].have) ck_diff(&d, "%s %lld (program %lld)", f[i].key, (long long)v, (long long)f[i].have);
     }
     if (!ck_cmp_rope(&d, p, c, path, err, errlen) ||
@@ -217,7 +208,7 @@ bool rt_ckpt_check_config(const rt_program *p, const char *path, const cJSON *ro
             break;
         }
     if (d.n)
-        return ck_fail(err, errlen, "%s differs from this program (compiled from %s) in %d field(s): %s", path,
+        return rt_fail(err, errlen, "%s differs from this program (compiled from %s) in %d field(s): %s", path,
                        p->spec ? p->spec : "its spec", d.n, d.text);
     return true;
 }

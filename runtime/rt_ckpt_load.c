@@ -13,7 +13,6 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,15 +22,6 @@
 #include "rt_read.h"
 
 enum { CK_PATH = 4096, CK_MAX_FILES = 256 };
-
-static bool ck_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool ck_fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* The safetensors files a load reads (rank 0): whole files in memory. */
 typedef struct ck_src {
@@ -56,14 +46,14 @@ static bool ck_verify(const char *path, const unsigned char *buf, int64_t len, c
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(want, "bytes");
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(want, "fnv64");
     if (!cJSON_IsNumber(b) || !cJSON_IsString(h))
-        return ck_fail(err, errlen, "%s: state.json lists no size and checksum for it", path);
+        return rt_fail(err, errlen, "%s: state.json lists no size and checksum for it", path);
     if ((double)len != b->valuedouble)
-        return ck_fail(err, errlen, "%s: truncated or damaged: %lld bytes, state.json says %.0f", path,
+        return rt_fail(err, errlen, "%s: truncated or damaged: %lld bytes, state.json says %.0f", path,
                        (long long)len, b->valuedouble);
     char hex[17];
     sprintf(hex, "%016llx", (unsigned long long)rt_fnv64(RT_FNV64_INIT, buf, (size_t)len));
     if (strcmp(hex, h->valuestring))
-        return ck_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a-64 is %s, state.json says %.16s: the "
+        return rt_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a-64 is %s, state.json says %.16s: the "
                        "file is corrupt", path, hex, h->valuestring);
     return true;
 }
@@ -71,7 +61,7 @@ static bool ck_verify(const char *path, const unsigned char *buf, int64_t len, c
 /* Reads and parses one safetensors file; `want` (or NULL): its size and
  * checksum from state.json, checked before the file is parsed. */
 static bool ck_src_add(ck_src *s, const char *path, const cJSON *want, char *err, size_t errlen) {
-    if (s->n == CK_MAX_FILES) return ck_fail(err, errlen, "%s: more than %d weight files", path, CK_MAX_FILES);
+    if (s->n == CK_MAX_FILES) return rt_fail(err, errlen, "%s: more than %d weight files", path, CK_MAX_FILES);
     int i = s->n;
     snprintf(s->path[i], CK_PATH, "%s", path);
     if (!rt_read_file(path, &s->buf[i], &s->len[i], err, errlen)) return false;
@@ -97,7 +87,7 @@ static bool ck_json_unique(const char *path, const cJSON *j, char *err, size_t e
     if (!rt_json_find_dup(j, &dup)) return true;
     char why[768];
     rt_json_dup_text(&dup, why, sizeof why);
-    return ck_fail(err, errlen, "%s: %s", path, why);
+    return rt_fail(err, errlen, "%s: %s", path, why);
 }
 
 static cJSON *ck_read_json(const char *path, char *err, size_t errlen) {
@@ -108,7 +98,7 @@ static cJSON *ck_read_json(const char *path, char *err, size_t errlen) {
     free(b);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        ck_fail(err, errlen, "%s: not a JSON object (damaged?)", path);
+        rt_fail(err, errlen, "%s: not a JSON object (damaged?)", path);
         return NULL;
     }
     if (!ck_json_unique(path, j, err, errlen)) {
@@ -137,19 +127,19 @@ static bool ck_pick_one(const rt_program *p, const ck_src *s, int v, const char 
     const char *spec = p->spec ? p->spec : "its spec";
     out->t = ck_src_find(s, name, &out->file);
     if (!out->t)
-        return s->n == 1 ? ck_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
+        return s->n == 1 ? rt_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
                                    "has parameter %s (%s %s), which %s does not hold", spec, d->name, name, b,
                                    s->path[0])
-                         : ck_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
+                         : rt_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
                                    "has parameter %s (%s %s), which none of the %d weight files (%s, ...) holds",
                                    spec, d->name, name, b, s->n, s->path[0]);
     const rt_st_tensor *t = out->t;
     rt_st_fmt_shape(a, sizeof a, t->shape, t->nd);
     if (t->nd != nd || memcmp(t->shape, want, sizeof(int64_t) * (size_t)nd) != 0)
-        return ck_fail(err, errlen, "checkpoint is of a different model: %s is %s in %s but this program (compiled "
+        return rt_fail(err, errlen, "checkpoint is of a different model: %s is %s in %s but this program (compiled "
                        "from %s) needs %s (parameter %s)", name, a, s->path[out->file], spec, b, d->name);
     if (t->dtype == RT_ST_OTHER)
-        return ck_fail(err, errlen, "%s: tensor %s has dtype %s; F32, BF16, F16 and F64 can be loaded",
+        return rt_fail(err, errlen, "%s: tensor %s has dtype %s; F32, BF16, F16 and F64 can be loaded",
                        s->path[out->file], name, t->dtype_name);
     return true;
 }
@@ -188,7 +178,7 @@ static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *
             bool head = tied && !strcmp(t->name, "lm_head.weight");
             bool skip = (nl >= 19 && !strcmp(t->name + nl - 19, "rotary_emb.inv_freq"));
             if (!used && head && !ck_head_is_embed(s, f, t))
-                return ck_fail(err, errlen, "checkpoint is of a different model: %s holds an lm_head.weight that "
+                return rt_fail(err, errlen, "checkpoint is of a different model: %s holds an lm_head.weight that "
                                "differs from model.embed_tokens.weight (untied embeddings), but this program "
                                "(compiled from %s) ties the output head to the embedding", s->path[f],
                                p->spec ? p->spec : "its spec");
@@ -196,10 +186,10 @@ static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *
             for (int g = 0; g < f && first < 0; g++)
                 if (rt_st_find(&s->st[g], t->name)) first = g;
             if (first >= 0) /* the loader would take the first copy and never look at this one */
-                return ck_fail(err, errlen, "tensor %s is in two weight files, %s and %s: each tensor must be in "
+                return rt_fail(err, errlen, "tensor %s is in two weight files, %s and %s: each tensor must be in "
                                "exactly one (a damaged or hand-edited shard set?)", t->name, s->path[first], s->path[f]);
             if (!used && !skip && !head)
-                return ck_fail(err, errlen, "checkpoint is of a different model: %s holds tensor %s, which is not a "
+                return rt_fail(err, errlen, "checkpoint is of a different model: %s holds tensor %s, which is not a "
                                "parameter of this program (compiled from %s)", s->path[f], t->name,
                                p->spec ? p->spec : "its spec");
         }
@@ -229,11 +219,11 @@ static bool ck_check_finite(const ck_src *s, const ck_pick *picks, int n, char *
         free(x);
         double was = i >= 0 && t->dtype == RT_ST_F64 ? ck_f64_at(s, &picks[k], i) : NAN;
         if (i >= 0 && isfinite(was)) /* finite in the file, but no float32 holds it */
-            return ck_fail(err, errlen, "%s: tensor %s holds %g at element %lld, outside the float32 range "
+            return rt_fail(err, errlen, "%s: tensor %s holds %g at element %lld, outside the float32 range "
                            "(|x| <= 3.4e38) that basp trains in: refusing to train from it", s->path[picks[k].file],
                            t->name, was, (long long)i);
         if (i >= 0)
-            return ck_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
+            return rt_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
                            "train from it", s->path[picks[k].file], t->name, isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf",
                            (long long)i);
     }
@@ -322,17 +312,17 @@ static bool ck_hf_files(const char *dir, ck_src *s, char *err, size_t errlen) {
     cJSON *idx = ck_read_json(p, err, errlen);
     if (!idx) return false;
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-    bool ok = cJSON_IsObject(wm) || ck_fail(err, errlen, "%s: no \"weight_map\" object", p);
+    bool ok = cJSON_IsObject(wm) || rt_fail(err, errlen, "%s: no \"weight_map\" object", p);
     for (const cJSON *e = ok ? wm->child : NULL; e && ok; e = e->next) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !strcmp(e->valuestring, ".."))
-            ok = ck_fail(err, errlen, "%s: weight_map entry %.80s is not a file name in the directory", p, e->string);
+            ok = rt_fail(err, errlen, "%s: weight_map entry %.80s is not a file name in the directory", p, e->string);
         if (!ok) break;
         snprintf(f, sizeof f, "%s/%s", dir, e->valuestring);
         int k = 0;
         while (k < s->n && strcmp(s->path[k], f)) k++;
         if (k == s->n) ok = ck_src_add(s, f, NULL, err, errlen);
         if (ok && !rt_st_find(&s->st[k], e->string))
-            ok = ck_fail(err, errlen, "%s: weight_map puts %.80s in %s, which does not hold it", p, e->string, f);
+            ok = rt_fail(err, errlen, "%s: weight_map puts %.80s in %s, which does not hold it", p, e->string, f);
     }
     cJSON_Delete(idx);
     return ok;
@@ -438,7 +428,7 @@ static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t
         return true;
     }
     *none = true;
-    return ck_fail(err, errlen, "%s: no checkpoint to resume from (no state.json, no `latest`, no step-* directory "
+    return rt_fail(err, errlen, "%s: no checkpoint to resume from (no state.json, no `latest`, no step-* directory "
                    "with a state.json)", arg);
 }
 
@@ -509,15 +499,15 @@ static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, in
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(st, "step");
     const cJSON *sd = cJSON_GetObjectItemCaseSensitive(st, "seed");
     if (!cJSON_IsString(fm) || strcmp(fm->valuestring, "basp-checkpoint"))
-        return ck_fail(err, errlen, "%s: not a basp checkpoint (no \"format\": \"basp-checkpoint\")", path);
+        return rt_fail(err, errlen, "%s: not a basp checkpoint (no \"format\": \"basp-checkpoint\")", path);
     if (!cJSON_IsNumber(ver) || ver->valuedouble != RT_CKPT_VERSION)
-        return ck_fail(err, errlen, "%s: checkpoint version %g; this program reads version %d", path,
+        return rt_fail(err, errlen, "%s: checkpoint version %g; this program reads version %d", path,
                        cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, RT_CKPT_VERSION);
     char *end = NULL;
     if (cJSON_IsString(sd)) *seed = strtoll(sd->valuestring, &end, 10);
     if (!cJSON_IsNumber(sp) || !(sp->valuedouble >= 0 && sp->valuedouble <= 1e9) ||
         sp->valuedouble != floor(sp->valuedouble) || !end || end == sd->valuestring || *end)
-        return ck_fail(err, errlen, "%s: damaged: no valid step or seed", path);
+        return rt_fail(err, errlen, "%s: damaged: no valid step or seed", path);
     *step = (int64_t)sp->valuedouble;
     return true;
 }
@@ -533,7 +523,7 @@ static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *pic
     const char *names[3] = {"config.json", "model.safetensors", "optimizer.safetensors"};
     for (int i = 0; ok && i < 3; i++)
         if (!cJSON_GetObjectItemCaseSensitive(files, names[i]))
-            ok = ck_fail(err, errlen, "%s: damaged: lists no %s", p, names[i]);
+            ok = rt_fail(err, errlen, "%s: damaged: lists no %s", p, names[i]);
     if (ok) { /* config.json: checksum, then every field against the program (see rt_hf_load_dir) */
         unsigned char *b = NULL;
         int64_t len = 0;
@@ -541,7 +531,7 @@ static bool ck_resume_check(rt_ctx *rt, const char *dir, ck_src *s, ck_pick *pic
         ok = rt_read_file(p, &b, &len, err, errlen) &&
              ck_verify(p, b, len, cJSON_GetObjectItemCaseSensitive(files, names[0]), err, errlen);
         cJSON *c = ok ? cJSON_ParseWithLength((const char *)b, (size_t)len) : NULL;
-        if (ok && !cJSON_IsObject(c)) ok = ck_fail(err, errlen, "%s: not a JSON object (damaged?)", p);
+        if (ok && !cJSON_IsObject(c)) ok = rt_fail(err, errlen, "%s: not a JSON object (damaged?)", p);
         ok = ok && ck_json_unique(p, c, err, errlen) && rt_ckpt_check_config(rt->p, p, c, err, errlen);
         cJSON_Delete(c);
         free(b);

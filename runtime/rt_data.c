@@ -6,6 +6,7 @@
  * rest 0), then the tokens: version 1 = uint16, version 2 = uint32. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,14 @@ bool rt_read_input(const char *opt, const char *path, unsigned char **out, int64
     *out = b;
     *len = (int64_t)n;
     return true;
+}
+
+bool rt_fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return false;
 }
 
 bool rt_read_file(const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen) {

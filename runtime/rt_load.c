@@ -12,7 +12,6 @@
  *
  * A directory given to --init-from is a Hugging Face model directory
  * (safetensors), read by rt_hf_load_dir in rt_ckpt_load.c. */
-#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +36,6 @@ typedef struct rt_tensor_file {
     uint32_t count;
     rt_file_tensor *t;
 } rt_tensor_file;
-
-static bool rt_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool rt_fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* Bounds-checked read of n bytes at *off. */
 static bool rt_take(const rt_tensor_file *f, int64_t *off, void *out, int64_t n) {

@@ -23,6 +23,8 @@
  * with the reason in err, prefixed by "OPT PATH" (opt: the command-line
  * option the file comes from, or NULL for the path alone). */
 int rt_open_input(const char *opt, const char *path, struct stat *st, char *err, size_t errlen);
+/* fmt into err; false (the idiom of every check that explains itself). */
+bool rt_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* rt_read_file through rt_open_input: the whole regular file into *out
  * (malloc'ed, NUL after the *len bytes). */
 bool rt_read_input(const char *opt, const char *path, unsigned char **out, int64_t *len, char *err, size_t errlen);
