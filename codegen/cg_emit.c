@@ -229,7 +229,7 @@ static void cg_groups(sup_buf *b, const cg_names *n) {
     sup_buf_puts(b, "};\n\n");
 }
 
-static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
+static void cg_value_row(sup_buf *b, const cg_names *n, int v, ir_mem_cat cat) {
     const ir_module *m = n->m;
     const ir_value *val = &m->values[v];
     const char *kind = val->kind == IR_V_PARAM    ? "RT_PARAM"
@@ -257,7 +257,6 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
     if (val->mem_off >= 0 && cg_memory_plan()) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
     if (ir_mem_keeps_f32(m, v)) sup_buf_puts(b, ", .keep_f32 = 1");
     /* The category baspc --memory counts it in, for the runtime's report. */
-    ir_mem_cat cat = ir_mem_value_cat(m, v);
     sup_buf_printf(b, ", .mem_cat = %s", cat == IR_MEM_PARAMS ? "RT_VCAT_PARAMS"
                                          : cat == IR_MEM_GRADS ? "RT_VCAT_GRADS"
                                          : val->kind == IR_V_INPUT ? "RT_VCAT_INPUTS"
@@ -268,10 +267,12 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v) {
 static void cg_values(sup_buf *b, const cg_names *n) {
     sup_buf_puts(b, "/* name, kind, dtype, rank, global dims, sharding group per dim (-1 = whole),\n"
                     " * local elements (the largest rank's), uneven split unit per dim if any,\n"
-                    " * byte offset of the buffer in the arena (the memory plan). */\n"
+                    " * byte offset of the buffer in the arena (the memory plan), memory category. */\n"
                     "static const rt_value_desc values[NVALUES] = {\n");
+    ir_mem_cat *cat = ir_mem_value_cats(n->m);
     for (int v = 0; v < n->m->nvalues; v++)
-        if (n->value[v][0]) cg_value_row(b, n, v);
+        if (n->value[v][0]) cg_value_row(b, n, v, cat[v]);
+    free(cat);
     sup_buf_puts(b, "};\n\n");
 }
 

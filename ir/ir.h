@@ -331,9 +331,20 @@ int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t);
 /* Values every backend keeps in fp32 even where activations are bf16: the
  * log-sum-exp of ring_attention, which its backward exponentiates against. */
 bool ir_mem_keeps_f32(const ir_module *m, int v);
-ir_mem_cat ir_mem_value_cat(const ir_module *m, int v);
-/* True when v is a parameter's gradient: named d.<param> or d.<param>.<suffix>. */
-bool ir_mem_weight_like(const ir_module *m, int v);
+/* The one rule of what is a weight and what an activation, by dataflow
+ * (names play no part): parameters, gradient accumulators, the weight
+ * gradient output of each backward op (linear_bwd's dW, rmsnorm_bwd's dg,
+ * embedding_bwd, bias_add_bwd, lm_head_loss_bwd's dW, mlp_bwd's three),
+ * and every add or collective whose first input is weight-like (sums of
+ * tied gradients, ZeRO's gathers and reductions).  A calloc'ed flag per
+ * value; the partitioning passes shard what is not weight-like. */
+bool *ir_weight_flags(const ir_module *m);
+/* Every value's memory category from those flags, computed once (the
+ * caller frees it): parameters and their gathered ZeRO copies are params,
+ * other weight-like values grads, everything else activations.  baspc
+ * --memory and the runtime's arena report (through codegen) both count by
+ * it. */
+ir_mem_cat *ir_mem_value_cats(const ir_module *m);
 /* Bytes of the optimizer state of every adamw pair (aligned per tensor). */
 int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t);
 /* The largest staging areas a collective (or ZeRO-1's adamw slice) needs:

@@ -97,44 +97,56 @@ int ir_mem_loss_value(const ir_module *m)
     return -1;
 }
 
-/* Gradients are named d.<value> by lowering and its passes; a parameter's
- * (d.<param>, d.<param>.sum, ...) is a gradient, an activation's (d.l0.x1)
- * counts with the activations. */
-ir_mem_cat ir_mem_value_cat(const ir_module *m, int v)
+/* Which output of an op is a weight gradient (-1: none): the ops that turn
+ * activations into a parameter-shaped result. */
+static int weight_grad_output(ir_opcode code)
 {
-    const ir_value *val = &m->values[v];
-    if (val->kind == IR_V_PARAM)
-        return IR_MEM_PARAMS;
-    if (val->kind == IR_V_ACCUM)
-        return IR_MEM_GRADS;
-    if (val->kind == IR_V_RESULT && ir_mem_weight_like(m, v))
-        return IR_MEM_GRADS;
-    /* ZeRO working copies of parameters (all_gather of a param) count as params. */
-    if (val->kind == IR_V_RESULT && val->def >= 0 && val->def < m->nops) {
-        const ir_op *op = &m->ops[val->def];
-        if (op->code == IR_ALL_GATHER && m->values[op->in[0]].kind == IR_V_PARAM)
-            return IR_MEM_PARAMS;
+    switch (code) {
+    case IR_EMBEDDING_BWD:
+    case IR_BIAS_ADD_BWD: return 0;
+    case IR_RMSNORM_BWD:
+    case IR_LINEAR_BWD:
+    case IR_LM_HEAD_LOSS_BWD: return 1;
+    default: return -1;
     }
-    return IR_MEM_ACTS;
 }
 
-/* A gradient of a parameter: named d.<param> or d.<param>.<suffix>. */
-bool ir_mem_weight_like(const ir_module *m, int v)
+bool *ir_weight_flags(const ir_module *m)
 {
-    const char *name = m->values[v].name;
-    if (strncmp(name, "d.", 2) != 0)
-        return false;
-    char base[IR_NAME_MAX];
-    snprintf(base, sizeof base, "%s", name + 2);
-    for (;;) {
-        int p = ir_value_find(m, base);
-        if (p >= 0 && m->values[p].kind == IR_V_PARAM)
-            return true;
-        char *dot = strrchr(base, '.');
-        if (!dot)
-            return false;
-        *dot = '\0';
+    bool *w = sup_xcalloc((size_t)(m->nvalues ? m->nvalues : 1), sizeof *w);
+    for (int v = 0; v < m->nvalues; v++)
+        w[v] = m->values[v].kind == IR_V_PARAM || m->values[v].kind == IR_V_ACCUM;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        int k = weight_grad_output(op->code);
+        if (k >= 0 && k < op->nout)
+            w[op->out[k]] = true;
+        if (op->code == IR_MLP_BWD) /* dx, then the three weight gradients */
+            for (int o = 1; o < op->nout; o++)
+                w[op->out[o]] = true;
+        /* Sums and reductions of weight-like values stay weight-like (the
+         * tied-embedding gradient sum, ZeRO's collectives). */
+        bool passes_through = op->code == IR_ADD || ir_op_info_of(op->code)->kind == IR_K_COLL;
+        if (passes_through && op->nin > 0 && w[op->in[0]])
+            for (int o = 0; o < op->nout; o++)
+                w[op->out[o]] = true;
     }
+    return w;
+}
+
+ir_mem_cat *ir_mem_value_cats(const ir_module *m)
+{
+    bool *w = ir_weight_flags(m);
+    ir_mem_cat *cat = sup_xcalloc((size_t)(m->nvalues ? m->nvalues : 1), sizeof *cat);
+    for (int v = 0; v < m->nvalues; v++) {
+        const ir_value *val = &m->values[v];
+        const ir_op *def = val->kind == IR_V_RESULT && val->def >= 0 && val->def < m->nops ? &m->ops[val->def] : NULL;
+        /* A ZeRO working copy (all_gather of a parameter) is a parameter. */
+        bool gathered = def && def->code == IR_ALL_GATHER && def->nin > 0 && m->values[def->in[0]].kind == IR_V_PARAM;
+        cat[v] = val->kind == IR_V_PARAM || gathered ? IR_MEM_PARAMS : w[v] ? IR_MEM_GRADS : IR_MEM_ACTS;
+    }
+    free(w);
+    return cat;
 }
 
 int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t)

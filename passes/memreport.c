@@ -114,13 +114,14 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     /* What is live at the peak op (before the first op when there are none). */
     int at = p >= 0 ? p : -1;
     live_value *live = sup_xmalloc(sizeof *live * (size_t)(m->nvalues + 1));
+    ir_mem_cat *cat = ir_mem_value_cats(m);
     int nlive = 0;
     r->live[IR_MEM_OPTIM] = opt;
     r->live[IR_MEM_COMM] = stage;
     for (int v = 0; v < m->nvalues; v++) {
         if (start[v] == -2 || start[v] > at || at > end[v] || bytes[v] <= 0)
             continue;
-        r->live[ir_mem_value_cat(m, v)] += bytes[v];
+        r->live[cat[v]] += bytes[v];
         live[nlive++] = (live_value){v, bytes[v]};
     }
     r->live[IR_MEM_WORK] = r->work_bytes;
@@ -132,13 +133,14 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     r->ntop = nlive < PASS_MEM_TOP ? nlive : PASS_MEM_TOP;
     for (int i = 0; i < r->ntop; i++) {
         snprintf(r->top[i].name, sizeof r->top[i].name, "%s", m->values[live[i].v].name);
-        r->top[i].cat = ir_mem_value_cat(m, live[i].v);
+        r->top[i].cat = cat[live[i].v];
         r->top[i].bytes = live[i].bytes;
     }
 
     r->device_mem = cfg_double(m, "device_mem");
     r->fits = r->device_mem <= 0 || (double)r->peak_bytes <= r->device_mem;
     free(live);
+    free(cat);
     free(bytes);
     free(start);
     free(end);
@@ -170,12 +172,13 @@ static void report_slots(const ir_module *m, pass_mem_report *r)
     r->live[IR_MEM_COMM] = r->stage_bytes;
     r->live[IR_MEM_WORK] = r->work_bytes;
     live_value *all = sup_xmalloc(sizeof *all * (size_t)(m->nvalues + 1));
+    ir_mem_cat *cat = ir_mem_value_cats(m);
     int n = 0;
     for (int v = 0; v < m->nvalues; v++) {
         int64_t b = ir_mem_value_bytes(m, v, t);
         if (b <= 0)
             continue;
-        r->live[ir_mem_value_cat(m, v)] += b;
+        r->live[cat[v]] += b;
         all[n++] = (live_value){v, b};
     }
     r->live_bytes = r->no_reuse_bytes;
@@ -186,11 +189,12 @@ static void report_slots(const ir_module *m, pass_mem_report *r)
     r->ntop = n < PASS_MEM_TOP ? n : PASS_MEM_TOP;
     for (int i = 0; i < r->ntop; i++) {
         snprintf(r->top[i].name, sizeof r->top[i].name, "%s", m->values[all[i].v].name);
-        r->top[i].cat = ir_mem_value_cat(m, all[i].v);
+        r->top[i].cat = cat[all[i].v];
         r->top[i].bytes = all[i].bytes;
     }
     r->fits = r->device_mem <= 0 || (double)r->peak_bytes <= r->device_mem;
     free(all);
+    free(cat);
 }
 
 static void report_of(const ir_module *m, pass_mem_report *r)

@@ -27,7 +27,7 @@
 /* Shards dim 0 (batch) of every activation over @dp. */
 static void shard_batch(ir_module *m, int dp)
 {
-    bool *weight = pu_weight_flags(m);
+    bool *weight = ir_weight_flags(m);
     for (int v = 0; v < m->nvalues; v++)
         if (pu_is_activation(m, weight, v))
             m->values[v].type.shard[0] = dp;

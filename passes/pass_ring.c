@@ -182,7 +182,7 @@ static const char *ring_illegal(const ir_module *m, int G, int R)
 
 static void shard_sequence(ir_module *m, int sp)
 {
-    bool *weight = pu_weight_flags(m);
+    bool *weight = ir_weight_flags(m);
     for (int v = 0; v < m->nvalues; v++)
         if (pu_is_activation(m, weight, v))
             m->values[v].type.shard[1] = sp;

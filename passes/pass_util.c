@@ -24,43 +24,6 @@ void pu_tag_like(ir_op *op, const ir_op *from)
     pu_tag(op, ir_op_layer(from), *ph ? ph : "fwd");
 }
 
-/* Which output of an op is a weight gradient (-1: none).  These are the ops
- * that turn activations into a parameter-shaped result. */
-static int weight_grad_output(ir_opcode code)
-{
-    switch (code) {
-    case IR_EMBEDDING_BWD:
-    case IR_BIAS_ADD_BWD: return 0;
-    case IR_RMSNORM_BWD:
-    case IR_LINEAR_BWD:
-    case IR_LM_HEAD_LOSS_BWD: return 1;
-    default: return -1;
-    }
-}
-
-bool *pu_weight_flags(const ir_module *m)
-{
-    bool *w = sup_xcalloc((size_t)(m->nvalues ? m->nvalues : 1), sizeof *w);
-    for (int v = 0; v < m->nvalues; v++)
-        w[v] = m->values[v].kind == IR_V_PARAM;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        int k = weight_grad_output(op->code);
-        if (k >= 0 && k < op->nout)
-            w[op->out[k]] = true;
-        if (op->code == IR_MLP_BWD) /* dx, then the three weight gradients */
-            for (int o = 1; o < op->nout; o++)
-                w[op->out[o]] = true;
-        /* Sums and reductions of weight-like values stay weight-like (the
-         * tied-embedding gradient sum, ZeRO's collectives). */
-        bool passes_through = op->code == IR_ADD || ir_op_info_of(op->code)->kind == IR_K_COLL;
-        if (passes_through && op->nin > 0 && w[op->in[0]])
-            for (int o = 0; o < op->nout; o++)
-                w[op->out[o]] = true;
-    }
-    return w;
-}
-
 bool pu_is_activation(const ir_module *m, const bool *weight, int v)
 {
     return !weight[v] && m->values[v].type.rank >= 2;

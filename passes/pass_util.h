@@ -15,12 +15,9 @@ void pu_tag(ir_op *op, int layer, const char *phase);
 /* Same layer/phase as op `from`. */
 void pu_tag_like(ir_op *op, const ir_op *from);
 
-/* Per value: true for parameters and everything computed only to update
- * them (weight gradients and their sums/reductions).  The rest of rank >= 2
- * are activations, whose batch and sequence dimensions the passes shard.
- * Returns a malloc'd array of m->nvalues flags. */
-bool *pu_weight_flags(const ir_module *m);
-/* True for an activation: not weight-like, rank >= 2. */
+/* True for an activation: not weight-like (ir_weight_flags, the one rule
+ * the memory report shares), rank >= 2; the passes shard activations'
+ * batch and sequence dimensions. */
 bool pu_is_activation(const ir_module *m, const bool *weight, int v);
 
 /* Config string with a default. */

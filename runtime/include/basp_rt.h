@@ -74,7 +74,7 @@ typedef struct rt_value_desc {
     /* 1: kept in fp32 by every backend (the CUDA one stores other floating
      * tensors in bf16): ring attention's log-sum-exp. */
     int keep_f32;
-    /* The memory category the compiler counts the buffer in (ir_mem_value_cat,
+    /* The memory category the compiler counts the buffer in (ir_mem_value_cats,
      * the one rule: a parameter's gradient is a gradient, an activation's
      * an activation; a gathered copy of a parameter is a parameter), so that
      * the arena report and baspc --memory agree.  RT_VCAT_DEFAULT (tables
