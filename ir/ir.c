@@ -216,11 +216,6 @@ int ir_world(const ir_module *m)
     return m->mesh.nodes * m->mesh.devices_per_node;
 }
 
-int ir_node_of(const ir_module *m, int r)
-{
-    return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
-}
-
 /* ---- config ------------------------------------------------------------- */
 void ir_config_set(ir_module *m, const char *key, const char *value)
 {

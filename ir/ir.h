@@ -197,7 +197,10 @@ int ir_world(const ir_module *m); /* nodes * devices_per_node */
 /* The node holding world rank r: ranks are numbered node by node, so r /
  * devices_per_node.  The one definition of the mesh geometry that the cost
  * model, the schedule report and placement share. */
-int ir_node_of(const ir_module *m, int r);
+static inline int ir_node_of(const ir_module *m, int r) /* inline: the cost model calls it per rank */
+{
+    return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
+}
 
 /* Config: set replaces an existing key in place (order kept), else appends. */
 void ir_config_set(ir_module *m, const char *key, const char *value);
