@@ -481,15 +481,6 @@ static void add_params_and_inputs(lw *c, int layers)
     ir_value_add(c->m, "targets", IR_V_INPUT, tok);
 }
 
-ir_module *pass_lower(const fe_spec *spec)
-{
-    if (!spec)
-        return NULL;
-    layout_choice c;
-    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0))
-        return NULL;
-    return pass_lower_with(spec, &c);
-}
 
 ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice)
 {

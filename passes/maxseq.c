@@ -290,3 +290,63 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
     cJSON_free(s);
     cJSON_Delete(o);
 }
+
+/* ---- what would make it fit ------------------------------------------------ */
+/* Here, with the search, not in memreport.c: each suggestion is a spec
+ * built again through the pipeline, which is a driver's work; the report
+ * itself only reads a module. */
+void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
+{
+    r->nsuggest = 0;
+    if (!spec || r->fits)
+        return;
+    pass_mem_suggestion *sg = r->suggest;
+    const char *sets[PASS_MEM_SUGGEST] = {0};
+    bool cuda[PASS_MEM_SUGGEST] = {0};
+    int n = 0, first = 0;
+    /* Without the memory plan: the planned program of the same step (its
+     * numbers are in r already, nothing to build). */
+    if (r->no_reuse) {
+        snprintf(sg[n].change, sizeof sg[n].change, "the memory plan (drop --no-memory-plan)");
+        sg[n].peak_bytes = r->planned_arena_bytes + r->work_bytes;
+        sg[n].fits = r->device_mem <= 0 || (double)sg[n].peak_bytes <= r->device_mem;
+        first = ++n;
+    }
+    /* A bf16 spec for a GPU planned for the cpu backend (4-byte elements):
+     * the CUDA backend's buffers are what the device would hold. */
+    if (!r->cuda && !strcmp(spec->train.precision, "bf16") && strncmp(spec->mesh.device, "cpu", 3) != 0) {
+        snprintf(sg[n].change, sizeof sg[n].change, "--target=cuda");
+        cuda[n++] = true;
+    }
+    /* Then in the order of cost to the user: a ZeRO stage, recomputation
+     * (compute, no ranks), more ranks, a shorter sequence, a smaller
+     * micro-batch (which changes the global batch). */
+    if (spec->train.zero < 3)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.zero=3");
+    bool full = !strcmp(spec->train.recompute, "full");
+    if (!full && strcmp(spec->train.recompute, "selective") != 0)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=selective");
+    if (!full)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=full");
+    snprintf(sg[n++].change, sizeof sg[0].change, "--set mesh.nodes=%lld", (long long)spec->mesh.nodes * 2);
+    if (spec->train.seq_len >= 2 && spec->train.seq_len % 2 == 0)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.seq_len=%lld", (long long)spec->train.seq_len / 2);
+    if (spec->train.micro_batch >= 2 && n < PASS_MEM_SUGGEST)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.micro_batch=%lld",
+                 (long long)spec->train.micro_batch / 2);
+    r->nsuggest = n;
+    sup_diag_saved saved = sup_diag_silence();
+    for (int i = first; i < n; i++) {
+        pass_mem_suggestion *s = &sg[i];
+        sets[i] = cuda[i] ? NULL : s->change + strlen("--set ");
+        ir_module *m = pass_build_with(spec, &sets[i], sets[i] ? 1 : 0, cuda[i] || r->cuda);
+        pass_mem_report t;
+        s->peak_bytes = -1;
+        if (m && pass_memory_report(m, &t)) {
+            s->peak_bytes = t.peak_bytes;
+            s->fits = t.fits;
+        }
+        ir_module_free(m);
+    }
+    sup_diag_restore(saved);
+}

@@ -21,9 +21,10 @@
  * spec field the passes need is copied into the module config, so passes
  * work from textual IR alone. */
 ir_module *pass_lower(const fe_spec *spec);
-/* Lowers with this layout (config sequence, ring_degree, a2a, groups);
- * pass_lower uses the spec's own layout, or the planner's choice
- * (pass_layout_resolve) when the spec leaves something to choose. */
+/* Lowers with this layout (config sequence, ring_degree, a2a, groups;
+ * lower.c).  pass_lower (plan.c, the driver above lowering) uses the spec's
+ * own layout, or the planner's choice (pass_layout_resolve) when the spec
+ * leaves something to choose. */
 ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice);
 
 /* Options shared by every pass. */
@@ -338,7 +339,8 @@ bool pass_memory_report(const ir_module *m, pass_mem_report *r);
  * buffer, codegen's cg_set_memory_plan(false)), and every report says what
  * they allocate.  Default true. */
 void pass_memory_set_reuse(bool on);
-/* When r does not fit: rebuilds `spec` with one change at a time and
+/* maxseq.c (a driver: it builds; the report above only reads a module).
+ * When r does not fit: rebuilds `spec` with one change at a time and
  * records each one's peak in r->suggest: the memory plan (a report without
  * it, r->no_reuse), the cuda target (when the plan is
  * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, recompute

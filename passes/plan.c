@@ -203,6 +203,19 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
     return pick >= 0;
 }
 
+/* Lowering with a layout still to choose is the planner's business: lower.c
+ * only builds a given layout (pass_lower_with), so that lowering never
+ * calls back into the planner that lowers every candidate. */
+ir_module *pass_lower(const fe_spec *spec)
+{
+    if (!spec)
+        return NULL;
+    layout_choice c;
+    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0))
+        return NULL;
+    return pass_lower_with(spec, &c);
+}
+
 /* ---- the table ----------------------------------------------------------------- */
 /* Distinct peers a rank exchanges with: K-1 for Ulysses' all-to-all; a
  * ring's two neighbours; hybrid's U-1 Ulysses peers plus its ring
