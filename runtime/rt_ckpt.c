@@ -433,15 +433,19 @@ static bool ck_publish(const char *tmp, const char *fin, const char *old, bool *
     return true;
 }
 
-/* Rank 0: what `latest` of dir names ("" when nothing readable). */
-static void ck_read_latest(const char *dir, char *name, size_t n) {
+int rt_ckpt_latest_name(const char *dir, char *name, size_t n, char *err, size_t errlen) {
     char p[CK_PATH];
-    snprintf(p, sizeof p, "%s/latest", dir);
-    FILE *f = fopen(p, "r");
+    struct stat st;
     name[0] = 0;
-    if (f && !fgets(name, (int)n, f)) name[0] = 0;
-    if (f) fclose(f);
-    name[strcspn(name, "\r\n")] = 0;
+    snprintf(p, sizeof p, "%s/latest", dir);
+    if (stat(p, &st) != 0) return 0;
+    unsigned char *b;
+    int64_t len;
+    if (!rt_read_file(p, &b, &len, err, errlen)) return -1; /* a FIFO is refused, not waited on */
+    snprintf(name, n, "%.*s", (int)((size_t)len < n ? (size_t)len : n - 1), (const char *)b);
+    free(b);
+    name[strcspn(name, "\r\n/")] = 0;
+    return 1;
 }
 
 /* Rank 0: fin was published but `latest` could not follow (err says why).
@@ -455,8 +459,8 @@ static void ck_withdraw(const rt_ctx *rt, const char *tmp, const char *fin, cons
     if (rename(fin, tmp) != 0) ck_remove_tree(fin);
     if (had && rename(old, fin) != 0) ck_remove_tree(old);
     ck_fsync_dir(rt->opt.ckpt_dir);
-    char name[256];
-    ck_read_latest(rt->opt.ckpt_dir, name, sizeof name);
+    char name[256], why[256];
+    rt_ckpt_latest_name(rt->opt.ckpt_dir, name, sizeof name, why, sizeof why);
     size_t k = strlen(err);
     if (name[0])
         snprintf(err + k, errlen - k, " (%s withdrawn: `latest` still names %s, which --resume takes)",

@@ -409,16 +409,10 @@ static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t
         snprintf(out, CK_PATH, "%s", arg);
         return true;
     }
-    char p[CK_PATH], name[256] = "";
-    snprintf(p, sizeof p, "%s/latest", arg);
-    unsigned char *b;
-    int64_t len;
-    struct stat st;
-    if (stat(p, &st) == 0) { /* read as every input is: a FIFO is refused, not waited on */
-        if (!rt_read_file(p, &b, &len, err, errlen)) return false;
-        snprintf(name, sizeof name, "%.*s", (int)(len < 255 ? len : 255), (const char *)b);
-        free(b);
-        name[strcspn(name, "\r\n/")] = 0;
+    char name[256] = "";
+    int got = rt_ckpt_latest_name(arg, name, sizeof name, err, errlen);
+    if (got < 0) return false;
+    if (got > 0) {
         snprintf(out, CK_PATH, "%s/%s", arg, name);
         if (name[0] && ck_has_state(out)) return true;
     }
@@ -456,6 +450,11 @@ static bool ck_intact(const char *dir) {
  * err gets the newest older step-* of DIR that is intact, which the user
  * can pass instead (never taken silently: the run would train again the
  * steps after it). */
+static int ck_newest_first(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x < y) - (x > y);
+}
+
 static void ck_point_older(const char *where, const char *bad, char *err, size_t errlen) {
     long long from = -1, s;
     const char *tail = strrchr(bad, '/');
@@ -473,14 +472,10 @@ static void ck_point_older(const char *where, const char *bad, char *err, size_t
         }
     if (d) closedir(d);
     size_t k = strlen(err);
-    for (;;) { /* newest first */
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (steps[i] >= 0 && (best < 0 || steps[i] > steps[best])) best = i;
-        if (best < 0) break;
+    if (n) qsort(steps, (size_t)n, sizeof *steps, ck_newest_first);
+    for (int i = 0; i < n; i++) {
         char p[CK_PATH];
-        snprintf(p, sizeof p, "%s/step-%08lld", where, steps[best]);
-        steps[best] = -1;
+        snprintf(p, sizeof p, "%s/step-%08lld", where, steps[i]);
         if (ck_has_state(p) && ck_intact(p)) {
             snprintf(err + k, errlen - k, "; the older checkpoint %s is intact: --resume %s continues from it", p, p);
             free(steps);

@@ -42,6 +42,12 @@ void rt_ckpt_state_data(const rt_ctx *rt, struct cJSON *data);
  * warning names each change (the run goes on: see runtime/README.md). */
 void rt_ckpt_check_data(const rt_ctx *rt, const struct cJSON *state);
 
+/* ---- `latest` (rt_ckpt.c) ----------------------------------------------------- */
+/* The step directory DIR/latest names, up to a newline or '/', into name
+ * (n bytes): 1; 0 when there is no `latest`; -1 when it cannot be read
+ * (err says why: a FIFO, a directory, an I/O error). */
+int rt_ckpt_latest_name(const char *dir, char *name, size_t n, char *err, size_t errlen);
+
 /* ---- config.json against the program (rt_ckpt_config.c) ---------------------- */
 /* Rank 0: config.json `root` (read from path) describes the compiled model;
  * else false with every differing field, both values, in err. */
