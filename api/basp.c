@@ -28,7 +28,12 @@ bool basp_spec_set(basp_spec *spec, const char *assignment) {
     return spec && fe_override(spec, assignment);
 }
 
-bool basp_spec_check(basp_spec *spec) { return spec && fe_check(spec); }
+/* The spec's words for strategies come from the registry (layout/), so the
+ * built-in passes and strategies are registered before the first check. */
+bool basp_spec_check(basp_spec *spec) {
+    pass_init();
+    return spec && fe_check(spec);
+}
 
 void basp_spec_print(const basp_spec *spec, FILE *out) { fe_spec_print(spec, out); }
 
@@ -107,7 +112,9 @@ bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_optio
     if (!m) return false;
     set_mem_target(m);
     pass_options po = to_pass_options(opt);
-    return pass_run_pipeline(m, passes ? passes : pass_default_pipeline(), &po);
+    char own[512];
+    if (!passes && !pass_pipeline_of(m, own, sizeof own)) return false;
+    return pass_run_pipeline(m, passes ? passes : own, &po);
 }
 
 basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt, basp_fit fit) {

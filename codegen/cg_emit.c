@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "../layout/layout.h"
 
 /* Only for RT_MAX_RANK: the tables below are this header's structs. */
 #include "../runtime/include/basp_rt.h"
@@ -416,15 +417,16 @@ static void cg_features(sup_buf *b, const ir_module *m) {
     if (qb || qn) sup_buf_printf(b, "    .qkv_bias = %d, .qk_norm = %d,\n", qb, qn);
     int64_t ring = ir_config_int(m, "seq_ring", 0);
     if (ring > 1) sup_buf_printf(b, "    .seq_ring = %" PRId64 ", /* the ring's zig-zag sequence order */\n", ring);
-    /* the strategy's name for the start-up banner, where it is not plain Ulysses */
-    const char *seq = ir_config_get(m, "sequence"), *a2a = ir_config_get(m, "a2a");
-    bool two_level = a2a && !strcmp(a2a, "two_level") && ir_group_find(m, "spt") >= 0;
+    /* the strategy's name for the start-up banner, where it is not plain
+     * Ulysses: hybrid with its degree, else the strategy's own title */
+    const char *seq = ir_config_get(m, "sequence");
+    const layout_strategy *st = layout_variant_find("a2a", ir_config_get(m, "a2a"));
     if (ring > 1 && seq && !strcmp(seq, "hybrid"))
         sup_buf_printf(b, "    .layout = \"Ulysses x Ring (R=%" PRId64 ")\",\n", ring);
     else if (ring > 1)
         sup_buf_puts(b, "    .layout = \"ring attention\",\n");
-    else if (two_level)
-        sup_buf_puts(b, "    .layout = \"Ulysses, two-level all-to-all\",\n");
+    else if (st && st->title)
+        sup_buf_printf(b, "    .layout = \"%s\",\n", st->title);
 }
 
 /* The memory plan's whole-arena facts (every value's offset is in its row). */

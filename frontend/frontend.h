@@ -119,7 +119,7 @@ typedef struct fe_layout {
     fe_batch_aware batch_aware;
     int64_t groups;      /* for FE_BA_GROUPS */
     int64_t ring_degree; /* R, sequence hybrid only; 0 when not given */
-    char a2a[16];        /* flat (default) | two_level | auto */
+    char a2a[32];        /* flat (default) | auto | a registered variant's word (two_level) */
 } fe_layout;
 
 /* Where each key was written, for diagnostics raised after parsing (passes

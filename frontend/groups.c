@@ -37,8 +37,7 @@ bool fe_layout_allows(const fe_spec *spec, const layout_choice *c)
         return false;
     if (c->seq == LAYOUT_HYBRID && l->ring_degree > 0 && c->ring_degree != l->ring_degree)
         return false;
-    layout_a2a a2a;
-    if (strcmp(a2a_text(l), "auto") && (!layout_a2a_parse(a2a_text(l), &a2a) || a2a != c->a2a))
+    if (strcmp(a2a_text(l), "auto") && layout_variant_find("a2a", a2a_text(l)) != c->variant)
         return false;
     return true;
 }
@@ -47,8 +46,9 @@ bool fe_layout_concrete(const fe_spec *spec, layout_choice *out)
 {
     const fe_layout *l = &spec->layout;
     layout_choice c = {.ring_degree = 1};
-    if (!layout_seq_parse(seq_text(l), &c.seq) || !layout_a2a_parse(a2a_text(l), &c.a2a))
+    if (!layout_seq_parse(seq_text(l), &c.seq) || !strcmp(a2a_text(l), "auto"))
         return false;
+    c.variant = layout_variant_find("a2a", a2a_text(l));
     if (l->batch_aware == FE_BA_OFF)
         c.groups = 1;
     else if (l->batch_aware == FE_BA_GROUPS)
@@ -89,7 +89,7 @@ static layout_choice spec_like(const fe_spec *spec)
 {
     layout_choice c = layout_ulysses(1);
     layout_seq_parse(seq_text(&spec->layout), &c.seq);
-    layout_a2a_parse(a2a_text(&spec->layout), &c.a2a);
+    c.variant = layout_variant_find("a2a", a2a_text(&spec->layout));
     if (c.seq == LAYOUT_HYBRID)
         c.ring_degree = (int)spec->layout.ring_degree;
     return c;
@@ -150,8 +150,11 @@ static const char *legal_degrees(const fe_spec *spec, const layout_choice *c, su
 static sup_loc choice_loc(const fe_spec *spec, const layout_choice *c, bool common)
 {
     const char *key = "layout.batch_aware";
-    if (!common && c->a2a == LAYOUT_A2A_TWO_LEVEL)
-        key = "layout.a2a";
+    char vkey[48];
+    if (!common && c->variant) {
+        snprintf(vkey, sizeof vkey, "layout.%s", c->variant->key);
+        key = vkey;
+    }
     else if (!common && c->seq == LAYOUT_HYBRID && fe_given(spec, "layout.ring_degree"))
         key = "layout.ring_degree";
     else if (!common && c->seq != LAYOUT_ULYSSES)
@@ -173,12 +176,12 @@ static bool check_concrete(const fe_spec *spec, const layout_choice *c)
     bool common = why && (c->groups < 1 || d.N % c->groups || d.B % c->groups);
     sup_loc loc = choice_loc(spec, c, common);
     if (!why) {
-        if (c->seq == LAYOUT_ULYSSES && c->a2a == LAYOUT_A2A_FLAT)
+        if (c->seq == LAYOUT_ULYSSES && !c->variant)
             warn_uneven(spec, d.N / c->groups, loc);
         return true;
     }
     layout_choice_name(c, name, sizeof name);
-    bool plain = c->seq == LAYOUT_ULYSSES && c->a2a == LAYOUT_A2A_FLAT;
+    bool plain = c->seq == LAYOUT_ULYSSES && !c->variant;
     if (plain && spec->layout.batch_aware == FE_BA_OFF)
         sup_error(loc, "batch_aware off (plain Ulysses over all ranks): %s", why);
     else if (plain)

@@ -492,11 +492,17 @@ bool fe_check(fe_spec *spec) {
     static const char *const precisions[] = {"bf16", "fp32"};
     static const char *const optimizers[] = {"adamw"};
     static const char *const sequences[] = {"ulysses", "ring", "hybrid", "auto"};
-    static const char *const a2as[] = {"flat", "two_level", "auto"};
+    /* a2a: flat, auto, and the word of every registered variant (layout/) */
+    const char *a2as[LAYOUT_MAX_STRATEGIES + 2] = {"flat"};
+    int na2a = 1, nstrat;
+    const layout_strategy *strat = layout_strategies(&nstrat);
+    for (int i = 0; i < nstrat; i++)
+        if (strat[i].key && !strcmp(strat[i].key, "a2a")) a2as[na2a++] = strat[i].word;
+    a2as[na2a++] = "auto";
     one_of(&c, "train.precision", spec->train.precision, precisions, 2);
     one_of(&c, "train.optimizer", spec->train.optimizer, optimizers, 1);
     one_of(&c, "layout.sequence", spec->layout.sequence, sequences, 4);
-    one_of(&c, "layout.a2a", spec->layout.a2a, a2as, 3);
+    one_of(&c, "layout.a2a", spec->layout.a2a, a2as, na2a);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
     static const char *const packings[] = {"sequential", "balanced"};

@@ -13,9 +13,7 @@
  * print it, and so threads do not share it. */
 static _Thread_local char why[224];
 
-static const char *reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static const char *reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
+const char *layout_reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -35,7 +33,7 @@ int64_t layout_group_size(const layout_dims *d, const layout_choice *c)
 
 layout_choice layout_ulysses(int groups)
 {
-    return (layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .a2a = LAYOUT_A2A_FLAT, .groups = groups};
+    return (layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .variant = NULL, .groups = groups};
 }
 
 bool layout_heads_uneven(const layout_dims *d, int64_t K)
@@ -69,52 +67,19 @@ static const char *ulysses_legal(const layout_dims *d, const layout_choice *c, c
     if (H % K && !uneven) {
         snprintf(hint, sizeof hint, "each of the %" PRId64 " ranks sharing a sequence holds whole heads: heads "
                  "must be a multiple of %" PRId64 ", or kv_heads at least %" PRId64 " for an uneven split", K, K, K);
-        return reason(fix, nfix, hint, "heads (%" PRId64 ") not divisible by %s", H, what);
+        return layout_reason(fix, nfix, hint, "heads (%" PRId64 ") not divisible by %s", H, what);
     }
     if (Hk % K && K % Hk && !uneven) {
         snprintf(hint, sizeof hint, "KV heads are split when kv_heads is a multiple of %" PRId64 " or at least %"
                  PRId64 " (uneven), or shared when kv_heads divides %" PRId64, K, K, K);
-        return reason(fix, nfix, hint, "kv_heads (%" PRId64 ") cannot be split over %s", Hk, what);
+        return layout_reason(fix, nfix, hint, "kv_heads (%" PRId64 ") cannot be split over %s", Hk, what);
     }
     if (S % K) {
         snprintf(hint, sizeof hint, "each rank holds seq_len/%" PRId64 " tokens of a sequence: make seq_len a "
                  "multiple of %" PRId64, K, K);
-        return reason(fix, nfix, hint, "seq_len (%" PRId64 ") not divisible by %s", S, what);
+        return layout_reason(fix, nfix, hint, "seq_len (%" PRId64 ") not divisible by %s", S, what);
     }
     return NULL;
-}
-
-/* Two-level: the first exchange crosses the group's Nn = K/dpn nodes
- * (heads split Nn ways), the second stays in a node (the node's heads split
- * over its L = dpn devices).  Even splits only. */
-static const char *two_level_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
-{
-    int64_t K = layout_group_size(d, c), L = d->dpn, H = d->H, Hk = kv_heads(d);
-    if (c->seq != LAYOUT_ULYSSES)
-        return reason(fix, nfix, "use 'a2a flat' with sequence ring or hybrid",
-                      "two-level applies to the flat Ulysses exchange, not to sequence %s", layout_seq_name(c->seq));
-    if (L < 1 || K <= L)
-        return reason(fix, nfix, "use 'a2a flat', or fewer batch-aware groups so that a group spans nodes",
-                      "the group of K=%" PRId64 " ranks fits in one node (devices_per_node %" PRId64
-                      "); two-level needs K > devices_per_node", K, L);
-    if (K % L)
-        return reason(fix, nfix, "a group must be whole nodes: K a multiple of devices_per_node",
-                      "the group of K=%" PRId64 " ranks is not whole nodes (devices_per_node %" PRId64 ")", K, L);
-    int64_t Nn = K / L;
-    if (H % Nn || Hk % Nn)
-        return reason(fix, nfix, "the first exchange gives each node of the group heads/Nn q and kv heads",
-                      "heads (%" PRId64 ") and kv_heads (%" PRId64 ") must split over the %" PRId64
-                      " nodes of a group (two-level first exchange)", H, Hk, Nn);
-    int64_t Hn = H / Nn, Hkn = Hk / Nn;
-    if (Hn % L)
-        return reason(fix, nfix, "the second exchange splits a node's q heads over its devices",
-                      "a node's %" PRId64 " heads not divisible by devices_per_node %" PRId64
-                      " (two-level second exchange)", Hn, L);
-    if (Hkn % L && L % Hkn)
-        return reason(fix, nfix, "a node's kv heads must be a multiple or a divisor of devices_per_node",
-                      "a node's %" PRId64 " kv heads cannot be split over devices_per_node %" PRId64
-                      " (two-level second exchange)", Hkn, L);
-    return ulysses_legal(d, c, fix, nfix);
 }
 
 /* The causal, load-balanced zig-zag order cuts each sequence into 2R
@@ -122,7 +87,7 @@ static const char *two_level_legal(const layout_dims *d, const layout_choice *c,
 static const char *zigzag(const layout_dims *d, int64_t R, char *fix, size_t nfix)
 {
     if (d->S % (2 * R))
-        return reason(fix, nfix, "ring attention's zig-zag order cuts each sequence into 2R chunks",
+        return layout_reason(fix, nfix, "ring attention's zig-zag order cuts each sequence into 2R chunks",
                       "seq_len (%" PRId64 ") not divisible by 2*R=%" PRId64, d->S, 2 * R);
     return NULL;
 }
@@ -131,13 +96,13 @@ static const char *ring_legal(const layout_dims *d, const layout_choice *c, char
 {
     int64_t K = layout_group_size(d, c);
     if (K < 2)
-        return reason(fix, nfix, "a ring needs at least 2 ranks per group: fewer batch-aware groups",
+        return layout_reason(fix, nfix, "a ring needs at least 2 ranks per group: fewer batch-aware groups",
                       "ring attention needs K >= 2 ranks per group (K=%" PRId64 ")", K);
     if (c->ring_degree != K)
-        return reason(fix, nfix, "sequence ring uses the whole group; use sequence hybrid for R < K",
+        return layout_reason(fix, nfix, "sequence ring uses the whole group; use sequence hybrid for R < K",
                       "ring_degree %d is not the group size K=%" PRId64, c->ring_degree, K);
     if (d->S % K)
-        return reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
+        return layout_reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
                       "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
     return zigzag(d, K, fix, nfix);
 }
@@ -147,20 +112,20 @@ static const char *hybrid_legal(const layout_dims *d, const layout_choice *c, ch
 {
     int64_t K = layout_group_size(d, c), R = c->ring_degree, H = d->H, Hk = kv_heads(d);
     if (R < 2 || R >= K)
-        return reason(fix, nfix, "hybrid needs 2 <= ring_degree < K; R = K is sequence ring",
+        return layout_reason(fix, nfix, "hybrid needs 2 <= ring_degree < K; R = K is sequence ring",
                       "ring_degree %" PRId64 " must satisfy 2 <= R < K=%" PRId64, R, K);
     if (K % R)
-        return reason(fix, nfix, "R ring ranks times U Ulysses ranks make the group",
+        return layout_reason(fix, nfix, "R ring ranks times U Ulysses ranks make the group",
                       "ring_degree %" PRId64 " does not divide the group size K=%" PRId64, R, K);
     int64_t U = K / R;
     if (H % U)
-        return reason(fix, nfix, "each Ulysses rank holds whole heads",
+        return layout_reason(fix, nfix, "each Ulysses rank holds whole heads",
                       "heads (%" PRId64 ") not divisible by the U=K/R=%" PRId64 " Ulysses ranks", H, U);
     if (Hk % U && U % Hk)
-        return reason(fix, nfix, "kv heads are split (a multiple of U) or shared (a divisor of U)",
+        return layout_reason(fix, nfix, "kv heads are split (a multiple of U) or shared (a divisor of U)",
                       "kv_heads (%" PRId64 ") cannot be split over the U=K/R=%" PRId64 " Ulysses ranks", Hk, U);
     if (d->S % K)
-        return reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
+        return layout_reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
                       "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
     return zigzag(d, R, fix, nfix);
 }
@@ -178,16 +143,9 @@ static int ulysses_cands(const layout_dims *d, int G, layout_choice *out, int ma
     return put(out, 0, max, layout_ulysses(G));
 }
 
-static int two_level_cands(const layout_dims *d, int G, layout_choice *out, int max)
-{
-    layout_choice c = layout_ulysses(G);
-    c.a2a = LAYOUT_A2A_TWO_LEVEL;
-    return put(out, 0, max, c);
-}
-
 static int ring_cands(const layout_dims *d, int G, layout_choice *out, int max)
 {
-    layout_choice c = {.seq = LAYOUT_RING, .ring_degree = (int)(d->N / G), .a2a = LAYOUT_A2A_FLAT, .groups = G};
+    layout_choice c = {.seq = LAYOUT_RING, .ring_degree = (int)(d->N / G), .variant = NULL, .groups = G};
     return put(out, 0, max, c);
 }
 
@@ -200,30 +158,102 @@ static int hybrid_cands(const layout_dims *d, int G, layout_choice *out, int max
     return n;
 }
 
-/* The strategy table.  The pipeline is what builds a layout after
- * batch-aware (passes/registry.c has the default pipeline). */
-static const layout_strategy strategies[] = {
-    {"ulysses", LAYOUT_ULYSSES, LAYOUT_A2A_FLAT, ulysses_legal, ulysses_cands, "ulysses"},
-    {"ulysses+two_level", LAYOUT_ULYSSES, LAYOUT_A2A_TWO_LEVEL, two_level_legal, two_level_cands,
-     "ulysses,two-level"},
-    {"ring", LAYOUT_RING, LAYOUT_A2A_FLAT, ring_legal, ring_cands, "ring"},
-    {"hybrid", LAYOUT_HYBRID, LAYOUT_A2A_FLAT, hybrid_legal, hybrid_cands, "ring"},
+/* ---- the registry ---------------------------------------------------------------- */
+/* The families' own rows, then the variants in registration order.  A
+ * fixed array: rows never move, so a layout_choice may point at one. */
+static layout_strategy registry[LAYOUT_MAX_STRATEGIES] = {
+    {.name = "ulysses", .seq = LAYOUT_ULYSSES, .legal = ulysses_legal, .candidates = ulysses_cands,
+     .passes = "ulysses", .owner = "built in"},
+    {.name = "ring", .seq = LAYOUT_RING, .legal = ring_legal, .candidates = ring_cands,
+     .passes = "ring", .owner = "built in"},
+    {.name = "hybrid", .seq = LAYOUT_HYBRID, .legal = hybrid_legal, .candidates = hybrid_cands, .passes = "ring",
+     .owner = "built in"},
 };
-enum { NSTRATEGIES = sizeof strategies / sizeof strategies[0] };
+enum { NFAMILIES = 3 };
+static int nregistry = NFAMILIES;
 
 const layout_strategy *layout_strategies(int *n)
 {
     if (n)
-        *n = NSTRATEGIES;
-    return strategies;
+        *n = nregistry;
+    return registry;
 }
+
+bool layout_variant_key(const char *key) { return key && !strcmp(key, "a2a"); }
 
 const layout_strategy *layout_strategy_of(const layout_choice *c)
 {
-    for (int i = 0; i < NSTRATEGIES; i++)
-        if (strategies[i].seq == c->seq && strategies[i].a2a == c->a2a)
-            return &strategies[i];
+    if (c->variant)
+        return c->variant;
+    return (unsigned)c->seq < NFAMILIES ? &registry[c->seq] : NULL;
+}
+
+const layout_strategy *layout_variant_find(const char *key, const char *word)
+{
+    for (int i = NFAMILIES; i < nregistry && key && word; i++)
+        if (!strcmp(registry[i].key, key) && !strcmp(registry[i].word, word))
+            return &registry[i];
     return NULL;
+}
+
+const layout_strategy *layout_strategy_named(const char *name)
+{
+    for (int i = 0; i < nregistry && name; i++)
+        if (!strcmp(registry[i].name, name))
+            return &registry[i];
+    return NULL;
+}
+
+static bool bad_row(char *err, size_t nerr, const char *fmt, const char *what)
+{
+    snprintf(err, nerr, fmt, what);
+    return false;
+}
+
+bool layout_strategy_register(const layout_strategy *s, char *err, size_t nerr)
+{
+    char tmp[8];
+    if (!err)
+        err = tmp, nerr = sizeof tmp;
+    if (!s || !s->name || !*s->name || !s->legal || !s->candidates || !s->passes || !*s->passes)
+        return bad_row(err, nerr, "strategy '%s': name, legal, candidates and passes are required",
+                       s && s->name ? s->name : "");
+    if ((unsigned)s->seq >= NFAMILIES)
+        return bad_row(err, nerr, "strategy '%s': seq must be ulysses, ring or hybrid", s->name);
+    if (!s->key || !s->word || !*s->word)
+        return bad_row(err, nerr, "strategy '%s': a variant needs the spec words (key and word) that select it",
+                       s->name);
+    if (!layout_variant_key(s->key))
+        return bad_row(err, nerr, "strategy '%s': a variant is selected by the spec key a2a", s->name);
+    if (strlen(s->word) >= 32 || strlen(s->name) >= 48)
+        return bad_row(err, nerr, "strategy '%s': the name is at most 47 characters, the word 31", s->name);
+    for (const char *t = s->title; t && *t; t++)
+        if (*t < 32 || *t > 126 || *t == '"' || *t == '\\')
+            return bad_row(err, nerr, "strategy '%s': the title is printable ASCII without quotes or backslashes",
+                           s->name);
+    if (!strcmp(s->word, "flat") || !strcmp(s->word, "auto"))
+        return bad_row(err, nerr, "strategy '%s': the words flat and auto are the spec's own", s->name);
+    if (layout_strategy_named(s->name))
+        return bad_row(err, nerr, "a strategy named '%s' is already registered", s->name);
+    for (int i = NFAMILIES; i < nregistry; i++)
+        if (!strcmp(registry[i].key, s->key) && !strcmp(registry[i].word, s->word)) {
+            snprintf(err, nerr, "strategy '%s': '%s %s' already selects strategy '%s'", s->name, s->key, s->word,
+                     registry[i].name);
+            return false;
+        }
+    if (nregistry >= LAYOUT_MAX_STRATEGIES)
+        return bad_row(err, nerr, "strategy '%s': the registry is full", s->name);
+    registry[nregistry] = *s;
+    if (!registry[nregistry].owner)
+        registry[nregistry].owner = "built in";
+    nregistry++;
+    return true;
+}
+
+const char *layout_family_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    return (unsigned)c->seq < NFAMILIES ? registry[c->seq].legal(d, c, fix, nfix)
+                                        : layout_reason(fix, nfix, NULL, "no such layout");
 }
 
 /* The rules every layout shares: whole groups of ranks, whole sequences
@@ -233,14 +263,14 @@ static const char *common_illegal(const layout_dims *d, int64_t G, char *fix, si
     char hint[160];
     if (G < 1) {
         snprintf(hint, sizeof hint, "G = 1 is plain Ulysses; larger G must divide N=%" PRId64, d->N);
-        return reason(fix, nfix, hint, "the number of groups must be at least 1, not %" PRId64, G);
+        return layout_reason(fix, nfix, hint, "the number of groups must be at least 1, not %" PRId64, G);
     }
     if (d->N % G)
-        return reason(fix, nfix, "G must divide the world size N = nodes*devices_per_node",
+        return layout_reason(fix, nfix, "G must divide the world size N = nodes*devices_per_node",
                       "N=%" PRId64 " not divisible by G=%" PRId64, d->N, G);
     if (d->B % G) {
         snprintf(hint, sizeof hint, "each group needs whole sequences: make micro_batch a multiple of %" PRId64, G);
-        return reason(fix, nfix, hint, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, d->B, G);
+        return layout_reason(fix, nfix, hint, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, d->B, G);
     }
     return NULL;
 }
@@ -250,13 +280,13 @@ const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *f
     const char *bad = common_illegal(d, c->groups, fix, nfix);
     if (bad)
         return bad;
-    if (c->a2a == LAYOUT_A2A_TWO_LEVEL)
-        return two_level_legal(d, c, fix, nfix);
     const layout_strategy *s = layout_strategy_of(c);
     if (!s)
-        return reason(fix, nfix, NULL, "no such layout");
+        return layout_reason(fix, nfix, NULL, "no such layout");
+    if (c->variant)
+        return s->legal(d, c, fix, nfix);
     if (c->seq == LAYOUT_ULYSSES && c->ring_degree > 1)
-        return reason(fix, nfix, "ring_degree applies to sequence hybrid only",
+        return layout_reason(fix, nfix, "ring_degree applies to sequence hybrid only",
                       "ring_degree %d with sequence ulysses", c->ring_degree);
     return s->legal(d, c, fix, nfix);
 }
@@ -289,13 +319,17 @@ int layout_candidates(const layout_dims *d, layout_choice *out, int max)
     for (int i = 0; i < ng; i++) {
         if (common_illegal(d, g[i], NULL, 0))
             continue;
-        for (int s = 0; s < NSTRATEGIES; s++) {
-            layout_choice cs[1024];
-            int nc = strategies[s].candidates(d, (int)g[i], cs, 1024);
-            for (int k = 0; k < nc && k < 1024; k++)
-                if (!layout_illegal(d, &cs[k], NULL, 0))
-                    n = put(out, n, max, cs[k]);
-        }
+        /* each family, then its variants: the order of the planner's table */
+        for (int f = 0; f < NFAMILIES; f++)
+            for (int s = 0; s < nregistry; s++) {
+                if (s != f && (s < NFAMILIES || registry[s].seq != (layout_seq)f))
+                    continue;
+                layout_choice cs[1024];
+                int nc = registry[s].candidates(d, (int)g[i], cs, 1024);
+                for (int k = 0; k < nc && k < 1024; k++)
+                    if (!layout_illegal(d, &cs[k], NULL, 0))
+                        n = put(out, n, max, cs[k]);
+            }
     }
     return n;
 }
@@ -320,10 +354,8 @@ int layout_legal_groups(const layout_dims *d, const layout_choice *like, int64_t
 
 /* ---- names -------------------------------------------------------------------- */
 static const char *const seq_names[] = {"ulysses", "ring", "hybrid"};
-static const char *const a2a_names[] = {"flat", "two_level"};
 
 const char *layout_seq_name(layout_seq s) { return (unsigned)s < 3 ? seq_names[s] : "?"; }
-const char *layout_a2a_name(layout_a2a a) { return (unsigned)a < 2 ? a2a_names[a] : "?"; }
 
 bool layout_seq_parse(const char *name, layout_seq *out)
 {
@@ -335,20 +367,12 @@ bool layout_seq_parse(const char *name, layout_seq *out)
     return false;
 }
 
-bool layout_a2a_parse(const char *name, layout_a2a *out)
-{
-    for (int i = 0; i < 2; i++)
-        if (name && !strcmp(name, a2a_names[i])) {
-            *out = (layout_a2a)i;
-            return true;
-        }
-    return false;
-}
-
 void layout_choice_name(const layout_choice *c, char *buf, size_t n)
 {
     char base[48];
-    const char *tl = c->a2a == LAYOUT_A2A_TWO_LEVEL ? "+two_level" : "";
+    char tl[40] = "";
+    if (c->variant)
+        snprintf(tl, sizeof tl, "+%s", c->variant->word);
     if (c->seq == LAYOUT_HYBRID)
         snprintf(base, sizeof base, "hybrid R=%d%s", c->ring_degree, tl);
     else if (c->seq == LAYOUT_RING)
@@ -357,7 +381,7 @@ void layout_choice_name(const layout_choice *c, char *buf, size_t n)
         snprintf(base, sizeof base, "ulysses%s", tl);
     if (c->groups <= 1)
         snprintf(buf, n, "%s", base);
-    else if (c->seq == LAYOUT_ULYSSES && c->a2a == LAYOUT_A2A_FLAT)
+    else if (c->seq == LAYOUT_ULYSSES && !c->variant)
         snprintf(buf, n, "batch-aware G=%d", c->groups);
     else
         snprintf(buf, n, "batch-aware G=%d %s", c->groups, base);

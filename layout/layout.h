@@ -14,9 +14,10 @@
  *   seq        how a group's K ranks share a sequence: Ulysses (all-to-all
  *              seq<->heads), ring attention (R = K ranks pass kv blocks),
  *              or hybrid (U = K/R Ulysses ranks x R ring ranks)
- *   a2a        Ulysses' exchange: flat (one K-way all-to-all) or two-level
- *              (across the group's nodes, then inside each node)
- * layout/README.md has the rules, the strategy table and how to add one. */
+ *   variant    a strategy registered on top of a sequence family (the
+ *              two-level all-to-all of passes/pass_two_level.c, or one a
+ *              plugin registers), or none: the family's own strategy
+ * layout/README.md has the rules, the strategy registry and how to add one. */
 #ifndef BASP_LAYOUT_H
 #define BASP_LAYOUT_H
 
@@ -25,7 +26,7 @@
 #include <stdint.h>
 
 typedef enum { LAYOUT_ULYSSES, LAYOUT_RING, LAYOUT_HYBRID } layout_seq;
-typedef enum { LAYOUT_A2A_FLAT, LAYOUT_A2A_TWO_LEVEL } layout_a2a;
+struct layout_strategy;
 
 /* The sizes the rules read: world N = nodes*dpn ranks (dpn: devices per
  * node), micro-batch B, sequence length S, q heads H and kv heads Hk (Hk 0:
@@ -35,10 +36,10 @@ typedef struct layout_dims {
 } layout_dims;
 
 typedef struct layout_choice {
-    layout_seq seq;  /* LAYOUT_ULYSSES, LAYOUT_RING, LAYOUT_HYBRID */
-    int ring_degree; /* R; 1 for ulysses, K for ring */
-    layout_a2a a2a;  /* LAYOUT_A2A_FLAT, LAYOUT_A2A_TWO_LEVEL */
-    int groups;      /* G >= 1 batch-aware groups, K = N/G */
+    layout_seq seq;                        /* the sequence family: LAYOUT_ULYSSES, LAYOUT_RING, LAYOUT_HYBRID */
+    int ring_degree;                       /* R; 1 for ulysses, K for ring */
+    const struct layout_strategy *variant; /* NULL: the family's own strategy; else a registered variant of it */
+    int groups;                            /* G >= 1 batch-aware groups, K = N/G */
 } layout_choice;
 
 /* Plain Ulysses with G groups (G = 1: over all N ranks). */
@@ -51,8 +52,10 @@ layout_choice layout_ulysses(int groups);
 const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
 
 /* Every legal choice, in order: each G dividing N and B ascending; for
- * each, flat Ulysses, two-level Ulysses, ring, hybrid for each R with
- * 1 < R < K ascending.  Writes at most max; returns how many there are. */
+ * each, every family (Ulysses, ring, hybrid) followed by its variants in
+ * the order they were registered (Ulysses, two-level Ulysses, ring, hybrid
+ * for each R with 1 < R < K ascending, then plugins').  Writes at most max;
+ * returns how many there are. */
 int layout_candidates(const layout_dims *d, layout_choice *out, int max);
 
 /* Every G (ascending) for which `like` with that G is legal; returns how
@@ -67,31 +70,60 @@ bool layout_heads_uneven(const layout_dims *d, int64_t K);
 /* K = N/G, the ranks that share one sequence (0 when G does not divide N). */
 int64_t layout_group_size(const layout_dims *d, const layout_choice *c);
 
-/* Names: "ulysses" "ring" "hybrid" / "flat" "two_level"; parsing returns
- * false for other text. */
+/* Names: "ulysses" "ring" "hybrid"; parsing returns false for other text. */
 const char *layout_seq_name(layout_seq s);
 bool layout_seq_parse(const char *name, layout_seq *out);
-const char *layout_a2a_name(layout_a2a a);
-bool layout_a2a_parse(const char *name, layout_a2a *out);
 /* "ulysses", "ulysses+two_level", "ring", "hybrid R=2"; with G > 1 prefixed
  * by "batch-aware G=g" ("batch-aware G=2", "batch-aware G=2 ring"). */
 void layout_choice_name(const layout_choice *c, char *buf, size_t n);
 
-/* The strategy table: one row per (seq, a2a) pair.  `legal` holds the rules
- * beyond the common ones (G >= 1, G | N, G | B), `candidates` lists the
- * choices of the strategy for one G (legal or not), `pipeline` names the
- * passes that build it after batch-aware. */
+/* ---- the strategy registry ---------------------------------------------------
+ * One row per strategy.  The three families' own rows (ulysses, ring,
+ * hybrid) are layout.c's; a variant (two-level, a plugin's) registers its
+ * row with layout_strategy_register, naming the spec words that select it
+ * (`layout { KEY WORD }`, KEY "a2a") and the family it builds on.  `legal`
+ * holds the rules beyond the common ones (G >= 1, G | N, G | B), and for a
+ * variant also the family's rules (layout_family_legal); `candidates` lists
+ * the choices of the strategy for one G (legal or not); `passes` names the
+ * passes that build it after batch-aware and `after_zero` any that run right
+ * after zero (passes/registry.c derives the pipeline from both). */
 typedef struct layout_strategy {
-    const char *name;
-    layout_seq seq;
-    layout_a2a a2a;
+    const char *name;  /* "ulysses+two_level": the planner's and the messages' name */
+    layout_seq seq;    /* the family it builds on */
+    const char *key;   /* spec key that selects it ("a2a"); NULL for a family's own row */
+    const char *word;  /* the key's value ("two_level"); the module config holds key = word */
+    const char *title; /* for the training binary's banner ("Ulysses, two-level all-to-all"); may be NULL */
     const char *(*legal)(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
     int (*candidates)(const layout_dims *d, int groups, layout_choice *out, int max);
-    const char *pipeline;
+    const char *passes;     /* comma-separated, run after batch-aware */
+    const char *after_zero; /* comma-separated, run right after zero; NULL: none */
+    const char *owner;      /* where it came from, for messages: "built in" or a plugin's path */
 } layout_strategy;
+enum { LAYOUT_MAX_STRATEGIES = 64 };
+/* The spec keys a variant may be selected by. */
+bool layout_variant_key(const char *key);
+/* Adds a variant (the row is copied; its strings must outlive the
+ * registry).  False, with the reason in err, for a missing field, a family
+ * row (key NULL), a key no spec can set, or a name or (key, word) already
+ * registered. */
+bool layout_strategy_register(const layout_strategy *s, char *err, size_t nerr);
+/* Every registered row: the families first, then the variants in the order
+ * they were registered.  Rows never move, so pointers to them stay valid. */
 const layout_strategy *layout_strategies(int *n);
-/* The row of c's (seq, a2a), or NULL for a combination with no row. */
+/* The row of c: its variant, else its family's own row. */
 const layout_strategy *layout_strategy_of(const layout_choice *c);
+/* The variant selected by `key word` (a (key, word) pair selects one
+ * variant, of whichever family); NULL when none is registered, and for the
+ * families' own word of key "a2a", "flat". */
+const layout_strategy *layout_variant_find(const char *key, const char *word);
+/* The variant named `name` ("ulysses+two_level"), or NULL. */
+const layout_strategy *layout_strategy_named(const char *name);
+/* The family's own rules (for a variant's `legal` to build on). */
+const char *layout_family_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
+/* A reason in the registry's per-thread buffer (what legal functions
+ * return), with the hint in fix. */
+const char *layout_reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* ---- presets (presets.c) ------------------------------------------------ */
 typedef struct layout_link {

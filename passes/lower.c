@@ -401,7 +401,8 @@ static void copy_layout(ir_module *m, const fe_spec *s, const layout_choice *c)
     ir_config_set(m, "batch_aware", batch_aware_name(s->layout.batch_aware));
     ir_config_set_int(m, "groups", c->groups);
     ir_config_set_int(m, "ring_degree", c->ring_degree);
-    ir_config_set(m, "a2a", layout_a2a_name(c->a2a));
+    /* a variant's spec words (a2a two_level); the families' own: a2a flat */
+    ir_config_set(m, "a2a", c->variant ? c->variant->word : "flat");
 }
 
 /* Every spec field a pass reads, so textual IR is self-contained. */

@@ -113,7 +113,7 @@ static int ms_layout_sets(const layout_choice *c, char text[][48])
 {
     int n = 0;
     snprintf(text[n++], 48, "layout.sequence=%s", layout_seq_name(c->seq));
-    snprintf(text[n++], 48, "layout.a2a=%s", layout_a2a_name(c->a2a));
+    snprintf(text[n++], 48, "layout.a2a=%s", c->variant ? c->variant->word : "flat");
     if (c->groups <= 1)
         snprintf(text[n++], 48, "layout.batch_aware=off");
     else
@@ -195,15 +195,16 @@ static bool ms_spec_strategy(const fe_spec *spec, layout_choice *out)
 {
     const fe_layout *l = &spec->layout;
     layout_choice c = layout_ulysses(1);
-    if (!layout_seq_parse(l->sequence, &c.seq) || !layout_a2a_parse(l->a2a, &c.a2a))
+    if (!layout_seq_parse(l->sequence, &c.seq) || !strcmp(l->a2a, "auto"))
         return false; /* auto: no strategy of its own */
+    c.variant = layout_variant_find("a2a", l->a2a);
     if (c.seq == LAYOUT_HYBRID) {
         if (l->ring_degree < 1)
             return false;
         c.ring_degree = (int)l->ring_degree;
     }
     *out = c;
-    return c.seq != LAYOUT_ULYSSES || c.a2a != LAYOUT_A2A_FLAT;
+    return c.seq != LAYOUT_ULYSSES || c.variant;
 }
 
 bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
@@ -269,7 +270,7 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "layout", w->layout);
         cJSON_AddStringToObject(e, "sequence", layout_seq_name(w->choice.seq));
-        cJSON_AddStringToObject(e, "a2a", layout_a2a_name(w->choice.a2a));
+        cJSON_AddStringToObject(e, "a2a", w->choice.variant ? w->choice.variant->word : "flat");
         cJSON_AddNumberToObject(e, "groups", w->choice.groups);
         if (w->choice.seq == LAYOUT_ULYSSES) cJSON_AddNullToObject(e, "ring_degree");
         else cJSON_AddNumberToObject(e, "ring_degree", w->choice.ring_degree);

@@ -22,6 +22,21 @@ static bool set_aligned(const ir_module *m, const ir_group *g, int s)
     return true;
 }
 
+/* True when every set of g holds one rank per node, all of the same local
+ * rank (devices_per_node > 1): an exchange between nodes by design (e.g.
+ * the across-nodes half of a two-level all-to-all), which no placement of
+ * the set inside a node could keep local. */
+static bool across_by_design(const ir_module *m, const ir_group *g)
+{
+    int dpn = m->mesh.devices_per_node;
+    if (dpn < 2)
+        return false;
+    for (int k = 0; k < g->nsets * g->set_size; k++)
+        if (g->ranks[k] % dpn != g->ranks[k - k % g->set_size] % dpn)
+            return false;
+    return true;
+}
+
 static bool used_by_all_to_all(const ir_module *m, int g)
 {
     for (int i = 0; i < m->nops; i++)
@@ -80,9 +95,7 @@ bool pass_place(ir_module *m, const pass_options *opt)
         char key[IR_NAME_MAX + 8];
         snprintf(key, sizeof key, "place.%s", g->name);
         ir_config_set(m, key, count ? "straddles" : "aligned");
-        /* two-level's @inter crosses nodes by design: one exchange between
-         * the ranks of equal local rank (pass_two_level.c) */
-        if (count && used_by_all_to_all(m, gi) && strcmp(g->name, "inter") != 0)
+        if (count && used_by_all_to_all(m, gi) && !across_by_design(m, g))
             remark_straddle(m, g, first, count, opt);
     }
     return true;

@@ -29,6 +29,7 @@
  * the node's share splitting over L (even splits only). */
 #include "pass_util.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,52 @@ static void tl_split(ir_module *m, const tl_ctx *t, pu_edits *e, int i)
     m->ops[i] = second;
 }
 
+/* ---- the strategy: its rules and candidates (layout/'s registry) ------------ */
+/* Two-level: the first exchange crosses the group's Nn = K/dpn nodes
+ * (heads split Nn ways), the second stays in a node (the node's heads split
+ * over its L = dpn devices).  Even splits only. */
+static const char *tl_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    int64_t K = layout_group_size(d, c), L = d->dpn, H = d->H, Hk = d->Hk > 0 ? d->Hk : d->H;
+    if (c->seq != LAYOUT_ULYSSES)
+        return layout_reason(fix, nfix, "use 'a2a flat' with sequence ring or hybrid",
+                             "two-level applies to the flat Ulysses exchange, not to sequence %s",
+                             layout_seq_name(c->seq));
+    if (L < 1 || K <= L)
+        return layout_reason(fix, nfix, "use 'a2a flat', or fewer batch-aware groups so that a group spans nodes",
+                             "the group of K=%" PRId64 " ranks fits in one node (devices_per_node %" PRId64
+                             "); two-level needs K > devices_per_node", K, L);
+    if (K % L)
+        return layout_reason(fix, nfix, "a group must be whole nodes: K a multiple of devices_per_node",
+                             "the group of K=%" PRId64 " ranks is not whole nodes (devices_per_node %" PRId64 ")",
+                             K, L);
+    int64_t Nn = K / L;
+    if (H % Nn || Hk % Nn)
+        return layout_reason(fix, nfix, "the first exchange gives each node of the group heads/Nn q and kv heads",
+                             "heads (%" PRId64 ") and kv_heads (%" PRId64 ") must split over the %" PRId64
+                             " nodes of a group (two-level first exchange)", H, Hk, Nn);
+    int64_t Hn = H / Nn, Hkn = Hk / Nn;
+    if (Hn % L)
+        return layout_reason(fix, nfix, "the second exchange splits a node's q heads over its devices",
+                             "a node's %" PRId64 " heads not divisible by devices_per_node %" PRId64
+                             " (two-level second exchange)", Hn, L);
+    if (Hkn % L && L % Hkn)
+        return layout_reason(fix, nfix, "a node's kv heads must be a multiple or a divisor of devices_per_node",
+                             "a node's %" PRId64 " kv heads cannot be split over devices_per_node %" PRId64
+                             " (two-level second exchange)", Hkn, L);
+    return layout_family_legal(d, c, fix, nfix);
+}
+
+static int tl_candidates(const layout_dims *d, int G, layout_choice *out, int max)
+{
+    (void)d;
+    if (max < 1)
+        return 1;
+    out[0] = layout_ulysses(G);
+    out[0].variant = layout_strategy_named("ulysses+two_level");
+    return 1;
+}
+
 /* NULL when the layout's table (layout/) allows the two-level exchange for
  * the @sp groups here, else the rule that fails. */
 static const char *tl_illegal(const ir_module *m, int sp)
@@ -119,7 +166,7 @@ static const char *tl_illegal(const ir_module *m, int sp)
     return layout_illegal(&d, &c, NULL, 0);
 }
 
-bool pass_two_level(ir_module *m, const pass_options *opt)
+static bool pass_two_level(ir_module *m, const pass_options *opt)
 {
     const char *a2a = pu_cfg(m, "a2a", "flat");
     if (strcmp(a2a, "two_level")) {
@@ -150,4 +197,19 @@ bool pass_two_level(ir_module *m, const pass_options *opt)
     pu_remark(opt, "two-level: %d all-to-all(s) over @sp split into @inter (%d nodes) then @node (%d ranks)", n,
               t.Nn, t.L);
     return true;
+}
+
+/* The pass and its strategy, `layout { a2a two_level }` (builtins.def). */
+void pass_two_level_register(void);
+void pass_two_level_register(void)
+{
+    static const pass_info pass = {
+        "two-level", "split each Ulysses all-to-all spanning nodes into @inter then @node (a2a two_level)",
+        pass_two_level, NULL};
+    static const layout_strategy strategy = {
+        .name = "ulysses+two_level", .seq = LAYOUT_ULYSSES, .key = "a2a", .word = "two_level",
+        .title = "Ulysses, two-level all-to-all", .legal = tl_legal, .candidates = tl_candidates,
+        .passes = "ulysses,two-level"};
+    pass_register(&pass, NULL, 0);
+    layout_strategy_register(&strategy, NULL, 0);
 }

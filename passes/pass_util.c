@@ -74,14 +74,35 @@ layout_dims pass_layout_dims(const ir_module *m)
 
 layout_choice pass_layout_of(const ir_module *m)
 {
+    pass_init(); /* variants are looked up in the registry */
     layout_choice c = layout_ulysses((int)ir_config_int(m, "groups", 1));
     if (c.groups < 1)
         c.groups = 1; /* lowered specs before layout/ wrote groups = 0 for "not chosen" */
     layout_seq_parse(pu_cfg(m, "sequence", "ulysses"), &c.seq);
-    layout_a2a_parse(pu_cfg(m, "a2a", "flat"), &c.a2a);
+    c.variant = layout_variant_find("a2a", pu_cfg(m, "a2a", "flat"));
     int64_t K = ir_world(m) / c.groups;
     c.ring_degree = (int)ir_config_int(m, "ring_degree", c.seq == LAYOUT_RING ? K : 1);
     return c;
+}
+
+bool pass_layout_strategy(const ir_module *m, const layout_strategy **out)
+{
+    pass_init();
+    layout_choice c = pass_layout_of(m);
+    const char *word = pu_cfg(m, "a2a", "flat");
+    if (!c.variant && strcmp(word, "flat")) {
+        char known[256] = "flat";
+        int n;
+        const layout_strategy *all = layout_strategies(&n);
+        for (int i = 0; i < n; i++)
+            if (all[i].key && !strcmp(all[i].key, "a2a"))
+                snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", all[i].word);
+        sup_error(sup_noloc(), "config a2a = %s: no registered strategy has that word (registered: %s); load the "
+                  "plugin that provides it (--load-pass-plugin)", word, known);
+        return false;
+    }
+    *out = layout_strategy_of(&c);
+    return true;
 }
 
 void pu_remark(const pass_options *opt, const char *fmt, ...)

@@ -2,10 +2,12 @@
  * the cost model and the planner.  The only header of passes/.
  *
  * Pipeline (explicit, in this order; see passes/README.md):
- *     (planner: resolve auto) → lower → batch-aware → ulysses → ring → two-level
+ *     (planner: resolve auto) → lower → batch-aware → the strategy's passes
+ *         (ulysses | ring | ulysses, two-level | a plugin's)
  *         → place → zero → recompute → memplan      (+ cost, on request)
  * The verifier runs after every pass.  A pass is one file (passes/pass_*.c)
- * plus one line in the registry table (passes/registry.c). */
+ * plus one line in the registry (passes/registry.c, or builtins.def for a
+ * pass that registers a strategy with it). */
 #ifndef BASP_PASSES_H
 #define BASP_PASSES_H
 
@@ -46,12 +48,30 @@ typedef struct pass_info {
     const char *name;
     const char *summary;
     pass_fn run;
+    const char *owner; /* NULL: built in; else the plugin's path (named in the verifier's errors) */
 } pass_info;
 
+enum { PASS_MAX = 128 };
+/* Registers the built-in passes and strategies (once; every lookup calls
+ * it first, entry points may call it early). */
+void pass_init(void);
+/* Adds a pass (copied; its strings must outlive the registry).  False,
+ * with the reason in err, for a missing name or function, a name with a
+ * comma or a space, or one already registered. */
+bool pass_register(const pass_info *p, char *err, size_t nerr);
 const pass_info *pass_registry(int *n);
 const pass_info *pass_lookup(const char *name); /* NULL if unknown */
-/* The default pipeline as a comma-separated list:
- * "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan". */
+/* The pipeline of strategy s (registry.c: batch-aware, its passes, place,
+ * zero, its after-zero passes, recompute, memplan; without the last two
+ * when memory is false).  s NULL: every registered strategy's passes
+ * (pass_default_pipeline). */
+void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n);
+/* The pipeline of the module's strategy (config sequence and the variant's
+ * key); false, after an error, when the config names an unregistered one. */
+bool pass_pipeline_of(const ir_module *m, char *buf, size_t n);
+/* Every registered strategy's passes as a comma-separated list, today
+ * "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan": what
+ * runs on a module whose strategy is not known yet. */
 const char *pass_default_pipeline(void);
 
 /* Runs one pass (then the verifier, then printing if asked). */
@@ -63,9 +83,8 @@ bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
 /* ---- the passes (registered in registry.c) ------------------------------- */
 bool pass_ulysses(ir_module *m, const pass_options *opt);
 bool pass_batch_aware(ir_module *m, const pass_options *opt);
-/* Ulysses x Ring (pass_ring.c) and the two-level all-to-all (pass_two_level.c). */
+/* Ulysses x Ring (pass_ring.c). */
 bool pass_ring(ir_module *m, const pass_options *opt);
-bool pass_two_level(ir_module *m, const pass_options *opt);
 bool pass_place(ir_module *m, const pass_options *opt);
 bool pass_zero(ir_module *m, const pass_options *opt);
 /* Activation recomputation (config recompute: none|selective|full|auto): per
@@ -84,6 +103,11 @@ bool pass_memplan(ir_module *m, const pass_options *opt);
  * (config, else the IR itself): how the passes and the cost model see the
  * layout of textual IR. */
 layout_choice pass_layout_of(const ir_module *m);
+/* The strategy row of the module's layout (config sequence, and the key of
+ * every variant: a2a); false, after an error naming the registered words,
+ * when the config selects a variant nobody registered (its plugin not
+ * loaded). */
+bool pass_layout_strategy(const ir_module *m, const layout_strategy **out);
 layout_dims pass_layout_dims(const ir_module *m);
 
 /* ---- schedule report ---------------------------------------------------- */
@@ -175,7 +199,6 @@ typedef struct pass_plan_candidate {
     double dense_step_ms, docs_ms[2], imbalance[2];
     bool legal, fits;
     bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
-    bool estimate_only;   /* costed from a stand-in, never chosen (two-level without its pass) */
     bool available;       /* the passes that build it exist in this compiler */
     char reason[160];     /* why it was not chosen (illegal, not available, does not fit,
                              changes the global batch, slower); "" for the chosen one */

@@ -2,9 +2,10 @@
  * layout for a spec that leaves one open (pass_layout_resolve).
  *
  * The candidates are layout/'s typed choices (layout_candidates: every G
- * dividing N and B, times flat Ulysses, two-level Ulysses, ring and hybrid
- * R); each is built the way the compiler builds it (pass_lower_with the
- * choice, then the default pipeline, which ends with memplan) and costed
+ * dividing N and B, times every registered strategy: flat Ulysses and its
+ * variants such as two-level, ring, hybrid R, and any a plugin registers);
+ * each is built the way the compiler builds it (pass_lower_with the choice,
+ * then its strategy's pipeline, which ends with memplan) and costed
  * with the cost model (memory per rank: the candidate's memory plan, for
  * the cpu or cuda target).  The table also lists
  *
@@ -15,10 +16,9 @@
  *                    rank.  It changes the global batch, so it is shown for
  *                    comparison and only chosen when nothing else fits.
  *
- * A layout whose passes this compiler does not register (ring, two-level;
- * pass_layout_available) is listed as not available; two-level is then
- * estimated from the flat build with the cost model's two-level all-to-all
- * (estimate only, never chosen).
+ * A strategy whose passes are not registered (a plugin's strategy whose
+ * pass was not registered with it; pass_layout_available) is listed as
+ * not available.
  *
  * The choice: the legal candidate that fits in memory with the lowest
  * predicted step time among those keeping the global batch.  When none
@@ -68,8 +68,8 @@ static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
     return NULL;
 }
 
-/* The lowered module for the target, run through `pipeline` (NULL: the
- * default one, which ends with memplan: the cost model then reads the
+/* The lowered module for the target, run through `pipeline` (NULL: its
+ * strategy's, which ends with memplan: the cost model then reads the
  * candidate's memory plan). */
 static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline)
 {
@@ -79,7 +79,12 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
     ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
     pass_options o = pass_default_options();
     o.quiet = true;
-    if (!pass_run_pipeline(m, pipeline ? pipeline : pass_default_pipeline(), &o)) {
+    char own[512];
+    if (!pipeline && !pass_pipeline_of(m, own, sizeof own)) {
+        ir_module_free(m);
+        return NULL;
+    }
+    if (!pass_run_pipeline(m, pipeline ? pipeline : own, &o)) {
         ir_module_free(m);
         return NULL;
     }
@@ -95,28 +100,12 @@ ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, 
 }
 
 /* ---- resolving auto ----------------------------------------------------------- */
-/* The default pipeline without recompute and memplan: the step's ops as
- * the cost model times them (recomputation and the memory plan change
- * memory, not which layout is faster). */
-static void timing_pipeline(char *buf, size_t n)
-{
-    buf[0] = '\0';
-    const char *p = pass_default_pipeline();
-    while (p && *p) {
-        const char *e = strchr(p, ',');
-        int len = e ? (int)(e - p) : (int)strlen(p);
-        if (strncmp(p, "recompute", (size_t)len) && strncmp(p, "memplan", (size_t)len)) {
-            size_t used = strlen(buf);
-            snprintf(buf + used, n - used, "%s%.*s", used ? "," : "", len, p);
-        }
-        p = e ? e + 1 : NULL;
-    }
-}
-
 static double predict_step(const fe_spec *spec, const layout_choice *c)
 {
-    char pipe[256];
-    timing_pipeline(pipe, sizeof pipe);
+    /* without recompute and memplan: the step's ops as the cost model
+     * times them (they change memory, not which layout is faster) */
+    char pipe[512];
+    pass_pipeline(layout_strategy_of(c), false, pipe, sizeof pipe);
     ir_module *m = build_choice(spec, c, false, pipe);
     double t = INFINITY;
     if (m) {
@@ -254,11 +243,10 @@ static pass_plan_candidate *add(plan_ctx *x, const layout_choice *choice)
 }
 
 /* Fills the measured columns of c from a module after the pipeline. */
-static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m, bool hier)
+static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m)
 {
     int N = ir_world(m);
     pass_cost_params p = pass_cost_default_params(m);
-    p.hierarchical_a2a = hier;
     pass_cost_report rep = pass_cost_estimate(m, &p);
     c->micro_batch = ir_config_int(m, "micro_batch", x->r->micro_batch);
     c->tokens_per_rank = (double)c->micro_batch * (double)x->r->seq_len / N;
@@ -280,31 +268,21 @@ static void evaluate(plan_ctx *x, const fe_spec *s, pass_plan_candidate *c)
 {
     ir_module *m = build_choice(s, &c->choice, x->cuda, NULL);
     if (m)
-        measure(x, c, m, false);
+        measure(x, c, m);
     else
         snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout");
     ir_module_free(m);
 }
 
-/* A legal layout without its passes: two-level is estimated from the flat
- * build with the cost model's two-level all-to-all; the others are listed. */
+/* A legal layout whose passes are not all registered: listed, not built. */
 static void not_available(plan_ctx *x, pass_plan_candidate *c)
 {
+    (void)x;
     const layout_strategy *st = layout_strategy_of(&c->choice);
     c->legal = true;
-    if (c->choice.seq == LAYOUT_ULYSSES && c->choice.a2a == LAYOUT_A2A_TWO_LEVEL) {
-        layout_choice flat = c->choice;
-        flat.a2a = LAYOUT_A2A_FLAT;
-        ir_module *m = build_choice(x->spec, &flat, x->cuda, NULL);
-        if (m) {
-            measure(x, c, m, true);
-            c->estimate_only = true;
-        }
-        ir_module_free(m);
-    }
-    if (!c->estimate_only)
-        snprintf(c->reason, sizeof c->reason, "not available: no pass '%s' in this compiler",
-                 st ? st->pipeline : "?");
+    snprintf(c->reason, sizeof c->reason, "not available: a pass of '%s' (%s%s%s) is not registered",
+             st ? st->name : "?", st ? st->passes : "", st && st->after_zero ? "," : "",
+             st && st->after_zero ? st->after_zero : "");
 }
 
 static void plan_choice(plan_ctx *x, const layout_choice *choice)
@@ -381,7 +359,7 @@ static int choose(const pass_plan_result *r, bool any_batch)
     int best = -1;
     for (int i = 0; i < r->n; i++) {
         const pass_plan_candidate *c = &r->cand[i];
-        if (!usable(c) || c->estimate_only || (!any_batch && !c->keeps_batch))
+        if (!usable(c) || (!any_batch && !c->keeps_batch))
             continue;
         if (best < 0 || c->step_ms < r->cand[best].step_ms)
             best = i;
@@ -400,14 +378,10 @@ static void explain(pass_plan_result *r)
         pass_plan_candidate *c = &r->cand[i];
         if (!usable(c))
             continue;
-        usable_n += c->keeps_batch && !c->estimate_only;
+        usable_n += c->keeps_batch;
         if (i == b)
             continue;
-        if (c->estimate_only)
-            snprintf(c->reason, sizeof c->reason,
-                     "not available (no pass two-level), estimate: %.1f ms/step, %+.1f%% vs %s",
-                     c->step_ms, 100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
-        else if (!c->keeps_batch && w->keeps_batch)
+        if (!c->keeps_batch && w->keeps_batch)
             snprintf(c->reason, sizeof c->reason,
                      "changes the global batch: %lld sequences per step instead of %lld (%.0f tokens per rank)",
                      (long long)(c->micro_batch * r->accum), (long long)(r->micro_batch * r->accum),

@@ -1,50 +1,169 @@
-/* registry.c — the named passes, and running them.
+/* registry.c — the named passes, the pipeline a strategy derives, and
+ * running them.
  *
- * Adding a pass is one file (passes/pass_NAME.c defining pass_NAME, declared
- * in passes.h) plus one line in the table below.  The default pipeline is an
- * explicit, ordered list: each pass states what it expects of its input in
+ * Passes are registered at run time: the core ones from the table below,
+ * a pass that brings its own strategy from its file (one line in
+ * builtins.def), a plugin's through api/basp_pass.h.  The pipeline is one
+ * explicit skeleton with the chosen strategy's passes in it
+ * (pass_pipeline); each pass states what it expects of its input in
  * passes/README.md, and the verifier runs between passes. */
 #include "pass_util.h"
 
 #include <string.h>
 
-static const pass_info registry[] = {
-    {"batch-aware", "config groups G: K strided sets @dp of G ranks, shard the batch over @dp", pass_batch_aware},
+/* The built-in passes, registered in pipeline order (--list-passes prints
+ * them so): the core table's first part, the passes that register
+ * themselves with a strategy of their own from their file (builtins.def),
+ * then the rest of the core table from `place` on. */
+static const pass_info core[] = {
+    {"batch-aware", "config groups G: K strided sets @dp of G ranks, shard the batch over @dp", pass_batch_aware,
+     NULL},
     {"ulysses", "shard the sequence over @sp (G groups of K); all-to-all seq<->heads around each attention",
-     pass_ulysses},
-    {"ring", "Ulysses x Ring (sequence ring/hybrid): ring attention over @ring, Ulysses inside @ul", pass_ring},
-    {"two-level", "split each Ulysses all-to-all spanning nodes into @inter then @node (a2a two_level)",
-     pass_two_level},
-    {"place", "check node alignment of every group; record place.<group>", pass_place},
-    {"zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero},
-    {"recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward", pass_recompute},
-    {"memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan},
-    {"cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost},
+     pass_ulysses, NULL},
+    {"ring", "Ulysses x Ring (sequence ring/hybrid): ring attention over @ring, Ulysses inside @ul", pass_ring, NULL},
+    {"place", "check node alignment of every group; record place.<group>", pass_place, NULL},
+    {"zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero, NULL},
+    {"recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward", pass_recompute,
+     NULL},
+    {"memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan,
+     NULL},
+    {"cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost, NULL},
 };
-enum { NPASSES = sizeof registry / sizeof registry[0] };
+
+#define PASS_BUILTIN(fn) void fn(void);
+#include "builtins.def"
+#undef PASS_BUILTIN
+
+static pass_info registry[PASS_MAX];
+static int npasses;
+static bool ready;
+
+bool pass_register(const pass_info *p, char *err, size_t nerr)
+{
+    char tmp[8];
+    if (!err)
+        err = tmp, nerr = sizeof tmp;
+    if (!p || !p->name || !p->run) {
+        snprintf(err, nerr, "a pass needs a name and a function");
+        return false;
+    }
+    if (!*p->name || strlen(p->name) >= 64 || strpbrk(p->name, ", \t\n")) {
+        snprintf(err, nerr, "pass name '%s': 1 to 63 characters, no commas or spaces", p->name);
+        return false;
+    }
+    for (int i = 0; i < npasses; i++)
+        if (!strcmp(registry[i].name, p->name)) {
+            snprintf(err, nerr, "a pass named '%s' is already registered (%s)", p->name,
+                     registry[i].owner ? registry[i].owner : "built in");
+            return false;
+        }
+    if (npasses >= PASS_MAX) {
+        snprintf(err, nerr, "pass '%s': the registry is full (%d passes)", p->name, PASS_MAX);
+        return false;
+    }
+    registry[npasses] = *p;
+    if (!registry[npasses].summary)
+        registry[npasses].summary = "";
+    npasses++;
+    return true;
+}
+
+void pass_init(void)
+{
+    if (ready)
+        return;
+    ready = true;
+    size_t i = 0, n = sizeof core / sizeof core[0];
+    for (; i < n && strcmp(core[i].name, "place"); i++)
+        pass_register(&core[i], NULL, 0);
+#define PASS_BUILTIN(fn) fn();
+#include "builtins.def"
+#undef PASS_BUILTIN
+    for (; i < n; i++)
+        pass_register(&core[i], NULL, 0);
+}
 
 const pass_info *pass_registry(int *n)
 {
+    pass_init();
     if (n)
-        *n = NPASSES;
+        *n = npasses;
     return registry;
 }
 
 const pass_info *pass_lookup(const char *name)
 {
-    for (int i = 0; i < NPASSES; i++)
+    pass_init();
+    for (int i = 0; i < npasses; i++)
         if (strcmp(registry[i].name, name) == 0)
             return &registry[i];
     return NULL;
 }
 
-/* batch-aware first: it partitions the batch (@dp); the sequence pass of
- * the layout (ulysses, or ring for ring/hybrid; the others skip with a
- * remark) shards each group's sequence over @sp; two-level then splits
- * Ulysses' exchanges when config a2a says so. */
+/* Appends the items of `list` not yet in buf (comma-separated). */
+static void append_new(char *buf, size_t n, const char *list)
+{
+    char item[64];
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
+        p = e ? e + 1 : NULL;
+        bool have = false;
+        for (const char *q = buf; *q && !have;) {
+            const char *f = strchr(q, ',');
+            size_t l = f ? (size_t)(f - q) : strlen(q);
+            have = l == strlen(item) && !strncmp(q, item, l);
+            q = f ? f + 1 : q + l;
+        }
+        if (!have && *item) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, n - used, "%s%s", used ? "," : "", item);
+        }
+    }
+}
+
+/* The pipeline is one skeleton with the strategy's passes in it:
+ *   batch-aware, <passes>, place, zero, <after_zero>, recompute, memplan
+ * batch-aware first: it partitions the batch (@dp); the strategy's passes
+ * shard each group's sequence; place checks the groups against the nodes;
+ * zero partitions the weights; recompute and memplan come last because
+ * they read the finished step.  `memory` false leaves recompute and
+ * memplan out (what the cost model times: they change memory, not which
+ * layout is faster).  A NULL strategy: every registered one's passes, in
+ * registration order (each skips, with a remark, a layout not its own). */
+void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n)
+{
+    pass_init();
+    buf[0] = '\0';
+    append_new(buf, n, "batch-aware");
+    int ns;
+    const layout_strategy *all = layout_strategies(&ns);
+    for (int i = 0; i < ns; i++)
+        if (!s || &all[i] == s)
+            append_new(buf, n, all[i].passes);
+    append_new(buf, n, "place,zero");
+    for (int i = 0; i < ns; i++)
+        if ((!s || &all[i] == s) && all[i].after_zero)
+            append_new(buf, n, all[i].after_zero);
+    if (memory)
+        append_new(buf, n, "recompute,memplan");
+}
+
 const char *pass_default_pipeline(void)
 {
-    return "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan";
+    static char buf[512];
+    pass_pipeline(NULL, true, buf, sizeof buf);
+    return buf;
+}
+
+bool pass_pipeline_of(const ir_module *m, char *buf, size_t n)
+{
+    const layout_strategy *s = NULL;
+    if (!pass_layout_strategy(m, &s))
+        return false;
+    pass_pipeline(s, true, buf, n);
+    return true;
 }
 
 /* Every pass of the layout's strategy pipeline is registered (a layout
@@ -56,14 +175,15 @@ bool pass_layout_available(const layout_choice *c)
     if (!s)
         return false;
     char item[64];
-    for (const char *p = s->pipeline; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
-        if (!pass_lookup(item))
-            return false;
-        p = e ? e + 1 : NULL;
-    }
+    for (int k = 0; k < 2; k++)
+        for (const char *p = k ? s->after_zero : s->passes; p && *p;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
+            if (!pass_lookup(item))
+                return false;
+            p = e ? e + 1 : NULL;
+        }
     return true;
 }
 
@@ -90,15 +210,15 @@ static bool in_list(const char *list, const char *name)
 /* `what`: the option the name came from, or NULL for the pass list. */
 static void unknown_pass(const char *name, const char *what)
 {
-    const char *cands[NPASSES];
-    char avail[256] = "";
-    for (int i = 0; i < NPASSES; i++) {
+    const char *cands[PASS_MAX];
+    char avail[1024] = "";
+    for (int i = 0; i < npasses; i++) {
         cands[i] = registry[i].name;
         if (i)
             strncat(avail, ", ", sizeof avail - strlen(avail) - 1);
         strncat(avail, registry[i].name, sizeof avail - strlen(avail) - 1);
     }
-    const char *close = sup_closest(name, cands, NPASSES);
+    const char *close = sup_closest(name, cands, npasses);
     if (close)
         sup_error(sup_noloc(), "%s%sunknown pass '%s'; did you mean '%s'? (available: %s)", what ? what : "",
                   what ? ": " : "", name, close, avail);
@@ -120,8 +240,11 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
     if (!p->run(m, opt))
         return false;
     if (opt->verify) {
-        char ctx[96];
-        snprintf(ctx, sizeof ctx, "after pass '%s'", name);
+        char ctx[384];
+        if (p->owner)
+            snprintf(ctx, sizeof ctx, "after pass '%s' (from %s)", name, p->owner);
+        else
+            snprintf(ctx, sizeof ctx, "after pass '%s'", name);
         if (!ir_verify(m, ctx))
             return false;
     }

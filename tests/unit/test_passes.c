@@ -76,14 +76,14 @@ static void test_lower(void)
     CHECK(adamw == 1 + 2 * 9 + 2); /* embed, 9 per layer, final_norm, lm_head */
     /* batch_aware auto is resolved before lowering: a concrete layout in the config */
     layout_choice c = pass_layout_of(m);
-    CHECK(c.seq == LAYOUT_ULYSSES && c.a2a == LAYOUT_A2A_FLAT && (c.groups == 1 || c.groups == 2));
+    CHECK(c.seq == LAYOUT_ULYSSES && !c.variant && (c.groups == 1 || c.groups == 2));
     CHECK(!strcmp(ir_config_get(m, "sequence"), "ulysses") && !strcmp(ir_config_get(m, "a2a"), "flat"));
     layout_dims d = pass_layout_dims(m);
     CHECK(d.N == 8 && d.nodes == 2 && d.dpn == 4 && d.B == 2 && d.S == 64 && d.H == 8 && d.Hk == 2);
     CHECK(pass_layout_available(&c));
     ir_module_free(m);
     /* the typed choice goes into the config as written */
-    layout_choice h = {.seq = LAYOUT_HYBRID, .ring_degree = 2, .a2a = LAYOUT_A2A_FLAT, .groups = 2};
+    layout_choice h = {.seq = LAYOUT_HYBRID, .ring_degree = 2, .variant = NULL, .groups = 2};
     m = pass_lower_with(&s, &h);
     CHECK(m && ir_config_int(m, "groups", 0) == 2 && ir_config_int(m, "ring_degree", 0) == 2 &&
           !strcmp(ir_config_get(m, "sequence"), "hybrid"));
@@ -186,9 +186,13 @@ static bool says(const layout_dims *d, layout_choice c, const char *want)
     return false;
 }
 
-static layout_choice choice(layout_seq seq, int R, layout_a2a a2a, int G)
+/* The variants by their spec words (registered by pass_init). */
+#define LAYOUT_A2A_FLAT NULL
+#define LAYOUT_A2A_TWO_LEVEL layout_variant_find("a2a", "two_level")
+
+static layout_choice choice(layout_seq seq, int R, const layout_strategy *variant, int G)
 {
-    return (layout_choice){.seq = seq, .ring_degree = R, .a2a = a2a, .groups = G};
+    return (layout_choice){.seq = seq, .ring_degree = R, .variant = variant, .groups = G};
 }
 
 static void test_layout_rules(void)
@@ -290,24 +294,92 @@ static void test_layout_rules(void)
     int64_t g[8];
     CHECK(layout_legal_groups(&d, &u1, g, 8) == 3 && g[0] == 1 && g[1] == 2 && g[2] == 4);
     layout_seq sq;
-    layout_a2a aa;
     CHECK(layout_seq_parse("hybrid", &sq) && sq == LAYOUT_HYBRID && !layout_seq_parse("auto", &sq));
-    CHECK(layout_a2a_parse("two_level", &aa) && aa == LAYOUT_A2A_TWO_LEVEL);
-    CHECK(!strcmp(layout_seq_name(LAYOUT_RING), "ring") && !strcmp(layout_a2a_name(LAYOUT_A2A_FLAT), "flat"));
+    CHECK(LAYOUT_A2A_TWO_LEVEL && !strcmp(LAYOUT_A2A_TWO_LEVEL->name, "ulysses+two_level"));
+    CHECK(!layout_variant_find("a2a", "flat") && !layout_variant_find("a2a", "nope"));
+    CHECK(!strcmp(layout_seq_name(LAYOUT_RING), "ring"));
     char fix[256];
     CHECK(layout_illegal(&d, &(layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .groups = 8}, fix,
                          sizeof fix) && strstr(fix, "multiple of 8"));
     CHECK(layout_device_lookup("h100_sxm") && layout_link_lookup("ib_ndr") && !layout_device_lookup("nope"));
 }
 
+static bool always(ir_module *m, const pass_options *o)
+{
+    (void)m, (void)o;
+    return true;
+}
+
+static const char *no_rule(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+{
+    return layout_family_legal(d, c, fix, nfix);
+}
+
+static int one_cand(const layout_dims *d, int G, layout_choice *out, int max)
+{
+    (void)d;
+    if (max > 0)
+        out[0] = layout_ulysses(G), out[0].variant = layout_strategy_named("ulysses+mine");
+    return 1;
+}
+
+/* Registering passes and strategies: the refusals, then a variant that the
+ * planner's enumeration and the pipeline pick up. */
+static void test_registry(void)
+{
+    char err[256];
+    pass_info dup = {"zero", "again", always, "x.so"};
+    CHECK(!pass_register(&dup, err, sizeof err) && strstr(err, "already registered"));
+    pass_info bad = {"a,b", "", always, NULL};
+    CHECK(!pass_register(&bad, err, sizeof err) && strstr(err, "no commas or spaces"));
+    layout_strategy s = {.name = "ulysses+two_level", .seq = LAYOUT_ULYSSES, .key = "a2a", .word = "mine",
+                         .legal = no_rule, .candidates = one_cand, .passes = "ulysses,mine"};
+    CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "already registered"));
+    s.name = "ulysses+mine", s.word = "two_level";
+    CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "already selects strategy 'ulysses+two_level'"));
+    s.word = "flat";
+    CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "the spec's own"));
+    s.word = "mine", s.key = "sequence";
+    CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "spec key a2a"));
+    s.key = "a2a", s.title = "bad \"title\"";
+    CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "title"));
+    s.title = NULL;
+    /* the pipeline names the strategy's passes; until they are registered it
+     * is not available */
+    CHECK(layout_strategy_register(&s, err, sizeof err));
+    const layout_strategy *mine = layout_variant_find("a2a", "mine");
+    char pipe[512];
+    pass_pipeline(mine, true, pipe, sizeof pipe);
+    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,memplan"));
+    pass_pipeline(mine, false, pipe, sizeof pipe);
+    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero"));
+    layout_choice c = layout_ulysses(1);
+    c.variant = mine;
+    CHECK(!pass_layout_available(&c));
+    pass_info p = {"mine", "a test pass", always, NULL};
+    CHECK(pass_register(&p, err, sizeof err) && pass_layout_available(&c));
+    /* the enumeration: after Ulysses and two-level, before ring */
+    layout_dims d = {.N = 8, .nodes = 2, .dpn = 4, .B = 4, .S = 64, .H = 16, .Hk = 8};
+    layout_choice all[64];
+    int n = layout_candidates(&d, all, 64);
+    CHECK(n > 3 && !all[0].variant && all[1].variant == LAYOUT_A2A_TWO_LEVEL && all[2].variant == mine &&
+          all[3].seq == LAYOUT_RING);
+    char name[64];
+    layout_choice_name(&all[2], name, sizeof name);
+    CHECK(!strcmp(name, "ulysses+mine"));
+    CHECK(!strcmp(pass_default_pipeline(), "batch-aware,ulysses,ring,two-level,mine,place,zero,recompute,memplan"));
+}
+
 int main(void)
 {
     sup_diag_set_quiet(true);
+    pass_init();
     test_layout_rules();
     test_lower();
     test_ulysses_batch_aware();
     test_ring_traffic();
     test_pure_data_parallel();
+    test_registry(); /* last: it registers a strategy the others would see */
     if (failures) {
         fprintf(stderr, "test_passes: %d check(s) failed\n", failures);
         return 1;
