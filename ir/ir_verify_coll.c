@@ -148,8 +148,13 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
     const char *name = gather ? "all_gather" : "reduce_scatter";
     char why[80];
     snprintf(why, sizeof why, " (the dim the %s works on)", name);
-    ir_vwant_shard(c, x, d, gather ? g : -1, why);
-    ir_vwant_shard(c, y, d, gather ? -1 : g, why);
+    /* nested: the sharded side by W = O x g, the other by O (ir/README.md) */
+    const ir_value *part = gather ? x : y, *more = gather ? y : x;
+    int W = part->type.shard[d], O = more->type.shard[d];
+    if (!(O >= 0 && W >= 0 && O < c->m->ngroups && W < c->m->ngroups && ir_group_nested(c->m, W, O, g))) {
+        ir_vwant_shard(c, x, d, gather ? g : -1, why);
+        ir_vwant_shard(c, y, d, gather ? -1 : g, why);
+    }
     char what[160], ds[96];
     snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, ds, sizeof ds), d);
     ir_vwant_dim(c, y, d, x->type.dims[d], what);

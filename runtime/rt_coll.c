@@ -87,6 +87,22 @@ static bool rt_a2a_nested(rt_ctx *rt, int g, int coarse, int fine) {
            rt->gpos[fine] == rt->gpos[coarse] * K + rt->gpos[g];
 }
 
+/* all_gather / reduce_scatter: dim `dim` is sharded by g on one side and
+ * whole on the other, or nested: sharded by W on one side and by O on the
+ * other, W = O x g (hierarchical ZeRO's node-level gather, ir/README.md). */
+void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, int whole) {
+    rt_check_even(rt, op, sharded);
+    rt_check_even(rt, op, whole);
+    const rt_value_desc *s = rt_coll_val(rt, sharded), *w = rt_coll_val(rt, whole);
+    RT_CHECK(s->rank == w->rank && dim >= 0 && dim < s->rank, "%s %s: bad dim %d", op, s->name, dim);
+    RT_CHECK(rt_a2a_nested(rt, g, w->shard[dim], s->shard[dim]),
+             "%s %s / %s: dim %d must be sharded by %s on one side only (or nested)", op, s->name, w->name, dim,
+             rt->p->groups[g].name);
+    RT_CHECK(s->dtype == w->dtype, "%s %s: dtypes differ", op, s->name);
+    RT_CHECK(s->local_elems * rt->p->groups[g].set_size == w->local_elems, "%s %s / %s: local sizes disagree", op,
+             s->name, w->name);
+}
+
 rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) {
     const rt_value_desc *xd = rt_coll_val(rt, x), *yd = rt_coll_val(rt, y);
     RT_CHECK(xd->rank == yd->rank && split < xd->rank && concat < xd->rank && split != concat && split >= 0 &&
@@ -155,17 +171,6 @@ void rt_check_even(rt_ctx *rt, const char *op, int v) {
              d->name);
 }
 
-void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, int whole) {
-    rt_check_even(rt, op, sharded);
-    rt_check_even(rt, op, whole);
-    const rt_value_desc *s = rt_coll_val(rt, sharded), *w = rt_coll_val(rt, whole);
-    RT_CHECK(s->rank == w->rank && dim >= 0 && dim < s->rank, "%s %s: bad dim %d", op, s->name, dim);
-    RT_CHECK(s->shard[dim] == g && w->shard[dim] < 0, "%s %s / %s: dim %d must be sharded by %s on one side only",
-             op, s->name, w->name, dim, rt->p->groups[g].name);
-    RT_CHECK(s->dtype == w->dtype, "%s %s: dtypes differ", op, s->name);
-    RT_CHECK(s->local_elems * rt->p->groups[g].set_size == w->local_elems, "%s %s / %s: local sizes disagree", op,
-             s->name, w->name);
-}
 
 /* ---- optimizer helpers shared by the backends (rt_internal.h) ----------------------- */
 double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq) {
