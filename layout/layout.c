@@ -138,18 +138,18 @@ static int put(layout_choice *out, int n, int max, layout_choice c)
     return n + 1;
 }
 
-static int ulysses_cands(const layout_dims *d, int G, layout_choice *out, int max)
+static int ulysses_cands(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max)
 {
     return put(out, 0, max, layout_ulysses(G));
 }
 
-static int ring_cands(const layout_dims *d, int G, layout_choice *out, int max)
+static int ring_cands(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max)
 {
     layout_choice c = {.seq = LAYOUT_RING, .ring_degree = (int)(d->N / G), .variant = NULL, .groups = G};
     return put(out, 0, max, c);
 }
 
-static int hybrid_cands(const layout_dims *d, int G, layout_choice *out, int max)
+static int hybrid_cands(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max)
 {
     int n = 0, K = (int)(d->N / G);
     for (int R = 2; R < K; R++)
@@ -325,7 +325,7 @@ int layout_candidates(const layout_dims *d, layout_choice *out, int max)
                 if (s != f && (s < NFAMILIES || registry[s].seq != (layout_seq)f))
                     continue;
                 layout_choice cs[1024];
-                int nc = registry[s].candidates(d, (int)g[i], cs, 1024);
+                int nc = registry[s].candidates(&registry[s], d, (int)g[i], cs, 1024);
                 for (int k = 0; k < nc && k < 1024; k++)
                     if (!layout_illegal(d, &cs[k], NULL, 0))
                         n = put(out, n, max, cs[k]);

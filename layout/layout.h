@@ -94,10 +94,12 @@ typedef struct layout_strategy {
     const char *word;  /* the key's value ("two_level"); the module config holds key = word */
     const char *title; /* for the training binary's banner ("Ulysses, two-level all-to-all"); may be NULL */
     const char *(*legal)(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
-    int (*candidates)(const layout_dims *d, int groups, layout_choice *out, int max);
+    int (*candidates)(const struct layout_strategy *self, const layout_dims *d, int groups, layout_choice *out,
+                      int max);
     const char *passes;     /* comma-separated, run after batch-aware */
     const char *after_zero; /* comma-separated, run right after zero; NULL: none */
     const char *owner;      /* where it came from, for messages: "built in" or a plugin's path */
+    const void *user;       /* the registering code's own (api/basp_pass.c: the plugin's row) */
 } layout_strategy;
 enum { LAYOUT_MAX_STRATEGIES = 64 };
 /* The spec keys a variant may be selected by. */

@@ -95,7 +95,7 @@ static ir_op exchange(const ring_ctx *c, int n, const int *ins, const int *outs,
 
 /* attention(q, k, v) -> o at index i becomes ring_attention (-> o, lse),
  * wrapped in the @ul exchanges when U > 1. */
-static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i)
+static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i)
 {
     ir_op att = m->ops[i];
     int ins[3], outs[3], o = att.out[0], oh = o;
@@ -105,10 +105,10 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pu_edits *e, int i)
         for (int k = 0; k < 3; k++)
             outs[k] = derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
         ir_op before = exchange(c, 3, ins, outs, true, c->F, &att);
-        pu_insert_before(e, i, &before);
+        pass_insert_before(e, i, &before);
         oh = derived(m, o, ".heads", heads_type(c, m->values[o].type, false));
         ir_op after = exchange(c, 1, &oh, &o, false, 1, &att);
-        pu_insert_after(e, i, &after);
+        pass_insert_after(e, i, &after);
     }
     int lse = derived(m, o, ".lse", lse_type(&m->values[oh].type));
     ir_op ra = ir_op_make(IR_RING_ATTENTION);
@@ -130,7 +130,7 @@ static int heads_twin(const ir_module *m, const ring_ctx *c, int v)
 
 /* attention_bwd(do, q, k, v, o) -> dq, dk, dv at index i becomes
  * ring_attention_bwd(do, q, k, v, o, lse), wrapped when U > 1. */
-static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pu_edits *e, int i, int lse)
+static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int lse)
 {
     ir_op ab = m->ops[i];
     ir_op rb = ir_op_make(IR_RING_ATTENTION_BWD);
@@ -138,7 +138,7 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pu_edits *e, int
     if (c->ul >= 0) {
         int doh = derived(m, d_o, ".heads", heads_type(c, m->values[d_o].type, false));
         ir_op before = exchange(c, 1, &d_o, &doh, true, 1, &ab);
-        pu_insert_before(e, i, &before);
+        pass_insert_before(e, i, &before);
         d_o = doh;
     }
     ir_op_add_input(&rb, d_o);
@@ -156,7 +156,7 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pu_edits *e, int
     m->ops[i] = rb;
     if (c->ul >= 0) {
         ir_op after = exchange(c, 3, hs, ab.out, false, c->F, &ab);
-        pu_insert_after(e, i, &after);
+        pass_insert_after(e, i, &after);
     }
 }
 
@@ -239,11 +239,11 @@ bool pass_ring(ir_module *m, const pass_options *opt)
         return false;
     }
     ring_ctx c = ring_layout(m, N, G, K, R);
-    pu_edits edits = {0};
+    pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)
             wrap_attention(m, &c, &edits, i);
-    pu_edits_apply(m, &edits);
+    pass_edits_apply(m, &edits);
     for (int i = 0; i < m->nops; i++) {
         if (m->ops[i].code != IR_ATTENTION_BWD)
             continue;
@@ -256,7 +256,7 @@ bool pass_ring(ir_module *m, const pass_options *opt)
         }
         wrap_attention_bwd(m, &c, &edits, i, lse);
     }
-    pu_edits_apply(m, &edits);
+    pass_edits_apply(m, &edits);
     ir_config_set_int(m, "sp_size", K);
     ir_config_set_int(m, "batch_groups", G);
     ir_config_set_int(m, "ring_size", R);

@@ -82,7 +82,7 @@ static ir_op tl_exchange(const ir_op *like, int g, int n, const int *ins, const 
 
 /* The all_to_all at index i (over @sp) becomes two; the intermediate
  * [B, S@node, H@inter, Dh] values are named "<result>.mid". */
-static void tl_split(ir_module *m, const tl_ctx *t, pu_edits *e, int i)
+static void tl_split(ir_module *m, const tl_ctx *t, pass_edits *e, int i)
 {
     ir_op op = m->ops[i];
     bool to_heads = ir_attr_int(&op, "split", 0) == 2;
@@ -100,7 +100,7 @@ static void tl_split(ir_module *m, const tl_ctx *t, pu_edits *e, int i)
     /* to heads: across nodes first, then inside; back: inside first */
     ir_op first = tl_exchange(&op, to_heads ? t->inter : t->node, op.nin, op.in, mid, to_heads ? 1 : fan);
     ir_op second = tl_exchange(&op, to_heads ? t->node : t->inter, op.nout, mid, op.out, to_heads ? fan : 1);
-    pu_insert_before(e, i, &first);
+    pass_insert_before(e, i, &first);
     m->ops[i] = second;
 }
 
@@ -140,13 +140,13 @@ static const char *tl_legal(const layout_dims *d, const layout_choice *c, char *
     return layout_family_legal(d, c, fix, nfix);
 }
 
-static int tl_candidates(const layout_dims *d, int G, layout_choice *out, int max)
+static int tl_candidates(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max)
 {
     (void)d;
     if (max < 1)
         return 1;
     out[0] = layout_ulysses(G);
-    out[0].variant = layout_strategy_named("ulysses+two_level");
+    out[0].variant = self;
     return 1;
 }
 
@@ -188,12 +188,12 @@ static bool pass_two_level(ir_module *m, const pass_options *opt)
     for (int v = 0; v < m->nvalues; v++)
         if (m->values[v].type.rank >= 2 && m->values[v].type.shard[1] == sp)
             m->values[v].type.shard[1] = t.spt;
-    pu_edits edits = {0};
+    pass_edits edits = {0};
     int n = 0;
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ALL_TO_ALL && ir_op_group(&m->ops[i]) == sp)
             tl_split(m, &t, &edits, i), n++;
-    pu_edits_apply(m, &edits);
+    pass_edits_apply(m, &edits);
     pu_remark(opt, "two-level: %d all-to-all(s) over @sp split into @inter (%d nodes) then @node (%d ranks)", n,
               t.Nn, t.L);
     return true;
@@ -204,8 +204,9 @@ void pass_two_level_register(void);
 void pass_two_level_register(void)
 {
     static const pass_info pass = {
-        "two-level", "split each Ulysses all-to-all spanning nodes into @inter then @node (a2a two_level)",
-        pass_two_level, NULL};
+        .name = "two-level",
+        .summary = "split each Ulysses all-to-all spanning nodes into @inter then @node (a2a two_level)",
+        .run = pass_two_level};
     static const layout_strategy strategy = {
         .name = "ulysses+two_level", .seq = LAYOUT_ULYSSES, .key = "a2a", .word = "two_level",
         .title = "Ulysses, two-level all-to-all", .legal = tl_legal, .candidates = tl_candidates,

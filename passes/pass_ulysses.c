@@ -58,7 +58,7 @@ static ir_op exchange(int sp, int n, const int *ins, const int *outs, int split,
 
 /* Wraps the attention at index i: records the exchanges before and after it
  * and rewires it to the head-sharded values. */
-static void wrap_attention(ir_module *m, pu_edits *e, int i, int sp)
+static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
 {
     ir_op att = m->ops[i];
     int ins[3], outs[3];
@@ -67,25 +67,25 @@ static void wrap_attention(ir_module *m, pu_edits *e, int i, int sp)
         outs[k] = derived(m, ins[k], ".heads", pu_heads_type(m->values[ins[k]].type, sp, 1));
     }
     ir_op before = exchange(sp, 3, ins, outs, 2, &att);
-    pu_insert_before(e, i, &before);
+    pass_insert_before(e, i, &before);
     int o = att.out[0];
     int oh = derived(m, o, ".heads", pu_heads_type(m->values[o].type, sp, 1));
     for (int k = 0; k < 3; k++)
         m->ops[i].in[k] = outs[k];
     m->ops[i].out[0] = oh;
     ir_op after = exchange(sp, 1, &oh, &o, 1, &att);
-    pu_insert_after(e, i, &after);
+    pass_insert_after(e, i, &after);
 }
 
 /* Wraps the attention_bwd at index i (the forward exchanges must be in the
  * schedule already: pu_heads_twin finds them there). */
-static void wrap_attention_bwd(ir_module *m, pu_edits *e, int i, int sp)
+static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
 {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
     int doh = derived(m, d_o, ".heads", pu_heads_type(m->values[d_o].type, sp, 1));
     ir_op before = exchange(sp, 1, &d_o, &doh, 2, &ab);
-    pu_insert_before(e, i, &before);
+    pass_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
     for (int k = 1; k < 5; k++)
@@ -96,7 +96,7 @@ static void wrap_attention_bwd(ir_module *m, pu_edits *e, int i, int sp)
         m->ops[i].out[k] = hs[k];
     }
     ir_op after = exchange(sp, 3, hs, ab.out, 1, &ab);
-    pu_insert_after(e, i, &after);
+    pass_insert_after(e, i, &after);
 }
 
 static void shard_sequence(ir_module *m, int sp)
@@ -198,15 +198,15 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         sp = dp;
     }
     shard_sequence(m, sp);
-    pu_edits edits = {0};
+    pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)
             wrap_attention(m, &edits, i, sp);
-    pu_edits_apply(m, &edits);
+    pass_edits_apply(m, &edits);
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION_BWD)
             wrap_attention_bwd(m, &edits, i, sp);
-    pu_edits_apply(m, &edits); /* renumbers */
+    pass_edits_apply(m, &edits); /* renumbers */
     pu_fix_virtual_heads(m, sp);
     ir_config_set_int(m, "sp_size", K);
     ir_config_set_int(m, "batch_groups", G);

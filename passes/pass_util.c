@@ -244,28 +244,28 @@ int pu_heads_twin(const ir_module *m, int sp, int v)
 }
 
 /* ---- deferred insertion ---------------------------------------------------- */
-static void pu_edit_add(pu_edits *e, int gap, int after, const ir_op *op)
+static void pass_edit_add(pass_edits *e, int gap, int after, const ir_op *op)
 {
     SUP_GROW(e->items, e->n, e->cap);
-    e->items[e->n] = (struct pu_edit){.gap = gap, .after = after, .seq = e->n, .op = *op};
+    e->items[e->n] = (struct pass_edit){.gap = gap, .after = after, .seq = e->n, .op = *op};
     e->n++;
 }
 
-void pu_insert_before(pu_edits *e, int pos, const ir_op *op)
+void pass_insert_before(pass_edits *e, int pos, const ir_op *op)
 {
-    pu_edit_add(e, pos, 0, op);
+    pass_edit_add(e, pos, 0, op);
 }
 
-void pu_insert_after(pu_edits *e, int pos, const ir_op *op)
+void pass_insert_after(pass_edits *e, int pos, const ir_op *op)
 {
-    pu_edit_add(e, pos + 1, 1, op);
+    pass_edit_add(e, pos + 1, 1, op);
 }
 
 /* By gap; inside a gap the "after" ops latest first, then the "before" ops
  * in recording order. */
-static int pu_edit_cmp(const void *pa, const void *pb)
+static int pass_edit_cmp(const void *pa, const void *pb)
 {
-    const struct pu_edit *a = pa, *b = pb;
+    const struct pass_edit *a = pa, *b = pb;
     if (a->gap != b->gap)
         return a->gap < b->gap ? -1 : 1;
     if (a->after != b->after)
@@ -273,10 +273,10 @@ static int pu_edit_cmp(const void *pa, const void *pb)
     return a->after ? (a->seq < b->seq) - (a->seq > b->seq) : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-void pu_edits_apply(ir_module *m, pu_edits *e)
+void pass_edits_apply(ir_module *m, pass_edits *e)
 {
     if (e->n > 0) {
-        qsort(e->items, (size_t)e->n, sizeof *e->items, pu_edit_cmp);
+        qsort(e->items, (size_t)e->n, sizeof *e->items, pass_edit_cmp);
         int total = m->nops + e->n;
         ir_op *ops = sup_xmalloc((size_t)total * sizeof *ops);
         int k = 0, j = 0;

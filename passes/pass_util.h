@@ -63,25 +63,4 @@ void pu_shard_batch(ir_module *m, int sp, int dp);
  * (shards, group attributes): the order groups are printed in. */
 void pu_group_swap(ir_module *m, int a, int b);
 
-/* Deferred insertion: a pass that adds many ops records them against the
- * indices of the schedule it reads, then applies them in one O(n) merge
- * (inserting one at a time moves the whole tail each time: quadratic in
- * deep models).  In the gap between original ops i-1 and i the result is the
- * "after i-1" ops, latest recorded first, then the "before i" ops in the
- * order recorded: what the same calls to ir_op_insert, made one by one at
- * the current positions, would give. */
-typedef struct pu_edits {
-    struct pu_edit {
-        int gap;    /* insert before original op `gap` (0..nops) */
-        int after;  /* 1: recorded as "after op gap-1" */
-        int seq;    /* recording order */
-        ir_op op;
-    } *items;
-    int n, cap;
-} pu_edits;
-void pu_insert_before(pu_edits *e, int pos, const ir_op *op);
-void pu_insert_after(pu_edits *e, int pos, const ir_op *op);
-/* Applies and frees the edits, then renumbers the value defs. */
-void pu_edits_apply(ir_module *m, pu_edits *e);
-
 #endif

@@ -41,7 +41,7 @@ typedef struct zctx {
     int world, N, stage, accum;
     int first_adamw; /* index of the first adamw op (the apply phase's reductions go before it) */
     int gathers, reductions, sharded, replicated;
-    pu_edits edits; /* inserted ops, applied at the end: indices below are
+    pass_edits edits; /* inserted ops, applied at the end: indices below are
                        those of the unchanged schedule */
     /* Per value of the unchanged module: the ops reading it, in order
      * (readers[at[v] .. at[v+1])), so that each parameter's uses cost its
@@ -110,7 +110,7 @@ static int gather(zctx *z, int w, int d, const char *suffix, int first, int last
     snprintf(base, sizeof base, "%s%s", m->values[w].name, suffix);
     int copy = pu_result(m, base, full);
     ir_op op = collective(IR_ALL_GATHER, z->world, w, copy, d, &m->ops[first]);
-    pu_insert_before(&z->edits, first, &op);
+    pass_insert_before(&z->edits, first, &op);
     int lo, hi;
     zero_uses(z, w, &lo, &hi);
     for (int u = lo; u < hi; u++) {
@@ -157,7 +157,7 @@ static void gather_per_phase(zctx *z, int w, int d, ir_type full)
             continue;
         int copy = gather(z, w, d, suffix[p], first, last, full);
         ir_op fr = collective(IR_FREE, -1, copy, -1, -1, &z->m->ops[last]);
-        pu_insert_after(&z->edits, last, &fr);
+        pass_insert_after(&z->edits, last, &fr);
     }
 }
 
@@ -174,7 +174,7 @@ static int accumulate_after(zctx *z, int g, int p)
     ir_op_add_input(&op, acc);
     ir_op_add_input(&op, g);
     pu_tag_like(&op, &m->ops[p]);
-    pu_insert_before(&z->edits, p + 1, &op);
+    pass_insert_before(&z->edits, p + 1, &op);
     return acc;
 }
 
@@ -193,7 +193,7 @@ static void accumulate_grad(zctx *z, int dw, int d, int p, int adamw)
         snprintf(base, sizeof base, "%s.shard", m->values[dw].name);
         g = pu_result(m, base, t);
         ir_op op = collective(IR_REDUCE_SCATTER, z->world, dw, g, d, &m->ops[p]);
-        pu_insert_after(&z->edits, p, &op);
+        pass_insert_after(&z->edits, p, &op);
     }
     int acc = accumulate_after(z, g, p);
     int upd = acc;
@@ -205,7 +205,7 @@ static void accumulate_grad(zctx *z, int dw, int d, int p, int adamw)
          * gradient norm over every gradient (clipping), so all must be
          * reduced by then. */
         ir_op op = collective(IR_ALL_REDUCE, z->world, acc, upd, -1, &m->ops[adamw]);
-        pu_insert_before(&z->edits, z->first_adamw, &op);
+        pass_insert_before(&z->edits, z->first_adamw, &op);
     }
     m->ops[adamw].in[1] = upd;
     z->reductions++;
@@ -231,7 +231,7 @@ static void reduce_grad(zctx *z, int dw, int d, int adamw)
     int red = pu_result(m, base, t);
     ir_op op = collective(scatter ? IR_REDUCE_SCATTER : IR_ALL_REDUCE, z->world, dw, red, scatter ? d : -1,
                           &m->ops[p]);
-    pu_insert_after(&z->edits, p, &op);
+    pass_insert_after(&z->edits, p, &op);
     int lo, hi; /* ir_replace_uses(m, dw, red, p + 1) over dw's readers */
     zero_uses(z, dw, &lo, &hi);
     for (int u = lo; u < hi; u++)
@@ -312,7 +312,7 @@ bool pass_zero(ir_module *m, const pass_options *opt)
     free(pairs);
     free(z.at);
     free(z.readers);
-    pu_edits_apply(m, &z.edits); /* renumbers */
+    pass_edits_apply(m, &z.edits); /* renumbers */
     pu_remark(opt, "zero: stage %d over @world (%d ranks): %d parameter(s) sharded, %d replicated; %d all-gather(s), "
                    "%d gradient reduction(s)", z.stage, z.N, z.sharded, z.replicated, z.gathers, z.reductions);
     if (z.accum > 1)

@@ -49,6 +49,9 @@ typedef struct pass_info {
     const char *summary;
     pass_fn run;
     const char *owner; /* NULL: built in; else the plugin's path (named in the verifier's errors) */
+    /* A pass written against api/basp_pass.h (run NULL): it reads its
+     * options through pass_current_options. */
+    bool (*run_module)(ir_module *m);
 } pass_info;
 
 enum { PASS_MAX = 128 };
@@ -61,6 +64,8 @@ void pass_init(void);
 bool pass_register(const pass_info *p, char *err, size_t nerr);
 const pass_info *pass_registry(int *n);
 const pass_info *pass_lookup(const char *name); /* NULL if unknown */
+/* The options of the pass running now (pass_run), NULL outside one. */
+const pass_options *pass_current_options(void);
 /* The pipeline of strategy s (registry.c: batch-aware, its passes, place,
  * zero, its after-zero passes, recompute, memplan; without the last two
  * when memory is false).  s NULL: every registered strategy's passes
@@ -79,6 +84,29 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt);
 /* Runs a comma-separated list of passes in order; stops at the first failure
  * (unknown names are reported with a "did you mean").  Returns success. */
 bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt);
+
+/* ---- deferred insertion (pass_util.c) ---------------------------------- */
+/* Deferred insertion: a pass that adds many ops records them against the
+ * indices of the schedule it reads, then applies them in one O(n) merge
+ * (inserting one at a time moves the whole tail each time: quadratic in
+ * deep models).  In the gap between original ops i-1 and i the result is the
+ * "after i-1" ops, latest recorded first, then the "before i" ops in the
+ * order recorded: what the same calls to ir_op_insert, made one by one at
+ * the current positions, would give. */
+typedef struct pass_edits {
+    struct pass_edit {
+        int gap;    /* insert before original op `gap` (0..nops) */
+        int after;  /* 1: recorded as "after op gap-1" */
+        int seq;    /* recording order */
+        ir_op op;
+    } *items;
+    int n, cap;
+} pass_edits;
+void pass_insert_before(pass_edits *e, int pos, const ir_op *op);
+void pass_insert_after(pass_edits *e, int pos, const ir_op *op);
+/* Applies and frees the edits, then renumbers the value defs. */
+void pass_edits_apply(ir_module *m, pass_edits *e);
+
 
 /* ---- the passes (registered in registry.c) ------------------------------- */
 bool pass_ulysses(ir_module *m, const pass_options *opt);

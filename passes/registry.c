@@ -15,26 +15,29 @@
  * them so): the core table's first part, the passes that register
  * themselves with a strategy of their own from their file (builtins.def),
  * then the rest of the core table from `place` on. */
+#define CORE(n, s, f) {.name = n, .summary = s, .run = f}
 static const pass_info core[] = {
-    {"batch-aware", "config groups G: K strided sets @dp of G ranks, shard the batch over @dp", pass_batch_aware,
-     NULL},
-    {"ulysses", "shard the sequence over @sp (G groups of K); all-to-all seq<->heads around each attention",
-     pass_ulysses, NULL},
-    {"ring", "Ulysses x Ring (sequence ring/hybrid): ring attention over @ring, Ulysses inside @ul", pass_ring, NULL},
-    {"place", "check node alignment of every group; record place.<group>", pass_place, NULL},
-    {"zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero, NULL},
-    {"recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward", pass_recompute,
-     NULL},
-    {"memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan,
-     NULL},
-    {"cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost, NULL},
+    CORE("batch-aware", "config groups G: K strided sets @dp of G ranks, shard the batch over @dp", pass_batch_aware),
+    CORE("ulysses", "shard the sequence over @sp (G groups of K); all-to-all seq<->heads around each attention",
+         pass_ulysses),
+    CORE("ring", "Ulysses x Ring (sequence ring/hybrid): ring attention over @ring, Ulysses inside @ul", pass_ring),
+    CORE("place", "check node alignment of every group; record place.<group>", pass_place),
+    CORE("zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero),
+    CORE("recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward",
+         pass_recompute),
+    CORE("memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan),
+    CORE("cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost),
 };
+#undef CORE
 
 #define PASS_BUILTIN(fn) void fn(void);
 #include "builtins.def"
 #undef PASS_BUILTIN
 
 static pass_info registry[PASS_MAX];
+static const pass_options *running; /* pass_run's options, for passes without a parameter for them */
+
+const pass_options *pass_current_options(void) { return running; }
 static int npasses;
 static bool ready;
 
@@ -43,7 +46,7 @@ bool pass_register(const pass_info *p, char *err, size_t nerr)
     char tmp[8];
     if (!err)
         err = tmp, nerr = sizeof tmp;
-    if (!p || !p->name || !p->run) {
+    if (!p || !p->name || (!p->run && !p->run_module)) {
         snprintf(err, nerr, "a pass needs a name and a function");
         return false;
     }
@@ -237,7 +240,11 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
         unknown_pass(name, NULL);
         return false;
     }
-    if (!p->run(m, opt))
+    const pass_options *outer = running;
+    running = opt;
+    bool ok = p->run ? p->run(m, opt) : p->run_module(m);
+    running = outer;
+    if (!ok)
         return false;
     if (opt->verify) {
         char ctx[384];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "basp.h"
+#include "basp_pass.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -16,6 +17,7 @@ static void usage(FILE *out) {
             "  --verify-only          parse and verify, print nothing\n"
             "  --schedule [--json]    print the communication schedule instead of the IR\n"
             "  --list-passes          list the registered passes\n"
+            "  --load-pass-plugin=FILE  load a pass plugin (repeatable; docs/writing-a-pass.md)\n"
             "  -o FILE                write the output to FILE\n"
             "  -q, --quiet            only errors\n");
 }
@@ -24,8 +26,19 @@ int main(int argc, char **argv) {
     const char *in = NULL, *out_path = NULL, *passes = NULL;
     bool verify_only = false, schedule = false, json = false, quiet = false;
     basp_pass_options popt = {0};
+    /* plugins first, so that --list-passes and --passes= see their passes */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *file = !strncmp(a, "--load-pass-plugin=", 19) ? a + 19 : NULL;
+        if (!strcmp(a, "--load-pass-plugin")) {
+            if (i + 1 >= argc) { fprintf(stderr, "basp-opt: error: missing value after %s\n", a); return 2; }
+            file = argv[++i];
+        }
+        if (file && !basp_load_pass_plugin(file)) return 1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strncmp(a, "--load-pass-plugin=", 19)) continue;
+        if (!strcmp(a, "--load-pass-plugin")) { i++; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--list-passes")) { basp_list_passes(stdout); return 0; }
         if (!strncmp(a, "--passes=", 9)) passes = a + 9;

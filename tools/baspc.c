@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "basp.h"
+#include "basp_pass.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -57,11 +58,15 @@ static void usage(FILE *out) {
             "Options:\n"
             "  --set BLOCK.KEY=VALUE    override a spec key (repeatable), e.g.\n"
             "                           --set train.micro_batch=4 --set layout.batch_aware=off\n"
-            "  --passes=A,B,C           run these passes instead of the default pipeline\n"
-            "                           (%s); --passes= runs none\n"
+            "  --passes=A,B,C           run these passes instead of the layout strategy's pipeline\n"
+            "                           (batch-aware, its passes, place, zero, recompute, memplan;\n"
+            "                           every strategy's: %s);\n"
+            "                           --passes= runs none\n"
             "  --print-ir-after-all     print the IR after every pass (to stdout)\n"
             "  --print-ir-after=PASS    print the IR after the named pass(es), comma-separated\n"
             "  --list-passes            list the registered passes\n"
+            "  --load-pass-plugin=FILE  load a pass plugin: its passes and layout strategies\n"
+            "                           (repeatable; docs/writing-a-pass.md)\n"
             "  --keep-c                 when building, keep the C program as FILE.c\n"
             "  --no-memory-plan         build a program that gives every value its own buffer\n"
             "                           (no reuse): the reference for the memory plan; --memory\n"
@@ -217,6 +222,23 @@ static int is_ir_file(const char *path) {
     return n > 4 && !strcmp(path + n - 4, ".bir");
 }
 
+/* --load-pass-plugin=FILE (or FILE as the next argument), loaded before
+ * anything else so that --list-passes, --passes= and the spec's layout
+ * words see the plugin's passes and strategies.  Returns 0, 1 when a load
+ * failed (reported), 2 on a usage error. */
+static int load_plugins(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *file = NULL;
+        if (!strncmp(a, "--load-pass-plugin=", 19)) file = a + 19;
+        else if (!strcmp(a, "--load-pass-plugin")) {
+            if (i + 1 >= argc) return die_usage("missing value after", a);
+            file = argv[++i];
+        } else continue;
+        if (!basp_load_pass_plugin(file)) return 1;
+    }
+    return 0;
+}
+
 /* Returns 0 to go on, 1 when done (help/version), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o) {
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
@@ -225,6 +247,8 @@ static int parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 1; }
         if (!strcmp(a, "--version")) { printf("baspc %s\n", BASP_VERSION); return 1; }
         if (!strcmp(a, "--list-passes")) { basp_list_passes(stdout); return 1; }
+        if (!strncmp(a, "--load-pass-plugin=", 19)) continue; /* load_plugins */
+        if (!strcmp(a, "--load-pass-plugin")) { i++; continue; }
         if (!strcmp(a, "--check")) { o->act = ACT_CHECK; o->emit_given = 1; }
         else if (!strcmp(a, "--print-spec")) { o->act = ACT_SPEC; o->emit_given = 1; }
         else if (!strcmp(a, "--emit=ir")) { o->act = ACT_IR; o->emit_given = 1; }
@@ -354,7 +378,9 @@ static int run(options *o, FILE *out) {
 
 int main(int argc, char **argv) {
     options o = {0};
-    int r = parse_args(argc, argv, &o);
+    int r = load_plugins(argc, argv);
+    if (r) return r;
+    r = parse_args(argc, argv, &o);
     if (r) { free(o.sets); return r == 1 ? 0 : 2; }
     basp_set_diagnostics(NULL, o.quiet);
     basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);

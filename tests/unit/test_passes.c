@@ -315,11 +315,11 @@ static const char *no_rule(const layout_dims *d, const layout_choice *c, char *f
     return layout_family_legal(d, c, fix, nfix);
 }
 
-static int one_cand(const layout_dims *d, int G, layout_choice *out, int max)
+static int one_cand(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max)
 {
     (void)d;
     if (max > 0)
-        out[0] = layout_ulysses(G), out[0].variant = layout_strategy_named("ulysses+mine");
+        out[0] = layout_ulysses(G), out[0].variant = self;
     return 1;
 }
 
@@ -328,9 +328,9 @@ static int one_cand(const layout_dims *d, int G, layout_choice *out, int max)
 static void test_registry(void)
 {
     char err[256];
-    pass_info dup = {"zero", "again", always, "x.so"};
+    pass_info dup = {.name = "zero", .summary = "again", .run = always, .owner = "x.so"};
     CHECK(!pass_register(&dup, err, sizeof err) && strstr(err, "already registered"));
-    pass_info bad = {"a,b", "", always, NULL};
+    pass_info bad = {.name = "a,b", .summary = "", .run = always};
     CHECK(!pass_register(&bad, err, sizeof err) && strstr(err, "no commas or spaces"));
     layout_strategy s = {.name = "ulysses+two_level", .seq = LAYOUT_ULYSSES, .key = "a2a", .word = "mine",
                          .legal = no_rule, .candidates = one_cand, .passes = "ulysses,mine"};
@@ -356,7 +356,7 @@ static void test_registry(void)
     layout_choice c = layout_ulysses(1);
     c.variant = mine;
     CHECK(!pass_layout_available(&c));
-    pass_info p = {"mine", "a test pass", always, NULL};
+    pass_info p = {.name = "mine", .summary = "a test pass", .run = always};
     CHECK(pass_register(&p, err, sizeof err) && pass_layout_available(&c));
     /* the enumeration: after Ulysses and two-level, before ring */
     layout_dims d = {.N = 8, .nodes = 2, .dpn = 4, .B = 4, .S = 64, .H = 16, .Hk = 8};
@@ -368,6 +368,21 @@ static void test_registry(void)
     layout_choice_name(&all[2], name, sizeof name);
     CHECK(!strcmp(name, "ulysses+mine"));
     CHECK(!strcmp(pass_default_pipeline(), "batch-aware,ulysses,ring,two-level,mine,place,zero,recompute,memplan"));
+    /* a module's pipeline comes from its config; a word nobody registered
+     * (its plugin not loaded) is an error, not the flat pipeline */
+    ir_module *m = ir_module_new("cfg");
+    ir_config_set(m, "sequence", "ulysses");
+    ir_config_set(m, "a2a", "mine");
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,memplan"));
+    ir_config_set(m, "a2a", "two_level");
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
+          !strcmp(pipe, "batch-aware,ulysses,two-level,place,zero,recompute,memplan"));
+    ir_config_set(m, "sequence", "hybrid");
+    ir_config_set(m, "a2a", "flat");
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ring,place,zero,recompute,memplan"));
+    ir_config_set(m, "a2a", "hpz");
+    CHECK(!pass_pipeline_of(m, pipe, sizeof pipe));
+    ir_module_free(m);
 }
 
 int main(void)

@@ -1,0 +1,207 @@
+/* basp_pass.h — writing passes and layout strategies outside the compiler's
+ * tree, and loading them as plugins.  Installed beside basp.h (PREFIX/
+ * include/basp/); docs/writing-a-pass.md is the tutorial.
+ *
+ * A plugin is a shared object that exports one function:
+ *
+ *     #include <basp/basp_pass.h>
+ *     static bool my_pass(basp_module *m) { ... rewrite m ...; return true; }
+ *     static bool my_register(void) {
+ *         return basp_register_pass("my-pass", "what it does", my_pass);
+ *     }
+ *     BASP_PLUGIN_EXPORT basp_plugin_info basp_pass_plugin_info(void) {
+ *         return (basp_plugin_info){BASP_PASS_API_VERSION, "my-plugin", "1.0", my_register};
+ *     }
+ *
+ * `baspc --load-pass-plugin=my.so` (and basp-opt, and basp_load_pass_plugin)
+ * opens it, checks that it was built against this API version, and calls
+ * its register function.  Its passes then run in --passes=, its strategies
+ * are legal spec words, appear in --plan with their cost and build training
+ * binaries.  The plugin does not link libbasp: the functions below are
+ * resolved in the program that loads it (baspc, basp-opt, or a program
+ * linked against libbasp.so).
+ *
+ * The IR is reached through handles, never through the compiler's structs,
+ * so that a plugin keeps working across compiler versions with the same
+ * API version: values, ops and groups are indices (0..count-1; -1 = none),
+ * valid until the module changes shape (ops inserted or removed).  The
+ * textual IR's reference is ir/README.md; what a partitioning pass
+ * typically does (find ops, add groups, change shardings, insert
+ * collectives in one batch) is shown in examples/hpz/. */
+#ifndef BASP_PASS_H
+#define BASP_PASS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Raised when a signature or a struct below changes; a plugin built
+ * against another version is refused at load with both numbers. */
+#define BASP_PASS_API_VERSION 1
+
+#define BASP_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+/* ---- the plugin's entry point ------------------------------------------------ */
+typedef struct basp_plugin_info {
+    int api_version;          /* BASP_PASS_API_VERSION, as the plugin was built */
+    const char *name;         /* the plugin's name, for messages */
+    const char *version;      /* the plugin's own version */
+    bool (*register_fn)(void); /* registers its passes and strategies; false: the load fails */
+} basp_plugin_info;
+/* The symbol every plugin exports. */
+#define BASP_PLUGIN_ENTRY "basp_pass_plugin_info"
+typedef basp_plugin_info (*basp_plugin_entry_fn)(void);
+
+/* Loads a plugin (also in basp.h's users: baspc, basp-opt).  False, after
+ * an error naming the file, when it cannot be opened as a shared object,
+ * lacks the entry symbol, was built against another API version, or its
+ * registration fails (e.g. a pass or strategy name already taken). */
+bool basp_load_pass_plugin(const char *path);
+
+/* ---- registering ----------------------------------------------------------------- */
+/* A pass rewrites the module in place; false on failure (after
+ * basp_pass_error).  "Not applicable" is not a failure: leave the module
+ * unchanged and say why with basp_pass_remark.  The verifier runs after
+ * it; an invalid module is reported naming the pass and its plugin. */
+typedef bool (*basp_pass_fn)(basp_module *m);
+/* name: 1-63 characters, no commas or spaces, not yet registered. */
+bool basp_register_pass(const char *name, const char *summary, basp_pass_fn run);
+
+/* The dimensions the layout rules read: world N = nodes * devices per node
+ * (dpn), micro-batch B, sequence length S, heads H, kv heads Hk. */
+typedef struct basp_layout_dims {
+    int64_t N, nodes, dpn, B, S, H, Hk;
+} basp_layout_dims;
+/* One choice of a strategy: G batch-aware groups of K = N/G ranks, and the
+ * ring degree (1 for Ulysses, K for ring, 2 <= R < K for hybrid). */
+typedef struct basp_layout_choice {
+    int groups, ring_degree;
+} basp_layout_choice;
+
+/* A strategy: a variant of one of the sequence families, selected in a spec
+ * by `layout { KEY WORD }` (key "a2a"), built by the family's passes and
+ * its own.  The module's config then holds KEY = WORD, which its passes
+ * check (basp_module_config) to skip other layouts. */
+typedef struct basp_strategy {
+    const char *name;   /* "ulysses+hpz": the planner's name (at most 47 characters) */
+    const char *family; /* "ulysses", "ring" or "hybrid" */
+    const char *key;    /* "a2a" */
+    const char *word;   /* "hpz" (at most 31 characters; not flat or auto) */
+    const char *title;  /* for the training binary's banner; may be NULL */
+    /* NULL when c is legal for d, else the broken rule (a string that
+     * outlives the call), with a hint in fix.  NULL function: the family's
+     * rules alone. */
+    const char *(*legal)(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix);
+    /* The strategy's choices for G groups (legal or not), at most max;
+     * returns how many there are.  NULL: the family's (one per G; hybrid:
+     * one per ring degree). */
+    int (*candidates)(const basp_layout_dims *d, int groups, basp_layout_choice *out, int max);
+    const char *passes;     /* comma-separated, after batch-aware: the family's pass first ("ulysses,...") */
+    const char *after_zero; /* comma-separated, right after zero; NULL: none */
+} basp_strategy;
+/* Copies the row (the strings must outlive the program: literals).  False,
+ * after an error, for a missing field, an unknown family or key, or a
+ * name or word already registered. */
+bool basp_register_strategy(const basp_strategy *s);
+/* The family's own rules for c (for a `legal` that adds rules to them). */
+const char *basp_layout_family_legal(const char *family, const basp_layout_dims *d, const basp_layout_choice *c,
+                                     char *fix, size_t nfix);
+
+/* ---- diagnostics from a pass -------------------------------------------------- */
+void basp_pass_remark(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* unless quiet */
+void basp_pass_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- the module ------------------------------------------------------------------ */
+int basp_ir_world(const basp_module *m);            /* nodes * devices per node */
+int basp_ir_nodes(const basp_module *m);
+int basp_ir_devices_per_node(const basp_module *m);
+int basp_ir_node_of(const basp_module *m, int rank); /* ranks are numbered node by node */
+/* basp_module_config (basp.h) reads a config value; these write and read
+ * integers.  Every spec field a pass needs is in the config ("zero",
+ * "micro_batch", "heads", "sequence", "a2a", "groups" ...). */
+void basp_ir_config_set(basp_module *m, const char *key, const char *value);
+int64_t basp_ir_config_int(const basp_module *m, const char *key, int64_t def);
+/* The module's layout dimensions and choice, as the layout rules see them. */
+basp_layout_dims basp_ir_layout_dims(const basp_module *m);
+
+/* ---- groups: named process groups, each nsets disjoint sets of set_size ranks - */
+int basp_ir_group_count(const basp_module *m);
+int basp_ir_group_find(const basp_module *m, const char *name); /* -1 if absent */
+const char *basp_ir_group_name(const basp_module *m, int g);
+int basp_ir_group_sets(const basp_module *m, int g);
+int basp_ir_group_set_size(const basp_module *m, int g);
+int basp_ir_group_rank(const basp_module *m, int g, int set, int pos);
+/* Adds (or replaces) group `name`: ranks holds nsets * set_size ranks, set
+ * s at [s*set_size, (s+1)*set_size).  Returns its index. */
+int basp_ir_group_add(basp_module *m, const char *name, int nsets, int set_size, const int *ranks);
+/* True when every set of `whole`, in position order, is |outer| runs of
+ * |inner| ranks, each run a set of inner (ir/README.md, nested groups). */
+bool basp_ir_group_nested(const basp_module *m, int whole, int outer, int inner);
+
+/* ---- values: params, inputs, accumulators and op results -------------------------- */
+typedef enum { BASP_V_PARAM, BASP_V_INPUT, BASP_V_ACCUM, BASP_V_RESULT } basp_value_kind;
+int basp_ir_value_count(const basp_module *m);
+int basp_ir_value_find(const basp_module *m, const char *name); /* without the %; -1 if absent */
+const char *basp_ir_value_name(const basp_module *m, int v);
+basp_value_kind basp_ir_value_kind(const basp_module *m, int v);
+int basp_ir_value_def(const basp_module *m, int v); /* the op defining a result, else -1 */
+const char *basp_ir_value_dtype(const basp_module *m, int v); /* "f32", "bf16", "i32" ... */
+int basp_ir_value_rank(const basp_module *m, int v);
+int64_t basp_ir_value_dim(const basp_module *m, int v, int d); /* global size of dim d */
+int basp_ir_value_shard(const basp_module *m, int v, int d);   /* group sharding dim d, -1 = whole */
+void basp_ir_value_set_shard(basp_module *m, int v, int d, int group);
+/* A new result value named base (or base.1, base.2 ... when taken) with
+ * the type of value `like`; returns its index. */
+int basp_ir_value_like(basp_module *m, const char *base, int like);
+/* The weight-like values by dataflow (parameters, their gradients and
+ * every collective or sum of them), one flag per value; free() it. */
+bool *basp_ir_weight_flags(const basp_module *m);
+
+/* ---- ops ---------------------------------------------------------------------------- */
+int basp_ir_op_count(const basp_module *m);
+const char *basp_ir_op_name(const basp_module *m, int op); /* "all_gather" */
+int basp_ir_op_num_inputs(const basp_module *m, int op);
+int basp_ir_op_num_outputs(const basp_module *m, int op);
+int basp_ir_op_input(const basp_module *m, int op, int k);
+int basp_ir_op_output(const basp_module *m, int op, int k);
+void basp_ir_op_set_input(basp_module *m, int op, int k, int value);
+bool basp_ir_op_has_attr(const basp_module *m, int op, const char *key);
+int64_t basp_ir_op_attr_int(const basp_module *m, int op, const char *key, int64_t def);
+int basp_ir_op_group(const basp_module *m, int op); /* attr group, -1 if none */
+int basp_ir_op_layer(const basp_module *m, int op); /* -1 outside the layers */
+const char *basp_ir_op_phase(const basp_module *m, int op); /* "fwd", "bwd", "opt" or "" */
+void basp_ir_op_set_attr_int(basp_module *m, int op, const char *key, int64_t v);
+void basp_ir_op_set_attr_group(basp_module *m, int op, const char *key, int group);
+/* Every use of value `from` by ops [start, count) reads `to` instead. */
+void basp_ir_replace_uses(basp_module *m, int from, int to, int start);
+
+/* ---- inserting ops in one batch ------------------------------------------------
+ * Ops are recorded against the indices of the schedule as it is, then
+ * inserted together by basp_edits_apply (one pass over the module however
+ * many there are).  Between original ops i-1 and i come the ops recorded
+ * "after i-1", latest first, then those "before i" in recording order. */
+typedef struct basp_edits basp_edits;
+basp_edits *basp_edits_new(void);
+/* Records op `name` (an op of ir/ir_ops.def) reading ins and defining outs,
+ * with the layer and phase of op `like` (-1: none).  Returns a handle for
+ * the attribute calls below, -1 for an unknown op or too many operands
+ * (reported). */
+int basp_edits_insert_before(basp_edits *e, int pos, const char *name, const int *ins, int nin, const int *outs,
+                             int nout, int like);
+int basp_edits_insert_after(basp_edits *e, int pos, const char *name, const int *ins, int nin, const int *outs,
+                            int nout, int like);
+void basp_edits_attr_int(basp_edits *e, int h, const char *key, int64_t v);
+void basp_edits_attr_group(basp_edits *e, int h, const char *key, int group);
+/* Inserts every recorded op into m and frees e. */
+void basp_edits_apply(basp_module *m, basp_edits *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
