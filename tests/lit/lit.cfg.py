@@ -17,4 +17,7 @@ config.substitutions.append(("%baspc", os.path.join(bin_dir, "baspc")))
 config.substitutions.append(("%basp-opt", os.path.join(bin_dir, "basp-opt")))
 config.substitutions.append(("%examples", os.path.join(src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(os.path.dirname(__file__), "Inputs")))
+# The pass plugins tests/plugin builds (the hpZ example and fixtures).
+plugin_dir = lit_config.params.get("plugin_dir") or os.path.join(bin_dir, "plugins")
+config.substitutions.append(("%plugins", plugin_dir))
 config.environment["PATH"] = os.pathsep.join([llvm_bin, bin_dir, config.environment.get("PATH", "/usr/bin:/bin")])

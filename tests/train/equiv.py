@@ -61,7 +61,7 @@ def compare_tensors(kind, ref, got, rtol):
 def batch_tokens(a, name, sets):
     """micro_batch x seq_len of the spec with these overrides."""
     out = os.path.join(a.workdir, name + ".spec")
-    run([a.baspc, a.spec, "--print-spec"] + [w for s in sets for w in ("--set", s)], out)
+    run([a.baspc, a.spec, "--print-spec"] + a.baspc_arg + [w for s in sets for w in ("--set", s)], out)
     spec = [l.split() for l in open(out)]
     bs = 1
     for key in ("micro_batch", "seq_len"):
@@ -71,7 +71,7 @@ def batch_tokens(a, name, sets):
 
 def build_and_train(a, name, np_, sets, val_tokens):
     exe = os.path.join(a.workdir, name)
-    cmd = [a.baspc, a.spec, "-q", "-o", exe]
+    cmd = [a.baspc, a.spec, "-q", "-o", exe] + a.baspc_arg
     for s in sets:
         cmd += ["--set", s]
     run(cmd, exe + ".build.log")
@@ -130,6 +130,8 @@ def main():
     p.add_argument("--np", type=int, required=True)
     p.add_argument("--set", action="append", default=[], help="overrides for both runs")
     p.add_argument("--layout", action="append", default=[], help="overrides for the layout run only")
+    p.add_argument("--baspc-arg", action="append", default=[],
+                   help="an argument for every baspc call (e.g. --load-pass-plugin=FILE)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--ref-seed", type=int, default=None)
