@@ -151,7 +151,14 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
     /* nested: the sharded side by W = O x g, the other by O (ir/README.md) */
     const ir_value *part = gather ? x : y, *more = gather ? y : x;
     int W = part->type.shard[d], O = more->type.shard[d];
-    if (!(O >= 0 && W >= 0 && O < c->m->ngroups && W < c->m->ngroups && ir_group_nested(c->m, W, O, g))) {
+    bool both = O >= 0 && W >= 0 && O < c->m->ngroups && W < c->m->ngroups && W != g;
+    if (both && !ir_group_nested(c->m, W, O, g)) {
+        const ir_group *G = c->m->groups;
+        ir_verr(c, sup_noloc(), "dim %d: %s %%%s is sharded by @%s and %s %%%s by @%s: a nested %s over @%s needs "
+                "@%s = @%s x @%s (each set of @%s, in order, runs of @%s's sets)", d, gather ? "input" : "result",
+                part->name, G[W].name, gather ? "result" : "input", more->name, G[O].name, name, G[g].name, G[W].name,
+                G[O].name, G[g].name, G[W].name, G[g].name);
+    } else if (!both) {
         ir_vwant_shard(c, x, d, gather ? g : -1, why);
         ir_vwant_shard(c, y, d, gather ? -1 : g, why);
     }
