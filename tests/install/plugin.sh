@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# plugin.sh BUILD SRC CORPUS WORK [CFLAGS] — a pass plugin written, built and
+# plugin.sh BUILD SRC CORPUS WORK CFLAGS LIT LLVM_BIN — a pass plugin written, built and
 # loaded outside the tree, against an installed basp only:
 #   1. `cmake --install BUILD --prefix P`;
 #   2. examples/hpz (the hpZ plugin) configured with find_package(basp)
 #      from P alone (basp::plugin) and built;
 #   3. P/bin/basp-opt and P/bin/baspc load it: --list-passes shows its pass,
-#      --plan lists its strategy as a candidate with a cost, basp-opt runs it;
+#      --plan lists its strategy as a candidate with a cost, basp-opt runs it,
+#      and the plugin's own lit tests (examples/hpz/test) pass against P;
 #   4. P/bin/baspc builds training binaries with it (ZeRO 3, 2 nodes x 4
 #      ranks, plain Ulysses and batch-aware G=2), and each one's losses,
 #      gradients and weights equal the one-rank run (tests/train/equiv.py,
 #      its tolerances).
 set -euo pipefail
-build=$1 src=$2 corpus=$3 w=$4 extra=${5:-}
+build=$1 src=$2 corpus=$3 w=$4 extra=${5:-} lit=${6:-lit} llvm_bin=${7:-/usr/lib/llvm-14/bin}
 rm -rf "$w" && mkdir -p "$w"
 p=$w/prefix
 cmake --install "$build" --prefix "$p" >"$w/install.log"
@@ -45,7 +46,10 @@ PY
 sed -i 's/^config a2a = flat/config a2a = hpz/' "$w/zero.bir"
 "$p/bin/basp-opt" "$w/zero.bir" -q --load-pass-plugin="$so" --passes=hpz -o "$w/hpz.bir"
 grep -q 'all_gather %l0.wq.sec {group = @hpz_node' "$w/hpz.bir" || { echo "FAIL: basp-opt did not run hpz"; exit 1; }
-echo "plugin.sh: basp-opt and baspc load it, list its pass and run it"
+read -ra litcmd <<<"$lit"
+"${litcmd[@]}" -sv "$src/examples/hpz/test" --param prefix="$p" --param plugin="$so" --param llvm_bin="$llvm_bin" \
+    --param work="$w/lit" >"$w/lit.log" 2>&1 || { cat "$w/lit.log"; exit 1; }
+echo "plugin.sh: basp-opt and baspc load it, list its pass and run it; its lit tests pass: $(grep -o 'Passed: *[0-9]*' "$w/lit.log")"
 
 mesh=(--layout mesh.nodes=2 --layout mesh.devices_per_node=4 --layout layout.a2a=hpz)
 for ba in off "groups 2"; do
