@@ -47,18 +47,15 @@ struct ir_module;
 typedef enum { IR_K_COMPUTE, IR_K_COLL, IR_K_P2P, IR_K_MEM, IR_K_OPT } ir_op_kind;
 
 typedef enum {
-#define IR_OP(e, s, k, a, b, c, d) IR_##e,
+#define IR_OP(e, d) IR_##e,
 #include "ir_ops.def"
 #undef IR_OP
     IR_NUM_OPS
 } ir_opcode;
 
-typedef struct ir_op_info {
-    const char *name;
-    ir_op_kind kind;
-    int min_in, max_in, min_out, max_out;
-} ir_op_info;
-const ir_op_info *ir_op_info_of(ir_opcode op);
+typedef struct ir_op_desc ir_op_desc; /* one per op: see "op descriptors" below */
+/* The descriptor of an opcode; NULL when out of range. */
+const ir_op_desc *ir_op_desc_of(ir_opcode op);
 int ir_opcode_lookup(const char *name); /* -1 if unknown */
 
 /* ---- types -------------------------------------------------------------- */
@@ -146,6 +143,22 @@ typedef struct ir_op {
     ir_attr attrs[IR_MAX_ATTRS]; /* printed in this order */
     sup_loc loc;                 /* where the op was read (textual IR), else noloc */
 } ir_op;
+
+/* ---- op descriptors -------------------------------------------------------
+ * Everything the compiler knows about one op, in one entry (its family file
+ * ir_op_*.c; ir_ops.def lists them): the verifier, the memory plan, the cost
+ * model and codegen read an op's rules from here and never switch on the
+ * opcode themselves.  Plain data first, then what is computed. */
+struct ir_vctx; /* the verifier's context (ir_verify.h, private to ir/) */
+struct ir_op_desc {
+    const char *name; /* the opcode as written in the textual form */
+    ir_op_kind kind;
+    int min_in, max_in, min_out, max_out; /* operand and result counts */
+    /* The type and layout rules (ir/README.md, rule 5), reported through
+     * the context; NULL: none (send, recv, free).  Operand and result
+     * indices are known to be valid. */
+    void (*verify)(struct ir_vctx *c, const ir_op *op);
+};
 
 /* ---- groups and mesh ----------------------------------------------------- */
 typedef struct ir_group {

@@ -126,7 +126,7 @@ bool *ir_weight_flags(const ir_module *m)
                 w[op->out[o]] = true;
         /* Sums and reductions of weight-like values stay weight-like (the
          * tied-embedding gradient sum, ZeRO's collectives). */
-        bool passes_through = op->code == IR_ADD || ir_op_info_of(op->code)->kind == IR_K_COLL;
+        bool passes_through = op->code == IR_ADD || ir_op_desc_of(op->code)->kind == IR_K_COLL;
         if (passes_through && op->nin > 0 && w[op->in[0]])
             for (int o = 0; o < op->nout; o++)
                 w[op->out[o]] = true;

@@ -429,7 +429,7 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
  * whether or not the IR defines the ops. */
 static int ring_kind(const ir_op *op)
 {
-    const char *name = ir_op_info_of(op->code)->name;
+    const char *name = ir_op_desc_of(op->code)->name;
     return !strcmp(name, "ring_attention") ? 1 : !strcmp(name, "ring_attention_bwd") ? 2 : 0;
 }
 
@@ -490,7 +490,7 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
     int ring = ring_kind(op);
     if (ring)
         return ring_cost(m, op, p, ring);
-    ir_op_kind kind = ir_op_info_of(op->code)->kind;
+    ir_op_kind kind = ir_op_desc_of(op->code)->kind;
     if (kind == IR_K_COLL || kind == IR_K_P2P) {
         c.comm = true;
         c.seconds = collective_seconds(m, op, p, &c.bytes);

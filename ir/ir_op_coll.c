@@ -1,7 +1,10 @@
-/* ir_verify_coll.c — layout rules of collectives: the input and output
- * layouts of a collective differ exactly as the collective says (rule 5 of
- * ir/README.md, all_to_all / all_gather / reduce_scatter / all_reduce). */
-#include "ir_verify.h"
+/* ir_op_coll.c — the collectives over a group (attr group = @G: all_to_all,
+ * all_gather, reduce_scatter, all_reduce) and point-to-point send and recv.
+ * Their layout rules: the input and output layouts of a collective differ
+ * exactly as the collective says (rule 5 of ir/README.md). */
+#include "ir_op.h"
+
+/* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* An integer attr in [0, rank); -1 (reported) when missing or out of range. */
 static int dim_attr(ir_vctx *c, const ir_op *op, const char *key, int rank)
@@ -156,16 +159,63 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
     same_other_dims(c, x, y, d, d);
 }
 
-void ir_verify_coll_types(ir_vctx *c, const ir_op *op)
+/* The group attr's index, -1 when it names no group (reported with the
+ * attributes). */
+static int coll_group(ir_vctx *c, const ir_op *op)
 {
     int g = ir_op_group(op);
-    if (g >= c->m->ngroups)
-        g = -1; /* reported with the attributes */
-    switch (op->code) {
-    case IR_ALL_TO_ALL: check_all_to_all(c, op, g); break;
-    case IR_ALL_GATHER: check_gather_scatter(c, op, g, true); break;
-    case IR_REDUCE_SCATTER: check_gather_scatter(c, op, g, false); break;
-    case IR_ALL_REDUCE: ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0])); break;
-    default: break; /* send, recv, free: no type rule */
-    }
+    return g >= c->m->ngroups ? -1 : g;
 }
+
+static void verify_all_to_all(ir_vctx *c, const ir_op *op) { check_all_to_all(c, op, coll_group(c, op)); }
+static void verify_all_gather(ir_vctx *c, const ir_op *op) { check_gather_scatter(c, op, coll_group(c, op), true); }
+static void verify_reduce_scatter(ir_vctx *c, const ir_op *op)
+{
+    check_gather_scatter(c, op, coll_group(c, op), false);
+}
+static void verify_all_reduce(ir_vctx *c, const ir_op *op)
+{
+    ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0]));
+}
+
+/* ---- descriptors ---------------------------------------------------------------- */
+
+/* all_to_all: n inputs -> n outputs (fused exchange, e.g. q,k,v in one call).
+ * attrs split=d (dim that becomes sharded), concat=d (dim that becomes whole),
+ * fanout=F (default 1; >1: the split dim of size n is received as n*F
+ * virtual heads, each real KV head sent once to each of the F ranks that
+ * share it), fanin=F (reverse of fanout: the F partial gradients summed). */
+const ir_op_desc ir_op_all_to_all = {
+    .name = "all_to_all", .kind = IR_K_COLL, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 4,
+    .verify = verify_all_to_all,
+};
+
+/* attr dim=d: the dim gathered */
+const ir_op_desc ir_op_all_gather = {
+    .name = "all_gather", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_all_gather,
+};
+
+/* attr dim=d: the dim scattered (sum) */
+const ir_op_desc ir_op_reduce_scatter = {
+    .name = "reduce_scatter", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_reduce_scatter,
+};
+
+/* sum */
+const ir_op_desc ir_op_all_reduce = {
+    .name = "all_reduce", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_all_reduce,
+};
+
+/* attr peer=+r (group-relative offset); no type rule */
+const ir_op_desc ir_op_send = {
+    .name = "send", .kind = IR_K_P2P, .min_in = 1, .max_in = 1, .min_out = 0, .max_out = 0,
+    .verify = NULL,
+};
+
+/* attr peer=-r */
+const ir_op_desc ir_op_recv = {
+    .name = "recv", .kind = IR_K_P2P, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
+    .verify = NULL,
+};

@@ -1,0 +1,160 @@
+/* ir_op_attn.c — causal attention over the whole sequence (after an
+ * all_to_all traded the sequence shard for a head shard) and ring attention
+ * over a sequence sharded around a ring, each with its backward.  Shapes:
+ * q [B,S,H,Dh], k and v [B,S,Hk,Dh] with H a multiple of Hk (GQA). */
+#include "ir_op.h"
+
+/* ---- verify (ir/README.md rule 5) -------------------------------------------- */
+
+/* q [B,S,H,Dh], k and v [B,S,Hk,Dh] alike: rank 4, dims 0, 1, 3 equal and
+ * H a multiple of Hk (attention and ring_attention).  False when a rank is
+ * wrong (reported). */
+static bool check_qkv_shapes(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
+{
+    if (!ir_vwant_rank(c, q, 4, "[B,S,H,Dh]") || !ir_vwant_rank(c, k, 4, "[B,S,Hk,Dh]"))
+        return false;
+    ir_vsame_type(c, k, v);
+    char what[128], d[96];
+    static const int same_dims[] = {0, 1, 3};
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, q, d, sizeof d), same_dims[i]);
+        ir_vwant_dim(c, k, same_dims[i], q->type.dims[same_dims[i]], what);
+    }
+    if (k->type.dims[2] > 0 && q->type.dims[2] % k->type.dims[2])
+        ir_verr(c, sup_noloc(), "%%%s has %lld heads, not a multiple of the %lld heads of %%%s", q->name,
+                (long long)q->type.dims[2], (long long)k->type.dims[2], k->name);
+    return true;
+}
+
+/* attention(q, k, v): [B,S,H,Dh] / [B,S,Hk,Dh], whole sequence, H % Hk == 0. */
+static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
+{
+    if (!check_qkv_shapes(c, q, k, v))
+        return;
+    const char *why = " (attention needs the whole sequence: an all_to_all must trade the sequence shard for "
+                      "a head shard first)";
+    ir_vwant_shard(c, q, 1, -1, why);
+    ir_vwant_shard(c, k, 1, -1, why);
+    if (v->type.rank == 4 && v != k) /* k == v in tests and fused kv: report once */
+        ir_vwant_shard(c, v, 1, -1, why);
+    ir_vwant_shard(c, k, 0, q->type.shard[0], " (q and k must split the batch alike)");
+    ir_vwant_shard(c, k, 2, q->type.shard[2], " (q and k must split the heads alike)");
+    /* Uneven head splits: q's unit spans exactly the q heads of k's unit, so
+     * every rank's q heads read only its own kv heads. */
+    int64_t uq = q->type.unit[2], uk = k->type.unit[2];
+    if ((uq != 0) != (uk != 0))
+        ir_verr(c, sup_noloc(), "%%%s and %%%s must both split the heads evenly or both unevenly (units %lld and %lld)",
+                q->name, k->name, (long long)uq, (long long)uk);
+    else if (uq != 0 && uq * k->type.dims[2] != uk * q->type.dims[2])
+        ir_verr(c, sup_noloc(), "%%%s splits its %lld heads in units of %lld, but %%%s splits its %lld heads in units "
+                "of %lld: the units must hold matching q and kv heads (unit ratio = head ratio)", q->name,
+                (long long)q->type.dims[2], (long long)uq, k->name, (long long)k->type.dims[2], (long long)uk);
+}
+
+static void verify_attention(ir_vctx *c, const ir_op *op)
+{
+    const ir_value *q = ir_vv(c, op->in[0]);
+    check_attention_in(c, q, ir_vv(c, op->in[1]), ir_vv(c, op->in[2]));
+    ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+}
+
+/* attention_bwd(do, q, k, v, o) -> (dq, dk, dv) */
+static void verify_attention_bwd(ir_vctx *c, const ir_op *op)
+{
+    const ir_value *q = ir_vv(c, op->in[1]), *k = ir_vv(c, op->in[2]), *v = ir_vv(c, op->in[3]);
+    check_attention_in(c, q, k, v);
+    ir_vsame_type(c, q, ir_vv(c, op->in[0]));
+    ir_vsame_type(c, q, ir_vv(c, op->in[4]));
+    ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+    ir_vsame_type(c, k, ir_vv(c, op->out[1]));
+    ir_vsame_type(c, v, ir_vv(c, op->out[2]));
+}
+
+/* ring_attention(q, k, v) -> (o, lse): attention's shapes, but the sequence
+ * dim of every operand is sharded by the op's group (the ring), and the
+ * heads split evenly. */
+static bool check_ring_in(ir_vctx *c, const ir_op *op, const ir_value *q, const ir_value *k, const ir_value *v)
+{
+    int g = ir_op_group(op);
+    if (g < 0 || g >= c->m->ngroups) {
+        ir_verr(c, sup_noloc(), "needs a 'group = @G' attribute naming the ring");
+        return false;
+    }
+    if (!check_qkv_shapes(c, q, k, v))
+        return false;
+    const char *why = " (ring attention: each rank holds its slice of the sequence)";
+    ir_vwant_shard(c, q, 1, g, why);
+    ir_vwant_shard(c, k, 1, g, why);
+    ir_vwant_shard(c, k, 0, q->type.shard[0], " (q and k must split the batch alike)");
+    ir_vwant_shard(c, k, 2, q->type.shard[2], " (q and k must split the heads alike)");
+    if (q->type.unit[2] || k->type.unit[2])
+        ir_verr(c, sup_noloc(), "ring attention needs an even head split (%%%s, %%%s)", q->name, k->name);
+    return true;
+}
+
+/* lse f32 [B,S,H], laid out like q's first three dims. */
+static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse)
+{
+    if (!ir_vwant_rank(c, lse, 3, "[B,S,H]"))
+        return;
+    ir_vwant_dtype(c, lse, IR_F32);
+    char what[128], d[96];
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, q, d, sizeof d), i);
+        ir_vwant_dim(c, lse, i, q->type.dims[i], what);
+        ir_vwant_shard(c, lse, i, q->type.shard[i], " (lse is laid out like q)");
+    }
+}
+
+static void check_ring_attention(ir_vctx *c, const ir_op *op, bool bwd)
+{
+    const ir_value *q = ir_vv(c, op->in[bwd]), *k = ir_vv(c, op->in[bwd + 1]), *v = ir_vv(c, op->in[bwd + 2]);
+    if (!check_ring_in(c, op, q, k, v))
+        return;
+    if (!bwd) {
+        ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+        check_lse(c, q, ir_vv(c, op->out[1]));
+        return;
+    }
+    /* ring_attention_bwd(do, q, k, v, o, lse) -> (dq, dk, dv) */
+    ir_vsame_type(c, q, ir_vv(c, op->in[0]));
+    ir_vsame_type(c, q, ir_vv(c, op->in[4]));
+    check_lse(c, q, ir_vv(c, op->in[5]));
+    ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+    ir_vsame_type(c, k, ir_vv(c, op->out[1]));
+    ir_vsame_type(c, v, ir_vv(c, op->out[2]));
+}
+
+static void verify_ring_attention(ir_vctx *c, const ir_op *op) { check_ring_attention(c, op, false); }
+static void verify_ring_attention_bwd(ir_vctx *c, const ir_op *op) { check_ring_attention(c, op, true); }
+
+/* ---- descriptors ---------------------------------------------------------------- */
+
+/* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] ; causal */
+const ir_op_desc ir_op_attention = {
+    .name = "attention", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
+    .verify = verify_attention,
+};
+
+/* do, q, k, v, o -> dq, dk, dv */
+const ir_op_desc ir_op_attention_bwd = {
+    .name = "attention_bwd", .kind = IR_K_COMPUTE, .min_in = 5, .max_in = 5, .min_out = 3, .max_out = 3,
+    .verify = verify_attention_bwd,
+};
+
+/* Ring attention (sequence ring / hybrid): q[B,S,H,Dh], k,v[B,S,Hk,Dh] with
+ * the sequence sharded over the ring (attr group = @G, R ranks) -> o
+ * [B,S,H,Dh] and lse f32[B,S,H] (log-sum-exp per query, for the backward).
+ * Causal over the original positions of the module's sequence order
+ * (config seq_ring = R: the zig-zag order).  The kv blocks travel around
+ * the ring inside the op, each step one paired send and receive. */
+const ir_op_desc ir_op_ring_attention = {
+    .name = "ring_attention", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
+    .verify = verify_ring_attention,
+};
+
+/* do, q, k, v, o, lse -> dq, dk, dv; (k, v, dk, dv) travel around the ring */
+const ir_op_desc ir_op_ring_attention_bwd = {
+    .name = "ring_attention_bwd", .kind = IR_K_COMPUTE, .min_in = 6, .max_in = 6, .min_out = 3, .max_out = 3,
+    .verify = verify_ring_attention_bwd,
+};
