@@ -158,6 +158,25 @@ struct ir_op_desc {
      * the context; NULL: none (send, recv, free).  Operand and result
      * indices are known to be valid. */
     void (*verify)(struct ir_vctx *c, const ir_op *op);
+
+    /* ---- memory (ir_mem.c) ---- */
+    /* Outputs that are weight gradients, bit k for output k: the ops that
+     * turn activations into a parameter-shaped result (ir_weight_flags). */
+    unsigned wgrad_outs;
+    /* Results are weight-like when the first operand is: sums and
+     * reductions of weights stay weights (add, the collectives). */
+    bool keeps_weight;
+    /* Outputs every backend keeps in fp32, bit k for output k, even where
+     * activations are bf16 (ir_mem_keeps_f32). */
+    unsigned f32_outs;
+    /* Elements the CPU runtime asks of its staging area (rt_scratch):
+     * e[0] the send / gather side, e[1] the receive side; NULL: none. */
+    void (*staging)(const struct ir_module *m, const ir_op *op, int64_t e[2]);
+    /* Kernel workspace outside the arena per target: raises each of the
+     * target's workspace slots the op uses (ir_op.h, bytes) to what it
+     * needs; NULL: none (ir_mem_work_bytes). */
+    void (*ws_cpu)(const struct ir_module *m, const ir_op *op, int64_t *slot);
+    void (*ws_cuda)(const struct ir_module *m, const ir_op *op, int64_t *slot);
 };
 
 /* ---- groups and mesh ----------------------------------------------------- */

@@ -128,18 +128,140 @@ static void check_ring_attention(ir_vctx *c, const ir_op *op, bool bwd)
 static void verify_ring_attention(ir_vctx *c, const ir_op *op) { check_ring_attention(c, op, false); }
 static void verify_ring_attention_bwd(ir_vctx *c, const ir_op *op) { check_ring_attention(c, op, true); }
 
+/* ---- staging and kernel workspace (ir_mem.c) --------------------------------------- */
+
+/* With packed documents the CPU attention (runtime/cpu/kern_docattn.c)
+ * keeps the row statistics (lse; the backward also D) and the positions
+ * 0 .. S-1. */
+static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
+{
+    if (ir_config_int(m, "documents", 0) == 0)
+        return;
+    const ir_type *q = &m->values[op->in[bwd]].type;
+    int64_t nr = q->rank == 4 ? ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2) : 0;
+    int64_t st = (bwd ? 8 : 4) * nr, ps = q->rank == 4 ? 8 * q->dims[1] : 0;
+    ir_ws_raise(&w[IR_WS_CPU_DSTATS], st);
+    ir_ws_raise(&w[IR_WS_CPU_DPOS], ps);
+}
+
+static void ws_cpu_attention(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ws_cpu_attention_common(m, op, w, false);
+}
+
+static void ws_cpu_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ws_cpu_attention_common(m, op, w, true);
+}
+
+/* The most workspace cuDNN's attention may take for a shape (RT_WS_CUDNN):
+ * the backward's fp32 dQ accumulator [b,H,S,Dh] plus the allowance for the
+ * engine's own workspace (another such accumulator, two fp32 row vectors
+ * and 1 MiB).  rt_cudnn_ws_bound in runtime/cuda/rt_attn_cudnn.c: the
+ * runtime passes over engine configurations that need more, so this stays
+ * an upper bound. */
+static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh)
+{
+    int64_t rows = b * S * H, acc = 4 * rows * Dh;
+    return acc + (acc + 8 * rows + ((int64_t)1 << 20));
+}
+
+/* Attention's device workspace: the backward's two fp32 row statistics per
+ * (b, s, h); with packed documents (rt_cu_docattn_*) fp32 o and lse
+ * forward, lse, D and fp32 dq, dk, dv backward, and the positions and the
+ * rows' ids uploaded.  Without documents the runtime may also run cuDNN's
+ * fused attention (runtime/cuda/rt_attn_cudnn_rt.c): its workspace slot,
+ * and the fp32 softmax statistics [b,H,S] each forward leaves for its
+ * backward, kept per output slot (at most one per attention forward op, so
+ * the sum over the forwards bounds them; they live outside the arena). */
+static void ws_cuda_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
+{
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    const ir_type *q = &m->values[op->in[bwd]].type, *k = &m->values[op->in[bwd + 1]].type;
+    if (q->rank != 4 || k->rank != 4)
+        return;
+    int64_t b = ir_type_max_local_dim(m, q, 0), S = q->dims[1];
+    int64_t nr = b * S * ir_type_max_local_dim(m, q, 2), nq = nr * q->dims[3];
+    int64_t nkv = b * S * ir_type_max_local_dim(m, k, 2) * k->dims[3];
+    if (!docs) {
+        if (bwd)
+            ir_ws_raise(&w[IR_WS_ATTN], 8 * nr);
+        ir_ws_raise(&w[IR_WS_CUDNN], cudnn_ws(b, S, ir_type_max_local_dim(m, q, 2), q->dims[3]));
+        if (!bwd)
+            w[IR_WS_CUDNN_STATS] += 4 * nr;
+        return;
+    }
+    ir_ws_raise(&w[IR_WS_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
+    ir_ws_raise(&w[IR_WS_DOC], 8 * S + 4 * b * S);
+}
+
+static void ws_cuda_attention(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ws_cuda_attention_common(m, op, w, false);
+}
+
+static void ws_cuda_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ws_cuda_attention_common(m, op, w, true);
+}
+
+/* The CPU ring (runtime/cpu/rt_ring.c) stages two (k, v) blocks: the one in
+ * use and the next. */
+static void staging_ring_attention(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    e[0] = 2 * (ir_op_local_elems(m, op->in[1]) + ir_op_local_elems(m, op->in[2]));
+}
+
+/* Backward: two (k, v) and two (dk, dv) blocks, and D. */
+static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    int64_t kv = ir_op_local_elems(m, op->in[2]) + ir_op_local_elems(m, op->in[3]);
+    e[0] = 2 * kv;
+    e[1] = 2 * kv + ir_op_local_elems(m, op->in[5]);
+}
+
+/* The CUDA ring: an fp32 running output and two bf16 (k, v) blocks; the
+ * zig-zag positions; with documents every ring position's ids (the rows'
+ * whole sequence). */
+static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    ir_ws_raise(&w[IR_WS_RING], 4 * ir_op_local_elems(m, op->in[0]) + 8 * ir_op_local_elems(m, op->in[1]) + 256);
+    ir_ws_raise(&w[IR_WS_POS], 8 * ir_config_int(m, "seq_len", 0));
+    if (docs)
+        ir_ws_raise(&w[IR_WS_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
+                                       ir_config_int(m, "seq_len", 0));
+}
+
+/* Backward: D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks. */
+static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    int64_t nkv = ir_op_local_elems(m, op->in[2]);
+    ir_ws_raise(&w[IR_WS_RING], 4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) +
+                                    24 * nkv + 256);
+    ir_ws_raise(&w[IR_WS_POS], 8 * ir_config_int(m, "seq_len", 0));
+    if (docs)
+        ir_ws_raise(&w[IR_WS_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *
+                                       ir_config_int(m, "seq_len", 0));
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] ; causal */
 const ir_op_desc ir_op_attention = {
     .name = "attention", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .verify = verify_attention,
+    .ws_cpu = ws_cpu_attention,
+    .ws_cuda = ws_cuda_attention,
 };
 
 /* do, q, k, v, o -> dq, dk, dv */
 const ir_op_desc ir_op_attention_bwd = {
     .name = "attention_bwd", .kind = IR_K_COMPUTE, .min_in = 5, .max_in = 5, .min_out = 3, .max_out = 3,
     .verify = verify_attention_bwd,
+    .ws_cpu = ws_cpu_attention_bwd,
+    .ws_cuda = ws_cuda_attention_bwd,
 };
 
 /* Ring attention (sequence ring / hybrid): q[B,S,H,Dh], k,v[B,S,Hk,Dh] with
@@ -151,10 +273,15 @@ const ir_op_desc ir_op_attention_bwd = {
 const ir_op_desc ir_op_ring_attention = {
     .name = "ring_attention", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
     .verify = verify_ring_attention,
+    .f32_outs = 1u << 1 /* lse: the backward exponentiates against it */,
+    .staging = staging_ring_attention,
+    .ws_cuda = ws_cuda_ring_attention,
 };
 
 /* do, q, k, v, o, lse -> dq, dk, dv; (k, v, dk, dv) travel around the ring */
 const ir_op_desc ir_op_ring_attention_bwd = {
     .name = "ring_attention_bwd", .kind = IR_K_COMPUTE, .min_in = 6, .max_in = 6, .min_out = 3, .max_out = 3,
     .verify = verify_ring_attention_bwd,
+    .staging = staging_ring_attention_bwd,
+    .ws_cuda = ws_cuda_ring_attention_bwd,
 };

@@ -178,6 +178,66 @@ static void verify_all_reduce(ir_vctx *c, const ir_op *op)
     ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0]));
 }
 
+/* ---- staging and kernel workspace (ir_mem.c) --------------------------------------- */
+
+/* Product of the local dims of v before dim d (the runtime's "outer" count:
+ * a gather or scatter along an inner dim needs a staging copy). */
+static int64_t outer_elems(const ir_module *m, int v, int d)
+{
+    int64_t o = 1;
+    for (int i = 0; i < d && i < m->values[v].type.rank; i++)
+        o *= ir_type_max_local_dim(m, &m->values[v].type, i);
+    return o;
+}
+
+/* runtime/cpu/rt_comm.c packs all the pairs' inputs (x fanout) to send and
+ * receives all outputs (x fanin). */
+static void staging_all_to_all(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    int64_t fo = ir_attr_int(op, "fanout", 1), fi = ir_attr_int(op, "fanin", 1);
+    for (int k = 0; k < op->nin && k < op->nout; k++) {
+        e[0] += ir_op_local_elems(m, op->in[k]) * (fo > 1 ? fo : 1);
+        e[1] += ir_op_local_elems(m, op->out[k]) * (fi > 1 ? fi : 1);
+    }
+}
+
+/* A gather along an inner dim stages the gathered side. */
+static void staging_all_gather(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->in[0], (int)ir_attr_int(op, "dim", 0)) > 1)
+        e[0] = ir_op_local_elems(m, op->out[0]);
+}
+
+/* A scatter along an inner dim stages the whole side. */
+static void staging_reduce_scatter(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->out[0], (int)ir_attr_int(op, "dim", 0)) > 1)
+        e[0] = ir_op_local_elems(m, op->in[0]);
+}
+
+/* CUDA: the same staging in bf16, in device workspaces of its own. */
+static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_all_to_all(m, op, e);
+    ir_ws_raise(&w[IR_WS_SEND], 2 * e[0]);
+    ir_ws_raise(&w[IR_WS_RECV], 2 * e[1]);
+}
+
+static void ws_cuda_all_gather(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_all_gather(m, op, e);
+    ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
+}
+
+static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_reduce_scatter(m, op, e);
+    ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* all_to_all: n inputs -> n outputs (fused exchange, e.g. q,k,v in one call).
@@ -188,24 +248,34 @@ static void verify_all_reduce(ir_vctx *c, const ir_op *op)
 const ir_op_desc ir_op_all_to_all = {
     .name = "all_to_all", .kind = IR_K_COLL, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 4,
     .verify = verify_all_to_all,
+    .keeps_weight = true,
+    .staging = staging_all_to_all,
+    .ws_cuda = ws_cuda_all_to_all,
 };
 
 /* attr dim=d: the dim gathered */
 const ir_op_desc ir_op_all_gather = {
     .name = "all_gather", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_all_gather,
+    .keeps_weight = true,
+    .staging = staging_all_gather,
+    .ws_cuda = ws_cuda_all_gather,
 };
 
 /* attr dim=d: the dim scattered (sum) */
 const ir_op_desc ir_op_reduce_scatter = {
     .name = "reduce_scatter", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_reduce_scatter,
+    .keeps_weight = true,
+    .staging = staging_reduce_scatter,
+    .ws_cuda = ws_cuda_reduce_scatter,
 };
 
 /* sum */
 const ir_op_desc ir_op_all_reduce = {
     .name = "all_reduce", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_all_reduce,
+    .keeps_weight = true /* sums and reductions of weights stay weights */,
 };
 
 /* attr peer=+r (group-relative offset); no type rule */

@@ -116,6 +116,14 @@ static void check_bias_add(ir_vctx *c, const ir_op *op, bool bwd)
 static void verify_bias_add(ir_vctx *c, const ir_op *op) { check_bias_add(c, op, false); }
 static void verify_bias_add_bwd(ir_vctx *c, const ir_op *op) { check_bias_add(c, op, true); }
 
+/* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
+
+/* rmsnorm_bwd on CUDA: the fp32 sum of the weight gradient. */
+static void ws_cuda_rmsnorm_bwd(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ir_ws_raise(&w[IR_WS_F32], 4 * ir_op_local_elems(m, op->out[1]));
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* x[...,c..], w[c..,o..] -> [...,o..] ; attr contract = #c (default 1) */
@@ -128,6 +136,7 @@ const ir_op_desc ir_op_linear = {
 const ir_op_desc ir_op_linear_bwd = {
     .name = "linear_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
     .verify = verify_linear_bwd,
+    .wgrad_outs = 1u << 1 /* dw */,
 };
 
 /* x[B,S,D], w[D] -> [B,S,D] ; attr eps (default config norm_eps) */
@@ -140,6 +149,8 @@ const ir_op_desc ir_op_rmsnorm = {
 const ir_op_desc ir_op_rmsnorm_bwd = {
     .name = "rmsnorm_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
     .verify = verify_rmsnorm_bwd,
+    .wgrad_outs = 1u << 1 /* dw */,
+    .ws_cuda = ws_cuda_rmsnorm_bwd,
 };
 
 /* x[..., t..] + b[t..]: a bias over x's trailing dims (Qwen's q/k/v biases,
@@ -154,4 +165,5 @@ const ir_op_desc ir_op_bias_add = {
 const ir_op_desc ir_op_bias_add_bwd = {
     .name = "bias_add_bwd", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_bias_add_bwd,
+    .wgrad_outs = 1u << 0 /* db */,
 };

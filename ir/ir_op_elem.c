@@ -20,12 +20,48 @@ static void check_elementwise(ir_vctx *c, const ir_op *op, int rank)
 static void verify_same_type(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, -1); }
 static void verify_rope(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, 4); }
 
+/* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
+
+/* The CPU RoPE (runtime/cpu/kern_basic.c): the cos/sin table of the local
+ * positions; with explicit positions (the ring's zig-zag order, packed
+ * documents) also a copy of them. */
+static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    if (op->nin < 1 || m->values[op->in[0]].type.rank != 4)
+        return;
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    const ir_type *x = &m->values[op->in[0]].type;
+    int64_t S = ir_type_max_local_dim(m, x, 1), b = S * x->dims[3] * 4;
+    if (ir_config_int(m, "seq_ring", 0) > 1 || docs) /* the table keeps a copy of the positions */
+        b += 8 * S;
+    ir_ws_raise(&w[IR_WS_CPU_ROPE], b);
+}
+
+/* The CUDA RoPE: the rotation table (in the ring's zig-zag order, and
+ * within packed documents, one table covers all seq_len positions), the
+ * zig-zag positions, and with documents every row's positions within them. */
+static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    const ir_type *x = &m->values[op->in[0]].type;
+    bool zigzag = ir_config_int(m, "seq_ring", 0) > 1;
+    int64_t rows = zigzag || docs ? ir_config_int(m, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
+    if (x->rank != 4)
+        return;
+    ir_ws_raise(&w[IR_WS_ROPE], 4 * rows * x->dims[3] + 1);
+    if (zigzag)
+        ir_ws_raise(&w[IR_WS_POS], 8 * ir_config_int(m, "seq_len", 0));
+    if (docs)
+        ir_ws_raise(&w[IR_WS_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* a, b -> a+b (same type) */
 const ir_op_desc ir_op_add = {
     .name = "add", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_same_type,
+    .keeps_weight = true /* the sum of tied gradients */,
 };
 
 /* g[B,S,F], u[B,S,F] -> silu(g)*u */
@@ -44,10 +80,14 @@ const ir_op_desc ir_op_swiglu_bwd = {
 const ir_op_desc ir_op_rope = {
     .name = "rope", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_rope,
+    .ws_cpu = ws_cpu_rope,
+    .ws_cuda = ws_cuda_rope,
 };
 
 /* dy -> dx */
 const ir_op_desc ir_op_rope_bwd = {
     .name = "rope_bwd", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_rope,
+    .ws_cpu = ws_cpu_rope,
+    .ws_cuda = ws_cuda_rope,
 };

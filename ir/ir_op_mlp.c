@@ -44,6 +44,35 @@ static void check_mlp(ir_vctx *c, const ir_op *op, bool bwd)
 static void verify_mlp(ir_vctx *c, const ir_op *op) { check_mlp(c, op, false); }
 static void verify_mlp_bwd(ir_vctx *c, const ir_op *op) { check_mlp(c, op, true); }
 
+/* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
+
+/* The CPU MLP (runtime/cpu/kern_mlp.c): g, u and s of one chunk of rows,
+ * 3 x chunk x F floats. */
+static void ws_cpu_mlp_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
+{
+    if (op->nin < 4)
+        return;
+    int64_t rows = ir_op_rows_of(m, op->in[bwd]);
+    int64_t chunk = ir_attr_int(op, "chunk", 0);
+    if (chunk >= 1 && chunk < rows)
+        rows = chunk;
+    ir_ws_raise(&w[IR_WS_CPU_MLP], ir_mem_mul(ir_mem_mul(rows, m->values[op->in[bwd ? 2 : 1]].type.dims[1]), 12));
+}
+
+static void ws_cpu_mlp(const ir_module *m, const ir_op *op, int64_t *w) { ws_cpu_mlp_common(m, op, w, false); }
+static void ws_cpu_mlp_bwd(const ir_module *m, const ir_op *op, int64_t *w) { ws_cpu_mlp_common(m, op, w, true); }
+
+/* The CUDA MLP: bf16 g, u and s of one chunk of rows. */
+static void ws_cuda_mlp_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
+{
+    int64_t N = ir_op_rows_of(m, op->in[bwd]), chunk = ir_attr_int(op, "chunk", 0);
+    int64_t c = chunk >= 1 && chunk < N ? chunk : N;
+    ir_ws_raise(&w[IR_WS_MLP], 2 * 3 * c * m->values[op->in[bwd + 1]].type.dims[1]);
+}
+
+static void ws_cuda_mlp(const ir_module *m, const ir_op *op, int64_t *w) { ws_cuda_mlp_common(m, op, w, false); }
+static void ws_cuda_mlp_bwd(const ir_module *m, const ir_op *op, int64_t *w) { ws_cuda_mlp_common(m, op, w, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* x[B,S,D], w_gate[D,F], w_up[D,F], w_down[F,D] -> silu(x@wg)*(x@wu)@wd
@@ -51,10 +80,15 @@ static void verify_mlp_bwd(ir_vctx *c, const ir_op *op) { check_mlp(c, op, true)
 const ir_op_desc ir_op_mlp = {
     .name = "mlp", .kind = IR_K_COMPUTE, .min_in = 4, .max_in = 4, .min_out = 1, .max_out = 1,
     .verify = verify_mlp,
+    .ws_cpu = ws_cpu_mlp,
+    .ws_cuda = ws_cuda_mlp,
 };
 
 /* dy, x, wg, wu, wd -> dx, dwg, dwu, dwd; recomputes each chunk's forward */
 const ir_op_desc ir_op_mlp_bwd = {
     .name = "mlp_bwd", .kind = IR_K_COMPUTE, .min_in = 5, .max_in = 5, .min_out = 4, .max_out = 4,
     .verify = verify_mlp_bwd,
+    .wgrad_outs = 7u << 1 /* dwg, dwu, dwd */,
+    .ws_cpu = ws_cpu_mlp_bwd,
+    .ws_cuda = ws_cuda_mlp_bwd,
 };

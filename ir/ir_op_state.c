@@ -40,12 +40,43 @@ static void verify_accumulate(ir_vctx *c, const ir_op *op)
     ir_vsame_type(c, acc, g);
 }
 
+/* ---- staging and kernel workspace (ir_mem.c) --------------------------------------- */
+
+/* Whether adamw's gradient is laid out like its param (else ZeRO-1 copies
+ * the param's slice of the whole gradient to the staging area). */
+static bool grad_like_param(const ir_module *m, int p, int g)
+{
+    const ir_type *a = &m->values[p].type, *b = &m->values[g].type;
+    for (int i = 0; i < a->rank && i < b->rank; i++)
+        if (a->shard[i] != b->shard[i])
+            return false;
+    return true;
+}
+
+/* ZeRO-1's adamw stages the rank's slice of the whole gradient
+ * (runtime/cpu/rt_opt.c). */
+static void staging_adamw(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    if (op->nin == 2 && !grad_like_param(m, op->in[0], op->in[1]))
+        e[0] = ir_op_local_elems(m, op->in[0]);
+}
+
+/* The same slice on CUDA, in bf16. */
+static void ws_cuda_adamw(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_adamw(m, op, e);
+    ir_ws_raise(&w[IR_WS_SLICE], 2 * e[0]);
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* w, dw (same type): updates w in place */
 const ir_op_desc ir_op_adamw = {
     .name = "adamw", .kind = IR_K_OPT, .min_in = 2, .max_in = 2, .min_out = 0, .max_out = 0,
     .verify = verify_adamw,
+    .staging = staging_adamw,
+    .ws_cuda = ws_cuda_adamw,
 };
 
 /* Gradient accumulation (config accum > 1): acc, g (same type), acc an

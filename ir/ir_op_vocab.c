@@ -72,6 +72,67 @@ static void verify_lm_head_loss_bwd(ir_vctx *c, const ir_op *op)
     ir_vsame_shape(c, w, ir_vv(c, op->out[1]));
 }
 
+/* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
+
+/* embedding_bwd on CUDA: the fp32 [V, D] gradient sum. */
+static void ws_cuda_embedding_bwd(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ir_ws_raise(&w[IR_WS_F32], 4 * ir_op_local_elems(m, op->out[0]));
+}
+
+/* The CPU LM head (runtime/cpu/kern_lmhead.c): a [chunk, V] logits block of
+ * at most 4 Mi floats and at most 64 rows. */
+static void ws_cpu_lm_head(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    if (op->nin < 2)
+        return;
+    int64_t V = m->values[op->in[1]].type.dims[0];
+    int64_t rows = V > 0 ? ((int64_t)4 << 20) / V : 1;
+    rows = rows > 64 ? 64 : rows < 1 ? 1 : rows;
+    ir_ws_raise(&w[IR_WS_CPU_LOGITS], rows * V * 4);
+}
+
+/* Rows (or, for the backward, vocabulary columns) of one LM-head chunk:
+ * kcu_lm_head_chunk(N, V) and kcu_lm_head_vchunk(N, V) = lm_chunk(V, N)
+ * in runtime/cuda/kcu_gemm.cu. */
+static int64_t lm_chunk(int64_t N, int64_t V)
+{
+    int64_t c = ((int64_t)256 << 20) / (6 * (V > 0 ? V : 1));
+    if (c >= 64)
+        c = c / 64 * 64;
+    if (c < 1)
+        c = 1;
+    return c < N ? c : (N > 0 ? N : 1);
+}
+
+/* The CUDA LM head, forward: [chunk, V] logits, the row losses and
+ * statistics; backward: also [N, vchunk] logits and dlogits, fp32 dx [N, D]. */
+static void ws_cuda_lm_head_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
+{
+    int64_t N = ir_op_rows_of(m, op->in[0]), V = m->values[op->in[1]].type.dims[0];
+    int64_t D = m->values[op->in[1]].type.dims[1], c = lm_chunk(N, V), n = N > 0 ? N : 1;
+    ir_ws_raise(&w[IR_WS_LOGITS], 4 * c * V);
+    ir_ws_raise(&w[IR_WS_LSE], 4 * n);
+    if (!bwd) {
+        ir_ws_raise(&w[IR_WS_ROWS], 4 * n);
+        return;
+    }
+    int64_t vc = lm_chunk(V, N);
+    ir_ws_raise(&w[IR_WS_LOGITS], 4 * n * vc);
+    ir_ws_raise(&w[IR_WS_DL], 2 * n * vc);
+    ir_ws_raise(&w[IR_WS_F32], 4 * n * D);
+}
+
+static void ws_cuda_lm_head(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ws_cuda_lm_head_common(m, op, w, false);
+}
+
+static void ws_cuda_lm_head_bwd(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    ws_cuda_lm_head_common(m, op, w, true);
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* tok i32[B,S], w[V,D] -> [B,S,D] */
@@ -84,16 +145,23 @@ const ir_op_desc ir_op_embedding = {
 const ir_op_desc ir_op_embedding_bwd = {
     .name = "embedding_bwd", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_embedding_bwd,
+    .wgrad_outs = 1u << 0 /* dw */,
+    .ws_cuda = ws_cuda_embedding_bwd,
 };
 
 /* x[B,S,D], w[V,D], tgt i32[B,S] -> f32[] (the sum of the rank's token losses) */
 const ir_op_desc ir_op_lm_head_loss = {
     .name = "lm_head_loss", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
     .verify = verify_lm_head_loss,
+    .ws_cpu = ws_cpu_lm_head,
+    .ws_cuda = ws_cuda_lm_head,
 };
 
 /* x, w, tgt -> dx, dw */
 const ir_op_desc ir_op_lm_head_loss_bwd = {
     .name = "lm_head_loss_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
     .verify = verify_lm_head_loss_bwd,
+    .wgrad_outs = 1u << 1 /* dw */,
+    .ws_cpu = ws_cpu_lm_head,
+    .ws_cuda = ws_cuda_lm_head_bwd,
 };
