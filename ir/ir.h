@@ -54,6 +54,30 @@ typedef enum {
 } ir_opcode;
 
 typedef struct ir_op_desc ir_op_desc; /* one per op: see "op descriptors" below */
+
+/* How the cost model times an op (passes/cost.c): on the device alone, or
+ * over the links of its group. */
+typedef enum {
+    IR_COMM_NONE,         /* a kernel (or bookkeeping: kind IR_K_MEM): the roofline of its work */
+    IR_COMM_ALL_TO_ALL,   /* every rank of a set sends to every other: achieved a2a bandwidth */
+    IR_COMM_RING,         /* a ring collective: ir_op_desc.ring_latencies x (P-1) latencies */
+    IR_COMM_SEND,         /* point-to-point, counted once on the send */
+    IR_COMM_RECV,         /* ... the receive waits for it: no time of its own */
+    IR_COMM_RING_OVERLAP, /* compute in R blocks, each overlapped with a hop around the group's ring */
+} ir_comm_class;
+
+/* What one rank of an op does, as pure functions of the local shapes and
+ * attributes (ir_op_work_of); the cost model turns it into seconds. */
+typedef struct ir_op_work {
+    double flops; /* floating-point operations */
+    double bytes; /* bytes moved through device memory */
+    double exps;  /* exponentials (softmax, sigmoid): costly on a CPU */
+    /* IR_COMM_RING_OVERLAP: bytes passed one hop per ring step while the
+     * next block computes, and (tail_hops) bytes handed on after each of the
+     * R blocks, which the next block waits for. */
+    double hop_bytes, tail_bytes;
+    bool tail_hops;
+} ir_op_work;
 /* The descriptor of an opcode; NULL when out of range. */
 const ir_op_desc *ir_op_desc_of(ir_opcode op);
 int ir_opcode_lookup(const char *name); /* -1 if unknown */
@@ -177,7 +201,20 @@ struct ir_op_desc {
      * needs; NULL: none (ir_mem_work_bytes). */
     void (*ws_cpu)(const struct ir_module *m, const ir_op *op, int64_t *slot);
     void (*ws_cuda)(const struct ir_module *m, const ir_op *op, int64_t *slot);
+
+    /* ---- cost (passes/cost.c) ---- */
+    ir_comm_class comm;
+    double ring_latencies; /* IR_COMM_RING: latencies per step of the ring (all_reduce: 2) */
+    /* Attention kernels run at their own fraction of peak (config
+     * cost.attention_fraction) and count as attention time. */
+    bool attention;
+    /* The op's work; NULL: no FLOPs or exps, and every operand read and
+     * every result written once (ir_op_work_of). */
+    ir_op_work (*work)(const struct ir_module *m, const ir_op *op);
 };
+
+/* The work of op on one rank (its descriptor's work, else the default). */
+ir_op_work ir_op_work_of(const struct ir_module *m, const ir_op *op);
 
 /* ---- groups and mesh ----------------------------------------------------- */
 typedef struct ir_group {

@@ -13,6 +13,14 @@
 #include "ir_ops.def"
 #undef IR_OP
 
+/* ---- work (ir_ops.c; the cost model's inputs) ------------------------------ */
+/* Bytes of value v on one rank in its IR dtype. */
+double ir_op_local_bytes(const ir_module *m, int v);
+/* Product of the last n dims of t as one rank holds them. */
+double ir_op_tail_local(const ir_module *m, const ir_type *t, int n);
+/* Every operand read once and every result written once. */
+double ir_op_bytes_moved(const ir_module *m, const ir_op *op);
+
 /* ---- kernel workspace (ir_mem_work_bytes) ---------------------------------
  * Each slot is one grow-only buffer of the target's runtime: it grows to the
  * largest request of any op, and the slots are separate allocations, so the

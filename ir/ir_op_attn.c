@@ -246,6 +246,66 @@ static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
                                        ir_config_int(m, "seq_len", 0));
 }
 
+/* ---- work (the cost model's inputs) --------------------------------------------- */
+
+/* Causal attention on q [b,S,H,Dh]: QK^T and PV are 2·b·H·S²·Dh each;
+ * the causal mask halves both: 2·b·H·S²·Dh in all. */
+static double attention_flops(const ir_module *m, int q)
+{
+    const ir_type *t = &m->values[q].type;
+    if (t->rank < 4)
+        return 0;
+    double b = (double)ir_type_max_local_dim(m, t, 0), S = (double)ir_type_max_local_dim(m, t, 1);
+    double H = (double)ir_type_max_local_dim(m, t, 2), Dh = (double)ir_type_max_local_dim(m, t, 3);
+    return 2 * b * H * S * S * Dh;
+}
+
+/* The softmax exponentiates every score (again in the backward, which
+ * recomputes it): 2·b·H·S²·Dh FLOPs over the causal half, b·H·S²/2 scores. */
+static double attention_exps(const ir_module *m, int q, double flops)
+{
+    const ir_type *t = &m->values[q].type;
+    double Dh = t->rank >= 4 ? (double)ir_type_max_local_dim(m, t, 3) : 0;
+    return Dh > 0 ? flops / (4 * Dh) : 0;
+}
+
+static ir_op_work work_attention(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.flops = attention_flops(m, op->in[0]), .bytes = ir_op_bytes_moved(m, op),
+                        .exps = attention_exps(m, op->in[0], attention_flops(m, op->in[0]))};
+}
+
+static ir_op_work work_attention_bwd(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.flops = 2.5 * attention_flops(m, op->in[1]), .bytes = ir_op_bytes_moved(m, op),
+                        .exps = attention_exps(m, op->in[1], attention_flops(m, op->in[1]))};
+}
+
+/* Ring attention on R ranks: the local q [b, S_loc, H, Dh] against the
+ * whole sequence S_loc*R, half of the dense 4·b·H·S_loc·S_full·Dh (the
+ * zig-zag order gives every rank the same share of the mask), in R blocks.
+ * While a block computes, the next (k, v) block travels one hop; the
+ * backward also hands the (dk, dv) accumulators on after each block, and
+ * the next block waits for them (both runtimes keep them in fp32). */
+static ir_op_work work_ring_common(const ir_module *m, const ir_op *op, bool bwd)
+{
+    int gi = ir_op_group(op);
+    int R = gi >= 0 && gi < m->ngroups && m->groups[gi].set_size > 0 ? m->groups[gi].set_size : 1;
+    int q = op->in[bwd ? 1 : 0], k = op->in[bwd ? 2 : 1], v = op->in[bwd ? 3 : 2];
+    double ring_flops = attention_flops(m, q) * R;
+    ir_op_work w = {.flops = (bwd ? 2.5 : 1.0) * ring_flops, .exps = attention_exps(m, q, ring_flops)};
+    w.bytes = ir_op_bytes_moved(m, op);
+    w.hop_bytes = ir_op_local_bytes(m, k) + ir_op_local_bytes(m, v);
+    w.tail_hops = bwd;
+    if (bwd)
+        w.tail_bytes = 4.0 * (double)(ir_type_local_elems(m, &m->values[k].type) +
+                                      ir_type_local_elems(m, &m->values[v].type));
+    return w;
+}
+
+static ir_op_work work_ring(const ir_module *m, const ir_op *op) { return work_ring_common(m, op, false); }
+static ir_op_work work_ring_bwd(const ir_module *m, const ir_op *op) { return work_ring_common(m, op, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] ; causal */
@@ -254,6 +314,8 @@ const ir_op_desc ir_op_attention = {
     .verify = verify_attention,
     .ws_cpu = ws_cpu_attention,
     .ws_cuda = ws_cuda_attention,
+    .attention = true,
+    .work = work_attention,
 };
 
 /* do, q, k, v, o -> dq, dk, dv */
@@ -262,6 +324,8 @@ const ir_op_desc ir_op_attention_bwd = {
     .verify = verify_attention_bwd,
     .ws_cpu = ws_cpu_attention_bwd,
     .ws_cuda = ws_cuda_attention_bwd,
+    .attention = true,
+    .work = work_attention_bwd,
 };
 
 /* Ring attention (sequence ring / hybrid): q[B,S,H,Dh], k,v[B,S,Hk,Dh] with
@@ -276,6 +340,9 @@ const ir_op_desc ir_op_ring_attention = {
     .f32_outs = 1u << 1 /* lse: the backward exponentiates against it */,
     .staging = staging_ring_attention,
     .ws_cuda = ws_cuda_ring_attention,
+    .comm = IR_COMM_RING_OVERLAP,
+    .attention = true,
+    .work = work_ring,
 };
 
 /* do, q, k, v, o, lse -> dq, dk, dv; (k, v, dk, dv) travel around the ring */
@@ -284,4 +351,7 @@ const ir_op_desc ir_op_ring_attention_bwd = {
     .verify = verify_ring_attention_bwd,
     .staging = staging_ring_attention_bwd,
     .ws_cuda = ws_cuda_ring_attention_bwd,
+    .comm = IR_COMM_RING_OVERLAP,
+    .attention = true,
+    .work = work_ring_bwd,
 };

@@ -251,6 +251,7 @@ const ir_op_desc ir_op_all_to_all = {
     .keeps_weight = true,
     .staging = staging_all_to_all,
     .ws_cuda = ws_cuda_all_to_all,
+    .comm = IR_COMM_ALL_TO_ALL,
 };
 
 /* attr dim=d: the dim gathered */
@@ -260,6 +261,8 @@ const ir_op_desc ir_op_all_gather = {
     .keeps_weight = true,
     .staging = staging_all_gather,
     .ws_cuda = ws_cuda_all_gather,
+    .comm = IR_COMM_RING,
+    .ring_latencies = 1,
 };
 
 /* attr dim=d: the dim scattered (sum) */
@@ -269,6 +272,8 @@ const ir_op_desc ir_op_reduce_scatter = {
     .keeps_weight = true,
     .staging = staging_reduce_scatter,
     .ws_cuda = ws_cuda_reduce_scatter,
+    .comm = IR_COMM_RING,
+    .ring_latencies = 1,
 };
 
 /* sum */
@@ -276,16 +281,20 @@ const ir_op_desc ir_op_all_reduce = {
     .name = "all_reduce", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_all_reduce,
     .keeps_weight = true /* sums and reductions of weights stay weights */,
+    .comm = IR_COMM_RING,
+    .ring_latencies = 2 /* a reduce-scatter, then an all-gather */,
 };
 
 /* attr peer=+r (group-relative offset); no type rule */
 const ir_op_desc ir_op_send = {
     .name = "send", .kind = IR_K_P2P, .min_in = 1, .max_in = 1, .min_out = 0, .max_out = 0,
     .verify = NULL,
+    .comm = IR_COMM_SEND,
 };
 
 /* attr peer=-r */
 const ir_op_desc ir_op_recv = {
     .name = "recv", .kind = IR_K_P2P, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
     .verify = NULL,
+    .comm = IR_COMM_RECV,
 };

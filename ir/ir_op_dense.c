@@ -124,12 +124,39 @@ static void ws_cuda_rmsnorm_bwd(const ir_module *m, const ir_op *op, int64_t *w)
     ir_ws_raise(&w[IR_WS_F32], 4 * ir_op_local_elems(m, op->out[1]));
 }
 
+/* ---- work (the cost model's inputs) --------------------------------------------- */
+
+/* N·I·O of a linear: x [N.., I..] (I = the last `contract` dims), y = x·w
+ * with O output features; N and O from local element counts, so sharded
+ * tokens and sharded heads are both counted as the rank holds them. */
+static double linear_nio(const ir_module *m, const ir_op *op, int x, int y)
+{
+    int c = (int)ir_attr_int(op, "contract", 1);
+    const ir_type *xt = &m->values[x].type;
+    double I = ir_op_tail_local(m, xt, c);
+    double N = (double)ir_type_local_elems(m, xt) / (I > 0 ? I : 1);
+    double O = (double)ir_type_local_elems(m, &m->values[y].type) / (N > 0 ? N : 1);
+    return N * I * O;
+}
+
+static ir_op_work work_linear(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.flops = 2 * linear_nio(m, op, op->in[0], op->out[0]), .bytes = ir_op_bytes_moved(m, op)};
+}
+
+/* The dx and dw GEMMs. */
+static ir_op_work work_linear_bwd(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.flops = 4 * linear_nio(m, op, op->in[1], op->in[0]), .bytes = ir_op_bytes_moved(m, op)};
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* x[...,c..], w[c..,o..] -> [...,o..] ; attr contract = #c (default 1) */
 const ir_op_desc ir_op_linear = {
     .name = "linear", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_linear,
+    .work = work_linear,
 };
 
 /* dy, x, w -> dx, dw */
@@ -137,6 +164,7 @@ const ir_op_desc ir_op_linear_bwd = {
     .name = "linear_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
     .verify = verify_linear_bwd,
     .wgrad_outs = 1u << 1 /* dw */,
+    .work = work_linear_bwd,
 };
 
 /* x[B,S,D], w[D] -> [B,S,D] ; attr eps (default config norm_eps) */

@@ -55,6 +55,21 @@ static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w)
         ir_ws_raise(&w[IR_WS_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
 }
 
+/* ---- work (the cost model's inputs) --------------------------------------------- */
+
+/* SwiGLU's sigmoid: one exponential per element. */
+static ir_op_work work_swiglu(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.bytes = ir_op_bytes_moved(m, op),
+                        .exps = (double)ir_type_local_elems(m, &m->values[op->out[0]].type)};
+}
+
+static ir_op_work work_swiglu_bwd(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.bytes = ir_op_bytes_moved(m, op),
+                        .exps = (double)ir_type_local_elems(m, &m->values[op->in[0]].type)};
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* a, b -> a+b (same type) */
@@ -68,12 +83,14 @@ const ir_op_desc ir_op_add = {
 const ir_op_desc ir_op_swiglu = {
     .name = "swiglu", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_same_type,
+    .work = work_swiglu,
 };
 
 /* dy, g, u -> dg, du */
 const ir_op_desc ir_op_swiglu_bwd = {
     .name = "swiglu_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
     .verify = verify_same_type,
+    .work = work_swiglu_bwd,
 };
 
 /* x[B,S,H,Dh] -> same ; attr theta (default config rope_theta) */

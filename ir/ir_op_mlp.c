@@ -73,6 +73,31 @@ static void ws_cuda_mlp_common(const ir_module *m, const ir_op *op, int64_t *w, 
 static void ws_cuda_mlp(const ir_module *m, const ir_op *op, int64_t *w) { ws_cuda_mlp_common(m, op, w, false); }
 static void ws_cuda_mlp_bwd(const ir_module *m, const ir_op *op, int64_t *w) { ws_cuda_mlp_common(m, op, w, true); }
 
+/* ---- work (the cost model's inputs) --------------------------------------------- */
+
+/* mlp / mlp_bwd x [N.., D], w_gate [D, F]: one of its GEMMs is 2·N·D·F;
+ * returns N·D·F. */
+static double mlp_ndf(const ir_module *m, const ir_op *op, bool bwd)
+{
+    const ir_type *x = &m->values[op->in[bwd]].type, *wg = &m->values[op->in[bwd + 1]].type;
+    double D = ir_op_tail_local(m, x, 1);
+    double N = (double)ir_type_local_elems(m, x) / (D > 0 ? D : 1);
+    return N * D * (wg->rank == 2 ? (double)wg->dims[1] : 0);
+}
+
+/* Forward: gate, up, down (6·NDF); backward: gate and up again and six
+ * GEMMs of the gradients (16·NDF).  The sigmoid of every [N, F] entry
+ * (again in the backward). */
+static ir_op_work work_mlp_common(const ir_module *m, const ir_op *op, bool bwd)
+{
+    double D = ir_op_tail_local(m, &m->values[op->in[bwd]].type, 1);
+    return (ir_op_work){.flops = (bwd ? 16 : 6) * mlp_ndf(m, op, bwd), .bytes = ir_op_bytes_moved(m, op),
+                        .exps = D > 0 ? mlp_ndf(m, op, bwd) / D : 0};
+}
+
+static ir_op_work work_mlp(const ir_module *m, const ir_op *op) { return work_mlp_common(m, op, false); }
+static ir_op_work work_mlp_bwd(const ir_module *m, const ir_op *op) { return work_mlp_common(m, op, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* x[B,S,D], w_gate[D,F], w_up[D,F], w_down[F,D] -> silu(x@wg)*(x@wu)@wd
@@ -82,6 +107,7 @@ const ir_op_desc ir_op_mlp = {
     .verify = verify_mlp,
     .ws_cpu = ws_cpu_mlp,
     .ws_cuda = ws_cuda_mlp,
+    .work = work_mlp,
 };
 
 /* dy, x, wg, wu, wd -> dx, dwg, dwu, dwd; recomputes each chunk's forward */
@@ -91,4 +117,5 @@ const ir_op_desc ir_op_mlp_bwd = {
     .wgrad_outs = 7u << 1 /* dwg, dwu, dwd */,
     .ws_cpu = ws_cpu_mlp_bwd,
     .ws_cuda = ws_cuda_mlp_bwd,
+    .work = work_mlp_bwd,
 };

@@ -69,6 +69,15 @@ static void ws_cuda_adamw(const ir_module *m, const ir_op *op, int64_t *w)
     ir_ws_raise(&w[IR_WS_SLICE], 2 * e[0]);
 }
 
+/* ---- work (the cost model's inputs) --------------------------------------------- */
+
+/* AdamW reads and writes w and its two fp32 moments and reads dw. */
+static ir_op_work work_adamw(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.bytes = 2 * ir_op_local_bytes(m, op->in[0]) + ir_op_local_bytes(m, op->in[1]) +
+                                 16.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type)};
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* w, dw (same type): updates w in place */
@@ -77,6 +86,7 @@ const ir_op_desc ir_op_adamw = {
     .verify = verify_adamw,
     .staging = staging_adamw,
     .ws_cuda = ws_cuda_adamw,
+    .work = work_adamw,
 };
 
 /* Gradient accumulation (config accum > 1): acc, g (same type), acc an

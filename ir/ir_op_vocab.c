@@ -133,12 +133,49 @@ static void ws_cuda_lm_head_bwd(const ir_module *m, const ir_op *op, int64_t *w)
     ws_cuda_lm_head_common(m, op, w, true);
 }
 
+/* ---- work (the cost model's inputs) --------------------------------------------- */
+
+/* An embedding reads only the rows it looks up (about its output). */
+static ir_op_work work_embedding(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.bytes = 2 * ir_op_local_bytes(m, op->out[0]) + ir_op_local_bytes(m, op->in[0])};
+}
+
+/* Its backward zero-fills dw then adds dx into it. */
+static ir_op_work work_embedding_bwd(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.bytes = 2 * ir_op_local_bytes(m, op->in[0]) + ir_op_local_bytes(m, op->out[0])};
+}
+
+/* lm_head_loss x [N.., D], w [V, D]: the logits GEMM is 2·N·V·D. */
+static double lm_head_nvd(const ir_module *m, const ir_op *op)
+{
+    const ir_type *x = &m->values[op->in[0]].type, *w = &m->values[op->in[1]].type;
+    double D = ir_op_tail_local(m, x, 1);
+    double N = (double)ir_type_local_elems(m, x) / (D > 0 ? D : 1);
+    double V = w->rank > 0 ? (double)w->dims[0] : 0;
+    return N * V * D;
+}
+
+/* The logits GEMM (forward) or the logits again and two GEMMs (backward);
+ * the cross-entropy exponentiates every one of the N·V logits. */
+static ir_op_work work_lm_head_common(const ir_module *m, const ir_op *op, double gemms)
+{
+    double D = ir_op_tail_local(m, &m->values[op->in[0]].type, 1);
+    return (ir_op_work){.flops = gemms * lm_head_nvd(m, op), .bytes = ir_op_bytes_moved(m, op),
+                        .exps = D > 0 ? lm_head_nvd(m, op) / D : 0};
+}
+
+static ir_op_work work_lm_head(const ir_module *m, const ir_op *op) { return work_lm_head_common(m, op, 2); }
+static ir_op_work work_lm_head_bwd(const ir_module *m, const ir_op *op) { return work_lm_head_common(m, op, 6); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* tok i32[B,S], w[V,D] -> [B,S,D] */
 const ir_op_desc ir_op_embedding = {
     .name = "embedding", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_embedding,
+    .work = work_embedding,
 };
 
 /* dy[B,S,D], tok -> dw[V,D] */
@@ -147,6 +184,7 @@ const ir_op_desc ir_op_embedding_bwd = {
     .verify = verify_embedding_bwd,
     .wgrad_outs = 1u << 0 /* dw */,
     .ws_cuda = ws_cuda_embedding_bwd,
+    .work = work_embedding_bwd,
 };
 
 /* x[B,S,D], w[V,D], tgt i32[B,S] -> f32[] (the sum of the rank's token losses) */
@@ -155,6 +193,7 @@ const ir_op_desc ir_op_lm_head_loss = {
     .verify = verify_lm_head_loss,
     .ws_cpu = ws_cpu_lm_head,
     .ws_cuda = ws_cuda_lm_head,
+    .work = work_lm_head,
 };
 
 /* x, w, tgt -> dx, dw */
@@ -164,4 +203,5 @@ const ir_op_desc ir_op_lm_head_loss_bwd = {
     .wgrad_outs = 1u << 1 /* dw */,
     .ws_cpu = ws_cpu_lm_head,
     .ws_cuda = ws_cuda_lm_head_bwd,
+    .work = work_lm_head_bwd,
 };
