@@ -174,6 +174,7 @@ typedef struct ir_op {
  * model and codegen read an op's rules from here and never switch on the
  * opcode themselves.  Plain data first, then what is computed. */
 struct ir_vctx; /* the verifier's context (ir_verify.h, private to ir/) */
+struct ir_emit; /* the runtime-call emitter (below; codegen implements it) */
 struct ir_op_desc {
     const char *name; /* the opcode as written in the textual form */
     ir_op_kind kind;
@@ -211,6 +212,45 @@ struct ir_op_desc {
     /* The op's work; NULL: no FLOPs or exps, and every operand read and
      * every result written once (ir_op_work_of). */
     ir_op_work (*work)(const struct ir_module *m, const ir_op *op);
+
+    /* ---- codegen (codegen/cg_ops.c) ---- */
+    const char *rt_fn; /* the runtime function the op lowers to */
+    /* Writes the op's call of rt_fn with its arguments, or reports (fail)
+     * a shape the call cannot express. */
+    void (*emit)(struct ir_emit *e);
+};
+
+/* ---- runtime-call emission ------------------------------------------------
+ * An op's descriptor writes the op's runtime call (its emit) through this
+ * small interface, which codegen implements: ir/ knows each call's
+ * arguments, their order and how the local sizes follow from the shapes;
+ * codegen knows the C syntax, the names of values and groups, and the
+ * config defaults.  Value and group arguments are indices. */
+typedef struct ir_emit ir_emit;
+struct ir_emit {
+    const struct ir_module *m;
+    const ir_op *op;
+    void *ctx; /* the backend's own state */
+    void (*call)(ir_emit *e, const char *fn); /* opens the call of runtime function fn */
+    void (*end)(ir_emit *e);                  /* closes it */
+    void (*i64)(ir_emit *e, int64_t v);
+    void (*f64)(ir_emit *e, double v);
+    /* Value v's buffer, read as int32 (want_int) or as float; reports a
+     * value whose dtype does not match. */
+    void (*buf)(ir_emit *e, int v, bool want_int);
+    void (*value)(ir_emit *e, int v);               /* v itself (collectives, optimizer, free) */
+    void (*values)(ir_emit *e, const int *v, int n); /* a list of values */
+    void (*group)(ir_emit *e, int g);
+    void (*group_pos)(ir_emit *e, int g, int64_t stride); /* this rank's position in g, times stride */
+    void (*local_dim)(ir_emit *e, int v, int d);          /* v's dim d as this rank holds it, at run time */
+    /* The gradient scale of the mean loss: 1/n, or with n = 0 the
+     * runtime's count of the step's targets (packed documents). */
+    void (*loss_scale)(ir_emit *e, int64_t n);
+    /* Config values with the layout language's defaults. */
+    double (*config_double)(ir_emit *e, const char *key);
+    int64_t (*config_int)(ir_emit *e, const char *key);
+    /* Reports that the op cannot be emitted (the first report per op counts). */
+    void (*fail)(ir_emit *e, const char *msg);
 };
 
 /* The work of op on one rank (its descriptor's work, else the default). */

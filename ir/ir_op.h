@@ -21,6 +21,32 @@ double ir_op_tail_local(const ir_module *m, const ir_type *t, int n);
 /* Every operand read once and every result written once. */
 double ir_op_bytes_moved(const ir_module *m, const ir_op *op);
 
+/* ---- runtime-call emission helpers (ir_emit.c) ------------------------------
+ * The op's emit builds its call from these; each argument goes through the
+ * emitter (ir.h), which codegen implements. */
+const ir_value *ir_emit_in(const ir_emit *e, int k);  /* operand k */
+const ir_value *ir_emit_out(const ir_emit *e, int k); /* result k */
+void ir_emit_fail(ir_emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_emit_call(ir_emit *e); /* opens the call of the op's rt_fn */
+void ir_emit_end(ir_emit *e);
+void ir_emit_int(ir_emit *e, int64_t v);
+void ir_emit_dbl(ir_emit *e, double v);
+void ir_emit_f32(ir_emit *e, const ir_value *v); /* a float buffer (f32 on the CPU) */
+void ir_emit_i32(ir_emit *e, const ir_value *v); /* an int32 buffer */
+void ir_emit_val(ir_emit *e, const ir_value *v); /* the value itself */
+/* Product of the local sizes of dims [from, to) of v. */
+int64_t ir_emit_lprod(const ir_emit *e, const ir_value *v, int from, int to);
+/* Kernels index these dims as full rows or full weight matrices: a shard
+ * there would need a different kernel, so refuse it (false, reported). */
+bool ir_emit_whole(ir_emit *e, const ir_value *v, int from, int to, const char *why);
+bool ir_emit_rank(ir_emit *e, const ir_value *v, int want);
+/* The row0 argument: the first global row (batch index) of this rank's
+ * slice of v's dim 0, for the runtime's per-row document tables. */
+void ir_emit_row0(ir_emit *e, const ir_value *v);
+/* A float attribute (int accepted), else the module config (with the
+ * language's default). */
+double ir_emit_attr_or_config(ir_emit *e, const char *attr, const char *key);
+
 /* ---- kernel workspace (ir_mem_work_bytes) ---------------------------------
  * Each slot is one grow-only buffer of the target's runtime: it grows to the
  * largest request of any op, and the slots are separate allocations, so the

@@ -4,6 +4,8 @@
  * q [B,S,H,Dh], k and v [B,S,Hk,Dh] with H a multiple of Hk (GQA). */
 #include "ir_op.h"
 
+#include <inttypes.h>
+
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* q [B,S,H,Dh], k and v [B,S,Hk,Dh] alike: rank 4, dims 0, 1, 3 equal and
@@ -306,6 +308,84 @@ static ir_op_work work_ring_common(const ir_module *m, const ir_op *op, bool bwd
 static ir_op_work work_ring(const ir_module *m, const ir_op *op) { return work_ring_common(m, op, false); }
 static ir_op_work work_ring_bwd(const ir_module *m, const ir_op *op) { return work_ring_common(m, op, true); }
 
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* attention(q, k, v) -> o ; attention_bwd(do, q, k, v, o) -> dq, dk, dv.
+ * The kernel is causal over the whole sequence: dim 1 must be whole. */
+static void emit_attention_common(ir_emit *e, bool bwd)
+{
+    const ir_value *q = ir_emit_in(e, bwd ? 1 : 0), *k = ir_emit_in(e, bwd ? 2 : 1);
+    if (ir_attr_int(e->op, "causal", 1) != 1) {
+        ir_emit_fail(e, "only causal attention (causal = 1) has a runtime kernel");
+        return;
+    }
+    if (!ir_emit_rank(e, q, 4) || !ir_emit_rank(e, k, 4)) return;
+    if (!ir_emit_whole(e, q, 1, 2, "the attention sequence") || !ir_emit_whole(e, q, 3, 4, "the head dim")) return;
+    int64_t H = ir_type_max_local_dim(e->m, &q->type, 2), Hkv = ir_type_max_local_dim(e->m, &k->type, 2);
+    /* Uneven head split: the local head counts differ by rank, so the
+     * program asks the runtime; the units keep the q/kv ratio uq/uk. */
+    bool uneven = q->type.unit[2] != 0 || k->type.unit[2] != 0;
+    if (uneven && (q->type.unit[2] < 1 || k->type.unit[2] < 1 || q->type.unit[2] % k->type.unit[2])) {
+        ir_emit_fail(e, "uneven head units %" PRId64 " (q) and %" PRId64 " (kv) do not group q heads by kv head",
+                q->type.unit[2], k->type.unit[2]);
+        return;
+    }
+    if (!uneven && H % Hkv) {
+        ir_emit_fail(e, "%" PRId64 " local q heads do not share %" PRId64 " local kv heads evenly", H, Hkv);
+        return;
+    }
+    ir_emit_call(e);
+    for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
+    for (int i = 0; i < e->op->nin; i++) ir_emit_f32(e, ir_emit_in(e, i));
+    ir_emit_row0(e, q);
+    ir_emit_int(e, ir_type_max_local_dim(e->m, &q->type, 0));
+    ir_emit_int(e, q->type.dims[1]);
+    if (uneven) {
+        e->local_dim(e, (int)(q - e->m->values), 2);
+        e->local_dim(e, (int)(k - e->m->values), 2);
+    } else {
+        ir_emit_int(e, H);
+        ir_emit_int(e, Hkv);
+    }
+    ir_emit_int(e, q->type.dims[3]);
+    ir_emit_end(e);
+}
+
+static void emit_attention(ir_emit *e) { emit_attention_common(e, false); }
+static void emit_attention_bwd(ir_emit *e) { emit_attention_common(e, true); }
+
+/* ring_attention(q, k, v) -> o, lse ; ring_attention_bwd(do, q, k, v, o,
+ * lse) -> dq, dk, dv.  Local sizes: this rank's slice of the sequence. */
+static void emit_ring_attention_common(ir_emit *e, bool bwd)
+{
+    const ir_value *q = ir_emit_in(e, bwd ? 1 : 0), *k = ir_emit_in(e, bwd ? 2 : 1);
+    int g = ir_op_group(e->op);
+    if (g < 0 || !ir_emit_rank(e, q, 4) || !ir_emit_rank(e, k, 4) || !ir_emit_whole(e, q, 3, 4, "the head dim")) return;
+    if (q->type.shard[1] != g) {
+        ir_emit_fail(e, "the sequence of %%%s must be sharded by the ring group", q->name);
+        return;
+    }
+    int64_t H = ir_type_max_local_dim(e->m, &q->type, 2), Hkv = ir_type_max_local_dim(e->m, &k->type, 2);
+    if (Hkv < 1 || H % Hkv) {
+        ir_emit_fail(e, "%" PRId64 " local q heads do not share %" PRId64 " local kv heads evenly", H, Hkv);
+        return;
+    }
+    ir_emit_call(e);
+    e->group(e, g);
+    for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
+    for (int i = 0; i < e->op->nin; i++) ir_emit_f32(e, ir_emit_in(e, i));
+    ir_emit_row0(e, q);
+    ir_emit_int(e, ir_type_max_local_dim(e->m, &q->type, 0));
+    ir_emit_int(e, ir_type_max_local_dim(e->m, &q->type, 1));
+    ir_emit_int(e, H);
+    ir_emit_int(e, Hkv);
+    ir_emit_int(e, q->type.dims[3]);
+    ir_emit_end(e);
+}
+
+static void emit_ring_attention(ir_emit *e) { emit_ring_attention_common(e, false); }
+static void emit_ring_attention_bwd(ir_emit *e) { emit_ring_attention_common(e, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] ; causal */
@@ -316,6 +396,8 @@ const ir_op_desc ir_op_attention = {
     .ws_cuda = ws_cuda_attention,
     .attention = true,
     .work = work_attention,
+    .rt_fn = "rt_attention",
+    .emit = emit_attention,
 };
 
 /* do, q, k, v, o -> dq, dk, dv */
@@ -326,6 +408,8 @@ const ir_op_desc ir_op_attention_bwd = {
     .ws_cuda = ws_cuda_attention_bwd,
     .attention = true,
     .work = work_attention_bwd,
+    .rt_fn = "rt_attention_bwd",
+    .emit = emit_attention_bwd,
 };
 
 /* Ring attention (sequence ring / hybrid): q[B,S,H,Dh], k,v[B,S,Hk,Dh] with
@@ -343,6 +427,8 @@ const ir_op_desc ir_op_ring_attention = {
     .comm = IR_COMM_RING_OVERLAP,
     .attention = true,
     .work = work_ring,
+    .rt_fn = "rt_ring_attention",
+    .emit = emit_ring_attention,
 };
 
 /* do, q, k, v, o, lse -> dq, dk, dv; (k, v, dk, dv) travel around the ring */
@@ -354,4 +440,6 @@ const ir_op_desc ir_op_ring_attention_bwd = {
     .comm = IR_COMM_RING_OVERLAP,
     .attention = true,
     .work = work_ring_bwd,
+    .rt_fn = "rt_ring_attention_bwd",
+    .emit = emit_ring_attention_bwd,
 };

@@ -238,6 +238,74 @@ static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t 
     ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
 }
 
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* The group attr as a G_ constant; false (reported) when absent. */
+static bool emit_group_arg(ir_emit *e)
+{
+    int g = ir_op_group(e->op);
+    if (g < 0 || g >= e->m->ngroups) {
+        ir_emit_fail(e, "no 'group = @G' attribute naming the process group");
+        return false;
+    }
+    e->group(e, g);
+    return true;
+}
+
+static bool int_attr(ir_emit *e, const char *key, int64_t *v)
+{
+    const ir_attr *a = ir_attr_get(e->op, key);
+    if (a && a->kind == IR_A_INT) { *v = a->i; return true; }
+    ir_emit_fail(e, "needs an integer '%s' attribute", key);
+    return false;
+}
+
+static void emit_all_to_all(ir_emit *e)
+{
+    int64_t split, concat;
+    ir_emit_call(e);
+    if (!emit_group_arg(e) || !int_attr(e, "split", &split) || !int_attr(e, "concat", &concat)) return;
+    ir_emit_int(e, split);
+    ir_emit_int(e, concat);
+    ir_emit_int(e, ir_attr_int(e->op, "fanout", 1));
+    ir_emit_int(e, ir_attr_int(e->op, "fanin", 1));
+    ir_emit_int(e, e->op->nin);
+    e->values(e, e->op->in, e->op->nin);
+    e->values(e, e->op->out, e->op->nout);
+    ir_emit_end(e);
+}
+
+/* all_gather / reduce_scatter (has_dim: attr dim), all_reduce. */
+static void emit_collective(ir_emit *e, bool has_dim)
+{
+    ir_emit_call(e);
+    if (!emit_group_arg(e)) return;
+    int64_t dim;
+    if (has_dim) {
+        if (!int_attr(e, "dim", &dim)) return;
+        ir_emit_int(e, dim);
+    }
+    ir_emit_val(e, ir_emit_in(e, 0));
+    ir_emit_val(e, ir_emit_out(e, 0));
+    ir_emit_end(e);
+}
+
+static void emit_gather_scatter(ir_emit *e) { emit_collective(e, true); }
+static void emit_all_reduce(ir_emit *e) { emit_collective(e, false); }
+
+static void emit_p2p(ir_emit *e, bool send)
+{
+    int64_t peer;
+    ir_emit_call(e);
+    if (!emit_group_arg(e) || !int_attr(e, "peer", &peer)) return;
+    ir_emit_int(e, peer);
+    ir_emit_val(e, send ? ir_emit_in(e, 0) : ir_emit_out(e, 0));
+    ir_emit_end(e);
+}
+
+static void emit_send(ir_emit *e) { emit_p2p(e, true); }
+static void emit_recv(ir_emit *e) { emit_p2p(e, false); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* all_to_all: n inputs -> n outputs (fused exchange, e.g. q,k,v in one call).
@@ -252,6 +320,8 @@ const ir_op_desc ir_op_all_to_all = {
     .staging = staging_all_to_all,
     .ws_cuda = ws_cuda_all_to_all,
     .comm = IR_COMM_ALL_TO_ALL,
+    .rt_fn = "rt_all_to_all",
+    .emit = emit_all_to_all,
 };
 
 /* attr dim=d: the dim gathered */
@@ -263,6 +333,8 @@ const ir_op_desc ir_op_all_gather = {
     .ws_cuda = ws_cuda_all_gather,
     .comm = IR_COMM_RING,
     .ring_latencies = 1,
+    .rt_fn = "rt_all_gather",
+    .emit = emit_gather_scatter,
 };
 
 /* attr dim=d: the dim scattered (sum) */
@@ -274,6 +346,8 @@ const ir_op_desc ir_op_reduce_scatter = {
     .ws_cuda = ws_cuda_reduce_scatter,
     .comm = IR_COMM_RING,
     .ring_latencies = 1,
+    .rt_fn = "rt_reduce_scatter",
+    .emit = emit_gather_scatter,
 };
 
 /* sum */
@@ -283,6 +357,8 @@ const ir_op_desc ir_op_all_reduce = {
     .keeps_weight = true /* sums and reductions of weights stay weights */,
     .comm = IR_COMM_RING,
     .ring_latencies = 2 /* a reduce-scatter, then an all-gather */,
+    .rt_fn = "rt_all_reduce",
+    .emit = emit_all_reduce,
 };
 
 /* attr peer=+r (group-relative offset); no type rule */
@@ -290,6 +366,8 @@ const ir_op_desc ir_op_send = {
     .name = "send", .kind = IR_K_P2P, .min_in = 1, .max_in = 1, .min_out = 0, .max_out = 0,
     .verify = NULL,
     .comm = IR_COMM_SEND,
+    .rt_fn = "rt_send",
+    .emit = emit_send,
 };
 
 /* attr peer=-r */
@@ -297,4 +375,6 @@ const ir_op_desc ir_op_recv = {
     .name = "recv", .kind = IR_K_P2P, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
     .verify = NULL,
     .comm = IR_COMM_RECV,
+    .rt_fn = "rt_recv",
+    .emit = emit_recv,
 };

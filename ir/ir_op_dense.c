@@ -3,6 +3,8 @@
  * each with its backward. */
 #include "ir_op.h"
 
+#include <inttypes.h>
+
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* linear(x, w) -> y with `contract` trailing dims of x against leading dims of w. */
@@ -150,6 +152,96 @@ static ir_op_work work_linear_bwd(const ir_module *m, const ir_op *op)
     return (ir_op_work){.flops = 4 * linear_nio(m, op, op->in[1], op->in[0]), .bytes = ir_op_bytes_moved(m, op)};
 }
 
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* The pointer arguments shared by rmsnorm and linear: y, x, w forward;
+ * dx, dw, dy, x, w backward (the runtime's argument order). */
+static void args_x_w(ir_emit *e, bool bwd, const ir_value *x, const ir_value *w)
+{
+    ir_emit_f32(e, ir_emit_out(e, 0));
+    if (bwd) {
+        ir_emit_f32(e, ir_emit_out(e, 1));
+        ir_emit_f32(e, ir_emit_in(e, 0));
+    }
+    ir_emit_f32(e, x);
+    ir_emit_f32(e, w);
+}
+
+/* rmsnorm(x, w) -> y ; rmsnorm_bwd(dy, x, w) -> dx, dw.  D = x's last dim. */
+static void emit_rmsnorm_common(ir_emit *e, bool bwd)
+{
+    const ir_value *x = ir_emit_in(e, bwd ? 1 : 0), *w = ir_emit_in(e, bwd ? 2 : 1);
+    int r = x->type.rank;
+    if (r < 1) { /* never silently drop the op */
+        ir_emit_fail(e, "%%%s is a scalar; rmsnorm normalises a last dim", x->name);
+        return;
+    }
+    if (!ir_emit_whole(e, x, r - 1, r, "the normalised dim") || !ir_emit_whole(e, w, 0, 1, "the norm weight")) return;
+    ir_emit_call(e);
+    args_x_w(e, bwd, x, w);
+    ir_emit_int(e, ir_emit_lprod(e, x, 0, r - 1));
+    ir_emit_int(e, x->type.dims[r - 1]);
+    ir_emit_dbl(e, ir_emit_attr_or_config(e, "eps", "norm_eps"));
+    ir_emit_end(e);
+}
+
+static void emit_rmsnorm(ir_emit *e) { emit_rmsnorm_common(e, false); }
+static void emit_rmsnorm_bwd(ir_emit *e) { emit_rmsnorm_common(e, true); }
+
+/* linear(x, w) -> y ; linear_bwd(dy, x, w) -> dx, dw ; attr contract = c:
+ * N = leading rank-c local dims of x, I = x's trailing c dims, O = w's dims
+ * after the first c. */
+static void emit_linear_common(ir_emit *e, bool bwd)
+{
+    const ir_value *x = ir_emit_in(e, bwd ? 1 : 0), *w = ir_emit_in(e, bwd ? 2 : 1);
+    int64_t k = ir_attr_int(e->op, "contract", 1);
+    int r = x->type.rank;
+    if (k < 1 || k > r || k > w->type.rank) {
+        ir_emit_fail(e, "contract = %" PRId64 " does not fit %%%s (rank %d) and %%%s (rank %d)", k, x->name, r,
+                w->name, w->type.rank);
+        return;
+    }
+    if (!ir_emit_whole(e, x, r - (int)k, r, "a contracted dim") || !ir_emit_whole(e, w, 0, w->type.rank, "the weight"))
+        return;
+    int64_t N = ir_emit_lprod(e, x, 0, r - (int)k), I = ir_emit_lprod(e, x, r - (int)k, r);
+    int64_t O = ir_emit_lprod(e, w, (int)k, w->type.rank);
+    const ir_value *y = bwd ? ir_emit_in(e, 0) : ir_emit_out(e, 0);
+    if (ir_type_local_elems(e->m, &y->type) != N * O) {
+        ir_emit_fail(e, "%%%s holds %" PRId64 " local elements, not N*O = %" PRId64 "*%" PRId64, y->name,
+                ir_type_local_elems(e->m, &y->type), N, O);
+        return;
+    }
+    ir_emit_call(e);
+    args_x_w(e, bwd, x, w);
+    ir_emit_int(e, N);
+    ir_emit_int(e, I);
+    ir_emit_int(e, O);
+    ir_emit_end(e);
+}
+
+static void emit_linear(ir_emit *e) { emit_linear_common(e, false); }
+static void emit_linear_bwd(ir_emit *e) { emit_linear_common(e, true); }
+
+/* bias_add(x, b) -> y ; bias_add_bwd(dy) -> db: M = the bias's elements
+ * (whole), N = the local elements of x (dy) / M. */
+static void emit_bias_add_common(ir_emit *e, bool bwd)
+{
+    const ir_value *x = ir_emit_in(e, 0), *b = bwd ? ir_emit_out(e, 0) : ir_emit_in(e, 1);
+    int r = x->type.rank, rb = b->type.rank;
+    if (rb < 1 || rb > r || !ir_emit_whole(e, b, 0, rb, "a bias") || !ir_emit_whole(e, x, r - rb, r, "the biased dims")) return;
+    int64_t M = ir_emit_lprod(e, b, 0, rb);
+    ir_emit_call(e);
+    ir_emit_f32(e, ir_emit_out(e, 0));
+    ir_emit_f32(e, x);
+    if (!bwd) ir_emit_f32(e, b);
+    ir_emit_int(e, ir_emit_lprod(e, x, 0, r - rb));
+    ir_emit_int(e, M);
+    ir_emit_end(e);
+}
+
+static void emit_bias_add(ir_emit *e) { emit_bias_add_common(e, false); }
+static void emit_bias_add_bwd(ir_emit *e) { emit_bias_add_common(e, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* x[...,c..], w[c..,o..] -> [...,o..] ; attr contract = #c (default 1) */
@@ -157,6 +249,8 @@ const ir_op_desc ir_op_linear = {
     .name = "linear", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_linear,
     .work = work_linear,
+    .rt_fn = "rt_linear",
+    .emit = emit_linear,
 };
 
 /* dy, x, w -> dx, dw */
@@ -165,12 +259,16 @@ const ir_op_desc ir_op_linear_bwd = {
     .verify = verify_linear_bwd,
     .wgrad_outs = 1u << 1 /* dw */,
     .work = work_linear_bwd,
+    .rt_fn = "rt_linear_bwd",
+    .emit = emit_linear_bwd,
 };
 
 /* x[B,S,D], w[D] -> [B,S,D] ; attr eps (default config norm_eps) */
 const ir_op_desc ir_op_rmsnorm = {
     .name = "rmsnorm", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_rmsnorm,
+    .rt_fn = "rt_rmsnorm",
+    .emit = emit_rmsnorm,
 };
 
 /* dy, x, w -> dx, dw */
@@ -179,6 +277,8 @@ const ir_op_desc ir_op_rmsnorm_bwd = {
     .verify = verify_rmsnorm_bwd,
     .wgrad_outs = 1u << 1 /* dw */,
     .ws_cuda = ws_cuda_rmsnorm_bwd,
+    .rt_fn = "rt_rmsnorm_bwd",
+    .emit = emit_rmsnorm_bwd,
 };
 
 /* x[..., t..] + b[t..]: a bias over x's trailing dims (Qwen's q/k/v biases,
@@ -186,6 +286,8 @@ const ir_op_desc ir_op_rmsnorm_bwd = {
 const ir_op_desc ir_op_bias_add = {
     .name = "bias_add", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_bias_add,
+    .rt_fn = "rt_bias_add",
+    .emit = emit_bias_add,
 };
 
 /* dy -> db[t..]: the sum of dy over its leading dims, db's rank giving the
@@ -194,4 +296,6 @@ const ir_op_desc ir_op_bias_add_bwd = {
     .name = "bias_add_bwd", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_bias_add_bwd,
     .wgrad_outs = 1u << 0 /* db */,
+    .rt_fn = "rt_bias_add_bwd",
+    .emit = emit_bias_add_bwd,
 };

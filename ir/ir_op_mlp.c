@@ -98,6 +98,31 @@ static ir_op_work work_mlp_common(const ir_module *m, const ir_op *op, bool bwd)
 static ir_op_work work_mlp(const ir_module *m, const ir_op *op) { return work_mlp_common(m, op, false); }
 static ir_op_work work_mlp_bwd(const ir_module *m, const ir_op *op) { return work_mlp_common(m, op, true); }
 
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* mlp(x, wg, wu, wd) -> y ; mlp_bwd(dy, x, wg, wu, wd) -> dx, dwg, dwu, dwd:
+ * N = local rows of x (all dims but the last), D its last dim, F = dim 1 of
+ * wg, chunk = attr chunk (0: one chunk). */
+static void emit_mlp_common(ir_emit *e, bool bwd)
+{
+    const ir_value *x = ir_emit_in(e, bwd), *wg = ir_emit_in(e, bwd + 1);
+    for (int k = 1; k <= 3; k++)
+        if (!ir_emit_rank(e, ir_emit_in(e, bwd + k), 2) || !ir_emit_whole(e, ir_emit_in(e, bwd + k), 0, 2, "an MLP weight")) return;
+    int r = x->type.rank;
+    if (!ir_emit_whole(e, x, r - 1, r, "the hidden dim")) return;
+    ir_emit_call(e);
+    for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
+    for (int i = 0; i < e->op->nin; i++) ir_emit_f32(e, ir_emit_in(e, i));
+    ir_emit_int(e, ir_emit_lprod(e, x, 0, r - 1));
+    ir_emit_int(e, x->type.dims[r - 1]);
+    ir_emit_int(e, wg->type.dims[1]);
+    ir_emit_int(e, ir_attr_int(e->op, "chunk", 0));
+    ir_emit_end(e);
+}
+
+static void emit_mlp(ir_emit *e) { emit_mlp_common(e, false); }
+static void emit_mlp_bwd(ir_emit *e) { emit_mlp_common(e, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* x[B,S,D], w_gate[D,F], w_up[D,F], w_down[F,D] -> silu(x@wg)*(x@wu)@wd
@@ -108,6 +133,8 @@ const ir_op_desc ir_op_mlp = {
     .ws_cpu = ws_cpu_mlp,
     .ws_cuda = ws_cuda_mlp,
     .work = work_mlp,
+    .rt_fn = "rt_mlp",
+    .emit = emit_mlp,
 };
 
 /* dy, x, wg, wu, wd -> dx, dwg, dwu, dwd; recomputes each chunk's forward */
@@ -118,4 +145,6 @@ const ir_op_desc ir_op_mlp_bwd = {
     .ws_cpu = ws_cpu_mlp_bwd,
     .ws_cuda = ws_cuda_mlp_bwd,
     .work = work_mlp_bwd,
+    .rt_fn = "rt_mlp_bwd",
+    .emit = emit_mlp_bwd,
 };

@@ -78,6 +78,34 @@ static ir_op_work work_adamw(const ir_module *m, const ir_op *op)
                                  16.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type)};
 }
 
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+static void emit_adamw(ir_emit *e)
+{
+    ir_emit_call(e);
+    ir_emit_val(e, ir_emit_in(e, 0));
+    ir_emit_val(e, ir_emit_in(e, 1));
+    ir_emit_end(e);
+}
+
+/* accumulate acc, g: acc += g, an in-place add (elementwise: y may be a). */
+static void emit_accumulate(ir_emit *e)
+{
+    ir_emit_call(e);
+    ir_emit_f32(e, ir_emit_in(e, 0));
+    ir_emit_f32(e, ir_emit_in(e, 0));
+    ir_emit_f32(e, ir_emit_in(e, 1));
+    ir_emit_int(e, ir_type_local_elems(e->m, &ir_emit_in(e, 0)->type));
+    ir_emit_end(e);
+}
+
+static void emit_free_op(ir_emit *e)
+{
+    ir_emit_call(e);
+    ir_emit_val(e, ir_emit_in(e, 0));
+    ir_emit_end(e);
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* w, dw (same type): updates w in place */
@@ -87,6 +115,8 @@ const ir_op_desc ir_op_adamw = {
     .staging = staging_adamw,
     .ws_cuda = ws_cuda_adamw,
     .work = work_adamw,
+    .rt_fn = "rt_adamw",
+    .emit = emit_adamw,
 };
 
 /* Gradient accumulation (config accum > 1): acc, g (same type), acc an
@@ -94,10 +124,14 @@ const ir_op_desc ir_op_adamw = {
 const ir_op_desc ir_op_accumulate = {
     .name = "accumulate", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 0, .max_out = 0,
     .verify = verify_accumulate,
+    .rt_fn = "rt_add",
+    .emit = emit_accumulate,
 };
 
 /* the value is dead: release its buffer */
 const ir_op_desc ir_op_free = {
     .name = "free", .kind = IR_K_MEM, .min_in = 1, .max_in = 1, .min_out = 0, .max_out = 0,
     .verify = NULL,
+    .rt_fn = "rt_free",
+    .emit = emit_free_op,
 };

@@ -3,6 +3,8 @@
  * its backward.  Shapes: tok i32 [B,S], w [V,D], x [B,S,D]. */
 #include "ir_op.h"
 
+#include <inttypes.h>
+
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* tok i32[B,S] with y/dy [B,S,D] laid out like tok on B and S. */
@@ -169,6 +171,78 @@ static ir_op_work work_lm_head_common(const ir_module *m, const ir_op *op, doubl
 static ir_op_work work_lm_head(const ir_module *m, const ir_op *op) { return work_lm_head_common(m, op, 2); }
 static ir_op_work work_lm_head_bwd(const ir_module *m, const ir_op *op) { return work_lm_head_common(m, op, 6); }
 
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* embedding(tok, w) -> y ; embedding_bwd(dy, tok) -> dw.  N = local tokens. */
+static void emit_embedding_common(ir_emit *e, bool bwd)
+{
+    const ir_value *tok = ir_emit_in(e, bwd ? 1 : 0);
+    const ir_value *w = bwd ? ir_emit_out(e, 0) : ir_emit_in(e, 1);
+    if (!ir_emit_rank(e, w, 2) || !ir_emit_whole(e, w, 0, 2, "the embedding table")) return;
+    ir_emit_call(e);
+    if (bwd) {
+        ir_emit_f32(e, w);
+        ir_emit_f32(e, ir_emit_in(e, 0));
+        ir_emit_i32(e, tok);
+    } else {
+        ir_emit_f32(e, ir_emit_out(e, 0));
+        ir_emit_i32(e, tok);
+        ir_emit_f32(e, w);
+    }
+    ir_emit_int(e, ir_emit_lprod(e, tok, 0, tok->type.rank));
+    ir_emit_int(e, w->type.dims[0]);
+    ir_emit_int(e, w->type.dims[1]);
+    ir_emit_end(e);
+}
+
+static void emit_embedding(ir_emit *e) { emit_embedding_common(e, false); }
+static void emit_embedding_bwd(ir_emit *e) { emit_embedding_common(e, true); }
+
+/* 1/(A*B*S): the backward seeds the gradient of the mean loss over the
+ * optimizer step's A micro-steps (config accum, default 1).  With packed
+ * documents the number of counted targets changes by step (the last token
+ * of each document has none): the runtime's count over the micro-steps. */
+static void emit_loss_scale(ir_emit *e)
+{
+    if (e->config_int(e, "documents")) {
+        e->loss_scale(e, 0);
+        return;
+    }
+    int64_t B = e->config_int(e, "micro_batch"), S = e->config_int(e, "seq_len");
+    if (B <= 0 || S <= 0) {
+        ir_emit_fail(e, "the loss scale 1/(micro_batch*seq_len) needs config micro_batch and seq_len (or an "
+                   "input %%tokens [B,S])");
+        return;
+    }
+    int64_t A = ir_config_int(e->m, "accum", 1);
+    e->loss_scale(e, (A > 1 ? A : 1) * B * S);
+}
+
+/* lm_head_loss(x, w, tgt) -> loss ; lm_head_loss_bwd(x, w, tgt) -> dx, dw. */
+static void emit_lm_head_common(ir_emit *e, bool bwd)
+{
+    const ir_value *x = ir_emit_in(e, 0), *w = ir_emit_in(e, 1), *tgt = ir_emit_in(e, 2);
+    if (!ir_emit_rank(e, w, 2) || !ir_emit_whole(e, w, 0, 2, "the head weight")) return;
+    int64_t N = ir_emit_lprod(e, tgt, 0, tgt->type.rank);
+    if (ir_type_local_elems(e->m, &x->type) != N * w->type.dims[1]) {
+        ir_emit_fail(e, "%%%s does not hold one row of %" PRId64 " per local target", x->name, w->type.dims[1]);
+        return;
+    }
+    ir_emit_call(e);
+    for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
+    ir_emit_f32(e, x);
+    ir_emit_f32(e, w);
+    ir_emit_i32(e, tgt);
+    ir_emit_int(e, N);
+    ir_emit_int(e, w->type.dims[0]);
+    ir_emit_int(e, w->type.dims[1]);
+    if (bwd) emit_loss_scale(e);
+    ir_emit_end(e);
+}
+
+static void emit_lm_head(ir_emit *e) { emit_lm_head_common(e, false); }
+static void emit_lm_head_bwd(ir_emit *e) { emit_lm_head_common(e, true); }
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* tok i32[B,S], w[V,D] -> [B,S,D] */
@@ -176,6 +250,8 @@ const ir_op_desc ir_op_embedding = {
     .name = "embedding", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
     .verify = verify_embedding,
     .work = work_embedding,
+    .rt_fn = "rt_embedding",
+    .emit = emit_embedding,
 };
 
 /* dy[B,S,D], tok -> dw[V,D] */
@@ -185,6 +261,8 @@ const ir_op_desc ir_op_embedding_bwd = {
     .wgrad_outs = 1u << 0 /* dw */,
     .ws_cuda = ws_cuda_embedding_bwd,
     .work = work_embedding_bwd,
+    .rt_fn = "rt_embedding_bwd",
+    .emit = emit_embedding_bwd,
 };
 
 /* x[B,S,D], w[V,D], tgt i32[B,S] -> f32[] (the sum of the rank's token losses) */
@@ -194,6 +272,8 @@ const ir_op_desc ir_op_lm_head_loss = {
     .ws_cpu = ws_cpu_lm_head,
     .ws_cuda = ws_cuda_lm_head,
     .work = work_lm_head,
+    .rt_fn = "rt_lm_head_loss",
+    .emit = emit_lm_head,
 };
 
 /* x, w, tgt -> dx, dw */
@@ -204,4 +284,6 @@ const ir_op_desc ir_op_lm_head_loss_bwd = {
     .ws_cpu = ws_cpu_lm_head,
     .ws_cuda = ws_cuda_lm_head_bwd,
     .work = work_lm_head_bwd,
+    .rt_fn = "rt_lm_head_loss_bwd",
+    .emit = emit_lm_head_bwd,
 };
