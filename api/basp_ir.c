@@ -116,7 +116,7 @@ bool *basp_ir_weight_flags(const basp_module *m) { return ir_weight_flags(m); }
 int basp_ir_op_count(const basp_module *m) { return m->nops; }
 const char *basp_ir_op_name(const basp_module *m, int i)
 {
-    return BAD_OP(m, i) ? "" : ir_op_info_of(m->ops[i].code)->name;
+    return BAD_OP(m, i) ? "" : ir_op_desc_of(m->ops[i].code)->name;
 }
 int basp_ir_op_num_inputs(const basp_module *m, int i) { return BAD_OP(m, i) ? 0 : m->ops[i].nin; }
 int basp_ir_op_num_outputs(const basp_module *m, int i) { return BAD_OP(m, i) ? 0 : m->ops[i].nout; }

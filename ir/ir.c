@@ -24,28 +24,6 @@ static void ir_copy_name(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-/* ---- op table ----------------------------------------------------------- */
-static const ir_op_info ir_op_table[IR_NUM_OPS] = {
-#define IR_OP(e, s, k, a, b, c, d) {s, k, a, b, c, d},
-#include "ir_ops.def"
-#undef IR_OP
-};
-
-const ir_op_info *ir_op_info_of(ir_opcode op)
-{
-    if ((int)op < 0 || op >= IR_NUM_OPS)
-        return NULL;
-    return &ir_op_table[op];
-}
-
-int ir_opcode_lookup(const char *name)
-{
-    for (int i = 0; i < IR_NUM_OPS; i++)
-        if (strcmp(ir_op_table[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
 /* ---- types -------------------------------------------------------------- */
 static const char *const ir_dtype_names[] = {"f32", "bf16", "f16", "i32"};
 static const int ir_dtype_sizes[] = {4, 2, 2, 4};

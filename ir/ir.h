@@ -47,18 +47,39 @@ struct ir_module;
 typedef enum { IR_K_COMPUTE, IR_K_COLL, IR_K_P2P, IR_K_MEM, IR_K_OPT } ir_op_kind;
 
 typedef enum {
-#define IR_OP(e, s, k, a, b, c, d) IR_##e,
+#define IR_OP(e, d) IR_##e,
 #include "ir_ops.def"
 #undef IR_OP
     IR_NUM_OPS
 } ir_opcode;
 
-typedef struct ir_op_info {
-    const char *name;
-    ir_op_kind kind;
-    int min_in, max_in, min_out, max_out;
-} ir_op_info;
-const ir_op_info *ir_op_info_of(ir_opcode op);
+typedef struct ir_op_desc ir_op_desc; /* one per op: see "op descriptors" below */
+
+/* How the cost model times an op (passes/cost.c): on the device alone, or
+ * over the links of its group. */
+typedef enum {
+    IR_COMM_NONE,         /* a kernel (or bookkeeping: kind IR_K_MEM): the roofline of its work */
+    IR_COMM_ALL_TO_ALL,   /* every rank of a set sends to every other: achieved a2a bandwidth */
+    IR_COMM_RING,         /* a ring collective: ir_op_desc.ring_latencies x (P-1) latencies */
+    IR_COMM_SEND,         /* point-to-point, counted once on the send */
+    IR_COMM_RECV,         /* ... the receive waits for it: no time of its own */
+    IR_COMM_RING_OVERLAP, /* compute in R blocks, each overlapped with a hop around the group's ring */
+} ir_comm_class;
+
+/* What one rank of an op does, as pure functions of the local shapes and
+ * attributes (ir_op_work_of); the cost model turns it into seconds. */
+typedef struct ir_op_work {
+    double flops; /* floating-point operations */
+    double bytes; /* bytes moved through device memory */
+    double exps;  /* exponentials (softmax, sigmoid): costly on a CPU */
+    /* IR_COMM_RING_OVERLAP: bytes passed one hop per ring step while the
+     * next block computes, and (tail_hops) bytes handed on after each of the
+     * R blocks, which the next block waits for. */
+    double hop_bytes, tail_bytes;
+    bool tail_hops;
+} ir_op_work;
+/* The descriptor of an opcode; NULL when out of range. */
+const ir_op_desc *ir_op_desc_of(ir_opcode op);
 int ir_opcode_lookup(const char *name); /* -1 if unknown */
 
 /* ---- types -------------------------------------------------------------- */
@@ -146,6 +167,94 @@ typedef struct ir_op {
     ir_attr attrs[IR_MAX_ATTRS]; /* printed in this order */
     sup_loc loc;                 /* where the op was read (textual IR), else noloc */
 } ir_op;
+
+/* ---- op descriptors -------------------------------------------------------
+ * Everything the compiler knows about one op, in one entry (its family file
+ * ir_op_*.c; ir_ops.def lists them): the verifier, the memory plan, the cost
+ * model and codegen read an op's rules from here and never switch on the
+ * opcode themselves.  Plain data first, then what is computed. */
+struct ir_vctx; /* the verifier's context (ir_verify.h, private to ir/) */
+struct ir_emit; /* the runtime-call emitter (below; codegen implements it) */
+struct ir_op_desc {
+    const char *name; /* the opcode as written in the textual form */
+    ir_op_kind kind;
+    int min_in, max_in, min_out, max_out; /* operand and result counts */
+    /* The type and layout rules (ir/README.md, rule 5), reported through
+     * the context; NULL: none (send, recv, free).  Operand and result
+     * indices are known to be valid. */
+    void (*verify)(struct ir_vctx *c, const ir_op *op);
+
+    /* ---- memory (ir_mem.c) ---- */
+    /* Outputs that are weight gradients, bit k for output k: the ops that
+     * turn activations into a parameter-shaped result (ir_weight_flags). */
+    unsigned wgrad_outs;
+    /* Results are weight-like when the first operand is: sums and
+     * reductions of weights stay weights (add, the collectives). */
+    bool keeps_weight;
+    /* Outputs every backend keeps in fp32, bit k for output k, even where
+     * activations are bf16 (ir_mem_keeps_f32). */
+    unsigned f32_outs;
+    /* Elements the CPU runtime asks of its staging area (rt_scratch):
+     * e[0] the send / gather side, e[1] the receive side; NULL: none. */
+    void (*staging)(const struct ir_module *m, const ir_op *op, int64_t e[2]);
+    /* Kernel workspace outside the arena per target: raises each of the
+     * target's workspace slots the op uses (ir_op.h, bytes) to what it
+     * needs; NULL: none (ir_mem_work_bytes). */
+    void (*ws_cpu)(const struct ir_module *m, const ir_op *op, int64_t *slot);
+    void (*ws_cuda)(const struct ir_module *m, const ir_op *op, int64_t *slot);
+
+    /* ---- cost (passes/cost.c) ---- */
+    ir_comm_class comm;
+    double ring_latencies; /* IR_COMM_RING: latencies per step of the ring (all_reduce: 2) */
+    /* Attention kernels run at their own fraction of peak (config
+     * cost.attention_fraction) and count as attention time. */
+    bool attention;
+    /* The op's work; NULL: no FLOPs or exps, and every operand read and
+     * every result written once (ir_op_work_of). */
+    ir_op_work (*work)(const struct ir_module *m, const ir_op *op);
+
+    /* ---- codegen (codegen/cg_ops.c) ---- */
+    const char *rt_fn; /* the runtime function the op lowers to */
+    /* Writes the op's call of rt_fn with its arguments, or reports (fail)
+     * a shape the call cannot express. */
+    void (*emit)(struct ir_emit *e);
+};
+
+/* ---- runtime-call emission ------------------------------------------------
+ * An op's descriptor writes the op's runtime call (its emit) through this
+ * small interface, which codegen implements: ir/ knows each call's
+ * arguments, their order and how the local sizes follow from the shapes;
+ * codegen knows the C syntax, the names of values and groups, and the
+ * config defaults.  Value and group arguments are indices. */
+typedef struct ir_emit ir_emit;
+struct ir_emit {
+    const struct ir_module *m;
+    const ir_op *op;
+    void *ctx; /* the backend's own state */
+    void (*call)(ir_emit *e, const char *fn); /* opens the call of runtime function fn */
+    void (*end)(ir_emit *e);                  /* closes it */
+    void (*i64)(ir_emit *e, int64_t v);
+    void (*f64)(ir_emit *e, double v);
+    /* Value v's buffer, read as int32 (want_int) or as float; reports a
+     * value whose dtype does not match. */
+    void (*buf)(ir_emit *e, int v, bool want_int);
+    void (*value)(ir_emit *e, int v);               /* v itself (collectives, optimizer, free) */
+    void (*values)(ir_emit *e, const int *v, int n); /* a list of values */
+    void (*group)(ir_emit *e, int g);
+    void (*group_pos)(ir_emit *e, int g, int64_t stride); /* this rank's position in g, times stride */
+    void (*local_dim)(ir_emit *e, int v, int d);          /* v's dim d as this rank holds it, at run time */
+    /* The gradient scale of the mean loss: 1/n, or with n = 0 the
+     * runtime's count of the step's targets (packed documents). */
+    void (*loss_scale)(ir_emit *e, int64_t n);
+    /* Config values with the layout language's defaults. */
+    double (*config_double)(ir_emit *e, const char *key);
+    int64_t (*config_int)(ir_emit *e, const char *key);
+    /* Reports that the op cannot be emitted (the first report per op counts). */
+    void (*fail)(ir_emit *e, const char *msg);
+};
+
+/* The work of op on one rank (its descriptor's work, else the default). */
+ir_op_work ir_op_work_of(const struct ir_module *m, const ir_op *op);
 
 /* ---- groups and mesh ----------------------------------------------------- */
 typedef struct ir_group {

@@ -19,7 +19,7 @@ bool ir_forward_program(const ir_module *m, int loss, bool *keep, char *why, siz
     bool ok = true;
     for (int i = 0; i < m->nops && ok; i++) {
         const ir_op *op = &m->ops[i];
-        keep[i] = strcmp(ir_op_phase(op), "fwd") == 0 && ir_op_info_of(op->code)->kind != IR_K_OPT;
+        keep[i] = strcmp(ir_op_phase(op), "fwd") == 0 && ir_op_desc_of(op->code)->kind != IR_K_OPT;
         if (!keep[i])
             continue;
         for (int k = 0; k < op->nin && ok; k++)

@@ -536,7 +536,7 @@ static int p_opcode(ir_parser *p)
         return code;
     const char *names[IR_NUM_OPS];
     for (int i = 0; i < IR_NUM_OPS; i++)
-        names[i] = ir_op_info_of((ir_opcode)i)->name;
+        names[i] = ir_op_desc_of((ir_opcode)i)->name;
     const char *best = sup_closest(name, names, IR_NUM_OPS);
     if (best)
         ir_lex_error(&p->lx, CUR, "unknown op '%s'; did you mean '%s'?", name, best);
@@ -546,7 +546,7 @@ static int p_opcode(ir_parser *p)
 }
 
 /* operands := VAL (',' VAL)*   (bounded by the op table) */
-static bool p_operands(ir_parser *p, ir_op *op, const ir_op_info *info)
+static bool p_operands(ir_parser *p, ir_op *op, const ir_op_desc *info)
 {
     if (CUR->kind != T_VAL)
         return true;
@@ -566,7 +566,7 @@ static bool p_operands(ir_parser *p, ir_op *op, const ir_op_info *info)
 }
 
 /* types := ':' type placement (',' type placement)*   — exactly one per result */
-static bool p_result_types(ir_parser *p, const ir_op_info *info, int nres, ir_type *types, int64_t *offs)
+static bool p_result_types(ir_parser *p, const ir_op_desc *info, int nres, ir_type *types, int64_t *offs)
 {
     if (nres == 0) {
         if (ir_tok_is(CUR, T_PUNCT, ":")) {
@@ -602,7 +602,7 @@ static bool p_op(ir_parser *p)
     int code = p_opcode(p);
     if (code < 0)
         return false;
-    const ir_op_info *info = ir_op_info_of((ir_opcode)code);
+    const ir_op_desc *info = ir_op_desc_of((ir_opcode)code);
     char c[48];
     if (nres < info->min_out || nres > info->max_out) {
         ir_lex_error(&p->lx, CUR, "'%s' produces %s, found %d", info->name,

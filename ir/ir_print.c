@@ -83,7 +83,7 @@ const char *ir_type_str(const ir_module *m, const ir_type *t, char *buf, size_t 
 const char *ir_op_str(const ir_module *m, int i, char *buf, size_t n)
 {
     const ir_op *op = &m->ops[i];
-    const ir_op_info *info = ir_op_info_of(op->code);
+    const ir_op_desc *info = ir_op_desc_of(op->code);
     const char *name = info ? info->name : "?";
     if (op->nout > 0)
         snprintf(buf, n, "op %d '%s' (%%%s)", i, name, ir_value_name(m, op->out[0]));
@@ -165,7 +165,7 @@ static void ir_print_attr(sup_buf *b, const ir_module *m, const ir_attr *a)
 /* %a, %b = name %x, %y {k = v, ...} : T, T */
 static void ir_print_op(sup_buf *b, const ir_module *m, const ir_op *op)
 {
-    const ir_op_info *info = ir_op_info_of(op->code);
+    const ir_op_desc *info = ir_op_desc_of(op->code);
     for (int o = 0; o < op->nout; o++)
         sup_buf_printf(b, "%s%%%s", o ? ", " : "", ir_value_name(m, op->out[o]));
     if (op->nout)

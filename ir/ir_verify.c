@@ -243,7 +243,7 @@ static void ir_verify_attrs(ir_vctx *c, const ir_op *op)
 
 /* Operand and result counts and indices; false when the op is too broken
  * to look at its types. */
-static bool ir_verify_arity(ir_vctx *c, const ir_op *op, const ir_op_info *info)
+static bool ir_verify_arity(ir_vctx *c, const ir_op *op, const ir_op_desc *info)
 {
     bool ok = true;
     if (op->nin < info->min_in || op->nin > info->max_in || op->nin > IR_MAX_IN) {
@@ -319,7 +319,7 @@ static void ir_verify_free(ir_vctx *c, const ir_op *op, ir_vstate *st)
 }
 
 /* Kind-specific rules that do not depend on shapes. */
-static void ir_verify_kind(ir_vctx *c, const ir_op *op, const ir_op_info *info)
+static void ir_verify_kind(ir_vctx *c, const ir_op *op, const ir_op_desc *info)
 {
     const ir_module *m = c->m;
     if (info->kind == IR_K_COLL) {
@@ -399,7 +399,7 @@ static void ir_verify_ops(ir_vctx *c)
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         c->op = i;
-        const ir_op_info *info = ir_op_info_of(op->code);
+        const ir_op_desc *info = ir_op_desc_of(op->code);
         if (!info) {
             ir_verr(c, sup_noloc(), "invalid opcode %d", (int)op->code);
             continue;

@@ -17,14 +17,11 @@ typedef struct ir_vctx {
  * op's location when it has one, else at `loc`. */
 void ir_verr(ir_vctx *c, sup_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Type and layout rules of op c->op; its operand and result indices are
- * known to be valid. */
+/* Type and layout rules of op c->op (its descriptor's verify); its operand
+ * and result indices are known to be valid. */
 void ir_verify_op_types(ir_vctx *c, const ir_op *op);
 /* An accum value is read only by accumulate (its target) and the apply phase. */
 void ir_verify_accum_reads(ir_vctx *c, const ir_op *op);
-
-/* Collective rules (ir_verify_coll.c). */
-void ir_verify_coll_types(ir_vctx *c, const ir_op *op);
 
 /* The sequence order (config seq_ring = R > 1: the ring's zig-zag order):
  * seq_len divides into 2R chunks, every ring_attention runs over a ring of
@@ -35,7 +32,8 @@ void ir_verify_seq_order(ir_vctx *c);
  * overlap of buffers live at the same time. */
 void ir_verify_mem(ir_vctx *c);
 
-/* Message helpers shared by the rule files (ir_verify_ops.c). */
+/* Message helpers shared by the rule files (ir_verify_ops.c; the ops'
+ * rules are in their family files ir_op_*.c). */
 const ir_value *ir_vv(ir_vctx *c, int idx);
 const char *ir_vgname(ir_vctx *c, int g);
 /* "input %x" or "result %y" */
@@ -47,5 +45,12 @@ const char *ir_vshard_str(ir_vctx *c, int g, char *buf, size_t n);
 bool ir_vsame_type(ir_vctx *c, const ir_value *a, const ir_value *b);
 bool ir_vwant_dim(ir_vctx *c, const ir_value *v, int d, int64_t size, const char *what);
 bool ir_vwant_shard(ir_vctx *c, const ir_value *v, int d, int g, const char *why);
+/* `shape` names the expected form in the message ("[B,S,D]"). */
+bool ir_vwant_rank(ir_vctx *c, const ir_value *v, int rank, const char *shape);
+bool ir_vwant_dtype(ir_vctx *c, const ir_value *v, ir_dtype dt);
+/* Dims [from, to) of a and b agree in size and layout. */
+void ir_vsame_dims(ir_vctx *c, const ir_value *a, int from, int to, const ir_value *b, const char *why);
+/* Same rank and sizes; layouts may differ (gradients of params). */
+void ir_vsame_shape(ir_vctx *c, const ir_value *a, const ir_value *b);
 
 #endif

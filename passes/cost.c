@@ -65,132 +65,6 @@ static void device_peaks(const ir_module *m, double *flops, double *bw, double *
     *exps = cfg_double(m, "device_exp_rate", d->exp_rate);
 }
 
-/* ---- compute ops ---------------------------------------------------------- */
-/* Product of the last n dims of t as one rank holds them. */
-static double tail_local(const ir_module *m, const ir_type *t, int n)
-{
-    double p = 1;
-    for (int d = t->rank - n; d < t->rank; d++)
-        if (d >= 0)
-            p *= (double)ir_type_max_local_dim(m, t, d);
-    return p;
-}
-
-/* N·I·O of a linear: x [N.., I..] (I = the last `contract` dims), y = x·w
- * with O output features; N and O from local element counts, so sharded
- * tokens and sharded heads are both counted as the rank holds them. */
-static double linear_nio(const ir_module *m, const ir_op *op, int x, int y)
-{
-    int c = (int)ir_attr_int(op, "contract", 1);
-    const ir_type *xt = &m->values[x].type;
-    double I = tail_local(m, xt, c);
-    double N = (double)ir_type_local_elems(m, xt) / (I > 0 ? I : 1);
-    double O = (double)ir_type_local_elems(m, &m->values[y].type) / (N > 0 ? N : 1);
-    return N * I * O;
-}
-
-/* Causal attention on q [b,S,H,Dh]: QK^T and PV are 2·b·H·S²·Dh each;
- * the causal mask halves both: 2·b·H·S²·Dh in all. */
-static double attention_flops(const ir_module *m, int q)
-{
-    const ir_type *t = &m->values[q].type;
-    if (t->rank < 4)
-        return 0;
-    double b = (double)ir_type_max_local_dim(m, t, 0), S = (double)ir_type_max_local_dim(m, t, 1);
-    double H = (double)ir_type_max_local_dim(m, t, 2), Dh = (double)ir_type_max_local_dim(m, t, 3);
-    return 2 * b * H * S * S * Dh;
-}
-
-/* lm_head_loss x [N.., D], w [V, D]: the logits GEMM is 2·N·V·D. */
-static double lm_head_nvd(const ir_module *m, const ir_op *op)
-{
-    const ir_type *x = &m->values[op->in[0]].type, *w = &m->values[op->in[1]].type;
-    double D = tail_local(m, x, 1);
-    double N = (double)ir_type_local_elems(m, x) / (D > 0 ? D : 1);
-    double V = w->rank > 0 ? (double)w->dims[0] : 0;
-    return N * V * D;
-}
-
-/* mlp / mlp_bwd x [N.., D], w_gate [D, F]: one of its GEMMs is 2·N·D·F;
- * returns N·D·F. */
-static double mlp_ndf(const ir_module *m, const ir_op *op)
-{
-    int bwd = op->code == IR_MLP_BWD;
-    const ir_type *x = &m->values[op->in[bwd]].type, *wg = &m->values[op->in[bwd + 1]].type;
-    double D = tail_local(m, x, 1);
-    double N = (double)ir_type_local_elems(m, x) / (D > 0 ? D : 1);
-    return N * D * (wg->rank == 2 ? (double)wg->dims[1] : 0);
-}
-
-static double compute_flops(const ir_module *m, const ir_op *op)
-{
-    switch (op->code) {
-    case IR_LINEAR: return 2 * linear_nio(m, op, op->in[0], op->out[0]);
-    case IR_LINEAR_BWD: return 4 * linear_nio(m, op, op->in[1], op->in[0]); /* dx and dw GEMMs */
-    case IR_ATTENTION: return attention_flops(m, op->in[0]);
-    case IR_ATTENTION_BWD: return 2.5 * attention_flops(m, op->in[1]);
-    case IR_LM_HEAD_LOSS: return 2 * lm_head_nvd(m, op);
-    case IR_LM_HEAD_LOSS_BWD: return 6 * lm_head_nvd(m, op); /* logits again + two GEMMs */
-    case IR_MLP: return 6 * mlp_ndf(m, op); /* gate, up, down */
-    case IR_MLP_BWD: return 16 * mlp_ndf(m, op); /* gate, up again + six GEMMs of the gradients */
-    default: return 0;
-    }
-}
-
-/* Exponentials an op evaluates: softmax (attention, recomputed in its
- * backward; the LM head's cross-entropy) and the sigmoid of SwiGLU.  On a
- * CPU each costs tens of FLOPs on the same cores as the GEMMs, so they add
- * to the compute time at the device's exp rate (config device_exp_rate);
- * the GPU presets leave the rate 0 (not modelled): fused kernels overlap
- * the special-function units' exps with tensor-core work. */
-static double compute_exps(const ir_module *m, const ir_op *op)
-{
-    switch (op->code) {
-    case IR_ATTENTION:
-    case IR_ATTENTION_BWD: {
-        const ir_type *q = &m->values[op->in[op->code == IR_ATTENTION ? 0 : 1]].type;
-        double Dh = q->rank >= 4 ? (double)ir_type_max_local_dim(m, q, 3) : 0;
-        /* 2·b·H·S²·Dh FLOPs over the causal half; b·H·S²/2 scores */
-        return Dh > 0 ? attention_flops(m, op->in[op->code == IR_ATTENTION ? 0 : 1]) / (4 * Dh) : 0;
-    }
-    case IR_LM_HEAD_LOSS:
-    case IR_LM_HEAD_LOSS_BWD: {
-        double D = tail_local(m, &m->values[op->in[0]].type, 1);
-        return D > 0 ? lm_head_nvd(m, op) / D : 0; /* N·V logits */
-    }
-    case IR_SWIGLU: return (double)ir_type_local_elems(m, &m->values[op->out[0]].type);
-    case IR_SWIGLU_BWD: return (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
-    case IR_MLP:
-    case IR_MLP_BWD: { /* the sigmoid of every [N, F] entry (again in the backward) */
-        double D = tail_local(m, &m->values[op->in[op->code == IR_MLP_BWD]].type, 1);
-        return D > 0 ? mlp_ndf(m, op) / D : 0;
-    }
-    default: return 0;
-    }
-}
-
-/* Bytes an op moves through device memory: every operand read once and
- * every result written once.  An embedding reads only the rows it looks up
- * (about its output), its backward zero-fills dw then adds dx into it; AdamW
- * reads and writes w and its two fp32 moments and reads dw. */
-static double compute_bytes(const ir_module *m, const ir_op *op)
-{
-    double b = 0;
-    switch (op->code) {
-    case IR_EMBEDDING: return 2 * local_bytes(m, op->out[0]) + local_bytes(m, op->in[0]);
-    case IR_EMBEDDING_BWD: return 2 * local_bytes(m, op->in[0]) + local_bytes(m, op->out[0]);
-    case IR_ADAMW:
-        return 2 * local_bytes(m, op->in[0]) + local_bytes(m, op->in[1]) +
-               16.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type);
-    default: break;
-    }
-    for (int k = 0; k < op->nin; k++)
-        b += local_bytes(m, op->in[k]);
-    for (int k = 0; k < op->nout; k++)
-        b += local_bytes(m, op->out[k]);
-    return b;
-}
-
 /* ---- collectives ---------------------------------------------------------- */
 /* Shape of a group on the mesh: whether some set crosses nodes, the most
  * nodes one set touches and the most ranks of one set on one node.  And how
@@ -405,34 +279,26 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     link_ab(m, s.crosses, &a, &b);
     if (s.crosses)
         b *= nic_share(m, s.ring_senders);
-    if (op->code == IR_SEND || op->code == IR_RECV) {
+    const ir_op_desc *d = ir_op_desc_of(op->code);
+    if (d->comm == IR_COMM_SEND || d->comm == IR_COMM_RECV) {
         /* Counted once, on the send; the receive waits for it. */
-        *bytes = op->code == IR_SEND ? local_bytes(m, op->in[0]) : 0;
-        return op->code == IR_SEND ? a + *bytes * b : 0;
+        *bytes = d->comm == IR_COMM_SEND ? local_bytes(m, op->in[0]) : 0;
+        return d->comm == IR_COMM_SEND ? a + *bytes * b : 0;
     }
     pass_traffic t = pass_op_traffic(m, op);
     *bytes = t.bytes_sent;
-    switch (op->code) {
-    case IR_ALL_TO_ALL: return all_to_all_seconds(m, op, prm, s, t.bytes_sent, P);
-    case IR_ALL_GATHER:
-    case IR_REDUCE_SCATTER: return (P - 1) * a + t.bytes_sent * b;
-    case IR_ALL_REDUCE: return 2.0 * (P - 1) * a + t.bytes_sent * b;
-    default: return 0;
-    }
+    if (d->comm == IR_COMM_ALL_TO_ALL)
+        return all_to_all_seconds(m, op, prm, s, t.bytes_sent, P);
+    /* A ring collective: ring_latencies latencies per step of P - 1 steps. */
+    return d->comm == IR_COMM_RING ? d->ring_latencies * (P - 1) * a + t.bytes_sent * b : 0;
 }
 
-/* ---- ring attention ---------------------------------------------------------
+/* ---- compute overlapped with a ring (IR_COMM_RING_OVERLAP) ----------------
  * ring_attention q, k, v {group = @ring} on R ranks: each rank's q block
  * meets all R kv blocks, one per step, while the next block travels one hop
  * around the ring, so a step costs the slower of its block's compute and
- * one transfer.  The names are compared as text so that this file builds
- * whether or not the IR defines the ops. */
-static int ring_kind(const ir_op *op)
-{
-    const char *name = ir_op_info_of(op->code)->name;
-    return !strcmp(name, "ring_attention") ? 1 : !strcmp(name, "ring_attention_bwd") ? 2 : 0;
-}
-
+ * one transfer (ir_op_work.hop_bytes); what the next block must wait for
+ * (tail_bytes) adds R hops that do not overlap. */
 /* Seconds to send `bytes` one hop around the ring group of op. */
 static double ring_hop(const ir_module *m, const ir_op *op, double bytes)
 {
@@ -447,38 +313,23 @@ static double ring_hop(const ir_module *m, const ir_op *op, double bytes)
     return a + bytes * b;
 }
 
-/* Causal attention of the local q [b, S_loc, H, Dh] against the whole
- * sequence S_loc*R: half of the dense 4·b·H·S_loc·S_full·Dh (the zig-zag
- * order gives every rank the same share of the mask). */
-static double ring_flops(const ir_module *m, int q, int R)
-{
-    return attention_flops(m, q) * R;
-}
-
-static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_cost_params *p, int kind)
+static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_cost_params *p)
 {
     pass_op_cost c = {0};
     int gi = ir_op_group(op);
     int R = gi >= 0 && gi < m->ngroups && m->groups[gi].set_size > 0 ? m->groups[gi].set_size : 1;
-    int q = op->in[kind == 1 ? 0 : 1], k = op->in[kind == 1 ? 1 : 2], v = op->in[kind == 1 ? 2 : 3];
     double peak, bw, exp_rate;
     device_peaks(m, &peak, &bw, &exp_rate);
-    c.flops = (kind == 1 ? 1.0 : 2.5) * ring_flops(m, q, R);
-    const ir_type *qt = &m->values[q].type;
-    double Dh = qt->rank >= 4 ? (double)ir_type_max_local_dim(m, qt, 3) : 0;
-    c.exps = Dh > 0 ? ring_flops(m, q, R) / (4 * Dh) : 0;
-    c.bytes = compute_bytes(m, op);
+    ir_op_work w = ir_op_work_of(m, op);
+    c.flops = w.flops;
+    c.exps = w.exps;
+    c.bytes = w.bytes;
     double tf = peak > 0 ? c.flops / (peak * p->attention_fraction) : 0;
     if (exp_rate > 0)
         tf += c.exps / exp_rate;
-    double kv = local_bytes(m, k) + local_bytes(m, v);
-    double block = tf / R, t = block + (R - 1) * fmax(block, ring_hop(m, op, kv));
-    /* The backward also hands the (dk, dv) accumulators on after each of its
-     * R blocks, and the next block waits for them: R hops that do not
-     * overlap.  Both runtimes keep them in fp32 (4 bytes an element). */
-    if (kind == 2)
-        t += R * ring_hop(m, op, 4.0 * (double)(ir_type_local_elems(m, &m->values[k].type) +
-                                                ir_type_local_elems(m, &m->values[v].type)));
+    double block = tf / R, t = block + (R - 1) * fmax(block, ring_hop(m, op, w.hop_bytes));
+    if (w.tail_hops)
+        t += R * ring_hop(m, op, w.tail_bytes);
     double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
     c.seconds = (t > tm ? t : tm) + p->op_overhead;
     return c;
@@ -487,24 +338,23 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p)
 {
     pass_op_cost c = {0};
-    int ring = ring_kind(op);
-    if (ring)
-        return ring_cost(m, op, p, ring);
-    ir_op_kind kind = ir_op_info_of(op->code)->kind;
-    if (kind == IR_K_COLL || kind == IR_K_P2P) {
+    const ir_op_desc *d = ir_op_desc_of(op->code);
+    if (d->comm == IR_COMM_RING_OVERLAP)
+        return ring_cost(m, op, p);
+    if (d->comm != IR_COMM_NONE) {
         c.comm = true;
         c.seconds = collective_seconds(m, op, p, &c.bytes);
         return c;
     }
-    if (kind == IR_K_MEM)
+    if (d->kind == IR_K_MEM)
         return c; /* free: bookkeeping only */
     double peak, bw, exp_rate;
     device_peaks(m, &peak, &bw, &exp_rate);
-    c.flops = compute_flops(m, op);
-    c.bytes = compute_bytes(m, op);
-    c.exps = compute_exps(m, op);
-    bool attn = op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD;
-    double frac = attn ? p->attention_fraction : p->compute_fraction;
+    ir_op_work w = ir_op_work_of(m, op);
+    c.flops = w.flops;
+    c.bytes = w.bytes;
+    c.exps = w.exps;
+    double frac = d->attention ? p->attention_fraction : p->compute_fraction;
     double tf = peak > 0 ? c.flops / (peak * frac) : 0;
     if (exp_rate > 0)
         tf += c.exps / exp_rate;
@@ -538,10 +388,10 @@ pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_par
             r.comm_s += c.seconds;
         else
             r.compute_s += c.seconds;
-        if (m->ops[i].code == IR_ALL_TO_ALL)
+        const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
+        if (d->comm == IR_COMM_ALL_TO_ALL)
             r.a2a_s += c.seconds;
-        ir_opcode k = m->ops[i].code;
-        if (k == IR_ATTENTION || k == IR_ATTENTION_BWD || k == IR_RING_ATTENTION || k == IR_RING_ATTENTION_BWD)
+        if (d->attention)
             r.attn_s += c.seconds;
     }
     r.a2a_fraction = r.step_s > 0 ? r.a2a_s / r.step_s : 0;

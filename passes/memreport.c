@@ -105,7 +105,7 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     if (p >= 0) {
         const ir_op *op = &m->ops[p];
         int v = op->nout > 0 ? op->out[0] : op->nin > 0 ? op->in[0] : -1;
-        snprintf(r->peak_opcode, sizeof r->peak_opcode, "%s", ir_op_info_of(op->code)->name);
+        snprintf(r->peak_opcode, sizeof r->peak_opcode, "%s", ir_op_desc_of(op->code)->name);
         snprintf(r->peak_value, sizeof r->peak_value, "%s", v >= 0 ? m->values[v].name : "");
         snprintf(r->peak_phase, sizeof r->peak_phase, "%s", ir_op_phase(op));
         r->peak_layer = ir_op_layer(op);

@@ -94,7 +94,7 @@ static void trace_meta(cJSON *ev, int rank)
 static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cost *c, int rank, double ts)
 {
     cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "name", ir_op_info_of(op->code)->name);
+    cJSON_AddStringToObject(e, "name", ir_op_desc_of(op->code)->name);
     cJSON_AddStringToObject(e, "ph", "X");
     cJSON_AddNumberToObject(e, "ts", ts);
     cJSON_AddNumberToObject(e, "dur", c->seconds * 1e6);

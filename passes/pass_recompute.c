@@ -71,7 +71,7 @@ static void block_push(rc_block *b, const ir_op *op)
  * results, when a clone reads them, are used as they are). */
 static bool cloneable(const ir_op *op)
 {
-    return ir_op_info_of(op->code)->kind == IR_K_COMPUTE || op->code == IR_ALL_TO_ALL;
+    return ir_op_desc_of(op->code)->kind == IR_K_COMPUTE || op->code == IR_ALL_TO_ALL;
 }
 
 /* Marks a clone: recompute = 1, then layer and phase last like every op. */

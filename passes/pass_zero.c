@@ -275,7 +275,7 @@ static bool already_applied(const ir_module *m)
         if (m->values[op->in[1]].kind == IR_V_ACCUM) /* accumulated: applied with accumulation */
             return true;
         int def = m->values[op->in[1]].def;
-        if (def >= 0 && ir_op_info_of(m->ops[def].code)->kind == IR_K_COLL)
+        if (def >= 0 && ir_op_desc_of(m->ops[def].code)->kind == IR_K_COLL)
             return true;
     }
     return false;

@@ -134,7 +134,7 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
     pass_traffic t = {0, 0, 0, 0};
     int gi = ir_op_group(op);
     bool ring = op->code == IR_RING_ATTENTION || op->code == IR_RING_ATTENTION_BWD;
-    if (gi < 0 || gi >= m->ngroups || (ir_op_info_of(op->code)->kind != IR_K_COLL && !ring))
+    if (gi < 0 || gi >= m->ngroups || (ir_op_desc_of(op->code)->kind != IR_K_COLL && !ring))
         return t;
     const ir_group *g = &m->groups[gi];
     int P = g->set_size;
@@ -223,7 +223,7 @@ static totals sum_traffic(const ir_module *m)
     return t;
 }
 
-static const char *kind_name(int k) { return kinds[k] == IR_RING_ATTENTION ? "ring" : ir_op_info_of(kinds[k])->name; }
+static const char *kind_name(int k) { return kinds[k] == IR_RING_ATTENTION ? "ring" : ir_op_desc_of(kinds[k])->name; }
 
 /* ---- text ---------------------------------------------------------------- */
 enum { MAX_SHOWN_SETS = 8, MAX_SHOWN_ITEMS = 8, MIN_STRIDED = 5 };
@@ -323,7 +323,7 @@ static void print_row(const ir_module *m, FILE *out, int n, const ir_op *op, int
     sup_buf vals = {0};
     fmt_values(&vals, m, op);
     fprintf(out, "%4d %5d  %-5s  %-14s  %-*s  %-8s %4d %4d  %12s %5d  %15s\n", n, ir_op_layer(op),
-            *ir_op_phase(op) ? ir_op_phase(op) : "-", ir_op_info_of(op->code)->name, vw, vals.data ? vals.data : "",
+            *ir_op_phase(op) ? ir_op_phase(op) : "-", ir_op_desc_of(op->code)->name, vw, vals.data ? vals.data : "",
             gname, g ? g->nsets : 0, g ? g->set_size : 0, sup_fmt_bytes(t.bytes_sent, sent, sizeof sent), t.peers,
             sup_fmt_bytes(t.inter_bytes, inter, sizeof inter));
     sup_buf_free(&vals);
@@ -396,7 +396,7 @@ static cJSON *json_collective(const ir_module *m, int n, const ir_op *op)
     cJSON_AddNumberToObject(o, "index", n);
     cJSON_AddNumberToObject(o, "layer", ir_op_layer(op));
     cJSON_AddStringToObject(o, "phase", ir_op_phase(op));
-    cJSON_AddStringToObject(o, "op", ir_op_info_of(op->code)->name);
+    cJSON_AddStringToObject(o, "op", ir_op_desc_of(op->code)->name);
     cJSON *vals = cJSON_AddArrayToObject(o, "values");
     for (int k = 0; k < op->nin; k++)
         cJSON_AddItemToArray(vals, cJSON_CreateString(m->values[op->in[k]].name));

@@ -239,7 +239,7 @@ static void test_tables(void)
 {
     CHECK(ir_opcode_lookup("all_to_all") == IR_ALL_TO_ALL);
     CHECK(ir_opcode_lookup("nope") == -1);
-    CHECK(ir_op_info_of(IR_ADAMW)->kind == IR_K_OPT);
+    CHECK(ir_op_desc_of(IR_ADAMW)->kind == IR_K_OPT);
     CHECK(ir_dtype_lookup("bf16") == IR_BF16 && ir_dtype_size(IR_BF16) == 2);
     CHECK(ir_is_name("l0.q-1") && !ir_is_name("a b") && !ir_is_name(""));
     CHECK(ir_is_ident("fwd") && !ir_is_ident("1f"));

@@ -1,7 +1,10 @@
-/* ir_verify_coll.c — layout rules of collectives: the input and output
- * layouts of a collective differ exactly as the collective says (rule 5 of
- * ir/README.md, all_to_all / all_gather / reduce_scatter / all_reduce). */
-#include "ir_verify.h"
+/* ir_op_coll.c — the collectives over a group (attr group = @G: all_to_all,
+ * all_gather, reduce_scatter, all_reduce) and point-to-point send and recv.
+ * Their layout rules: the input and output layouts of a collective differ
+ * exactly as the collective says (rule 5 of ir/README.md). */
+#include "ir_op.h"
+
+/* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* An integer attr in [0, rank); -1 (reported) when missing or out of range. */
 static int dim_attr(ir_vctx *c, const ir_op *op, const char *key, int rank)
@@ -168,16 +171,222 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
     same_other_dims(c, x, y, d, d);
 }
 
-void ir_verify_coll_types(ir_vctx *c, const ir_op *op)
+/* The group attr's index, -1 when it names no group (reported with the
+ * attributes). */
+static int coll_group(ir_vctx *c, const ir_op *op)
 {
     int g = ir_op_group(op);
-    if (g >= c->m->ngroups)
-        g = -1; /* reported with the attributes */
-    switch (op->code) {
-    case IR_ALL_TO_ALL: check_all_to_all(c, op, g); break;
-    case IR_ALL_GATHER: check_gather_scatter(c, op, g, true); break;
-    case IR_REDUCE_SCATTER: check_gather_scatter(c, op, g, false); break;
-    case IR_ALL_REDUCE: ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0])); break;
-    default: break; /* send, recv, free: no type rule */
+    return g >= c->m->ngroups ? -1 : g;
+}
+
+static void verify_all_to_all(ir_vctx *c, const ir_op *op) { check_all_to_all(c, op, coll_group(c, op)); }
+static void verify_all_gather(ir_vctx *c, const ir_op *op) { check_gather_scatter(c, op, coll_group(c, op), true); }
+static void verify_reduce_scatter(ir_vctx *c, const ir_op *op)
+{
+    check_gather_scatter(c, op, coll_group(c, op), false);
+}
+static void verify_all_reduce(ir_vctx *c, const ir_op *op)
+{
+    ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0]));
+}
+
+/* ---- staging and kernel workspace (ir_mem.c) --------------------------------------- */
+
+/* Product of the local dims of v before dim d (the runtime's "outer" count:
+ * a gather or scatter along an inner dim needs a staging copy). */
+static int64_t outer_elems(const ir_module *m, int v, int d)
+{
+    int64_t o = 1;
+    for (int i = 0; i < d && i < m->values[v].type.rank; i++)
+        o *= ir_type_max_local_dim(m, &m->values[v].type, i);
+    return o;
+}
+
+/* runtime/cpu/rt_comm.c packs all the pairs' inputs (x fanout) to send and
+ * receives all outputs (x fanin). */
+static void staging_all_to_all(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    int64_t fo = ir_attr_int(op, "fanout", 1), fi = ir_attr_int(op, "fanin", 1);
+    for (int k = 0; k < op->nin && k < op->nout; k++) {
+        e[0] += ir_op_local_elems(m, op->in[k]) * (fo > 1 ? fo : 1);
+        e[1] += ir_op_local_elems(m, op->out[k]) * (fi > 1 ? fi : 1);
     }
 }
+
+/* A gather along an inner dim stages the gathered side. */
+static void staging_all_gather(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->in[0], (int)ir_attr_int(op, "dim", 0)) > 1)
+        e[0] = ir_op_local_elems(m, op->out[0]);
+}
+
+/* A scatter along an inner dim stages the whole side. */
+static void staging_reduce_scatter(const ir_module *m, const ir_op *op, int64_t e[2])
+{
+    if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->out[0], (int)ir_attr_int(op, "dim", 0)) > 1)
+        e[0] = ir_op_local_elems(m, op->in[0]);
+}
+
+/* CUDA: the same staging in bf16, in device workspaces of its own. */
+static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_all_to_all(m, op, e);
+    ir_ws_raise(&w[IR_WS_SEND], 2 * e[0]);
+    ir_ws_raise(&w[IR_WS_RECV], 2 * e[1]);
+}
+
+static void ws_cuda_all_gather(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_all_gather(m, op, e);
+    ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
+}
+
+static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t *w)
+{
+    int64_t e[2] = {0, 0};
+    staging_reduce_scatter(m, op, e);
+    ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
+}
+
+/* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* The group attr as a G_ constant; false (reported) when absent. */
+static bool emit_group_arg(ir_emit *e)
+{
+    int g = ir_op_group(e->op);
+    if (g < 0 || g >= e->m->ngroups) {
+        ir_emit_fail(e, "no 'group = @G' attribute naming the process group");
+        return false;
+    }
+    e->group(e, g);
+    return true;
+}
+
+static bool int_attr(ir_emit *e, const char *key, int64_t *v)
+{
+    const ir_attr *a = ir_attr_get(e->op, key);
+    if (a && a->kind == IR_A_INT) { *v = a->i; return true; }
+    ir_emit_fail(e, "needs an integer '%s' attribute", key);
+    return false;
+}
+
+static void emit_all_to_all(ir_emit *e)
+{
+    int64_t split, concat;
+    ir_emit_call(e);
+    if (!emit_group_arg(e) || !int_attr(e, "split", &split) || !int_attr(e, "concat", &concat)) return;
+    ir_emit_int(e, split);
+    ir_emit_int(e, concat);
+    ir_emit_int(e, ir_attr_int(e->op, "fanout", 1));
+    ir_emit_int(e, ir_attr_int(e->op, "fanin", 1));
+    ir_emit_int(e, e->op->nin);
+    e->values(e, e->op->in, e->op->nin);
+    e->values(e, e->op->out, e->op->nout);
+    ir_emit_end(e);
+}
+
+/* all_gather / reduce_scatter (has_dim: attr dim), all_reduce. */
+static void emit_collective(ir_emit *e, bool has_dim)
+{
+    ir_emit_call(e);
+    if (!emit_group_arg(e)) return;
+    int64_t dim;
+    if (has_dim) {
+        if (!int_attr(e, "dim", &dim)) return;
+        ir_emit_int(e, dim);
+    }
+    ir_emit_val(e, ir_emit_in(e, 0));
+    ir_emit_val(e, ir_emit_out(e, 0));
+    ir_emit_end(e);
+}
+
+static void emit_gather_scatter(ir_emit *e) { emit_collective(e, true); }
+static void emit_all_reduce(ir_emit *e) { emit_collective(e, false); }
+
+static void emit_p2p(ir_emit *e, bool send)
+{
+    int64_t peer;
+    ir_emit_call(e);
+    if (!emit_group_arg(e) || !int_attr(e, "peer", &peer)) return;
+    ir_emit_int(e, peer);
+    ir_emit_val(e, send ? ir_emit_in(e, 0) : ir_emit_out(e, 0));
+    ir_emit_end(e);
+}
+
+static void emit_send(ir_emit *e) { emit_p2p(e, true); }
+static void emit_recv(ir_emit *e) { emit_p2p(e, false); }
+
+/* ---- descriptors ---------------------------------------------------------------- */
+
+/* all_to_all: n inputs -> n outputs (fused exchange, e.g. q,k,v in one call).
+ * attrs split=d (dim that becomes sharded), concat=d (dim that becomes whole),
+ * fanout=F (default 1; >1: the split dim of size n is received as n*F
+ * virtual heads, each real KV head sent once to each of the F ranks that
+ * share it), fanin=F (reverse of fanout: the F partial gradients summed). */
+const ir_op_desc ir_op_all_to_all = {
+    .name = "all_to_all", .kind = IR_K_COLL, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 4,
+    .verify = verify_all_to_all,
+    .keeps_weight = true,
+    .staging = staging_all_to_all,
+    .ws_cuda = ws_cuda_all_to_all,
+    .comm = IR_COMM_ALL_TO_ALL,
+    .rt_fn = "rt_all_to_all",
+    .emit = emit_all_to_all,
+};
+
+/* attr dim=d: the dim gathered */
+const ir_op_desc ir_op_all_gather = {
+    .name = "all_gather", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_all_gather,
+    .keeps_weight = true,
+    .staging = staging_all_gather,
+    .ws_cuda = ws_cuda_all_gather,
+    .comm = IR_COMM_RING,
+    .ring_latencies = 1,
+    .rt_fn = "rt_all_gather",
+    .emit = emit_gather_scatter,
+};
+
+/* attr dim=d: the dim scattered (sum) */
+const ir_op_desc ir_op_reduce_scatter = {
+    .name = "reduce_scatter", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_reduce_scatter,
+    .keeps_weight = true,
+    .staging = staging_reduce_scatter,
+    .ws_cuda = ws_cuda_reduce_scatter,
+    .comm = IR_COMM_RING,
+    .ring_latencies = 1,
+    .rt_fn = "rt_reduce_scatter",
+    .emit = emit_gather_scatter,
+};
+
+/* sum */
+const ir_op_desc ir_op_all_reduce = {
+    .name = "all_reduce", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_all_reduce,
+    .keeps_weight = true /* sums and reductions of weights stay weights */,
+    .comm = IR_COMM_RING,
+    .ring_latencies = 2 /* a reduce-scatter, then an all-gather */,
+    .rt_fn = "rt_all_reduce",
+    .emit = emit_all_reduce,
+};
+
+/* attr peer=+r (group-relative offset); no type rule */
+const ir_op_desc ir_op_send = {
+    .name = "send", .kind = IR_K_P2P, .min_in = 1, .max_in = 1, .min_out = 0, .max_out = 0,
+    .verify = NULL,
+    .comm = IR_COMM_SEND,
+    .rt_fn = "rt_send",
+    .emit = emit_send,
+};
+
+/* attr peer=-r */
+const ir_op_desc ir_op_recv = {
+    .name = "recv", .kind = IR_K_P2P, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
+    .verify = NULL,
+    .comm = IR_COMM_RECV,
+    .rt_fn = "rt_recv",
+    .emit = emit_recv,
+};
