@@ -206,6 +206,10 @@ struct ir_op_desc {
     /* ---- cost (passes/cost.c) ---- */
     ir_comm_class comm;
     double ring_latencies; /* IR_COMM_RING: latencies per step of the ring (all_reduce: 2) */
+    /* IR_COMM_RING: bytes one rank sends for an operand of in_bytes over a
+     * set of P ranks (the schedule report's and the cost model's traffic,
+     * passes/schedule.c pass_op_traffic). */
+    double (*ring_sent)(double in_bytes, int P);
     /* Attention kernels run at their own fraction of peak (config
      * cost.attention_fraction) and count as attention time. */
     bool attention;

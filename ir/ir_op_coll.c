@@ -337,6 +337,11 @@ const ir_op_desc ir_op_all_to_all = {
 };
 
 /* attr dim=d: the dim gathered */
+/* Bytes one rank sends in a ring collective over P ranks. */
+static double sent_all_gather(double in, int P) { return in * (P - 1); }           /* its piece, P-1 hops */
+static double sent_reduce_scatter(double in, int P) { return in * (P - 1) / P; }   /* a 1/P chunk per hop */
+static double sent_all_reduce(double in, int P) { return 2.0 * (P - 1) / P * in; } /* reduce-scatter + gather */
+
 const ir_op_desc ir_op_all_gather = {
     .name = "all_gather", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_all_gather,
@@ -345,6 +350,7 @@ const ir_op_desc ir_op_all_gather = {
     .ws_cuda = ws_cuda_all_gather,
     .comm = IR_COMM_RING,
     .ring_latencies = 1,
+    .ring_sent = sent_all_gather,
     .rt_fn = "rt_all_gather",
     .emit = emit_gather_scatter,
 };
@@ -358,6 +364,7 @@ const ir_op_desc ir_op_reduce_scatter = {
     .ws_cuda = ws_cuda_reduce_scatter,
     .comm = IR_COMM_RING,
     .ring_latencies = 1,
+    .ring_sent = sent_reduce_scatter,
     .rt_fn = "rt_reduce_scatter",
     .emit = emit_gather_scatter,
 };
@@ -369,6 +376,7 @@ const ir_op_desc ir_op_all_reduce = {
     .keeps_weight = true /* sums and reductions of weights stay weights */,
     .comm = IR_COMM_RING,
     .ring_latencies = 2 /* a reduce-scatter, then an all-gather */,
+    .ring_sent = sent_all_reduce,
     .rt_fn = "rt_all_reduce",
     .emit = emit_all_reduce,
 };

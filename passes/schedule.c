@@ -114,14 +114,17 @@ static bool ring_crosses(const ir_module *m, const ir_group *g)
     return false;
 }
 
-/* ring_attention(_bwd): the kv blocks (and the backward's accumulators). */
+/* A compute op overlapped with a ring (ring_attention and its backward):
+ * the blocks it passes one hop per step (its work's hop_bytes: k and v),
+ * and, when it hands results on after each block (tail_hops: the
+ * backward's dk, dv accumulators, its outputs 1 and 2), those too. */
 static pass_traffic ring_traffic(const ir_module *m, const ir_op *op, const ir_group *g)
 {
     pass_traffic t = {0, 0, 0, 0};
-    int P = g->set_size, k = op->code == IR_RING_ATTENTION ? 1 : 2;
-    double kv = local_bytes(m, op->in[k]) + local_bytes(m, op->in[k + 1]);
-    t.bytes_sent = kv * (P - 1);
-    if (op->code == IR_RING_ATTENTION_BWD)
+    int P = g->set_size;
+    ir_op_work w = ir_op_work_of(m, op);
+    t.bytes_sent = w.hop_bytes * (P - 1);
+    if (w.tail_hops && op->nout >= 3)
         t.bytes_sent += (local_bytes(m, op->out[1]) + local_bytes(m, op->out[2])) * P;
     t.peers = P - 1 < 2 ? P - 1 : 2;
     t.inter_bytes = ring_crosses(m, g) ? t.bytes_sent : 0;
@@ -133,8 +136,9 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
 {
     pass_traffic t = {0, 0, 0, 0};
     int gi = ir_op_group(op);
-    bool ring = op->code == IR_RING_ATTENTION || op->code == IR_RING_ATTENTION_BWD;
-    if (gi < 0 || gi >= m->ngroups || (ir_op_desc_of(op->code)->kind != IR_K_COLL && !ring))
+    const ir_op_desc *d = ir_op_desc_of(op->code);
+    bool ring = d->comm == IR_COMM_RING_OVERLAP;
+    if (gi < 0 || gi >= m->ngroups || (d->kind != IR_K_COLL && !ring))
         return t;
     const ir_group *g = &m->groups[gi];
     int P = g->set_size;
@@ -142,9 +146,7 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
         return t;
     if (ring)
         return ring_traffic(m, op, g);
-    double in = local_bytes(m, op->in[0]);
-    switch (op->code) {
-    case IR_ALL_TO_ALL: {
+    if (d->comm == IR_COMM_ALL_TO_ALL) {
         if (uneven_all_to_all(m, op, g, &t))
             return t;
         double chunk = 0;
@@ -158,11 +160,9 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op)
         t.inter_peers = max_remote_peers(m, g);
         return t;
     }
-    case IR_ALL_GATHER: t.bytes_sent = in * (P - 1); break;
-    case IR_REDUCE_SCATTER: t.bytes_sent = in * (P - 1) / P; break;
-    case IR_ALL_REDUCE: t.bytes_sent = 2.0 * (P - 1) / P * in; break;
-    default: return t;
-    }
+    if (d->comm != IR_COMM_RING || !d->ring_sent)
+        return t;
+    t.bytes_sent = d->ring_sent(local_bytes(m, op->in[0]), P);
     t.peers = P - 1 < 2 ? P - 1 : 2;
     t.inter_bytes = ring_crosses(m, g) ? t.bytes_sent : 0;
     t.inter_peers = ring_crosses(m, g) ? (P > 2 ? 2 : 1) : 0;
