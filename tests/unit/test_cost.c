@@ -367,6 +367,7 @@ static void test_ring_attention(void)
 
 int main(void)
 {
+    pass_init(); /* the registries the frontend and the pipeline read */
     test_hand_formulas();
     test_parameters();
     test_exp_rate();

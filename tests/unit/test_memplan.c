@@ -128,6 +128,7 @@ static void check_spec(const char *file, const char *const *sets, int nsets, boo
 
 int main(void)
 {
+    pass_init(); /* the registries the frontend and the pipeline read */
     sup_diag_saved saved = sup_diag_silence();
     static const char *const modes[] = {"train.recompute=none", "train.recompute=selective", "train.recompute=full"};
     for (int k = 0; k < 3; k++) {
