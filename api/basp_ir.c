@@ -105,12 +105,51 @@ int basp_ir_value_like(basp_module *m, const char *base, int like)
 {
     if (BAD_V(m, like))
         return -1;
+    /* a long base is cut to fit (ir_value_fresh_name); other characters
+     * would not read back from the printed IR */
+    bool ok = base && *base;
+    for (const char *p = base; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_.-", *p);
+    if (!ok) {
+        sup_error(sup_noloc(), "pass API: value name '%s': letters, digits, '_', '.' and '-' only", base ? base : "");
+        return -1;
+    }
     char name[IR_NAME_MAX];
-    ir_value_fresh_name(m, base && *base ? base : "v", name);
+    ir_value_fresh_name(m, base, name);
     return ir_value_add(m, name, IR_V_RESULT, m->values[like].type);
 }
 
 bool *basp_ir_weight_flags(const basp_module *m) { return ir_weight_flags(m); }
+
+/* ---- splitting heads and batches --------------------------------------------------- */
+void basp_ir_value_split_heads(basp_module *m, int v, int group, int64_t fanout)
+{
+    if (BAD_V(m, v) || BAD_G(m, group))
+        return;
+    if (m->values[v].type.rank < 3 || fanout < 1) {
+        sup_error(sup_noloc(), "pass API: %%%s: heads split on [B,S,H,...] values with fanout >= 1 only",
+                  m->values[v].name);
+        return;
+    }
+    m->values[v].type = pass_heads_type(m->values[v].type, group, fanout);
+}
+
+int basp_ir_heads_twin(const basp_module *m, int group, int v)
+{
+    return BAD_V(m, v) || BAD_G(m, group) ? -1 : pass_heads_twin(m, group, v);
+}
+
+void basp_ir_fix_virtual_heads(basp_module *m, int group)
+{
+    if (!BAD_G(m, group))
+        pass_fix_virtual_heads(m, group);
+}
+
+void basp_ir_shard_batch(basp_module *m, int sp, int dp)
+{
+    if (!BAD_G(m, sp) && !BAD_G(m, dp))
+        pass_shard_batch(m, sp, dp);
+}
 
 /* ---- ops ----------------------------------------------------------------------------- */
 int basp_ir_op_count(const basp_module *m) { return m->nops; }

@@ -95,8 +95,8 @@ typedef struct basp_strategy {
     const char *word;   /* "hpz" (at most 31 characters; not flat or auto) */
     const char *title;  /* for the training binary's banner; may be NULL */
     /* NULL when c is legal for d, else the broken rule (a string that
-     * outlives the call), with a hint in fix.  NULL function: the family's
-     * rules alone. */
+     * outlives the call), with a hint in fix (fix may be NULL, nfix 0).
+     * The family's rules apply after it (NULL function: those alone). */
     const char *(*legal)(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix);
     /* The strategy's choices for G groups (legal or not), at most max;
      * returns how many there are.  NULL: the family's (one per G; hybrid:
@@ -109,7 +109,8 @@ typedef struct basp_strategy {
  * after an error, for a missing field, an unknown family or key, or a
  * name or word already registered. */
 bool basp_register_strategy(const basp_strategy *s);
-/* The family's own rules for c (for a `legal` that adds rules to them). */
+/* The family's own rules for c (what applies after a strategy's `legal`;
+ * for a `legal` that needs their verdict first). */
 const char *basp_layout_family_legal(const char *family, const basp_layout_dims *d, const basp_layout_choice *c,
                                      char *fix, size_t nfix);
 
@@ -162,6 +163,23 @@ int basp_ir_value_like(basp_module *m, const char *base, int like);
 /* The weight-like values by dataflow (parameters, their gradients and
  * every collective or sum of them), one flag per value; free() it. */
 bool *basp_ir_weight_flags(const basp_module *m);
+
+/* ---- splitting heads and batches (what the built-in partitioning passes share) ----- */
+/* v's type from sequence-sharded [B,S@g,H,Dh] to head-sharded [B,S,H*F@g,Dh]
+ * (F = fanout: GQA kv heads sent to the F ranks that share each, 1 for a
+ * plain split). */
+void basp_ir_value_split_heads(basp_module *m, int v, int group, int64_t fanout);
+/* The head-sharded twin of v made by the forward exchanges over group: the
+ * output of an all_to_all reading v (split 2), or the input of one making v
+ * (split 1); v itself when there is none. */
+int basp_ir_heads_twin(const basp_module *m, int group, int v);
+/* Recomputes, for every all_to_all over group, the virtual-head sizes and
+ * the fanout / fanin attributes for its current set size (after a pass
+ * changes the group's size). */
+void basp_ir_fix_virtual_heads(basp_module *m, int group);
+/* Shards dim 0 (the batch) over dp of every value of rank >= 2 that carries
+ * a shard by sp: batch-aware's data partitioning. */
+void basp_ir_shard_batch(basp_module *m, int sp, int dp);
 
 /* ---- ops ---------------------------------------------------------------------------- */
 int basp_ir_op_count(const basp_module *m);

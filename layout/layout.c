@@ -88,7 +88,7 @@ static const char *zigzag(const layout_dims *d, int64_t R, char *fix, size_t nfi
 {
     if (d->S % (2 * R))
         return layout_reason(fix, nfix, "ring attention's zig-zag order cuts each sequence into 2R chunks",
-                      "seq_len (%" PRId64 ") not divisible by 2*R=%" PRId64, d->S, 2 * R);
+                             "seq_len (%" PRId64 ") not divisible by 2*R=%" PRId64, d->S, 2 * R);
     return NULL;
 }
 
@@ -97,13 +97,13 @@ static const char *ring_legal(const layout_dims *d, const layout_choice *c, char
     int64_t K = layout_group_size(d, c);
     if (K < 2)
         return layout_reason(fix, nfix, "a ring needs at least 2 ranks per group: fewer batch-aware groups",
-                      "ring attention needs K >= 2 ranks per group (K=%" PRId64 ")", K);
+                             "ring attention needs K >= 2 ranks per group (K=%" PRId64 ")", K);
     if (c->ring_degree != K)
         return layout_reason(fix, nfix, "sequence ring uses the whole group; use sequence hybrid for R < K",
-                      "ring_degree %d is not the group size K=%" PRId64, c->ring_degree, K);
+                             "ring_degree %d is not the group size K=%" PRId64, c->ring_degree, K);
     if (d->S % K)
         return layout_reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
-                      "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
+                             "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
     return zigzag(d, K, fix, nfix);
 }
 
@@ -113,20 +113,20 @@ static const char *hybrid_legal(const layout_dims *d, const layout_choice *c, ch
     int64_t K = layout_group_size(d, c), R = c->ring_degree, H = d->H, Hk = kv_heads(d);
     if (R < 2 || R >= K)
         return layout_reason(fix, nfix, "hybrid needs 2 <= ring_degree < K; R = K is sequence ring",
-                      "ring_degree %" PRId64 " must satisfy 2 <= R < K=%" PRId64, R, K);
+                             "ring_degree %" PRId64 " must satisfy 2 <= R < K=%" PRId64, R, K);
     if (K % R)
         return layout_reason(fix, nfix, "R ring ranks times U Ulysses ranks make the group",
-                      "ring_degree %" PRId64 " does not divide the group size K=%" PRId64, R, K);
+                             "ring_degree %" PRId64 " does not divide the group size K=%" PRId64, R, K);
     int64_t U = K / R;
     if (H % U)
         return layout_reason(fix, nfix, "each Ulysses rank holds whole heads",
-                      "heads (%" PRId64 ") not divisible by the U=K/R=%" PRId64 " Ulysses ranks", H, U);
+                             "heads (%" PRId64 ") not divisible by the U=K/R=%" PRId64 " Ulysses ranks", H, U);
     if (Hk % U && U % Hk)
         return layout_reason(fix, nfix, "kv heads are split (a multiple of U) or shared (a divisor of U)",
-                      "kv_heads (%" PRId64 ") cannot be split over the U=K/R=%" PRId64 " Ulysses ranks", Hk, U);
+                             "kv_heads (%" PRId64 ") cannot be split over the U=K/R=%" PRId64 " Ulysses ranks", Hk, U);
     if (d->S % K)
         return layout_reason(fix, nfix, "each rank holds seq_len/K tokens of a sequence",
-                      "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
+                             "seq_len (%" PRId64 ") not divisible by K=%" PRId64, d->S, K);
     return zigzag(d, R, fix, nfix);
 }
 
@@ -267,7 +267,7 @@ static const char *common_illegal(const layout_dims *d, int64_t G, char *fix, si
     }
     if (d->N % G)
         return layout_reason(fix, nfix, "G must divide the world size N = nodes*devices_per_node",
-                      "N=%" PRId64 " not divisible by G=%" PRId64, d->N, G);
+                             "N=%" PRId64 " not divisible by G=%" PRId64, d->N, G);
     if (d->B % G) {
         snprintf(hint, sizeof hint, "each group needs whole sequences: make micro_batch a multiple of %" PRId64, G);
         return layout_reason(fix, nfix, hint, "micro_batch (%" PRId64 ") not divisible by G=%" PRId64, d->B, G);
@@ -287,7 +287,7 @@ const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *f
         return s->legal(d, c, fix, nfix);
     if (c->seq == LAYOUT_ULYSSES && c->ring_degree > 1)
         return layout_reason(fix, nfix, "ring_degree applies to sequence hybrid only",
-                      "ring_degree %d with sequence ulysses", c->ring_degree);
+                             "ring_degree %d with sequence ulysses", c->ring_degree);
     return s->legal(d, c, fix, nfix);
 }
 

@@ -61,7 +61,7 @@ static int derived(ir_module *m, int v, const char *suffix, ir_type t)
 /* The head-sharded type inside a ring position: [B, S@ring, H@ul, Dh]. */
 static ir_type heads_type(const ring_ctx *c, ir_type t, bool kv)
 {
-    ir_type h = pu_heads_type(t, c->ul, kv ? c->F : 1);
+    ir_type h = pass_heads_type(t, c->ul, kv ? c->F : 1);
     h.shard[1] = c->ring;
     return h;
 }
@@ -125,7 +125,7 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
  * result over @ul (U > 1), else the value itself. */
 static int heads_twin(const ir_module *m, const ring_ctx *c, int v)
 {
-    return c->ul >= 0 ? pu_heads_twin(m, c->ul, v) : v;
+    return c->ul >= 0 ? pass_heads_twin(m, c->ul, v) : v;
 }
 
 /* attention_bwd(do, q, k, v, o) -> dq, dk, dv at index i becomes

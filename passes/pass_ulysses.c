@@ -64,12 +64,12 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
     int ins[3], outs[3];
     for (int k = 0; k < 3; k++) {
         ins[k] = att.in[k];
-        outs[k] = derived(m, ins[k], ".heads", pu_heads_type(m->values[ins[k]].type, sp, 1));
+        outs[k] = derived(m, ins[k], ".heads", pass_heads_type(m->values[ins[k]].type, sp, 1));
     }
     ir_op before = exchange(sp, 3, ins, outs, 2, &att);
     pass_insert_before(e, i, &before);
     int o = att.out[0];
-    int oh = derived(m, o, ".heads", pu_heads_type(m->values[o].type, sp, 1));
+    int oh = derived(m, o, ".heads", pass_heads_type(m->values[o].type, sp, 1));
     for (int k = 0; k < 3; k++)
         m->ops[i].in[k] = outs[k];
     m->ops[i].out[0] = oh;
@@ -78,21 +78,21 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
 }
 
 /* Wraps the attention_bwd at index i (the forward exchanges must be in the
- * schedule already: pu_heads_twin finds them there). */
+ * schedule already: pass_heads_twin finds them there). */
 static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
 {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
-    int doh = derived(m, d_o, ".heads", pu_heads_type(m->values[d_o].type, sp, 1));
+    int doh = derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
     ir_op before = exchange(sp, 1, &d_o, &doh, 2, &ab);
     pass_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
     for (int k = 1; k < 5; k++)
-        op->in[k] = pu_heads_twin(m, sp, ab.in[k]);
+        op->in[k] = pass_heads_twin(m, sp, ab.in[k]);
     int hs[3];
     for (int k = 0; k < 3; k++) {
-        hs[k] = derived(m, ab.out[k], ".heads", pu_heads_type(m->values[ab.out[k]].type, sp, 1));
+        hs[k] = derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
         m->ops[i].out[k] = hs[k];
     }
     ir_op after = exchange(sp, 3, hs, ab.out, 1, &ab);
@@ -207,7 +207,7 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         if (m->ops[i].code == IR_ATTENTION_BWD)
             wrap_attention_bwd(m, &edits, i, sp);
     pass_edits_apply(m, &edits); /* renumbers */
-    pu_fix_virtual_heads(m, sp);
+    pass_fix_virtual_heads(m, sp);
     ir_config_set_int(m, "sp_size", K);
     ir_config_set_int(m, "batch_groups", G);
     pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls",

@@ -147,7 +147,7 @@ pu_dims pu_model_dims(const ir_module *m)
     return d;
 }
 
-ir_type pu_heads_type(ir_type t, int sp, int64_t fanout)
+ir_type pass_heads_type(ir_type t, int sp, int64_t fanout)
 {
     t.shard[1] = -1;
     t.shard[2] = sp;
@@ -187,7 +187,7 @@ static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven
     }
 }
 
-void pu_fix_virtual_heads(ir_module *m, int sp)
+void pass_fix_virtual_heads(ir_module *m, int sp)
 {
     int K = m->groups[sp].set_size;
     pu_dims d = pu_model_dims(m);
@@ -197,7 +197,7 @@ void pu_fix_virtual_heads(ir_module *m, int sp)
             fix_exchange(m, &m->ops[i], K, d.Hk > 0 ? d.Hk : d.H, uneven);
 }
 
-void pu_shard_batch(ir_module *m, int sp, int dp)
+void pass_shard_batch(ir_module *m, int sp, int dp)
 {
     for (int v = 0; v < m->nvalues; v++) {
         ir_type *t = &m->values[v].type;
@@ -227,7 +227,7 @@ void pu_group_swap(ir_module *m, int a, int b)
 
 /* The head-sharded twin of v made by the forward exchanges: the output of
  * an all_to_all on sp reading v, or the input of one producing v. */
-int pu_heads_twin(const ir_module *m, int sp, int v)
+int pass_heads_twin(const ir_module *m, int sp, int v)
 {
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];

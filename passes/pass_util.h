@@ -40,24 +40,10 @@ typedef struct pu_dims {
 } pu_dims;
 pu_dims pu_model_dims(const ir_module *m);
 
-/* Turns a sequence-sharded [B,S@sp,H,Dh] type into the head-sharded
- * [B,S,H*F@sp,Dh] one (F = fanout, 1 for a plain split). */
-ir_type pu_heads_type(ir_type t, int sp, int64_t fanout);
-/* The head-sharded twin of v made by the forward exchanges over group sp:
- * the output of an all_to_all reading v (split 2), or the input of one
- * producing v (split 1); v itself when there is none. */
-int pu_heads_twin(const ir_module *m, int sp, int v);
-/* Recomputes, for every all_to_all on group `sp`, the virtual-head sizes and
- * the fanout/fanin attributes for the group's current set size (see
- * pass_ulysses.c for the GQA scheme). */
-void pu_fix_virtual_heads(ir_module *m, int sp);
 
 /* layout_heads_uneven on the module's dimensions (pass_layout_dims). */
 bool pu_heads_uneven(const ir_module *m, int K);
 
-/* Shards dim 0 (batch) over @dp of every value of rank >= 2 that carries an
- * @sp shard: the batch-aware data partitioning. */
-void pu_shard_batch(ir_module *m, int sp, int dp);
 
 /* Swaps groups a and b in the module's list, and every reference to them
  * (shards, group attributes): the order groups are printed in. */

@@ -108,6 +108,24 @@ void pass_insert_after(pass_edits *e, int pos, const ir_op *op);
 void pass_edits_apply(ir_module *m, pass_edits *e);
 
 
+/* ---- head splitting and batch sharding (pass_util.c) ----------------------
+ * What the partitioning passes share, and plugins reach through
+ * api/basp_pass.h. */
+/* Turns a sequence-sharded [B,S@sp,H,Dh] type into the head-sharded
+ * [B,S,H*F@sp,Dh] one (F = fanout, 1 for a plain split). */
+ir_type pass_heads_type(ir_type t, int sp, int64_t fanout);
+/* The head-sharded twin of v made by the forward exchanges over group sp:
+ * the output of an all_to_all reading v (split 2), or the input of one
+ * producing v (split 1); v itself when there is none. */
+int pass_heads_twin(const ir_module *m, int sp, int v);
+/* Recomputes, for every all_to_all on group `sp`, the virtual-head sizes and
+ * the fanout/fanin attributes for the group's current set size (see
+ * pass_ulysses.c for the GQA scheme). */
+void pass_fix_virtual_heads(ir_module *m, int sp);
+/* Shards dim 0 (batch) over @dp of every value of rank >= 2 that carries an
+ * @sp shard: the batch-aware data partitioning. */
+void pass_shard_batch(ir_module *m, int sp, int dp);
+
 /* ---- the passes (registered in registry.c) ------------------------------- */
 bool pass_ulysses(ir_module *m, const pass_options *opt);
 bool pass_batch_aware(ir_module *m, const pass_options *opt);
