@@ -59,10 +59,13 @@ static layout_dims from_dims(const basp_layout_dims *d)
                          .Hk = d->Hk};
 }
 
-/* The plugin's rules, then the family's (it may also call them itself). */
+/* The family it builds on, then the plugin's rules, then the family's. */
 static const char *plugin_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
 {
     const basp_strategy *s = c->variant ? c->variant->user : NULL;
+    if (c->variant && c->variant->seq != c->seq)
+        return layout_reason(fix, nfix, NULL, "strategy '%s' builds on sequence %s, not %s", c->variant->name,
+                             layout_seq_name(c->variant->seq), layout_seq_name(c->seq));
     if (s && s->legal) {
         basp_layout_dims pd = to_dims(d);
         basp_layout_choice pc = {.groups = c->groups, .ring_degree = c->ring_degree};
