@@ -20,8 +20,10 @@ static void check_mlp(ir_vctx *c, const ir_op *op, bool bwd)
         return;
     }
     ir_vwant_shard(c, x, r - 1, -1, " (the MLP contracts the whole hidden dim)");
-    bool ok = ir_vwant_rank(c, w[0], 2, "[D,F]") & ir_vwant_rank(c, w[1], 2, "[D,F]") & ir_vwant_rank(c, w[2], 2, "[F,D]");
-    if (ok) {
+    /* all three checked (and reported), then the shapes if all hold */
+    bool r0 = ir_vwant_rank(c, w[0], 2, "[D,F]"), r1 = ir_vwant_rank(c, w[1], 2, "[D,F]");
+    bool r2 = ir_vwant_rank(c, w[2], 2, "[F,D]");
+    if (r0 && r1 && r2) {
         char what[128], d[96];
         snprintf(what, sizeof what, "the last dim of %s", ir_vdesc(c, x, d, sizeof d));
         ir_vwant_dim(c, w[0], 0, x->type.dims[r - 1], what);
