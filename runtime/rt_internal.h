@@ -567,4 +567,11 @@ int64_t rt_metrics_lost_from(void);
  * checkpoint STEP fails as on a full disk, for the tests. */
 bool rt_test_fail_at(const char *point, int64_t step);
 
+/* ---- the host BLAS (rt_blas.c) ---------------------------------------------- */
+/* The banner's line naming the BLAS and its kernel set ("blas: OpenBLAS
+ * 0.3.21 (DYNAMIC_ARCH), SkylakeX kernels, 1 thread(s)").  False when it
+ * runs a generic kernel set on a CPU with AVX2 or AVX-512: warn then says
+ * so and names the fix (OPENBLAS_CORETYPE). */
+bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw);
+
 #endif

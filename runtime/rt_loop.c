@@ -57,6 +57,10 @@ static void rt_banner(rt_ctx *rt) {
            (double)nparams / 1e6, (long long)p->vocab);
     printf("world %d = %d node(s) × %d | %s: G=%d group(s) × K=%d rank(s) | zero %d\n", p->world, p->nodes,
            p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
+    char blas[192], blas_warn[640];
+    if (!rt_blas_describe(blas, sizeof blas, blas_warn, sizeof blas_warn))
+        fprintf(stderr, "warning: %s\n", blas_warn);
+    printf("%s\n", blas);
     printf("groups:\n");
     for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
     if (rt_accum(rt) > 1)
