@@ -4,8 +4,8 @@
  * Debian 12's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks its kernel set from the
  * CPU model at load time; a CPU newer than the library (a Xeon whose VM
  * reports a generic model) gets the Prescott (SSE3) kernels, several times
- * slower than the AVX-512 ones on the same core (sgemm 1024^3: 15.5 against
- * 102-110 GFLOP/s, bench/README.md), and nothing says so.  The kernel set
+ * slower than the AVX-512 ones on the same core (sgemm 1024^3 on one core:
+ * 27.3 against 92.6 GFLOP/s, runtime/README.md), and nothing says so.  The kernel set
  * cannot be changed once the library is loaded, so the banner names it and,
  * when it is a generic one on a CPU with AVX2 or AVX-512, says how to get
  * the right one: OPENBLAS_CORETYPE in every rank's environment.
