@@ -54,9 +54,11 @@ typedef struct basp_plugin_info {
     const char *version;      /* the plugin's own version */
     bool (*register_fn)(void); /* registers its passes and strategies; false: the load fails */
 } basp_plugin_info;
-/* The symbol every plugin exports. */
+/* The symbol every plugin exports (declared here so that a plugin's
+ * definition is checked against it; the loader finds it with dlsym). */
 #define BASP_PLUGIN_ENTRY "basp_pass_plugin_info"
 typedef basp_plugin_info (*basp_plugin_entry_fn)(void);
+BASP_PLUGIN_EXPORT basp_plugin_info basp_pass_plugin_info(void);
 
 /* Loads a plugin (also in basp.h's users: baspc, basp-opt).  False, after
  * an error naming the file, when it cannot be opened as a shared object,
