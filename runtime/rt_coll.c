@@ -27,6 +27,7 @@ void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_sec[k] += sec;
     rt->step_bytes += bytes;
     if (k == RT_C_ALL_TO_ALL) rt->step_a2a_sec += sec;
+    rt_trace_coll(rt, k, bytes, sec);
 }
 
 double rt_coll_begin(rt_ctx *rt, int g, rt_coll_kind k) {

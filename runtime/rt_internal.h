@@ -40,6 +40,8 @@ typedef struct rt_options {
     rt_optim_desc optim;      /* the program's, then --min-lr, --warmup, --schedule ... */
     const char *metrics;      /* --metrics: JSON lines */
     const char *profile;      /* --profile: end-of-run per-op counters, JSON */
+    const char *trace_run;    /* --trace-run: one step's measured timeline, Chrome trace (rt_trace.c) */
+    int64_t trace_step;       /* --trace-step: the 1-based step it traces; 0 = the last */
     int64_t log_every;
     const char *save_weights; /* --save-weights */
     const char *save_grads;   /* --save-grads */
@@ -165,6 +167,10 @@ struct rt_ctx {
     /* Counters: whole run, and the all-to-all time / bytes of this step. */
     rt_counters total;
     double step_a2a_sec, step_a2a_wait_sec;
+    /* --trace-run (rt_trace.c): recording the traced step's calls. */
+    bool tracing;
+    double trace_origin, *trace_ev;
+    int64_t trace_n, trace_cap;
     int64_t step_bytes;
     /* Data (rt_corpus.c): the training corpus and the validation corpus,
      * each one or more shards mapped read-only; rt_token reads *data
@@ -269,6 +275,19 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
 /* ---- collectives (cpu/rt_comm.c; shapes and checks shared in rt_coll.c) --------- */
 void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends (CUDA: and the step's device work) */
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
+/* A kernel call that started at t0 and ends now: the counters, and the
+ * trace while --trace-run records (rt_trace.c). */
+void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0);
+/* The same without counting a call: one block of a call that runs in
+ * several (ring attention's, between its hand-overs). */
+void rt_kern_time(rt_ctx *rt, rt_kernel_kind k, double t0);
+/* A collective of sec seconds ending now, into the trace while it records. */
+void rt_trace_coll(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
+/* Around step t (0-based): start recording when it is the traced step
+ * (a barrier of all ranks is its time origin); write the trace after it
+ * (rank 0; false on every rank when the file could not be written). */
+void rt_trace_begin(rt_ctx *rt, int64_t t);
+bool rt_trace_end(rt_ctx *rt, int64_t t);
 /* The start of a collective of kind k on group g; returns the time its
  * exchange starts.  With --split-wait the rank's set first meets at a
  * barrier whose time is counted as waiting (for the set's slowest rank),

@@ -325,6 +325,7 @@ int rt_train(rt_ctx *rt) {
     double *a2a = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
     int status = 0;
     bool grads_saved = false, save_lost = false; /* rank 0: a --save-* file not written */
+    bool trace_lost = false;                     /* every rank: --trace-run not written */
     int64_t t0 = rt->start_step < steps ? rt->start_step : steps; /* > 0 after --resume */
     if (r0 && rt->start_step >= steps && rt->start_step > 0)
         printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
@@ -333,7 +334,9 @@ int rt_train(rt_ctx *rt) {
     for (int64_t t = t0; t < steps; t++) {
         rt_watchdog_beat("running a step", t + 1);
         rt_guard_test_poison(rt, t, true);
+        rt_trace_begin(rt, t);
         rt_step_stats s = rt_run_step(rt, t);
+        trace_lost |= !rt_trace_end(rt, t); /* before a validation's kernels */
         rt_guard_test_poison(rt, t, false);
         secs[t] = s.sec;
         a2a[t] = s.a2a_sec;
@@ -398,5 +401,5 @@ int rt_train(rt_ctx *rt) {
         save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
         fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
-    return status ? status : (metrics_lost || profile_lost || save_lost);
+    return status ? status : (metrics_lost || profile_lost || save_lost || trace_lost);
 }

@@ -84,6 +84,9 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "                       comm_bytes, tokens_per_s)\n"
             "  --profile FILE       after training, rank 0's counters as JSON (per kernel and collective\n"
             "                       kind: calls, seconds, bytes; median step and all-to-all ms)\n"
+            "  --trace-run FILE     the measured timeline of one step as a Chrome trace (per rank: every\n"
+            "                       kernel and collective), the form of baspc --trace's predicted one\n"
+            "  --trace-step N       the step --trace-run records (default: the last)\n"
             "  --save-weights FILE  after training, write every parameter as a full fp32 tensor\n"
             "  --save-grads FILE    after training, write the reduced gradients of the last step\n"
             "  --checkpoint-dir DIR save checkpoints (safetensors, Hugging Face names) into DIR/step-N, atomically\n"
@@ -146,7 +149,8 @@ static bool rt_opt_is(const char *a, const char *name) {
 /* The options whose value names a file or directory: an empty one is refused. */
 static bool rt_path_option(const char *name) {
     static const char *const paths[] = {"--data",    "--text",         "--val-data",   "--init-from",    "--metrics",
-                                        "--profile", "--save-weights", "--save-grads", "--checkpoint-dir"};
+                                        "--profile", "--save-weights", "--save-grads", "--checkpoint-dir",
+                                        "--trace-run"};
     for (size_t k = 0; k < sizeof paths / sizeof *paths; k++)
         if (!strcmp(name, paths[k])) return true;
     return false;
@@ -186,6 +190,15 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
         snprintf(opt, sizeof opt, "--%s", key);
         for (char *c = opt; *c; c++) if (*c == '_') *c = '-';
         snprintf(err, errlen, "%s %s (train.%s in the spec, %s on the command line)", key, why, key, opt);
+        return 2;
+    }
+    if (o->trace_step && !o->trace_run) {
+        snprintf(err, errlen, "--trace-step needs --trace-run FILE");
+        return 2;
+    }
+    if (o->trace_step > o->steps) {
+        snprintf(err, errlen, "--trace-step %lld is past the last step (--steps %lld)", (long long)o->trace_step,
+                 (long long)o->steps);
         return 2;
     }
     if ((o->save_every || (o->resume && !*o->resume)) && !o->ckpt_dir) {
@@ -240,7 +253,7 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
                                                  "--timeout", "--schedule", "--warmup", "--min-lr",
                                                  "--wsd-decay", "--weight-decay", "--beta1", "--beta2", "--eps",
                                                  "--grad-clip", "--sampler", "--val-data", "--val-every",
-                                                 "--val-tokens"};
+                                                 "--val-tokens", "--trace-run", "--trace-step"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -268,6 +281,8 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         else if (!strcmp(name, "--text")) o->text = v;
         else if (!strcmp(name, "--metrics")) o->metrics = v;
         else if (!strcmp(name, "--profile")) o->profile = v;
+        else if (!strcmp(name, "--trace-run")) o->trace_run = v;
+        else if (!strcmp(name, "--trace-step")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->trace_step);
         else if (!strcmp(name, "--save-weights")) o->save_weights = v;
         else if (!strcmp(name, "--save-grads")) o->save_grads = v;
         else if (!strcmp(name, "--init-from")) o->init_from = v;
@@ -476,7 +491,8 @@ static bool rt_check_outputs(const rt_options *o, char *err, size_t errlen) {
            rt_check_out_file("--save-weights", o->save_weights, err, errlen) &&
            rt_check_out_file("--save-grads", o->save_grads, err, errlen) &&
            rt_check_out_file("--metrics", o->metrics, err, errlen) &&
-           rt_check_out_file("--profile", o->profile, err, errlen);
+           rt_check_out_file("--profile", o->profile, err, errlen) &&
+           rt_check_out_file("--trace-run", o->trace_run, err, errlen);
 }
 
 /* ---- entry point ---------------------------------------------------------------- */

@@ -131,12 +131,12 @@ static void pt_inputs(const rt_ctx *rt, const rt_options *o, pt_list *in, pt_lis
 }
 
 static void pt_outputs(const rt_options *o, pt_list *out) {
-    const char *const opt[] = {"--save-weights", "--save-grads", "--metrics", "--profile"};
-    const char *const path[] = {o->save_weights, o->save_grads, o->metrics, o->profile};
-    for (int i = 0; i < 4; i++) {
+    const char *const opt[] = {"--save-weights", "--save-grads", "--metrics", "--trace-run", "--profile"};
+    const char *const path[] = {o->save_weights, o->save_grads, o->metrics, o->trace_run, o->profile};
+    for (int i = 0; i < 5; i++) {
         if (!path[i]) continue;
         pt_add(out, opt[i], "%s%s", path[i], "");
-        if (i < 3) pt_add(out, opt[i], "%s%s", path[i], ".tmp"); /* written first, then renamed */
+        if (i < 4) pt_add(out, opt[i], "%s%s", path[i], ".tmp"); /* written first, then renamed */
     }
 }
 

@@ -79,6 +79,8 @@ int MPI_Allgather(const void *in, int incount, MPI_Datatype it, void *out, int o
                   MPI_Comm comm);
 int MPI_Gather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, int root,
                MPI_Comm comm);
+int MPI_Gatherv(const void *in, int incount, MPI_Datatype it, void *out, const int *outcounts, const int *displs,
+                MPI_Datatype ot, int root, MPI_Comm comm);
 int MPI_Scatter(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, int root,
                 MPI_Comm comm);
 int MPI_Alltoall(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,

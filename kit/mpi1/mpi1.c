@@ -163,6 +163,10 @@ int MPI_Allgather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MP
 int MPI_Gather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, int root, MPI_Comm c) {
     return mpi1_block("MPI_Gather", in, ic, it, out, oc, ot, root, c);
 }
+int MPI_Gatherv(const void *in, int ic, MPI_Datatype it, void *out, const int *oc, const int *od, MPI_Datatype ot,
+                int root, MPI_Comm c) {
+    return mpi1_block("MPI_Gatherv", in, ic, it, (char *)out + (size_t)od[0] * mpi1_size(ot), oc[0], ot, root, c);
+}
 int MPI_Scatter(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, int root, MPI_Comm c) {
     /* The root's input is the whole buffer; MPI_IN_PLACE is on the output side. */
     if (out == MPI_IN_PLACE) return mpi1_block("MPI_Scatter", MPI_IN_PLACE, 0, it, NULL, 0, ot, root, c);

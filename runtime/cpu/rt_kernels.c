@@ -12,8 +12,7 @@
     do {                                                                                                             \
         double t0_ = rt_now();                                                                                       \
         call;                                                                                                        \
-        rt->total.kern_calls[kind]++;                                                                                \
-        rt->total.kern_sec[kind] += rt_now() - t0_;                                                                  \
+        rt_kern_count(rt, kind, t0_);                                                                                \
     } while (0)
 
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {

@@ -88,8 +88,8 @@ void rt_backend_init(rt_ctx *rt) {
     CU_CHECK(cudaMalloc((void **)&cu->d_err, sizeof(int)));
     CU_CHECK(cudaMemset(cu->d_err, 0, sizeof(int)));
     CU_CHECK(cudaMalloc((void **)&cu->d_norm, sizeof(double) * (size_t)(rt->p->nopt + 1)));
-    /* Per-op times need the device to finish each op; only --profile pays. */
-    cu->sync_timing = rt->opt.profile != NULL;
+    /* Per-op times need the device to finish each op; only --profile and --trace-run pay. */
+    cu->sync_timing = rt->opt.profile != NULL || rt->opt.trace_run != NULL;
 }
 
 void rt_backend_fini(rt_ctx *rt) {

@@ -17,8 +17,7 @@
         double t0_ = rt_now();                                                                                       \
         CU_CHECK(call);                                                                                              \
         if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));                                  \
-        rt->total.kern_calls[kind]++;                                                                                \
-        rt->total.kern_sec[kind] += rt_now() - t0_;                                                                  \
+        rt_kern_count(rt, kind, t0_);                                                                                \
     } while (0)
 
 #define CS (rt_cu(rt)->cs)
@@ -260,8 +259,7 @@ static rt_cu_attn_mode rt_cu_attn_impl(rt_ctx *rt) {
 /* The end of RT_TIMED for calls that did not go through it. */
 static void rt_cu_timed_end(rt_ctx *rt, rt_kernel_kind kind, double t0) {
     if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
-    rt->total.kern_calls[kind]++;
-    rt->total.kern_sec[kind] += rt_now() - t0;
+    rt_kern_count(rt, kind, t0);
 }
 #endif
 

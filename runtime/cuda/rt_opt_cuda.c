@@ -69,6 +69,5 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     CU_CHECK(kcu_adamw(rt_cu_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
                        rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale, cu->cs));
     if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));
-    rt->total.kern_calls[RT_K_ADAMW]++;
-    rt->total.kern_sec[RT_K_ADAMW] += rt_now() - t0;
+    rt_kern_count(rt, RT_K_ADAMW, t0);
 }

@@ -82,8 +82,7 @@ static const int32_t *ring_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S, 
 
 static void ring_time(rt_ctx *rt, rt_kernel_kind kind, double t0) {
     if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
-    rt->total.kern_calls[kind]++;
-    rt->total.kern_sec[kind] += rt_now() - t0;
+    rt_kern_count(rt, kind, t0);
 }
 
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
