@@ -168,7 +168,7 @@ struct rt_ctx {
     rt_counters total;
     double step_a2a_sec, step_a2a_wait_sec;
     /* --trace-run (rt_trace.c): recording the traced step's calls. */
-    bool tracing;
+    bool tracing, trace_written;
     double trace_origin, *trace_ev;
     int64_t trace_n, trace_cap;
     int64_t step_bytes;

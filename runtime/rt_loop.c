@@ -401,5 +401,13 @@ int rt_train(rt_ctx *rt) {
         save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
         fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
+    if (r0 && rt->opt.trace_run && !rt->trace_written && !trace_lost) { /* resumed past it, or stopped before */
+        int64_t want = rt->opt.trace_step > 0 ? rt->opt.trace_step : rt->opt.steps;
+        if (t0 >= steps)
+            fprintf(stderr, "warning: --trace-run %s: no step ran: no trace written\n", rt->opt.trace_run);
+        else
+            fprintf(stderr, "warning: --trace-run %s: step %lld is not among the steps that ran (%lld..%lld): no "
+                    "trace written\n", rt->opt.trace_run, (long long)want, (long long)t0 + 1, (long long)steps);
+    }
     return status ? status : (metrics_lost || profile_lost || save_lost || trace_lost);
 }

@@ -133,6 +133,7 @@ bool rt_trace_end(rt_ctx *rt, int64_t t) {
         }
     }
     RT_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    rt->trace_written = ok;
     free(counts), free(displs), free(all);
     free(rt->trace_ev);
     rt->trace_ev = NULL, rt->trace_n = rt->trace_cap = 0;
