@@ -107,15 +107,12 @@ int basp_ir_value_like(basp_module *m, const char *base, int like)
         return -1;
     /* a long base is cut to fit (ir_value_fresh_name); other characters
      * would not read back from the printed IR */
-    bool ok = base && *base;
-    for (const char *p = base; ok && *p; p++)
-        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_.-", *p);
-    if (!ok) {
+    char name[IR_NAME_MAX];
+    ir_value_fresh_name(m, base, name);
+    if (!base || !*base || !ir_is_name(name)) {
         sup_error(sup_noloc(), "pass API: value name '%s': letters, digits, '_', '.' and '-' only", base ? base : "");
         return -1;
     }
-    char name[IR_NAME_MAX];
-    ir_value_fresh_name(m, base, name);
     return ir_value_add(m, name, IR_V_RESULT, m->values[like].type);
 }
 

@@ -103,23 +103,38 @@ const pass_info *pass_lookup(const char *name)
     return NULL;
 }
 
+/* True when `name` is one item of the comma-separated `list`. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+/* Item `i` of a comma-separated list into item[64]; returns the pointer
+ * past it (NULL at the end) and its length in *len. */
+static const char *list_item(const char *p, char item[64], size_t *len)
+{
+    const char *e = strchr(p, ',');
+    *len = e ? (size_t)(e - p) : strlen(p);
+    snprintf(item, 64, "%.*s", (int)(*len < 64 ? *len : 63), p);
+    return e ? e + 1 : NULL;
+}
+
 /* Appends the items of `list` not yet in buf (comma-separated). */
 static void append_new(char *buf, size_t n, const char *list)
 {
     char item[64];
+    size_t len;
     for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
-        p = e ? e + 1 : NULL;
-        bool have = false;
-        for (const char *q = buf; *q && !have;) {
-            const char *f = strchr(q, ',');
-            size_t l = f ? (size_t)(f - q) : strlen(q);
-            have = l == strlen(item) && !strncmp(q, item, l);
-            q = f ? f + 1 : q + l;
-        }
-        if (!have && *item) {
+        p = list_item(p, item, &len);
+        if (*item && !in_list(buf, item)) {
             size_t used = strlen(buf);
             snprintf(buf + used, n - used, "%s%s", used ? "," : "", item);
         }
@@ -178,14 +193,12 @@ bool pass_layout_available(const layout_choice *c)
     if (!s)
         return false;
     char item[64];
+    size_t len;
     for (int k = 0; k < 2; k++)
         for (const char *p = k ? s->after_zero : s->passes; p && *p;) {
-            const char *e = strchr(p, ',');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            snprintf(item, sizeof item, "%.*s", (int)(len < 63 ? len : 63), p);
+            p = list_item(p, item, &len);
             if (!pass_lookup(item))
                 return false;
-            p = e ? e + 1 : NULL;
         }
     return true;
 }
@@ -194,20 +207,6 @@ pass_options pass_default_options(void)
 {
     return (pass_options){.print_after_all = false, .print_after = NULL, .verify = true,
                           .print_out = NULL, .quiet = false};
-}
-
-/* True when `name` is one item of the comma-separated `list`. */
-static bool in_list(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
 }
 
 /* `what`: the option the name came from, or NULL for the pass list. */
@@ -262,16 +261,6 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
         fflush(out);
     }
     return true;
-}
-
-/* Item `i` of a comma-separated list into item[64]; returns the pointer
- * past it (NULL at the end) and its length in *len. */
-static const char *list_item(const char *p, char item[64], size_t *len)
-{
-    const char *e = strchr(p, ',');
-    *len = e ? (size_t)(e - p) : strlen(p);
-    snprintf(item, 64, "%.*s", (int)(*len < 64 ? *len : 63), p);
-    return e ? e + 1 : NULL;
 }
 
 /* Every item of a non-empty comma-separated list names a registered pass;

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "rt_internal.h"
 
 /* One event as the gather sends it: kind (kernel, or RT_K_NKINDS + the
@@ -64,29 +66,50 @@ void rt_trace_begin(rt_ctx *rt, int64_t t) {
     rt->tracing = true;
 }
 
-static void rt_trace_write(const rt_ctx *rt, FILE *f, const double *ev, const int *counts, int64_t t) {
-    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"source\": \"measured\", \"step\": %lld, "
-               "\"model\": \"%s\"},\n\"traceEvents\": [\n",
-            (long long)t + 1, rt->p->model);
-    const char *sep = "";
+/* One metadata event: a process's or a thread's name. */
+static void rt_trace_meta(cJSON *evs, const char *what, int pid, int tid, const char *name) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "name", what);
+    cJSON_AddStringToObject(e, "ph", "M");
+    cJSON_AddNumberToObject(e, "pid", pid);
+    if (tid >= 0) cJSON_AddNumberToObject(e, "tid", tid);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "args"), "name", name);
+    cJSON_AddItemToArray(evs, e);
+}
+
+/* The trace as text (malloc'd): every rank's events from the gather. */
+static char *rt_trace_text(const rt_ctx *rt, const double *ev, const int *counts, int64_t t) {
+    cJSON *root = cJSON_CreateObject(), *evs;
+    cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
+    cJSON *other = cJSON_AddObjectToObject(root, "otherData");
+    cJSON_AddStringToObject(other, "source", "measured");
+    cJSON_AddNumberToObject(other, "step", (double)(t + 1));
+    cJSON_AddStringToObject(other, "model", rt->p->model);
+    evs = cJSON_AddArrayToObject(root, "traceEvents");
     for (int r = 0; r < rt->world; r++) {
-        fprintf(f, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}},\n"
-                   "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": "
-                   "\"compute\"}},\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 1, \"args\": "
-                   "{\"name\": \"communication\"}}",
-                sep, r, r, r, r);
-        sep = ",\n";
+        char pname[32];
+        snprintf(pname, sizeof pname, "rank %d", r);
+        rt_trace_meta(evs, "process_name", r, -1, pname);
+        rt_trace_meta(evs, "thread_name", r, 0, "compute");
+        rt_trace_meta(evs, "thread_name", r, 1, "communication");
         for (int i = 0; i < counts[r]; i++, ev += RT_TRACE_FIELDS) {
             int kind = (int)ev[0];
             bool comm = kind >= RT_K_NKINDS;
-            const char *name = comm ? rt_coll_names[kind - RT_K_NKINDS] : rt_kernel_names[kind];
-            fprintf(f, ",\n{\"name\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %d",
-                    name, ev[1] * 1e6, (ev[2] - ev[1]) * 1e6, r, comm ? 1 : 0);
-            if (comm) fprintf(f, ", \"args\": {\"bytes_sent\": %.0f}", ev[3]);
-            fputs("}", f);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", comm ? rt_coll_names[kind - RT_K_NKINDS] : rt_kernel_names[kind]);
+            cJSON_AddStringToObject(e, "ph", "X");
+            cJSON_AddNumberToObject(e, "ts", ev[1] * 1e6);
+            cJSON_AddNumberToObject(e, "dur", (ev[2] - ev[1]) * 1e6);
+            cJSON_AddNumberToObject(e, "pid", r);
+            cJSON_AddNumberToObject(e, "tid", comm ? 1 : 0);
+            if (comm) cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "bytes_sent", ev[3]);
+            cJSON_AddItemToArray(evs, e);
         }
     }
-    fputs("\n]}\n", f);
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    RT_CHECK(text, "--trace-run: out of memory writing the trace");
+    return text;
 }
 
 /* Gathers every rank's events to rank 0, which writes the file.  False
@@ -116,14 +139,15 @@ bool rt_trace_end(rt_ctx *rt, int64_t t) {
         for (int r = 0; r < rt->world; r++) counts[r] /= RT_TRACE_FIELDS;
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s.tmp", rt->opt.trace_run);
+        char *text = rt_trace_text(rt, all, counts, t);
         FILE *f = fopen(tmp, "w");
         if (f) {
-            rt_trace_write(rt, f, all, counts, t);
-            ok = !ferror(f);
+            ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
             ok = fclose(f) == 0 && ok && rename(tmp, rt->opt.trace_run) == 0;
         } else {
             ok = 0;
         }
+        free(text);
         if (!ok) {
             fprintf(stderr, "error: --trace-run %s: cannot write: %s\n", rt->opt.trace_run, strerror(errno));
             remove(tmp);
