@@ -66,6 +66,7 @@ static const fe_keydef train_keys[] = {
     {"mlp_chunk", FE_K_COUNT, I64(train.mlp_chunk), "mlp_chunk 4096"},
     {"recompute", FE_K_NAME, NAME(train.recompute), "recompute selective"},
     {"documents", FE_K_BOOL, F(train.documents), 0, "documents on"},
+    {"overlap", FE_K_BOOL, F(train.overlap), 0, "overlap on"},
     {"eot_token", FE_K_COUNT, I64(train.eot_token), "eot_token 50256"},
     {"packing", FE_K_NAME, NAME(train.packing), "packing balanced"},
 };

@@ -110,6 +110,9 @@ typedef struct fe_train {
      * the rows; attention and positions stay within each document.
      * packing: sequential | balanced (default). */
     bool documents;
+    /* Start ZeRO's weight gathers early so that compute hides them
+     * (passes/pass_overlap.c); default off. */
+    bool overlap;
     int64_t eot_token;
     char packing[16];
 } fe_train;

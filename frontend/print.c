@@ -98,6 +98,7 @@ static void print_train(FILE *out, const fe_train *t) {
             fmt_num(t->weight_decay, n[0], sizeof n[0]), fmt_num(t->beta1, n[1], sizeof n[1]),
             fmt_num(t->beta2, n[2], sizeof n[2]), fmt_num(t->eps, n[3], sizeof n[3]),
             fmt_num(t->grad_clip, n[4], sizeof n[4]));
+    if (t->overlap) fprintf(out, "  overlap on\n");
     if (t->documents)
         fprintf(out, "  documents on\n  eot_token %" PRId64 "\n  packing %s\n", t->eot_token, t->packing);
     fprintf(out, "}\n");

@@ -628,6 +628,11 @@ const char *ir_op_phase(const ir_op *op)
     return a && a->kind == IR_A_IDENT ? a->s : "";
 }
 
+bool ir_op_async(const ir_op *op)
+{
+    return ir_attr_int(op, "async", 0) == 1;
+}
+
 /* ---- uses --------------------------------------------------------------- */
 void ir_replace_uses(ir_module *m, int from, int to, int start)
 {

@@ -219,6 +219,11 @@ struct ir_op_desc {
 
     /* ---- codegen (codegen/cg_ops.c) ---- */
     const char *rt_fn; /* the runtime function the op lowers to */
+    /* The collective may be started asynchronously (attr `async = 1`): it
+     * lowers to rt_fn_start, issued with the same arguments, and a later
+     * `wait` on its results (rt_wait) completes it (ir/README.md
+     * "Asynchronous collectives"). */
+    const char *rt_start_fn;
     /* Writes the op's call of rt_fn with its arguments, or reports (fail)
      * a shape the call cannot express. */
     void (*emit)(struct ir_emit *e);
@@ -384,6 +389,9 @@ const char *ir_op_str(const ir_module *m, int i, char *buf, size_t n);
 /* "layer" attr (-1 if absent) and "phase" attr ("" if absent). */
 int ir_op_layer(const ir_op *op);
 const char *ir_op_phase(const ir_op *op);
+/* True for a started collective (attr async = 1): its results may be read
+ * only after the `wait` on them, and its operands stay live until then. */
+bool ir_op_async(const ir_op *op);
 
 /* Replaces every use of value `from` by `to` in ops [start, nops). */
 void ir_replace_uses(ir_module *m, int from, int to, int start);

@@ -21,7 +21,15 @@ void ir_emit_fail(ir_emit *e, const char *fmt, ...)
     e->fail(e, msg);
 }
 
-void ir_emit_call(ir_emit *e) { e->call(e, ir_op_desc_of(e->op->code)->rt_fn); }
+void ir_emit_call(ir_emit *e)
+{
+    const ir_op_desc *d = ir_op_desc_of(e->op->code);
+    if (ir_op_async(e->op) && !d->rt_start_fn) {
+        ir_emit_fail(e, "this op cannot be started asynchronously (async = 1)");
+        return;
+    }
+    e->call(e, ir_op_async(e->op) ? d->rt_start_fn : d->rt_fn);
+}
 void ir_emit_end(ir_emit *e) { e->end(e); }
 void ir_emit_int(ir_emit *e, int64_t v) { e->i64(e, v); }
 void ir_emit_dbl(ir_emit *e, double v) { e->f64(e, v); }

@@ -214,6 +214,18 @@ void ir_mem_live(const ir_module *m, int *start, int *end)
             if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i)
                 end[v] = i;
         }
+        /* A started collective reads its operands until its wait: they live
+         * at least to it, so no later value takes their bytes while the
+         * transfer may still read them. */
+        if (op->code == IR_WAIT)
+            for (int k = 0; k < op->nin; k++) {
+                int s = op->in[k] >= 0 && op->in[k] < m->nvalues ? m->values[op->in[k]].def : -1;
+                for (int j = 0; s >= 0 && s < i && j < m->ops[s].nin; j++) {
+                    int v = m->ops[s].in[j];
+                    if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i)
+                        end[v] = i;
+                }
+            }
         /* The runtime reads the gradients adamw takes after the step (the
          * non-finite guard, --save-grads). */
         if (op->code == IR_ADAMW && op->nin == 2 && op->in[1] >= 0 && op->in[1] < m->nvalues &&

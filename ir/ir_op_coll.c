@@ -295,6 +295,13 @@ static void emit_collective(ir_emit *e, bool has_dim)
     int64_t dim;
     if (has_dim) {
         if (!int_attr(e, "dim", &dim)) return;
+        /* A started gather lands in its result's buffer (no staging copy
+         * outlives the call): the blocks must need no interleaving. */
+        if (ir_op_async(e->op) && outer_elems(e->m, e->op->in[0], (int)dim) > 1) {
+            ir_emit_fail(e, "a started all_gather (async = 1) must gather a dim with only single entries before "
+                            "it (here a staging copy would be needed at the wait)");
+            return;
+        }
         ir_emit_int(e, dim);
     }
     ir_emit_val(e, ir_emit_in(e, 0));
@@ -352,6 +359,7 @@ const ir_op_desc ir_op_all_gather = {
     .ring_latencies = 1,
     .ring_sent = sent_all_gather,
     .rt_fn = "rt_all_gather",
+    .rt_start_fn = "rt_all_gather_start",
     .emit = emit_gather_scatter,
 };
 

@@ -106,6 +106,15 @@ static void emit_free_op(ir_emit *e)
     ir_emit_end(e);
 }
 
+/* wait %a, %b: one runtime call completing the collectives they came from */
+static void emit_wait(ir_emit *e)
+{
+    ir_emit_call(e);
+    ir_emit_int(e, e->op->nin);
+    e->values(e, e->op->in, e->op->nin);
+    ir_emit_end(e);
+}
+
 /* ---- descriptors ---------------------------------------------------------------- */
 
 /* w, dw (same type): updates w in place */
@@ -134,4 +143,13 @@ const ir_op_desc ir_op_free = {
     .verify = NULL,
     .rt_fn = "rt_free",
     .emit = emit_free_op,
+};
+
+/* the results of started collectives (async = 1) are complete: readers may
+ * follow, and the collectives' operands may be released (ir_verify_async.c) */
+const ir_op_desc ir_op_wait = {
+    .name = "wait", .kind = IR_K_MEM, .min_in = 1, .max_in = IR_MAX_IN, .min_out = 0, .max_out = 0,
+    .verify = NULL,
+    .rt_fn = "rt_wait",
+    .emit = emit_wait,
 };

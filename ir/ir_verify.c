@@ -376,14 +376,15 @@ static bool ir_has_unit(const ir_type *t)
 
 static void ir_verify_uneven_uses(ir_vctx *c, const ir_op *op)
 {
-    if (op->code == IR_ALL_TO_ALL || op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD || op->code == IR_FREE)
+    if (op->code == IR_ALL_TO_ALL || op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD || op->code == IR_FREE ||
+        op->code == IR_WAIT)
         return;
     const ir_module *m = c->m;
     for (int k = 0; k < op->nin + op->nout; k++) {
         int v = k < op->nin ? op->in[k] : op->out[k - op->nin];
         if (v >= 0 && v < m->nvalues && ir_has_unit(&m->values[v].type))
-            ir_verr(c, sup_noloc(), "%s %%%s is split unevenly; only all_to_all, attention, attention_bwd and free "
-                    "may use such a value", k < op->nin ? "reads" : "defines", m->values[v].name);
+            ir_verr(c, sup_noloc(), "%s %%%s is split unevenly; only all_to_all, attention, attention_bwd, free "
+                    "and wait may use such a value", k < op->nin ? "reads" : "defines", m->values[v].name);
     }
 }
 
@@ -441,6 +442,8 @@ bool ir_verify(const ir_module *m, const char *context)
     ir_verify_ops(&c);
     if (c.errors == 0)
         ir_verify_seq_order(&c);
+    if (c.errors == 0)
+        ir_verify_async(&c);
     if (c.errors == 0) /* liveness needs valid defs and uses */
         ir_verify_mem(&c);
     return c.errors == 0;

@@ -28,6 +28,9 @@ void ir_verify_accum_reads(ir_vctx *c, const ir_op *op);
  * R ranks, and no attention masks by index (ir_verify_ops.c). */
 void ir_verify_seq_order(ir_vctx *c);
 
+/* Started collectives (async = 1) and their waits (ir_verify_async.c). */
+void ir_verify_async(ir_vctx *c);
+
 /* The memory plan's rules (ir_mem.c): placement, alignment, bounds, no
  * overlap of buffers live at the same time. */
 void ir_verify_mem(ir_vctx *c);

@@ -372,18 +372,59 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
  * passes/pass_recompute.c): the plan of a recomputing step already has
  * fewer bytes live. */
 
+/* ---- two streams (passes.h) ------------------------------------------------ */
+void pass_streams_init(pass_streams *s, const ir_module *m)
+{
+    s->compute = s->comm = 0;
+    s->ready = sup_xcalloc((size_t)m->nvalues + 1, sizeof(double));
+}
+
+void pass_streams_free(pass_streams *s)
+{
+    free(s->ready);
+    s->ready = NULL;
+}
+
+double pass_streams_place(pass_streams *s, const ir_op *op, double sec, bool comm)
+{
+    if (op->code == IR_WAIT) {
+        for (int k = 0; k < op->nin; k++)
+            if (s->ready[op->in[k]] > s->compute)
+                s->compute = s->ready[op->in[k]];
+        return s->compute;
+    }
+    if (!comm) {
+        double t0 = s->compute;
+        s->compute += sec;
+        return t0;
+    }
+    double t0 = s->compute > s->comm ? s->compute : s->comm;
+    s->comm = t0 + sec;
+    if (ir_op_async(op)) {
+        for (int k = 0; k < op->nout; k++)
+            s->ready[op->out[k]] = s->comm;
+    } else {
+        s->compute = s->comm;
+    }
+    return t0;
+}
+
 pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_params *p)
 {
     pass_cost_report r;
     memset(&r, 0, sizeof r);
     int accum = (int)ir_config_int(m, "accum", 1);
+    pass_streams st;
+    pass_streams_init(&st, m);
     for (int i = 0; i < m->nops; i++) {
         pass_op_cost c = pass_op_cost_of(m, &m->ops[i], p);
         /* Gradient accumulation: the micro-step's ops run accum times a step,
-         * the apply phase's (phase = opt) once. */
+         * the apply phase's (phase = opt) once.  Started collectives are
+         * waited in the micro-step that starts them (the verifier's rule),
+         * so accum identical micro-steps take accum times one. */
         if (accum > 1 && strcmp(ir_op_phase(&m->ops[i]), "opt") != 0)
             c.seconds *= accum;
-        r.step_s += c.seconds;
+        pass_streams_place(&st, &m->ops[i], c.seconds, c.comm);
         if (c.comm)
             r.comm_s += c.seconds;
         else
@@ -394,6 +435,11 @@ pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_par
         if (d->attention)
             r.attn_s += c.seconds;
     }
+    r.step_s = pass_streams_end(&st);
+    pass_streams_free(&st);
+    r.hidden_s = r.compute_s + r.comm_s - r.step_s;
+    if (r.hidden_s < 0)
+        r.hidden_s = 0;
     r.a2a_fraction = r.step_s > 0 ? r.a2a_s / r.step_s : 0;
     r.device_mem = cfg_double(m, "device_mem", 0);
     r.fits = true;

@@ -445,6 +445,8 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     ir_config_set_int(m, "steps", s->train.steps);
     ir_config_set_int(m, "seed", s->train.seed);
     ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk);
+    if (s->train.overlap)
+        ir_config_set_int(m, "overlap", 1);
     if (s->train.documents) { /* absent: one token stream, no document masks */
         ir_config_set_int(m, "documents", 1);
         ir_config_set_int(m, "eot_token", s->train.eot_token);

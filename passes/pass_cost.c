@@ -60,9 +60,10 @@ bool pass_cost(ir_module *m, const pass_options *opt)
 
 /* ---- Chrome trace ---------------------------------------------------------
  * Every rank runs the same op sequence in this model (SPMD, times of the
- * slowest rank), so each rank's track is the schedule laid end to end on
- * one stream: collectives go on tid 1 to stand out, but never overlap the
- * compute on tid 0.  With gradient accumulation the micro-step repeats
+ * slowest rank), so each rank's track is the schedule placed on two streams
+ * by the cost model (pass_streams_place): collectives on tid 1, compute on
+ * tid 0; a started collective (async = 1) overlaps the compute until its
+ * wait, a blocking one holds both.  With gradient accumulation the micro-step repeats
  * accum times before the apply phase.  Ranks past TRACE_MAX_RANKS are left out (otherData
  * says so) to keep the file loadable. */
 enum { TRACE_MAX_RANKS = 64 };
@@ -131,18 +132,22 @@ void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out)
     int accum = (int)ir_config_int(m, "accum", 1);
     for (int r = 0; r < shown; r++) {
         trace_meta(ev, r);
-        double ts = 0;
+        pass_streams st;
+        pass_streams_init(&st, m);
         for (int pass = 0; pass <= (accum > 1 ? accum : 0); pass++)
             for (int i = 0; i < m->nops; i++) {
                 bool opt = strcmp(ir_op_phase(&m->ops[i]), "opt") == 0;
-                if (m->ops[i].code == IR_FREE || (accum > 1 && opt != (pass == accum)))
+                if (accum > 1 && opt != (pass == accum))
                     continue;
-                cJSON *e = trace_event(m, &m->ops[i], &cost[i], r, ts);
+                double t0 = pass_streams_place(&st, &m->ops[i], cost[i].seconds, cost[i].comm);
+                if (m->ops[i].code == IR_FREE || m->ops[i].code == IR_WAIT)
+                    continue;
+                cJSON *e = trace_event(m, &m->ops[i], &cost[i], r, t0 * 1e6);
                 if (accum > 1 && !opt)
                     cJSON_AddNumberToObject(cJSON_GetObjectItem(e, "args"), "micro_step", pass);
                 cJSON_AddItemToArray(ev, e);
-                ts += cost[i].seconds * 1e6;
             }
+        pass_streams_free(&st);
     }
     cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
     cJSON *meta = cJSON_AddObjectToObject(root, "otherData");
@@ -150,8 +155,9 @@ void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out)
     cJSON_AddNumberToObject(meta, "world", world);
     cJSON_AddNumberToObject(meta, "ranks_shown", shown);
     cJSON_AddBoolToObject(meta, "ranks_capped", world > shown);
-    cJSON_AddStringToObject(meta, "model", "one stream per rank: ops serialised in schedule order, "
-                                           "times of the slowest rank");
+    cJSON_AddStringToObject(meta, "model", "two streams per rank (compute, communication), ops in schedule "
+                                           "order on each; a started collective overlaps the compute until its "
+                                           "wait; times of the slowest rank");
     char *text = cJSON_PrintUnformatted(root);
     if (text) {
         fputs(text, out);

@@ -142,6 +142,10 @@ bool pass_recompute(ir_module *m, const pass_options *opt);
  * pass that adds or moves ops afterwards invalidates the plan (the verifier
  * says where).  The target is ir_mem_target_of's (config mem.target, else
  * the spec's own: a bf16 step on GPUs is cuda). */
+/* Config overlap = 1: ZeRO's weight gathers start early (async = 1) under
+ * the compute before their use, within the device memory left
+ * (pass_overlap.c). */
+bool pass_overlap(ir_module *m, const pass_options *opt);
 bool pass_memplan(ir_module *m, const pass_options *opt);
 
 /* The layout the module's config names (sequence, ring_degree, a2a,
@@ -196,7 +200,9 @@ typedef struct pass_op_cost {
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p);
 
 typedef struct pass_cost_report {
-    double step_s, compute_s, comm_s, a2a_s; /* per step, ops serialised on one stream */
+    double step_s;                            /* per step: the two-stream model's critical path */
+    double compute_s, comm_s, a2a_s;          /* per step: the sums of the ops' times */
+    double hidden_s;                          /* of comm_s: under compute (compute_s + comm_s - step_s) */
     double attn_s;                            /* of step_s: attention and ring attention, forward and backward */
     double a2a_fraction;                      /* a2a_s / step_s */
     /* memory per rank, bytes */
@@ -211,6 +217,26 @@ typedef struct pass_cost_report {
     double mem_work, mem_unused;
 } pass_cost_report;
 pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *p);
+/* The two-stream model of one rank's step: compute and communication are
+ * two resources, each taking its ops in schedule order.  A blocking
+ * collective waits for both and holds both until it ends; a started one
+ * (async = 1) queues on the communication stream only, and its wait holds
+ * the compute stream until it ends.  Collectives in flight share the
+ * rank's links by running one after another on the one communication
+ * stream (a started gather delays the all-to-all behind it).  Without
+ * started collectives every op starts when the one before it ends: the
+ * serial sum, to the bit. */
+typedef struct pass_streams {
+    double compute, comm; /* when each stream is next free */
+    double *ready;        /* per value: when a started collective's result is complete */
+} pass_streams;
+void pass_streams_init(pass_streams *s, const ir_module *m);
+void pass_streams_free(pass_streams *s);
+/* Places op (sec seconds, c.comm from pass_op_cost_of) and returns its
+ * start; it ends sec later on its stream (a wait: when the compute stream
+ * resumes). */
+double pass_streams_place(pass_streams *s, const ir_op *op, double sec, bool comm);
+static inline double pass_streams_end(const pass_streams *s) { return s->compute > s->comm ? s->compute : s->comm; }
 /* The times of pass_cost_estimate only (memory fields 0, fits true): no
  * memory plan is made, which is most of the work on an unplanned module.
  * For callers that compare step times alone (batch-aware's choice of G). */

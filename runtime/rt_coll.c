@@ -21,13 +21,22 @@ const char *const rt_kernel_names[RT_K_NKINDS] = {
     "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw", "mlp",          "mlp_bwd",
     "bias_add",  "bias_add_bwd",  "ring_attention", "ring_attention_bwd"};
 
-void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
+static void rt_coll_tally(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_calls[k]++;
     rt->total.coll_bytes[k] += bytes;
     rt->total.coll_sec[k] += sec;
     rt->step_bytes += bytes;
     if (k == RT_C_ALL_TO_ALL) rt->step_a2a_sec += sec;
+}
+
+void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
+    rt_coll_tally(rt, k, bytes, sec);
     rt_trace_coll(rt, k, bytes, sec);
+}
+
+void rt_coll_count_async(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double exposed, double t_start, double t_done) {
+    rt_coll_tally(rt, k, bytes, exposed);
+    rt_trace_span(rt, k, bytes, t_start, t_done);
 }
 
 double rt_coll_begin(rt_ctx *rt, int g, rt_coll_kind k) {

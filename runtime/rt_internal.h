@@ -156,6 +156,9 @@ struct rt_ctx {
     size_t scratch_bytes[2];
     rt_pending_send *sends;
     int nsends, cap_sends;
+    /* Started collectives in flight (cpu/rt_async.c). */
+    struct rt_async *async;
+    int nasync, cap_async;
     /* Step state. */
     int64_t step;              /* 0-based index of the running step */
     /* Gradient accumulation: the running micro-step (0 .. accum-1), and
@@ -275,6 +278,22 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
 /* ---- collectives (cpu/rt_comm.c; shapes and checks shared in rt_coll.c) --------- */
 void rt_comm_finish_step(rt_ctx *rt); /* completes pending sends (CUDA: and the step's device work) */
 void rt_coll_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
+/* A started collective (rt_async.c), counted at its wait: `exposed`
+ * seconds the rank spent in its start and wait calls (the counters' time),
+ * and in the trace one event from its start to when the rank saw it
+ * complete (a progress poll or the wait). */
+void rt_coll_count_async(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double exposed, double t_start, double t_done);
+void rt_trace_span(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0, double t1);
+/* Started collectives (cpu/rt_async.c; the CUDA backend's run on its
+ * communication stream): lets MPI move the ones in flight (a test of
+ * their requests), between kernels; and at the end of a step, checks that
+ * none is left (every start has its wait). */
+void rt_comm_progress(rt_ctx *rt);
+/* A collective just started (cpu/rt_comm.c) with request req (null when it
+ * completed at once), whose first result is `out`: in flight until a wait
+ * names out. */
+void rt_async_add(rt_ctx *rt, MPI_Request req, int out, rt_coll_kind kind, int64_t bytes, double t_start);
+void rt_async_finish_step(rt_ctx *rt);
 /* A kernel call that started at t0 and ends now: the counters, and the
  * trace while --trace-run records (rt_trace.c). */
 void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0);

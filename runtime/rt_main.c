@@ -387,6 +387,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     free(rt->gpos);
     rt_backend_fini(rt); /* the arena, the device and its communicators */
     free(rt->sends);
+    free(rt->async);
     rt_data_unmap(rt);
     rt_docs_free(rt->docs);
     rt_docs_free(rt->val_docs);

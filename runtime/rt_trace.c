@@ -45,12 +45,17 @@ void rt_kern_time(rt_ctx *rt, rt_kernel_kind k, double t0) {
 void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0) {
     rt->total.kern_calls[k]++;
     rt_kern_time(rt, k, t0);
+    if (rt->nasync) rt_comm_progress(rt); /* between kernels: see cpu/rt_async.c */
 }
 
 void rt_trace_coll(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     if (!rt->tracing || sec <= 0) return; /* a CUDA collective is timed later, by its events */
     double t1 = rt_now();
     rt_trace_push(rt, (double)(RT_K_NKINDS + k), t1 - sec, t1, (double)bytes);
+}
+
+void rt_trace_span(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0, double t1) {
+    if (rt->tracing && t1 > t0) rt_trace_push(rt, (double)(RT_K_NKINDS + k), t0, t1, (double)bytes);
 }
 
 /* The traced step: --trace-step N (1-based), else the last. */

@@ -77,6 +77,8 @@ int MPI_Allreduce(const void *in, void *out, int count, MPI_Datatype t, MPI_Op o
 int MPI_Reduce_scatter_block(const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm);
 int MPI_Allgather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
                   MPI_Comm comm);
+int MPI_Iallgather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
+                   MPI_Comm comm, MPI_Request *req);
 int MPI_Gather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, int root,
                MPI_Comm comm);
 int MPI_Gatherv(const void *in, int incount, MPI_Datatype it, void *out, const int *outcounts, const int *displs,
@@ -93,6 +95,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype t, int source, int tag, MPI_Com
 int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm);
 int MPI_Recv(void *buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Status *st);
 int MPI_Wait(MPI_Request *req, MPI_Status *st);
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st);
 int MPI_Waitall(int n, MPI_Request *reqs, MPI_Status *sts);
 
 #ifdef __cplusplus

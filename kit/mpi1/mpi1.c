@@ -160,6 +160,12 @@ static int mpi1_block(const char *call, const void *in, int incount, MPI_Datatyp
 int MPI_Allgather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, MPI_Comm c) {
     return mpi1_block("MPI_Allgather", in, ic, it, out, oc, ot, 0, c);
 }
+/* One process: the gather completes at once; the request is null. */
+int MPI_Iallgather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, MPI_Comm c,
+                   MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    return mpi1_block("MPI_Iallgather", in, ic, it, out, oc, ot, 0, c);
+}
 int MPI_Gather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, int root, MPI_Comm c) {
     return mpi1_block("MPI_Gather", in, ic, it, out, oc, ot, root, c);
 }
@@ -282,6 +288,11 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st) {
     *m = (mpi1_msg){0};
     *req = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
+    *flag = *req == MPI_REQUEST_NULL || *req < 0 || *req >= mpi1_nq || !mpi1_q[*req].used || mpi1_q[*req].done;
+    return *flag ? MPI_Wait(req, st) : MPI_SUCCESS; /* MPI_Wait reports a bad request */
 }
 
 int MPI_Waitall(int n, MPI_Request *reqs, MPI_Status *sts) {

@@ -126,33 +126,65 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
 }
 
 /* ---- all_gather / reduce_scatter (checks: rt_coll.c) ------------------------------- */
-void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
+/* What both forms of the gather check and need: the set size K, the
+ * elements n of the rank's block, the outer count O and the run of one
+ * block per outer index (the interleaving along an inner dim). */
+typedef struct rt_gather {
+    double t0;
+    int K;
+    int64_t n, O, run;
+    const rt_value_desc *xd;
+} rt_gather;
+
+static rt_gather rt_gather_begin(rt_ctx *rt, int g, int dim, int in, int out) {
     rt_mem_touch(rt, in), rt_mem_touch(rt, out);
-    double t0 = rt_coll_begin(rt, g, RT_C_ALL_GATHER);
-    int K = rt_coll_set_size(rt, g);
+    rt_gather G = {.t0 = rt_coll_begin(rt, g, RT_C_ALL_GATHER), .K = rt_coll_set_size(rt, g)};
     rt_check_dim_coll(rt, "all_gather", g, dim, in, out);
-    const rt_value_desc *xd = &rt->p->values[in];
-    int64_t lx[RT_MAX_RANK], O, I, n = xd->local_elems;
+    G.xd = &rt->p->values[in];
+    int64_t lx[RT_MAX_RANK], I;
     int nd = rt_local_dims(rt, in, lx);
-    rt_outer_inner(lx, nd, dim, &O, &I);
+    rt_outer_inner(lx, nd, dim, &G.O, &I);
+    G.n = G.xd->local_elems, G.run = lx[dim] * I;
+    RT_CHECK(G.K == 1 || G.n <= 0x7fffffff, "all_gather %s: too large for one MPI call", G.xd->name);
+    return G;
+}
+
+void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
+    rt_gather G = rt_gather_begin(rt, g, dim, in, out);
+    int64_t n = G.n, O = G.O, run = G.run;
+    int K = G.K;
     if (K == 1) {
         memcpy(rt->buf[out], rt->buf[in], (size_t)n * 4);
     } else {
-        RT_CHECK(n <= 0x7fffffff, "all_gather %s: too large for one MPI call", xd->name);
-        MPI_Datatype t = rt_mpi_type(xd);
+        MPI_Datatype t = rt_mpi_type(G.xd);
         /* Gathered blocks are rank-major; along an inner dim they must be
          * interleaved per outer index. */
         char *dst = O == 1 ? rt->buf[out] : rt_scratch(rt, 0, (size_t)(n * K) * 4);
         RT_MPI(MPI_Allgather(rt->buf[in], (int)n, t, dst, (int)n, t, rt->comm[g]));
         if (O > 1) {
-            int64_t run = lx[dim] * I;
             char *y = rt->buf[out];
             for (int k = 0; k < K; k++)
                 for (int64_t o = 0; o < O; o++)
                     memcpy(y + ((o * K + k) * run) * 4, dst + (k * n + o * run) * 4, (size_t)run * 4);
         }
     }
-    rt_count(rt, RT_C_ALL_GATHER, n * (K - 1) * 4, t0);
+    rt_count(rt, RT_C_ALL_GATHER, n * (K - 1) * 4, G.t0);
+}
+
+/* The started form (cpu/rt_async.c keeps the request): straight into the
+ * result's buffer, so only blocks that land in place. */
+void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
+    rt_gather G = rt_gather_begin(rt, g, dim, in, out);
+    RT_CHECK(G.O == 1, "all_gather %s (started): dim %d has %lld outer entries; a started gather must land in place "
+             "(codegen admits only such)", G.xd->name, dim, (long long)G.O);
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (G.K == 1) {
+        memcpy(rt->buf[out], rt->buf[in], (size_t)G.n * 4);
+    } else {
+        MPI_Datatype t = rt_mpi_type(G.xd);
+        RT_MPI(MPI_Iallgather(rt->buf[in], (int)G.n, t, rt->buf[out], (int)G.n, t, rt->comm[g], &req));
+    }
+    rt_async_add(rt, req, out, RT_C_ALL_GATHER, G.n * (G.K - 1) * 4, G.t0);
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
@@ -236,6 +268,7 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
 }
 
 void rt_comm_finish_step(rt_ctx *rt) {
+    rt_async_finish_step(rt);
     for (int i = 0; i < rt->nsends; i++) {
         RT_MPI(MPI_Wait(&rt->sends[i].req, MPI_STATUS_IGNORE));
         free(rt->sends[i].buf);

@@ -301,6 +301,22 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
 /* The end of a step: remaining sends, then the device finishes everything;
  * the collectives' event times go to the counters and the device error
  * flag (a token or target outside the vocabulary) is checked. */
+/* ---- started collectives ----------------------------------------------------------
+ * Every collective of this backend is already asynchronous to the compute
+ * stream: it is queued on the communication stream behind the kernels
+ * issued so far, and the compute stream waits for its result's event at
+ * the result's first use (rt_cu_use).  A start is therefore the collective
+ * itself, and a wait makes the compute stream wait for the results' events
+ * at the wait's place, as the IR says. */
+void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_all_gather(rt, g, dim, in, out); }
+
+void rt_wait(rt_ctx *rt, int n, const int *vals) {
+    for (int k = 0; k < n; k++) rt_cu_use(rt, vals[k]);
+}
+
+void rt_comm_progress(rt_ctx *rt) { (void)rt; }
+void rt_async_finish_step(rt_ctx *rt) { (void)rt; }
+
 void rt_comm_finish_step(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);
     if (!cu) return;

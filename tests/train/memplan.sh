@@ -4,7 +4,8 @@
 #   memplan.sh measured BASPC MPIRUN CORPUS SPEC WORKDIR
 #     For several layouts of SPEC (Ulysses, batch-aware, ZeRO 0-3, each
 #     recompute setting, gradient accumulation: its accumulators live
-#     across the micro-steps) on 4 ranks: the arena `baspc --memory --json`
+#     across the micro-steps; weight gathers started early, overlap on) on
+#     4 ranks: the arena `baspc --memory --json`
 #     predicts (arena_bytes) must equal the arena the binary allocates
 #     (mem_arena_bytes in --metrics), and the peak the runtime measures
 #     (mem_peak_bytes: the highest arena byte that a live buffer, the
@@ -38,12 +39,12 @@ measured() {
         "layout.batch_aware=groups 2;train.zero=1"
         "layout.batch_aware=groups 2;train.zero=2"
         "layout.batch_aware=groups 2;train.zero=3"
-        "layout.batch_aware=off;train.zero=3"
+        "layout.batch_aware=off;train.zero=3;train.overlap=on"
         "layout.batch_aware=groups 2;train.recompute=selective"
-        "layout.batch_aware=groups 2;train.zero=3;train.recompute=full"
+        "layout.batch_aware=groups 2;train.zero=3;train.recompute=full;train.overlap=on"
         "layout.batch_aware=off;train.recompute=full;train.mlp_chunk=16"
         "layout.batch_aware=groups 2;train.global_batch=6"
-        "layout.batch_aware=off;train.zero=2;train.global_batch=8"
+        "layout.batch_aware=off;train.zero=2;train.global_batch=8;train.overlap=on"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
