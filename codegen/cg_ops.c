@@ -168,12 +168,21 @@ static void cg_banner(sup_buf *b, const ir_op *op, int *layer, const char **phas
 
 /* The buffers whose live range ends at this op, released right after it
  * (the memory plan may give their bytes to a later value).  A `free` op
- * releases its operand itself. */
+ * releases its operand itself; a `wait` also ends the ranges of the
+ * operands of the collectives it completes (ir_mem_live). */
 static void cg_frees(cg_op_ctx *c, const int *start, const int *end) {
     if (c->op->code == IR_FREE) return;
-    int seen[IR_MAX_IN + IR_MAX_OUT], ns = 0;
-    for (int k = 0; k < c->op->nin + c->op->nout; k++) {
-        int v = k < c->op->nin ? c->op->in[k] : c->op->out[k - c->op->nin];
+    enum { CAND_MAX = IR_MAX_IN + IR_MAX_OUT + IR_MAX_IN * IR_MAX_IN };
+    int cand[CAND_MAX], nc = 0, seen[CAND_MAX], ns = 0;
+    for (int k = 0; k < c->op->nin; k++) cand[nc++] = c->op->in[k];
+    for (int k = 0; k < c->op->nout; k++) cand[nc++] = c->op->out[k];
+    if (c->op->code == IR_WAIT)
+        for (int k = 0; k < c->op->nin; k++) {
+            int d = c->m->values[c->op->in[k]].def;
+            for (int j = 0; d >= 0 && j < c->m->ops[d].nin; j++) cand[nc++] = c->m->ops[d].in[j];
+        }
+    for (int k = 0; k < nc; k++) {
+        int v = cand[k];
         bool dup = false;
         for (int j = 0; j < ns; j++) dup |= seen[j] == v;
         if (dup || start[v] < 0 || end[v] != c->index) continue;

@@ -295,11 +295,13 @@ static void emit_collective(ir_emit *e, bool has_dim)
     int64_t dim;
     if (has_dim) {
         if (!int_attr(e, "dim", &dim)) return;
-        /* A started gather lands in its result's buffer (no staging copy
-         * outlives the call): the blocks must need no interleaving. */
-        if (ir_op_async(e->op) && outer_elems(e->m, e->op->in[0], (int)dim) > 1) {
-            ir_emit_fail(e, "a started all_gather (async = 1) must gather a dim with only single entries before "
-                            "it (here a staging copy would be needed at the wait)");
+        /* A started gather or reduce-scatter works in its operands' own
+         * buffers (no staging copy outlives the call): the blocks of the
+         * sharded side must need no interleaving. */
+        int sharded = e->op->code == IR_ALL_GATHER ? e->op->in[0] : e->op->out[0];
+        if (ir_op_async(e->op) && outer_elems(e->m, sharded, (int)dim) > 1) {
+            ir_emit_fail(e, "a started all_gather or reduce_scatter (async = 1) must work on a dim with only "
+                            "single entries before it (here a staging copy would be needed until the wait)");
             return;
         }
         ir_emit_int(e, dim);
@@ -374,6 +376,7 @@ const ir_op_desc ir_op_reduce_scatter = {
     .ring_latencies = 1,
     .ring_sent = sent_reduce_scatter,
     .rt_fn = "rt_reduce_scatter",
+    .rt_start_fn = "rt_reduce_scatter_start",
     .emit = emit_gather_scatter,
 };
 
@@ -386,6 +389,7 @@ const ir_op_desc ir_op_all_reduce = {
     .ring_latencies = 2 /* a reduce-scatter, then an all-gather */,
     .ring_sent = sent_all_reduce,
     .rt_fn = "rt_all_reduce",
+    .rt_start_fn = "rt_all_reduce_start",
     .emit = emit_all_reduce,
 };
 

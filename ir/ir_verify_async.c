@@ -113,8 +113,8 @@ static void check_start(ir_vctx *c, const ir_op *op, const ir_op_desc *d, avstat
     if (a->i == 0)
         return;
     if (!d->rt_start_fn) {
-        ir_verr(c, sup_noloc(), "'%s' cannot be started asynchronously (async = 1): of the "
-                "collectives only all_gather has a start form", d->name);
+        ir_verr(c, sup_noloc(), "'%s' cannot be started asynchronously (async = 1): only all_gather, "
+                "reduce_scatter and all_reduce have a start form", d->name);
         return;
     }
     for (int k = 0; k < op->nout; k++)

@@ -109,6 +109,8 @@ static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cos
     cJSON_AddStringToObject(a, "phase", ir_op_phase(op));
     if (c->comm) {
         int g = ir_op_group(op);
+        if (ir_op_async(op)) /* started: runs on while the compute track goes on, until its wait */
+            cJSON_AddBoolToObject(a, "started", true);
         cJSON_AddStringToObject(a, "group", g >= 0 && g < m->ngroups ? m->groups[g].name : "");
         cJSON_AddNumberToObject(a, "bytes_sent", c->bytes);
     } else {

@@ -1,36 +1,46 @@
-/* pass_overlap.c — hide the weight gathers under compute (config `overlap`,
- * spec `train { overlap on }`).
+/* pass_overlap.c — hide ZeRO's collectives under compute (config
+ * `overlap`, spec `train { overlap on }`).
  *
  * ZeRO places each all_gather of a weight right before the weight's first
- * use, so the step waits for every byte of it.  This pass starts such a
- * gather earlier, as a started collective (`async = 1`), and leaves a
- * `wait` on its result where the gather was:
+ * use and each gradient reduction right after the op completing the
+ * gradient, and the step waits for every byte of both.  This pass turns
+ * them into started collectives (`async = 1`) with a `wait` on the result:
  *
- *   %l1.wq.full = all_gather %l1.wq {…, async = 1}   <- moved up
- *   … layer 0's compute …
- *   wait %l1.wq.full                                 <- where it was
- *   %l1.q = linear %l1.h, %l1.wq.full
+ *   weight gathers: the start moves up, the wait takes the gather's place
+ *     %l1.wq.full = all_gather %l1.wq {…, async = 1}   <- moved up
+ *     … layer 0's compute …
+ *     wait %l1.wq.full                                 <- where it was
+ *     %l1.q = linear %l1.h, %l1.wq.full
+ *   gradient reductions: the start stays, the wait moves down
+ *     %d.l1.wq.shard = reduce_scatter %d.l1.wq {…, async = 1}
+ *     … the backward of layer 0 …
+ *     wait %d.l1.wq.shard                              <- moved down
  *
- * How far up: far enough that the compute between start and wait, in the
- * cost model's times, covers the gather's own transfer time, and no
- * further, because the gathered copy is live (and holds memory) from its
- * start.  The walk back also stops at:
- *   - the previous moved gather's start: starts keep their order, so the
- *     gathers queue on the communication stream as they would have run;
+ * How far: until the compute between start and wait, in the cost model's
+ * times, covers the collective's own transfer time, and no further, because
+ * the buffers involved stay live from start to wait: a gather's copy from
+ * its earlier start, a reduction's whole gradient until the later wait.
+ * The walk also stops at:
  *   - an op of another phase: codegen runs phases apart (the validation
  *     forward is the fwd ops alone; with gradient accumulation the apply
- *     phase is its own function), so a gather is waited where it starts;
+ *     phase is its own function), so a collective is waited where it starts;
+ *   - for a gather, the previous moved gather's start (starts keep their
+ *     order, so the gathers queue on the communication stream as they would
+ *     have run); for a reduction, the first reader of its result;
  *   - the memory left under the device limit (config device_mem, the mesh
- *     `memory`): the bytes of gathered copies started early and not yet
- *     reached never exceed device_mem minus the step's planned peak; with
- *     no room at all the gathers stay blocking, with a remark.
- * Only gathers of parameters whose blocks land in place (every dim before
- * the gathered one has one entry; the CPU runtime's start form) move.
+ *     `memory`): the bytes kept live longer never exceed device_mem minus
+ *     the step's planned peak at any op; with no room at all nothing
+ *     changes, with a remark.
+ * Only collectives that work in their operands' own buffers move (every dim
+ * before the gathered or scattered one has one entry; both runtimes' start
+ * forms); small reductions are not bucketed together.
  *
- * Results: the same collectives on the same bytes, so the step computes
- * bit for bit what the blocking schedule computes.  The memory plan keeps
- * the operand and the result live from the start to the wait (ir_mem_live).
- * Run after zero and recompute (it reads their gathers) and before memplan. */
+ * Results: the same collectives on the same bytes, and the CPU runtime sums
+ * a reduction started or not with the same algorithm, so the step computes
+ * bit for bit what the blocking schedule computes.  The memory plan keeps a
+ * collective's operands and results live from the start to the wait
+ * (ir_mem_live).  Run after zero and recompute (it reads their collectives)
+ * and before memplan. */
 #include "pass_util.h"
 
 #include <math.h>
@@ -40,42 +50,72 @@
 typedef struct ovctx {
     ir_module *m;
     double *sec;       /* per op: the cost model's seconds (comm or compute) */
-    double *extra;     /* per op: bytes of early-started copies live across it */
+    double *comp;      /* per op: its seconds when it computes, else 0 */
+    double *extra;     /* per op: bytes kept live across it by this pass */
     double headroom;   /* bytes under device_mem; INFINITY when unknown */
-    int moved, kept_mem, candidates;
-    double moved_bytes, max_inflight;
+    int gathers, gathers_moved, reductions, reductions_moved, kept_mem;
+    double gathered_bytes, max_extra;
+    pass_edits edits;  /* starts and waits inserted, at indices of the unchanged schedule */
 } ovctx;
 
 static bool in_opt(const ir_op *op) { return strcmp(ir_op_phase(op), "opt") == 0; }
+static bool same_phase(const ir_op *a, const ir_op *b) { return strcmp(ir_op_phase(a), ir_op_phase(b)) == 0; }
 
-/* A gather this pass may start early: of a parameter, landing in place. */
-static bool movable(const ir_module *m, const ir_op *op)
+/* The collective works in its operands' own buffers: every dim before the
+ * gathered / scattered one has one entry on the sharded side. */
+static bool in_place(const ir_module *m, int v, int d)
 {
-    if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op))
-        return false;
-    const ir_value *w = &m->values[op->in[0]];
-    int d = (int)ir_attr_int(op, "dim", -1);
-    if (w->kind != IR_V_PARAM || d < 0 || d >= w->type.rank)
+    const ir_type *t = &m->values[v].type;
+    if (d < 0 || d >= t->rank)
         return false;
     for (int i = 0; i < d; i++)
-        if (ir_type_max_local_dim(m, &w->type, i) != 1)
+        if (ir_type_max_local_dim(m, t, i) != 1)
             return false;
     return true;
 }
 
-/* Bytes of the gathered copy on one rank (f32 in both runtimes' buffers). */
-static double copy_bytes(const ir_module *m, int v) { return 4.0 * (double)ir_type_local_elems(m, &m->values[v].type); }
+/* A gather this pass may start early: of a parameter, landing in place. */
+static bool movable_gather(const ir_module *m, const ir_op *op)
+{
+    if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op))
+        return false;
+    return m->values[op->in[0]].kind == IR_V_PARAM && in_place(m, op->in[0], (int)ir_attr_int(op, "dim", -1));
+}
 
-/* Where the gather at u starts: the gap before op s (s <= u). */
-static int choose_start(ovctx *o, int u, int floor_gap)
+/* A reduction this pass may wait for late: a reduce-scatter in place or an
+ * all-reduce, outside the apply phase (where nothing computes). */
+static bool movable_reduction(const ir_module *m, const ir_op *op)
+{
+    if (ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op))
+        return false;
+    if (op->code == IR_ALL_REDUCE)
+        return true;
+    return op->code == IR_REDUCE_SCATTER && in_place(m, op->out[0], (int)ir_attr_int(op, "dim", -1));
+}
+
+/* Bytes of a value on one rank (f32 in both runtimes' buffers). */
+static double value_bytes(const ir_module *m, int v) { return 4.0 * (double)ir_type_local_elems(m, &m->values[v].type); }
+
+static void add_extra(ovctx *o, int from, int to, double b)
+{
+    for (int i = from; i < to; i++) {
+        o->extra[i] += b;
+        if (o->extra[i] > o->max_extra)
+            o->max_extra = o->extra[i];
+    }
+}
+
+/* Where the gather at u starts: the gap before op s (s <= u); *hidden:
+ * the compute seconds between. */
+static int choose_start(ovctx *o, int u, int floor_gap, double *hidden)
 {
     const ir_module *m = o->m;
-    double need = o->sec[u], covered = 0, bytes = copy_bytes(m, m->ops[u].out[0]);
+    double need = o->sec[u], covered = 0, bytes = value_bytes(m, m->ops[u].out[0]);
     double worst = 0; /* the most extra bytes over [s, u) so far */
     int s = u;
     while (s > floor_gap && covered < need) {
         const ir_op *prev = &m->ops[s - 1];
-        if (strcmp(ir_op_phase(prev), ir_op_phase(&m->ops[u])) != 0)
+        if (!same_phase(prev, &m->ops[u]))
             break;
         double w = o->extra[s - 1] > worst ? o->extra[s - 1] : worst;
         if (w + bytes > o->headroom) {
@@ -84,10 +124,98 @@ static int choose_start(ovctx *o, int u, int floor_gap)
         }
         worst = w;
         s--;
-        if (ir_op_desc_of(prev->code)->comm == IR_COMM_NONE)
-            covered += o->sec[s];
+        covered += o->comp[s];
     }
+    *hidden = covered;
     return s;
+}
+
+/* Where the reduction at p is waited: the gap before op w (p < w <= its
+ * result's first reader), or p + 1 when no compute lies between.  Its
+ * operand stays live to the wait: extra bytes over (p, w) unless something
+ * after p reads it anyway. */
+static int choose_wait(ovctx *o, int p)
+{
+    const ir_module *m = o->m;
+    const ir_op *op = &m->ops[p];
+    int first = pu_first_use(m, op->out[0], p + 1);
+    int end = first < 0 ? m->nops : first;
+    double need = o->sec[p], covered = 0;
+    double bytes = pu_first_use(m, op->in[0], p + 1) < 0 ? value_bytes(m, op->in[0]) : 0;
+    int w = p + 1;
+    while (w < end && covered < need && same_phase(&m->ops[w], op)) {
+        if (o->extra[w] + bytes > o->headroom) {
+            o->kept_mem += w == p + 1;
+            break;
+        }
+        covered += o->comp[w];
+        w++;
+    }
+    if (covered <= 0)
+        return p + 1; /* only bookkeeping (frees) to pass: nothing to hide it under */
+    add_extra(o, p + 1, w, bytes);
+    return w;
+}
+
+/* async before the layer and phase, which print last. */
+static void mark_started(ir_op *op, const ir_op *tag_like)
+{
+    ir_attr_remove(op, "layer");
+    ir_attr_remove(op, "phase");
+    ir_attr_set_int(op, "async", 1);
+    pu_tag_like(op, tag_like);
+}
+
+static ir_op wait_for(int v, const ir_op *tag_like)
+{
+    ir_op wait = ir_op_make(IR_WAIT);
+    ir_op_add_input(&wait, v);
+    pu_tag_like(&wait, tag_like);
+    return wait;
+}
+
+static void move_gathers(ovctx *o)
+{
+    ir_module *m = o->m;
+    int floor_gap = 0;
+    for (int u = 0; u < m->nops; u++) {
+        if (!movable_gather(m, &m->ops[u]))
+            continue;
+        o->gathers++;
+        double hidden;
+        int s = choose_start(o, u, floor_gap, &hidden);
+        floor_gap = s;
+        if (hidden <= 0)
+            continue; /* nothing to hide it under */
+        double b = value_bytes(m, m->ops[u].out[0]);
+        add_extra(o, s, u, b);
+        /* The layer of where it now runs, so that the schedule's sections
+         * stay contiguous (the phase is the same). */
+        ir_op start = m->ops[u];
+        mark_started(&start, &m->ops[s]);
+        pass_insert_before(&o->edits, s, &start);
+        m->ops[u] = wait_for(m->ops[u].out[0], &m->ops[u]); /* the gather's place: its first reader follows */
+        o->gathers_moved++;
+        o->gathered_bytes += b;
+    }
+}
+
+static void delay_reductions(ovctx *o)
+{
+    ir_module *m = o->m;
+    for (int p = 0; p < m->nops; p++) {
+        if (!movable_reduction(m, &m->ops[p]))
+            continue;
+        o->reductions++;
+        int w = choose_wait(o, p);
+        if (w == p + 1)
+            continue; /* nothing to hide it under */
+        ir_op orig = m->ops[p];
+        ir_op wait = wait_for(orig.out[0], &orig);
+        pass_insert_before(&o->edits, w, &wait);
+        mark_started(&m->ops[p], &orig);
+        o->reductions_moved++;
+    }
 }
 
 /* The device memory left under device_mem by the planned step (INFINITY
@@ -104,7 +232,7 @@ static double mem_headroom(const ir_module *m, const pass_options *opt)
     double left = cap - (double)r.peak_bytes;
     if (left <= 0)
         pu_remark(opt, "overlap: the step's planned peak (%.1f MiB) leaves nothing under the device's %.1f MiB: "
-                  "the weight gathers stay blocking", (double)r.peak_bytes / 1048576.0, cap / 1048576.0);
+                  "ZeRO's collectives stay blocking", (double)r.peak_bytes / 1048576.0, cap / 1048576.0);
     return left > 0 ? left : 0;
 }
 
@@ -116,60 +244,35 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
         pu_remark(opt, "overlap: the step already has started collectives; left as it is");
         return true;
     }
+    double headroom = mem_headroom(m, opt);
+    if (headroom <= 0)
+        return true; /* said by mem_headroom: no room, nothing changes */
     pass_cost_params cp = pass_cost_default_params(m);
     double before = pass_cost_estimate_time(m, &cp).step_s;
-    ovctx o = {.m = m, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
+    ovctx o = {.m = m, .headroom = headroom, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
+               .comp = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .extra = sup_xcalloc((size_t)m->nops + 1, sizeof(double))};
-    for (int i = 0; i < m->nops; i++)
-        o.sec[i] = pass_op_cost_of(m, &m->ops[i], &cp).seconds;
-    o.headroom = mem_headroom(m, opt);
-    if (o.headroom <= 0) {
-        free(o.sec);
-        free(o.extra);
-        return true; /* said by mem_headroom: no room, nothing changes */
+    for (int i = 0; i < m->nops; i++) {
+        pass_op_cost c = pass_op_cost_of(m, &m->ops[i], &cp);
+        o.sec[i] = c.seconds;
+        o.comp[i] = c.comm ? 0 : c.seconds;
     }
-    pass_edits edits = {0};
-    int floor_gap = 0;
-    for (int u = 0; u < m->nops; u++) {
-        if (!movable(m, &m->ops[u]))
-            continue;
-        o.candidates++;
-        int s = choose_start(&o, u, floor_gap);
-        floor_gap = s;
-        if (s == u)
-            continue; /* nothing to hide it under */
-        double b = copy_bytes(m, m->ops[u].out[0]);
-        for (int i = s; i < u; i++) {
-            o.extra[i] += b;
-            if (o.extra[i] > o.max_inflight)
-                o.max_inflight = o.extra[i];
-        }
-        /* async before the layer and phase, which print last; the layer of
-         * where it now runs, so that the schedule's sections stay
-         * contiguous (the phase is the same). */
-        ir_op start = m->ops[u];
-        ir_attr_remove(&start, "layer");
-        ir_attr_remove(&start, "phase");
-        ir_attr_set_int(&start, "async", 1);
-        pu_tag_like(&start, &m->ops[s]);
-        pass_insert_before(&edits, s, &start);
-        ir_op wait = ir_op_make(IR_WAIT);
-        ir_op_add_input(&wait, m->ops[u].out[0]);
-        pu_tag_like(&wait, &m->ops[u]);
-        m->ops[u] = wait; /* the gather's place: its first reader follows */
-        o.moved++;
-        o.moved_bytes += b;
-    }
-    pass_edits_apply(m, &edits);
+    /* Both on the unchanged schedule's indices: a moved gather leaves a
+     * wait at its index, and both halves insert through the same edits. */
+    move_gathers(&o);
+    delay_reductions(&o);
+    pass_edits_apply(m, &o.edits);
     double after = pass_cost_estimate_time(m, &cp).step_s;
-    if (o.candidates == 0)
-        pu_remark(opt, "overlap: no weight gathers to start early (ZeRO gathers none)");
+    if (o.gathers + o.reductions == 0)
+        pu_remark(opt, "overlap: no weight gathers or gradient reductions to overlap");
     else
-        pu_remark(opt, "overlap: %d of %d weight gather(s) started early (%.2f MiB, at most %.2f MiB of gathered "
-                  "copies in flight)%s; predicted step %.3f ms -> %.3f ms", o.moved, o.candidates,
-                  o.moved_bytes / 1048576.0, o.max_inflight / 1048576.0,
+        pu_remark(opt, "overlap: %d of %d weight gather(s) started early (%.2f MiB), %d of %d gradient "
+                  "reduction(s) waited late; at most %.2f MiB kept live for it%s; predicted step %.3f ms -> "
+                  "%.3f ms", o.gathers_moved, o.gathers, o.gathered_bytes / 1048576.0, o.reductions_moved,
+                  o.reductions, o.max_extra / 1048576.0,
                   o.kept_mem ? ", some kept blocking by the device memory left" : "", before * 1e3, after * 1e3);
     free(o.sec);
+    free(o.comp);
     free(o.extra);
     return true;
 }

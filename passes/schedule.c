@@ -313,8 +313,30 @@ static int values_width(const ir_module *m)
     return w;
 }
 
-static void print_row(const ir_module *m, FILE *out, int n, const ir_op *op, int vw)
+/* For a started collective at op index i (async = 1): how many ops later
+ * its wait comes; -1 for a blocking one. */
+static int ops_to_wait(const ir_module *m, int i)
 {
+    const ir_op *op = &m->ops[i];
+    if (!ir_op_async(op) || op->nout < 1)
+        return -1;
+    for (int j = i + 1; j < m->nops; j++)
+        if (m->ops[j].code == IR_WAIT && pu_reads(&m->ops[j], op->out[0]))
+            return j - i;
+    return -1;
+}
+
+static bool has_started(const ir_module *m)
+{
+    for (int i = 0; i < m->nops; i++)
+        if (ir_op_async(&m->ops[i]))
+            return true;
+    return false;
+}
+
+static void print_row(const ir_module *m, FILE *out, int n, int i, int vw, bool started)
+{
+    const ir_op *op = &m->ops[i];
     pass_traffic t = pass_op_traffic(m, op);
     int gi = ir_op_group(op);
     const ir_group *g = gi >= 0 && gi < m->ngroups ? &m->groups[gi] : NULL;
@@ -322,10 +344,17 @@ static void print_row(const ir_module *m, FILE *out, int n, const ir_op *op, int
     snprintf(gname, sizeof gname, "@%s", g ? g->name : "?");
     sup_buf vals = {0};
     fmt_values(&vals, m, op);
-    fprintf(out, "%4d %5d  %-5s  %-14s  %-*s  %-8s %4d %4d  %12s %5d  %15s\n", n, ir_op_layer(op),
+    fprintf(out, "%4d %5d  %-5s  %-14s  %-*s  %-8s %4d %4d  %12s %5d  %15s%s", n, ir_op_layer(op),
             *ir_op_phase(op) ? ir_op_phase(op) : "-", ir_op_desc_of(op->code)->name, vw, vals.data ? vals.data : "",
             gname, g ? g->nsets : 0, g ? g->set_size : 0, sup_fmt_bytes(t.bytes_sent, sent, sizeof sent), t.peers,
-            sup_fmt_bytes(t.inter_bytes, inter, sizeof inter));
+            sup_fmt_bytes(t.inter_bytes, inter, sizeof inter), started ? "" : "\n");
+    if (started) { /* the overlap column: how far its wait is */
+        int w = ops_to_wait(m, i);
+        if (w >= 0)
+            fprintf(out, "  started, wait %d op(s) later\n", w);
+        else
+            fprintf(out, "  -\n");
+    }
     sup_buf_free(&vals);
 }
 
@@ -360,12 +389,15 @@ void pass_schedule_print(const ir_module *m, FILE *out)
 {
     print_header(m, out);
     int vw = values_width(m);
-    fprintf(out, "\n%4s %5s  %-5s  %-14s  %-*s  %-8s %4s %4s  %12s %5s  %15s\n", "#", "layer", "phase", "op", vw,
-            "values", "group", "sets", "size", "bytes/rank", "peers", "inter-node/rank");
+    /* The overlap column only when the step has started collectives (pass
+     * overlap), so that a blocking schedule's report stays as it was. */
+    bool started = has_started(m);
+    fprintf(out, "\n%4s %5s  %-5s  %-14s  %-*s  %-8s %4s %4s  %12s %5s  %15s%s\n", "#", "layer", "phase", "op", vw,
+            "values", "group", "sets", "size", "bytes/rank", "peers", "inter-node/rank", started ? "  overlap" : "");
     int n = 0;
     for (int i = 0; i < m->nops; i++)
         if (kind_index(m->ops[i].code) >= 0)
-            print_row(m, out, n++, &m->ops[i], vw);
+            print_row(m, out, n++, i, vw, started);
     if (!n)
         fprintf(out, "  (no collectives)\n");
     fprintf(out, "\n");
@@ -388,8 +420,9 @@ static cJSON *json_groups(const ir_module *m)
     return arr;
 }
 
-static cJSON *json_collective(const ir_module *m, int n, const ir_op *op)
+static cJSON *json_collective(const ir_module *m, int n, int i)
 {
+    const ir_op *op = &m->ops[i];
     pass_traffic t = pass_op_traffic(m, op);
     int gi = ir_op_group(op);
     cJSON *o = cJSON_CreateObject();
@@ -407,6 +440,10 @@ static cJSON *json_collective(const ir_module *m, int n, const ir_op *op)
     cJSON_AddNumberToObject(o, "inter_node_bytes_per_rank", t.inter_bytes);
     cJSON_AddNumberToObject(o, "inter_node_peers", t.inter_peers);
     cJSON_AddNumberToObject(o, "runs_per_step", runs_per_step(m, op));
+    if (ir_op_async(op)) { /* started (pass overlap): how far its wait is */
+        cJSON_AddBoolToObject(o, "started", true);
+        cJSON_AddNumberToObject(o, "ops_to_wait", ops_to_wait(m, i));
+    }
     return o;
 }
 
@@ -453,7 +490,7 @@ void pass_schedule_json(const ir_module *m, FILE *out)
     int n = 0;
     for (int i = 0; i < m->nops; i++)
         if (kind_index(m->ops[i].code) >= 0)
-            cJSON_AddItemToArray(colls, json_collective(m, n++, &m->ops[i]));
+            cJSON_AddItemToArray(colls, json_collective(m, n++, i));
     json_totals(m, root);
     char *s = cJSON_Print(root);
     fputs(s, out);

@@ -77,6 +77,9 @@ int MPI_Allreduce(const void *in, void *out, int count, MPI_Datatype t, MPI_Op o
 int MPI_Reduce_scatter_block(const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm);
 int MPI_Allgather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
                   MPI_Comm comm);
+int MPI_Ireduce_scatter_block(const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                              MPI_Request *req);
+int MPI_Iallreduce(const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Request *req);
 int MPI_Iallgather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
                    MPI_Comm comm, MPI_Request *req);
 int MPI_Gather(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, int root,

@@ -148,6 +148,17 @@ int MPI_Reduce_scatter_block(const void *in, void *out, int count, MPI_Datatype 
     return mpi1_reduce("MPI_Reduce_scatter_block", in, out, count, t, op, c);
 }
 
+/* The nonblocking forms complete at once in one process: null requests. */
+int MPI_Iallreduce(const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    return mpi1_reduce("MPI_Iallreduce", in, out, count, t, op, c);
+}
+int MPI_Ireduce_scatter_block(const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c,
+                              MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    return mpi1_reduce("MPI_Ireduce_scatter_block", in, out, count, t, op, c);
+}
+
 /* Gathers, scatters and all-to-alls of one process: one block, copied. */
 static int mpi1_block(const char *call, const void *in, int incount, MPI_Datatype it, void *out, int outcount,
                       MPI_Datatype ot, int root, MPI_Comm c) {
@@ -160,7 +171,6 @@ static int mpi1_block(const char *call, const void *in, int incount, MPI_Datatyp
 int MPI_Allgather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, MPI_Comm c) {
     return mpi1_block("MPI_Allgather", in, ic, it, out, oc, ot, 0, c);
 }
-/* One process: the gather completes at once; the request is null. */
 int MPI_Iallgather(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, MPI_Comm c,
                    MPI_Request *req) {
     *req = MPI_REQUEST_NULL;

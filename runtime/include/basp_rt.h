@@ -309,12 +309,14 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out);
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out); /* sum */
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out);              /* sum */
-/* Started collectives (IR `async = 1`): the start issues the gather and
- * returns; rt_wait completes the collectives whose results are vals[0..n)
+/* Started collectives (IR `async = 1`): the start issues the collective
+ * and returns; rt_wait completes the collectives whose results are vals[0..n)
  * (each the first result of one start).  Results of a start must not be
  * read, nor its operand changed, before the wait; every start of a step is
  * waited in the same step. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out);
+void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out);
+void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out);
 void rt_wait(rt_ctx *rt, int n, const int *vals);
 void rt_send(rt_ctx *rt, int g, int peer, int in);
 void rt_recv(rt_ctx *rt, int g, int peer, int out);
