@@ -3,7 +3,8 @@
 on an emulated 2 × 4 cluster.
 
     bench/overlap_study.py [--build DIR] [--quick] [--out DIR] [--bandwidth 2gbit]
-                           [--repeats R] [--steps N] [--warmup W] [--batches 2,8]
+                           [--ranks-per-node 4] [--repeats R] [--steps N] [--warmup W]
+                           [--batches 2,8]
 
 One command, as root, from an existing build directory (BUILD/baspc,
 BUILD/basp-opt, BUILD/data/mkcorpus).  For bench/cluster_model.basp with
@@ -13,12 +14,14 @@ ZeRO 3 at micro-batch 2 and 8 (sequence 1024), plain Ulysses and batch-aware
   1. compiles every layout twice, overlap off and on, and asks the cost
      model for the step (the two-stream model: the cost pass on the lowered
      IR), once as specified and once with the compute slowed by the one
-     thing the model does not know here, 8 ranks sharing the machine's cores
-     (the device's peak FLOP/s, memory bandwidth and exponential rate
-     divided, its per-op overhead multiplied, by 8 / cores — cluster_study.py
-     makes the same adjustment to the serial sum);
-  2. brings up the emulated cluster (bench/cluster, inter-node links shaped to
-     --bandwidth, each node pinned to a CPU of its own) and trains every
+     thing the model does not know here, the ranks sharing the machine's
+     cores (the device's peak FLOP/s, memory bandwidth and exponential rate
+     divided, its per-op overhead multiplied, by ranks / cores when there are
+     more ranks than cores — cluster_study.py makes the same adjustment to
+     the serial sum);
+  2. brings up the emulated cluster (bench/cluster: 2 nodes of
+     --ranks-per-node ranks, inter-node links shaped to --bandwidth, each
+     node pinned to a CPU of its own) and trains every
      binary for --steps steps, REPEATS rounds, rotating the order each round,
      with --metrics and --profile (no --split-wait: its barrier before every
      collective would itself block);
@@ -86,13 +89,13 @@ def inner(plan_path):
     """Runs the plan's training runs; called by bench/cluster --exec in node 0."""
     with open(plan_path) as f:
         plan = json.load(f)
-    mpirun = os.environ["BASP_MPIRUN"]
-    out = {"runs": [], "hosts": sorted(set(cs.sh([mpirun, "-np", "8", "hostname"]).stdout.split()))}
+    mpirun, np_ = os.environ["BASP_MPIRUN"], str(plan["ranks"])
+    out = {"runs": [], "hosts": sorted(set(cs.sh([mpirun, "-np", np_, "hostname"]).stdout.split()))}
     for i, run in enumerate(plan["runs"]):
         for p in (run["metrics"], run["profile"]):
             if os.path.exists(p):
                 os.remove(p)
-        r = cs.sh([mpirun, "-np", "8", run["binary"], "--data", plan["corpus"], "--steps", str(plan["steps"]),
+        r = cs.sh([mpirun, "-np", np_, run["binary"], "--data", plan["corpus"], "--steps", str(plan["steps"]),
                    "--quiet", "--metrics", run["metrics"], "--profile", run["profile"]], check=False)
         if r.returncode:
             sys.stderr.write(r.stdout[-3000:] + r.stderr[-3000:])
@@ -129,14 +132,17 @@ def main():
     ap.add_argument("--steps", type=int)
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--batches", default="2,8")
+    ap.add_argument("--ranks-per-node", type=int, default=4)
     args = ap.parse_args()
     st = cs.study_setup(ap, args, "overlap_study", 3, 6)
     repeats, steps, warmup, bw, known = st["repeats"], st["steps"], st["warmup"], st["bw"], st["known"]
     baspc, mkcorpus, spec, workdir = st["baspc"], st["mkcorpus"], st["spec"], st["workdir"]
     opt = os.path.join(os.path.dirname(baspc), "basp-opt")
     cores = os.cpu_count() or 1
-    slow = 8 / cores
-    base = [f"mesh.inter.bandwidth={bw / 1e6:g}Mb/s", "train.zero=3", "train.seq_len=1024"] + \
+    ranks = 2 * args.ranks_per_node
+    slow = max(1.0, ranks / cores)
+    base = [f"mesh.inter.bandwidth={bw / 1e6:g}Mb/s", f"mesh.devices_per_node={args.ranks_per_node}",
+            "train.zero=3", "train.seq_len=1024"] + \
         (["mesh.device=cpu_calibrated"] if known else [])
     batches = [int(b) for b in args.batches.split(",")]
     t0 = time.monotonic()
@@ -160,7 +166,7 @@ def main():
                 pt["cfg"][o] = {"tag": tag, "binary": binary, "pred": predict(opt, ir, 1),
                                 "pred_adj": predict(opt, ir, slow)}
             cs.log(f"B={b} {lname:12s} G={pt['G']}: predicted {pt['cfg']['off']['pred_adj']['step_ms']:.1f} -> "
-                   f"{pt['cfg']['on']['pred_adj']['step_ms']:.1f} ms (compute on {cores} cores' share of 8 ranks)")
+                   f"{pt['cfg']['on']['pred_adj']['step_ms']:.1f} ms (compute slowed {slow:g}x: {ranks} ranks on {cores} cores)")
             points.append(pt)
 
     order = [(pi, o) for pi in range(len(points)) for o in ("off", "on")]
@@ -172,24 +178,25 @@ def main():
             runs.append({"tag": f"r{r + 1} {c['tag']}", "point": pi, "overlap": o, "round": r,
                          "binary": c["binary"], "metrics": os.path.join(workdir, c["tag"] + ".jsonl"),
                          "profile": os.path.join(workdir, c["tag"] + ".profile.json")})
-    plan = {"corpus": corpus, "warmup": warmup, "steps": steps, "runs": runs,
+    plan = {"corpus": corpus, "warmup": warmup, "steps": steps, "runs": runs, "ranks": ranks,
             "result": os.path.join(workdir, "result.json")}
     plan_path = os.path.join(workdir, "plan.json")
     with open(plan_path, "w") as f:
         json.dump(plan, f)
-    cmd = [os.path.join(HERE, "cluster"), "--nodes", "2", "--ranks-per-node", "4", "--bandwidth", args.bandwidth,
+    cmd = [os.path.join(HERE, "cluster"), "--nodes", "2", "--ranks-per-node", str(args.ranks_per_node),
+           "--bandwidth", args.bandwidth,
            "--name", "overlap", "--pin", "--exec", "--", sys.executable, os.path.abspath(__file__), "--inner",
            plan_path]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_MCA_mpi_yield_when_idle="1")
-    cs.log(f"{len(runs)} training runs on the emulated 2 x 4 cluster ({args.bandwidth})")
+    cs.log(f"{len(runs)} training runs on the emulated 2 x {args.ranks_per_node} cluster ({args.bandwidth})")
     if subprocess.run(cmd, env=env).returncode:
         sys.exit("overlap_study: the measurements on the emulated cluster failed (see above)")
     with open(plan["result"]) as f:
         res = json.load(f)
-    report(args, points, res, warmup, base, time.monotonic() - t0, repeats, steps, cores)
+    report(args, points, res, warmup, base, time.monotonic() - t0, repeats, steps, cores, ranks, slow)
 
 
-def report(args, points, res, warmup, base, wall, repeats, steps, cores):
+def report(args, points, res, warmup, base, wall, repeats, steps, cores, ranks, slow):
     by = {}  # (point, overlap) -> list of (round, step ms, zero ms dict, losses)
     for run in res["runs"]:
         w = run["steps_data"][warmup:] or run["steps_data"]
@@ -222,16 +229,17 @@ def report(args, points, res, warmup, base, wall, repeats, steps, cores):
                    f"{hid:.1f},{ghid:.1f},{rhid:.1f},{p['off']['pred']['step_ms']:.3f},{p['on']['pred']['step_ms']:.3f},"
                    f"{p['on']['pred_adj']['step_ms']:.3f},{err:.1f}")
     load = os.getloadavg()
-    md = [f"# ZeRO-3 collectives under compute (train.overlap) on an emulated 2 × 4 cluster ({args.bandwidth} "
-          "between nodes)", "",
+    md = [f"# ZeRO-3 collectives under compute (train.overlap) on an emulated 2 × {args.ranks_per_node} cluster "
+          f"({args.bandwidth} between nodes)", "",
           f"`{' '.join(['bench/overlap_study.py'] + sys.argv[1:])}` — {wall:.0f} s, {repeats} rounds of {steps} "
           f"steps (first {warmup} left out), medians; model bench/cluster_model.basp, overrides: `{' '.join(base)}`; "
-          f"{cores} cores for the 8 ranks; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}.", "",
+          f"{cores} cores for the {ranks} ranks; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}.", "",
           "Step times are rank 0's (`--metrics`).  **ZeRO ms** is the time per step the rank spends in ZeRO's "
           "collectives (all_gather, reduce_scatter, all_reduce; `--profile`): for a blocking collective the call, "
           "for a started one the start and wait calls — what is left exposed.  **Hidden** = 1 − on / off.  The "
           "gain is the median of per-round off / on ratios.  **Predicted** is the cost model's two-stream step "
-          f"(as specified, then with the compute slowed by 8 ranks on {cores} cores); the error is the adjusted "
+          f"(as specified, then with the compute slowed {slow:g}× for {ranks} ranks on {cores} cores); the "
+          "error is the adjusted "
           "prediction's against the measured step with overlap on.", "",
           "| B | layout | G | step ms off | step ms on | gain | ZeRO ms off | ZeRO ms on | hidden | gathers "
           "hidden | reductions hidden | predicted ms off → on | adjusted off → on | error |",

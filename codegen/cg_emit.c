@@ -411,6 +411,13 @@ static void cg_rope_scaling(sup_buf *b, const ir_module *m) {
 }
 
 /* Qwen's attention features, for checkpoints and imports (absent: 0). */
+/* Started collectives: the runtime runs MPI's progress for them. */
+static void cg_started_field(sup_buf *b, const ir_module *m) {
+    int n = 0;
+    for (int i = 0; i < m->nops; i++) n += ir_op_async(&m->ops[i]);
+    if (n) sup_buf_printf(b, "    .started = %d,\n", n);
+}
+
 static void cg_features(sup_buf *b, const ir_module *m) {
     const char *bias = ir_config_get(m, "qkv_bias"), *norm = ir_config_get(m, "qk_norm");
     bool qb = bias && !strcmp(bias, "true"), qn = norm && !strcmp(norm, "true");
@@ -461,6 +468,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_document_fields(b, m);
     cg_rope_scaling(b, m);
     cg_features(b, m);
+    cg_started_field(b, m);
     cg_mem_fields(b, m);
     int64_t accum = ir_config_int(m, "accum", 1);
     if (accum > 1) sup_buf_printf(b, "    .accum = %lld, .apply = apply_step,\n", (long long)accum);

@@ -27,6 +27,9 @@
  *   - for a gather, the previous moved gather's start (starts keep their
  *     order, so the gathers queue on the communication stream as they would
  *     have run); for a reduction, the first reader of its result;
+ *   - a blocking collective that also sends across nodes (Ulysses'
+ *     all-to-alls spanning nodes): running under it would share the
+ *     inter-node link and delay it, and the step waits for it;
  *   - the memory left under the device limit (config device_mem, the mesh
  *     `memory`): the bytes kept live longer never exceed device_mem minus
  *     the step's planned peak at any op; with no room at all nothing
@@ -51,6 +54,8 @@ typedef struct ovctx {
     ir_module *m;
     double *sec;       /* per op: the cost model's seconds (comm or compute) */
     double *comp;      /* per op: its seconds when it computes, else 0 */
+    bool *across;      /* per op: a collective sending across nodes */
+    bool *exchange;    /* per op: a sequence-parallel all-to-all (never moved) */
     double *extra;     /* per op: bytes kept live across it by this pass */
     double headroom;   /* bytes under device_mem; INFINITY when unknown */
     int gathers, gathers_moved, reductions, reductions_moved, kept_mem;
@@ -105,6 +110,18 @@ static void add_extra(ovctx *o, int from, int to, double b)
     }
 }
 
+/* An all-to-all at i that the collective at c would contend with: both
+ * send across nodes, so running c over i shares the inter-node link and
+ * delays the exchange, which the step waits for (measured on the emulated
+ * cluster: ZeRO-3 gathers started before Ulysses' cross-node all-to-alls
+ * made those up to twice as slow).  The walk does not pass such an op.
+ * (ZeRO's own collectives queue one after another on the communication
+ * stream instead.) */
+static bool contends(const ovctx *o, int i, int c)
+{
+    return o->exchange[i] && o->across[i] && o->across[c];
+}
+
 /* Where the gather at u starts: the gap before op s (s <= u); *hidden:
  * the compute seconds between. */
 static int choose_start(ovctx *o, int u, int floor_gap, double *hidden)
@@ -115,7 +132,7 @@ static int choose_start(ovctx *o, int u, int floor_gap, double *hidden)
     int s = u;
     while (s > floor_gap && covered < need) {
         const ir_op *prev = &m->ops[s - 1];
-        if (!same_phase(prev, &m->ops[u]))
+        if (!same_phase(prev, &m->ops[u]) || contends(o, s - 1, u))
             break;
         double w = o->extra[s - 1] > worst ? o->extra[s - 1] : worst;
         if (w + bytes > o->headroom) {
@@ -143,7 +160,7 @@ static int choose_wait(ovctx *o, int p)
     double need = o->sec[p], covered = 0;
     double bytes = pu_first_use(m, op->in[0], p + 1) < 0 ? value_bytes(m, op->in[0]) : 0;
     int w = p + 1;
-    while (w < end && covered < need && same_phase(&m->ops[w], op)) {
+    while (w < end && covered < need && same_phase(&m->ops[w], op) && !contends(o, w, p)) {
         if (o->extra[w] + bytes > o->headroom) {
             o->kept_mem += w == p + 1;
             break;
@@ -251,11 +268,15 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
     double before = pass_cost_estimate_time(m, &cp).step_s;
     ovctx o = {.m = m, .headroom = headroom, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .comp = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
+               .across = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
+               .exchange = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
                .extra = sup_xcalloc((size_t)m->nops + 1, sizeof(double))};
     for (int i = 0; i < m->nops; i++) {
         pass_op_cost c = pass_op_cost_of(m, &m->ops[i], &cp);
         o.sec[i] = c.seconds;
         o.comp[i] = c.comm ? 0 : c.seconds;
+        o.across[i] = c.comm && pass_op_traffic(m, &m->ops[i]).inter_bytes > 0;
+        o.exchange[i] = ir_op_desc_of(m->ops[i].code)->comm == IR_COMM_ALL_TO_ALL;
     }
     /* Both on the unchanged schedule's indices: a moved gather leaves a
      * wait at its index, and both halves insert through the same edits. */
@@ -273,6 +294,8 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
                   o.kept_mem ? ", some kept blocking by the device memory left" : "", before * 1e3, after * 1e3);
     free(o.sec);
     free(o.comp);
+    free(o.across);
+    free(o.exchange);
     free(o.extra);
     return true;
 }

@@ -5,6 +5,7 @@
 #define BASP_RT_INTERNAL_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,9 +157,14 @@ struct rt_ctx {
     size_t scratch_bytes[2];
     rt_pending_send *sends;
     int nsends, cap_sends;
-    /* Started collectives in flight (cpu/rt_async.c). */
+    /* Started collectives in flight (cpu/rt_async.c), and its progress
+     * thread: running, asked to stop, requests in flight (read by it). */
     struct rt_async *async;
     int nasync, cap_async;
+    pthread_t progress;
+    bool progress_ok, progress_running;
+    int progress_stop, progress_want;
+    char progress_note[160]; /* for the banner: how started collectives progress */
     /* Step state. */
     int64_t step;              /* 0-based index of the running step */
     /* Gradient accumulation: the running micro-step (0 .. accum-1), and
@@ -294,6 +300,14 @@ void rt_comm_progress(rt_ctx *rt);
  * names out. */
 void rt_async_add(rt_ctx *rt, MPI_Request req, int out, rt_coll_kind kind, int64_t bytes, double t_start);
 void rt_async_finish_step(rt_ctx *rt);
+/* Decides (collectively, at start-up, when the program starts collectives)
+ * whether the progress thread may run, and says why in progress_note. */
+void rt_async_init(rt_ctx *rt);
+/* Stops the progress thread, if one runs (before MPI_Finalize). */
+void rt_async_shutdown(rt_ctx *rt);
+/* The thread support MPI_Init_thread granted (MPI_THREAD_SINGLE when the
+ * step starts no collective and MPI_Init ran). */
+extern int rt_mpi_threads;
 /* A kernel call that started at t0 and ends now: the counters, and the
  * trace while --trace-run records (rt_trace.c). */
 void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0);

@@ -61,6 +61,7 @@ static void rt_banner(rt_ctx *rt) {
     if (!rt_blas_describe(blas, sizeof blas, blas_warn, sizeof blas_warn))
         fprintf(stderr, "warning: %s\n", blas_warn);
     printf("%s\n", blas);
+    if (p->started) printf("overlap: %d collective(s) started per step; %s\n", p->started, rt->progress_note);
     printf("groups:\n");
     for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
     if (rt_accum(rt) > 1)

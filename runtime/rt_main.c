@@ -370,6 +370,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
             if (gd->ranks[i] == rt->rank) rt->gset[g] = i / gd->set_size, rt->gpos[g] = i % gd->set_size;
         RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, rt->gset[g], rt->gpos[g], &rt->comm[g]));
     }
+    if (p->started) rt_async_init(rt);
     rt_backend_init(rt);
     rt_arena_build(rt);
     /* --init-from overwrites every parameter (the loader demands all of
@@ -387,6 +388,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
     free(rt->gpos);
     rt_backend_fini(rt); /* the arena, the device and its communicators */
     free(rt->sends);
+    rt_async_shutdown(rt);
     free(rt->async);
     rt_data_unmap(rt);
     rt_docs_free(rt->docs);
@@ -396,6 +398,7 @@ void rt_ctx_destroy(rt_ctx *rt) {
 }
 
 /* ---- options given on the command line ------------------------------------------------ */
+int rt_mpi_threads = MPI_THREAD_SINGLE;
 static int rt_argc;
 static char **rt_argv;
 
@@ -507,7 +510,14 @@ static int rt_finish(int status) {
 
 int rt_main(int argc, char **argv, const rt_program *p) {
     rt_backend_preinit(); /* CPU: one OpenBLAS thread per rank */
-    RT_MPI(MPI_Init(&argc, &argv));
+    /* A step with started collectives wants a progress thread beside the
+     * main one (cpu/rt_async.c): MPI must allow calls from both. */
+    int threads = MPI_THREAD_SINGLE;
+    if (p->started)
+        RT_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &threads));
+    else
+        RT_MPI(MPI_Init(&argc, &argv));
+    rt_mpi_threads = threads;
     int rank = 0, world = 0;
     RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));

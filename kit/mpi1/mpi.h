@@ -57,7 +57,10 @@ typedef struct MPI_Status {
 #define MPI_LOR 4
 #define MPI_LAND 5
 
+/* Thread levels: one process, one thread or many, all the same here. */
+enum { MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE };
 int MPI_Init(int *argc, char ***argv);
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
 int MPI_Initialized(int *flag);
 int MPI_Finalize(void);
 int MPI_Finalized(int *flag);
@@ -99,6 +102,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_
 int MPI_Recv(void *buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Status *st);
 int MPI_Wait(MPI_Request *req, MPI_Status *st);
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *st);
 int MPI_Waitall(int n, MPI_Request *reqs, MPI_Status *sts);
 
 #ifdef __cplusplus

@@ -318,6 +318,10 @@ void rt_wait(rt_ctx *rt, int n, const int *vals) {
 
 void rt_comm_progress(rt_ctx *rt) { (void)rt; }
 void rt_async_finish_step(rt_ctx *rt) { (void)rt; }
+void rt_async_shutdown(rt_ctx *rt) { (void)rt; }
+void rt_async_init(rt_ctx *rt) {
+    snprintf(rt->progress_note, sizeof rt->progress_note, "they run on the communication stream");
+}
 
 void rt_comm_finish_step(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);

@@ -157,6 +157,10 @@ typedef struct rt_program {
      * r and 2R-1-r.  The loader, RoPE and the attention masks use the
      * original positions; everything else is per token. */
     int seq_ring;
+    /* Collectives the step starts (IR async = 1, pass overlap): the CPU
+     * backend then asks MPI for MPI_THREAD_MULTIPLE and runs a progress
+     * thread while any is in flight (runtime/cpu/rt_async.c).  0: none. */
+    int started;
     /* The layout strategy for the start-up banner (NULL: Ulysses or
      * batch-aware, told apart by batch_groups). */
     const char *layout;

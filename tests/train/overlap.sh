@@ -4,7 +4,8 @@
 # what is computed.
 #
 #   overlap.sh same BASPC MPIRUN CORPUS DOCS SPEC WORKDIR
-#     For layouts of SPEC on 4 ranks covering batch-aware, Ulysses, ring,
+#     For layouts of SPEC on 4 ranks (and one on 2, each with a CPU: the
+#     MPI progress thread runs there) covering batch-aware, Ulysses, ring,
 #     hybrid and two-level, ZeRO 0-3, recomputation, gradient accumulation
 #     and packed documents (DOCS: a token file with end-of-text tokens 0),
 #     builds the program with overlap off and on, trains 3 steps each, and
@@ -25,26 +26,36 @@ same() {
         "layout.a2a=two_level;layout.batch_aware=off;train.zero=3;train.global_batch=4"
         "layout.batch_aware=groups 2;train.zero=3;train.documents=on;train.eot_token=0;data=docs"
         "layout.batch_aware=groups 2;train.zero=0"
+        "mesh.nodes=1;layout.batch_aware=off;train.zero=3;np=2"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
-        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) data="$CORPUS"
+        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) data="$CORPUS" np=4
         IFS=';' read -ra kv <<<"$l"
         for s in "${kv[@]}"; do
-            if [[ $s == data=docs ]]; then data="$DOCS"; else sets+=(--set "$s"); fi
+            case $s in
+            data=docs) data="$DOCS" ;;
+            np=*) np=${s#np=} && sets+=(--set "mesh.devices_per_node=$np") ;;
+            *) sets+=(--set "$s") ;;
+            esac
         done
         for o in off on; do
             local p="$W/l$i.$o"
             "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.overlap=$o" -o "$p.train"
             "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.overlap=$o" --emit=ir -o "$p.ir"
-            mpi -np 4 "$p.train" --data "$data" --steps 3 --quiet --metrics "$p.jsonl" \
-                --save-weights "$p.weights" --save-grads "$p.grads" >/dev/null
+            mpi -np "$np" "$p.train" --data "$data" --steps 3 --metrics "$p.jsonl" \
+                --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
         done
         local n="$W/l$i.off" p="$W/l$i.on" starts waits
         starts=$(grep -c 'async = 1' "$p.ir" || true)
         waits=$(grep -c '^wait ' "$p.ir" || true)
         if [[ $starts == 0 || $starts != "$waits" ]] || grep -q 'async = 1\|^wait ' "$n.ir"; then
             echo "FAIL $l: overlap on: $starts started collective(s), $waits wait(s) (off must have none)"
+            fails=$((fails + 1))
+        fi
+        # 2 ranks with a CPU each run the MPI progress thread (MPI_THREAD_MULTIPLE).
+        if [[ $np == 2 ]] && (($(nproc) >= 2)) && ! grep -q 'MPI progress thread on' "$p.log"; then
+            echo "FAIL $l: the banner does not say the progress thread runs: $(grep '^overlap:' "$p.log")"
             fails=$((fails + 1))
         fi
         if ! cmp "$n.weights" "$p.weights" || ! cmp "$n.grads" "$p.grads" ||
