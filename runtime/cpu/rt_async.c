@@ -4,8 +4,8 @@
  *
  * A start (rt_*_start, cpu/rt_comm.c) posts MPI's nonblocking form of the
  * collective (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce),
- * records it here and returns; the step goes on computing while the data move, and the
- * wait completes the request.  MPI implementations move a nonblocking
+ * records it here and returns; the step goes on computing while the data
+ * move, and the wait completes the request.  MPI implementations move a nonblocking
  * collective only inside MPI calls (Open MPI's libnbc runs its rounds,
  * and the TCP transport its fragments, from the progress engine), so the
  * runtime drives it two ways:
@@ -20,17 +20,18 @@
  *     records when each completed (--trace-run), and is all there is when
  *     the MPI library grants less than MPI_THREAD_MULTIPLE.
  *
- * The gather moves bytes and does no arithmetic, so a started schedule's
- * results are bit-for-bit those of the blocking one.  The data land in the
- * result's own buffer (codegen admits only gathers whose blocks need no
- * interleaving: every dim before the gathered one has one entry), and the
- * operand and result stay live until the wait (the memory plan extends
- * them to it, ir_mem_live), so a start needs no staging of its own. */
+ * A gather moves bytes and does no arithmetic, and a reduction's blocking
+ * form is its nonblocking one waited at once (cpu/rt_comm.c), so a started
+ * schedule's results are bit for bit those of the blocking one.  The data
+ * land in the result's own buffer (codegen admits only collectives whose
+ * blocks need no interleaving: every dim before the gathered or scattered
+ * one has one entry), and the operands and results stay live until the
+ * wait (the memory plan extends them to it, ir_mem_live), so a start needs
+ * no staging of its own. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <time.h>
 
 #include "rt_internal.h"

@@ -126,37 +126,41 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
 }
 
 /* ---- all_gather / reduce_scatter (checks: rt_coll.c) ------------------------------- */
-/* What both forms of the gather check and need: the set size K, the
- * elements n of the rank's block, the outer count O and the run of one
- * block per outer index (the interleaving along an inner dim). */
-typedef struct rt_gather {
+/* What a gather or reduce-scatter along `dim` checks and needs, in both
+ * forms: the set size K, the elements n of one rank's block (`block`: the
+ * gather's input, the reduce-scatter's output), the count O of the dims
+ * before `dim` and the run of one block per outer index (blocks interleave
+ * along an inner dim). */
+typedef struct rt_dimcoll {
     double t0;
     int K;
     int64_t n, O, run;
-    const rt_value_desc *xd;
-} rt_gather;
+    const rt_value_desc *d; /* the block's value */
+} rt_dimcoll;
 
-static rt_gather rt_gather_begin(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_mem_touch(rt, in), rt_mem_touch(rt, out);
-    rt_gather G = {.t0 = rt_coll_begin(rt, g, RT_C_ALL_GATHER), .K = rt_coll_set_size(rt, g)};
-    rt_check_dim_coll(rt, "all_gather", g, dim, in, out);
-    G.xd = &rt->p->values[in];
-    int64_t lx[RT_MAX_RANK], I;
-    int nd = rt_local_dims(rt, in, lx);
-    rt_outer_inner(lx, nd, dim, &G.O, &I);
-    G.n = G.xd->local_elems, G.run = lx[dim] * I;
-    RT_CHECK(G.K == 1 || G.n <= 0x7fffffff, "all_gather %s: too large for one MPI call", G.xd->name);
-    return G;
+static rt_dimcoll rt_dimcoll_begin(rt_ctx *rt, rt_coll_kind kind, const char *op, int g, int dim, int block,
+                                   int whole) {
+    rt_mem_touch(rt, block), rt_mem_touch(rt, whole);
+    rt_dimcoll C = {.t0 = rt_coll_begin(rt, g, kind), .K = rt_coll_set_size(rt, g)};
+    rt_check_dim_coll(rt, op, g, dim, block, whole);
+    C.d = &rt->p->values[block];
+    RT_CHECK(kind == RT_C_ALL_GATHER || C.d->dtype == RT_F32, "%s %s: needs f32", op, C.d->name);
+    int64_t ld[RT_MAX_RANK], I;
+    int nd = rt_local_dims(rt, block, ld);
+    rt_outer_inner(ld, nd, dim, &C.O, &I);
+    C.n = C.d->local_elems, C.run = ld[dim] * I;
+    RT_CHECK(C.K == 1 || C.n <= 0x7fffffff, "%s %s: too large for one MPI call", op, C.d->name);
+    return C;
 }
 
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_gather G = rt_gather_begin(rt, g, dim, in, out);
+    rt_dimcoll G = rt_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
     int64_t n = G.n, O = G.O, run = G.run;
     int K = G.K;
     if (K == 1) {
         memcpy(rt->buf[out], rt->buf[in], (size_t)n * 4);
     } else {
-        MPI_Datatype t = rt_mpi_type(G.xd);
+        MPI_Datatype t = rt_mpi_type(G.d);
         /* Gathered blocks are rank-major; along an inner dim they must be
          * interleaved per outer index. */
         char *dst = O == 1 ? rt->buf[out] : rt_scratch(rt, 0, (size_t)(n * K) * 4);
@@ -174,14 +178,14 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
 /* The started form (cpu/rt_async.c keeps the request): straight into the
  * result's buffer, so only blocks that land in place. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_gather G = rt_gather_begin(rt, g, dim, in, out);
+    rt_dimcoll G = rt_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
     RT_CHECK(G.O == 1, "all_gather %s (started): dim %d has %lld outer entries; a started gather must land in place "
-             "(codegen admits only such)", G.xd->name, dim, (long long)G.O);
+             "(codegen admits only such)", G.d->name, dim, (long long)G.O);
     MPI_Request req = MPI_REQUEST_NULL;
     if (G.K == 1) {
         memcpy(rt->buf[out], rt->buf[in], (size_t)G.n * 4);
     } else {
-        MPI_Datatype t = rt_mpi_type(G.xd);
+        MPI_Datatype t = rt_mpi_type(G.d);
         RT_MPI(MPI_Iallgather(rt->buf[in], (int)G.n, t, rt->buf[out], (int)G.n, t, rt->comm[g], &req));
     }
     rt_async_add(rt, req, out, RT_C_ALL_GATHER, G.n * (G.K - 1) * 4, G.t0);
@@ -197,30 +201,9 @@ void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
  * fast as the blocking one or faster, 1K to 1M floats on 4 and 8 ranks.)
  * Only a reduce-scatter along an inner dim, staged through the scratch
  * area, stays blocking; it has no started form. */
-typedef struct rt_reduce {
-    double t0;
-    int K;
-    int64_t n, O, run;
-    const rt_value_desc *yd;
-} rt_reduce;
-
-static rt_reduce rt_reduce_scatter_begin(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_mem_touch(rt, in), rt_mem_touch(rt, out);
-    rt_reduce R = {.t0 = rt_coll_begin(rt, g, RT_C_REDUCE_SCATTER), .K = rt_coll_set_size(rt, g)};
-    rt_check_dim_coll(rt, "reduce_scatter", g, dim, out, in);
-    R.yd = &rt->p->values[out];
-    RT_CHECK(R.yd->dtype == RT_F32, "reduce_scatter %s: needs f32", R.yd->name);
-    int64_t ly[RT_MAX_RANK], I;
-    int nd = rt_local_dims(rt, out, ly);
-    rt_outer_inner(ly, nd, dim, &R.O, &I);
-    R.n = R.yd->local_elems, R.run = ly[dim] * I;
-    RT_CHECK(R.K == 1 || R.n <= 0x7fffffff, "reduce_scatter %s: too large for one MPI call", R.yd->name);
-    return R;
-}
-
 /* Posts the reduce-scatter of a dim that lands in place; null request when
  * the set has one rank. */
-static MPI_Request rt_reduce_scatter_post(rt_ctx *rt, int g, const rt_reduce *R, int in, int out) {
+static MPI_Request rt_reduce_scatter_post(rt_ctx *rt, int g, const rt_dimcoll *R, int in, int out) {
     MPI_Request req = MPI_REQUEST_NULL;
     if (R->K == 1)
         memcpy(rt->buf[out], rt->buf[in], (size_t)R->n * 4);
@@ -231,7 +214,7 @@ static MPI_Request rt_reduce_scatter_post(rt_ctx *rt, int g, const rt_reduce *R,
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_reduce R = rt_reduce_scatter_begin(rt, g, dim, in, out);
+    rt_dimcoll R = rt_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
     int64_t n = R.n, run = R.run;
     int K = R.K;
     if (R.O == 1 || K == 1) {
@@ -249,9 +232,9 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
 }
 
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_reduce R = rt_reduce_scatter_begin(rt, g, dim, in, out);
+    rt_dimcoll R = rt_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
     RT_CHECK(R.O == 1 || R.K == 1, "reduce_scatter %s (started): dim %d has %lld outer entries; a started "
-             "reduce-scatter must land in place (codegen admits only such)", R.yd->name, dim, (long long)R.O);
+             "reduce-scatter must land in place (codegen admits only such)", R.d->name, dim, (long long)R.O);
     MPI_Request req = rt_reduce_scatter_post(rt, g, &R, in, out);
     rt_async_add(rt, req, out, RT_C_REDUCE_SCATTER, R.n * (R.K - 1) * 4, R.t0);
 }
