@@ -369,7 +369,7 @@ bool layout_seq_parse(const char *name, layout_seq *out)
 
 void layout_choice_name(const layout_choice *c, char *buf, size_t n)
 {
-    char base[48];
+    char base[64]; /* "hybrid R=" + 11 digits + tl */
     char tl[40] = "";
     if (c->variant)
         snprintf(tl, sizeof tl, "+%s", c->variant->word);
