@@ -5,16 +5,27 @@
  * CPU model at load time; a CPU newer than the library (a Xeon whose VM
  * reports a generic model) gets the Prescott (SSE3) kernels, several times
  * slower than the AVX-512 ones on the same core (sgemm 1024^3 on one core:
- * 27.3 against 92.6 GFLOP/s, runtime/README.md), and nothing says so.  The kernel set
- * cannot be changed once the library is loaded, so the banner names it and,
- * when it is a generic one on a CPU with AVX2 or AVX-512, says how to get
- * the right one: OPENBLAS_CORETYPE in every rank's environment.
+ * 27.3 against 92.6 GFLOP/s, runtime/README.md).  The kernel set is read
+ * from OPENBLAS_CORETYPE when the library loads and cannot be changed
+ * after, so when OpenBLAS picked a generic set on a CPU with AVX2 or
+ * AVX-512 and nobody set OPENBLAS_CORETYPE, the program re-executes itself
+ * (first thing in main, before MPI_Init) with OPENBLAS_CORETYPE naming the
+ * set the CPU's features call for: SkylakeX with AVX-512 F, BW, DQ and VL,
+ * Haswell with AVX2 and FMA.  That is safe where OpenBLAS's own choice is
+ * conservative: OpenBLAS identifies cores by family and model numbers and
+ * falls back for a model its table lacks, while the choice here rests on
+ * the very instructions those kernels use, as the CPU and the OS report
+ * them (the compiler's cpu checks include the OS's register state).  A
+ * user's OPENBLAS_CORETYPE is kept (the banner warns if it is generic), and
+ * BASP_BLAS_AUTO=0 keeps OpenBLAS's own choice.  The banner names the
+ * kernel set and who chose it.
  *
  * OpenBLAS's functions are weak references: a runtime linked against
  * another BLAS (the GPU kit's, one found at run time) links and says it
  * does not know the kernel set. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <strings.h>
 
@@ -52,6 +63,28 @@ static const char *rt_blas_best_core(void)
     return NULL;
 }
 
+void rt_blas_autoselect(char **argv)
+{
+    if (!openblas_get_corename || getenv("OPENBLAS_CORETYPE"))
+        return; /* another BLAS, or a kernel set chosen already (by the user, or by us before the exec) */
+    const char *auto_ = getenv("BASP_BLAS_AUTO");
+    if (auto_ && !strcmp(auto_, "0"))
+        return;
+    const char *core = openblas_get_corename(), *best = rt_blas_best_core();
+    /* The test hook (tests/rt/blas.sh): on this machine OpenBLAS may know
+     * the CPU, so the fallback is played. */
+    if (getenv("BASP_TEST_BLAS_GENERIC"))
+        core = "Prescott";
+    if (!core || !best || !rt_blas_generic(core))
+        return;
+    setenv("OPENBLAS_CORETYPE", best, 1);
+    setenv("BASP_BLAS_PICKED", core, 1); /* what OpenBLAS picked, for the banner */
+    execv("/proc/self/exe", argv);
+    /* The exec failed: go on with the generic set; the banner warns. */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("BASP_BLAS_PICKED");
+}
+
 bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw)
 {
     if (nw)
@@ -64,8 +97,12 @@ bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw)
     char version[32] = "?";
     sscanf(config ? config : "", "OpenBLAS %31s", version);
     int threads = openblas_get_num_threads ? openblas_get_num_threads() : 0;
-    snprintf(line, n, "blas: OpenBLAS %s%s, %s kernels, %d thread(s)", version,
-             config && strstr(config, "DYNAMIC_ARCH") ? " (DYNAMIC_ARCH)" : "", core ? core : "?", threads);
+    const char *picked = getenv("BASP_BLAS_PICKED");
+    char why[96] = "";
+    if (picked)
+        snprintf(why, sizeof why, " (chosen by basp: OpenBLAS picked %.32s on this CPU)", picked);
+    snprintf(line, n, "blas: OpenBLAS %s%s, %s kernels%s, %d thread(s)", version,
+             config && strstr(config, "DYNAMIC_ARCH") ? " (DYNAMIC_ARCH)" : "", core ? core : "?", why, threads);
     const char *best = rt_blas_best_core();
     if (!core || !best || !rt_blas_generic(core))
         return true;

@@ -620,10 +620,16 @@ int64_t rt_metrics_lost_from(void);
 bool rt_test_fail_at(const char *point, int64_t step);
 
 /* ---- the host BLAS (rt_blas.c) ---------------------------------------------- */
+/* First thing in main: when OpenBLAS picked a generic kernel set on a CPU
+ * with AVX2 or AVX-512 and OPENBLAS_CORETYPE is unset, re-executes the
+ * program with OPENBLAS_CORETYPE naming the right set (BASP_BLAS_AUTO=0:
+ * never).  Returns when nothing is to be done or the exec failed. */
+void rt_blas_autoselect(char **argv);
 /* The banner's line naming the BLAS and its kernel set ("blas: OpenBLAS
- * 0.3.21 (DYNAMIC_ARCH), SkylakeX kernels, 1 thread(s)").  False when it
- * runs a generic kernel set on a CPU with AVX2 or AVX-512: warn then says
- * so and names the fix (OPENBLAS_CORETYPE). */
+ * 0.3.21 (DYNAMIC_ARCH), SkylakeX kernels, 1 thread(s)", with who chose it
+ * when it was basp).  False when it runs a generic kernel set on a CPU with
+ * AVX2 or AVX-512 (the user's OPENBLAS_CORETYPE, or a failed exec): warn
+ * then says so and names the fix. */
 bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw);
 
 #endif

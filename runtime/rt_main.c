@@ -509,7 +509,8 @@ static int rt_finish(int status) {
 }
 
 int rt_main(int argc, char **argv, const rt_program *p) {
-    rt_backend_preinit(); /* CPU: one OpenBLAS thread per rank */
+    rt_blas_autoselect(argv); /* may re-execute the program with the right BLAS kernels */
+    rt_backend_preinit();     /* CPU: one OpenBLAS thread per rank */
     /* A step with started collectives wants a progress thread beside the
      * main one (cpu/rt_async.c): MPI must allow calls from both. */
     int threads = MPI_THREAD_SINGLE;
