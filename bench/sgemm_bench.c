@@ -91,8 +91,15 @@ static void usage(void) {
     exit(2);
 }
 
+/* One thread in whichever BLAS this is linked against (OpenBLAS, BLIS):
+ * their environment variables are read at load time; these calls are
+ * authoritative.  Weak, so that either library links. */
+extern void openblas_set_num_threads(int) __attribute__((weak));
+extern void bli_thread_set_num_threads(long) __attribute__((weak));
+
 int main(int argc, char **argv) {
-    openblas_set_num_threads(1); /* the environment variable is read at load time; this is authoritative */
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    if (bli_thread_set_num_threads) bli_thread_set_num_threads(1);
     int repeats = 5;
     double min_ms = 10;
     int first = 1;

@@ -33,7 +33,7 @@ install(FILES ${CMAKE_SOURCE_DIR}/runtime/include/basp_rt.h DESTINATION ${BASP_R
 install(EXPORT basp-targets NAMESPACE basp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/basp)
 # The runtime's link line as configured here (MPI, cJSON, OpenBLAS found on
 # this machine), for basp::rt.
-set(BASP_RT_LINK "${CJSON_LIBRARY};${OPENBLAS_LIBRARY};m")
+set(BASP_RT_LINK "${CJSON_LIBRARY};${BLAS_LIBRARY};m")
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/basp-config.cmake.in
                               ${CMAKE_BINARY_DIR}/cmake/basp-config.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/basp

@@ -193,7 +193,7 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     const char *fixed[] = {"-O2", "-std=c17", inc};
     for (int i = 0; i < 3; i++) argv[argc++] = (char *)fixed[i];
     cg_split(cflags, argv, &argc);
-    const char *mid[] = {cfile, "-o", out_exe, tc->rt, tc->kernels, CG_CJSON_LIB, CG_OPENBLAS_LIB, "-lm"};
+    const char *mid[] = {cfile, "-o", out_exe, tc->rt, tc->kernels, CG_CJSON_LIB, CG_BLAS_LIB, "-lm"};
     bool cuda = cg_the_target == CG_TARGET_CUDA;
     const char *libs = cg_env("BASP_LIBS");
     for (int i = 0; i < (cuda || libs ? 5 : 8); i++) argv[argc++] = (char *)mid[i];

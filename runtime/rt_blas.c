@@ -20,9 +20,11 @@
  * BASP_BLAS_AUTO=0 keeps OpenBLAS's own choice.  The banner names the
  * kernel set and who chose it.
  *
- * OpenBLAS's functions are weak references: a runtime linked against
- * another BLAS (the GPU kit's, one found at run time) links and says it
- * does not know the kernel set. */
+ * The BLAS is a build-time choice (CMake BASP_BLAS: OpenBLAS, the default,
+ * or BLIS, which picks its kernels from the CPU's features at run time);
+ * the libraries' functions are weak references, so a runtime linked
+ * against either, or another (the GPU kit's, one found at run time),
+ * links, and the banner names what it can. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -32,6 +34,12 @@
 #include "rt_internal.h"
 
 extern char *openblas_get_corename(void) __attribute__((weak));
+/* BLIS (CMake BASP_BLAS=BLIS): its version, the kernel configuration it
+ * picked for this CPU (an arch_t, an enum), and its thread count. */
+extern char *bli_info_get_version_str(void) __attribute__((weak));
+extern int bli_arch_query_id(void) __attribute__((weak));
+extern char *bli_arch_string(int id) __attribute__((weak));
+extern long bli_thread_get_num_threads(void) __attribute__((weak));
 extern char *openblas_get_config(void) __attribute__((weak));
 extern int openblas_get_num_threads(void) __attribute__((weak));
 
@@ -89,8 +97,13 @@ bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw)
 {
     if (nw)
         warn[0] = '\0';
+    if (bli_info_get_version_str && bli_arch_query_id && bli_arch_string) {
+        snprintf(line, n, "blas: BLIS %s, %s kernels, %ld thread(s)", bli_info_get_version_str(),
+                 bli_arch_string(bli_arch_query_id()), bli_thread_get_num_threads ? bli_thread_get_num_threads() : 0);
+        return true;
+    }
     if (!openblas_get_corename || !openblas_get_config) {
-        snprintf(line, n, "blas: not OpenBLAS (its kernel set is not known to basp)");
+        snprintf(line, n, "blas: neither OpenBLAS nor BLIS (its kernel set is not known to basp)");
         return true;
     }
     const char *core = openblas_get_corename(), *config = openblas_get_config();

@@ -12,12 +12,17 @@ enum { RT_ALIGN = 64 };
 
 static size_t rt_align_up(size_t n) { return (n + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN; }
 
-/* OpenBLAS's own threads would oversubscribe the cores that the other ranks
- * of this machine use: one thread per rank unless the user says otherwise. */
-void openblas_set_num_threads(int num_threads);
+/* The BLAS's own threads would oversubscribe the cores that the other ranks
+ * of this machine use: one thread per rank unless the user says otherwise.
+ * Weak: the build links OpenBLAS or BLIS (CMake BASP_BLAS). */
+extern void openblas_set_num_threads(int num_threads) __attribute__((weak));
+extern void bli_thread_set_num_threads(long n) __attribute__((weak));
 
 void rt_backend_preinit(void) {
-    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) openblas_set_num_threads(1);
+    if (openblas_set_num_threads && !getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
+        openblas_set_num_threads(1);
+    if (bli_thread_set_num_threads && !getenv("BLIS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
+        bli_thread_set_num_threads(1);
 }
 
 void rt_backend_init(rt_ctx *rt) { (void)rt; }
