@@ -313,17 +313,28 @@ static int values_width(const ir_module *m)
     return w;
 }
 
+/* Per value: the index of the op waiting for it, -1 if none (one pass, so
+ * that the report stays linear in the step's length). */
+static int *wait_index(const ir_module *m)
+{
+    int *at = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
+    for (int v = 0; v < m->nvalues; v++)
+        at[v] = -1;
+    for (int j = 0; j < m->nops; j++)
+        if (m->ops[j].code == IR_WAIT)
+            for (int k = 0; k < m->ops[j].nin; k++)
+                at[m->ops[j].in[k]] = j;
+    return at;
+}
+
 /* For a started collective at op index i (async = 1): how many ops later
  * its wait comes; -1 for a blocking one. */
-static int ops_to_wait(const ir_module *m, int i)
+static int ops_to_wait(const ir_module *m, const int *wait_at, int i)
 {
     const ir_op *op = &m->ops[i];
-    if (!ir_op_async(op) || op->nout < 1)
+    if (!ir_op_async(op) || op->nout < 1 || wait_at[op->out[0]] < i)
         return -1;
-    for (int j = i + 1; j < m->nops; j++)
-        if (m->ops[j].code == IR_WAIT && pu_reads(&m->ops[j], op->out[0]))
-            return j - i;
-    return -1;
+    return wait_at[op->out[0]] - i;
 }
 
 static bool has_started(const ir_module *m)
@@ -334,8 +345,9 @@ static bool has_started(const ir_module *m)
     return false;
 }
 
-static void print_row(const ir_module *m, FILE *out, int n, int i, int vw, bool started)
+static void print_row(const ir_module *m, FILE *out, int n, int i, int vw, const int *wait_at)
 {
+    bool started = wait_at != NULL;
     const ir_op *op = &m->ops[i];
     pass_traffic t = pass_op_traffic(m, op);
     int gi = ir_op_group(op);
@@ -349,7 +361,7 @@ static void print_row(const ir_module *m, FILE *out, int n, int i, int vw, bool 
             gname, g ? g->nsets : 0, g ? g->set_size : 0, sup_fmt_bytes(t.bytes_sent, sent, sizeof sent), t.peers,
             sup_fmt_bytes(t.inter_bytes, inter, sizeof inter), started ? "" : "\n");
     if (started) { /* the overlap column: how far its wait is */
-        int w = ops_to_wait(m, i);
+        int w = ops_to_wait(m, wait_at, i);
         if (w >= 0)
             fprintf(out, "  started, wait %d op(s) later\n", w);
         else
@@ -392,12 +404,14 @@ void pass_schedule_print(const ir_module *m, FILE *out)
     /* The overlap column only when the step has started collectives (pass
      * overlap), so that a blocking schedule's report stays as it was. */
     bool started = has_started(m);
+    int *wait_at = started ? wait_index(m) : NULL;
     fprintf(out, "\n%4s %5s  %-5s  %-14s  %-*s  %-8s %4s %4s  %12s %5s  %15s%s\n", "#", "layer", "phase", "op", vw,
             "values", "group", "sets", "size", "bytes/rank", "peers", "inter-node/rank", started ? "  overlap" : "");
     int n = 0;
     for (int i = 0; i < m->nops; i++)
         if (kind_index(m->ops[i].code) >= 0)
-            print_row(m, out, n++, i, vw, started);
+            print_row(m, out, n++, i, vw, wait_at);
+    free(wait_at);
     if (!n)
         fprintf(out, "  (no collectives)\n");
     fprintf(out, "\n");
@@ -420,7 +434,7 @@ static cJSON *json_groups(const ir_module *m)
     return arr;
 }
 
-static cJSON *json_collective(const ir_module *m, int n, int i)
+static cJSON *json_collective(const ir_module *m, int n, int i, const int *wait_at)
 {
     const ir_op *op = &m->ops[i];
     pass_traffic t = pass_op_traffic(m, op);
@@ -442,7 +456,7 @@ static cJSON *json_collective(const ir_module *m, int n, int i)
     cJSON_AddNumberToObject(o, "runs_per_step", runs_per_step(m, op));
     if (ir_op_async(op)) { /* started (pass overlap): how far its wait is */
         cJSON_AddBoolToObject(o, "started", true);
-        cJSON_AddNumberToObject(o, "ops_to_wait", ops_to_wait(m, i));
+        cJSON_AddNumberToObject(o, "ops_to_wait", ops_to_wait(m, wait_at, i));
     }
     return o;
 }
@@ -487,10 +501,11 @@ void pass_schedule_json(const ir_module *m, FILE *out)
     cJSON_AddNumberToObject(root, "micro_steps", (double)ir_config_int(m, "accum", 1));
     cJSON_AddItemToObject(root, "groups", json_groups(m));
     cJSON *colls = cJSON_AddArrayToObject(root, "collectives");
-    int n = 0;
+    int n = 0, *wait_at = has_started(m) ? wait_index(m) : NULL;
     for (int i = 0; i < m->nops; i++)
         if (kind_index(m->ops[i].code) >= 0)
-            cJSON_AddItemToArray(colls, json_collective(m, n++, i));
+            cJSON_AddItemToArray(colls, json_collective(m, n++, i, wait_at));
+    free(wait_at);
     json_totals(m, root);
     char *s = cJSON_Print(root);
     fputs(s, out);
