@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""overlap_study.py — ZeRO-3's collectives hidden under compute (train.overlap)
-on an emulated 2 × 4 cluster.
+"""overlap_study.py — ZeRO-3's collectives and the sequence-parallel exchanges
+hidden under compute (train.overlap) on an emulated 2 × 4 cluster.
 
     bench/overlap_study.py [--build DIR] [--quick] [--out DIR] [--bandwidth 2gbit]
                            [--ranks-per-node 4] [--repeats R] [--steps N] [--warmup W]
@@ -31,8 +31,8 @@ ZeRO 3 at micro-batch 2 and 8 (sequence 1024), plain Ulysses and batch-aware
      over the steps after the warm-up, then over rounds; the gain is the
      median of per-round ratios), ZeRO's collective time per step as the
      rank sees it (blocking: the call; started: the start and wait calls,
-     what is left exposed), the fraction of it hidden, and the prediction
-     against the measurement.
+     what is left exposed), the fraction of it hidden, the exchanges' time
+     (all_to_all) the same way, and the prediction against the measurement.
 
 Standard library only.
 """
@@ -53,6 +53,7 @@ import cluster_study as cs  # noqa: E402  (sh, log, study_setup, machine_descrip
 
 LAYOUTS = [("Ulysses", "layout.batch_aware=off"), ("batch-aware", "layout.batch_aware=auto")]
 ZERO_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
+COLL_KINDS = ZERO_KINDS + ("all_to_all",)  # and the sequence-parallel exchanges
 COST_RE = re.compile(r"cost: step ([0-9.]+) ms \(compute ([0-9.]+) ms, communication ([0-9.]+) ms\)")
 
 
@@ -113,9 +114,9 @@ def inner(plan_path):
 
 
 def zero_ms(prof):
-    """ZeRO's collectives: ms per step per kind, as the rank spent them."""
+    """ZeRO's collectives and the exchanges: ms per step per kind, as the rank spent them."""
     ops, n = prof["ops"], max(prof["steps"], 1)
-    return {k: ops.get(k, {}).get("seconds", 0.0) * 1e3 / n for k in ZERO_KINDS}
+    return {k: ops.get(k, {}).get("seconds", 0.0) * 1e3 / n for k in COLL_KINDS}
 
 
 def main():
@@ -204,7 +205,7 @@ def report(args, points, res, warmup, base, wall, repeats, steps, cores, ranks, 
             (run["round"], statistics.median(x["step_ms"] for x in w), zero_ms(run["profile_data"]),
              [x["loss"] for x in run["steps_data"]]))
     rows, csv, bad = [], ["B,layout,G,off_step_ms,on_step_ms,gain,zero_off_ms,zero_on_ms,hidden_pct,gather_hidden_pct,"
-                          "reduce_hidden_pct,pred_off_ms,pred_on_ms,pred_on_adj_ms,pred_err_pct"], []
+                          "reduce_hidden_pct,a2a_off_ms,a2a_on_ms,pred_off_ms,pred_on_ms,pred_on_adj_ms,pred_err_pct"], []
     for pi, pt in enumerate(points):
         off, on = by[(pi, "off")], by[(pi, "on")]
         for a in off + on:
@@ -213,8 +214,9 @@ def report(args, points, res, warmup, base, wall, repeats, steps, cores, ranks, 
         m_off, m_on = statistics.median(a[1] for a in off), statistics.median(a[1] for a in on)
         ratios = [a[1] / b[1] for a in off for b in on if a[0] == b[0]]
         gain = statistics.median(ratios)
-        z = {o: {k: statistics.median(a[2][k] for a in by[(pi, o)]) for k in ZERO_KINDS} for o in ("off", "on")}
-        zoff, zon = sum(z["off"].values()), sum(z["on"].values())
+        z = {o: {k: statistics.median(a[2][k] for a in by[(pi, o)]) for k in COLL_KINDS} for o in ("off", "on")}
+        zoff, zon = (sum(z[o][k] for k in ZERO_KINDS) for o in ("off", "on"))
+        aoff, aon = z["off"]["all_to_all"], z["on"]["all_to_all"]
         hid = 100 * (1 - zon / zoff) if zoff > 0 else 0
         ghid = 100 * (1 - z["on"]["all_gather"] / z["off"]["all_gather"]) if z["off"]["all_gather"] > 0 else 0
         roff = z["off"]["reduce_scatter"] + z["off"]["all_reduce"]
@@ -222,11 +224,11 @@ def report(args, points, res, warmup, base, wall, repeats, steps, cores, ranks, 
         p = pt["cfg"]
         err = 100 * (p["on"]["pred_adj"]["step_ms"] - m_on) / m_on
         rows.append(f"| {pt['B']} | {pt['layout']} | {pt['G']} | {m_off:.0f} | {m_on:.0f} | **{gain:.2f}×** | "
-                    f"{zoff:.1f} | {zon:.1f} | **{hid:.0f}%** | {ghid:.0f}% | {rhid:.0f}% | "
+                    f"{zoff:.1f} | {zon:.1f} | **{hid:.0f}%** | {ghid:.0f}% | {rhid:.0f}% | {aoff:.1f} → {aon:.1f} | "
                     f"{p['off']['pred']['step_ms']:.0f} → {p['on']['pred']['step_ms']:.0f} | "
                     f"{p['off']['pred_adj']['step_ms']:.0f} → {p['on']['pred_adj']['step_ms']:.0f} | {err:+.0f}% |")
         csv.append(f"{pt['B']},{pt['layout']},{pt['G']},{m_off:.3f},{m_on:.3f},{gain:.4f},{zoff:.3f},{zon:.3f},"
-                   f"{hid:.1f},{ghid:.1f},{rhid:.1f},{p['off']['pred']['step_ms']:.3f},{p['on']['pred']['step_ms']:.3f},"
+                   f"{hid:.1f},{ghid:.1f},{rhid:.1f},{aoff:.3f},{aon:.3f},{p['off']['pred']['step_ms']:.3f},{p['on']['pred']['step_ms']:.3f},"
                    f"{p['on']['pred_adj']['step_ms']:.3f},{err:.1f}")
     load = os.getloadavg()
     md = [f"# ZeRO-3 collectives under compute (train.overlap) on an emulated 2 × {args.ranks_per_node} cluster "
@@ -237,13 +239,14 @@ def report(args, points, res, warmup, base, wall, repeats, steps, cores, ranks, 
           "Step times are rank 0's (`--metrics`).  **ZeRO ms** is the time per step the rank spends in ZeRO's "
           "collectives (all_gather, reduce_scatter, all_reduce; `--profile`): for a blocking collective the call, "
           "for a started one the start and wait calls — what is left exposed.  **Hidden** = 1 − on / off.  The "
-          "gain is the median of per-round off / on ratios.  **Predicted** is the cost model's two-stream step "
+          "gain is the median of per-round off / on ratios.  **a2a ms** is the same for the sequence-parallel "
+          "exchanges (all_to_all), which overlap on splits where the cost model finds it pays.  **Predicted** is the cost model's two-stream step "
           f"(as specified, then with the compute slowed {slow:g}× for {ranks} ranks on {cores} cores); the "
           "error is the adjusted "
           "prediction's against the measured step with overlap on.", "",
           "| B | layout | G | step ms off | step ms on | gain | ZeRO ms off | ZeRO ms on | hidden | gathers "
-          "hidden | reductions hidden | predicted ms off → on | adjusted off → on | error |",
-          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"] + rows + [
+          "hidden | reductions hidden | a2a ms off → on | predicted ms off → on | adjusted off → on | error |",
+          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"] + rows + [
           "", "Losses with overlap on equal overlap off at every step, bit for bit, in every round: "
           + ("yes." if not bad else "NO:\n\n    " + "\n    ".join(bad[:10]))]
     os.makedirs(args.out, exist_ok=True)

@@ -473,6 +473,10 @@ ir_mem_cat *ir_mem_value_cats(const ir_module *m);
 int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t);
 /* The largest staging areas a collective (or ZeRO-1's adamw slice) needs:
  * out[0] the send / gather side, out[1] the receive side (aligned). */
+/* True when op uses the CPU runtime's collective staging areas (its
+ * descriptor's staging asks for some): a started one holds them until its
+ * wait (ir_verify_async.c). */
+bool ir_op_stages(const ir_module *m, const ir_op *op);
 void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2]);
 /* Kernel workspace outside the arena (the LM head's logits chunk, the RoPE
  * table), the largest over the step's ops. */

@@ -153,6 +153,15 @@ int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t)
     return total;
 }
 
+bool ir_op_stages(const ir_module *m, const ir_op *op)
+{
+    const ir_op_desc *d = ir_op_desc_of(op->code);
+    int64_t e[2] = {0, 0};
+    if (d->staging)
+        d->staging(m, op, e);
+    return e[0] > 0 || e[1] > 0;
+}
+
 void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
 {
     out[0] = out[1] = 0;

@@ -342,6 +342,7 @@ const ir_op_desc ir_op_all_to_all = {
     .ws_cuda = ws_cuda_all_to_all,
     .comm = IR_COMM_ALL_TO_ALL,
     .rt_fn = "rt_all_to_all",
+    .rt_start_fn = "rt_all_to_all_start",
     .emit = emit_all_to_all,
 };
 

@@ -10,7 +10,11 @@
  *   - no op frees or updates in place an operand of a collective in flight;
  *   - every started collective is waited in the phase that starts it:
  *     codegen runs phases apart (the validation forward is the fwd ops
- *     alone; with gradient accumulation the apply phase is its own function).
+ *     alone; with gradient accumulation the apply phase is its own function);
+ *   - a started collective that stages its data (an all_to_all packs into
+ *     the CPU runtime's two staging areas, ir_mem_comm_bytes, and unpacks
+ *     at its wait) holds those areas until its wait: no other op that
+ *     stages may run in between.
  * Runs after the structural rules, so operand indices are valid. */
 #include "ir_verify.h"
 
@@ -23,7 +27,9 @@ typedef struct avstate {
     int *start_of; /* per value: the op that started it (in flight), NOT_STARTED, or WAITED */
     int *inflight; /* ops started and not yet waited, in start order */
     int ninflight;
+    int staging;   /* the started op holding the staging areas, or -1 */
 } avstate;
+
 
 static bool reads(const ir_op *op, int v)
 {
@@ -35,6 +41,8 @@ static bool reads(const ir_op *op, int v)
 
 static void drop_inflight(avstate *s, int start)
 {
+    if (s->staging == start)
+        s->staging = -1;
     for (int j = 0; j < s->ninflight; j++)
         if (s->inflight[j] == start) {
             memmove(&s->inflight[j], &s->inflight[j + 1], sizeof(int) * (size_t)(s->ninflight - j - 1));
@@ -103,6 +111,11 @@ static void check_use(ir_vctx *c, const ir_op *op, const avstate *s)
 
 static void check_start(ir_vctx *c, const ir_op *op, const ir_op_desc *d, avstate *s)
 {
+    if (s->staging >= 0 && op->code != IR_WAIT && ir_op_stages(c->m, op)) {
+        char b[140];
+        ir_verr(c, sup_noloc(), "needs the collectives' staging areas, which %s (started) holds until its wait: wait "
+                "for it first", ir_op_str(c->m, s->staging, b, sizeof b));
+    }
     const ir_attr *a = ir_attr_get(op, "async");
     if (!a)
         return;
@@ -114,19 +127,21 @@ static void check_start(ir_vctx *c, const ir_op *op, const ir_op_desc *d, avstat
         return;
     if (!d->rt_start_fn) {
         ir_verr(c, sup_noloc(), "'%s' cannot be started asynchronously (async = 1): only all_gather, "
-                "reduce_scatter and all_reduce have a start form", d->name);
+                "reduce_scatter, all_reduce and all_to_all have a start form", d->name);
         return;
     }
     for (int k = 0; k < op->nout; k++)
         s->start_of[op->out[k]] = c->op;
     s->inflight[s->ninflight++] = c->op;
+    if (ir_op_stages(c->m, op))
+        s->staging = c->op;
 }
 
 void ir_verify_async(ir_vctx *c)
 {
     const ir_module *m = c->m;
     avstate s = {sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1)), sup_xmalloc(sizeof(int) * (size_t)(m->nops + 1)),
-                 0};
+                 0, -1};
     for (int v = 0; v < m->nvalues; v++)
         s.start_of[v] = NOT_STARTED;
     for (int i = 0; i < m->nops; i++) {

@@ -237,7 +237,7 @@ static void delay_reductions(ovctx *o)
 
 /* The device memory left under device_mem by the planned step (INFINITY
  * when the limit is unknown). */
-static double mem_headroom(const ir_module *m, const pass_options *opt)
+static double mem_headroom(const ir_module *m, const pass_options *say)
 {
     const char *c = ir_config_get(m, "device_mem");
     double cap = c ? strtod(c, NULL) : 0;
@@ -247,10 +247,34 @@ static double mem_headroom(const ir_module *m, const pass_options *opt)
     if (!pass_memory_report(m, &r))
         return 0;
     double left = cap - (double)r.peak_bytes;
-    if (left <= 0)
-        pu_remark(opt, "overlap: the step's planned peak (%.1f MiB) leaves nothing under the device's %.1f MiB: "
-                  "ZeRO's collectives stay blocking", (double)r.peak_bytes / 1048576.0, cap / 1048576.0);
+    if (left <= 0 && say)
+        pu_remark(say, "overlap: the step's planned peak (%.1f MiB) leaves nothing under the device's %.1f MiB: "
+                  "its collectives stay blocking", (double)r.peak_bytes / 1048576.0, cap / 1048576.0);
     return left > 0 ? left : 0;
+}
+
+/* The exchanges first (pass_overlap_sp.c): they reorder compute, which the
+ * walks below then read.  Kept only when the step still fits. */
+static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_options *opt, int *cand,
+                           int *hoisted, double *headroom)
+{
+    ir_module *keep = isfinite(*headroom) ? ir_module_clone(m) : NULL;
+    int n = pass_overlap_exchanges(m, cp, cand, hoisted);
+    if (keep && n > 0) {
+        *headroom = mem_headroom(m, NULL);
+        if (*headroom <= 0) { /* back to the unsplit step */
+            ir_module t = *m;
+            *m = *keep;
+            *keep = t;
+            *headroom = mem_headroom(m, NULL);
+            pu_remark(opt, "overlap: splitting %d sequence-parallel exchange(s) would pass the device memory: kept "
+                      "whole", n);
+            n = *hoisted = 0;
+        }
+    }
+    if (keep)
+        ir_module_free(keep);
+    return n;
 }
 
 bool pass_overlap(ir_module *m, const pass_options *opt)
@@ -266,6 +290,7 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
         return true; /* said by mem_headroom: no room, nothing changes */
     pass_cost_params cp = pass_cost_default_params(m);
     double before = pass_cost_estimate_time(m, &cp).step_s;
+    int xcand, hoisted, split = split_exchanges(m, &cp, opt, &xcand, &hoisted, &headroom);
     ovctx o = {.m = m, .headroom = headroom, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .comp = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .across = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
@@ -284,9 +309,12 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
     delay_reductions(&o);
     pass_edits_apply(m, &o.edits);
     double after = pass_cost_estimate_time(m, &cp).step_s;
-    if (o.gathers + o.reductions == 0)
-        pu_remark(opt, "overlap: no weight gathers or gradient reductions to overlap");
-    else
+    if (xcand > 0)
+        pu_remark(opt, "overlap: %d of %d sequence-parallel exchange(s) split, part started around compute that "
+                  "does not need it (%d before, %d after the exchange)", split, xcand, hoisted, split - hoisted);
+    if (o.gathers + o.reductions == 0 && xcand == 0)
+        pu_remark(opt, "overlap: no exchanges, weight gathers or gradient reductions to overlap");
+    else if (o.gathers + o.reductions > 0)
         pu_remark(opt, "overlap: %d of %d weight gather(s) started early (%.2f MiB), %d of %d gradient "
                   "reduction(s) waited late; at most %.2f MiB kept live for it%s; predicted step %.3f ms -> "
                   "%.3f ms", o.gathers_moved, o.gathers, o.gathered_bytes / 1048576.0, o.reductions_moved,

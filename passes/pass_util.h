@@ -49,4 +49,11 @@ bool pu_heads_uneven(const ir_module *m, int K);
  * (shards, group attributes): the order groups are printed in. */
 void pu_group_swap(ir_module *m, int a, int b);
 
+/* pass_overlap_sp.c: splits the fused sequence-parallel exchanges whose
+ * split pays in the cost model (one part started and waited around compute
+ * that does not need it); returns how many, with the candidates (fused
+ * exchanges of two or more tensors) and how many were hoisted (the rest
+ * sunk). */
+int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, int *candidates, int *hoisted);
+
 #endif

@@ -154,6 +154,7 @@ struct rt_ctx {
     size_t live_bytes, mem_hw;
     /* Scratch for collectives (grow-only). */
     void *scratch[2];
+    bool scratch_held; /* a started all_to_all holds the staging areas until its wait */
     size_t scratch_bytes[2];
     rt_pending_send *sends;
     int nsends, cap_sends;
@@ -296,9 +297,12 @@ void rt_trace_span(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0, double 
  * none is left (every start has its wait). */
 void rt_comm_progress(rt_ctx *rt);
 /* A collective just started (cpu/rt_comm.c) with request req (null when it
- * completed at once), whose first result is `out`: in flight until a wait
- * names out. */
-void rt_async_add(rt_ctx *rt, MPI_Request req, int out, rt_coll_kind kind, int64_t bytes, double t_start);
+ * completed at once), whose results are outs[0..nouts): in flight until a
+ * wait names them.  finish(rt, arg), when given, runs at the wait once the
+ * request is complete (an exchange's unpack). */
+typedef void (*rt_async_finish_fn)(rt_ctx *rt, void *arg);
+void rt_async_add(rt_ctx *rt, MPI_Request req, int nouts, const int *outs, rt_coll_kind kind, int64_t bytes,
+                  double t_start, rt_async_finish_fn finish, void *arg);
 void rt_async_finish_step(rt_ctx *rt);
 /* Decides (collectively, at start-up, when the program starts collectives)
  * whether the progress thread may run, and says why in progress_note. */

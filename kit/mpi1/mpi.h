@@ -95,6 +95,10 @@ int MPI_Alltoall(const void *in, int incount, MPI_Datatype it, void *out, int ou
                  MPI_Comm comm);
 int MPI_Alltoallv(const void *in, const int *incounts, const int *indispls, MPI_Datatype it, void *out,
                   const int *outcounts, const int *outdispls, MPI_Datatype ot, MPI_Comm comm);
+int MPI_Ialltoall(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
+                  MPI_Comm comm, MPI_Request *req);
+int MPI_Ialltoallv(const void *in, const int *incounts, const int *indispls, MPI_Datatype it, void *out,
+                   const int *outcounts, const int *outdispls, MPI_Datatype ot, MPI_Comm comm, MPI_Request *req);
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *req);
 int MPI_Irecv(void *buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request *req);

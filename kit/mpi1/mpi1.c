@@ -204,6 +204,17 @@ int MPI_Alltoallv(const void *in, const int *ic, const int *id, MPI_Datatype it,
     return mpi1_block("MPI_Alltoallv", src, in == MPI_IN_PLACE ? 0 : ic[0], it,
                       (char *)out + (size_t)od[0] * mpi1_size(ot), in == MPI_IN_PLACE ? 0 : oc[0], ot, 0, c);
 }
+/* One process: the nonblocking forms complete at once. */
+int MPI_Ialltoall(const void *in, int ic, MPI_Datatype it, void *out, int oc, MPI_Datatype ot, MPI_Comm c,
+                  MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Alltoall(in, ic, it, out, oc, ot, c);
+}
+int MPI_Ialltoallv(const void *in, const int *ic, const int *id, MPI_Datatype it, void *out, const int *oc,
+                   const int *od, MPI_Datatype ot, MPI_Comm c, MPI_Request *req) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Alltoallv(in, ic, id, it, out, oc, od, ot, c);
+}
 
 /* ---- messages to oneself ---------------------------------------------------------------- */
 typedef struct mpi1_msg {

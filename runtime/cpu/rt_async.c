@@ -3,8 +3,8 @@
  * progress, and the wait.
  *
  * A start (rt_*_start, cpu/rt_comm.c) posts MPI's nonblocking form of the
- * collective (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce),
- * records it here and returns; the step goes on computing while the data
+ * collective (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce,
+ * MPI_Ialltoall(v)), records it here and returns; the step goes on computing while the data
  * move, and the wait completes the request.  MPI implementations move a nonblocking
  * collective only inside MPI calls (Open MPI's libnbc runs its rounds,
  * and the TCP transport its fragments, from the progress engine), so the
@@ -20,14 +20,16 @@
  *     records when each completed (--trace-run), and is all there is when
  *     the MPI library grants less than MPI_THREAD_MULTIPLE.
  *
- * A gather moves bytes and does no arithmetic, and a reduction's blocking
- * form is its nonblocking one waited at once (cpu/rt_comm.c), so a started
- * schedule's results are bit for bit those of the blocking one.  The data
- * land in the result's own buffer (codegen admits only collectives whose
- * blocks need no interleaving: every dim before the gathered or scattered
- * one has one entry), and the operands and results stay live until the
- * wait (the memory plan extends them to it, ir_mem_live), so a start needs
- * no staging of its own. */
+ * A gather or an exchange moves bytes and does no arithmetic, and a
+ * reduction's blocking form is its nonblocking one waited at once
+ * (cpu/rt_comm.c), so a started schedule's results are bit for bit those of
+ * the blocking one.  A gather's or reduction's data land in the result's
+ * own buffer (codegen admits only collectives whose blocks need no
+ * interleaving: every dim before the gathered or scattered one has one
+ * entry), and the operands and results stay live until the wait (the
+ * memory plan extends them to it, ir_mem_live).  An exchange packs into the
+ * staging areas at its start and unpacks at its wait (the record's finish);
+ * no other staged collective may run in between (the verifier's rule). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <sched.h>
 #include <stdlib.h>
@@ -111,12 +113,14 @@ void rt_async_shutdown(rt_ctx *rt) {
 
 struct rt_async {
     MPI_Request req;
-    int out;          /* the result value: what a wait names */
+    int nouts, outs[RT_A2A_MAX]; /* the results: what a wait names */
     rt_coll_kind kind;
     int64_t bytes;    /* sent by this rank */
     double t_start;   /* the start call's entry */
     double exposed;   /* seconds spent in the start and wait calls */
     double t_done;    /* when a test or the wait saw it complete, 0 before */
+    rt_async_finish_fn finish; /* at the wait, after the request (an exchange's unpack) */
+    void *arg;
 };
 
 static struct rt_async *rt_async_push(rt_ctx *rt) {
@@ -128,12 +132,23 @@ static struct rt_async *rt_async_push(rt_ctx *rt) {
     return &rt->async[rt->nasync++];
 }
 
-void rt_async_add(rt_ctx *rt, MPI_Request req, int out, rt_coll_kind kind, int64_t bytes, double t_start) {
+/* The in-flight collective with result v, or -1. */
+static int rt_async_find(const rt_ctx *rt, int v) {
     for (int i = 0; i < rt->nasync; i++)
-        RT_CHECK(rt->async[i].out != out, "%s: started again before its wait", rt_coll_val(rt, out)->name);
+        for (int k = 0; k < rt->async[i].nouts; k++)
+            if (rt->async[i].outs[k] == v) return i;
+    return -1;
+}
+
+void rt_async_add(rt_ctx *rt, MPI_Request req, int nouts, const int *outs, rt_coll_kind kind, int64_t bytes,
+                  double t_start, rt_async_finish_fn finish, void *arg) {
+    RT_CHECK(nouts >= 1 && nouts <= RT_A2A_MAX, "a started collective with %d results", nouts);
+    for (int k = 0; k < nouts; k++)
+        RT_CHECK(rt_async_find(rt, outs[k]) < 0, "%s: started again before its wait", rt_coll_val(rt, outs[k])->name);
     struct rt_async *a = rt_async_push(rt);
-    *a = (struct rt_async){.req = req, .out = out, .kind = kind, .bytes = bytes, .t_start = t_start,
-                           .exposed = rt_now() - t_start};
+    *a = (struct rt_async){.req = req, .nouts = nouts, .kind = kind, .bytes = bytes, .t_start = t_start,
+                           .exposed = rt_now() - t_start, .finish = finish, .arg = arg};
+    memcpy(a->outs, outs, sizeof(int) * (size_t)nouts);
     rt_progress_start(rt);
     rt_progress_want(rt);
 }
@@ -148,24 +163,40 @@ void rt_comm_progress(rt_ctx *rt) {
     }
 }
 
+/* Completes collective i: its request, then its finish (the unpack of an
+ * exchange, whose time counts as the wait's). */
+static void rt_async_complete(rt_ctx *rt, int i) {
+    struct rt_async a = rt->async[i];
+    double t0 = rt_now();
+    if (a.req != MPI_REQUEST_NULL) RT_MPI(MPI_Wait(&a.req, MPI_STATUS_IGNORE));
+    if (a.t_done <= 0) a.t_done = rt_now();
+    if (a.finish) a.finish(rt, a.arg);
+    double t1 = rt_now();
+    rt_coll_count_async(rt, a.kind, a.bytes, a.exposed + (t1 - t0), a.t_start, a.t_done);
+    rt->async[i] = rt->async[--rt->nasync];
+    rt_progress_want(rt);
+}
+
+/* A wait names every result of the collectives it completes (the IR's
+ * rule): a name whose collective this call has already completed is one
+ * of those, and needs nothing more. */
 void rt_wait(rt_ctx *rt, int n, const int *vals) {
+    int *done = RT_MALLOC(sizeof(int) * (size_t)n * RT_A2A_MAX), ndone = 0;
     for (int k = 0; k < n; k++) {
-        int i = 0;
-        while (i < rt->nasync && rt->async[i].out != vals[k]) i++;
-        RT_CHECK(i < rt->nasync, "wait %s: no started collective in flight defines it",
-                 rt_coll_val(rt, vals[k])->name);
-        struct rt_async a = rt->async[i];
-        double t0 = rt_now();
-        if (a.req != MPI_REQUEST_NULL) RT_MPI(MPI_Wait(&a.req, MPI_STATUS_IGNORE));
-        double t1 = rt_now();
-        if (a.t_done <= 0) a.t_done = t1;
-        rt_coll_count_async(rt, a.kind, a.bytes, a.exposed + (t1 - t0), a.t_start, a.t_done);
-        rt->async[i] = rt->async[--rt->nasync];
-        rt_progress_want(rt);
+        int i = rt_async_find(rt, vals[k]);
+        if (i >= 0) {
+            for (int j = 0; j < rt->async[i].nouts; j++) done[ndone++] = rt->async[i].outs[j];
+            rt_async_complete(rt, i);
+            continue;
+        }
+        bool here = false;
+        for (int j = 0; j < ndone && !here; j++) here = done[j] == vals[k];
+        RT_CHECK(here, "wait %s: no started collective in flight defines it", rt_coll_val(rt, vals[k])->name);
     }
+    free(done);
 }
 
 void rt_async_finish_step(rt_ctx *rt) {
     RT_CHECK(rt->nasync == 0, "%d started collective(s) still in flight at the end of the step (the first: %s): the "
-             "program must wait for each", rt->nasync, rt_coll_val(rt, rt->async[0].out)->name);
+             "program must wait for each", rt->nasync, rt_coll_val(rt, rt->async[0].outs[0])->name);
 }

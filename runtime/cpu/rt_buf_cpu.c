@@ -176,6 +176,8 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
  * model of the collectives, ir/ir_mem.c, and this file's, and stops the
  * run); without one, grow-only heap buffers. */
 void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
+    RT_CHECK(!rt->scratch_held, "a collective needs the staging areas while a started all_to_all still holds them "
+             "(the program must wait for it first)");
     if (rt->planned) {
         RT_CHECK(bytes <= rt->scratch_bytes[which],
                  "a collective needs %zu bytes of staging area %d, the memory plan reserved %zu", bytes, which,

@@ -65,64 +65,123 @@ static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p)
         }
 }
 
+/* One exchange from its pack to its unpack: the blocking call does all of
+ * it at once; a started one (IR async = 1) is posted here and unpacked at
+ * its wait (rt_async.c calls rt_a2a_finish), so everything the unpack and
+ * a pending MPI_Ialltoallv read lives in this record until then.  The
+ * staging areas stay the exchange's meanwhile: the verifier lets no other
+ * staged collective run between the start and the wait
+ * (ir_verify_async.c), and rt_scratch checks it. */
+typedef struct rt_a2a_xfer {
+    int n, K;
+    int outs[RT_A2A_MAX];
+    rt_a2a_geom G[RT_A2A_MAX];
+    int64_t *cnt; /* per peer: send counts, send displacements, receive counts, receive displacements */
+    int *ic;      /* the same as MPI's ints, for an MPI_Alltoallv (NULL when every chunk has one size) */
+    char *rbuf;
+    int64_t sent; /* elements sent to other ranks */
+} rt_a2a_xfer;
+
+/* Plans the exchange, packs the send staging area and posts it: blocking
+ * (req NULL) or nonblocking (*req). */
+static void rt_a2a_post(rt_ctx *rt, rt_a2a_xfer *X, int g, int split, int concat, int fanout, int fanin, int n,
+                        const int *ins, const int *outs, MPI_Request *req) {
+    int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
+    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X->G);
+    X->n = n, X->K = K, X->ic = NULL, X->sent = 0;
+    memcpy(X->outs, outs, sizeof(int) * (size_t)n);
+    /* Per-peer counts and displacements (elements); chunk q holds the n
+     * pairs' pieces for peer q one after the other. */
+    int64_t *scnt = X->cnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K,
+            *rdis = rcnt + K;
+    int64_t stot = 0, rtot = 0;
+    bool same = true;
+    for (int q = 0; q < K; q++) {
+        scnt[q] = rcnt[q] = 0;
+        for (int i = 0; i < n; i++)
+            scnt[q] += rt_a2a_send_count(&X->G[i], q), rcnt[q] += rt_a2a_recv_count(&X->G[i], q);
+        sdis[q] = stot, rdis[q] = rtot;
+        stot += scnt[q], rtot += rcnt[q];
+        if (q != me) X->sent += scnt[q];
+        same &= scnt[q] == scnt[0] && rcnt[q] == scnt[0];
+    }
+    char *sbuf = rt_scratch(rt, 0, (size_t)(stot ? stot : 1) * 4);
+    char *rbuf = X->rbuf = rt_scratch(rt, 1, (size_t)(rtot ? rtot : 1) * 4);
+    for (int q = 0; q < K; q++) {
+        int64_t off = sdis[q];
+        for (int i = 0; i < n; i++) {
+            rt_a2a_pack(&X->G[i], sbuf + off * 4, rt->buf[ins[i]], q);
+            off += rt_a2a_send_count(&X->G[i], q);
+        }
+    }
+    if (req) *req = MPI_REQUEST_NULL;
+    if (K == 1) {
+        memcpy(rbuf, sbuf, (size_t)stot * 4);
+        return;
+    }
+    MPI_Datatype t = rt_mpi_type(&rt->p->values[ins[0]]);
+    if (same) {
+        RT_CHECK(scnt[0] <= 0x7fffffff, "all_to_all: %lld elements per peer exceed MPI's int count",
+                 (long long)scnt[0]);
+        if (req) RT_MPI(MPI_Ialltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g], req));
+        else RT_MPI(MPI_Alltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g]));
+        return;
+    }
+    /* split-size all-to-all */
+    RT_CHECK(stot <= 0x7fffffff && rtot <= 0x7fffffff, "all_to_all: %lld / %lld elements exceed MPI's int counts",
+             (long long)stot, (long long)rtot);
+    int *ic = X->ic = RT_MALLOC(sizeof(int) * 4 * (size_t)K);
+    for (int q = 0; q < K; q++)
+        ic[q] = (int)scnt[q], ic[K + q] = (int)sdis[q], ic[2 * K + q] = (int)rcnt[q], ic[3 * K + q] = (int)rdis[q];
+    if (req)
+        RT_MPI(MPI_Ialltoallv(sbuf, ic, ic + K, t, rbuf, ic + 2 * K, ic + 3 * K, t, rt->comm[g], req));
+    else
+        RT_MPI(MPI_Alltoallv(sbuf, ic, ic + K, t, rbuf, ic + 2 * K, ic + 3 * K, t, rt->comm[g]));
+}
+
+/* The received chunks into the results (the exchange has completed). */
+static void rt_a2a_unpack_all(rt_ctx *rt, const rt_a2a_xfer *X) {
+    const int64_t *rdis = X->cnt + 3 * X->K;
+    for (int i = 0; i < X->n; i++) {
+        const rt_a2a_geom *G = &X->G[i];
+        if (G->fi > 1) memset(rt->buf[X->outs[i]], 0, (size_t)rt->p->values[X->outs[i]].local_elems * 4);
+        for (int p = 0; p < X->K; p++) { /* pair i's piece inside peer p's chunk */
+            int64_t o = rdis[p];
+            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&X->G[j], p);
+            rt_a2a_unpack(G, rt->buf[X->outs[i]], X->rbuf + o * 4, p);
+        }
+    }
+    free(X->cnt);
+    free(X->ic);
+}
+
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs) {
     for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
-    int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
-    rt_a2a_geom G[RT_A2A_MAX];
-    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
-    /* Per-peer counts and displacements (elements); chunk q holds the n
-     * pairs' pieces for peer q one after the other. */
-    int64_t *scnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K,
-            *rdis = rcnt + K;
-    int64_t stot = 0, rtot = 0, sent = 0;
-    bool same = true;
-    for (int q = 0; q < K; q++) {
-        scnt[q] = rcnt[q] = 0;
-        for (int i = 0; i < n; i++) scnt[q] += rt_a2a_send_count(&G[i], q), rcnt[q] += rt_a2a_recv_count(&G[i], q);
-        sdis[q] = stot, rdis[q] = rtot;
-        stot += scnt[q], rtot += rcnt[q];
-        if (q != me) sent += scnt[q];
-        same &= scnt[q] == scnt[0] && rcnt[q] == scnt[0];
-    }
-    char *sbuf = rt_scratch(rt, 0, (size_t)(stot ? stot : 1) * 4);
-    char *rbuf = rt_scratch(rt, 1, (size_t)(rtot ? rtot : 1) * 4);
-    for (int q = 0; q < K; q++) {
-        int64_t off = sdis[q];
-        for (int i = 0; i < n; i++) {
-            rt_a2a_pack(&G[i], sbuf + off * 4, rt->buf[ins[i]], q);
-            off += rt_a2a_send_count(&G[i], q);
-        }
-    }
-    if (K == 1) memcpy(rbuf, sbuf, (size_t)stot * 4);
-    else {
-        MPI_Datatype t = rt_mpi_type(&rt->p->values[ins[0]]);
-        if (same) {
-            RT_CHECK(scnt[0] <= 0x7fffffff, "all_to_all: %lld elements per peer exceed MPI's int count",
-                     (long long)scnt[0]);
-            RT_MPI(MPI_Alltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g]));
-        } else { /* split-size all-to-all */
-            RT_CHECK(stot <= 0x7fffffff && rtot <= 0x7fffffff,
-                     "all_to_all: %lld / %lld elements exceed MPI's int counts", (long long)stot, (long long)rtot);
-            int *ic = RT_MALLOC(sizeof(int) * 4 * (size_t)K);
-            for (int q = 0; q < K; q++)
-                ic[q] = (int)scnt[q], ic[K + q] = (int)sdis[q], ic[2 * K + q] = (int)rcnt[q],
-                ic[3 * K + q] = (int)rdis[q];
-            RT_MPI(MPI_Alltoallv(sbuf, ic, ic + K, t, rbuf, ic + 2 * K, ic + 3 * K, t, rt->comm[g]));
-            free(ic);
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        if (G[i].fi > 1) memset(rt->buf[outs[i]], 0, (size_t)rt->p->values[outs[i]].local_elems * 4);
-        for (int p = 0; p < K; p++) { /* pair i's piece inside peer p's chunk */
-            int64_t o = rdis[p];
-            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&G[j], p);
-            rt_a2a_unpack(&G[i], rt->buf[outs[i]], rbuf + o * 4, p);
-        }
-    }
-    free(scnt);
-    rt_count(rt, RT_C_ALL_TO_ALL, sent * 4, t0);
+    rt_a2a_xfer X;
+    rt_a2a_post(rt, &X, g, split, concat, fanout, fanin, n, ins, outs, NULL);
+    rt_a2a_unpack_all(rt, &X);
+    rt_count(rt, RT_C_ALL_TO_ALL, X.sent * 4, t0);
+}
+
+/* rt_async.c's completion of a started exchange, at its wait. */
+static void rt_a2a_finish(rt_ctx *rt, void *arg) {
+    rt_a2a_xfer *X = arg;
+    rt_a2a_unpack_all(rt, X);
+    rt->scratch_held = false;
+    free(X);
+}
+
+void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                         const int *outs) {
+    for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
+    double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
+    rt_a2a_xfer *X = RT_MALLOC(sizeof *X);
+    MPI_Request req;
+    rt_a2a_post(rt, X, g, split, concat, fanout, fanin, n, ins, outs, &req);
+    rt->scratch_held = true;
+    rt_async_add(rt, req, n, outs, RT_C_ALL_TO_ALL, X->sent * 4, t0, rt_a2a_finish, X);
 }
 
 /* ---- all_gather / reduce_scatter (checks: rt_coll.c) ------------------------------- */
@@ -188,7 +247,7 @@ void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
         MPI_Datatype t = rt_mpi_type(G.d);
         RT_MPI(MPI_Iallgather(rt->buf[in], (int)G.n, t, rt->buf[out], (int)G.n, t, rt->comm[g], &req));
     }
-    rt_async_add(rt, req, out, RT_C_ALL_GATHER, G.n * (G.K - 1) * 4, G.t0);
+    rt_async_add(rt, req, 1, &out, RT_C_ALL_GATHER, G.n * (G.K - 1) * 4, G.t0, NULL, NULL);
 }
 
 /* ---- reductions -------------------------------------------------------------------
@@ -236,7 +295,7 @@ void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) {
     RT_CHECK(R.O == 1 || R.K == 1, "reduce_scatter %s (started): dim %d has %lld outer entries; a started "
              "reduce-scatter must land in place (codegen admits only such)", R.d->name, dim, (long long)R.O);
     MPI_Request req = rt_reduce_scatter_post(rt, g, &R, in, out);
-    rt_async_add(rt, req, out, RT_C_REDUCE_SCATTER, R.n * (R.K - 1) * 4, R.t0);
+    rt_async_add(rt, req, 1, &out, RT_C_REDUCE_SCATTER, R.n * (R.K - 1) * 4, R.t0, NULL, NULL);
 }
 
 /* The sum of in over the set into out; the bytes a ring all-reduce sends. */
@@ -273,7 +332,7 @@ void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out) {
     int64_t bytes;
     double t0;
     MPI_Request req = rt_all_reduce_post(rt, g, in, out, &bytes, &t0);
-    rt_async_add(rt, req, out, RT_C_ALL_REDUCE, bytes, t0);
+    rt_async_add(rt, req, 1, &out, RT_C_ALL_REDUCE, bytes, t0, NULL, NULL);
 }
 
 /* ---- send / recv -----------------------------------------------------------------

@@ -309,6 +309,10 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
  * itself, and a wait makes the compute stream wait for the results' events
  * at the wait's place, as the IR says. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_all_gather(rt, g, dim, in, out); }
+void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                         const int *outs) {
+    rt_all_to_all(rt, g, split, concat, fanout, fanin, n, ins, outs);
+}
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_reduce_scatter(rt, g, dim, in, out); }
 void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out) { rt_all_reduce(rt, g, in, out); }
 

@@ -315,10 +315,12 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out); /* sum */
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out);              /* sum */
 /* Started collectives (IR `async = 1`): the start issues the collective
  * and returns; rt_wait completes the collectives whose results are vals[0..n)
- * (each the first result of one start).  Results of a start must not be
+ * (every result of each: an exchange's too).  Results of a start must not be
  * read, nor its operand changed, before the wait; every start of a step is
  * waited in the same step. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out);
+void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                         const int *outs);
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out);
 void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out);
 void rt_wait(rt_ctx *rt, int n, const int *vals);
