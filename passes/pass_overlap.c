@@ -255,11 +255,11 @@ static double mem_headroom(const ir_module *m, const pass_options *say)
 
 /* The exchanges first (pass_overlap_sp.c): they reorder compute, which the
  * walks below then read.  Kept only when the step still fits. */
-static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_options *opt, int *cand,
-                           int *hoisted, double *headroom)
+static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_options *opt, pass_ovsp_stats *st,
+                           double *headroom)
 {
     ir_module *keep = isfinite(*headroom) ? ir_module_clone(m) : NULL;
-    int n = pass_overlap_exchanges(m, cp, cand, hoisted);
+    int n = pass_overlap_exchanges(m, cp, st);
     if (keep && n > 0) {
         *headroom = mem_headroom(m, NULL);
         if (*headroom <= 0) { /* back to the unsplit step */
@@ -269,7 +269,7 @@ static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_
             *headroom = mem_headroom(m, NULL);
             pu_remark(opt, "overlap: splitting %d sequence-parallel exchange(s) would pass the device memory: kept "
                       "whole", n);
-            n = *hoisted = 0;
+            n = st->hoisted = 0;
         }
     }
     if (keep)
@@ -290,7 +290,8 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
         return true; /* said by mem_headroom: no room, nothing changes */
     pass_cost_params cp = pass_cost_default_params(m);
     double before = pass_cost_estimate_time(m, &cp).step_s;
-    int xcand, hoisted, split = split_exchanges(m, &cp, opt, &xcand, &hoisted, &headroom);
+    pass_ovsp_stats xs;
+    int split = split_exchanges(m, &cp, opt, &xs, &headroom);
     ovctx o = {.m = m, .headroom = headroom, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .comp = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .across = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
@@ -309,10 +310,12 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
     delay_reductions(&o);
     pass_edits_apply(m, &o.edits);
     double after = pass_cost_estimate_time(m, &cp).step_s;
-    if (xcand > 0)
+    if (xs.candidates > 0)
         pu_remark(opt, "overlap: %d of %d sequence-parallel exchange(s) split, part started around compute that "
-                  "does not need it (%d before, %d after the exchange)", split, xcand, hoisted, split - hoisted);
-    if (o.gathers + o.reductions == 0 && xcand == 0)
+                  "does not need it (%d before, %d after the exchange)%s", split, xs.candidates, xs.hoisted,
+                  split - xs.hoisted, xs.link_kept ? "; those across nodes kept whole: ZeRO's collectives share "
+                  "that link" : "");
+    if (o.gathers + o.reductions == 0 && xs.candidates == 0)
         pu_remark(opt, "overlap: no exchanges, weight gathers or gradient reductions to overlap");
     else if (o.gathers + o.reductions > 0)
         pu_remark(opt, "overlap: %d of %d weight gather(s) started early (%.2f MiB), %d of %d gradient "

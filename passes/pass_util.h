@@ -51,9 +51,12 @@ void pu_group_swap(ir_module *m, int a, int b);
 
 /* pass_overlap_sp.c: splits the fused sequence-parallel exchanges whose
  * split pays in the cost model (one part started and waited around compute
- * that does not need it); returns how many, with the candidates (fused
- * exchanges of two or more tensors) and how many were hoisted (the rest
- * sunk). */
-int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, int *candidates, int *hoisted);
+ * that does not need it); returns how many. */
+typedef struct pass_ovsp_stats {
+    int candidates; /* fused exchanges of two or more tensors */
+    int hoisted;    /* split with the start moved up (the others: sunk) */
+    int link_kept;  /* kept whole: across nodes, where ZeRO's collectives cross too */
+} pass_ovsp_stats;
+int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_stats *st);
 
 #endif

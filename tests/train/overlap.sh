@@ -14,7 +14,7 @@
 #     --save-weights / --save-grads files to be identical, byte for byte.
 #     The "on" IR must start collectives (async = 1), one wait each, and
 #     split a fused exchange where the "off" IR has one (except where the
-#     layout says "whole": there the cost model keeps them whole); the
+#     layout says "whole": there the pass keeps them whole); the
 #     "off" IR starts none.
 set -euo pipefail
 
@@ -60,8 +60,9 @@ same() {
         # Fused exchanges (q, k, v in one all_to_all) are split, part started.
         fused=$(grep -c '^%[^=]*, %[^=]* = all_to_all' "$n.ir" || true)
         split=$(grep -c '= all_to_all .*async = 1' "$p.ir" || true)
-        # "whole": across the 2 Gb/s, 50 us link the cost model finds no
-        # split that pays (one more collective is one more latency).
+        # "whole": exchanges that cross nodes, where ZeRO's collectives
+        # cross too, stay whole (passes/README.md, "overlap"); the ones
+        # inside a node find no split that pays.
         if ((fused > 0 && split == 0 && !whole)) || ((whole && split > 0)); then
             echo "FAIL $l: overlap on: $split of the $fused fused exchange(s) split"
             fails=$((fails + 1))
