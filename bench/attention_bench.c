@@ -15,7 +15,8 @@
  * Exponentials, masking and the backward's logsumexp recomputation are not
  * counted: they are overhead the ratio is meant to expose.
  *
- * Usage: bench_attention [S ...]   (default S = 1024 2048; b=1 H=4 Hkv=2 Dh=64) */
+ * Usage: bench_attention [--dh D] [S ...]   (default S = 1024 2048; b=1 H=4 Hkv=2 Dh=64)
+ * (bench/attention_torch.py runs it beside PyTorch's SDPA.) */
 #include "kernels.h"
 
 #include <cblas.h>
@@ -110,8 +111,8 @@ static double time_once(bench_fn fn, void *ctx) {
 /* Each repeat times sgemm 1024^3, the forward and forward + backward back to
  * back, and the ratios are taken within the repeat before the median: load
  * from other processes drifts over seconds, and this cancels most of it. */
-static void bench_attention(int64_t S) {
-    att_ctx a = {1, S, 4, 2, 64, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static void bench_attention(int64_t S, int64_t Dh) {
+    att_ctx a = {1, S, 4, 2, Dh, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int64_t nq = a.b * S * a.H * a.Dh, nk = a.b * S * a.Hkv * a.Dh;
     a.q = frand(nq), a.k = frand(nk), a.v = frand(nk), a.o = frand(nq), a.dout = frand(nq);
     a.dq = frand(nq), a.dk = frand(nk), a.dv = frand(nk);
@@ -136,17 +137,34 @@ static void bench_attention(int64_t S) {
 
 int main(int argc, char **argv) {
     openblas_set_num_threads(1); /* the environment variable is read at load time; this is authoritative */
+    int64_t Dh = 64;
+    int first = 1;
+    if (argc > 2 && strcmp(argv[1], "--dh") == 0) {
+        Dh = atoll(argv[2]);
+        first = 3;
+        if (Dh <= 0 || Dh > 1024) {
+            fprintf(stderr, "bench_attention: --dh %s: a head dim in 1..1024\n", argv[2]);
+            return 2;
+        }
+    }
     const char *simd = getenv("BASP_SIMD");
     printf("OpenBLAS %s (core %s), 1 thread, BASP_SIMD=%s, median of %d\n", openblas_get_config(),
            openblas_get_corename(), simd ? simd : "(widest)", REPEATS);
     printf("sgemm 1024x1024x1024        %6.1f GFLOP/s\n", gemm_gflops(1024, 1024, 1024, 0, 1));
     /* the forward's Q K^T block: [64 x 64] x [128 x 64]^T */
     printf("sgemm 64x128x64 (Q K^T blk) %6.1f GFLOP/s\n", gemm_gflops(64, 128, 64, 1, 2000));
-    if (argc > 1)
-        for (int i = 1; i < argc; i++) bench_attention(atoll(argv[i]));
+    if (argc > first)
+        for (int i = first; i < argc; i++) {
+            int64_t S = atoll(argv[i]);
+            if (S <= 0) {
+                fprintf(stderr, "bench_attention: %s: not a sequence length\n", argv[i]);
+                return 2;
+            }
+            bench_attention(S, Dh);
+        }
     else {
-        bench_attention(1024);
-        bench_attention(2048);
+        bench_attention(1024, Dh);
+        bench_attention(2048, Dh);
     }
     return 0;
 }

@@ -8,7 +8,7 @@ scaled_dot_product_attention alone at gpu_attention_bench's shapes.
         [--steps 8] [--peak 989] [--compile] [--attention] [--reps 3]
         [--max-seq 16384] [--basp-metrics FILE] [--json FILE]
         [--gqa native|repeat] [--sdpa-backend auto|flash|efficient|cudnn|math]
-        [--no-step] [--device cuda|cpu] [--tiny]
+        [--no-step] [--device cuda|cpu] [--tiny] [--dtype bf16|fp32] [--threads N]
 
 Model.  The shapes come from the `model NAME { key value ... }` block of a
 basp spec (imports are followed; the last model block wins): hidden, layers,
@@ -28,8 +28,9 @@ tokens.  `--impl hf` builds transformers' LlamaForCausalLM (Qwen2ForCausalLM
 for qkv_bias, Qwen3ForCausalLM for qk_norm) from the equivalent config with
 attn_implementation="sdpa"; it is skipped with a message when transformers is
 not installed.  Parameters, gradients and optimizer state are all bf16 ("pure
-bf16"; no fp32 master weights), the optimizer is torch.optim.AdamW(lr=3e-4,
-fused=True on CUDA).  The batch is --batch x --seq random tokens (targets:
+bf16"; no fp32 master weights; `--dtype fp32` makes them all fp32, as basp's
+CPU backend runs), the optimizer is torch.optim.AdamW(lr=3e-4, fused=True on
+CUDA).  `--threads N` sets torch's CPU threads.  The batch is --batch x --seq random tokens (targets:
 the next token), the same batch every step.
 
 Timing.  Each step (zero_grad, forward, backward, optimizer step) is timed
@@ -456,7 +457,7 @@ def is_oom(torch, e):
 def run_step(torch, args, m, impl, device, label):
     """One timed training run; returns True when it ran."""
     F = torch.nn.functional
-    dtype = torch.bfloat16
+    dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
     params = param_count(m)
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -546,7 +547,7 @@ def sdpa_backend(torch, q, k, v, gqa):
 
 def bench_attention(torch, args, device, S, H, Hkv, Dh):
     F = torch.nn.functional
-    dtype = torch.bfloat16
+    dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
     g = torch.Generator(device=device).manual_seed(S + H + Dh)
 
     def rnd(*shape):
@@ -645,6 +646,9 @@ def main():
     ap.add_argument("--json", metavar="FILE", help="write all results here")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="tiny model of the spec's kind, for a smoke test")
+    ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
+                    help="parameters, gradients and optimizer state (fp32: basp's CPU precision)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     args = ap.parse_args()
     args.reps = max(1, args.reps)
     if args.seq is None:
@@ -671,6 +675,8 @@ def main():
     except ImportError as e:
         print("torch: skipped: torch is not importable (%s)" % e, flush=True)
         return 77
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if device.type == "cuda":
         if not torch.cuda.is_available():

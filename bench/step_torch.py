@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""step_torch.py — a one-rank CPU training step of basp beside the same step
+in PyTorch (bench/torch_step.py: Llama in torch.nn, SDPA, AdamW), fp32, one
+thread each, side by side in one run.
+
+    bench/step_torch.py [--build DIR] [--spec bench/small_cpu.basp]
+                        [--seqs 1024,2048,8192] [--rounds 3] [--steps 6]
+                        [--warmup 2] [--basp-set KEY=VALUE ...] [--out DIR]
+
+For every sequence length S (micro-batch 1), basp's program is compiled
+from the spec on one rank (`--set mesh.nodes=1 --set mesh.devices_per_node=1
+--set train.micro_batch=1 --set train.seq_len=S`) and trains --steps steps
+(OpenBLAS at one thread, its step times from --metrics); PyTorch runs
+bench/torch_step.py --device cpu --dtype fp32 --threads 1 on the same model
+block, batch and sequence, --steps steps.  --basp-set adds a `--set` to
+basp's compile (train.mlp_chunk=0: the unfused MLP, which keeps g and u
+for the backward as PyTorch does, instead of the tiled default that
+recomputes them).  The two alternate which goes first
+from round to round; each run's step time is the median over the steps
+after --warmup, the table the medians over rounds and the median of the
+per-round ratios PyTorch / basp (above 1: basp is faster).  Writes
+results.md and results.csv to --out (default bench/results/step_torch/).
+
+PyTorch is a benchmark-only dependency: run this with a python that has it;
+the basp side needs the build's baspc, data/mkcorpus and an mpirun.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import step_bench as sb  # noqa: E402  (run, mpirun_prefix)
+import attention_torch as at  # noqa: E402  (cpu_model, write_results)
+
+
+def basp_step(binary, corpus, steps, warmup, workdir, env, mpirun):
+    metrics = os.path.join(workdir, os.path.basename(binary) + ".jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    sb.run(mpirun + [binary, "--data", corpus, "--steps", str(steps), "--metrics", metrics, "--quiet"], env=env,
+           cwd=workdir)
+    with open(metrics) as f:
+        rows = [json.loads(line) for line in f if line.strip()][warmup:]
+    if not rows:
+        sys.exit(f"step_torch: {metrics}: no steps after the warm-up")
+    return statistics.median(r["step_ms"] for r in rows)
+
+
+def torch_step(spec, S, steps, warmup, workdir, env):
+    out = os.path.join(workdir, f"torch_{S}.json")
+    cmd = [sys.executable, os.path.join(HERE, "torch_step.py"), "--model", spec, "--device", "cpu", "--dtype",
+           "fp32", "--threads", "1", "--batch", "1", "--seq", str(S), "--steps", str(steps), "--json", out]
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode == 77:
+        sys.exit("step_torch: PyTorch is not importable from this python (a benchmark-only dependency)")
+    if p.returncode:
+        sys.exit(f"step_torch: torch_step.py failed:\n{p.stdout[-3000:]}")
+    with open(out) as f:
+        res = json.load(f)
+    rec = [r for r in res["results"] if r.get("kind") == "step"][0]
+    return statistics.median(rec["step_ms"][warmup:] or rec["step_ms"]), res.get("torch", "?")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--spec", default=os.path.join(HERE, "small_cpu.basp"))
+    ap.add_argument("--seqs", default="1024,2048,8192")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--basp-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a --set for basp's compile (repeatable)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "step_torch"))
+    args = ap.parse_args()
+    if args.rounds < 1 or args.steps <= args.warmup:
+        ap.error("--rounds must be at least 1 and --steps more than --warmup")
+    baspc, mkcorpus = os.path.join(args.build, "baspc"), os.path.join(args.build, "data", "mkcorpus")
+    for tool in (baspc, mkcorpus):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"step_torch: {tool} not found: build basp first")
+    workdir = os.path.join(args.build, "bench", "step_torch",
+                           "_".join(kv.replace("=", "-") for kv in args.basp_set) or "spec")
+    os.makedirs(workdir, exist_ok=True)
+    corpus = os.path.join(workdir, "corpus.bin")
+    if not os.path.exists(corpus):
+        sb.run([mkcorpus, corpus])
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    mpirun = sb.mpirun_prefix(1)
+    seqs = [int(s) for s in args.seqs.split(",")]
+    binaries = {}
+    for S in seqs:
+        b = os.path.join(workdir, f"basp_{S}")
+        sb.run([baspc, args.spec, "-q", "-o", b, "--set", "mesh.nodes=1", "--set", "mesh.devices_per_node=1",
+                "--set", "train.micro_batch=1", "--set", f"train.seq_len={S}"] +
+               [a for kv in args.basp_set for a in ("--set", kv)])
+        binaries[S] = b
+    t0 = time.monotonic()
+    runs, tv = {}, "?"
+    for r in range(args.rounds):
+        for i, S in enumerate(seqs):
+            if (r + i) % 2 == 0:
+                b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
+                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env)
+            else:
+                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env)
+                b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
+            runs.setdefault(S, []).append((b, t))
+            print(f"[round {r + 1}] S={S}: basp {b:.1f} ms, PyTorch {t:.1f} ms, PyTorch/basp {t / b:.2f}", flush=True)
+    med = statistics.median
+    rows, csv = [], ["seq,basp_step_ms,torch_step_ms,torch_over_basp"]
+    for S, rs in sorted(runs.items()):
+        b, t, ratio = med(x for x, _ in rs), med(y for _, y in rs), med(y / x for x, y in rs)
+        rows.append(f"| {S} | {b:.1f} | {t:.1f} | **{ratio:.2f}×** |")
+        csv.append(f"{S},{b:.2f},{t:.2f},{ratio:.3f}")
+    md = ["# One-rank CPU training step: basp against PyTorch, fp32, one thread", "",
+          f"`{' '.join(['bench/step_torch.py'] + sys.argv[1:])}` — {time.monotonic() - t0:.0f} s, {args.rounds} "
+          f"rounds of {args.steps} steps (the first {args.warmup} left out), medians; model "
+          f"`{os.path.relpath(args.spec, ROOT)}` at micro-batch 1; {at.cpu_model()}; PyTorch {tv} "
+          f"(bench/torch_step.py --impl plain: torch.nn Llama, SDPA, AdamW, fp32, one thread); basp: OpenBLAS at one "
+          f"thread{', ' + ' '.join(args.basp_set) if args.basp_set else ', the spec as it is'}; load average at "
+          f"the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
+          "| S | basp step ms | PyTorch step ms | PyTorch / basp |", "|---:|---:|---:|---:|"] + rows
+    at.write_results(args.out, md, csv)
+
+
+if __name__ == "__main__":
+    main()
