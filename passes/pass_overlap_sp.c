@@ -79,7 +79,6 @@ static bool kernel(const ir_op *op)
     return d->comm == IR_COMM_NONE && d->kind != IR_K_MEM;
 }
 
-
 /* A ZeRO gather of a weight: the gathers' walk (pass_overlap.c, after
  * this) starts it early, off the critical path, so the segments are timed
  * without it (timed in place, it would queue behind the started exchange

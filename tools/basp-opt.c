@@ -1,6 +1,7 @@
 /* basp-opt — the IR-level pass runner: reads textual IR, runs named passes
  * (verifying after each) and prints the result.  Used by the pass tests, one
  * pass at a time on hand-written IR. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static void usage(FILE *out) {
             "  --schedule [--json]    print the communication schedule instead of the IR\n"
             "  --list-passes          list the registered passes\n"
             "  --load-pass-plugin=FILE  load a pass plugin (repeatable; docs/writing-a-pass.md)\n"
-            "  -o FILE                write the output to FILE\n"
+            "  -o FILE                write the output to FILE (- : standard output)\n"
             "  -q, --quiet            only errors\n");
 }
 
@@ -71,7 +72,8 @@ int main(int argc, char **argv) {
     if (!basp_module_verify(m)) rc = 1;
     else if (passes && *passes && !basp_run_pipeline(m, passes, &popt)) rc = 1;
     if (rc == 0 && !verify_only) {
-        FILE *out = out_path ? fopen(out_path, "w") : stdout;
+        bool to_stdout = !out_path || strcmp(out_path, "-") == 0; /* -o -: standard output */
+        FILE *out = to_stdout ? stdout : fopen(out_path, "w");
         if (!out) { perror(out_path); basp_module_free(m); return 1; }
         if (schedule) basp_print_schedule(m, out, json);
         else basp_print_ir(m, out);

@@ -25,7 +25,8 @@ static void usage(FILE *out) {
             "                           (run it with: mpirun -np N ./FILE --data DATA);\n"
             "                           with another action: write its output to FILE\n"
             "                           (written next to FILE and renamed at the end: a failed\n"
-            "                           run leaves FILE as it was; an input file is refused)\n"
+            "                           run leaves FILE as it was; an input file is refused;\n"
+            "                           -o - is standard output)\n"
             "  --emit=c                 print the generated C program (to -o FILE or stdout)\n"
             "  --check                  parse and check the spec only\n"
             "  --print-spec             print the checked spec with every default filled in\n"
@@ -291,6 +292,12 @@ static int parse_args(int argc, char **argv, options *o) {
     if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN && o->act != ACT_MEMORY && o->act != ACT_MAXSEQ)
         return die_usage("--json goes with --schedule, --plan, --memory or --max-seq-len", NULL);
     if (o->out && !o->emit_given) o->act = ACT_BUILD;
+    if (o->out && strcmp(o->out, "-") == 0) { /* the usual name of standard output */
+        if (o->act == ACT_BUILD)
+            return die_usage("-o - is standard output, which cannot hold a training binary: name a file, or add "
+                             "--emit=c for the program's source", NULL);
+        o->out = NULL;
+    }
     if (o->keep_c && o->act != ACT_BUILD) return die_usage("--keep-c goes with building (-o FILE, no --emit)", NULL);
     if (is_ir_file(o->spec)) {
         if (o->nsets) return die_usage("--set applies to specs, not to textual IR", o->spec);
