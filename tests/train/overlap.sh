@@ -6,7 +6,7 @@
 #
 #   overlap.sh same BASPC MPIRUN CORPUS DOCS SPEC WORKDIR
 #     For layouts of SPEC on 4 ranks (and one on 2, each with a CPU: the
-#     MPI progress thread runs there) covering batch-aware, Ulysses, ring,
+#     MPI progress thread runs there, with gradient accumulation) covering batch-aware, Ulysses, ring,
 #     hybrid and two-level, ZeRO 0-3, recomputation, gradient accumulation
 #     and packed documents (DOCS: a token file with end-of-text tokens 0),
 #     builds the program with overlap off and on, trains 3 steps each, and
@@ -29,7 +29,7 @@ same() {
         "layout.a2a=two_level;layout.batch_aware=off;train.zero=3;train.global_batch=4;whole"
         "layout.batch_aware=groups 2;train.zero=3;train.documents=on;train.eot_token=0;data=docs"
         "layout.batch_aware=groups 2;train.zero=0"
-        "mesh.nodes=1;layout.batch_aware=off;train.zero=3;np=2"
+        "mesh.nodes=1;layout.batch_aware=off;train.zero=3;train.global_batch=4;np=2"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
