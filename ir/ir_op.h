@@ -56,7 +56,7 @@ typedef enum {
     IR_WS_CPU_LOGITS, /* runtime/cpu/kern_lmhead.c: a [chunk, V] logits block */
     IR_WS_CPU_ROPE,   /* kern_basic.c: the RoPE table (and positions) */
     IR_WS_CPU_MLP,    /* kern_mlp.c: g, u and s of one chunk of rows */
-    IR_WS_CPU_DSTATS, /* kern_docattn.c: the row statistics */
+    IR_WS_CPU_DSTATS, /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's */
     IR_WS_CPU_DPOS,   /* kern_docattn.c: the positions */
     IR_WS_CPU_N
 } ir_ws_cpu_slot;

@@ -30,7 +30,7 @@
 typedef enum {
     KERN_SCRATCH_LOGITS,
     KERN_SCRATCH_MLP,
-    KERN_SCRATCH_DOCSTATS, /* kern_docattn: lse, D */
+    KERN_SCRATCH_DOCSTATS, /* kern_docattn: lse, D; kern_attention_bwd: one head's lse, D */
     KERN_SCRATCH_DOCPOS,   /* kern_docattn: the positions 0 .. S-1 (int64, 2 floats each) */
     KERN_SCRATCH_N
 } kern_scratch_slot;

@@ -7,8 +7,8 @@
  * softmax (running row max m and row sum l), so the memory is O(BQ*BK), never
  * O(S*S).
  *
- * The backward recomputes: per query block it first reruns Q K^T over the
- * keys to get each row's logsumexp, then per key block forms
+ * The backward recomputes: for every query block it first reruns Q K^T over
+ * the keys to get each row's logsumexp, then per key block forms
  * P = exp(S - lse), dP = dO V^T, dS = P o (dP - rowsum(dO o O)) and
  * accumulates dQ += dS K, dK += dS^T Q, dV += P^T dO straight into the
  * outputs (beta = 1), which also sums dk/dv over the q heads of a kv group.
@@ -210,27 +210,41 @@ static void bwd_rowstats(const head_view *hv, const head_grad *hg, int64_t i0, i
     }
 }
 
-/* One query block: pass 1 (statistics), then pass 2 over the key blocks. */
-static void bwd_block(const head_view *hv, const head_grad *hg, int64_t i0, int nq, float *s, float *dp, float *lse,
-                      float *dsum, float *l) {
+/* Pass 2 for one (query block, key block) pair: P and dS from the row
+ * statistics, then dQ_i += dS K_j, dK_j += dS^T Q_i, dV_j += P^T dO_i.  The
+ * key block is cut at the block's last query (kend = i0 + nq), as the
+ * forward cuts it. */
+static void bwd_pair(const head_view *hv, const head_grad *hg, int64_t i0, int nq, int64_t j0, float *s, float *dp,
+                     const float *lse, const float *dsum) {
     int Dh = (int)hv->Dh, ldq = hv->ldq, ldk = hv->ldk;
-    bwd_rowstats(hv, hg, i0, nq, s, lse, dsum, l);
-    const float *qi = hv->q + i0 * ldq, *doi = hg->dout + i0 * ldq;
-    float *dqi = hg->dq + i0 * ldq;
-    int64_t kend = i0 + nq;
-    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-        int nk = imin(BK, kend - j0), w = padw(nk);
-        const float *kj = hv->k + j0 * ldk, *vj = hv->v + j0 * ldk;
-        block_scores(hv, s, i0, nq, j0, nk, w);
-        /* dp[nq, nk] = dO V^T; its padding columns are never read back */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, 1.0f, doi, ldq, vj, ldk, 0.0f, dp, w);
-        kern_attn_simd()->grad(s, dp, nq, w, lse, dsum, hv->scale); /* s <- P, dp <- scale * dS */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, 1.0f, dp, w, kj, ldk, 1.0f, dqi, ldq);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, dp, w, qi, ldq, 1.0f,
-                    hg->dk + j0 * ldk, ldk);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, s, w, doi, ldq, 1.0f,
-                    hg->dv + j0 * ldk, ldk);
-    }
+    int nk = imin(BK, i0 + nq - j0), w = padw(nk);
+    const float *qi = hv->q + i0 * ldq, *doi = hg->dout + i0 * ldq, *kj = hv->k + j0 * ldk, *vj = hv->v + j0 * ldk;
+    block_scores(hv, s, i0, nq, j0, nk, w);
+    /* dp[nq, nk] = dO V^T; its padding columns are never read back */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, 1.0f, doi, ldq, vj, ldk, 0.0f, dp, w);
+    kern_attn_simd()->grad(s, dp, nq, w, lse, dsum, hv->scale); /* s <- P, dp <- scale * dS */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, 1.0f, dp, w, kj, ldk, 1.0f, hg->dq + i0 * ldq,
+                ldq);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, dp, w, qi, ldq, 1.0f, hg->dk + j0 * ldk,
+                ldk);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, s, w, doi, ldq, 1.0f, hg->dv + j0 * ldk,
+                ldk);
+}
+
+/* One head: pass 1 (every query row's statistics), then pass 2 key block
+ * by key block, so that a key block's dK and dV rows stay in cache while
+ * the query blocks reaching it stream past (query-major, every query block
+ * re-read and re-wrote all of dK and dV).  Every output element still
+ * receives its terms in the same order (dK_j, dV_j over ascending query
+ * blocks, dQ_i over ascending key blocks) from GEMMs of the same shapes:
+ * the results are bit for bit the query-major ones. */
+static void bwd_head(const head_view *hv, const head_grad *hg, float *s, float *dp, float *lse, float *dsum,
+                     float *l) {
+    int64_t S = hv->S;
+    for (int64_t i0 = 0; i0 < S; i0 += BQ) bwd_rowstats(hv, hg, i0, imin(BQ, S - i0), s, lse + i0, dsum + i0, l);
+    for (int64_t j0 = 0; j0 < S; j0 += BK)
+        for (int64_t i0 = j0 / BQ * BQ; i0 < S; i0 += BQ) /* the query blocks reaching key j0 */
+            bwd_pair(hv, hg, i0, imin(BQ, S - i0), j0, s, dp, lse + i0, dsum + i0);
 }
 
 void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
@@ -240,8 +254,11 @@ void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
     memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
     memset(dk, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
     memset(dv, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
-    float *s = scratch_get(2 * (int64_t)BQ * BK + 3 * BQ);
-    float *dp = s + BQ * BK, *lse = dp + BQ * BK, *dsum = lse + BQ, *l = dsum + BQ;
+    float *s = scratch_get(2 * (int64_t)BQ * BK + BQ);
+    float *dp = s + BQ * BK, *l = dp + BQ * BK;
+    /* one head's row statistics, in the workspace the memory plan counts
+     * (ir_op_attn.c, IR_WS_CPU_DSTATS) */
+    float *lse = kern_scratch(KERN_SCRATCH_DOCSTATS, 2 * S, "attention"), *dsum = lse + S;
     int64_t rep = H / Hkv;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
@@ -249,6 +266,6 @@ void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
             head_view hv = {q + qoff, k + koff, v + koff, S, Dh, (int)(H * Dh), (int)(Hkv * Dh),
                             (float)(1.0 / sqrt((double)Dh))};
             head_grad hg = {dout + qoff, o + qoff, dq + qoff, dk + koff, dv + koff};
-            for (int64_t i0 = 0; i0 < S; i0 += BQ) bwd_block(&hv, &hg, i0, imin(BQ, S - i0), s, dp, lse, dsum, l);
+            bwd_head(&hv, &hg, s, dp, lse, dsum, l);
         }
 }
