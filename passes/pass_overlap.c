@@ -259,14 +259,15 @@ static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_
                            double *headroom)
 {
     ir_module *keep = isfinite(*headroom) ? ir_module_clone(m) : NULL;
+    double unsplit = *headroom;
     int n = pass_overlap_exchanges(m, cp, st);
     if (keep && n > 0) {
         *headroom = mem_headroom(m, NULL);
-        if (*headroom <= 0) { /* back to the unsplit step */
+        if (*headroom <= 0) { /* back to the unsplit step, and its headroom */
             ir_module t = *m;
             *m = *keep;
             *keep = t;
-            *headroom = mem_headroom(m, NULL);
+            *headroom = unsplit;
             pu_remark(opt, "overlap: splitting %d sequence-parallel exchange(s) would pass the device memory: kept "
                       "whole", n);
             n = st->hoisted = 0;

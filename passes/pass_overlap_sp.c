@@ -192,14 +192,11 @@ static bool build_order(spctx *c, spplan *p)
         /* mark 1: reads a started result, directly or through another op
          * of the segment; 2: a kernel that does not, and its ancestors
          * (never dependent ones, or it would be one): before the wait */
-        ir_op s = part_of(x, p->blocking, true);
         for (int i = p->x + 1; i < hi; i++) {
             const ir_op *op = &m->ops[i];
             for (int k = 0; k < op->nin; k++) {
                 int d = c->def[op->in[k]];
-                bool started = false;
-                for (int j = 0; j < s.nout; j++)
-                    started |= op->in[k] == s.out[j];
+                bool started = d == p->x && op->in[k] != x->out[p->blocking];
                 if (started || (d > p->x && d < hi && c->mark[d] == 1))
                     c->mark[i] = 1;
             }
