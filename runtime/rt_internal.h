@@ -166,6 +166,10 @@ struct rt_ctx {
     bool progress_ok, progress_running;
     int progress_stop, progress_want;
     char progress_note[160]; /* for the banner: how started collectives progress */
+    /* Threads for host work at start-up (drawing the initial weights): this
+     * rank's CPUs over the node's ranks, at most RT_MAX_HOST_THREADS;
+     * BASP_HOST_THREADS overrides. */
+    int host_threads;
     /* Step state. */
     int64_t step;              /* 0-based index of the running step */
     /* Gradient accumulation: the running micro-step (0 .. accum-1), and
@@ -247,6 +251,7 @@ rt_mem_cat rt_value_cat(const rt_value_desc *d);
  * --profile's names). */
 extern const char *const rt_mem_names[RT_MEM_NCATS];
 void rt_arena_report(rt_ctx *rt, FILE *f);
+#define RT_MAX_HOST_THREADS 64
 void rt_init_params(rt_ctx *rt, uint64_t seed);
 /* Local dims of value v on this rank; returns its rank (number of dims). */
 int rt_local_dims(const rt_ctx *rt, int v, int64_t ldims[RT_MAX_RANK]);

@@ -1,7 +1,9 @@
 /* rt_main.c — process start-up, the command line, the runtime context and
  * the error helpers.  The training loop and its logging are in rt_loop.c. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -350,6 +352,29 @@ static void rt_check_tables(const rt_program *p) {
                  "optimizer entry %d is not a (param, grad) pair", i);
 }
 
+/* This rank's share of its node's CPUs: the CPUs it may run on (mpirun
+ * may bind it to one core) over the ranks of its node (all of whom may
+ * share them).  Collective over MPI_COMM_WORLD. */
+static int rt_host_threads(const rt_ctx *rt) {
+    MPI_Comm node;
+    int local = 1, cpus = 1;
+    RT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL, &node));
+    RT_MPI(MPI_Comm_size(node, &local));
+    MPI_Comm_free(&node);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+    int n = cpus / local;
+    const char *e = getenv("BASP_HOST_THREADS");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        RT_CHECK(*end == 0 && v >= 1 && v <= RT_MAX_HOST_THREADS, "BASP_HOST_THREADS=%s: want 1 to %d", e,
+                 RT_MAX_HOST_THREADS);
+        n = (int)v;
+    }
+    return n < 1 ? 1 : n > RT_MAX_HOST_THREADS ? RT_MAX_HOST_THREADS : n;
+}
+
 rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     rt_ctx *rt = RT_MALLOC(sizeof *rt);
     memset(rt, 0, sizeof *rt);
@@ -361,6 +386,7 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
     RT_CHECK(rt->world == p->world, "launched with %d ranks, compiled for %d", rt->world, p->world);
     rt_check_tables(p);
+    rt->host_threads = rt_host_threads(rt);
     rt->comm = RT_MALLOC(sizeof(MPI_Comm) * (size_t)p->ngroups);
     rt->gset = RT_MALLOC(sizeof(int) * (size_t)p->ngroups);
     rt->gpos = RT_MALLOC(sizeof(int) * (size_t)p->ngroups);

@@ -49,6 +49,32 @@ roundtrip() {
     echo "cli.sh: weights.bin and reloaded.bin are identical"
 }
 
+# cli.sh init_threads BASPC MPIRUN SPECDIR WORKDIR CORPUS
+#   the initial weights of a model whose larger parameters (1M elements and
+#   more) are drawn by several threads: byte-identical with 1 thread, 3
+#   threads, and on 4 ranks with every parameter sharded (ZeRO-3); a bad
+#   BASP_HOST_THREADS is refused.
+init_threads() {
+    local baspc=$1 mpirun=$2 specdir=$3 w=$4 corpus=$5
+    rm -rf "$w" && mkdir -p "$w"
+    local wide=(--set model.hidden=1024 --set model.ffn=1024 --set model.head_dim=256)
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/one" "${wide[@]}" --set mesh.nodes=1 --set mesh.devices_per_node=1
+    "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/four" "${wide[@]}" --set train.zero=3
+    local run=("$mpirun" --allow-run-as-root --oversubscribe)
+    BASP_HOST_THREADS=1 "${run[@]}" -np 1 "$w/one" --data "$corpus" --steps 0 --quiet --save-weights "$w/t1.bin"
+    BASP_HOST_THREADS=3 "${run[@]}" -x BASP_HOST_THREADS -np 1 "$w/one" --data "$corpus" --steps 0 --quiet \
+        --save-weights "$w/t3.bin"
+    "${run[@]}" -np 4 "$w/four" --data "$corpus" --steps 0 --quiet --save-weights "$w/z3.bin"
+    cmp "$w/t1.bin" "$w/t3.bin"
+    cmp "$w/t1.bin" "$w/z3.bin"
+    if BASP_HOST_THREADS=0 "${run[@]}" -x BASP_HOST_THREADS -np 1 "$w/one" --data "$corpus" --steps 0 \
+        >"$w/bad.log" 2>&1; then
+        echo "FAIL: BASP_HOST_THREADS=0 was accepted"; exit 1
+    fi
+    grep -q "BASP_HOST_THREADS=0: want 1 to 64" "$w/bad.log" || { cat "$w/bad.log"; exit 1; }
+    echo "cli.sh: initial weights identical with 1 and 3 threads and on 4 ZeRO-3 ranks; BASP_HOST_THREADS=0 refused"
+}
+
 # cli.sh badinput WORKDIR
 #   token files whose size disagrees with the header: a count of 100 with
 #   1000 tokens after it, uint32 tokens labelled version 1 (uint16), and an
@@ -223,6 +249,7 @@ shift
 case $cmd in
 setup) setup "$@" ;;
 roundtrip) roundtrip "$@" ;;
+init_threads) init_threads "$@" ;;
 badinput) badinput "$@" ;;
 shards) shards "$@" ;;
 val) val "$@" ;;
