@@ -8,8 +8,9 @@ scaled_dot_product_attention, one thread each, side by side in one run.
 For every sequence length S and head dim Dh (b = 1, 4 query heads over 2
 kv heads, causal), each round runs
 
-  - build/bench/bench_attention --dh Dh S (basp: kern_attention_fwd and
-    kern_attention_bwd on [b, S, H, Dh], OpenBLAS at one thread; it prints
+  - build/bench/bench_attention --dh Dh S (basp: kern_attention_fwd_lse and
+    kern_attention_bwd_lse on [b, S, H, Dh], as training runs them: the
+    backward reads the forward's logsumexp; OpenBLAS at one thread; it prints
     the median of its own 7 repeats, with sgemm 1024³ timed beside them);
   - torch.nn.functional.scaled_dot_product_attention(is_causal=True,
     enable_gqa=True) on [b, H, S, Dh] (its own layout), forward under

@@ -51,13 +51,15 @@ double ir_emit_attr_or_config(ir_emit *e, const char *attr, const char *key);
  * Each slot is one grow-only buffer of the target's runtime: it grows to the
  * largest request of any op, and the slots are separate allocations, so the
  * workspace is the sum of the slots.  An op's ws_cpu / ws_cuda raises the
- * slots it uses (ir_ws_raise); cuDNN's statistics add up instead. */
+ * slots it uses (ir_ws_raise); the statistics attention forwards keep for
+ * their backwards (cuDNN's, the CPU's) add up instead. */
 typedef enum {
     IR_WS_CPU_LOGITS, /* runtime/cpu/kern_lmhead.c: a [chunk, V] logits block */
     IR_WS_CPU_ROPE,   /* kern_basic.c: the RoPE table (and positions) */
     IR_WS_CPU_MLP,    /* kern_mlp.c: g, u and s of one chunk of rows */
     IR_WS_CPU_DSTATS, /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's */
     IR_WS_CPU_DPOS,   /* kern_docattn.c: the positions */
+    IR_WS_CPU_LSE,    /* not a slot: a sum over the attention forwards (ir_op_attn.c) */
     IR_WS_CPU_N
 } ir_ws_cpu_slot;
 

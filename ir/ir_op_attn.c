@@ -135,17 +135,22 @@ static void verify_ring_attention_bwd(ir_vctx *c, const ir_op *op) { check_ring_
 /* With packed documents the CPU attention (runtime/cpu/kern_docattn.c)
  * keeps the row statistics (lse; the backward also D) and the positions
  * 0 .. S-1.  Without, the backward (kern_attention.c) keeps one head's
- * statistics (lse and D of its S rows) in the same slot. */
+ * statistics (lse and D of its S rows) in the same slot, and each forward
+ * leaves its rows' logsumexp [b,H,S] in fp32 for its backward
+ * (runtime/cpu/rt_kernels.c), kept per output slot outside the arena: at
+ * most one per attention forward op, so the sum over the forwards bounds
+ * them. */
 static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
 {
-    if (ir_config_int(m, "documents", 0) == 0) {
-        const ir_type *q = &m->values[op->in[bwd]].type;
-        if (bwd && q->rank == 4)
-            ir_ws_raise(&w[IR_WS_CPU_DSTATS], 8 * q->dims[1]);
-        return;
-    }
     const ir_type *q = &m->values[op->in[bwd]].type;
     int64_t nr = q->rank == 4 ? ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2) : 0;
+    if (ir_config_int(m, "documents", 0) == 0) {
+        if (bwd && q->rank == 4)
+            ir_ws_raise(&w[IR_WS_CPU_DSTATS], 8 * q->dims[1]);
+        if (!bwd)
+            w[IR_WS_CPU_LSE] += 4 * nr;
+        return;
+    }
     int64_t st = (bwd ? 8 : 4) * nr, ps = q->rank == 4 ? 8 * q->dims[1] : 0;
     ir_ws_raise(&w[IR_WS_CPU_DSTATS], st);
     ir_ws_raise(&w[IR_WS_CPU_DPOS], ps);

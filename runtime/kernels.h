@@ -137,12 +137,20 @@ const kern_attn_simd_ops *kern_attn_simd(void);
  * softmax: no S x S matrix is ever stored. */
 void kern_attention_fwd(float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S, int64_t H,
                         int64_t Hkv, int64_t Dh);
+/* The same, also writing each row's logsumexp to lse [b,H,S] (NULL: none). */
+void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                            int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 /* dq[b,S,H,Dh], dk/dv [b,S,Hkv,Dh] from dout[b,S,H,Dh] and the forward's
- * inputs and output o.  The row logsumexp is recomputed (nothing is kept
- * between forward and backward); dk, dv sum over the q heads that share a kv
- * head.  All three outputs are overwritten. */
+ * inputs and output o.  The row logsumexp is recomputed; dk, dv sum over the
+ * q heads that share a kv head.  All three outputs are overwritten. */
 void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                         const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+/* The same with the forward's lse [b,H,S] from kern_attention_fwd_lse
+ * (NULL: recomputed): the results are bit for bit those without it, and
+ * the first of the backward's two passes over the keys is skipped. */
+void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *o, const float *lse, int64_t b, int64_t S, int64_t H,
+                            int64_t Hkv, int64_t Dh);
 
 /* ---- lm head + cross-entropy (kern_lmhead.c) ------------------------------ */
 /* loss[0] = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],

@@ -166,6 +166,12 @@ struct rt_ctx {
     bool progress_ok, progress_running;
     int progress_stop, progress_want;
     char progress_note[160]; /* for the banner: how started collectives progress */
+    /* CPU attention: each forward's logsumexp for its backward
+     * (cpu/rt_kernels.c); BASP_ATTN_LSE=0 recomputes it instead. */
+    struct rt_attn_lse *lse;
+    int nlse, cap_lse;
+    size_t lse_bytes;
+    bool lse_off;
     /* Threads for host work at start-up (drawing the initial weights): this
      * rank's CPUs over the node's ranks, at most RT_MAX_HOST_THREADS;
      * BASP_HOST_THREADS overrides. */
@@ -222,6 +228,7 @@ double rt_now(void);
 void rt_backend_preinit(void);
 void rt_backend_init(rt_ctx *rt);
 void rt_backend_fini(rt_ctx *rt);
+void rt_lse_fini(rt_ctx *rt); /* cpu/rt_kernels.c: the attention forwards' kept statistics */
 void rt_arena_build(rt_ctx *rt);
 /* Bytes the backend holds outside the arena for kernels and collectives
  * now (grow-only, so also their high-water mark): CPU, the kernels' scratch

@@ -7,8 +7,10 @@
  * softmax (running row max m and row sum l), so the memory is O(BQ*BK), never
  * O(S*S).
  *
- * The backward recomputes: for every query block it first reruns Q K^T over
- * the keys to get each row's logsumexp, then per key block forms
+ * The backward takes each row's logsumexp from the forward when the caller
+ * kept it (kern_attention_fwd_lse), else recomputes it: for every query
+ * block it first reruns Q K^T over the keys (about a fifth of the
+ * backward's time).  Then per key block it forms
  * P = exp(S - lse), dP = dO V^T, dS = P o (dP - rowsum(dO o O)) and
  * accumulates dQ += dS K, dK += dS^T Q, dV += P^T dO straight into the
  * outputs (beta = 1), which also sums dk/dv over the q heads of a kv group.
@@ -23,6 +25,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,8 +146,8 @@ static void block_scores(const head_view *hv, float *s, int64_t i0, int nq, int6
 /* ---- forward -------------------------------------------------------------------- */
 
 /* One query block of one head: o[i0..i0+nq) over keys 0..i0+nq-1. */
-static void fwd_block(const head_view *hv, float *o, int64_t i0, int nq, float *s, float *acc, float *m, float *l,
-                      float *alpha) {
+static void fwd_block(const head_view *hv, float *o, float *lse, int64_t i0, int nq, float *s, float *acc, float *m,
+                      float *l, float *alpha) {
     int64_t Dh = hv->Dh;
     memset(acc, 0, (size_t)nq * (size_t)Dh * sizeof(float));
     for (int r = 0; r < nq; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -164,10 +167,19 @@ static void fwd_block(const head_view *hv, float *o, int64_t i0, int nq, float *
         float *orow = o + (i0 + r) * hv->ldq;
         for (int64_t d = 0; d < Dh; d++) orow[d] = acc[r * Dh + d] * inv;
     }
+    /* The backward's pass 1 runs the same (m, l) updates on the same score
+     * blocks, so these are its values bit for bit. */
+    if (lse)
+        for (int r = 0; r < nq; r++) lse[i0 + r] = m[r] + logf(l[r]);
 }
 
 void kern_attention_fwd(float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S, int64_t H,
                         int64_t Hkv, int64_t Dh) {
+    kern_attention_fwd_lse(o, NULL, q, k, v, b, S, H, Hkv, Dh);
+}
+
+void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                            int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
     float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
     float *acc = s + BQ * BK, *m = acc + BQ * Dh, *l = m + BQ, *alpha = l + BQ;
@@ -177,8 +189,9 @@ void kern_attention_fwd(float *o, const float *q, const float *k, const float *v
             int64_t g = h / rep;
             head_view hv = {q + (bi * S * H + h) * Dh, k + (bi * S * Hkv + g) * Dh, v + (bi * S * Hkv + g) * Dh,
                             S, Dh, (int)(H * Dh), (int)(Hkv * Dh), (float)(1.0 / sqrt((double)Dh))};
-            float *ob = o + (bi * S * H + h) * Dh;
-            for (int64_t i0 = 0; i0 < S; i0 += BQ) fwd_block(&hv, ob, i0, imin(BQ, S - i0), s, acc, m, l, alpha);
+            float *ob = o + (bi * S * H + h) * Dh, *lb = lse ? lse + (bi * H + h) * S : NULL;
+            for (int64_t i0 = 0; i0 < S; i0 += BQ)
+                fwd_block(&hv, ob, lb, i0, imin(BQ, S - i0), s, acc, m, l, alpha);
         }
 }
 
@@ -191,18 +204,21 @@ typedef struct head_grad {
     float *dk, *dv;        /* [.., ldk] rows of the kv head */
 } head_grad;
 
-/* lse[r] of query rows i0..i0+nq-1 (pass 1), and dsum[r] = rowsum(dO o O). */
+/* Pass 1 for query rows i0..i0+nq-1: lse[r] (unless the forward's is
+ * known), and dsum[r] = rowsum(dO o O). */
 static void bwd_rowstats(const head_view *hv, const head_grad *hg, int64_t i0, int nq, float *s, float *lse,
-                         float *dsum, float *l) {
-    for (int r = 0; r < nq; r++) lse[r] = -INFINITY, l[r] = 0.0f;
-    int64_t kend = i0 + nq;
-    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-        int nk = imin(BK, kend - j0), w = padw(nk);
-        block_scores(hv, s, i0, nq, j0, nk, w);
-        kern_attn_simd()->rowstats(s, nq, w, lse, l);
+                         float *dsum, float *l, bool have_lse) {
+    if (!have_lse) {
+        for (int r = 0; r < nq; r++) lse[r] = -INFINITY, l[r] = 0.0f;
+        int64_t kend = i0 + nq;
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            int nk = imin(BK, kend - j0), w = padw(nk);
+            block_scores(hv, s, i0, nq, j0, nk, w);
+            kern_attn_simd()->rowstats(s, nq, w, lse, l);
+        }
+        for (int r = 0; r < nq; r++) lse[r] += logf(l[r]);
     }
     for (int r = 0; r < nq; r++) {
-        lse[r] += logf(l[r]);
         const float *dor = hg->dout + (i0 + r) * hv->ldq, *orow = hg->o + (i0 + r) * hv->ldq;
         double acc = 0.0;
         for (int64_t d = 0; d < hv->Dh; d++) acc += (double)dor[d] * orow[d];
@@ -239,9 +255,10 @@ static void bwd_pair(const head_view *hv, const head_grad *hg, int64_t i0, int n
  * blocks, dQ_i over ascending key blocks) from GEMMs of the same shapes:
  * the results are bit for bit the query-major ones. */
 static void bwd_head(const head_view *hv, const head_grad *hg, float *s, float *dp, float *lse, float *dsum,
-                     float *l) {
+                     float *l, bool have_lse) {
     int64_t S = hv->S;
-    for (int64_t i0 = 0; i0 < S; i0 += BQ) bwd_rowstats(hv, hg, i0, imin(BQ, S - i0), s, lse + i0, dsum + i0, l);
+    for (int64_t i0 = 0; i0 < S; i0 += BQ)
+        bwd_rowstats(hv, hg, i0, imin(BQ, S - i0), s, lse + i0, dsum + i0, l, have_lse);
     for (int64_t j0 = 0; j0 < S; j0 += BK)
         for (int64_t i0 = j0 / BQ * BQ; i0 < S; i0 += BQ) /* the query blocks reaching key j0 */
             bwd_pair(hv, hg, i0, imin(BQ, S - i0), j0, s, dp, lse + i0, dsum + i0);
@@ -249,6 +266,12 @@ static void bwd_head(const head_view *hv, const head_grad *hg, float *s, float *
 
 void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                         const float *v, const float *o, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, NULL, b, S, H, Hkv, Dh);
+}
+
+void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
+                            int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
     /* The GEMMs accumulate (beta = 1) into the outputs, which start at zero. */
     memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
@@ -258,7 +281,7 @@ void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
     float *dp = s + BQ * BK, *l = dp + BQ * BK;
     /* one head's row statistics, in the workspace the memory plan counts
      * (ir_op_attn.c, IR_WS_CPU_DSTATS) */
-    float *lse = kern_scratch(KERN_SCRATCH_DOCSTATS, 2 * S, "attention"), *dsum = lse + S;
+    float *stats = kern_scratch(KERN_SCRATCH_DOCSTATS, 2 * S, "attention"), *dsum = stats + S;
     int64_t rep = H / Hkv;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
@@ -266,6 +289,8 @@ void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
             head_view hv = {q + qoff, k + koff, v + koff, S, Dh, (int)(H * Dh), (int)(Hkv * Dh),
                             (float)(1.0 / sqrt((double)Dh))};
             head_grad hg = {dout + qoff, o + qoff, dq + qoff, dk + koff, dv + koff};
-            bwd_head(&hv, &hg, s, dp, lse, dsum, l);
+            /* pass 2 only reads lse: the forward's row may be used in place */
+            float *lse = lse_fwd ? (float *)lse_fwd + (bi * H + h) * S : stats;
+            bwd_head(&hv, &hg, s, dp, lse, dsum, l, lse_fwd != NULL);
         }
 }

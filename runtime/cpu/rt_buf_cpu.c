@@ -25,9 +25,14 @@ void rt_backend_preinit(void) {
         bli_thread_set_num_threads(1);
 }
 
-void rt_backend_init(rt_ctx *rt) { (void)rt; }
+void rt_backend_init(rt_ctx *rt) {
+    /* For measuring what keeping the statistics saves (bench/). */
+    const char *e = getenv("BASP_ATTN_LSE");
+    rt->lse_off = e && strcmp(e, "0") == 0;
+}
 
 void rt_backend_fini(rt_ctx *rt) {
+    rt_lse_fini(rt);
     free(rt->arena);
     free(rt->buf);
     rt_mem_fini(rt);
@@ -167,8 +172,7 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
 void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
 
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
-    (void)rt;
-    return (size_t)kern_scratch_bytes();
+    return (size_t)kern_scratch_bytes() + rt->lse_bytes;
 }
 
 /* The collectives' staging: with a plan, the two areas it reserved in the

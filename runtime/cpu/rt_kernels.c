@@ -107,10 +107,68 @@ static int32_t *rt_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
     return doc;
 }
 
+/* ---- the forwards' logsumexp, kept for their backwards ----------------------
+ * Each forward leaves its rows' logsumexp [b,H,S] under its output's
+ * address; the backward of that output finds it there and skips the pass
+ * that would recompute it (about a fifth of its time).  An output's bytes
+ * hold that output until its backward has read it (the memory plan keeps
+ * o live), so the entry of the forward that last wrote o is o's.  The
+ * entries live outside the arena; the plan counts one per attention
+ * forward op (ir_op_attn.c, IR_WS_CPU_LSE). */
+struct rt_attn_lse {
+    const float *o;
+    float *lse;
+    size_t bytes;
+    int64_t shape[4]; /* b, S, H, Dh of the forward that wrote it */
+};
+
+static struct rt_attn_lse *rt_lse_find(rt_ctx *rt, const float *o) {
+    for (int i = 0; i < rt->nlse; i++)
+        if (rt->lse[i].o == o) return &rt->lse[i];
+    return NULL;
+}
+
+/* o's entry, with room for its [b,H,S] statistics. */
+static float *rt_lse_slot(rt_ctx *rt, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
+    struct rt_attn_lse *e = rt_lse_find(rt, o);
+    if (!e) {
+        if (rt->nlse == rt->cap_lse) {
+            rt->cap_lse = rt->cap_lse ? 2 * rt->cap_lse : 8;
+            rt->lse = realloc(rt->lse, sizeof *rt->lse * (size_t)rt->cap_lse);
+            RT_CHECK(rt->lse, "out of memory");
+        }
+        e = &rt->lse[rt->nlse++];
+        *e = (struct rt_attn_lse){.o = o};
+    }
+    size_t need = sizeof(float) * (size_t)(b * H * S);
+    if (e->bytes < need) {
+        free(e->lse);
+        e->lse = RT_MALLOC(need);
+        rt->lse_bytes += need - e->bytes;
+        e->bytes = need;
+    }
+    e->shape[0] = b, e->shape[1] = S, e->shape[2] = H, e->shape[3] = Dh;
+    return e->lse;
+}
+
+/* The statistics of the forward that wrote o with this shape, or NULL. */
+static const float *rt_lse_of(rt_ctx *rt, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
+    const struct rt_attn_lse *e = rt_lse_find(rt, o);
+    if (!e || e->shape[0] != b || e->shape[1] != S || e->shape[2] != H || e->shape[3] != Dh) return NULL;
+    return e->lse;
+}
+
+void rt_lse_fini(rt_ctx *rt) {
+    for (int i = 0; i < rt->nlse; i++) free(rt->lse[i].lse);
+    free(rt->lse);
+    rt->lse = NULL, rt->nlse = rt->cap_lse = 0, rt->lse_bytes = 0;
+}
+
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     if (!rt->docs) {
-        RT_TIMED(RT_K_ATTENTION, kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh));
+        float *lse = rt_lse_slot(rt, o, b, S, H, Dh);
+        RT_TIMED(RT_K_ATTENTION, kern_attention_fwd_lse(o, lse, q, k, v, b, S, H, Hkv, Dh));
         return;
     }
     int32_t *doc = rt_attn_docs(rt, row0, b, S);
@@ -122,7 +180,8 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
                       const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
     if (!rt->docs) {
-        RT_TIMED(RT_K_ATTENTION_BWD, kern_attention_bwd(dq, dk, dv, dout, q, k, v, o, b, S, H, Hkv, Dh));
+        const float *lse = rt->lse_off ? NULL : rt_lse_of(rt, o, b, S, H, Dh);
+        RT_TIMED(RT_K_ATTENTION_BWD, kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, b, S, H, Hkv, Dh));
         return;
     }
     int32_t *doc = rt_attn_docs(rt, row0, b, S);

@@ -66,6 +66,19 @@ static void compare(const char *name, const float *got, const double *want, int6
     st_report(&st);
 }
 
+/* got and want hold the same bits (a kernel's variants that must agree
+ * exactly, not within a tolerance). */
+static void check_equal_bits(const char *name, const float *got, const float *want, int64_t n) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float))) bad++, first = first < 0 ? i : first;
+    printf("  %-34s n=%-5lld %s", name, (long long)n, bad ? "FAIL" : "identical ok");
+    if (bad) printf(": %lld differ, first at %lld (%.9g vs %.9g)", (long long)bad, (long long)first,
+                    (double)got[first], (double)want[first]);
+    printf("\n");
+    if (bad) g_failures++;
+}
+
 /* Central differences of loss() w.r.t. x[0..n) against grad[0..n): every
  * entry when n <= 400, else 200 random ones.  The step actually taken is
  * (float)(x+h) - (float)(x-h), not 2h, since x+h rounds in fp32. */
@@ -420,7 +433,7 @@ static double att_loss(void *p) {
 
 /* softmax(q k^T / sqrt(Dh)) v with the causal mask, in double, one row at a
  * time; q head h reads kv head h / (H/Hkv). */
-static void attention_reference(double *want, const att_ctx *c) {
+static void attention_reference_lse(double *want, double *lse, const att_ctx *c) {
     int64_t S = c->S, H = c->H, Hkv = c->Hkv, Dh = c->Dh, rep = H / Hkv;
     double *p = malloc((size_t)S * sizeof(double)), sc = 1.0 / sqrt((double)Dh);
     for (int64_t bi = 0; bi < c->b; bi++)
@@ -436,6 +449,7 @@ static void attention_reference(double *want, const att_ctx *c) {
                     mx = fmax(mx, p[j]);
                 }
                 for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                if (lse) lse[(bi * H + h) * S + i] = mx + log(sum);
                 double *oi = want + ((bi * S + i) * H + h) * Dh;
                 for (int64_t d = 0; d < Dh; d++) {
                     double acc = 0;
@@ -445,6 +459,7 @@ static void attention_reference(double *want, const att_ctx *c) {
             }
     free(p);
 }
+static void attention_reference(double *want, const att_ctx *c) { attention_reference_lse(want, NULL, c); }
 
 static void att_alloc(att_ctx *c, double amp) {
     int64_t nq = c->b * c->S * c->H * c->Dh, nk = c->b * c->S * c->Hkv * c->Dh;
@@ -464,6 +479,19 @@ static void test_attention_fwd(int64_t b, int64_t S, int64_t H, int64_t Hkv, int
     snprintf(name, sizeof name, "attention fwd vs naive S=%lld H=%lld/%lld", (long long)S, (long long)H,
              (long long)Hkv);
     compare(name, c.o, want, n, 1e-4, 1e-5);
+    /* The forward that keeps its rows' logsumexp: the same o bit for bit,
+     * and lse [b,H,S] as the reference's (its scores are up to ~8 here,
+     * so 1e-5 relative is a few fp32 ulps of the exp sums). */
+    int64_t nr = b * H * S;
+    float *o2 = fgarbage(n), *lse = fgarbage(nr);
+    double *want_lse = malloc((size_t)nr * sizeof(double));
+    kern_attention_fwd_lse(o2, lse, c.q, c.k, c.v, b, S, H, Hkv, Dh);
+    attention_reference_lse(want, want_lse, &c);
+    snprintf(name, sizeof name, "attention fwd lse vs naive S=%lld H=%lld/%lld", (long long)S, (long long)H,
+             (long long)Hkv);
+    compare(name, lse, want_lse, nr, 1e-5, 1e-5);
+    check_equal_bits("attention fwd with lse: o", o2, c.o, n);
+    free(o2), free(lse), free(want_lse);
     free(want);
     att_free(&c);
 }
@@ -484,6 +512,19 @@ static void test_attention_bwd(int64_t b, int64_t S, int64_t H, int64_t Hkv, int
                  (long long)Hkv);
         fd_check(name, xs[i], ns[i], gs[i], att_loss, &c, FD_EPS);
     }
+    /* With the forward's logsumexp the backward skips its first pass and
+     * must give the same gradients bit for bit (training relies on it:
+     * runtime/cpu/rt_kernels.c keeps it per forward). */
+    float *lse = fgarbage(b * H * S), *g2[3] = {fgarbage(nq), fgarbage(nk), fgarbage(nk)};
+    kern_attention_fwd_lse(c.o, lse, c.q, c.k, c.v, b, S, H, Hkv, Dh);
+    kern_attention_bwd(dq, dk, dv, c.r, c.q, c.k, c.v, c.o, b, S, H, Hkv, Dh);
+    kern_attention_bwd_lse(g2[0], g2[1], g2[2], c.r, c.q, c.k, c.v, c.o, lse, b, S, H, Hkv, Dh);
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "attention_bwd with the forward's lse: %s", what[i]);
+        check_equal_bits(name, g2[i], gs[i], ns[i]);
+        free(g2[i]);
+    }
+    free(lse);
     free(dq), free(dk), free(dv);
     att_free(&c);
 }
