@@ -517,6 +517,18 @@ def run_step(torch, args, m, impl, device, label):
               % (label, step + 1, args.steps, t.ms, args.batch * args.seq / (t.ms * 1e-3), lv), flush=True)
         if not math.isfinite(lv):
             raise RuntimeError("loss is %s at step %d" % (lv, step + 1))
+    if args.profile:
+        # One more step under torch.profiler: where PyTorch's step goes, op
+        # by op, to set beside basp's --profile table.
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with profile(activities=acts) as prof:
+            opt.zero_grad(set_to_none=True)
+            loss = forward_loss(x, y)
+            loss.backward()
+            opt.step()
+        key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        print(prof.key_averages().table(sort_by=key, row_limit=args.profile), flush=True)
     tps = median_steps([args.batch * args.seq / (t * 1e-3) for t in ms])
     fpt = flops_per_token(params, m, args.seq)
     mfu = tps * fpt / (args.peak * 1e12)
@@ -649,6 +661,8 @@ def main():
     ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
                     help="parameters, gradients and optimizer state (fp32: basp's CPU precision)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the timed steps, profile one more and print its N costliest ops")
     args = ap.parse_args()
     args.reps = max(1, args.reps)
     if args.seq is None:
