@@ -79,8 +79,9 @@ static bool in_place(const ir_module *m, int v, int d)
     return true;
 }
 
-/* A gather this pass may start early: of a parameter, landing in place. */
-static bool movable_gather(const ir_module *m, const ir_op *op)
+/* A gather this pass may start early: of a parameter, landing in place.
+ * pass_overlap_sp.c times its segments without these. */
+bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op)
 {
     if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op))
         return false;
@@ -196,7 +197,7 @@ static void move_gathers(ovctx *o)
     ir_module *m = o->m;
     int floor_gap = 0;
     for (int u = 0; u < m->nops; u++) {
-        if (!movable_gather(m, &m->ops[u]))
+        if (!pass_overlap_movable_gather(m, &m->ops[u]))
             continue;
         o->gathers++;
         double hidden;

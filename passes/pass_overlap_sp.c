@@ -79,15 +79,6 @@ static bool kernel(const ir_op *op)
     return d->comm == IR_COMM_NONE && d->kind != IR_K_MEM;
 }
 
-/* A ZeRO gather of a weight: the gathers' walk (pass_overlap.c, after
- * this) starts it early, off the critical path, so the segments are timed
- * without it (timed in place, it would queue behind the started exchange
- * and hide nothing). */
-static bool zero_gather(const ir_module *m, const ir_op *op)
-{
-    return op->code == IR_ALL_GATHER && op->nin == 1 && m->values[op->in[0]].kind == IR_V_PARAM;
-}
-
 /* The exchange x with only pair b (blocking), or with every pair but b
  * (started). */
 static ir_op part_of(const ir_op *x, int b, bool started)
@@ -317,7 +308,12 @@ int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_s
         pass_op_cost oc = pass_op_cost_of(m, &m->ops[i], cp);
         c.sec[i] = oc.seconds;
         c.comm[i] = oc.comm;
-        if (zero_gather(m, &m->ops[i]))
+        /* A gather that the gathers' walk (pass_overlap.c, after this) will
+         * start early runs off the critical path: the segments are timed
+         * without it (timed in place, it would queue behind the started
+         * exchange and hide nothing).  The walk's own predicate, so the
+         * two cannot disagree about which gathers move. */
+        if (pass_overlap_movable_gather(m, &m->ops[i]))
             c.sec[i] = 0, c.comm[i] = false;
         zero_across |= ir_op_desc_of(m->ops[i].code)->comm == IR_COMM_RING && oc.comm &&
                        pass_op_traffic(m, &m->ops[i]).inter_bytes > 0;

@@ -181,7 +181,11 @@ static void rt_async_complete(rt_ctx *rt, int i) {
  * rule): a name whose collective this call has already completed is one
  * of those, and needs nothing more. */
 void rt_wait(rt_ctx *rt, int n, const int *vals) {
-    int *done = RT_MALLOC(sizeof(int) * (size_t)n * RT_A2A_MAX), ndone = 0;
+    /* The results completed so far; a wait names a few values, so they
+     * fit on the stack but for unusually long waits (no malloc per wait). */
+    int small[64], ndone = 0;
+    size_t need = (size_t)n * RT_A2A_MAX;
+    int *done = need <= sizeof small / sizeof small[0] ? small : RT_MALLOC(sizeof(int) * need);
     for (int k = 0; k < n; k++) {
         int i = rt_async_find(rt, vals[k]);
         if (i >= 0) {
@@ -193,7 +197,7 @@ void rt_wait(rt_ctx *rt, int n, const int *vals) {
         for (int j = 0; j < ndone && !here; j++) here = done[j] == vals[k];
         RT_CHECK(here, "wait %s: no started collective in flight defines it", rt_coll_val(rt, vals[k])->name);
     }
-    free(done);
+    if (done != small) free(done);
 }
 
 void rt_async_finish_step(rt_ctx *rt) {
