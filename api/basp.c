@@ -50,17 +50,27 @@ static bool plan_for_cuda(const basp_spec *spec);
 basp_module *basp_lower(const basp_spec *spec) {
     if (!spec) return NULL;
     layout_choice c;
-    if (fe_layout_concrete(spec, &c)) return pass_lower_with(spec, &c);
-    char why[512], name[64];
-    if (!pass_layout_resolve(spec, plan_for_cuda(spec), &c, why, sizeof why)) {
-        sup_error(fe_spec_loc(spec, "layout"), "no legal layout of those the layout block allows can be built");
-        return NULL;
+    if (!fe_layout_concrete(spec, &c)) {
+        char why[512], name[64];
+        if (!pass_layout_resolve(spec, plan_for_cuda(spec), &c, why, sizeof why)) {
+            sup_error(fe_spec_loc(spec, "layout"), "no legal layout of those the layout block allows can be built");
+            return NULL;
+        }
+        layout_choice_name(&c, name, sizeof name);
+        int64_t K = fe_world(spec) / c.groups;
+        sup_remark(sup_noloc(), "layout: %s: %d group(s) of K=%lld ranks [chosen: %s]", name, c.groups,
+                   (long long)K, why);
     }
-    layout_choice_name(&c, name, sizeof name);
-    int64_t K = fe_world(spec) / c.groups;
-    sup_remark(sup_noloc(), "layout: %s: %d group(s) of K=%lld ranks [chosen: %s]", name, c.groups, (long long)K,
-               why);
-    return pass_lower_with(spec, &c);
+    if (spec->train.mlp_chunk != FE_MLP_AUTO) return pass_lower_with(spec, &c);
+    /* The MLP, by building the step with it unfused (passes/plan.c). */
+    char why[256], set[64];
+    int64_t chunk = pass_mlp_chunk_auto(spec, &c, plan_for_cuda(spec), NULL, why, sizeof why);
+    sup_remark(sup_noloc(), "mlp: auto: %s", why);
+    snprintf(set, sizeof set, "train.mlp_chunk=%lld", (long long)chunk);
+    basp_spec *own = fe_spec_copy(spec);
+    basp_module *m = own && fe_override(own, set) && fe_check(own) ? pass_lower_with(own, &c) : NULL;
+    fe_spec_free(own);
+    return m;
 }
 
 basp_module *basp_module_parse_file(const char *path) { return ir_parse_file(path); }

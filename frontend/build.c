@@ -488,6 +488,21 @@ void fe_spec_free(fe_spec *spec) {
     free(spec);
 }
 
+fe_spec *fe_spec_copy(const fe_spec *s) {
+    fe_spec *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *s;
+    int cap = s->caplocs > s->nlocs ? s->caplocs : s->nlocs;
+    c->caplocs = cap > 0 ? cap : 1;
+    c->locs = malloc(sizeof *c->locs * (size_t)c->caplocs);
+    if (!c->locs) {
+        free(c);
+        return NULL;
+    }
+    if (s->nlocs) memcpy(c->locs, s->locs, sizeof *c->locs * (size_t)s->nlocs);
+    return c;
+}
+
 int64_t fe_world(const fe_spec *spec) {
     return spec->mesh.nodes * spec->mesh.devices_per_node;
 }

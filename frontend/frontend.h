@@ -100,9 +100,10 @@ typedef struct fe_train {
     int64_t steps;      /* default 10 */
     int64_t seed;       /* default 1234 */
     /* Tokens per chunk of the fused, tiled MLP (0: the unfused MLP, whose
-     * [tokens, ffn] intermediates live until the backward); default: hidden
-     * when a rank holds more than hidden tokens (DeepSpeed ALST's rule),
-     * else 0. */
+     * [tokens, ffn] intermediates live until the backward); default
+     * FE_MLP_AUTO: chosen when the step is built (passes/plan.c
+     * pass_mlp_chunk_auto), unfused when the step fits with it, else
+     * fe_mlp_chunk_alst. */
     int64_t mlp_chunk;
     char recompute[16]; /* none | selective | full | auto ; default none */
     /* Packed documents: the data is split at eot_token (the end-of-text
@@ -188,7 +189,15 @@ void fe_set_input_hook(fe_input_fn fn, void *ud);
 void fe_note_input(const char *path); /* calls the hook */
 
 int64_t fe_world(const fe_spec *spec); /* nodes * devices_per_node */
+/* train.mlp_chunk not given: chosen when the step is built. */
+#define FE_MLP_AUTO (-1)
+/* DeepSpeed ALST's tiling: hidden tokens per chunk once a rank holds more
+ * than hidden tokens, else 0 (unfused). */
+int64_t fe_mlp_chunk_alst(const fe_spec *spec);
 void fe_spec_free(fe_spec *spec);
+/* A deep copy (fe_override appends to the key locations, which must not be
+ * shared); NULL when out of memory. */
+fe_spec *fe_spec_copy(const fe_spec *spec);
 
 /* Prints the checked spec back in the language (canonical form); the output
  * parses back to the same spec. */

@@ -81,15 +81,22 @@ static void print_mesh(FILE *out, const fe_mesh *m) {
     fprintf(out, "}\n");
 }
 
-static void print_train(FILE *out, const fe_train *t) {
+static void print_train(FILE *out, const fe_spec *spec) {
+    const fe_train *t = &spec->train;
     char lr[40];
     fprintf(out, "train {\n");
     fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n  global_batch %" PRId64 "\n", t->micro_batch, t->seq_len,
             t->global_batch);
     fprintf(out, "  precision %s\n  zero %d\n  optimizer %s\n", t->precision, t->zero,
             t->optimizer);
-    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n  mlp_chunk %" PRId64 "\n",
-            fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed, t->recompute, t->mlp_chunk);
+    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n",
+            fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed, t->recompute);
+    /* auto has no word: left out, it parses back to auto */
+    if (t->mlp_chunk == FE_MLP_AUTO)
+        fprintf(out, "  # mlp_chunk: chosen when built (unfused if the step fits, else %" PRId64 ")\n",
+                fe_mlp_chunk_alst(spec));
+    else
+        fprintf(out, "  mlp_chunk %" PRId64 "\n", t->mlp_chunk);
     char n[5][40];
     fprintf(out, "  schedule %s\n  warmup %" PRId64 "\n  min_lr %s\n", t->schedule, t->warmup,
             fmt_num(t->min_lr, n[0], sizeof n[0]));
@@ -122,6 +129,6 @@ static void print_layout(FILE *out, const fe_layout *l) {
 void fe_spec_print(const fe_spec *spec, FILE *out) {
     print_model(out, &spec->model);
     print_mesh(out, &spec->mesh);
-    print_train(out, &spec->train);
+    print_train(out, spec);
     print_layout(out, &spec->layout);
 }

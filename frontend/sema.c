@@ -216,11 +216,17 @@ static void train_defaults(fe_spec *s) {
 /* DeepSpeed ALST tiles the MLP into ceil(tokens / hidden) chunks: tiled
  * once a rank holds more than `hidden` tokens, `hidden` tokens per chunk.
  * Needs the mesh's defaults (the world size). */
-static void mlp_chunk_default(fe_spec *s) {
-    if (fe_given(s, "train.mlp_chunk")) return;
+int64_t fe_mlp_chunk_alst(const fe_spec *s) {
     double world = (double)fe_world(s), hidden = (double)s->model.hidden;
     double per_rank = (double)s->train.micro_batch * (double)s->train.seq_len / (world > 0 ? world : 1);
-    s->train.mlp_chunk = hidden > 0 && per_rank > hidden ? s->model.hidden : 0;
+    return hidden > 0 && per_rank > hidden ? s->model.hidden : 0;
+}
+
+/* Not given: FE_MLP_AUTO when ALST would tile (the builder then tiles only
+ * if the unfused MLP does not fit), else 0, where nothing is to choose. */
+static void mlp_chunk_default(fe_spec *s) {
+    if (fe_given(s, "train.mlp_chunk")) return;
+    s->train.mlp_chunk = fe_mlp_chunk_alst(s) > 0 ? FE_MLP_AUTO : 0;
 }
 
 /* A link whose kind names a link preset (ib_ndr) takes that preset's

@@ -444,7 +444,9 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     cfg_double(m, "grad_clip", s->train.grad_clip);
     ir_config_set_int(m, "steps", s->train.steps);
     ir_config_set_int(m, "seed", s->train.seed);
-    ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk);
+    /* auto lowered as it is (by a caller that did not choose: tests, the
+     * fuzzer) takes ALST's tiling, the setting that uses less memory */
+    ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk == FE_MLP_AUTO ? fe_mlp_chunk_alst(s) : s->train.mlp_chunk);
     if (s->train.overlap)
         ir_config_set_int(m, "overlap", 1);
     if (s->train.documents) { /* absent: one token stream, no document masks */

@@ -343,6 +343,11 @@ bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
  * cpu), the default pipeline, with diagnostics left as they are (silence
  * them around the call for trial builds).  NULL when a step fails. */
 ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, bool cuda);
+/* The tokens per MLP chunk to build spec with (layout c, NULL: the spec's;
+ * pipeline NULL: the default): spec's own train.mlp_chunk, or for auto 0
+ * (unfused) when the step fits with it, else ALST's tiling; `why` says so. */
+int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                            size_t nwhy);
 void pass_plan_free(pass_plan_result *r);
 /* A table, a "chosen: NAME (why)" line, and the suggestion when nothing fits. */
 void pass_plan_print(const pass_plan_result *r, FILE *out);

@@ -42,24 +42,11 @@ typedef struct plan_ctx {
     int cap;
 } plan_ctx;
 
-/* A deep copy: fe_override appends to locs, which must not be shared. */
-static fe_spec *spec_copy(const fe_spec *s)
-{
-    fe_spec *c = malloc(sizeof *c);
-    *c = *s;
-    int cap = s->caplocs > s->nlocs ? s->caplocs : s->nlocs;
-    c->caplocs = cap > 0 ? cap : 1;
-    c->locs = malloc(sizeof *c->locs * (size_t)c->caplocs);
-    if (s->nlocs)
-        memcpy(c->locs, s->locs, sizeof *c->locs * (size_t)s->nlocs);
-    return c;
-}
-
 /* The spec with overrides applied and checked again; NULL when either fails. */
 static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
 {
-    fe_spec *c = spec_copy(s);
-    bool ok = true;
+    fe_spec *c = fe_spec_copy(s);
+    bool ok = c != NULL;
     for (int i = 0; i < n && ok; i++)
         ok = fe_override(c, sets[i]);
     if (ok && fe_check(c))
@@ -68,12 +55,69 @@ static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
     return NULL;
 }
 
+static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline);
+
+/* train.mlp_chunk auto: the MLP unfused when the step, built with it, fits
+ * device_mem (and, with recompute auto, fits with recompute none: the
+ * tiled MLP recomputes two GEMMs, cheaper than selective recomputation),
+ * else DeepSpeed ALST's tiling.  The unfused MLP keeps g, u and s ([tokens,
+ * ffn] each) for its backward; the tiled one recomputes g and u there,
+ * which cost 9% of Llama-3.2-1B's step at 8K tokens on an H200 and about
+ * 10% of a small CPU model's (bench/README.md).  `why` (may be NULL) says
+ * which and why. */
+int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                            size_t nwhy)
+{
+    int64_t alst = fe_mlp_chunk_alst(spec);
+    if (spec->train.mlp_chunk != FE_MLP_AUTO || alst == 0)
+        return spec->train.mlp_chunk == FE_MLP_AUTO ? 0 : spec->train.mlp_chunk;
+    const char *set = "train.mlp_chunk=0";
+    fe_spec *s0 = spec_with(spec, &set, 1);
+    ir_module *m = s0 ? build_choice(s0, c, cuda, pipeline) : NULL;
+    pass_mem_report r;
+    bool planned = m && pass_memory_report(m, &r);
+    const char *chosen = m ? ir_config_get(m, "recompute.chosen") : NULL;
+    bool fits = planned && r.fits && (!chosen || strcmp(chosen, "none") == 0);
+    if (why) {
+        char pb[32], cb[32];
+        sup_fmt_bytes(planned ? (double)r.peak_bytes : 0, pb, sizeof pb);
+        sup_fmt_bytes(planned ? r.device_mem : 0, cb, sizeof cb);
+        if (!planned)
+            snprintf(why, nwhy, "tiled, %lld tokens per chunk (the unfused step has no memory plan to judge)",
+                     (long long)alst);
+        else if (fits && r.device_mem <= 0)
+            snprintf(why, nwhy, "unfused: device memory unknown");
+        else if (fits)
+            snprintf(why, nwhy, "unfused: %s per rank fits %s", pb, cb);
+        else if (r.fits)
+            snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused fits %s only with recompute %s", (long long)alst,
+                     cb, chosen);
+        else
+            snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused needs %s per rank of %s", (long long)alst, pb,
+                     cb);
+    }
+    ir_module_free(m);
+    fe_spec_free(s0);
+    return fits ? 0 : alst;
+}
+
 /* The lowered module for the target, run through `pipeline` (NULL: its
  * strategy's, which ends with memplan: the cost model then reads the
- * candidate's memory plan). */
+ * candidate's memory plan).  An auto MLP is chosen first. */
 static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline)
 {
+    fe_spec *mine = NULL;
+    if (s->train.mlp_chunk == FE_MLP_AUTO) {
+        char set[64];
+        snprintf(set, sizeof set, "train.mlp_chunk=%lld", (long long)pass_mlp_chunk_auto(s, c, cuda, pipeline, NULL, 0));
+        const char *sets = set;
+        mine = spec_with(s, &sets, 1);
+        if (!mine)
+            return NULL;
+        s = mine;
+    }
     ir_module *m = c ? pass_lower_with(s, c) : pass_lower(s);
+    fe_spec_free(mine);
     if (!m)
         return NULL;
     ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
@@ -316,7 +360,7 @@ static void plan_ulysses_sp(plan_ctx *x)
         snprintf(c->reason, sizeof c->reason, "illegal: %s", bad);
         return;
     }
-    fe_spec *s = spec_copy(x->spec);
+    fe_spec *s = fe_spec_copy(x->spec);
     s->train.micro_batch = B * B;
     s->train.global_batch *= B; /* as many micro-steps, each B times larger */
     if (fe_check(s))
