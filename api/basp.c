@@ -68,7 +68,11 @@ basp_module *basp_lower(const basp_spec *spec) {
     sup_remark(sup_noloc(), "mlp: auto: %s", why);
     snprintf(set, sizeof set, "train.mlp_chunk=%lld", (long long)chunk);
     basp_spec *own = fe_spec_copy(spec);
-    basp_module *m = own && fe_override(own, set) && fe_check(own) ? pass_lower_with(own, &c) : NULL;
+    sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
+    bool ok = own && fe_override(own, set) && fe_check(own);
+    sup_diag_restore(saved);
+    basp_module *m = ok ? pass_lower_with(own, &c) : NULL;
+    if (!ok) sup_error(sup_noloc(), "mlp: auto: the spec with %s does not check", set);
     fe_spec_free(own);
     return m;
 }

@@ -72,8 +72,10 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
     if (spec->train.mlp_chunk != FE_MLP_AUTO || alst == 0)
         return spec->train.mlp_chunk == FE_MLP_AUTO ? 0 : spec->train.mlp_chunk;
     const char *set = "train.mlp_chunk=0";
+    sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
     fe_spec *s0 = spec_with(spec, &set, 1);
     ir_module *m = s0 ? build_choice(s0, c, cuda, pipeline) : NULL;
+    sup_diag_restore(saved);
     pass_mem_report r;
     bool planned = m && pass_memory_report(m, &r);
     const char *chosen = m ? ir_config_get(m, "recompute.chosen") : NULL;
@@ -111,7 +113,9 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
         char set[64];
         snprintf(set, sizeof set, "train.mlp_chunk=%lld", (long long)pass_mlp_chunk_auto(s, c, cuda, pipeline, NULL, 0));
         const char *sets = set;
+        sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
         mine = spec_with(s, &sets, 1);
+        sup_diag_restore(saved);
         if (!mine)
             return NULL;
         s = mine;
