@@ -61,7 +61,8 @@ init_threads() {
     "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/one" "${wide[@]}" --set mesh.nodes=1 --set mesh.devices_per_node=1
     "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/four" "${wide[@]}" --set train.zero=3
     local run=("$mpirun" --allow-run-as-root --oversubscribe)
-    BASP_HOST_THREADS=1 "${run[@]}" -np 1 "$w/one" --data "$corpus" --steps 0 --quiet --save-weights "$w/t1.bin"
+    BASP_HOST_THREADS=1 "${run[@]}" -x BASP_HOST_THREADS -np 1 "$w/one" --data "$corpus" --steps 0 --quiet \
+        --save-weights "$w/t1.bin"
     BASP_HOST_THREADS=3 "${run[@]}" -x BASP_HOST_THREADS -np 1 "$w/one" --data "$corpus" --steps 0 --quiet \
         --save-weights "$w/t3.bin"
     "${run[@]}" -np 4 "$w/four" --data "$corpus" --steps 0 --quiet --save-weights "$w/z3.bin"
