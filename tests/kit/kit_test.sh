@@ -36,7 +36,9 @@ one=(--set mesh.nodes=1 --set mesh.devices_per_node=1)
 mpirun -np 1 "$work/ref" --data "$work/corpus.bin" --steps 6 --quiet --metrics "$work/ref.jsonl"
 
 # The kit alone: a fresh environment with nothing of the build on its paths.
-openblas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" { print $NF; exit }')
+# awk reads to the end: exiting at the first match could end ldconfig with
+# SIGPIPE, which pipefail and set -e turn into a silent stop of this test.
+openblas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" && !found { print $NF; found = 1 }')
 [[ -n $openblas ]] || fail "no libopenblas.so.0 to give the kit's BLAS"
 # (The sanitizer build's options pass through: its programs are instrumented.)
 env -i HOME="$HOME" PATH=/usr/bin:/bin TMPDIR="${TMPDIR:-/tmp}" BASP_BLAS_LIB="$openblas" OPENBLAS_NUM_THREADS=1 \
