@@ -63,9 +63,23 @@ static void rt_on_signal(int sig) {
     const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
     if (!rt_started) {
         if (rt_sig_rank == 0) {
-            rt_say("received ");
-            rt_say(name);
-            rt_say(" during start-up, before the first step: stopping, nothing was trained\n");
+            /* One write: mpirun ends the other ranks as soon as one exits,
+             * and a line written in pieces was cut after "received ". */
+            static const char tail[] = " during start-up, before the first step: stopping, nothing was trained\n";
+            char line[128] = "received ";
+            size_t n = strlen(line);
+            memcpy(line + n, name, strlen(name));
+            n += strlen(name);
+            memcpy(line + n, tail, sizeof tail - 1);
+            n += sizeof tail - 1;
+            ssize_t w = write(2, line, n);
+            (void)w;
+        } else {
+            /* The other ranks got the same signal (a terminal's, srun's):
+             * leave rank 0 a moment to say why before mpirun, seeing a
+             * rank gone, ends the job (nanosleep is async-signal-safe). */
+            struct timespec ts = {0, 300 * 1000 * 1000};
+            nanosleep(&ts, NULL);
         }
         _exit(128 + sig);
     }
