@@ -234,6 +234,10 @@ void rt_arena_build(rt_ctx *rt);
  * now (grow-only, so also their high-water mark): CPU, the kernels' scratch
  * and RoPE table; CUDA, the device workspaces and send copies. */
 size_t rt_backend_workspace_bytes(const rt_ctx *rt);
+/* What the end-of-run time-by-kind table measures, when that is not each
+ * kind's own work (CUDA without --profile: the host's launch times); NULL
+ * otherwise. */
+const char *rt_backend_timing_note(const rt_ctx *rt);
 
 /* ---- the memory plan at run time (rt_mem.c) ----------------------------------------
  * rt_mem_init takes every value's slot (offset and bytes in the arena) once

@@ -295,6 +295,8 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
            (double)rt_backend_workspace_bytes(rt) / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
     if (sum <= 0) return;
     printf("rank 0 time by kind (%% of step time):\n");
+    const char *how = rt_backend_timing_note(rt);
+    if (how) printf("  (%s)\n", how);
     for (int k = 0; k < RT_K_NKINDS; k++)
         if (rt->total.kern_calls[k])
             printf("  %-16s %7lld calls %10.1f ms %5.1f%%\n", rt_kernel_names[k], (long long)rt->total.kern_calls[k],

@@ -171,6 +171,11 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
 
 void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
 
+const char *rt_backend_timing_note(const rt_ctx *rt) {
+    (void)rt;
+    return NULL; /* the kernels run on the calling thread: their wall time is theirs */
+}
+
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
     return (size_t)kern_scratch_bytes() + rt->lse_bytes;
 }

@@ -291,6 +291,14 @@ void rt_arena_build(rt_ctx *rt) {
     free(opt_off);
 }
 
+const char *rt_backend_timing_note(const rt_ctx *rt) {
+    const rt_cuda *cu = rt->dev;
+    return cu && !cu->sync_timing ? "the host's time in each kind's calls: kernels run asynchronously, so a "
+                                    "kind's device time lands on whichever call waits next; --profile FILE "
+                                    "times each kind on the device"
+                                  : NULL;
+}
+
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
     const rt_cuda *cu = rt->dev;
     size_t n = 0;

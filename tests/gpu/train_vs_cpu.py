@@ -308,6 +308,14 @@ def main():
             if not all(planned and n >= a.min_reuse_waits for planned, n in stats):
                 reuse_bad = "FAILED: the CUDA run must honour the memory plan with at least %d cross-stream " \
                             "reuse waits on every rank (%s)" % (a.min_reuse_waits, runlog)
+        if target == "cuda":
+            # Without --profile the table's times are the host's launch
+            # times, and the run must say so rather than pass them off as
+            # each kind's work.
+            log_text = open(runlog).read()
+            if "time by kind" in log_text and "kernels run asynchronously" not in log_text:
+                reuse_bad = reuse_bad or "FAILED: the CUDA run's time-by-kind table does not say it holds launch " \
+                                         "times (%s)" % runlog
         if target == "cuda" and a.memory_exact:
             reuse_bad = reuse_bad or memory_mismatch(a, layout, out + ".jsonl")
     cpu, gpu = curves["cpu"], curves["cuda"]
