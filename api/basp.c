@@ -142,12 +142,13 @@ basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_
      * that it says what --memory says; a pipeline without memplan has no
      * plan to judge and gets none. */
     pass_mem_report r;
-    if (fit == BASP_FIT_QUIET || !ir_mem_planned(m) || !pass_memory_report(m, &r) || r.fits) return m;
+    if (fit == BASP_FIT_QUIET || !ir_mem_planned(m) || !pass_memory_report(m, &r) || (r.fits && r.host_fits))
+        return m;
     if (fit == BASP_FIT_WARN) {
         pass_memory_diagnose(&r, spec, SUP_WARNING);
         return m;
     }
-    pass_memory_suggest(spec, &r);
+    if (!r.fits) pass_memory_suggest(spec, &r);
     pass_memory_diagnose(&r, spec, SUP_ERROR);
     ir_module_free(m);
     return NULL;
@@ -162,7 +163,7 @@ bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool js
     else
         pass_memory_print(&r, out);
     pass_memory_diagnose(&r, spec, SUP_ERROR);
-    return r.fits;
+    return r.fits && r.host_fits;
 }
 
 bool basp_run_pass(basp_module *m, const char *name) {

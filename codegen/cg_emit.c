@@ -257,6 +257,7 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v, ir_mem_cat cat) {
     }
     if (val->mem_off >= 0 && cg_memory_plan()) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
     if (ir_mem_keeps_f32(m, v)) sup_buf_puts(b, ", .keep_f32 = 1");
+    if (ir_mem_on_host(m, v)) sup_buf_puts(b, ", .on_host = 1");
     /* The category baspc --memory counts it in, for the runtime's report. */
     sup_buf_printf(b, ", .mem_cat = %s", cat == IR_MEM_PARAMS ? "RT_VCAT_PARAMS"
                                          : cat == IR_MEM_GRADS ? "RT_VCAT_GRADS"
@@ -447,6 +448,9 @@ static void cg_mem_fields(sup_buf *b, const ir_module *m) {
     sup_buf_printf(b, "    .mem_comm_offset = %" PRId64 ", .mem_comm_bytes = {%" PRId64 ", %" PRId64 "},\n",
                    ir_config_int(m, "mem.comm_offset", 0), ir_config_int(m, "mem.comm_bytes0", 0),
                    ir_config_int(m, "mem.comm_bytes1", 0));
+    if (ir_config_get(m, "mem.host_peak"))
+        sup_buf_printf(b, "    .mem_host_bytes = %" PRId64 ", /* the host arena: offloaded values */\n",
+                       ir_config_int(m, "mem.host_peak", 0));
 }
 
 static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt, bool eval) {

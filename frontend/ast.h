@@ -79,7 +79,11 @@ const char *fe_key_closest(fe_block_kind b, const char *name);
  * limit is 20; one more lets its "too many errors" line appear). */
 enum { FE_MAX_ERRORS = 21 };
 
-enum { FE_LINK_BAD = 3 }; /* a diagnosed link: swallow its attributes */
+enum { FE_LINK_BAD = 4 }; /* a diagnosed link: swallow its attributes */
+/* The links of a mesh block: fe_link_names[w] for w = 1 (intra), 2 (inter),
+ * 3 (host); fe_mesh_link(spec, w) is the spec's link. */
+extern const char *const fe_link_names[4];
+fe_link *fe_mesh_link(fe_spec *spec, int w);
 
 /* One file being parsed.  Imports nest: `parent` is the importing file, so
  * the chain is the import stack used for cycle detection. */
@@ -100,7 +104,7 @@ typedef struct fe_pctx {
     char block_prefix[16]; /* "model", "mesh" ... for location keys */
     bool skip_block;       /* unknown block or syntax error: ignore entries */
     int body_start;        /* first loc index of this block's body (duplicates) */
-    int link;              /* 0 none, 1 intra, 2 inter, FE_LINK_BAD: where link attrs go */
+    int link;              /* 0 none, 1 intra, 2 inter, 3 host, FE_LINK_BAD: where link attrs go */
     bool bad_string;       /* the last string was unterminated: do not open it */
     bool is_override;      /* entries replace locations instead of duplicating */
     /* `model from "x.json" { ... }`: required json fields that were missing,

@@ -42,6 +42,7 @@ static const fe_keydef mesh_keys[] = {
     {"nics_per_node", FE_K_COUNT, I64(mesh.nics_per_node), "nics_per_node 1"},
     {"device", FE_K_NAME, NAME(mesh.device), "device a100_80gb"},
     {"memory", FE_K_BYTES, F(mesh.device_mem), 0, "memory 80GB"},
+    {"host_memory", FE_K_BYTES, F(mesh.host_mem), 0, "host_memory 2TB"},
     {"link", FE_K_LINK, 0, 0, "link intra nvlink bandwidth 300GB/s latency 2us"},
 };
 static const fe_keydef train_keys[] = {
@@ -65,6 +66,7 @@ static const fe_keydef train_keys[] = {
     {"seed", FE_K_COUNT, I64(train.seed), "seed 1234"},
     {"mlp_chunk", FE_K_COUNT, I64(train.mlp_chunk), "mlp_chunk 4096"},
     {"recompute", FE_K_NAME, NAME(train.recompute), "recompute selective"},
+    {"offload", FE_K_NAME, NAME(train.offload), "offload activations"},
     {"documents", FE_K_BOOL, F(train.documents), 0, "documents on"},
     {"overlap", FE_K_BOOL, F(train.overlap), 0, "overlap on"},
     {"eot_token", FE_K_COUNT, I64(train.eot_token), "eot_token 50256"},
@@ -226,10 +228,16 @@ void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc
 
 void fe_b_body(fe_pctx *ctx) { ctx->body_start = ctx->spec->nlocs; }
 
+const char *const fe_link_names[4] = {"", "intra", "inter", "host"};
+
+fe_link *fe_mesh_link(fe_spec *spec, int w) {
+    return w == 1 ? &spec->mesh.intra : w == 2 ? &spec->mesh.inter : &spec->mesh.host;
+}
+
 /* "model.hidden", "mesh.intra.latency" */
 static void lockey(char *buf, size_t n, const fe_pctx *ctx, const char *key) {
-    if (ctx->block == FE_B_MESH && ctx->link)
-        snprintf(buf, n, "mesh.%s.%s", ctx->link == 1 ? "intra" : "inter", key);
+    if (ctx->block == FE_B_MESH && ctx->link && ctx->link != FE_LINK_BAD)
+        snprintf(buf, n, "mesh.%s.%s", fe_link_names[ctx->link], key);
     else
         snprintf(buf, n, "%s.%s", ctx->block_prefix, key);
 }
@@ -297,13 +305,15 @@ void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_
         fe_b_error(ctx);
         return;
     }
-    int w = !strcmp(which, "intra") ? 1 : !strcmp(which, "inter") ? 2 : 0;
+    int w = 0;
+    for (int i = 1; i <= 3; i++)
+        if (!strcmp(which, fe_link_names[i])) w = i;
     if (!w) {
-        const char *cands[] = {"intra", "inter"};
-        const char *near = sup_closest(which, cands, 2);
+        const char *near = sup_closest(which, fe_link_names + 1, 3);
         sup_error(which_loc, "unknown link '%s'", which);
-        sup_note(which_loc, "%s%s%s", near ? "did you mean '" : "links are 'intra' (inside a node) "
-                 "and 'inter' (between nodes)", near ? near : "", near ? "'?" : "");
+        sup_note(which_loc, "%s%s%s", near ? "did you mean '" : "links are 'intra' (inside a node), "
+                 "'inter' (between nodes) and 'host' (a device to its node's memory)", near ? near : "",
+                 near ? "'?" : "");
         fe_b_error(ctx);
         return;
     }
@@ -316,7 +326,7 @@ void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_
     char lk[48];
     snprintf(lk, sizeof lk, "mesh.%s", which);
     if (duplicate(ctx, lk, link_loc)) return;
-    fe_link *l = w == 1 ? &ctx->spec->mesh.intra : &ctx->spec->mesh.inter;
+    fe_link *l = fe_mesh_link(ctx->spec, w);
     fe_b_copy_name(ctx, l->kind, sizeof l->kind, kind, kind_loc);
     fe_loc_set(ctx->spec, lk, link_loc, kind_loc);
     ctx->link = w;

@@ -73,6 +73,12 @@ typedef struct fe_mesh {
     char device[FE_NAME_MAX]; /* preset name, e.g. a100_40gb, cpu */
     double device_mem;        /* bytes, from the preset unless given (`memory 40GB`) */
     fe_link intra, inter;
+    /* Host memory: bytes per node that offloaded values may use
+     * (`host_memory 2TB`), and the link between each device and it
+     * (`link host pcie5`; kind `none`: no host link, nothing can be
+     * offloaded).  Both from the device preset unless given. */
+    double host_mem;
+    fe_link host;
 } fe_mesh;
 
 typedef struct fe_train {
@@ -106,6 +112,9 @@ typedef struct fe_train {
      * fe_mlp_chunk_alst. */
     int64_t mlp_chunk;
     char recompute[16]; /* none | selective | full | auto ; default none */
+    /* What lives in host memory between its forward and its backward
+     * (passes/pass_offload.c): none | activations ; default none. */
+    char offload[16];
     /* Packed documents: the data is split at eot_token (the end-of-text
      * token id, required with documents on) and the documents packed into
      * the rows; attention and positions stay within each document.

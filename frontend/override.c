@@ -54,10 +54,13 @@ static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **
     }
     ctx->block = (fe_block_kind)b;
     snprintf(ctx->block_prefix, sizeof ctx->block_prefix, "%s", blocks[b]);
-    bool link = b == FE_B_MESH && np >= 2 && (!strcmp(parts[1], "intra") || !strcmp(parts[1], "inter"));
+    int lw = 0;
+    for (int i = 1; b == FE_B_MESH && np >= 2 && i <= 3; i++)
+        if (!strcmp(parts[1], fe_link_names[i])) lw = i;
+    bool link = lw > 0;
     int want = link ? 3 : 2, ki = want - 1;
     if (np != want) {
-        sup_error(loc, "expected %s", link ? "mesh.intra.KEY or mesh.inter.KEY" : "BLOCK.KEY");
+        sup_error(loc, "expected %s", link ? "mesh.intra.KEY, mesh.inter.KEY or mesh.host.KEY" : "BLOCK.KEY");
         sup_note(loc, "e.g. --set train.micro_batch=4 or --set mesh.inter.bandwidth=100Gb/s");
         return fail(ctx);
     }
@@ -71,14 +74,14 @@ static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **
         sup_error(loc, "unknown key '%s' in %s", parts[ki], link ? "a link" : blocks[b]);
         if (near) sup_note(loc, "did you mean '%s'?", near);
         else if (b == FE_B_MESH)
-            sup_note(loc, "links are set as mesh.intra.KEY / mesh.inter.KEY (kind, bandwidth, "
-                          "latency, efficiency)");
+            sup_note(loc, "links are set as mesh.intra.KEY / mesh.inter.KEY / mesh.host.KEY (kind, "
+                          "bandwidth, latency, efficiency)");
         else sup_note(loc, "see frontend/README.md for the keys of a %s block", blocks[b]);
         return fail(ctx);
     }
     if (link) snprintf(lk, lkn, "mesh.%.5s%s%.20s", parts[1], *is_kind ? "" : ".", *is_kind ? "" : parts[2]);
     else snprintf(lk, lkn, "%s.%.40s", blocks[b], parts[1]);
-    ctx->link = !link ? 0 : !strcmp(parts[1], "intra") ? 1 : 2;
+    ctx->link = lw;
     return true;
 }
 
@@ -118,7 +121,7 @@ bool fe_override(fe_spec *spec, const char *assignment) {
     }
     bool ok;
     if (is_kind) {
-        fe_link *l = ctx.link == 1 ? &spec->mesh.intra : &spec->mesh.inter;
+        fe_link *l = fe_mesh_link(spec, ctx.link);
         ok = v.kind == FE_V_IDENT && fe_b_copy_name(&ctx, l->kind, sizeof l->kind, v.str, v.loc);
         if (v.kind != FE_V_IDENT) {
             sup_error(v.loc, "a link kind is a name, e.g. nvlink or ib");

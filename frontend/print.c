@@ -78,6 +78,8 @@ static void print_mesh(FILE *out, const fe_mesh *m) {
             fe_fmt_unit(m->device_mem, FE_U_BYTES, mem, sizeof mem));
     print_link(out, "intra", &m->intra);
     print_link(out, "inter", &m->inter);
+    fprintf(out, "  host_memory %s\n", fe_fmt_unit(m->host_mem, FE_U_BYTES, mem, sizeof mem));
+    print_link(out, "host", &m->host);
     fprintf(out, "}\n");
 }
 
@@ -91,6 +93,7 @@ static void print_train(FILE *out, const fe_spec *spec) {
             t->optimizer);
     fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n",
             fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed, t->recompute);
+    fprintf(out, "  offload %s\n", t->offload);
     /* auto has no word: left out, it parses back to auto */
     if (t->mlp_chunk == FE_MLP_AUTO)
         fprintf(out, "  # mlp_chunk: chosen when built (unfused if the step fits, else %" PRId64 ")\n",

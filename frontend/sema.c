@@ -73,6 +73,8 @@ static const fe_range fe_ranges[] = {
     /* key, lo, hi, lo_open, hi_open, want, why, low */
     {"mesh.memory", 1 << 20, 1125899906842624.0, false, false, "in [1MiB, 1024TiB]",
      "the memory of one device; today's accelerators hold 16-192 GB", NULL},
+    {"mesh.host_memory", 1 << 20, 1125899906842624.0, false, false, "in [1MiB, 1024TiB]",
+     "the host memory of one node that offloaded values may use; GPU servers hold 0.5-4 TB", NULL},
     {"mesh.nics_per_node", 1, 1 << 20, false, false, "in [1, 1048576]", NULL, "positive"},
     {"link.bandwidth", 1e6, 1e15, false, false, "in [1MB/s, 1000TB/s]",
      "per direction; links run from about 1GB/s (ethernet) to 900GB/s (NVLink)", NULL},
@@ -206,6 +208,7 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.steps")) t->steps = 10;
     if (!fe_given(s, "train.seed")) t->seed = 1234;
     if (!fe_given(s, "train.recompute")) snprintf(t->recompute, sizeof t->recompute, "none");
+    if (!fe_given(s, "train.offload")) snprintf(t->offload, sizeof t->offload, "none");
     if (!fe_given(s, "train.packing")) snprintf(t->packing, sizeof t->packing, "balanced");
     if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");
     if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
@@ -260,8 +263,10 @@ static void mesh_defaults(checker *c) {
         return;
     }
     if (!fe_given(c->s, "mesh.memory")) m->device_mem = p->mem_bytes;
+    if (!fe_given(c->s, "mesh.host_memory")) m->host_mem = p->host_mem_bytes;
     link_defaults(c->s, &m->intra, &p->intra, "intra");
     link_defaults(c->s, &m->inter, &p->inter, "inter");
+    link_defaults(c->s, &m->host, &p->host, "host");
     /* Keep N and the products built from it far from int64 overflow. */
     if (m->nodes > (1 << 20) || m->devices_per_node > (1 << 20) ||
         m->nodes * m->devices_per_node > (1 << 24)) {
@@ -269,6 +274,17 @@ static void mesh_defaults(checker *c) {
         err(c, loc, "world size nodes*devices_per_node is too large (at most %d ranks)", 1 << 24);
         sup_note(loc, "describe the mesh that one training job runs on");
     }
+}
+
+/* Offload moves values over the host link: a mesh without one (`link host
+ * none`) cannot. */
+static void offload_rules(checker *c) {
+    const fe_spec *s = c->s;
+    if (strcmp(s->train.offload, "activations") || strcmp(s->mesh.host.kind, "none")) return;
+    sup_loc loc = at(c, "train.offload");
+    err(c, loc, "offload %s needs a host link, but the mesh has none", s->train.offload);
+    if (fe_given(s, "mesh.host")) sup_note(at(c, "mesh.host"), "the mesh's host link is 'none' here");
+    sup_note(loc, "give the mesh a host link ('link host pcie5') or write 'offload none'");
 }
 
 static void model_rules(checker *c) {
@@ -486,6 +502,7 @@ bool fe_check(fe_spec *spec) {
     check_range(&c, FE_B_MESH, "mesh", (const char *)spec);
     check_range(&c, FE_B_LINK, "mesh.intra", (const char *)&spec->mesh.intra);
     check_range(&c, FE_B_LINK, "mesh.inter", (const char *)&spec->mesh.inter);
+    check_range(&c, FE_B_LINK, "mesh.host", (const char *)&spec->mesh.host);
     check_range(&c, FE_B_TRAIN, "train", (const char *)spec);
     if (c.nerr) return false;
 
@@ -511,6 +528,9 @@ bool fe_check(fe_spec *spec) {
     one_of(&c, "layout.a2a", spec->layout.a2a, a2as, na2a);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
+    static const char *const offloads[] = {"none", "activations"};
+    one_of(&c, "train.offload", spec->train.offload, offloads, 2);
+    offload_rules(&c);
     static const char *const packings[] = {"sequential", "balanced"};
     one_of(&c, "train.packing", spec->train.packing, packings, 2);
     static const char *const schedules[] = {"constant", "cosine", "linear", "wsd"};

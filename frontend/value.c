@@ -141,9 +141,10 @@ static bool store_unit(fe_pctx *ctx, const fe_keydef *kd, double *dst, const fe_
 
 /* Where the field of `kd` lives: link keys are relative to their link. */
 static char *field(fe_spec *spec, const fe_keydef *kd, const char *lockey) {
-    if (fe_key_find(FE_B_LINK, kd->name) == kd)
-        return (char *)(strncmp(lockey, "mesh.intra.", 11) ? &spec->mesh.inter
-                                                           : &spec->mesh.intra) + kd->off;
+    if (fe_key_find(FE_B_LINK, kd->name) == kd) {
+        int w = !strncmp(lockey, "mesh.intra.", 11) ? 1 : !strncmp(lockey, "mesh.inter.", 11) ? 2 : 3;
+        return (char *)fe_mesh_link(spec, w) + kd->off;
+    }
     return (char *)spec + kd->off;
 }
 

@@ -209,6 +209,16 @@ void ir_config_set(ir_module *m, const char *key, const char *value)
     ir_copy_name(e->value, sizeof e->value, value);
 }
 
+void ir_config_remove(ir_module *m, const char *key)
+{
+    for (int i = 0; i < m->nconfig; i++)
+        if (strcmp(m->config[i].key, key) == 0) {
+            memmove(&m->config[i], &m->config[i + 1], sizeof *m->config * (size_t)(m->nconfig - i - 1));
+            m->nconfig--;
+            return;
+        }
+}
+
 void ir_config_set_int(ir_module *m, const char *key, int64_t v)
 {
     char buf[32];

@@ -64,6 +64,7 @@ typedef enum {
     IR_COMM_SEND,         /* point-to-point, counted once on the send */
     IR_COMM_RECV,         /* ... the receive waits for it: no time of its own */
     IR_COMM_RING_OVERLAP, /* compute in R blocks, each overlapped with a hop around the group's ring */
+    IR_COMM_HOST,         /* a copy between the device and host memory over the host link (offload, fetch) */
 } ir_comm_class;
 
 /* What one rank of an op does, as pure functions of the local shapes and
@@ -194,6 +195,11 @@ struct ir_op_desc {
     /* Outputs every backend keeps in fp32, bit k for output k, even where
      * activations are bf16 (ir_mem_keeps_f32). */
     unsigned f32_outs;
+    /* Outputs that live in host memory, bit k for output k (offload): the
+     * memory plan places them in the host arena, and only ops that declare
+     * reads_host may read them (ir_mem_on_host). */
+    unsigned host_outs;
+    bool reads_host; /* the operands live in host memory (fetch) */
     /* Elements the CPU runtime asks of its staging area (rt_scratch):
      * e[0] the send / gather side, e[1] the receive side; NULL: none. */
     void (*staging)(const struct ir_module *m, const ir_op *op, int64_t e[2]);
@@ -320,8 +326,10 @@ static inline int ir_node_of(const ir_module *m, int r) /* inline: the cost mode
     return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
 }
 
-/* Config: set replaces an existing key in place (order kept), else appends. */
+/* Config: set replaces an existing key in place (order kept), else appends;
+ * remove drops a key if present. */
 void ir_config_set(ir_module *m, const char *key, const char *value);
+void ir_config_remove(ir_module *m, const char *key);
 void ir_config_set_int(ir_module *m, const char *key, int64_t v);
 const char *ir_config_get(const ir_module *m, const char *key); /* NULL if absent */
 /* Integer config value; `def` when absent or not an integer. */
@@ -429,7 +437,12 @@ bool ir_verify(const ir_module *m, const char *context);
  * cuda: fp32 master weights, m, v) and the collectives' two staging areas
  * are regions of the arena live the whole step.  Config keys: mem.target,
  * mem.peak (the arena's bytes), mem.opt_offset, mem.opt_bytes,
- * mem.comm_offset, mem.comm_bytes0, mem.comm_bytes1, mem.peak_op. */
+ * mem.comm_offset, mem.comm_bytes0, mem.comm_bytes1, mem.peak_op.
+ *
+ * Host memory is a second space (offload, ir_mem_on_host): its buffers are
+ * planned the same way in a host arena of their own (mem.host_peak bytes,
+ * mem.host_peak_op), sized like device buffers of the target, and never
+ * share bytes with the device arena. */
 typedef enum {
     IR_MEM_PARAMS, IR_MEM_GRADS, IR_MEM_OPTIM, IR_MEM_ACTS, IR_MEM_COMM, IR_MEM_WORK, IR_MEM_NCATS
 } ir_mem_cat;
@@ -449,6 +462,10 @@ ir_mem_target ir_mem_target_named(bool cuda);
 /* True when the runtime allocates a buffer for value v (params, inputs,
  * results some op defines). */
 bool ir_mem_has_buffer(const ir_module *m, int v);
+/* True when v's buffer lives in host memory rather than on the device: a
+ * result its defining op's descriptor marks host_outs (offload).  The plan
+ * places such buffers in a second arena (config mem.host_peak). */
+bool ir_mem_on_host(const ir_module *m, int v);
 /* Aligned bytes of v's buffer on target t (0 without a buffer); -1 when the
  * size overflows int64. */
 int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t);
@@ -500,6 +517,10 @@ typedef struct ir_mem_stats {
     int64_t live_max; /* the largest sum of bytes live at one op (a lower bound) */
     int peak_op;      /* where that sum is reached (-1: no ops) */
     int64_t no_reuse; /* every buffer in its own slot */
+    /* The host arena (values ir_mem_on_host names; config mem.host_peak,
+     * mem.host_peak_op, set only when there are any): the same three. */
+    int64_t host_arena, host_live_max, host_no_reuse;
+    int host_peak_op;
 } ir_mem_stats;
 bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st);
 /* True when the module carries a memory plan (config mem.peak). */

@@ -41,12 +41,29 @@ bool ir_mem_has_buffer(const ir_module *m, int v)
     return val->kind != IR_V_RESULT || (val->def >= 0 && val->def < m->nops);
 }
 
+bool ir_mem_on_host(const ir_module *m, int v)
+{
+    int d = m->values[v].def;
+    if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops)
+        return false;
+    const ir_op *op = &m->ops[d];
+    const ir_op_desc *desc = ir_op_desc_of(op->code);
+    unsigned host = desc ? desc->host_outs : 0;
+    for (int k = 0; k < op->nout; k++)
+        if (op->out[k] == v && (host >> k & 1u))
+            return true;
+    return false;
+}
+
 bool ir_mem_keeps_f32(const ir_module *m, int v)
 {
     int d = m->values[v].def;
     if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops)
         return false;
     const ir_op *op = &m->ops[d];
+    /* A copy between device and host keeps its operand's element size. */
+    if (ir_op_desc_of(op->code)->comm == IR_COMM_HOST && op->nin == 1 && op->in[0] >= 0 && op->in[0] < m->nvalues)
+        return ir_mem_keeps_f32(m, op->in[0]);
     unsigned f32 = ir_op_desc_of(op->code)->f32_outs;
     for (int k = 0; k < op->nout; k++)
         if (op->out[k] == v && (f32 >> k & 1u))
@@ -251,11 +268,15 @@ typedef struct mem_item {
     int v; /* value index, or -1 - region */
     int64_t off, bytes;
     int start, end;
+    int host; /* 1: in the host arena */
 } mem_item;
 
+/* By arena (device first), then offset. */
 static int item_by_off(const void *a, const void *b)
 {
     const mem_item *x = a, *y = b;
+    if (x->host != y->host)
+        return x->host - y->host;
     return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
 }
 
@@ -294,13 +315,13 @@ static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it)
         char nb[64];
         if (rbytes[r] >= 0 && rbytes[r] < need[r])
             ir_verr(c, sup_noloc(), "memory plan: %s needs %lld bytes, the plan gives %lld",
-                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0}, nb, sizeof nb), (long long)need[r],
+                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0, 0}, nb, sizeof nb), (long long)need[r],
                     (long long)rbytes[r]);
         else if (rbytes[r] > 0 && roff[r] < 0)
             ir_verr(c, sup_noloc(), "memory plan: %s has no offset",
-                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0}, nb, sizeof nb));
+                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0, 0}, nb, sizeof nb));
         else if (rbytes[r] > 0)
-            it[n++] = (mem_item){-1 - r, roff[r], rbytes[r], -1, m->nops};
+            it[n++] = (mem_item){-1 - r, roff[r], rbytes[r], -1, m->nops, 0};
     }
     return n;
 }
@@ -325,9 +346,10 @@ void ir_verify_mem(ir_vctx *c)
                 ir_config_get(m, "mem.target"));
         return;
     }
-    int64_t peak = cfg_i64(m, "mem.peak");
-    if (peak < 0) {
-        ir_verr(c, sup_noloc(), "memory plan: mem.peak must be a byte count, found '%s'", ir_config_get(m, "mem.peak"));
+    int64_t peak = cfg_i64(m, "mem.peak"), host_peak = ir_config_get(m, "mem.host_peak") ? cfg_i64(m, "mem.host_peak") : 0;
+    if (peak < 0 || host_peak < 0) {
+        const char *k = peak < 0 ? "mem.peak" : "mem.host_peak";
+        ir_verr(c, sup_noloc(), "memory plan: %s must be a byte count, found '%s'", k, ir_config_get(m, k));
         return;
     }
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
@@ -347,18 +369,19 @@ void ir_verify_mem(ir_vctx *c)
         if (val->mem_off % t.align != 0)
             ir_verr(c, val->loc, "memory plan: %%%s at offset %lld is not aligned to %lld bytes", val->name,
                     (long long)val->mem_off, (long long)t.align);
-        it[n++] = (mem_item){v, val->mem_off, bytes, start[v], end[v]};
+        it[n++] = (mem_item){v, val->mem_off, bytes, start[v], end[v], ir_mem_on_host(m, v)};
     }
     qsort(it, (size_t)n, sizeof *it, item_by_off);
     for (int i = 0; i < n; i++) {
         char a[IR_NAME_MAX + 40], b[IR_NAME_MAX + 40];
         sup_loc loc = it[i].v >= 0 ? m->values[it[i].v].loc : sup_noloc();
-        if (it[i].bytes < 0 || it[i].off > peak - it[i].bytes)
-            ir_verr(c, loc, "memory plan: %s [%lld, +%lld) ends past the arena's %lld bytes (mem.peak)",
+        int64_t top = it[i].host ? host_peak : peak;
+        if (it[i].bytes < 0 || it[i].off > top - it[i].bytes)
+            ir_verr(c, loc, "memory plan: %s [%lld, +%lld) ends past the %sarena's %lld bytes (%s)",
                     item_name(m, &it[i], a, sizeof a), (long long)it[i].off, (long long)it[i].bytes,
-                    (long long)peak);
+                    it[i].host ? "host " : "", (long long)top, it[i].host ? "mem.host_peak" : "mem.peak");
         int64_t stop = it[i].bytes < 0 || it[i].off > INT64_MAX - it[i].bytes ? INT64_MAX : it[i].off + it[i].bytes;
-        for (int j = i + 1; j < n && it[j].off < stop; j++) {
+        for (int j = i + 1; j < n && it[j].host == it[i].host && it[j].off < stop; j++) {
             if (it[j].start > it[i].end || it[i].start > it[j].end)
                 continue;
             int lo = it[i].start > it[j].start ? it[i].start : it[j].start;

@@ -13,7 +13,10 @@
  * space large ones need; best fit keeps large holes for large buffers.  The
  * lower bound is the largest sum of bytes live at one op; the plan reports
  * both, and on the steps lower produces they are equal or within a few
- * percent. */
+ * percent.
+ *
+ * Values in host memory (ir_mem_on_host: what offload writes) are placed
+ * the same way in a host arena of their own; the two never share bytes. */
 #include "ir.h"
 
 #include <stdlib.h>
@@ -23,11 +26,16 @@ typedef struct mp_item {
     int v;          /* value index, -1 optimizer state, -2 collective staging */
     int64_t bytes, off;
     int start, end; /* live over ops [start, end] */
+    int host;       /* 1: in the host arena (ir_mem_on_host) */
 } mp_item;
 
+/* The device arena's items, then the host arena's; in each, the order of
+ * placement. */
 static int mp_order(const void *a, const void *b)
 {
     const mp_item *x = a, *y = b;
+    if (x->host != y->host)
+        return x->host - y->host;
     bool px = x->start < 0, py = y->start < 0;
     if (px != py)
         return px ? -1 : 1;
@@ -272,14 +280,36 @@ static bool mp_fail_overflow(const char *what)
     return false;
 }
 
+/* Places items[0..n) (one arena's, in placement order) with best fit;
+ * returns the arena's size, -1 on overflow (reported). */
+static int64_t mp_place_all(const ir_module *m, mp_item *items, int n, int64_t *naive)
+{
+    int64_t peak = 0;
+    *naive = 0;
+    mp_index x;
+    mp_index_init(&x, m->nops);
+    for (int k = 0; k < n && peak >= 0; k++) {
+        mp_place(&x, &items[k]);
+        if (items[k].off > INT64_MAX - items[k].bytes || *naive > INT64_MAX - items[k].bytes) {
+            mp_fail_overflow(items[k].host ? "the host arena" : "the arena");
+            peak = -1;
+        } else if (items[k].off + items[k].bytes > peak)
+            peak = items[k].off + items[k].bytes;
+        if (peak >= 0)
+            *naive += items[k].bytes;
+    }
+    mp_index_free(&x);
+    return peak;
+}
+
 bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
 {
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
     mp_item *items = sup_xmalloc(sizeof *items * (size_t)(m->nvalues + 2));
-    int n = 0;
-    int64_t comm[2], naive = 0;
+    int n = 0, nhost = 0;
+    int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);
     int64_t opt_bytes = ir_mem_opt_bytes(m, t);
     bool ok = true;
@@ -295,29 +325,24 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
             snprintf(what, sizeof what, "%%%s", m->values[v].name);
             ok = mp_fail_overflow(what);
         }
-        items[n++] = (mp_item){v, b, 0, start[v], end[v]};
+        int host = ir_mem_on_host(m, v);
+        nhost += host;
+        items[n++] = (mp_item){v, b, 0, start[v], end[v], host};
     }
     if (ok) {
-        items[n++] = (mp_item){-1, opt_bytes, 0, -1, m->nops};
-        items[n++] = (mp_item){-2, comm[0] + comm[1], 0, -1, m->nops};
+        items[n++] = (mp_item){-1, opt_bytes, 0, -1, m->nops, 0};
+        items[n++] = (mp_item){-2, comm[0] + comm[1], 0, -1, m->nops, 0};
     }
-    int64_t peak = 0;
+    int64_t peak = 0, host_peak = 0, naive = 0, host_naive = 0;
+    int ndev = n - nhost;
     if (ok) {
         qsort(items, (size_t)n, sizeof *items, mp_order);
-        mp_index x;
-        mp_index_init(&x, m->nops);
-        for (int k = 0; k < n && ok; k++) {
-            mp_place(&x, &items[k]);
-            if (items[k].off > INT64_MAX - items[k].bytes || naive > INT64_MAX - items[k].bytes)
-                ok = mp_fail_overflow("the arena");
-            else if (items[k].off + items[k].bytes > peak)
-                peak = items[k].off + items[k].bytes;
-            naive += items[k].bytes;
-        }
-        mp_index_free(&x);
+        peak = mp_place_all(m, items, ndev, &naive);
+        host_peak = mp_place_all(m, items + ndev, nhost, &host_naive);
+        ok = peak >= 0 && host_peak >= 0;
     }
     if (ok) {
-        int64_t opt_off = 0, comm_off = 0, live_max;
+        int64_t opt_off = 0, comm_off = 0, live_max, host_live_max = 0;
         for (int k = 0; k < n; k++) {
             if (items[k].v >= 0)
                 m->values[items[k].v].mem_off = items[k].off;
@@ -326,7 +351,8 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
             else
                 comm_off = items[k].off;
         }
-        int pop = mp_peak_op(m, items, n, &live_max);
+        int pop = mp_peak_op(m, items, ndev, &live_max);
+        int host_pop = nhost ? mp_peak_op(m, items + ndev, nhost, &host_live_max) : -1;
         ir_config_set(m, "mem.target", t.cuda ? "cuda" : "cpu");
         ir_config_set_int(m, "mem.peak", peak);
         ir_config_set_int(m, "mem.peak_op", pop);
@@ -335,8 +361,17 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
         ir_config_set_int(m, "mem.comm_offset", comm_off);
         ir_config_set_int(m, "mem.comm_bytes0", comm[0]);
         ir_config_set_int(m, "mem.comm_bytes1", comm[1]);
+        /* The host arena's keys only when something lives there, so that a
+         * step without offload prints as it always did. */
+        if (nhost) {
+            ir_config_set_int(m, "mem.host_peak", host_peak);
+            ir_config_set_int(m, "mem.host_peak_op", host_pop);
+        } else {
+            ir_config_remove(m, "mem.host_peak");
+            ir_config_remove(m, "mem.host_peak_op");
+        }
         if (st)
-            *st = (ir_mem_stats){peak, live_max, pop, naive};
+            *st = (ir_mem_stats){peak, live_max, pop, naive, host_peak, host_live_max, host_naive, host_pop};
     }
     free(items);
     free(start);

@@ -1,5 +1,6 @@
 /* ir_op_state.c — the ops on the step's state rather than on activations:
- * the AdamW update, gradient accumulation across micro-steps, and free. */
+ * the AdamW update, gradient accumulation across micro-steps, free, wait,
+ * and the copies between device and host memory (offload, fetch). */
 #include "ir_op.h"
 
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
@@ -40,6 +41,30 @@ static void verify_accumulate(ir_vctx *c, const ir_op *op)
     ir_vsame_type(c, acc, g);
 }
 
+/* offload x -> x.host: a copy of an op result in host memory, of x's type.
+ * Parameters and inputs live the whole step on the device: moving them
+ * would free nothing. */
+static void verify_offload(ir_vctx *c, const ir_op *op)
+{
+    const ir_value *x = ir_vv(c, op->in[0]);
+    if (x->kind != IR_V_RESULT)
+        ir_verr(c, sup_noloc(), "offload moves an op result to host memory; %%%s is a%s %s, which lives the whole "
+                "step on the device", x->name, x->kind == IR_V_INPUT || x->kind == IR_V_ACCUM ? "n" : "",
+                ir_value_kind_name(x->kind));
+    ir_vsame_type(c, x, ir_vv(c, op->out[0]));
+}
+
+/* fetch x.host -> x: the copy back to the device, of the same type; its
+ * operand is an offload's result. */
+static void verify_fetch(ir_vctx *c, const ir_op *op)
+{
+    const ir_value *h = ir_vv(c, op->in[0]);
+    if (!ir_mem_on_host(c->m, op->in[0]))
+        ir_verr(c, sup_noloc(), "fetch copies a value in host memory back to the device; %%%s lives on the device "
+                "(only offload's results live in host memory)", h->name);
+    ir_vsame_type(c, h, ir_vv(c, op->out[0]));
+}
+
 /* ---- staging and kernel workspace (ir_mem.c) --------------------------------------- */
 
 /* Whether adamw's gradient is laid out like its param (else ZeRO-1 copies
@@ -78,7 +103,23 @@ static ir_op_work work_adamw(const ir_module *m, const ir_op *op)
                                  16.0 * (double)ir_type_local_elems(m, &m->values[op->in[0]].type)};
 }
 
+/* A copy over the host link: the operand's bytes once (the cost model
+ * divides them by the link's bandwidth, IR_COMM_HOST). */
+static ir_op_work work_copy(const ir_module *m, const ir_op *op)
+{
+    return (ir_op_work){.bytes = ir_op_local_bytes(m, op->in[0])};
+}
+
 /* ---- runtime call (codegen) ------------------------------------------------------- */
+
+/* offload / fetch x -> y: the runtime copies x's local buffer into y's. */
+static void emit_copy(ir_emit *e)
+{
+    ir_emit_call(e);
+    ir_emit_val(e, ir_emit_in(e, 0));
+    ir_emit_val(e, ir_emit_out(e, 0));
+    ir_emit_end(e);
+}
 
 static void emit_adamw(ir_emit *e)
 {
@@ -152,4 +193,26 @@ const ir_op_desc ir_op_wait = {
     .verify = NULL,
     .rt_fn = "rt_wait",
     .emit = emit_wait,
+};
+
+/* x -> x.host: a copy of x in host memory (ir/README.md "Host memory") */
+const ir_op_desc ir_op_offload = {
+    .name = "offload", .kind = IR_K_MEM, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_offload,
+    .host_outs = 1u,
+    .comm = IR_COMM_HOST,
+    .work = work_copy,
+    .rt_fn = "rt_offload",
+    .emit = emit_copy,
+};
+
+/* x.host -> x: the copy back to the device */
+const ir_op_desc ir_op_fetch = {
+    .name = "fetch", .kind = IR_K_MEM, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .verify = verify_fetch,
+    .reads_host = true,
+    .comm = IR_COMM_HOST,
+    .work = work_copy,
+    .rt_fn = "rt_fetch",
+    .emit = emit_copy,
 };

@@ -377,15 +377,27 @@ static bool ir_has_unit(const ir_type *t)
 static void ir_verify_uneven_uses(ir_vctx *c, const ir_op *op)
 {
     if (op->code == IR_ALL_TO_ALL || op->code == IR_ATTENTION || op->code == IR_ATTENTION_BWD || op->code == IR_FREE ||
-        op->code == IR_WAIT)
+        op->code == IR_WAIT || op->code == IR_OFFLOAD || op->code == IR_FETCH)
         return;
     const ir_module *m = c->m;
     for (int k = 0; k < op->nin + op->nout; k++) {
         int v = k < op->nin ? op->in[k] : op->out[k - op->nin];
         if (v >= 0 && v < m->nvalues && ir_has_unit(&m->values[v].type))
-            ir_verr(c, sup_noloc(), "%s %%%s is split unevenly; only all_to_all, attention, attention_bwd, free "
-                    "and wait may use such a value", k < op->nin ? "reads" : "defines", m->values[v].name);
+            ir_verr(c, sup_noloc(), "%s %%%s is split unevenly; only all_to_all, attention, attention_bwd, free, "
+                    "wait, offload and fetch may use such a value", k < op->nin ? "reads" : "defines", m->values[v].name);
     }
+}
+
+/* Host memory is read only by the ops made for it (fetch) and released by
+ * free: a kernel or a collective cannot read it on the device. */
+static void ir_verify_host_reads(ir_vctx *c, const ir_op *op, const ir_op_desc *info)
+{
+    if (info->reads_host || op->code == IR_FREE)
+        return;
+    for (int k = 0; k < op->nin; k++)
+        if (op->in[k] >= 0 && op->in[k] < c->m->nvalues && ir_mem_on_host(c->m, op->in[k]))
+            ir_verr(c, sup_noloc(), "reads %%%s, which lives in host memory (an offload's result): fetch it back "
+                    "to the device first", c->m->values[op->in[k]].name);
 }
 
 static void ir_verify_ops(ir_vctx *c)
@@ -413,6 +425,7 @@ static void ir_verify_ops(ir_vctx *c)
         ir_verify_kind(c, op, info);
         ir_verify_uneven_uses(c, op);
         ir_verify_accum_reads(c, op);
+        ir_verify_host_reads(c, op, info);
         if (op->code == IR_ADAMW && op->nin == 2) {
             /* The first adamw computes the global gradient norm (clipping)
              * over every adamw's gradient: all must exist by then. */

@@ -148,6 +148,11 @@ typedef struct layout_device_preset {
     double compute_fraction, attention_fraction, mem_bw_fraction;
     double op_overhead; /* config cost.op_overhead, seconds per compute op */
     double exp_rate;    /* config device_exp_rate, exponentials per second; 0 = not modelled */
+    /* The host: memory per node that offloaded values may use, and the
+     * link from one device to it (a kind naming a link preset takes that
+     * preset's numbers, frontend link_defaults). */
+    double host_mem_bytes;
+    layout_link host;
 } layout_device_preset;
 const layout_device_preset *layout_device_lookup(const char *name);
 const layout_device_preset *layout_device_presets(int *n);

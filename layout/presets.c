@@ -22,6 +22,11 @@
  * for A100 systems (DGX A100: 8x200Gb/s HDR, one per GPU), 400Gb/s NDR for
  * H100/H200 (DGX H100: 8x400Gb/s), ~5 us end-to-end latency.  A device
  * preset's links keep efficiency 1 (the spec states what it measured).
+ * Host memory per node and the host link (offload): DGX A100 40GB 1 TB,
+ * DGX A100 80GB, DGX H100 and DGX H200 2 TB of system memory (the user
+ * guides' system specifications); each GPU sits on its own PCIe x16 link,
+ * Gen4 on A100 and Gen5 on H100/H200 boards (the pcie4 / pcie5 presets
+ * below).  The cpu presets: 64 GiB and a 10 GB/s memcpy, nominal.
  *
  * Link presets, for `link inter ib_ndr` with no numbers (explicit bandwidth,
  * latency or efficiency still win).  Bandwidth is per direction:
@@ -47,13 +52,19 @@
 #define NVLINK4 {"nvlink", 450e9, 2e-6, 1.0}
 #define IB_HDR {"ib", 200e9 / 8, 5e-6, 1.0}
 #define IB_NDR {"ib", 400e9 / 8, 5e-6, 1.0}
+/* Host links: named after the link presets below, whose numbers they take. */
+#define PCIE4 {"pcie4", 32e9, 3e-6, 0.8}
+#define PCIE5 {"pcie5", 64e9, 3e-6, 0.8}
+/* The CPU backend's "device" and host share DRAM: a copy between arenas. */
+#define MEMCPY {"memcpy", 10e9, 1e-6, 1.0}
 
 static const layout_device_preset presets[] = {
-    {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0},
-    {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0},
-    {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0},
-    {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0},
-    {"cpu", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 10e9, 1e-6, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0}, 0, 0, 0, 0, 0},
+    {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 1e12, PCIE4},
+    {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 2e12, PCIE4},
+    {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5},
+    {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5},
+    {"cpu", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 10e9, 1e-6, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0}, 0, 0, 0, 0, 0,
+     64 * GiB, MEMCPY},
     /* Fitted by `bench/calibrate.py --build build --repeats 5 --preset ''` on
      * the 2-core development machine, quiet (2 ranks, medians of 5 repeats x
      * 30 steps of the four tiny runs); see bench/README.md.  The cpu
@@ -62,7 +73,7 @@ static const layout_device_preset presets[] = {
      * out 0: at these sizes bytes and FLOPs explain the times).  The inter
      * link stays nominal: one machine has no network. */
     {"cpu_calibrated", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 1.47e9, 0, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0},
-     0.855, 0.512, 0.527, 0, 1.34e9},
+     0.855, 0.512, 0.527, 0, 1.34e9, 64 * GiB, MEMCPY},
 };
 
 static const layout_link link_presets[] = {

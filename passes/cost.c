@@ -335,12 +335,34 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
     return c;
 }
 
+/* ---- copies over the host link (IR_COMM_HOST: offload, fetch) -------------
+ * One copy of the operand between device and host memory: a latency plus
+ * the bytes at the host link's bandwidth times its efficiency (config
+ * host_bw, host_latency, host_efficiency, from the mesh's `link host`).
+ * Every device of a node has its own link (one PCIe x16 per GPU on DGX
+ * H100/H200 boards), so ranks do not share it.  No host link: the copy
+ * cannot run; the offload pass refuses such a mesh, and a hand-written
+ * module costs it nothing. */
+static double host_copy_seconds(const ir_module *m, double bytes)
+{
+    double bw = cfg_double(m, "host_bw", 0), eff = cfg_double(m, "host_efficiency", 1);
+    if (bw <= 0)
+        return 0;
+    return cfg_double(m, "host_latency", 0) + bytes / (bw * (eff > 0 ? eff : 1));
+}
+
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p)
 {
     pass_op_cost c = {0};
     const ir_op_desc *d = ir_op_desc_of(op->code);
     if (d->comm == IR_COMM_RING_OVERLAP)
         return ring_cost(m, op, p);
+    if (d->comm == IR_COMM_HOST) {
+        c.comm = true;
+        c.bytes = ir_op_work_of(m, op).bytes;
+        c.seconds = host_copy_seconds(m, c.bytes);
+        return c;
+    }
     if (d->comm != IR_COMM_NONE) {
         c.comm = true;
         c.seconds = collective_seconds(m, op, p, &c.bytes);

@@ -459,6 +459,20 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     cfg_double(m, "device_mem", s->mesh.device_mem);
     ir_config_set_int(m, "nics_per_node", s->mesh.nics_per_node);
     copy_device_peaks(m, s);
+    /* Host memory and its link, only for a step that uses them (pass
+     * offload), so that other steps print as they always did.  Link kind
+     * none: no host link (host_bw 0), which the pass refuses. */
+    const char *off = s->train.offload;
+    if (off[0] && strcmp(off, "none") != 0) {
+        const fe_link *h = &s->mesh.host;
+        bool none = !h->kind[0] || !strcmp(h->kind, "none");
+        ir_config_set(m, "offload", off);
+        cfg_double(m, "host_mem", s->mesh.host_mem);
+        ir_config_set(m, "host_link", none ? "none" : h->kind);
+        cfg_double(m, "host_bw", none ? 0 : h->bandwidth);
+        cfg_double(m, "host_latency", none ? 0 : h->latency);
+        cfg_double(m, "host_efficiency", h->efficiency > 0 ? h->efficiency : 1);
+    }
 }
 
 static void copy_link(ir_link *dst, const fe_link *src)

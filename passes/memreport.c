@@ -139,6 +139,10 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
 
     r->device_mem = cfg_double(m, "device_mem");
     r->fits = r->device_mem <= 0 || (double)r->peak_bytes <= r->device_mem;
+    r->host_bytes = cfg_i64(m, "mem.host_peak", 0);
+    r->ranks_per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
+    r->host_mem = cfg_double(m, "host_mem");
+    r->host_fits = r->host_mem <= 0 || (double)r->host_bytes * r->ranks_per_node <= r->host_mem;
     free(live);
     free(cat);
     free(bytes);
@@ -264,6 +268,16 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
         fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->device_mem, b, sizeof b), r->fits ? "fits" : "does not fit");
     else
         fprintf(out, ": fits (device memory unknown)\n");
+    if (r->host_bytes > 0) {
+        fprintf(out, "host memory: %s per rank of offloaded activations, %s per node (%d rank(s))",
+                fmt_b(r->host_bytes, a, sizeof a), fmt_b(r->host_bytes * r->ranks_per_node, b, sizeof b),
+                r->ranks_per_node);
+        if (r->host_mem > 0)
+            fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->host_mem, a, sizeof a),
+                    r->host_fits ? "fits" : "does not fit");
+        else
+            fprintf(out, ": fits (host memory unknown)\n");
+    }
     fprintf(out, "\n  %-14s %16s %11s %7s\n", r->no_reuse ? "allocated" : "at the peak op", "bytes", "size", "share");
     for (int k = 0; k < IR_MEM_NCATS; k++)
         print_row(out, ir_mem_cat_name((ir_mem_cat)k), r->live[k], r->peak_bytes);
@@ -334,6 +348,12 @@ void pass_memory_json(const pass_mem_report *r, FILE *out)
             cJSON_AddItemToArray(sg, t);
         }
     }
+    if (r->host_bytes > 0) {
+        cJSON_AddNumberToObject(o, "host_bytes_per_rank", (double)r->host_bytes);
+        cJSON_AddNumberToObject(o, "host_bytes_per_node", (double)r->host_bytes * r->ranks_per_node);
+        cJSON_AddNumberToObject(o, "host_mem", r->host_mem);
+        cJSON_AddBoolToObject(o, "host_fits", r->host_fits);
+    }
     /* Last, so that readers of the planned report see it unchanged. */
     cJSON_AddBoolToObject(o, "memory_plan", !r->no_reuse);
     if (r->no_reuse) {
@@ -347,9 +367,33 @@ void pass_memory_json(const pass_mem_report *r, FILE *out)
     cJSON_Delete(o);
 }
 
-/* ---- the fit diagnostic ------------------------------------------------------ */
+/* ---- the fit diagnostics ----------------------------------------------------- */
+/* The host arena of the node's ranks against mesh host_memory, at
+ * train.offload: what it needs, what one rank may have, and what would
+ * shrink it. */
+static void diagnose_host(const pass_mem_report *r, const fe_spec *spec, sup_severity sev)
+{
+    sup_loc loc = spec ? fe_spec_loc(spec, "train.offload") : sup_noloc();
+    char a[32], b[32], c[32], d[32];
+    sup_diag(sev, loc, "offload: %s per rank of host memory, %s for the %d rank(s) of a node, exceeds the node's "
+             "host memory of %s", fmt_b(r->host_bytes, a, sizeof a),
+             fmt_b(r->host_bytes * r->ranks_per_node, b, sizeof b), r->ranks_per_node,
+             sup_fmt_bytes(r->host_mem, c, sizeof c));
+    sup_note(loc, "a rank may offload at most %s (host_memory / %d ranks)",
+             sup_fmt_bytes(r->host_mem / r->ranks_per_node, d, sizeof d), r->ranks_per_node);
+    if (spec && strcmp(spec->train.recompute, "full") != 0)
+        sup_note(loc, "with 'recompute full' only each layer's input moves (now recompute %s); or raise "
+                      "'host_memory', add ranks or shorten seq_len (now %lld)", spec->train.recompute,
+                 (long long)spec->train.seq_len);
+    else
+        sup_note(loc, "raise 'host_memory' in the mesh, add ranks or shorten seq_len%s",
+                 spec ? "" : " (the module's config host_mem)");
+}
+
 void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_severity sev)
 {
+    if (!r->host_fits)
+        diagnose_host(r, spec, sev);
     if (r->fits)
         return;
     sup_loc loc = spec ? fe_spec_loc(spec, "train.micro_batch") : sup_noloc();

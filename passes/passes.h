@@ -138,6 +138,7 @@ bool pass_zero(ir_module *m, const pass_options *opt);
  * before the layer's backward (passes/README.md "recompute").  Run before
  * memplan (a planned module is re-planned). */
 bool pass_recompute(ir_module *m, const pass_options *opt);
+bool pass_offload(ir_module *m, const pass_options *opt);
 /* Arena offsets for every buffer (ir/ir.h "memory plan"); run it last: a
  * pass that adds or moves ops afterwards invalidates the plan (the verifier
  * says where).  The target is ir_mem_target_of's (config mem.target, else
@@ -400,6 +401,13 @@ typedef struct pass_mem_report {
     int64_t planned_arena_bytes, stage_bytes;
     double device_mem;         /* config device_mem, 0 if unknown */
     bool fits;                 /* peak_bytes <= device_mem (true when unknown) */
+    /* Host memory (offload): the host arena per rank (config mem.host_peak,
+     * 0 without offload), the ranks of a node that share the node's
+     * host_mem (config host_mem, 0 if unknown), and whether it fits. */
+    int64_t host_bytes;
+    int ranks_per_node;
+    double host_mem;
+    bool host_fits;
     int ntop;
     pass_mem_value top[PASS_MEM_TOP]; /* the largest buffers live at the peak op */
     int nsuggest;              /* filled by pass_memory_suggest */

@@ -25,6 +25,8 @@ static const pass_info core[] = {
     CORE("zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero),
     CORE("recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward",
          pass_recompute),
+    CORE("offload", "config offload: move the activations the backward reads to host memory in between",
+         pass_offload),
     CORE("overlap", "config overlap: start weight gathers early (async) so that compute hides them", pass_overlap),
     CORE("memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan),
     CORE("cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost),
@@ -143,12 +145,13 @@ static void append_new(char *buf, size_t n, const char *list)
 }
 
 /* The pipeline is one skeleton with the strategy's passes in it:
- *   batch-aware, <passes>, place, zero, <after_zero>, recompute, overlap, memplan
+ *   batch-aware, <passes>, place, zero, <after_zero>, recompute, offload, overlap, memplan
  * batch-aware first: it partitions the batch (@dp); the strategy's passes
  * shard each group's sequence; place checks the groups against the nodes;
- * zero partitions the weights; recompute, overlap and memplan come last
- * because they read the finished step.  `memory` false leaves recompute
- * and memplan out (what the cost model times: they change memory, not
+ * zero partitions the weights; recompute, offload, overlap and memplan
+ * come last because they read the finished step (offload moves what
+ * recompute keeps).  `memory` false leaves recompute, offload and memplan
+ * out (what the cost model times: they change memory, not
  * which layout is faster); overlap stays, since it changes the time.  A NULL strategy: every registered one's passes, in
  * registration order (each skips, with a remark, a layout not its own). */
 void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n)
@@ -165,7 +168,7 @@ void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n)
     for (int i = 0; i < ns; i++)
         if ((!s || &all[i] == s) && all[i].after_zero)
             append_new(buf, n, all[i].after_zero);
-    append_new(buf, n, memory ? "recompute,overlap,memplan" : "overlap");
+    append_new(buf, n, memory ? "recompute,offload,overlap,memplan" : "overlap");
 }
 
 const char *pass_default_pipeline(void)

@@ -49,6 +49,11 @@ void rt_arena_report(rt_ctx *rt, FILE *f) {
         fprintf(f, "%s%s %s", c ? ", " : "", rt_mem_names[c], s);
     }
     fprintf(f, ")\n");
+    if (rt->host_bytes) {
+        rt_fmt_bytes(s, sizeof s, rt->host_bytes);
+        fprintf(f, "host arena: %s per rank for offloaded activations (%s)\n", s,
+                rt->planned ? "the compiler's memory plan" : "one slot per value");
+    }
 }
 
 int rt_group_pos(rt_ctx *rt, int g) {

@@ -152,6 +152,10 @@ struct rt_ctx {
     bool *live;
     int *live_list, *live_pos, nlive;
     size_t live_bytes, mem_hw;
+    /* The host arena (offload): its bytes, and the highest byte a live
+     * host buffer reached (rt_mem.c keeps the two spaces apart). */
+    char *host_arena;
+    size_t host_bytes, host_hw;
     /* Scratch for collectives (grow-only). */
     void *scratch[2];
     bool scratch_held; /* a started all_to_all holds the staging areas until its wait */

@@ -220,6 +220,10 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "mem_arena_bytes", (double)rt->arena_bytes);
     cJSON_AddNumberToObject(o, "mem_arena_peak_bytes", (double)rt->mem_hw);
     cJSON_AddNumberToObject(o, "mem_workspace_bytes", (double)ws);
+    if (rt->host_bytes) {
+        cJSON_AddNumberToObject(o, "mem_host_bytes", (double)rt->host_bytes);
+        cJSON_AddNumberToObject(o, "mem_host_peak_bytes", (double)rt->host_hw);
+    }
     cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)rt_rss_peak_bytes());
     cJSON_AddNumberToObject(o, "tokens_per_s",
                             rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9));
@@ -293,6 +297,9 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
            "%.2f MiB\n", (double)rt->arena_bytes / (1 << 20),
            rt->planned ? "the compiler's memory plan" : "one slot per value", (double)rt->mem_hw / (1 << 20),
            (double)rt_backend_workspace_bytes(rt) / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
+    if (rt->host_bytes)
+        printf("memory: host arena %.2f MiB per rank, high-water %.2f MiB (offloaded activations)\n",
+               (double)rt->host_bytes / (1 << 20), (double)rt->host_hw / (1 << 20));
     if (sum <= 0) return;
     printf("rank 0 time by kind (%% of step time):\n");
     const char *how = rt_backend_timing_note(rt);

@@ -10,6 +10,10 @@
  * of its bytes: if one does, the program and its plan disagree, and the run
  * stops naming both values instead of computing with clobbered data.
  *
+ * Values in host memory (offload, rt_value_desc.on_host) have offsets in
+ * the host arena: they are checked against each other only, and have a
+ * high-water mark of their own (host_hw).
+ *
  * The high-water mark is the highest arena byte that a live buffer, the
  * optimizer state or a collective's staging request actually reached; it is
  * what --metrics reports as mem_peak_bytes, beside the process's peak
@@ -31,7 +35,7 @@ void rt_mem_init(rt_ctx *rt, const size_t *off, const size_t *bytes) {
     memcpy(rt->slot_off, off, sizeof(size_t) * (size_t)p->nvalues);
     memcpy(rt->slot_bytes, bytes, sizeof(size_t) * (size_t)p->nvalues);
     rt->planned = p->mem_arena_bytes > 0;
-    rt->mem_hw = 0;
+    rt->mem_hw = rt->host_hw = 0;
     rt->nlive = 0;
     for (int v = 0; v < p->nvalues; v++) rt->live[v] = false, rt->live_pos[v] = -1;
     /* Parameters and inputs live the whole run (initialisation, --init-from
@@ -52,10 +56,15 @@ void rt_mem_reach(rt_ctx *rt, size_t end) {
     if (end > rt->mem_hw) rt->mem_hw = end;
 }
 
+/* Host buffers (on_host) have offsets in the host arena: they meet only
+ * each other. */
+static bool rt_on_host(const rt_ctx *rt, int v) { return rt->p->values[v].on_host != 0; }
+
 static void rt_mem_check_overlap(rt_ctx *rt, int v) {
     size_t a = rt->slot_off[v], b = a + rt->slot_bytes[v];
     for (int i = 0; i < rt->nlive; i++) {
         int u = rt->live_list[i];
+        if (rt_on_host(rt, u) != rt_on_host(rt, v)) continue;
         size_t c = rt->slot_off[u], d = c + rt->slot_bytes[u];
         if (c < b && a < d)
             rt_die(__FILE__, __LINE__,
@@ -73,6 +82,11 @@ void rt_mem_touch(rt_ctx *rt, int v) {
     rt->live[v] = true;
     rt->live_pos[v] = rt->nlive;
     rt->live_list[rt->nlive++] = v;
+    if (rt_on_host(rt, v)) {
+        size_t end = rt->slot_off[v] + rt->slot_bytes[v];
+        if (end > rt->host_hw) rt->host_hw = end;
+        return;
+    }
     rt->live_bytes += rt->slot_bytes[v];
     rt_mem_reach(rt, rt->slot_off[v] + rt->slot_bytes[v]);
 }
@@ -85,7 +99,7 @@ void rt_mem_release(rt_ctx *rt, int v) {
     rt->live_pos[last] = i;
     rt->live_pos[v] = -1;
     rt->live[v] = false;
-    rt->live_bytes -= rt->slot_bytes[v];
+    if (!rt_on_host(rt, v)) rt->live_bytes -= rt->slot_bytes[v];
 }
 
 /* A step starts with the parameters and inputs live; every op result of the

@@ -1,7 +1,10 @@
-/* rt_buf_cpu.c — the CPU backend's buffers: one host arena (parameters,
+/* rt_buf_cpu.c — the CPU backend's buffers: one arena (parameters,
  * gradients, optimizer state, inputs and activations, carved from a size
- * table built from the value descriptors), host access to it (memcpy), the
- * collectives' scratch, and the backend hooks of rt_internal.h. */
+ * table built from the value descriptors), a second one for the values the
+ * program offloads (the plan's host memory: real copies, so that offload
+ * is tested and accounted for like on a GPU), host access to them
+ * (memcpy), the collectives' scratch, and the backend hooks of
+ * rt_internal.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +37,7 @@ void rt_backend_init(rt_ctx *rt) {
 void rt_backend_fini(rt_ctx *rt) {
     rt_lse_fini(rt);
     free(rt->arena);
+    free(rt->host_arena);
     free(rt->buf);
     rt_mem_fini(rt);
     free(rt->opt_m);
@@ -42,12 +46,15 @@ void rt_backend_fini(rt_ctx *rt) {
 }
 
 /* Without a plan (hand-built tables): every value, then every tensor of
- * optimizer state, in its own slot. */
-static size_t rt_layout_slots(const rt_program *p, size_t *off, size_t *opt_off) {
+ * optimizer state, in its own slot; the values in host memory in slots of
+ * the host arena (*host its size). */
+static size_t rt_layout_slots(const rt_program *p, size_t *off, size_t *opt_off, size_t *host) {
     size_t total = 0;
+    *host = 0;
     for (int v = 0; v < p->nvalues; v++) {
-        off[v] = total;
-        total += rt_align_up((size_t)p->values[v].local_elems * 4);
+        size_t *top = p->values[v].on_host ? host : &total;
+        off[v] = *top;
+        *top += rt_align_up((size_t)p->values[v].local_elems * 4);
     }
     for (int i = 0; i < p->nopt; i++) {
         opt_off[i] = total;
@@ -65,11 +72,12 @@ static size_t rt_layout_plan(rt_ctx *rt, size_t *off, size_t *opt_off) {
     size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset;
     for (int v = 0; v < p->nvalues; v++) {
         size_t n = rt_align_up((size_t)p->values[v].local_elems * 4);
+        size_t space = p->values[v].on_host ? (size_t)p->mem_host_bytes : total;
         off[v] = (size_t)p->values[v].offset;
-        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_ALIGN == 0 && off[v] <= total && n <= total - off[v],
-                 "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte arena: this program was not "
+        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_ALIGN == 0 && off[v] <= space && n <= space - off[v],
+                 "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte %sarena: this program was not "
                  "planned for the CPU backend (build it with baspc --target=cpu)",
-                 p->values[v].name, n, (long long)p->values[v].offset, total);
+                 p->values[v].name, n, (long long)p->values[v].offset, space, p->values[v].on_host ? "host " : "");
     }
     for (int i = 0; i < p->nopt; i++) {
         opt_off[i] = o;
@@ -89,7 +97,8 @@ static void rt_count_cats(rt_ctx *rt) {
     const rt_program *p = rt->p;
     memset(rt->cat_bytes, 0, sizeof rt->cat_bytes);
     for (int v = 0; v < p->nvalues; v++)
-        rt->cat_bytes[rt_value_cat(&p->values[v])] += rt_align_up((size_t)p->values[v].local_elems * 4);
+        if (!p->values[v].on_host)
+            rt->cat_bytes[rt_value_cat(&p->values[v])] += rt_align_up((size_t)p->values[v].local_elems * 4);
     for (int i = 0; i < p->nopt; i++)
         rt->cat_bytes[RT_MEM_OPT] += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
 }
@@ -107,15 +116,21 @@ void rt_arena_build(rt_ctx *rt) {
         bytes[v] = rt_align_up((size_t)d->local_elems * 4);
     }
     bool planned = p->mem_arena_bytes > 0;
-    size_t total = planned ? (size_t)p->mem_arena_bytes : rt_layout_slots(p, off, opt_off);
+    size_t host = (size_t)p->mem_host_bytes;
+    size_t total = planned ? (size_t)p->mem_arena_bytes : rt_layout_slots(p, off, opt_off, &host);
     rt->arena = aligned_alloc(RT_ALIGN, rt_align_up(total ? total : 1));
     RT_CHECK(rt->arena, "cannot allocate the arena: %.1f MiB", (double)total / (1 << 20));
+    rt->host_arena = host ? aligned_alloc(RT_ALIGN, rt_align_up(host)) : NULL;
+    RT_CHECK(!host || rt->host_arena, "cannot allocate the host arena: %.1f MiB", (double)host / (1 << 20));
     if (planned) rt_layout_plan(rt, off, opt_off);
     memset(rt->arena, 0, total);
+    if (host) memset(rt->host_arena, 0, host);
     rt->arena_bytes = total;
+    rt->host_bytes = host;
     rt_count_cats(rt);
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
-    for (int v = 0; v < p->nvalues; v++) rt->buf[v] = rt->arena + off[v];
+    for (int v = 0; v < p->nvalues; v++)
+        rt->buf[v] = (p->values[v].on_host ? rt->host_arena : rt->arena) + off[v];
     rt->opt_m = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     rt->opt_v = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     size_t opt_end = 0;
@@ -170,6 +185,24 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
 }
 
 void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
+
+/* ---- offload: copies between the two arenas ----------------------------------- */
+static void rt_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
+    const rt_program *p = rt->p;
+    RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
+    const rt_value_desc *s = &p->values[src], *d = &p->values[dst];
+    RT_CHECK(!s->on_host == to_host && !d->on_host == !to_host && s->local_elems == d->local_elems &&
+                 s->dtype == d->dtype,
+             "%s %s -> %s: wants a %s value and a %s one of the same size", to_host ? "rt_offload" : "rt_fetch",
+             s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
+    rt_mem_touch(rt, src);
+    rt_mem_touch(rt, dst);
+    memcpy(rt->buf[dst], rt->buf[src], (size_t)s->local_elems * 4);
+}
+
+void rt_offload(rt_ctx *rt, int src, int dst) { rt_copy_space(rt, src, dst, true); }
+
+void rt_fetch(rt_ctx *rt, int src, int dst) { rt_copy_space(rt, src, dst, false); }
 
 const char *rt_backend_timing_note(const rt_ctx *rt) {
     (void)rt;

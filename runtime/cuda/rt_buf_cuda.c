@@ -13,6 +13,13 @@
  * reach their size during the first step; the plan gives the CUDA target
  * no staging areas.
  *
+ * Host memory (offload): the values the program offloads (on_host) live in
+ * a pinned (page-locked) host arena of rt_program.mem_host_bytes, at their
+ * offsets there; rt_offload and rt_fetch copy over the host link on the
+ * compute stream, so that they are ordered with the kernels that write and
+ * read the device side, and the reuse fences below treat the host arena as
+ * a space of its own.
+ *
  * NCCL is bootstrapped over MPI: rank 0 creates the unique id, MPI_Bcast
  * sends it, ncclCommInitRank builds the world communicator, and each group
  * gets one communicator per set with ncclCommSplit (color = set, key =
@@ -117,6 +124,7 @@ void rt_backend_fini(rt_ctx *rt) {
     CU_CHECK(cudaFree(cu->d_err));
     CU_CHECK(cudaFree(cu->d_norm));
     CU_CHECK(cudaFree(rt->arena));
+    if (rt->host_arena) CU_CHECK(cudaFreeHost(rt->host_arena));
     CU_CHECK(cudaEventDestroy(cu->issued));
     CU_CHECK(cudaEventDestroy(cu->comm_done));
     for (int i = 0; i < 2; i++)
@@ -144,10 +152,16 @@ static size_t rt_cu_state(const rt_program *p, int i) {
 }
 
 /* Without a plan: every value, then master, m, v per optimizer pair, each
- * in its own slot. */
-static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off) {
+ * in its own slot; the values in host memory in slots of the host arena
+ * (*host its size). */
+static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off,
+                                 size_t *host) {
     size_t total = 0;
-    for (int v = 0; v < p->nvalues; v++) off[v] = total, total += bytes[v];
+    *host = 0;
+    for (int v = 0; v < p->nvalues; v++) {
+        size_t *top = p->values[v].on_host ? host : &total;
+        off[v] = *top, *top += bytes[v];
+    }
     for (int i = 0; i < p->nopt; i++) opt_off[i] = total, total += 3 * rt_cu_state(p, i);
     return total;
 }
@@ -163,10 +177,11 @@ static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t
     size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset, o0 = o;
     const char *why = "this program was not planned for the CUDA backend (build it with baspc --target=cuda)";
     for (int v = 0; v < p->nvalues; v++) {
+        size_t space = p->values[v].on_host ? (size_t)p->mem_host_bytes : total;
         off[v] = (size_t)p->values[v].offset;
-        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_CU_ALIGN == 0 && off[v] <= total && bytes[v] <= total - off[v],
-                 "the memory plan puts %s (%zu bytes on the device) at offset %lld of a %zu-byte arena: %s",
-                 p->values[v].name, bytes[v], (long long)p->values[v].offset, total, why);
+        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_CU_ALIGN == 0 && off[v] <= space && bytes[v] <= space - off[v],
+                 "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte %s arena: %s", p->values[v].name,
+                 bytes[v], (long long)p->values[v].offset, space, p->values[v].on_host ? "host" : "device", why);
     }
     RT_CHECK(p->mem_opt_offset >= 0 && o % RT_CU_ALIGN == 0 && o <= total,
              "the memory plan's optimizer state starts at offset %lld of a %zu-byte arena: %s",
@@ -178,7 +193,7 @@ static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t
         opt_off[i] = o, o += n;
     }
     for (int v = 0; v < p->nvalues; v++)
-        RT_CHECK(off[v] >= o || off[v] + bytes[v] <= o0,
+        RT_CHECK(p->values[v].on_host || off[v] >= o || off[v] + bytes[v] <= o0,
                  "the memory plan puts %s [%zu, +%zu) inside the optimizer state [%zu, %zu): %s", p->values[v].name,
                  off[v], bytes[v], o0, o, why);
     RT_CHECK(p->mem_comm_bytes[0] == 0 && p->mem_comm_bytes[1] == 0,
@@ -209,7 +224,13 @@ static void rt_cu_overlaps(rt_ctx *rt, const size_t *off, const size_t *bytes) {
     cu->over = NULL;
     if (!rt->planned) return;
     rt_cu_span *sp = RT_MALLOC(sizeof *sp * (size_t)(nv + 1));
-    for (int v = 0; v < nv; v++) sp[v] = (rt_cu_span){off[v], off[v] + bytes[v], v};
+    /* Host slots meet only host slots: their offsets are moved far above
+     * every device byte. */
+    const size_t host_base = (size_t)1 << 62;
+    for (int v = 0; v < nv; v++) {
+        size_t base = rt->p->values[v].on_host ? host_base : 0;
+        sp[v] = (rt_cu_span){base + off[v], base + off[v] + bytes[v], v};
+    }
     qsort(sp, (size_t)nv, sizeof *sp, rt_cu_span_cmp);
     int *cnt = RT_MALLOC(sizeof(int) * (size_t)(nv + 1)), *at = RT_MALLOC(sizeof(int) * (size_t)(nv + 1));
     for (int pass = 0; pass < 2; pass++) {
@@ -249,15 +270,23 @@ void rt_arena_build(rt_ctx *rt) {
         const rt_value_desc *d = &p->values[v];
         RT_CHECK(d->local_elems >= 1, "value %s has %lld local elements", d->name, (long long)d->local_elems);
         cu->slot_bytes[v] = rt_cu_slot(d);
-        rt->cat_bytes[rt_value_cat(d)] += cu->slot_bytes[v];
+        if (!d->on_host) rt->cat_bytes[rt_value_cat(d)] += cu->slot_bytes[v];
     }
     /* The report's categories count one slot per buffer: with a plan, what
      * the plan saved against that. */
     for (int i = 0; i < p->nopt; i++) rt->cat_bytes[RT_MEM_OPT] += 3 * rt_cu_state(p, i);
     bool planned = p->mem_arena_bytes > 0;
+    size_t host = (size_t)p->mem_host_bytes;
     size_t total = planned ? rt_cu_layout_plan(p, cu->slot_bytes, off, opt_off)
-                           : rt_cu_layout_slots(p, cu->slot_bytes, off, opt_off);
+                           : rt_cu_layout_slots(p, cu->slot_bytes, off, opt_off, &host);
     rt->arena_bytes = total;
+    rt->host_bytes = host;
+    if (host) {
+        cudaError_t he = cudaHostAlloc((void **)&rt->host_arena, host, cudaHostAllocDefault);
+        RT_CHECK(he == cudaSuccess, "cannot allocate the pinned host arena for offloaded values: %.1f MiB: %s",
+                 (double)host / (1 << 20), cudaGetErrorString(he));
+        memset(rt->host_arena, 0, host);
+    }
     cudaError_t e = cudaMalloc((void **)&rt->arena, total ? total : RT_CU_ALIGN);
     RT_CHECK(e == cudaSuccess, "cannot allocate the device arena: %.1f MiB on device %d: %s",
              (double)total / (1 << 20), cu->device, cudaGetErrorString(e));
@@ -268,7 +297,7 @@ void rt_arena_build(rt_ctx *rt) {
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
     cu->opt_of = RT_MALLOC(sizeof(int) * (size_t)(p->nvalues + 1));
     for (int v = 0; v < p->nvalues; v++) {
-        rt->buf[v] = rt->arena + off[v];
+        rt->buf[v] = (p->values[v].on_host ? rt->host_arena : rt->arena) + off[v];
         cu->opt_of[v] = -1;
     }
     rt->opt_m = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
@@ -481,6 +510,28 @@ void rt_free(rt_ctx *rt, int value) {
     L->acc = 0;
     rt_mem_release(rt, value);
 }
+
+/* ---- offload: copies over the host link, on the compute stream -----------------------
+ * Ordered after the kernel that wrote the device side and before the ones
+ * that read the fetched copy, and before any later value that the plan
+ * puts on the offloaded value's device bytes (same stream).  The element
+ * size is the device's (bf16, or fp32 for keep_f32 values). */
+static void rt_cu_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
+    const rt_program *p = rt->p;
+    RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
+    const rt_value_desc *s = &p->values[src], *d = &p->values[dst];
+    RT_CHECK(!s->on_host == to_host && !d->on_host == !to_host && s->local_elems == d->local_elems &&
+                 rt_cu_esize(s) == rt_cu_esize(d),
+             "%s %s -> %s: wants a %s value and a %s one of the same size", to_host ? "rt_offload" : "rt_fetch",
+             s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
+    void *from = rt_cu_use(rt, src), *into = rt_cu_use(rt, dst);
+    CU_CHECK(cudaMemcpyAsync(into, from, (size_t)s->local_elems * (size_t)rt_cu_esize(s),
+                             to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, rt_cu(rt)->cs));
+}
+
+void rt_offload(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, true); }
+
+void rt_fetch(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, false); }
 
 /* ---- host access: synchronous, fp32 <-> bf16 on the host ----------------------------
  * The copies go through the compute stream and wait for it: a plain

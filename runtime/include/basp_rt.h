@@ -80,6 +80,10 @@ typedef struct rt_value_desc {
      * the arena report and baspc --memory agree.  RT_VCAT_DEFAULT (tables
      * written by hand): from kind alone. */
     rt_value_mem mem_cat;
+    /* 1: the buffer lives in host memory (an offload's result), at
+     * `offset` in the host arena (rt_program.mem_host_bytes); only
+     * rt_fetch reads it.  CUDA: pinned memory. */
+    int on_host;
 } rt_value_desc;
 
 /* A parameter and the gradient its optimizer step reads. */
@@ -150,6 +154,9 @@ typedef struct rt_program {
      * until rt_free; generated code frees every buffer after its last reader.
      * 0 = no plan: every value and tensor of state gets its own slot. */
     int64_t mem_arena_bytes, mem_opt_offset, mem_comm_offset, mem_comm_bytes[2];
+    /* The host arena of the plan (values with on_host), 0 when nothing is
+     * offloaded (or without a plan: one slot per host value). */
+    int64_t mem_host_bytes;
     /* The sequence order (0 = natural).  R > 1: ring attention's causal
      * load-balanced order for a ring of R: each sequence is cut into 2R
      * chunks and sequence index i holds the token at original position
@@ -333,6 +340,14 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out);
  * runtime reports (rt_f32/rt_i32 check that no live buffer overlaps one
  * coming back to life). */
 void rt_free(rt_ctx *rt, int value);
+
+/* ---- host memory (offload) -------------------------------------------------
+ * rt_offload copies value src's local buffer on the device into dst's in
+ * host memory (dst has on_host); rt_fetch copies a host buffer back into a
+ * device one.  Same type and size; the CPU backend copies between its two
+ * arenas, the CUDA one over the host link, in stream order. */
+void rt_offload(rt_ctx *rt, int src, int dst);
+void rt_fetch(rt_ctx *rt, int src, int dst);
 
 #ifdef __cplusplus
 }

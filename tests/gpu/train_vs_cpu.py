@@ -172,6 +172,15 @@ def memory_mismatch(a, layout, metrics):
     print("memory: measured peak %d bytes per rank, baspc --memory %d (%+d)" % (got, want, got - want))
     if got > want:
         return "FAILED: the CUDA run's peak memory %d exceeds the plan's %d" % (got, want)
+    # Offloaded values: the pinned host arena's high-water mark is the
+    # plan's host arena, exactly (every host buffer is live at the turn from
+    # forward to backward).
+    host_want = json.loads(r.stdout).get("host_bytes_per_rank")
+    if host_want is not None:
+        host_got = max(json.loads(l).get("mem_host_peak_bytes", -1) for l in open(metrics) if l.strip())
+        print("host memory: measured peak %d bytes per rank, baspc --memory %d" % (host_got, host_want))
+        if host_got != host_want:
+            return "FAILED: the CUDA run's host memory peak %d is not the plan's %d" % (host_got, host_want)
     return None
 
 

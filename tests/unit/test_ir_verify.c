@@ -196,7 +196,7 @@ static const ir_case rejects[] = {
     {"%y = linear %h, %w : bf16[2@dp,64@sp:1,64]\n", "only the head dim (dim 2) of a rank-4 attention exchange"},
     {U6 "%y = rope %q6 : bf16[2@dp,64@sp,6:1,16]\n", "dim 2 has a split unit (:1) but is whole"},
     {U6A "%r = rope %q6a : bf16[2@dp,64,6@sp:1,16]\n",
-     "reads %q6a is split unevenly; only all_to_all, attention, attention_bwd, free and wait may use such a value"},
+     "reads %q6a is split unevenly; only all_to_all, attention, attention_bwd, free, wait, offload and fetch may use such a value"},
     {U6A "param %w12 : f32[64,12,16]\n%q12 = linear %h, %w12 : bf16[2@dp,64@sp,12,16]\n"
          "%q12a = all_to_all %q12 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,12@sp:1,16]\n"
          "%o = attention %q12a, %q6a, %q6a : bf16[2@dp,64,12@sp:1,16]\n",

@@ -350,7 +350,7 @@ static void test_registry(void)
     const layout_strategy *mine = layout_variant_find("a2a", "mine");
     char pipe[512];
     pass_pipeline(mine, true, pipe, sizeof pipe);
-    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,overlap,memplan"));
+    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,offload,overlap,memplan"));
     pass_pipeline(mine, false, pipe, sizeof pipe);
     CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,overlap"));
     layout_choice c = layout_ulysses(1);
@@ -367,19 +367,19 @@ static void test_registry(void)
     char name[64];
     layout_choice_name(&all[2], name, sizeof name);
     CHECK(!strcmp(name, "ulysses+mine"));
-    CHECK(!strcmp(pass_default_pipeline(), "batch-aware,ulysses,ring,two-level,mine,place,zero,recompute,overlap,memplan"));
+    CHECK(!strcmp(pass_default_pipeline(), "batch-aware,ulysses,ring,two-level,mine,place,zero,recompute,offload,overlap,memplan"));
     /* a module's pipeline comes from its config; a word nobody registered
      * (its plugin not loaded) is an error, not the flat pipeline */
     ir_module *m = ir_module_new("cfg");
     ir_config_set(m, "sequence", "ulysses");
     ir_config_set(m, "a2a", "mine");
-    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,overlap,memplan"));
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,offload,overlap,memplan"));
     ir_config_set(m, "a2a", "two_level");
     CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
-          !strcmp(pipe, "batch-aware,ulysses,two-level,place,zero,recompute,overlap,memplan"));
+          !strcmp(pipe, "batch-aware,ulysses,two-level,place,zero,recompute,offload,overlap,memplan"));
     ir_config_set(m, "sequence", "hybrid");
     ir_config_set(m, "a2a", "flat");
-    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ring,place,zero,recompute,overlap,memplan"));
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ring,place,zero,recompute,offload,overlap,memplan"));
     ir_config_set(m, "a2a", "hpz");
     CHECK(!pass_pipeline_of(m, pipe, sizeof pipe));
     ir_module_free(m);

@@ -17,6 +17,7 @@
 namespace {
 
 std::map<uintptr_t, size_t> allocs; // start -> bytes
+std::map<uintptr_t, size_t> host_allocs; // cudaHostAlloc: page-locked host memory, start -> bytes
 std::map<const void *, int> dyn_smem_optin; // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 cudaError_t last_error = cudaSuccess;
 int current_device = 0;
@@ -103,6 +104,40 @@ cudaError_t cudaFree(void *p) {
     return cudaSuccess;
 }
 
+// Page-locked host memory: ordinary memory here, remembered so that copies
+// to and from it run in stream order (as on a GPU, where they are DMA).
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
+    (void)flags;
+    if (!p) return cudaErrorInvalidValue;
+    void *m = nullptr;
+    if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
+    memset(m, 0xff, bytes ? bytes : 1);
+    host_allocs[(uintptr_t)m] = bytes;
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    auto it = host_allocs.find((uintptr_t)p);
+    if (it == host_allocs.end()) {
+        cuemu_warn("cudaFreeHost of %p, which is not a cudaHostAlloc allocation", p);
+        return cudaErrorInvalidValue;
+    }
+    cuemu_flush_all(); // cudaFreeHost waits for the device
+    host_allocs.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+
+static bool is_pinned(const void *p, size_t bytes) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = host_allocs.upper_bound(a);
+    if (it == host_allocs.begin()) return false;
+    --it;
+    return a >= it->first && a - it->first + bytes <= it->second;
+}
+
 static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     bool dd = cuemu_is_device(dst, n), sd = cuemu_is_device(src, n);
     bool ok = kind == cudaMemcpyDefault || (kind == cudaMemcpyHostToDevice && dd && !sd) ||
@@ -125,12 +160,14 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
 }
 
 // A copy that touches pageable host memory is staged at the call, as on a
-// GPU; device-to-device copies wait in the stream's queue.
+// GPU; device-to-device copies and copies to or from page-locked memory
+// wait in the stream's queue.
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t st) {
     if (!n) return cudaSuccess;
     cudaError_t e = check_copy(dst, src, n, kind);
     if (e != cudaSuccess) return e;
-    if (cuemu_is_device(dst, n) && cuemu_is_device(src, n)) {
+    bool dd = cuemu_is_device(dst, n), sd = cuemu_is_device(src, n);
+    if ((dd || is_pinned(dst, n)) && (sd || is_pinned(src, n))) {
         cuemu_enqueue(st, [=]() { memmove(dst, src, n); });
     } else {
         cuemu_flush(st);

@@ -1,0 +1,178 @@
+/* pass_offload.c — activation offload to host memory (config `offload`:
+ * none | activations; spec key train.offload).
+ *
+ * Without it every forward value the backward reads stays on the device
+ * from its forward to its backward: at the turn from forward to backward
+ * the device holds what every layer saved.  This pass moves those values to
+ * host memory for that time:
+ *
+ *   %v.host = offload %v      right after the last forward op reading %v
+ *                             (its device buffer dies there)
+ *   %v.dev  = fetch %v.host   right before the first op of the backward
+ *                             block that first reads %v (that layer's first
+ *                             backward op, recompute clones included)
+ *
+ * and every backward read of %v reads %v.dev.  The copies are exact, so
+ * losses, gradients and weights do not change.  The device then holds one
+ * layer's saved values at a time in the backward; the host arena holds the
+ * rest (ir_mem_on_host, the second space of the memory plan).
+ *
+ * What moves: op results in the activations category (ir_mem_value_cats)
+ * defined in the forward and read by a decoder layer's backward (phase bwd,
+ * layer >= 0).  With `recompute full` that is the layer inputs the
+ * recompute pass keeps (DeepSpeed ALST's checkpoint offload); with
+ * `selective`, also attention's operands and result; with none, every
+ * saved activation.  Values read first by the backward outside the layers
+ * (the final norm's and the LM head's, whose backward follows the forward
+ * at once) stay: a round trip there frees nothing at the peak.
+ *
+ * The copies run where the pass puts them, on the compute stream, which the
+ * cost model times at the host link's bandwidth (config host_bw,
+ * host_latency, host_efficiency; IR_COMM_HOST).  A module whose mesh has no
+ * host link (host_bw 0) cannot offload: an error.
+ *
+ * Run after recompute (it moves what recompute keeps) and before memplan.
+ * Applied once: a module with offload ops is left alone. */
+#include "pass_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct off_plan {
+    int after;  /* offload right after this op (-1: not moved) */
+    int before; /* fetch right before this op */
+    int first;  /* the first backward reader: reads from here on take the fetched copy */
+} off_plan;
+
+/* The first op at or after `from` of layer `layer`'s backward. */
+static int bwd_block_start(const ir_module *m, int layer, int from)
+{
+    for (int i = from; i < m->nops; i++)
+        if (ir_op_layer(&m->ops[i]) == layer && strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0)
+            return i;
+    return -1;
+}
+
+/* Where value v would move, or false when it stays on the device. */
+static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, off_plan *p)
+{
+    const ir_value *val = &m->values[v];
+    if (val->kind != IR_V_RESULT || cat[v] != IR_MEM_ACTS || val->def < 0 || ir_mem_on_host(m, v) ||
+        strcmp(ir_op_phase(&m->ops[val->def]), "fwd") != 0)
+        return false;
+    int last_fwd = val->def, first_bwd = -1;
+    for (int i = val->def + 1; i < m->nops && first_bwd < 0; i++) {
+        if (!pu_reads(&m->ops[i], v))
+            continue;
+        if (strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0)
+            first_bwd = i;
+        else
+            last_fwd = i;
+    }
+    if (first_bwd < 0 || ir_op_layer(&m->ops[first_bwd]) < 0)
+        return false;
+    int before = bwd_block_start(m, ir_op_layer(&m->ops[first_bwd]), last_fwd + 1);
+    if (before < 0 || before > first_bwd || before <= last_fwd + 1)
+        return false;
+    *p = (off_plan){last_fwd, before, first_bwd};
+    return true;
+}
+
+/* A copy op: out = code(in), tagged like `like` (layer and phase). */
+static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like)
+{
+    ir_op op = ir_op_make(code);
+    ir_op_add_input(&op, in);
+    ir_op_add_output(&op, out);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+/* Rebuilds the op list with the copies in place: fetches before op i, op
+ * i with its backward reads rewired, offloads after it. */
+static void insert_copies(ir_module *m, const off_plan *plan, const int *host, const int *dev, int nvals)
+{
+    int n = m->nops, cap = n + 2 * nvals + 1, k = 0;
+    ir_op *ops = sup_xmalloc(sizeof *ops * (size_t)cap);
+    for (int i = 0; i < n; i++) {
+        for (int v = 0; v < nvals; v++)
+            if (plan[v].after >= 0 && plan[v].before == i)
+                ops[k++] = copy_op(IR_FETCH, host[v], dev[v], &m->ops[i]);
+        ir_op op = m->ops[i];
+        for (int j = 0; j < op.nin; j++) {
+            int v = op.in[j];
+            if (v < nvals && plan[v].after >= 0 && i >= plan[v].first)
+                op.in[j] = dev[v];
+        }
+        ops[k++] = op;
+        for (int v = 0; v < nvals; v++)
+            if (plan[v].after == i)
+                ops[k++] = copy_op(IR_OFFLOAD, v, host[v], &m->ops[i]);
+    }
+    free(m->ops);
+    m->ops = ops;
+    m->nops = k;
+    m->capops = cap;
+    ir_renumber(m);
+}
+
+bool pass_offload(ir_module *m, const pass_options *opt)
+{
+    const char *mode = pu_cfg(m, "offload", "none");
+    if (strcmp(mode, "none") == 0) {
+        pu_remark(opt, "offload: none (config offload)");
+        return true;
+    }
+    if (strcmp(mode, "activations") != 0) {
+        sup_error(sup_noloc(), "offload: config offload must be none or activations, found '%s'", mode);
+        return false;
+    }
+    if (pu_count_ops(m, IR_OFFLOAD) > 0) {
+        pu_remark(opt, "offload: the module already offloads; left as is");
+        return true;
+    }
+    const char *bw = ir_config_get(m, "host_bw");
+    if (!bw || strtod(bw, NULL) <= 0) {
+        sup_error(sup_noloc(), "offload: the mesh has no host link (config host_bw is %s), so nothing can move to "
+                  "host memory; give the mesh one (`link host pcie5`) or set offload none", bw ? bw : "absent");
+        return false;
+    }
+    int nvals = m->nvalues;
+    off_plan *plan = sup_xmalloc(sizeof *plan * (size_t)(nvals + 1));
+    int *host = sup_xmalloc(sizeof(int) * (size_t)(nvals + 1)), *dev = sup_xmalloc(sizeof(int) * (size_t)(nvals + 1));
+    ir_mem_cat *cat = ir_mem_value_cats(m);
+    int moved = 0;
+    double bytes = 0;
+    for (int v = 0; v < nvals; v++) {
+        plan[v] = (off_plan){-1, -1, -1};
+        if (!plan_value(m, cat, v, &plan[v])) {
+            plan[v].after = -1;
+            continue;
+        }
+        char name[IR_NAME_MAX], base[IR_NAME_MAX + 8];
+        ir_type t = m->values[v].type;
+        snprintf(base, sizeof base, "%.54s.host", m->values[v].name);
+        ir_value_fresh_name(m, base, name);
+        host[v] = ir_value_add(m, name, IR_V_RESULT, t);
+        snprintf(base, sizeof base, "%.54s.dev", m->values[v].name);
+        ir_value_fresh_name(m, base, name);
+        dev[v] = ir_value_add(m, name, IR_V_RESULT, t);
+        moved++;
+        bytes += ir_op_work_of(m, &(ir_op){.code = IR_OFFLOAD, .nin = 1, .in = {v}}).bytes;
+    }
+    free(cat);
+    if (moved)
+        insert_copies(m, plan, host, dev, nvals);
+    free(plan);
+    free(host);
+    free(dev);
+    char b[32];
+    pu_remark(opt, "offload: activations: %d value(s) to host memory between forward and backward, %s per rank "
+              "each way", moved, sup_fmt_bytes(bytes, b, sizeof b));
+    if (ir_mem_planned(m)) { /* the plan of the module as it was no longer holds */
+        ir_mem_target t;
+        if (ir_mem_target_of(m, &t) && !ir_mem_plan(m, t, NULL))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# offload.sh — activation offload (train.offload activations) moves values
+# to host memory and back, never what is computed.
+#
+#   offload.sh same BASPC MPIRUN CORPUS SPEC WORKDIR
+#     For layouts of SPEC on 4 ranks (2 nodes x 2) covering batch-aware,
+#     Ulysses, ring and hybrid, ZeRO 0-3 and recompute none, selective and
+#     full, builds the program with offload none and activations, trains 3
+#     steps each, and requires the --metrics losses and gradient norms and
+#     the --save-weights / --save-grads files to be identical, byte for
+#     byte.  The activations IR must offload and fetch (as many of each),
+#     the none IR neither; the run's measured host arena peak
+#     (mem_host_peak_bytes) must be the plan's host arena
+#     (`baspc --memory --json` host_bytes_per_rank) exactly, and its device
+#     arena the plan's (mem_arena_bytes = arena_bytes).
+set -euo pipefail
+
+mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
+
+# The value of "key" in a one-line JSON object (numbers only).
+json_num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
+
+same() {
+    local layouts=(
+        "layout.batch_aware=groups 2;train.zero=3;train.recompute=none"
+        "layout.batch_aware=off;train.zero=0;train.recompute=full"
+        "layout.sequence=ring;layout.batch_aware=off;train.zero=2;train.recompute=selective"
+        "layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.zero=1;train.recompute=full"
+        "layout.batch_aware=groups 2;train.zero=1;train.recompute=selective;train.global_batch=4"
+    )
+    local i=0 fails=0
+    for l in "${layouts[@]}"; do
+        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2)
+        IFS=';' read -ra kv <<<"$l"
+        for s in "${kv[@]}"; do sets+=(--set "$s"); done
+        for o in none activations; do
+            local p="$W/l$i.$o"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" -o "$p.train"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" --emit=ir -o "$p.ir"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" --memory --json >"$p.mem.json"
+            mpi -np 4 "$p.train" --data "$CORPUS" --steps 3 --metrics "$p.jsonl" \
+                --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
+        done
+        local n="$W/l$i.none" p="$W/l$i.activations" offs fetches
+        offs=$(grep -c '= offload ' "$p.ir" || true)
+        fetches=$(grep -c '= fetch ' "$p.ir" || true)
+        if [[ $offs == 0 || $offs != "$fetches" ]] || grep -q '= offload \|= fetch ' "$n.ir"; then
+            echo "FAIL $l: offload activations: $offs offload(s), $fetches fetch(es) (none must have neither)"
+            fails=$((fails + 1))
+        fi
+        local want got arena planned
+        want=$(tr -d '\n\t ' <"$p.mem.json" | json_num host_bytes_per_rank)
+        got=$(tail -1 "$p.jsonl" | json_num mem_host_peak_bytes)
+        arena=$(tail -1 "$p.jsonl" | json_num mem_arena_bytes)
+        planned=$(tr -d '\n\t ' <"$p.mem.json" | json_num arena_bytes)
+        if [[ -z $want || $want != "$got" || $arena != "$planned" ]]; then
+            echo "FAIL $l: host arena measured ${got:-?}, planned ${want:-?}; device arena ${arena:-?}, planned ${planned:-?}"
+            fails=$((fails + 1))
+        fi
+        if ! cmp "$n.weights" "$p.weights" || ! cmp "$n.grads" "$p.grads" ||
+           ! cmp <(cut -d, -f1-3 "$n.jsonl") <(cut -d, -f1-3 "$p.jsonl"); then
+            echo "FAIL $l: offload activations: losses, weights or gradients differ from none"
+            fails=$((fails + 1))
+        else
+            echo "ok   $l: $offs value(s) offloaded, host arena $got bytes per rank (planned $want); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
+        fi
+        i=$((i + 1))
+    done
+    ((fails == 0)) || { echo "offload.sh: $fails failure(s)"; exit 1; }
+    echo "offload.sh: ${#layouts[@]} layouts identical with activations offloaded; host peaks as planned"
+}
+
+mode=$1
+BASPC=$2 MPIRUN=$3 CORPUS=$4 SPEC=$5 W=$6
+rm -rf "$W" && mkdir -p "$W"
+case $mode in
+same) same ;;
+*) echo "usage: offload.sh same BASPC MPIRUN CORPUS SPEC WORKDIR" >&2; exit 2 ;;
+esac
