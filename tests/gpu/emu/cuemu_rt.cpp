@@ -45,13 +45,16 @@ void cuemu_set_error(cudaError_t e) {
     if (last_error == cudaSuccess) last_error = e;
 }
 
-bool cuemu_is_device(const void *p, size_t bytes) {
+// True when [p, p + bytes) lies inside one allocation of `in`.
+static bool inside(const std::map<uintptr_t, size_t> &in, const void *p, size_t bytes) {
     uintptr_t a = (uintptr_t)p;
-    auto it = allocs.upper_bound(a);
-    if (it == allocs.begin()) return false;
+    auto it = in.upper_bound(a);
+    if (it == in.begin()) return false;
     --it;
     return a >= it->first && a - it->first + bytes <= it->second;
 }
+
+bool cuemu_is_device(const void *p, size_t bytes) { return inside(allocs, p, bytes); }
 
 extern "C" int cuemu_launch_check(const char *name, const void *fn, dim3 g, dim3 b, size_t smem) {
     unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
@@ -130,13 +133,7 @@ cudaError_t cudaFreeHost(void *p) {
     return cudaSuccess;
 }
 
-static bool is_pinned(const void *p, size_t bytes) {
-    uintptr_t a = (uintptr_t)p;
-    auto it = host_allocs.upper_bound(a);
-    if (it == host_allocs.begin()) return false;
-    --it;
-    return a >= it->first && a - it->first + bytes <= it->second;
-}
+static bool is_pinned(const void *p, size_t bytes) { return inside(host_allocs, p, bytes); }
 
 static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     bool dd = cuemu_is_device(dst, n), sd = cuemu_is_device(src, n);
