@@ -158,7 +158,7 @@ bool pass_offload(ir_module *m, const pass_options *opt)
         ir_value_fresh_name(m, base, name);
         dev[v] = ir_value_add(m, name, IR_V_RESULT, t);
         moved++;
-        bytes += ir_op_work_of(m, &(ir_op){.code = IR_OFFLOAD, .nin = 1, .in = {v}}).bytes;
+        bytes += (double)ir_type_local_elems(m, &t) * ir_dtype_size(t.dtype);
     }
     free(cat);
     if (moved)
