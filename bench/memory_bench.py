@@ -3,10 +3,10 @@
 
     bench/memory_bench.py --build BUILD recompute [--spec SPEC] [--np 2]
                           [--steps 20] [--repeats 5] [--workdir DIR] [--json FILE]
-    bench/memory_bench.py --build BUILD maxseq [--micro-batch 2 1] [--json FILE]
+    bench/memory_bench.py --build BUILD maxseq [--micro-batch 2 1] [--offload] [--json FILE]
                           [--markdown FILE]
 
-recompute: the step-time cost of activation recomputation on the CPU.
+recompute: the step-time cost of activation recomputation and offload on the CPU.
   SPEC (default bench/small_cpu.basp) is compiled with train.recompute none,
   selective and full (and once more with none and the MLP tiled, the other
   trade of compute for memory), on NP ranks (mesh 1 node x NP).  For REPEATS
@@ -23,6 +23,10 @@ maxseq: the longest sequence whose memory plan fits, for the six example
   `baspc SPEC --max-seq-len --json`.  Writes a JSON file of every row and a
   markdown table of the longest seq_len per model, cluster, layout and
   recompute setting.
+  With --offload: train.offload activations on 1 and 8 x H100-80GB and
+  8 x H200 (2 TB of host memory per node, PCIe 5: the presets), a table of
+  the Ulysses rows, each recompute setting without / with offload, beside
+  DeepSpeed ALST's published figures.
 
 Standard library only.  OPENBLAS_NUM_THREADS=1 for every process started.
 """
@@ -37,6 +41,14 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODELS = ["llama3_2_1b", "llama3_2_3b", "llama3_1_8b", "qwen1_5_1_8b", "qwen2_5_3b", "qwen3_8b"]
+# Activation offload against DeepSpeed ALST's published figures (micro-batch
+# 1): its hardware, 80 GB H100s, and 8 x H200; the presets' 2 TB of host
+# memory per node (DGX H100 / H200) and PCIe 5.
+OFFLOAD_CLUSTERS = [
+    ("1x H100-80GB", ["mesh.nodes=1", "mesh.devices_per_node=1", "mesh.device=h100_sxm"]),
+    ("8x H100-80GB (1 node)", ["mesh.nodes=1", "mesh.devices_per_node=8", "mesh.device=h100_sxm"]),
+    ("8x H200 (1 node)", ["mesh.nodes=1", "mesh.devices_per_node=8", "mesh.device=h200"]),
+]
 CLUSTERS = [
     ("2x4 A100-40GB", []),
     ("1x H200", ["mesh.nodes=1", "mesh.devices_per_node=1", "mesh.device=h200"]),
@@ -50,9 +62,9 @@ def env():
     return e
 
 
-def run(cmd, **kw):
+def run(cmd, ok=(0,), **kw):
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), **kw)
-    if r.returncode != 0:
+    if r.returncode not in ok:
         sys.exit("command failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr[-3000:]))
     return r.stdout
 
@@ -75,7 +87,9 @@ def recompute(a):
     variants = [("none", ["train.recompute=none", "train.mlp_chunk=0"]),
                 ("selective", ["train.recompute=selective", "train.mlp_chunk=0"]),
                 ("full", ["train.recompute=full", "train.mlp_chunk=0"]),
-                ("none, tiled MLP", ["train.recompute=none", "train.mlp_chunk=%d" % a.mlp_chunk])]
+                ("none, tiled MLP", ["train.recompute=none", "train.mlp_chunk=%d" % a.mlp_chunk]),
+                ("none, offload", ["train.recompute=none", "train.mlp_chunk=0", "train.offload=activations"]),
+                ("full, offload", ["train.recompute=full", "train.mlp_chunk=0", "train.offload=activations"])]
     exes = {}
     for name, v in variants:
         exe = os.path.join(w, "train_" + name.replace(", ", "_").replace(" ", "_"))
@@ -91,21 +105,23 @@ def recompute(a):
                  "--steps", str(a.steps), "--quiet", "--metrics", m])
             recs = [json.loads(x) for x in open(m)][2:]  # the first steps warm caches up
             steps[name].append(statistics.median(x["step_ms"] for x in recs))
-            mem[name] = (recs[-1]["mem_arena_bytes"], recs[-1]["mem_peak_bytes"], recs[-1]["rss_peak_bytes"])
+            mem[name] = (recs[-1]["mem_arena_bytes"], recs[-1]["mem_peak_bytes"], recs[-1]["rss_peak_bytes"],
+                         recs[-1].get("mem_host_peak_bytes", 0))
         print("round %d/%d done" % (r + 1, a.repeats), file=sys.stderr)
     base = statistics.median(steps["none"])
     rows = []
-    print("| variant | arena (planned) | high-water | peak RSS | median step | vs none |")
-    print("|---|---|---|---|---|---|")
+    print("| variant | arena (planned) | high-water | host arena | peak RSS | median step | vs none |")
+    print("|---|---|---|---|---|---|---|")
     for name, _ in variants:
         med = statistics.median(steps[name])
         ratios = [s / b for s, b in zip(steps[name], steps["none"])]
-        arena, hw, rss = mem[name]
+        arena, hw, rss, host = mem[name]
         rows.append({"variant": name, "arena_bytes": arena, "mem_peak_bytes": hw, "rss_peak_bytes": rss,
+                     "mem_host_peak_bytes": host,
                      "median_step_ms": med, "median_ratio_vs_none": statistics.median(ratios),
                      "step_ms_per_round": steps[name]})
-        print("| %s | %.2f MiB | %.2f MiB | %.1f MiB | %.1f ms | %.2fx |" % (
-            name, arena / 2**20, hw / 2**20, rss / 2**20, med, statistics.median(ratios)))
+        print("| %s | %.2f MiB | %.2f MiB | %.2f MiB | %.1f MiB | %.1f ms | %.2fx |" % (
+            name, arena / 2**20, hw / 2**20, host / 2**20, rss / 2**20, med, statistics.median(ratios)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"spec": os.path.relpath(a.spec, ROOT), "np": a.np, "steps": a.steps, "repeats": a.repeats,
@@ -115,18 +131,26 @@ def recompute(a):
 def maxseq(a):
     baspc = os.path.join(a.build, "baspc")
     results = []
+    clusters = OFFLOAD_CLUSTERS if a.offload else CLUSTERS
     for model in MODELS:
         spec = os.path.join(ROOT, "examples", model + ".basp")
-        for cname, cset in CLUSTERS:
+        for cname, cset in clusters:
             for mb in a.micro_batch:
-                s = cset + ["train.micro_batch=%d" % mb, "train.zero=3", "train.precision=bf16"]
-                out = json.loads(run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s)))
+                s = cset + ["train.micro_batch=%d" % mb, "train.global_batch=%d" % mb, "train.zero=3",
+                            "train.precision=bf16"]
+                if a.offload:
+                    s.append("train.offload=activations")
+                # exit 1: no row fits at all (still a full report)
+                out = json.loads(run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s),
+                                     ok=(0, 1)))
                 out.update({"cluster": cname, "example": model})
                 results.append(out)
                 print("%s %s mb %d done" % (model, cname, mb), file=sys.stderr)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
+    if a.offload:
+        return offload_table(a, results)
     lines = ["| model | cluster | micro-batch | layout | none | selective | full |", "|---|---|---|---|---|---|---|"]
     for r in results:
         by = {}
@@ -142,6 +166,33 @@ def maxseq(a):
                 return "%s%s" % (fmt_tokens(w["max_seq_len"]), "+" if w["at_cap"] else "")
             lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (r["example"], r["cluster"], r["micro_batch"], layout,
                                                               cell("none"), cell("selective"), cell("full")))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(text)
+
+
+def offload_table(a, results):
+    """One row per model and cluster (Ulysses, the G=1 rows): the longest
+    seq_len per recompute setting, without / with activation offload."""
+    lines = ["| model | cluster | micro-batch | none | selective | full | host arena per rank (full, offload) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        by = {(w["recompute"], w["offload"]): w for w in r["rows"] if w["layout"] == "ulysses"}
+
+        def cell(mode, off):
+            w = by.get((mode, off))
+            if not w or w["illegal"]:
+                return "illegal"
+            if w["max_seq_len"] == 0:
+                return "-"
+            return "%s%s" % (fmt_tokens(w["max_seq_len"]), "+" if w["at_cap"] else "")
+        full = by.get(("full", "activations"))
+        host = "%.0f GiB" % (full["host_bytes_per_rank"] / 2**30) if full and full["max_seq_len"] else "-"
+        lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (
+            r["example"], r["cluster"], r["micro_batch"],
+            *["%s / %s" % (cell(m, "none"), cell(m, "activations")) for m in ("none", "selective", "full")], host))
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:
@@ -171,6 +222,8 @@ def main():
     m.add_argument("--micro-batch", type=int, nargs="+", default=[2, 1])
     m.add_argument("--json")
     m.add_argument("--markdown")
+    m.add_argument("--offload", action="store_true",
+                   help="activation offload: rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     if a.what == "recompute":

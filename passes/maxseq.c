@@ -14,6 +14,9 @@
  * multiples of a step q: 1024 tokens rounded up to a multiple of what the
  * layout cuts a sequence into (Ulysses: K ranks; ring: 2K zig-zag chunks;
  * hybrid: K ranks and 2R chunks), so every multiple is legal when q is.
+ * When the spec offloads (train.offload), every recompute setting has a
+ * row without offload and one with it; a candidate fits only when its
+ * host arena, times the node's ranks, fits the mesh's host_memory too.
  *
  * The search leans on the plan's shape: every activation, gradient and
  * staging buffer grows linearly with the sequence (attention is tiled, the
@@ -32,8 +35,9 @@
 /* Longest sequences tried: 2^24 tokens. */
 enum { MS_MAX_STEPS = 1 << 14 };
 
-/* The overrides of one candidate: the layout (at most 4), recompute, seq_len. */
-enum { MS_LAYOUT_SETS = 4, MS_SETS = MS_LAYOUT_SETS + 2 };
+/* The overrides of one candidate: the layout (at most 4), recompute,
+ * offload, seq_len. */
+enum { MS_LAYOUT_SETS = 4, MS_SETS = MS_LAYOUT_SETS + 3 };
 
 typedef struct ms_ctx {
     const fe_spec *spec;
@@ -45,10 +49,12 @@ typedef struct ms_ctx {
     int builds;
 } ms_ctx;
 
-/* The plan's peak at m steps of q tokens; -1 when the spec is illegal there. */
-static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits)
+/* The plan's peak at m steps of q tokens; -1 when the spec is illegal
+ * there.  It fits when the device and the host (offload) both hold it;
+ * *host is the host arena per rank. */
+static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits, int64_t *host)
 {
-    int n = c->nlayout + 2;
+    int n = c->nlayout + 3;
     snprintf(c->text[n - 1], sizeof c->text[n - 1], "train.seq_len=%" PRId64, m * c->q);
     for (int i = 0; i < n; i++)
         c->sets[i] = c->text[i];
@@ -59,7 +65,8 @@ static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits)
     *fits = false;
     if (mod && pass_memory_report(mod, &r)) {
         peak = r.peak_bytes;
-        *fits = r.fits;
+        *fits = r.fits && r.host_fits;
+        *host = r.host_bytes;
     }
     ir_module_free(mod);
     return peak;
@@ -70,18 +77,19 @@ static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits)
  * last two builds, with a bisection whenever the secant step would not
  * halve the bracket twice in a row, so it ends in O(log) builds even where
  * the peak bends (the MLP starts tiling, an auto setting flips). */
-static int64_t ms_search(ms_ctx *c, int64_t *peak_at)
+static int64_t ms_search(ms_ctx *c, int64_t *peak_at, int64_t *host_at)
 {
     bool fits;
-    int64_t p1 = ms_peak(c, 1, &fits);
-    *peak_at = p1;
+    int64_t host = 0;
+    int64_t p1 = ms_peak(c, 1, &fits, &host);
+    *peak_at = p1, *host_at = host;
     if (p1 < 0 || !fits)
         return 0;
     double cap = c->spec->mesh.device_mem;
     int64_t lo = 1, hi = MS_MAX_STEPS + 1; /* hi: unknown until a build does not fit */
     int64_t ma = 1, pa = p1, mb = 16, slow = 0;
-    int64_t pb = ms_peak(c, mb, &fits);
-    if (fits) lo = mb, *peak_at = pb;
+    int64_t pb = ms_peak(c, mb, &fits, &host);
+    if (fits) lo = mb, *peak_at = pb, *host_at = host;
     else hi = mb;
     if (pb < 0) return lo;
     while (hi - lo > 1) {
@@ -94,11 +102,11 @@ static int64_t ms_search(ms_ctx *c, int64_t *peak_at)
         }
         if (m > MS_MAX_STEPS) m = MS_MAX_STEPS;
         if (m <= lo) m = lo + 1;
-        int64_t width = hi - lo, p = ms_peak(c, m, &fits);
+        int64_t width = hi - lo, p = ms_peak(c, m, &fits, &host);
         if (p < 0) { /* illegal there (should not happen for multiples of q): stop at what is known */
             break;
         }
-        if (fits) lo = m, *peak_at = p;
+        if (fits) lo = m, *peak_at = p, *host_at = host;
         else hi = m;
         if (lo == MS_MAX_STEPS) break;
         slow = 2 * (hi - lo) > width && hi <= MS_MAX_STEPS ? slow + 1 : 0;
@@ -140,7 +148,7 @@ static int64_t ms_unit(int64_t K, const layout_choice *c)
 }
 
 static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const layout_choice *lc,
-                   const char *recompute)
+                   const char *recompute, const char *offload)
 {
     if (r->n == PASS_MAXSEQ_ROWS)
         return;
@@ -149,9 +157,11 @@ static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const 
     row->choice = *lc;
     layout_choice_name(lc, row->layout, sizeof row->layout);
     snprintf(row->recompute, sizeof row->recompute, "%s", recompute);
+    snprintf(row->offload, sizeof row->offload, "%s", offload);
     ms_ctx c = {.spec = spec, .cuda = cuda};
     c.nlayout = ms_layout_sets(lc, c.text);
     snprintf(c.text[c.nlayout], sizeof c.text[0], "train.recompute=%s", recompute);
+    snprintf(c.text[c.nlayout + 1], sizeof c.text[0], "train.offload=%s", offload);
     int64_t K = r->world / (lc->groups > 0 ? lc->groups : 1), unit = ms_unit(K, lc);
     c.q = (1024 + unit - 1) / unit * unit;
     row->step = c.q;
@@ -164,17 +174,19 @@ static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const 
         snprintf(row->illegal, sizeof row->illegal, "%s", why);
         return;
     }
-    int64_t peak = -1, m = ms_search(&c, &peak);
+    int64_t peak = -1, host = 0, m = ms_search(&c, &peak, &host);
     row->builds = c.builds;
     row->seq_len = m * c.q;
     row->peak_bytes = m > 0 ? peak : -1;
+    row->host_bytes = m > 0 ? host : 0;
     row->tokens_per_rank = spec->train.micro_batch * row->seq_len / (r->world > 0 ? r->world : 1);
     row->at_cap = m == MS_MAX_STEPS;
 }
 
 /* The rows of one strategy (`like`: seq, a2a, ring_degree): G = 1, then
  * every G > 1 dividing the world and the micro-batch, each with the three
- * recompute settings.  A ring's degree is its group size. */
+ * recompute settings, each (when the spec offloads) without and with its
+ * offload.  A ring's degree is its group size. */
 static void ms_strategy(pass_maxseq_result *r, const fe_spec *spec, bool cuda, layout_choice like)
 {
     static const char *const modes[] = {"none", "selective", "full"};
@@ -185,8 +197,11 @@ static void ms_strategy(pass_maxseq_result *r, const fe_spec *spec, bool cuda, l
         c.groups = G;
         if (c.seq == LAYOUT_RING)
             c.ring_degree = r->world / G;
-        for (int k = 0; k < 3; k++)
-            ms_row(r, spec, cuda, &c, modes[k]);
+        for (int k = 0; k < 3; k++) {
+            ms_row(r, spec, cuda, &c, modes[k], "none");
+            if (r->offload)
+                ms_row(r, spec, cuda, &c, modes[k], spec->train.offload);
+        }
     }
 }
 
@@ -215,6 +230,8 @@ bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
     r->micro_batch = spec->train.micro_batch;
     r->device_mem = spec->mesh.device_mem;
     r->cuda = cuda;
+    r->offload = strcmp(spec->train.offload, "none") != 0;
+    r->host_mem = spec->mesh.host_mem;
     snprintf(r->device, sizeof r->device, "%s", spec->mesh.device);
     sup_diag_saved saved = sup_diag_silence();
     ms_strategy(r, spec, cuda, layout_ulysses(1));
@@ -234,21 +251,30 @@ void pass_maxseq_print(const pass_maxseq_result *r, FILE *out)
     int lw = 18; /* the layout column: wider for "batch-aware G=2 hybrid R=2" */
     for (int i = 0; i < r->n; i++)
         lw = (int)strlen(r->rows[i].layout) + 1 > lw ? (int)strlen(r->rows[i].layout) + 1 : lw;
-    fprintf(out, "%-*s %-10s %12s %14s %12s\n", lw, "layout", "recompute", "seq_len", "tokens/rank", "peak");
+    if (r->offload)
+        fprintf(out, "host memory %s per node; offload = the spec's train.offload, host = its host arena per rank\n",
+                sup_fmt_bytes(r->host_mem, cap, sizeof cap));
+    fprintf(out, "%-*s %-10s %12s %14s %12s", lw, "layout", "recompute", "seq_len",
+            "tokens/rank", "peak");
+    fprintf(out, r->offload ? " %-12s %10s\n" : "\n", "offload", "host");
     for (int i = 0; i < r->n; i++) {
         const pass_maxseq_row *w = &r->rows[i];
-        char pk[32] = "-";
+        char pk[32] = "-", hb[32] = "-", tail[64] = "";
         if (w->peak_bytes >= 0)
             sup_fmt_bytes((double)w->peak_bytes, pk, sizeof pk);
+        if (w->host_bytes > 0)
+            sup_fmt_bytes((double)w->host_bytes, hb, sizeof hb);
+        if (r->offload)
+            snprintf(tail, sizeof tail, " %-12s %10s", w->offload, hb);
         if (w->illegal[0])
-            fprintf(out, "%-*s %-10s %12s %14s %12s  illegal: %s\n", lw, w->layout, w->recompute, "-", "-", "-",
-                    w->illegal);
+            fprintf(out, "%-*s %-10s %12s %14s %12s%s  illegal: %s\n", lw, w->layout, w->recompute, "-", "-", "-",
+                    tail, w->illegal);
         else if (w->seq_len == 0)
-            fprintf(out, "%-*s %-10s %12s %14s %12s  does not fit even at %" PRId64 " tokens\n", lw, w->layout,
-                    w->recompute, "-", "-", "-", w->step);
+            fprintf(out, "%-*s %-10s %12s %14s %12s%s  does not fit even at %" PRId64 " tokens\n", lw, w->layout,
+                    w->recompute, "-", "-", "-", tail, w->step);
         else
-            fprintf(out, "%-*s %-10s %12" PRId64 " %14" PRId64 " %12s%s\n", lw, w->layout, w->recompute,
-                    w->seq_len, w->tokens_per_rank, pk, w->at_cap ? "  (the longest tried)" : "");
+            fprintf(out, "%-*s %-10s %12" PRId64 " %14" PRId64 " %12s%s%s\n", lw, w->layout, w->recompute,
+                    w->seq_len, w->tokens_per_rank, pk, tail, w->at_cap ? "  (the longest tried)" : "");
     }
     fprintf(out, "seq_len in steps of 1024 tokens, rounded up to a multiple of what the layout cuts a sequence "
                  "into (K ranks; ring: 2K chunks; hybrid: K and 2R); peak = the memory plan's per rank "
@@ -264,6 +290,7 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
     cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
     cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
     cJSON_AddNumberToObject(o, "micro_batch", (double)r->micro_batch);
+    cJSON_AddNumberToObject(o, "host_mem", r->host_mem);
     cJSON *rows = cJSON_AddArrayToObject(o, "rows");
     for (int i = 0; i < r->n; i++) {
         const pass_maxseq_row *w = &r->rows[i];
@@ -275,6 +302,8 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
         if (w->choice.seq == LAYOUT_ULYSSES) cJSON_AddNullToObject(e, "ring_degree");
         else cJSON_AddNumberToObject(e, "ring_degree", w->choice.ring_degree);
         cJSON_AddStringToObject(e, "recompute", w->recompute);
+        cJSON_AddStringToObject(e, "offload", w->offload);
+        cJSON_AddNumberToObject(e, "host_bytes_per_rank", (double)w->host_bytes);
         cJSON_AddNumberToObject(e, "max_seq_len", (double)w->seq_len);
         cJSON_AddNumberToObject(e, "tokens_per_rank", (double)w->tokens_per_rank);
         if (w->peak_bytes >= 0) cJSON_AddNumberToObject(e, "peak_bytes_per_rank", (double)w->peak_bytes);

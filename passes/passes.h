@@ -415,11 +415,13 @@ typedef struct pass_mem_report {
 } pass_mem_report;
 
 /* ---- the longest sequence that fits (maxseq.c, baspc --max-seq-len) ---- */
-enum { PASS_MAXSEQ_ROWS = 3 * 64 };
+enum { PASS_MAXSEQ_ROWS = 6 * 64 };
 typedef struct pass_maxseq_row {
     char layout[48];         /* "ulysses", "batch-aware G=2", "ring" (layout_choice_name) */
     layout_choice choice;    /* the layout the row builds */
     char recompute[16];      /* none, selective, full */
+    char offload[16];        /* none, activations */
+    int64_t host_bytes;      /* the plan's host arena per rank at seq_len (offload), 0 without */
     int64_t seq_len;         /* the longest that fits; 0: none (or an illegal layout) */
     int64_t tokens_per_rank; /* micro_batch * seq_len / world */
     int64_t peak_bytes;      /* the plan's peak per rank at seq_len, -1 when none */
@@ -434,6 +436,11 @@ typedef struct pass_maxseq_result {
     int64_t micro_batch;
     double device_mem;
     bool cuda;
+    /* The spec offloads (train.offload): each recompute setting gets a row
+     * with offload none and one with the spec's setting, and a row fits
+     * only when its host arena fits the node's host memory too. */
+    bool offload;
+    double host_mem;
     int n;
     pass_maxseq_row rows[PASS_MAXSEQ_ROWS];
 } pass_maxseq_result;

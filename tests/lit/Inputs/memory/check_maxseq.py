@@ -4,8 +4,9 @@
 usage: check_maxseq.py BASPC SPEC MAXSEQ.json [--set K=V ...]
 
 For every row: the spec with that row's layout (sequence, a2a, groups,
-ring_degree written out), recompute setting and its max_seq_len must fit (and have that peak), and one step more must not
-(unless the row is at the search's cap).  Standard library only.
+ring_degree written out), recompute and offload settings and its max_seq_len must fit (and have that
+peak and host arena; with offload the node's host memory must hold the host arena too), and one step more
+must not (unless the row is at the search's cap).  Standard library only.
 """
 import json
 import subprocess
@@ -33,13 +34,16 @@ def main():
                   "layout.batch_aware=off" if w["groups"] == 1 else "layout.batch_aware=groups %d" % w["groups"]]
         if w["sequence"] == "hybrid":
             layout.append("layout.ring_degree=%d" % w["ring_degree"])
-        base = extra + layout + ["train.recompute=" + w["recompute"]]
+        base = extra + layout + ["train.recompute=" + w["recompute"], "train.offload=" + w["offload"]]
         at = memory(baspc, spec, base + ["train.seq_len=%d" % w["max_seq_len"]])
-        ok = at["fits"] and at["peak_bytes_per_rank"] == w["peak_bytes_per_rank"]
+        fits = lambda m: m["fits"] and m.get("host_fits", True)
+        ok = fits(at) and at["peak_bytes_per_rank"] == w["peak_bytes_per_rank"] and \
+            at.get("host_bytes_per_rank", 0) == w["host_bytes_per_rank"]
         if not w["at_cap"]:
             past = memory(baspc, spec, base + ["train.seq_len=%d" % (w["max_seq_len"] + w["step"])])
-            ok = ok and not past["fits"]
-        print("%s %s %s: max_seq_len %d" % ("ok  " if ok else "FAIL", w["layout"], w["recompute"], w["max_seq_len"]))
+            ok = ok and not fits(past)
+        print("%s %s %s offload %s: max_seq_len %d" % ("ok  " if ok else "FAIL", w["layout"], w["recompute"],
+                                                       w["offload"], w["max_seq_len"]))
         bad += not ok
     sys.exit(1 if bad else 0)
 
