@@ -23,7 +23,7 @@ maxseq: the longest sequence whose memory plan fits, for the six example
   `baspc SPEC --max-seq-len --json`.  Writes a JSON file of every row and a
   markdown table of the longest seq_len per model, cluster, layout and
   recompute setting.
-  With --offload: train.offload activations on 1 and 8 x H100-80GB and
+  With --offload: train.offload all (activations and the optimizer) on 1 and 8 x H100-80GB and
   8 x H200 (2 TB of host memory per node, PCIe 5: the presets), a table of
   the Ulysses rows, each recompute setting without / with offload, beside
   DeepSpeed ALST's published figures.
@@ -139,7 +139,7 @@ def maxseq(a):
                 s = cset + ["train.micro_batch=%d" % mb, "train.global_batch=%d" % mb, "train.zero=3",
                             "train.precision=bf16"]
                 if a.offload:
-                    s.append("train.offload=activations")
+                    s.append("train.offload=all")
                 # exit 1: no row fits at all (still a full report)
                 out = json.loads(run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s),
                                      ok=(0, 1)))
@@ -175,7 +175,7 @@ def maxseq(a):
 
 def offload_table(a, results):
     """One row per model and cluster (Ulysses, the G=1 rows): the longest
-    seq_len per recompute setting, without / with activation offload."""
+    seq_len per recompute setting, without / with offload all."""
     lines = ["| model | cluster | micro-batch | none | selective | full | host arena per rank (full, offload) |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
@@ -188,11 +188,11 @@ def offload_table(a, results):
             if w["max_seq_len"] == 0:
                 return "-"
             return "%s%s" % (fmt_tokens(w["max_seq_len"]), "+" if w["at_cap"] else "")
-        full = by.get(("full", "activations"))
+        full = by.get(("full", "all"))
         host = "%.0f GiB" % (full["host_bytes_per_rank"] / 2**30) if full and full["max_seq_len"] else "-"
         lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (
             r["example"], r["cluster"], r["micro_batch"],
-            *["%s / %s" % (cell(m, "none"), cell(m, "activations")) for m in ("none", "selective", "full")], host))
+            *["%s / %s" % (cell(m, "none"), cell(m, "all")) for m in ("none", "selective", "full")], host))
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:
@@ -223,7 +223,7 @@ def main():
     m.add_argument("--json")
     m.add_argument("--markdown")
     m.add_argument("--offload", action="store_true",
-                   help="activation offload: rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
+                   help="offload all (activations and optimizer): rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     if a.what == "recompute":

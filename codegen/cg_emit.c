@@ -439,6 +439,8 @@ static void cg_features(sup_buf *b, const ir_module *m) {
 
 /* The memory plan's whole-arena facts (every value's offset is in its row). */
 static void cg_mem_fields(sup_buf *b, const ir_module *m) {
+    if (ir_mem_opt_on_host(m)) /* with or without a plan */
+        sup_buf_puts(b, "    .opt_on_host = 1, /* AdamW's state in the host arena, the update on the host */\n");
     if (!cg_memory_plan()) {
         sup_buf_puts(b, "    .mem_arena_bytes = 0, /* no memory plan (--no-memory-plan): one buffer per value */\n");
         return;
@@ -451,6 +453,9 @@ static void cg_mem_fields(sup_buf *b, const ir_module *m) {
     if (ir_config_get(m, "mem.host_peak"))
         sup_buf_printf(b, "    .mem_host_bytes = %" PRId64 ", /* the host arena: offloaded values */\n",
                        ir_config_int(m, "mem.host_peak", 0));
+    if (ir_mem_opt_on_host(m))
+        sup_buf_printf(b, "    .mem_host_stage_offset = %" PRId64 ", .mem_host_stage_bytes = %" PRId64 ",\n",
+                       ir_config_int(m, "mem.host_stage_offset", 0), ir_config_int(m, "mem.host_stage_bytes", 0));
 }
 
 static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt, bool eval) {

@@ -280,7 +280,10 @@ static void mesh_defaults(checker *c) {
  * none`) cannot. */
 static void offload_rules(checker *c) {
     const fe_spec *s = c->s;
-    if (strcmp(s->train.offload, "activations") || strcmp(s->mesh.host.kind, "none")) return;
+    static const char *const modes[] = {"activations", "optimizer", "all"};
+    bool known = false;
+    for (int i = 0; i < 3; i++) known |= !strcmp(s->train.offload, modes[i]);
+    if (!known || strcmp(s->mesh.host.kind, "none")) return;
     sup_loc loc = at(c, "train.offload");
     err(c, loc, "offload %s needs a host link, but the mesh has none", s->train.offload);
     if (fe_given(s, "mesh.host")) sup_note(at(c, "mesh.host"), "the mesh's host link is 'none' here");
@@ -528,8 +531,8 @@ bool fe_check(fe_spec *spec) {
     one_of(&c, "layout.a2a", spec->layout.a2a, a2as, na2a);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
-    static const char *const offloads[] = {"none", "activations"};
-    one_of(&c, "train.offload", spec->train.offload, offloads, 2);
+    static const char *const offloads[] = {"none", "activations", "optimizer", "all"};
+    one_of(&c, "train.offload", spec->train.offload, offloads, 4);
     offload_rules(&c);
     static const char *const packings[] = {"sequential", "balanced"};
     one_of(&c, "train.packing", spec->train.packing, packings, 2);

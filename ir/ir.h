@@ -442,7 +442,10 @@ bool ir_verify(const ir_module *m, const char *context);
  * Host memory is a second space (offload, ir_mem_on_host): its buffers are
  * planned the same way in a host arena of their own (mem.host_peak bytes,
  * mem.host_peak_op), sized like device buffers of the target, and never
- * share bytes with the device arena. */
+ * share bytes with the device arena.  With the optimizer offloaded
+ * (ir_mem_opt_on_host) the optimizer region and the host staging area
+ * (mem.host_stage_offset, mem.host_stage_bytes) are regions of the host
+ * arena, live the whole step. */
 typedef enum {
     IR_MEM_PARAMS, IR_MEM_GRADS, IR_MEM_OPTIM, IR_MEM_ACTS, IR_MEM_COMM, IR_MEM_WORK, IR_MEM_NCATS
 } ir_mem_cat;
@@ -488,6 +491,16 @@ bool *ir_weight_flags(const ir_module *m);
 ir_mem_cat *ir_mem_value_cats(const ir_module *m);
 /* Bytes of the optimizer state of every adamw pair (aligned per tensor). */
 int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t);
+/* True when the optimizer state lives in host memory and AdamW runs on the
+ * host (config offload optimizer or all, ZeRO-Offload's placement): the
+ * plan puts the optimizer region in the host arena. */
+bool ir_mem_opt_on_host(const ir_module *m);
+/* The host staging area such an update needs, per rank: the CUDA backend
+ * copies one gradient down (bf16, widened to fp32 in place) and one
+ * updated parameter up through it, so the largest adamw parameter's
+ * local elements x 4 bytes (aligned); 0 otherwise (the CPU backend updates
+ * its host arena in place). */
+int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t);
 /* The largest staging areas a collective (or ZeRO-1's adamw slice) needs:
  * out[0] the send / gather side, out[1] the receive side (aligned). */
 /* True when op uses the CPU runtime's collective staging areas (its

@@ -170,6 +170,25 @@ int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t)
     return total;
 }
 
+bool ir_mem_opt_on_host(const ir_module *m)
+{
+    const char *s = ir_config_get(m, "offload");
+    return s && (strcmp(s, "optimizer") == 0 || strcmp(s, "all") == 0);
+}
+
+int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t)
+{
+    if (!t.cuda || !ir_mem_opt_on_host(m))
+        return 0;
+    int64_t most = 0;
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ADAMW && m->ops[i].nin >= 1) {
+            int64_t n = ir_type_local_elems(m, &m->values[m->ops[i].in[0]].type);
+            most = n > most ? n : most;
+        }
+    return most ? mem_align(ir_mem_mul(most, 4), t.align) : 0;
+}
+
 bool ir_op_stages(const ir_module *m, const ir_op *op)
 {
     const ir_op_desc *d = ir_op_desc_of(op->code);
@@ -282,7 +301,8 @@ static int item_by_off(const void *a, const void *b)
 
 static const char *item_name(const ir_module *m, const mem_item *it, char *buf, size_t n)
 {
-    static const char *const regions[] = {"the optimizer state", "the collectives' staging area"};
+    static const char *const regions[] = {"the optimizer state", "the collectives' staging area",
+                                          "the host staging area"};
     if (it->v >= 0)
         snprintf(buf, n, "%%%s", m->values[it->v].name);
     else
@@ -301,9 +321,11 @@ static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it)
     int n = 0;
     int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);
-    int64_t need[2] = {ir_mem_opt_bytes(m, t), comm[0] + comm[1]};
-    int64_t roff[2] = {cfg_i64(m, "mem.opt_offset"), cfg_i64(m, "mem.comm_offset")};
-    int64_t rbytes[2] = {cfg_i64(m, "mem.opt_bytes"), -1};
+    int64_t need[3] = {ir_mem_opt_bytes(m, t), comm[0] + comm[1], ir_mem_host_stage_bytes(m, t)};
+    int64_t roff[3] = {cfg_i64(m, "mem.opt_offset"), cfg_i64(m, "mem.comm_offset"), cfg_i64(m, "mem.host_stage_offset")};
+    int64_t rbytes[3] = {cfg_i64(m, "mem.opt_bytes"), -1, ir_config_get(m, "mem.host_stage_bytes") ?
+                         cfg_i64(m, "mem.host_stage_bytes") : 0};
+    int host[3] = {ir_mem_opt_on_host(m), 0, 1};
     int64_t b0 = cfg_i64(m, "mem.comm_bytes0"), b1 = cfg_i64(m, "mem.comm_bytes1");
     if (b0 < comm[0] || b1 < comm[1])
         ir_verr(c, sup_noloc(), "memory plan: the collectives need %lld + %lld staging bytes, the plan gives "
@@ -311,17 +333,16 @@ static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it)
                 (long long)b1);
     else
         rbytes[1] = b0 > INT64_MAX - b1 ? INT64_MAX : b0 + b1;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 3; r++) {
         char nb[64];
+        mem_item named = {-1 - r, 0, 0, 0, 0, 0};
         if (rbytes[r] >= 0 && rbytes[r] < need[r])
             ir_verr(c, sup_noloc(), "memory plan: %s needs %lld bytes, the plan gives %lld",
-                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0, 0}, nb, sizeof nb), (long long)need[r],
-                    (long long)rbytes[r]);
+                    item_name(m, &named, nb, sizeof nb), (long long)need[r], (long long)rbytes[r]);
         else if (rbytes[r] > 0 && roff[r] < 0)
-            ir_verr(c, sup_noloc(), "memory plan: %s has no offset",
-                    item_name(m, &(mem_item){-1 - r, 0, 0, 0, 0, 0}, nb, sizeof nb));
+            ir_verr(c, sup_noloc(), "memory plan: %s has no offset", item_name(m, &named, nb, sizeof nb));
         else if (rbytes[r] > 0)
-            it[n++] = (mem_item){-1 - r, roff[r], rbytes[r], -1, m->nops, 0};
+            it[n++] = (mem_item){-1 - r, roff[r], rbytes[r], -1, m->nops, host[r]};
     }
     return n;
 }
@@ -355,7 +376,7 @@ void ir_verify_mem(ir_vctx *c)
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
-    mem_item *it = sup_xmalloc(sizeof *it * (size_t)(m->nvalues + 3));
+    mem_item *it = sup_xmalloc(sizeof *it * (size_t)(m->nvalues + 4));
     int n = mem_regions(c, t, it);
     for (int v = 0; v < m->nvalues; v++) {
         const ir_value *val = &m->values[v];

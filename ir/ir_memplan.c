@@ -23,7 +23,7 @@
 #include <string.h>
 
 typedef struct mp_item {
-    int v;          /* value index, -1 optimizer state, -2 collective staging */
+    int v;          /* value index, -1 optimizer state, -2 collective staging, -3 host staging */
     int64_t bytes, off;
     int start, end; /* live over ops [start, end] */
     int host;       /* 1: in the host arena (ir_mem_on_host) */
@@ -307,11 +307,12 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
-    mp_item *items = sup_xmalloc(sizeof *items * (size_t)(m->nvalues + 2));
+    mp_item *items = sup_xmalloc(sizeof *items * (size_t)(m->nvalues + 3));
     int n = 0, nhost = 0;
     int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);
-    int64_t opt_bytes = ir_mem_opt_bytes(m, t);
+    int64_t opt_bytes = ir_mem_opt_bytes(m, t), stage_bytes = ir_mem_host_stage_bytes(m, t);
+    int opt_host = ir_mem_opt_on_host(m);
     bool ok = true;
     if (opt_bytes < 0 || comm[0] < 0 || comm[1] < 0 || comm[0] > INT64_MAX - comm[1])
         ok = mp_fail_overflow(opt_bytes < 0 ? "the optimizer state" : "a collective's staging area");
@@ -325,14 +326,16 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
             snprintf(what, sizeof what, "%%%s", m->values[v].name);
             ok = mp_fail_overflow(what);
         }
-        int host = ir_mem_on_host(m, v);
-        nhost += host;
-        items[n++] = (mp_item){v, b, 0, start[v], end[v], host};
+        items[n++] = (mp_item){v, b, 0, start[v], end[v], ir_mem_on_host(m, v)};
     }
     if (ok) {
-        items[n++] = (mp_item){-1, opt_bytes, 0, -1, m->nops, 0};
+        items[n++] = (mp_item){-1, opt_bytes, 0, -1, m->nops, opt_host};
         items[n++] = (mp_item){-2, comm[0] + comm[1], 0, -1, m->nops, 0};
+        if (stage_bytes > 0)
+            items[n++] = (mp_item){-3, stage_bytes, 0, -1, m->nops, 1};
     }
+    for (int k = 0; k < n; k++)
+        nhost += items[k].host;
     int64_t peak = 0, host_peak = 0, naive = 0, host_naive = 0;
     int ndev = n - nhost;
     if (ok) {
@@ -342,14 +345,16 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
         ok = peak >= 0 && host_peak >= 0;
     }
     if (ok) {
-        int64_t opt_off = 0, comm_off = 0, live_max, host_live_max = 0;
+        int64_t opt_off = 0, comm_off = 0, stage_off = 0, live_max, host_live_max = 0;
         for (int k = 0; k < n; k++) {
             if (items[k].v >= 0)
                 m->values[items[k].v].mem_off = items[k].off;
             else if (items[k].v == -1)
                 opt_off = items[k].off;
-            else
+            else if (items[k].v == -2)
                 comm_off = items[k].off;
+            else
+                stage_off = items[k].off;
         }
         int pop = mp_peak_op(m, items, ndev, &live_max);
         int host_pop = nhost ? mp_peak_op(m, items + ndev, nhost, &host_live_max) : -1;
@@ -369,6 +374,13 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
         } else {
             ir_config_remove(m, "mem.host_peak");
             ir_config_remove(m, "mem.host_peak_op");
+        }
+        if (stage_bytes > 0) {
+            ir_config_set_int(m, "mem.host_stage_offset", stage_off);
+            ir_config_set_int(m, "mem.host_stage_bytes", stage_bytes);
+        } else {
+            ir_config_remove(m, "mem.host_stage_offset");
+            ir_config_remove(m, "mem.host_stage_bytes");
         }
         if (st)
             *st = (ir_mem_stats){peak, live_max, pop, naive, host_peak, host_live_max, host_naive, host_pop};

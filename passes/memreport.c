@@ -116,7 +116,8 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     live_value *live = sup_xmalloc(sizeof *live * (size_t)(m->nvalues + 1));
     ir_mem_cat *cat = ir_mem_value_cats(m);
     int nlive = 0;
-    r->live[IR_MEM_OPTIM] = opt;
+    /* Offloaded optimizer state lives in the host arena (host_opt below). */
+    r->live[IR_MEM_OPTIM] = ir_mem_opt_on_host(m) ? 0 : opt;
     r->live[IR_MEM_COMM] = stage;
     for (int v = 0; v < m->nvalues; v++) {
         if (start[v] == -2 || start[v] > at || at > end[v] || bytes[v] <= 0)
@@ -140,6 +141,8 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     r->device_mem = cfg_double(m, "device_mem");
     r->fits = r->device_mem <= 0 || (double)r->peak_bytes <= r->device_mem;
     r->host_bytes = cfg_i64(m, "mem.host_peak", 0);
+    r->host_opt = ir_mem_opt_on_host(m) ? opt : 0;
+    r->host_stage = cfg_i64(m, "mem.host_stage_bytes", 0);
     r->ranks_per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
     r->host_mem = cfg_double(m, "host_mem");
     r->host_fits = r->host_mem <= 0 || (double)r->host_bytes * r->ranks_per_node <= r->host_mem;
@@ -269,8 +272,14 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
     else
         fprintf(out, ": fits (device memory unknown)\n");
     if (r->host_bytes > 0) {
-        fprintf(out, "host memory: %s per rank of offloaded activations, %s per node (%d rank(s))",
-                fmt_b(r->host_bytes, a, sizeof a), fmt_b(r->host_bytes * r->ranks_per_node, b, sizeof b),
+        char parts[160], c[32], d[32];
+        int64_t acts = r->host_bytes - r->host_opt - r->host_stage;
+        snprintf(parts, sizeof parts, "%s%s%s%s%s%s", acts > 0 ? "activations " : "", acts > 0 ? fmt_b(acts, c, sizeof c) : "",
+                 r->host_opt > 0 ? (acts > 0 ? ", optimizer state " : "optimizer state ") : "",
+                 r->host_opt > 0 ? fmt_b(r->host_opt, d, sizeof d) : "", r->host_stage > 0 ? ", staging " : "",
+                 r->host_stage > 0 ? fmt_b(r->host_stage, b, sizeof b) : "");
+        fprintf(out, "host memory: %s per rank (%s), ", fmt_b(r->host_bytes, a, sizeof a), parts);
+        fprintf(out, "%s per node (%d rank(s))", fmt_b(r->host_bytes * r->ranks_per_node, b, sizeof b),
                 r->ranks_per_node);
         if (r->host_mem > 0)
             fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->host_mem, a, sizeof a),
@@ -351,6 +360,8 @@ void pass_memory_json(const pass_mem_report *r, FILE *out)
     if (r->host_bytes > 0) {
         cJSON_AddNumberToObject(o, "host_bytes_per_rank", (double)r->host_bytes);
         cJSON_AddNumberToObject(o, "host_bytes_per_node", (double)r->host_bytes * r->ranks_per_node);
+        cJSON_AddNumberToObject(o, "host_optimizer_bytes", (double)r->host_opt);
+        cJSON_AddNumberToObject(o, "host_staging_bytes", (double)r->host_stage);
         cJSON_AddNumberToObject(o, "host_mem", r->host_mem);
         cJSON_AddBoolToObject(o, "host_fits", r->host_fits);
     }

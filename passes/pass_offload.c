@@ -1,5 +1,8 @@
 /* pass_offload.c — activation offload to host memory (config `offload`:
- * none | activations; spec key train.offload).
+ * none | activations | optimizer | all; spec key train.offload).  The
+ * optimizer's part (optimizer, all) is the memory plan's placement of its
+ * state in the host arena (ir_mem_opt_on_host) and the runtime's update
+ * there; this pass moves the activations (activations, all).
  *
  * Without it every forward value the backward reads stays on the device
  * from its forward to its backward: at the turn from forward to backward
@@ -123,8 +126,10 @@ bool pass_offload(ir_module *m, const pass_options *opt)
         pu_remark(opt, "offload: none (config offload)");
         return true;
     }
-    if (strcmp(mode, "activations") != 0) {
-        sup_error(sup_noloc(), "offload: config offload must be none or activations, found '%s'", mode);
+    bool acts = strcmp(mode, "activations") == 0 || strcmp(mode, "all") == 0;
+    if (!acts && strcmp(mode, "optimizer") != 0) {
+        sup_error(sup_noloc(), "offload: config offload must be none, activations, optimizer or all, found '%s'",
+                  mode);
         return false;
     }
     if (pu_count_ops(m, IR_OFFLOAD) > 0) {
@@ -136,6 +141,10 @@ bool pass_offload(ir_module *m, const pass_options *opt)
         sup_error(sup_noloc(), "offload: the mesh has no host link (config host_bw is %s), so nothing can move to "
                   "host memory; give the mesh one (`link host pcie5`) or set offload none", bw ? bw : "absent");
         return false;
+    }
+    if (!acts) { /* the optimizer's placement is the memory plan's (ir_mem_opt_on_host) */
+        pu_remark(opt, "offload: optimizer: AdamW's state in host memory, the update on the host");
+        return true;
     }
     int nvals = m->nvalues;
     off_plan *plan = sup_xmalloc(sizeof *plan * (size_t)(nvals + 1));
@@ -168,7 +177,8 @@ bool pass_offload(ir_module *m, const pass_options *opt)
     free(dev);
     char b[32];
     pu_remark(opt, "offload: activations: %d value(s) to host memory between forward and backward, %s per rank "
-              "each way", moved, sup_fmt_bytes(bytes, b, sizeof b));
+              "each way%s", moved, sup_fmt_bytes(bytes, b, sizeof b),
+              ir_mem_opt_on_host(m) ? "; AdamW's state in host memory, the update on the host" : "");
     if (ir_mem_planned(m)) { /* the plan of the module as it was no longer holds */
         ir_mem_target t;
         if (ir_mem_target_of(m, &t) && !ir_mem_plan(m, t, NULL))

@@ -405,6 +405,7 @@ typedef struct pass_mem_report {
      * 0 without offload), the ranks of a node that share the node's
      * host_mem (config host_mem, 0 if unknown), and whether it fits. */
     int64_t host_bytes;
+    int64_t host_opt, host_stage; /* of host_bytes: the optimizer state, the update's staging */
     int ranks_per_node;
     double host_mem;
     bool host_fits;

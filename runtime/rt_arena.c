@@ -51,7 +51,8 @@ void rt_arena_report(rt_ctx *rt, FILE *f) {
     fprintf(f, ")\n");
     if (rt->host_bytes) {
         rt_fmt_bytes(s, sizeof s, rt->host_bytes);
-        fprintf(f, "host arena: %s per rank for offloaded activations (%s)\n", s,
+        fprintf(f, "host arena: %s per rank for %s (%s)\n", s,
+                rt->p->opt_on_host ? "the optimizer state and offloaded values" : "offloaded activations",
                 rt->planned ? "the compiler's memory plan" : "one slot per value");
     }
 }

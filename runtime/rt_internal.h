@@ -253,6 +253,8 @@ const char *rt_backend_timing_note(const rt_ctx *rt);
  * (optimizer state, staging areas). */
 void rt_mem_init(rt_ctx *rt, const size_t *off, const size_t *bytes);
 void rt_mem_fini(rt_ctx *rt);
+/* The host arena's high-water mark reaches `end` (whole-step regions there). */
+void rt_mem_reach_host(rt_ctx *rt, size_t end);
 void rt_mem_touch(rt_ctx *rt, int v);
 void rt_mem_release(rt_ctx *rt, int v);
 void rt_mem_begin_step(rt_ctx *rt);

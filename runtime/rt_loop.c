@@ -298,8 +298,9 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
            rt->planned ? "the compiler's memory plan" : "one slot per value", (double)rt->mem_hw / (1 << 20),
            (double)rt_backend_workspace_bytes(rt) / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
     if (rt->host_bytes)
-        printf("memory: host arena %.2f MiB per rank, high-water %.2f MiB (offloaded activations)\n",
-               (double)rt->host_bytes / (1 << 20), (double)rt->host_hw / (1 << 20));
+        printf("memory: host arena %.2f MiB per rank, high-water %.2f MiB (offloaded values%s)\n",
+               (double)rt->host_bytes / (1 << 20), (double)rt->host_hw / (1 << 20),
+               rt->p->opt_on_host ? ", the optimizer state" : "");
     if (sum <= 0) return;
     printf("rank 0 time by kind (%% of step time):\n");
     const char *how = rt_backend_timing_note(rt);

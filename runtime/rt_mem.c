@@ -56,6 +56,10 @@ void rt_mem_reach(rt_ctx *rt, size_t end) {
     if (end > rt->mem_hw) rt->mem_hw = end;
 }
 
+void rt_mem_reach_host(rt_ctx *rt, size_t end) {
+    if (end > rt->host_hw) rt->host_hw = end;
+}
+
 /* Host buffers (on_host) have offsets in the host arena: they meet only
  * each other. */
 static bool rt_on_host(const rt_ctx *rt, int v) { return rt->p->values[v].on_host != 0; }
@@ -83,8 +87,7 @@ void rt_mem_touch(rt_ctx *rt, int v) {
     rt->live_pos[v] = rt->nlive;
     rt->live_list[rt->nlive++] = v;
     if (rt_on_host(rt, v)) {
-        size_t end = rt->slot_off[v] + rt->slot_bytes[v];
-        if (end > rt->host_hw) rt->host_hw = end;
+        rt_mem_reach_host(rt, rt->slot_off[v] + rt->slot_bytes[v]);
         return;
     }
     rt->live_bytes += rt->slot_bytes[v];

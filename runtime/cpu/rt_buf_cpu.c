@@ -56,9 +56,10 @@ static size_t rt_layout_slots(const rt_program *p, size_t *off, size_t *opt_off,
         off[v] = *top;
         *top += rt_align_up((size_t)p->values[v].local_elems * 4);
     }
+    size_t *otop = p->opt_on_host ? host : &total;
     for (int i = 0; i < p->nopt; i++) {
-        opt_off[i] = total;
-        total += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+        opt_off[i] = *otop;
+        *otop += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
     }
     return total;
 }
@@ -84,7 +85,7 @@ static size_t rt_layout_plan(rt_ctx *rt, size_t *off, size_t *opt_off) {
         o += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
     }
     size_t comm = (size_t)p->mem_comm_offset, cb = (size_t)p->mem_comm_bytes[0] + (size_t)p->mem_comm_bytes[1];
-    RT_CHECK(o <= total && comm <= total && cb <= total - comm,
+    RT_CHECK(o <= (p->opt_on_host ? (size_t)p->mem_host_bytes : total) && comm <= total && cb <= total - comm,
              "the memory plan's optimizer state or staging areas do not fit its %zu-byte arena", total);
     rt->scratch[0] = rt->arena + comm;
     rt->scratch[1] = rt->arena + comm + (size_t)p->mem_comm_bytes[0];
@@ -99,7 +100,7 @@ static void rt_count_cats(rt_ctx *rt) {
     for (int v = 0; v < p->nvalues; v++)
         if (!p->values[v].on_host)
             rt->cat_bytes[rt_value_cat(&p->values[v])] += rt_align_up((size_t)p->values[v].local_elems * 4);
-    for (int i = 0; i < p->nopt; i++)
+    for (int i = 0; i < p->nopt && !p->opt_on_host; i++)
         rt->cat_bytes[RT_MEM_OPT] += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
 }
 
@@ -134,15 +135,17 @@ void rt_arena_build(rt_ctx *rt) {
     rt->opt_m = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     rt->opt_v = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     size_t opt_end = 0;
+    char *opt_base = p->opt_on_host ? rt->host_arena : rt->arena;
     for (int i = 0; i < p->nopt; i++) {
         size_t n = rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
-        rt->opt_m[i] = (float *)(rt->arena + opt_off[i]);
-        rt->opt_v[i] = (float *)(rt->arena + opt_off[i] + n);
+        rt->opt_m[i] = (float *)(opt_base + opt_off[i]);
+        rt->opt_v[i] = (float *)(opt_base + opt_off[i] + n);
         opt_end = opt_off[i] + 2 * n;
     }
     rt->live_bytes = 0;
     rt_mem_init(rt, off, bytes);
-    rt_mem_reach(rt, opt_end);
+    if (p->opt_on_host) rt_mem_reach_host(rt, opt_end);
+    else rt_mem_reach(rt, opt_end);
     free(off);
     free(bytes);
     free(opt_off);

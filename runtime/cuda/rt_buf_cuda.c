@@ -162,7 +162,12 @@ static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_
         size_t *top = p->values[v].on_host ? host : &total;
         off[v] = *top, *top += bytes[v];
     }
-    for (int i = 0; i < p->nopt; i++) opt_off[i] = total, total += 3 * rt_cu_state(p, i);
+    size_t *otop = p->opt_on_host ? host : &total, most = 0;
+    for (int i = 0; i < p->nopt; i++) {
+        opt_off[i] = *otop, *otop += 3 * rt_cu_state(p, i);
+        most = rt_cu_state(p, i) > most ? rt_cu_state(p, i) : most;
+    }
+    if (p->opt_on_host) *host += most; /* the update's staging, last (rt_cu_host_stage) */
     return total;
 }
 
@@ -175,6 +180,7 @@ static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_
  * rt_mem_touch. */
 static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off) {
     size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset, o0 = o;
+    size_t ospace = p->opt_on_host ? (size_t)p->mem_host_bytes : total;
     const char *why = "this program was not planned for the CUDA backend (build it with baspc --target=cuda)";
     for (int v = 0; v < p->nvalues; v++) {
         size_t space = p->values[v].on_host ? (size_t)p->mem_host_bytes : total;
@@ -183,17 +189,21 @@ static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t
                  "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte %s arena: %s", p->values[v].name,
                  bytes[v], (long long)p->values[v].offset, space, p->values[v].on_host ? "host" : "device", why);
     }
-    RT_CHECK(p->mem_opt_offset >= 0 && o % RT_CU_ALIGN == 0 && o <= total,
+    RT_CHECK(p->mem_opt_offset >= 0 && o % RT_CU_ALIGN == 0 && o <= ospace,
              "the memory plan's optimizer state starts at offset %lld of a %zu-byte arena: %s",
-             (long long)p->mem_opt_offset, total, why);
+             (long long)p->mem_opt_offset, ospace, why);
     for (int i = 0; i < p->nopt; i++) {
         size_t n = 3 * rt_cu_state(p, i);
-        RT_CHECK(n <= total - o, "the memory plan's optimizer state (fp32 master, m, v per pair) does not fit its "
-                 "%zu-byte arena: %s", total, why);
+        RT_CHECK(n <= ospace - o, "the memory plan's optimizer state (fp32 master, m, v per pair) does not fit its "
+                 "%zu-byte arena: %s", ospace, why);
         opt_off[i] = o, o += n;
     }
+    if (p->opt_on_host)
+        RT_CHECK(p->mem_host_stage_offset >= 0 && p->mem_host_stage_bytes >= 0 &&
+                     (size_t)p->mem_host_stage_offset + (size_t)p->mem_host_stage_bytes <= ospace,
+                 "the memory plan's host staging area does not fit its %zu-byte host arena: %s", ospace, why);
     for (int v = 0; v < p->nvalues; v++)
-        RT_CHECK(p->values[v].on_host || off[v] >= o || off[v] + bytes[v] <= o0,
+        RT_CHECK(p->values[v].on_host != p->opt_on_host || off[v] >= o || off[v] + bytes[v] <= o0,
                  "the memory plan puts %s [%zu, +%zu) inside the optimizer state [%zu, %zu): %s", p->values[v].name,
                  off[v], bytes[v], o0, o, why);
     RT_CHECK(p->mem_comm_bytes[0] == 0 && p->mem_comm_bytes[1] == 0,
@@ -274,7 +284,7 @@ void rt_arena_build(rt_ctx *rt) {
     }
     /* The report's categories count one slot per buffer: with a plan, what
      * the plan saved against that. */
-    for (int i = 0; i < p->nopt; i++) rt->cat_bytes[RT_MEM_OPT] += 3 * rt_cu_state(p, i);
+    for (int i = 0; i < p->nopt && !p->opt_on_host; i++) rt->cat_bytes[RT_MEM_OPT] += 3 * rt_cu_state(p, i);
     bool planned = p->mem_arena_bytes > 0;
     size_t host = (size_t)p->mem_host_bytes;
     size_t total = planned ? rt_cu_layout_plan(p, cu->slot_bytes, off, opt_off)
@@ -304,17 +314,26 @@ void rt_arena_build(rt_ctx *rt) {
     rt->opt_v = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     cu->master = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     size_t opt_end = 0;
+    char *opt_base = p->opt_on_host ? rt->host_arena : rt->arena;
     for (int i = 0; i < p->nopt; i++) {
         size_t n = rt_cu_state(p, i);
-        cu->master[i] = (float *)(void *)(rt->arena + opt_off[i]);
-        rt->opt_m[i] = (float *)(void *)(rt->arena + opt_off[i] + n);
-        rt->opt_v[i] = (float *)(void *)(rt->arena + opt_off[i] + 2 * n);
+        cu->master[i] = (float *)(void *)(opt_base + opt_off[i]);
+        rt->opt_m[i] = (float *)(void *)(opt_base + opt_off[i] + n);
+        rt->opt_v[i] = (float *)(void *)(opt_base + opt_off[i] + 2 * n);
         cu->opt_of[p->opt[i].param] = i;
         opt_end = opt_off[i] + 3 * n;
     }
+    /* The host update's staging: the plan's area, or after the state. */
+    cu->host_stage_off = planned ? (size_t)p->mem_host_stage_offset : opt_end;
+    cu->host_stage = p->opt_on_host ? rt->host_arena + cu->host_stage_off : NULL;
     rt->live_bytes = 0;
     rt_mem_init(rt, off, cu->slot_bytes); /* rt->planned: the plan's offsets are used */
-    rt_mem_reach(rt, opt_end);
+    if (p->opt_on_host) {
+        rt_mem_reach_host(rt, opt_end);
+        /* Staging is reached by the first update (rt_cu_host_stage). */
+    } else {
+        rt_mem_reach(rt, opt_end);
+    }
     rt_cu_overlaps(rt, off, cu->slot_bytes);
     free(off);
     free(opt_off);
@@ -544,13 +563,20 @@ static void rt_cu_copy(rt_ctx *rt, void *dst, const void *src, size_t bytes, enu
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
 
+/* The direction of a copy to or from the optimizer state: host to host
+ * when it is offloaded (pinned host arena). */
+static enum cudaMemcpyKind rt_cu_opt_kind(const rt_ctx *rt, bool to_host) {
+    if (rt->p->opt_on_host) return cudaMemcpyHostToHost;
+    return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+}
+
 void rt_host_read(rt_ctx *rt, int v, void *dst) {
     rt_cuda *cu = rt_cu(rt);
     const rt_value_desc *d = &rt->p->values[v];
     size_t n = (size_t)d->local_elems;
     CU_CHECK(cudaDeviceSynchronize());
     if (cu->opt_of[v] >= 0) { /* a trained parameter: its fp32 master */
-        rt_cu_copy(rt, dst, cu->master[cu->opt_of[v]], n * 4, cudaMemcpyDeviceToHost);
+        rt_cu_copy(rt, dst, cu->master[cu->opt_of[v]], n * 4, rt_cu_opt_kind(rt, true));
     } else if (rt_cu_esize(d) == 4) {
         rt_cu_copy(rt, dst, rt->buf[v], n * 4, cudaMemcpyDeviceToHost);
     } else {
@@ -567,7 +593,7 @@ void rt_host_write(rt_ctx *rt, int v, const void *src) {
     const rt_value_desc *d = &rt->p->values[v];
     size_t n = (size_t)d->local_elems;
     CU_CHECK(cudaDeviceSynchronize());
-    if (cu->opt_of[v] >= 0) rt_cu_copy(rt, cu->master[cu->opt_of[v]], src, n * 4, cudaMemcpyHostToDevice);
+    if (cu->opt_of[v] >= 0) rt_cu_copy(rt, cu->master[cu->opt_of[v]], src, n * 4, rt_cu_opt_kind(rt, false));
     if (rt_cu_esize(d) == 4) {
         rt_cu_copy(rt, rt->buf[v], src, n * 4, cudaMemcpyHostToDevice);
         return;
@@ -582,13 +608,13 @@ void rt_host_write(rt_ctx *rt, int v, const void *src) {
 void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v) {
     size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
     CU_CHECK(cudaDeviceSynchronize());
-    rt_cu_copy(rt, m, rt->opt_m[pair], n, cudaMemcpyDeviceToHost);
-    rt_cu_copy(rt, v, rt->opt_v[pair], n, cudaMemcpyDeviceToHost);
+    rt_cu_copy(rt, m, rt->opt_m[pair], n, rt_cu_opt_kind(rt, true));
+    rt_cu_copy(rt, v, rt->opt_v[pair], n, rt_cu_opt_kind(rt, true));
 }
 
 void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
     size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
     CU_CHECK(cudaDeviceSynchronize());
-    rt_cu_copy(rt, rt->opt_m[pair], m, n, cudaMemcpyHostToDevice);
-    rt_cu_copy(rt, rt->opt_v[pair], v, n, cudaMemcpyHostToDevice);
+    rt_cu_copy(rt, rt->opt_m[pair], m, n, rt_cu_opt_kind(rt, false));
+    rt_cu_copy(rt, rt->opt_v[pair], v, n, rt_cu_opt_kind(rt, false));
 }

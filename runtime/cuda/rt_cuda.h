@@ -110,6 +110,11 @@ typedef struct rt_cuda {
     uint64_t ms_recs, cs_fences, ms_fences;
     int64_t reuse_waits[2];
     float **master;          /* per opt pair: the fp32 master weights */
+    /* Optimizer offload (rt_program.opt_on_host): the master weights and
+     * moments are in the pinned host arena, and each update goes through
+     * this staging area there (at host_stage_off). */
+    char *host_stage;
+    size_t host_stage_off;
     int *opt_of;             /* per value: its opt pair (a param), else -1 */
     size_t *slot_bytes;      /* per value */
     void *ws[RT_WS_N];

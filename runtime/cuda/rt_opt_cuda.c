@@ -1,10 +1,15 @@
 /* rt_opt_cuda.c — AdamW with global-norm clipping on the device: bf16
  * gradients, fp32 master weights and moments (the rules are rt_opt.c's and
- * runtime/README.md's Optimizer section). */
+ * runtime/README.md's Optimizer section); with the optimizer offloaded
+ * (rt_program.opt_on_host) the same update on the host, ZeRO-Offload's
+ * way: the bf16 gradient comes down, the CPU's AdamW kernel updates the
+ * fp32 master and moments in the pinned host arena, and the bf16 weight
+ * goes back up. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "rt_cuda.h"
 
 void rt_opt_begin_step(rt_ctx *rt) { rt->norm_done = false; }
@@ -49,6 +54,27 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     return tmp;
 }
 
+/* The host update of pair i through the staging area: the gradient (bf16)
+ * lands at its start and is widened to fp32 in place from the end (float k
+ * covers bf16 entries 2k and 2k+1, both read by then); after the update
+ * the weight is narrowed to bf16 there and copied up.  Synchronous: the
+ * next pair reuses the area. */
+static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, double wd) {
+    rt_cuda *cu = rt_cu(rt);
+    size_t n = (size_t)rt->p->values[param].local_elems;
+    float *f = (float *)(void *)cu->host_stage;
+    kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage;
+    rt_mem_reach_host(rt, cu->host_stage_off + (n * 4 + 255) / 256 * 256); /* the plan's aligned area */
+    CU_CHECK(cudaMemcpyAsync(h, g, n * sizeof *h, cudaMemcpyDeviceToHost, cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs));
+    for (size_t k = n; k-- > 0;) f[k] = kcu_host_from_bf16(h[k]);
+    kern_adamw(cu->master[i], rt->opt_m[i], rt->opt_v[i], f, (int64_t)n, rt->lr, rt->opt.optim.beta1,
+               rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale);
+    for (size_t k = 0; k < n; k++) h[k] = kcu_host_to_bf16(cu->master[i][k]);
+    CU_CHECK(cudaMemcpyAsync(rt_cu_use(rt, param), h, n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs));
+}
+
 void rt_adamw(rt_ctx *rt, int param, int grad) {
     double t0 = rt_now();
     rt_cuda *cu = rt_cu(rt);
@@ -66,6 +92,11 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param];
     const kcu_bf16 *g = rt_cu_grad_for_shard(rt, param, grad);
     double wd = rt_weight_decay(rt, pd);
+    if (rt->p->opt_on_host) {
+        rt_cu_adamw_host(rt, i, param, g, wd);
+        rt_kern_count(rt, RT_K_ADAMW, t0);
+        return;
+    }
     CU_CHECK(kcu_adamw(rt_cu_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
                        rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale, cu->cs));
     if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));

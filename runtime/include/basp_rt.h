@@ -157,6 +157,12 @@ typedef struct rt_program {
     /* The host arena of the plan (values with on_host), 0 when nothing is
      * offloaded (or without a plan: one slot per host value). */
     int64_t mem_host_bytes;
+    /* 1: the optimizer state (the mem_opt_offset region) is in the host
+     * arena and AdamW runs on the host (train.offload optimizer or all);
+     * the CUDA backend moves each gradient down and each updated parameter
+     * up through the host staging area (mem_host_stage_offset, _bytes). */
+    int opt_on_host;
+    int64_t mem_host_stage_offset, mem_host_stage_bytes;
     /* The sequence order (0 = natural).  R > 1: ring attention's causal
      * load-balanced order for a ring of R: each sequence is cut into 2R
      * chunks and sequence index i holds the token at original position

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# offload.sh — activation offload (train.offload activations) moves values
-# to host memory and back, never what is computed.
+# offload.sh — offload (train.offload activations, optimizer, all) moves
+# values to host memory and back, and the optimizer's update to the host,
+# never what is computed.
 #
 #   offload.sh same BASPC MPIRUN CORPUS SPEC WORKDIR
 #     For layouts of SPEC on 4 ranks (2 nodes x 2) covering batch-aware,
 #     Ulysses, ring and hybrid, ZeRO 0-3 and recompute none, selective and
-#     full, builds the program with offload none and activations, trains 3
+#     full, builds the program with offload none and with the layout's mode
+#     (activations unless it says mode=optimizer or mode=all), trains 3
 #     steps each, and requires the --metrics losses and gradient norms and
 #     the --save-weights / --save-grads files to be identical, byte for
-#     byte.  The activations IR must offload and fetch (as many of each),
-#     the none IR neither; the run's measured host arena peak
+#     byte.  An activations or all IR must offload and fetch (as many of
+#     each), an optimizer or none IR neither; the run's measured host arena peak
 #     (mem_host_peak_bytes) must be the plan's host arena
 #     (`baspc --memory --json` host_bytes_per_rank) exactly, and its device
 #     arena the plan's (mem_arena_bytes = arena_bytes).
@@ -27,13 +29,20 @@ same() {
         "layout.sequence=ring;layout.batch_aware=off;train.zero=2;train.recompute=selective"
         "layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.zero=1;train.recompute=full"
         "layout.batch_aware=groups 2;train.zero=1;train.recompute=selective;train.global_batch=4"
+        "layout.batch_aware=groups 2;train.zero=1;train.recompute=none;mode=optimizer"
+        "layout.sequence=ring;layout.batch_aware=off;train.zero=3;train.recompute=full;mode=all"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
-        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2)
+        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) mode=activations
         IFS=';' read -ra kv <<<"$l"
-        for s in "${kv[@]}"; do sets+=(--set "$s"); done
-        for o in none activations; do
+        for s in "${kv[@]}"; do
+            case $s in
+            mode=*) mode=${s#mode=} ;;
+            *) sets+=(--set "$s") ;;
+            esac
+        done
+        for o in none "$mode"; do
             local p="$W/l$i.$o"
             "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" -o "$p.train"
             "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" --emit=ir -o "$p.ir"
@@ -41,11 +50,12 @@ same() {
             mpi -np 4 "$p.train" --data "$CORPUS" --steps 3 --metrics "$p.jsonl" \
                 --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
         done
-        local n="$W/l$i.none" p="$W/l$i.activations" offs fetches
+        local n="$W/l$i.none" p="$W/l$i.$mode" offs fetches want_ops=1
+        [[ $mode == optimizer ]] && want_ops=0
         offs=$(grep -c '= offload ' "$p.ir" || true)
         fetches=$(grep -c '= fetch ' "$p.ir" || true)
-        if [[ $offs == 0 || $offs != "$fetches" ]] || grep -q '= offload \|= fetch ' "$n.ir"; then
-            echo "FAIL $l: offload activations: $offs offload(s), $fetches fetch(es) (none must have neither)"
+        if (( (offs > 0) != want_ops )) || [[ $offs != "$fetches" ]] || grep -q '= offload \|= fetch ' "$n.ir"; then
+            echo "FAIL $l: offload $mode: $offs offload(s), $fetches fetch(es) (none and optimizer must have neither)"
             fails=$((fails + 1))
         fi
         local want got arena planned
@@ -59,15 +69,15 @@ same() {
         fi
         if ! cmp "$n.weights" "$p.weights" || ! cmp "$n.grads" "$p.grads" ||
            ! cmp <(cut -d, -f1-3 "$n.jsonl") <(cut -d, -f1-3 "$p.jsonl"); then
-            echo "FAIL $l: offload activations: losses, weights or gradients differ from none"
+            echo "FAIL $l: offload $mode: losses, weights or gradients differ from none"
             fails=$((fails + 1))
         else
-            echo "ok   $l: $offs value(s) offloaded, host arena $got bytes per rank (planned $want); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
+            echo "ok   $l: $mode: $offs value(s) offloaded, host arena $got bytes per rank (planned $want); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
         fi
         i=$((i + 1))
     done
     ((fails == 0)) || { echo "offload.sh: $fails failure(s)"; exit 1; }
-    echo "offload.sh: ${#layouts[@]} layouts identical with activations offloaded; host peaks as planned"
+    echo "offload.sh: ${#layouts[@]} layouts identical with activations, optimizer or both offloaded; host peaks as planned"
 }
 
 mode=$1
