@@ -349,8 +349,9 @@ void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
         cuda[n++] = true;
     }
     /* Then in the order of cost to the user: a ZeRO stage, recomputation
-     * (compute, no ranks), more ranks, a shorter sequence, a smaller
-     * micro-batch (which changes the global batch). */
+     * (compute, no ranks), offload to host memory (host-link time, no
+     * ranks), more ranks, a shorter sequence, a smaller micro-batch (which
+     * changes the global batch). */
     if (spec->train.zero < 3)
         snprintf(sg[n++].change, sizeof sg[0].change, "--set train.zero=3");
     bool full = !strcmp(spec->train.recompute, "full");
@@ -358,6 +359,8 @@ void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
         snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=selective");
     if (!full)
         snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=full");
+    if (strcmp(spec->train.offload, "all") != 0 && strcmp(spec->mesh.host.kind, "none") != 0)
+        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.offload=all");
     snprintf(sg[n++].change, sizeof sg[0].change, "--set mesh.nodes=%lld", (long long)spec->mesh.nodes * 2);
     if (spec->train.seq_len >= 2 && spec->train.seq_len % 2 == 0)
         snprintf(sg[n++].change, sizeof sg[0].change, "--set train.seq_len=%lld", (long long)spec->train.seq_len / 2);
@@ -374,7 +377,7 @@ void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
         s->peak_bytes = -1;
         if (m && pass_memory_report(m, &t)) {
             s->peak_bytes = t.peak_bytes;
-            s->fits = t.fits;
+            s->fits = t.fits && t.host_fits;
         }
         ir_module_free(m);
     }

@@ -363,7 +363,7 @@ void pass_plan_json(const pass_plan_result *r, FILE *out);
  * an unplanned module is planned on a clone, quietly).  Every number comes
  * from the plan and ir/ir_mem.c, so --memory, --plan's mem column, the cost
  * pass and the compiler's fit warning agree. */
-enum { PASS_MEM_TOP = 5, PASS_MEM_SUGGEST = 8 };
+enum { PASS_MEM_TOP = 5, PASS_MEM_SUGGEST = 9 };
 typedef struct pass_mem_value {
     char name[IR_NAME_MAX];
     ir_mem_cat cat;
