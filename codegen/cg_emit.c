@@ -550,6 +550,8 @@ static bool cg_grad_reduced(const ir_module *m, int v) {
         return any && all;
     }
     const ir_op *d = cg_def_op(m, v);
+    /* A copy to host memory (the optimizer offloaded) holds what it copied. */
+    if (d && d->code == IR_OFFLOAD && d->nin == 1) d = cg_def_op(m, d->in[0]);
     if (d && d->code == IR_ALL_GATHER && d->nin == 1) d = cg_def_op(m, d->in[0]);
     return d && (d->code == IR_ALL_REDUCE || d->code == IR_REDUCE_SCATTER) && cg_over_world(m, d);
 }

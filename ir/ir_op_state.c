@@ -199,6 +199,7 @@ const ir_op_desc ir_op_wait = {
 const ir_op_desc ir_op_offload = {
     .name = "offload", .kind = IR_K_MEM, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_offload,
+    .keeps_weight = true, /* a gradient's host copy is a gradient */
     .host_outs = 1u,
     .comm = IR_COMM_HOST,
     .work = work_copy,
@@ -210,6 +211,7 @@ const ir_op_desc ir_op_offload = {
 const ir_op_desc ir_op_fetch = {
     .name = "fetch", .kind = IR_K_MEM, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
     .verify = verify_fetch,
+    .keeps_weight = true,
     .reads_host = true,
     .comm = IR_COMM_HOST,
     .work = work_copy,

@@ -389,13 +389,17 @@ static void ir_verify_uneven_uses(ir_vctx *c, const ir_op *op)
 }
 
 /* Host memory is read only by the ops made for it (fetch) and released by
- * free: a kernel or a collective cannot read it on the device. */
+ * free: a kernel or a collective cannot read it on the device.  With the
+ * optimizer offloaded (ir_mem_opt_on_host) the update runs on the host, so
+ * adamw may take its gradient from there. */
 static void ir_verify_host_reads(ir_vctx *c, const ir_op *op, const ir_op_desc *info)
 {
     if (info->reads_host || op->code == IR_FREE)
         return;
+    bool host_update = op->code == IR_ADAMW && ir_mem_opt_on_host(c->m);
     for (int k = 0; k < op->nin; k++)
-        if (op->in[k] >= 0 && op->in[k] < c->m->nvalues && ir_mem_on_host(c->m, op->in[k]))
+        if (!(host_update && k == 1) && op->in[k] >= 0 && op->in[k] < c->m->nvalues &&
+            ir_mem_on_host(c->m, op->in[k]))
             ir_verr(c, sup_noloc(), "reads %%%s, which lives in host memory (an offload's result): fetch it back "
                     "to the device first", c->m->values[op->in[k]].name);
 }

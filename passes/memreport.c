@@ -274,7 +274,7 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
     if (r->host_bytes > 0) {
         char parts[160], c[32], d[32];
         int64_t acts = r->host_bytes - r->host_opt - r->host_stage;
-        snprintf(parts, sizeof parts, "%s%s%s%s%s%s", acts > 0 ? "activations " : "", acts > 0 ? fmt_b(acts, c, sizeof c) : "",
+        snprintf(parts, sizeof parts, "%s%s%s%s%s%s", acts > 0 ? "offloaded values " : "", acts > 0 ? fmt_b(acts, c, sizeof c) : "",
                  r->host_opt > 0 ? (acts > 0 ? ", optimizer state " : "optimizer state ") : "",
                  r->host_opt > 0 ? fmt_b(r->host_opt, d, sizeof d) : "", r->host_stage > 0 ? ", staging " : "",
                  r->host_stage > 0 ? fmt_b(r->host_stage, b, sizeof b) : "");

@@ -81,6 +81,32 @@ static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, off_pla
     return true;
 }
 
+/* With the optimizer offloaded the update runs on the host, so it reads
+ * each gradient there: a gradient laid out like its parameter moves to host
+ * memory right after its last reader before the adamw that takes it (its
+ * device buffer dies there), and that adamw reads the host copy; nothing
+ * fetches it back.  ZeRO-1's whole gradient of a sharded parameter stays:
+ * the update slices it on the device.  Gradient accumulators (accum > 1)
+ * live the whole run and stay too. */
+static bool plan_grad(const ir_module *m, int adamw, off_plan *p)
+{
+    const ir_op *a = &m->ops[adamw];
+    int w = a->in[0], g = a->in[1];
+    const ir_value *gv = &m->values[g];
+    if (gv->kind != IR_V_RESULT || gv->def < 0 || ir_mem_on_host(m, g) ||
+        gv->type.rank != m->values[w].type.rank)
+        return false;
+    for (int d = 0; d < gv->type.rank; d++)
+        if (gv->type.shard[d] != m->values[w].type.shard[d])
+            return false;
+    int last = gv->def;
+    for (int i = gv->def + 1; i < adamw; i++)
+        if (pu_reads(&m->ops[i], g))
+            last = i;
+    *p = (off_plan){last, -1, adamw};
+    return true;
+}
+
 /* A copy op: out = code(in), tagged like `like` (layer and phase). */
 static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like)
 {
@@ -92,7 +118,8 @@ static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like)
 }
 
 /* Rebuilds the op list with the copies in place: fetches before op i, op
- * i with its backward reads rewired, offloads after it. */
+ * i with its backward reads rewired (to the fetched copy, or for a
+ * gradient to the host copy), offloads after it. */
 static void insert_copies(ir_module *m, const off_plan *plan, const int *host, const int *dev, int nvals)
 {
     int n = m->nops, cap = n + 2 * nvals + 1, k = 0;
@@ -105,7 +132,7 @@ static void insert_copies(ir_module *m, const off_plan *plan, const int *host, c
         for (int j = 0; j < op.nin; j++) {
             int v = op.in[j];
             if (v < nvals && plan[v].after >= 0 && i >= plan[v].first)
-                op.in[j] = dev[v];
+                op.in[j] = plan[v].before >= 0 ? dev[v] : host[v];
         }
         ops[k++] = op;
         for (int v = 0; v < nvals; v++)
@@ -117,6 +144,29 @@ static void insert_copies(ir_module *m, const off_plan *plan, const int *host, c
     m->nops = k;
     m->capops = cap;
     ir_renumber(m);
+}
+
+/* What moves: plan[v] for every value v (after = -1: stays), with counts
+ * and bytes per rank of the activations and of the gradients. */
+static void plan_all(const ir_module *m, bool acts, bool grads, off_plan *plan, int *moved, double *bytes,
+                     int *ngrads, double *gbytes)
+{
+    ir_mem_cat *cat = ir_mem_value_cats(m);
+    for (int v = 0; v < m->nvalues; v++)
+        plan[v] = (off_plan){-1, -1, -1};
+    for (int v = 0; acts && v < m->nvalues; v++)
+        if (plan_value(m, cat, v, &plan[v]))
+            (*moved)++, *bytes += (double)ir_type_local_elems(m, &m->values[v].type) * ir_dtype_size(m->values[v].type.dtype);
+    for (int i = 0; grads && i < m->nops; i++) {
+        off_plan p;
+        if (m->ops[i].code != IR_ADAMW || m->ops[i].nin != 2 || plan[m->ops[i].in[1]].after >= 0 ||
+            !plan_grad(m, i, &p))
+            continue;
+        int g = m->ops[i].in[1];
+        plan[g] = p;
+        (*ngrads)++, *gbytes += (double)ir_type_local_elems(m, &m->values[g].type) * ir_dtype_size(m->values[g].type.dtype);
+    }
+    free(cat);
 }
 
 bool pass_offload(ir_module *m, const pass_options *opt)
@@ -142,43 +192,39 @@ bool pass_offload(ir_module *m, const pass_options *opt)
                   "host memory; give the mesh one (`link host pcie5`) or set offload none", bw ? bw : "absent");
         return false;
     }
-    if (!acts) { /* the optimizer's placement is the memory plan's (ir_mem_opt_on_host) */
-        pu_remark(opt, "offload: optimizer: AdamW's state in host memory, the update on the host");
-        return true;
-    }
     int nvals = m->nvalues;
     off_plan *plan = sup_xmalloc(sizeof *plan * (size_t)(nvals + 1));
     int *host = sup_xmalloc(sizeof(int) * (size_t)(nvals + 1)), *dev = sup_xmalloc(sizeof(int) * (size_t)(nvals + 1));
-    ir_mem_cat *cat = ir_mem_value_cats(m);
-    int moved = 0;
-    double bytes = 0;
+    bool grads = ir_mem_opt_on_host(m);
+    int moved = 0, ngrads = 0;
+    double bytes = 0, gbytes = 0;
+    plan_all(m, acts, grads, plan, &moved, &bytes, &ngrads, &gbytes);
     for (int v = 0; v < nvals; v++) {
-        plan[v] = (off_plan){-1, -1, -1};
-        if (!plan_value(m, cat, v, &plan[v])) {
-            plan[v].after = -1;
+        if (plan[v].after < 0)
             continue;
-        }
         char name[IR_NAME_MAX], base[IR_NAME_MAX + 8];
         ir_type t = m->values[v].type;
         snprintf(base, sizeof base, "%.54s.host", m->values[v].name);
         ir_value_fresh_name(m, base, name);
         host[v] = ir_value_add(m, name, IR_V_RESULT, t);
+        if (plan[v].before < 0)
+            continue;
         snprintf(base, sizeof base, "%.54s.dev", m->values[v].name);
         ir_value_fresh_name(m, base, name);
         dev[v] = ir_value_add(m, name, IR_V_RESULT, t);
-        moved++;
-        bytes += (double)ir_type_local_elems(m, &t) * ir_dtype_size(t.dtype);
     }
-    free(cat);
-    if (moved)
+    if (moved || ngrads)
         insert_copies(m, plan, host, dev, nvals);
     free(plan);
     free(host);
     free(dev);
-    char b[32];
-    pu_remark(opt, "offload: activations: %d value(s) to host memory between forward and backward, %s per rank "
-              "each way%s", moved, sup_fmt_bytes(bytes, b, sizeof b),
-              ir_mem_opt_on_host(m) ? "; AdamW's state in host memory, the update on the host" : "");
+    char b[32], c[32];
+    if (acts)
+        pu_remark(opt, "offload: activations: %d value(s) to host memory between forward and backward, %s per rank "
+                  "each way", moved, sup_fmt_bytes(bytes, b, sizeof b));
+    if (grads)
+        pu_remark(opt, "offload: optimizer: AdamW's state in host memory, the update on the host; %d gradient(s), %s "
+                  "per rank, to host memory once computed", ngrads, sup_fmt_bytes(gbytes, c, sizeof c));
     if (ir_mem_planned(m)) { /* the plan of the module as it was no longer holds */
         ir_mem_target t;
         if (ir_mem_target_of(m, &t) && !ir_mem_plan(m, t, NULL))

@@ -570,6 +570,13 @@ static enum cudaMemcpyKind rt_cu_opt_kind(const rt_ctx *rt, bool to_host) {
     return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
 }
 
+/* The same for value v's buffer: host to host for an offloaded value (a
+ * gradient the host update reads, --save-grads and the non-finite guard). */
+static enum cudaMemcpyKind rt_cu_val_kind(const rt_ctx *rt, int v, bool to_host) {
+    if (rt->p->values[v].on_host) return cudaMemcpyHostToHost;
+    return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+}
+
 void rt_host_read(rt_ctx *rt, int v, void *dst) {
     rt_cuda *cu = rt_cu(rt);
     const rt_value_desc *d = &rt->p->values[v];
@@ -578,10 +585,10 @@ void rt_host_read(rt_ctx *rt, int v, void *dst) {
     if (cu->opt_of[v] >= 0) { /* a trained parameter: its fp32 master */
         rt_cu_copy(rt, dst, cu->master[cu->opt_of[v]], n * 4, rt_cu_opt_kind(rt, true));
     } else if (rt_cu_esize(d) == 4) {
-        rt_cu_copy(rt, dst, rt->buf[v], n * 4, cudaMemcpyDeviceToHost);
+        rt_cu_copy(rt, dst, rt->buf[v], n * 4, rt_cu_val_kind(rt, v, true));
     } else {
         kcu_bf16 *tmp = RT_MALLOC(n * 2);
-        rt_cu_copy(rt, tmp, rt->buf[v], n * 2, cudaMemcpyDeviceToHost);
+        rt_cu_copy(rt, tmp, rt->buf[v], n * 2, rt_cu_val_kind(rt, v, true));
         float *f = dst;
         for (size_t i = 0; i < n; i++) f[i] = kcu_host_from_bf16(tmp[i]);
         free(tmp);
@@ -595,13 +602,13 @@ void rt_host_write(rt_ctx *rt, int v, const void *src) {
     CU_CHECK(cudaDeviceSynchronize());
     if (cu->opt_of[v] >= 0) rt_cu_copy(rt, cu->master[cu->opt_of[v]], src, n * 4, rt_cu_opt_kind(rt, false));
     if (rt_cu_esize(d) == 4) {
-        rt_cu_copy(rt, rt->buf[v], src, n * 4, cudaMemcpyHostToDevice);
+        rt_cu_copy(rt, rt->buf[v], src, n * 4, rt_cu_val_kind(rt, v, false));
         return;
     }
     kcu_bf16 *tmp = RT_MALLOC(n * 2);
     const float *f = src;
     for (size_t i = 0; i < n; i++) tmp[i] = kcu_host_to_bf16(f[i]);
-    rt_cu_copy(rt, rt->buf[v], tmp, n * 2, cudaMemcpyHostToDevice);
+    rt_cu_copy(rt, rt->buf[v], tmp, n * 2, rt_cu_val_kind(rt, v, false));
     free(tmp);
 }
 

@@ -24,11 +24,24 @@ double rt_grad_norm(rt_ctx *rt) {
     CU_CHECK(cudaMemsetAsync(cu->d_norm, 0, sizeof(double) * (size_t)(nopt + 1), cu->cs));
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
-        CU_CHECK(kcu_sumsq(rt_cu_use(rt, g), rt->p->values[g].local_elems, cu->d_norm + i, cu->cs));
+        if (!rt->p->values[g].on_host)
+            CU_CHECK(kcu_sumsq(rt_cu_use(rt, g), rt->p->values[g].local_elems, cu->d_norm + i, cu->cs));
     }
     double *s = RT_MALLOC(sizeof(double) * (size_t)(nopt + 1));
     CU_CHECK(cudaMemcpyAsync(s, cu->d_norm, sizeof(double) * (size_t)(nopt + 1), cudaMemcpyDeviceToHost, cu->cs));
-    CU_CHECK(cudaStreamSynchronize(cu->cs));
+    CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the gradients' copies to the host have landed too */
+    /* Gradients the optimizer's offload moved to the host: summed there. */
+    for (int i = 0; i < nopt; i++) {
+        int g = rt->p->opt[i].grad;
+        if (!rt->p->values[g].on_host) continue;
+        const kcu_bf16 *h = rt_cu_use(rt, g);
+        double acc = 0;
+        for (int64_t k = 0; k < rt->p->values[g].local_elems; k++) {
+            double x = kcu_host_from_bf16(h[k]);
+            acc += x * x;
+        }
+        s[i] = acc;
+    }
     double norm = rt_grad_norm_combine(rt, s);
     free(s);
     return norm;
@@ -42,6 +55,8 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
     const kcu_bf16 *g = rt_cu_use(rt, grad);
     if (rt_grad_like_param(rt, param, grad)) return g;
+    RT_CHECK(!gd->on_host, "adamw(%s, %s): a gradient in host memory must be laid out like its parameter (the "
+             "offload pass keeps ZeRO-1's whole gradients on the device)", pd->name, gd->name);
     kcu_box bx = {.nd = pd->rank};
     int64_t poff[RT_MAX_RANK];
     rt_local_dims(rt, param, bx.box);
@@ -54,18 +69,19 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     return tmp;
 }
 
-/* The host update of pair i through the staging area: the gradient (bf16)
+/* The host update of pair i through the staging area: the gradient (bf16,
+ * on the device, or already in host memory when the pass offloaded it)
  * lands at its start and is widened to fp32 in place from the end (float k
  * covers bf16 entries 2k and 2k+1, both read by then); after the update
  * the weight is narrowed to bf16 there and copied up.  Synchronous: the
  * next pair reuses the area. */
-static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, double wd) {
+static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, bool on_host, double wd) {
     rt_cuda *cu = rt_cu(rt);
     size_t n = (size_t)rt->p->values[param].local_elems;
     float *f = (float *)(void *)cu->host_stage;
     kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage;
     rt_mem_reach_host(rt, cu->host_stage_off + (n * 4 + 255) / 256 * 256); /* the plan's aligned area */
-    CU_CHECK(cudaMemcpyAsync(h, g, n * sizeof *h, cudaMemcpyDeviceToHost, cu->cs));
+    CU_CHECK(cudaMemcpyAsync(h, g, n * sizeof *h, on_host ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
     for (size_t k = n; k-- > 0;) f[k] = kcu_host_from_bf16(h[k]);
     kern_adamw(cu->master[i], rt->opt_m[i], rt->opt_v[i], f, (int64_t)n, rt->lr, rt->opt.optim.beta1,
@@ -93,7 +109,7 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     const kcu_bf16 *g = rt_cu_grad_for_shard(rt, param, grad);
     double wd = rt_weight_decay(rt, pd);
     if (rt->p->opt_on_host) {
-        rt_cu_adamw_host(rt, i, param, g, wd);
+        rt_cu_adamw_host(rt, i, param, g, rt->p->values[grad].on_host != 0, wd);
         rt_kern_count(rt, RT_K_ADAMW, t0);
         return;
     }
