@@ -6,6 +6,7 @@
  * fp32 master and moments in the pinned host arena, and the bf16 weight
  * goes back up. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,12 +70,55 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     return tmp;
 }
 
+/* One thread's share of the host update: AdamW on [a, b), then (phase 2,
+ * after every thread's update, since the bf16 weight overwrites the fp32
+ * gradient's bytes) the weight narrowed to bf16 in place. */
+typedef struct rt_cu_host_job {
+    rt_ctx *rt;
+    int i, phase;
+    size_t a, b;
+    double wd;
+} rt_cu_host_job;
+
+static void *rt_cu_host_run(void *arg) {
+    const rt_cu_host_job *j = arg;
+    rt_ctx *rt = j->rt;
+    rt_cuda *cu = rt_cu(rt);
+    float *master = cu->master[j->i] + j->a, *f = (float *)(void *)cu->host_stage + j->a;
+    if (j->phase == 1) {
+        kern_adamw(master, rt->opt_m[j->i] + j->a, rt->opt_v[j->i] + j->a, f, (int64_t)(j->b - j->a), rt->lr,
+                   rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, j->wd, rt->step + 1, rt->clip_scale);
+    } else {
+        kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage + j->a;
+        for (size_t k = 0; k < j->b - j->a; k++) h[k] = kcu_host_to_bf16(master[k]);
+    }
+    return NULL;
+}
+
+/* Runs a phase of the host update over n elements on rt->host_threads
+ * threads (large parameters only; elementwise, so any split gives the
+ * same bits). */
+static void rt_cu_host_phase(rt_ctx *rt, int i, int phase, size_t n, double wd) {
+    int nt = n < ((size_t)1 << 16) ? 1 : rt->host_threads;
+    if (nt < 1) nt = 1;
+    if (nt > RT_MAX_HOST_THREADS) nt = RT_MAX_HOST_THREADS;
+    rt_cu_host_job jobs[RT_MAX_HOST_THREADS];
+    pthread_t tid[RT_MAX_HOST_THREADS];
+    for (int t = 0; t < nt; t++)
+        jobs[t] = (rt_cu_host_job){rt, i, phase, n * (size_t)t / (size_t)nt, n * (size_t)(t + 1) / (size_t)nt, wd};
+    for (int t = 1; t < nt; t++)
+        RT_CHECK(pthread_create(&tid[t], NULL, rt_cu_host_run, &jobs[t]) == 0, "cannot start a thread");
+    rt_cu_host_run(&jobs[0]);
+    for (int t = 1; t < nt; t++) pthread_join(tid[t], NULL);
+}
+
 /* The host update of pair i through the staging area: the gradient (bf16,
  * on the device, or already in host memory when the pass offloaded it)
  * lands at its start and is widened to fp32 in place from the end (float k
  * covers bf16 entries 2k and 2k+1, both read by then); after the update
  * the weight is narrowed to bf16 there and copied up.  Synchronous: the
- * next pair reuses the area. */
+ * next pair reuses the area.  The update and the narrowing of a large
+ * parameter run on rt->host_threads threads (BASP_HOST_THREADS). */
 static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, bool on_host, double wd) {
     rt_cuda *cu = rt_cu(rt);
     size_t n = (size_t)rt->p->values[param].local_elems;
@@ -83,10 +127,9 @@ static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, bo
     rt_mem_reach_host(rt, cu->host_stage_off + (n * 4 + 255) / 256 * 256); /* the plan's aligned area */
     CU_CHECK(cudaMemcpyAsync(h, g, n * sizeof *h, on_host ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
-    for (size_t k = n; k-- > 0;) f[k] = kcu_host_from_bf16(h[k]);
-    kern_adamw(cu->master[i], rt->opt_m[i], rt->opt_v[i], f, (int64_t)n, rt->lr, rt->opt.optim.beta1,
-               rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale);
-    for (size_t k = 0; k < n; k++) h[k] = kcu_host_to_bf16(cu->master[i][k]);
+    for (size_t k = n; k-- > 0;) f[k] = kcu_host_from_bf16(h[k]); /* in place: one thread */
+    rt_cu_host_phase(rt, i, 1, n, wd);
+    rt_cu_host_phase(rt, i, 2, n, wd);
     CU_CHECK(cudaMemcpyAsync(rt_cu_use(rt, param), h, n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
