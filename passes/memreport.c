@@ -91,7 +91,9 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     ir_mem_live(m, start, end);
     r->no_reuse_bytes = opt + stage;
     for (int v = 0; v < m->nvalues; v++) {
-        if (start[v] == -2)
+        /* The device's report: offloaded values are the host arena's
+         * (host_bytes below), not bytes of the device at any op. */
+        if (start[v] == -2 || ir_mem_on_host(m, v))
             continue;
         bytes[v] = ir_mem_value_bytes(m, v, t);
         r->no_reuse_bytes += bytes[v];
