@@ -167,7 +167,7 @@ static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_
         opt_off[i] = *otop, *otop += 3 * rt_cu_state(p, i);
         most = rt_cu_state(p, i) > most ? rt_cu_state(p, i) : most;
     }
-    if (p->opt_on_host) *host += most; /* the update's staging, last (rt_cu_host_stage) */
+    if (p->opt_on_host) *host += most; /* the host update's staging, last (rt_opt_cuda.c) */
     return total;
 }
 
@@ -330,7 +330,7 @@ void rt_arena_build(rt_ctx *rt) {
     rt_mem_init(rt, off, cu->slot_bytes); /* rt->planned: the plan's offsets are used */
     if (p->opt_on_host) {
         rt_mem_reach_host(rt, opt_end);
-        /* Staging is reached by the first update (rt_cu_host_stage). */
+        /* The staging area is reached by the first host update (rt_opt_cuda.c). */
     } else {
         rt_mem_reach(rt, opt_end);
     }
