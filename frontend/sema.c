@@ -531,8 +531,8 @@ bool fe_check(fe_spec *spec) {
     one_of(&c, "layout.a2a", spec->layout.a2a, a2as, na2a);
     static const char *const recomputes[] = {"none", "selective", "full", "auto"};
     one_of(&c, "train.recompute", spec->train.recompute, recomputes, 4);
-    static const char *const offloads[] = {"none", "activations", "optimizer", "all"};
-    one_of(&c, "train.offload", spec->train.offload, offloads, 4);
+    static const char *const offloads[] = {"none", "activations", "optimizer", "all", "auto"};
+    one_of(&c, "train.offload", spec->train.offload, offloads, 5);
     offload_rules(&c);
     static const char *const packings[] = {"sequential", "balanced"};
     one_of(&c, "train.packing", spec->train.packing, packings, 2);

@@ -1,5 +1,5 @@
 /* pass_offload.c — activation offload to host memory (config `offload`:
- * none | activations | optimizer | all; spec key train.offload).  The
+ * none | activations | optimizer | all | auto; spec key train.offload).  The
  * optimizer's part (optimizer, all) is the memory plan's placement of its
  * state in the host arena (ir_mem_opt_on_host) and the runtime's update
  * there; this pass moves the activations (activations, all).
@@ -33,6 +33,9 @@
  * cost model times at the host link's bandwidth (config host_bw,
  * host_latency, host_efficiency; IR_COMM_HOST).  A module whose mesh has no
  * host link (host_bw 0) cannot offload: an error.
+ *
+ * auto takes the first of none, activations, optimizer, all whose plan
+ * fits the device and the host (offload_choose).
  *
  * Run after recompute (it moves what recompute keeps) and before memplan.
  * Applied once: a module with offload ops is left alone. */
@@ -147,16 +150,19 @@ static void insert_copies(ir_module *m, const off_plan *plan, const int *host, c
 }
 
 /* What moves: plan[v] for every value v (after = -1: stays), with counts
- * and bytes per rank of the activations and of the gradients. */
+ * and bytes per rank (as the target stores them) of the activations and
+ * of the gradients. */
 static void plan_all(const ir_module *m, bool acts, bool grads, off_plan *plan, int *moved, double *bytes,
                      int *ngrads, double *gbytes)
 {
+    ir_mem_target t;
+    ir_mem_target_of(m, &t);
     ir_mem_cat *cat = ir_mem_value_cats(m);
     for (int v = 0; v < m->nvalues; v++)
         plan[v] = (off_plan){-1, -1, -1};
     for (int v = 0; acts && v < m->nvalues; v++)
         if (plan_value(m, cat, v, &plan[v]))
-            (*moved)++, *bytes += (double)ir_type_local_elems(m, &m->values[v].type) * ir_dtype_size(m->values[v].type.dtype);
+            (*moved)++, *bytes += (double)ir_mem_value_bytes(m, v, t);
     for (int i = 0; grads && i < m->nops; i++) {
         off_plan p;
         if (m->ops[i].code != IR_ADAMW || m->ops[i].nin != 2 || plan[m->ops[i].in[1]].after >= 0 ||
@@ -164,34 +170,16 @@ static void plan_all(const ir_module *m, bool acts, bool grads, off_plan *plan, 
             continue;
         int g = m->ops[i].in[1];
         plan[g] = p;
-        (*ngrads)++, *gbytes += (double)ir_type_local_elems(m, &m->values[g].type) * ir_dtype_size(m->values[g].type.dtype);
+        (*ngrads)++, *gbytes += (double)ir_mem_value_bytes(m, g, t);
     }
     free(cat);
 }
 
-bool pass_offload(ir_module *m, const pass_options *opt)
+/* Applies mode (activations, optimizer or all) to m; the config says
+ * which (ir_mem_opt_on_host reads it). */
+static bool offload_apply(ir_module *m, const char *mode, const pass_options *opt)
 {
-    const char *mode = pu_cfg(m, "offload", "none");
-    if (strcmp(mode, "none") == 0) {
-        pu_remark(opt, "offload: none (config offload)");
-        return true;
-    }
     bool acts = strcmp(mode, "activations") == 0 || strcmp(mode, "all") == 0;
-    if (!acts && strcmp(mode, "optimizer") != 0) {
-        sup_error(sup_noloc(), "offload: config offload must be none, activations, optimizer or all, found '%s'",
-                  mode);
-        return false;
-    }
-    if (pu_count_ops(m, IR_OFFLOAD) > 0) {
-        pu_remark(opt, "offload: the module already offloads; left as is");
-        return true;
-    }
-    const char *bw = ir_config_get(m, "host_bw");
-    if (!bw || strtod(bw, NULL) <= 0) {
-        sup_error(sup_noloc(), "offload: the mesh has no host link (config host_bw is %s), so nothing can move to "
-                  "host memory; give the mesh one (`link host pcie5`) or set offload none", bw ? bw : "absent");
-        return false;
-    }
     int nvals = m->nvalues;
     off_plan *plan = sup_xmalloc(sizeof *plan * (size_t)(nvals + 1));
     int *host = sup_xmalloc(sizeof(int) * (size_t)(nvals + 1)), *dev = sup_xmalloc(sizeof(int) * (size_t)(nvals + 1));
@@ -225,6 +213,92 @@ bool pass_offload(ir_module *m, const pass_options *opt)
     if (grads)
         pu_remark(opt, "offload: optimizer: AdamW's state in host memory, the update on the host; %d gradient(s), %s "
                   "per rank, to host memory once computed", ngrads, sup_fmt_bytes(gbytes, c, sizeof c));
+    return true;
+}
+
+static double cfg_num(const ir_module *m, const char *key)
+{
+    const char *s = ir_config_get(m, key);
+    return s ? strtod(s, NULL) : 0;
+}
+
+/* offload auto: the first of none, activations, optimizer, all whose plan
+ * (built on a clone, as recompute auto does) fits the device (arena and
+ * workspace within device_mem) and the host (the host arenas of a node's
+ * ranks within host_mem); all when none does.  Without a host link, none. */
+static const char *offload_choose(const ir_module *m, const pass_options *opt)
+{
+    static const char *const order[4] = {"none", "activations", "optimizer", "all"};
+    double cap = cfg_num(m, "device_mem"), host_cap = cfg_num(m, "host_mem");
+    if (cfg_num(m, "host_bw") <= 0) {
+        pu_remark(opt, "offload: auto: none (the mesh has no host link)");
+        return "none";
+    }
+    ir_mem_target t;
+    if (cap <= 0 || !ir_mem_target_of(m, &t)) {
+        pu_remark(opt, "offload: auto: device_mem unknown; none");
+        return "none";
+    }
+    pass_options quiet = opt ? *opt : pass_default_options();
+    quiet.quiet = true;
+    char pb[4][32], hb[4][32], cb[32];
+    int per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
+    for (int k = 0; k < 4; k++) {
+        ir_module *c = ir_module_clone(m);
+        ir_config_set(c, "offload", order[k]);
+        ir_mem_stats st;
+        bool ok = (k == 0 || offload_apply(c, order[k], &quiet)) && ir_mem_plan(c, t, &st);
+        int64_t w = ok ? ir_mem_work_bytes(c, t) : -1, peak = ok && w >= 0 ? st.arena + w : -1;
+        ir_module_free(c);
+        snprintf(pb[k], sizeof pb[k], "?");
+        if (peak >= 0)
+            sup_fmt_bytes((double)peak, pb[k], sizeof pb[k]);
+        sup_fmt_bytes((double)(ok ? st.host_arena : 0), hb[k], sizeof hb[k]);
+        bool host_fits = host_cap <= 0 || (ok && (double)st.host_arena * per_node <= host_cap);
+        if (peak >= 0 && (double)peak <= cap && host_fits) {
+            pu_remark(opt, "offload: auto: %s: %s per rank fits %s (host memory %s per rank)%s%s", order[k], pb[k],
+                      sup_fmt_bytes(cap, cb, sizeof cb), hb[k], k ? "; none needs " : "", k ? pb[0] : "");
+            return order[k];
+        }
+    }
+    pu_remark(opt, "offload: auto: all, but %s per rank does not fit %s (none needs %s)", pb[3],
+              sup_fmt_bytes(cap, cb, sizeof cb), pb[0]);
+    return "all";
+}
+
+bool pass_offload(ir_module *m, const pass_options *opt)
+{
+    const char *mode = pu_cfg(m, "offload", "none");
+    static const char *const modes[] = {"none", "activations", "optimizer", "all", "auto"};
+    bool known = false;
+    for (int k = 0; k < 5; k++)
+        known |= strcmp(mode, modes[k]) == 0;
+    if (!known) {
+        sup_error(sup_noloc(), "offload: config offload must be none, activations, optimizer, all or auto, found '%s'",
+                  mode);
+        return false;
+    }
+    if (pu_count_ops(m, IR_OFFLOAD) > 0) {
+        pu_remark(opt, "offload: the module already offloads; left as is");
+        return true;
+    }
+    if (strcmp(mode, "auto") == 0) {
+        mode = offload_choose(m, opt);
+        ir_config_set(m, "offload", mode);
+        mode = pu_cfg(m, "offload", "none");
+    }
+    if (strcmp(mode, "none") == 0) {
+        pu_remark(opt, "offload: none (config offload)");
+        return true;
+    }
+    const char *bw = ir_config_get(m, "host_bw");
+    if (!bw || strtod(bw, NULL) <= 0) {
+        sup_error(sup_noloc(), "offload: the mesh has no host link (config host_bw is %s), so nothing can move to "
+                  "host memory; give the mesh one (`link host pcie5`) or set offload none", bw ? bw : "absent");
+        return false;
+    }
+    if (!offload_apply(m, mode, opt))
+        return false;
     if (ir_mem_planned(m)) { /* the plan of the module as it was no longer holds */
         ir_mem_target t;
         if (ir_mem_target_of(m, &t) && !ir_mem_plan(m, t, NULL))
