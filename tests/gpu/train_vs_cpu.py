@@ -75,7 +75,8 @@ With --cuda-build the CUDA binary is not linked by baspc but by that
 command from `baspc --emit=c` (its {c} and {exe} are filled in): the
 emulator tests (emu/README.md) link the same generated program against the
 backend built for cuemu.  --np and --layout train on several ranks (both
-targets get the same layout), which runs the backend's NCCL collectives.
+targets get the same layout), which runs the backend's NCCL collectives;
+with one rank, --layout adds other settings (train.offload=all, say).
 
 --min-reuse-waits N (the emulator tests) checks that the CUDA run honoured
 the compiler's memory plan and that buffer reuse crossed the two streams:
@@ -245,7 +246,7 @@ def main():
     ap.add_argument("--weight-rtol", type=float, help="per-tensor weight tolerance (overrides --tolerances)")
     ap.add_argument("--update-rtol", type=float, help="per-tensor update tolerance (overrides --tolerances)")
     ap.add_argument("--np", type=int, default=1)
-    ap.add_argument("--layout", action="append", default=[], help="k=v for --set (with --np)")
+    ap.add_argument("--layout", action="append", default=[], help="k=v for --set (the mesh with --np; other keys with any --np)")
     ap.add_argument("--cuda-build", help="command that builds {exe} from the generated C program {c}")
     ap.add_argument("--min-reuse-waits", type=int, default=0,
                     help="require the memory plan and this many cross-stream reuse waits per rank (CUDA run)")
@@ -270,7 +271,8 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     data, text = os.path.join(a.workdir, "corpus.bin"), os.path.join(a.workdir, "corpus.txt")
     run([a.mkcorpus, data, text], os.path.join(a.workdir, "mkcorpus.log"))
-    sets = ["mesh.nodes=1", "mesh.devices_per_node=1"] if a.np == 1 else list(a.layout)
+    # One rank: a 1 x 1 mesh, plus any other --layout settings (offload, say).
+    sets = (["mesh.nodes=1", "mesh.devices_per_node=1"] if a.np == 1 else []) + list(a.layout)
     if a.documents:
         data = os.path.join(a.workdir, "docs.bin")
         mkdocs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train", "mkdocs.py")
@@ -353,7 +355,7 @@ def main():
     if not gpu[-1] < gpu[0]:
         loss_bad.append("the GPU loss did not fall: %.4f -> %.4f" % (gpu[0], gpu[-1]))
     print("CUDA (%s tolerances) vs CPU, %d steps, %d rank(s)%s%s"
-          % (a.tolerances, a.steps, a.np, "".join(" " + s for s in a.layout if a.np > 1),
+          % (a.tolerances, a.steps, a.np, "".join(" " + s for s in a.layout),
              ", packed documents" if a.documents else ""))
     print("loss    %3d steps,   worst relative error %.3g (step %d), tolerance %.2g"
           % (len(cpu), worst[0], worst[1], loss_rtol))
