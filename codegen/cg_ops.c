@@ -192,8 +192,9 @@ static void cg_frees(cg_op_ctx *c, const int *start, const int *end) {
 }
 
 /* One C function: the ops with keep[i] (all when keep is NULL) in schedule
- * order, each under its IR line, with the frees of the step's live ranges. */
-static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool *keep) {
+ * order, each under its IR line, with the frees of the step's live ranges;
+ * an op not kept whose frees[i] is set emits its frees alone. */
+static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool *keep, const bool *frees) {
     const ir_module *m = n->m;
     char *text;
     char **lines = cg_op_lines(m, &text);
@@ -205,8 +206,11 @@ static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
     for (int i = 0; i < m->nops; i++) {
-        if (keep && !keep[i]) continue;
         cg_op_ctx c = {n, m, i, &m->ops[i], b, true};
+        if (keep && !keep[i]) {
+            if (frees && frees[i]) cg_frees(&c, start, end);
+            continue;
+        }
         cg_banner(b, c.op, &layer, &phase);
         cg_comment(b, "    ", lines[i] ? lines[i] : "?");
         cg_op(&c);
@@ -226,7 +230,7 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     int64_t accum = ir_config_int(m, "accum", 1);
     if (accum <= 1) {
         sup_buf_puts(b, "/* One training step: one runtime call per IR op, in schedule order. */\n");
-        return cg_emit_fn(n, b, "step", NULL);
+        return cg_emit_fn(n, b, "step", NULL, NULL);
     }
     /* Gradient accumulation: the runtime runs step() once per micro-step
      * (its inputs filled with that micro-batch, the accumulators zeroed
@@ -235,10 +239,10 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     for (int i = 0; i < m->nops; i++) apply[i] = !(micro[i] = strcmp(ir_op_phase(&m->ops[i]), "opt") != 0);
     sup_buf_printf(b, "/* One micro-step of %lld per optimizer step: the forward and backward, the gradients\n"
                       " * accumulated (the ops of phases fwd and bwd, in schedule order). */\n", (long long)accum);
-    bool ok = cg_emit_fn(n, b, "step", micro);
+    bool ok = cg_emit_fn(n, b, "step", micro, NULL);
     sup_buf_puts(b, "\n/* The apply phase, once per optimizer step after the micro-steps: the accumulated\n"
                     " * gradients reduced and the update (the ops of phase opt). */\n");
-    ok &= cg_emit_fn(n, b, "apply_step", apply);
+    ok &= cg_emit_fn(n, b, "apply_step", apply, NULL);
     free(micro);
     free(apply);
     return ok;
@@ -258,11 +262,15 @@ bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b) {
         free(keep);
         return false;
     }
+    /* An offload left out still ends the lives of the values it read last. */
+    bool *frees = sup_xcalloc((size_t)m->nops + 1, sizeof *frees);
     int nkept = 0;
-    for (int i = 0; i < m->nops; i++) nkept += keep[i];
+    for (int i = 0; i < m->nops; i++) nkept += keep[i], frees[i] = m->ops[i].code == IR_OFFLOAD;
     sup_buf_printf(b, "/* The forward-only program (validation), derived from step: its %d forward op(s) of %d,\n"
-                      " * no backward, optimizer or gradient reduction; the step's buffers. */\n", nkept, m->nops);
-    bool ok = cg_emit_fn(n, b, "eval_step", keep);
+                      " * no backward, optimizer, gradient reduction or offload; the step's buffers. */\n",
+                   nkept, m->nops);
+    bool ok = cg_emit_fn(n, b, "eval_step", keep, frees);
     free(keep);
+    free(frees);
     return ok;
 }

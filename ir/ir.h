@@ -519,7 +519,7 @@ int ir_mem_loss_value(const ir_module *m);
  * start = -1 and end = nops; values without a buffer get start = end = -2. */
 void ir_mem_live(const ir_module *m, int *start, int *end);
 /* The forward-only program (validation): keep[i] for the step's forward
- * ops (ir_forward.c).  False, with why, when a forward op reads a value
+ * ops but the offloads (ir_forward.c).  False, with why, when a forward op reads a value
  * the forward does not compute or the loss value is not among them. */
 bool ir_forward_program(const ir_module *m, int loss, bool *keep, char *why, size_t whylen);
 /* Places every buffer (ir/ir_memplan.c): sets each value's mem_off and the

@@ -5,7 +5,10 @@
  * no backward, no optimizer and no gradient reduction.  Because it is a
  * prefix-closed subset of the step at the same buffer offsets, every value
  * live at one of its ops is live at the same op of the step: the step's
- * memory plan covers it, and it reuses the training arena. */
+ * memory plan covers it, and it reuses the training arena.  Offloads
+ * (train.offload) are left out: only the backward's fetches read their
+ * host copies, so a validation pass would copy for nothing; the values
+ * they read are still freed where the step frees them (codegen). */
 #include "ir.h"
 
 #include <stdlib.h>
@@ -19,7 +22,8 @@ bool ir_forward_program(const ir_module *m, int loss, bool *keep, char *why, siz
     bool ok = true;
     for (int i = 0; i < m->nops && ok; i++) {
         const ir_op *op = &m->ops[i];
-        keep[i] = strcmp(ir_op_phase(op), "fwd") == 0 && ir_op_desc_of(op->code)->kind != IR_K_OPT;
+        keep[i] = strcmp(ir_op_phase(op), "fwd") == 0 && ir_op_desc_of(op->code)->kind != IR_K_OPT &&
+                  op->code != IR_OFFLOAD;
         if (!keep[i])
             continue;
         for (int k = 0; k < op->nin && ok; k++)

@@ -13,7 +13,8 @@
  *                             (its device buffer dies there)
  *   %v.dev  = fetch %v.host   right before the first op of the backward
  *                             block that first reads %v (that layer's first
- *                             backward op, recompute clones included)
+ *                             backward op, recompute clones included); for
+ *                             the cuda target one block earlier (prefetch)
  *
  * and every backward read of %v reads %v.dev.  The copies are exact, so
  * losses, gradients and weights do not change.  The device then holds one
@@ -29,10 +30,15 @@
  * (the final norm's and the LM head's, whose backward follows the forward
  * at once) stay: a round trip there frees nothing at the peak.
  *
- * The copies run where the pass puts them, on the compute stream, which the
- * cost model times at the host link's bandwidth (config host_bw,
- * host_latency, host_efficiency; IR_COMM_HOST).  A module whose mesh has no
- * host link (host_bw 0) cannot offload: an error.
+ * The CPU backend copies in line where the pass puts them.  The CUDA
+ * backend copies on its communication stream beside the kernels, and the
+ * first reader of a fetched copy waits for it: an offload overlaps the rest
+ * of the forward, and a fetch placed one backward block early (prefetch,
+ * the cuda target) overlaps that block, for one more layer's saved values
+ * on the device.  The cost model times the copies at the host link's
+ * bandwidth (config host_bw, host_latency, host_efficiency;
+ * IR_COMM_HOST).  A module whose mesh has no host link (host_bw 0) cannot
+ * offload: an error.
  *
  * auto takes the first of none, activations, optimizer, all whose plan
  * fits the device and the host (offload_choose).
@@ -59,8 +65,22 @@ static int bwd_block_start(const ir_module *m, int layer, int from)
     return -1;
 }
 
-/* Where value v would move, or false when it stays on the device. */
-static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, off_plan *p)
+/* The first op of the backward block right before the one starting at b:
+ * the run of backward ops of op b-1's layer that ends there; b itself when
+ * op b-1 is no backward op. */
+static int bwd_block_before(const ir_module *m, int b)
+{
+    if (b <= 0 || strcmp(ir_op_phase(&m->ops[b - 1]), "bwd") != 0)
+        return b;
+    int layer = ir_op_layer(&m->ops[b - 1]), i = b - 1;
+    while (i > 0 && strcmp(ir_op_phase(&m->ops[i - 1]), "bwd") == 0 && ir_op_layer(&m->ops[i - 1]) == layer)
+        i--;
+    return i;
+}
+
+/* Where value v would move, or false when it stays on the device; with
+ * prefetch the fetch comes one backward block early. */
+static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, bool prefetch, off_plan *p)
 {
     const ir_value *val = &m->values[v];
     if (val->kind != IR_V_RESULT || cat[v] != IR_MEM_ACTS || val->def < 0 || ir_mem_on_host(m, v) ||
@@ -80,6 +100,9 @@ static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, off_pla
     int before = bwd_block_start(m, ir_op_layer(&m->ops[first_bwd]), last_fwd + 1);
     if (before < 0 || before > first_bwd || before <= last_fwd + 1)
         return false;
+    int early = prefetch ? bwd_block_before(m, before) : before;
+    if (early > last_fwd + 1)
+        before = early;
     *p = (off_plan){last_fwd, before, first_bwd};
     return true;
 }
@@ -152,8 +175,8 @@ static void insert_copies(ir_module *m, const off_plan *plan, const int *host, c
 /* What moves: plan[v] for every value v (after = -1: stays), with counts
  * and bytes per rank (as the target stores them) of the activations and
  * of the gradients. */
-static void plan_all(const ir_module *m, bool acts, bool grads, off_plan *plan, int *moved, double *bytes,
-                     int *ngrads, double *gbytes)
+static void plan_all(const ir_module *m, bool acts, bool grads, bool prefetch, off_plan *plan, int *moved,
+                     double *bytes, int *ngrads, double *gbytes)
 {
     ir_mem_target t;
     ir_mem_target_of(m, &t);
@@ -161,7 +184,7 @@ static void plan_all(const ir_module *m, bool acts, bool grads, off_plan *plan, 
     for (int v = 0; v < m->nvalues; v++)
         plan[v] = (off_plan){-1, -1, -1};
     for (int v = 0; acts && v < m->nvalues; v++)
-        if (plan_value(m, cat, v, &plan[v]))
+        if (plan_value(m, cat, v, prefetch, &plan[v]))
             (*moved)++, *bytes += (double)ir_mem_value_bytes(m, v, t);
     for (int i = 0; grads && i < m->nops; i++) {
         off_plan p;
@@ -175,9 +198,10 @@ static void plan_all(const ir_module *m, bool acts, bool grads, off_plan *plan, 
     free(cat);
 }
 
-/* Applies mode (activations, optimizer or all) to m; the config says
- * which (ir_mem_opt_on_host reads it). */
-static bool offload_apply(ir_module *m, const char *mode, const pass_options *opt)
+/* Applies mode (activations, optimizer or all) to m, fetching one block
+ * early with prefetch; the config says which (ir_mem_opt_on_host reads
+ * it). */
+static bool offload_apply_as(ir_module *m, const char *mode, bool prefetch, const pass_options *opt)
 {
     bool acts = strcmp(mode, "activations") == 0 || strcmp(mode, "all") == 0;
     int nvals = m->nvalues;
@@ -186,7 +210,7 @@ static bool offload_apply(ir_module *m, const char *mode, const pass_options *op
     bool grads = ir_mem_opt_on_host(m);
     int moved = 0, ngrads = 0;
     double bytes = 0, gbytes = 0;
-    plan_all(m, acts, grads, plan, &moved, &bytes, &ngrads, &gbytes);
+    plan_all(m, acts, grads, prefetch, plan, &moved, &bytes, &ngrads, &gbytes);
     for (int v = 0; v < nvals; v++) {
         if (plan[v].after < 0)
             continue;
@@ -222,6 +246,48 @@ static double cfg_num(const ir_module *m, const char *key)
     return s ? strtod(s, NULL) : 0;
 }
 
+/* m's device peak per rank (arena and workspace) once planned, or -1. */
+static int64_t planned_peak(ir_module *m, ir_mem_target t, ir_mem_stats *st)
+{
+    if (!ir_mem_plan(m, t, st))
+        return -1;
+    int64_t w = ir_mem_work_bytes(m, t);
+    return w >= 0 ? st->arena + w : -1;
+}
+
+/* Prefetch where the copies run beside the kernels (the CUDA backend's
+ * communication stream) and its plan, built on a clone, fits the device
+ * (device_mem; unknown: prefetch).  It holds one more layer's fetched
+ * values during the backward, which at the longest sequence that fits
+ * would not: there the fetches stay right before their blocks.  The CPU
+ * backend copies in line, where an early fetch would only hold memory
+ * longer. */
+static bool offload_apply(ir_module *m, const char *mode, const pass_options *opt)
+{
+    ir_mem_target t;
+    bool acts = strcmp(mode, "activations") == 0 || strcmp(mode, "all") == 0;
+    if (!acts || !ir_mem_target_of(m, &t) || !t.cuda)
+        return offload_apply_as(m, mode, false, opt);
+    double cap = cfg_num(m, "device_mem");
+    if (cap > 0) {
+        pass_options quiet = opt ? *opt : pass_default_options();
+        quiet.quiet = true;
+        ir_module *c = ir_module_clone(m);
+        ir_mem_stats st;
+        int64_t peak = offload_apply_as(c, mode, true, &quiet) ? planned_peak(c, t, &st) : -1;
+        ir_module_free(c);
+        if (peak < 0 || (double)peak > cap) {
+            char pb[32], cb[32];
+            pu_remark(opt, "offload: fetches right before their blocks: prefetching one block early needs %s per "
+                      "rank, over %s", peak < 0 ? "?" : sup_fmt_bytes((double)peak, pb, sizeof pb),
+                      sup_fmt_bytes(cap, cb, sizeof cb));
+            return offload_apply_as(m, mode, false, opt);
+        }
+    }
+    pu_remark(opt, "offload: prefetch: each fetch one backward block early, beside that block's kernels");
+    return offload_apply_as(m, mode, true, opt);
+}
+
 /* offload auto: the first of none, activations, optimizer, all whose plan
  * (built on a clone, as recompute auto does) fits the device (arena and
  * workspace within device_mem) and the host (the host arenas of a node's
@@ -246,9 +312,10 @@ static const char *offload_choose(const ir_module *m, const pass_options *opt)
     for (int k = 0; k < 4; k++) {
         ir_module *c = ir_module_clone(m);
         ir_config_set(c, "offload", order[k]);
-        ir_mem_stats st;
-        bool ok = (k == 0 || offload_apply(c, order[k], &quiet)) && ir_mem_plan(c, t, &st);
-        int64_t w = ok ? ir_mem_work_bytes(c, t) : -1, peak = ok && w >= 0 ? st.arena + w : -1;
+        ir_mem_stats st = {0};
+        bool ok = k == 0 || offload_apply(c, order[k], &quiet);
+        int64_t peak = ok ? planned_peak(c, t, &st) : -1;
+        ok = peak >= 0;
         ir_module_free(c);
         snprintf(pb[k], sizeof pb[k], "?");
         if (peak >= 0)

@@ -3,7 +3,6 @@
  * allocation itself and host access to the buffers are the backend's
  * (cpu/rt_buf_cpu.c, cuda/rt_buf_cuda.c). */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,11 +212,10 @@ typedef struct {
     int v, nd;
     uint64_t key;
     double std;
-    int64_t r0, r1;
     float *w;
 } rt_init_job;
 
-static void *rt_init_runs(void *arg) {
+static void rt_init_runs(void *arg, int64_t r0, int64_t r1) {
     const rt_init_job *j = arg;
     const rt_value_desc *d = &j->rt->p->values[j->v];
     int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK], idx[RT_MAX_RANK];
@@ -225,7 +223,7 @@ static void *rt_init_runs(void *arg) {
     rt_global_offset(j->rt->p, j->v, j->rt->rank, off);
     int nd = j->nd;
     int64_t inner = ld[nd - 1];
-    for (int64_t r = j->r0; r < j->r1; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         int64_t q = r, g = 0;
         for (int i = nd - 2; i >= 0; i--) idx[i] = q % ld[i], q /= ld[i];
         for (int i = 0; i < nd - 1; i++) g = g * d->dims[i] + off[i] + idx[i];
@@ -233,7 +231,6 @@ static void *rt_init_runs(void *arg) {
         float *w = j->w + r * inner;
         for (int64_t e = 0; e < inner; e++) w[e] = (float)(j->std * rt_normal(j->key, (uint64_t)(g + e)));
     }
-    return NULL;
 }
 
 /* Drawing a normal costs ~40 ns (splitmix64, log, cos): 1.2G parameters of
@@ -253,22 +250,10 @@ static void rt_init_one(rt_ctx *rt, int v, uint64_t seed) {
     int64_t inner = ld[nd - 1], runs = inner > 0 ? d->local_elems / inner : 0;
     RT_CHECK(runs * inner == d->local_elems, "init of %s: %lld elements are not runs of %lld", d->name,
              (long long)d->local_elems, (long long)inner);
-    rt_init_job job = {.rt = rt, .v = v, .nd = nd, .std = rt_init_std(rt->p, d), .r0 = 0, .r1 = runs, .w = w};
+    rt_init_job job = {.rt = rt, .v = v, .nd = nd, .std = rt_init_std(rt->p, d), .w = w};
     job.key = rt_splitmix64(seed ^ rt_splitmix64(rt_hash_str(d->name)));
-    int nt = d->local_elems < ((int64_t)1 << 20) ? 1 : rt->host_threads;
-    if (nt > runs) nt = (int)runs;
-    if (nt <= 1) {
-        rt_init_runs(&job);
-    } else {
-        pthread_t tid[RT_MAX_HOST_THREADS];
-        rt_init_job jobs[RT_MAX_HOST_THREADS];
-        for (int t = 0; t < nt; t++) {
-            jobs[t] = job;
-            jobs[t].r0 = runs * t / nt, jobs[t].r1 = runs * (t + 1) / nt;
-            RT_CHECK(pthread_create(&tid[t], NULL, rt_init_runs, &jobs[t]) == 0, "cannot start a thread");
-        }
-        for (int t = 0; t < nt; t++) pthread_join(tid[t], NULL);
-    }
+    /* At least 2^16 values per thread: a thread's start costs about as much. */
+    rt_parallel_for(rt, runs, inner > 0 ? (((int64_t)1 << 16) + inner - 1) / inner : 1, rt_init_runs, &job);
     rt_host_write(rt, v, w);
     free(w);
 }

@@ -12,8 +12,8 @@
 
 #include "rt_internal.h"
 
-const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "reduce_scatter",
-                                                "all_reduce", "send",       "recv"};
+const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "reduce_scatter", "all_reduce",
+                                                "send",       "recv",       "offload",        "fetch"};
 /* The kernels' counter names, for both backends' rt_ kernel calls. */
 const char *const rt_kernel_names[RT_K_NKINDS] = {
     "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
@@ -25,7 +25,7 @@ static void rt_coll_tally(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec)
     rt->total.coll_calls[k]++;
     rt->total.coll_bytes[k] += bytes;
     rt->total.coll_sec[k] += sec;
-    rt->step_bytes += bytes;
+    if (k != RT_C_OFFLOAD && k != RT_C_FETCH) rt->step_bytes += bytes; /* comm_bytes: the network's */
     if (k == RT_C_ALL_TO_ALL) rt->step_a2a_sec += sec;
 }
 

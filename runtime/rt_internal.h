@@ -98,6 +98,7 @@ const rt_shard *rt_corpus_shard_of(const rt_corpus *c, int64_t i);
 /* ---- counters ------------------------------------------------------------------ */
 typedef enum {
     RT_C_ALL_TO_ALL, RT_C_ALL_GATHER, RT_C_REDUCE_SCATTER, RT_C_ALL_REDUCE, RT_C_SEND, RT_C_RECV,
+    RT_C_OFFLOAD, RT_C_FETCH, /* train.offload's copies over the host link (not counted as sent bytes) */
     RT_C_NKINDS
 } rt_coll_kind;
 
@@ -176,9 +177,10 @@ struct rt_ctx {
     int nlse, cap_lse;
     size_t lse_bytes;
     bool lse_off;
-    /* Threads for host work at start-up (drawing the initial weights): this
-     * rank's CPUs over the node's ranks, at most RT_MAX_HOST_THREADS;
-     * BASP_HOST_THREADS overrides. */
+    /* Threads for host work (drawing the initial weights; the CUDA
+     * backend's host update with the optimizer offloaded): this rank's
+     * CPUs over the node's ranks, at most RT_MAX_HOST_THREADS;
+     * BASP_HOST_THREADS overrides (rt_threads.c). */
     int host_threads;
     /* Step state. */
     int64_t step;              /* 0-based index of the running step */
@@ -269,6 +271,11 @@ rt_mem_cat rt_value_cat(const rt_value_desc *d);
 extern const char *const rt_mem_names[RT_MEM_NCATS];
 void rt_arena_report(rt_ctx *rt, FILE *f);
 #define RT_MAX_HOST_THREADS 64
+/* rt_threads.c: fn(ctx, a, b) over contiguous ranges covering [0, n), on
+ * up to rt->host_threads threads with at least min_per_thread items each
+ * (the calling thread runs the first range). */
+typedef void (*rt_range_fn)(void *ctx, int64_t a, int64_t b);
+void rt_parallel_for(const rt_ctx *rt, int64_t n, int64_t min_per_thread, rt_range_fn fn, void *ctx);
 void rt_init_params(rt_ctx *rt, uint64_t seed);
 /* Local dims of value v on this rank; returns its rank (number of dims). */
 int rt_local_dims(const rt_ctx *rt, int v, int64_t ldims[RT_MAX_RANK]);

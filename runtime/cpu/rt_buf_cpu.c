@@ -189,7 +189,10 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
 
 void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
 
-/* ---- offload: copies between the two arenas ----------------------------------- */
+/* ---- offload: copies between the two arenas -----------------------------------
+ * In line, on the calling thread: a second thread copying while the kernels
+ * run would take a core from them.  Counted as collectives of kinds
+ * offload and fetch (--profile, the time-by-kind table, --trace-run). */
 static void rt_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
     const rt_program *p = rt->p;
     RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
@@ -200,7 +203,9 @@ static void rt_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
              s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
     rt_mem_touch(rt, src);
     rt_mem_touch(rt, dst);
+    double t0 = rt_now();
     memcpy(rt->buf[dst], rt->buf[src], (size_t)s->local_elems * 4);
+    rt_coll_count(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH, s->local_elems * 4, rt_now() - t0);
 }
 
 void rt_offload(rt_ctx *rt, int src, int dst) { rt_copy_space(rt, src, dst, true); }

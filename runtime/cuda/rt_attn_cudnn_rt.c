@@ -15,11 +15,23 @@
  * kernel that writes o through the attention calls (the basp forward)
  * drops the entry (rt_cu_dnn_forget), and the entry also records its
  * shape, so a backward never uses statistics that do not belong to its o.
- * There is at most one entry per distinct o address, i.e. per attention
- * op's output slot in the memory plan, which is how ir/ir_mem.c bounds
- * them (4 b S H bytes per attention forward).  They are cudaMalloc'ed and
- * counted in rt_backend_workspace_bytes, so the measured peak includes
- * them.
+ *
+ * Offloaded outputs.  With train.offload the backward reads a fetched
+ * copy of o at another address, and the plan may put a later layer's
+ * output on o's own bytes meanwhile.  So the statistics follow the copy
+ * (rt_cu_dnn_moved, from rt_offload and rt_fetch): the entry is re-keyed
+ * to the host copy, then to the fetched one; whatever entry the copy's
+ * destination had is dropped, since its contents are gone.
+ *
+ * Bound.  A backward consumes its forward's statistics (the entry turns
+ * invalid), and a forward that finds no entry for its o takes an invalid
+ * one before allocating: an entry is allocated only while every existing
+ * one holds statistics some backward may still read, and a forward op's
+ * statistics are consumed before the same op runs again, so there are at
+ * most as many entries as attention forward ops, which is how ir/ir_mem.c
+ * bounds them (4 b S H bytes per attention forward).  They are
+ * cudaMalloc'ed and counted in rt_backend_workspace_bytes, so the
+ * measured peak includes them.
  *
  * The check (BASP_ATTENTION=auto).  The first forward and the first
  * backward of each shape also run the basp kernels into temporary buffers
@@ -163,6 +175,19 @@ void rt_cu_dnn_forget(rt_ctx *rt, const void *o) {
     if (e) e->valid = false;
 }
 
+/* o's contents were copied to `to` (rt_offload, rt_fetch): its statistics
+ * go with them; `to`'s own entry, if any, describes overwritten contents
+ * and takes o's key, invalid (so keys stay one entry each). */
+void rt_cu_dnn_moved(rt_ctx *rt, const void *o, const void *to) {
+    struct rt_cu_dnn *d = rt_cu(rt)->dnn;
+    if (!d || o == to) return;
+    dnn_stats *e = dnn_stats_find(d, o), *t = dnn_stats_find(d, to);
+    if (t) t->valid = false;
+    if (!e || !e->valid) return;
+    if (t) t->o = o;
+    e->o = to;
+}
+
 /* o's entry, with room for shape s's statistics and marked invalid until
  * the forward succeeds; NULL when the device memory cannot be had (fatal
  * with BASP_ATTENTION=cudnn). */
@@ -171,11 +196,16 @@ static dnn_stats *dnn_stats_slot(rt_ctx *rt, const void *o, const rt_cudnn_shape
     struct rt_cu_dnn *d = cu->dnn;
     size_t need = sizeof(float) * (size_t)(s->b * s->H * s->S);
     dnn_stats *e = dnn_stats_find(d, o);
+    /* No entry for o: an invalid one (no backward reads it), the one with
+     * room for s first, else a new one. */
+    for (int i = 0; !e && i < 2; i++)
+        for (int j = 0; j < d->nst && !e; j++)
+            if (!d->st[j].valid && (i == 1 || d->st[j].bytes >= need)) e = &d->st[j];
     if (!e) {
         if (d->nst == d->capst) d->st = dnn_grow(d->st, &d->capst, sizeof *d->st);
         e = &d->st[d->nst++];
-        e->o = o;
     }
+    e->o = o;
     e->valid = false;
     e->s = *s;
     if (e->bytes >= need) return e;
@@ -342,6 +372,9 @@ bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const k
     }
     if (rt_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, dnn_ws(rt, &s)) != 0)
         return dnn_exec_failed(rt, x, "backward");
+    /* Consumed: the next forward may take the entry (stream order keeps
+     * this backward's read before that forward's write). */
+    e->valid = false;
     if (cu->attn_mode == RT_ATTN_AUTO && !x->bwd_checked) {
         x->bwd_checked = true;
         const kcu_bf16 *got[3] = {dq, dk, dv};

@@ -530,27 +530,6 @@ void rt_free(rt_ctx *rt, int value) {
     rt_mem_release(rt, value);
 }
 
-/* ---- offload: copies over the host link, on the compute stream -----------------------
- * Ordered after the kernel that wrote the device side and before the ones
- * that read the fetched copy, and before any later value that the plan
- * puts on the offloaded value's device bytes (same stream).  The element
- * size is the device's (bf16, or fp32 for keep_f32 values). */
-static void rt_cu_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
-    const rt_program *p = rt->p;
-    RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
-    const rt_value_desc *s = &p->values[src], *d = &p->values[dst];
-    RT_CHECK(!s->on_host == to_host && !d->on_host == !to_host && s->local_elems == d->local_elems &&
-                 rt_cu_esize(s) == rt_cu_esize(d),
-             "%s %s -> %s: wants a %s value and a %s one of the same size", to_host ? "rt_offload" : "rt_fetch",
-             s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
-    void *from = rt_cu_use(rt, src), *into = rt_cu_use(rt, dst);
-    CU_CHECK(cudaMemcpyAsync(into, from, (size_t)s->local_elems * (size_t)rt_cu_esize(s),
-                             to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, rt_cu(rt)->cs));
-}
-
-void rt_offload(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, true); }
-
-void rt_fetch(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, false); }
 
 /* ---- host access: synchronous, fp32 <-> bf16 on the host ----------------------------
  * The copies go through the compute stream and wait for it: a plain

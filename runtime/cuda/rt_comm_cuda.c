@@ -298,6 +298,40 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
     rt_cu_coll_end(rt, timer, NULL, 0, &out, 1, 0);
 }
 
+/* ---- offload and fetch: copies over the host link ---------------------------------
+ * On the communication stream, as a collective: it follows the kernels
+ * issued so far (the one that wrote the source among them), the compute
+ * stream waits for a fetched copy at its first use (rt_cu_use: pending),
+ * and the reuse fences keep a later value off an offloaded value's device
+ * bytes until the copy has read them.  So the copies overlap the kernels
+ * queued meanwhile: the rest of the forward after an offload, and the
+ * backward block the pass puts between a fetch and its first reader.  The
+ * element size is the device's (bf16, or fp32 for keep_f32 values). */
+static void rt_cu_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
+    const rt_program *p = rt->p;
+    RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
+    const rt_value_desc *s = &p->values[src], *d = &p->values[dst];
+    RT_CHECK(!s->on_host == to_host && !d->on_host == !to_host && s->local_elems == d->local_elems &&
+                 rt_cu_esize(s) == rt_cu_esize(d),
+             "%s %s -> %s: wants a %s value and a %s one of the same size", to_host ? "rt_offload" : "rt_fetch",
+             s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
+    size_t bytes = rt_cu_bytes(s);
+    int timer = rt_cu_coll_begin(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH);
+    void *from = rt_cu_coll_use(rt, src), *into = rt_cu_coll_use(rt, dst);
+    CU_CHECK(cudaMemcpyAsync(into, from, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                             rt_cu(rt)->ms));
+#ifdef BASP_HAVE_CUDNN
+    /* An attention output's cuDNN statistics follow it, so its backward
+     * reads the fetched copy with them (else the basp kernels run it). */
+    rt_cu_dnn_moved(rt, from, into);
+#endif
+    rt_cu_coll_end(rt, timer, &src, 1, &dst, 1, (int64_t)bytes);
+}
+
+void rt_offload(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, true); }
+
+void rt_fetch(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, false); }
+
 /* The end of a step: remaining sends, then the device finishes everything;
  * the collectives' event times go to the counters and the device error
  * flag (a token or target outside the vocabulary) is checked. */

@@ -178,6 +178,13 @@ const int64_t *rt_cu_seq_pos(rt_ctx *rt);
 /* The device has finished all work: every fence is satisfied. */
 void rt_cu_synced(rt_ctx *rt);
 
+/* ---- host update helpers (rt_opt_cuda.c), on rt->host_threads threads ------------
+ * rt_cu_host_sumsq: the sum of squares of n bf16 values in double, the same
+ * bits for any thread count (fixed chunks).  rt_cu_host_widen: n bf16
+ * values at the start of buf (4n bytes) widened to fp32 in place. */
+double rt_cu_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n);
+void rt_cu_host_widen(const rt_ctx *rt, void *buf, int64_t n);
+
 #ifdef BASP_HAVE_CUDNN
 /* ---- cuDNN attention in the runtime (rt_attn_cudnn_rt.c) -------------------------
  * rt_cu_dnn_init creates the handle on the compute stream: false with why
@@ -185,8 +192,9 @@ void rt_cu_synced(rt_ctx *rt);
  * cuDNN and return true, or return false when the caller must run the basp
  * kernels instead (this shape was refused or failed its check; in
  * RT_ATTN_CUDNN mode a refusal ends the job instead).  The forward saves
- * its softmax statistics keyed by o for the backward; rt_cu_dnn_forget(o)
- * drops them when another kernel writes o. */
+ * its softmax statistics keyed by o for the backward, which consumes them;
+ * rt_cu_dnn_forget(o) drops them when another kernel writes o, and
+ * rt_cu_dnn_moved(o, to) makes them follow a copy of o (offload, fetch). */
 bool rt_cu_dnn_init(rt_ctx *rt, char *why, size_t nwhy);
 bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
                    int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
@@ -194,6 +202,7 @@ bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const k
                    const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
                    int64_t Hkv, int64_t Dh);
 void rt_cu_dnn_forget(rt_ctx *rt, const void *o);
+void rt_cu_dnn_moved(rt_ctx *rt, const void *o, const void *to);
 /* Device bytes the statistics hold (counted as workspace, like RT_WS_*). */
 size_t rt_cu_dnn_bytes(const rt_ctx *rt);
 /* "9.19.0" */

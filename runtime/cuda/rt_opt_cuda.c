@@ -6,7 +6,6 @@
  * fp32 master and moments in the pinned host arena, and the bf16 weight
  * goes back up. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,13 +14,51 @@
 
 void rt_opt_begin_step(rt_ctx *rt) { rt->norm_done = false; }
 
+/* ---- host work on rt->host_threads threads (rt_parallel_for) -----------------------
+ * At least RT_CU_HOST_MIN elements per thread: starting one costs some
+ * 10 us, the work of ~10^4 elements. */
+enum { RT_CU_HOST_MIN = 1 << 14 };
+
+/* A host gradient's sum of squares in double: one partial per fixed chunk,
+ * added in chunk order, so the sum does not depend on the thread count. */
+enum { RT_CU_SUMSQ_CHUNK = 1 << 18 };
+
+typedef struct {
+    const kcu_bf16 *h;
+    int64_t n;
+    double *part;
+} rt_cu_sumsq_job;
+
+static void rt_cu_sumsq_run(void *arg, int64_t c0, int64_t c1) {
+    const rt_cu_sumsq_job *j = arg;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t a = c * RT_CU_SUMSQ_CHUNK, b = a + RT_CU_SUMSQ_CHUNK < j->n ? a + RT_CU_SUMSQ_CHUNK : j->n;
+        double acc = 0;
+        for (int64_t k = a; k < b; k++) {
+            double x = kcu_host_from_bf16(j->h[k]);
+            acc += x * x;
+        }
+        j->part[c] = acc;
+    }
+}
+
+double rt_cu_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n) {
+    int64_t nc = (n + RT_CU_SUMSQ_CHUNK - 1) / RT_CU_SUMSQ_CHUNK;
+    rt_cu_sumsq_job j = {h, n, RT_MALLOC(sizeof(double) * (size_t)(nc + 1))};
+    rt_parallel_for(rt, nc, 1, rt_cu_sumsq_run, &j);
+    double acc = 0;
+    for (int64_t c = 0; c < nc; c++) acc += j.part[c];
+    free(j.part);
+    return acc;
+}
+
 /* Every gradient's sum of squares on the device (double), one copy back,
  * then the CPU's rule: replicated gradients count once, sharded ones are
  * summed over the world, divided by their replication. */
 double rt_grad_norm(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);
     int nopt = rt->p->nopt;
-    rt_cu_wait_comm(rt); /* the gradients may come from reduce_scatter / all_reduce */
+    rt_cu_wait_comm(rt); /* the gradients may come from reduce_scatter / all_reduce, or be on their way to the host */
     CU_CHECK(cudaMemsetAsync(cu->d_norm, 0, sizeof(double) * (size_t)(nopt + 1), cu->cs));
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
@@ -34,14 +71,7 @@ double rt_grad_norm(rt_ctx *rt) {
     /* Gradients the optimizer's offload moved to the host: summed there. */
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
-        if (!rt->p->values[g].on_host) continue;
-        const kcu_bf16 *h = rt_cu_use(rt, g);
-        double acc = 0;
-        for (int64_t k = 0; k < rt->p->values[g].local_elems; k++) {
-            double x = kcu_host_from_bf16(h[k]);
-            acc += x * x;
-        }
-        s[i] = acc;
+        if (rt->p->values[g].on_host) s[i] = rt_cu_host_sumsq(rt, rt_cu_use(rt, g), rt->p->values[g].local_elems);
     }
     double norm = rt_grad_norm_combine(rt, s);
     free(s);
@@ -70,67 +100,85 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     return tmp;
 }
 
-/* One thread's share of the host update: AdamW on [a, b), then (phase 2,
- * after every thread's update, since the bf16 weight overwrites the fp32
- * gradient's bytes) the weight narrowed to bf16 in place. */
-typedef struct rt_cu_host_job {
+/* n bf16 values widened to fp32: from a separate buffer in any order; in
+ * place (buf's first 2n bytes) as rt_cu_host_widen says.  Float k takes
+ * bytes [4k, 4k + 4), where bf16 entries 2k and 2k + 1 were.  With [0, hi)
+ * left, the upper part [ceil(hi/2), hi) reads bytes below 2 hi and writes
+ * at or above them, past every entry still unread: it runs in parallel;
+ * then the next part, until a small rest runs from the end on one thread
+ * (each float written after both of its entries were read). */
+typedef struct {
+    float *f;
+    const kcu_bf16 *h;
+} rt_cu_widen_job;
+
+static void rt_cu_widen_run(void *arg, int64_t a, int64_t b) {
+    const rt_cu_widen_job *j = arg;
+    for (int64_t k = b; k-- > a;) j->f[k] = kcu_host_from_bf16(j->h[k]);
+}
+
+void rt_cu_host_widen(const rt_ctx *rt, void *buf, int64_t n) {
+    float *f = buf;
+    const kcu_bf16 *h = buf;
+    int64_t hi = n;
+    for (; hi >= 2 * RT_CU_HOST_MIN; hi = (hi + 1) / 2) {
+        int64_t lo = (hi + 1) / 2;
+        rt_cu_widen_job j = {f + lo, h + lo};
+        rt_parallel_for(rt, hi - lo, RT_CU_HOST_MIN, rt_cu_widen_run, &j);
+    }
+    rt_cu_widen_job j = {f, h};
+    rt_cu_widen_run(&j, 0, hi);
+}
+
+/* AdamW on pair i's fp32 master and moments with the fp32 gradient in the
+ * staging area, then the weight narrowed to bf16 there (phase 2, after
+ * every thread's update: the bf16 weight overwrites the gradient's bytes).
+ * Elementwise, so any split over threads gives the same bits. */
+typedef struct {
     rt_ctx *rt;
     int i, phase;
-    size_t a, b;
     double wd;
-} rt_cu_host_job;
+} rt_cu_update_job;
 
-static void *rt_cu_host_run(void *arg) {
-    const rt_cu_host_job *j = arg;
+static void rt_cu_update_run(void *arg, int64_t a, int64_t b) {
+    const rt_cu_update_job *j = arg;
     rt_ctx *rt = j->rt;
     rt_cuda *cu = rt_cu(rt);
-    float *master = cu->master[j->i] + j->a, *f = (float *)(void *)cu->host_stage + j->a;
+    float *master = cu->master[j->i];
     if (j->phase == 1) {
-        kern_adamw(master, rt->opt_m[j->i] + j->a, rt->opt_v[j->i] + j->a, f, (int64_t)(j->b - j->a), rt->lr,
-                   rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, j->wd, rt->step + 1, rt->clip_scale);
+        kern_adamw(master + a, rt->opt_m[j->i] + a, rt->opt_v[j->i] + a, (float *)(void *)cu->host_stage + a, b - a,
+                   rt->lr, rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, j->wd, rt->step + 1,
+                   rt->clip_scale);
     } else {
-        kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage + j->a;
-        for (size_t k = 0; k < j->b - j->a; k++) h[k] = kcu_host_to_bf16(master[k]);
+        kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage;
+        for (int64_t k = a; k < b; k++) h[k] = kcu_host_to_bf16(master[k]);
     }
-    return NULL;
 }
 
-/* Runs a phase of the host update over n elements on rt->host_threads
- * threads (large parameters only; elementwise, so any split gives the
- * same bits). */
-static void rt_cu_host_phase(rt_ctx *rt, int i, int phase, size_t n, double wd) {
-    int nt = n < ((size_t)1 << 16) ? 1 : rt->host_threads;
-    if (nt < 1) nt = 1;
-    if (nt > RT_MAX_HOST_THREADS) nt = RT_MAX_HOST_THREADS;
-    rt_cu_host_job jobs[RT_MAX_HOST_THREADS];
-    pthread_t tid[RT_MAX_HOST_THREADS];
-    for (int t = 0; t < nt; t++)
-        jobs[t] = (rt_cu_host_job){rt, i, phase, n * (size_t)t / (size_t)nt, n * (size_t)(t + 1) / (size_t)nt, wd};
-    for (int t = 1; t < nt; t++)
-        RT_CHECK(pthread_create(&tid[t], NULL, rt_cu_host_run, &jobs[t]) == 0, "cannot start a thread");
-    rt_cu_host_run(&jobs[0]);
-    for (int t = 1; t < nt; t++) pthread_join(tid[t], NULL);
-}
-
-/* The host update of pair i through the staging area: the gradient (bf16,
- * on the device, or already in host memory when the pass offloaded it)
- * lands at its start and is widened to fp32 in place from the end (float k
- * covers bf16 entries 2k and 2k+1, both read by then); after the update
- * the weight is narrowed to bf16 there and copied up.  Synchronous: the
- * next pair reuses the area.  The update and the narrowing of a large
- * parameter run on rt->host_threads threads (BASP_HOST_THREADS). */
+/* The host update of pair i through the staging area (its fp32 gradient,
+ * then its bf16 weight): a gradient the pass offloaded is widened there
+ * straight from its host buffer; one on the device comes down into the
+ * area first and is widened in place.  Then AdamW and the narrowing, and
+ * the weight goes up.  Synchronous: the next pair reuses the area. */
 static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, bool on_host, double wd) {
     rt_cuda *cu = rt_cu(rt);
-    size_t n = (size_t)rt->p->values[param].local_elems;
-    float *f = (float *)(void *)cu->host_stage;
+    int64_t n = rt->p->values[param].local_elems;
     kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage;
-    rt_mem_reach_host(rt, cu->host_stage_off + (n * 4 + 255) / 256 * 256); /* the plan's aligned area */
-    CU_CHECK(cudaMemcpyAsync(h, g, n * sizeof *h, on_host ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost, cu->cs));
-    CU_CHECK(cudaStreamSynchronize(cu->cs));
-    for (size_t k = n; k-- > 0;) f[k] = kcu_host_from_bf16(h[k]); /* in place: one thread */
-    rt_cu_host_phase(rt, i, 1, n, wd);
-    rt_cu_host_phase(rt, i, 2, n, wd);
-    CU_CHECK(cudaMemcpyAsync(rt_cu_use(rt, param), h, n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
+    rt_mem_reach_host(rt, cu->host_stage_off + ((size_t)n * 4 + 255) / 256 * 256); /* the plan's aligned area */
+    if (on_host) {
+        CU_CHECK(cudaStreamSynchronize(cu->cs)); /* its offload copy has landed */
+        rt_cu_widen_job w = {(float *)(void *)cu->host_stage, g};
+        rt_parallel_for(rt, n, RT_CU_HOST_MIN, rt_cu_widen_run, &w);
+    } else {
+        CU_CHECK(cudaMemcpyAsync(h, g, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost, cu->cs));
+        CU_CHECK(cudaStreamSynchronize(cu->cs));
+        rt_cu_host_widen(rt, cu->host_stage, n);
+    }
+    rt_cu_update_job u = {rt, i, 1, wd};
+    rt_parallel_for(rt, n, RT_CU_HOST_MIN, rt_cu_update_run, &u);
+    u.phase = 2;
+    rt_parallel_for(rt, n, RT_CU_HOST_MIN, rt_cu_update_run, &u);
+    CU_CHECK(cudaMemcpyAsync(rt_cu_use(rt, param), h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
 

@@ -324,6 +324,12 @@ def main():
             # times, and the run must say so rather than pass them off as
             # each kind's work.
             log_text = open(runlog).read()
+            # An attention backward without its forward's cuDNN statistics
+            # (say, on an offloaded and fetched output) runs the basp
+            # kernels: right, but some ten times slower on a GPU.
+            if "no cuDNN softmax statistics" in log_text:
+                reuse_bad = reuse_bad or "FAILED: an attention backward found no cuDNN softmax statistics " \
+                                         "for its forward (%s)" % runlog
             if "time by kind" in log_text and "kernels run asynchronously" not in log_text:
                 reuse_bad = reuse_bad or "FAILED: the CUDA run's time-by-kind table does not say it holds launch " \
                                          "times (%s)" % runlog

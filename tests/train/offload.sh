@@ -8,7 +8,9 @@
 #     Ulysses, ring and hybrid, ZeRO 0-3 and recompute none, selective and
 #     full, builds the program with offload none and with the layout's mode
 #     (activations unless it says mode=optimizer or mode=all), trains 3
-#     steps each, and requires the --metrics losses and gradient norms and
+#     steps each and validates (--val-data: the forward-only program, which
+#     leaves the offloads out), and requires the --metrics losses, gradient
+#     norms and validation losses and
 #     the --save-weights / --save-grads files to be identical, byte for
 #     byte.  An activations or all IR must fetch what it offloads; with the
 #     optimizer offloaded, gradients go to the host and are not fetched;
@@ -50,7 +52,7 @@ same() {
             "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" --emit=ir -o "$p.ir"
             "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.offload=$o" --memory --json >"$p.mem.json"
             mpi -np 4 "$p.train" --data "$CORPUS" --steps 3 --metrics "$p.jsonl" \
-                --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
+                --save-weights "$p.weights" --save-grads "$p.grads" --val-data "$CORPUS" --val-tokens 1024 >"$p.log"
         done
         # Activations come back (a fetch per offload); gradients, with the
         # optimizer offloaded, stay on the host for the update (no fetch).
@@ -71,6 +73,10 @@ same() {
         planned=$(tr -d '\n\t ' <"$p.mem.json" | json_num arena_bytes)
         if [[ -z $want || $want != "$got" || $arena != "$planned" ]]; then
             echo "FAIL $l: host arena measured ${got:-?}, planned ${want:-?}; device arena ${arena:-?}, planned ${planned:-?}"
+            fails=$((fails + 1))
+        fi
+        if ! grep -q '"val_loss"' "$p.jsonl"; then
+            echo "FAIL $l: offload $mode: no validation in $p.jsonl"
             fails=$((fails + 1))
         fi
         if ! cmp "$n.weights" "$p.weights" || ! cmp "$n.grads" "$p.grads" ||
