@@ -113,7 +113,8 @@ typedef struct fe_train {
     int64_t mlp_chunk;
     char recompute[16]; /* none | selective | full | auto ; default none */
     /* What lives in host memory between its forward and its backward
-     * (passes/pass_offload.c): none | activations ; default none. */
+     * (passes/pass_offload.c): none | activations | optimizer | all | auto;
+     * default none. */
     char offload[16];
     /* Packed documents: the data is split at eot_token (the end-of-text
      * token id, required with documents on) and the documents packed into

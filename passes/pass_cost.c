@@ -44,16 +44,20 @@ bool pass_cost(ir_module *m, const pass_options *opt)
     pass_cost_report r = pass_cost_estimate(m, &p);
     set_cfg_double(m, "cost.step_ms", round_to(r.step_s * 1e3, 1e-3));
     set_cfg_double(m, "cost.a2a_ms", round_to(r.a2a_s * 1e3, 1e-3));
+    if (r.host_s > 0)
+        set_cfg_double(m, "cost.host_ms", round_to(r.host_s * 1e3, 1e-3));
     ir_config_set_int(m, "cost.mem_peak_bytes", (int64_t)llround(r.mem_peak));
     ir_config_set(m, "cost.fits", r.fits ? "true" : "false");
-    char peak[32], dev[32], cap[80] = "";
+    char peak[32], dev[32], cap[80] = "", host[96] = "";
+    if (r.host_s > 0)
+        snprintf(host, sizeof host, ", host copies %.3f ms", r.host_s * 1e3);
     if (r.device_mem > 0)
         snprintf(cap, sizeof cap, " of %s: %s", fmt_bytes(r.device_mem, dev, sizeof dev),
                  r.fits ? "fits" : "does not fit");
     pu_remark(opt,
-              "cost: step %.3f ms (compute %.3f ms, communication %.3f ms), all-to-all %.3f ms "
+              "cost: step %.3f ms (compute %.3f ms, communication %.3f ms%s), all-to-all %.3f ms "
               "(%.1f%% of step); peak memory %s per rank%s",
-              r.step_s * 1e3, r.compute_s * 1e3, r.comm_s * 1e3, r.a2a_s * 1e3, 100 * r.a2a_fraction,
+              r.step_s * 1e3, r.compute_s * 1e3, r.comm_s * 1e3, host, r.a2a_s * 1e3, 100 * r.a2a_fraction,
               fmt_bytes(r.mem_peak, peak, sizeof peak), cap);
     return true;
 }
@@ -61,9 +65,10 @@ bool pass_cost(ir_module *m, const pass_options *opt)
 /* ---- Chrome trace ---------------------------------------------------------
  * Every rank runs the same op sequence in this model (SPMD, times of the
  * slowest rank), so each rank's track is the schedule placed on two streams
- * by the cost model (pass_streams_place): collectives on tid 1, compute on
- * tid 0; a started collective (async = 1) overlaps the compute until its
- * wait, a blocking one holds both.  With gradient accumulation the micro-step repeats
+ * by the cost model (pass_streams_place): collectives and host copies on
+ * tid 1, compute on tid 0; a started collective (async = 1) overlaps the
+ * compute until its wait, a host copy (cuda target) until its first
+ * reader, a blocking collective holds both.  With gradient accumulation the micro-step repeats
  * accum times before the apply phase.  Ranks past TRACE_MAX_RANKS are left out (otherData
  * says so) to keep the file loadable. */
 enum { TRACE_MAX_RANKS = 64 };

@@ -40,8 +40,8 @@
  * IR_COMM_HOST).  A module whose mesh has no host link (host_bw 0) cannot
  * offload: an error.
  *
- * auto takes the first of none, activations, optimizer, all whose plan
- * fits the device and the host (offload_choose).
+ * auto takes none when it fits, else the setting that fits the device and
+ * the host with the lowest predicted step (offload_choose).
  *
  * Run after recompute (it moves what recompute keeps) and before memplan.
  * Applied once: a module with offload ops is left alone. */
@@ -288,10 +288,13 @@ static bool offload_apply(ir_module *m, const char *mode, const pass_options *op
     return offload_apply_as(m, mode, true, opt);
 }
 
-/* offload auto: the first of none, activations, optimizer, all whose plan
- * (built on a clone, as recompute auto does) fits the device (arena and
- * workspace within device_mem) and the host (the host arenas of a node's
- * ranks within host_mem); all when none does.  Without a host link, none. */
+/* offload auto: none when its plan (built on a clone, as recompute auto
+ * does) fits the device (arena and workspace within device_mem): moving
+ * state off the device saves memory, never time.  Else, of activations,
+ * optimizer and all, the one that fits the device and the host (the host
+ * arenas of a node's ranks within host_mem) with the lowest predicted step
+ * (the cost model: the copies over the host link, the host update; the
+ * earlier on a tie); all when none fits.  Without a host link, none. */
 static const char *offload_choose(const ir_module *m, const pass_options *opt)
 {
     static const char *const order[4] = {"none", "activations", "optimizer", "all"};
@@ -308,29 +311,42 @@ static const char *offload_choose(const ir_module *m, const pass_options *opt)
     pass_options quiet = opt ? *opt : pass_default_options();
     quiet.quiet = true;
     char pb[4][32], hb[4][32], cb[32];
-    int per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
+    double ms[4];
+    bool fits[4];
+    int best = -1, per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
     for (int k = 0; k < 4; k++) {
         ir_module *c = ir_module_clone(m);
         ir_config_set(c, "offload", order[k]);
         ir_mem_stats st = {0};
         bool ok = k == 0 || offload_apply(c, order[k], &quiet);
         int64_t peak = ok ? planned_peak(c, t, &st) : -1;
-        ok = peak >= 0;
+        pass_cost_params p = pass_cost_default_params(c);
+        ms[k] = peak >= 0 ? pass_cost_estimate_time(c, &p).step_s * 1e3 : 0;
         ir_module_free(c);
         snprintf(pb[k], sizeof pb[k], "?");
         if (peak >= 0)
             sup_fmt_bytes((double)peak, pb[k], sizeof pb[k]);
-        sup_fmt_bytes((double)(ok ? st.host_arena : 0), hb[k], sizeof hb[k]);
-        bool host_fits = host_cap <= 0 || (ok && (double)st.host_arena * per_node <= host_cap);
-        if (peak >= 0 && (double)peak <= cap && host_fits) {
-            pu_remark(opt, "offload: auto: %s: %s per rank fits %s (host memory %s per rank)%s%s", order[k], pb[k],
-                      sup_fmt_bytes(cap, cb, sizeof cb), hb[k], k ? "; none needs " : "", k ? pb[0] : "");
-            return order[k];
-        }
+        sup_fmt_bytes((double)(peak >= 0 ? st.host_arena : 0), hb[k], sizeof hb[k]);
+        bool host_fits = host_cap <= 0 || (peak >= 0 && (double)st.host_arena * per_node <= host_cap);
+        fits[k] = peak >= 0 && (double)peak <= cap && host_fits;
+        if (fits[k] && (best < 0 || ms[k] < ms[best]))
+            best = k;
+        if (k == 0 && fits[0])
+            break; /* none fits: nothing to weigh */
     }
-    pu_remark(opt, "offload: auto: all, but %s per rank does not fit %s (none needs %s)", pb[3],
-              sup_fmt_bytes(cap, cb, sizeof cb), pb[0]);
-    return "all";
+    sup_fmt_bytes(cap, cb, sizeof cb);
+    if (best < 0) {
+        pu_remark(opt, "offload: auto: all, but %s per rank does not fit %s (none needs %s)", pb[3], cb, pb[0]);
+        return "all";
+    }
+    char others[160] = "";
+    for (int k = 1, n = 0; k < 4 && best > 0; k++)
+        if (k != best && fits[k])
+            n += snprintf(others + n, sizeof others - (size_t)n, "%s%s %.1f ms", n ? ", " : "; also fitting: ",
+                          order[k], ms[k]);
+    pu_remark(opt, "offload: auto: %s: %s per rank fits %s (host memory %s per rank)%s%s, predicted %.1f ms/step%s",
+              order[best], pb[best], cb, hb[best], best ? "; none needs " : "", best ? pb[0] : "", ms[best], others);
+    return order[best];
 }
 
 bool pass_offload(ir_module *m, const pass_options *opt)

@@ -188,6 +188,8 @@ typedef struct pass_cost_params {
     double mem_bw_fraction;  /* achievable fraction of memory bandwidth (default 0.7) */
     double op_overhead;      /* fixed seconds per compute op: launch, call, timers (default 0) */
     bool hierarchical_a2a;   /* two-level all-to-all when a group spans nodes */
+    double host_update_s;    /* seconds per parameter element of the CUDA backend's host AdamW
+                                (train.offload optimizer/all; default 1.35e-9) */
 } pass_cost_params;
 pass_cost_params pass_cost_default_params(const ir_module *m); /* reads config cost.* keys */
 
@@ -206,6 +208,7 @@ typedef struct pass_cost_report {
     double hidden_s;                          /* of comm_s: under compute (compute_s + comm_s - step_s) */
     double attn_s;                            /* of step_s: attention and ring attention, forward and backward */
     double a2a_fraction;                      /* a2a_s / step_s */
+    double host_s;                            /* of comm_s: copies over the host link (offload, fetch) */
     /* memory per rank, bytes */
     double mem_params, mem_grads, mem_optim, mem_acts, mem_comm, mem_peak;
     double device_mem; /* capacity from the config (device_mem), 0 if unknown */
@@ -224,12 +227,15 @@ pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *
  * (async = 1) queues on the communication stream only, and its wait holds
  * the compute stream until it ends.  Collectives in flight share the
  * rank's links by running one after another on the one communication
- * stream (a started gather delays the all-to-all behind it).  Without
- * started collectives every op starts when the one before it ends: the
+ * stream (a started gather delays the all-to-all behind it).  For the cuda
+ * target the host link's copies (offload, fetch) are started too, as the
+ * CUDA backend runs them, and the first op reading a copy waits for it.
+ * Without started ops every op starts when the one before it ends: the
  * serial sum, to the bit. */
 typedef struct pass_streams {
     double compute, comm; /* when each stream is next free */
-    double *ready;        /* per value: when a started collective's result is complete */
+    double *ready;        /* per value: when a started op's result is complete */
+    bool host_started;    /* the cuda target: host copies are started ops */
 } pass_streams;
 void pass_streams_init(pass_streams *s, const ir_module *m);
 void pass_streams_free(pass_streams *s);
@@ -265,6 +271,8 @@ typedef struct pass_plan_candidate {
     double a2a_ms, step_ms, a2a_fraction, mem_bytes_per_rank;
     double attn_ms;       /* of step_ms: attention, forward and backward */
     double comm_ms;       /* of step_ms: collectives and point-to-point */
+    double host_ms;       /* of comm_ms: copies over the host link (train.offload) */
+    char offload[16];     /* train.offload as built (auto: what it chose) */
     /* With --doc-lengths (pass_plan_apply_docs): the dense step, and the
      * step and group imbalance with sequential [0] and balanced [1]
      * packing; step_ms is then the one of the spec's packing.  NaN where
@@ -294,6 +302,7 @@ typedef struct pass_plan_result {
     int64_t accum;             /* micro-steps per optimizer step (train.global_batch / micro_batch) */
     double device_mem;         /* bytes per rank, 0 if unknown */
     bool cuda;                 /* memory planned for the cuda target (else cpu) */
+    bool offload;              /* the spec's train.offload is not none: offload columns */
     pass_plan_candidate *cand; /* malloc'd */
     int n;
     int chosen;                /* index into cand, -1 when no legal candidate fits */

@@ -23,8 +23,14 @@
  * The choice: the legal candidate that fits in memory with the lowest
  * predicted step time among those keeping the global batch.  When none
  * fits, the planner re-plans the spec with one change at a time (a larger
- * ZeRO stage, recomputation, twice the nodes, a smaller micro-batch; in
- * that order of cost to the user) and suggests the first that fits. */
+ * ZeRO stage, recomputation, host offload where the mesh has a host link,
+ * twice the nodes, a smaller micro-batch; in that order of cost to the
+ * user) and suggests the first that fits.
+ *
+ * With train.offload in the spec every candidate is built with it (auto
+ * choosing per candidate), and the table shows what each chose and its
+ * copies' time over the host link, which the step time includes (for the
+ * cuda target under the kernels, as the CUDA backend runs them). */
 #include "passes.h"
 
 #include <cjson/cJSON.h>
@@ -302,6 +308,9 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m)
     c->step_ms = rep.step_s * 1e3;
     c->attn_ms = rep.attn_s * 1e3;
     c->comm_ms = rep.comm_s * 1e3;
+    c->host_ms = rep.host_s * 1e3;
+    const char *off = ir_config_get(m, "offload");
+    snprintf(c->offload, sizeof c->offload, "%s", off ? off : "none");
     c->a2a_fraction = rep.a2a_fraction;
     c->mem_bytes_per_rank = rep.mem_peak;
     c->fits = rep.fits;
@@ -470,6 +479,7 @@ static void header(pass_plan_result *r, const fe_spec *spec)
                    : 1;
     r->seq_len = spec->train.seq_len;
     r->device_mem = spec->mesh.device_mem;
+    r->offload = strcmp(spec->train.offload, "none") != 0;
     r->docs.spec_documents = spec->train.documents;
     r->chosen = -1;
 }
@@ -521,6 +531,13 @@ static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r)
         if (try_change(spec, set, cuda, what, sizeof what))
             goto found;
     }
+    /* Offload costs host-link time, not ranks: the cheapest setting first. */
+    static const char *const offloads[] = {"activations", "optimizer", "all"};
+    for (int k = 0; k < 3 && !strcmp(spec->train.offload, "none") && spec->mesh.host.bandwidth > 0; k++) {
+        snprintf(set, sizeof set, "train.offload=%s", offloads[k]);
+        if (try_change(spec, set, cuda, what, sizeof what))
+            goto found;
+    }
     for (int64_t k = 2; k <= 8; k *= 2) {
         snprintf(set, sizeof set, "mesh.nodes=%lld", (long long)(spec->mesh.nodes * k));
         if (try_change(spec, set, cuda, what, sizeof what))
@@ -532,7 +549,7 @@ static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r)
             goto found;
     }
     snprintf(r->suggestion, sizeof r->suggestion,
-             "no single change fits: not ZeRO 3, recompute full, 8x the nodes or micro_batch 1");
+             "no single change fits: not ZeRO 3, recompute full, offload all, 8x the nodes or micro_batch 1");
     return;
 found:
     snprintf(r->suggestion, sizeof r->suggestion, "%s", what);
@@ -595,6 +612,10 @@ static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, b
             num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"));
     if (r->docs.on)
         print_docs_cols(c, out);
+    if (r->offload) {
+        char h[32];
+        fprintf(out, " %-11s %8s", c->legal && c->offload[0] ? c->offload : "-", num(h, sizeof h, c, c->host_ms, "%.1f"));
+    }
     fprintf(out, " %8s  %-4s %-5s %s\n", num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"),
             c->legal && isfinite(c->step_ms) ? (c->fits ? "yes" : "no") : "-",
             c->legal ? "yes" : "no", c->reason);
@@ -620,6 +641,8 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
             "a2a", "step ms");
     if (r->docs.on)
         fprintf(out, " %9s %9s %5s %9s %5s", "dense ms", "seq ms", "imb", "bal ms", "imb");
+    if (r->offload)
+        fprintf(out, " %-11s %8s", "offload", "host ms");
     fprintf(out, " %8s  %-4s %-5s %s\n", "mem GiB", "fits", "legal", "why not chosen");
     for (int i = 0; i < r->n; i++)
         print_row(r, &r->cand[i], i == r->chosen, out);
@@ -655,6 +678,10 @@ static cJSON *candidate_json(const pass_plan_candidate *c)
     cJSON_AddBoolToObject(o, "keeps_batch", c->keeps_batch);
     cJSON_AddBoolToObject(o, "available", c->available);
     cJSON_AddStringToObject(o, "reason", c->reason);
+    if (c->legal && c->offload[0] && strcmp(c->offload, "none") != 0) {
+        cJSON_AddStringToObject(o, "offload", c->offload);
+        cJSON_AddNumberToObject(o, "host_copy_ms", c->host_ms);
+    }
     if (!isnan(c->dense_step_ms) && c->dense_step_ms > 0) {
         const char *dk[] = {"dense_step_ms", "step_ms_sequential", "imbalance_sequential", "step_ms_balanced",
                             "imbalance_balanced"};

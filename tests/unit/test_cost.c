@@ -2,8 +2,9 @@
  * values: roofline time of a linear, causal attention FLOPs, all-to-all on
  * a 2x4 mesh inside a node vs across nodes (pairwise and two-level), ring
  * all_reduce and all_gather, memory per ZeRO stage of a tiny lowered model,
- * batch-aware vs Ulysses all-to-all time on the Llama-3.2-1B example, and
- * ring attention (its compute overlapped with the kv hops). */
+ * batch-aware vs Ulysses all-to-all time on the Llama-3.2-1B example, ring
+ * attention (its compute overlapped with the kv hops), and the copies over
+ * the host link and the host AdamW of train.offload. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,72 @@ static void test_ring_attention(void)
     ir_module_free(m);
 }
 
+/* Copies over the host link: latency + bytes / (host_bw * efficiency).
+ * For the cuda target they run on the communication stream (the CUDA
+ * backend's way) and the first reader of a copy waits for it: %z's linear
+ * runs under the offload, %d waits for the fetch.  For the cpu target they
+ * hold the step (the serial sum).  The host AdamW (optimizer offloaded,
+ * cuda): cost.host_update_s per element, the bf16 weight up and, for a
+ * gradient still on the device, the bf16 gradient down. */
+static void test_host_copies(void)
+{
+    static const char *ir =
+        "module @host\n"
+        "config device_peak_flops = 1e+12\n"
+        "config device_mem_bw = 1e+11\n"
+        "config host_bw = 1e+10\n"
+        "config host_latency = 1e-06\n"
+        "config host_efficiency = 0.5\n"
+        "config mem.target = %s\n"
+        "config offload = %s\n"
+        "mesh nodes = 1, devices_per_node = 1\n"
+        "group @world = {[0]}\n"
+        "param %%w : f32[64,32]\n"
+        "input %%x : bf16[4,16,64]\n"
+        "%%y = linear %%x, %%w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
+        "%%y.host = offload %%y {phase = fwd} : bf16[4,16,32]\n"
+        "%%z = linear %%x, %%w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
+        "%%y.dev = fetch %%y.host {phase = bwd} : bf16[4,16,32]\n"
+        "%%d = add %%y.dev, %%z {phase = bwd} : bf16[4,16,32]\n"
+        "%%dw = linear %%x, %%w {contract = 1, phase = bwd} : bf16[4,16,32]\n"
+        "adamw %%w, %%w {phase = opt}\n";
+    char text[2048];
+    double copy = 1e-6 + 4096 / (1e10 * 0.5), lin = 262144 / 5e11, add = 12288 / 7e10;
+    for (int cuda = 0; cuda < 2; cuda++) {
+        snprintf(text, sizeof text, ir, cuda ? "cuda" : "cpu", "activations");
+        ir_module *m = ir_parse_string("host", text);
+        CHECK(m != NULL);
+        if (!m)
+            continue;
+        pass_cost_params p = pass_cost_default_params(m);
+        CHECK_NEAR(p.host_update_s, 1.35e-9);
+        pass_op_cost c = cost_of(m, "y.host", false);
+        CHECK(c.comm);
+        CHECK_NEAR(c.bytes, 4096);
+        CHECK_NEAR(c.seconds, copy);
+        pass_cost_report r = pass_cost_estimate_time(m, &p);
+        CHECK_NEAR(r.host_s, 2 * copy);
+        /* Up to %d: linear, then the offload beside the second linear, the
+         * fetch, the add (cuda); all in a row (cpu).  Then a linear and the
+         * adamw (memory-bound: 2*8192 + 8192 + 16*2048 bytes). */
+        double upto_d = cuda ? lin + fmax(copy, lin) + copy + add : 2 * lin + 2 * copy + add;
+        CHECK_NEAR(r.step_s, upto_d + lin + 57344 / 7e10);
+        CHECK_NEAR(r.compute_s + r.comm_s - r.step_s, cuda ? lin : 0); /* the linear under the offload */
+        ir_module_free(m);
+    }
+    /* adamw of w (2048 elements) on the host, its gradient on the device. */
+    snprintf(text, sizeof text, ir, "cuda", "optimizer");
+    ir_module *m = ir_parse_string("host", text);
+    CHECK(m != NULL);
+    if (m) {
+        const ir_op *a = &m->ops[m->nops - 1];
+        pass_cost_params p = pass_cost_default_params(m);
+        pass_op_cost c = pass_op_cost_of(m, a, &p);
+        CHECK_NEAR(c.seconds, 2048 * 1.35e-9 + 2 * (1e-6 + 4096 / 5e9));
+        ir_module_free(m);
+    }
+}
+
 int main(void)
 {
     pass_init(); /* the registries the frontend and the pipeline read */
@@ -377,6 +444,7 @@ int main(void)
     test_batch_aware_beats_ulysses();
     test_trace();
     test_ring_attention();
+    test_host_copies();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
