@@ -530,7 +530,6 @@ void rt_free(rt_ctx *rt, int value) {
     rt_mem_release(rt, value);
 }
 
-
 /* ---- host access: synchronous, fp32 <-> bf16 on the host ----------------------------
  * The copies go through the compute stream and wait for it: a plain
  * cudaMemcpy from pageable memory runs on the legacy stream and may return
