@@ -15,9 +15,10 @@
  *
  * Host memory (offload): the values the program offloads (on_host) live in
  * a pinned (page-locked) host arena of rt_program.mem_host_bytes, at their
- * offsets there; rt_offload and rt_fetch copy over the host link on the
- * compute stream, so that they are ordered with the kernels that write and
- * read the device side, and the reuse fences below treat the host arena as
+ * offsets there; rt_offload and rt_fetch (rt_comm_cuda.c) copy over the
+ * host link on the communication stream, as collectives: ordered after the
+ * kernels that write the device side and before the first one that reads a
+ * fetched copy, with the reuse fences below, which treat the host arena as
  * a space of its own.
  *
  * NCCL is bootstrapped over MPI: rank 0 creates the unique id, MPI_Bcast
