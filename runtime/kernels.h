@@ -22,6 +22,7 @@
 #define BASP_KERNELS_H
 
 #include <stdint.h>
+#include <stdbool.h>
 
 /* ---- scratch (kern_basic.c) -------------------------------------------- */
 /* A grow-only buffer per slot (one thread per rank): the LM head's logits
@@ -151,6 +152,27 @@ void kern_attention_bwd(float *dq, float *dk, float *dv, const float *dout, cons
 void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *o, const float *lse, int64_t b, int64_t S, int64_t H,
                             int64_t Hkv, int64_t Dh);
+
+/* Which code the dense attention above runs.  KERN_ATTN_AUTO (the default):
+ * the fused AVX-512 kernels (kern_attn_avx512.c) where the CPU has AVX-512
+ * and Dh % 16 == 0, else the blocked BLAS ones; KERN_ATTN_FUSED: the fused
+ * ones or stop (exit 2, saying why); KERN_ATTN_BLAS: always the blocked
+ * BLAS ones.  BASP_CPU_ATTENTION=auto|fused|blas sets the start value
+ * (anything else: exit 2).  set returns the previous choice; tests and
+ * bench_attention compare the two side by side. */
+typedef enum { KERN_ATTN_AUTO, KERN_ATTN_FUSED, KERN_ATTN_BLAS } kern_attn_impl;
+kern_attn_impl kern_attention_set_impl(kern_attn_impl impl);
+kern_attn_impl kern_attention_get_impl(void);
+/* "fused-avx512" or "blas-blocked": what a call with this Dh runs now. */
+const char *kern_attention_impl_name(int64_t Dh);
+/* The fused kernels themselves, for kern_attention.c only (no argument
+ * checks; available() is false where they were not compiled). */
+bool kern_attn512_available(void);
+void kern_attn512_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                      int64_t H, int64_t Hkv, int64_t Dh);
+void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *o, const float *lse, int64_t b, int64_t S, int64_t H,
+                      int64_t Hkv, int64_t Dh);
 
 /* ---- lm head + cross-entropy (kern_lmhead.c) ------------------------------ */
 /* loss[0] = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],

@@ -85,6 +85,51 @@ const kern_attn_simd_ops *kern_attn_simd(void) {
     return ops;
 }
 
+/* The fused AVX-512 kernels (kern_attn_avx512.c) run where the widest
+ * element-wise instance is AVX-512 (so BASP_SIMD=avx2|generic also turns
+ * them off) and Dh is a multiple of 16; elsewhere, or with
+ * BASP_CPU_ATTENTION=blas or kern_attention_set_impl(KERN_ATTN_BLAS), the
+ * blocked BLAS code below. */
+static int attn_impl = -1; /* kern_attn_impl; -1: BASP_CPU_ATTENTION not read yet */
+
+kern_attn_impl kern_attention_set_impl(kern_attn_impl impl) {
+    kern_attn_impl old = kern_attention_get_impl();
+    attn_impl = (int)impl;
+    return old;
+}
+
+kern_attn_impl kern_attention_get_impl(void) {
+    if (attn_impl < 0) {
+        const char *e = getenv("BASP_CPU_ATTENTION");
+        if (!e || !*e || !strcmp(e, "auto")) attn_impl = KERN_ATTN_AUTO;
+        else if (!strcmp(e, "fused")) attn_impl = KERN_ATTN_FUSED;
+        else if (!strcmp(e, "blas")) attn_impl = KERN_ATTN_BLAS;
+        else {
+            fprintf(stderr, "basp: BASP_CPU_ATTENTION=%s: expected auto, fused or blas\n", e);
+            exit(2);
+        }
+    }
+    return (kern_attn_impl)attn_impl;
+}
+
+static bool attn_fused(int64_t Dh) {
+    kern_attn_impl impl = kern_attention_get_impl();
+    bool can = false;
+#ifdef ATTN_X86
+    can = kern_attn_simd() == &attn_simd__avx512 && Dh % 16 == 0 && kern_attn512_available();
+#endif
+    if (impl == KERN_ATTN_FUSED && !can) {
+        fprintf(stderr,
+                "basp: BASP_CPU_ATTENTION=fused, but the fused kernels need AVX-512 (F, VL, DQ, BW; "
+                "BASP_SIMD not capping it) and a head dim that is a multiple of 16 (it is %lld)\n",
+                (long long)Dh);
+        exit(2);
+    }
+    return impl != KERN_ATTN_BLAS && can;
+}
+
+const char *kern_attention_impl_name(int64_t Dh) { return attn_fused(Dh) ? "fused-avx512" : "blas-blocked"; }
+
 /* ---- block helpers --------------------------------------------------------- */
 
 /* Sets to -inf the entries of the score block s[nq, ldw] (query rows i0..,
@@ -181,6 +226,10 @@ void kern_attention_fwd(float *o, const float *q, const float *k, const float *v
 void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
                             int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
+    if (attn_fused(Dh)) {
+        kern_attn512_fwd(o, lse, q, k, v, b, S, H, Hkv, Dh);
+        return;
+    }
     float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
     float *acc = s + BQ * BK, *m = acc + BQ * Dh, *l = m + BQ, *alpha = l + BQ;
     int64_t rep = H / Hkv;
@@ -273,6 +322,10 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
                             const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
                             int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
+    if (attn_fused(Dh)) {
+        kern_attn512_bwd(dq, dk, dv, dout, q, k, v, o, lse_fwd, b, S, H, Hkv, Dh);
+        return;
+    }
     /* The GEMMs accumulate (beta = 1) into the outputs, which start at zero. */
     memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
     memset(dk, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));

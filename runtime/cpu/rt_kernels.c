@@ -4,6 +4,7 @@
  * collectives. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "rt_internal.h"
@@ -164,8 +165,27 @@ void rt_lse_fini(rt_ctx *rt) {
     rt->lse = NULL, rt->nlse = rt->cap_lse = 0, rt->lse_bytes = 0;
 }
 
+/* Says once (rank 0) which attention kernels the run uses, as the CUDA
+ * backend does; a bad BASP_CPU_ATTENTION stops here, at the first call. */
+static void rt_attention_say(rt_ctx *rt, int64_t Dh) {
+    static bool said;
+    if (said) return;
+    said = true;
+    const char *impl = kern_attention_impl_name(Dh);
+    if (rt->rank != 0) return;
+    if (rt->docs) printf("attention: blocked BLAS kernels (packed documents)\n");
+    else {
+        kern_attn_impl set = kern_attention_get_impl();
+        printf("attention: %s (head_dim %lld; BASP_CPU_ATTENTION=%s)\n",
+               strcmp(impl, "fused-avx512") ? "blocked BLAS kernels" : "fused AVX-512 kernels", (long long)Dh,
+               set == KERN_ATTN_BLAS ? "blas" : set == KERN_ATTN_FUSED ? "fused" : "auto");
+    }
+    fflush(stdout);
+}
+
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_attention_say(rt, Dh);
     if (!rt->docs) {
         float *lse = rt_lse_slot(rt, o, b, S, H, Dh);
         RT_TIMED(RT_K_ATTENTION, kern_attention_fwd_lse(o, lse, q, k, v, b, S, H, Hkv, Dh));
