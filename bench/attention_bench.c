@@ -8,6 +8,9 @@
  *     kern_attention_fwd_lse, kern_attention_bwd_lse);
  *   - forward + backward recomputing the logsumexp (kern_attention_fwd +
  *     kern_attention_bwd, what BASP_ATTN_LSE=0 runs);
+ *   - where the fused AVX-512 kernels run (kern_attention_impl_name), the
+ *     forward and forward + backward of the blocked BLAS ones too
+ *     (kern_attention_set_impl), and fused / blocked per repeat;
  * and prints GFLOP/s and the ratios attention/sgemm.  Each figure is the
  * median of REPEATS timed runs after a warm-up run; the ratios are medians of
  * per-repeat ratios (sgemm and attention timed back to back).
@@ -24,6 +27,7 @@
 #include "kernels.h"
 
 #include <cblas.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +133,9 @@ static void bench_attention(int64_t S, int64_t Dh) {
     gemm_ctx g = {1024, 1024, 1024, 0, frand(1 << 20), frand(1 << 20), frand(1 << 20)};
     double fwd_flops = 4.0 * (double)(a.b * a.H * a.Dh) * (double)S * (double)S / 2.0, gemm_flops = 2.0 * 1024 * 1024 * 1024;
     double gs[REPEATS], gf[REPEATS], gfb[REPEATS], gfr[REPEATS], rf[REPEATS], rfb[REPEATS], rfr[REPEATS];
+    double bf[REPEATS], bfb[REPEATS], xf[REPEATS], xfb[REPEATS]; /* the blocked BLAS path, and impl / it */
+    const char *impl = kern_attention_impl_name(Dh);
+    bool fused = strcmp(impl, "fused-avx512") == 0;
     run_fwd_bwd(&a), run_gemm(&g); /* warm-up */
     for (int r = 0; r < REPEATS; r++) {
         gs[r] = gemm_flops / time_once(run_gemm, &g) * 1e-9;
@@ -136,14 +143,24 @@ static void bench_attention(int64_t S, int64_t Dh) {
         gfb[r] = 3.5 * fwd_flops / time_once(run_fwd_bwd, &a) * 1e-9;
         gfr[r] = 3.5 * fwd_flops / time_once(run_fwd_bwd_recompute, &a) * 1e-9;
         rf[r] = gf[r] / gs[r], rfb[r] = gfb[r] / gs[r], rfr[r] = gfb[r] / gfr[r];
+        if (!fused) continue;
+        kern_attn_impl was = kern_attention_set_impl(KERN_ATTN_BLAS);
+        bf[r] = fwd_flops / time_once(run_fwd, &a) * 1e-9;
+        bfb[r] = 3.5 * fwd_flops / time_once(run_fwd_bwd, &a) * 1e-9;
+        kern_attention_set_impl(was);
+        xf[r] = gf[r] / bf[r], xfb[r] = gfb[r] / bfb[r];
     }
-    printf("attention S=%-5lld b=%lld H=%lld Hkv=%lld Dh=%lld: sgemm %5.1f | fwd %5.1f | fwd+bwd %5.1f GFLOP/s\n",
+    printf("attention S=%-5lld b=%lld H=%lld Hkv=%lld Dh=%lld: sgemm %5.1f | fwd %5.1f | fwd+bwd %5.1f GFLOP/s (%s)\n",
            (long long)S, (long long)a.b, (long long)a.H, (long long)a.Hkv, (long long)a.Dh, median(gs, REPEATS),
-           median(gf, REPEATS), median(gfb, REPEATS));
+           median(gf, REPEATS), median(gfb, REPEATS), impl);
     printf("  ratio to sgemm 1024^3:  fwd %.2f (goal >= 0.75)   fwd+bwd %.2f (goal >= 0.60)\n", median(rf, REPEATS),
            median(rfb, REPEATS));
     printf("  fwd+bwd recomputing the logsumexp %5.1f GFLOP/s: keeping it is %.2fx as fast\n", median(gfr, REPEATS),
            median(rfr, REPEATS));
+    if (fused)
+        printf("  blas-blocked in the same repeats: fwd %5.1f | fwd+bwd %5.1f GFLOP/s; fused / blas-blocked: fwd "
+               "%.2fx  fwd+bwd %.2fx\n",
+               median(bf, REPEATS), median(bfb, REPEATS), median(xf, REPEATS), median(xfb, REPEATS));
     free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv), free(a.lse);
     free(g.a), free(g.b), free(g.c);
 }

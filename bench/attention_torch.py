@@ -40,7 +40,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 B, H, HKV = 1, 4, 2
-LINE = re.compile(r"attention S=(\d+)\s.*sgemm\s+([0-9.]+) \| fwd\s+([0-9.]+) \| fwd\+bwd\s+([0-9.]+) GFLOP/s")
+LINE = re.compile(r"attention S=(\d+)\s.*sgemm\s+([0-9.]+) \| fwd\s+([0-9.]+) \| fwd\+bwd\s+([0-9.]+) GFLOP/s"
+                  r"(?: \(([a-z0-9-]+)\))?")
+# where the fused kernels run, bench_attention also times the blocked BLAS ones in the same repeats
+VS_BLAS = re.compile(r"fused / blas-blocked: fwd ([0-9.]+)x\s+fwd\+bwd ([0-9.]+)x")
 
 
 def cpu_model():
@@ -72,7 +75,12 @@ def basp_run(exe, S, dh):
     if not m:
         sys.exit(f"attention_torch: no result line in bench_attention's output:\n{out.stdout}")
     head = out.stdout.splitlines()[0]
-    return {"sgemm": float(m.group(2)), "fwd": float(m.group(3)), "fb": float(m.group(4)), "head": head}
+    res = {"sgemm": float(m.group(2)), "fwd": float(m.group(3)), "fb": float(m.group(4)), "head": head,
+           "impl": m.group(5) or "blas-blocked"}
+    v = VS_BLAS.search(out.stdout)
+    if v:
+        res["xf"], res["xfb"] = float(v.group(1)), float(v.group(2))
+    return res
 
 
 def torch_run(torch, S, dh, repeats):
@@ -147,16 +155,23 @@ def main():
 
 def report(args, runs, head, torch, wall):
     med = statistics.median
-    rows, csv = [], ["S,dh,basp_fwd,sdpa_fwd,fwd_ratio,basp_fb,sdpa_fb,fb_ratio,sgemm,basp_fwd_vs_sgemm,basp_fb_vs_sgemm"]
+    rows, csv = [], ["S,dh,basp_fwd,sdpa_fwd,fwd_ratio,basp_fb,sdpa_fb,fb_ratio,sgemm,basp_fwd_vs_sgemm,basp_fb_vs_sgemm,"
+                     "impl,fwd_vs_blas_blocked,fb_vs_blas_blocked"]
     for (S, dh), rs in sorted(runs.items()):
         bf, tf = med(a["fwd"] for a, _ in rs), med(t["fwd"] for _, t in rs)
         bb, tb = med(a["fb"] for a, _ in rs), med(t["fb"] for _, t in rs)
         rf, rb = med(a["fwd"] / t["fwd"] for a, t in rs), med(a["fb"] / t["fb"] for a, t in rs)
         sg = med(a["sgemm"] for a, _ in rs)
         sf, sb = med(a["fwd"] / a["sgemm"] for a, _ in rs), med(a["fb"] / a["sgemm"] for a, _ in rs)
+        impl = rs[0][0]["impl"]
+        xs = [a for a, _ in rs if "xf" in a]
+        xf = f"{med(a['xf'] for a in xs):.2f}" if xs else ""
+        xfb = f"{med(a['xfb'] for a in xs):.2f}" if xs else ""
         rows.append(f"| {S} | {dh} | {bf:.1f} | {tf:.1f} | **{rf:.2f}×** | {bb:.1f} | {tb:.1f} | **{rb:.2f}×** | "
-                    f"{sg:.1f} | {sf:.2f} | {sb:.2f} |")
-        csv.append(f"{S},{dh},{bf:.2f},{tf:.2f},{rf:.3f},{bb:.2f},{tb:.2f},{rb:.3f},{sg:.2f},{sf:.3f},{sb:.3f}")
+                    f"{sg:.1f} | {sf:.2f} | {sb:.2f} | {impl} | {xf + '×' if xf else '–'} | "
+                    f"{xfb + '×' if xfb else '–'} |")
+        csv.append(f"{S},{dh},{bf:.2f},{tf:.2f},{rf:.3f},{bb:.2f},{tb:.2f},{rb:.3f},{sg:.2f},{sf:.3f},{sb:.3f},"
+                   f"{impl},{xf},{xfb}")
     cap = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "?")()
     md = [f"# Causal GQA attention on one core: basp against PyTorch SDPA", "",
           f"`{' '.join(['bench/attention_torch.py'] + sys.argv[1:])}` — {wall:.0f} s, {args.rounds} rounds "
@@ -166,11 +181,13 @@ def report(args, runs, head, torch, wall):
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
           "GFLOP/s in the flash-attention convention (forward 4·b·H·S²·Dh/2, forward + backward 3.5× that), "
           "medians over rounds; the ratios are medians of per-round basp / PyTorch ratios.  The last two "
-          "columns are basp against sgemm 1024³ timed in the same repeats (the goals: 0.75 forward, 0.6 "
-          "forward + backward).", "",
+          "columns but three are basp against sgemm 1024³ timed in the same repeats (the goals: 0.75 forward, "
+          "0.6 forward + backward); then which kernels basp ran, and where they were the fused AVX-512 ones, "
+          "fused / blocked BLAS kernels timed in the same repeats (bench_attention's own line, medians).", "",
           "| S | Dh | basp fwd | SDPA fwd | fwd basp/SDPA | basp fwd+bwd | SDPA fwd+bwd | fwd+bwd basp/SDPA | "
-          "sgemm | basp fwd / sgemm | basp fwd+bwd / sgemm |",
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"] + rows
+          "sgemm | basp fwd / sgemm | basp fwd+bwd / sgemm | basp kernels | fwd fused / blocked | "
+          "fwd+bwd fused / blocked |",
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"] + rows
     write_results(args.out, md, csv)
 
 

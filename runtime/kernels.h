@@ -163,8 +163,11 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
 typedef enum { KERN_ATTN_AUTO, KERN_ATTN_FUSED, KERN_ATTN_BLAS } kern_attn_impl;
 kern_attn_impl kern_attention_set_impl(kern_attn_impl impl);
 kern_attn_impl kern_attention_get_impl(void);
-/* "fused-avx512" or "blas-blocked": what a call with this Dh runs now. */
+/* "fused-avx512" or "blas-blocked": what a call with this Dh runs now
+ * (dense, ring blocks and packed documents alike); fused: whether that is
+ * the fused one (KERN_ATTN_FUSED where it cannot be: exit 2). */
 const char *kern_attention_impl_name(int64_t Dh);
+bool kern_attention_fused(int64_t Dh);
 /* The fused kernels themselves, for kern_attention.c only (no argument
  * checks; available() is false where they were not compiled). */
 bool kern_attn512_available(void);
@@ -173,6 +176,34 @@ void kern_attn512_fwd(float *o, float *lse, const float *q, const float *k, cons
 void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *o, const float *lse, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh);
+/* kern_ring_block_{fwd,bwd}_doc's contracts (kern_ring.c checks the
+ * arguments, then calls these). */
+void kern_attn512_ring_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                           int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                           const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc);
+void kern_attn512_ring_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                           const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                           int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                           const int32_t *qdoc, const int32_t *kdoc);
+
+/* ---- tiles of ring blocks and packed documents (kern_ring.c) ---------------
+ * Shared by both implementations: a tile pair (64 queries x KERN_TILE keys)
+ * is skipped when every pair is masked, and left unmasked when none is,
+ * judged from the tiles' extents of positions and document ids. */
+enum { KERN_TILE = 64 };
+typedef struct kern_tile_range {
+    int64_t plo, phi;
+    int32_t dlo, dhi;
+} kern_tile_range;
+typedef enum { KERN_TILE_SKIP, KERN_TILE_FULL, KERN_TILE_MASKED } kern_tile_kind;
+/* The extent of n entries of pos and doc (NULL: that extent is left 0). */
+kern_tile_range kern_tile_range_of(const int64_t *pos, const int32_t *doc, int n);
+/* How key tile k meets query tile q; by_pos / by_doc: which conditions apply
+ * (key after query; documents differ). */
+kern_tile_kind kern_tile_classify(const kern_tile_range *q, const kern_tile_range *k, bool by_pos, bool by_doc);
+/* The extents of the key tiles [ceil(Sk / KERN_TILE)] of batch row bi (kdoc
+ * row bi); grow-only scratch, valid until the next call. */
+const kern_tile_range *kern_tile_key_ranges(int64_t bi, int64_t Sk, const int64_t *kpos, const int32_t *kdoc);
 
 /* ---- lm head + cross-entropy (kern_lmhead.c) ------------------------------ */
 /* loss[0] = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],

@@ -112,7 +112,7 @@ kern_attn_impl kern_attention_get_impl(void) {
     return (kern_attn_impl)attn_impl;
 }
 
-static bool attn_fused(int64_t Dh) {
+bool kern_attention_fused(int64_t Dh) {
     kern_attn_impl impl = kern_attention_get_impl();
     bool can = false;
 #ifdef ATTN_X86
@@ -128,7 +128,7 @@ static bool attn_fused(int64_t Dh) {
     return impl != KERN_ATTN_BLAS && can;
 }
 
-const char *kern_attention_impl_name(int64_t Dh) { return attn_fused(Dh) ? "fused-avx512" : "blas-blocked"; }
+const char *kern_attention_impl_name(int64_t Dh) { return kern_attention_fused(Dh) ? "fused-avx512" : "blas-blocked"; }
 
 /* ---- block helpers --------------------------------------------------------- */
 
@@ -226,7 +226,7 @@ void kern_attention_fwd(float *o, const float *q, const float *k, const float *v
 void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
                             int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
-    if (attn_fused(Dh)) {
+    if (kern_attention_fused(Dh)) {
         kern_attn512_fwd(o, lse, q, k, v, b, S, H, Hkv, Dh);
         return;
     }
@@ -322,7 +322,7 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
                             const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
                             int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
-    if (attn_fused(Dh)) {
+    if (kern_attention_fused(Dh)) {
         kern_attn512_bwd(dq, dk, dv, dout, q, k, v, o, lse_fwd, b, S, H, Hkv, Dh);
         return;
     }

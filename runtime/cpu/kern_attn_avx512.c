@@ -1,35 +1,41 @@
 /* kern_attn_avx512.c — causal GQA attention, forward and backward, fused
- * around one AVX-512 register-blocked micro-kernel.
+ * around one AVX-512 register-blocked micro-kernel: the dense kernels
+ * (kern_attention.c) and the ring-block / packed-document ones (kern_ring.c,
+ * kern_docattn.c) run here when the CPU has AVX-512 and Dh % 16 == 0.
  *
- * Why not cblas_sgemm per block (kern_attention.c's blocked path): every
- * block GEMM is small (64 x 64 x Dh), so the BLAS re-packs both operands on
- * every call, and the softmax between the two GEMMs makes an extra pass over
- * the score block.  Here nothing is re-packed per block:
+ * Why not cblas_sgemm per tile (the blocked path): every tile GEMM is small
+ * (64 x 64 x Dh), so the BLAS re-packs both operands on every call, and the
+ * softmax between the two GEMMs makes extra passes over the score tile.
+ * Here nothing is re-packed per tile:
  *
  *  - Score tiles are transposed: ST[t][r] holds key t against query r, with
- *    the 64 queries of a block along the vector lanes.  ST = K_j Q_i^T needs
- *    Q_i^T, packed once per query block (scale folded in); K_j is read in
+ *    the 64 queries of a tile along the vector lanes.  ST = K_j Q_i^T needs
+ *    Q_i^T, packed once per query tile (scale folded in); K_j is read in
  *    place, one broadcast per element.  The softmax over keys then runs down
- *    the columns: row maxima, exponentials and sums are vertical vector
+ *    the columns: maxima, exponentials and sums are vertical vector
  *    operations, no horizontal reductions, and lse/D load as vectors.
- *  - Every product a block needs is C[rows, 16*NV] (+)= A[rows, K] B[K, ..]
+ *  - Every product a tile needs is C[rows, 16*NV] (+)= A[rows, K] B[K, ..]
  *    with A read by broadcasts at any (row, k) strides and B's rows
  *    contiguous: Q K^T, P V (A = P^T read down its columns), dO V^T,
  *    dS^T Q, P^T dO and dS K all fit, with K, V, Q, dO in their strided
- *    [b,S,H,Dh] rows and the tiles in L1.  One micro-kernel (rows x 16*NV
- *    accumulators in registers) serves all of them.
+ *    [b,S,H,Dh] rows and the tiles in L1.  One micro-kernel (up to 24 zmm
+ *    accumulators) serves all of them.
  *
- * Blocks are 64 queries by 64 keys, aligned, so the diagonal block is the
- * only masked one and every query sees at least key 0 of its first block
- * (no all-masked column, no exp(-inf - -inf)).  The backward runs query
- * block by query block (Q_i^T and dO_i^T packed once), accumulating dQ_i
- * in place and dK_j, dV_j into the outputs.
+ * Tiles are 64 queries by 64 keys (KERN_TILE).  Dense attention: aligned
+ * tiles, so only the diagonal one is masked and every query sees key 0 of
+ * its first tile.  Ring blocks and packed documents: kern_ring.c's tile
+ * extents skip tiles and leave whole ones unmasked, the mask compares
+ * positions and document ids 16 queries at a time, and the running state
+ * (o, lse) is loaded and stored as kern_ring.c does; a column that has seen
+ * nothing starts its max at M_EMPTY, so no exp(-inf - -inf) arises.  The
+ * backward runs query tile by query tile (Q_i^T and dO_i^T packed once),
+ * accumulating dQ_i in place and dK_j, dV_j into the outputs.
  *
- * The forward's per-block softmax step and the backward's logsumexp
- * recomputation share one function, so lse from the forward and lse
- * recomputed in the backward are the same bits (kern_attention_bwd_lse's
- * contract).  Only reached through kern_attention.c, after it checked that
- * the CPU has AVX-512 (F, VL, DQ, BW) and Dh is a multiple of 16. */
+ * The forward's softmax step and the backward's logsumexp recomputation are
+ * one function (fwd_tile without o), so lse from the forward and lse
+ * recomputed are the same bits (kern_attention_bwd_lse's contract).  The
+ * exponential is kern_attention_simd.h's polynomial.  Only reached after
+ * kern_attention_fused() checked the CPU (AVX-512 F, VL, DQ, BW) and Dh. */
 #include "kernels.h"
 
 #include <stdbool.h>
@@ -43,7 +49,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-enum { TB = 64 }; /* queries per block = keys per block; a score tile is TB x TB */
+enum { TB = KERN_TILE }; /* queries per block = keys per block (64); a score tile is TB x TB */
 
 /* ---- the micro-kernel ------------------------------------------------------ */
 
@@ -157,13 +163,6 @@ static inline __m512 exp_neg(__m512 x) {
     return _mm512_maskz_scalef_ps(live, y, n);
 }
 
-/* The causal mask on the diagonal tile (keys j0.. against queries i0 = j0..):
- * key t is visible to query r iff t <= r. */
-static void mask_diagonal(float *st, int nk) {
-    for (int t = 1; t < nk; t++)
-        for (int r = 0; r < t && r < TB; r++) st[t * TB + r] = -INFINITY;
-}
-
 /* Online softmax step over a score tile st[nk][TB] (keys down, queries
  * across): m = max(m, max_t st), alpha = exp(m_old - m), l = l*alpha +
  * sum_t exp(st - m), and with write_p the exponentials over st.  Shared by
@@ -232,106 +231,216 @@ static float *scratch(int64_t nfloats) {
 
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 
-/* One (batch, q head): first rows and row strides. */
-typedef struct head {
+/* A finite start for the running max of a column that has seen nothing
+ * (as kern_ring.c's): exp(M_EMPTY - s) is exactly 0 once a key is visible,
+ * and m - m_new never meets -inf - -inf. */
+#define M_EMPTY (-1e30f)
+
+/* One (batch, q head) against one block of keys: first rows, row strides,
+ * and the mask.  Dense causal attention masks by index, key j0+t visible to
+ * query i0+r iff j0+t <= i0+r; ring blocks and packed documents mask by the
+ * explicit positions and document ids (either may be NULL: that condition
+ * does not apply), with kern_ring.c's tile extents (kr) to skip tiles and
+ * leave whole ones unmasked. */
+typedef struct view {
     const float *q, *k, *v;
-    int64_t ldq, ldk, S;
+    int64_t ldq, ldk, Sk;
     int Dh;
     float scale;
-} head;
+    bool dense;                      /* causal by index; else by qpos/kpos, qdoc/kdoc */
+    const int64_t *qpos, *kpos;      /* NULL: no position condition */
+    const int32_t *qdoc, *kdoc;      /* this batch row's ids, or NULL */
+    const kern_tile_range *kr;       /* key tile extents, kr[j0 / TB] */
+} view;
 
-/* ST[nk][TB] = scale * K_j Q_i^T (qt holds scale * Q_i^T), masked when
- * the tile is the diagonal one. */
-static void scores(const head *hd, float *st, const float *qt, int64_t j0, int nk, bool diagonal) {
-    gemm_op g = {hd->k + j0 * hd->ldk, hd->ldk, 1, qt, TB, st, TB, hd->Dh, false, NULL};
+/* How key tile j0 (nk keys) meets query tile i0 (nq queries, extent qr). */
+static kern_tile_kind tile_kind(const view *vw, const kern_tile_range *qr, int64_t i0, int nq, int64_t j0, int nk) {
+    if (vw->dense) return j0 > i0 + nq - 1 ? KERN_TILE_SKIP : j0 + nk - 1 <= i0 ? KERN_TILE_FULL : KERN_TILE_MASKED;
+    return kern_tile_classify(qr, &vw->kr[j0 / TB], vw->kpos != NULL, vw->kdoc != NULL);
+}
+
+/* The query tile's positions and ids for the vector mask, padded to TB
+ * (padding columns: never masked by position, and their scores never
+ * read back). */
+typedef struct qtile_ids {
+    int64_t pos[TB];
+    int32_t doc[TB];
+} qtile_ids;
+
+static void qtile_ids_of(const view *vw, qtile_ids *ids, int64_t i0, int nq) {
+    if (vw->dense) return;
+    for (int r = 0; r < TB; r++) {
+        ids->pos[r] = r < nq && vw->kpos ? vw->qpos[i0 + r] : INT64_MAX;
+        ids->doc[r] = r < nq && vw->kdoc ? vw->qdoc[i0 + r] : 0;
+    }
+}
+
+/* -inf over the masked entries of the score tile st[nk][TB] (keys down,
+ * queries across).  Dense: key j0+t is masked for query i0+r < j0+t (only
+ * the diagonal tile gets here).  Else key t is masked where its position
+ * exceeds the query's, or its document differs: 16 queries per compare. */
+static void mask_tile(const view *vw, const qtile_ids *ids, float *st, int64_t i0, int nq, int64_t j0, int nk) {
+    if (vw->dense) {
+        for (int t = 0; t < nk; t++)
+            for (int r = 0; r < nq && i0 + r < j0 + t; r++) st[t * TB + r] = -INFINITY;
+        return;
+    }
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int t = 0; t < nk; t++) {
+        __m512i kp = _mm512_set1_epi64(vw->kpos ? vw->kpos[j0 + t] : INT64_MIN);
+        __m512i kd = _mm512_set1_epi32(vw->kdoc ? vw->kdoc[j0 + t] : 0);
+        for (int c = 0; c < TB; c += 16) {
+            __mmask8 lo = _mm512_cmpgt_epi64_mask(kp, _mm512_loadu_si512(ids->pos + c));
+            __mmask8 hi = _mm512_cmpgt_epi64_mask(kp, _mm512_loadu_si512(ids->pos + c + 8));
+            __mmask16 off = (__mmask16)(lo | ((unsigned)hi << 8));
+            if (vw->kdoc) off |= _mm512_cmpneq_epi32_mask(kd, _mm512_loadu_si512(ids->doc + c));
+            float *p = st + t * TB + c;
+            _mm512_storeu_ps(p, _mm512_mask_mov_ps(_mm512_loadu_ps(p), off, ninf));
+        }
+    }
+}
+
+/* ST[nk][TB] = scale * K_j Q_i^T (qt holds scale * Q_i^T), then the mask. */
+static void scores(const view *vw, const qtile_ids *ids, float *st, const float *qt, int64_t i0, int nq, int64_t j0,
+                   int nk, kern_tile_kind kind) {
+    gemm_op g = {vw->k + j0 * vw->ldk, vw->ldk, 1, qt, TB, st, TB, vw->Dh, false, NULL};
     gemm(&g, nk, TB);
-    if (diagonal) mask_diagonal(st, nk);
+    if (kind == KERN_TILE_MASKED) mask_tile(vw, ids, st, i0, nq, j0, nk);
+}
+
+/* The tile extent of queries i0..i0+nq-1 (ring and documents only). */
+static kern_tile_range query_range(const view *vw, int64_t i0, int nq) {
+    kern_tile_range r = {0, 0, 0, 0};
+    if (!vw->dense) r = kern_tile_range_of(vw->kpos ? vw->qpos + i0 : NULL, vw->kdoc ? vw->qdoc + i0 : NULL, nq);
+    return r;
 }
 
 /* ---- forward ------------------------------------------------------------------- */
 
-/* Query block i0..i0+nq-1: m and l over all its keys (and, with o, the
- * output rows o[r*ldq] through the P V products). */
-static void fwd_block(const head *hd, float *o, float *lse, int64_t i0, int nq, float *ws) {
-    int Dh = hd->Dh;
+/* The running state of one query tile: o rows (ldo apart) and lse (ldl
+ * apart).  load: start from them (a ring block merging into a running
+ * result: m = lse, l = 1, acc = o; lse -inf means nothing seen); else
+ * start empty.  o NULL: the statistics only. */
+typedef struct fwd_state {
+    float *o, *lse;
+    int64_t ldo, ldl;
+    bool load;
+} fwd_state;
+
+/* Query tile i0..i0+nq-1 against every key tile it sees; writes back o and
+ * lse of the columns that saw a key. */
+static void fwd_tile(const view *vw, const fwd_state *fs, int64_t i0, int nq, float *ws) {
+    int Dh = vw->Dh;
     float *qt = ws, *st = qt + (int64_t)Dh * TB, *acc = st + TB * TB, *m = acc + (int64_t)TB * Dh;
     float *l = m + TB, *alpha = l + TB;
-    pack_t(qt, hd->q + i0 * hd->ldq, hd->ldq, nq, Dh, hd->scale);
-    for (int r = 0; r < TB; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    int64_t kend = i0 + nq;
-    for (int64_t j0 = 0; j0 < kend; j0 += TB) {
-        int nk = imin(TB, kend - j0);
-        scores(hd, st, qt, j0, nk, j0 == i0);
-        softmax_step(st, nk, m, l, alpha, o != NULL);
-        if (!o) continue;
+    pack_t(qt, vw->q + i0 * vw->ldq, vw->ldq, nq, Dh, vw->scale);
+    for (int r = 0; r < TB; r++) {
+        float L = fs->load && r < nq ? fs->lse[(i0 + r) * fs->ldl] : -INFINITY;
+        bool seen = L != -INFINITY;
+        m[r] = seen ? L : M_EMPTY, l[r] = seen ? 1.0f : 0.0f;
+        if (!fs->o) continue;
+        for (int d = 0; d < Dh; d++) acc[(int64_t)r * Dh + d] = seen ? fs->o[(i0 + r) * fs->ldo + d] : 0.0f;
+    }
+    kern_tile_range qr = query_range(vw, i0, nq);
+    qtile_ids ids;
+    qtile_ids_of(vw, &ids, i0, nq);
+    for (int64_t j0 = 0; j0 < vw->Sk; j0 += TB) {
+        int nk = imin(TB, vw->Sk - j0);
+        kern_tile_kind kind = tile_kind(vw, &qr, i0, nq, j0, nk);
+        if (kind == KERN_TILE_SKIP) continue;
+        scores(vw, &ids, st, qt, i0, nq, j0, nk, kind);
+        softmax_step(st, nk, m, l, alpha, fs->o != NULL);
+        if (!fs->o) continue;
         /* acc[r][:] = alpha[r] acc[r][:] + sum_t P[t][r] V[j0+t][:] */
-        gemm_op g = {st, 1, TB, hd->v + j0 * hd->ldk, hd->ldk, acc, Dh, nk, j0 > 0, alpha};
+        gemm_op g = {st, 1, TB, vw->v + j0 * vw->ldk, vw->ldk, acc, Dh, nk, true, alpha};
         gemm(&g, nq, Dh);
     }
+    /* l == 0: nothing visible yet, the column stays (o, -inf).  A column
+     * that saw nothing new keeps m = lse, l = 1, acc = o (alpha exactly 1),
+     * so it is written back unchanged. */
     for (int r = 0; r < nq; r++) {
-        if (o) {
-            float inv = 1.0f / l[r]; /* l >= 1: the column max contributes exp(0) */
-            for (int d = 0; d < Dh; d++) o[(i0 + r) * hd->ldq + d] = acc[(int64_t)r * Dh + d] * inv;
-        }
-        if (lse) lse[i0 + r] = m[r] + logf(l[r]);
+        if (l[r] == 0.0f) continue;
+        if (fs->lse) fs->lse[(i0 + r) * fs->ldl] = m[r] + logf(l[r]);
+        if (!fs->o) continue;
+        float inv = 1.0f / l[r];
+        for (int d = 0; d < Dh; d++) fs->o[(i0 + r) * fs->ldo + d] = acc[(int64_t)r * Dh + d] * inv;
     }
 }
 
+static float *fwd_scratch(int64_t Dh) { return scratch(2 * Dh * TB + TB * TB + 3 * TB); }
+
 void kern_attn512_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
                       int64_t H, int64_t Hkv, int64_t Dh) {
-    float *ws = scratch(2 * Dh * TB + TB * TB + 3 * TB);
+    float *ws = fwd_scratch(Dh);
     int64_t rep = H / Hkv;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep;
-            head hd = {q + (bi * S * H + h) * Dh, k + (bi * S * Hkv + g) * Dh, v + (bi * S * Hkv + g) * Dh,
-                       H * Dh, Hkv * Dh, S, (int)Dh, (float)(1.0 / sqrt((double)Dh))};
-            float *ob = o + (bi * S * H + h) * Dh, *lb = lse ? lse + (bi * H + h) * S : NULL;
-            for (int64_t i0 = 0; i0 < S; i0 += TB) fwd_block(&hd, ob, lb, i0, imin(TB, S - i0), ws);
+            view vw = {q + (bi * S * H + h) * Dh, k + (bi * S * Hkv + g) * Dh, v + (bi * S * Hkv + g) * Dh,
+                       H * Dh, Hkv * Dh, S, (int)Dh, (float)(1.0 / sqrt((double)Dh)), true, NULL, NULL, NULL, NULL, NULL};
+            fwd_state fs = {o + (bi * S * H + h) * Dh, lse ? lse + (bi * H + h) * S : NULL, H * Dh, 1, false};
+            for (int64_t i0 = 0; i0 < S; i0 += TB) fwd_tile(&vw, &fs, i0, imin(TB, S - i0), ws);
         }
 }
 
 /* ---- backward ------------------------------------------------------------------- */
 
-typedef struct head_grad {
-    const float *dout, *o;
+/* One head's backward inputs and outputs: lse and D ldl apart (D NULL:
+ * computed here, rowsum(dO o O) in double). */
+typedef struct grad_io {
+    const float *dout, *o, *lse, *D;
+    int64_t ldl;
     float *dq, *dk, *dv;
-} head_grad;
+} grad_io;
 
-/* Query block i0..i0+nq-1 against every key block it sees. */
-static void bwd_block(const head *hd, const head_grad *hg, const float *lse_row, int64_t i0, int nq, float *ws) {
-    int Dh = hd->Dh;
-    int64_t ldq = hd->ldq, ldk = hd->ldk;
+/* Query tile i0..i0+nq-1 against every key tile it sees: dQ_i in place,
+ * dK_j and dV_j accumulated into the outputs. */
+static void bwd_tile(const view *vw, const grad_io *gi, int64_t i0, int nq, float *ws) {
+    int Dh = vw->Dh;
+    int64_t ldq = vw->ldq, ldk = vw->ldk;
     float *qt = ws, *dot = qt + (int64_t)Dh * TB, *st = dot + (int64_t)Dh * TB, *dp = st + TB * TB;
     float *lse = dp + TB * TB, *D = lse + TB;
-    pack_t(qt, hd->q + i0 * ldq, ldq, nq, Dh, hd->scale);
-    pack_t(dot, hg->dout + i0 * ldq, ldq, nq, Dh, 1.0f);
+    pack_t(qt, vw->q + i0 * ldq, ldq, nq, Dh, vw->scale);
+    pack_t(dot, gi->dout + i0 * ldq, ldq, nq, Dh, 1.0f);
     for (int r = 0; r < TB; r++) {
-        lse[r] = 0.0f, D[r] = 0.0f; /* padding columns: finite, never read back */
+        lse[r] = INFINITY, D[r] = 0.0f; /* padding columns: P = 0, never read back */
         if (r >= nq) continue;
-        lse[r] = lse_row[i0 + r];
-        const float *dor = hg->dout + (i0 + r) * ldq, *orow = hg->o + (i0 + r) * ldq;
+        float L = gi->lse[(i0 + r) * gi->ldl];
+        /* a column that saw no key at all (lse -inf) gets no gradient:
+         * exp(s - inf) is 0 where exp(-inf + inf) would be NaN */
+        lse[r] = L == -INFINITY ? INFINITY : L;
+        if (gi->D) {
+            D[r] = gi->D[(i0 + r) * gi->ldl];
+            continue;
+        }
+        const float *dor = gi->dout + (i0 + r) * ldq, *orow = gi->o + (i0 + r) * ldq;
         double acc = 0.0; /* as kern_attention_bwd: the row sum in double */
         for (int d = 0; d < Dh; d++) acc += (double)dor[d] * orow[d];
         D[r] = (float)acc;
     }
-    const float *qi = hd->q + i0 * ldq, *doi = hg->dout + i0 * ldq;
-    int64_t kend = i0 + nq;
-    for (int64_t j0 = 0; j0 < kend; j0 += TB) {
-        int nk = imin(TB, kend - j0);
-        const float *kj = hd->k + j0 * ldk, *vj = hd->v + j0 * ldk;
-        scores(hd, st, qt, j0, nk, j0 == i0);
+    const float *qi = vw->q + i0 * ldq, *doi = gi->dout + i0 * ldq;
+    kern_tile_range qr = query_range(vw, i0, nq);
+    qtile_ids ids;
+    qtile_ids_of(vw, &ids, i0, nq);
+    for (int64_t j0 = 0; j0 < vw->Sk; j0 += TB) {
+        int nk = imin(TB, vw->Sk - j0);
+        kern_tile_kind kind = tile_kind(vw, &qr, i0, nq, j0, nk);
+        if (kind == KERN_TILE_SKIP) continue;
+        const float *kj = vw->k + j0 * ldk, *vj = vw->v + j0 * ldk;
+        scores(vw, &ids, st, qt, i0, nq, j0, nk, kind);
         gemm_op dpo = {vj, ldk, 1, dot, TB, dp, TB, Dh, false, NULL}; /* dP^T = V_j dO_i^T */
         gemm(&dpo, nk, TB);
-        grad_step(st, dp, nk, lse, D, hd->scale); /* st <- P^T, dp <- scale dS^T */
-        gemm_op dvo = {st, TB, 1, doi, ldq, hg->dv + j0 * ldk, ldk, nq, true, NULL}; /* dV_j += P^T dO_i */
+        grad_step(st, dp, nk, lse, D, vw->scale); /* st <- P^T, dp <- scale dS^T */
+        gemm_op dvo = {st, TB, 1, doi, ldq, gi->dv + j0 * ldk, ldk, nq, true, NULL}; /* dV_j += P^T dO_i */
         gemm(&dvo, nk, Dh);
-        gemm_op dko = {dp, TB, 1, qi, ldq, hg->dk + j0 * ldk, ldk, nq, true, NULL}; /* dK_j += dS^T Q_i */
+        gemm_op dko = {dp, TB, 1, qi, ldq, gi->dk + j0 * ldk, ldk, nq, true, NULL}; /* dK_j += dS^T Q_i */
         gemm(&dko, nk, Dh);
-        gemm_op dqo = {dp, 1, TB, kj, ldk, hg->dq + i0 * ldq, ldq, nk, true, NULL}; /* dQ_i += dS K_j */
+        gemm_op dqo = {dp, 1, TB, kj, ldk, gi->dq + i0 * ldq, ldq, nk, true, NULL}; /* dQ_i += dS K_j */
         gemm(&dqo, nq, Dh);
     }
 }
+
+static float *bwd_scratch(int64_t Dh) { return scratch(2 * Dh * TB + 2 * TB * TB + 2 * TB); }
 
 void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
@@ -339,7 +448,7 @@ void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const 
     memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
     memset(dk, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
     memset(dv, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
-    float *ws = scratch(2 * Dh * TB + 2 * TB * TB + 2 * TB);
+    float *ws = bwd_scratch(Dh);
     /* one head's recomputed lse, in the workspace the memory plan counts
      * (ir_op_attn.c, IR_WS_CPU_DSTATS) */
     float *stats = lse_fwd ? NULL : kern_scratch(KERN_SCRATCH_DOCSTATS, 2 * S, "attention");
@@ -347,13 +456,58 @@ void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const 
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep, qoff = (bi * S * H + h) * Dh, koff = (bi * S * Hkv + g) * Dh;
-            head hd = {q + qoff, k + koff, v + koff, H * Dh, Hkv * Dh, S, (int)Dh, (float)(1.0 / sqrt((double)Dh))};
-            head_grad hg = {dout + qoff, o + qoff, dq + qoff, dk + koff, dv + koff};
+            view vw = {q + qoff, k + koff, v + koff, H * Dh, Hkv * Dh, S, (int)Dh, (float)(1.0 / sqrt((double)Dh)),
+                       true, NULL, NULL, NULL, NULL, NULL};
             const float *lse = lse_fwd ? lse_fwd + (bi * H + h) * S : stats;
-            if (!lse_fwd) /* the forward's statistics pass, without P V */
-                for (int64_t i0 = 0; i0 < S; i0 += TB) fwd_block(&hd, NULL, stats, i0, imin(TB, S - i0), ws);
-            for (int64_t i0 = 0; i0 < S; i0 += TB) bwd_block(&hd, &hg, lse, i0, imin(TB, S - i0), ws);
+            if (!lse_fwd) { /* the forward's statistics pass, without P V: the forward's bits */
+                fwd_state fs = {NULL, stats, 0, 1, false};
+                for (int64_t i0 = 0; i0 < S; i0 += TB) fwd_tile(&vw, &fs, i0, imin(TB, S - i0), ws);
+            }
+            grad_io gi = {dout + qoff, o + qoff, lse, NULL, 1, dq + qoff, dk + koff, dv + koff};
+            for (int64_t i0 = 0; i0 < S; i0 += TB) bwd_tile(&vw, &gi, i0, imin(TB, S - i0), ws);
         }
+}
+
+/* ---- ring blocks and packed documents (kern_ring.c's entry points) ------------- */
+
+static view ring_view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq,
+                         int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                         const int32_t *qdoc, const int32_t *kdoc, const kern_tile_range *kr) {
+    int64_t g = h / (H / Hk), qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
+    return (view){q + qoff, k + koff, v + koff, H * Dh, Hk * Dh, Sk, (int)Dh, (float)(1.0 / sqrt((double)Dh)),
+                  false, qpos, kpos, qdoc ? qdoc + bi * Sq : NULL, kdoc ? kdoc + bi * Sk : NULL, kr};
+}
+
+void kern_attn512_ring_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                           int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                           const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc) {
+    float *ws = fwd_scratch(Dh);
+    for (int64_t bi = 0; bi < b; bi++) {
+        const kern_tile_range *kr = kern_tile_key_ranges(bi, Sk, kpos, kdoc);
+        for (int64_t h = 0; h < H; h++) {
+            view vw = ring_view_of(q, k, v, bi, h, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc, kr);
+            fwd_state fs = {o ? o + (bi * Sq * H + h) * Dh : NULL, lse + bi * Sq * H + h, H * Dh, H, true};
+            for (int64_t i0 = 0; i0 < Sq; i0 += TB) fwd_tile(&vw, &fs, i0, imin(TB, Sq - i0), ws);
+        }
+    }
+}
+
+void kern_attn512_ring_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                           const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                           int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                           const int32_t *qdoc, const int32_t *kdoc) {
+    float *ws = bwd_scratch(Dh);
+    int64_t rep = H / Hk;
+    for (int64_t bi = 0; bi < b; bi++) {
+        const kern_tile_range *kr = kern_tile_key_ranges(bi, Sk, kpos, kdoc);
+        for (int64_t h = 0; h < H; h++) {
+            int64_t g = h / rep, qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
+            int64_t loff = bi * Sq * H + h;
+            view vw = ring_view_of(q, k, v, bi, h, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc, kr);
+            grad_io gi = {dout + qoff, NULL, lse + loff, D + loff, H, dq + qoff, dk + koff, dv + koff};
+            for (int64_t i0 = 0; i0 < Sq; i0 += TB) bwd_tile(&vw, &gi, i0, imin(TB, Sq - i0), ws);
+        }
+    }
 }
 
 bool kern_attn512_available(void) { return true; }
@@ -368,6 +522,17 @@ void kern_attn512_fwd(float *o, float *lse, const float *q, const float *k, cons
 void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
+    abort();
+}
+void kern_attn512_ring_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
+                           int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                           const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc) {
+    abort();
+}
+void kern_attn512_ring_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                           const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                           int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                           const int32_t *qdoc, const int32_t *kdoc) {
     abort();
 }
 #endif

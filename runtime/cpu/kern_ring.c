@@ -34,7 +34,11 @@
  * accumulated (beta = 1), so a rank sums its contributions over the ring.
  *
  * The element-wise steps are kern_attention.c's (kern_attn_simd: one
- * instance per ISA, chosen at run time; BASP_SIMD caps it). */
+ * instance per ISA, chosen at run time; BASP_SIMD caps it).  Where the fused
+ * AVX-512 kernels run (kern_attention_fused), both entry points hand over to
+ * them (kern_attn512_ring_*: the same tiles, skipping and state, with
+ * transposed score tiles and no BLAS calls); the tile extents here are
+ * shared with them. */
 #include "kernels.h"
 
 #include <cblas.h>
@@ -45,10 +49,10 @@
 #include <string.h>
 
 enum {
-    BQ = 64, /* queries per tile */
-    BK = 64, /* keys per tile: smaller than kern_attention.c's 128 so that
-                the skipping follows the zig-zag chunks more closely */
-    PADW = 16, /* tile rows padded to the widest vector */
+    BQ = 64,         /* queries per tile */
+    BK = KERN_TILE,  /* keys per tile (64): smaller than kern_attention.c's 128 so
+                        that the skipping follows the zig-zag chunks more closely */
+    PADW = 16,       /* tile rows padded to the widest vector */
 };
 
 /* A finite stand-in for the max of a row that has seen nothing: the SIMD
@@ -88,15 +92,9 @@ static void check_heads(int64_t H, int64_t Hk, int64_t Dh) {
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }
 static inline int padw(int n) { return (n + PADW - 1) / PADW * PADW; }
 
-/* The extent of a tile's positions and document ids. */
-typedef struct tile_range {
-    int64_t plo, phi;
-    int32_t dlo, dhi;
-} tile_range;
-
 /* pos/doc: the tile's n entries; NULL: that extent is not needed (left 0). */
-static tile_range range_of(const int64_t *pos, const int32_t *doc, int n) {
-    tile_range r = {0, 0, 0, 0};
+kern_tile_range kern_tile_range_of(const int64_t *pos, const int32_t *doc, int n) {
+    kern_tile_range r = {0, 0, 0, 0};
     if (pos) {
         r.plo = r.phi = pos[0];
         for (int i = 1; i < n; i++) {
@@ -114,22 +112,19 @@ static tile_range range_of(const int64_t *pos, const int32_t *doc, int n) {
     return r;
 }
 
-/* How a tile pair meets the mask. */
-typedef enum { TILE_SKIP, TILE_FULL, TILE_MASKED } tile_kind;
-
 /* From the extents of the query tile q and the key tile k; by_pos / by_doc:
  * whether that condition applies. */
-static tile_kind tile_classify(const tile_range *q, const tile_range *k, bool by_pos, bool by_doc) {
+kern_tile_kind kern_tile_classify(const kern_tile_range *q, const kern_tile_range *k, bool by_pos, bool by_doc) {
     bool full = true;
     if (by_pos) {
-        if (k->plo > q->phi) return TILE_SKIP;
+        if (k->plo > q->phi) return KERN_TILE_SKIP;
         full = k->phi <= q->plo;
     }
     if (by_doc) {
-        if (k->dhi < q->dlo || k->dlo > q->dhi) return TILE_SKIP; /* no key shares a query's document */
+        if (k->dhi < q->dlo || k->dlo > q->dhi) return KERN_TILE_SKIP; /* no key shares a query's document */
         full = full && q->dlo == q->dhi && k->dlo == k->dhi && q->dlo == k->dlo;
     }
-    return full ? TILE_FULL : TILE_MASKED;
+    return full ? KERN_TILE_FULL : KERN_TILE_MASKED;
 }
 
 /* One (batch, head) pass: base pointers and row strides of the block. */
@@ -140,25 +135,25 @@ typedef struct ring_view {
     int ldl;                /* row stride of lse and D: H */
     const int64_t *qpos, *kpos;
     const int32_t *qdoc, *kdoc; /* this batch row's document ids, or NULL */
-    const tile_range *kr;       /* the extents of the key tiles, kr[j0 / BK] */
+    const kern_tile_range *kr;       /* the extents of the key tiles, kr[j0 / BK] */
     float scale;
 } ring_view;
 
 /* s[nq, w] = scale * Q[i0..] K[j0..]^T; masked entries (kpos > qpos, or
  * kdoc != qdoc) and the padding columns nk..w-1 set to -inf. */
 static void tile_scores(const ring_view *rv, float *s, int64_t i0, int nq, int64_t j0, int nk, int w,
-                        tile_kind kind) {
+                        kern_tile_kind kind) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)rv->Dh, rv->scale, rv->q + i0 * rv->ldq,
                 rv->ldq, rv->k + j0 * rv->ldk, rv->ldk, 0.0f, s, w);
     for (int r = 0; r < nq; r++) {
         float *row = s + (int64_t)r * w;
-        if (kind == TILE_MASKED && rv->kpos) {
+        if (kind == KERN_TILE_MASKED && rv->kpos) {
             int64_t qp = rv->qpos[i0 + r];
             const int64_t *kp = rv->kpos + j0;
             for (int c = 0; c < nk; c++)
                 if (kp[c] > qp) row[c] = -INFINITY;
         }
-        if (kind == TILE_MASKED && rv->kdoc) {
+        if (kind == KERN_TILE_MASKED && rv->kdoc) {
             int32_t qd = rv->qdoc[i0 + r];
             const int32_t *kd = rv->kdoc + j0;
             for (int c = 0; c < nk; c++)
@@ -169,20 +164,20 @@ static void tile_scores(const ring_view *rv, float *s, int64_t i0, int nq, int64
 }
 
 /* The extent of query tile i0..i0+nq-1, computed once per query tile. */
-static tile_range query_range(const ring_view *rv, int64_t i0, int nq) {
-    return range_of(rv->kpos ? rv->qpos + i0 : NULL, rv->kdoc ? rv->qdoc + i0 : NULL, nq);
+static kern_tile_range query_range(const ring_view *rv, int64_t i0, int nq) {
+    return kern_tile_range_of(rv->kpos ? rv->qpos + i0 : NULL, rv->kdoc ? rv->qdoc + i0 : NULL, nq);
 }
 
-static tile_kind tile_kind_of(const ring_view *rv, const tile_range *qr, int64_t j0) {
-    return tile_classify(qr, &rv->kr[j0 / BK], rv->kpos != NULL, rv->kdoc != NULL);
+static kern_tile_kind tile_kind_of(const ring_view *rv, const kern_tile_range *qr, int64_t j0) {
+    return kern_tile_classify(qr, &rv->kr[j0 / BK], rv->kpos != NULL, rv->kdoc != NULL);
 }
 
 /* kr [ceil(Sk / BK)]: the key tiles' extents for batch row bi (kdoc row bi),
  * once per row rather than once per tile pair: with many short documents
  * most pairs are skipped, and classifying them would otherwise cost
  * O(BQ + BK) each. */
-static const tile_range *key_ranges(int64_t bi, int64_t Sk, const int64_t *kpos, const int32_t *kdoc) {
-    static tile_range *buf;
+const kern_tile_range *kern_tile_key_ranges(int64_t bi, int64_t Sk, const int64_t *kpos, const int32_t *kdoc) {
+    static kern_tile_range *buf;
     static int64_t cap;
     int64_t n = (Sk + BK - 1) / BK;
     if (n > cap) {
@@ -196,7 +191,7 @@ static const tile_range *key_ranges(int64_t bi, int64_t Sk, const int64_t *kpos,
     }
     for (int64_t t = 0; t < n; t++) {
         int64_t j0 = t * BK;
-        buf[t] = range_of(kpos ? kpos + j0 : NULL, kdoc ? kdoc + bi * Sk + j0 : NULL, imin(BK, Sk - j0));
+        buf[t] = kern_tile_range_of(kpos ? kpos + j0 : NULL, kdoc ? kdoc + bi * Sk + j0 : NULL, imin(BK, Sk - j0));
     }
     return buf;
 }
@@ -204,7 +199,7 @@ static const tile_range *key_ranges(int64_t bi, int64_t Sk, const int64_t *kpos,
 /* The view of batch row bi, head h; kr from key_ranges for row bi. */
 static ring_view view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq,
                          int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
-                         const int32_t *qdoc, const int32_t *kdoc, const tile_range *kr) {
+                         const int32_t *qdoc, const int32_t *kdoc, const kern_tile_range *kr) {
     int64_t g = h / (H / Hk), qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
     return (ring_view){q + qoff, k + koff, v + koff, Sq, Sk, Dh, (int)(H * Dh), (int)(Hk * Dh), (int)H,
                        qpos, kpos, qdoc ? qdoc + bi * Sq : NULL, kdoc ? kdoc + bi * Sk : NULL, kr,
@@ -236,11 +231,11 @@ static void fwd_tile(const ring_view *rv, float *o, float *lse, int64_t i0, int 
         const float *orow = o + (i0 + r) * rv->ldq;
         for (int64_t d = 0; d < Dh; d++) acc[r * Dh + d] = seen ? orow[d] : 0.0f;
     }
-    tile_range qr = query_range(rv, i0, nq);
+    kern_tile_range qr = query_range(rv, i0, nq);
     for (int64_t j0 = 0; j0 < rv->Sk; j0 += BK) {
         int nk = imin(BK, rv->Sk - j0), w = padw(nk);
-        tile_kind kind = tile_kind_of(rv, &qr, j0);
-        if (kind == TILE_SKIP) continue;
+        kern_tile_kind kind = tile_kind_of(rv, &qr, j0);
+        if (kind == KERN_TILE_SKIP) continue;
         tile_scores(rv, s, i0, nq, j0, nk, w, kind);
         kern_attn_simd()->softmax(s, nq, w, m, l, alpha);
         if (!o) continue;
@@ -269,10 +264,14 @@ void kern_ring_block_fwd_doc(float *o, float *lse, const float *q, const float *
     check_heads(H, Hk, Dh);
     check_docs(qdoc, kdoc);
     if (Sq <= 0 || Sk <= 0) return;
+    if (kern_attention_fused(Dh)) {
+        kern_attn512_ring_fwd(o, lse, q, k, v, b, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc);
+        return;
+    }
     float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
     float *acc = s + BQ * BK, *m = acc + BQ * Dh, *l = m + BQ, *alpha = l + BQ;
     for (int64_t bi = 0; bi < b; bi++) {
-        const tile_range *kr = key_ranges(bi, Sk, kpos, kdoc);
+        const kern_tile_range *kr = kern_tile_key_ranges(bi, Sk, kpos, kdoc);
         for (int64_t h = 0; h < H; h++) {
             ring_view rv = view_of(q, k, v, bi, h, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc, kr);
             float *ob = o ? o + (bi * Sq * H + h) * Dh : NULL, *lb = lse + bi * Sq * H + h;
@@ -317,11 +316,11 @@ static void bwd_tile(const ring_view *rv, const ring_grad *rg, int64_t i0, int n
     }
     const float *qi = rv->q + i0 * ldq, *doi = rg->dout + i0 * ldq;
     float *dqi = rg->dq + i0 * ldq;
-    tile_range qr = query_range(rv, i0, nq);
+    kern_tile_range qr = query_range(rv, i0, nq);
     for (int64_t j0 = 0; j0 < rv->Sk; j0 += BK) {
         int nk = imin(BK, rv->Sk - j0), w = padw(nk);
-        tile_kind kind = tile_kind_of(rv, &qr, j0);
-        if (kind == TILE_SKIP) continue;
+        kern_tile_kind kind = tile_kind_of(rv, &qr, j0);
+        if (kind == KERN_TILE_SKIP) continue;
         const float *kj = rv->k + j0 * ldk, *vj = rv->v + j0 * ldk;
         tile_scores(rv, s, i0, nq, j0, nk, w, kind);
         /* dp[nq, nk] = dO V^T; its padding columns are never read back */
@@ -342,11 +341,15 @@ void kern_ring_block_bwd_doc(float *dq, float *dk, float *dv, const float *dout,
     check_heads(H, Hk, Dh);
     check_docs(qdoc, kdoc);
     if (Sq <= 0 || Sk <= 0) return;
+    if (kern_attention_fused(Dh)) {
+        kern_attn512_ring_bwd(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc);
+        return;
+    }
     float *s = scratch_get(2 * (int64_t)BQ * BK + 2 * BQ);
     float *dp = s + BQ * BK, *lt = dp + BQ * BK, *dt = lt + BQ;
     int64_t rep = H / Hk;
     for (int64_t bi = 0; bi < b; bi++) {
-        const tile_range *kr = key_ranges(bi, Sk, kpos, kdoc);
+        const kern_tile_range *kr = kern_tile_key_ranges(bi, Sk, kpos, kdoc);
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep, qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
             int64_t loff = bi * Sq * H + h;

@@ -21,7 +21,8 @@
  *
  * Also: o and lse with and without lse output are the same bits, and the
  * backward with the forward's lse equals the one recomputing it bit for bit
- * (kern_attention_bwd_lse's contract, which training relies on). */
+ * (kern_attention_bwd_lse's contract, which training relies on); and the
+ * ring-block / packed-document entry points, fused against blocked (below). */
 #include "kernels.h"
 
 #define KTEST_SEED 0xA77E57105EEDull
@@ -149,6 +150,89 @@ static void run_shape(const shape *s) {
     free(q), free(k), free(v), free(dout);
 }
 
+/* ---- ring blocks and packed documents: fused against blocked ------------------
+ * kern_ring_block_{fwd,bwd}_doc with both implementations on the same
+ * inputs and running state.  The blocked one is checked against the dense
+ * kernels and finite differences in test_ring.c / test_docattn.c; here the
+ * fused one must agree with it: positions random (some keys after every
+ * query, some tiles skipped, some queries that see no key at all) or NULL
+ * (no causal condition), document ids or
+ * none, a fresh state (lse -inf) or a running one from an earlier block,
+ * and accumulation into gradients that already hold values.  Tolerance as
+ * above, against max|blocked|. */
+typedef struct ring_case {
+    int64_t b, Sq, Sk, H, Hk, Dh;
+    bool pos, docs, running;
+} ring_case;
+
+static void cmp_impls(const ring_case *c, const char *what, const float *a, const float *b, int64_t n) {
+    double big = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) big = fmax(big, fabs((double)b[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+    double tol = 2e-5 * big + 1e-6;
+    bool ok = worst <= tol;
+    printf("  ring Sq=%-3lld Sk=%-3lld Dh=%-3lld pos=%d docs=%d running=%d %-3s fused-blocked %.2e tol %.2e %s\n",
+           (long long)c->Sq, (long long)c->Sk, (long long)c->Dh, c->pos, c->docs, c->running, what, worst, tol,
+           ok ? "ok" : "FAIL");
+    if (!ok) g_failures++;
+}
+
+static float *fdup(const float *x, int64_t n) {
+    float *y = malloc((size_t)n * sizeof(float));
+    memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+static void run_ring_case(const ring_case *c) {
+    int64_t nq = c->b * c->Sq * c->H * c->Dh, nk = c->b * c->Sk * c->Hk * c->Dh, nl = c->b * c->Sq * c->H;
+    float *q = frand(nq, -2, 2), *k = frand(nk, -2, 2), *v = frand(nk, -1, 1), *dout = frand(nq, -1, 1);
+    int64_t *qpos = malloc((size_t)c->Sq * sizeof(int64_t)), *kpos = malloc((size_t)c->Sk * sizeof(int64_t));
+    for (int64_t i = 0; i < c->Sq; i++) qpos[i] = (int64_t)(urand() * 3 * (double)c->Sq);
+    /* no key before position Sq/2: the queries before it see nothing (lse
+     * stays -inf without a running state; the backward must give them 0) */
+    for (int64_t j = 0; j < c->Sk; j++)
+        kpos[j] = j < c->Sk / 2 ? j + c->Sq / 2 : c->Sq / 2 + (int64_t)(urand() * 4 * (double)c->Sq);
+    int32_t *qdoc = malloc((size_t)(c->b * c->Sq) * sizeof(int32_t)), *kdoc = malloc((size_t)(c->b * c->Sk) * sizeof(int32_t));
+    for (int64_t i = 0; i < c->b * c->Sq; i++) qdoc[i] = (int32_t)((i % c->Sq) * 3 / c->Sq);
+    for (int64_t j = 0; j < c->b * c->Sk; j++) kdoc[j] = (int32_t)((j % c->Sk) * 3 / c->Sk);
+    /* the running state: nothing seen (lse -inf, o 0), or an earlier block's */
+    float *o0 = fzero(nq), *lse0 = frand(nl, 0, 0);
+    for (int64_t i = 0; i < nl; i++) lse0[i] = -INFINITY;
+    if (c->running) {
+        float *kk = frand(nk, -2, 2), *vv = frand(nk, -1, 1);
+        kern_ring_block_fwd_doc(o0, lse0, q, kk, vv, c->b, c->Sq, c->Sk, c->H, c->Hk, c->Dh, NULL, NULL, NULL, NULL);
+        free(kk), free(vv);
+    }
+    const int64_t *qp = c->pos ? qpos : NULL, *kp = c->pos ? kpos : NULL;
+    const int32_t *qd = c->docs ? qdoc : NULL, *kd = c->docs ? kdoc : NULL;
+    float *o[2], *lse[2], *dq[2], *dk[2], *dv[2], *D = frand(nl, -1, 1);
+    float *g0q = frand(nq, -1, 1), *g0k = frand(nk, -1, 1), *g0v = frand(nk, -1, 1);
+    for (int ii = 0; ii < 2; ii++) {
+        kern_attention_set_impl(ii == 0 ? KERN_ATTN_AUTO : KERN_ATTN_BLAS);
+        o[ii] = fdup(o0, nq), lse[ii] = fdup(lse0, nl);
+        kern_ring_block_fwd_doc(o[ii], lse[ii], q, k, v, c->b, c->Sq, c->Sk, c->H, c->Hk, c->Dh, qp, kp, qd, kd);
+        dq[ii] = fdup(g0q, nq), dk[ii] = fdup(g0k, nk), dv[ii] = fdup(g0v, nk);
+        /* both backwards read the same (fused) lse: the comparison is of the backward alone */
+        kern_ring_block_bwd_doc(dq[ii], dk[ii], dv[ii], dout, q, k, v, lse[0], D, c->b, c->Sq, c->Sk, c->H, c->Hk,
+                                c->Dh, qp, kp, qd, kd);
+    }
+    kern_attention_set_impl(KERN_ATTN_AUTO);
+    /* lse: rows that saw nothing stay -inf in both; compare the finite ones as 0 */
+    for (int64_t i = 0; i < nl; i++)
+        if (lse[0][i] == -INFINITY && lse[1][i] == -INFINITY) lse[0][i] = lse[1][i] = 0.0f;
+    cmp_impls(c, "o", o[0], o[1], nq);
+    cmp_impls(c, "lse", lse[0], lse[1], nl);
+    cmp_impls(c, "dq", dq[0], dq[1], nq);
+    cmp_impls(c, "dk", dk[0], dk[1], nk);
+    cmp_impls(c, "dv", dv[0], dv[1], nk);
+    for (int ii = 0; ii < 2; ii++) free(o[ii]), free(lse[ii]), free(dq[ii]), free(dk[ii]), free(dv[ii]);
+    free(q), free(k), free(v), free(dout), free(qpos), free(kpos), free(qdoc), free(kdoc), free(o0), free(lse0);
+    free(D), free(g0q), free(g0k), free(g0v);
+}
+
 int main(int argc, char **argv) {
     /* --expect-fused: fail unless Dh = 64 takes the fused kernels (the
      * ctest on a CPU with AVX-512, so a broken dispatch cannot pass by
@@ -164,6 +248,12 @@ int main(int argc, char **argv) {
         {1, 70, 2, 1, 112}, {1, 40, 4, 2, 8},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(&shapes[i]);
+    const ring_case rings[] = {
+        {1, 100, 150, 4, 2, 32, true, false, false}, {2, 64, 64, 2, 2, 16, true, true, true},
+        {1, 130, 70, 4, 1, 48, false, false, true},  {1, 77, 200, 2, 1, 64, true, true, false},
+        {1, 65, 129, 2, 2, 128, false, true, true},
+    };
+    for (size_t i = 0; i < sizeof rings / sizeof rings[0]; i++) run_ring_case(&rings[i]);
     if (g_failures) printf("%d FAILED\n", g_failures);
     else printf("all passed\n");
     return g_failures ? 1 : 0;
