@@ -120,16 +120,21 @@ void kern_linear_fwd(float *y, const float *x, const float *w, int64_t N, int64_
 void kern_linear_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t In,
                      int64_t Out);
 
-/* ---- the attention kernels' element-wise block steps (kern_attention.c) ----
+/* ---- the element-wise steps with exponentials (kern_simd.c) ----------------
  * kern_attention_simd.h written once per ISA; kern_attn_simd() is the widest
- * instance this CPU runs (BASP_SIMD=generic|avx2 caps it).  Shared by
- * kern_attention.c and kern_ring.c. */
+ * instance this CPU runs (BASP_SIMD=generic|avx2 caps it).  The blocked
+ * attention's block steps (kern_attention.c, kern_ring.c) and SwiGLU
+ * (kern_basic.c). */
 typedef struct kern_attn_simd_ops {
     void (*softmax)(float *s, int nq, int w, float *m, float *l, float *alpha);
     void (*rowstats)(const float *s, int nq, int w, float *m, float *l);
     void (*grad)(float *s, float *dp, int nq, int w, const float *lse, const float *dsum, float scale);
+    void (*swiglu_fwd)(float *y, const float *g, const float *u, int64_t n);
+    void (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
 } kern_attn_simd_ops;
 const kern_attn_simd_ops *kern_attn_simd(void);
+/* Whether that instance is the AVX-512 one (the fused attention's condition). */
+bool kern_attn_simd_avx512(void);
 
 /* ---- attention (kern_attention.c) ---------------------------------------- */
 /* Causal grouped-query attention, softmax scale 1/sqrt(Dh).

@@ -4,6 +4,19 @@
 
 #include <math.h>
 
+/* One clone per ISA, chosen when the program loads (GCC target_clones):
+ * the loop vectorises to the CPU's widest vectors (CMake compiles this file
+ * with -O3 -fno-math-errno: sqrtf of v >= 0 never sets errno).  Every clone
+ * does the same IEEE operations in the same order per element (no FMA
+ * contraction under -std=c17), so the results are the same bits on every
+ * CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ADAMW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ADAMW_CLONES
+#endif
+
+ADAMW_CLONES
 void kern_adamw(float *p, float *m, float *v, const float *g, int64_t n, double lr, double beta1, double beta2,
                 double eps, double wd, int64_t t, double gscale) {
     /* Scalars in double (beta2^t for t in the thousands needs it), the

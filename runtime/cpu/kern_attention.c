@@ -38,53 +38,6 @@ enum {
 /* Block rows are padded to a multiple of this (the widest vector). */
 enum { PADW = 16 };
 
-/* The element-wise steps, one instance per ISA (kern_attention_simd.h). */
-
-/* GCC notes that passing wide vectors by value depends on the ISA; the
- * helpers are always_inline within one instance, so no vector crosses a call
- * whose ABI could differ. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-#define SIMD_VL 4
-#define SIMD_SFX _generic
-#define SIMD_ISA
-#include "kern_attention_simd.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define ATTN_X86 1
-#define SIMD_VL 8
-#define SIMD_SFX _avx2
-#define SIMD_ISA __attribute__((target("avx2,fma")))
-#include "kern_attention_simd.h"
-#define SIMD_VL 16
-#define SIMD_SFX _avx512
-#define SIMD_ISA __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
-#include "kern_attention_simd.h"
-#endif
-
-/* The widest instance this CPU runs, chosen once.  BASP_SIMD=generic|avx2
- * caps the choice (to test or compare the narrower instances). */
-const kern_attn_simd_ops *kern_attn_simd(void) {
-    static const kern_attn_simd_ops *ops;
-    if (ops) return ops;
-    ops = &attn_simd__generic;
-#ifdef ATTN_X86
-    const char *cap = getenv("BASP_SIMD");
-    int level = cap && strcmp(cap, "generic") == 0 ? 0 : cap && strcmp(cap, "avx2") == 0 ? 1 : 2;
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-    if (level >= 2 && avx512)
-        ops = &attn_simd__avx512;
-    else if (level >= 1 && avx2)
-        ops = &attn_simd__avx2;
-#endif
-    return ops;
-}
-
 /* The fused AVX-512 kernels (kern_attn_avx512.c) run where the widest
  * element-wise instance is AVX-512 (so BASP_SIMD=avx2|generic also turns
  * them off) and Dh is a multiple of 16; elsewhere, or with
@@ -114,10 +67,7 @@ kern_attn_impl kern_attention_get_impl(void) {
 
 bool kern_attention_fused(int64_t Dh) {
     kern_attn_impl impl = kern_attention_get_impl();
-    bool can = false;
-#ifdef ATTN_X86
-    can = kern_attn_simd() == &attn_simd__avx512 && Dh % 16 == 0 && kern_attn512_available();
-#endif
+    bool can = kern_attn_simd_avx512() && Dh % 16 == 0 && kern_attn512_available();
     if (impl == KERN_ATTN_FUSED && !can) {
         fprintf(stderr,
                 "basp: BASP_CPU_ATTENTION=fused, but the fused kernels need AVX-512 (F, VL, DQ, BW; "

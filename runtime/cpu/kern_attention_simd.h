@@ -119,7 +119,50 @@ SIMD_ISA static void SIMD(block_grad_)(float *s, float *dp, int nq, int w, const
     }
 }
 
-static const kern_attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_)};
+/* sigmoid(g) from exp(-|g|) (the exp above takes x <= 0 only):
+ * 1 / (1 + e) for g >= 0, e / (1 + e) below. */
+VINLINE vf SIMD(vsigmoid_)(vf g) {
+    vi neg = g < 0.0f;
+    vf a = (vf)((vi)g & ((vi){0} + 0x7fffffff));
+    vf e = SIMD(vexp_neg_)(-a);
+    vf r = 1.0f / (1.0f + e);
+    return (vf)(((vi)(e * r) & neg) | ((vi)r & ~neg));
+}
+
+/* SwiGLU forward and backward (kern_basic.c's contracts), SIMD_VL elements
+ * at a time; the last n % SIMD_VL go through one zero-padded vector. */
+SIMD_ISA static void SIMD(swiglu_fwd_)(float *y, const float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL) {
+        vf gv = SIMD(vload_)(g + i);
+        SIMD(vstore_)(y + i, gv * SIMD(vsigmoid_)(gv) * SIMD(vload_)(u + i));
+    }
+    if (i == n) return;
+    float tg[SIMD_VL] = {0}, tu[SIMD_VL] = {0}, ty[SIMD_VL];
+    memcpy(tg, g + i, (size_t)(n - i) * sizeof(float)), memcpy(tu, u + i, (size_t)(n - i) * sizeof(float));
+    SIMD(swiglu_fwd_)(ty, tg, tu, SIMD_VL);
+    memcpy(y + i, ty, (size_t)(n - i) * sizeof(float));
+}
+
+/* d silu(g)/dg = s (1 + g (1 - s)), s = sigmoid(g). */
+SIMD_ISA static void SIMD(swiglu_bwd_)(float *dg, float *du, const float *dy, const float *g, const float *u,
+                                        int64_t n) {
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL) {
+        vf gv = SIMD(vload_)(g + i), d = SIMD(vload_)(dy + i), s = SIMD(vsigmoid_)(gv);
+        SIMD(vstore_)(dg + i, d * SIMD(vload_)(u + i) * s * (1.0f + gv * (1.0f - s)));
+        SIMD(vstore_)(du + i, d * gv * s);
+    }
+    if (i == n) return;
+    float tg[SIMD_VL] = {0}, tu[SIMD_VL] = {0}, td[SIMD_VL] = {0}, og[SIMD_VL], ou[SIMD_VL];
+    size_t rest = (size_t)(n - i) * sizeof(float);
+    memcpy(tg, g + i, rest), memcpy(tu, u + i, rest), memcpy(td, dy + i, rest);
+    SIMD(swiglu_bwd_)(og, ou, td, tg, tu, SIMD_VL);
+    memcpy(dg + i, og, rest), memcpy(du + i, ou, rest);
+}
+
+static const kern_attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_),
+                                                     SIMD(swiglu_fwd_), SIMD(swiglu_bwd_)};
 
 #undef vf
 #undef vi

@@ -294,6 +294,21 @@ static void test_swiglu_add(void) {
     kern_swiglu_bwd(dg, du, c.r, c.g, c.u, c.n);
     fd_check("swiglu_bwd dg (fd)", c.g, c.n, dg, swi_loss, &c, FD_EPS);
     fd_check("swiglu_bwd du (fd)", c.u, c.n, du, swi_loss, &c, FD_EPS);
+    /* Saturation and the analytic gradient, in double: g over +-100 (the
+     * sigmoid's exp flushes to 0 below -87), n = 300 (a vector tail). */
+    for (int64_t i = 0; i < c.n; i++) c.g[i] = (float)((i % 2 ? -1 : 1) * (double)i * i / 900.0);
+    double *wg = malloc((size_t)c.n * sizeof(double)), *wu = malloc((size_t)c.n * sizeof(double));
+    for (int64_t i = 0; i < c.n; i++) {
+        double g = c.g[i], sg = 1.0 / (1.0 + exp(-g));
+        want[i] = g * sg * c.u[i];
+        wg[i] = c.r[i] * c.u[i] * sg * (1.0 + g * (1.0 - sg)), wu[i] = c.r[i] * g * sg;
+    }
+    kern_swiglu_fwd(c.y, c.g, c.u, c.n);
+    compare("swiglu fwd, |g| up to 100", c.y, want, c.n, 1e-5, 1e-6);
+    kern_swiglu_bwd(dg, du, c.r, c.g, c.u, c.n);
+    compare("swiglu_bwd dg vs analytic", dg, wg, c.n, 1e-5, 1e-6);
+    compare("swiglu_bwd du vs analytic", du, wu, c.n, 1e-5, 1e-6);
+    free(wg), free(wu);
     kern_add(c.y, c.g, c.u, c.n);
     for (int64_t i = 0; i < c.n; i++) want[i] = (double)(c.g[i] + c.u[i]);
     compare("add vs reference", c.y, want, c.n, 0, 0);

@@ -1,0 +1,64 @@
+/* kern_simd.c — the element-wise steps with exponentials, one instance per
+ * ISA (kern_attention_simd.h), and the choice among them: the blocked
+ * attention's block steps (kern_attention.c, kern_ring.c) and SwiGLU
+ * (kern_basic.c).  Apart from the attention files so that a program using
+ * SwiGLU alone (the CUDA backend's host code) does not pull in the BLAS. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* GCC notes that passing wide vectors by value depends on the ISA; the
+ * helpers are always_inline within one instance, so no vector crosses a call
+ * whose ABI could differ. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#define SIMD_VL 4
+#define SIMD_SFX _generic
+#define SIMD_ISA
+#include "kern_attention_simd.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_X86 1
+#define SIMD_VL 8
+#define SIMD_SFX _avx2
+#define SIMD_ISA __attribute__((target("avx2,fma")))
+#include "kern_attention_simd.h"
+#define SIMD_VL 16
+#define SIMD_SFX _avx512
+#define SIMD_ISA __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+#include "kern_attention_simd.h"
+#endif
+
+/* The widest instance this CPU runs, chosen once.  BASP_SIMD=generic|avx2
+ * caps the choice (to test or compare the narrower instances). */
+const kern_attn_simd_ops *kern_attn_simd(void) {
+    static const kern_attn_simd_ops *ops;
+    if (ops) return ops;
+    ops = &attn_simd__generic;
+#ifdef ATTN_X86
+    const char *cap = getenv("BASP_SIMD");
+    int level = cap && strcmp(cap, "generic") == 0 ? 0 : cap && strcmp(cap, "avx2") == 0 ? 1 : 2;
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+    if (level >= 2 && avx512)
+        ops = &attn_simd__avx512;
+    else if (level >= 1 && avx2)
+        ops = &attn_simd__avx2;
+#endif
+    return ops;
+}
+
+bool kern_attn_simd_avx512(void) {
+#ifdef ATTN_X86
+    return kern_attn_simd() == &attn_simd__avx512;
+#else
+    return false;
+#endif
+}
