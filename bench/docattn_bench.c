@@ -9,6 +9,9 @@
  *           the ring block kernels' 64 x 64 tiles: separates the tile shape
  *           from the skipping);
  *   doc   : kern_docattn_fwd/bwd with the document ids;
+ *   doc-blocked : doc on the blocked BLAS kernels, where the three above run
+ *           the fused AVX-512 ones (kern_attention_set_impl), and the
+ *           per-repeat speed-up doc-blocked / doc;
  * and prints the per-repeat ratios doc / dense and doc / plain (medians over
  * REPEATS after a warm-up) next to sum l_i^2 / S^2 (the ideal: attention work
  * is proportional to the visible pairs, ~l^2/2 per document against S^2/2)
@@ -140,10 +143,14 @@ typedef struct att_ctx {
     float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
 } att_ctx;
 
-typedef enum { DENSE, PLAIN, DOC, NKIND } kind;
-static const char *kind_name[NKIND] = {"dense", "plain", "doc"};
+typedef enum { DENSE, PLAIN, DOC, DOC_BLOCKED, NKIND } kind;
+static const char *kind_name[NKIND] = {"dense", "plain", "doc", "doc-blocked"};
 
+/* DOC_BLOCKED: doc on the blocked BLAS kernels, where the others run the
+ * fused ones (kern_attention_impl_name); skipped elsewhere. */
 static double run(const att_ctx *a, kind kd, int backward) {
+    kern_attn_impl was = kern_attention_set_impl(kd == DOC_BLOCKED ? KERN_ATTN_BLAS : KERN_ATTN_AUTO);
+    if (kd == DOC_BLOCKED) kd = DOC;
     double t0 = now();
     if (kd == DENSE) {
         kern_attention_fwd(a->o, a->q, a->k, a->v, a->b, a->S, a->H, a->Hk, a->Dh);
@@ -156,7 +163,9 @@ static double run(const att_ctx *a, kind kd, int backward) {
             kern_docattn_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, doc, a->b, a->S, a->H, a->Hk,
                              a->Dh);
     }
-    return now() - t0;
+    double t = now() - t0;
+    kern_attention_set_impl(was);
+    return t;
 }
 
 /* Each repeat times dense, plain and doc back to back (forward, then forward
@@ -175,19 +184,23 @@ static void bench(int64_t S) {
            "tokens of documents <=512 / 512..2048 / >2048: %.0f%% / %.0f%% / %.0f%%\n",
            (long long)S, (long long)a.b, (long long)a.H, (long long)a.Hk, (long long)a.Dh, ndocs,
            100.0 * tok[0] / (a.b * S), 100.0 * tok[1] / (a.b * S), 100.0 * tok[2] / (a.b * S));
-    double t[2][NKIND][REPEATS], rd[2][REPEATS], rp[2][REPEATS];
+    double t[2][NKIND][REPEATS], rd[2][REPEATS], rp[2][REPEATS], rb[2][REPEATS];
+    int nkind = strcmp(kern_attention_impl_name(a.Dh), "fused-avx512") == 0 ? NKIND : DOC_BLOCKED;
     for (int bw = 0; bw < 2; bw++)
-        for (int kd = 0; kd < NKIND; kd++) run(&a, (kind)kd, bw); /* warm-up */
+        for (int kd = 0; kd < nkind; kd++) run(&a, (kind)kd, bw); /* warm-up */
     for (int r = 0; r < REPEATS; r++)
         for (int bw = 0; bw < 2; bw++) {
-            for (int kd = 0; kd < NKIND; kd++) t[bw][kd][r] = run(&a, (kind)kd, bw);
+            for (int kd = 0; kd < nkind; kd++) t[bw][kd][r] = run(&a, (kind)kd, bw);
             rd[bw][r] = t[bw][DOC][r] / t[bw][DENSE][r], rp[bw][r] = t[bw][DOC][r] / t[bw][PLAIN][r];
+            rb[bw][r] = nkind == NKIND ? t[bw][DOC_BLOCKED][r] / t[bw][DOC][r] : 0.0;
         }
     printf("  sum l^2 / S^2 = %.3f   64x64 tile pairs visited / dense causal = %.3f\n", ideal, tiles);
     for (int bw = 0; bw < 2; bw++) {
         printf("  %-8s", bw ? "fwd+bwd" : "fwd");
-        for (int kd = 0; kd < NKIND; kd++) printf("  %s %7.1f ms", kind_name[kd], 1e3 * median(t[bw][kd], REPEATS));
-        printf("   doc/dense %.3f  doc/plain %.3f\n", median(rd[bw], REPEATS), median(rp[bw], REPEATS));
+        for (int kd = 0; kd < nkind; kd++) printf("  %s %7.1f ms", kind_name[kd], 1e3 * median(t[bw][kd], REPEATS));
+        printf("   doc/dense %.3f  doc/plain %.3f", median(rd[bw], REPEATS), median(rp[bw], REPEATS));
+        if (nkind == NKIND) printf("  fused doc speed-up %.2fx", median(rb[bw], REPEATS));
+        printf("\n");
     }
     free(doc), free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv);
 }
@@ -195,8 +208,8 @@ static void bench(int64_t S) {
 int main(int argc, char **argv) {
     openblas_set_num_threads(1); /* the environment variable is read at load time; this is authoritative */
     const char *simd = getenv("BASP_SIMD");
-    printf("OpenBLAS %s (core %s), 1 thread, BASP_SIMD=%s, median of %d\n", openblas_get_config(),
-           openblas_get_corename(), simd ? simd : "(widest)", REPEATS);
+    printf("OpenBLAS %s (core %s), 1 thread, BASP_SIMD=%s, attention %s, median of %d\n", openblas_get_config(),
+           openblas_get_corename(), simd ? simd : "(widest)", kern_attention_impl_name(64), REPEATS);
     if (argc > 1)
         for (int i = 1; i < argc; i++) bench(atoll(argv[i]));
     else {
