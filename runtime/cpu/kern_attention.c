@@ -1,11 +1,17 @@
-/* kern_attention.c — causal grouped-query attention, forward and backward.
+/* kern_attention.c — causal grouped-query attention, forward and backward:
+ * the entry points, the choice of implementation, and the blocked kernels.
  *
- * Flash-attention structure on the CPU: for each (batch, q head), blocks of
- * BQ queries meet blocks of BK keys.  The two GEMMs of a block pair (Q K^T
- * and P V) go through cblas_sgemm directly on the strided [b,S,H,Dh] layout
- * (the row stride is the lda), and the softmax between them is an online
- * softmax (running row max m and row sum l), so the memory is O(BQ*BK), never
- * O(S*S).
+ * On a CPU with AVX-512 and Dh % 16 == 0 the entry points hand over to the
+ * fused kernels (kern_attn_avx512.c, 1.1-1.5x faster); kern_attention_fused
+ * decides, for kern_ring.c and kern_docattn.c too.  Everywhere else, and
+ * with BASP_CPU_ATTENTION=blas, the blocked kernels below run.
+ *
+ * Blocked kernels: the flash-attention structure on the CPU: for each
+ * (batch, q head), blocks of BQ queries meet blocks of BK keys.  The two
+ * GEMMs of a block pair (Q K^T and P V) go through cblas_sgemm directly on
+ * the strided [b,S,H,Dh] layout (the row stride is the lda), and the
+ * softmax between them is an online softmax (running row max m and row sum
+ * l), so the memory is O(BQ*BK), never O(S*S).
  *
  * The backward takes each row's logsumexp from the forward when the caller
  * kept it (kern_attention_fwd_lse), else recomputes it: for every query
@@ -17,7 +23,8 @@
  *
  * The element-wise work (one exp per score, plus row max and sums) is written
  * with GCC vector extensions and a polynomial exp in kern_attention_simd.h,
- * instantiated for SSE2, AVX2 and AVX-512 and chosen at run time: the build
+ * instantiated for SSE2, AVX2 and AVX-512 in kern_simd.c and chosen at run
+ * time: the build
  * does not assume -march, and with Dh = 64 there are only 4*Dh GEMM flops per
  * exp, so the element-wise part decides whether the kernel runs near sgemm
  * speed (the SSE2 instance reaches ~0.5 of sgemm, AVX-512 ~0.67). */
