@@ -8,7 +8,7 @@
  *     kern_attention_fwd_lse, kern_attention_bwd_lse);
  *   - forward + backward recomputing the logsumexp (kern_attention_fwd +
  *     kern_attention_bwd, what BASP_ATTN_LSE=0 runs);
- *   - where the fused AVX-512 kernels run (kern_attention_impl_name), the
+ *   - where the fused kernels run (kern_attention_impl_name), the
  *     forward and forward + backward of the blocked BLAS ones too
  *     (kern_attention_set_impl), and fused / blocked per repeat;
  * and prints GFLOP/s and the ratios attention/sgemm.  Each figure is the
@@ -135,7 +135,7 @@ static void bench_attention(int64_t S, int64_t Dh) {
     double gs[REPEATS], gf[REPEATS], gfb[REPEATS], gfr[REPEATS], rf[REPEATS], rfb[REPEATS], rfr[REPEATS];
     double bf[REPEATS], bfb[REPEATS], xf[REPEATS], xfb[REPEATS]; /* the blocked BLAS path, and impl / it */
     const char *impl = kern_attention_impl_name(Dh);
-    bool fused = strcmp(impl, "fused-avx512") == 0;
+    bool fused = kern_attention_fused(Dh) != NULL;
     run_fwd_bwd(&a), run_gemm(&g); /* warm-up */
     for (int r = 0; r < REPEATS; r++) {
         gs[r] = gemm_flops / time_once(run_gemm, &g) * 1e-9;

@@ -10,7 +10,7 @@
  *           from the skipping);
  *   doc   : kern_docattn_fwd/bwd with the document ids;
  *   doc-blocked : doc on the blocked BLAS kernels, where the three above run
- *           the fused AVX-512 ones (kern_attention_set_impl), and the
+ *           the fused ones (kern_attention_set_impl), and the
  *           per-repeat speed-up doc-blocked / doc;
  * and prints the per-repeat ratios doc / dense and doc / plain (medians over
  * REPEATS after a warm-up) next to sum l_i^2 / S^2 (the ideal: attention work
@@ -185,7 +185,7 @@ static void bench(int64_t S) {
            (long long)S, (long long)a.b, (long long)a.H, (long long)a.Hk, (long long)a.Dh, ndocs,
            100.0 * tok[0] / (a.b * S), 100.0 * tok[1] / (a.b * S), 100.0 * tok[2] / (a.b * S));
     double t[2][NKIND][REPEATS], rd[2][REPEATS], rp[2][REPEATS], rb[2][REPEATS];
-    int nkind = strcmp(kern_attention_impl_name(a.Dh), "fused-avx512") == 0 ? NKIND : DOC_BLOCKED;
+    int nkind = kern_attention_fused(a.Dh) ? NKIND : DOC_BLOCKED;
     for (int bw = 0; bw < 2; bw++)
         for (int kd = 0; kd < nkind; kd++) run(&a, (kind)kd, bw); /* warm-up */
     for (int r = 0; r < REPEATS; r++)

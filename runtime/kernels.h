@@ -133,8 +133,9 @@ typedef struct kern_attn_simd_ops {
     void (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
 } kern_attn_simd_ops;
 const kern_attn_simd_ops *kern_attn_simd(void);
-/* Whether that instance is the AVX-512 one (the fused attention's condition). */
-bool kern_attn_simd_avx512(void);
+/* That instance's width in floats: 16 (AVX-512), 8 (AVX2) or 4 (SSE2 or
+ * generic); the fused attention runs the instance of the same ISA. */
+int kern_attn_simd_width(void);
 
 /* ---- attention (kern_attention.c) ---------------------------------------- */
 /* Causal grouped-query attention, softmax scale 1/sqrt(Dh).
@@ -159,8 +160,8 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
                             int64_t Hkv, int64_t Dh);
 
 /* Which code the dense attention above runs.  KERN_ATTN_AUTO (the default):
- * the fused AVX-512 kernels (kern_attn_avx512.c) where the CPU has AVX-512
- * and Dh % 16 == 0, else the blocked BLAS ones; KERN_ATTN_FUSED: the fused
+ * the fused kernels where the CPU has AVX-512 (Dh % 16 == 0) or AVX2 (Dh %
+ * 8 == 0), else the blocked BLAS ones; KERN_ATTN_FUSED: the fused
  * ones or stop (exit 2, saying why); KERN_ATTN_BLAS: always the blocked
  * BLAS ones.  BASP_CPU_ATTENTION=auto|fused|blas sets the start value
  * (anything else: exit 2).  set returns the previous choice; tests and
@@ -168,28 +169,34 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
 typedef enum { KERN_ATTN_AUTO, KERN_ATTN_FUSED, KERN_ATTN_BLAS } kern_attn_impl;
 kern_attn_impl kern_attention_set_impl(kern_attn_impl impl);
 kern_attn_impl kern_attention_get_impl(void);
-/* "fused-avx512" or "blas-blocked": what a call with this Dh runs now
- * (dense, ring blocks and packed documents alike); fused: whether that is
- * the fused one (KERN_ATTN_FUSED where it cannot be: exit 2). */
+/* "fused-avx512", "fused-avx2" or "blas-blocked": what a call with this Dh
+ * runs now (dense, ring blocks and packed documents alike); fused: the
+ * fused kernels that run, or NULL for the blocked ones (KERN_ATTN_FUSED
+ * where none can: exit 2). */
 const char *kern_attention_impl_name(int64_t Dh);
-bool kern_attention_fused(int64_t Dh);
-/* The fused kernels themselves, for kern_attention.c only (no argument
- * checks; available() is false where they were not compiled). */
-bool kern_attn512_available(void);
-void kern_attn512_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
-                      int64_t H, int64_t Hkv, int64_t Dh);
-void kern_attn512_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *o, const float *lse, int64_t b, int64_t S, int64_t H,
-                      int64_t Hkv, int64_t Dh);
-/* kern_ring_block_{fwd,bwd}_doc's contracts (kern_ring.c checks the
- * arguments, then calls these). */
-void kern_attn512_ring_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
-                           int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
-                           const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc);
-void kern_attn512_ring_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                           const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
-                           int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
-                           const int32_t *qdoc, const int32_t *kdoc);
+typedef struct kern_attn_fused_ops kern_attn_fused_ops;
+const kern_attn_fused_ops *kern_attention_fused(int64_t Dh);
+/* The fused kernels themselves (kern_attn_fused.h, one instance per ISA:
+ * kern_attn_avx512.c, kern_attn_avx2.c), for kern_attention.c and
+ * kern_ring.c only: the entry points' contracts, no argument checks.  name
+ * is NULL where the instance was not compiled (not x86-64 GCC); vl is the
+ * vector width in floats, which Dh must be a multiple of. */
+struct kern_attn_fused_ops {
+    const char *name; /* "fused-avx512", "fused-avx2" */
+    int vl;
+    void (*fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                int64_t H, int64_t Hkv, int64_t Dh);
+    void (*bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+                const float *o, const float *lse, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+    void (*ring_fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t Sq,
+                     int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                     const int32_t *qdoc, const int32_t *kdoc);
+    void (*ring_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                     const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk, int64_t H,
+                     int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
+                     const int32_t *kdoc);
+};
+extern const kern_attn_fused_ops kern_attn_fused_avx512, kern_attn_fused_avx2;
 
 /* ---- tiles of ring blocks and packed documents (kern_ring.c) ---------------
  * Shared by both implementations: a tile pair (64 queries x KERN_TILE keys)

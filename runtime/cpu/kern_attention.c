@@ -1,9 +1,10 @@
 /* kern_attention.c — causal grouped-query attention, forward and backward:
  * the entry points, the choice of implementation, and the blocked kernels.
  *
- * On a CPU with AVX-512 and Dh % 16 == 0 the entry points hand over to the
- * fused kernels (kern_attn_avx512.c, 1.1-1.5x faster); kern_attention_fused
- * decides, for kern_ring.c and kern_docattn.c too.  Everywhere else, and
+ * On a CPU with AVX-512 (Dh % 16 == 0) or AVX2 (Dh % 8 == 0) the entry
+ * points hand over to the fused kernels (kern_attn_fused.h, 1.1-1.5x
+ * faster); kern_attention_fused decides, for kern_ring.c and kern_docattn.c
+ * too.  Everywhere else, and
  * with BASP_CPU_ATTENTION=blas, the blocked kernels below run.
  *
  * Blocked kernels: the flash-attention structure on the CPU: for each
@@ -45,9 +46,9 @@ enum {
 /* Block rows are padded to a multiple of this (the widest vector). */
 enum { PADW = 16 };
 
-/* The fused AVX-512 kernels (kern_attn_avx512.c) run where the widest
- * element-wise instance is AVX-512 (so BASP_SIMD=avx2|generic also turns
- * them off) and Dh is a multiple of 16; elsewhere, or with
+/* The fused kernels run in the ISA of the widest element-wise instance
+ * (kern_simd.c; BASP_SIMD=avx2 picks the AVX2 ones, generic none) when Dh
+ * is a multiple of its vector width; elsewhere, or with
  * BASP_CPU_ATTENTION=blas or kern_attention_set_impl(KERN_ATTN_BLAS), the
  * blocked BLAS code below. */
 static int attn_impl = -1; /* kern_attn_impl; -1: BASP_CPU_ATTENTION not read yet */
@@ -72,20 +73,31 @@ kern_attn_impl kern_attention_get_impl(void) {
     return (kern_attn_impl)attn_impl;
 }
 
-bool kern_attention_fused(int64_t Dh) {
+const kern_attn_fused_ops *kern_attention_fused(int64_t Dh) {
     kern_attn_impl impl = kern_attention_get_impl();
-    bool can = kern_attn_simd_avx512() && Dh % 16 == 0 && kern_attn512_available();
-    if (impl == KERN_ATTN_FUSED && !can) {
+    int w = kern_attn_simd_width();
+    const kern_attn_fused_ops *ops = w == 16 ? &kern_attn_fused_avx512 : w == 8 ? &kern_attn_fused_avx2 : NULL;
+    if (ops && (!ops->name || Dh % ops->vl != 0)) ops = NULL;
+    /* AVX2 above head dim 64: the fused backward measured 0.8-0.9x the
+     * blocked one (Q_i^T and dO_i^T, 64 KiB, leave L1 and its 12-register
+     * tiles reload them; bench/README.md), so auto keeps the blocked
+     * kernels there; BASP_CPU_ATTENTION=fused still takes them. */
+    if (ops == &kern_attn_fused_avx2 && Dh > 64 && impl == KERN_ATTN_AUTO) return NULL;
+    if (impl == KERN_ATTN_FUSED && !ops) {
         fprintf(stderr,
-                "basp: BASP_CPU_ATTENTION=fused, but the fused kernels need AVX-512 (F, VL, DQ, BW; "
-                "BASP_SIMD not capping it) and a head dim that is a multiple of 16 (it is %lld)\n",
-                (long long)Dh);
+                "basp: BASP_CPU_ATTENTION=fused, but the fused kernels need AVX-512 (F, VL, DQ, BW) with a head dim "
+                "that is a multiple of 16, or AVX2 and FMA with a multiple of 8 (this CPU%s: %d-float vectors; head "
+                "dim %lld)\n",
+                getenv("BASP_SIMD") ? ", capped by BASP_SIMD" : "", w, (long long)Dh);
         exit(2);
     }
-    return impl != KERN_ATTN_BLAS && can;
+    return impl == KERN_ATTN_BLAS ? NULL : ops;
 }
 
-const char *kern_attention_impl_name(int64_t Dh) { return kern_attention_fused(Dh) ? "fused-avx512" : "blas-blocked"; }
+const char *kern_attention_impl_name(int64_t Dh) {
+    const kern_attn_fused_ops *ops = kern_attention_fused(Dh);
+    return ops ? ops->name : "blas-blocked";
+}
 
 /* ---- block helpers --------------------------------------------------------- */
 
@@ -183,8 +195,9 @@ void kern_attention_fwd(float *o, const float *q, const float *k, const float *v
 void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
                             int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
-    if (kern_attention_fused(Dh)) {
-        kern_attn512_fwd(o, lse, q, k, v, b, S, H, Hkv, Dh);
+    const kern_attn_fused_ops *fused = kern_attention_fused(Dh);
+    if (fused) {
+        fused->fwd(o, lse, q, k, v, b, S, H, Hkv, Dh);
         return;
     }
     float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
@@ -279,8 +292,9 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
                             const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
                             int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
-    if (kern_attention_fused(Dh)) {
-        kern_attn512_bwd(dq, dk, dv, dout, q, k, v, o, lse_fwd, b, S, H, Hkv, Dh);
+    const kern_attn_fused_ops *fused = kern_attention_fused(Dh);
+    if (fused) {
+        fused->bwd(dq, dk, dv, dout, q, k, v, o, lse_fwd, b, S, H, Hkv, Dh);
         return;
     }
     /* The GEMMs accumulate (beta = 1) into the outputs, which start at zero. */

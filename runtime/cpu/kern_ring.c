@@ -35,10 +35,10 @@
  *
  * The element-wise steps are kern_attention.c's (kern_attn_simd: one
  * instance per ISA, chosen at run time; BASP_SIMD caps it).  Where the fused
- * AVX-512 kernels run (kern_attention_fused), both entry points hand over to
- * them (kern_attn512_ring_*: the same tiles, skipping and state, with
- * transposed score tiles and no BLAS calls); the tile extents here are
- * shared with them. */
+ * kernels run (kern_attention_fused), both entry points hand over to them
+ * (kern_attn_fused.h's ring_fwd/ring_bwd: the same tiles, skipping and
+ * state, with transposed score tiles and no BLAS calls); the tile extents
+ * here are shared with them. */
 #include "kernels.h"
 
 #include <cblas.h>
@@ -264,8 +264,9 @@ void kern_ring_block_fwd_doc(float *o, float *lse, const float *q, const float *
     check_heads(H, Hk, Dh);
     check_docs(qdoc, kdoc);
     if (Sq <= 0 || Sk <= 0) return;
-    if (kern_attention_fused(Dh)) {
-        kern_attn512_ring_fwd(o, lse, q, k, v, b, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc);
+    const kern_attn_fused_ops *fused = kern_attention_fused(Dh);
+    if (fused) {
+        fused->ring_fwd(o, lse, q, k, v, b, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc);
         return;
     }
     float *s = scratch_get((int64_t)BQ * BK + (int64_t)BQ * Dh + 3 * BQ);
@@ -341,8 +342,9 @@ void kern_ring_block_bwd_doc(float *dq, float *dk, float *dv, const float *dout,
     check_heads(H, Hk, Dh);
     check_docs(qdoc, kdoc);
     if (Sq <= 0 || Sk <= 0) return;
-    if (kern_attention_fused(Dh)) {
-        kern_attn512_ring_bwd(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc);
+    const kern_attn_fused_ops *fused = kern_attention_fused(Dh);
+    if (fused) {
+        fused->ring_bwd(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, qdoc, kdoc);
         return;
     }
     float *s = scratch_get(2 * (int64_t)BQ * BK + 2 * BQ);

@@ -55,10 +55,10 @@ const kern_attn_simd_ops *kern_attn_simd(void) {
     return ops;
 }
 
-bool kern_attn_simd_avx512(void) {
+int kern_attn_simd_width(void) {
 #ifdef ATTN_X86
-    return kern_attn_simd() == &attn_simd__avx512;
-#else
-    return false;
+    if (kern_attn_simd() == &attn_simd__avx512) return 16;
+    if (kern_attn_simd() == &attn_simd__avx2) return 8;
 #endif
+    return 4;
 }

@@ -177,7 +177,10 @@ static void rt_attention_say(rt_ctx *rt, int64_t Dh) {
     else {
         kern_attn_impl set = kern_attention_get_impl();
         printf("attention: %s (head_dim %lld; BASP_CPU_ATTENTION=%s)\n",
-               strcmp(impl, "fused-avx512") ? "blocked BLAS kernels" : "fused AVX-512 kernels", (long long)Dh,
+               !strcmp(impl, "fused-avx512") ? "fused AVX-512 kernels"
+               : !strcmp(impl, "fused-avx2") ? "fused AVX2 kernels"
+                                             : "blocked BLAS kernels",
+               (long long)Dh,
                set == KERN_ATTN_BLAS ? "blas" : set == KERN_ATTN_FUSED ? "fused" : "auto");
     }
     fflush(stdout);

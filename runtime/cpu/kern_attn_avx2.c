@@ -1,0 +1,73 @@
+/* kern_attn_avx2.c — the fused attention kernels (kern_attn_fused.h) on
+ * AVX2 + FMA, for CPUs without AVX-512 (and BASP_SIMD=avx2): ymm vectors of
+ * 8 floats, micro-kernels up to 3 x 4, 6 x 2 and 12 x 1 vectors (12 of the
+ * 16 registers), the exponential's 2^n built in the exponent bits, and the
+ * ring/document mask element by element (only the tiles a boundary
+ * crosses).  Needs AVX2, FMA and Dh % 8 == 0 (kern_attention_fused checks
+ * both). */
+#include "kernels.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+#include <math.h>
+
+typedef __m256 FV;
+enum { FVL = 8, F_MR4 = 3, F_MR2 = 6, F_MR1 = 12, F_NV_MAX = 2 };
+#define F_NAME(x) attn256_##x
+static inline FV f_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void f_store(float *p, FV v) { _mm256_storeu_ps(p, v); }
+static inline FV f_set1(float a) { return _mm256_set1_ps(a); }
+static inline FV f_zero(void) { return _mm256_setzero_ps(); }
+static inline FV f_fma(FV a, FV b, FV c) { return _mm256_fmadd_ps(a, b, c); }
+static inline FV f_mul(FV a, FV b) { return _mm256_mul_ps(a, b); }
+static inline FV f_add(FV a, FV b) { return _mm256_add_ps(a, b); }
+static inline FV f_sub(FV a, FV b) { return _mm256_sub_ps(a, b); }
+static inline FV f_max(FV a, FV b) { return _mm256_max_ps(a, b); }
+
+/* exp(x) for x <= 0, as kern_attention_simd.h's: Cephes expf, x = n ln2 + r,
+ * degree-6 polynomial, times 2^n from the exponent bits; x < -87 (and -inf)
+ * gives 0 (x is clamped first, so n stays in the normal range). */
+static inline FV exp_neg(FV x) {
+    FV live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    FV n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    FV r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    FV p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    FV y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
+}
+
+/* As kern_attn_avx512.c's, one element at a time. */
+static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *qpos, const int32_t *qdoc,
+                       float *st, int64_t j0, int nk) {
+    for (int t = 0; t < nk; t++) {
+        float *row = st + t * KERN_TILE;
+        int64_t kp = kpos ? kpos[j0 + t] : INT64_MIN;
+        for (int r = 0; r < KERN_TILE; r++)
+            if (kp > qpos[r] || (kdoc && kdoc[j0 + t] != qdoc[r])) row[r] = -INFINITY;
+    }
+}
+
+#include "kern_attn_fused.h"
+
+const kern_attn_fused_ops kern_attn_fused_avx2 = {"fused-avx2", FVL, attn256_fwd, attn256_bwd, attn256_ring_fwd,
+                                                  attn256_ring_bwd};
+
+#else /* not x86-64 with GCC/clang: never chosen */
+const kern_attn_fused_ops kern_attn_fused_avx2 = {NULL, 8, NULL, NULL, NULL, NULL};
+#endif
