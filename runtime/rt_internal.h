@@ -235,6 +235,8 @@ void rt_backend_preinit(void);
 void rt_backend_init(rt_ctx *rt);
 void rt_backend_fini(rt_ctx *rt);
 void rt_lse_fini(rt_ctx *rt); /* cpu/rt_kernels.c: the attention forwards' kept statistics */
+/* cpu/rt_kernels.c: rank 0 names the CPU attention kernels, once (also from cpu/rt_ring.c) */
+void rt_attention_say(rt_ctx *rt, int64_t Dh);
 void rt_arena_build(rt_ctx *rt);
 /* Bytes the backend holds outside the arena for kernels and collectives
  * now (grow-only, so also their high-water mark): CPU, the kernels' scratch

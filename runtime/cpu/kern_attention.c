@@ -4,8 +4,8 @@
  * On a CPU with AVX-512 (Dh % 16 == 0) or AVX2 (Dh % 8 == 0) the entry
  * points hand over to the fused kernels (kern_attn_fused.h, 1.1-1.5x
  * faster); kern_attention_fused decides, for kern_ring.c and kern_docattn.c
- * too.  Everywhere else, and
- * with BASP_CPU_ATTENTION=blas, the blocked kernels below run.
+ * too.  Everywhere else, and with BASP_CPU_ATTENTION=blas, the blocked
+ * kernels below run.
  *
  * Blocked kernels: the flash-attention structure on the CPU: for each
  * (batch, q head), blocks of BQ queries meet blocks of BK keys.  The two
@@ -25,10 +25,10 @@
  * The element-wise work (one exp per score, plus row max and sums) is written
  * with GCC vector extensions and a polynomial exp in kern_attention_simd.h,
  * instantiated for SSE2, AVX2 and AVX-512 in kern_simd.c and chosen at run
- * time: the build
- * does not assume -march, and with Dh = 64 there are only 4*Dh GEMM flops per
- * exp, so the element-wise part decides whether the kernel runs near sgemm
- * speed (the SSE2 instance reaches ~0.5 of sgemm, AVX-512 ~0.67). */
+ * time: the build does not assume -march, and with Dh = 64 there are only
+ * 4*Dh GEMM flops per exp, so the element-wise part decides whether the
+ * kernel runs near sgemm speed (the SSE2 instance reaches ~0.5 of sgemm,
+ * AVX-512 ~0.67). */
 #include "kernels.h"
 
 #include <cblas.h>

@@ -166,23 +166,21 @@ void rt_lse_fini(rt_ctx *rt) {
 }
 
 /* Says once (rank 0) which attention kernels the run uses, as the CUDA
- * backend does; a bad BASP_CPU_ATTENTION stops here, at the first call. */
-static void rt_attention_say(rt_ctx *rt, int64_t Dh) {
+ * backend does; a bad BASP_CPU_ATTENTION stops here, at the first call
+ * (dense, packed documents and ring attention alike: one choice). */
+void rt_attention_say(rt_ctx *rt, int64_t Dh) {
     static bool said;
     if (said) return;
     said = true;
     const char *impl = kern_attention_impl_name(Dh);
     if (rt->rank != 0) return;
-    if (rt->docs) printf("attention: blocked BLAS kernels (packed documents)\n");
-    else {
-        kern_attn_impl set = kern_attention_get_impl();
-        printf("attention: %s (head_dim %lld; BASP_CPU_ATTENTION=%s)\n",
-               !strcmp(impl, "fused-avx512") ? "fused AVX-512 kernels"
-               : !strcmp(impl, "fused-avx2") ? "fused AVX2 kernels"
-                                             : "blocked BLAS kernels",
-               (long long)Dh,
-               set == KERN_ATTN_BLAS ? "blas" : set == KERN_ATTN_FUSED ? "fused" : "auto");
-    }
+    kern_attn_impl set = kern_attention_get_impl();
+    printf("attention: %s (head_dim %lld%s; BASP_CPU_ATTENTION=%s)\n",
+           !strcmp(impl, "fused-avx512") ? "fused AVX-512 kernels"
+           : !strcmp(impl, "fused-avx2") ? "fused AVX2 kernels"
+                                         : "blocked BLAS kernels",
+           (long long)Dh, rt->docs ? ", packed documents" : "",
+           set == KERN_ATTN_BLAS ? "blas" : set == KERN_ATTN_FUSED ? "fused" : "auto");
     fflush(stdout);
 }
 

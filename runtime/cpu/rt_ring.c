@@ -59,6 +59,7 @@ static void ring_wait(rt_ctx *rt, MPI_Request *req, int n, int64_t bytes) {
 
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
                        int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_attention_say(rt, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     int64_t nkv = b * S * Hkv * Dh;
     float *buf = rt_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
