@@ -145,7 +145,6 @@ static void gemm(const gemm_op *g, int rows, int ncols) {
 
 /* ---- element-wise steps ---------------------------------------------------- */
 
-
 /* Online softmax step over a score tile st[nk][TB] (keys down, queries
  * across): m = max(m, max_t st), alpha = exp(m_old - m), l = l*alpha +
  * sum_t exp(st - m), and with write_p the exponentials over st.  Shared by
@@ -195,7 +194,7 @@ static void pack_t(float *xt, const float *x, int64_t ld, int n, int Dh, float s
 
 /* ---- scratch ----------------------------------------------------------------- */
 
-/* Grow-only, one thread per rank; at most about 5 * 64 * Dh floats. */
+/* Grow-only, one thread per rank: (2 Dh + 2 TB + 3) TB floats at most. */
 static float *scratch(int64_t nfloats) {
     static float *buf;
     static int64_t cap;
