@@ -36,6 +36,11 @@ typedef enum {
     KERN_SCRATCH_N
 } kern_scratch_slot;
 float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who);
+/* A kernel's own grow-only tile scratch (*buf, *cap floats; one thread per
+ * rank), 64-byte aligned, bounded by its tile sizes and so not counted as
+ * workspace: at least nfloats, reallocated only to grow.  Out of memory
+ * aborts, naming `who`. */
+float *kern_grow(float **buf, int64_t *cap, int64_t nfloats, const char *who);
 /* Bytes the kernels hold outside the arena now: the scratch slots and the
  * RoPE table (what `baspc --memory` calls workspace on the cpu target). */
 int64_t kern_scratch_bytes(void);

@@ -118,17 +118,7 @@ static void mask_block(float *s, int nq, int nk, int ldw, int64_t i0, int64_t j0
 static float *scratch_get(int64_t nfloats) {
     static float *buf;
     static int64_t cap;
-    if (nfloats > cap) {
-        free(buf);
-        size_t bytes = ((size_t)nfloats * sizeof(float) + 63) & ~(size_t)63;
-        buf = aligned_alloc(64, bytes);
-        if (!buf) {
-            fprintf(stderr, "basp: attention: out of memory (%zu bytes of scratch)\n", bytes);
-            abort();
-        }
-        cap = nfloats;
-    }
-    return buf;
+    return kern_grow(&buf, &cap, nfloats, "attention");
 }
 
 static void check_heads(int64_t H, int64_t Hkv, int64_t Dh) {

@@ -198,17 +198,7 @@ static void pack_t(float *xt, const float *x, int64_t ld, int n, int Dh, float s
 static float *scratch(int64_t nfloats) {
     static float *buf;
     static int64_t cap;
-    if (nfloats > cap) {
-        free(buf);
-        size_t bytes = ((size_t)nfloats * sizeof(float) + 63) & ~(size_t)63;
-        buf = aligned_alloc(64, bytes);
-        if (!buf) {
-            fprintf(stderr, "basp: attention: out of memory (%zu bytes of scratch)\n", bytes);
-            abort();
-        }
-        cap = nfloats;
-    }
-    return buf;
+    return kern_grow(&buf, &cap, nfloats, "attention");
 }
 
 static inline int imin(int64_t a, int64_t b) { return (int)(a < b ? a : b); }

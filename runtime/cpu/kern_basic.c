@@ -34,6 +34,20 @@ float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who) {
     return buf[slot];
 }
 
+float *kern_grow(float **buf, int64_t *cap, int64_t nfloats, const char *who) {
+    if (nfloats > *cap) {
+        free(*buf);
+        size_t bytes = ((size_t)nfloats * sizeof(float) + 63) & ~(size_t)63;
+        *buf = aligned_alloc(64, bytes);
+        if (!*buf) {
+            fprintf(stderr, "basp: %s: out of memory (%zu bytes of scratch)\n", who, bytes);
+            abort();
+        }
+        *cap = nfloats;
+    }
+    return *buf;
+}
+
 /* A token id outside the table would read or write past it; stop loudly. */
 static void check_token(const char *who, int32_t t, int64_t n, int64_t V) {
     if (t < 0 || t >= V) {

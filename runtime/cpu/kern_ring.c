@@ -68,17 +68,7 @@ enum {
 static float *scratch_get(int64_t nfloats) {
     static float *buf;
     static int64_t cap;
-    if (nfloats > cap) {
-        free(buf);
-        size_t bytes = ((size_t)nfloats * sizeof(float) + 63) & ~(size_t)63;
-        buf = aligned_alloc(64, bytes);
-        if (!buf) {
-            fprintf(stderr, "basp: ring attention: out of memory (%zu bytes of scratch)\n", bytes);
-            abort();
-        }
-        cap = nfloats;
-    }
-    return buf;
+    return kern_grow(&buf, &cap, nfloats, "ring attention");
 }
 
 static void check_heads(int64_t H, int64_t Hk, int64_t Dh) {
