@@ -5,7 +5,8 @@ thread each, side by side in one run.
 
     bench/step_torch.py [--build DIR] [--spec bench/small_cpu.basp]
                         [--seqs 1024,2048,8192] [--rounds 3] [--steps 6]
-                        [--warmup 2] [--basp-set KEY=VALUE ...] [--out DIR]
+                        [--warmup 2] [--basp-set KEY=VALUE ...]
+                        [--torch-impl plain|hf] [--out DIR]
 
 For every sequence length S (micro-batch 1), basp's program is compiled
 from the spec on one rank (`--set mesh.nodes=1 --set mesh.devices_per_node=1
@@ -15,7 +16,9 @@ bench/torch_step.py --device cpu --dtype fp32 --threads 1 on the same model
 block, batch and sequence, --steps steps.  --basp-set adds a `--set` to
 basp's compile (train.mlp_chunk=0: the unfused MLP, which keeps g and u
 for the backward as PyTorch does, instead of the tiled default that
-recomputes them).  The two alternate which goes first
+recomputes them).  --torch-impl hf times transformers' LlamaForCausalLM
+(attn_implementation="sdpa") instead of the torch.nn Llama; it needs
+transformers as well.  The two alternate which goes first
 from round to round; each run's step time is the median over the steps
 after --warmup, the table the medians over rounds and the median of the
 per-round ratios PyTorch / basp (above 1: basp is faster).  Writes
@@ -53,10 +56,11 @@ def basp_step(binary, corpus, steps, warmup, workdir, env, mpirun):
     return statistics.median(r["step_ms"] for r in rows)
 
 
-def torch_step(spec, S, steps, warmup, workdir, env):
-    out = os.path.join(workdir, f"torch_{S}.json")
+def torch_step(spec, S, steps, warmup, workdir, env, impl):
+    out = os.path.join(workdir, f"torch_{impl}_{S}.json")
     cmd = [sys.executable, os.path.join(HERE, "torch_step.py"), "--model", spec, "--device", "cpu", "--dtype",
-           "fp32", "--threads", "1", "--batch", "1", "--seq", str(S), "--steps", str(steps), "--json", out]
+           "fp32", "--threads", "1", "--batch", "1", "--seq", str(S), "--steps", str(steps), "--impl", impl,
+           "--json", out]
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode == 77:
         sys.exit("step_torch: PyTorch is not importable from this python (a benchmark-only dependency)")
@@ -65,6 +69,8 @@ def torch_step(spec, S, steps, warmup, workdir, env):
     with open(out) as f:
         res = json.load(f)
     rec = [r for r in res["results"] if r.get("kind") == "step"][0]
+    if "skipped" in rec:  # --impl hf without transformers
+        sys.exit(f"step_torch: torch_step.py --impl {impl}: skipped: {rec['skipped']}")
     return statistics.median(rec["step_ms"][warmup:] or rec["step_ms"]), res.get("torch", "?")
 
 
@@ -78,6 +84,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--basp-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a --set for basp's compile (repeatable)")
+    ap.add_argument("--torch-impl", choices=("plain", "hf"), default="plain",
+                    help="PyTorch's model: the torch.nn Llama (default) or transformers' (hf)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "step_torch"))
     args = ap.parse_args()
     if args.rounds < 1 or args.steps <= args.warmup:
@@ -108,9 +116,9 @@ def main():
         for i, S in enumerate(seqs):
             if (r + i) % 2 == 0:
                 b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
-                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env)
+                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl)
             else:
-                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env)
+                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl)
                 b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
             runs.setdefault(S, []).append((b, t))
             print(f"[round {r + 1}] S={S}: basp {b:.1f} ms, PyTorch {t:.1f} ms, PyTorch/basp {t / b:.2f}", flush=True)
@@ -120,11 +128,15 @@ def main():
         b, t, ratio = med(x for x, _ in rs), med(y for _, y in rs), med(y / x for x, y in rs)
         rows.append(f"| {S} | {b:.1f} | {t:.1f} | **{ratio:.2f}×** |")
         csv.append(f"{S},{b:.2f},{t:.2f},{ratio:.3f}")
+    model_txt = "torch.nn Llama"
+    if args.torch_impl == "hf":
+        import importlib.metadata
+        model_txt = f"transformers {importlib.metadata.version('transformers')} LlamaForCausalLM"
     md = ["# One-rank CPU training step: basp against PyTorch, fp32, one thread", "",
           f"`{' '.join(['bench/step_torch.py'] + sys.argv[1:])}` — {time.monotonic() - t0:.0f} s, {args.rounds} "
           f"rounds of {args.steps} steps (the first {args.warmup} left out), medians; model "
           f"`{os.path.relpath(args.spec, ROOT)}` at micro-batch 1; {at.cpu_model()}; PyTorch {tv} "
-          f"(bench/torch_step.py --impl plain: torch.nn Llama, SDPA, AdamW, fp32, one thread); basp: OpenBLAS at one "
+          f"(bench/torch_step.py --impl {args.torch_impl}: {model_txt}, SDPA, AdamW, fp32, one thread); basp: OpenBLAS at one "
           f"thread{', ' + ' '.join(args.basp_set) if args.basp_set else ', the spec as it is'}; load average at "
           f"the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
           "| S | basp step ms | PyTorch step ms | PyTorch / basp |", "|---:|---:|---:|---:|"] + rows
