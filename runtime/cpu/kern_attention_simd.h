@@ -11,6 +11,8 @@
  * Block rows are padded to a multiple of SIMD_VL (the caller pads to 16);
  * padding and masked scores hold -inf, whose exp is exactly 0. */
 
+#include "kern_exp_coef.h"
+
 #define SIMD_CAT2(a, b) a##b
 #define SIMD_CAT(a, b) SIMD_CAT2(a, b)
 #define SIMD(name) SIMD_CAT(name, SIMD_SFX)
@@ -45,22 +47,21 @@ VINLINE float SIMD(hsum_)(vf v) {
 }
 
 /* exp(x) for x <= 0 (softmax arguments after subtracting the row max),
- * x = -inf included (gives exactly 0).  Cephes expf: x = n ln2 + r,
- * |r| <= ln2/2, degree-6 polynomial, 2^n by building the exponent bits;
- * relative error ~1e-7.  Arguments below -87 flush to 0 (exp(-87) ~ 1e-38
- * is below any softmax weight that matters). */
+ * x = -inf included (gives exactly 0), with kern_exp_coef.h's constants;
+ * 2^n by building the exponent bits (x is clamped first, so n stays in
+ * the normal range). */
 VINLINE vf SIMD(vexp_neg_)(vf x) {
-    vi dead = x < -87.0f;
-    x = (vf)(((vi)x & ~dead) | ((vi)SIMD(vsplat_)(-87.0f) & dead));
+    vi dead = x < KERN_EXP_MIN;
+    x = (vf)(((vi)x & ~dead) | ((vi)SIMD(vsplat_)(KERN_EXP_MIN) & dead));
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    vf n = (x * 1.44269504088896341f + magic) - magic;
-    vf r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    vf p = SIMD(vsplat_)(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    vf n = (x * KERN_EXP_LOG2E + magic) - magic;
+    vf r = x - n * KERN_EXP_LN2_HI - n * KERN_EXP_LN2_LO;
+    vf p = SIMD(vsplat_)(KERN_EXP_P0);
+    p = p * r + KERN_EXP_P1;
+    p = p * r + KERN_EXP_P2;
+    p = p * r + KERN_EXP_P3;
+    p = p * r + KERN_EXP_P4;
+    p = p * r + KERN_EXP_P5;
     vf y = p * r * r + r + 1.0f;
     vi e = (__builtin_convertvector(n, vi) + 127) << 23;
     y = y * (vf)e;

@@ -5,6 +5,7 @@
  * ring/document mask element by element (only the tiles a boundary
  * crosses).  Needs AVX2, FMA and Dh % 8 == 0 (kern_attention_fused checks
  * both). */
+#include "kern_exp_coef.h"
 #include "kernels.h"
 
 #include <stdbool.h>
@@ -31,22 +32,22 @@ static inline FV f_add(FV a, FV b) { return _mm256_add_ps(a, b); }
 static inline FV f_sub(FV a, FV b) { return _mm256_sub_ps(a, b); }
 static inline FV f_max(FV a, FV b) { return _mm256_max_ps(a, b); }
 
-/* exp(x) for x <= 0, as kern_attention_simd.h's: Cephes expf, x = n ln2 + r,
- * degree-6 polynomial, times 2^n from the exponent bits; x < -87 (and -inf)
+/* exp(x) for x <= 0 with kern_exp_coef.h's constants, as
+ * kern_attention_simd.h's: 2^n from the exponent bits; x < -87 (and -inf)
  * gives 0 (x is clamped first, so n stays in the normal range). */
 static inline FV exp_neg(FV x) {
-    FV live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    FV n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    FV live = _mm256_cmp_ps(x, _mm256_set1_ps(KERN_EXP_MIN), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(KERN_EXP_MIN));
+    FV n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KERN_EXP_LOG2E)),
                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    FV r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    FV p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    FV r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KERN_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KERN_EXP_LN2_LO), r);
+    FV p = _mm256_set1_ps(KERN_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P5));
     FV y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);

@@ -4,6 +4,7 @@
  * and the ring/document mask by mask-register compares, 16 queries at a
  * time.  Needs AVX-512 F, VL, DQ, BW and Dh % 16 == 0 (kern_attention_fused
  * checks both). */
+#include "kern_exp_coef.h"
 #include "kernels.h"
 
 #include <stdbool.h>
@@ -30,20 +31,20 @@ static inline FV f_add(FV a, FV b) { return _mm512_add_ps(a, b); }
 static inline FV f_sub(FV a, FV b) { return _mm512_sub_ps(a, b); }
 static inline FV f_max(FV a, FV b) { return _mm512_max_ps(a, b); }
 
-/* exp(x) for x <= 0, as kern_attention_simd.h's: Cephes expf, x = n ln2 + r,
- * degree-6 polynomial, times 2^n (scalef); x < -87 (and -inf) gives 0. */
+/* exp(x) for x <= 0 with kern_exp_coef.h's constants, 2^n by scalef;
+ * x < -87 (and -inf) gives 0. */
 static inline FV exp_neg(FV x) {
-    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
-    FV n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN_EXP_MIN), _CMP_GE_OQ);
+    FV n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KERN_EXP_LOG2E)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    FV r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    FV p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    FV r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KERN_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KERN_EXP_LN2_LO), r);
+    FV p = _mm512_set1_ps(KERN_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P5));
     FV y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps(live, y, n);
 }
