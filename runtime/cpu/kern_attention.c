@@ -76,8 +76,11 @@ kern_attn_impl kern_attention_get_impl(void) {
 const kern_attn_fused_ops *kern_attention_fused(int64_t Dh) {
     kern_attn_impl impl = kern_attention_get_impl();
     int w = kern_attn_simd_width();
-    const kern_attn_fused_ops *ops = w == 16 ? &kern_attn_fused_avx512 : w == 8 ? &kern_attn_fused_avx2 : NULL;
-    if (ops && (!ops->name || Dh % ops->vl != 0)) ops = NULL;
+    /* the widest instance whose vectors divide Dh: an AVX-512 CPU runs the
+     * AVX2 one for head dims that are a multiple of 8 but not of 16 */
+    const kern_attn_fused_ops *ops = NULL;
+    if (w >= 16 && kern_attn_fused_avx512.name && Dh % kern_attn_fused_avx512.vl == 0) ops = &kern_attn_fused_avx512;
+    else if (w >= 8 && kern_attn_fused_avx2.name && Dh % kern_attn_fused_avx2.vl == 0) ops = &kern_attn_fused_avx2;
     /* AVX2 above head dim 64: the fused backward measured 0.8-0.9x the
      * blocked one (Q_i^T and dO_i^T, 64 KiB, leave L1 and its 12-register
      * tiles reload them; bench/README.md), so auto keeps the blocked
@@ -85,9 +88,8 @@ const kern_attn_fused_ops *kern_attention_fused(int64_t Dh) {
     if (ops == &kern_attn_fused_avx2 && Dh > 64 && impl == KERN_ATTN_AUTO) return NULL;
     if (impl == KERN_ATTN_FUSED && !ops) {
         fprintf(stderr,
-                "basp: BASP_CPU_ATTENTION=fused, but the fused kernels need AVX-512 (F, VL, DQ, BW) with a head dim "
-                "that is a multiple of 16, or AVX2 and FMA with a multiple of 8 (this CPU%s: %d-float vectors; head "
-                "dim %lld)\n",
+                "basp: BASP_CPU_ATTENTION=fused, but the fused kernels need AVX2 and FMA (or AVX-512) with a head "
+                "dim that is a multiple of 8 (this CPU%s: %d-float vectors; head dim %lld)\n",
                 getenv("BASP_SIMD") ? ", capped by BASP_SIMD" : "", w, (long long)Dh);
         exit(2);
     }

@@ -15,9 +15,15 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#pragma GCC target("avx2,fma")
 #include <immintrin.h>
 #include <math.h>
+/* Every function below is compiled for the ISA (clang ignores GCC's
+ * target pragma and takes its own; the pop is after the ops table). */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC target("avx2,fma")
+#endif
 
 typedef __m256 FV;
 enum { FVL = 8, F_MR4 = 3, F_MR2 = 6, F_MR1 = 12, F_NV_MAX = 2 };
@@ -34,10 +40,12 @@ static inline FV f_max(FV a, FV b) { return _mm256_max_ps(a, b); }
 
 /* exp(x) for x <= 0 with kern_exp_coef.h's constants, as
  * kern_attention_simd.h's: 2^n from the exponent bits; x < -87 (and -inf)
- * gives 0 (x is clamped first, so n stays in the normal range). */
+ * gives 0 (x is clamped first, so n stays in the normal range), NaN stays
+ * NaN (the unordered compare keeps it live; max_ps returns its second
+ * operand when either is NaN). */
 static inline FV exp_neg(FV x) {
-    FV live = _mm256_cmp_ps(x, _mm256_set1_ps(KERN_EXP_MIN), _CMP_GE_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(KERN_EXP_MIN));
+    FV live = _mm256_cmp_ps(x, _mm256_set1_ps(KERN_EXP_MIN), _CMP_NLT_UQ);
+    x = _mm256_max_ps(_mm256_set1_ps(KERN_EXP_MIN), x);
     FV n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KERN_EXP_LOG2E)),
                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     FV r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KERN_EXP_LN2_HI), x);
@@ -68,6 +76,9 @@ static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *
 
 const kern_attn_fused_ops kern_attn_fused_avx2 = {"fused-avx2", FVL, attn256_fwd, attn256_bwd, attn256_ring_fwd,
                                                   attn256_ring_bwd};
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 
 #else /* not x86-64 with GCC/clang: never chosen */
 const kern_attn_fused_ops kern_attn_fused_avx2 = {NULL, 8, NULL, NULL, NULL, NULL};

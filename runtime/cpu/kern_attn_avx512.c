@@ -14,9 +14,15 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
 #include <immintrin.h>
 #include <math.h>
+/* Every function below is compiled for the ISA (clang ignores GCC's
+ * target pragma and takes its own; the pop is after the ops table). */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
+#endif
 
 typedef __m512 FV;
 enum { FVL = 16, F_MR4 = 6, F_MR2 = 12, F_MR1 = 16, F_NV_MAX = 4 };
@@ -32,9 +38,10 @@ static inline FV f_sub(FV a, FV b) { return _mm512_sub_ps(a, b); }
 static inline FV f_max(FV a, FV b) { return _mm512_max_ps(a, b); }
 
 /* exp(x) for x <= 0 with kern_exp_coef.h's constants, 2^n by scalef;
- * x < -87 (and -inf) gives 0. */
+ * x < -87 (and -inf) gives 0, NaN stays NaN (an unordered compare keeps
+ * it live, so a diverging run shows in the loss). */
 static inline FV exp_neg(FV x) {
-    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN_EXP_MIN), _CMP_GE_OQ);
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN_EXP_MIN), _CMP_NLT_UQ);
     FV n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KERN_EXP_LOG2E)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     FV r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KERN_EXP_LN2_HI), x);
@@ -73,6 +80,9 @@ static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *
 
 const kern_attn_fused_ops kern_attn_fused_avx512 = {"fused-avx512", FVL, attn512_fwd, attn512_bwd, attn512_ring_fwd,
                                                     attn512_ring_bwd};
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 
 #else /* not x86-64 with GCC/clang: never chosen */
 const kern_attn_fused_ops kern_attn_fused_avx512 = {NULL, 16, NULL, NULL, NULL, NULL};

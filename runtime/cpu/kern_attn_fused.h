@@ -3,7 +3,8 @@
  * kern_attn_avx512.c and kern_attn_avx2.c include it after defining
  *   FV, FVL          the vector type and its floats
  *   f_load, f_store, f_set1, f_zero, f_fma, f_mul, f_add, f_sub, f_max
- *   exp_neg          exp(x) for x <= 0 (kern_attention_simd.h's polynomial)
+ *   exp_neg          exp(x) for x <= 0 (kern_attention_simd.h's polynomial),
+ *                    NaN kept
  *   f_mask_ids       the ring/document mask of one score tile
  *   F_MR4, F_MR2, F_MR1   micro-kernel heights for 4, 2, 1 vectors
  *   F_NV_MAX         the widest strip gemm() takes (4 or 2 vectors)
@@ -154,7 +155,9 @@ static __attribute__((noinline)) void softmax_step(float *st, int nk, float *m, 
                                                    bool write_p) {
     for (int v = 0; v < TB / FVL; v++) {
         FV mx = f_load(m + FVL * v);
-        for (int t = 0; t < nk; t++) mx = f_max(mx, f_load(st + t * TB + FVL * v));
+        /* f_max(a, b) returns b when either is NaN: mx second keeps a NaN
+         * max, and a NaN score still reaches l through its exp */
+        for (int t = 0; t < nk; t++) mx = f_max(f_load(st + t * TB + FVL * v), mx);
         FV al = exp_neg(f_sub(f_load(m + FVL * v), mx));
         FV sum = f_zero();
         for (int t = 0; t < nk; t++) {
@@ -316,11 +319,13 @@ static void fwd_tile(const view *vw, const fwd_state *fs, int64_t i0, int nq, fl
         gemm_op g = {st, 1, TB, vw->v + j0 * vw->ldk, vw->ldk, acc, Dh, nk, true, alpha};
         gemm(&g, nq, Dh);
     }
-    /* l == 0: nothing visible yet, the column stays (o, -inf).  A column
-     * that saw nothing new keeps m = lse, l = 1, acc = o (alpha exactly 1),
-     * so it is written back unchanged. */
+    /* l == 0 in a running state: nothing visible yet, the column stays
+     * (o, -inf).  A column that saw nothing new keeps m = lse, l = 1, acc =
+     * o (alpha exactly 1), so it is written back unchanged.  Dense causal
+     * attention always sees its own key, so l == 0 there means non-finite
+     * scores: the column is written (lse -inf, o NaN), never left stale. */
     for (int r = 0; r < nq; r++) {
-        if (l[r] == 0.0f) continue;
+        if (l[r] == 0.0f && fs->load) continue;
         if (fs->lse) fs->lse[(i0 + r) * fs->ldl] = m[r] + logf(l[r]);
         if (!fs->o) continue;
         float inv = 1.0f / l[r];

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,14 +36,22 @@
 #endif
 
 /* The widest instance this CPU runs, chosen once.  BASP_SIMD=generic|avx2
- * caps the choice (to test or compare the narrower instances). */
+ * caps the choice (to test or compare the narrower instances); avx512 or
+ * unset: the widest; anything else is refused. */
 const kern_attn_simd_ops *kern_attn_simd(void) {
     static const kern_attn_simd_ops *ops;
     if (ops) return ops;
+    const char *cap = getenv("BASP_SIMD");
+    int level = !cap || !*cap || !strcmp(cap, "avx512") ? 2
+                : !strcmp(cap, "avx2")                  ? 1
+                : !strcmp(cap, "generic")               ? 0
+                                                        : -1;
+    if (level < 0) {
+        fprintf(stderr, "basp: BASP_SIMD=%s: expected avx512, avx2 or generic (a cap on the CPU's own choice)\n", cap);
+        exit(2);
+    }
     ops = &attn_simd__generic;
 #ifdef ATTN_X86
-    const char *cap = getenv("BASP_SIMD");
-    int level = cap && strcmp(cap, "generic") == 0 ? 0 : cap && strcmp(cap, "avx2") == 0 ? 1 : 2;
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&

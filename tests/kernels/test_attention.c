@@ -21,8 +21,10 @@
  *
  * Also: o and lse with and without lse output are the same bits, and the
  * backward with the forward's lse equals the one recomputing it bit for bit
- * (kern_attention_bwd_lse's contract, which training relies on); and the
- * ring-block / packed-document entry points, fused against blocked (below). */
+ * (kern_attention_bwd_lse's contract, which training relies on); the
+ * ring-block / packed-document entry points, fused against blocked; NaN and
+ * infinite inputs, which must reach the outputs; and the AVX2 instance
+ * taking head dims 8 (mod 16) on an AVX-512 CPU (below). */
 #include "kernels.h"
 
 #define KTEST_SEED 0xA77E57105EEDull
@@ -117,12 +119,12 @@ static void same_bits(const char *what, const float *a, const float *b, int64_t 
     }
 }
 
-/* The first implementation tested: the fused kernels wherever this ISA's
- * can run Dh (KERN_ATTN_FUSED: also where auto prefers the blocked ones,
- * AVX2 above head dim 64), else auto (the blocked ones, tested twice). */
+/* The first implementation tested: the fused kernels wherever they can run
+ * Dh (AVX2 or AVX-512 and Dh a multiple of 8; KERN_ATTN_FUSED: also where
+ * auto prefers the blocked ones, AVX2 above head dim 64), else auto (the
+ * blocked ones, tested twice). */
 static kern_attn_impl first_impl(int64_t Dh) {
-    int w = kern_attn_simd_width();
-    return (w == 16 || w == 8) && Dh % w == 0 ? KERN_ATTN_FUSED : KERN_ATTN_AUTO;
+    return kern_attn_simd_width() >= 8 && Dh % 8 == 0 ? KERN_ATTN_FUSED : KERN_ATTN_AUTO;
 }
 
 static void run_shape(const shape *s) {
@@ -203,8 +205,9 @@ static void run_ring_case(const ring_case *c) {
     for (int64_t j = 0; j < c->Sk; j++)
         kpos[j] = j < c->Sk / 2 ? j + c->Sq / 2 : c->Sq / 2 + (int64_t)(urand() * 4 * (double)c->Sq);
     int32_t *qdoc = malloc((size_t)(c->b * c->Sq) * sizeof(int32_t)), *kdoc = malloc((size_t)(c->b * c->Sk) * sizeof(int32_t));
-    for (int64_t i = 0; i < c->b * c->Sq; i++) qdoc[i] = (int32_t)((i % c->Sq) * 3 / c->Sq);
-    for (int64_t j = 0; j < c->b * c->Sk; j++) kdoc[j] = (int32_t)((j % c->Sk) * 3 / c->Sk);
+    /* 3 documents in batch row 0, 4 in row 1, ...: each row's own ids */
+    for (int64_t i = 0; i < c->b * c->Sq; i++) qdoc[i] = (int32_t)((i % c->Sq) * (3 + i / c->Sq) / c->Sq);
+    for (int64_t j = 0; j < c->b * c->Sk; j++) kdoc[j] = (int32_t)((j % c->Sk) * (3 + j / c->Sk) / c->Sk);
     /* the running state: nothing seen (lse -inf, o 0), or an earlier block's */
     float *o0 = fzero(nq), *lse0 = frand(nl, 0, 0);
     for (int64_t i = 0; i < nl; i++) lse0[i] = -INFINITY;
@@ -240,6 +243,52 @@ static void run_ring_case(const ring_case *c) {
     free(D), free(g0q), free(g0k), free(g0v);
 }
 
+/* ---- non-finite inputs ---------------------------------------------------------
+ * A diverging run must show in the loss: a NaN or infinity in the inputs
+ * reaches the outputs it touches and is never dropped, nor an output left
+ * as it was.  A NaN in key row 2 (the only kv head): every query from 2 on,
+ * in every head, gets a non-finite o and dq row, and the o rows before stay
+ * finite (their dq rows may not: a block product meets K's NaN times a
+ * masked zero); +inf in query row 10, head 1: that o row is non-finite
+ * (its scores are +-inf), the others finite; -inf in query row 0, head 0,
+ * against a positive key element: its one score is -inf, so no key is
+ * visible, and its o row must still be written (non-finite), the others
+ * finite.  o starts as finite garbage. */
+static bool row_finite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
+static void run_nonfinite(int64_t Dh, kern_attn_impl impl) {
+    const int64_t S = 100, H = 2, nq = S * H * Dh, nk = S * Dh;
+    const char *name = impl == KERN_ATTN_BLAS ? "blas" : kern_attention_impl_name(Dh);
+    for (int kase = 0; kase < 3; kase++) {
+        kern_attention_set_impl(impl);
+        float *q = frand(nq, -2, 2), *k = frand(nk, -2, 2), *v = frand(nk, -1, 1), *dout = frand(nq, -1, 1);
+        float *o = frand(nq, 1e3, 2e3), *lse = frand(S * H, 1e3, 2e3), *dq = fzero(nq), *dk = fzero(nk);
+        float *dv = fzero(nk);
+        if (kase == 0) k[2 * Dh + 5] = NAN;
+        else if (kase == 1) q[(10 * H + 1) * Dh + 3] = INFINITY;
+        else q[3] = -INFINITY, k[3] = 1.0f;
+        kern_attention_fwd_lse(o, lse, q, k, v, 1, S, H, 1, Dh);
+        kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, 1, S, H, 1, Dh);
+        int bad = 0;
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t h = 0; h < H; h++) {
+                bool hit = kase == 0 ? i >= 2 : kase == 1 ? i == 10 && h == 1 : i == 0 && h == 0;
+                const float *orow = o + (i * H + h) * Dh, *qrow = dq + (i * H + h) * Dh;
+                if (row_finite(orow, Dh) == hit || (kase == 0 && hit && row_finite(qrow, Dh))) bad++;
+            }
+        printf("  non-finite %-4s Dh=%-3lld %-12s %s\n", kase == 0 ? "K" : kase == 1 ? "Q+" : "Q-", (long long)Dh, name,
+               bad ? "FAIL" : "ok");
+        if (bad) printf("  FAIL: %d (query, head) rows finite where they should not be, or the reverse\n", bad);
+        g_failures += bad != 0;
+        free(q), free(k), free(v), free(dout), free(o), free(lse), free(dq), free(dk), free(dv);
+    }
+    kern_attention_set_impl(KERN_ATTN_AUTO);
+}
+
 int main(int argc, char **argv) {
     /* --expect NAME: fail unless Dh = 64 runs those kernels (the ctests
      * on a CPU with AVX-512, and with BASP_SIMD=avx2, so a broken dispatch
@@ -252,7 +301,7 @@ int main(int argc, char **argv) {
     const shape shapes[] = {
         {1, 1, 2, 1, 16},   {2, 5, 4, 2, 32},   {1, 63, 4, 2, 64},  {1, 64, 3, 3, 48},  {1, 65, 4, 1, 64},
         {2, 130, 4, 2, 16}, {1, 129, 2, 2, 80}, {1, 200, 4, 2, 32}, {1, 257, 2, 1, 128}, {1, 128, 2, 2, 96},
-        {1, 70, 2, 1, 112}, {1, 100, 2, 1, 256}, {1, 40, 4, 2, 8},
+        {1, 70, 2, 1, 112}, {1, 100, 2, 1, 256}, {1, 40, 4, 2, 8},  {1, 90, 2, 1, 72},  {2, 50, 2, 2, 40},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(&shapes[i]);
     const ring_case rings[] = {
@@ -261,6 +310,16 @@ int main(int argc, char **argv) {
         {1, 65, 129, 2, 2, 128, false, true, true},
     };
     for (size_t i = 0; i < sizeof rings / sizeof rings[0]; i++) run_ring_case(&rings[i]);
+    const int64_t dhs[] = {64, 40};
+    for (int d = 0; d < 2; d++) {
+        run_nonfinite(dhs[d], first_impl(dhs[d]));
+        run_nonfinite(dhs[d], KERN_ATTN_BLAS);
+    }
+    /* head dims a multiple of 8 but not 16 run the AVX2 instance on AVX-512 */
+    if (kern_attn_simd_width() == 16 && strcmp(kern_attention_impl_name(40), "fused-avx2") != 0) {
+        printf("  FAIL: Dh=40 on AVX-512 runs %s, not fused-avx2\n", kern_attention_impl_name(40));
+        g_failures++;
+    }
     if (g_failures) printf("%d FAILED\n", g_failures);
     else printf("all passed\n");
     return g_failures ? 1 : 0;
