@@ -262,9 +262,9 @@ static bool row_finite(const float *x, int64_t n) {
 
 static void run_nonfinite(int64_t Dh, kern_attn_impl impl) {
     const int64_t S = 100, H = 2, nq = S * H * Dh, nk = S * Dh;
-    const char *name = impl == KERN_ATTN_BLAS ? "blas" : kern_attention_impl_name(Dh);
+    kern_attention_set_impl(impl);
+    const char *name = kern_attention_impl_name(Dh);
     for (int kase = 0; kase < 3; kase++) {
-        kern_attention_set_impl(impl);
         float *q = frand(nq, -2, 2), *k = frand(nk, -2, 2), *v = frand(nk, -1, 1), *dout = frand(nq, -1, 1);
         float *o = frand(nq, 1e3, 2e3), *lse = frand(S * H, 1e3, 2e3), *dq = fzero(nq), *dk = fzero(nk);
         float *dv = fzero(nk);
@@ -280,8 +280,8 @@ static void run_nonfinite(int64_t Dh, kern_attn_impl impl) {
                 const float *orow = o + (i * H + h) * Dh, *qrow = dq + (i * H + h) * Dh;
                 if (row_finite(orow, Dh) == hit || (kase == 0 && hit && row_finite(qrow, Dh))) bad++;
             }
-        printf("  non-finite %-4s Dh=%-3lld %-12s %s\n", kase == 0 ? "K" : kase == 1 ? "Q+" : "Q-", (long long)Dh, name,
-               bad ? "FAIL" : "ok");
+        const char *where = kase == 0 ? "K" : kase == 1 ? "Q+" : "Q-";
+        printf("  non-finite %-4s Dh=%-3lld %-12s %s\n", where, (long long)Dh, name, bad ? "FAIL" : "ok");
         if (bad) printf("  FAIL: %d (query, head) rows finite where they should not be, or the reverse\n", bad);
         g_failures += bad != 0;
         free(q), free(k), free(v), free(dout), free(o), free(lse), free(dq), free(dk), free(dv);
