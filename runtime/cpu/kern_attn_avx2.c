@@ -38,25 +38,13 @@ static inline FV f_add(FV a, FV b) { return _mm256_add_ps(a, b); }
 static inline FV f_sub(FV a, FV b) { return _mm256_sub_ps(a, b); }
 static inline FV f_max(FV a, FV b) { return _mm256_max_ps(a, b); }
 
-/* exp(x) for x <= 0 with kern_exp_coef.h's constants, as
- * kern_attention_simd.h's: 2^n from the exponent bits; x < -87 (and -inf)
- * gives 0 (x is clamped first, so n stays in the normal range), NaN stays
- * NaN (the unordered compare keeps it live; max_ps returns its second
- * operand when either is NaN). */
-static inline FV exp_neg(FV x) {
+/* exp_neg's ISA steps (kern_attn_fused.h): round to nearest, c - a b, and
+ * y 2^n from the exponent bits where x is live (x >= -87 or NaN: an
+ * unordered compare), 0 elsewhere. */
+static inline FV f_round(FV a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline FV f_fnma(FV a, FV b, FV c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline FV f_scale2n_live(FV y, FV n, FV x) {
     FV live = _mm256_cmp_ps(x, _mm256_set1_ps(KERN_EXP_MIN), _CMP_NLT_UQ);
-    x = _mm256_max_ps(_mm256_set1_ps(KERN_EXP_MIN), x);
-    FV n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KERN_EXP_LOG2E)),
-                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    FV r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KERN_EXP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KERN_EXP_LN2_LO), r);
-    FV p = _mm256_set1_ps(KERN_EXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KERN_EXP_P5));
-    FV y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
 }

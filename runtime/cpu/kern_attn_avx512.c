@@ -37,23 +37,13 @@ static inline FV f_add(FV a, FV b) { return _mm512_add_ps(a, b); }
 static inline FV f_sub(FV a, FV b) { return _mm512_sub_ps(a, b); }
 static inline FV f_max(FV a, FV b) { return _mm512_max_ps(a, b); }
 
-/* exp(x) for x <= 0 with kern_exp_coef.h's constants, 2^n by scalef;
- * x < -87 (and -inf) gives 0, NaN stays NaN (an unordered compare keeps
- * it live, so a diverging run shows in the loss). */
-static inline FV exp_neg(FV x) {
-    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN_EXP_MIN), _CMP_NLT_UQ);
-    FV n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KERN_EXP_LOG2E)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    FV r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KERN_EXP_LN2_HI), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KERN_EXP_LN2_LO), r);
-    FV p = _mm512_set1_ps(KERN_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KERN_EXP_P5));
-    FV y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(live, y, n);
+/* exp_neg's ISA steps (kern_attn_fused.h): round to nearest, c - a b, and
+ * y 2^n by scalef where x is live (x >= -87 or NaN: an unordered compare),
+ * 0 elsewhere. */
+static inline FV f_round(FV a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline FV f_fnma(FV a, FV b, FV c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline FV f_scale2n_live(FV y, FV n, FV x) {
+    return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(KERN_EXP_MIN), _CMP_NLT_UQ), y, n);
 }
 
 /* -inf over the score tile st[nk][KERN_TILE] where key t's position exceeds

@@ -2,9 +2,9 @@
  * around one register-blocked micro-kernel, written once over a vector ISA:
  * kern_attn_avx512.c and kern_attn_avx2.c include it after defining
  *   FV, FVL          the vector type and its floats
- *   f_load, f_store, f_set1, f_zero, f_fma, f_mul, f_add, f_sub, f_max
- *   exp_neg          exp(x) for x <= 0 (kern_attention_simd.h's polynomial),
- *                    NaN kept
+ *   f_load, f_store, f_set1, f_zero, f_fma, f_mul, f_add, f_sub, f_max,
+ *   f_round, f_fnma  (f_max(a, b) gives b when either is NaN, as max_ps)
+ *   f_scale2n_live   y 2^n where x >= KERN_EXP_MIN or NaN, else 0 (exp_neg)
  *   f_mask_ids       the ring/document mask of one score tile
  *   F_MR4, F_MR2, F_MR1   micro-kernel heights for 4, 2, 1 vectors
  *   F_NV_MAX         the widest strip gemm() takes (4 or 2 vectors)
@@ -48,6 +48,8 @@
  * recomputed are the same bits (kern_attention_bwd_lse's contract).  The
  * exponential is kern_attention_simd.h's polynomial.  Only reached after
  * kern_attention_fused() checked the CPU and Dh. */
+
+#include "kern_exp_coef.h"
 
 enum { TB = KERN_TILE }; /* queries per block = keys per block (64); a score tile is TB x TB */
 
@@ -145,6 +147,26 @@ static void gemm(const gemm_op *g, int rows, int ncols) {
 }
 
 /* ---- element-wise steps ---------------------------------------------------- */
+
+/* exp(x) for x <= 0, kern_attention_simd.h's polynomial with
+ * kern_exp_coef.h's constants: x clamped to KERN_EXP_MIN first (max_ps
+ * keeps a NaN, the second operand), so n stays in the normal range;
+ * x < KERN_EXP_MIN (and -inf) gives 0, NaN stays NaN, so a diverging run
+ * shows in the loss. */
+static inline FV exp_neg(FV x) {
+    FV xc = f_max(f_set1(KERN_EXP_MIN), x);
+    FV n = f_round(f_mul(xc, f_set1(KERN_EXP_LOG2E)));
+    FV r = f_fnma(n, f_set1(KERN_EXP_LN2_HI), xc);
+    r = f_fnma(n, f_set1(KERN_EXP_LN2_LO), r);
+    FV p = f_set1(KERN_EXP_P0);
+    p = f_fma(p, r, f_set1(KERN_EXP_P1));
+    p = f_fma(p, r, f_set1(KERN_EXP_P2));
+    p = f_fma(p, r, f_set1(KERN_EXP_P3));
+    p = f_fma(p, r, f_set1(KERN_EXP_P4));
+    p = f_fma(p, r, f_set1(KERN_EXP_P5));
+    FV y = f_add(f_fma(f_mul(p, r), r, r), f_set1(1.0f));
+    return f_scale2n_live(y, n, x);
+}
 
 /* Online softmax step over a score tile st[nk][TB] (keys down, queries
  * across): m = max(m, max_t st), alpha = exp(m_old - m), l = l*alpha +
