@@ -10,11 +10,24 @@
 #include "../ir/ir.h"
 #include "../passes/passes.h"
 
+/* "in pass 'NAME' (from plugin P (FILE)): " while a pass runs, else "". */
+static const char *in_pass(void)
+{
+    static char buf[384]; /* one message at a time */
+    const pass_info *p = pass_current();
+    buf[0] = '\0';
+    if (p && p->owner)
+        snprintf(buf, sizeof buf, "in pass '%s' (from %s): ", p->name, p->owner);
+    else if (p)
+        snprintf(buf, sizeof buf, "in pass '%s': ", p->name);
+    return buf;
+}
+
 static bool bad(const char *what, int i, int n)
 {
     if (i >= 0 && i < n)
         return false;
-    sup_error(sup_noloc(), "pass API: %s %d is not in 0..%d", what, i, n - 1);
+    sup_error(sup_noloc(), "pass API: %s%s %d is not in 0..%d", in_pass(), what, i, n - 1);
     return true;
 }
 #define BAD_V(m, v) bad("value", (v), (m)->nvalues)
@@ -55,8 +68,8 @@ int basp_ir_group_rank(const basp_module *m, int g, int set, int pos)
 int basp_ir_group_add(basp_module *m, const char *name, int nsets, int set_size, const int *ranks)
 {
     if (!name || !ir_is_name(name) || nsets < 1 || set_size < 1 || !ranks) {
-        sup_error(sup_noloc(), "pass API: group '%s': a valid name, nsets >= 1, set_size >= 1 and ranks are needed",
-                  name ? name : "");
+        sup_error(sup_noloc(), "pass API: %sgroup '%s': a valid name, nsets >= 1, set_size >= 1 and ranks are "
+                  "needed", in_pass(), name ? name : "");
         return -1;
     }
     return ir_group_add(m, name, nsets, set_size, ranks);
@@ -110,7 +123,8 @@ int basp_ir_value_like(basp_module *m, const char *base, int like)
     char name[IR_NAME_MAX];
     ir_value_fresh_name(m, base, name);
     if (!base || !*base || !ir_is_name(name)) {
-        sup_error(sup_noloc(), "pass API: value name '%s': letters, digits, '_', '.' and '-' only", base ? base : "");
+        sup_error(sup_noloc(), "pass API: %svalue name '%s': letters, digits, '_', '.' and '-' only", in_pass(),
+                  base ? base : "");
         return -1;
     }
     return ir_value_add(m, name, IR_V_RESULT, m->values[like].type);
@@ -124,8 +138,8 @@ void basp_ir_value_split_heads(basp_module *m, int v, int group, int64_t fanout)
     if (BAD_V(m, v) || BAD_G(m, group))
         return;
     if (m->values[v].type.rank < 3 || fanout < 1) {
-        sup_error(sup_noloc(), "pass API: %%%s: heads split on [B,S,H,...] values with fanout >= 1 only",
-                  m->values[v].name);
+        sup_error(sup_noloc(), "pass API: %s%%%s: heads split on [B,S,H,...] values with fanout >= 1 only",
+                  in_pass(), m->values[v].name);
         return;
     }
     m->values[v].type = pass_heads_type(m->values[v].type, group, fanout);
@@ -220,7 +234,7 @@ static int record(basp_edits *e, int pos, int after, const char *name, const int
 {
     int code = name ? ir_opcode_lookup(name) : -1;
     if (!e || code < 0 || nin < 0 || nin > IR_MAX_IN || nout < 0 || nout > IR_MAX_OUT) {
-        sup_error(sup_noloc(), "pass API: cannot insert op '%s' with %d input(s) and %d output(s)",
+        sup_error(sup_noloc(), "pass API: %scannot insert op '%s' with %d input(s) and %d output(s)", in_pass(),
                   name ? name : "", nin, nout);
         return -1;
     }

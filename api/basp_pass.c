@@ -69,7 +69,14 @@ static const char *plugin_legal(const layout_dims *d, const layout_choice *c, ch
     if (s && s->legal) {
         basp_layout_dims pd = to_dims(d);
         basp_layout_choice pc = {.groups = c->groups, .ring_degree = c->ring_degree};
+        /* The hint's termination rule (basp_pass.h): zeroed before the call,
+         * its last byte NUL after it, so that a fill of all nfix bytes is
+         * cut to nfix - 1 instead of read past. */
+        if (fix && nfix)
+            memset(fix, 0, nfix);
         const char *why = s->legal(&pd, &pc, fix, nfix);
+        if (fix && nfix)
+            fix[nfix - 1] = '\0';
         if (why) /* into layout/'s buffer: the plugin's string may not outlive the next call */
             return layout_reason(NULL, 0, NULL, "%s", why);
     }
@@ -96,6 +103,23 @@ static int plugin_candidates(const layout_strategy *self, const layout_dims *d, 
     return n < 256 ? n : 256;
 }
 
+/* The header's promise: a strategy's passes start with its family's pass.
+ * That pass partitions the ranks into the G groups (@sp, config sp_size and
+ * batch_groups); without it the step trains on one group with the loss
+ * scaled for G, under the layout's name. */
+static bool family_pass_first(const basp_strategy *s, layout_seq seq)
+{
+    const char *want = layout_strategies(NULL)[seq].passes; /* "ulysses", "ring" */
+    size_t n = strlen(want);
+    const char *got = s->passes ? s->passes : "";
+    if (!strncmp(got, want, n) && (got[n] == '\0' || got[n] == ','))
+        return true;
+    sup_error(sup_noloc(), "%s: strategy '%s': its passes '%s' must start with its family's pass '%s' (family %s): "
+              "that pass splits the ranks into the layout's groups, which the strategy's own passes then rewrite",
+              owner_now(), s->name ? s->name : "", got, want, s->family);
+    return false;
+}
+
 bool basp_register_strategy(const basp_strategy *s)
 {
     pass_init();
@@ -105,6 +129,8 @@ bool basp_register_strategy(const basp_strategy *s)
                   s && s->name ? s->name : "", s && s->family ? s->family : "");
         return false;
     }
+    if (!family_pass_first(s, seq))
+        return false;
     if (nrows >= LAYOUT_MAX_STRATEGIES) {
         sup_error(sup_noloc(), "%s: strategy '%s': too many strategies", owner_now(), s->name ? s->name : "");
         return false;

@@ -70,7 +70,12 @@ bool basp_load_pass_plugin(const char *path);
 /* A pass rewrites the module in place; false on failure (after
  * basp_pass_error).  "Not applicable" is not a failure: leave the module
  * unchanged and say why with basp_pass_remark.  The verifier runs after
- * it; an invalid module is reported naming the pass and its plugin. */
+ * it; an invalid module is reported naming the pass and its plugin.  Every
+ * failure of a plugin's pass ends with an error naming the pass and the
+ * plugin's file: false (with or without basp_pass_error), and true after
+ * an error was reported during it (basp_pass_error, or a bad handle to one
+ * of the calls below, whose own message names the pass too), which stops
+ * the pipeline as false does. */
 typedef bool (*basp_pass_fn)(basp_module *m);
 /* name: 1-63 characters, no commas or spaces, not yet registered. */
 bool basp_register_pass(const char *name, const char *summary, basp_pass_fn run);
@@ -98,18 +103,33 @@ typedef struct basp_strategy {
     const char *title;  /* for the training binary's banner; may be NULL */
     /* NULL when c is legal for d, else the broken rule (a string that
      * outlives the call), with a hint in fix (fix may be NULL, nfix 0).
+     * The hint buffer's rule: basp zeroes all nfix bytes before the call
+     * and sets fix[nfix-1] to NUL after it, so it reads at most nfix-1
+     * bytes of hint; a hint that fills the buffer is cut, never read past
+     * (snprintf(fix, nfix, ...) is the intended way to write it).
      * The family's rules apply after it (NULL function: those alone). */
     const char *(*legal)(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix);
     /* The strategy's choices for G groups (legal or not), at most max;
      * returns how many there are.  NULL: the family's (one per G; hybrid:
      * one per ring degree). */
     int (*candidates)(const basp_layout_dims *d, int groups, basp_layout_choice *out, int max);
-    const char *passes;     /* comma-separated, after batch-aware: the family's pass first ("ulysses,...") */
+    /* Comma-separated, after batch-aware: the family's pass first
+     * ("ulysses,..." for ulysses, "ring,..." for ring and hybrid), which
+     * basp_register_strategy enforces: that pass splits the ranks into the
+     * layout's G groups of K (@sp, config sp_size and batch_groups).  The
+     * strategy's own passes may rewrite the groups (e.g. strided sets) but
+     * must rewrite them together: the verifier refuses groups that no longer
+     * give every rank its own block of a value, and after the full pipeline
+     * the IR must still hold G groups of K ranks (@dp of K sets of G, @sp of
+     * G sets of K, batch_groups = G, sp_size = K), else an error naming the
+     * strategy and its plugin. */
+    const char *passes;
     const char *after_zero; /* comma-separated, right after zero; NULL: none */
 } basp_strategy;
 /* Copies the row (the strings must outlive the program: literals).  False,
- * after an error, for a missing field, an unknown family or key, or a
- * name or word already registered. */
+ * after an error, for a missing field, an unknown family or key, passes
+ * that do not start with the family's pass, or a name or word already
+ * registered. */
 bool basp_register_strategy(const basp_strategy *s);
 /* The family's own rules for c (what applies after a strategy's `legal`;
  * for a `legal` that needs their verdict first). */

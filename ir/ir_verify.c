@@ -457,6 +457,8 @@ bool ir_verify(const ir_module *m, const char *context)
     ir_verify_groups(&c);
     ir_verify_values(&c);
     ir_verify_ops(&c);
+    if (c.errors == 0) /* blocks are positions in valid groups */
+        ir_verify_groups_joint(&c);
     if (c.errors == 0)
         ir_verify_seq_order(&c);
     if (c.errors == 0)

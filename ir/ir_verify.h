@@ -1,6 +1,7 @@
-/* ir_verify.h — shared by the verifier's two files, private to ir/.
+/* ir_verify.h — shared by the verifier's files, private to ir/.
  * ir_verify.c checks structure (mesh, groups, values, def/use, attributes);
- * ir_verify_ops.c checks the per-op type and layout rules. */
+ * ir_verify_ops.c checks the per-op type and layout rules, ir_verify_groups.c
+ * the groups together, ir_verify_async.c started collectives. */
 #ifndef BASP_IR_VERIFY_H
 #define BASP_IR_VERIFY_H
 
@@ -27,6 +28,11 @@ void ir_verify_accum_reads(ir_vctx *c, const ir_op *op);
  * seq_len divides into 2R chunks, every ring_attention runs over a ring of
  * R ranks, and no attention masks by index (ir_verify_ops.c). */
 void ir_verify_seq_order(ir_vctx *c);
+
+/* The groups taken together (ir_verify_groups.c): every value sharded by
+ * several groups covered evenly, and every collective's sets agreeing on
+ * the blocks it does not exchange.  Needs valid groups, values and ops. */
+void ir_verify_groups_joint(ir_vctx *c);
 
 /* Started collectives (async = 1) and their waits (ir_verify_async.c). */
 void ir_verify_async(ir_vctx *c);

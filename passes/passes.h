@@ -66,6 +66,9 @@ const pass_info *pass_registry(int *n);
 const pass_info *pass_lookup(const char *name); /* NULL if unknown */
 /* The options of the pass running now (pass_run), NULL outside one. */
 const pass_options *pass_current_options(void);
+/* The pass running now (pass_run), NULL outside one: what the pass-writer
+ * API's errors name. */
+const pass_info *pass_current(void);
 /* The pipeline of strategy s (registry.c: batch-aware, its passes, place,
  * zero, its after-zero passes, recompute, memplan; without the last two
  * when memory is false).  s NULL: every registered strategy's passes
@@ -79,10 +82,15 @@ bool pass_pipeline_of(const ir_module *m, char *buf, size_t n);
  * runs on a module whose strategy is not known yet. */
 const char *pass_default_pipeline(void);
 
-/* Runs one pass (then the verifier, then printing if asked). */
+/* Runs one pass (then the verifier, then printing if asked).  A pass that
+ * fails without an error, or a registered (plugin) pass that reports an
+ * error, fails with one naming the pass and its owner. */
 bool pass_run(ir_module *m, const char *name, const pass_options *opt);
 /* Runs a comma-separated list of passes in order; stops at the first failure
- * (unknown names are reported with a "did you mean").  Returns success. */
+ * (unknown names are reported with a "did you mean").  When the list holds
+ * every pass of the module's strategy, the IR must then hold the layout the
+ * config names (G groups of K ranks: @dp, @sp, batch_groups, sp_size), else
+ * an error naming the strategy and its owner.  Returns success. */
 bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt);
 
 /* ---- deferred insertion (pass_util.c) ---------------------------------- */

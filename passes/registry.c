@@ -232,6 +232,38 @@ static void unknown_pass(const char *name, const char *what)
                   avail);
 }
 
+/* "pass 'hpz' (from plugin hpz (/p/libbasp_hpz.so))": how errors about a
+ * pass name it and, for a registered one, the file it came from. */
+static void pass_label(const pass_info *p, char *buf, size_t n)
+{
+    if (p->owner)
+        snprintf(buf, n, "pass '%s' (from %s)", p->name, p->owner);
+    else
+        snprintf(buf, n, "pass '%s'", p->name);
+}
+
+/* A pass's own verdict, checked against what it reported: false without an
+ * error is a failure nobody would see, and a registered pass that reported
+ * errors (through basp_pass_error or a bad handle) and went on has left
+ * the module in a state it did not mean.  Both fail naming the pass. */
+static bool pass_verdict(const pass_info *p, bool ok, int errors)
+{
+    char who[384];
+    pass_label(p, who, sizeof who);
+    if (!ok && errors == 0)
+        sup_error(sup_noloc(), "%s failed without saying why (a pass reports its failure with basp_pass_error "
+                  "before returning false)", who);
+    else if (!ok && p->owner)
+        sup_error(sup_noloc(), "%s failed", who);
+    else if (ok && p->owner && errors > 0)
+        sup_error(sup_noloc(), "%s reported %d error(s) but returned true; stopping", who, errors);
+    return ok && !(p->owner && errors > 0);
+}
+
+static const pass_info *current; /* the pass pass_run is running */
+
+const pass_info *pass_current(void) { return current; }
+
 bool pass_run(ir_module *m, const char *name, const pass_options *opt)
 {
     pass_options def = pass_default_options();
@@ -243,17 +275,19 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
         return false;
     }
     const pass_options *outer = running;
+    const pass_info *outer_pass = current;
     running = opt;
+    current = p;
+    int errors = sup_error_count();
     bool ok = p->run ? p->run(m, opt) : p->run_module(m);
     running = outer;
-    if (!ok)
+    current = outer_pass;
+    if (!pass_verdict(p, ok, sup_error_count() - errors))
         return false;
     if (opt->verify) {
-        char ctx[384];
-        if (p->owner)
-            snprintf(ctx, sizeof ctx, "after pass '%s' (from %s)", name, p->owner);
-        else
-            snprintf(ctx, sizeof ctx, "after pass '%s'", name);
+        char who[384], ctx[400];
+        pass_label(p, who, sizeof who);
+        snprintf(ctx, sizeof ctx, "after %s", who); /* "after pass 'NAME' (from OWNER)" */
         if (!ir_verify(m, ctx))
             return false;
     }
@@ -288,6 +322,68 @@ static bool check_names(const char *list, const char *what)
     return ok;
 }
 
+/* Every item of `list` (NULL: none) is in `names`. */
+static bool all_in(const char *list, const char *names)
+{
+    char item[64];
+    size_t len;
+    for (const char *p = list; p && *p;) {
+        p = list_item(p, item, &len);
+        if (*item && !in_list(names, item))
+            return false;
+    }
+    return true;
+}
+
+/* What the IR holds against the layout its config names (G groups of K
+ * ranks): "" when they agree, else the first difference into why. */
+static void layout_diff(const ir_module *m, int G, int K, char *why, size_t n)
+{
+    int dp = ir_group_find(m, "dp"), sp = ir_group_find(m, "sp");
+    long long bg = ir_config_int(m, "batch_groups", 1), spk = ir_config_int(m, "sp_size", -1);
+    why[0] = '\0';
+    if (bg != G)
+        snprintf(why, n, "config batch_groups = %lld, not %d (the banner and the loss scale read it)", bg, G);
+    else if (G > 1 && (dp < 0 || m->groups[dp].nsets != K || m->groups[dp].set_size != G))
+        snprintf(why, n, "no group @dp of %d sets of %d ranks (the batch is not split over the groups)", K, G);
+    else if (spk >= 0 && spk != K)
+        snprintf(why, n, "config sp_size = %lld, not %d", spk, K);
+    else if (sp >= 0 && (m->groups[sp].nsets != G || m->groups[sp].set_size != K))
+        snprintf(why, n, "group @sp has %d sets of %d ranks, not %d of %d", m->groups[sp].nsets,
+                 m->groups[sp].set_size, G, K);
+    else if (G > 1 && (sp < 0 || spk < 0))
+        snprintf(why, n, "no group @sp and config sp_size (the sequence is not sharded inside the groups)");
+}
+
+/* After a pipeline that ran every pass of the module's strategy, the IR
+ * must hold the layout the config names: a strategy whose passes skip or
+ * undo the family's partitioning would otherwise compile a step that
+ * trains, with the wrong loss scale or the wrong blocks, under the name of
+ * the layout asked for.  False after an error naming the strategy. */
+static bool layout_built(const ir_module *m, const char *names)
+{
+    layout_choice c = pass_layout_of(m);
+    const char *word = ir_config_get(m, "a2a");
+    if (!c.variant && word && strcmp(word, "flat"))
+        return true; /* an unregistered word: pass_pipeline_of says so */
+    const layout_strategy *s = layout_strategy_of(&c);
+    int N = ir_world(m), G = c.groups < 1 ? 1 : c.groups;
+    if (!s || !in_list(names, "batch-aware") || !all_in(s->passes, names) || !all_in(s->after_zero, names) || N % G)
+        return true;
+    char why[256], name[96];
+    layout_diff(m, G, N / G, why, sizeof why);
+    if (!why[0])
+        return true;
+    layout_choice_name(&c, name, sizeof name);
+    bool builtin = !s->owner || !strcmp(s->owner, "built in");
+    sup_error(sup_noloc(), "strategy '%s' (%s%s): the pipeline '%s' did not build layout '%s' (%d group(s) of %d "
+              "ranks): %s", s->name, builtin ? "built in" : "from ", builtin ? "" : s->owner, names, name, G, N / G,
+              why);
+    sup_note(sup_noloc(), "a strategy's passes start with its family's pass, which partitions the groups; its own "
+                          "passes may rewrite them but must keep G groups of K ranks (docs/writing-a-pass.md)");
+    return false;
+}
+
 bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
 {
     /* Check every name first, so a typo late in the list fails before any
@@ -311,5 +407,5 @@ bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
         p = list_item(p, item, &len);
         ok = pass_run(m, item, opt);
     }
-    return ok;
+    return ok && layout_built(m, names ? names : "");
 }

@@ -334,6 +334,52 @@ static ir_module *parse_ok(const char *body)
     return m;
 }
 
+/* The groups together (ir_verify_groups.c): each one below partitions the
+ * world on its own, so only their joint check can tell. */
+static void test_verifier_groups_joint(ir_module *m)
+{
+    /* @sp rebuilt strided, @dp left strided: ranks 0 and 1 hold one block */
+    ir_module *c = ir_module_clone(m);
+    ir_group_add(c, "sp", 2, 4, (const int[]){0, 2, 4, 6, 1, 3, 5, 7});
+    expect_reject(c, "api: value %tok is sharded by @dp and @sp, but together they do not give every rank its own "
+                     "block: ranks 0 and 1 both hold block (@dp 0, @sp 0) and no rank holds block (@dp 0, @sp 2)");
+    ir_module_free(c);
+    /* both rebuilt (strided @sp, contiguous @dp): every block once */
+    c = ir_module_clone(m);
+    ir_group_add(c, "sp", 2, 4, (const int[]){0, 2, 4, 6, 1, 3, 5, 7});
+    ir_group_add(c, "dp", 4, 2, (const int[]){0, 1, 2, 3, 4, 5, 6, 7});
+    diag_begin();
+    bool ok = ir_verify(c, "api");
+    char *d = diag_end();
+    CHECK(ok);
+    if (!ok)
+        fprintf(stderr, "strided groups rejected: %s\n", d);
+    free(d);
+    ir_module_free(c);
+    /* every block once, but an @sp set mixes @dp blocks: its exchange would
+     * trade sequence slices of different sequences */
+    c = ir_module_clone(m);
+    ir_group_add(c, "dp", 4, 2, (const int[]){0, 4, 5, 1, 2, 6, 3, 7});
+    expect_reject(c, "'all_to_all' over @sp keeps dim 0 of %q sharded by @dp, but ranks 0 and 1 of one @sp set hold "
+                     "different @dp blocks (0 and 1)");
+    ir_module_free(c);
+    /* blocks held twice each, unevenly; more blocks than ranks */
+    c = ir_module_clone(m);
+    int a = ir_group_add(c, "a", 4, 2, (const int[]){0, 1, 2, 3, 4, 5, 6, 7});
+    int b = ir_group_add(c, "b", 4, 2, (const int[]){0, 1, 2, 3, 4, 5, 6, 7});
+    int sp2 = ir_group_add(c, "sp2", 2, 4, (const int[]){0, 1, 2, 3, 4, 5, 6, 7});
+    ir_type t = c->values[ir_value_find(c, "w")].type;
+    t.shard[0] = a, t.shard[1] = b;
+    ir_value_add(c, "ab", IR_V_INPUT, t);
+    t.shard[0] = ir_group_find(c, "sp"), t.shard[1] = sp2;
+    ir_value_add(c, "big", IR_V_INPUT, t);
+    expect_reject(c, "value %ab is sharded by @a and @b, but together they do not cover it evenly: more than 2 ranks "
+                     "hold block (@a 0, @b 0) (ranks 0 and 4 among them) and fewer hold block (@a 0, @b 1)");
+    expect_reject(c, "value %big is sharded by @sp and @sp2, whose set sizes multiply to 16 blocks: the 8 ranks "
+                     "cannot hold them evenly");
+    ir_module_free(c);
+}
+
 void test_verifier_api_rejects(void)
 {
     ir_module *m = parse_ok(QK);
@@ -341,6 +387,11 @@ void test_verifier_api_rejects(void)
         CHECK(!"api base does not parse");
         return;
     }
+    ir_module *joint = parse_ok(A2A);
+    CHECK(joint != NULL);
+    if (joint)
+        test_verifier_groups_joint(joint);
+    ir_module_free(joint);
     /* use before def: swap the two ops' order by hand */
     ir_module *c = ir_module_clone(m);
     ir_op op = ir_op_make(IR_ADD);

@@ -2,7 +2,9 @@
  * it: only basp.h and basp_pass.h, no compiler struct.  Queries on a
  * hand-written module, building ops in one batch, splitting heads, bad
  * handles refused, and a pass registered by the embedding program running
- * in a pipeline (the verifier's error after it names its owner). */
+ * in a pipeline (the verifier's error after it names its owner, as does
+ * every other failure of it), and strategies that leave out their
+ * family's pass refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,60 @@ static bool breaks(basp_module *m)
     return true;
 }
 
+static bool fails_silently(basp_module *m)
+{
+    (void)m;
+    return false;
+}
+
+static bool bad_handle_goes_on(basp_module *m)
+{
+    basp_ir_op_input(m, basp_ir_op_count(m) + 3, 0);
+    return true;
+}
+
+/* Runs `pass` on a fresh module; the diagnostics it printed (malloc'd). */
+static char *run_logged(const char *pass, bool *ok)
+{
+    basp_module *m = basp_module_parse_string("api3", text);
+    char *log = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&log, &n);
+    basp_set_diagnostics(f, true);
+    *ok = basp_run_pipeline(m, pass, NULL);
+    fclose(f);
+    basp_set_diagnostics(NULL, true);
+    basp_module_free(m);
+    return log;
+}
+
+/* Every failure of a registered pass names it and its owner; a strategy
+ * must start with its family's pass. */
+static void test_failures_named(void)
+{
+    CHECK(basp_register_pass("api-silent", "test", fails_silently));
+    CHECK(basp_register_pass("api-bad-handle", "test", bad_handle_goes_on));
+    bool ok = true;
+    char *log = run_logged("api-silent", &ok);
+    CHECK(!ok && log && strstr(log, "error: pass 'api-silent' (from the embedding program) failed without saying "
+                                    "why"));
+    free(log);
+    log = run_logged("api-bad-handle", &ok);
+    CHECK(!ok && log && strstr(log, "error: pass API: in pass 'api-bad-handle' (from the embedding program): op "));
+    CHECK(log && strstr(log, "error: pass 'api-bad-handle' (from the embedding program) reported 1 error(s) but "
+                             "returned true; stopping"));
+    free(log);
+    basp_strategy no_family = {.name = "ulysses+nf", .family = "ulysses", .key = "a2a", .word = "nf",
+                               .passes = "api-silent"};
+    CHECK(!basp_register_strategy(&no_family));
+    basp_strategy ring_first = {.name = "ring+rf", .family = "hybrid", .key = "a2a", .word = "rf",
+                                .passes = "ringx"};
+    CHECK(!basp_register_strategy(&ring_first)); /* a prefix of the name is not the pass */
+    basp_strategy good = {.name = "ring+ok", .family = "hybrid", .key = "a2a", .word = "rok",
+                          .passes = "ring,api-silent"};
+    CHECK(basp_register_strategy(&good));
+}
+
 static void test_registered_pass(void)
 {
     CHECK(basp_register_pass("api-breaks", "test", breaks));
@@ -147,6 +203,7 @@ int main(void)
         basp_module_free(m);
     }
     test_registered_pass();
+    test_failures_named();
     if (failures) {
         fprintf(stderr, "test_pass_api: %d check(s) failed\n", failures);
         return 1;
