@@ -175,8 +175,12 @@ static void cg_header(sup_buf *b, const cg_names *n, const char *spec) {
                       " * process groups and every IR value, step() calls the runtime once per IR op\n"
                       " * in schedule order (the op's IR line above each call), and rt_main\n"
                       " * (basp_rt.h) runs everything else. */\n"
-                      "#include \"basp_rt.h\"\n\n",
+                      "#include <basp_rt.h>\n\n",
                    world);
+    /* Angle brackets: the header comes from the runtime's -I directory only.
+     * Quotes would look beside the C file first, and --keep-c compiles it in
+     * the output's directory, where any basp_rt.h would replace the runtime's
+     * declarations. */
 }
 
 static void cg_value_enum(sup_buf *b, const cg_names *n) {

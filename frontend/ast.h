@@ -152,6 +152,9 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
 bool fe_b_copy_name(fe_pctx *ctx, char *dst, size_t size, const char *src, sup_loc loc);
 /* Resolves `path` relative to the directory of `from` (malloc'd). */
 char *fe_path_join(const char *from, const char *path);
+/* `import` / `from` may name only a file whose name (and resolved name)
+ * ends in ext; false: reported at loc (build.c). */
+bool fe_source_kind_ok(fe_pctx *ctx, const char *full, const char *ext, const char *what, sup_loc loc);
 
 /* ---- locations (build.c) ------------------------------------------------ */
 /* Exact lookup: the entry for "model.hidden", or NULL when never written. */

@@ -381,6 +381,31 @@ void fe_note_input(const char *path) {
     if (input_hook && path) input_hook(path, input_ud);
 }
 
+/* A file that `import` or `from` may name: its name, and the name it
+ * resolves to through symbolic links, end in `ext` (".basp", ".json").
+ * Both are checked before the file is opened, so that a spec cannot make
+ * the compiler read, and show in its diagnostics, a file of another kind
+ * (/proc/self/environ, a key file); sup_read_file then refuses anything
+ * that is not a regular text file.  False: reported at loc. */
+bool fe_source_kind_ok(fe_pctx *ctx, const char *full, const char *ext, const char *what, sup_loc loc) {
+    size_t n = strlen(full), e = strlen(ext);
+    char *real = realpath(full, NULL);
+    size_t rn = real ? strlen(real) : 0;
+    bool named = n > e && !strcmp(full + n - e, ext) && full[n - e - 1] != '/';
+    bool resolved = !real || (rn > e && !strcmp(real + rn - e, ext));
+    if (!named || !resolved) {
+        if (!named) sup_error(loc, "cannot %s '%s': not a %s file", what, full, ext);
+        else sup_error(loc, "cannot %s '%s': it resolves to '%s', not a %s file", what, full, real, ext);
+        sup_note(loc, "%s", !strcmp(ext, ".basp") ? "an import names a layout spec: a regular text file whose name "
+                                                    "ends in .basp"
+                                                  : "'from' names a Hugging Face config: a regular text file whose "
+                                                    "name ends in .json");
+        fe_b_error(ctx);
+    }
+    free(real);
+    return named && resolved;
+}
+
 /* item = "import" STRING — parsed in place with a nested parser. */
 void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
     if (ctx->bad_string) { ctx->bad_string = false; return; }
@@ -392,11 +417,16 @@ void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
     }
     char *full = fe_path_join(ctx->file, path);
     fe_note_input(full);
+    if (!fe_source_kind_ok(ctx, full, ".basp", "import", loc)) {
+        free(full);
+        return;
+    }
     size_t len;
     char *text = sup_read_file(full, &len);
     if (!text) {
-        sup_error(loc, "cannot import '%s': %s", full, sup_read_why(errno));
-        sup_note(loc, "imports are relative to the directory of the importing file");
+        int e = errno;
+        sup_error(loc, "cannot import '%s': %s", full, sup_read_why(e));
+        if (e == ENOENT) sup_note(loc, "imports are relative to the directory of the importing file");
         fe_b_error(ctx);
         free(full);
         return;

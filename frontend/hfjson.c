@@ -326,10 +326,12 @@ static void class_default(fe_pctx *ctx, const char *field, const char *key, int6
 static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
     size_t len;
     fe_note_input(path);
+    if (!fe_source_kind_ok(ctx, path, ".json", "read", loc)) return NULL;
     char *text = sup_read_file(path, &len);
     if (!text) {
-        sup_error(loc, "cannot read '%s': %s", path, sup_read_why(errno));
-        sup_note(loc, "the path is relative to the directory of the spec file");
+        int e = errno;
+        sup_error(loc, "cannot read '%s': %s", path, sup_read_why(e));
+        if (e == ENOENT) sup_note(loc, "the path is relative to the directory of the spec file");
         fe_b_error(ctx);
         return NULL;
     }

@@ -1,4 +1,5 @@
 /* support.c — source registry, located diagnostics with carets, utilities. */
+#define _DEFAULT_SOURCE /* mkstemps */
 #include "support.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ void sup_source_reset(void) {
     }
 }
 
-static char read_why[96]; /* why the last sup_read_file failed, when errno cannot say */
+static char read_why[160]; /* why the last sup_read_file failed, when errno cannot say */
 
 const char *sup_read_why(int e) { return read_why[0] ? read_why : strerror(e); }
 
@@ -86,6 +87,49 @@ static FILE *open_regular(const char *path) {
     return f;
 }
 
+/* Length of the UTF-8 sequence at p (of n bytes), 0 when it is not one:
+ * overlong forms, surrogates and code points past U+10FFFF are refused. */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    unsigned c = p[0];
+    size_t k = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (c >= 0xf5 || k == 0 || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return k;
+}
+
+bool sup_is_text(const char *text, size_t len, size_t *bad) {
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        unsigned c = p[i];
+        size_t k = c < 0x80 ? ((c >= 0x20 && c != 0x7f) || (c >= '\t' && c <= '\r') ? 1 : 0) : utf8_len(p + i, len - i);
+        if (!k) {
+            if (bad) *bad = i;
+            return false;
+        }
+        i += k;
+    }
+    return true;
+}
+
+/* Every file read here is shown back in diagnostics (the caret lines, the
+ * names a message quotes), so a file that is not text (a binary, or
+ * /proc/self/environ with its NUL-separated variables) is refused whole:
+ * its bytes are never printed, only where the first bad one is. */
+static bool refuse_binary(const char *buf, size_t len) {
+    size_t bad;
+    if (sup_is_text(buf, len, &bad)) return true;
+    int line = 1, col = 1;
+    for (size_t i = 0; i < bad; i++, col++)
+        if (buf[i] == '\n') line++, col = 0;
+    snprintf(read_why, sizeof read_why, "not a text file (byte 0x%02x at line %d, column %d is not UTF-8 text)",
+             (unsigned char)buf[bad], line, col);
+    return false;
+}
+
 char *sup_read_file(const char *path, size_t *len_out) {
     read_why[0] = 0;
     FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path);
@@ -112,6 +156,11 @@ char *sup_read_file(const char *path, size_t *len_out) {
         return NULL;
     }
     buf[len] = '\0';
+    if (!refuse_binary(buf, len)) {
+        free(buf);
+        errno = EILSEQ;
+        return NULL;
+    }
     if (len_out) *len_out = len;
     return buf;
 }
@@ -216,6 +265,85 @@ void sup_diag(sup_severity sev, sup_loc loc, const char *fmt, ...) {
     va_start(ap, fmt);
     sup_vdiag(sev, loc, fmt, ap);
     va_end(ap);
+}
+
+/* ---- outputs against inputs ---------------------------------------------- */
+/* The directory holding `path` (it need not exist) and its last name. */
+static bool parent_of(const char *path, struct stat *dir, const char **base) {
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    size_t n = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
+    char *d = sup_xmalloc(n + 1);
+    memcpy(d, slash ? path : ".", n);
+    d[n] = '\0';
+    bool ok = stat(d, dir) == 0;
+    free(d);
+    return ok;
+}
+
+bool sup_same_file(const char *a, const char *b) {
+    struct stat sa, sb, pa, pb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    /* When only one exists they cannot be one: the other's name would
+     * resolve to it. */
+    if (ea || eb) return ea && eb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *na, *nb;
+    return parent_of(a, &pa, &na) && parent_of(b, &pb, &nb) && pa.st_dev == pb.st_dev && pa.st_ino == pb.st_ino &&
+           !strcmp(na, nb);
+}
+
+static void io_add(sup_iofile **v, int *n, int *cap, const char *what, const char *path) {
+    SUP_GROW(*v, *n, *cap);
+    (*v)[(*n)++] = (sup_iofile){sup_xstrdup(what), sup_xstrdup(path)};
+}
+
+static bool io_clash(sup_io *io, const sup_iofile *w, const sup_iofile *r, bool both_out) {
+    sup_error(sup_noloc(), "%s %s is the file of %s %s: %s; pass another path (nothing was written)", w->what,
+              w->path, r->what, r->path,
+              both_out ? "one output would overwrite the other" : "writing it would destroy the input");
+    io->clashed = true;
+    return false;
+}
+
+bool sup_io_output(sup_io *io, const char *what, const char *path) {
+    if (!path) return true;
+    sup_iofile w = {(char *)what, (char *)path};
+    for (int i = 0; i < io->nin; i++)
+        if (sup_same_file(path, io->in[i].path)) return io_clash(io, &w, &io->in[i], false);
+    for (int i = 0; i < io->nout; i++)
+        if (sup_same_file(path, io->out[i].path)) return io_clash(io, &w, &io->out[i], true);
+    io_add(&io->out, &io->nout, &io->capout, what, path);
+    return true;
+}
+
+bool sup_io_input(sup_io *io, const char *what, const char *path) {
+    if (!path || !strcmp(path, "-")) return true;
+    for (int i = 0; i < io->nin; i++)
+        if (!strcmp(io->in[i].path, path)) return true; /* an import read twice */
+    sup_iofile r = {(char *)what, (char *)path};
+    for (int i = 0; i < io->nout; i++)
+        if (sup_same_file(io->out[i].path, path)) {
+            io_add(&io->in, &io->nin, &io->capin, what, path);
+            return io_clash(io, &io->out[i], &r, false);
+        }
+    io_add(&io->in, &io->nin, &io->capin, what, path);
+    return true;
+}
+
+bool sup_io_recheck(sup_io *io) {
+    if (io->clashed) return false; /* reported when found */
+    for (int i = 0; i < io->nout; i++)
+        for (int j = 0; j < io->nin; j++)
+            if (sup_same_file(io->out[i].path, io->in[j].path)) return io_clash(io, &io->out[i], &io->in[j], false);
+    return !io->clashed;
+}
+
+void sup_io_free(sup_io *io) {
+    for (int i = 0; i < io->nin; i++) free(io->in[i].what), free(io->in[i].path);
+    for (int i = 0; i < io->nout; i++) free(io->out[i].what), free(io->out[i].path);
+    free(io->in);
+    free(io->out);
+    *io = (sup_io){0};
 }
 
 /* ---- utilities ------------------------------------------------------------ */
@@ -336,4 +464,59 @@ const char *sup_fmt_double(double v, char *buf, size_t n) {
     }
     snprintf(buf, n, "%.17g", v);
     return buf;
+}
+
+/* ---- outputs written whole or not at all -------------------------------- */
+int sup_out_open(sup_outfile *o, const char *path, const char *prog) {
+    o->path = path;
+    o->prog = prog;
+    o->tmp = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (!(o->f = fopen(path, "w"))) {
+            fprintf(stderr, "%s: error: cannot write %s: %s\n", prog, path, strerror(errno));
+            return 0;
+        }
+        return 1;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dn = (size_t)(base - path), n = strlen(path) + strlen(prog) + 16;
+    o->tmp = sup_xmalloc(n);
+    snprintf(o->tmp, n, "%.*s.%s-XXXXXX-%s", (int)dn, path, prog, base);
+    int fd = mkstemps(o->tmp, (int)strlen(base) + 1);
+    if (fd < 0) {
+        fprintf(stderr, "%s: error: cannot create a temporary file next to %s: %s\n", prog, path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return 0;
+    }
+    /* mkstemps creates 0600; the output gets what fopen would have given. */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    if (!(o->f = fdopen(fd, "w"))) {
+        fprintf(stderr, "%s: error: cannot write %s: %s\n", prog, o->tmp, strerror(errno));
+        close(fd);
+        remove(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+int sup_out_close(sup_outfile *o, int keep) {
+    int ok = fclose(o->f) == 0;
+    if (!ok) fprintf(stderr, "%s: error: cannot write %s: %s\n", o->prog, o->path, strerror(errno));
+    if (o->tmp) {
+        if (keep && ok && rename(o->tmp, o->path) != 0) {
+            fprintf(stderr, "%s: error: cannot rename %s to %s: %s\n", o->prog, o->tmp, o->path, strerror(errno));
+            ok = 0;
+        }
+        if (!keep || !ok) remove(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+    return ok;
 }

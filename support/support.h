@@ -40,6 +40,11 @@ char *sup_read_file(const char *path, size_t *len_out);
 /* Why the last sup_read_file failed, given its errno e: strerror(e), or
  * what kind of file it was ("a FIFO (named pipe), not a regular file"). */
 const char *sup_read_why(int e);
+/* True when text[0..len) is UTF-8 text: no NUL or other control byte but
+ * tab, newline, \v, \f and \r, no malformed sequence.  Otherwise *bad (when
+ * not NULL) is the offset of the first byte that is not.  sup_read_file
+ * refuses files that are not (errno EILSEQ; sup_read_why says where). */
+bool sup_is_text(const char *text, size_t len, size_t *bad);
 /* Frees every registered source (tests and fuzzers call this between runs). */
 void sup_source_reset(void);
 
@@ -71,6 +76,49 @@ typedef struct sup_diag_saved {
 sup_diag_saved sup_diag_silence(void);
 void sup_diag_restore(sup_diag_saved saved);
 static inline sup_loc sup_noloc(void) { return (sup_loc){0}; }
+
+/* ---- outputs against inputs -------------------------------------------- */
+/* Two paths name one file: both exist with one device and inode (hard and
+ * symbolic links included), or neither exists and their parent directories
+ * resolve to one device and inode and the last names agree.  The training
+ * binary's rule (runtime/rt_paths.c), for the compiler's tools. */
+bool sup_same_file(const char *a, const char *b);
+
+/* What a tool reads and writes, each path with what names it ("-o",
+ * "--load-pass-plugin", "the spec", "import").  Adding an output that is an
+ * input or another output, or an input that is an output, is an error
+ * (reported, naming both) and returns false; io.clashed stays set. */
+typedef struct sup_iofile {
+    char *what, *path;
+} sup_iofile;
+typedef struct sup_io {
+    sup_iofile *in, *out;
+    int nin, nout, capin, capout;
+    bool clashed;
+} sup_io;
+bool sup_io_output(sup_io *io, const char *what, const char *path); /* path NULL: nothing */
+bool sup_io_input(sup_io *io, const char *what, const char *path);  /* NULL or "-": nothing */
+/* Every output against every input again (a file may have appeared since it
+ * was added); false when any clash was found, now or before. */
+bool sup_io_recheck(sup_io *io);
+void sup_io_free(sup_io *io);
+
+/* ---- outputs written whole or not at all -------------------------------- */
+/* An output file (-o, --trace ...) is written to a temporary file next to
+ * its name (PATH's directory, ".PROG-XXXXXX-NAME", created by mkstemps so
+ * never an existing file) and renamed over it by sup_out_close: a failed
+ * run never truncates or deletes a file it did not create.  A path that
+ * exists and is not a regular file (a device, a FIFO) is written directly
+ * and never removed.  Both report their errors as "PROG: error: ...". */
+typedef struct sup_outfile {
+    const char *path, *prog;
+    char *tmp; /* NULL: written directly */
+    FILE *f;
+} sup_outfile;
+int sup_out_open(sup_outfile *o, const char *path, const char *prog); /* 0 on failure (reported) */
+/* Closes it; keep: rename over its name, else remove the temporary only.
+ * 0 when the write or the rename failed (reported). */
+int sup_out_close(sup_outfile *o, int keep);
 
 /* ---- utilities ---------------------------------------------------------- */
 /* Levenshtein distance, for "did you mean". */

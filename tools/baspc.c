@@ -2,8 +2,6 @@
  * pipeline, and build the training executable (-o FILE), or print the IR,
  * the generated C program or the communication schedule.  A thin driver
  * over the embedding API (api/basp.h). */
-#define _DEFAULT_SOURCE /* mkstemps */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 
 #include "basp.h"
 #include "basp_pass.h"
+#include "support/support.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -100,122 +99,45 @@ typedef struct options {
     basp_pass_options popt;
 } options;
 
+/* The first usage error, reported by report_usage once the plugins are
+ * loaded (their errors say more about a mistyped plugin argument). */
+static char usage_msg[1024];
+
 static int die_usage(const char *msg, const char *arg) {
-    fprintf(stderr, "baspc: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    if (!usage_msg[0]) snprintf(usage_msg, sizeof usage_msg, "%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+static int report_usage(void) {
+    fprintf(stderr, "baspc: error: %s\n", usage_msg);
     fprintf(stderr, "run 'baspc --help' for usage\n");
     return 2;
 }
 
 /* ---- inputs and outputs --------------------------------------------------
  * Every file the compilation reads (the spec or .bir, each import, each
- * config.json) is recorded by device and inode; an output (-o, --trace,
- * --keep-c's FILE.c) that is one of them is refused before anything is
- * written.  Outputs are written to a temporary file next to their name and
- * renamed over it at the end, so that baspc never truncates or deletes a
- * file it did not create in this run. */
-typedef struct input_file {
-    dev_t dev;
-    ino_t ino;
-    char *path;
-} input_file;
-
-static input_file *inputs;
-static int ninputs, capinputs;
+ * config.json, each --load-pass-plugin, --doc-lengths) against every file
+ * it writes (-o, --keep-c's FILE.c, --trace), by support's path identity:
+ * the outputs and the command line's inputs are checked before any plugin
+ * is loaded, imports and config.json files as the parser reaches them,
+ * and a clash stops the run before anything is written.  Outputs are
+ * written to a temporary file next to their name (mkstemps, so never an
+ * existing file) and renamed over it at the end, so that baspc never
+ * truncates or deletes a file it did not create in this run. */
+static sup_io io;
 
 static void note_input(const char *path, void *ud) {
     (void)ud;
-    struct stat st;
-    if (!path || stat(path, &st) != 0) return;
-    for (int i = 0; i < ninputs; i++)
-        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) return;
-    if (ninputs == capinputs) {
-        capinputs = capinputs ? 2 * capinputs : 8;
-        input_file *n = realloc(inputs, (size_t)capinputs * sizeof *n);
-        if (!n) return;
-        inputs = n;
-    }
-    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path)};
+    size_t n = path ? strlen(path) : 0;
+    sup_io_input(&io, n > 5 && !strcmp(path + n - 5, ".json") ? "the model file" : "the import", path);
 }
 
-static void free_inputs(void) {
-    for (int i = 0; i < ninputs; i++) free(inputs[i].path);
-    free(inputs);
-    inputs = NULL;
-    ninputs = capinputs = 0;
-}
-
-/* True (after an error) when `out` is the same file as an input. */
-static int output_is_input(const char *out, const char *what) {
-    struct stat st;
-    if (!out || stat(out, &st) != 0) return 0;
-    for (int i = 0; i < ninputs; i++) {
-        if (inputs[i].dev != st.st_dev || inputs[i].ino != st.st_ino) continue;
-        fprintf(stderr, "baspc: error: %s '%s' is an input of this compilation (%s); refusing to overwrite it\n",
-                what, out, inputs[i].path);
-        fprintf(stderr, "note: name another output file\n");
-        return 1;
-    }
-    return 0;
-}
-
-/* An output of --emit, --print-spec, --plan ...: a temporary file next to
- * `path`, renamed over it by out_commit; a path that exists and is not a
- * regular file (a device, a FIFO) is written directly and never removed. */
-typedef struct outfile {
-    const char *path;
-    char *tmp; /* NULL: written directly */
-    FILE *f;
-} outfile;
-
-static int out_open(outfile *o, const char *path) {
-    o->path = path;
-    o->tmp = NULL;
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (!(o->f = fopen(path, "w"))) { perror(path); return 0; }
-        return 1;
-    }
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t dn = (size_t)(base - path), n = strlen(path) + 32;
-    o->tmp = malloc(n);
-    if (!o->tmp) return 0;
-    snprintf(o->tmp, n, "%.*s.baspc-XXXXXX-%s", (int)dn, path, base);
-    int fd = mkstemps(o->tmp, (int)strlen(base) + 1);
-    if (fd < 0) {
-        fprintf(stderr, "baspc: error: cannot create a temporary file next to %s: %s\n", path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        return 0;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    if (!(o->f = fdopen(fd, "w"))) {
-        perror(o->tmp);
-        close(fd);
-        remove(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-/* Closes the output; keep: rename it over its name, else remove only the
- * temporary.  Returns 0 when the write or the rename failed. */
-static int out_close(outfile *o, int keep) {
-    int ok = fclose(o->f) == 0;
-    if (!ok) perror(o->path);
-    if (o->tmp) {
-        if (keep && ok && rename(o->tmp, o->path) != 0) {
-            fprintf(stderr, "baspc: error: cannot rename %s to %s: %s\n", o->tmp, o->path, strerror(errno));
-            ok = 0;
-        }
-        if (!keep || !ok) remove(o->tmp);
-        free(o->tmp);
-    }
-    return ok;
+/* The plugin file of the option at argv[*i] (stepping over its value), or NULL. */
+static const char *plugin_arg(int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (!strncmp(a, "--load-pass-plugin=", 19)) return a + 19;
+    if (strcmp(a, "--load-pass-plugin") || *i + 1 >= argc) return NULL;
+    return argv[++*i];
 }
 
 /* Textual IR (basp-opt's input) instead of a spec: FILE.bir. */
@@ -230,25 +152,22 @@ static int is_ir_file(const char *path) {
  * failed (reported), 2 on a usage error. */
 static int load_plugins(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *file = NULL;
-        if (!strncmp(a, "--load-pass-plugin=", 19)) file = a + 19;
-        else if (!strcmp(a, "--load-pass-plugin")) {
-            if (i + 1 >= argc) return die_usage("missing value after", a);
-            file = argv[++i];
-        } else continue;
-        if (!basp_load_pass_plugin(file)) return 1;
+        if (!strcmp(argv[i], "--load-pass-plugin") && i + 1 >= argc) return die_usage("missing value after", argv[i]);
+        const char *file = plugin_arg(argc, argv, &i);
+        if (file && !basp_load_pass_plugin(file)) return 1;
     }
     return 0;
 }
 
-/* Returns 0 to go on, 1 when done (help/version), 2 on a usage error. */
+/* Returns 0 to go on, 1 when done (help/version), 2 on a usage error
+ * (reported later: report_usage), 3 for --list-passes (after the plugins). */
 static int parse_args(int argc, char **argv, options *o) {
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 1; }
         if (!strcmp(a, "--version")) { printf("baspc %s\n", BASP_VERSION); return 1; }
-        if (!strcmp(a, "--list-passes")) { basp_list_passes(stdout); return 1; }
+        if (!strcmp(a, "--list-passes")) return 3;
         if (!strncmp(a, "--load-pass-plugin=", 19)) continue; /* load_plugins */
         if (!strcmp(a, "--load-pass-plugin")) { i++; continue; }
         if (!strcmp(a, "--check")) { o->act = ACT_CHECK; o->emit_given = 1; }
@@ -324,6 +243,7 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
         return m;
     }
     basp_spec *spec = basp_spec_parse_file(o->spec);
+    if (io.clashed) { basp_spec_free(spec); return NULL; } /* an import or config.json is an output */
     if (!spec) return NULL;
     int ok = 1;
     for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
@@ -348,11 +268,10 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
 
 /* Writes the predicted one-step timeline (Chrome trace JSON) to o->trace. */
 static bool write_trace(const options *o, const basp_module *m) {
-    if (output_is_input(o->trace, "the trace file")) return false;
-    outfile f;
-    if (!out_open(&f, o->trace)) return false;
+    sup_outfile f;
+    if (!sup_out_open(&f, o->trace, "baspc")) return false;
     bool ok = basp_write_trace(m, f.f);
-    ok = out_close(&f, ok) && ok;
+    ok = sup_out_close(&f, ok) && ok;
     if (!ok) fprintf(stderr, "baspc: error: could not write the trace to %s\n", o->trace);
     return ok;
 }
@@ -362,7 +281,7 @@ static int run(options *o, FILE *out) {
     basp_spec *spec;
     basp_module *m = compile(o, out, &rc, &spec);
     if (!m) return rc;
-    bool ok = !o->trace || write_trace(o, m);
+    bool ok = sup_io_recheck(&io) && (!o->trace || write_trace(o, m));
     if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
     else if (o->act == ACT_MEMORY) {
         bool fits = basp_memory(spec, m, out, o->json);
@@ -371,12 +290,7 @@ static int run(options *o, FILE *out) {
     }
     else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out);
     else if (o->act == ACT_BUILD) {
-        char cfile[4096];
-        snprintf(cfile, sizeof cfile, "%s.c", o->out);
-        if (output_is_input(o->out, "the output file") || (o->keep_c && output_is_input(cfile, "the C file")))
-            ok = false;
-        else
-            ok = basp_build(m, o->spec, o->out, o->keep_c);
+        ok = sup_io_recheck(&io) && basp_build(m, o->spec, o->out, o->keep_c);
     }
     else basp_print_ir(m, out);
     basp_module_free(m);
@@ -384,46 +298,65 @@ static int run(options *o, FILE *out) {
     return ok && !basp_error_count() ? 0 : 1;
 }
 
-int main(int argc, char **argv) {
-    options o = {0};
-    int r = load_plugins(argc, argv);
-    if (r) return r;
-    r = parse_args(argc, argv, &o);
-    if (r) { free(o.sets); return r == 1 ? 0 : 2; }
-    basp_set_diagnostics(NULL, o.quiet);
-    basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
-    basp_set_input_hook(note_input, NULL);
-    note_input(o.spec, NULL); /* a .bir is read by the IR parser, which has no hook */
-    if (o.act == ACT_BUILD) { /* the compiler writes o.out itself (to a temporary, then renamed) */
-        struct stat st;
-        int rc = 1;
-        if (stat(o.out, &st) == 0 && !S_ISREG(st.st_mode))
-            fprintf(stderr, "baspc: error: the output '%s' exists and is not a regular file; refusing to build over it\n",
-                    o.out);
-        else
-            rc = run(&o, stdout);
-        free_inputs();
-        free(o.sets);
-        return rc;
-    }
-    outfile of = {0};
+/* The outputs and the command line's inputs, before any plugin is loaded
+ * or anything is read; false when one is the other (reported). */
+static bool plan_io(int argc, char **argv, const options *o) {
+    char cfile[4096];
+    snprintf(cfile, sizeof cfile, "%s.c", o->out ? o->out : "");
+    sup_io_output(&io, "-o", o->out);
+    if (o->act == ACT_BUILD && o->keep_c) sup_io_output(&io, "--keep-c's C file", cfile);
+    sup_io_output(&io, "--trace", o->trace);
+    sup_io_input(&io, is_ir_file(o->spec) ? "the IR file" : "the spec", o->spec);
+    sup_io_input(&io, "--doc-lengths", o->doc_lengths);
+    for (int i = 1; i < argc; i++) sup_io_input(&io, "--load-pass-plugin", plugin_arg(argc, argv, &i));
+    return !io.clashed;
+}
+
+/* -o FILE for an action other than building: written to a temporary next
+ * to FILE, renamed over it only when the run succeeded (or gave a negative
+ * answer worth keeping) and no input turned out to be FILE. */
+static int run_to_file(options *o) {
+    sup_outfile of = {0};
     FILE *out = stdout;
-    if (o.out && output_is_input(o.out, "the output file")) { free_inputs(); free(o.sets); return 1; }
-    if (o.out) {
-        if (!out_open(&of, o.out)) { free_inputs(); free(o.sets); return 1; }
+    if (o->out) {
+        if (!sup_out_open(&of, o->out, "baspc")) return 1;
         out = of.f;
     }
-    int rc = run(&o, out);
-    /* The inputs are all known now (imports, config.json): the output is
-     * renamed over its name only when it is none of them. */
-    if (o.out) {
-        int clash = output_is_input(o.out, "the output file");
+    int rc = run(o, out);
+    if (o->out) {
+        int clash = !sup_io_recheck(&io);
         if (clash) rc = 1;
         /* never leave a half-written output behind; a negative answer of
          * --plan, --memory or --max-seq-len is kept (and exit status 1) */
-        if (!out_close(&of, !clash && (rc == 0 || o.answered))) rc = 1;
+        if (!sup_out_close(&of, !clash && (rc == 0 || o->answered))) rc = 1;
     }
-    free_inputs();
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    int r = parse_args(argc, argv, &o);
+    if (r == 1) { free(o.sets); return 0; }
+    basp_set_diagnostics(NULL, o.quiet);
+    /* A plugin's constructors run when it loads: an output that would
+     * replace one of the inputs is refused before that. */
+    if (r == 0 && !plan_io(argc, argv, &o)) { sup_io_free(&io); free(o.sets); return 1; }
+    int lr = load_plugins(argc, argv);
+    if (lr == 1) r = 1; /* the plugin's error says it all */
+    else if (r == 2 || lr == 2) r = report_usage();
+    else if (r == 3) basp_list_passes(stdout), r = 0, o.spec = NULL;
+    if (r || !o.spec) { sup_io_free(&io); free(o.sets); return r; } /* done, or failed */
+    basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
+    basp_set_input_hook(note_input, NULL);
+    int rc = 1;
+    struct stat st;
+    if (o.act != ACT_BUILD) rc = run_to_file(&o);
+    else if (stat(o.out, &st) == 0 && !S_ISREG(st.st_mode)) /* the compiler writes o.out itself */
+        fprintf(stderr, "baspc: error: the output '%s' exists and is not a regular file; refusing to build over it\n",
+                o.out);
+    else
+        rc = run(&o, stdout);
+    sup_io_free(&io);
     free(o.sets);
     return rc;
 }
