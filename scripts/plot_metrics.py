@@ -2,6 +2,7 @@
 """plot_metrics.py — the training and validation loss of a run as a PNG.
 
     scripts/plot_metrics.py METRICS.jsonl OUT.png [--title TEXT] [--width 800] [--height 450]
+    scripts/plot_metrics.py METRICS.jsonl --summary
 
 Reads the training binary's --metrics file (one JSON object per step:
 "loss", and "val_loss" after a validation; stop records are skipped) and
@@ -9,10 +10,29 @@ draws the training loss as a line (blue) and the validation loss as points
 joined by a line (orange), with the step on the x axis and the loss on the y
 axis, grid lines and labelled ticks.  Standard library only: the PNG is
 written with zlib, the labels with a small built-in bitmap font.
+
+The runtime writes a non-finite number as null: a step that
+--skip-nonfinite skipped has "loss": null (and "grad_norm": null), and a
+validation may give "val_loss": null.  Such points are left out (the line
+breaks there) and counted in the summary; fields the plot does not use
+(grad_norm, lr, ...) may be null or absent.  A last line without its
+newline (a run killed while writing it) is skipped with a warning; any
+other line that is not a JSON object, or a "step", "loss" or "val_loss"
+that is neither a number nor null, is refused naming the line.
+
+--summary prints what the file holds (steps, losses, validations, skipped
+points) and writes no image.  OUT is written to OUT.tmp first and renamed;
+it is refused before any work when it (or OUT.tmp) is the metrics file
+itself: two paths are the same file when both exist with one device and
+inode (hard and symbolic links included), or, when neither exists, when
+their directories are one and the names agree.  Exit status: 0 done, 1 a
+refused input or output (one line on standard error), 2 a bad command line.
 """
 import argparse
 import json
 import math
+import os
+import stat
 import struct
 import sys
 import zlib
@@ -63,7 +83,10 @@ class Canvas:
 
     def line(self, x0, y0, x1, y1, c, width=1):
         """Bresenham, thickened by drawing width x width squares."""
-        x0, y0, x1, y1 = int(round(x0)), int(round(y0)), int(round(x1)), int(round(y1))
+        if not all(map(math.isfinite, (x0, y0, x1, y1))):
+            return
+        x0, y0, x1, y1 = (int(round(min(max(v, -lim), 2 * lim))) for v, lim in
+                          ((x0, self.w), (y0, self.h), (x1, self.w), (y1, self.h)))
         dx, dy = abs(x1 - x0), -abs(y1 - y0)
         sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
         err = dx + dy
@@ -82,6 +105,8 @@ class Canvas:
                 y0 += sy
 
     def dot(self, x, y, c, r=3):
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return
         for a in range(-r, r + 1):
             for b in range(-r, r + 1):
                 if a * a + b * b <= r * r:
@@ -100,68 +125,247 @@ class Canvas:
             x += 6 * scale
 
     def png(self, path):
+        """Written to path.tmp, then renamed over path."""
         raw = b"".join(b"\x00" + bytes(self.px[3 * y * self.w:3 * (y + 1) * self.w]) for y in range(self.h))
 
         def chunk(kind, data):
             return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-        with open(path, "wb") as f:
-            f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0)) +
-                    chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0)) +
+                        chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+            os.replace(tmp, path)
+        except BaseException as e:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(e, OSError):
+                raise PlotError("%s: cannot write: %s" % (path, e.strerror or e))
+            raise
+
+
+class PlotError(Exception):
+    pass
 
 
 def nice_ticks(lo, hi, n=6):
-    """Round tick values covering [lo, hi]."""
-    span = hi - lo if hi > lo else 1.0
-    step = 10 ** math.floor(math.log10(span / n))
+    """Round tick values covering [lo, hi] (none when the range is degenerate)."""
+    span = hi - lo
+    if not (math.isfinite(span) and span > 0):
+        return []
+    step = 10.0 ** math.floor(math.log10(span / n))
     for m in (1, 2, 5, 10):
         if span / (step * m) <= n:
             step *= m
             break
+    if not (math.isfinite(step) and step > 0) or not math.isfinite(lo / step):
+        return []
     first = math.ceil(lo / step) * step
-    ticks, v = [], first
-    while v <= hi + 1e-9 * span:
+    ticks = []
+    for i in range(4 * n):  # bounded: a step lost in rounding cannot loop forever
+        v = first + i * step
+        if v > hi + 1e-9 * span:
+            break
         ticks.append(round(v, 10))
-        v += step
     return ticks
 
 
 def fmt(v):
-    return ("%.0f" % v) if abs(v) >= 100 or v == int(v) else ("%.2f" % v).rstrip("0").rstrip(".")
+    a = abs(v)
+    if a and (a >= 1e6 or a < 1e-3):
+        return "%.2g" % v
+    return ("%.0f" % v) if a >= 100 or v == int(v) else ("%.2f" % v).rstrip("0").rstrip(".")
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("metrics")
-    p.add_argument("out")
-    p.add_argument("--title", default="")
-    p.add_argument("--width", type=int, default=800)
-    p.add_argument("--height", type=int, default=450)
-    a = p.parse_args()
-    train, val = [], []
-    with open(a.metrics) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError as e:
-                sys.exit("%s:%d: not JSON: %s" % (a.metrics, n, e))
-            if "event" in r or "loss" not in r:
-                continue
-            train.append((r["step"], r["loss"]))
-            if "val_loss" in r:
-                val.append((r["step"], r["val_loss"]))
-    if not train:
-        sys.exit("%s: no step records" % a.metrics)
+def axis(lo, hi, pad):
+    """The drawn range of values lo..hi: widened when flat, padded by a
+    fraction of its width; an error when it does not fit in a double."""
+    mag = max(abs(lo), abs(hi))
+    w = hi - lo
+    if not w > mag * 1e-9:  # one value, or values too close to tell apart
+        w = mag * 0.1 if mag > 0 else 1.0
+        mid = lo / 2 + hi / 2
+        lo, hi = mid - w / 2, mid + w / 2
+    lo, hi = lo - pad * w, hi + pad * w
+    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(hi - lo) and hi > lo):
+        return None
+    return lo, hi
+
+
+# ---- reading the metrics file ----------------------------------------------
+
+def same_file(a, b):
+    """Both exist with one device and inode, or neither exists and their
+    directories are one with the same last name (the binaries' rule)."""
+    def st(p):
+        try:
+            return os.stat(p)
+        except (OSError, ValueError):
+            return None
+    sa, sb = st(a), st(b)
+    if sa or sb:
+        return bool(sa and sb and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino))
+    pa, pb = st(os.path.dirname(a) or "."), st(os.path.dirname(b) or ".")
+    return bool(pa and pb and (pa.st_dev, pa.st_ino) == (pb.st_dev, pb.st_ino)
+                and os.path.basename(a) == os.path.basename(b))
+
+
+def number(r, key, where, nullable):
+    """r[key] as a finite float; None for null, NaN, Infinity or out of range
+    (when nullable); a PlotError for any other value."""
+    v = r.get(key)
+    if isinstance(v, bool) or not (v is None or isinstance(v, (int, float))):
+        raise PlotError("%s: \"%s\" is %s, not a number" % (where, key, json.dumps(v)[:40]))
+    if v is not None:
+        try:
+            v = float(v)
+        except OverflowError:
+            v = None
+    if v is not None and not math.isfinite(v):
+        v = None
+    if v is None and not nullable:
+        raise PlotError("%s: \"%s\" is not a finite number" % (where, key))
+    return v
+
+
+def read_metrics(path):
+    """(train, val, counts): (step, value or None) pairs in file order, and
+    what was skipped."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise PlotError("%s: no such file" % path)
+    except (OSError, ValueError) as e:
+        raise PlotError("%s: cannot read: %s" % (path, getattr(e, "strerror", None) or e))
+    if stat.S_ISDIR(st.st_mode):
+        raise PlotError("%s: is a directory" % path)
+    if not stat.S_ISREG(st.st_mode):
+        raise PlotError("%s: not a regular file (a FIFO, socket or device)" % path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise PlotError("%s: cannot read: %s" % (path, e.strerror or e))
+    lines = data.split(b"\n")
+    cut = lines.pop() if lines else b""  # the bytes after the last newline: a line cut short, or nothing
+    train, val, counts = [], [], {"events": 0, "other": 0, "cut": 0}
+    for n, raw in enumerate(lines + ([cut] if cut.strip() else []), 1):
+        if not raw.strip():
+            continue
+        where = "%s:%d" % (path, n)
+        last = n > len(lines)
+        try:
+            r = json.loads(raw.decode("utf-8"))
+            why = None if isinstance(r, dict) else "not a JSON object"
+        except UnicodeDecodeError as e:
+            why = "not UTF-8 text (byte %d)" % e.start
+        except RecursionError:
+            why = "not JSON: nested too deeply"
+        except ValueError as e:
+            why = ("not JSON: %s (column %d)" % (e.msg, e.colno) if isinstance(e, json.JSONDecodeError)
+                   else "not JSON: %s" % " ".join(str(e).split()))
+        if why and last:
+            counts["cut"] += 1
+            print("plot_metrics: warning: %s: the last line has no newline and is %s: skipped (a run killed "
+                  "while writing it)" % (where, why), file=sys.stderr)
+            continue
+        if why:
+            raise PlotError("%s: %s" % (where, why))
+        if "event" in r:
+            counts["events"] += 1
+            continue
+        if "loss" not in r:
+            counts["other"] += 1
+            continue
+        step = number(r, "step", where, nullable=False)
+        train.append((step, number(r, "loss", where, nullable=True)))
+        if "val_loss" in r:
+            val.append((step, number(r, "val_loss", where, nullable=True)))
+    return train, val, counts
+
+
+def runs(points):
+    """The finite points as runs of neighbours (a null breaks the line)."""
+    out, cur = [], []
+    for s, v in points:
+        if v is None:
+            if cur:
+                out.append(cur)
+            cur = []
+        else:
+            cur.append((s, v))
+    if cur:
+        out.append(cur)
+    return out
+
+
+def summary(path, train, val, counts):
+    fin = [(s, v) for s, v in train if v is not None]
+    vfin = [(s, v) for s, v in val if v is not None]
+    parts = ["%s: %d training step(s)" % (path, len(train))]
+    if train:
+        parts[0] += " (steps %s to %s)" % (fmt(min(s for s, _ in train)), fmt(max(s for s, _ in train)))
+    if fin:
+        lo = min(fin, key=lambda p: p[1])
+        parts.append("loss %.6g -> %.6g, lowest %.6g at step %s" % (fin[0][1], fin[-1][1], lo[1], fmt(lo[0])))
+    if len(fin) < len(train):
+        parts.append("%d non-finite loss(es) (null) left out" % (len(train) - len(fin)))
+    if val:
+        parts.append("%d validation(s)" % len(val))
+    if vfin:
+        best = min(vfin, key=lambda p: p[1])
+        parts.append("best val_loss %.6g at step %s" % (best[1], fmt(best[0])))
+    if len(vfin) < len(val):
+        parts.append("%d non-finite val_loss(es) (null) left out" % (len(val) - len(vfin)))
+    if counts["events"]:
+        parts.append("%d event record(s)" % counts["events"])
+    if counts["cut"]:
+        parts.append("a cut-short last line skipped")
+    return "; ".join(parts)
+
+
+IMAGE_EXTS = (".svg", ".pdf", ".jpg", ".jpeg", ".gif", ".eps", ".ps", ".webp", ".tif", ".tiff", ".bmp")
+
+
+def check_output(metrics, out):
+    """OUT and OUT.tmp against the metrics file, before any work."""
+    if not out or out.endswith("/"):
+        raise PlotError("%r: not a file name" % out)
+    if os.path.splitext(out)[1].lower() in IMAGE_EXTS:
+        raise PlotError("%s: only PNG is written: name the output .png" % out)
+    try:
+        st = os.stat(out)
+    except (OSError, ValueError):
+        st = None
+    if st and stat.S_ISDIR(st.st_mode):
+        raise PlotError("%s: is a directory" % out)
+    if st and not stat.S_ISREG(st.st_mode):
+        raise PlotError("%s: not a regular file" % out)
+    parent = os.path.dirname(out) or "."
+    if not os.path.isdir(parent):
+        raise PlotError("%s: no directory %s" % (out, parent))
+    for mine, name in ((out, out), (out + ".tmp", "%s: its temporary file %s.tmp" % (out, out))):
+        if same_file(mine, metrics):
+            raise PlotError("%s is the same file as the metrics file %s: the plot would overwrite it"
+                            % (name, metrics))
+
+
+def plot(a, train, val):
+    fin = [(s, v) for s, v in train if v is not None]
+    vfin = [(s, v) for s, v in val if v is not None]
+    if not fin:
+        raise PlotError("%s: no finite training loss among %d step record(s)" % (a.metrics, len(train)))
     c = Canvas(a.width, a.height)
     left, right, top, bottom = 80, a.width - 20, 40, a.height - 60
     xs = [s for s, _ in train]
-    ys = [v for _, v in train] + [v for _, v in val]
-    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-    y0, y1 = min(ys), max(ys)
-    pad = 0.05 * (y1 - y0 if y1 > y0 else 1)
-    y0, y1 = y0 - pad, y1 + pad
+    ys = [v for _, v in fin] + [v for _, v in vfin]
+    xr, yr = axis(min(xs), max(xs), 0.0), axis(min(ys), max(ys), 0.05)
+    if not xr or not yr:
+        raise PlotError("%s: the %s span too wide a range to plot" % (a.metrics, "steps" if not xr else "losses"))
+    (x0, x1), (y0, y1) = xr, yr
 
     def X(s):
         return left + (s - x0) / (x1 - x0) * (right - left)
@@ -181,11 +385,15 @@ def main():
     c.line(left, bottom, right, bottom, BLACK)
     c.line(left, top, right, top, BLACK)
     c.line(right, top, right, bottom, BLACK)
-    for (sa, va), (sb, vb) in zip(train, train[1:]):
-        c.line(X(sa), Y(va), X(sb), Y(vb), BLUE, 2)
-    for (sa, va), (sb, vb) in zip(val, val[1:]):
-        c.line(X(sa), Y(va), X(sb), Y(vb), ORANGE, 2)
-    for s, v in val:
+    for run in runs(train):
+        for (sa, va), (sb, vb) in zip(run, run[1:]):
+            c.line(X(sa), Y(va), X(sb), Y(vb), BLUE, 2)
+        if len(run) == 1:
+            c.dot(X(run[0][0]), Y(run[0][1]), BLUE, 1)
+    for run in runs(val):
+        for (sa, va), (sb, vb) in zip(run, run[1:]):
+            c.line(X(sa), Y(va), X(sb), Y(vb), ORANGE, 2)
+    for s, v in vfin:
         c.dot(X(s), Y(v), ORANGE)
     c.text(10, 10, (a.title or "loss")[:(a.width - 20) // 12])
     c.text((left + right) // 2 - 24, a.height - 28, "step")
@@ -196,8 +404,51 @@ def main():
         c.dot(right - 215, top + 42, ORANGE)
         c.text(right - 192, top + 35, "val loss", ORANGE)
     c.png(a.out)
-    print("%s: %d training steps%s" % (a.out, len(train), ", %d validations" % len(val) if val else ""))
+
+
+def main(argv=None):
+    try:
+        sys.stdout.reconfigure(errors="backslashreplace")
+    except (AttributeError, ValueError):
+        pass
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog="Null (non-finite) losses are left out; a cut-short last line is skipped "
+                                "with a warning; OUT must not be the metrics file.")
+    p.add_argument("metrics", help="the training binary's --metrics file")
+    p.add_argument("out", nargs="?", help="the PNG to write (via OUT.tmp)")
+    p.add_argument("--summary", action="store_true", help="print what the file holds; write no image")
+    p.add_argument("--title", default="")
+    p.add_argument("--width", type=int, default=800, help="pixels, 320 to 5000 (default 800)")
+    p.add_argument("--height", type=int, default=450, help="pixels, 160 to 5000 (default 450)")
+    a = p.parse_args(argv)
+    if not 320 <= a.width <= 5000 or not 160 <= a.height <= 5000:
+        p.error("--width %d --height %d: the width runs from 320 to 5000 pixels, the height from 160 to 5000"
+                % (a.width, a.height))
+    if a.out is None and not a.summary:
+        p.error("name the PNG to write (OUT), or pass --summary")
+    try:
+        if a.out is not None:
+            check_output(a.metrics, a.out)
+        train, val, counts = read_metrics(a.metrics)
+        if not train:
+            raise PlotError("%s: no step records" % a.metrics)
+        if a.summary:
+            print(summary(a.metrics, train, val, counts))
+        if a.out is not None:
+            plot(a, train, val)
+            nval = sum(v is not None for _, v in val)
+            print("%s: %d training steps%s" % (a.out, len(train), ", %d validations" % nval if nval else ""))
+    except PlotError as e:
+        print("plot_metrics: error: %s" % e, file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("plot_metrics: error: out of memory", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("plot_metrics: interrupted", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
