@@ -11,6 +11,8 @@
  *   state.json             step, seed, learning rate, the data's fingerprint,
  *                          the layout that wrote it, and the size and FNV-1a-64
  *                          checksum of each file above (verified on load)
+ *   lineage                the id of the training run that wrote it
+ *                          (rt_ckpt_dir.c: what pruning may remove)
  * and DIR/latest holds the name of the newest complete one.
  *
  * Tensors are consolidated (gathered to rank 0 from the shards of any ZeRO
@@ -76,12 +78,19 @@ static void ck_write(ck_out *o, const void *p, size_t n) {
     o->bytes += n;
 }
 
+/* The step being saved, for the heartbeats of rank 0's file work: a sync
+ * or a slow disk must not look like a hung step to the watchdog. */
+static int64_t ck_saving_step;
+
+static void ck_beat(void) { rt_watchdog_beat("saving a checkpoint", ck_saving_step); }
+
 /* Flush, fsync and close: only a file whose data reached the disk counts. */
 static bool ck_close(ck_out *o) {
     if (o->f) {
         if (!o->err && (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0)) o->err = errno ? errno : EIO;
         if (fclose(o->f) != 0 && !o->err) o->err = errno ? errno : EIO;
         o->f = NULL;
+        ck_beat();
     }
     return !o->err;
 }
@@ -91,27 +100,13 @@ static bool ck_fsync_dir(const char *dir) {
     if (fd < 0) return false;
     bool ok = fsync(fd) == 0;
     close(fd);
+    ck_beat();
     return ok;
 }
 
-/* Removes a checkpoint directory (its files, then itself); best effort.
- * state.json goes first: a removal cut short by a crash must not leave a
- * directory that the resume fallback (newest step-* with a state.json)
- * takes for complete. */
-static void ck_remove_tree(const char *dir) {
-    char p[CK_PATH];
-    snprintf(p, sizeof p, "%s/state.json", dir);
-    unlink(p);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-}
+/* Removes a checkpoint directory (its files, then itself); best effort,
+ * never following a link (rt_ckpt_dir.c). */
+static void ck_remove_tree(const char *dir) { rt_ckpt_remove_tree(dir); }
 
 static bool ck_mkdirs(const char *dir) {
     char p[CK_PATH];
@@ -133,6 +128,7 @@ static void ck_test_delay(void) {
     if (ms <= 0) return;
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+    ck_beat();
 }
 
 static int64_t ck_elems(const rt_value_desc *d) {
@@ -417,7 +413,7 @@ static bool ck_set_latest(const char *dir, const char *name, int64_t step, char 
  * and kept as `old` (*had) until `latest` names the new one. */
 static bool ck_publish(const char *tmp, const char *fin, const char *old, bool *had, char *err, size_t errlen) {
     struct stat st;
-    *had = stat(fin, &st) == 0;
+    *had = lstat(fin, &st) == 0; /* a link is moved aside (and later removed) as a link */
     if (*had) {
         ck_remove_tree(old);
         if (rename(fin, old) != 0) {
@@ -470,51 +466,6 @@ static void ck_withdraw(const rt_ctx *rt, const char *tmp, const char *fin, cons
                  strrchr(fin, '/') + 1);
 }
 
-/* The step of a directory entry named exactly "step-%08lld" (a published
- * checkpoint), else -1: "step-5", "step-00000005.tmp" or ".old" are not
- * checkpoints, and rebuilding a name from a loosely parsed number could
- * point at another directory. */
-static long long ck_step_of(const char *name) {
-    long long s;
-    char tail[8], canon[32];
-    if (sscanf(name, "step-%lld%7s", &s, tail) != 1 || s < 0) return -1;
-    snprintf(canon, sizeof canon, "step-%08lld", s);
-    return strcmp(canon, name) ? -1 : s;
-}
-
-/* Rank 0: --keep-checkpoints N keeps the checkpoint just written (`latest`
- * names it) and the N-1 newest others.  The one just written is not
- * necessarily the highest step: a run resumed from an earlier checkpoint
- * finds the later ones of the interrupted run, and removing its own newest
- * save would leave `latest` naming nothing, so that a resume would silently
- * take the other run's checkpoint. */
-static void ck_prune(const rt_ctx *rt, int64_t just_saved) {
-    if (rt->opt.keep <= 0) return;
-    DIR *d = opendir(rt->opt.ckpt_dir);
-    if (!d) return;
-    long long *steps = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long long s = ck_step_of(e->d_name);
-        if (s < 0 || s == just_saved) continue;
-        if (n == cap) steps = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
-        RT_CHECK(steps, "out of memory");
-        steps[n++] = s;
-    }
-    closedir(d);
-    for (size_t i = 0; i < n; i++) {
-        size_t newer = 0;
-        for (size_t j = 0; j < n; j++) newer += steps[j] > steps[i];
-        if (newer + 1 >= (size_t)rt->opt.keep) {
-            char p[CK_PATH];
-            snprintf(p, sizeof p, "%s/step-%08lld", rt->opt.ckpt_dir, steps[i]);
-            ck_remove_tree(p);
-        }
-    }
-    free(steps);
-}
-
 /* Rank 0: removes this run's step-*.tmp directories, and those of a run of
  * this host that is gone (a run that died while saving step N and was
  * resumed with another --save-every never writes N again), with a note.
@@ -556,11 +507,18 @@ static bool ck_finish(rt_ctx *rt, int64_t step, ck_out *outs, const char *tmp, c
     cJSON *cfg = ck_hf_config(rt->p);
     ck_write_json(&outs[2], tmp, "config.json", cfg);
     cJSON_Delete(cfg);
-    if (!ck_failed(outs, 3, err, errlen)) return false;
-    cJSON *st = ck_state(rt, step, outs, 3);
-    ck_write_json(&outs[3], tmp, "state.json", st);
-    cJSON_Delete(st);
+    /* The run's lineage (rt_ckpt_dir.c): not listed in state.json, so that
+     * equal training gives byte-identical checkpoint files. */
+    const char *id = rt_ckpt_lineage();
+    ck_open(&outs[3], tmp, "lineage");
+    ck_write(&outs[3], id, strlen(id));
+    ck_write(&outs[3], "\n", 1);
+    ck_close(&outs[3]);
     if (!ck_failed(outs, 4, err, errlen)) return false;
+    cJSON *st = ck_state(rt, step, outs, 3);
+    ck_write_json(&outs[4], tmp, "state.json", st);
+    cJSON_Delete(st);
+    if (!ck_failed(outs, 5, err, errlen)) return false;
     ck_test_delay();
     if (!ck_fsync_dir(tmp)) {
         snprintf(err, errlen, "cannot sync %s: %s", tmp, strerror(errno));
@@ -582,9 +540,10 @@ static bool ck_finish(rt_ctx *rt, int64_t step, ck_out *outs, const char *tmp, c
 
 bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen) {
     char fin[CK_PATH], tmp[CK_PATH];
-    ck_out outs[4] = {{0}};
+    ck_out outs[5] = {{0}};
     int ok = 1;
     double t0 = rt_now();
+    ck_saving_step = step;
     if (rt->rank == 0) {
         ck_names(rt, step, fin, tmp);
         ok = ck_begin(rt, tmp, err, errlen);
@@ -618,7 +577,12 @@ bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen) {
     if (ok) {
         rt->saved_step = step;
         if (rt->rank == 0) {
-            ck_prune(rt, step);
+            /* The checkpoint just written (`latest` names it) and the N-1 newest
+             * others of this run's lineage; never another run's, a link, or
+             * the one best.json names.  The one just written is not
+             * necessarily the highest step: a run resumed from an earlier
+             * checkpoint finds the later ones of the interrupted run. */
+            rt_ckpt_prune(rt->opt.ckpt_dir, rt->opt.keep, step);
             printf("checkpoint: step %lld saved to %s (%.2f s)\n", (long long)step, fin, rt_now() - t0);
             fflush(stdout);
         }

@@ -341,6 +341,29 @@ static const char *ck_dtypes(const ck_src *s, char *out, size_t n) {
     return out;
 }
 
+static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t errlen);
+static bool ck_has_state(const char *dir);
+
+/* Rank 0: --init-from dir is not a --checkpoint-dir (latest, step-*, no
+ * config.json of its own), which holds checkpoints, not one model: else
+ * false, naming the checkpoint to pass instead. */
+static bool ck_not_root(const char *dir, char *err, size_t errlen) {
+    char p[CK_PATH], step[CK_PATH], why[512];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (stat(p, &st) == 0 || ck_has_state(dir)) return true; /* a model, or one (damaged) checkpoint */
+    bool none = true;
+    if (!ck_resolve(dir, step, &none, why, sizeof why)) {
+        snprintf(p, sizeof p, "%s/latest", dir);
+        if (stat(p, &st) != 0) return true; /* not a checkpoint root: config.json's own error follows */
+        return rt_fail(err, errlen, "--init-from %s is a checkpoint directory (it holds `latest`, no config.json) "
+                       "without a complete checkpoint: %s", dir, why);
+    }
+    return rt_fail(err, errlen, "--init-from %s is a checkpoint directory (latest, step-*), not one model: pass one of "
+                   "its checkpoints, --init-from %s (the newest; weights only, the optimizer starts fresh), or "
+                   "--resume %s to continue that run exactly", dir, step, dir);
+}
+
 bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen) {
     const rt_program *p = rt->p;
     ck_src *s = rt->rank == 0 ? calloc(1, sizeof *s) : NULL;
@@ -355,7 +378,7 @@ bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen) {
          * RoPE, norm eps, biases, q/k norms), and tells apart what the
          * tensors cannot (4 heads of 16 against 8 of 8, RoPE); then the
          * tensors, the first one that differs named. */
-        cJSON *c = ck_read_json(cfg, err, errlen);
+        cJSON *c = ck_not_root(dir, err, errlen) ? ck_read_json(cfg, err, errlen) : NULL;
         ok = c && rt_ckpt_check_config(p, cfg, c, err, errlen) && ck_hf_files(dir, s, err, errlen) &&
              ck_match(p, s, false, picks, &npicks, err, errlen);
         cJSON_Delete(c);
@@ -552,6 +575,16 @@ static bool ck_is_own(const rt_ctx *rt, const char *dir, int64_t step) {
            stat(own, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* Rank 0: --resume found nothing saved in `where`: what the run starts from. */
+static void ck_say_fresh(const char *where, const char *init_from) {
+    if (init_from)
+        printf("resume: no checkpoint in %s yet: starting from the weights of --init-from %s (step 0)\n", where,
+               init_from);
+    else
+        printf("resume: no checkpoint in %s yet: starting from step 0\n", where);
+    fflush(stdout);
+}
+
 bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
     const rt_program *p = rt->p;
     const char *where = *arg ? arg : rt->opt.ckpt_dir;
@@ -568,15 +601,20 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
         /* `--resume` alone in a job that may be the first of a series:
          * nothing saved yet means start from the beginning. */
         fresh = !ok && none && !*arg;
-        if (fresh) printf("resume: no checkpoint in %s yet: starting from step 0\n", where);
+        if (fresh) ck_say_fresh(where, rt->opt.init_from);
         if (ok) ok = ck_resume_check(rt, dir, s, picks, &npicks, ss, err, errlen);
         if (!ok && !fresh && dir[0] && strcmp(dir, where)) ck_point_older(where, dir, err, errlen);
+        if (ok) ok = rt_ckpt_dir_adopt(rt->opt.ckpt_dir, dir, err, errlen);
         if (ok) ss[2] = ck_is_own(rt, dir, ss[0]);
+        if (ok && rt->opt.init_from)
+            printf("resume: %s holds a checkpoint: continuing from it; --init-from %s is not used\n", where,
+                   rt->opt.init_from);
     }
     RT_MPI(MPI_Bcast(&fresh, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (fresh) {
-        rt_init_params(rt, (uint64_t)rt->opt.seed);
-        ok = true;
+        /* --init-from with --resume: those weights, unless a checkpoint exists. */
+        if (rt->opt.init_from) ok = rt_load_params(rt, rt->opt.init_from, err, errlen);
+        else rt_init_params(rt, (uint64_t)rt->opt.seed), ok = true;
     } else if (ck_verdict(rt, ok, err, errlen)) {
         RT_MPI(MPI_Bcast(ss, 3, MPI_INT64_T, 0, MPI_COMM_WORLD));
         ck_scatter_all(rt, s, picks, true);

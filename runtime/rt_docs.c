@@ -147,22 +147,43 @@ static void docs_tables(rt_ctx *rt) {
     }
 }
 
-/* A validation batch: the documents from index next on, in the table's
- * (the file's) order, until B*S tokens (the last one cut to fit).  Returns
- * the number drawn; *next moves past the documents used whole or cut. */
-static int docs_draw_in_order(const rt_ctx *rt, int64_t *next) {
-    const rt_docs *d = rt->docs;
-    int64_t need = rt->p->micro_batch * rt->p->seq_len, total = 0;
-    int n = 0;
+/* The documents from index *next on, in the table's (the file's) order,
+ * until `need` tokens (the last one cut to fit; its rest is not used by the
+ * next batch, so that a batch's rows do not depend on the batch before).
+ * Writes them to out when it is not NULL; returns the tokens taken (less
+ * than need when the table runs out) and moves *next past the documents
+ * used whole or cut. */
+static int64_t docs_take_in_order(const rt_docs *d, int64_t need, int64_t *next, layout_doc *out, int *n) {
+    int64_t total = 0;
+    *n = 0;
     while (total < need && *next < d->ndocs) {
         layout_doc x = d->docs[(*next)++];
         if (x.len > need - total) x.len = need - total;
-        d->draw[n++] = x;
+        if (out) out[*n] = x;
+        (*n)++;
         total += x.len;
     }
+    return total;
+}
+
+/* A validation batch from document *next on (rt_docs_val_batches made
+ * sure at start-up that the table fills every batch). */
+static int docs_draw_in_order(const rt_ctx *rt, int64_t *next) {
+    const rt_docs *d = rt->docs;
+    int64_t need = rt->p->micro_batch * rt->p->seq_len;
+    int n;
+    int64_t total = docs_take_in_order(d, need, next, d->draw, &n);
     RT_CHECK(total == need, "validation documents run out after %lld tokens of the batch's %lld", (long long)total,
              (long long)need);
     return n;
+}
+
+int64_t rt_docs_val_batches(const rt_docs *d, int64_t need, int64_t *ndocs) {
+    int64_t next = 0, full = 0;
+    *ndocs = d->ndocs;
+    int n;
+    while (next < d->ndocs && docs_take_in_order(d, need, &next, NULL, &n) == need) full++;
+    return full;
 }
 
 static void docs_pack(rt_ctx *rt, int n);

@@ -207,10 +207,12 @@ struct rt_ctx {
     float *accum_zeros; /* zeros the size of the largest accumulator (rt_loop.c), once */
     /* Validation (rt_val.c): val_batches batches of the validation corpus
      * (its documents: val_docs); val_batch >= 0 while one is being filled;
-     * the best loss so far and its step (-1: none yet). */
+     * the best loss so far and its step (-1: none yet); the last
+     * validation; the best among the steps saved as checkpoints (best.json;
+     * rank 0). */
     struct rt_docs *val_docs;
-    int64_t val_batches, val_batch, val_best_step;
-    double val_best;
+    int64_t val_batches, val_batch, val_best_step, val_last_step, val_saved_step;
+    double val_best, val_last, val_saved;
     /* Packed documents (rt_docs.c); NULL without program->documents. */
     rt_docs *docs;
     /* Checkpoints: the step a resumed run starts at, the last saved one. */
@@ -278,6 +280,9 @@ void rt_arena_report(rt_ctx *rt, FILE *f);
  * (the calling thread runs the first range). */
 typedef void (*rt_range_fn)(void *ctx, int64_t a, int64_t b);
 void rt_parallel_for(const rt_ctx *rt, int64_t n, int64_t min_per_thread, rt_range_fn fn, void *ctx);
+/* BASP_HOST_THREADS: *n its value, 0 when unset; false with the reason in
+ * err when it is not a count from 1 to RT_MAX_HOST_THREADS. */
+bool rt_host_threads_env(int *n, char *err, size_t errlen);
 void rt_init_params(rt_ctx *rt, uint64_t seed);
 /* Local dims of value v on this rank; returns its rank (number of dims). */
 int rt_local_dims(const rt_ctx *rt, int v, int64_t ldims[RT_MAX_RANK]);
@@ -461,9 +466,16 @@ bool rt_val_due(const rt_ctx *rt, int64_t t, int64_t steps);
 /* The validation loss (the mean over its counted targets) with the forward
  * program; leaves the training state as it was.  *ms: its wall time. */
 double rt_validate(rt_ctx *rt, double *ms);
-/* Says the result after step t, keeps the best, and with --checkpoint-dir
- * writes DIR/best.json when it improves (rank 0). */
+/* Says the result after step t and keeps the best (rank 0). */
 void rt_val_record(rt_ctx *rt, int64_t t, double loss, double ms);
+/* After a checkpoint may have been saved: when it is of the last validated
+ * step and that validation beats the best saved one, DIR/best.json names it
+ * (rank 0).  best.json names only checkpoints that exist. */
+void rt_val_saved(rt_ctx *rt);
+/* The banner's note on which steps best.json can name (rank 0). */
+void rt_val_note(const rt_ctx *rt);
+/* The end-of-run line: the best validation and best.json's step (rank 0). */
+void rt_val_summary(const rt_ctx *rt);
 
 /* ---- packed documents (rt_docs.c) ----------------------------------------------- */
 /* Builds the document table of rt->tokens (split at p->eot_token); false
@@ -476,6 +488,10 @@ void rt_docs_step(rt_ctx *rt, int64_t t);
  * rt->docs (the validation table while a validation runs); returns where
  * the next batch starts. */
 int64_t rt_docs_val_batch(rt_ctx *rt, int64_t next);
+/* How many whole validation batches of `need` tokens table d fills in file
+ * order (each batch's cut document is not continued by the next); *ndocs:
+ * the table's documents. */
+int64_t rt_docs_val_batches(const rt_docs *d, int64_t need, int64_t *ndocs);
 /* The counted targets of all micro-steps of step t (packs each once; the
  * loss scale needs them before the first backward). */
 int64_t rt_docs_step_counted(rt_ctx *rt, int64_t t);
@@ -554,9 +570,10 @@ int rt_train(rt_ctx *rt);
  * cannot be loaded as weights by mistake. */
 enum { RT_SAVE_MAGIC = 0x54505342, RT_GRADS_MAGIC = 0x47505342, RT_SAVE_VERSION = 1 };
 /* Collective: rank 0 writes every parameter (grads = false) or the gradient
- * of every opt pair (grads = true) as full fp32 tensors.  Rank 0 returns
- * false after a failed write (the message names the file and the reason). */
-bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads);
+ * of every opt pair (grads = true) as full fp32 tensors, after step `step`
+ * (the watchdog's label).  Every rank returns false after a failed write
+ * (rank 0's message names the file and the reason). */
+bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads, int64_t step);
 /* Collective: rank 0 reads and checks a --save-weights file against the
  * program's parameters, then every rank receives the slice of each parameter
  * it holds.  Returns the same verdict on every rank; on false, err (on every
@@ -580,6 +597,22 @@ bool rt_ckpt_save(rt_ctx *rt, int64_t step, char *err, size_t errlen);
  * seed from a checkpoint, re-sharding for this layout.  Same verdict on
  * every rank; nothing is touched on false. */
 bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen);
+/* Rank 0, what --checkpoint-dir holds and whose it is (rt_ckpt_dir.c).  The
+ * step of an entry named exactly step-NNNNNNNN, else -1. */
+long long rt_ckpt_step_of(const char *name);
+/* This run's lineage (32 hex digits), drawn on first use unless inherited. */
+const char *rt_ckpt_lineage(void);
+/* A run starting from step 0: dir holds no step-* checkpoint, else false
+ * with a message naming what is there and what to pass. */
+bool rt_ckpt_dir_fresh(const char *dir, char *err, size_t errlen);
+/* A run resumed from checkpoint `from`: inherits its lineage; ckdir (NULL:
+ * none) holds no checkpoint of another lineage, else false with a message. */
+bool rt_ckpt_dir_adopt(const char *ckdir, const char *from, char *err, size_t errlen);
+/* --keep-checkpoints: removes this run's checkpoints beyond the one just
+ * saved and the keep-1 newest others, except the one best.json names. */
+void rt_ckpt_prune(const char *dir, int64_t keep, int64_t just_saved);
+/* Removes a checkpoint directory's files and itself; a link only unlinked. */
+void rt_ckpt_remove_tree(const char *dir);
 /* Collective: --init-from DIR, a Hugging Face model directory (config.json,
  * model.safetensors or model.safetensors.index.json and its shards). */
 bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen);
@@ -603,6 +636,13 @@ void rt_guard_test_poison(rt_ctx *rt, int64_t t, bool before);
 enum { RT_WATCHDOG_STATUS = 3 };
 void rt_watchdog_start(rt_ctx *rt, double seconds);
 void rt_watchdog_beat(const char *what, int64_t step);
+/* A beat whose activity names a file or option too ("writing --save-weights"
+ * and its path); object must outlive the run (NULL: none). */
+void rt_watchdog_beat_on(const char *what, const char *object, int64_t step);
+/* On: this rank waits for rank 0 to write (rank 0 beats meanwhile, and its
+ * watchdog notices any rank that hangs), so its own verdict is suspended;
+ * off: the wait is over and counts as progress. */
+void rt_watchdog_hold(bool on);
 void rt_watchdog_stop(void);
 
 /* rt_main.c: whether option NAME was on the command line. */

@@ -82,6 +82,7 @@ static void rt_banner(rt_ctx *rt) {
                (long long)(rt->val_batches * p->micro_batch * p->seq_len));
         if (rt->opt.val_every) printf("every %lld steps and ", (long long)rt->opt.val_every);
         printf("the last\n");
+        rt_val_note(rt);
     }
     if (rt->opt.epoch) {
         int64_t nwin = (rt->data->ntokens - 1) / p->seq_len;
@@ -317,102 +318,123 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
     fflush(stdout);
 }
 
-int rt_train(rt_ctx *rt) {
-    const rt_program *p = rt->p;
-    RT_CHECK(p->step, "program has no step function");
-    RT_CHECK(p->loss >= 0 && p->values[p->loss].dtype == RT_F32 && p->values[p->loss].local_elems == 1,
-             "program has no f32 scalar loss value");
+/* One run's loop state, shared by the phases below. */
+typedef struct rt_run {
+    FILE *metrics;       /* rank 0: --metrics */
+    double *secs, *a2a;  /* per step */
+    int64_t t0, steps;   /* the first step of this run; the end (earlier after a stop) */
+    int status;
+    bool grads_saved, save_lost; /* a --save-* file not written */
+    bool trace_lost;             /* every rank: --trace-run not written */
+} rt_run;
+
+/* Between a step's compute and the next step, and around the final
+ * checkpoint, rank 0 writes alone (checkpoints, best.json, the metrics
+ * line) while the other ranks wait in the next collective: their watchdog
+ * leaves the verdict to rank 0's, which beats while it writes. */
+static void rt_hold_others(const rt_ctx *rt, bool on) {
+    if (rt->rank != 0) rt_watchdog_hold(on);
+}
+
+/* The checkpoint of step `step` when --save-every asks for one, so that a
+ * watchdog message names it. */
+static void rt_beat_if_saving(const rt_ctx *rt, int64_t step) {
+    if (rt->opt.ckpt_dir && rt->opt.save_every > 0 && step % rt->opt.save_every == 0)
+        rt_watchdog_beat("saving a checkpoint", step);
+}
+
+/* Step t's work after its compute: checkpoint, the last step's gradients,
+ * validation, the step line, the metrics record, a signal's stop.  False
+ * when the run stops here (r->status says why). */
+static bool rt_after_step(rt_ctx *rt, rt_run *r, int64_t t, rt_step_stats *s) {
+    r->secs[t] = s->sec;
+    r->a2a[t] = s->a2a_sec;
+    /* The loss is all-reduced and the norm global, so every rank sees
+     * the same values and stops (or skips, or saves) at the same step. */
+    rt_beat_if_saving(rt, t + 1);
+    rt_hold_others(rt, true);
+    int bad = rt_guard_after_step(rt, t, s->loss, s->grad_norm);
+    rt_hold_others(rt, false);
+    if (bad) {
+        r->status = 1;
+        r->steps = t + 1;
+        return false;
+    }
+    /* The last step's gradients before a validation reuses their buffers. */
+    if (t + 1 == r->steps && rt->opt.save_grads) {
+        r->save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true, t + 1);
+        r->grads_saved = true;
+    }
+    if ((s->val = rt_val_due(rt, t, r->steps))) s->val_loss = rt_validate(rt, &s->val_ms);
+    rt_hold_others(rt, true);
+    bool show = (t + 1) % rt->opt.log_every == 0 || t == r->t0 || t + 1 == r->steps;
+    if (rt->rank == 0 && show && !rt->opt.quiet) rt_log_step(rt, t, s);
+    if (s->val) rt_val_record(rt, t, s->val_loss, s->val_ms);
+    rt_val_saved(rt); /* a checkpoint of this step came before its validation */
+    if (r->metrics) {
+        rt_watchdog_beat_on("writing --metrics", rt->opt.metrics, t + 1);
+        rt_metrics_line(rt, r->metrics, t, s);
+    }
+    int stop = rt_guard_stop(rt, t, r->metrics); /* SIGTERM / SIGINT: collective */
+    rt_hold_others(rt, false);
+    if (!stop) return true;
+    rt_val_saved(rt); /* the stop's checkpoint */
+    r->status = stop;
+    r->steps = t + 1;
+    return false;
+}
+
+/* Rank 0: closes --metrics.  A full disk must not pass for a complete
+ * metrics file (the first failure was said when it happened; the run went
+ * on without metrics).  True when records are missing. */
+static bool rt_metrics_close(rt_ctx *rt, FILE *metrics, int64_t step) {
+    if (!metrics) return false;
+    rt_watchdog_beat_on("closing --metrics", rt->opt.metrics, step);
+    int werr = ferror(metrics) ? EIO : 0;
+    errno = 0;
+    if (fclose(metrics) != 0 && !werr) werr = errno ? errno : EIO;
+    int64_t lost = rt_metrics_lost_from();
+    if (lost >= 0)
+        fprintf(stderr, "error: --metrics %s is incomplete: the records from step %lld on are missing (exit "
+                "status 1)\n", rt->opt.metrics, (long long)lost);
+    else if (werr)
+        fprintf(stderr, "error: --metrics %s: closing it failed: %s (exit status 1)\n", rt->opt.metrics,
+                strerror(werr));
+    return lost >= 0 || werr;
+}
+
+/* After the loop: the metrics file, the profile and the report (rank 0),
+ * the final checkpoint and the --save-* files (collective).  Only rank 0
+ * knows of a lost metrics or profile file, so the exit status changes
+ * after the collective saves. */
+static int rt_finish_run(rt_ctx *rt, rt_run *r) {
     bool r0 = rt->rank == 0;
-    FILE *metrics = NULL;
-    if (r0) {
-        rt_banner(rt);
-        if (rt->opt.metrics) metrics = rt_metrics_open(rt); /* says why on failure */
-    }
-    int ok_metrics = !rt->opt.metrics || metrics || !r0;
-    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok_metrics, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (!ok_metrics) return 1;
-    int64_t steps = rt->opt.steps;
-    double *secs = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
-    double *a2a = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
-    int status = 0;
-    bool grads_saved = false, save_lost = false; /* rank 0: a --save-* file not written */
-    bool trace_lost = false;                     /* every rank: --trace-run not written */
-    int64_t t0 = rt->start_step < steps ? rt->start_step : steps; /* > 0 after --resume */
-    if (r0 && rt->start_step >= steps && rt->start_step > 0)
-        printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
-               (long long)steps);
-    rt_signal_training_started(); /* from here a signal stops after a step, with a checkpoint */
-    for (int64_t t = t0; t < steps; t++) {
-        rt_watchdog_beat("running a step", t + 1);
-        rt_guard_test_poison(rt, t, true);
-        rt_trace_begin(rt, t);
-        rt_step_stats s = rt_run_step(rt, t);
-        trace_lost |= !rt_trace_end(rt, t); /* before a validation's kernels */
-        rt_guard_test_poison(rt, t, false);
-        secs[t] = s.sec;
-        a2a[t] = s.a2a_sec;
-        /* The loss is all-reduced and the norm global, so every rank sees
-         * the same values and stops (or skips, or saves) at the same step. */
-        if (rt_guard_after_step(rt, t, s.loss, s.grad_norm)) {
-            status = 1;
-            steps = t + 1;
-            break;
-        }
-        /* The last step's gradients before a validation reuses their buffers. */
-        if (t + 1 == steps && rt->opt.save_grads) {
-            save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true);
-            grads_saved = true;
-        }
-        if ((s.val = rt_val_due(rt, t, steps))) s.val_loss = rt_validate(rt, &s.val_ms);
-        bool show = (t + 1) % rt->opt.log_every == 0 || t == t0 || t + 1 == steps;
-        if (r0 && show && !rt->opt.quiet) rt_log_step(rt, t, &s);
-        if (s.val) rt_val_record(rt, t, s.val_loss, s.val_ms);
-        if (r0 && metrics) rt_metrics_line(rt, metrics, t, &s);
-        int stop = rt_guard_stop(rt, t, metrics); /* SIGTERM / SIGINT: collective */
-        if (stop) {
-            status = stop;
-            steps = t + 1;
-            break;
-        }
-    }
-    /* A full disk must not pass for a complete metrics file (the first
-     * failure was said when it happened; the run went on without metrics).
-     * Only rank 0 knows, so the exit status changes after the collective
-     * saves below. */
-    bool metrics_lost = false;
-    if (metrics) {
-        int werr = ferror(metrics) ? EIO : 0;
-        errno = 0;
-        if (fclose(metrics) != 0 && !werr) werr = errno ? errno : EIO;
-        int64_t lost = rt_metrics_lost_from();
-        metrics_lost = lost >= 0 || werr;
-        if (lost >= 0)
-            fprintf(stderr, "error: --metrics %s is incomplete: the records from step %lld on are missing (exit "
-                    "status 1)\n", rt->opt.metrics, (long long)lost);
-        else if (werr)
-            fprintf(stderr, "error: --metrics %s: closing it failed: %s (exit status 1)\n", rt->opt.metrics,
-                    strerror(werr));
-    }
-    bool profile_lost = false;
-    if (r0 && status == 0 && rt->opt.profile) { /* before rt_report, which sorts secs */
+    int64_t steps = r->steps, t0 = r->t0;
+    bool lost = rt_metrics_close(rt, r->metrics, steps);
+    if (r0 && r->status == 0 && rt->opt.profile) { /* before rt_report, which sorts secs */
+        rt_watchdog_beat_on("writing --profile", rt->opt.profile, steps);
         double *copy = RT_MALLOC(sizeof(double) * (size_t)(steps + 1));
-        memcpy(copy, secs + t0, sizeof(double) * (size_t)(steps - t0));
-        profile_lost = !rt_write_profile(rt, rt->opt.profile, copy, a2a + t0, steps - t0);
+        memcpy(copy, r->secs + t0, sizeof(double) * (size_t)(steps - t0));
+        lost |= !rt_write_profile(rt, rt->opt.profile, copy, r->a2a + t0, steps - t0);
         free(copy);
     }
-    if (r0 && status == 0) rt_report(rt, secs + t0, steps - t0);
-    if (r0 && rt->val_best_step >= 0)
-        printf("validation: best val_loss %.6f after step %lld%s\n", rt->val_best, (long long)rt->val_best_step,
-               rt->opt.ckpt_dir ? " (recorded in --checkpoint-dir's best.json)" : "");
-    free(secs);
-    free(a2a);
-    if (status == 0) status = rt_guard_after_run(rt, steps);
-    if (status == 0 && rt->opt.save_weights) save_lost |= !rt_save_tensors(rt, rt->opt.save_weights, false);
-    if (status == 0 && rt->opt.save_grads && steps > 0 && !grads_saved)
-        save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true);
+    if (r0 && r->status == 0) rt_report(rt, r->secs + t0, steps - t0);
+    int status = r->status;
+    if (status == 0) {
+        if (rt->opt.ckpt_dir && steps > rt->start_step && rt->saved_step != steps)
+            rt_watchdog_beat("saving a checkpoint", steps);
+        rt_hold_others(rt, true);
+        status = rt_guard_after_run(rt, steps);
+        rt_hold_others(rt, false);
+        rt_val_saved(rt);
+    }
+    rt_val_summary(rt);
+    if (status == 0 && rt->opt.save_weights) r->save_lost |= !rt_save_tensors(rt, rt->opt.save_weights, false, steps);
+    if (status == 0 && rt->opt.save_grads && steps > 0 && !r->grads_saved)
+        r->save_lost |= !rt_save_tensors(rt, rt->opt.save_grads, true, steps);
     if (status == 0 && rt->opt.save_grads && steps == 0 && r0)
         fprintf(stderr, "warning: --steps 0 computes no gradients: %s not written\n", rt->opt.save_grads);
-    if (r0 && rt->opt.trace_run && !rt->trace_written && !trace_lost) { /* resumed past it, or stopped before */
+    if (r0 && rt->opt.trace_run && !rt->trace_written && !r->trace_lost) { /* resumed past it, or stopped before */
         int64_t want = rt->opt.trace_step > 0 ? rt->opt.trace_step : rt->opt.steps;
         if (t0 >= steps)
             fprintf(stderr, "warning: --trace-run %s: no step ran: no trace written\n", rt->opt.trace_run);
@@ -420,5 +442,49 @@ int rt_train(rt_ctx *rt) {
             fprintf(stderr, "warning: --trace-run %s: step %lld is not among the steps that ran (%lld..%lld): no "
                     "trace written\n", rt->opt.trace_run, (long long)want, (long long)t0 + 1, (long long)steps);
     }
-    return status ? status : (metrics_lost || profile_lost || save_lost || trace_lost);
+    return status ? status : (lost || r->save_lost || r->trace_lost);
+}
+
+int rt_train(rt_ctx *rt) {
+    const rt_program *p = rt->p;
+    RT_CHECK(p->step, "program has no step function");
+    RT_CHECK(p->loss >= 0 && p->values[p->loss].dtype == RT_F32 && p->values[p->loss].local_elems == 1,
+             "program has no f32 scalar loss value");
+    bool r0 = rt->rank == 0;
+    rt_run r = {.steps = rt->opt.steps};
+    rt_hold_others(rt, true); /* rank 0 may trim a long metrics file (--resume) */
+    if (r0) {
+        rt_banner(rt);
+        if (rt->opt.metrics) {
+            rt_watchdog_beat_on("opening --metrics", rt->opt.metrics, rt->start_step);
+            r.metrics = rt_metrics_open(rt); /* says why on failure */
+        }
+    }
+    int ok_metrics = !rt->opt.metrics || r.metrics || !r0;
+    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok_metrics, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    rt_hold_others(rt, false);
+    if (!ok_metrics) return 1;
+    r.secs = RT_MALLOC(sizeof(double) * (size_t)(r.steps + 1));
+    r.a2a = RT_MALLOC(sizeof(double) * (size_t)(r.steps + 1));
+    r.t0 = rt->start_step < r.steps ? rt->start_step : r.steps; /* > 0 after --resume */
+    if (r0 && rt->start_step >= r.steps && rt->start_step > 0)
+        printf("the checkpoint is at step %lld: nothing to train for --steps %lld\n", (long long)rt->start_step,
+               (long long)r.steps);
+    int64_t trace_at = rt->opt.trace_step > 0 ? rt->opt.trace_step : rt->opt.steps;
+    rt_signal_training_started(); /* from here a signal stops after a step, with a checkpoint */
+    for (int64_t t = r.t0; t < r.steps; t++) {
+        rt_watchdog_beat("running a step", t + 1);
+        rt_guard_test_poison(rt, t, true);
+        rt_trace_begin(rt, t);
+        rt_step_stats s = rt_run_step(rt, t);
+        if (rt->opt.trace_run && t + 1 == trace_at)
+            rt_watchdog_beat_on("writing --trace-run", rt->opt.trace_run, t + 1);
+        r.trace_lost |= !rt_trace_end(rt, t); /* before a validation's kernels */
+        rt_guard_test_poison(rt, t, false);
+        if (!rt_after_step(rt, &r, t, &s)) break;
+    }
+    int status = rt_finish_run(rt, &r);
+    free(r.secs);
+    free(r.a2a);
+    return status;
 }

@@ -80,7 +80,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "                       window of seq_len tokens once per epoch, in a seeded order\n"
             "  --init-from FILE|DIR start from the parameters in FILE, written by --save-weights from this\n"
             "                       model (any layout or world size), or in a Hugging Face model directory\n"
-            "                       (config.json, safetensors); the optimizer state starts fresh\n"
+            "                       (config.json, safetensors); the optimizer state starts fresh; with --resume\n"
+            "                       (no DIR): only while --checkpoint-dir holds no checkpoint\n"
             "  --log-every N        print every N-th step (default 1; first and last always)\n"
             "  --metrics FILE       one JSON object per step (step, loss, grad_norm, lr, step_ms, a2a_ms,\n"
             "                       comm_bytes, tokens_per_s)\n"
@@ -95,7 +96,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --save-every N       a checkpoint every N steps (default: only after the last step)\n"
             "  --resume [DIR]       continue exactly from a checkpoint: DIR/step-N, or the latest in DIR\n"
             "                       (default DIR: --checkpoint-dir; none there yet: start from step 0)\n"
-            "  --keep-checkpoints N keep the checkpoint just written and the N-1 newest others (default: all)\n"
+            "  --keep-checkpoints N keep the checkpoint just written, the N-1 newest others of this run and the\n"
+            "                       one best.json names (default: all)\n"
             "  --skip-nonfinite     skip a step whose gradient is NaN/Inf instead of stopping\n"
             "  --timeout SEC        end the job when a rank makes no progress for SEC seconds\n"
             "  --split-wait         before each collective, a barrier of its set; the time there counts as waiting\n"
@@ -186,6 +188,11 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
                  (long long)RT_MAX_STEPS);
         return 2;
     }
+    if (!(o->lr > 0 && o->lr <= 1)) { /* baspc's bounds for train.lr; 0 would train nothing */
+        snprintf(err, errlen, "lr %g: must lie in (0, 1]; AdamW's rates are about 1e-5 to 1e-2 (train.lr in the spec, "
+                 "--lr on the command line)", o->lr);
+        return 2;
+    }
     char why[160], opt[32];
     const char *key = rt_optim_check(&o->optim, o->lr, o->steps, why, sizeof why);
     if (key) { /* the spec's values, or the options' */
@@ -207,8 +214,16 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
         snprintf(err, errlen, "%s needs --checkpoint-dir DIR", o->save_every ? "--save-every" : "--resume without DIR");
         return 2;
     }
-    if (o->resume && o->init_from) {
-        snprintf(err, errlen, "--resume and --init-from are exclusive: --resume restores the weights too");
+    if (o->keep && !o->ckpt_dir) {
+        snprintf(err, errlen, "--keep-checkpoints needs --checkpoint-dir DIR (it prunes the checkpoints saved there)");
+        return 2;
+    }
+    /* --resume (the --checkpoint-dir) with --init-from: those weights unless
+     * a checkpoint exists, so a requeued fine-tune continues its own. */
+    if (o->resume && *o->resume && o->init_from) {
+        snprintf(err, errlen, "--resume %s and --init-from are exclusive: --resume DIR restores the weights too; "
+                 "--resume without DIR and --init-from start from --init-from's weights only while "
+                 "--checkpoint-dir holds no checkpoint", o->resume);
         return 2;
     }
     if ((o->val_every || o->val_tokens) && !o->nval) {
@@ -363,15 +378,9 @@ static int rt_host_threads(const rt_ctx *rt) {
     MPI_Comm_free(&node);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
-    int n = cpus / local;
-    const char *e = getenv("BASP_HOST_THREADS");
-    if (e && *e) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        RT_CHECK(*end == 0 && v >= 1 && v <= RT_MAX_HOST_THREADS, "BASP_HOST_THREADS=%s: want 1 to %d", e,
-                 RT_MAX_HOST_THREADS);
-        n = (int)v;
-    }
+    int n = cpus / local, env;
+    char err[256];
+    if (rt_host_threads_env(&env, err, sizeof err) && env > 0) n = env; /* checked by rt_main */
     return n < 1 ? 1 : n > RT_MAX_HOST_THREADS ? RT_MAX_HOST_THREADS : n;
 }
 
@@ -518,6 +527,7 @@ static bool rt_check_ckpt_dir(const char *dir, char *err, size_t errlen) {
 static bool rt_check_outputs(const rt_options *o, char *err, size_t errlen) {
     /* The checkpoint directory first: the files may lie in it. */
     return rt_check_ckpt_dir(o->ckpt_dir, err, errlen) &&
+           (o->resume || !o->ckpt_dir || rt_ckpt_dir_fresh(o->ckpt_dir, err, errlen)) && /* another run's? */
            rt_check_out_file("--save-weights", o->save_weights, err, errlen) &&
            rt_check_out_file("--save-grads", o->save_grads, err, errlen) &&
            rt_check_out_file("--metrics", o->metrics, err, errlen) &&
@@ -575,6 +585,14 @@ int rt_main(int argc, char **argv, const rt_program *p) {
                     prog);
         return rt_finish(2);
     }
+    /* The environment reaches each rank on its own (mpirun -x): the ranks
+     * agree, and the lowest bad one says why. */
+    int env_threads, env_bad = rt_host_threads_env(&env_threads, err, sizeof err) ? world : rank;
+    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &env_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (env_bad < world) {
+        if (rank == env_bad) fprintf(stderr, "%s: error: %s\n", prog, err);
+        return rt_finish(2);
+    }
     int out_ok = rank != 0 || rt_check_outputs(&o, err, sizeof err);
     RT_MPI(MPI_Bcast(&out_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (!out_ok) {
@@ -596,7 +614,9 @@ int rt_main(int argc, char **argv, const rt_program *p) {
     /* The outputs against the inputs once the shards are known (rank 0). */
     int paths_ok = first_bad < world || rank != 0 || rt_paths_check(rt, &o, err, sizeof err);
     RT_MPI(MPI_Bcast(&paths_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (first_bad < world || !paths_ok || (o.init_from && !rt_load_params(rt, o.init_from, err, sizeof err)) ||
+    /* With --resume, --init-from is read only when there is no checkpoint. */
+    if (first_bad < world || !paths_ok ||
+        (o.init_from && !o.resume && !rt_load_params(rt, o.init_from, err, sizeof err)) ||
         (o.resume && !rt_ckpt_resume(rt, o.resume, err, sizeof err))) {
         if (first_bad == world ? rank == 0 : rank == first_bad) {
             if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);

@@ -4,8 +4,10 @@
  * Aliasing: every output file (--save-weights, --save-grads, --metrics,
  * --profile, and the PATH.tmp that the first three write first) against
  * every input file (each --data / --val-data shard as expanded, --text,
- * --init-from FILE or the files of --init-from DIR, the files of --resume
- * DIR and of its step-* directories) and against every other output.  Two
+ * --init-from FILE or the files of --init-from DIR, what --resume reads:
+ * the files of a checkpoint, or of a checkpoint directory its latest,
+ * best.json and the files of its step-* directories) and against every
+ * other output.  Two
  * paths are the same file when both exist with one device and inode (hard
  * and symbolic links included), or, when one does not exist yet, when their
  * parent directories resolve to one device and inode and the names agree.
@@ -102,8 +104,12 @@ static bool pt_in_ckpt(const struct stat *ck, const char *path) {
     return pt_parent(up, &gd, &sub) && pt_same_inode(&gd, ck) && !strncmp(sub, "step-", 5);
 }
 
-/* The regular files of directory dir (one level), as inputs of opt. */
-static void pt_add_dir(pt_list *l, const char *opt, const char *dir, bool steps_too) {
+/* The regular files of directory dir (one level), as inputs of opt.  With
+ * ckpt_root, dir is a --checkpoint-dir that --resume reads: only what its
+ * checkpoints consist of counts (latest, best.json and the files of every
+ * step-* directory), not the other files that live beside them (a
+ * --metrics file kept there continues across requeued runs). */
+static void pt_add_dir(pt_list *l, const char *opt, const char *dir, bool ckpt_root) {
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) && l->n < PT_MAX) {
@@ -112,10 +118,20 @@ static void pt_add_dir(pt_list *l, const char *opt, const char *dir, bool steps_
         struct stat st;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (stat(p, &st) != 0) continue;
-        if (S_ISREG(st.st_mode)) pt_add(l, opt, "%s/%s", dir, e->d_name);
-        else if (S_ISDIR(st.st_mode) && steps_too && !strncmp(e->d_name, "step-", 5)) pt_add_dir(l, opt, p, false);
+        bool step = !strncmp(e->d_name, "step-", 5);
+        bool own = !strcmp(e->d_name, "latest") || !strcmp(e->d_name, "best.json");
+        if (S_ISREG(st.st_mode) && (!ckpt_root || own)) pt_add(l, opt, "%s/%s", dir, e->d_name);
+        else if (S_ISDIR(st.st_mode) && ckpt_root && step) pt_add_dir(l, opt, p, false);
     }
     if (d) closedir(d);
+}
+
+/* dir is one checkpoint (it holds state.json), not a directory of them. */
+static bool pt_is_step(const char *dir) {
+    char p[PT_PATH];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/state.json", dir);
+    return stat(p, &st) == 0;
 }
 
 static void pt_inputs(const rt_ctx *rt, const rt_options *o, pt_list *in, pt_list *kept) {
@@ -127,7 +143,7 @@ static void pt_inputs(const rt_ctx *rt, const rt_options *o, pt_list *in, pt_lis
     /* --resume's files may lie in --checkpoint-dir (continuing in place):
      * checked against the output files only. */
     const char *res = o->resume && *o->resume ? o->resume : o->resume ? o->ckpt_dir : NULL;
-    if (res) pt_add_dir(kept, "--resume", res, true);
+    if (res) pt_add_dir(kept, "--resume", res, !pt_is_step(res));
 }
 
 static void pt_outputs(const rt_options *o, pt_list *out) {

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt_chunk.h"
@@ -194,7 +195,50 @@ static bool rt_write_headers(FILE *f, const rt_program *p, bool grads, int n, co
 /* The errno of a failed write, or EIO when the call left none. */
 static int rt_save_errno(void) { return errno ? errno : EIO; }
 
-bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
+/* BASP_TEST_WRITE_DELAY_MS=MS: rank 0 writes the first tensor of a --save-*
+ * file in pieces of 1024 floats spread over MS milliseconds, as a slow disk
+ * would, so that a test can make one tensor take longer than --timeout
+ * while the other ranks wait for it. */
+static long rt_save_test_delay_ms(void) {
+    const char *e = getenv("BASP_TEST_WRITE_DELAY_MS");
+    long ms = e ? atol(e) : 0;
+    return ms > 0 ? ms : 0;
+}
+
+static void rt_save_nap(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Rank 0: n floats in pieces of 64 MiB, one beat each, so that a tensor of
+ * many GiB on a slow disk is progress and not a hang.  The errno, or 0. */
+static int rt_save_write(FILE *f, const float *x, int64_t n, long delay_ms, const char *what, const char *path,
+                         int64_t step) {
+    const int64_t piece = delay_ms > 0 ? 1024 : (int64_t)1 << 24;
+    int64_t npieces = (n + piece - 1) / piece;
+    for (int64_t s = 0; s < n; s += piece) {
+        size_t len = (size_t)(n - s < piece ? n - s : piece);
+        errno = 0;
+        if (fwrite(x + s, 4, len, f) != len) return rt_save_errno();
+        if (delay_ms > 0) rt_save_nap(delay_ms / npieces);
+        rt_watchdog_beat_on(what, path, step);
+    }
+    return 0;
+}
+
+/* Rank 0: flushes, syncs, closes and renames the file into place. */
+static int rt_save_finish(FILE *f, const char *tmp, const char *path, int err) {
+    errno = 0;
+    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = rt_save_errno();
+    if (f && fclose(f) != 0 && !err) err = rt_save_errno();
+    if (!err && rename(tmp, path) != 0) err = rt_save_errno();
+    return err;
+}
+
+bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads, int64_t step) {
+    const char *opt = grads ? "--save-grads" : "--save-weights";
+    const char *what = grads ? "writing --save-grads" : "writing --save-weights";
     int *vals = RT_MALLOC(sizeof(int) * (size_t)(rt->p->nvalues + 1));
     const char **names = RT_MALLOC(sizeof(char *) * (size_t)(rt->p->nvalues + 1));
     int n = rt_save_list(rt, grads, vals, names);
@@ -202,6 +246,8 @@ bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
     sprintf(tmp, "%s.tmp", path);
     FILE *f = NULL;
     int err = 0; /* rank 0: errno of the first failure */
+    rt_watchdog_beat_on(what, path, step);
+    if (rt->rank != 0) rt_watchdog_hold(true); /* until rank 0 has the file in place */
     if (rt->rank == 0) {
         errno = 0;
         f = fopen(tmp, "wb");
@@ -212,28 +258,30 @@ bool rt_save_tensors(rt_ctx *rt, const char *path, bool grads) {
         int64_t total = 1;
         for (int k = 0; k < d->rank; k++) total *= d->dims[k];
         float *full = rt->rank == 0 ? RT_MALLOC((size_t)total * 4) : NULL;
+        rt_watchdog_beat_on(what, path, step);
         rt_gather_full(rt, vals[i], full); /* collective: every rank takes part even after a write error */
-        errno = 0;
-        if (rt->rank == 0 && !err && fwrite(full, 4, (size_t)total, f) != (size_t)total) err = rt_save_errno();
+        long delay = i ? 0 : rt_save_test_delay_ms();
+        if (rt->rank == 0 && !err) err = rt_save_write(f, full, total, delay, what, path, step);
         free(full);
     }
-    bool ok = true;
     if (rt->rank == 0) {
-        errno = 0;
-        if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0)) err = rt_save_errno();
-        if (f && fclose(f) != 0 && !err) err = rt_save_errno();
-        if (!err && rename(tmp, path) != 0) err = rt_save_errno();
-        ok = !err;
-        if (!ok) {
+        rt_watchdog_beat_on(what, path, step);
+        err = rt_save_finish(f, tmp, path, err);
+        if (err) {
             remove(tmp);
-            fprintf(stderr, "error: %s %s: cannot write %s: %s (the file was not written)\n",
-                    grads ? "--save-grads" : "--save-weights", path, tmp, strerror(err));
+            fprintf(stderr, "error: %s %s: cannot write %s: %s (the file was not written)\n", opt, path, tmp,
+                    strerror(err));
         } else {
             printf("saved %d %s to %s\n", n, grads ? "gradients" : "parameters", path);
         }
     }
+    /* Every rank leaves together, so none starts waiting in a later
+     * collective while rank 0 is still syncing the file. */
+    RT_MPI(MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (rt->rank != 0) rt_watchdog_hold(false);
+    rt_watchdog_beat_on(what, path, step);
     free(tmp);
     free(vals);
     free(names);
-    return ok;
+    return err == 0;
 }

@@ -4,9 +4,28 @@
  * the host update.  Each thread gets one contiguous range; a caller whose
  * result must not depend on the split (a sum) hands out fixed chunks as
  * the items instead. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "rt_internal.h"
+
+bool rt_host_threads_env(int *n, char *err, size_t errlen) {
+    const char *e = getenv("BASP_HOST_THREADS");
+    *n = 0;
+    if (!e || !*e) return true;
+    char *end;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (*end || errno || v < 1 || v > RT_MAX_HOST_THREADS) {
+        snprintf(err, errlen, "BASP_HOST_THREADS=%s: want a whole number from 1 to %d (the host threads of each "
+                 "rank; unset, each rank uses its share of its node's CPUs)", e, RT_MAX_HOST_THREADS);
+        return false;
+    }
+    *n = (int)v;
+    return true;
+}
 
 typedef struct {
     rt_range_fn fn;

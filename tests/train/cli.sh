@@ -27,6 +27,13 @@ setup() {
     "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/docs4" --set mesh.nodes=2 --set mesh.devices_per_node=2 \
         --set train.documents=on --set train.eot_token=0
     python3 -c 'import struct,sys; t=[1+i%200 for i in range(999)]+[0]; open(sys.argv[1],"wb").write(struct.pack("<256i",20240520,1,len(t),*[0]*253)+struct.pack("<%dH"%len(t),*t))' "$w/one_long_doc.bin"
+    # Documents for validation: about 2100 tokens, which fill fewer whole
+    # batches of 128 in file order than 2100 / 128 (each batch's last
+    # document is cut); and 61 tokens of document plus lone end-of-text
+    # tokens, which fill none.
+    python3 "$specdir/mkdocs.py" "${corpus%.bin}.txt" "$w/val_docs.bin" --tokens 2100 >/dev/null
+    python3 "$specdir/mkdocs.py" "${corpus%.bin}.txt" "$w/train_docs.bin" --tokens 20000 >/dev/null
+    python3 -c 'import struct,sys; t=[1+i%200 for i in range(60)]+[0]*70; open(sys.argv[1],"wb").write(struct.pack("<256i",20240520,1,len(t),*[0]*253)+struct.pack("<%dH"%len(t),*t))' "$w/val_lone_eot.bin"
     # Trained, so that the weights differ from any seed's initial ones.
     "$mpirun" --allow-run-as-root --oversubscribe -np 1 "$w/mha1" --data "$corpus" --steps 3 --quiet \
         --save-weights "$w/weights.bin" --save-grads "$w/grads.bin"
@@ -72,7 +79,8 @@ init_threads() {
         >"$w/bad.log" 2>&1; then
         echo "FAIL: BASP_HOST_THREADS=0 was accepted"; exit 1
     fi
-    grep -q "BASP_HOST_THREADS=0: want 1 to 64" "$w/bad.log" || { cat "$w/bad.log"; exit 1; }
+    grep -q "error: BASP_HOST_THREADS=0: want a whole number from 1 to 64" "$w/bad.log" || { cat "$w/bad.log"; exit 1; }
+    ! grep -q "rt_main\.c" "$w/bad.log" || { cat "$w/bad.log"; echo "FAIL: a source path"; exit 1; }
     echo "cli.sh: initial weights identical with 1 and 3 threads and on 4 ZeRO-3 ranks; BASP_HOST_THREADS=0 refused"
 }
 
@@ -180,8 +188,9 @@ import json, sys
 vals = [(r["val_loss"], r["step"]) for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r]
 best = json.load(open(sys.argv[2]))
 assert [s for _, s in vals] == [1, 2, 3, 4], vals
-assert (best["val_loss"], best["step"]) == min(vals), (best, vals)
-print("cli.sh: best.json %s is the lowest of the 4 validations across the resume" % best)
+saved = [v for v in vals if v[1] in (2, 4)]  # the checkpoints: the end of each run
+assert (best["val_loss"], best["step"]) == min(saved), (best, vals)
+print("cli.sh: best.json %s is the lowest of the saved validations across the resume" % best)
 PY
 }
 
@@ -245,6 +254,51 @@ aliases() {
     echo "cli.sh: $n outputs naming an input or another output refused before step 1; every input unchanged"
 }
 
+# cli.sh best EXPECT MPIRUN WORKDIR CORPUS
+#   --val-every 1 with --save-every 3 at a rate high enough that the first
+#   validation is the best: best.json names the best validated step that has
+#   a checkpoint, never an unsaved one; the banner says which steps count.
+best() {
+    local expect=$1 mpirun=$2 w=$3 corpus=$4 d=$3/best
+    rm -rf "$d" && mkdir -p "$d"
+    "$expect" ok "note: best\.json names the best validation among the steps saved as checkpoints: with --val-every 1 and --save-every 3 those are every 3 steps and the last" \
+        "$mpirun" --allow-run-as-root --oversubscribe -np 4 "$w/mha4" --data "$corpus" --steps 5 --lr 0.3 --quiet \
+        --val-data "$corpus" --val-tokens 256 --val-every 1 --save-every 3 --checkpoint-dir "$d/ck" \
+        --metrics "$d/m.jsonl" >"$d/log"
+    python3 - "$d/m.jsonl" "$d/ck" <<'PY'
+import json, os, sys
+vals = [(r["val_loss"], r["step"]) for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r]
+best = json.load(open(os.path.join(sys.argv[2], "best.json")))
+saved = [v for v in vals if v[1] in (3, 5)]
+assert min(vals)[1] not in (3, 5), ("the best validation is saved: the case tests nothing", vals)
+assert os.path.isdir(os.path.join(sys.argv[2], "step-%08d" % best["step"])), best
+assert (best["val_loss"], best["step"]) == min(saved), (best, vals)
+print("cli.sh: best.json %s names a checkpoint; the best validation %s has none" % (best, min(vals)))
+PY
+}
+
+# cli.sh watchdog EXPECT MPIRUN WORKDIR CORPUS
+#   --timeout 1 with saves that take longer: the first tensor of each
+#   --save-* file written over 1.5 s in pieces on rank 0 (the other ranks
+#   wait for it that long), every checkpoint file 400 ms late; the run
+#   completes and writes its files.  A write that stalls (PATH.tmp a FIFO
+#   nobody reads) ends the job with a message naming the file.
+watchdog() {
+    local expect=$1 mpirun=$2 w=$3 corpus=$4 d=$3/watchdog
+    rm -rf "$d" && mkdir -p "$d"
+    local run=("$mpirun" --allow-run-as-root --oversubscribe -x BASP_TEST_WRITE_DELAY_MS -x BASP_TEST_SAVE_DELAY
+        -np 4 "$w/mha4" --data "$corpus" --steps 2 --quiet --timeout 1)
+    BASP_TEST_WRITE_DELAY_MS=1500 BASP_TEST_SAVE_DELAY=400 "$expect" ok "saved 21 parameters to .*/w\.bin" \
+        "${run[@]}" --save-weights "$d/w.bin" --save-grads "$d/g.bin" --checkpoint-dir "$d/ck" --save-every 2
+    test -s "$d/w.bin" && test -s "$d/g.bin" && test -d "$d/ck/step-00000002"
+    mkfifo "$d/stall.bin.tmp"
+    BASP_TEST_WRITE_DELAY_MS=0 BASP_TEST_SAVE_DELAY=0 "$expect" fail \
+        "rank 0: error: watchdog: no progress for [0-9]+ s while writing --save-weights .*/stall\.bin \(step 2\)" \
+        "${run[@]}" --save-weights "$d/stall.bin"
+    test ! -e "$d/stall.bin"
+    echo "cli.sh: saves longer than --timeout complete; a stalled one is named"
+}
+
 cmd=$1
 shift
 case $cmd in
@@ -254,6 +308,8 @@ init_threads) init_threads "$@" ;;
 badinput) badinput "$@" ;;
 shards) shards "$@" ;;
 val) val "$@" ;;
+best) best "$@" ;;
+watchdog) watchdog "$@" ;;
 aliases) aliases "$@" ;;
 *)
     echo "cli.sh: unknown command $cmd" >&2
