@@ -312,6 +312,7 @@ uint64_t rt_ckpt_data_fnv(const rt_ctx *rt) {
             le[4 * j + 3] = (uint8_t)(v >> 24);
         }
         h = rt_fnv64(h, le, (size_t)n * 4);
+        rt_watchdog_pulse(); /* a large corpus takes a while, on save and on resume */
         if ((i / CHUNK) % 16 == 15) rt_corpus_release(&rt->train, i - 15 * (int64_t)CHUNK, i + n);
     }
     rt_corpus_release(&rt->train, 0, rt->train.ntokens);

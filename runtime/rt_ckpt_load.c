@@ -50,8 +50,13 @@ static bool ck_verify(const char *path, const unsigned char *buf, int64_t len, c
     if ((double)len != b->valuedouble)
         return rt_fail(err, errlen, "%s: truncated or damaged: %lld bytes, state.json says %.0f", path,
                        (long long)len, b->valuedouble);
+    uint64_t fnv = RT_FNV64_INIT;
+    for (int64_t at = 0, piece = (int64_t)1 << 28; at < len; at += piece) { /* beating between pieces */
+        fnv = rt_fnv64(fnv, buf + at, (size_t)(len - at < piece ? len - at : piece));
+        rt_watchdog_pulse();
+    }
     char hex[17];
-    sprintf(hex, "%016llx", (unsigned long long)rt_fnv64(RT_FNV64_INIT, buf, (size_t)len));
+    sprintf(hex, "%016llx", (unsigned long long)fnv);
     if (strcmp(hex, h->valuestring))
         return rt_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a-64 is %s, state.json says %.16s: the "
                        "file is corrupt", path, hex, h->valuestring);
@@ -270,6 +275,7 @@ static void ck_scatter_all(rt_ctx *rt, const ck_src *s, const ck_pick *picks, bo
         float *mine = RT_MALLOC((size_t)p->values[v].local_elems * 4);
         ck_scatter_pick(rt, s, rt->rank == 0 ? &picks[k] : NULL, v, mine);
         rt_host_write(rt, v, mine);
+        rt_watchdog_pulse();
         free(mine);
         k++;
     }
@@ -280,6 +286,7 @@ static void ck_scatter_all(rt_ctx *rt, const ck_src *s, const ck_pick *picks, bo
         ck_scatter_pick(rt, s, rt->rank == 0 ? &picks[k] : NULL, v, m);
         ck_scatter_pick(rt, s, rt->rank == 0 ? &picks[k + 1] : NULL, v, q);
         rt_host_write_opt(rt, i, m, q);
+        rt_watchdog_pulse();
         free(m);
         free(q);
         k += 2;

@@ -66,7 +66,10 @@ bool rt_read_input(const char *opt, const char *path, unsigned char **out, int64
     size_t n = (size_t)st.st_size, got = 0;
     unsigned char *b = (uint64_t)st.st_size < SIZE_MAX - 1 ? malloc(n + 2) : NULL;
     ssize_t r = 1;
-    while (b && got <= n && (r = read(fd, b + got, n + 1 - got)) > 0) got += (size_t)r;
+    while (b && got <= n && (r = read(fd, b + got, n + 1 - got)) > 0) {
+        got += (size_t)r;
+        rt_watchdog_pulse(); /* a large checkpoint or model file */
+    }
     int e = r < 0 ? errno : 0;
     close(fd);
     if (!b || r < 0 || got != n) {

@@ -639,6 +639,9 @@ void rt_watchdog_beat(const char *what, int64_t step);
 /* A beat whose activity names a file or option too ("writing --save-weights"
  * and its path); object must outlive the run (NULL: none). */
 void rt_watchdog_beat_on(const char *what, const char *object, int64_t step);
+/* Progress within the activity the last beat named: for the long loops of
+ * helpers shared by several activities (reading a file, hashing the data). */
+void rt_watchdog_pulse(void);
 /* On: this rank waits for rank 0 to write (rank 0 beats meanwhile, and its
  * watchdog notices any rank that hangs), so its own verdict is suspended;
  * off: the wait is over and counts as progress. */

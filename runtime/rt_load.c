@@ -202,6 +202,7 @@ static void rt_scatter_param(rt_ctx *rt, int v, const unsigned char *src) {
     float *mine = RT_MALLOC((size_t)d->local_elems * 4);
     rt_scatter_local(rt, v, full, mine);
     rt_host_write(rt, v, mine);
+    rt_watchdog_pulse(); /* a large model loads tensor by tensor */
     free(mine);
     free(full);
 }

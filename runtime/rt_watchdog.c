@@ -60,6 +60,8 @@ void rt_watchdog_beat_on(const char *what, const char *object, int64_t step) {
 
 void rt_watchdog_beat(const char *what, int64_t step) { rt_watchdog_beat_on(what, NULL, step); }
 
+void rt_watchdog_pulse(void) { atomic_store(&wd.last_ns, wd_now_ns()); }
+
 void rt_watchdog_hold(bool on) {
     if (!on) atomic_store(&wd.last_ns, wd_now_ns()); /* the wait does not count once it is over */
     atomic_store(&wd.held, on);

@@ -32,7 +32,7 @@ prep=(python3 data/basp_prep.py --bytes --lines --eot 0 --vocab 256 -q)
 
 # 3. Train: 300 steps of 8 sequences (4 micro-steps of 2), warmup 30 then
 #    cosine to min_lr; validation on 16 batches every 25 steps; a checkpoint
-#    every 100 (best.json names the best validation).
+#    every 100 (best.json names the best validation among the saved steps).
 mpirun --oversubscribe -np 4 "$out/train" --data "$out/shards" --val-data "$out/val.bin" --val-every 25 \
     --metrics "$out/metrics.jsonl" --checkpoint-dir "$out/ckpt" --save-every 100 --log-every 25
 
