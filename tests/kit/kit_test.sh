@@ -27,6 +27,17 @@ mkdir -p "$work"
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 "$root/scripts/gpu-kit" --build "$build" --no-build --out "$work/kit"
+# --out is removed and rewritten: never a directory that holds anything but
+# a kit (the user's files, the build tree); nothing in it is touched.
+mkdir -p "$work/mine" && echo precious >"$work/mine/notes.txt"
+for o in "$work/mine" "$build" "$root"; do
+  if "$root/scripts/gpu-kit" --build "$build" --no-build --out "$o" >"$work/refused.log" 2>&1; then
+    fail "gpu-kit --out $o was accepted"
+  fi
+  grep -q "gpu-kit: error: --out $o holds" "$work/refused.log" || { cat "$work/refused.log"; fail "no message for --out $o"; }
+done
+[[ $(cat "$work/mine/notes.txt") == precious && -f $build/CMakeCache.txt ]] || fail "gpu-kit removed files of a refused --out"
+[[ -f $work/kit/.basp-gpu-kit ]] || fail "the kit carries no .basp-gpu-kit marker"
 
 spec=$root/tests/train/tiny_gqa.basp
 one=(--set mesh.nodes=1 --set mesh.devices_per_node=1)
