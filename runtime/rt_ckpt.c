@@ -184,6 +184,7 @@ static void ck_put(rt_ctx *rt, ck_out *o, int v, const float *mine) {
                 ck_write(o, full + s, (size_t)(n - s < chunk ? n - s : chunk) * 4);
         } else {
             int64_t rows_per = hcols > 0 && chunk / hcols > 0 ? chunk / hcols : 1;
+            if (rows_per > hrows) rows_per = hrows > 0 ? hrows : 1; /* a small tensor: a piece its size, not a chunk's */
             float *piece = RT_MALLOC((size_t)(rows_per * hcols > 0 ? rows_per * hcols : 1) * 4);
             for (int64_t r0 = 0; r0 < hrows; r0 += rows_per) {
                 int64_t nr = hrows - r0 < rows_per ? hrows - r0 : rows_per;
