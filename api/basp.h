@@ -69,11 +69,13 @@ typedef struct basp_pass_options {
 } basp_pass_options;
 
 /* Every registered strategy's passes in the pipeline's skeleton, today
- * "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan" (each
- * pass skips, with a remark, a layout not its own). */
+ * "batch-aware,ulysses,ring,two-level,place,zero,recompute,offload,overlap,
+ * memplan" (each pass skips, with a remark, a layout not its own;
+ * passes/passes.def declares them). */
 const char *basp_default_pipeline(void);
 /* Comma-separated pass names (NULL = the pipeline of the module's strategy:
- * batch-aware, the strategy's passes, place, zero, recompute, memplan);
+ * batch-aware, the strategy's passes, place, zero, recompute, offload,
+ * overlap, memplan);
  * the verifier runs after each pass.  opt may be NULL.  After basp_set_target an
  * unplanned module gets config mem.target = that target first, so that
  * memplan sizes that backend's buffers; without it the module's own rule

@@ -51,13 +51,6 @@ static int add_ring_group(ir_module *m, int N, int K, int U)
     return g;
 }
 
-static int derived(ir_module *m, int v, const char *suffix, ir_type t)
-{
-    char base[IR_NAME_MAX + 8];
-    snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
-    return pu_result(m, base, t);
-}
-
 /* The head-sharded type inside a ring position: [B, S@ring, H@ul, Dh]. */
 static ir_type heads_type(const ring_ctx *c, ir_type t, bool kv)
 {
@@ -75,24 +68,6 @@ static ir_type lse_type(const ir_type *q)
     return t;
 }
 
-/* fan: the kv fan-out (q, k, v to heads) or fan-in (dq, dk, dv back); 1 for o and do. */
-static ir_op exchange(const ring_ctx *c, int n, const int *ins, const int *outs, bool to_heads, int64_t fan,
-                      const ir_op *like)
-{
-    ir_op op = ir_op_make(IR_ALL_TO_ALL);
-    for (int k = 0; k < n; k++) {
-        ir_op_add_input(&op, ins[k]);
-        ir_op_add_output(&op, outs[k]);
-    }
-    ir_attr_set_group(&op, "group", c->ul);
-    ir_attr_set_int(&op, "split", to_heads ? 2 : 1);
-    ir_attr_set_int(&op, "concat", to_heads ? 1 : 2);
-    if (fan > 1)
-        ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
-    pu_tag_like(&op, like);
-    return op;
-}
-
 /* attention(q, k, v) -> o at index i becomes ring_attention (-> o, lse),
  * wrapped in the @ul exchanges when U > 1. */
 static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i)
@@ -103,14 +78,14 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
         ins[k] = outs[k] = att.in[k];
     if (c->ul >= 0) {
         for (int k = 0; k < 3; k++)
-            outs[k] = derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
-        ir_op before = exchange(c, 3, ins, outs, true, c->F, &att);
+            outs[k] = pu_derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
+        ir_op before = pu_exchange(c->ul, 3, ins, outs, true, c->F, &att);
         pass_insert_before(e, i, &before);
-        oh = derived(m, o, ".heads", heads_type(c, m->values[o].type, false));
-        ir_op after = exchange(c, 1, &oh, &o, false, 1, &att);
+        oh = pu_derived(m, o, ".heads", heads_type(c, m->values[o].type, false));
+        ir_op after = pu_exchange(c->ul, 1, &oh, &o, false, 1, &att);
         pass_insert_after(e, i, &after);
     }
-    int lse = derived(m, o, ".lse", lse_type(&m->values[oh].type));
+    int lse = pu_derived(m, o, ".lse", lse_type(&m->values[oh].type));
     ir_op ra = ir_op_make(IR_RING_ATTENTION);
     for (int k = 0; k < 3; k++)
         ir_op_add_input(&ra, outs[k]);
@@ -136,8 +111,8 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
     ir_op rb = ir_op_make(IR_RING_ATTENTION_BWD);
     int d_o = ab.in[0], hs[3];
     if (c->ul >= 0) {
-        int doh = derived(m, d_o, ".heads", heads_type(c, m->values[d_o].type, false));
-        ir_op before = exchange(c, 1, &d_o, &doh, true, 1, &ab);
+        int doh = pu_derived(m, d_o, ".heads", heads_type(c, m->values[d_o].type, false));
+        ir_op before = pu_exchange(c->ul, 1, &d_o, &doh, true, 1, &ab);
         pass_insert_before(e, i, &before);
         d_o = doh;
     }
@@ -148,14 +123,14 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
     for (int k = 0; k < 3; k++) {
         hs[k] = ab.out[k];
         if (c->ul >= 0)
-            hs[k] = derived(m, ab.out[k], ".heads", heads_type(c, m->values[ab.out[k]].type, k > 0));
+            hs[k] = pu_derived(m, ab.out[k], ".heads", heads_type(c, m->values[ab.out[k]].type, k > 0));
         ir_op_add_output(&rb, hs[k]);
     }
     ir_attr_set_group(&rb, "group", c->ring);
     pu_tag_like(&rb, &ab);
     m->ops[i] = rb;
     if (c->ul >= 0) {
-        ir_op after = exchange(c, 3, hs, ab.out, false, c->F, &ab);
+        ir_op after = pu_exchange(c->ul, 3, hs, ab.out, false, c->F, &ab);
         pass_insert_after(e, i, &after);
     }
 }
@@ -180,15 +155,6 @@ static const char *ring_illegal(const ir_module *m, int G, int R)
     return layout_illegal(&d, &c, NULL, 0);
 }
 
-static void shard_sequence(ir_module *m, int sp)
-{
-    bool *weight = ir_weight_flags(m);
-    for (int v = 0; v < m->nvalues; v++)
-        if (pu_is_activation(m, weight, v))
-            m->values[v].type.shard[1] = sp;
-    free(weight);
-}
-
 /* Builds @sp (and @ul, @ring when U > 1) and shards the sequence; @sp is
  * listed before batch-aware's @dp, as pass_ulysses.c does. */
 static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R)
@@ -200,7 +166,7 @@ static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R)
         pu_group_swap(m, c.sp, dp);
         c.sp = dp;
     }
-    shard_sequence(m, c.sp);
+    pu_shard_sequence(m, c.sp);
     c.ring = c.sp;
     if (U > 1) {
         c.ul = ir_group_add_contiguous(m, "ul", N / U);

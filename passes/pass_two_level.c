@@ -63,23 +63,6 @@ static tl_ctx tl_groups(ir_module *m, int sp, int L)
     return t;
 }
 
-static ir_op tl_exchange(const ir_op *like, int g, int n, const int *ins, const int *outs, int64_t fan)
-{
-    ir_op op = ir_op_make(IR_ALL_TO_ALL);
-    for (int k = 0; k < n; k++) {
-        ir_op_add_input(&op, ins[k]);
-        ir_op_add_output(&op, outs[k]);
-    }
-    bool to_heads = ir_attr_int(like, "split", 0) == 2;
-    ir_attr_set_group(&op, "group", g);
-    ir_attr_set_int(&op, "split", to_heads ? 2 : 1);
-    ir_attr_set_int(&op, "concat", to_heads ? 1 : 2);
-    if (fan > 1)
-        ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
-    pu_tag_like(&op, like);
-    return op;
-}
-
 /* The all_to_all at index i (over @sp) becomes two; the intermediate
  * [B, S@node, H@inter, Dh] values are named "<result>.mid". */
 static void tl_split(ir_module *m, const tl_ctx *t, pass_edits *e, int i)
@@ -93,13 +76,11 @@ static void tl_split(ir_module *m, const tl_ctx *t, pass_edits *e, int i)
         ir_type mt = *seq_side;
         mt.shard[1] = t->node;
         mt.shard[2] = t->inter;
-        char base[IR_NAME_MAX + 8];
-        snprintf(base, sizeof base, "%s.mid", m->values[op.out[k]].name);
-        mid[k] = pu_result(m, base, mt);
+        mid[k] = pu_derived(m, op.out[k], ".mid", mt);
     }
     /* to heads: across nodes first, then inside; back: inside first */
-    ir_op first = tl_exchange(&op, to_heads ? t->inter : t->node, op.nin, op.in, mid, to_heads ? 1 : fan);
-    ir_op second = tl_exchange(&op, to_heads ? t->node : t->inter, op.nout, mid, op.out, to_heads ? fan : 1);
+    ir_op first = pu_exchange(to_heads ? t->inter : t->node, op.nin, op.in, mid, to_heads, to_heads ? 1 : fan, &op);
+    ir_op second = pu_exchange(to_heads ? t->node : t->inter, op.nout, mid, op.out, to_heads, to_heads ? fan : 1, &op);
     pass_insert_before(e, i, &first);
     m->ops[i] = second;
 }
@@ -166,7 +147,7 @@ static const char *tl_illegal(const ir_module *m, int sp)
     return layout_illegal(&d, &c, NULL, 0);
 }
 
-static bool pass_two_level(ir_module *m, const pass_options *opt)
+bool pass_two_level(ir_module *m, const pass_options *opt)
 {
     const char *a2a = pu_cfg(m, "a2a", "flat");
     if (strcmp(a2a, "two_level")) {
@@ -199,18 +180,13 @@ static bool pass_two_level(ir_module *m, const pass_options *opt)
     return true;
 }
 
-/* The pass and its strategy, `layout { a2a two_level }` (builtins.def). */
-void pass_two_level_register(void);
-void pass_two_level_register(void)
+/* The strategy `layout { a2a two_level }` selects, registered with the
+ * pass (its row in passes.def names this function). */
+const layout_strategy *pass_two_level_strategy(void)
 {
-    static const pass_info pass = {
-        .name = "two-level",
-        .summary = "split each Ulysses all-to-all spanning nodes into @inter then @node (a2a two_level)",
-        .run = pass_two_level};
     static const layout_strategy strategy = {
         .name = "ulysses+two_level", .seq = LAYOUT_ULYSSES, .key = "a2a", .word = "two_level",
         .title = "Ulysses, two-level all-to-all", .legal = tl_legal, .candidates = tl_candidates,
         .passes = "ulysses,two-level"};
-    pass_register(&pass, NULL, 0);
-    layout_strategy_register(&strategy, NULL, 0);
+    return &strategy;
 }

@@ -33,29 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Adds "<name><suffix>" with type t. */
-static int derived(ir_module *m, int v, const char *suffix, ir_type t)
-{
-    char base[IR_NAME_MAX + 8];
-    snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
-    return pu_result(m, base, t);
-}
-
-/* An all_to_all over sp exchanging ins[] into outs[]. */
-static ir_op exchange(int sp, int n, const int *ins, const int *outs, int split, const ir_op *like)
-{
-    ir_op op = ir_op_make(IR_ALL_TO_ALL);
-    for (int k = 0; k < n; k++) {
-        ir_op_add_input(&op, ins[k]);
-        ir_op_add_output(&op, outs[k]);
-    }
-    ir_attr_set_group(&op, "group", sp);
-    ir_attr_set_int(&op, "split", split);
-    ir_attr_set_int(&op, "concat", split == 2 ? 1 : 2);
-    pu_tag_like(&op, like);
-    return op;
-}
-
 /* Wraps the attention at index i: records the exchanges before and after it
  * and rewires it to the head-sharded values. */
 static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
@@ -64,16 +41,16 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
     int ins[3], outs[3];
     for (int k = 0; k < 3; k++) {
         ins[k] = att.in[k];
-        outs[k] = derived(m, ins[k], ".heads", pass_heads_type(m->values[ins[k]].type, sp, 1));
+        outs[k] = pu_derived(m, ins[k], ".heads", pass_heads_type(m->values[ins[k]].type, sp, 1));
     }
-    ir_op before = exchange(sp, 3, ins, outs, 2, &att);
+    ir_op before = pu_exchange(sp, 3, ins, outs, true, 1, &att);
     pass_insert_before(e, i, &before);
     int o = att.out[0];
-    int oh = derived(m, o, ".heads", pass_heads_type(m->values[o].type, sp, 1));
+    int oh = pu_derived(m, o, ".heads", pass_heads_type(m->values[o].type, sp, 1));
     for (int k = 0; k < 3; k++)
         m->ops[i].in[k] = outs[k];
     m->ops[i].out[0] = oh;
-    ir_op after = exchange(sp, 1, &oh, &o, 1, &att);
+    ir_op after = pu_exchange(sp, 1, &oh, &o, false, 1, &att);
     pass_insert_after(e, i, &after);
 }
 
@@ -83,8 +60,8 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
 {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
-    int doh = derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
-    ir_op before = exchange(sp, 1, &d_o, &doh, 2, &ab);
+    int doh = pu_derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
+    ir_op before = pu_exchange(sp, 1, &d_o, &doh, true, 1, &ab);
     pass_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
@@ -92,20 +69,11 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
         op->in[k] = pass_heads_twin(m, sp, ab.in[k]);
     int hs[3];
     for (int k = 0; k < 3; k++) {
-        hs[k] = derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
+        hs[k] = pu_derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
         m->ops[i].out[k] = hs[k];
     }
-    ir_op after = exchange(sp, 3, hs, ab.out, 1, &ab);
+    ir_op after = pu_exchange(sp, 3, hs, ab.out, false, 1, &ab);
     pass_insert_after(e, i, &after);
-}
-
-static void shard_sequence(ir_module *m, int sp)
-{
-    bool *weight = ir_weight_flags(m);
-    for (int v = 0; v < m->nvalues; v++)
-        if (pu_is_activation(m, weight, v))
-            m->values[v].type.shard[1] = sp;
-    free(weight);
 }
 
 /* K = 1: every all-to-all on @sp is an identity.  The surviving value takes
@@ -197,7 +165,7 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         pu_group_swap(m, sp, dp);
         sp = dp;
     }
-    shard_sequence(m, sp);
+    pu_shard_sequence(m, sp);
     pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)

@@ -12,6 +12,39 @@ int pu_result(ir_module *m, const char *base, ir_type t)
     return ir_value_add(m, name, IR_V_RESULT, t);
 }
 
+int pu_derived(ir_module *m, int v, const char *suffix, ir_type t)
+{
+    char base[IR_NAME_MAX + 8];
+    snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
+    return pu_result(m, base, t);
+}
+
+ir_op pu_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like)
+{
+    ir_op op = ir_op_make(IR_ALL_TO_ALL);
+    for (int k = 0; k < n; k++) {
+        ir_op_add_input(&op, ins[k]);
+        ir_op_add_output(&op, outs[k]);
+    }
+    /* this attribute order is what the printed IR shows */
+    ir_attr_set_group(&op, "group", g);
+    ir_attr_set_int(&op, "split", to_heads ? 2 : 1);
+    ir_attr_set_int(&op, "concat", to_heads ? 1 : 2);
+    if (fan > 1)
+        ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+void pu_shard_sequence(ir_module *m, int sp)
+{
+    bool *weight = ir_weight_flags(m);
+    for (int v = 0; v < m->nvalues; v++)
+        if (pu_is_activation(m, weight, v))
+            m->values[v].type.shard[1] = sp;
+    free(weight);
+}
+
 void pu_tag(ir_op *op, int layer, const char *phase)
 {
     ir_attr_set_int(op, "layer", layer);

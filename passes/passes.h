@@ -4,10 +4,11 @@
  * Pipeline (explicit, in this order; see passes/README.md):
  *     (planner: resolve auto) → lower → batch-aware → the strategy's passes
  *         (ulysses | ring | ulysses, two-level | a plugin's)
- *         → place → zero → recompute → memplan      (+ cost, on request)
+ *         → place → zero → (its after-zero passes) → recompute → offload
+ *         → overlap → memplan      (+ cost, on request)
  * The verifier runs after every pass.  A pass is one file (passes/pass_*.c)
- * plus one line in the registry (passes/registry.c, or builtins.def for a
- * pass that registers a strategy with it). */
+ * plus one row in passes/passes.def, which gives its name, its place in
+ * the pipeline, what it requires, the strategy it brings and its summary. */
 #ifndef BASP_PASSES_H
 #define BASP_PASSES_H
 
@@ -44,6 +45,20 @@ pass_options pass_default_options(void);
  * remark saying why. */
 typedef bool (*pass_fn)(ir_module *m, const pass_options *opt);
 
+/* Where the pipeline puts a pass (passes.def, "SLOT"). */
+typedef enum pass_slot {
+    PASS_SLOT_NONE,      /* a plugin's pass: in a pipeline when its strategy names it */
+    PASS_SLOT_FIRST,     /* first in every pipeline (batch-aware) */
+    PASS_SLOT_PARTITION, /* in the pipeline of a strategy whose passes name it */
+    PASS_SLOT_SHARD,     /* after the strategy's passes, before its after-zero ones */
+    PASS_SLOT_FINISH,    /* last: they read the finished step */
+    PASS_SLOT_ANALYSIS,  /* in no pipeline: run on request */
+} pass_slot;
+
+/* What a pass changes, as the planner's trial builds see it (passes.def,
+ * "EFFECT"): they run the TIME passes only. */
+typedef enum pass_effect { PASS_EFFECT_NONE, PASS_EFFECT_TIME, PASS_EFFECT_MEMORY } pass_effect;
+
 typedef struct pass_info {
     const char *name;
     const char *summary;
@@ -52,6 +67,9 @@ typedef struct pass_info {
     /* A pass written against api/basp_pass.h (run NULL): it reads its
      * options through pass_current_options. */
     bool (*run_module)(ir_module *m);
+    pass_slot slot;       /* PASS_SLOT_NONE for a plugin's pass */
+    pass_effect effect;
+    const char *require;  /* comma-separated pass names or "partitioned"; NULL or "": nothing */
 } pass_info;
 
 enum { PASS_MAX = 128 };
@@ -69,17 +87,19 @@ const pass_options *pass_current_options(void);
 /* The pass running now (pass_run), NULL outside one: what the pass-writer
  * API's errors name. */
 const pass_info *pass_current(void);
-/* The pipeline of strategy s (registry.c: batch-aware, its passes, place,
- * zero, its after-zero passes, recompute, memplan; without the last two
- * when memory is false).  s NULL: every registered strategy's passes
+/* The pipeline of strategy s (registry.c), from passes.def's slots: the
+ * FIRST pass (batch-aware), the strategy's passes, the SHARD passes (place,
+ * zero), its after-zero passes, the FINISH passes (recompute, offload,
+ * overlap, memplan); with memory false only the passes whose effect is
+ * TIME.  s NULL: every registered strategy's passes
  * (pass_default_pipeline). */
 void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n);
 /* The pipeline of the module's strategy (config sequence and the variant's
  * key); false, after an error, when the config names an unregistered one. */
 bool pass_pipeline_of(const ir_module *m, char *buf, size_t n);
 /* Every registered strategy's passes as a comma-separated list, today
- * "batch-aware,ulysses,ring,two-level,place,zero,recompute,memplan": what
- * runs on a module whose strategy is not known yet. */
+ * "batch-aware,ulysses,ring,two-level,place,zero,recompute,offload,overlap,memplan":
+ * what runs on a module whose strategy is not known yet. */
 const char *pass_default_pipeline(void);
 
 /* Runs one pass (then the verifier, then printing if asked).  A pass that
@@ -134,28 +154,17 @@ void pass_fix_virtual_heads(ir_module *m, int sp);
  * @sp shard: the batch-aware data partitioning. */
 void pass_shard_batch(ir_module *m, int sp, int dp);
 
-/* ---- the passes (registered in registry.c) ------------------------------- */
-bool pass_ulysses(ir_module *m, const pass_options *opt);
-bool pass_batch_aware(ir_module *m, const pass_options *opt);
-/* Ulysses x Ring (pass_ring.c). */
-bool pass_ring(ir_module *m, const pass_options *opt);
-bool pass_place(ir_module *m, const pass_options *opt);
-bool pass_zero(ir_module *m, const pass_options *opt);
-/* Activation recomputation (config recompute: none|selective|full|auto): per
- * decoder layer, clones of the forward ops its backward needs, re-run right
- * before the layer's backward (passes/README.md "recompute").  Run before
- * memplan (a planned module is re-planned). */
-bool pass_recompute(ir_module *m, const pass_options *opt);
-bool pass_offload(ir_module *m, const pass_options *opt);
-/* Arena offsets for every buffer (ir/ir.h "memory plan"); run it last: a
- * pass that adds or moves ops afterwards invalidates the plan (the verifier
- * says where).  The target is ir_mem_target_of's (config mem.target, else
- * the spec's own: a bf16 step on GPUs is cuda). */
-/* Config overlap = 1: ZeRO's weight gathers start early (async = 1) under
- * the compute before their use, within the device memory left
- * (pass_overlap.c). */
-bool pass_overlap(ir_module *m, const pass_options *opt);
-bool pass_memplan(ir_module *m, const pass_options *opt);
+/* ---- the passes (passes.def; registered in registry.c) ------------------ */
+/* Each pass's contract is in passes/README.md.  memplan places every
+ * buffer (ir/ir.h "memory plan") for ir_mem_target_of's target (config
+ * mem.target, else the spec's own: a bf16 step on GPUs is cuda); it runs
+ * last, since a pass that adds or moves ops afterwards invalidates the
+ * plan (the verifier says where). */
+#define PASS(name, fn, slot, effect, require, strategy, summary) bool fn(ir_module *m, const pass_options *opt);
+#include "passes.def"
+#undef PASS
+/* The strategy `layout { a2a two_level }` selects (pass_two_level.c). */
+const layout_strategy *pass_two_level_strategy(void);
 
 /* The layout the module's config names (sequence, ring_degree, a2a,
  * groups; groups 0 or absent = 1) and the dimensions layout/'s rules read

@@ -1,41 +1,32 @@
 /* registry.c — the named passes, the pipeline a strategy derives, and
  * running them.
  *
- * Passes are registered at run time: the core ones from the table below,
- * a pass that brings its own strategy from its file (one line in
- * builtins.def), a plugin's through api/basp_pass.h.  The pipeline is one
- * explicit skeleton with the chosen strategy's passes in it
+ * Passes are registered at run time: the built-in ones from passes.def
+ * (one row each, with the strategy a pass brings), a plugin's through
+ * api/basp_pass.h.  The pipeline is one explicit skeleton, its slots
+ * filled from passes.def, with the chosen strategy's passes in it
  * (pass_pipeline); each pass states what it expects of its input in
  * passes/README.md, and the verifier runs between passes. */
 #include "pass_util.h"
 
 #include <string.h>
 
-/* The built-in passes, registered in pipeline order (--list-passes prints
- * them so): the core table's first part, the passes that register
- * themselves with a strategy of their own from their file (builtins.def),
- * then the rest of the core table from `place` on. */
-#define CORE(n, s, f) {.name = n, .summary = s, .run = f}
-static const pass_info core[] = {
-    CORE("batch-aware", "config groups G: K strided sets @dp of G ranks, shard the batch over @dp", pass_batch_aware),
-    CORE("ulysses", "shard the sequence over @sp (G groups of K); all-to-all seq<->heads around each attention",
-         pass_ulysses),
-    CORE("ring", "Ulysses x Ring (sequence ring/hybrid): ring attention over @ring, Ulysses inside @ul", pass_ring),
-    CORE("place", "check node alignment of every group; record place.<group>", pass_place),
-    CORE("zero", "ZeRO 0-3 over @world: parameter all-gathers, gradient reductions", pass_zero),
-    CORE("recompute", "activation recomputation (config recompute): re-run a layer's forward in its backward",
-         pass_recompute),
-    CORE("offload", "config offload: move the activations the backward reads to host memory in between",
-         pass_offload),
-    CORE("overlap", "config overlap: start weight gathers early (async) so that compute hides them", pass_overlap),
-    CORE("memplan", "place every buffer in one arena per rank; buffers never live together share bytes", pass_memplan),
-    CORE("cost", "predict per-op time and memory per rank; annotate cost_us, set cost.* config", pass_cost),
+/* The built-in passes, in pipeline order: registered so, hence listed so
+ * by --list-passes and in the "available:" list of an unknown name. */
+#define PASS(n, f, sl, ef, req, st, sum) \
+    {.name = n, .summary = sum, .run = f, .slot = PASS_SLOT_##sl, .effect = PASS_EFFECT_##ef, .require = req},
+static const pass_info builtin_passes[] = {
+#include "passes.def"
 };
-#undef CORE
+#undef PASS
+enum { NBUILTIN = sizeof builtin_passes / sizeof builtin_passes[0] };
 
-#define PASS_BUILTIN(fn) void fn(void);
-#include "builtins.def"
-#undef PASS_BUILTIN
+/* The layout strategy each row brings (its STRATEGY column), NULL for none. */
+#define PASS(n, f, sl, ef, req, st, sum) st,
+static const layout_strategy *(*const builtin_strategies[NBUILTIN])(void) = {
+#include "passes.def"
+};
+#undef PASS
 
 static pass_info registry[PASS_MAX];
 static const pass_options *running; /* pass_run's options, for passes without a parameter for them */
@@ -79,14 +70,13 @@ void pass_init(void)
     if (ready)
         return;
     ready = true;
-    size_t i = 0, n = sizeof core / sizeof core[0];
-    for (; i < n && strcmp(core[i].name, "place"); i++)
-        pass_register(&core[i], NULL, 0);
-#define PASS_BUILTIN(fn) fn();
-#include "builtins.def"
-#undef PASS_BUILTIN
-    for (; i < n; i++)
-        pass_register(&core[i], NULL, 0);
+    /* each strategy right after its pass: a strategy is available only
+     * once its passes are registered (pass_layout_available) */
+    for (int i = 0; i < NBUILTIN; i++) {
+        pass_register(&builtin_passes[i], NULL, 0);
+        if (builtin_strategies[i])
+            layout_strategy_register(builtin_strategies[i](), NULL, 0);
+    }
 }
 
 const pass_info *pass_registry(int *n)
@@ -144,31 +134,43 @@ static void append_new(char *buf, size_t n, const char *list)
     }
 }
 
+/* Appends the built-in passes of one slot, in passes.def's order; without
+ * `memory`, only those whose effect is the step's time. */
+static void append_slot(char *buf, size_t n, pass_slot slot, bool memory)
+{
+    for (int i = 0; i < NBUILTIN; i++)
+        if (builtin_passes[i].slot == slot && (memory || builtin_passes[i].effect == PASS_EFFECT_TIME))
+            append_new(buf, n, builtin_passes[i].name);
+}
+
 /* The pipeline is one skeleton with the strategy's passes in it:
- *   batch-aware, <passes>, place, zero, <after_zero>, recompute, offload, overlap, memplan
- * batch-aware first: it partitions the batch (@dp); the strategy's passes
- * shard each group's sequence; place checks the groups against the nodes;
- * zero partitions the weights; recompute, offload, overlap and memplan
- * come last because they read the finished step (offload moves what
- * recompute keeps).  `memory` false leaves recompute, offload and memplan
- * out (what the cost model times: they change memory, not
- * which layout is faster); overlap stays, since it changes the time.  A NULL strategy: every registered one's passes, in
- * registration order (each skips, with a remark, a layout not its own). */
+ *   FIRST, <passes>, SHARD, <after_zero>, FINISH
+ * = batch-aware, <passes>, place, zero, <after_zero>, recompute, offload, overlap, memplan
+ * (the slots are passes.def's).  batch-aware first: it partitions the
+ * batch (@dp); the strategy's passes shard each group's sequence; place
+ * checks the groups against the nodes; zero partitions the weights;
+ * recompute, offload, overlap and memplan come last because they read the
+ * finished step (offload moves what recompute keeps).  `memory` false
+ * leaves out the passes whose effect is memory only (recompute, offload,
+ * memplan: what the cost model times, since they change memory, not which
+ * layout is faster); overlap stays, since it changes the time.  A NULL
+ * strategy: every registered one's passes, in registration order (each
+ * skips, with a remark, a layout not its own). */
 void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n)
 {
     pass_init();
     buf[0] = '\0';
-    append_new(buf, n, "batch-aware");
+    append_slot(buf, n, PASS_SLOT_FIRST, memory);
     int ns;
     const layout_strategy *all = layout_strategies(&ns);
     for (int i = 0; i < ns; i++)
         if (!s || &all[i] == s)
             append_new(buf, n, all[i].passes);
-    append_new(buf, n, "place,zero");
+    append_slot(buf, n, PASS_SLOT_SHARD, memory);
     for (int i = 0; i < ns; i++)
         if ((!s || &all[i] == s) && all[i].after_zero)
             append_new(buf, n, all[i].after_zero);
-    append_new(buf, n, memory ? "recompute,offload,overlap,memplan" : "overlap");
+    append_slot(buf, n, PASS_SLOT_FINISH, memory);
 }
 
 const char *pass_default_pipeline(void)

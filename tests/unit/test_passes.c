@@ -323,6 +323,121 @@ static int one_cand(const layout_strategy *self, const layout_dims *d, int G, la
     return 1;
 }
 
+/* Position of `name` in the comma-separated `list`, -1 when absent. */
+static int list_pos(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    int i = 0;
+    for (const char *p = list; p && *p; i++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return i;
+        p = e ? e + 1 : NULL;
+    }
+    return -1;
+}
+
+/* Every pass of `pipe` has what its row requires ahead of it: each named
+ * pass, and for "partitioned" every partitioning pass the pipeline holds. */
+static bool requirements_kept(const char *pipe)
+{
+    int n;
+    const pass_info *all = pass_registry(&n);
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        int at = list_pos(pipe, all[i].name);
+        char req[256];
+        snprintf(req, sizeof req, "%s", all[i].require ? all[i].require : "");
+        for (char *save, *r = strtok_r(req, ",", &save); at >= 0 && r; r = strtok_r(NULL, ",", &save)) {
+            bool before = true;
+            if (!strcmp(r, "partitioned")) {
+                for (int k = 0; k < n; k++)
+                    if (all[k].slot == PASS_SLOT_PARTITION && list_pos(pipe, all[k].name) > at)
+                        before = false;
+            } else {
+                int rat = list_pos(pipe, r);
+                before = rat >= 0 && rat < at;
+            }
+            if (!before)
+                fprintf(stderr, "pipeline %s: '%s' requires '%s' before it\n", pipe, all[i].name, r);
+            ok &= before;
+        }
+    }
+    return ok;
+}
+
+/* The whole of a text file, NUL-terminated (malloc'd), or NULL. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 4096 + 1 > cap)
+            buf = realloc(buf, cap = 2 * cap + 4096 + 1);
+        got = fread(buf + n, 1, 4096, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* passes.def's rows as the registry holds them: every pipeline runs what
+ * each pass requires before it, each slot's passes are where the slot
+ * says, and the docs spell the skeleton as the slots make it. */
+static void test_pass_table(void)
+{
+    int n, ns;
+    const pass_info *all = pass_registry(&n);
+    const layout_strategy *st = layout_strategies(&ns);
+    char pipe[512];
+    CHECK(requirements_kept(pass_default_pipeline()));
+    for (int i = 0; i < ns; i++)
+        for (int memory = 0; memory < 2; memory++) {
+            pass_pipeline(&st[i], memory, pipe, sizeof pipe);
+            CHECK(requirements_kept(pipe));
+        }
+    /* FIRST, SHARD and FINISH passes in every pipeline; ANALYSIS in none;
+     * a PARTITION pass in some strategy's; the MEMORY ones only in the full one */
+    char skeleton[512] = "", timing[512];
+    const char *sep = "";
+    pass_pipeline(&st[0], false, timing, sizeof timing);
+    for (pass_slot slot = PASS_SLOT_FIRST; slot <= PASS_SLOT_ANALYSIS; slot++) {
+        if (slot == PASS_SLOT_PARTITION || slot == PASS_SLOT_FINISH) {
+            snprintf(skeleton + strlen(skeleton), sizeof skeleton - strlen(skeleton), "%s%s", sep,
+                     slot == PASS_SLOT_PARTITION ? "<its passes>" : "<its after-zero passes>");
+            sep = ", ";
+        }
+        for (int i = 0; i < n; i++) {
+            if (all[i].slot != slot)
+                continue;
+            bool full = list_pos(pass_default_pipeline(), all[i].name) >= 0;
+            CHECK(slot == PASS_SLOT_ANALYSIS ? !full : full);
+            if (slot == PASS_SLOT_FIRST || slot == PASS_SLOT_SHARD || slot == PASS_SLOT_FINISH) {
+                CHECK((list_pos(timing, all[i].name) >= 0) == (all[i].effect == PASS_EFFECT_TIME));
+                snprintf(skeleton + strlen(skeleton), sizeof skeleton - strlen(skeleton), "%s%s", sep, all[i].name);
+                sep = ", ";
+            }
+        }
+    }
+    CHECK(!strcmp(skeleton, "batch-aware, <its passes>, place, zero, <its after-zero passes>, recompute, offload, "
+                            "overlap, memplan"));
+    const char *docs[] = {"passes/README.md", "docs/ARCHITECTURE.md", "docs/writing-a-pass.md"};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", BASP_SOURCE_DIR, docs[i]);
+        char *text = slurp(path);
+        if (!text || !strstr(text, skeleton))
+            fprintf(stderr, "%s: does not give the pipeline's skeleton as \"%s\"\n", path, skeleton);
+        CHECK(text && strstr(text, skeleton));
+        free(text);
+    }
+}
+
 /* Registering passes and strategies: the refusals, then a variant that the
  * planner's enumeration and the pipeline pick up. */
 static void test_registry(void)
@@ -394,6 +509,7 @@ int main(void)
     test_ulysses_batch_aware();
     test_ring_traffic();
     test_pure_data_parallel();
+    test_pass_table();
     test_registry(); /* last: it registers a strategy the others would see */
     if (failures) {
         fprintf(stderr, "test_passes: %d check(s) failed\n", failures);
