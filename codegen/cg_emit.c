@@ -12,10 +12,9 @@
 #include "codegen.h"
 #include "../layout/layout.h"
 
-/* Only for RT_MAX_RANK: the tables below are this header's structs. */
-#include "../runtime/include/basp_rt.h"
-
-_Static_assert((int)IR_MAX_RANK <= (int)RT_MAX_RANK, "an IR value must fit rt_value_desc");
+/* The tables below are basp_rt.h's structs, whose per-dim arrays hold
+ * CM_MAX_RANK entries (the runtime checks its RT_MAX_RANK against it). */
+_Static_assert((int)IR_MAX_RANK <= (int)CM_MAX_RANK, "an IR value must fit rt_value_desc");
 
 /* ---- names -------------------------------------------------------------------- */
 
@@ -246,7 +245,7 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v, ir_mem_cat cat) {
     sup_buf_printf(b, ", %s, %s, %d, {", kind, val->type.dtype == IR_I32 ? "RT_I32" : "RT_F32", val->type.rank);
     for (int d = 0; d < val->type.rank; d++) sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", val->type.dims[d]);
     sup_buf_puts(b, val->type.rank ? "}, {" : "0}, {");
-    for (int d = 0; d < RT_MAX_RANK; d++) {
+    for (int d = 0; d < CM_MAX_RANK; d++) {
         int g = d < val->type.rank ? val->type.shard[d] : -1;
         sup_buf_printf(b, "%s%s", d ? ", " : "", g >= 0 && g < m->ngroups ? n->group[g] : "-1");
     }
@@ -255,7 +254,7 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v, ir_mem_cat cat) {
     for (int d = 0; d < val->type.rank; d++) unit |= val->type.unit[d] != 0;
     if (unit) { /* uneven split units per dim (0 = even); omitted when all even */
         sup_buf_puts(b, ", {");
-        for (int d = 0; d < RT_MAX_RANK; d++)
+        for (int d = 0; d < CM_MAX_RANK; d++)
             sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", d < val->type.rank ? val->type.unit[d] : 0);
         sup_buf_puts(b, "}");
     }
@@ -496,9 +495,9 @@ static bool cg_check_values(const cg_names *n) {
     for (int v = 0; v < n->m->nvalues; v++) {
         any |= n->value[v][0] != '\0';
         const ir_value *val = &n->m->values[v];
-        if (n->value[v][0] && val->type.rank > RT_MAX_RANK) {
+        if (n->value[v][0] && val->type.rank > CM_MAX_RANK) {
             sup_error(val->loc, "codegen: %%%s has rank %d; the runtime holds at most %d dims", val->name,
-                      val->type.rank, RT_MAX_RANK);
+                      val->type.rank, CM_MAX_RANK);
             ok = false;
         }
     }

@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "ast.h"
-#include "runtime/rt_json.h" /* the repeated-key rule every JSON reader applies */
+#include "common/common.h" /* the repeated-key rule every JSON reader applies */
 
 typedef enum { HF_INT, HF_FLOAT, HF_BOOL } hf_kind;
 

@@ -222,14 +222,14 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
  * slots (ir_op.h), each grown to the largest request of the step's ops
  * (their descriptors' ws_cpu / ws_cuda say what they ask for and why).
  * CPU: the kernels' own grow-only buffers (runtime/cpu/kern_*.c).  CUDA:
- * the device workspaces (runtime/cuda/rt_cuda.h rt_cu_ws_slot), which also
+ * the device workspaces (runtime/cuda/rt_cuda.h cm_ws_cuda_slot), which also
  * hold the collectives' staging (the cuda plan has no staging region in
  * the arena). */
 int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t)
 {
-    _Static_assert((int)IR_WS_CPU_N <= (int)IR_WS_CUDA_N, "one array holds either target's slots");
-    int64_t slot[IR_WS_CUDA_N] = {0}, total = 0;
-    int n = t.cuda ? IR_WS_CUDA_N : IR_WS_CPU_N;
+    _Static_assert((int)CM_WS_CPU_N <= (int)CM_WS_CUDA_N, "one array holds either target's slots");
+    int64_t slot[CM_WS_CUDA_N] = {0}, total = 0;
+    int n = t.cuda ? CM_WS_CUDA_N : CM_WS_CPU_N;
     for (int i = 0; i < m->nops; i++) {
         const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
         void (*ws)(const ir_module *, const ir_op *, int64_t *) = t.cuda ? d->ws_cuda : d->ws_cpu;

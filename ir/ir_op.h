@@ -48,30 +48,11 @@ void ir_emit_row0(ir_emit *e, const ir_value *v);
 double ir_emit_attr_or_config(ir_emit *e, const char *attr, const char *key);
 
 /* ---- kernel workspace (ir_mem_work_bytes) ---------------------------------
- * Each slot is one grow-only buffer of the target's runtime: it grows to the
- * largest request of any op, and the slots are separate allocations, so the
- * workspace is the sum of the slots.  An op's ws_cpu / ws_cuda raises the
- * slots it uses (ir_ws_raise); the statistics attention forwards keep for
- * their backwards (cuDNN's, the CPU's) add up instead. */
-typedef enum {
-    IR_WS_CPU_LOGITS, /* runtime/cpu/kern_lmhead.c: a [chunk, V] logits block */
-    IR_WS_CPU_ROPE,   /* kern_basic.c: the RoPE table (and positions) */
-    IR_WS_CPU_MLP,    /* kern_mlp.c: g, u and s of one chunk of rows */
-    IR_WS_CPU_DSTATS, /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's */
-    IR_WS_CPU_DPOS,   /* kern_docattn.c: the positions */
-    IR_WS_CPU_LSE,    /* not a slot: a sum over the attention forwards (ir_op_attn.c) */
-    IR_WS_CPU_N
-} ir_ws_cpu_slot;
-
-/* The CUDA backend's device workspaces (runtime/cuda/rt_cuda.h
- * rt_cu_ws_slot), which also hold the collectives' staging. */
-typedef enum {
-    IR_WS_SEND, IR_WS_RECV, IR_WS_COMM, IR_WS_F32, IR_WS_LOGITS, IR_WS_DL, IR_WS_ROWS, IR_WS_ATTN, IR_WS_SLICE,
-    IR_WS_ROPE, IR_WS_MLP, IR_WS_RING, IR_WS_POS, IR_WS_DOC, IR_WS_CUDNN, IR_WS_LSE,
-    IR_WS_CUDNN_STATS, /* not a slot: a sum over the attention forwards (ir_op_attn.c) */
-    IR_WS_CUDA_N
-} ir_ws_cuda_slot;
-
+ * An op's ws_cpu / ws_cuda raises the target's slots its kernel takes
+ * (ir_ws_raise), indexed by the rows of common/common.h (CM_WS_CPU_*,
+ * CM_WS_CUDA_*) that the backends index their buffers by; the statistics
+ * attention forwards keep for their backwards (the SUMS rows) add up
+ * instead.  The array holds CM_WS_CPU_N or CM_WS_CUDA_N entries. */
 static inline void ir_ws_raise(int64_t *slot, int64_t b)
 {
     if (b > *slot)

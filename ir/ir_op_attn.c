@@ -146,14 +146,14 @@ static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t
     int64_t nr = q->rank == 4 ? ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2) : 0;
     if (ir_config_int(m, "documents", 0) == 0) {
         if (bwd && q->rank == 4)
-            ir_ws_raise(&w[IR_WS_CPU_DSTATS], 8 * q->dims[1]);
+            ir_ws_raise(&w[CM_WS_CPU_DSTATS], 8 * q->dims[1]);
         if (!bwd)
-            w[IR_WS_CPU_LSE] += 4 * nr;
+            w[CM_WS_CPU_LSE] += 4 * nr;
         return;
     }
     int64_t st = (bwd ? 8 : 4) * nr, ps = q->rank == 4 ? 8 * q->dims[1] : 0;
-    ir_ws_raise(&w[IR_WS_CPU_DSTATS], st);
-    ir_ws_raise(&w[IR_WS_CPU_DPOS], ps);
+    ir_ws_raise(&w[CM_WS_CPU_DSTATS], st);
+    ir_ws_raise(&w[CM_WS_CPU_DPOS], ps);
 }
 
 static void ws_cpu_attention(const ir_module *m, const ir_op *op, int64_t *w)
@@ -166,7 +166,7 @@ static void ws_cpu_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w
     ws_cpu_attention_common(m, op, w, true);
 }
 
-/* The most workspace cuDNN's attention may take for a shape (RT_WS_CUDNN):
+/* The most workspace cuDNN's attention may take for a shape (CM_WS_CUDA_CUDNN):
  * the backward's fp32 dQ accumulator [b,H,S,Dh] plus the allowance for the
  * engine's own workspace (another such accumulator, two fp32 row vectors
  * and 1 MiB).  rt_cudnn_ws_bound in runtime/cuda/rt_attn_cudnn.c: the
@@ -197,14 +197,14 @@ static void ws_cuda_attention_common(const ir_module *m, const ir_op *op, int64_
     int64_t nkv = b * S * ir_type_max_local_dim(m, k, 2) * k->dims[3];
     if (!docs) {
         if (bwd)
-            ir_ws_raise(&w[IR_WS_ATTN], 8 * nr);
-        ir_ws_raise(&w[IR_WS_CUDNN], cudnn_ws(b, S, ir_type_max_local_dim(m, q, 2), q->dims[3]));
+            ir_ws_raise(&w[CM_WS_CUDA_ATTN], 8 * nr);
+        ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(b, S, ir_type_max_local_dim(m, q, 2), q->dims[3]));
         if (!bwd)
-            w[IR_WS_CUDNN_STATS] += 4 * nr;
+            w[CM_WS_CUDA_CUDNN_STATS] += 4 * nr;
         return;
     }
-    ir_ws_raise(&w[IR_WS_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
-    ir_ws_raise(&w[IR_WS_DOC], 8 * S + 4 * b * S);
+    ir_ws_raise(&w[CM_WS_CUDA_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
+    ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * S + 4 * b * S);
 }
 
 static void ws_cuda_attention(const ir_module *m, const ir_op *op, int64_t *w)
@@ -238,10 +238,10 @@ static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
 static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w)
 {
     bool docs = ir_config_int(m, "documents", 0) != 0;
-    ir_ws_raise(&w[IR_WS_RING], 4 * ir_op_local_elems(m, op->in[0]) + 8 * ir_op_local_elems(m, op->in[1]) + 256);
-    ir_ws_raise(&w[IR_WS_POS], 8 * ir_config_int(m, "seq_len", 0));
+    ir_ws_raise(&w[CM_WS_CUDA_RING], 4 * ir_op_local_elems(m, op->in[0]) + 8 * ir_op_local_elems(m, op->in[1]) + 256);
+    ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
     if (docs)
-        ir_ws_raise(&w[IR_WS_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
+        ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
                                        ir_config_int(m, "seq_len", 0));
 }
 
@@ -250,11 +250,11 @@ static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
 {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     int64_t nkv = ir_op_local_elems(m, op->in[2]);
-    ir_ws_raise(&w[IR_WS_RING], 4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) +
+    ir_ws_raise(&w[CM_WS_CUDA_RING], 4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) +
                                     24 * nkv + 256);
-    ir_ws_raise(&w[IR_WS_POS], 8 * ir_config_int(m, "seq_len", 0));
+    ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
     if (docs)
-        ir_ws_raise(&w[IR_WS_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *
+        ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *
                                        ir_config_int(m, "seq_len", 0));
 }
 

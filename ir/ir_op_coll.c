@@ -232,22 +232,22 @@ static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w)
 {
     int64_t e[2] = {0, 0};
     staging_all_to_all(m, op, e);
-    ir_ws_raise(&w[IR_WS_SEND], 2 * e[0]);
-    ir_ws_raise(&w[IR_WS_RECV], 2 * e[1]);
+    ir_ws_raise(&w[CM_WS_CUDA_SEND], 2 * e[0]);
+    ir_ws_raise(&w[CM_WS_CUDA_RECV], 2 * e[1]);
 }
 
 static void ws_cuda_all_gather(const ir_module *m, const ir_op *op, int64_t *w)
 {
     int64_t e[2] = {0, 0};
     staging_all_gather(m, op, e);
-    ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
+    ir_ws_raise(&w[CM_WS_CUDA_COMM], 2 * e[0]);
 }
 
 static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t *w)
 {
     int64_t e[2] = {0, 0};
     staging_reduce_scatter(m, op, e);
-    ir_ws_raise(&w[IR_WS_COMM], 2 * e[0]);
+    ir_ws_raise(&w[CM_WS_CUDA_COMM], 2 * e[0]);
 }
 
 /* ---- runtime call (codegen) ------------------------------------------------------- */

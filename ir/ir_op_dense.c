@@ -123,7 +123,7 @@ static void verify_bias_add_bwd(ir_vctx *c, const ir_op *op) { check_bias_add(c,
 /* rmsnorm_bwd on CUDA: the fp32 sum of the weight gradient. */
 static void ws_cuda_rmsnorm_bwd(const ir_module *m, const ir_op *op, int64_t *w)
 {
-    ir_ws_raise(&w[IR_WS_F32], 4 * ir_op_local_elems(m, op->out[1]));
+    ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * ir_op_local_elems(m, op->out[1]));
 }
 
 /* ---- work (the cost model's inputs) --------------------------------------------- */

@@ -58,7 +58,7 @@ static void ws_cpu_mlp_common(const ir_module *m, const ir_op *op, int64_t *w, b
     int64_t chunk = ir_attr_int(op, "chunk", 0);
     if (chunk >= 1 && chunk < rows)
         rows = chunk;
-    ir_ws_raise(&w[IR_WS_CPU_MLP], ir_mem_mul(ir_mem_mul(rows, m->values[op->in[bwd ? 2 : 1]].type.dims[1]), 12));
+    ir_ws_raise(&w[CM_WS_CPU_MLP], ir_mem_mul(ir_mem_mul(rows, m->values[op->in[bwd ? 2 : 1]].type.dims[1]), 12));
 }
 
 static void ws_cpu_mlp(const ir_module *m, const ir_op *op, int64_t *w) { ws_cpu_mlp_common(m, op, w, false); }
@@ -69,7 +69,7 @@ static void ws_cuda_mlp_common(const ir_module *m, const ir_op *op, int64_t *w, 
 {
     int64_t N = ir_op_rows_of(m, op->in[bwd]), chunk = ir_attr_int(op, "chunk", 0);
     int64_t c = chunk >= 1 && chunk < N ? chunk : N;
-    ir_ws_raise(&w[IR_WS_MLP], 2 * 3 * c * m->values[op->in[bwd + 1]].type.dims[1]);
+    ir_ws_raise(&w[CM_WS_CUDA_MLP], 2 * 3 * c * m->values[op->in[bwd + 1]].type.dims[1]);
 }
 
 static void ws_cuda_mlp(const ir_module *m, const ir_op *op, int64_t *w) { ws_cuda_mlp_common(m, op, w, false); }

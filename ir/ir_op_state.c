@@ -91,7 +91,7 @@ static void ws_cuda_adamw(const ir_module *m, const ir_op *op, int64_t *w)
 {
     int64_t e[2] = {0, 0};
     staging_adamw(m, op, e);
-    ir_ws_raise(&w[IR_WS_SLICE], 2 * e[0]);
+    ir_ws_raise(&w[CM_WS_CUDA_SLICE], 2 * e[0]);
 }
 
 /* ---- work (the cost model's inputs) --------------------------------------------- */

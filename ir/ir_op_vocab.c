@@ -79,7 +79,7 @@ static void verify_lm_head_loss_bwd(ir_vctx *c, const ir_op *op)
 /* embedding_bwd on CUDA: the fp32 [V, D] gradient sum. */
 static void ws_cuda_embedding_bwd(const ir_module *m, const ir_op *op, int64_t *w)
 {
-    ir_ws_raise(&w[IR_WS_F32], 4 * ir_op_local_elems(m, op->out[0]));
+    ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * ir_op_local_elems(m, op->out[0]));
 }
 
 /* The CPU LM head (runtime/cpu/kern_lmhead.c): a [chunk, V] logits block of
@@ -91,7 +91,7 @@ static void ws_cpu_lm_head(const ir_module *m, const ir_op *op, int64_t *w)
     int64_t V = m->values[op->in[1]].type.dims[0];
     int64_t rows = V > 0 ? ((int64_t)4 << 20) / V : 1;
     rows = rows > 64 ? 64 : rows < 1 ? 1 : rows;
-    ir_ws_raise(&w[IR_WS_CPU_LOGITS], rows * V * 4);
+    ir_ws_raise(&w[CM_WS_CPU_LOGITS], rows * V * 4);
 }
 
 /* Rows (or, for the backward, vocabulary columns) of one LM-head chunk:
@@ -113,16 +113,16 @@ static void ws_cuda_lm_head_common(const ir_module *m, const ir_op *op, int64_t 
 {
     int64_t N = ir_op_rows_of(m, op->in[0]), V = m->values[op->in[1]].type.dims[0];
     int64_t D = m->values[op->in[1]].type.dims[1], c = lm_chunk(N, V), n = N > 0 ? N : 1;
-    ir_ws_raise(&w[IR_WS_LOGITS], 4 * c * V);
-    ir_ws_raise(&w[IR_WS_LSE], 4 * n);
+    ir_ws_raise(&w[CM_WS_CUDA_LOGITS], 4 * c * V);
+    ir_ws_raise(&w[CM_WS_CUDA_LSE], 4 * n);
     if (!bwd) {
-        ir_ws_raise(&w[IR_WS_ROWS], 4 * n);
+        ir_ws_raise(&w[CM_WS_CUDA_ROWS], 4 * n);
         return;
     }
     int64_t vc = lm_chunk(V, N);
-    ir_ws_raise(&w[IR_WS_LOGITS], 4 * n * vc);
-    ir_ws_raise(&w[IR_WS_DL], 2 * n * vc);
-    ir_ws_raise(&w[IR_WS_F32], 4 * n * D);
+    ir_ws_raise(&w[CM_WS_CUDA_LOGITS], 4 * n * vc);
+    ir_ws_raise(&w[CM_WS_CUDA_DL], 2 * n * vc);
+    ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * n * D);
 }
 
 static void ws_cuda_lm_head(const ir_module *m, const ir_op *op, int64_t *w)

@@ -40,7 +40,7 @@ for f in "$repo"/runtime/cuda/kcu_*.cu; do
   echo "$nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_$arch,code=sm_$arch ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'
 # Host code against the one-process MPI.
-for f in "$repo"/runtime/*.c "$repo"/layout/pack.c "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c \
+for f in "$repo"/runtime/*.c "$repo"/common/*.c "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c \
   "${cudnn_src[@]}"; do
   echo "$cc -O2 -std=c17 ${defs[*]} -I$repo/kit/mpi1 ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'

@@ -25,6 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The packer of documents into rows (layout_pack, common/cm_pack.c): a
+ * layout decides which rows a group owns, the packer what they hold. */
+#include "../common/common.h"
+
 typedef enum { LAYOUT_ULYSSES, LAYOUT_RING, LAYOUT_HYBRID } layout_seq;
 struct layout_strategy;
 
@@ -160,61 +164,5 @@ const layout_device_preset *layout_device_presets(int *n);
  * ethernet_100g).  NULL for other kinds. */
 const layout_link *layout_link_lookup(const char *kind);
 const layout_link *layout_link_presets(int *n);
-
-/* ---- packed documents (pack.c) ------------------------------------------ */
-/* How a step's documents are laid into its B rows of S tokens:
- *   sequential  back to back in draw order, a document crossing a row end
- *               cut there (concat-and-chunk);
- *   balanced    the same pieces (cut where sequential cuts), laid out
- *               again longest first, each to the row of least expected cost
- *               with room (longest-processing-time-first; a piece that fits
- *               no row whole is cut once more), so that the rows, and the
- *               batch-aware groups that own them, get equal work for the
- *               same total work. */
-typedef enum { LAYOUT_PACK_SEQUENTIAL = 0, LAYOUT_PACK_BALANCED = 1 } layout_packing;
-const char *layout_packing_name(layout_packing p);
-bool layout_packing_parse(const char *name, layout_packing *out);
-
-/* A document (or a piece of one): tokens [src, src + len) of the stream. */
-typedef struct layout_doc {
-    int64_t src, len;
-} layout_doc;
-/* A document placed in row `row` at columns [col, col + len). */
-typedef struct layout_slot {
-    int64_t row, col, src, len;
-} layout_slot;
-
-/* The work of a document of len tokens, in units of heads * head_dim
- * multiply-adds: len^2 for its causal attention (len^2 / 2 score pairs,
- * each a q.k and a p.v of heads * head_dim) plus linear * len for what is
- * per token (projections, MLP); forward and backward scale alike. */
-double layout_doc_cost(int64_t len, double linear);
-/* `linear` for a model: the weights of one layer (q, k, v, o projections
- * and the SwiGLU MLP: multiply-adds per token) over heads * head_dim. */
-double layout_doc_linear(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ffn);
-
-/* Packs docs (draw order, each 1..S tokens, together at least B*S) into B
- * rows of S tokens: out (room for n + B slots) gets the placed documents
- * sorted by (row, col), the rows exactly full.  A document is cut where it
- * does not fit whole (each piece a document of its own); what does not fit
- * is left out.  Balanced packing balances the rows, so what each row holds
- * does not depend on how a layout groups them.  Returns the number of
- * slots, -1 on bad arguments (a document longer than S, too few tokens) or
- * out of memory. */
-int layout_pack(const layout_doc *docs, int n, int64_t B, int64_t S, layout_packing how, double linear,
-                layout_slot *out);
-
-/* Orders the packed rows for `groups` batch-aware groups (group g owns rows
- * [g*B/G, (g+1)*B/G)): rows by cost, dealt to the groups in snake order, so
- * that the groups' costs are balanced.  Only the row numbers of the slots
- * change.  0, or -1 when groups does not divide B (or out of memory). */
-int layout_pack_groups(layout_slot *slots, int ns, int64_t B, int groups, double linear);
-
-/* Max over mean of the cost per batch-aware group (group g owns rows
- * [g*B/G, (g+1)*B/G)): 1 is perfect balance.  group_cost (optional, G
- * entries) receives each group's cost.  0 when G does not divide B (or
- * out of memory). */
-double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int groups, double linear,
-                             double *group_cost);
 
 #endif

@@ -32,7 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/include/basp_rt.h"
+#include "common/common.h"
 
 enum { PLAN_STEPS = 64 };
 

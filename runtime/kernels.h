@@ -24,18 +24,15 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#include "../common/common.h"
+
 /* ---- scratch (kern_basic.c) -------------------------------------------- */
-/* A grow-only buffer per slot (one thread per rank): the LM head's logits
- * chunk, the tiled MLP's chunk of g, u, s.  Out of memory aborts, naming
- * `who`. */
-typedef enum {
-    KERN_SCRATCH_LOGITS,
-    KERN_SCRATCH_MLP,
-    KERN_SCRATCH_DOCSTATS, /* kern_docattn: lse, D; kern_attention_bwd: one head's lse, D */
-    KERN_SCRATCH_DOCPOS,   /* kern_docattn: the positions 0 .. S-1 (int64, 2 floats each) */
-    KERN_SCRATCH_N
-} kern_scratch_slot;
-float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who);
+/* A grow-only buffer per slot (one thread per rank): the rows of
+ * common/common.h CM_WS_CPU_SLOTS, which the compiler sizes too (the LM
+ * head's logits chunk, the tiled MLP's chunk of g, u, s, the attention's
+ * statistics; the ROPE row is kern_rope_table's own table, never asked of
+ * kern_scratch).  Out of memory aborts, naming `who`. */
+float *kern_scratch(cm_ws_cpu_slot slot, int64_t nfloats, const char *who);
 /* A kernel's own grow-only tile scratch (*buf, *cap floats; one thread per
  * rank), 64-byte aligned, bounded by its tile sizes and so not counted as
  * workspace: at least nfloats, reallocated only to grow.  Out of memory

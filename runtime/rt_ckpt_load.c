@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 
 #include "rt_internal.h"
-#include "rt_json.h"
 #include "rt_read.h"
 
 enum { CK_PATH = 4096, CK_MAX_FILES = 256 };
@@ -86,7 +85,7 @@ static const rt_st_tensor *ck_src_find(const ck_src *s, const char *name, int *f
     return NULL;
 }
 
-/* No key of j repeated at any depth (rt_json.h); else false naming it. */
+/* No key of j repeated at any depth (common/common.h); else false naming it. */
 static bool ck_json_unique(const char *path, const cJSON *j, char *err, size_t errlen) {
     rt_json_dup dup;
     if (!rt_json_find_dup(j, &dup)) return true;

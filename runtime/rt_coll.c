@@ -14,12 +14,9 @@
 
 const char *const rt_coll_names[RT_C_NKINDS] = {"all_to_all", "all_gather", "reduce_scatter", "all_reduce",
                                                 "send",       "recv",       "offload",        "fetch"};
-/* The kernels' counter names, for both backends' rt_ kernel calls. */
-const char *const rt_kernel_names[RT_K_NKINDS] = {
-    "embedding", "embedding_bwd", "rmsnorm",   "rmsnorm_bwd", "linear",       "linear_bwd",
-    "rope",      "rope_bwd",      "attention", "attention_bwd", "swiglu",     "swiglu_bwd",
-    "add",       "lm_head_loss",  "lm_head_loss_bwd", "adamw", "mlp",          "mlp_bwd",
-    "bias_add",  "bias_add_bwd",  "ring_attention", "ring_attention_bwd"};
+/* basp_rt.h is installed alone, so it states the rank bound itself; it
+ * must be the one the compiler's tables are emitted with. */
+_Static_assert((int)RT_MAX_RANK == (int)CM_MAX_RANK, "basp_rt.h and common/common.h disagree on the rank bound");
 
 static void rt_coll_tally(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     rt->total.coll_calls[k]++;

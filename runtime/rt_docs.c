@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout/layout.h"
 #include "rt_internal.h"
 
 struct rt_docs {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "basp_rt.h"
+#include "../common/common.h"
 
 /* ---- checks -----------------------------------------------------------------
  * A failed check on any rank must end the whole job, never leave the other
@@ -102,24 +103,18 @@ typedef enum {
     RT_C_NKINDS
 } rt_coll_kind;
 
-typedef enum {
-    RT_K_EMBEDDING, RT_K_EMBEDDING_BWD, RT_K_RMSNORM, RT_K_RMSNORM_BWD, RT_K_LINEAR, RT_K_LINEAR_BWD,
-    RT_K_ROPE, RT_K_ROPE_BWD, RT_K_ATTENTION, RT_K_ATTENTION_BWD, RT_K_SWIGLU, RT_K_SWIGLU_BWD, RT_K_ADD,
-    RT_K_LM_HEAD_LOSS, RT_K_LM_HEAD_LOSS_BWD, RT_K_ADAMW, RT_K_MLP, RT_K_MLP_BWD, RT_K_BIAS_ADD, RT_K_BIAS_ADD_BWD,
-    RT_K_RING_ATTENTION, RT_K_RING_ATTENTION_BWD,
-    RT_K_NKINDS
-} rt_kernel_kind;
+/* The kernel kinds: common/common.h's CM_KERNEL_KINDS (cm_kernel_kind,
+ * named by cm_kernel_names), the rows ir/ and both backends share. */
 
 extern const char *const rt_coll_names[RT_C_NKINDS];
-extern const char *const rt_kernel_names[RT_K_NKINDS];
 
 typedef struct rt_counters {
     int64_t coll_calls[RT_C_NKINDS];
     int64_t coll_bytes[RT_C_NKINDS]; /* bytes this rank sent */
     double coll_sec[RT_C_NKINDS];
     double coll_wait_sec[RT_C_NKINDS]; /* --split-wait: at the barrier before the collective */
-    int64_t kern_calls[RT_K_NKINDS];
-    double kern_sec[RT_K_NKINDS];
+    int64_t kern_calls[CM_K_N];
+    double kern_sec[CM_K_N];
 } rt_counters;
 
 /* Arena categories, for the start-up report. */
@@ -350,10 +345,10 @@ void rt_async_shutdown(rt_ctx *rt);
 extern int rt_mpi_threads;
 /* A kernel call that started at t0 and ends now: the counters, and the
  * trace while --trace-run records (rt_trace.c). */
-void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0);
+void rt_kern_count(rt_ctx *rt, cm_kernel_kind k, double t0);
 /* The same without counting a call: one block of a call that runs in
  * several (ring attention's, between its hand-overs). */
-void rt_kern_time(rt_ctx *rt, rt_kernel_kind k, double t0);
+void rt_kern_time(rt_ctx *rt, cm_kernel_kind k, double t0);
 /* A collective of sec seconds ending now, into the trace while it records. */
 void rt_trace_coll(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec);
 /* Around step t (0-based): start recording when it is the traced step

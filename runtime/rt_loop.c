@@ -259,9 +259,9 @@ static bool rt_write_profile(const rt_ctx *rt, const char *path, double *secs, d
     cJSON *cats = cJSON_AddObjectToObject(o, "buffer_bytes_by_category");
     for (int c = 0; c < RT_MEM_NCATS; c++) cJSON_AddNumberToObject(cats, rt_mem_names[c], (double)rt->cat_bytes[c]);
     cJSON *ops = cJSON_AddObjectToObject(o, "ops");
-    for (int k = 0; k < RT_K_NKINDS; k++) {
+    for (int k = 0; k < CM_K_N; k++) {
         if (!rt->total.kern_calls[k]) continue;
-        cJSON *e = cJSON_AddObjectToObject(ops, rt_kernel_names[k]);
+        cJSON *e = cJSON_AddObjectToObject(ops, cm_kernel_names[k]);
         cJSON_AddNumberToObject(e, "calls", (double)rt->total.kern_calls[k]);
         cJSON_AddNumberToObject(e, "seconds", rt->total.kern_sec[k]);
     }
@@ -306,9 +306,9 @@ static void rt_report(const rt_ctx *rt, double *secs, int64_t n) {
     printf("rank 0 time by kind (%% of step time):\n");
     const char *how = rt_backend_timing_note(rt);
     if (how) printf("  (%s)\n", how);
-    for (int k = 0; k < RT_K_NKINDS; k++)
+    for (int k = 0; k < CM_K_N; k++)
         if (rt->total.kern_calls[k])
-            printf("  %-16s %7lld calls %10.1f ms %5.1f%%\n", rt_kernel_names[k], (long long)rt->total.kern_calls[k],
+            printf("  %-16s %7lld calls %10.1f ms %5.1f%%\n", cm_kernel_names[k], (long long)rt->total.kern_calls[k],
                    rt->total.kern_sec[k] * 1e3, 100 * rt->total.kern_sec[k] / sum);
     for (int k = 0; k < RT_C_NKINDS; k++)
         if (rt->total.coll_calls[k])

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_json.h"
 #include "rt_safetensors.h"
 
 static bool st_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

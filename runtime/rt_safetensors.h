@@ -3,7 +3,7 @@
  * format, the llm.c token file, the mapping between this project's
  * parameter names and Hugging Face's, and a 64-bit checksum.  Everything
  * here works on memory buffers, so the fuzz targets and unit tests link
- * these files alone (rt_safetensors.c, rt_hf.c, rt_tokens.c). */
+ * these files alone (rt_safetensors.c, rt_hf.c, common/cm_tokens.c). */
 #ifndef BASP_RT_SAFETENSORS_H
 #define BASP_RT_SAFETENSORS_H
 
@@ -96,8 +96,8 @@ bool rt_hf_export_dims(const rt_hf_map *m, const int64_t *dims, int nd, int64_t 
 void rt_hf_export(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst);
 void rt_hf_import(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst);
 
-/* llm.c token files: rt_tokens_parse, in basp_rt.h (the planner reads them
- * too). */
-#include "include/basp_rt.h"
+/* llm.c token files (rt_tokens_parse) and the JSON rule the header reader
+ * applies: common/common.h, shared with the compiler. */
+#include "../common/common.h"
 
 #endif

@@ -22,7 +22,7 @@
 
 #include "rt_internal.h"
 
-/* One event as the gather sends it: kind (kernel, or RT_K_NKINDS + the
+/* One event as the gather sends it: kind (kernel, or CM_K_N + the
  * collective kind), start and end (seconds from the step's start), bytes. */
 enum { RT_TRACE_FIELDS = 4 };
 
@@ -36,13 +36,13 @@ static void rt_trace_push(rt_ctx *rt, double kind, double t0, double t1, double 
     e[0] = kind, e[1] = t0 - rt->trace_origin, e[2] = t1 - rt->trace_origin, e[3] = bytes;
 }
 
-void rt_kern_time(rt_ctx *rt, rt_kernel_kind k, double t0) {
+void rt_kern_time(rt_ctx *rt, cm_kernel_kind k, double t0) {
     double t1 = rt_now();
     rt->total.kern_sec[k] += t1 - t0;
     if (rt->tracing) rt_trace_push(rt, (double)k, t0, t1, 0);
 }
 
-void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0) {
+void rt_kern_count(rt_ctx *rt, cm_kernel_kind k, double t0) {
     rt->total.kern_calls[k]++;
     rt_kern_time(rt, k, t0);
     if (rt->nasync) rt_comm_progress(rt); /* between kernels: see cpu/rt_async.c */
@@ -51,11 +51,11 @@ void rt_kern_count(rt_ctx *rt, rt_kernel_kind k, double t0) {
 void rt_trace_coll(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double sec) {
     if (!rt->tracing || sec <= 0) return; /* a CUDA collective is timed later, by its events */
     double t1 = rt_now();
-    rt_trace_push(rt, (double)(RT_K_NKINDS + k), t1 - sec, t1, (double)bytes);
+    rt_trace_push(rt, (double)(CM_K_N + k), t1 - sec, t1, (double)bytes);
 }
 
 void rt_trace_span(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0, double t1) {
-    if (rt->tracing && t1 > t0) rt_trace_push(rt, (double)(RT_K_NKINDS + k), t0, t1, (double)bytes);
+    if (rt->tracing && t1 > t0) rt_trace_push(rt, (double)(CM_K_N + k), t0, t1, (double)bytes);
 }
 
 /* The traced step: --trace-step N (1-based), else the last. */
@@ -99,9 +99,9 @@ static char *rt_trace_text(const rt_ctx *rt, const double *ev, const int *counts
         rt_trace_meta(evs, "thread_name", r, 1, "communication");
         for (int i = 0; i < counts[r]; i++, ev += RT_TRACE_FIELDS) {
             int kind = (int)ev[0];
-            bool comm = kind >= RT_K_NKINDS;
+            bool comm = kind >= CM_K_N;
             cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "name", comm ? rt_coll_names[kind - RT_K_NKINDS] : rt_kernel_names[kind]);
+            cJSON_AddStringToObject(e, "name", comm ? rt_coll_names[kind - CM_K_N] : cm_kernel_names[kind]);
             cJSON_AddStringToObject(e, "ph", "X");
             cJSON_AddNumberToObject(e, "ts", ev[1] * 1e6);
             cJSON_AddNumberToObject(e, "dur", (ev[2] - ev[1]) * 1e6);

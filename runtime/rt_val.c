@@ -19,7 +19,6 @@
 #include <cjson/cJSON.h>
 
 #include "rt_internal.h"
-#include "rt_json.h"
 #include "rt_read.h"
 
 enum { RT_VAL_DEFAULT_BATCHES = 16 };

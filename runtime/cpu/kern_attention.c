@@ -296,8 +296,8 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
     float *s = scratch_get(2 * (int64_t)BQ * BK + BQ);
     float *dp = s + BQ * BK, *l = dp + BQ * BK;
     /* one head's row statistics, in the workspace the memory plan counts
-     * (ir_op_attn.c, IR_WS_CPU_DSTATS) */
-    float *stats = kern_scratch(KERN_SCRATCH_DOCSTATS, 2 * S, "attention"), *dsum = stats + S;
+     * (ir_op_attn.c, CM_WS_CPU_DSTATS) */
+    float *stats = kern_scratch(CM_WS_CPU_DSTATS, 2 * S, "attention"), *dsum = stats + S;
     int64_t rep = H / Hkv;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {

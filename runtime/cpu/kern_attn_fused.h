@@ -438,8 +438,8 @@ static void F_NAME(bwd)(float *dq, float *dk, float *dv, const float *dout, cons
     memset(dv, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
     float *ws = bwd_scratch(Dh);
     /* one head's recomputed lse, in the workspace the memory plan counts
-     * (ir_op_attn.c, IR_WS_CPU_DSTATS) */
-    float *stats = lse_fwd ? NULL : kern_scratch(KERN_SCRATCH_DOCSTATS, 2 * S, "attention");
+     * (ir_op_attn.c, CM_WS_CPU_DSTATS) */
+    float *stats = lse_fwd ? NULL : kern_scratch(CM_WS_CPU_DSTATS, 2 * S, "attention");
     int64_t rep = H / Hkv;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {

@@ -9,17 +9,17 @@
 #include <string.h>
 
 /* ---- scratch ----------------------------------------------------------------- */
-static float *scratch_buf[KERN_SCRATCH_N];
-static int64_t scratch_cap[KERN_SCRATCH_N];
+static float *scratch_buf[CM_WS_CPU_NSLOTS];
+static int64_t scratch_cap[CM_WS_CPU_NSLOTS];
 static int64_t rope_table_floats; /* the RoPE table's (rope_table_get) */
 
 int64_t kern_scratch_bytes(void) {
     int64_t n = rope_table_floats;
-    for (int k = 0; k < KERN_SCRATCH_N; k++) n += scratch_cap[k];
+    for (int k = 0; k < CM_WS_CPU_NSLOTS; k++) n += scratch_cap[k];
     return n * (int64_t)sizeof(float);
 }
 
-float *kern_scratch(kern_scratch_slot slot, int64_t nfloats, const char *who) {
+float *kern_scratch(cm_ws_cpu_slot slot, int64_t nfloats, const char *who) {
     float **buf = scratch_buf;
     int64_t *cap = scratch_cap;
     if (nfloats > cap[slot]) {

@@ -24,13 +24,13 @@
 /* pos [S] = 0..S-1: the token index is its position within the row.  The
  * scratch is kern_scratch's, so the runtime's workspace figure counts it. */
 static const int64_t *row_positions(int64_t S) {
-    int64_t *pos = (int64_t *)(void *)kern_scratch(KERN_SCRATCH_DOCPOS, 2 * S, "document attention");
+    int64_t *pos = (int64_t *)(void *)kern_scratch(CM_WS_CPU_DPOS, 2 * S, "document attention");
     for (int64_t i = 0; i < S; i++) pos[i] = i; /* O(S): nothing next to the attention */
     return pos;
 }
 
 static float *stats_scratch(int64_t nfloats) {
-    return kern_scratch(KERN_SCRATCH_DOCSTATS, nfloats, "document attention");
+    return kern_scratch(CM_WS_CPU_DSTATS, nfloats, "document attention");
 }
 
 /* lse [n] = -inf: the ring's "nothing seen yet". */

@@ -24,7 +24,7 @@ static int64_t chunk_rows(int64_t V) {
     return c < 1 ? 1 : c;
 }
 
-static float *logits_buf(int64_t nfloats) { return kern_scratch(KERN_SCRATCH_LOGITS, nfloats, "lm_head"); }
+static float *logits_buf(int64_t nfloats) { return kern_scratch(CM_WS_CPU_LOGITS, nfloats, "lm_head"); }
 
 static void check_dims(int64_t N, int64_t V, int64_t D) {
     if (N > INT_MAX || V > INT_MAX || D > INT_MAX || V <= 0) {

@@ -30,7 +30,7 @@ static int mlp_dim(int64_t v, const char *who) {
     return (int)v;
 }
 
-static float *mlp_ws(int64_t nfloats) { return kern_scratch(KERN_SCRATCH_MLP, nfloats, "mlp"); }
+static float *mlp_ws(int64_t nfloats) { return kern_scratch(CM_WS_CPU_MLP, nfloats, "mlp"); }
 
 int64_t kern_mlp_ws_floats(int64_t N, int64_t F, int64_t chunk) {
     int64_t c = chunk < 1 || chunk > N ? N : chunk;

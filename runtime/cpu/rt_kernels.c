@@ -17,30 +17,30 @@
     } while (0)
 
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
-    RT_TIMED(RT_K_EMBEDDING, kern_embedding_fwd(out, tok, w, N, V, D));
+    RT_TIMED(CM_K_EMBEDDING, kern_embedding_fwd(out, tok, w, N, V, D));
 }
 
 void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
                       int64_t D) {
-    RT_TIMED(RT_K_EMBEDDING_BWD, kern_embedding_bwd(dw, dout, tok, N, V, D));
+    RT_TIMED(CM_K_EMBEDDING_BWD, kern_embedding_bwd(dw, dout, tok, N, V, D));
 }
 
 void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps) {
-    RT_TIMED(RT_K_RMSNORM, kern_rmsnorm_fwd(y, x, w, N, D, eps));
+    RT_TIMED(CM_K_RMSNORM, kern_rmsnorm_fwd(y, x, w, N, D, eps));
 }
 
 void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                     int64_t D, double eps) {
-    RT_TIMED(RT_K_RMSNORM_BWD, kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, eps));
+    RT_TIMED(CM_K_RMSNORM_BWD, kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, eps));
 }
 
 void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O) {
-    RT_TIMED(RT_K_LINEAR, kern_linear_fwd(y, x, w, N, I, O));
+    RT_TIMED(CM_K_LINEAR, kern_linear_fwd(y, x, w, N, I, O));
 }
 
 void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                    int64_t I, int64_t O) {
-    RT_TIMED(RT_K_LINEAR_BWD, kern_linear_bwd(dx, dw, dy, x, w, N, I, O));
+    RT_TIMED(CM_K_LINEAR_BWD, kern_linear_bwd(dx, dw, dy, x, w, N, I, O));
 }
 
 /* The scaling is a property of the model, not of one call: it comes from the
@@ -58,7 +58,7 @@ static const kern_rope_scaling *rt_rope_scaling_of(const rt_program *p, kern_rop
 static void rt_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
                          int64_t H, int64_t Dh, int64_t pos0, double theta, const kern_rope_scaling *sc) {
     int64_t *pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1)), n = s * H * Dh;
-    rt_kernel_kind kind = bwd ? RT_K_ROPE_BWD : RT_K_ROPE;
+    cm_kernel_kind kind = bwd ? CM_K_ROPE_BWD : CM_K_ROPE;
     for (int64_t bi = 0; bi < b; bi++) {
         rt_doc_slice(rt, row0 + bi, 1, pos0, s, NULL, pos);
         if (!bwd) RT_TIMED(kind, kern_rope_fwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
@@ -73,7 +73,7 @@ static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t 
                         int64_t H, int64_t Dh, int64_t pos0, double theta) {
     kern_rope_scaling buf;
     const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
-    rt_kernel_kind kind = bwd ? RT_K_ROPE_BWD : RT_K_ROPE;
+    cm_kernel_kind kind = bwd ? CM_K_ROPE_BWD : CM_K_ROPE;
     if (rt->docs) {
         rt_rope_docs(rt, bwd, y, x, row0, b, s, H, Dh, pos0, theta, sc);
         return;
@@ -115,7 +115,7 @@ static int32_t *rt_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
  * hold that output until its backward has read it (the memory plan keeps
  * o live), so the entry of the forward that last wrote o is o's.  The
  * entries live outside the arena; the plan counts one per attention
- * forward op (ir_op_attn.c, IR_WS_CPU_LSE). */
+ * forward op (ir_op_attn.c, CM_WS_CPU_LSE). */
 struct rt_attn_lse {
     const float *o;
     float *lse;
@@ -189,11 +189,11 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     rt_attention_say(rt, Dh);
     if (!rt->docs) {
         float *lse = rt_lse_slot(rt, o, b, S, H, Dh);
-        RT_TIMED(RT_K_ATTENTION, kern_attention_fwd_lse(o, lse, q, k, v, b, S, H, Hkv, Dh));
+        RT_TIMED(CM_K_ATTENTION, kern_attention_fwd_lse(o, lse, q, k, v, b, S, H, Hkv, Dh));
         return;
     }
     int32_t *doc = rt_attn_docs(rt, row0, b, S);
-    RT_TIMED(RT_K_ATTENTION, kern_docattn_fwd(o, NULL, q, k, v, doc, b, S, H, Hkv, Dh));
+    RT_TIMED(CM_K_ATTENTION, kern_docattn_fwd(o, NULL, q, k, v, doc, b, S, H, Hkv, Dh));
     free(doc);
 }
 
@@ -202,50 +202,50 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
                       int64_t Hkv, int64_t Dh) {
     if (!rt->docs) {
         const float *lse = rt->lse_off ? NULL : rt_lse_of(rt, o, b, S, H, Dh);
-        RT_TIMED(RT_K_ATTENTION_BWD, kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, b, S, H, Hkv, Dh));
+        RT_TIMED(CM_K_ATTENTION_BWD, kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, b, S, H, Hkv, Dh));
         return;
     }
     int32_t *doc = rt_attn_docs(rt, row0, b, S);
-    RT_TIMED(RT_K_ATTENTION_BWD, kern_docattn_bwd(dq, dk, dv, dout, q, k, v, o, doc, b, S, H, Hkv, Dh));
+    RT_TIMED(CM_K_ATTENTION_BWD, kern_docattn_bwd(dq, dk, dv, dout, q, k, v, o, doc, b, S, H, Hkv, Dh));
     free(doc);
 }
 
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n) {
-    RT_TIMED(RT_K_SWIGLU, kern_swiglu_fwd(y, g, u, n));
+    RT_TIMED(CM_K_SWIGLU, kern_swiglu_fwd(y, g, u, n));
 }
 
 void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n) {
-    RT_TIMED(RT_K_SWIGLU_BWD, kern_swiglu_bwd(dg, du, dy, g, u, n));
+    RT_TIMED(CM_K_SWIGLU_BWD, kern_swiglu_bwd(dg, du, dy, g, u, n));
 }
 
 void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
             int64_t D, int64_t F, int64_t chunk) {
-    RT_TIMED(RT_K_MLP, kern_mlp_fwd(y, x, wg, wu, wd, N, D, F, chunk));
+    RT_TIMED(CM_K_MLP, kern_mlp_fwd(y, x, wg, wu, wd, N, D, F, chunk));
 }
 
 void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
                 const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk) {
-    RT_TIMED(RT_K_MLP_BWD, kern_mlp_bwd(dx, dwg, dwu, dwd, dy, x, wg, wu, wd, N, D, F, chunk));
+    RT_TIMED(CM_K_MLP_BWD, kern_mlp_bwd(dx, dwg, dwu, dwd, dy, x, wg, wu, wd, N, D, F, chunk));
 }
 
 void rt_bias_add(rt_ctx *rt, float *y, const float *x, const float *b, int64_t N, int64_t M) {
-    RT_TIMED(RT_K_BIAS_ADD, kern_bias_add_fwd(y, x, b, N, M));
+    RT_TIMED(CM_K_BIAS_ADD, kern_bias_add_fwd(y, x, b, N, M));
 }
 
 void rt_bias_add_bwd(rt_ctx *rt, float *db, const float *dy, int64_t N, int64_t M) {
-    RT_TIMED(RT_K_BIAS_ADD_BWD, kern_bias_add_bwd(db, dy, N, M));
+    RT_TIMED(CM_K_BIAS_ADD_BWD, kern_bias_add_bwd(db, dy, N, M));
 }
 
 void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
-    RT_TIMED(RT_K_ADD, kern_add(y, a, b, n));
+    RT_TIMED(CM_K_ADD, kern_add(y, a, b, n));
 }
 
 void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
                      int64_t V, int64_t D) {
-    RT_TIMED(RT_K_LM_HEAD_LOSS, kern_lm_head_loss_fwd(loss, x, w, tgt, N, V, D));
+    RT_TIMED(CM_K_LM_HEAD_LOSS, kern_lm_head_loss_fwd(loss, x, w, tgt, N, V, D));
 }
 
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale) {
-    RT_TIMED(RT_K_LM_HEAD_LOSS_BWD, kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, scale));
+    RT_TIMED(CM_K_LM_HEAD_LOSS_BWD, kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, scale));
 }

@@ -57,5 +57,5 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     double wd = rt_weight_decay(rt, pd);
     kern_adamw(rt->buf[param], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr, rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps,
                wd, rt->step + 1, rt->clip_scale);
-    rt_kern_count(rt, RT_K_ADAMW, t0);
+    rt_kern_count(rt, CM_K_ADAMW, t0);
 }

@@ -78,11 +78,11 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
         const int32_t *kdoc = ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
         double t0 = rt_now();
         kern_ring_block_fwd_doc(o, lse, q, cur[0], cur[1], b, S, S, H, Hkv, Dh, qpos, kpos, qdoc, kdoc);
-        rt_kern_time(rt, RT_K_RING_ATTENTION, t0);
+        rt_kern_time(rt, CM_K_RING_ATTENTION, t0);
         ring_wait(rt, req, nreq, 2 * nkv * 4);
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
-    rt->total.kern_calls[RT_K_RING_ATTENTION]++; /* one call per op, as on CUDA */
+    rt->total.kern_calls[CM_K_RING_ATTENTION]++; /* one call per op, as on CUDA */
     free(qpos);
     free(ids);
 }
@@ -102,7 +102,7 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     kern_ring_rowdot(D, dout, o, b, S, H, Dh);
     memset(dq, 0, sizeof(float) * (size_t)nq);
     memset(gbuf, 0, sizeof(float) * (size_t)(2 * nkv)); /* own block's (dk, dv) start at 0 */
-    rt_kern_time(rt, RT_K_RING_ATTENTION_BWD, t0);
+    rt_kern_time(rt, CM_K_RING_ATTENTION_BWD, t0);
     const float *cur[2] = {k, v};
     float *acc[2] = {gbuf, gbuf + nkv};
     for (int s = 0; s < R; s++) {
@@ -114,7 +114,7 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
         t0 = rt_now();
         kern_ring_block_bwd_doc(dq, acc[0], acc[1], dout, q, cur[0], cur[1], lse, D, b, S, S, H, Hkv, Dh, qpos, kpos,
                                 qdoc, kdoc);
-        rt_kern_time(rt, RT_K_RING_ATTENTION_BWD, t0);
+        rt_kern_time(rt, CM_K_RING_ATTENTION_BWD, t0);
         /* the accumulators go on only once this rank's share is in */
         if (R > 1) {
             float *other = acc[0] == gbuf ? gbuf + 2 * nkv : gbuf;
@@ -130,7 +130,7 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     /* after R hand-overs the accumulators of this rank's own block are here */
     memcpy(dk, acc[0], sizeof(float) * (size_t)nkv);
     memcpy(dv, acc[1], sizeof(float) * (size_t)nkv);
-    rt->total.kern_calls[RT_K_RING_ATTENTION_BWD]++;
+    rt->total.kern_calls[CM_K_RING_ATTENTION_BWD]++;
     free(qpos);
     free(ids);
 }

@@ -293,7 +293,7 @@ static bool dnn_check_bwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *const 
     double rel = 0;
     int bad = -1;
     if (have) {
-        float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(s->b, s->S, s->H) * sizeof(float));
+        float *ws = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(s->b, s->S, s->H) * sizeof(float));
         CU_CHECK(kcu_attention_bwd(ref[0], ref[1], ref[2], dout, q, k, v, o, s->b, s->S, s->H, s->Hkv, s->Dh, ws,
                                    rt_cu(rt)->cs));
         for (int i = 0; i < 3 && ok; i++)
@@ -314,10 +314,10 @@ static bool dnn_check_bwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *const 
 }
 
 /* ---- the calls ------------------------------------------------------------------------- */
-/* The shape's cuDNN workspace (RT_WS_CUDNN). */
+/* The shape's cuDNN workspace (CM_WS_CUDA_CUDNN). */
 static void *dnn_ws(rt_ctx *rt, const rt_cudnn_shape *s) {
     size_t wsb = rt_cudnn_ws_bytes(rt_cu(rt)->dnn->c, s);
-    return rt_cu_ws(rt, RT_WS_CUDNN, wsb ? wsb : 1);
+    return rt_cu_ws(rt, CM_WS_CUDA_CUDNN, wsb ? wsb : 1);
 }
 
 /* A failed execution (dir: "forward" or "backward"): fatal under

@@ -120,7 +120,7 @@ void rt_backend_fini(rt_ctx *rt) {
 #ifdef BASP_HAVE_CUDNN
     rt_cu_dnn_fini(rt); /* before the compute stream its handle uses goes */
 #endif
-    for (int i = 0; i < RT_WS_N; i++) CU_CHECK(cudaFree(cu->ws[i]));
+    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++) CU_CHECK(cudaFree(cu->ws[i]));
     for (int i = 0; i < cu->cap_sends; i++) CU_CHECK(cudaFree(cu->stage[i]));
     CU_CHECK(cudaFree(cu->d_err));
     CU_CHECK(cudaFree(cu->d_norm));
@@ -351,7 +351,7 @@ const char *rt_backend_timing_note(const rt_ctx *rt) {
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
     const rt_cuda *cu = rt->dev;
     size_t n = 0;
-    for (int i = 0; i < RT_WS_N; i++) n += cu->ws_bytes[i];
+    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++) n += cu->ws_bytes[i];
     for (int i = 0; i < cu->cap_sends; i++) n += cu->stage_bytes[i];
 #ifdef BASP_HAVE_CUDNN
     n += rt_cu_dnn_bytes(rt); /* the attention forwards' softmax statistics */
@@ -359,7 +359,7 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
     return n;
 }
 
-void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes) {
+void *rt_cu_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
     rt_cuda *cu = rt_cu(rt);
     if (bytes > cu->ws_bytes[slot]) {
         /* No kernel or collective on either stream may still use the old one. */
@@ -373,7 +373,7 @@ void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes) {
     return cu->ws[slot];
 }
 
-void *rt_cu_upload(rt_ctx *rt, rt_cu_ws_slot slot, const void *host, size_t bytes) {
+void *rt_cu_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes) {
     void *dev = rt_cu_ws(rt, slot, bytes > 0 ? bytes : 1);
     if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, rt_cu(rt)->cs));
     return dev;

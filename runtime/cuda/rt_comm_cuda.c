@@ -90,8 +90,8 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
     }
     int timer = rt_cu_coll_begin(rt, RT_C_ALL_TO_ALL);
     for (int i = 0; i < n; i++) rt_cu_coll_use(rt, ins[i]), rt_cu_coll_use(rt, outs[i]);
-    char *sbuf = rt_cu_ws(rt, RT_WS_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
-    char *rbuf = rt_cu_ws(rt, RT_WS_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
+    char *sbuf = rt_cu_ws(rt, CM_WS_CUDA_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
+    char *rbuf = rt_cu_ws(rt, CM_WS_CUDA_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
     for (int q = 0; q < K; q++) { /* chunk q: the n pairs' pieces for peer q, one after the other */
         int64_t off = sdis[q];
         for (int i = 0; i < n; i++) {
@@ -156,7 +156,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     } else {
-        char *dst = O == 1 ? rt->buf[out] : rt_cu_ws(rt, RT_WS_COMM, (size_t)(n * K) * es);
+        char *dst = O == 1 ? rt->buf[out] : rt_cu_ws(rt, CM_WS_CUDA_COMM, (size_t)(n * K) * es);
         NCCL_CHECK(ncclAllGather(rt->buf[in], dst, (size_t)n, rt_cu_nccl_type(xd), cu->comm[g], cu->ms));
         if (O > 1) rt_cu_interleave(rt, rt->buf[out], dst, O, lx[dim] * I, K, es, true);
     }
@@ -179,7 +179,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
     } else {
         const char *src = rt->buf[in];
         if (O > 1) { /* make each destination's block contiguous */
-            char *tmp = rt_cu_ws(rt, RT_WS_COMM, (size_t)(n * K) * es);
+            char *tmp = rt_cu_ws(rt, CM_WS_CUDA_COMM, (size_t)(n * K) * es);
             rt_cu_interleave(rt, tmp, src, O, ly[dim] * I, K, es, false);
             src = tmp;
         }

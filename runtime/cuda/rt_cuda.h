@@ -44,23 +44,8 @@
             rt_die(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(rt_nc_r_));                        \
     } while (0)
 
-/* Grow-only device workspaces, one per purpose: compute and communication
- * run concurrently, so they never share one. */
-typedef enum {
-    RT_WS_SEND, RT_WS_RECV, RT_WS_COMM, /* communication stream */
-    RT_WS_F32,                          /* fp32 sums: [V,D] / [D] gradients, the LM head's [N,D] dx */
-    RT_WS_LOGITS, RT_WS_DL, RT_WS_ROWS,  /* lm head chunks, per-row losses */
-    RT_WS_ATTN,                         /* attention backward row statistics */
-    RT_WS_SLICE,                        /* ZeRO-1 gradient slice */
-    RT_WS_ROPE,                         /* the rotation table */
-    RT_WS_MLP,                          /* the tiled MLP's chunk of g, u, s */
-    RT_WS_RING,                         /* ring attention: kv blocks, fp32 running state */
-    RT_WS_POS,                          /* the sequence order's positions (device int64 [seq_len]) */
-    RT_WS_DOC,                          /* packed documents: this call's ids / positions */
-    RT_WS_CUDNN,                        /* cuDNN attention: dQ accumulator and plan workspace */
-    RT_WS_LSE,                          /* lm head: the forward's row log-sum-exp, kept for the backward */
-    RT_WS_N
-} rt_cu_ws_slot;
+/* Grow-only device workspaces, one per purpose: the rows of
+ * common/common.h CM_WS_CUDA_SLOTS (the compiler sizes the same slots). */
 
 /* The attention implementation (BASP_ATTENTION, resolved on first use in
  * rt_kernels_cuda.c): AUTO uses cuDNN's fused graphs for the shapes where
@@ -117,8 +102,8 @@ typedef struct rt_cuda {
     size_t host_stage_off;
     int *opt_of;             /* per value: its opt pair (a param), else -1 */
     size_t *slot_bytes;      /* per value */
-    void *ws[RT_WS_N];
-    size_t ws_bytes[RT_WS_N];
+    void *ws[CM_WS_CUDA_NSLOTS];
+    size_t ws_bytes[CM_WS_CUDA_NSLOTS];
     int *d_err;              /* device flag: a token or target outside the vocabulary */
     double *d_norm;          /* per opt pair: sum of squares of the gradient */
     /* The rotation table's key (as the CPU kernel caches it). */
@@ -135,7 +120,7 @@ typedef struct rt_cuda {
     size_t *stage_bytes;
     int nsends, cap_sends;
     bool sync_timing;        /* --profile: synchronise after each kernel */
-    /* The LM head's row statistics in RT_WS_LSE: which forward left them
+    /* The LM head's row statistics in CM_WS_CUDA_LSE: which forward left them
      * (its x, N, V, D), consumed by the next backward of the same x. */
     const void *lse_x;
     int64_t lse_n, lse_v, lse_d;
@@ -149,12 +134,12 @@ static inline rt_cuda *rt_cu(rt_ctx *rt) { return (rt_cuda *)rt->dev; }
 /* Bytes per element of a value on the device: bf16 for floating tensors,
  * fp32 for floating scalars (the loss), int32 for integers. */
 int rt_cu_esize(const rt_value_desc *d);
-void *rt_cu_ws(rt_ctx *rt, rt_cu_ws_slot slot, size_t bytes);
+void *rt_cu_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes);
 /* Copies `bytes` of host memory into workspace `slot` on cs and returns
  * the device copy: ordered after the kernels on cs that still read the
  * slot's old contents, and before those queued after it; the host bytes
  * are read at the call (staged), so the caller may free them at once. */
-void *rt_cu_upload(rt_ctx *rt, rt_cu_ws_slot slot, const void *host, size_t bytes);
+void *rt_cu_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes);
 /* cs waits for every collective issued so far. */
 void rt_cu_wait_comm(rt_ctx *rt);
 /* Device pointer of value v for a kernel on cs (waits for its collective,

@@ -25,32 +25,32 @@
 #define CB16(p) ((const kcu_bf16 *)(const void *)(p))
 
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
-    RT_TIMED(RT_K_EMBEDDING, kcu_embedding_fwd(B16(out), tok, CB16(w), N, V, D, rt_cu(rt)->d_err, CS));
+    RT_TIMED(CM_K_EMBEDDING, kcu_embedding_fwd(B16(out), tok, CB16(w), N, V, D, rt_cu(rt)->d_err, CS));
 }
 
 void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
                       int64_t D) {
-    float *ws = rt_cu_ws(rt, RT_WS_F32, (size_t)(V * D) * sizeof(float));
-    RT_TIMED(RT_K_EMBEDDING_BWD, kcu_embedding_bwd(B16(dw), CB16(dout), tok, N, V, D, ws, rt_cu(rt)->d_err, CS));
+    float *ws = rt_cu_ws(rt, CM_WS_CUDA_F32, (size_t)(V * D) * sizeof(float));
+    RT_TIMED(CM_K_EMBEDDING_BWD, kcu_embedding_bwd(B16(dw), CB16(dout), tok, N, V, D, ws, rt_cu(rt)->d_err, CS));
 }
 
 void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps) {
-    RT_TIMED(RT_K_RMSNORM, kcu_rmsnorm_fwd(B16(y), CB16(x), CB16(w), N, D, eps, CS));
+    RT_TIMED(CM_K_RMSNORM, kcu_rmsnorm_fwd(B16(y), CB16(x), CB16(w), N, D, eps, CS));
 }
 
 void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                     int64_t D, double eps) {
-    float *ws = rt_cu_ws(rt, RT_WS_F32, (size_t)D * sizeof(float));
-    RT_TIMED(RT_K_RMSNORM_BWD, kcu_rmsnorm_bwd(B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, D, eps, ws, CS));
+    float *ws = rt_cu_ws(rt, CM_WS_CUDA_F32, (size_t)D * sizeof(float));
+    RT_TIMED(CM_K_RMSNORM_BWD, kcu_rmsnorm_bwd(B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, D, eps, ws, CS));
 }
 
 void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O) {
-    RT_TIMED(RT_K_LINEAR, kcu_linear_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(w), N, I, O));
+    RT_TIMED(CM_K_LINEAR, kcu_linear_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(w), N, I, O));
 }
 
 void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                    int64_t I, int64_t O) {
-    RT_TIMED(RT_K_LINEAR_BWD, kcu_linear_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, I, O));
+    RT_TIMED(CM_K_LINEAR_BWD, kcu_linear_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, I, O));
 }
 
 /* ---- rope: the CPU kernel's own table (kern_rope_table), uploaded ------------------- */
@@ -71,11 +71,11 @@ static const float *rt_cu_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t 
                             p->rope_original_max_pos};
     const kern_rope_scaling *scp = p->rope_scaling == RT_ROPE_LLAMA3 ? &sc : NULL;
     size_t n = (size_t)(S * (Dh / 2));
-    if (rt_cu_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[RT_WS_ROPE];
+    if (rt_cu_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[CM_WS_CUDA_ROPE];
     float *host = RT_MALLOC(2 * n * sizeof(float) + 1);
     kern_rope_table(host, host + n, S, Dh, pos0, theta, scp);
     CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
-    float *dev = rt_cu_ws(rt, RT_WS_ROPE, 2 * n * sizeof(float) + 1);
+    float *dev = rt_cu_ws(rt, CM_WS_CUDA_ROPE, 2 * n * sizeof(float) + 1);
     /* On cs, and waited for: a legacy-stream cudaMemcpy from pageable memory
      * may still be in flight when the rope kernel on cs reads the table. */
     CU_CHECK(cudaMemcpyAsync(dev, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice, cu->cs));
@@ -93,10 +93,10 @@ const int64_t *rt_cu_seq_pos(rt_ctx *rt) {
     rt_cuda *cu = rt_cu(rt);
     int64_t S = rt->p->seq_len;
     size_t bytes = sizeof(int64_t) * (size_t)(S > 0 ? S : 1);
-    if (cu->ws_bytes[RT_WS_POS] >= bytes) return cu->ws[RT_WS_POS];
+    if (cu->ws_bytes[CM_WS_CUDA_POS] >= bytes) return cu->ws[CM_WS_CUDA_POS];
     int64_t *host = RT_MALLOC(bytes);
     rt_seq_positions(rt, 0, S, host);
-    int64_t *dev = rt_cu_ws(rt, RT_WS_POS, bytes);
+    int64_t *dev = rt_cu_ws(rt, CM_WS_CUDA_POS, bytes);
     CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
     free(host);
@@ -106,7 +106,7 @@ const int64_t *rt_cu_seq_pos(rt_ctx *rt) {
 /* In the ring's zig-zag order a slice's positions are not consecutive:
  * one table of positions 0 .. seq_len-1 and the slice's entries of the
  * position table (kcu_rope_pos). */
-static void rt_cu_rope(rt_ctx *rt, rt_kernel_kind kind, float *y, const float *x, int64_t b, int64_t s, int64_t H,
+static void rt_cu_rope(rt_ctx *rt, cm_kernel_kind kind, float *y, const float *x, int64_t b, int64_t s, int64_t H,
                        int64_t Dh, int64_t pos0, double theta, float sign) {
     if (rt->p->seq_ring <= 1) {
         const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
@@ -129,7 +129,7 @@ static cudaError_t rt_cu_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, i
     const float *t = rt_cu_rope_table(rt, P, Dh, 0, theta);
     int64_t *host = RT_MALLOC(sizeof(int64_t) * (size_t)(b * s > 0 ? b * s : 1));
     rt_doc_slice(rt, row0, b, pos0, s, NULL, host);
-    const int64_t *pos = rt_cu_upload(rt, RT_WS_DOC, host, sizeof(int64_t) * (size_t)(b * s));
+    const int64_t *pos = rt_cu_upload(rt, CM_WS_CUDA_DOC, host, sizeof(int64_t) * (size_t)(b * s));
     free(host);
     cudaError_t e = cudaSuccess;
     for (int64_t bi = 0; bi < b && e == cudaSuccess; bi++)
@@ -139,15 +139,15 @@ static cudaError_t rt_cu_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, i
 
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
              int64_t pos0, double theta) {
-    if (rt->docs) RT_TIMED(RT_K_ROPE, rt_cu_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
-    else rt_cu_rope(rt, RT_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
+    if (rt->docs) RT_TIMED(CM_K_ROPE, rt_cu_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
+    else rt_cu_rope(rt, CM_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
                  int64_t pos0, double theta) {
     if (rt->docs)
-        RT_TIMED(RT_K_ROPE_BWD, rt_cu_rope_docs(rt, B16(dx), CB16(dy), row0, b, s, H, Dh, pos0, theta, -1.0f));
-    else rt_cu_rope(rt, RT_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
+        RT_TIMED(CM_K_ROPE_BWD, rt_cu_rope_docs(rt, B16(dx), CB16(dy), row0, b, s, H, Dh, pos0, theta, -1.0f));
+    else rt_cu_rope(rt, CM_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------------- */
@@ -162,7 +162,7 @@ static void rt_cu_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
  * As the CPU's kern_docattn: the ring block kernels over the whole row,
  * positions 0..S-1 on both sides and the rows' document ids as the second
  * mask condition, so the masking and tile skipping exist once (kcu_ring.cu).
- * The running state and the gradient accumulators are fp32 in RT_WS_ATTN,
+ * The running state and the gradient accumulators are fp32 in CM_WS_CUDA_ATTN,
  * converted to bf16 at the end. */
 typedef struct {
     const int64_t *pos; /* 0 .. S-1 */
@@ -176,7 +176,7 @@ static rt_cu_rowdocs rt_cu_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_
     int64_t *pos = (int64_t *)(void *)host;
     for (int64_t i = 0; i < S; i++) pos[i] = i;
     rt_doc_slice(rt, row0, b, 0, S, (int32_t *)(void *)(host + pb), NULL);
-    char *dev = rt_cu_upload(rt, RT_WS_DOC, host, bytes);
+    char *dev = rt_cu_upload(rt, CM_WS_CUDA_DOC, host, bytes);
     free(host);
     return (rt_cu_rowdocs){(const int64_t *)(void *)dev, (const int32_t *)(void *)(dev + pb)};
 }
@@ -186,7 +186,7 @@ static cudaError_t rt_cu_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q,
                                      int64_t Dh) {
     int64_t nq = b * S * H * Dh, nr = b * S * H;
     rt_cu_rowdocs d = rt_cu_attn_docs(rt, row0, b, S);
-    float *o32 = rt_cu_ws(rt, RT_WS_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
+    float *o32 = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
     CU_CHECK(cudaMemsetAsync(o32, 0, (size_t)nq * sizeof(float), CS));
     CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, CS));
     CU_CHECK(kcu_ring_block_fwd_doc(o32, lse, q, k, v, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc, d.doc, CS));
@@ -200,7 +200,7 @@ static cudaError_t rt_cu_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu
                                      int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int64_t nq = b * S * H * Dh, nkv = b * S * Hkv * Dh, nr = b * S * H;
     rt_cu_rowdocs d = rt_cu_attn_docs(rt, row0, b, S);
-    float *lse = rt_cu_ws(rt, RT_WS_ATTN, (size_t)(2 * nr + nq + 2 * nkv) * sizeof(float));
+    float *lse = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)(2 * nr + nq + 2 * nkv) * sizeof(float));
     float *D = lse + nr, *dq32 = D + nr, *dk32 = dq32 + nq, *dv32 = dk32 + nkv;
     CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, CS));
     CU_CHECK(kcu_ring_block_fwd_doc(NULL, lse, q, k, v, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc, d.doc, CS));
@@ -257,7 +257,7 @@ static rt_cu_attn_mode rt_cu_attn_impl(rt_ctx *rt) {
 
 #ifdef BASP_HAVE_CUDNN
 /* The end of RT_TIMED for calls that did not go through it. */
-static void rt_cu_timed_end(rt_ctx *rt, rt_kernel_kind kind, double t0) {
+static void rt_cu_timed_end(rt_ctx *rt, cm_kernel_kind kind, double t0) {
     if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
     rt_kern_count(rt, kind, t0);
 }
@@ -268,21 +268,21 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     rt_cu_check_attn(H, Hkv, Dh);
     rt_cu_attn_mode m = rt_cu_attn_impl(rt);
     if (rt->docs) {
-        RT_TIMED(RT_K_ATTENTION,
+        RT_TIMED(CM_K_ATTENTION,
                  rt_cu_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
         return;
     }
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
     if (m != RT_ATTN_OWN && rt_cu_dnn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
-        rt_cu_timed_end(rt, RT_K_ATTENTION, t0);
+        rt_cu_timed_end(rt, CM_K_ATTENTION, t0);
         return;
     }
     rt_cu_dnn_forget(rt, o); /* o's contents now come from the basp kernel */
 #else
     (void)m;
 #endif
-    RT_TIMED(RT_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
+    RT_TIMED(CM_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
 
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
@@ -291,7 +291,7 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
     rt_cu_check_attn(H, Hkv, Dh);
     rt_cu_attn_mode m = rt_cu_attn_impl(rt);
     if (rt->docs) {
-        RT_TIMED(RT_K_ATTENTION_BWD, rt_cu_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
+        RT_TIMED(CM_K_ATTENTION_BWD, rt_cu_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
                                                        CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
         return;
     }
@@ -299,33 +299,33 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
     double t0 = rt_now();
     if (m != RT_ATTN_OWN && rt_cu_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
                                           CB16(o), b, S, H, Hkv, Dh)) {
-        rt_cu_timed_end(rt, RT_K_ATTENTION_BWD, t0);
+        rt_cu_timed_end(rt, CM_K_ATTENTION_BWD, t0);
         return;
     }
 #else
     (void)m;
 #endif
-    float *ws = rt_cu_ws(rt, RT_WS_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
-    RT_TIMED(RT_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
+    float *ws = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
+    RT_TIMED(CM_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
                                                    CB16(o), b, S, H, Hkv, Dh, ws, CS));
 }
 
 /* ---- element-wise ------------------------------------------------------------------ */
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n) {
-    RT_TIMED(RT_K_SWIGLU, kcu_swiglu_fwd(B16(y), CB16(g), CB16(u), n, CS));
+    RT_TIMED(CM_K_SWIGLU, kcu_swiglu_fwd(B16(y), CB16(g), CB16(u), n, CS));
 }
 
 void rt_swiglu_bwd(rt_ctx *rt, float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n) {
-    RT_TIMED(RT_K_SWIGLU_BWD, kcu_swiglu_bwd(B16(dg), B16(du), CB16(dy), CB16(g), CB16(u), n, CS));
+    RT_TIMED(CM_K_SWIGLU_BWD, kcu_swiglu_bwd(B16(dg), B16(du), CB16(dy), CB16(g), CB16(u), n, CS));
 }
 
 void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
-    RT_TIMED(RT_K_ADD, kcu_add(B16(y), CB16(a), CB16(b), n, CS));
+    RT_TIMED(CM_K_ADD, kcu_add(B16(y), CB16(a), CB16(b), n, CS));
 }
 
 /* ---- lm head --------------------------------------------------------------------- */
 /* The LM head's workspaces.  The forward leaves each row's log-sum-exp in
- * RT_WS_LSE and records for which x; the backward of that same x (the next
+ * CM_WS_CUDA_LSE and records for which x; the backward of that same x (the next
  * LM-head call on it: x is the saved final-norm output, unchanged until its
  * backward) takes them instead of a statistics pass, one logits GEMM fewer.
  * Any other order (a backward without its forward, a second forward
@@ -337,16 +337,16 @@ static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64
     kcu_lmhead_ws ws = {.chunk = kcu_lm_head_chunk(N, V), .vchunk = kcu_lm_head_vchunk(N, V), .err = cu->d_err};
     int64_t n = N > 0 ? N : 1, logits = ws.chunk * V;
     if (bwd && N * ws.vchunk > logits) logits = N * ws.vchunk;
-    ws.logits = rt_cu_ws(rt, RT_WS_LOGITS, (size_t)logits * sizeof(float));
-    ws.lse = rt_cu_ws(rt, RT_WS_LSE, (size_t)n * sizeof(float));
+    ws.logits = rt_cu_ws(rt, CM_WS_CUDA_LOGITS, (size_t)logits * sizeof(float));
+    ws.lse = rt_cu_ws(rt, CM_WS_CUDA_LSE, (size_t)n * sizeof(float));
     bool same = cu->lse_valid && cu->lse_x == x && cu->lse_n == N && cu->lse_v == V && cu->lse_d == D;
     if (bwd) {
-        ws.dl = rt_cu_ws(rt, RT_WS_DL, (size_t)(n * ws.vchunk) * sizeof(kcu_bf16));
-        ws.dx32 = rt_cu_ws(rt, RT_WS_F32, (size_t)(n * D) * sizeof(float));
+        ws.dl = rt_cu_ws(rt, CM_WS_CUDA_DL, (size_t)(n * ws.vchunk) * sizeof(kcu_bf16));
+        ws.dx32 = rt_cu_ws(rt, CM_WS_CUDA_F32, (size_t)(n * D) * sizeof(float));
         ws.lse_valid = same;
         cu->lse_valid = false;
     } else {
-        ws.rowloss = rt_cu_ws(rt, RT_WS_ROWS, (size_t)n * sizeof(float));
+        ws.rowloss = rt_cu_ws(rt, CM_WS_CUDA_ROWS, (size_t)n * sizeof(float));
         cu->lse_x = x, cu->lse_n = N, cu->lse_v = V, cu->lse_d = D, cu->lse_valid = true;
     }
     return ws;
@@ -355,34 +355,34 @@ static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64
 void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
                      int64_t V, int64_t D) {
     kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, x, N, V, D, false);
-    RT_TIMED(RT_K_LM_HEAD_LOSS, kcu_lm_head_loss_fwd(rt_cu(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
+    RT_TIMED(CM_K_LM_HEAD_LOSS, kcu_lm_head_loss_fwd(rt_cu(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
 }
 
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale) {
     kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, x, N, V, D, true);
-    RT_TIMED(RT_K_LM_HEAD_LOSS_BWD,
+    RT_TIMED(CM_K_LM_HEAD_LOSS_BWD,
              kcu_lm_head_loss_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws, CS));
 }
 
 void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
             int64_t D, int64_t F, int64_t chunk) {
-    kcu_bf16 *ws = rt_cu_ws(rt, RT_WS_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
-    RT_TIMED(RT_K_MLP, kcu_mlp_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk,
+    kcu_bf16 *ws = rt_cu_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
+    RT_TIMED(CM_K_MLP, kcu_mlp_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk,
                                    ws, CS));
 }
 
 void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
                 const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk) {
-    kcu_bf16 *ws = rt_cu_ws(rt, RT_WS_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
-    RT_TIMED(RT_K_MLP_BWD, kcu_mlp_bwd(rt_cu(rt)->blas, B16(dx), B16(dwg), B16(dwu), B16(dwd), CB16(dy), CB16(x),
+    kcu_bf16 *ws = rt_cu_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
+    RT_TIMED(CM_K_MLP_BWD, kcu_mlp_bwd(rt_cu(rt)->blas, B16(dx), B16(dwg), B16(dwu), B16(dwd), CB16(dy), CB16(x),
                                        CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk, ws, CS));
 }
 
 void rt_bias_add(rt_ctx *rt, float *y, const float *x, const float *b, int64_t N, int64_t M) {
-    RT_TIMED(RT_K_BIAS_ADD, kcu_bias_add(B16(y), CB16(x), CB16(b), N, M, CS));
+    RT_TIMED(CM_K_BIAS_ADD, kcu_bias_add(B16(y), CB16(x), CB16(b), N, M, CS));
 }
 
 void rt_bias_add_bwd(rt_ctx *rt, float *db, const float *dy, int64_t N, int64_t M) {
-    RT_TIMED(RT_K_BIAS_ADD_BWD, kcu_bias_add_bwd(B16(db), CB16(dy), N, M, CS));
+    RT_TIMED(CM_K_BIAS_ADD_BWD, kcu_bias_add_bwd(B16(db), CB16(dy), N, M, CS));
 }

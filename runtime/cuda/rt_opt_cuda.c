@@ -95,7 +95,7 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     rt_local_dims(rt, param, bx.ddims);
     rt_global_offset(rt->p, param, rt->rank, poff);
     for (int i = 0; i < pd->rank; i++) bx.soff[i] = gd->shard[i] < 0 ? poff[i] : 0, bx.doff[i] = 0;
-    kcu_bf16 *tmp = rt_cu_ws(rt, RT_WS_SLICE, (size_t)pd->local_elems * sizeof(kcu_bf16));
+    kcu_bf16 *tmp = rt_cu_ws(rt, CM_WS_CUDA_SLICE, (size_t)pd->local_elems * sizeof(kcu_bf16));
     CU_CHECK(kcu_copy_box(tmp, g, &bx, 2, rt_cu(rt)->cs));
     return tmp;
 }
@@ -201,11 +201,11 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     double wd = rt_weight_decay(rt, pd);
     if (rt->p->opt_on_host) {
         rt_cu_adamw_host(rt, i, param, g, rt->p->values[grad].on_host != 0, wd);
-        rt_kern_count(rt, RT_K_ADAMW, t0);
+        rt_kern_count(rt, CM_K_ADAMW, t0);
         return;
     }
     CU_CHECK(kcu_adamw(rt_cu_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
                        rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale, cu->cs));
     if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));
-    rt_kern_count(rt, RT_K_ADAMW, t0);
+    rt_kern_count(rt, CM_K_ADAMW, t0);
 }

@@ -75,12 +75,12 @@ static const int32_t *ring_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S, 
     size_t n = (size_t)(b * S), bytes = sizeof(int32_t) * n * (size_t)R;
     int32_t *host = RT_MALLOC(bytes > 0 ? bytes : 1);
     for (int r = 0; r < R; r++) rt_doc_slice(rt, row0, b, (int64_t)r * S, S, host + (size_t)r * n, NULL);
-    const int32_t *dev = rt_cu_upload(rt, RT_WS_DOC, host, bytes);
+    const int32_t *dev = rt_cu_upload(rt, CM_WS_CUDA_DOC, host, bytes);
     free(host);
     return dev;
 }
 
-static void ring_time(rt_ctx *rt, rt_kernel_kind kind, double t0) {
+static void ring_time(rt_ctx *rt, cm_kernel_kind kind, double t0) {
     if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
     rt_kern_count(rt, kind, t0);
 }
@@ -91,7 +91,7 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
     ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh);
-    char *ws = rt_cu_ws(rt, RT_WS_RING, nq * 4 + 4 * nkv * 2 + 256);
+    char *ws = rt_cu_ws(rt, CM_WS_CUDA_RING, nq * 4 + 4 * nkv * 2 + 256);
     float *o32 = (float *)(void *)ws;
     kcu_bf16 *kvb = (kcu_bf16 *)(void *)(ws + nq * 4);
     const int64_t *pos = rt_cu_seq_pos(rt);
@@ -114,7 +114,7 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
     CU_CHECK(kcu_f32_to_bf16(B16(o), o32, (int64_t)nq, cu->cs));
-    ring_time(rt, RT_K_RING_ATTENTION, t0);
+    ring_time(rt, CM_K_RING_ATTENTION, t0);
 }
 
 void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, const float *dout, const float *q,
@@ -124,7 +124,7 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh), nr = (size_t)(b * S * H);
-    char *ws = rt_cu_ws(rt, RT_WS_RING, nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4 + 256);
+    char *ws = rt_cu_ws(rt, CM_WS_CUDA_RING, nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4 + 256);
     float *D = (float *)(void *)ws, *dq32 = D + nr;
     kcu_bf16 *kvb = (kcu_bf16 *)(void *)(dq32 + nq);
     float *acc0 = (float *)(void *)(kvb + 4 * nkv); /* two slots of (dk, dv) */
@@ -160,5 +160,5 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     CU_CHECK(kcu_f32_to_bf16(B16(dq), dq32, (int64_t)nq, cu->cs));
     CU_CHECK(kcu_f32_to_bf16(B16(dk), acc[0], (int64_t)nkv, cu->cs));
     CU_CHECK(kcu_f32_to_bf16(B16(dv), acc[1], (int64_t)nkv, cu->cs));
-    ring_time(rt, RT_K_RING_ATTENTION_BWD, t0);
+    ring_time(rt, CM_K_RING_ATTENTION_BWD, t0);
 }

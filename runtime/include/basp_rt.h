@@ -96,7 +96,7 @@ typedef enum { RT_ROPE_NONE = 0, RT_ROPE_LLAMA3 = 1 } rt_rope_scaling;
 
 typedef struct rt_ctx rt_ctx;
 
-/* How packed documents are laid into rows (layout/layout.h: layout_pack). */
+/* How packed documents are laid into rows (common/common.h: layout_pack). */
 typedef enum { RT_PACK_SEQUENTIAL = 0, RT_PACK_BALANCED = 1 } rt_packing;
 
 /* The learning-rate schedule (runtime/rt_sched.c states each formula). */
@@ -358,23 +358,5 @@ void rt_fetch(rt_ctx *rt, int src, int dst);
 #ifdef __cplusplus
 }
 #endif
-/* ---- llm.c token files (rt_tokens.c) ----------------------------------------------
- * 256 int32 header (magic 20240520, version 1 = uint16 / 2 = uint32
- * tokens, token count), then the tokens.  Checks the header, the count
- * against the length and every id against vocab; *tokens is malloc'ed.
- * No MPI, no file system: the loader (--data) and the planner
- * (baspc --plan --doc-lengths) read token files with it. */
-bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
-                     int64_t *ntokens, char *err, size_t errlen);
-/* The header and size checks alone, on a file of len bytes whose first
- * bytes are buf (at least the 1024-byte header when len allows): the token
- * width (2 or 4 bytes) and count. */
-bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width, int64_t *ntokens, char *err,
-                      size_t errlen);
-/* Every one of the n little-endian tokens of `width` bytes (1, 2 or 4) at
- * b, tokens first .. first+n-1 of file `path`, is below vocab; else false
- * with the first one outside named in err. */
-bool rt_tokens_check_ids(const uint8_t *b, int width, int64_t n, int64_t first, int64_t vocab, const char *path,
-                         char *err, size_t errlen);
 
 #endif

@@ -3,14 +3,15 @@
  * read back), the committed hand-made file (tests/ckpt/handmade.safetensors,
  * written by make_hf.py), dtype conversions, the Hugging Face name and
  * layout mapping, damaged files, the llm.c token file reader, and the
- * repeated-key rule of every JSON reader (rt_json.h). */
+ * repeated-key rule of every JSON reader (common/common.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "../unit/check.h"
-#include "rt_json.h"
 #include "rt_safetensors.h"
 
 static char err[512];

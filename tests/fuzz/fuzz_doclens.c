@@ -1,6 +1,6 @@
 /* fuzz_doclens — fuzz target for the planner's document lengths
  * (--doc-lengths: a text list or an llm.c token file, passes/docplan.c) and
- * for the packer that lays them into rows (layout/pack.c).  Any input must
+ * for the packer that lays them into rows (common/cm_pack.c).  Any input must
  * end in an error or in lengths; every packing of them must tile the rows
  * exactly with pieces of the input documents, each token at most once. */
 #include <stdint.h>

@@ -1,11 +1,11 @@
 /* fuzz_tokens — fuzz target for the llm.c token file reader behind --data
- * (runtime/rt_tokens.c).  Any input must end in a token array whose ids are
+ * (common/cm_tokens.c).  Any input must end in a token array whose ids are
  * inside the vocabulary, or in an error message. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/include/basp_rt.h"
+#include "common/common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

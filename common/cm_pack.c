@@ -1,9 +1,9 @@
-/* pack.c — documents packed into the rows of a micro-batch.
+/* cm_pack.c — documents packed into the rows of a micro-batch.
  *
  * The runtime draws a step's documents and asks layout_pack where each
  * goes; the planner packs sampled lengths the same way to predict a step.
  * One copy of the rules, no I/O, no allocation beyond a scratch array. */
-#include "layout.h"
+#include "common.h"
 
 #include <stdlib.h>
 #include <string.h>

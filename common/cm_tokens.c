@@ -1,11 +1,12 @@
-/* rt_tokens.c — the llm.c token file reader on a memory buffer (format in
- * rt_safetensors.h and runtime/README.md).  No MPI, no file system: the
- * fuzz target tests/fuzz/fuzz_tokens.c links this file alone. */
+/* cm_tokens.c — the llm.c token file reader on a memory buffer (format in
+ * common.h and runtime/README.md).  No MPI, no file system: the runtime's
+ * loader and the planner both read token files with it, and the fuzz
+ * target tests/fuzz/fuzz_tokens.c links this file alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_safetensors.h"
+#include "common.h"
 
 enum { TOK_MAGIC = 20240520, TOK_HEADER_INTS = 256 };
 

@@ -1,35 +1,17 @@
-/* rt_json.h — the one rule every JSON reader of basp applies after parsing:
- * no object may repeat a key, at any depth.
- *
- * cJSON keeps a repeated key as a second sibling and its lookups return the
- * first; Python's json (so transformers, and the safetensors reference
- * implementation) keeps the last.  A config.json with "hidden_size" twice
- * would then describe one model to basp and another to transformers, with
- * no word from either: such a file is refused instead, naming the key's
- * path (rope_scaling.factor, weight_map["x"]) and both values.
- *
- * Header-only (static functions) so that the compiler (frontend/hfjson.c),
- * the runtime (rt_ckpt_load.c, rt_val.c) and the pure safetensors reader
- * (rt_safetensors.c, linked alone by its fuzz target and unit test) share
- * one implementation without a library between them. */
-#ifndef BASP_RT_JSON_H
-#define BASP_RT_JSON_H
+/* cm_json.c — the repeated-key rule every JSON reader of basp applies
+ * after parsing (common.h says why).  One implementation for the compiler
+ * (frontend/hfjson.c), the runtime (rt_ckpt_load.c, rt_val.c) and the
+ * safetensors reader (rt_safetensors.c, linked with this file alone by its
+ * fuzz target and unit test). */
+#include "common.h"
 
 #include <cjson/cJSON.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A repeated key: its path from the root and both values, as compact JSON
- * (cut with "..." when long). */
-typedef struct rt_json_dup {
-    char path[256];
-    char first[96], second[96];
-} rt_json_dup;
-
 /* v as compact JSON into out (at most n bytes, "..." when cut). */
-static inline void rt_json_show(const cJSON *v, char *out, size_t n) {
+static void json_show(const cJSON *v, char *out, size_t n) {
     char *text = cJSON_PrintUnformatted(v);
     snprintf(out, n, "%s", text ? text : "?");
     if (text && strlen(text) >= n && n > 4) memcpy(out + n - 4, "...", 4);
@@ -39,7 +21,7 @@ static inline void rt_json_show(const cJSON *v, char *out, size_t n) {
 /* path + one step: ".key" (or "key" at the root) for a plain name,
  * ["key"] for one with dots, brackets or other characters, [i] for an
  * array element. */
-static inline void rt_json_step(char *path, size_t n, const char *key, int index) {
+static void json_step(char *path, size_t n, const char *key, int index) {
     size_t k = strlen(path);
     if (k >= n - 1) return;
     if (!key) {
@@ -53,7 +35,7 @@ static inline void rt_json_step(char *path, size_t n, const char *key, int index
     else snprintf(path + k, n - k, "[\"%.80s\"]", key);
 }
 
-static inline int rt_json_key_cmp(const void *a, const void *b) {
+static int json_key_cmp(const void *a, const void *b) {
     const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
     int c = strcmp(x->string, y->string);
     return c ? c : (x < y ? -1 : x > y); /* ties: any fixed order; both are reported */
@@ -62,7 +44,7 @@ static inline int rt_json_key_cmp(const void *a, const void *b) {
 /* The first and a later member of object o with the same key, or false.
  * Sorting the members keeps this O(n log n): a safetensors header has one
  * member per tensor, tens of thousands in a large shard. */
-static inline bool rt_json_dup_in(const cJSON *o, const cJSON **a, const cJSON **b) {
+static bool json_dup_in(const cJSON *o, const cJSON **a, const cJSON **b) {
     int n = 0;
     for (const cJSON *e = o->child; e; e = e->next) n++;
     if (n < 2) return false;
@@ -76,7 +58,7 @@ static inline bool rt_json_dup_in(const cJSON *o, const cJSON **a, const cJSON *
     int k = 0;
     for (const cJSON *e = o->child; e; e = e->next)
         if (e->string) m[k++] = e;
-    qsort(m, (size_t)k, sizeof *m, rt_json_key_cmp);
+    qsort(m, (size_t)k, sizeof *m, json_key_cmp);
     bool found = false;
     for (int i = 1; i < k && !found; i++)
         if (!strcmp(m[i - 1]->string, m[i]->string)) {
@@ -97,21 +79,21 @@ static inline bool rt_json_dup_in(const cJSON *o, const cJSON **a, const cJSON *
 }
 
 /* Depth-first: a repeated key in j or below it (path: j's own path). */
-static inline bool rt_json_dup_walk(const cJSON *j, char *path, size_t n, rt_json_dup *out) {
+static bool json_dup_walk(const cJSON *j, char *path, size_t n, rt_json_dup *out) {
     const cJSON *a, *b;
-    if (cJSON_IsObject(j) && rt_json_dup_in(j, &a, &b)) {
-        rt_json_step(path, n, a->string, 0);
+    if (cJSON_IsObject(j) && json_dup_in(j, &a, &b)) {
+        json_step(path, n, a->string, 0);
         snprintf(out->path, sizeof out->path, "%s", path);
-        rt_json_show(a, out->first, sizeof out->first);
-        rt_json_show(b, out->second, sizeof out->second);
+        json_show(a, out->first, sizeof out->first);
+        json_show(b, out->second, sizeof out->second);
         return true;
     }
     if (!cJSON_IsObject(j) && !cJSON_IsArray(j)) return false;
     size_t k = strlen(path);
     int i = 0;
     for (const cJSON *e = j->child; e; e = e->next, i++) {
-        rt_json_step(path, n, cJSON_IsObject(j) ? e->string : NULL, i);
-        if (rt_json_dup_walk(e, path, n, out)) return true;
+        json_step(path, n, cJSON_IsObject(j) ? e->string : NULL, i);
+        if (json_dup_walk(e, path, n, out)) return true;
         path[k] = '\0';
     }
     return false;
@@ -119,17 +101,15 @@ static inline bool rt_json_dup_walk(const cJSON *j, char *path, size_t n, rt_jso
 
 /* A repeated key anywhere in root: depth first, in each object the one of
  * the smallest name, its two values in file order. */
-static inline bool rt_json_find_dup(const cJSON *root, rt_json_dup *out) {
+bool rt_json_find_dup(const cJSON *root, rt_json_dup *out) {
     char path[sizeof out->path] = "";
     memset(out, 0, sizeof *out);
-    return root && rt_json_dup_walk(root, path, sizeof path, out);
+    return root && json_dup_walk(root, path, sizeof path, out);
 }
 
 /* The message every reader gives (after its file name); n >= 768 holds
  * it whole. */
-static inline void rt_json_dup_text(const rt_json_dup *d, char *out, size_t n) {
+void rt_json_dup_text(const rt_json_dup *d, char *out, size_t n) {
     snprintf(out, n, "key %s is repeated (first %s, then %s): Python's json, and so transformers, would silently "
              "take the last; remove one", d->path, d->first, d->second);
 }
-
-#endif

@@ -1,0 +1,205 @@
+/* common.h — what the compiler and the runtime both use, and the only
+ * header of common/ (prefix cm_).
+ *
+ * The compiler predicts what the runtime will do (workspace bytes per
+ * kernel, the packing of documents, the reading of token files) and both
+ * read the same files (config.json, safetensors headers, token files).
+ * Each such list or rule has its home here, below both: ir/ and the two
+ * backends index the same workspace slots, codegen sizes its tables with
+ * the same maximum rank, and the planner packs documents with the very
+ * function the runtime runs every step.
+ *
+ * Names kept from before the move (rt_json_*, rt_tokens_*, layout_pack*):
+ * their callers span the frontend, the passes, the runtime and the tests,
+ * and a rename would touch every one of them for no change in meaning.
+ * New names carry cm_ / CM_.
+ *
+ * Plain C17, no MPI, no CUDA, no file system, no allocation beyond scratch
+ * arrays; cJSON only by name (struct cJSON), so this header needs no other
+ * header of the tree or of a library. */
+#ifndef BASP_COMMON_H
+#define BASP_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Dims of a value at most: the IR's types and the runtime's value tables
+ * (basp_rt.h RT_MAX_RANK, checked equal in runtime/rt_coll.c). */
+enum { CM_MAX_RANK = 6 };
+
+/* ---- kernel workspace slots ----------------------------------------------
+ * Each slot is one grow-only buffer of a backend: it grows to the largest
+ * request of any op and the slots are separate allocations, so an op's
+ * workspace descriptor (ir/ir_op_*.c ws_cpu, ws_cuda) raises the slots its
+ * kernel takes and the compiler's workspace (ir_mem_work_bytes) is their
+ * sum.  One row per slot, used by ir/ and by the backend alike, so that a
+ * slot cannot exist on one side only.  The SUMS rows come after the slots:
+ * they are no buffer of the runtime but statistics the attention forwards
+ * keep for their backwards, which add up over the forwards instead. */
+
+/* CPU (runtime/cpu/kern_basic.c kern_scratch; ROPE is the table
+ * kern_rope_table keeps itself, outside kern_scratch). */
+#define CM_WS_CPU_SLOTS(X)                                                                                         \
+    X(LOGITS) /* kern_lmhead.c: a [chunk, V] logits block */                                                       \
+    X(ROPE)   /* kern_basic.c: the RoPE table (and positions) */                                                    \
+    X(MLP)    /* kern_mlp.c: g, u and s of one chunk of rows */                                                     \
+    X(DSTATS) /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's lse, D */            \
+    X(DPOS)   /* kern_docattn.c: the positions 0 .. S-1 (int64, 2 floats each) */
+#define CM_WS_CPU_SUMS(X) X(LSE) /* the attention forwards' row log-sum-exp, one per forward op (ir_op_attn.c) */
+
+/* CUDA (runtime/cuda/rt_cuda.h rt_cu_ws): the device workspaces, which also
+ * hold the collectives' staging; compute and communication run
+ * concurrently, so they never share one. */
+#define CM_WS_CUDA_SLOTS(X)                                                                                        \
+    X(SEND) X(RECV) X(COMM) /* communication stream */                                                             \
+    X(F32)                  /* fp32 sums: [V,D] / [D] gradients, the LM head's [N,D] dx */                         \
+    X(LOGITS) X(DL) X(ROWS) /* lm head chunks, per-row losses */                                                   \
+    X(ATTN)                 /* attention backward row statistics */                                                \
+    X(SLICE)                /* ZeRO-1 gradient slice */                                                            \
+    X(ROPE)                 /* the rotation table */                                                               \
+    X(MLP)                  /* the tiled MLP's chunk of g, u, s */                                                 \
+    X(RING)                 /* ring attention: kv blocks, fp32 running state */                                    \
+    X(POS)                  /* the sequence order's positions (device int64 [seq_len]) */                          \
+    X(DOC)                  /* packed documents: this call's ids / positions */                                    \
+    X(CUDNN)                /* cuDNN attention: dQ accumulator and plan workspace */                               \
+    X(LSE)                  /* lm head: the forward's row log-sum-exp, kept for the backward */
+#define CM_WS_CUDA_SUMS(X) X(CUDNN_STATS) /* cuDNN's softmax statistics per attention forward (ir_op_attn.c) */
+
+#define CM_WS_CPU_ENUM_(name) CM_WS_CPU_##name,
+#define CM_WS_CUDA_ENUM_(name) CM_WS_CUDA_##name,
+typedef enum { CM_WS_CPU_SLOTS(CM_WS_CPU_ENUM_) CM_WS_CPU_NSLOTS } cm_ws_cpu_slot;
+/* The sums continue the numbering: an array of CM_WS_CPU_N entries holds
+ * every row, the runtime's arrays only the first CM_WS_CPU_NSLOTS. */
+enum { CM_WS_CPU_SUMS_FROM_ = CM_WS_CPU_NSLOTS - 1, CM_WS_CPU_SUMS(CM_WS_CPU_ENUM_) CM_WS_CPU_N };
+typedef enum { CM_WS_CUDA_SLOTS(CM_WS_CUDA_ENUM_) CM_WS_CUDA_NSLOTS } cm_ws_cuda_slot;
+enum { CM_WS_CUDA_SUMS_FROM_ = CM_WS_CUDA_NSLOTS - 1, CM_WS_CUDA_SUMS(CM_WS_CUDA_ENUM_) CM_WS_CUDA_N };
+#undef CM_WS_CPU_ENUM_
+#undef CM_WS_CUDA_ENUM_
+
+/* ---- kernel kinds ----------------------------------------------------------
+ * The kernel calls both runtimes time and count (rt_kernel_tally, the
+ * --trace events, the op profile of the summary): one row each, its
+ * counter name the IR op it runs. */
+#define CM_KERNEL_KINDS(X)                                                                                          \
+    X(EMBEDDING, embedding) X(EMBEDDING_BWD, embedding_bwd) X(RMSNORM, rmsnorm) X(RMSNORM_BWD, rmsnorm_bwd)        \
+    X(LINEAR, linear) X(LINEAR_BWD, linear_bwd) X(ROPE, rope) X(ROPE_BWD, rope_bwd) X(ATTENTION, attention)        \
+    X(ATTENTION_BWD, attention_bwd) X(SWIGLU, swiglu) X(SWIGLU_BWD, swiglu_bwd) X(ADD, add)                        \
+    X(LM_HEAD_LOSS, lm_head_loss) X(LM_HEAD_LOSS_BWD, lm_head_loss_bwd) X(ADAMW, adamw) X(MLP, mlp)                \
+    X(MLP_BWD, mlp_bwd) X(BIAS_ADD, bias_add) X(BIAS_ADD_BWD, bias_add_bwd) X(RING_ATTENTION, ring_attention)     \
+    X(RING_ATTENTION_BWD, ring_attention_bwd)
+#define CM_K_ENUM_(kind, name) CM_K_##kind,
+typedef enum { CM_KERNEL_KINDS(CM_K_ENUM_) CM_K_N } cm_kernel_kind;
+#undef CM_K_ENUM_
+/* The counter name of each kind (cm_tables.c). */
+extern const char *const cm_kernel_names[CM_K_N];
+
+/* ---- JSON: no repeated keys (cm_json.c) -------------------------------------
+ * The one rule every JSON reader of basp applies after parsing: no object
+ * may repeat a key, at any depth.  cJSON keeps a repeated key as a second
+ * sibling and its lookups return the first; Python's json (so
+ * transformers, and the safetensors reference implementation) keeps the
+ * last.  A config.json with "hidden_size" twice would then describe one
+ * model to basp and another to transformers, with no word from either:
+ * such a file is refused instead, naming the key's path
+ * (rope_scaling.factor, weight_map["x"]) and both values.  Readers: the
+ * compiler (frontend/hfjson.c), the runtime (rt_ckpt_load.c, rt_val.c) and
+ * the safetensors reader (rt_safetensors.c). */
+struct cJSON;
+/* A repeated key: its path from the root and both values, as compact JSON
+ * (cut with "..." when long). */
+typedef struct rt_json_dup {
+    char path[256];
+    char first[96], second[96];
+} rt_json_dup;
+/* A repeated key anywhere in root: depth first, in each object the one of
+ * the smallest name, its two values in file order. */
+bool rt_json_find_dup(const struct cJSON *root, rt_json_dup *out);
+/* The message every reader gives (after its file name); n >= 768 holds
+ * it whole. */
+void rt_json_dup_text(const rt_json_dup *d, char *out, size_t n);
+
+/* ---- llm.c token files (cm_tokens.c) ----------------------------------------
+ * 256 int32 header (magic 20240520, version 1 = uint16 / 2 = uint32
+ * tokens, token count), then the tokens.  Checks the header, the count
+ * against the length and every id against vocab; *tokens is malloc'ed.
+ * No MPI, no file system: the loader (--data) and the planner
+ * (baspc --plan --doc-lengths) read token files with it. */
+bool rt_tokens_parse(const uint8_t *buf, size_t len, const char *path, int64_t vocab, int32_t **tokens,
+                     int64_t *ntokens, char *err, size_t errlen);
+/* The header and size checks alone, on a file of len bytes whose first
+ * bytes are buf (at least the 1024-byte header when len allows): the token
+ * width (2 or 4 bytes) and count. */
+bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width, int64_t *ntokens, char *err,
+                      size_t errlen);
+/* Every one of the n little-endian tokens of `width` bytes (1, 2 or 4) at
+ * b, tokens first .. first+n-1 of file `path`, is below vocab; else false
+ * with the first one outside named in err. */
+bool rt_tokens_check_ids(const uint8_t *b, int width, int64_t n, int64_t first, int64_t vocab, const char *path,
+                         char *err, size_t errlen);
+
+/* ---- packed documents (cm_pack.c) ------------------------------------------ */
+/* How a step's documents are laid into its B rows of S tokens:
+ *   sequential  back to back in draw order, a document crossing a row end
+ *               cut there (concat-and-chunk);
+ *   balanced    the same pieces (cut where sequential cuts), laid out
+ *               again longest first, each to the row of least expected cost
+ *               with room (longest-processing-time-first; a piece that fits
+ *               no row whole is cut once more), so that the rows, and the
+ *               batch-aware groups that own them, get equal work for the
+ *               same total work. */
+typedef enum { LAYOUT_PACK_SEQUENTIAL = 0, LAYOUT_PACK_BALANCED = 1 } layout_packing;
+const char *layout_packing_name(layout_packing p);
+bool layout_packing_parse(const char *name, layout_packing *out);
+
+/* A document (or a piece of one): tokens [src, src + len) of the stream. */
+typedef struct layout_doc {
+    int64_t src, len;
+} layout_doc;
+/* A document placed in row `row` at columns [col, col + len). */
+typedef struct layout_slot {
+    int64_t row, col, src, len;
+} layout_slot;
+
+/* The work of a document of len tokens, in units of heads * head_dim
+ * multiply-adds: len^2 for its causal attention (len^2 / 2 score pairs,
+ * each a q.k and a p.v of heads * head_dim) plus linear * len for what is
+ * per token (projections, MLP); forward and backward scale alike. */
+double layout_doc_cost(int64_t len, double linear);
+/* `linear` for a model: the weights of one layer (q, k, v, o projections
+ * and the SwiGLU MLP: multiply-adds per token) over heads * head_dim. */
+double layout_doc_linear(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ffn);
+
+/* Packs docs (draw order, each 1..S tokens, together at least B*S) into B
+ * rows of S tokens: out (room for n + B slots) gets the placed documents
+ * sorted by (row, col), the rows exactly full.  A document is cut where it
+ * does not fit whole (each piece a document of its own); what does not fit
+ * is left out.  Balanced packing balances the rows, so what each row holds
+ * does not depend on how a layout groups them.  Returns the number of
+ * slots, -1 on bad arguments (a document longer than S, too few tokens) or
+ * out of memory. */
+int layout_pack(const layout_doc *docs, int n, int64_t B, int64_t S, layout_packing how, double linear,
+                layout_slot *out);
+
+/* Orders the packed rows for `groups` batch-aware groups (group g owns rows
+ * [g*B/G, (g+1)*B/G)): rows by cost, dealt to the groups in snake order, so
+ * that the groups' costs are balanced.  Only the row numbers of the slots
+ * change.  0, or -1 when groups does not divide B (or out of memory). */
+int layout_pack_groups(layout_slot *slots, int ns, int64_t B, int groups, double linear);
+
+/* Max over mean of the cost per batch-aware group (group g owns rows
+ * [g*B/G, (g+1)*B/G)): 1 is perfect balance.  group_cost (optional, G
+ * entries) receives each group's cost.  0 when G does not divide B (or
+ * out of memory). */
+double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int groups, double linear,
+                             double *group_cost);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

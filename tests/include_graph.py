@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""include_graph.py — the folders' include rules (docs/ARCHITECTURE.md,
+"Invariants"), checked on the sources.
+
+For every .c, .h, .cu, .cuh and .def file under the layered folders, each
+quoted #include is resolved as the compiler resolves it (the including
+file's directory, then the include directories the CMake targets give).
+An include of a file in another folder must
+
+  1. name that folder's public header (PUBLIC below): private headers stay
+     inside their folder;
+  2. respect the layering (MAY_INCLUDE below, the link order of the CMake
+     targets): no folder includes one above it, and the compiler and the
+     runtime meet only in common/.
+
+Before the tree, the checker runs on a small tree with planted violations
+and must find each of them, so that a checker which finds nothing is not
+mistaken for a clean tree.
+
+Usage: include_graph.py [--root DIR]   (exit 0: clean; 1: violations)
+Standard library only."""
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+FOLDERS = ["common", "support", "layout", "ir", "frontend", "passes", "codegen", "api", "tools", "runtime"]
+
+# Each folder's public headers: what another folder may include of it.
+PUBLIC = {
+    "common": {"common/common.h"},
+    "support": {"support/support.h"},
+    "layout": {"layout/layout.h"},
+    "ir": {"ir/ir.h"},
+    "frontend": {"frontend/frontend.h"},
+    "passes": {"passes/passes.h"},
+    "codegen": {"codegen/codegen.h"},
+    "api": {"api/basp.h", "api/basp_pass.h"},
+    "tools": set(),
+    "runtime": {"runtime/include/basp_rt.h"},
+}
+
+# The layering, bottom up, as the CMake targets link: basp_common below
+# everything; basp_support; basp_layout and basp_ir (each on support);
+# basp_frontend (layout); basp_passes (ir, layout, frontend); basp_codegen
+# (ir; it reads layout's strategy names); basp, the API (passes, codegen);
+# the drivers in tools/.  The runtime is the other stack: generated
+# programs link it, never the compiler, so it shares only common/.
+_COMPILER_BASE = {"common", "support"}
+MAY_INCLUDE = {
+    "common": set(),
+    "support": {"common"},
+    "layout": _COMPILER_BASE,
+    "ir": _COMPILER_BASE,
+    "frontend": _COMPILER_BASE | {"layout"},
+    "passes": _COMPILER_BASE | {"layout", "ir", "frontend"},
+    "codegen": _COMPILER_BASE | {"layout", "ir"},
+    "api": _COMPILER_BASE | {"layout", "ir", "frontend", "passes", "codegen"},
+    "tools": _COMPILER_BASE | {"layout", "ir", "frontend", "passes", "codegen", "api"},
+    "runtime": {"common"},
+}
+
+# Include directories besides the including file's own (CMakeLists.txt:
+# the source root for every target, api/ for the API's users, the
+# runtime's include/, runtime/ and runtime/cuda/ for its targets).
+SEARCH = ["", "api", "runtime/include", "runtime", "runtime/cuda"]
+
+# Known exceptions: (including file, include text) pairs left as they are,
+# each with the reason.  None today; an entry here is a debt to pay off.
+KNOWN = {}
+
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".def")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def folder_of(rel):
+    """The layered folder a path (relative to the root) lies in, or None."""
+    top = rel.split("/", 1)[0]
+    return top if top in FOLDERS else None
+
+
+def resolve(root, src_rel, text):
+    """The included file relative to root, or None when it is not in the
+    tree (a generated header such as parser.tab.h or codegen/cg_config.h)."""
+    here = os.path.dirname(src_rel)
+    for base in [here] + SEARCH:
+        cand = os.path.normpath(os.path.join(root, base, text))
+        if os.path.isfile(cand):
+            return os.path.relpath(cand, root).replace(os.sep, "/")
+    return None
+
+
+def sources(root):
+    for folder in FOLDERS:
+        top = os.path.join(root, folder)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith(SOURCE_EXT):
+                    path = os.path.join(dirpath, name)
+                    yield os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def check(root, known=None):
+    """Every violation under root, as 'file:line: message' strings."""
+    known = KNOWN if known is None else known
+    found = []
+    for src in sources(root):
+        src_folder = folder_of(src)
+        with open(os.path.join(root, src), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in INCLUDE_RE.finditer(text):
+            inc = m.group(1)
+            line = text.count("\n", 0, m.start()) + 1
+            target = resolve(root, src, inc)
+            if target is None:
+                # Generated: it belongs to the folder its path names, else
+                # to the including folder (its own build directory).
+                named = folder_of(inc)
+                if named is None or named == src_folder:
+                    continue
+                target = inc
+            dst_folder = folder_of(target)
+            if dst_folder == src_folder:
+                continue
+            if (src, inc) in known:
+                continue
+            where = f"{src}:{line}: #include \"{inc}\""
+            if dst_folder is None:
+                found.append(f"{where}: {target} is outside the layered folders")
+                continue
+            if target not in PUBLIC[dst_folder]:
+                pub = ", ".join(sorted(PUBLIC[dst_folder])) or "none"
+                found.append(f"{where}: {target} is private to {dst_folder}/ (its public header: {pub})")
+            if dst_folder not in MAY_INCLUDE[src_folder]:
+                found.append(f"{where}: {src_folder}/ may not include {dst_folder}/ (layering: "
+                             f"{src_folder}/ may include {', '.join(sorted(MAY_INCLUDE[src_folder])) or 'nothing'})")
+    return found
+
+
+def planted_tree(tmp):
+    """A small tree with one planted violation of each kind; returns how
+    many check() must report."""
+    files = {
+        "common/common.h": "",
+        "ir/ir.h": '#include "../common/common.h"\n',
+        "ir/ir_internal.h": "",
+        "layout/layout.h": '#include "../common/common.h"\n',
+        # layering: layout is below ir
+        "layout/bad_up.c": '#include "../ir/ir.h"\n',
+        # private header of another folder (allowed folder, wrong header)
+        "passes/passes.h": '#include "../ir/ir_internal.h"\n',
+        # the compiler reaching into the runtime
+        "codegen/codegen.h": '#include "runtime/include/basp_rt.h"\n',
+        "runtime/include/basp_rt.h": "",
+        # the runtime reaching into the compiler, by a plain name: private and layering
+        "runtime/rt_x.c": '#include "layout/layout.h"\n#include "ir/ir_internal.h"\n',
+    }
+    for rel, body in files.items():
+        path = os.path.join(tmp, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(body)
+    return 5
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        want = planted_tree(tmp)
+        got = check(tmp, known={})
+        # runtime/rt_x.c's private compiler header counts twice (private and
+        # layering): at least one report per planted line.
+        if len(got) < want or not all(any(p in g for g in got) for p in
+                                      ("layout/bad_up.c", "passes/passes.h", "codegen/codegen.h", "runtime/rt_x.c")):
+            print("include_graph: the checker missed planted violations:", *got, sep="\n  ")
+            return 1
+
+    found = check(args.root)
+    for msg in found:
+        print(msg)
+    stale = [k for k in KNOWN if not os.path.exists(os.path.join(args.root, k[0]))]
+    for src, inc in stale:
+        print(f"include_graph: known exception {src} -> {inc} names a file that no longer exists")
+    if found or stale:
+        print(f"include_graph: {len(found)} violation(s) (docs/ARCHITECTURE.md, Invariants)")
+        return 1
+    n = sum(1 for _ in sources(args.root))
+    print(f"include_graph: {n} files, every cross-folder include a public header of a lower layer")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
