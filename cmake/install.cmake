@@ -1,5 +1,5 @@
 # install.cmake — what `cmake --install BUILD --prefix PREFIX` puts where
-# (README.md, "Installing"):
+# (docs/embedding.md, "Installing"):
 #   PREFIX/bin/baspc, basp-opt              the compiler drivers
 #   PREFIX/lib/libbasp.so                   the embedding API (api/basp.h)
 #   PREFIX/include/basp/basp.h, basp_pass.h,  its headers (the pass-writer API too)

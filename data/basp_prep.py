@@ -9,7 +9,7 @@ Documents: a .jsonl file holds one JSON object per line, its --field
 line with --lines, one per blank-line-separated paragraph with
 --paragraphs); "-" reads standard input.  Every document is followed by the
 end-of-text token, so `train { documents on  eot_token ID }` splits them
-again (README "Packed documents").  Inputs are regular files (or "-"): a
+again (docs/data.md, "Packed documents").  Inputs are regular files (or "-"): a
 directory, FIFO or device is refused.
 
 Text is read as it is, byte for byte, as the binaries' --text reads it: no

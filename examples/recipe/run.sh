@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples/recipe/run.sh [BUILD] [OUT] — the README's training recipe end to
+# examples/recipe/run.sh [BUILD] [OUT] — the training recipe (docs/training.md) end to
 # end: text → byte-level token shards and a held-out file (data/basp_prep.py),
 # compile (examples/recipe/tiny_recipe.basp: warmup + cosine, 4 micro-steps
 # per optimizer step, packed documents), train on 4 CPU ranks with
