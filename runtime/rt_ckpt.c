@@ -76,6 +76,7 @@ static void ck_write(ck_out *o, const void *p, size_t n) {
     }
     o->fnv = rt_fnv64(o->fnv, p, n);
     o->bytes += n;
+    rt_watchdog_pulse(); /* each piece (at most a chunk): a large tensor on a slow disk */
 }
 
 /* The step being saved, for the heartbeats of rank 0's file work: a sync
@@ -87,6 +88,7 @@ static void ck_beat(void) { rt_watchdog_beat("saving a checkpoint", ck_saving_st
 /* Flush, fsync and close: only a file whose data reached the disk counts. */
 static bool ck_close(ck_out *o) {
     if (o->f) {
+        rt_watchdog_pulse();
         if (!o->err && (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0)) o->err = errno ? errno : EIO;
         if (fclose(o->f) != 0 && !o->err) o->err = errno ? errno : EIO;
         o->f = NULL;

@@ -253,7 +253,10 @@ static long long cd_best_step(const char *dir) {
     if (stat(p, &st) != 0 || !rt_read_file(p, &b, &len, why, sizeof why)) return -1;
     cJSON *j = cJSON_ParseWithLength((const char *)b, (size_t)len);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "step");
-    long long step = cJSON_IsNumber(s) && s->valuedouble >= 0 ? (long long)s->valuedouble : -1;
+    /* A damaged file may hold any number: only a whole step a checkpoint
+     * name can carry converts (a double past LLONG_MAX would not). */
+    double v = cJSON_IsNumber(s) ? s->valuedouble : -1;
+    long long step = v >= 0 && v <= 1e15 && v == (double)(long long)v ? (long long)v : -1;
     cJSON_Delete(j);
     free(b);
     return step;

@@ -417,10 +417,10 @@ static bool ck_has_state(const char *dir) {
 static long long ck_newest(const char *dir) {
     DIR *d = opendir(dir);
     long long best = -1, s;
-    char tail[8], p[CK_PATH];
+    char p[CK_PATH];
     struct dirent *e;
     while (d && (e = readdir(d)))
-        if (sscanf(e->d_name, "step-%lld%7s", &s, tail) == 1 && s > best) {
+        if ((s = rt_ckpt_step_of(e->d_name)) > best) { /* exactly step-%08lld, as the writer names them */
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             if (ck_has_state(p)) best = s;
         }
@@ -492,9 +492,8 @@ static void ck_point_older(const char *where, const char *bad, char *err, size_t
     long long *steps = NULL;
     int n = 0, cap = 0;
     struct dirent *e;
-    char t[8];
     while (d && (e = readdir(d)))
-        if (sscanf(e->d_name, "step-%lld%7s", &s, t) == 1 && s < from) {
+        if ((s = rt_ckpt_step_of(e->d_name)) >= 0 && s < from) {
             if (n == cap) steps = realloc(steps, sizeof *steps * (size_t)(cap = cap ? 2 * cap : 16));
             RT_CHECK(steps, "out of memory");
             steps[n++] = s;

@@ -544,6 +544,17 @@ static int rt_finish(int status) {
     return status;
 }
 
+/* Collective: the environment (BASP_HOST_THREADS) reaches each rank on its
+ * own (mpirun -x), so the ranks agree on its verdict and the lowest bad one
+ * says why; false when any rank's is bad. */
+static bool rt_env_agree(int rank, int world, const char *prog) {
+    char err[256];
+    int threads, bad = rt_host_threads_env(&threads, err, sizeof err) ? world : rank;
+    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (bad < world && rank == bad) fprintf(stderr, "%s: error: %s\n", prog, err);
+    return bad == world;
+}
+
 int rt_main(int argc, char **argv, const rt_program *p) {
     rt_blas_autoselect(argv); /* may re-execute the program with the right BLAS kernels */
     rt_backend_preinit();     /* CPU: one OpenBLAS thread per rank */
@@ -585,14 +596,7 @@ int rt_main(int argc, char **argv, const rt_program *p) {
                     prog);
         return rt_finish(2);
     }
-    /* The environment reaches each rank on its own (mpirun -x): the ranks
-     * agree, and the lowest bad one says why. */
-    int env_threads, env_bad = rt_host_threads_env(&env_threads, err, sizeof err) ? world : rank;
-    RT_MPI(MPI_Allreduce(MPI_IN_PLACE, &env_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (env_bad < world) {
-        if (rank == env_bad) fprintf(stderr, "%s: error: %s\n", prog, err);
-        return rt_finish(2);
-    }
+    if (!rt_env_agree(rank, world, prog)) return rt_finish(2);
     int out_ok = rank != 0 || rt_check_outputs(&o, err, sizeof err);
     RT_MPI(MPI_Bcast(&out_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (!out_ok) {

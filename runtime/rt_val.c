@@ -57,7 +57,7 @@ static bool val_docs_fill(rt_ctx *rt, const char *path, int64_t batch, char *err
                  (long long)rt->val_batches);
     else
         snprintf(want, sizeof want, "validation needs at least 1");
-    snprintf(err, errlen, "--val-data %s%s: documents on: its %lld document(s) fill %lld whole batch(es) of %lld x "
+    snprintf(err, errlen, "--val-data %s%s (the spec's documents on): its %lld document(s) fill %lld whole batch(es) of %lld x "
              "%lld = %lld tokens in file order (each batch's last document is cut to fit and the rest of it is not "
              "read), but %s; %s", path, rt->val.nshards > 1 ? " and the other shards" : "", (long long)ndocs,
              (long long)fill, (long long)rt->p->micro_batch, (long long)rt->p->seq_len, (long long)batch, want,

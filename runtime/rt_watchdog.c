@@ -84,8 +84,11 @@ static void *wd_main(void *arg) {
     while (!atomic_load(&wd.stop)) {
         struct timespec nap = {0, 100 * 1000000L};
         nanosleep(&nap, NULL);
+        /* held first: rt_watchdog_hold(false) stores last_ns, then clears
+         * held, so a cleared held guarantees the fresh last_ns is seen. */
+        if (atomic_load(&wd.held)) continue;
         double idle = (double)(wd_now_ns() - atomic_load(&wd.last_ns)) * 1e-9;
-        if (idle < wd.seconds || atomic_load(&wd.held)) continue;
+        if (idle < wd.seconds) continue;
         const char *what, *object;
         long long step;
         wd_activity(&what, &object, &step);

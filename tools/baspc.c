@@ -288,9 +288,9 @@ static int run(options *o, FILE *out) {
         if (!fits && ok) o->answered = 1; /* the report says why it does not fit: keep it */
         ok = fits && ok;
     }
-    else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out);
+    else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out) && ok;
     else if (o->act == ACT_BUILD) {
-        ok = sup_io_recheck(&io) && basp_build(m, o->spec, o->out, o->keep_c);
+        ok = ok && sup_io_recheck(&io) && basp_build(m, o->spec, o->out, o->keep_c);
     }
     else basp_print_ir(m, out);
     basp_module_free(m);

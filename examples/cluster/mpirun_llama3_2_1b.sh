@@ -34,9 +34,9 @@ init=()
 # to the OS (the GPUs do the work).  Stop the ranks, not mpirun: mpirun sent
 # SIGTERM itself kills them odls_base_sigkill_timeout seconds later (default
 # 1, too short for a checkpoint; runtime/README.md, Stopping).
-exec "${MPIRUN:-mpirun}" ${HOSTFILE:+--hostfile "$HOSTFILE"} -np 8 --map-by slot --bind-to none "${extra[@]}" \
+exec "${MPIRUN:-mpirun}" ${HOSTFILE:+--hostfile "$HOSTFILE"} -np 8 --map-by slot --bind-to none ${extra[@]+"${extra[@]}"} \
     -x NCCL_DEBUG=WARN -x NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-^lo,docker}" -x OPENBLAS_NUM_THREADS=1 \
     "$BIN" --data "$DATA" --steps "${STEPS:-20000}" \
     --schedule cosine --warmup "${WARMUP:-500}" --lr 3e-4 --min-lr 3e-5 \
-    --checkpoint-dir "$CKPT" --save-every "${SAVE_EVERY:-500}" --keep-checkpoints 3 --resume "${init[@]}" \
+    --checkpoint-dir "$CKPT" --save-every "${SAVE_EVERY:-500}" --keep-checkpoints 3 --resume ${init[@]+"${init[@]}"} \
     --metrics "$CKPT/metrics.jsonl" --timeout 900
