@@ -1,5 +1,5 @@
-/* basp.c — the embedding API: thin wrappers that keep frontend/, ir/ and
- * passes/ behind one small header. */
+/* basp.c — the embedding API: thin wrappers that keep frontend/, ir/,
+ * passes/ and driver/ behind one small header. */
 #include "basp.h"
 
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 #include "../codegen/codegen.h"
 #include "../frontend/frontend.h"
 #include "../ir/ir.h"
+#include "../driver/driver.h"
 #include "../passes/passes.h"
 
 void basp_set_diagnostics(FILE *sink, bool quiet) {
@@ -62,17 +63,13 @@ basp_module *basp_lower(const basp_spec *spec) {
                    (long long)K, why);
     }
     if (spec->train.mlp_chunk != FE_MLP_AUTO) return pass_lower_with(spec, &c);
-    /* The MLP, by building the step with it unfused (passes/plan.c). */
-    char why[256], set[64];
-    int64_t chunk = pass_mlp_chunk_auto(spec, &c, plan_for_cuda(spec), NULL, why, sizeof why);
+    /* The MLP, by building the step with it unfused (driver/plan.c). */
+    char why[256];
+    int64_t chunk;
+    basp_spec *own = drv_mlp_settled(spec, &c, plan_for_cuda(spec), NULL, why, sizeof why, &chunk);
     sup_remark(sup_noloc(), "mlp: auto: %s", why);
-    snprintf(set, sizeof set, "train.mlp_chunk=%lld", (long long)chunk);
-    basp_spec *own = fe_spec_copy(spec);
-    sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
-    bool ok = own && fe_override(own, set) && fe_check(own);
-    sup_diag_restore(saved);
-    basp_module *m = ok ? pass_lower_with(own, &c) : NULL;
-    if (!ok) sup_error(sup_noloc(), "mlp: auto: the spec with %s does not check", set);
+    basp_module *m = own ? pass_lower_with(own, &c) : NULL;
+    if (!own) sup_error(sup_noloc(), "mlp: auto: the spec with train.mlp_chunk=%lld does not check", (long long)chunk);
     fe_spec_free(own);
     return m;
 }

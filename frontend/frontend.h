@@ -1,7 +1,7 @@
 /* frontend.h — the layout language: lexer, parser, semantic analysis.
  * The only header of frontend/.
  *
- *   text ──fe_parse──▶ fe_spec (checked, defaults filled) ──lower (passes/)──▶ IR
+ *   text ──fe_parse──▶ fe_spec (checked, defaults filled) ──lower (driver/)──▶ IR
  *
  * The language (full grammar in frontend/README.md):
  *
@@ -34,7 +34,7 @@ enum { FE_NAME_MAX = 64 };
 enum { FE_MAX_LAYERS = 1024 };
 
 typedef enum {
-    FE_BA_AUTO,   /* any legal G: the planner's choice (passes/plan.c) */
+    FE_BA_AUTO,   /* any legal G: the planner's choice (driver/plan.c) */
     FE_BA_ON,     /* like auto among G > 1; an error when none is legal */
     FE_BA_OFF,    /* plain Ulysses over all N ranks */
     FE_BA_GROUPS, /* exactly `groups` groups */
@@ -107,7 +107,7 @@ typedef struct fe_train {
     int64_t seed;       /* default 1234 */
     /* Tokens per chunk of the fused, tiled MLP (0: the unfused MLP, whose
      * [tokens, ffn] intermediates live until the backward); default
-     * FE_MLP_AUTO: chosen when the step is built (passes/plan.c
+     * FE_MLP_AUTO: chosen when the step is built (driver/plan.c
      * pass_mlp_chunk_auto), unfused when the step fits with it, else
      * fe_mlp_chunk_alst. */
     int64_t mlp_chunk;
@@ -173,6 +173,32 @@ fe_spec *fe_parse_string_unchecked(const char *name, const char *text);
  * on error. */
 bool fe_override(fe_spec *spec, const char *assignment);
 
+/* A typed change to a checked spec: the keys the planner, --max-seq-len
+ * and the memory suggestions vary.  Each candidate they weigh is the spec
+ * with one applied (fe_spec_patched), so no value goes through text.  A
+ * field at its zero value (NULL, 0, false) keeps the spec's. */
+typedef struct fe_spec_patch {
+    const char *sequence;    /* layout.sequence (ring_degree goes with a hybrid, as with --set) */
+    const char *a2a;         /* layout.a2a */
+    int batch_aware;         /* layout.batch_aware: 1 off, G >= 2 groups G */
+    int64_t ring_degree;     /* layout.ring_degree */
+    int zero;                /* train.zero (a change only ever raises it) */
+    const char *recompute;   /* train.recompute */
+    const char *offload;     /* train.offload */
+    bool set_mlp_chunk;      /* train.mlp_chunk = mlp_chunk (0 is a value: unfused) */
+    int64_t mlp_chunk;
+    int64_t nodes;           /* mesh.nodes */
+    int64_t micro_batch;     /* train.micro_batch */
+    int64_t seq_len;         /* train.seq_len */
+} fe_spec_patch;
+/* A copy of spec with p applied (NULL: none), each key stored as the same
+ * key given with --set would be (so fe_check counts it as given), then
+ * checked again; NULL, after diagnostics, when the result is not legal. */
+fe_spec *fe_spec_patched(const fe_spec *spec, const fe_spec_patch *p);
+/* The patch as the user would ask for it: "train.zero=3", several joined
+ * by " --set " ("" for an empty patch). */
+void fe_spec_patch_format(const fe_spec_patch *p, char *buf, size_t n);
+
 /* Fills defaults and checks every rule; returns false (with diagnostics) when
  * the spec is not legal. */
 bool fe_check(fe_spec *spec);
@@ -188,7 +214,7 @@ layout_dims fe_layout_dims(const fe_spec *spec);
  * and a2a as written, or any for auto; hybrid with the given ring_degree. */
 bool fe_layout_allows(const fe_spec *spec, const layout_choice *c);
 /* The spec's own layout when it names one exactly (no auto anywhere);
- * false when the planner must choose (passes/plan.c). */
+ * false when the planner must choose (driver/plan.c). */
 bool fe_layout_concrete(const fe_spec *spec, layout_choice *out);
 
 /* Called with the path of every file the frontend reads (the spec, each

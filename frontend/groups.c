@@ -5,7 +5,7 @@
  * spec's dimensions and reported at the key that chose the layout, with a
  * note naming the fix and one listing what would be legal.  Whether a
  * layout fits the device is not judged here: the memory plan does it after
- * the pipeline (api/basp.c, passes/memreport.c). */
+ * the pipeline (api/basp.c, passes/memreport.c, driver/memdiag.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

@@ -135,3 +135,104 @@ bool fe_override(fe_spec *spec, const char *assignment) {
     fe_value_free(&v);
     return ok && ctx.nerrors == 0;
 }
+
+/* ---- typed changes (fe_spec_patched) -------------------------------------
+ * The planner's candidates are specs with a few keys changed.  Each key is
+ * stored by the same path a --set of it takes (resolve, fe_b_store,
+ * drop_ring_degree), from a typed value: the spec it gives is the one the
+ * same --set would give, with no text to format and read back. */
+
+/* Where the stored keys point: a source of its own, so a diagnostic about
+ * a derived spec never carets into the user's text.  Looked up each time
+ * (sup_source_add returns the registered one): sup_source_reset may have
+ * freed an earlier registration, and nothing here outlives a run. */
+static const char *patch_file(void) { return sup_source_add("<derived>", "", 0); }
+
+static bool patch_store(fe_spec *spec, const char *key, fe_value *v) {
+    fe_pctx ctx = {.spec = spec, .file = patch_file(), .line = 1, .col = 1, .is_override = true};
+    const fe_keydef *kd = NULL;
+    char lk[48];
+    bool is_kind = false;
+    if (!resolve(&ctx, key, (int)strlen(key), &kd, lk, sizeof lk, &is_kind) || !kd) return false;
+    sup_loc loc = {ctx.file, 1, 1, 1};
+    v->loc = loc;
+    bool ok = fe_b_store(&ctx, kd, lk, loc, v);
+    if (ok) drop_ring_degree(spec, lk);
+    return ok && ctx.nerrors == 0;
+}
+
+static bool patch_int(fe_spec *spec, const char *key, int64_t n) {
+    fe_value v = {.kind = FE_V_NUM, .num = (double)n, .inum = n, .is_int = true, .unit = FE_U_NONE};
+    return patch_store(spec, key, &v);
+}
+
+static bool patch_name(fe_spec *spec, const char *key, const char *name) {
+    char word[FE_NAME_MAX];
+    snprintf(word, sizeof word, "%s", name);
+    fe_value v = {.kind = FE_V_IDENT, .str = word};
+    return patch_store(spec, key, &v);
+}
+
+/* batch_aware: off for one group, groups G for more. */
+static bool patch_groups(fe_spec *spec, int groups) {
+    if (groups <= 1) return patch_name(spec, "layout.batch_aware", "off");
+    fe_value v = {.kind = FE_V_GROUPS, .num = groups, .inum = groups, .is_int = true, .unit = FE_U_NONE};
+    return patch_store(spec, "layout.batch_aware", &v);
+}
+
+/* In one fixed order: the layout first (sequence before ring_degree,
+ * which a non-hybrid sequence drops), then the train and mesh keys. */
+static bool patch_apply(fe_spec *c, const fe_spec_patch *p) {
+    bool ok = true;
+    if (ok && p->sequence) ok = patch_name(c, "layout.sequence", p->sequence);
+    if (ok && p->a2a) ok = patch_name(c, "layout.a2a", p->a2a);
+    if (ok && p->batch_aware) ok = patch_groups(c, p->batch_aware);
+    if (ok && p->ring_degree) ok = patch_int(c, "layout.ring_degree", p->ring_degree);
+    if (ok && p->zero) ok = patch_int(c, "train.zero", p->zero);
+    if (ok && p->recompute) ok = patch_name(c, "train.recompute", p->recompute);
+    if (ok && p->offload) ok = patch_name(c, "train.offload", p->offload);
+    if (ok && p->set_mlp_chunk) ok = patch_int(c, "train.mlp_chunk", p->mlp_chunk);
+    if (ok && p->nodes) ok = patch_int(c, "mesh.nodes", p->nodes);
+    if (ok && p->micro_batch) ok = patch_int(c, "train.micro_batch", p->micro_batch);
+    if (ok && p->seq_len) ok = patch_int(c, "train.seq_len", p->seq_len);
+    return ok;
+}
+
+fe_spec *fe_spec_patched(const fe_spec *spec, const fe_spec_patch *p) {
+    fe_spec *c = spec ? fe_spec_copy(spec) : NULL;
+    if (c && (!p || patch_apply(c, p)) && fe_check(c)) return c;
+    fe_spec_free(c);
+    return NULL;
+}
+
+static void fmt_key(char *buf, size_t n, size_t *len, const char *key, const char *val) {
+    if (*len >= n) return;
+    int k = snprintf(buf + *len, n - *len, "%s%s=%s", *len ? " --set " : "", key, val);
+    if (k > 0) *len += (size_t)k;
+}
+
+static void fmt_int(char *buf, size_t n, size_t *len, const char *key, int64_t v) {
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)v);
+    fmt_key(buf, n, len, key, num);
+}
+
+void fe_spec_patch_format(const fe_spec_patch *p, char *buf, size_t n) {
+    size_t len = 0;
+    char num[32];
+    if (n) buf[0] = 0;
+    if (p->sequence) fmt_key(buf, n, &len, "layout.sequence", p->sequence);
+    if (p->a2a) fmt_key(buf, n, &len, "layout.a2a", p->a2a);
+    if (p->batch_aware) {
+        snprintf(num, sizeof num, "groups %d", p->batch_aware);
+        fmt_key(buf, n, &len, "layout.batch_aware", p->batch_aware <= 1 ? "off" : num);
+    }
+    if (p->ring_degree) fmt_int(buf, n, &len, "layout.ring_degree", p->ring_degree);
+    if (p->zero) fmt_int(buf, n, &len, "train.zero", p->zero);
+    if (p->recompute) fmt_key(buf, n, &len, "train.recompute", p->recompute);
+    if (p->offload) fmt_key(buf, n, &len, "train.offload", p->offload);
+    if (p->set_mlp_chunk) fmt_int(buf, n, &len, "train.mlp_chunk", p->mlp_chunk);
+    if (p->nodes) fmt_int(buf, n, &len, "mesh.nodes", p->nodes);
+    if (p->micro_batch) fmt_int(buf, n, &len, "train.micro_batch", p->micro_batch);
+    if (p->seq_len) fmt_int(buf, n, &len, "train.seq_len", p->seq_len);
+}

@@ -1,8 +1,10 @@
-/* passes.h — lowering (spec → IR), the pass registry, the schedule report,
- * the cost model and the planner.  The only header of passes/.
+/* passes.h — the pass registry, the passes (IR → IR), the schedule report,
+ * the cost model and the memory report.  The only header of passes/.
+ * Everything here reads IR alone: lowering a spec, the planner and the
+ * other spec-level work are driver/'s (driver/driver.h).
  *
  * Pipeline (explicit, in this order; see passes/README.md):
- *     (planner: resolve auto) → lower → batch-aware → the strategy's passes
+ *     (driver: resolve auto, lower) → batch-aware → the strategy's passes
  *         (ulysses | ring | ulysses, two-level | a plugin's)
  *         → place → zero → (its after-zero passes) → recompute → offload
  *         → overlap → memplan      (+ cost, on request)
@@ -15,20 +17,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "../frontend/frontend.h"
 #include "../ir/ir.h"
-
-/* Lowers a checked spec to the single-device training step: global shapes,
- * nothing sharded, group @world only, forward, backward and optimizer ops
- * (each op carries layer = L (or -1) and phase = fwd|bwd|opt).  Every
- * spec field the passes need is copied into the module config, so passes
- * work from textual IR alone. */
-ir_module *pass_lower(const fe_spec *spec);
-/* Lowers with this layout (config sequence, ring_degree, a2a, groups;
- * lower.c).  pass_lower (plan.c, the driver above lowering) uses the spec's
- * own layout, or the planner's choice (pass_layout_resolve) when the spec
- * leaves something to choose. */
-ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice);
+#include "../layout/layout.h"
 
 /* Options shared by every pass. */
 typedef struct pass_options {
@@ -177,6 +167,8 @@ layout_choice pass_layout_of(const ir_module *m);
  * loaded). */
 bool pass_layout_strategy(const ir_module *m, const layout_strategy **out);
 layout_dims pass_layout_dims(const ir_module *m);
+/* True when every pass of the layout's pipeline is registered. */
+bool pass_layout_available(const layout_choice *c);
 
 /* ---- schedule report ---------------------------------------------------- */
 /* One line per collective: layer, phase, op, group with its rank lists,
@@ -271,119 +263,6 @@ bool pass_cost(ir_module *m, const pass_options *opt);
 /* Predicted one-step timeline, Chrome trace JSON (pid = rank, tid = stream). */
 void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out);
 
-/* ---- planner (plan.c) ------------------------------------------------------
- * Enumerates every legal layout of a spec (layout_candidates: each G
- * dividing N and B times Ulysses, two-level Ulysses, ring and hybrid R),
- * builds each (pass_lower_with the typed choice, the default pipeline),
- * costs it with pass_cost_estimate and picks the fastest that fits and
- * keeps the global batch.  See passes/README.md, "Planner". */
-typedef struct pass_plan_candidate {
-    char name[64];        /* "ulysses", "batch-aware G=2", "ulysses+two_level", "ring", "hybrid R=2",
-                             "batch-aware G=2 ring", "ulysses-sp=4" */
-    layout_choice choice; /* the layout (ulysses-sp: G = B groups) */
-    int groups, group_size;
-    int64_t micro_batch;  /* of the candidate: B, or B*B for ulysses-sp */
-    double tokens_per_rank;
-    int peers;
-    double a2a_ms, step_ms, a2a_fraction, mem_bytes_per_rank;
-    double attn_ms;       /* of step_ms: attention, forward and backward */
-    double comm_ms;       /* of step_ms: collectives and point-to-point */
-    double host_ms;       /* of comm_ms: copies over the host link (train.offload) */
-    char offload[16];     /* train.offload as built (auto: what it chose) */
-    /* With --doc-lengths (pass_plan_apply_docs): the dense step, and the
-     * step and group imbalance with sequential [0] and balanced [1]
-     * packing; step_ms is then the one of the spec's packing.  NaN where
-     * not predicted. */
-    double dense_step_ms, docs_ms[2], imbalance[2];
-    bool legal, fits;
-    bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
-    bool available;       /* the passes that build it exist in this compiler */
-    char reason[160];     /* why it was not chosen (illegal, not available, does not fit,
-                             changes the global batch, slower); "" for the chosen one */
-} pass_plan_candidate;
-
-/* Packed documents in the plan (--doc-lengths). */
-typedef struct pass_plan_docs_summary {
-    bool on;
-    bool spec_documents;     /* the spec packs documents (train.documents on) */
-    int n, steps;            /* documents read; sampled steps */
-    double mean_len, max_len;
-    layout_packing packing;  /* the spec's: what step_ms predicts */
-    char source[256];
-} pass_plan_docs_summary;
-
-typedef struct pass_plan_result {
-    char model[64];
-    int world, nodes, devices_per_node;
-    int64_t micro_batch, seq_len;
-    int64_t accum;             /* micro-steps per optimizer step (train.global_batch / micro_batch) */
-    double device_mem;         /* bytes per rank, 0 if unknown */
-    bool cuda;                 /* memory planned for the cuda target (else cpu) */
-    bool offload;              /* the spec's train.offload is not none: offload columns */
-    pass_plan_candidate *cand; /* malloc'd */
-    int n;
-    int chosen;                /* index into cand, -1 when no legal candidate fits */
-    char why[200];             /* why the chosen one */
-    char suggestion[480];      /* when nothing fits: the cheapest change that makes one fit */
-    pass_plan_docs_summary docs;
-} pass_plan_result;
-
-/* Document lengths for the planner: an llm.c token file split at the
- * spec's eot_token (as the runtime splits it; needs documents on), or text
- * holding one length per word ('#' comments).  Errors go to sup_error. */
-typedef struct pass_doc_lengths {
-    int64_t *len;
-    int n;
-    char source[256];
-} pass_doc_lengths;
-bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengths *out);
-/* The same from a buffer (path names it in messages); the fuzz target's. */
-bool pass_doc_lengths_parse(const char *path, const unsigned char *buf, size_t n, const fe_spec *spec,
-                            pass_doc_lengths *out);
-void pass_doc_lengths_free(pass_doc_lengths *d);
-/* Predicts each measured candidate's step with rows packed from documents
- * of these lengths, sequential and balanced (docplan.c). */
-void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_doc_lengths *d);
-/* pass_plan_target with packed documents of the given lengths (NULL: none);
- * the choice then goes by the step of the spec's packing. */
-bool pass_plan_docs(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *out);
-
-/* Plans a checked spec (its own layout block is ignored: every layout is
- * tried).  Diagnostics of the trial builds are silenced.  Returns false
- * when no legal layout fits (out->suggestion then says what would).
- * Memory is planned for the cpu target (pass_plan) or the one named
- * (pass_plan_target: cuda = bf16 buffers, as --target=cuda builds). */
-bool pass_plan(const fe_spec *spec, pass_plan_result *out);
-/* Chooses what the spec leaves open (batch_aware auto|on, sequence auto,
- * a2a auto) among the legal layouts it allows whose passes exist: the
- * lowest predicted step time (lower, the pipeline up to zero, the cost
- * model's times), the larger G within 1% (fewer peers at equal cost).  A
- * mesh without link bandwidths has nothing to cost: the largest legal G.
- * `why` (may be NULL) receives the explanation.  False when no allowed
- * layout is legal and buildable.  Diagnostics of the trials are silenced. */
-bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy);
-/* True when every pass of the layout's pipeline is registered. */
-bool pass_layout_available(const layout_choice *c);
-bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
-/* The module the compiler builds for `spec` with the overrides `sets`
- * applied ("train.zero=3"): fe_check, pass_lower, config mem.target (cuda or
- * cpu), the default pipeline, with diagnostics left as they are (silence
- * them around the call for trial builds).  NULL when a step fails. */
-ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, bool cuda);
-/* The tokens per MLP chunk to build spec with (layout c, NULL: the spec's;
- * pipeline NULL: the default): spec's own train.mlp_chunk, or for auto 0
- * (unfused) when the step fits with it, else ALST's tiling; `why` says so. */
-int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
-                            size_t nwhy);
-void pass_plan_free(pass_plan_result *r);
-/* A table, a "chosen: NAME (why)" line, and the suggestion when nothing fits. */
-void pass_plan_print(const pass_plan_result *r, FILE *out);
-/* {"world", "micro_batch", "candidates": [{"name", "groups", "group_size",
- *  "tokens_per_rank", "peers", "a2a_ms", "step_ms", "a2a_fraction",
- *  "mem_bytes_per_rank", "fits", "legal", "keeps_batch", "available", "reason"}],
- *  "chosen": NAME|null, ...} */
-void pass_plan_json(const pass_plan_result *r, FILE *out);
-
 /* ---- memory report (memreport.c; passes/README.md "memory report") --------
  * One rank's memory at the peak of the module's memory plan (pass_memplan;
  * an unplanned module is planned on a clone, quietly).  Every number comes
@@ -437,43 +316,9 @@ typedef struct pass_mem_report {
     bool host_fits;
     int ntop;
     pass_mem_value top[PASS_MEM_TOP]; /* the largest buffers live at the peak op */
-    int nsuggest;              /* filled by pass_memory_suggest */
+    int nsuggest;              /* filled by pass_memory_suggest (driver/) */
     pass_mem_suggestion suggest[PASS_MEM_SUGGEST];
 } pass_mem_report;
-
-/* ---- the longest sequence that fits (maxseq.c, baspc --max-seq-len) ---- */
-enum { PASS_MAXSEQ_ROWS = 6 * 64 };
-typedef struct pass_maxseq_row {
-    char layout[48];         /* "ulysses", "batch-aware G=2", "ring" (layout_choice_name) */
-    layout_choice choice;    /* the layout the row builds */
-    char recompute[16];      /* none, selective, full */
-    char offload[16];        /* none, activations */
-    int64_t host_bytes;      /* the plan's host arena per rank at seq_len (offload), 0 without */
-    int64_t seq_len;         /* the longest that fits; 0: none (or an illegal layout) */
-    int64_t tokens_per_rank; /* micro_batch * seq_len / world */
-    int64_t peak_bytes;      /* the plan's peak per rank at seq_len, -1 when none */
-    int64_t step;            /* the seq_len granularity searched */
-    int builds;              /* candidate builds the search made */
-    bool at_cap;             /* the longest length tried (2^24 tokens) fits */
-    char illegal[160];       /* why the layout is illegal ("" when legal) */
-} pass_maxseq_row;
-typedef struct pass_maxseq_result {
-    char model[IR_NAME_MAX], device[FE_NAME_MAX];
-    int world;
-    int64_t micro_batch;
-    double device_mem;
-    bool cuda;
-    /* The spec offloads (train.offload): each recompute setting gets a row
-     * with offload none and one with the spec's setting, and a row fits
-     * only when its host arena fits the node's host memory too. */
-    bool offload;
-    double host_mem;
-    int n;
-    pass_maxseq_row rows[PASS_MAXSEQ_ROWS];
-} pass_maxseq_result;
-bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r);
-void pass_maxseq_print(const pass_maxseq_result *r, FILE *out);
-void pass_maxseq_json(const pass_maxseq_result *r, FILE *out);
 
 /* False when the module cannot be planned (the reason was reported). */
 bool pass_memory_report(const ir_module *m, pass_mem_report *r);
@@ -481,15 +326,6 @@ bool pass_memory_report(const ir_module *m, pass_mem_report *r);
  * buffer, codegen's cg_set_memory_plan(false)), and every report says what
  * they allocate.  Default true. */
 void pass_memory_set_reuse(bool on);
-/* maxseq.c (a driver: it builds; the report above only reads a module).
- * When r does not fit: rebuilds `spec` with one change at a time and
- * records each one's peak in r->suggest: the memory plan (a report without
- * it, r->no_reuse), the cuda target (when the plan is
- * for cpu, the precision bf16 and the device not a cpu), ZeRO 3, recompute
- * selective and full, twice the nodes, half the seq_len, half the
- * micro-batch.  Diagnostics of the trial
- * builds are silenced. */
-void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r);
 /* A table (MiB/GiB) with the breakdown at the peak op and the largest buffers. */
 void pass_memory_print(const pass_mem_report *r, FILE *out);
 /* {"module", "target", "world", "peak_bytes_per_rank", "arena_bytes",
@@ -500,9 +336,6 @@ void pass_memory_print(const pass_mem_report *r, FILE *out);
  *  "suggestions": [{"change", "peak_bytes_per_rank", "fits"}] (when computed),
  *  "memory_plan", and without it "planned_arena_bytes", "staging_bytes"} */
 void pass_memory_json(const pass_mem_report *r, FILE *out);
-/* The fit diagnostic at `loc` (the spec's train block): severity SUP_ERROR
- * (--memory) or SUP_WARNING (every other action), naming the peak op, the
- * largest buffers and what would make it fit. */
-void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_severity sev);
 
 #endif
+

@@ -25,7 +25,7 @@ import re
 import sys
 import tempfile
 
-FOLDERS = ["common", "support", "layout", "ir", "frontend", "passes", "codegen", "api", "tools", "runtime"]
+FOLDERS = ["common", "support", "layout", "ir", "frontend", "passes", "codegen", "driver", "api", "tools", "runtime"]
 
 # Each folder's public headers: what another folder may include of it.
 PUBLIC = {
@@ -36,6 +36,7 @@ PUBLIC = {
     "frontend": {"frontend/frontend.h"},
     "passes": {"passes/passes.h"},
     "codegen": {"codegen/codegen.h"},
+    "driver": {"driver/driver.h"},
     "api": {"api/basp.h", "api/basp_pass.h"},
     "tools": set(),
     "runtime": {"runtime/include/basp_rt.h"},
@@ -43,9 +44,10 @@ PUBLIC = {
 
 # The layering, bottom up, as the CMake targets link: basp_common below
 # everything; basp_support; basp_layout and basp_ir (each on support);
-# basp_frontend (layout); basp_passes (ir, layout, frontend); basp_codegen
-# (ir; it reads layout's strategy names); basp, the API (passes, codegen);
-# the drivers in tools/.  The runtime is the other stack: generated
+# basp_frontend (layout); basp_passes (ir, layout: IR to IR, no spec);
+# basp_codegen (ir; it reads layout's strategy names); basp_driver
+# (frontend, passes: the spec-level work); basp, the API (driver,
+# codegen); the programs in tools/.  The runtime is the other stack: generated
 # programs link it, never the compiler, so it shares only common/.
 _COMPILER_BASE = {"common", "support"}
 MAY_INCLUDE = {
@@ -54,10 +56,11 @@ MAY_INCLUDE = {
     "layout": _COMPILER_BASE,
     "ir": _COMPILER_BASE,
     "frontend": _COMPILER_BASE | {"layout"},
-    "passes": _COMPILER_BASE | {"layout", "ir", "frontend"},
+    "passes": _COMPILER_BASE | {"layout", "ir"},
     "codegen": _COMPILER_BASE | {"layout", "ir"},
-    "api": _COMPILER_BASE | {"layout", "ir", "frontend", "passes", "codegen"},
-    "tools": _COMPILER_BASE | {"layout", "ir", "frontend", "passes", "codegen", "api"},
+    "driver": _COMPILER_BASE | {"layout", "ir", "frontend", "passes"},
+    "api": _COMPILER_BASE | {"layout", "ir", "frontend", "passes", "codegen", "driver"},
+    "tools": _COMPILER_BASE | {"layout", "ir", "frontend", "passes", "codegen", "driver", "api"},
     "runtime": {"common"},
 }
 

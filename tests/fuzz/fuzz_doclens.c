@@ -1,5 +1,5 @@
 /* fuzz_doclens — fuzz target for the planner's document lengths
- * (--doc-lengths: a text list or an llm.c token file, passes/docplan.c) and
+ * (--doc-lengths: a text list or an llm.c token file, driver/docplan.c) and
  * for the packer that lays them into rows (common/cm_pack.c).  Any input must
  * end in an error or in lengths; every packing of them must tile the rows
  * exactly with pieces of the input documents, each token at most once. */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
+#include "driver/driver.h"
 #include "passes/passes.h"
 
 #include "fuzz_common.h"

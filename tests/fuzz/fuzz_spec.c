@@ -9,6 +9,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "driver/driver.h"
 #include "passes/passes.h"
 
 #include "fuzz_common.h"

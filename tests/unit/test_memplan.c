@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/driver.h"
 #include "passes/passes.h"
 
 #include "check.h"
@@ -118,7 +119,12 @@ static void check_spec(const char *file, const char *const *sets, int nsets, boo
     CHECK(s != NULL);
     if (!s)
         return;
-    ir_module *m = pass_build_with(s, sets, nsets, cuda);
+    /* the overrides as the user gives them, then the build the compiler makes */
+    bool set_ok = true;
+    for (int i = 0; i < nsets && s && set_ok; i++)
+        set_ok = fe_override(s, sets[i]);
+    CHECK(set_ok);
+    ir_module *m = set_ok && fe_check(s) ? drv_build(s, NULL, cuda) : NULL;
     CHECK(m != NULL);
     if (m)
         check_plan(m, what), checked++;

@@ -21,7 +21,7 @@
  * Not modelled: the 64 x 64 tile granularity of the masked kernels (a tile
  * on a document boundary costs a whole tile), and the balance of a ring's
  * blocks, whose zig-zag order balances the causal mask but not documents. */
-#include "passes.h"
+#include "driver.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,8 +7,9 @@
  * same groups.  Each row is the layout it names: its candidates are the
  * spec with that layout written out (layout.sequence, layout.a2a,
  * layout.batch_aware, layout.ring_degree), train.recompute and
- * train.seq_len overridden, built the way the compiler builds it
- * (pass_build_with: the default pipeline, ending with the memory plan) and
+ * train.seq_len changed (a typed fe_spec_patch), built the way the
+ * compiler builds it (drv_build: the default pipeline, ending with the
+ * memory plan) and
  * judged by its plan's peak (pass_memory_report).  Its legality is the
  * layout's own rules (layout_illegal on that choice).  Sequence lengths are
  * multiples of a step q: 1024 tokens rounded up to a multiple of what the
@@ -25,7 +26,7 @@
  * lands next to the answer.  The search still ends on a length that fits
  * next to one that does not (step q), so the answer is exact for the plan
  * whatever the line says; a bent line costs builds, not correctness. */
-#include "pass_util.h"
+#include "driver.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -35,16 +36,10 @@
 /* Longest sequences tried: 2^24 tokens. */
 enum { MS_MAX_STEPS = 1 << 14 };
 
-/* The overrides of one candidate: the layout (at most 4), recompute,
- * offload, seq_len. */
-enum { MS_LAYOUT_SETS = 4, MS_SETS = MS_LAYOUT_SETS + 3 };
-
 typedef struct ms_ctx {
     const fe_spec *spec;
     bool cuda;
-    const char *sets[MS_SETS];
-    char text[MS_SETS][48];
-    int nlayout;
+    fe_spec_patch patch; /* the row's layout, recompute and offload; seq_len per build */
     int64_t q; /* tokens per step */
     int builds;
 } ms_ctx;
@@ -54,11 +49,8 @@ typedef struct ms_ctx {
  * *host is the host arena per rank. */
 static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits, int64_t *host)
 {
-    int n = c->nlayout + 3;
-    snprintf(c->text[n - 1], sizeof c->text[n - 1], "train.seq_len=%" PRId64, m * c->q);
-    for (int i = 0; i < n; i++)
-        c->sets[i] = c->text[i];
-    ir_module *mod = pass_build_with(c->spec, c->sets, n, c->cuda);
+    c->patch.seq_len = m * c->q;
+    ir_module *mod = drv_build(c->spec, &c->patch, c->cuda);
     c->builds++;
     pass_mem_report r;
     int64_t peak = -1;
@@ -115,20 +107,15 @@ static int64_t ms_search(ms_ctx *c, int64_t *peak_at, int64_t *host_at)
     return lo;
 }
 
-/* The overrides that make the spec layout c (a hybrid's ring_degree only
- * with it: setting another sequence drops the spec's, frontend/override.c). */
-static int ms_layout_sets(const layout_choice *c, char text[][48])
+/* The change that makes the spec layout c (a hybrid's ring_degree only
+ * with it: setting another sequence drops the spec's, as --set does). */
+static void ms_layout_patch(const layout_choice *c, fe_spec_patch *p)
 {
-    int n = 0;
-    snprintf(text[n++], 48, "layout.sequence=%s", layout_seq_name(c->seq));
-    snprintf(text[n++], 48, "layout.a2a=%s", c->variant ? c->variant->word : "flat");
-    if (c->groups <= 1)
-        snprintf(text[n++], 48, "layout.batch_aware=off");
-    else
-        snprintf(text[n++], 48, "layout.batch_aware=groups %d", c->groups);
+    p->sequence = layout_seq_name(c->seq);
+    p->a2a = c->variant ? c->variant->word : "flat";
+    p->batch_aware = c->groups <= 1 ? 1 : c->groups;
     if (c->seq == LAYOUT_HYBRID)
-        snprintf(text[n++], 48, "layout.ring_degree=%d", c->ring_degree);
-    return n;
+        p->ring_degree = c->ring_degree;
 }
 
 /* What every legal seq_len of c is a multiple of: K ranks (Ulysses), the 2K
@@ -159,9 +146,9 @@ static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const 
     snprintf(row->recompute, sizeof row->recompute, "%s", recompute);
     snprintf(row->offload, sizeof row->offload, "%s", offload);
     ms_ctx c = {.spec = spec, .cuda = cuda};
-    c.nlayout = ms_layout_sets(lc, c.text);
-    snprintf(c.text[c.nlayout], sizeof c.text[0], "train.recompute=%s", recompute);
-    snprintf(c.text[c.nlayout + 1], sizeof c.text[0], "train.offload=%s", offload);
+    ms_layout_patch(lc, &c.patch);
+    c.patch.recompute = recompute;
+    c.patch.offload = offload;
     int64_t K = r->world / (lc->groups > 0 ? lc->groups : 1), unit = ms_unit(K, lc);
     c.q = (1024 + unit - 1) / unit * unit;
     row->step = c.q;
@@ -325,54 +312,68 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
 /* Here, with the search, not in memreport.c: each suggestion is a spec
  * built again through the pipeline, which is a driver's work; the report
  * itself only reads a module. */
+/* Records a change: the typed patch to build, its text to show. */
+static void ms_suggest_add(pass_mem_report *r, fe_spec_patch *patches, const fe_spec_patch *p)
+{
+    if (r->nsuggest == PASS_MEM_SUGGEST)
+        return;
+    char set[96];
+    fe_spec_patch_format(p, set, sizeof set);
+    patches[r->nsuggest] = *p;
+    snprintf(r->suggest[r->nsuggest++].change, sizeof r->suggest[0].change, "--set %s", set);
+}
+
+/* The changes in the order of cost to the user: a ZeRO stage,
+ * recomputation (compute, no ranks), offload to host memory (host-link
+ * time, no ranks), more ranks, a shorter sequence, a smaller micro-batch
+ * (which changes the global batch). */
+static void ms_suggest_changes(const fe_spec *spec, pass_mem_report *r, fe_spec_patch *patches)
+{
+    if (spec->train.zero < 3)
+        ms_suggest_add(r, patches, &(fe_spec_patch){.zero = 3});
+    bool full = !strcmp(spec->train.recompute, "full");
+    if (!full && strcmp(spec->train.recompute, "selective") != 0)
+        ms_suggest_add(r, patches, &(fe_spec_patch){.recompute = "selective"});
+    if (!full)
+        ms_suggest_add(r, patches, &(fe_spec_patch){.recompute = "full"});
+    if (strcmp(spec->train.offload, "all") != 0 && strcmp(spec->mesh.host.kind, "none") != 0)
+        ms_suggest_add(r, patches, &(fe_spec_patch){.offload = "all"});
+    ms_suggest_add(r, patches, &(fe_spec_patch){.nodes = spec->mesh.nodes * 2});
+    if (spec->train.seq_len >= 2 && spec->train.seq_len % 2 == 0)
+        ms_suggest_add(r, patches, &(fe_spec_patch){.seq_len = spec->train.seq_len / 2});
+    if (spec->train.micro_batch >= 2)
+        ms_suggest_add(r, patches, &(fe_spec_patch){.micro_batch = spec->train.micro_batch / 2});
+}
+
 void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
 {
     r->nsuggest = 0;
     if (!spec || r->fits)
         return;
     pass_mem_suggestion *sg = r->suggest;
-    const char *sets[PASS_MEM_SUGGEST] = {0};
+    fe_spec_patch patches[PASS_MEM_SUGGEST] = {0};
     bool cuda[PASS_MEM_SUGGEST] = {0};
-    int n = 0, first = 0;
+    int first = 0;
     /* Without the memory plan: the planned program of the same step (its
      * numbers are in r already, nothing to build). */
     if (r->no_reuse) {
-        snprintf(sg[n].change, sizeof sg[n].change, "the memory plan (drop --no-memory-plan)");
-        sg[n].peak_bytes = r->planned_arena_bytes + r->work_bytes;
-        sg[n].fits = r->device_mem <= 0 || (double)sg[n].peak_bytes <= r->device_mem;
-        first = ++n;
+        snprintf(sg[0].change, sizeof sg[0].change, "the memory plan (drop --no-memory-plan)");
+        sg[0].peak_bytes = r->planned_arena_bytes + r->work_bytes;
+        sg[0].fits = r->device_mem <= 0 || (double)sg[0].peak_bytes <= r->device_mem;
+        first = r->nsuggest = 1;
     }
     /* A bf16 spec for a GPU planned for the cpu backend (4-byte elements):
-     * the CUDA backend's buffers are what the device would hold. */
+     * the CUDA backend's buffers are what the device would hold (the spec
+     * itself, built for the other target). */
     if (!r->cuda && !strcmp(spec->train.precision, "bf16") && strncmp(spec->mesh.device, "cpu", 3) != 0) {
-        snprintf(sg[n].change, sizeof sg[n].change, "--target=cuda");
-        cuda[n++] = true;
+        snprintf(sg[r->nsuggest].change, sizeof sg[0].change, "--target=cuda");
+        cuda[r->nsuggest++] = true;
     }
-    /* Then in the order of cost to the user: a ZeRO stage, recomputation
-     * (compute, no ranks), offload to host memory (host-link time, no
-     * ranks), more ranks, a shorter sequence, a smaller micro-batch (which
-     * changes the global batch). */
-    if (spec->train.zero < 3)
-        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.zero=3");
-    bool full = !strcmp(spec->train.recompute, "full");
-    if (!full && strcmp(spec->train.recompute, "selective") != 0)
-        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=selective");
-    if (!full)
-        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.recompute=full");
-    if (strcmp(spec->train.offload, "all") != 0 && strcmp(spec->mesh.host.kind, "none") != 0)
-        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.offload=all");
-    snprintf(sg[n++].change, sizeof sg[0].change, "--set mesh.nodes=%lld", (long long)spec->mesh.nodes * 2);
-    if (spec->train.seq_len >= 2 && spec->train.seq_len % 2 == 0)
-        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.seq_len=%lld", (long long)spec->train.seq_len / 2);
-    if (spec->train.micro_batch >= 2 && n < PASS_MEM_SUGGEST)
-        snprintf(sg[n++].change, sizeof sg[0].change, "--set train.micro_batch=%lld",
-                 (long long)spec->train.micro_batch / 2);
-    r->nsuggest = n;
+    ms_suggest_changes(spec, r, patches);
     sup_diag_saved saved = sup_diag_silence();
-    for (int i = first; i < n; i++) {
+    for (int i = first; i < r->nsuggest; i++) {
         pass_mem_suggestion *s = &sg[i];
-        sets[i] = cuda[i] ? NULL : s->change + strlen("--set ");
-        ir_module *m = pass_build_with(spec, &sets[i], sets[i] ? 1 : 0, cuda[i] || r->cuda);
+        ir_module *m = drv_build(spec, &patches[i], cuda[i] || r->cuda);
         pass_mem_report t;
         s->peak_bytes = -1;
         if (m && pass_memory_report(m, &t)) {

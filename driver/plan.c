@@ -31,7 +31,7 @@
  * choosing per candidate), and the table shows what each chose and its
  * copies' time over the host link, which the step time includes (for the
  * cuda target under the kernels, as the CUDA backend runs them). */
-#include "passes.h"
+#include "driver.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -47,19 +47,6 @@ typedef struct plan_ctx {
     pass_plan_result *r;
     int cap;
 } plan_ctx;
-
-/* The spec with overrides applied and checked again; NULL when either fails. */
-static fe_spec *spec_with(const fe_spec *s, const char *const *sets, int n)
-{
-    fe_spec *c = fe_spec_copy(s);
-    bool ok = c != NULL;
-    for (int i = 0; i < n && ok; i++)
-        ok = fe_override(c, sets[i]);
-    if (ok && fe_check(c))
-        return c;
-    fe_spec_free(c);
-    return NULL;
-}
 
 static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline);
 
@@ -77,9 +64,9 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
     int64_t alst = fe_mlp_chunk_alst(spec);
     if (spec->train.mlp_chunk != FE_MLP_AUTO || alst == 0)
         return spec->train.mlp_chunk == FE_MLP_AUTO ? 0 : spec->train.mlp_chunk;
-    const char *set = "train.mlp_chunk=0";
+    const fe_spec_patch unfused = {.set_mlp_chunk = true, .mlp_chunk = 0};
     sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
-    fe_spec *s0 = spec_with(spec, &set, 1);
+    fe_spec *s0 = fe_spec_patched(spec, &unfused);
     ir_module *m = s0 ? build_choice(s0, c, cuda, pipeline) : NULL;
     sup_diag_restore(saved);
     pass_mem_report r;
@@ -116,12 +103,8 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
 {
     fe_spec *mine = NULL;
     if (s->train.mlp_chunk == FE_MLP_AUTO) {
-        char set[64];
-        snprintf(set, sizeof set, "train.mlp_chunk=%lld", (long long)pass_mlp_chunk_auto(s, c, cuda, pipeline, NULL, 0));
-        const char *sets = set;
-        sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
-        mine = spec_with(s, &sets, 1);
-        sup_diag_restore(saved);
+        int64_t chunk;
+        mine = drv_mlp_settled(s, c, cuda, pipeline, NULL, 0, &chunk);
         if (!mine)
             return NULL;
         s = mine;
@@ -145,9 +128,20 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
     return m;
 }
 
-ir_module *pass_build_with(const fe_spec *spec, const char *const *sets, int n, bool cuda)
+fe_spec *drv_mlp_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                         size_t nwhy, int64_t *chunk)
 {
-    fe_spec *s = spec_with(spec, sets, n);
+    *chunk = pass_mlp_chunk_auto(spec, c, cuda, pipeline, why, nwhy);
+    const fe_spec_patch p = {.set_mlp_chunk = true, .mlp_chunk = *chunk};
+    sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
+    fe_spec *s = fe_spec_patched(spec, &p);
+    sup_diag_restore(saved);
+    return s;
+}
+
+ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda)
+{
+    fe_spec *s = fe_spec_patched(spec, patch);
     ir_module *m = s ? build_choice(s, NULL, cuda, NULL) : NULL;
     fe_spec_free(s);
     return m;
@@ -493,17 +487,19 @@ static void plan_run(const fe_spec *spec, bool cuda, const pass_doc_lengths *doc
     plan_candidates(&x);
 }
 
-/* Re-plans with one override; true when something then fits, with what
- * in `what`. */
-static bool try_change(const fe_spec *spec, const char *set, bool cuda, char *what, size_t n)
+/* Re-plans with one change; true when something then fits, with what
+ * in `what` (the change as the user would ask for it). */
+static bool try_change(const fe_spec *spec, const fe_spec_patch *p, bool cuda, char *what, size_t n)
 {
-    fe_spec *s = spec_with(spec, &set, 1);
+    fe_spec *s = fe_spec_patched(spec, p);
     if (!s)
         return false;
     pass_plan_result r;
     plan_run(s, cuda, NULL, &r);
     bool ok = r.chosen >= 0;
     if (ok) {
+        char set[96];
+        fe_spec_patch_format(p, set, sizeof set);
         const pass_plan_candidate *c = &r.cand[r.chosen];
         snprintf(what, n, "--set %s: %s then fits (%.1f GiB per rank, %.1f ms/step)", set, c->name,
                  c->mem_bytes_per_rank / GIB, c->step_ms);
@@ -513,46 +509,43 @@ static bool try_change(const fe_spec *spec, const char *set, bool cuda, char *wh
     return ok;
 }
 
-/* The first change, cheapest to the user first, that makes a layout fit. */
+/* The changes to try, cheapest to the user first: a larger ZeRO stage,
+ * recomputation (compute, not ranks; selective before full), offload
+ * (host-link time, not ranks; the cheapest setting first), more nodes, a
+ * smaller micro-batch.  Returns how many were written. */
+static int suggest_changes(const fe_spec *spec, fe_spec_patch *out, int cap)
+{
+    int n = 0;
+    for (int z = spec->train.zero + 1; z <= 3 && n < cap; z++)
+        out[n++] = (fe_spec_patch){.zero = z};
+    static const char *const modes[] = {"selective", "full"};
+    for (int k = 0; k < 2 && n < cap; k++)
+        if (strcmp(spec->train.recompute, modes[k]) != 0 && strcmp(spec->train.recompute, "full") != 0)
+            out[n++] = (fe_spec_patch){.recompute = modes[k]};
+    static const char *const offloads[] = {"activations", "optimizer", "all"};
+    for (int k = 0; k < 3 && n < cap && !strcmp(spec->train.offload, "none") && spec->mesh.host.bandwidth > 0; k++)
+        out[n++] = (fe_spec_patch){.offload = offloads[k]};
+    for (int64_t k = 2; k <= 8 && n < cap; k *= 2)
+        out[n++] = (fe_spec_patch){.nodes = spec->mesh.nodes * k};
+    for (int64_t b = spec->train.micro_batch / 2; b >= 1 && n < cap; b /= 2)
+        out[n++] = (fe_spec_patch){.micro_batch = b};
+    return n;
+}
+
+/* The first change that makes a layout fit. */
 static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r)
 {
-    char set[96], what[300];
-    for (int z = spec->train.zero + 1; z <= 3; z++) {
-        snprintf(set, sizeof set, "train.zero=%d", z);
-        if (try_change(spec, set, cuda, what, sizeof what))
-            goto found;
-    }
-    /* Recomputation costs compute, not ranks: selective before full. */
-    static const char *const modes[] = {"selective", "full"};
-    for (int k = 0; k < 2; k++) {
-        if (!strcmp(spec->train.recompute, modes[k]) || !strcmp(spec->train.recompute, "full"))
-            continue;
-        snprintf(set, sizeof set, "train.recompute=%s", modes[k]);
-        if (try_change(spec, set, cuda, what, sizeof what))
-            goto found;
-    }
-    /* Offload costs host-link time, not ranks: the cheapest setting first. */
-    static const char *const offloads[] = {"activations", "optimizer", "all"};
-    for (int k = 0; k < 3 && !strcmp(spec->train.offload, "none") && spec->mesh.host.bandwidth > 0; k++) {
-        snprintf(set, sizeof set, "train.offload=%s", offloads[k]);
-        if (try_change(spec, set, cuda, what, sizeof what))
-            goto found;
-    }
-    for (int64_t k = 2; k <= 8; k *= 2) {
-        snprintf(set, sizeof set, "mesh.nodes=%lld", (long long)(spec->mesh.nodes * k));
-        if (try_change(spec, set, cuda, what, sizeof what))
-            goto found;
-    }
-    for (int64_t b = spec->train.micro_batch / 2; b >= 1; b /= 2) {
-        snprintf(set, sizeof set, "train.micro_batch=%lld", (long long)b);
-        if (try_change(spec, set, cuda, what, sizeof what))
-            goto found;
+    fe_spec_patch changes[96];
+    char what[300];
+    int n = suggest_changes(spec, changes, 96);
+    for (int i = 0; i < n; i++) {
+        if (try_change(spec, &changes[i], cuda, what, sizeof what)) {
+            snprintf(r->suggestion, sizeof r->suggestion, "%s", what);
+            return;
+        }
     }
     snprintf(r->suggestion, sizeof r->suggestion,
              "no single change fits: not ZeRO 3, recompute full, offload all, 8x the nodes or micro_batch 1");
-    return;
-found:
-    snprintf(r->suggestion, sizeof r->suggestion, "%s", what);
 }
 
 bool pass_plan(const fe_spec *spec, pass_plan_result *out) { return pass_plan_target(spec, false, out); }
