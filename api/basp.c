@@ -10,6 +10,22 @@
 #include "../driver/driver.h"
 #include "../passes/passes.h"
 
+/* The one compilation context behind this API: its functions take no
+ * context, so the settings they make (target, memory plan, verbosity) live
+ * here, the only place that changes them, and reach passes/ (bound in
+ * basp_context) and codegen/ (as a parameter) from here. */
+static sup_context basp_ctx_settings;
+static bool basp_ctx_ready;
+
+static sup_context *basp_context(void) {
+    if (!basp_ctx_ready) {
+        basp_ctx_settings = sup_context_default();
+        basp_ctx_ready = true;
+        pass_bind_context(&basp_ctx_settings);
+    }
+    return &basp_ctx_settings;
+}
+
 void basp_set_diagnostics(FILE *sink, bool quiet) {
     sup_diag_set_sink(sink);
     sup_diag_set_quiet(quiet);
@@ -110,12 +126,14 @@ static pass_options to_pass_options(const basp_pass_options *opt) {
  * GPUs is planned for cuda, ir_mem_target_of).  A module that already
  * carries a plan keeps its target. */
 static void set_mem_target(basp_module *m) {
-    if (cg_target_explicit() && !ir_mem_planned(m))
-        ir_config_set(m, "mem.target", cg_get_target() == CG_TARGET_CUDA ? "cuda" : "cpu");
+    const sup_context *ctx = basp_context();
+    if (ctx->target_explicit && !ir_mem_planned(m))
+        ir_config_set(m, "mem.target", ctx->target == SUP_TARGET_CUDA ? "cuda" : "cpu");
 }
 
 static bool plan_for_cuda(const basp_spec *spec) {
-    if (cg_target_explicit()) return cg_get_target() == CG_TARGET_CUDA;
+    const sup_context *ctx = basp_context();
+    if (ctx->target_explicit) return ctx->target == SUP_TARGET_CUDA;
     return ir_mem_default_cuda(spec->mesh.device, spec->train.precision);
 }
 
@@ -224,16 +242,16 @@ bool basp_write_trace(const basp_module *m, FILE *out) {
 }
 
 bool basp_emit_c(const basp_module *m, const char *spec_path, FILE *out) {
-    return m && out && cg_emit_c(m, spec_path, out);
+    return m && out && cg_emit_c(m, basp_context(), spec_path, out);
 }
 
 bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe, bool keep_c) {
-    return m && out_exe && cg_build(m, spec_path, out_exe, keep_c);
+    return m && out_exe && cg_build(m, basp_context(), spec_path, out_exe, keep_c);
 }
 
-void basp_set_verbosity(int level) { cg_set_verbosity(level); }
+void basp_set_verbosity(int level) { basp_context()->verbosity = level; }
 
-bool basp_set_target(const char *name) { return name && cg_set_target(name); }
+bool basp_set_target(const char *name) { return name && sup_context_set_target(basp_context(), name); }
 /* The memory report follows: without the plan it says what the program
  * allocates (one slot per value). */
-void basp_set_memory_plan(bool on) { cg_set_memory_plan(on); pass_memory_set_reuse(on); }
+void basp_set_memory_plan(bool on) { basp_context()->memory_plan = on; }

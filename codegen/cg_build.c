@@ -30,27 +30,6 @@
 #include "codegen.h"
 #include "codegen/cg_config.h"
 
-static int cg_verbosity = 1;
-static cg_target cg_the_target = CG_TARGET_CPU;
-static bool cg_target_given;
-
-void cg_set_verbosity(int level) { cg_verbosity = level; }
-
-bool cg_set_target(const char *name) {
-    if (!strcmp(name, "cpu")) cg_the_target = CG_TARGET_CPU;
-    else if (!strcmp(name, "cuda")) cg_the_target = CG_TARGET_CUDA;
-    else return false;
-    cg_target_given = true;
-    return true;
-}
-
-cg_target cg_get_target(void) { return cg_the_target; }
-
-static bool cg_plan_on = true;
-void cg_set_memory_plan(bool on) { cg_plan_on = on; }
-bool cg_memory_plan(void) { return cg_plan_on; }
-bool cg_target_explicit(void) { return cg_target_given; }
-
 enum { CG_PATH_MAX = 4096, CG_ARGV_MAX = 128 };
 
 /* The toolchain after the environment overrides. */
@@ -104,12 +83,12 @@ static const char *cg_installed_runtime(void) {
 }
 
 /* Fills `tc`; false (reported) when no runtime library can be found. */
-static bool cg_find_runtime(cg_toolchain *tc) {
+static bool cg_find_runtime(cg_toolchain *tc, const sup_context *ctx) {
     const char *cc = cg_env("BASP_CC");
     snprintf(tc->cc, sizeof tc->cc, "%s", cc ? cc : CG_CC);
     const char *dir = cg_env("BASP_RUNTIME_DIR");
     if (!dir) dir = cg_installed_runtime();
-    bool cuda = cg_the_target == CG_TARGET_CUDA;
+    bool cuda = ctx->target == SUP_TARGET_CUDA;
     const char *rtlib = cuda ? "libbasp_rt_cuda.a" : "libbasp_rt.a";
     if (dir) {
         snprintf(tc->include, sizeof tc->include, "%s/include", dir);
@@ -177,7 +156,7 @@ static void cg_print_command(char **argv) {
 
 /* cc -O2 -std=c17 -I include [sanitizer flags] [BASP_CFLAGS] file.c -o exe rt kernels cjson openblas -lm [BASP_LDFLAGS]
  * (CUDA: ... file.c -o exe rt_cuda kernels cjson -L<toolkit> -lcublasLt -lcublas -lcudart nccl -lstdc++ ...) */
-static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, const char *out_exe,
+static bool cg_compile(cg_toolchain *tc, const sup_context *ctx, const char *cfile, const char *shown, const char *out_exe,
                        const char *shown_exe) {
     char *argv[CG_ARGV_MAX];
     int argc = 0;
@@ -194,7 +173,7 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     for (int i = 0; i < 3; i++) argv[argc++] = (char *)fixed[i];
     cg_split(cflags, argv, &argc);
     const char *mid[] = {cfile, "-o", out_exe, tc->rt, tc->kernels, CG_CJSON_LIB, CG_BLAS_LIB, "-lm"};
-    bool cuda = cg_the_target == CG_TARGET_CUDA;
+    bool cuda = ctx->target == SUP_TARGET_CUDA;
     const char *libs = cg_env("BASP_LIBS");
     for (int i = 0; i < (cuda || libs ? 5 : 8); i++) argv[argc++] = (char *)mid[i];
     char linklibs[CG_PATH_MAX] = CG_CUDA_LIBS; /* cJSON, cuBLAS, cudart, NCCL, libstdc++ */
@@ -202,8 +181,8 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     if (cuda || libs) cg_split(linklibs, argv, &argc);
     cg_split(ldflags, argv, &argc);
     argv[argc] = NULL;
-    if (cg_verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, shown_exe);
-    if (cg_verbosity >= 2) cg_print_command(argv);
+    if (ctx->verbosity >= 1) fprintf(stderr, "baspc: compiling %s \u2192 %s\n", shown, shown_exe);
+    if (ctx->verbosity >= 2) cg_print_command(argv);
     int rc = cg_run(argv);
     if (rc == 0) return true;
     if (rc < 0)
@@ -213,13 +192,13 @@ static bool cg_compile(cg_toolchain *tc, const char *cfile, const char *shown, c
     return false;
 }
 
-static bool cg_write_c(const ir_module *m, const char *spec_path, const char *path) {
+static bool cg_write_c(const ir_module *m, const sup_context *ctx, const char *spec_path, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) {
         sup_error(sup_noloc(), "cannot write %s: %s", path, strerror(errno));
         return false;
     }
-    bool ok = cg_emit_c(m, spec_path, f);
+    bool ok = cg_emit_c(m, ctx, spec_path, f);
     if (fclose(f) != 0 && ok) {
         sup_error(sup_noloc(), "cannot write %s: %s", path, strerror(errno));
         ok = false;
@@ -259,9 +238,9 @@ static bool cg_temp_next_to(const char *path, char *out, size_t n) {
  * file next to its name and renamed over it only at the end, so that a
  * failed build never truncates or deletes a file that was there before;
  * only the temporaries baspc made are removed. */
-bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bool keep_c) {
+bool cg_build(const ir_module *m, const sup_context *ctx, const char *spec_path, const char *out_exe, bool keep_c) {
     cg_toolchain tc;
-    if (!cg_find_runtime(&tc)) return false;
+    if (!cg_find_runtime(&tc, ctx)) return false;
     char cfile[2 * CG_PATH_MAX + 8], tmpdir[CG_PATH_MAX] = "", tmp_exe[2 * CG_PATH_MAX];
     char final_c[2 * CG_PATH_MAX + 8], tmp_c[2 * CG_PATH_MAX];
     const char *shown = cfile; /* the C file as progress messages name it */
@@ -287,8 +266,8 @@ bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bo
         snprintf(cfile, sizeof cfile, "%s/%s.c", tmpdir, cg_basename(out_exe));
         shown = cfile + strlen(tmpdir) + 1;
     }
-    bool wrote = cg_write_c(m, spec_path, cfile);
-    bool ok = wrote && cg_compile(&tc, cfile, shown, tmp_exe, out_exe);
+    bool wrote = cg_write_c(m, ctx, spec_path, cfile);
+    bool ok = wrote && cg_compile(&tc, ctx, cfile, shown, tmp_exe, out_exe);
     if (tmpdir[0]) {
         remove(cfile);
         rmdir(tmpdir);

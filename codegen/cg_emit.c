@@ -164,7 +164,7 @@ static void cg_header(sup_buf *b, const cg_names *n, const char *spec) {
                       " *           the sequence over the ranks of each group\n"
                       " *   step    %d ops on %d values, %d process groups\n *\n",
                    world, m->mesh.nodes, m->mesh.devices_per_node, G, K, G, K, m->nops, nvalues, m->ngroups);
-    if (cg_get_target() == CG_TARGET_CUDA)
+    if (n->ctx->target == SUP_TARGET_CUDA)
         sup_buf_puts(b, " *   target  cuda: one GPU per rank, bf16 values with fp32 master weights,\n"
                         " *           NCCL collectives, cuBLAS GEMMs (linked against basp_rt_cuda);\n"
                         " *           rt_f32/rt_i32 return device pointers, passed on untouched\n *\n");
@@ -258,7 +258,7 @@ static void cg_value_row(sup_buf *b, const cg_names *n, int v, ir_mem_cat cat) {
             sup_buf_printf(b, "%s%" PRId64, d ? ", " : "", d < val->type.rank ? val->type.unit[d] : 0);
         sup_buf_puts(b, "}");
     }
-    if (val->mem_off >= 0 && cg_memory_plan()) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
+    if (val->mem_off >= 0 && n->ctx->memory_plan) sup_buf_printf(b, ", .offset = %" PRId64, val->mem_off);
     if (ir_mem_keeps_f32(m, v)) sup_buf_puts(b, ", .keep_f32 = 1");
     if (ir_mem_on_host(m, v)) sup_buf_puts(b, ", .on_host = 1");
     /* The category baspc --memory counts it in, for the runtime's report. */
@@ -441,10 +441,11 @@ static void cg_features(sup_buf *b, const ir_module *m) {
 }
 
 /* The memory plan's whole-arena facts (every value's offset is in its row). */
-static void cg_mem_fields(sup_buf *b, const ir_module *m) {
+static void cg_mem_fields(sup_buf *b, const cg_names *n) {
+    const ir_module *m = n->m;
     if (ir_mem_opt_on_host(m)) /* with or without a plan */
         sup_buf_puts(b, "    .opt_on_host = 1, /* AdamW's state in the host arena, the update on the host */\n");
-    if (!cg_memory_plan()) {
+    if (!n->ctx->memory_plan) {
         sup_buf_puts(b, "    .mem_arena_bytes = 0, /* no memory plan (--no-memory-plan): one buffer per value */\n");
         return;
     }
@@ -481,7 +482,7 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_rope_scaling(b, m);
     cg_features(b, m);
     cg_started_field(b, m);
-    cg_mem_fields(b, m);
+    cg_mem_fields(b, n);
     int64_t accum = ir_config_int(m, "accum", 1);
     if (accum > 1) sup_buf_printf(b, "    .accum = %lld, .apply = apply_step,\n", (long long)accum);
     sup_buf_puts(b, eval ? "    .step = step, .eval = eval_step,\n};\n\n" : "    .step = step, .eval = 0,\n};\n\n");
@@ -508,14 +509,14 @@ static bool cg_check_values(const cg_names *n) {
     return ok;
 }
 
-static bool cg_emit_planned(const ir_module *m, const char *spec_path, FILE *out);
+static bool cg_emit_planned(const ir_module *m, const sup_context *ctx, const char *spec_path, FILE *out);
 
 /* The module planned for the target's buffer sizes: m itself when its plan
  * is for this target, else a planned copy (*own, to be freed).  NULL when
  * planning failed. */
-static const ir_module *cg_planned(const ir_module *m, ir_module **own) {
+static const ir_module *cg_planned(const ir_module *m, const sup_context *ctx, ir_module **own) {
     *own = NULL;
-    ir_mem_target want = ir_mem_target_named(cg_get_target() == CG_TARGET_CUDA), have;
+    ir_mem_target want = ir_mem_target_named(ctx->target == SUP_TARGET_CUDA), have;
     if (ir_mem_planned(m) && ir_mem_target_of(m, &have) && have.cuda == want.cuda) return m;
     *own = ir_module_clone(m);
     ir_config_set(*own, "mem.target", want.cuda ? "cuda" : "cpu");
@@ -622,21 +623,22 @@ static bool cg_check_lowered(const ir_module *m) {
     return !unsharded && !unreduced;
 }
 
-bool cg_emit_c(const ir_module *m0, const char *spec_path, FILE *out) {
+bool cg_emit_c(const ir_module *m0, const sup_context *ctx, const char *spec_path, FILE *out) {
     if (!ir_verify(m0, "before codegen")) return false;
     if (!cg_check_lowered(m0)) return false;
     ir_module *own;
-    const ir_module *m = cg_planned(m0, &own);
-    bool ok = m && cg_emit_planned(m, spec_path, out);
+    const ir_module *m = cg_planned(m0, ctx, &own);
+    bool ok = m && cg_emit_planned(m, ctx, spec_path, out);
     if (own) ir_module_free(own);
     return ok;
 }
 
-static bool cg_emit_planned(const ir_module *m, const char *spec_path, FILE *out) {
+static bool cg_emit_planned(const ir_module *m, const sup_context *ctx, const char *spec_path, FILE *out) {
     int errors = sup_error_count();
     const char *spec = spec_path ? spec_path : m->name;
     cg_names n;
     cg_names_init(&n, m);
+    n.ctx = ctx;
     sup_buf b = {0};
     cg_header(&b, &n, spec);
     cg_value_enum(&b, &n);

@@ -4,8 +4,9 @@
  * size is derived) is codegen/README.md.
  *
  *     ir_module *m = ...;                       // after the pass pipeline
- *     cg_emit_c(m, "model.basp", stdout);       // the readable C program
- *     cg_build(m, "model.basp", "train", false) // ./train, linked to basp_rt
+ *     sup_context ctx = sup_context_default();
+ *     cg_emit_c(m, &ctx, "model.basp", stdout);       // the readable C program
+ *     cg_build(m, &ctx, "model.basp", "train", false) // ./train, linked to basp_rt
  *
  * Both verify the module first.  An op the runtime cannot execute, or a
  * value whose shape the mapping cannot express, is reported as an error at
@@ -24,7 +25,7 @@
  * module came from (for the header comment and the runtime's messages);
  * NULL = the module name.  Returns false (after reporting) on any error;
  * nothing is written then. */
-bool cg_emit_c(const ir_module *m, const char *spec_path, FILE *out);
+bool cg_emit_c(const ir_module *m, const sup_context *ctx, const char *spec_path, FILE *out);
 
 /* Emits the program, then compiles and links it with the MPI C compiler
  * against the runtime (paths recorded at configure time; env BASP_CC,
@@ -32,37 +33,26 @@ bool cg_emit_c(const ir_module *m, const char *spec_path, FILE *out);
  * out_exe + ".c" when keep_c, else a temporary file removed afterwards.
  * Progress goes to stderr.  Returns false (after reporting) on any error,
  * including a runtime library that was not built. */
-bool cg_build(const ir_module *m, const char *spec_path, const char *out_exe, bool keep_c);
+bool cg_build(const ir_module *m, const sup_context *ctx, const char *spec_path, const char *out_exe, bool keep_c);
 
-/* The backend the program is generated and linked for: CG_TARGET_CPU (fp32,
- * MPI, OpenBLAS; libbasp_rt.a) or CG_TARGET_CUDA (bf16 on the GPUs, NCCL,
- * cuBLAS; libbasp_rt_cuda.a).  The runtime API is the same, so the step is
- * the same; the header comment and the link line differ.  cg_set_target
- * takes "cpu" or "cuda" and returns false for anything else. */
-typedef enum { CG_TARGET_CPU, CG_TARGET_CUDA } cg_target;
-bool cg_set_target(const char *name);
-cg_target cg_get_target(void);
-/* True once cg_set_target chose a target (--target): memory plans follow
- * it; otherwise they follow the spec (ir_mem_target_of). */
-bool cg_target_explicit(void);
-/* false: programs carry no memory plan (no offsets, mem_arena_bytes 0), so
- * the runtime gives every value its own buffer.  Default true. */
-void cg_set_memory_plan(bool on);
-
-/* What cg_build prints on stderr: 0 nothing but errors, 1 (default) one
- * progress line ("baspc: compiling train.c → train"), 2 also the compiler
- * command line. */
-void cg_set_verbosity(int level);
+/* The context (support.h) says the backend: SUP_TARGET_CPU (fp32, MPI,
+ * OpenBLAS; libbasp_rt.a) or SUP_TARGET_CUDA (bf16 on the GPUs, NCCL,
+ * cuBLAS; libbasp_rt_cuda.a) -- the runtime API is the same, so the step
+ * is the same; the header comment and the link line differ.  Its
+ * memory_plan false gives programs no memory plan (no offsets,
+ * mem_arena_bytes 0), so the runtime gives every value its own buffer.  Its
+ * verbosity is what cg_build prints on stderr: 0 nothing but errors, 1 one
+ * progress line ("baspc: compiling train.c → train"), 2 also the
+ * compiler command line. */
 
 /* ---- pieces shared by codegen's own files (cg_emit.c, cg_ops.c) -----------
  * Not for callers outside codegen/. */
-
-bool cg_memory_plan(void); /* cg_set_memory_plan's setting */
 
 /* Names given to values and groups in the generated C, plus the module. */
 enum { CG_IDENT_MAX = IR_NAME_MAX + 16 }; /* prefix + IR name + clash suffix */
 typedef struct cg_names {
     const ir_module *m;
+    const sup_context *ctx;         /* the target and memory-plan switch emitted for */
     char (*value)[CG_IDENT_MAX];    /* "V_l0_q" per IR value; "" = not emitted */
     char (*group)[CG_IDENT_MAX];    /* "G_sp" per group */
 } cg_names;

@@ -160,10 +160,7 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
  * collectives in buffers of its own (runtime/cpu/rt_buf_cpu.c,
  * rt_layout_slots; the CUDA backend stages in its workspaces, and its
  * staging here is 0): nothing is ever freed, so every buffer counts, and
- * the peak is the whole allocation. */
-static bool pm_reuse = true;
-
-void pass_memory_set_reuse(bool on) { pm_reuse = on; }
+ * the peak is the whole allocation.  The context (pass_context) says which. */
 
 /* Turns the planned report of m into the one of its unplanned program. */
 static void report_slots(const ir_module *m, pass_mem_report *r)
@@ -209,7 +206,7 @@ static void report_slots(const ir_module *m, pass_mem_report *r)
 static void report_of(const ir_module *m, pass_mem_report *r)
 {
     report_planned(m, r);
-    if (!pm_reuse)
+    if (!pass_context()->memory_plan)
         report_slots(m, r);
 }
 

@@ -74,6 +74,12 @@ const pass_info *pass_registry(int *n);
 const pass_info *pass_lookup(const char *name); /* NULL if unknown */
 /* The options of the pass running now (pass_run), NULL outside one. */
 const pass_options *pass_current_options(void);
+/* The compilation context (support.h) the passes and reports read their
+ * settings from (the memory-plan switch); pass_bind_context names the
+ * caller's, which must outlive every later pass call.  Without one, the
+ * defaults (sup_context_default). */
+void pass_bind_context(const sup_context *ctx);
+const sup_context *pass_context(void);
 /* The pass running now (pass_run), NULL outside one: what the pass-writer
  * API's errors name. */
 const pass_info *pass_current(void);
@@ -298,7 +304,7 @@ typedef struct pass_mem_report {
     int64_t live_bytes;        /* the arena categories' sum */
     int64_t unused_bytes;      /* arena - live_bytes: fragmentation, usually 0 */
     int64_t no_reuse_bytes;    /* the arena with one buffer per value, no reuse */
-    /* Without reuse (pass_memory_set_reuse(false), baspc --no-memory-plan)
+    /* Without reuse (the context's memory_plan false, baspc --no-memory-plan)
      * the report is what that program allocates: arena_bytes = one slot per
      * value plus the optimizer state, stage_bytes the collectives' staging
      * outside it, live[] every buffer; planned_arena_bytes is the plan's. */
@@ -322,10 +328,8 @@ typedef struct pass_mem_report {
 
 /* False when the module cannot be planned (the reason was reported). */
 bool pass_memory_report(const ir_module *m, pass_mem_report *r);
-/* false: programs are built without the memory plan (every value its own
- * buffer, codegen's cg_set_memory_plan(false)), and every report says what
- * they allocate.  Default true. */
-void pass_memory_set_reuse(bool on);
+/* The context's memory_plan false (programs built without the memory plan,
+ * every value its own buffer) makes every report say what they allocate. */
 /* A table (MiB/GiB) with the breakdown at the peak op and the largest buffers. */
 void pass_memory_print(const pass_mem_report *r, FILE *out);
 /* {"module", "target", "world", "peak_bytes_per_rank", "arena_bytes",

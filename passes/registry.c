@@ -32,6 +32,17 @@ static pass_info registry[PASS_MAX];
 static const pass_options *running; /* pass_run's options, for passes without a parameter for them */
 
 const pass_options *pass_current_options(void) { return running; }
+
+/* The compilation context the passes run under: api/ owns it and binds it
+ * once; until then (unit tests that drive passes directly) the defaults. */
+static const sup_context *bound;
+
+void pass_bind_context(const sup_context *ctx) { bound = ctx; }
+
+const sup_context *pass_context(void) {
+    static const sup_context defaults = {.target = SUP_TARGET_CPU, .memory_plan = true, .verbosity = 1};
+    return bound ? bound : &defaults;
+}
 static int npasses;
 static bool ready;
 

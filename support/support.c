@@ -520,3 +520,15 @@ int sup_out_close(sup_outfile *o, int keep) {
     }
     return ok;
 }
+
+sup_context sup_context_default(void) {
+    return (sup_context){.target = SUP_TARGET_CPU, .target_explicit = false, .memory_plan = true, .verbosity = 1};
+}
+
+bool sup_context_set_target(sup_context *ctx, const char *name) {
+    if (!strcmp(name, "cpu")) ctx->target = SUP_TARGET_CPU;
+    else if (!strcmp(name, "cuda")) ctx->target = SUP_TARGET_CUDA;
+    else return false;
+    ctx->target_explicit = true;
+    return true;
+}

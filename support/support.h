@@ -159,4 +159,23 @@ const char *sup_fmt_bytes(double bytes, char *buf, size_t n);
 /* Shortest text that reads back as exactly the same double ("%.17g" trimmed). */
 const char *sup_fmt_double(double v, char *buf, size_t n);
 
+
+/* ---- the compilation context ----------------------------------------------
+ * The settings one compilation runs under, passed down from api/ to the
+ * passes and the code generator, so that no folder keeps them in globals
+ * of its own and a setting has one place to be changed.  It lives here,
+ * the lowest folder, because passes/ and codegen/ both read it and neither
+ * may include the other or api/. */
+typedef enum { SUP_TARGET_CPU, SUP_TARGET_CUDA } sup_target;
+typedef struct sup_context {
+    sup_target target;    /* the backend programs are generated and linked for */
+    bool target_explicit; /* chosen (--target): memory plans follow it, else the spec */
+    bool memory_plan;     /* false: no plan in programs, no reuse in memory reports */
+    int verbosity;        /* cg_build's stderr: 0 errors only, 1 progress, 2 commands */
+} sup_context;
+/* CPU (not explicit), memory plan on, verbosity 1. */
+sup_context sup_context_default(void);
+/* Sets ctx->target from "cpu" or "cuda"; false (unchanged) for anything else. */
+bool sup_context_set_target(sup_context *ctx, const char *name);
+
 #endif
