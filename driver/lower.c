@@ -20,21 +20,6 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* A fresh result value named after base (a name the module has not used). */
-static int lw_result(ir_module *m, const char *base, ir_type t)
-{
-    char name[IR_NAME_MAX];
-    ir_value_fresh_name(m, base, name);
-    return ir_value_add(m, name, IR_V_RESULT, t);
-}
-
-/* The layer and phase every op of the step carries. */
-static void lw_tag(ir_op *op, int layer, const char *phase)
-{
-    ir_attr_set_int(op, "layer", layer);
-    ir_attr_set_ident(op, "phase", phase);
-}
-
 typedef struct lw {
     ir_module *m;
     ir_dtype act;
@@ -64,8 +49,8 @@ static const char *vname(const lw *c, bool d, const char *suffix)
     return buf;
 }
 
-static int act(lw *c, const char *suffix, ir_type t) { return lw_result(c->m, vname(c, false, suffix), t); }
-static int dact(lw *c, const char *suffix, ir_type t) { return lw_result(c->m, vname(c, true, suffix), t); }
+static int act(lw *c, const char *suffix, ir_type t) { return ir_value_add_fresh(c->m, vname(c, false, suffix), t); }
+static int dact(lw *c, const char *suffix, ir_type t) { return ir_value_add_fresh(c->m, vname(c, true, suffix), t); }
 static int val(lw *c, const char *suffix) { return ir_value_find(c->m, vname(c, false, suffix)); }
 
 /* The gradient of a parameter has the parameter's type. */
@@ -73,7 +58,7 @@ static int dparam(lw *c, int w)
 {
     char name[IR_NAME_MAX + 2];
     snprintf(name, sizeof name, "d.%s", c->m->values[w].name);
-    return lw_result(c->m, name, c->m->values[w].type);
+    return ir_value_add_fresh(c->m, name, c->m->values[w].type);
 }
 
 static int param(lw *c, const char *suffix, int rank, int64_t d0, int64_t d1, int64_t d2)
@@ -95,7 +80,7 @@ static void emit(lw *c, ir_opcode code, int nin, const int *in, int nout, const 
         ir_attr_set_float(&op, key, fv);
     else if (key)
         ir_attr_set_int(&op, key, iv);
-    lw_tag(&op, c->layer, c->phase);
+    ir_op_tag(&op, c->layer, c->phase);
     ir_op_append(c->m, &op);
 }
 
@@ -268,7 +253,7 @@ static int attn_bwd(lw *c, int dx1, int x, const char *dx_name)
     int dqk = op1(c, IR_ADD, dhq, dhk, dact(c, "h.qk", tD));
     int dh = op1(c, IR_ADD, dqk, dhv, dact(c, "h", tD));
     int dn = rmsnorm_bwd(c, dh, x, val(c, "attn_norm"), dact(c, "x.n", tD));
-    return op1(c, IR_ADD, dx1, dn, lw_result(c->m, dx_name, tD));
+    return op1(c, IR_ADD, dx1, dn, ir_value_add_fresh(c->m, dx_name, tD));
 }
 
 /* Name of layer i's input: x0 for the first layer, else l<i-1>.x2. */
@@ -296,14 +281,14 @@ static void forward(lw *c, int layers)
     int xf = op1(c, IR_RMSNORM, x, ir_value_find(c->m, "final_norm"), act(c, "xf", tD));
     int head = ir_value_find(c->m, c->tied ? "embed" : "lm_head");
     ir_type tl = ty(IR_F32, 0, 0, 0, 0, 0);
-    int part = lw_result(c->m, "loss.part", tl);
+    int part = ir_value_add_fresh(c->m, "loss.part", tl);
     emit(c, IR_LM_HEAD_LOSS, 3, (int[]){xf, head, targets}, 1, &part, NULL, 0, 0);
-    int loss = lw_result(c->m, "loss", tl);
+    int loss = ir_value_add_fresh(c->m, "loss", tl);
     ir_op op = ir_op_make(IR_ALL_REDUCE);
     ir_op_add_input(&op, part);
     ir_op_add_output(&op, loss);
     ir_attr_set_group(&op, "group", ir_group_find(c->m, "world"));
-    lw_tag(&op, -1, "fwd");
+    ir_op_tag(&op, -1, "fwd");
     ir_op_append(c->m, &op);
 }
 
@@ -316,14 +301,14 @@ static void backward(lw *c, int layers)
     int embed = ir_value_find(m, "embed"), xf = ir_value_find(m, "xf");
     int head = c->tied ? embed : ir_value_find(m, "lm_head");
     int dxf = act(c, "d.xf", tD);
-    int dhead = lw_result(m, c->tied ? "d.embed.head" : "d.lm_head", m->values[head].type);
+    int dhead = ir_value_add_fresh(m, c->tied ? "d.embed.head" : "d.lm_head", m->values[head].type);
     emit(c, IR_LM_HEAD_LOSS_BWD, 3, (int[]){xf, head, ir_value_find(m, "targets")}, 2, (int[]){dxf, dhead},
          NULL, 0, 0);
     char xname[IR_NAME_MAX], dname[IR_NAME_MAX + 2];
     layer_input_name(layers, xname);
     snprintf(dname, sizeof dname, "d.%s", xname);
     int dx = rmsnorm_bwd(c, dxf, ir_value_find(m, xname), ir_value_find(m, "final_norm"),
-                         lw_result(m, dname, tD));
+                         ir_value_add_fresh(m, dname, tD));
     for (int i = layers - 1; i >= 0; i--) {
         c->layer = i;
         layer_input_name(i, xname);
@@ -331,10 +316,10 @@ static void backward(lw *c, int layers)
         dx = attn_bwd(c, mlp_bwd(c, dx), ir_value_find(m, xname), dname);
     }
     c->layer = -1;
-    int dtok = lw_result(m, c->tied ? "d.embed.tok" : "d.embed", m->values[embed].type);
+    int dtok = ir_value_add_fresh(m, c->tied ? "d.embed.tok" : "d.embed", m->values[embed].type);
     op1(c, IR_EMBEDDING_BWD, dx, ir_value_find(m, "tokens"), dtok);
     if (c->tied) /* the tied matrix gets both contributions */
-        op1(c, IR_ADD, dtok, dhead, lw_result(m, "d.embed", m->values[embed].type));
+        op1(c, IR_ADD, dtok, dhead, ir_value_add_fresh(m, "d.embed", m->values[embed].type));
 }
 
 static void optimizer(lw *c)
@@ -349,7 +334,7 @@ static void optimizer(lw *c)
         ir_op op = ir_op_make(IR_ADAMW);
         ir_op_add_input(&op, w);
         ir_op_add_input(&op, ir_value_find(m, name));
-        lw_tag(&op, -1, "opt");
+        ir_op_tag(&op, -1, "opt");
         ir_op_append(m, &op);
     }
 }

@@ -489,6 +489,19 @@ void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_
     }
 }
 
+int ir_value_add_fresh(ir_module *m, const char *base, ir_type type)
+{
+    char name[IR_NAME_MAX];
+    ir_value_fresh_name(m, base, name);
+    return ir_value_add(m, name, IR_V_RESULT, type);
+}
+
+void ir_op_tag(ir_op *op, int layer, const char *phase)
+{
+    ir_attr_set_int(op, "layer", layer);
+    ir_attr_set_ident(op, "phase", phase);
+}
+
 /* ---- ops ---------------------------------------------------------------- */
 int ir_op_insert(ir_module *m, int pos, const ir_op *op)
 {

@@ -370,6 +370,9 @@ int ir_value_find(const ir_module *m, const char *name);
 void ir_value_swap_names(ir_module *m, int a, int b);
 /* A fresh name "base", "base.1", "base.2" ... not yet used. */
 void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX]);
+/* Adds a result value under a fresh name from `base` (the lowering and
+ * every pass that creates values name them this way); returns its index. */
+int ir_value_add_fresh(ir_module *m, const char *base, ir_type type);
 
 /* Ops.  ir_op_insert places `op` at index `pos` (0..nops) and fixes every
  * value's def index; returns pos.  ir_op_append = insert at the end. */
@@ -385,6 +388,9 @@ void ir_op_add_output(ir_op *op, int value);
 void ir_attr_set_int(ir_op *op, const char *key, int64_t v);
 void ir_attr_set_float(ir_op *op, const char *key, double v);
 void ir_attr_set_ident(ir_op *op, const char *key, const char *s);
+/* Sets the layer and phase attributes every op carries (after the
+ * op-specific ones, so that they print last). */
+void ir_op_tag(ir_op *op, int layer, const char *phase);
 void ir_attr_set_group(ir_op *op, const char *key, int group);
 const ir_attr *ir_attr_get(const ir_op *op, const char *key);
 int64_t ir_attr_int(const ir_op *op, const char *key, int64_t def);

@@ -80,7 +80,7 @@ static void tag_clone(ir_op *op, int layer)
     ir_attr_remove(op, "layer");
     ir_attr_remove(op, "phase");
     ir_attr_set_int(op, "recompute", 1);
-    pu_tag(op, layer, "bwd");
+    ir_op_tag(op, layer, "bwd");
 }
 
 static bool same_gather(const ir_module *m, const ir_op *a, const ir_op *b, int out_a)
@@ -218,13 +218,13 @@ static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *fr
     ir_op g = m->ops[def];
     char base[IR_NAME_MAX + 4];
     snprintf(base, sizeof base, "%s.rc", m->values[v].name);
-    int copy = pu_result(m, base, m->values[v].type);
+    int copy = ir_value_add_fresh(m, base, m->values[v].type);
     g.out[0] = copy;
     tag_clone(&g, l);
     block_push(blk, &g);
     ir_op fr = ir_op_make(IR_FREE);
     ir_op_add_input(&fr, copy);
-    pu_tag(&fr, l, "bwd");
+    ir_op_tag(&fr, l, "bwd");
     block_push(frees, &fr);
     c->st.added++;
     rc_touch(c, v);
@@ -352,7 +352,7 @@ static bool rc_block_build(rc_ctx *c, int l, int lo, int hi, int *nclones, int *
         for (int k = 0; k < op.nout; k++) {
             char base[IR_NAME_MAX + 4];
             snprintf(base, sizeof base, "%s.rc", m->values[op.out[k]].name);
-            int r = pu_result(m, base, m->values[op.out[k]].type);
+            int r = ir_value_add_fresh(m, base, m->values[op.out[k]].type);
             rc_touch(c, op.out[k]);
             c->map[op.out[k]] = r;
             op.out[k] = r;

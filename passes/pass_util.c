@@ -5,18 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pu_result(ir_module *m, const char *base, ir_type t)
-{
-    char name[IR_NAME_MAX];
-    ir_value_fresh_name(m, base, name);
-    return ir_value_add(m, name, IR_V_RESULT, t);
-}
-
 int pu_derived(ir_module *m, int v, const char *suffix, ir_type t)
 {
     char base[IR_NAME_MAX + 8];
     snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
-    return pu_result(m, base, t);
+    return ir_value_add_fresh(m, base, t);
 }
 
 ir_op pu_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like)
@@ -45,16 +38,10 @@ void pu_shard_sequence(ir_module *m, int sp)
     free(weight);
 }
 
-void pu_tag(ir_op *op, int layer, const char *phase)
-{
-    ir_attr_set_int(op, "layer", layer);
-    ir_attr_set_ident(op, "phase", phase);
-}
-
 void pu_tag_like(ir_op *op, const ir_op *from)
 {
     const char *ph = ir_op_phase(from);
-    pu_tag(op, ir_op_layer(from), *ph ? ph : "fwd");
+    ir_op_tag(op, ir_op_layer(from), *ph ? ph : "fwd");
 }
 
 bool pu_is_activation(const ir_module *m, const bool *weight, int v)
@@ -216,7 +203,7 @@ static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven
         ir_attr_remove(op, "layer");
         ir_attr_remove(op, "phase");
         ir_attr_set_int(op, key, F);
-        pu_tag(op, layer, phase[0] ? phase : "fwd");
+        ir_op_tag(op, layer, phase[0] ? phase : "fwd");
     }
 }
 

@@ -7,10 +7,8 @@
 
 #include "passes.h"
 
-/* Adds a result value named `base` (or base.1, base.2 ... when taken). */
-int pu_result(ir_module *m, const char *base, ir_type t);
 /* Adds "<name of v><suffix>" (".heads", ".lse") with type t, numbered as
- * pu_result numbers a name already taken. */
+ * ir_value_add_fresh numbers a name already taken. */
 int pu_derived(ir_module *m, int v, const char *suffix, ir_type t);
 /* The all_to_all over group g exchanging ins[k] into outs[k] that the
  * partitioning passes insert: sequence to heads (split 2, concat 1, fanout
@@ -19,9 +17,6 @@ int pu_derived(ir_module *m, int v, const char *suffix, ir_type t);
 ir_op pu_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like);
 /* Shards the sequence dim (1) of every activation over group sp. */
 void pu_shard_sequence(ir_module *m, int sp);
-/* Sets the layer and phase attributes every op carries (after op-specific
- * ones, so they print last). */
-void pu_tag(ir_op *op, int layer, const char *phase);
 /* Same layer/phase as op `from`. */
 void pu_tag_like(ir_op *op, const ir_op *from);
 

@@ -108,7 +108,7 @@ static int gather(zctx *z, int w, int d, const char *suffix, int first, int last
     ir_module *m = z->m;
     char base[IR_NAME_MAX + 16];
     snprintf(base, sizeof base, "%s%s", m->values[w].name, suffix);
-    int copy = pu_result(m, base, full);
+    int copy = ir_value_add_fresh(m, base, full);
     ir_op op = collective(IR_ALL_GATHER, z->world, w, copy, d, &m->ops[first]);
     pass_insert_before(&z->edits, first, &op);
     int lo, hi;
@@ -191,7 +191,7 @@ static void accumulate_grad(zctx *z, int dw, int d, int p, int adamw)
         t.shard[d] = z->world;
         char base[IR_NAME_MAX + 8];
         snprintf(base, sizeof base, "%s.shard", m->values[dw].name);
-        g = pu_result(m, base, t);
+        g = ir_value_add_fresh(m, base, t);
         ir_op op = collective(IR_REDUCE_SCATTER, z->world, dw, g, d, &m->ops[p]);
         pass_insert_after(&z->edits, p, &op);
     }
@@ -200,7 +200,7 @@ static void accumulate_grad(zctx *z, int dw, int d, int p, int adamw)
     if (!scatter) {
         char base[IR_NAME_MAX + 8];
         snprintf(base, sizeof base, "%s.sum", m->values[dw].name);
-        upd = pu_result(m, base, m->values[dw].type);
+        upd = ir_value_add_fresh(m, base, m->values[dw].type);
         /* Before the first adamw: the first one computes the global
          * gradient norm over every gradient (clipping), so all must be
          * reduced by then. */
@@ -228,7 +228,7 @@ static void reduce_grad(zctx *z, int dw, int d, int adamw)
         t.shard[d] = z->world;
     char base[IR_NAME_MAX + 8];
     snprintf(base, sizeof base, "%s%s", m->values[dw].name, scatter ? ".shard" : ".sum");
-    int red = pu_result(m, base, t);
+    int red = ir_value_add_fresh(m, base, t);
     ir_op op = collective(scatter ? IR_REDUCE_SCATTER : IR_ALL_REDUCE, z->world, dw, red, scatter ? d : -1,
                           &m->ops[p]);
     pass_insert_after(&z->edits, p, &op);
