@@ -1,5 +1,8 @@
 /* basp.c — the embedding API: thin wrappers that keep frontend/, ir/,
- * passes/ and driver/ behind one small header. */
+ * passes/ and driver/ behind one small header.  Its functions take no
+ * context: every one reaches the process's compilation context
+ * (basp_ctx), whose settings (target, memory plan, verbosity, the input
+ * hook, the diagnostics) they make and whose registries they read. */
 #include "basp.h"
 
 #include <stdlib.h>
@@ -9,46 +12,41 @@
 #include "../ir/ir.h"
 #include "../driver/driver.h"
 #include "../passes/passes.h"
-
-/* The one compilation context behind this API: its functions take no
- * context, so the settings they make (target, memory plan, verbosity) live
- * here, the only place that changes them, and reach passes/ (bound in
- * basp_context) and codegen/ (as a parameter) from here. */
-static sup_context basp_ctx_settings;
-static bool basp_ctx_ready;
-
-static sup_context *basp_context(void) {
-    if (!basp_ctx_ready) {
-        basp_ctx_settings = sup_context_default();
-        basp_ctx_ready = true;
-        pass_bind_context(&basp_ctx_settings);
-    }
-    return &basp_ctx_settings;
-}
+#include "basp_context.h"
 
 void basp_set_diagnostics(FILE *sink, bool quiet) {
+    basp_ctx();
     sup_diag_set_sink(sink);
     sup_diag_set_quiet(quiet);
 }
 
 int basp_error_count(void) { return sup_error_count(); }
 
-basp_spec *basp_spec_parse_file(const char *path) { return fe_parse_file_unchecked(path); }
+/* The spec's words for strategies come from the registry (layout/), so the
+ * library is started (basp's own strategies registered) before the first
+ * spec is read. */
+basp_spec *basp_spec_parse_file(const char *path) {
+    basp_ctx();
+    return fe_parse_file_unchecked(path);
+}
 
 basp_spec *basp_spec_parse_string(const char *name, const char *text) {
+    basp_ctx();
     return fe_parse_string_unchecked(name, text);
 }
 
-void basp_set_input_hook(void (*fn)(const char *path, void *ud), void *ud) { fe_set_input_hook(fn, ud); }
+void basp_set_input_hook(void (*fn)(const char *path, void *ud), void *ud) {
+    basp_ctx();
+    fe_set_input_hook(fn, ud);
+}
 
 bool basp_spec_set(basp_spec *spec, const char *assignment) {
+    basp_ctx();
     return spec && fe_override(spec, assignment);
 }
 
-/* The spec's words for strategies come from the registry (layout/), so the
- * built-in passes and strategies are registered before the first check. */
 bool basp_spec_check(basp_spec *spec) {
-    pass_init();
+    basp_ctx();
     return spec && fe_check(spec);
 }
 
@@ -65,6 +63,7 @@ static bool plan_for_cuda(const basp_spec *spec);
  * sequence auto, a2a auto) gets the planner's choice, said in a remark.
  * The passes then only rewrite (config groups, sequence, ring_degree, a2a). */
 basp_module *basp_lower(const basp_spec *spec) {
+    basp_ctx();
     if (!spec) return NULL;
     layout_choice c;
     if (!fe_layout_concrete(spec, &c)) {
@@ -90,13 +89,20 @@ basp_module *basp_lower(const basp_spec *spec) {
     return m;
 }
 
-basp_module *basp_module_parse_file(const char *path) { return ir_parse_file(path); }
+basp_module *basp_module_parse_file(const char *path) {
+    basp_ctx();
+    return ir_parse_file(path);
+}
 
 basp_module *basp_module_parse_string(const char *name, const char *text) {
+    basp_ctx();
     return ir_parse_string(name, text);
 }
 
-bool basp_module_verify(const basp_module *m) { return ir_verify(m, "input"); }
+bool basp_module_verify(const basp_module *m) {
+    basp_ctx();
+    return ir_verify(m, "input");
+}
 
 void basp_print_ir(const basp_module *m, FILE *out) { ir_print(m, out); }
 
@@ -108,7 +114,10 @@ const char *basp_module_config(const basp_module *m, const char *key) {
     return ir_config_get(m, key);
 }
 
-const char *basp_default_pipeline(void) { return pass_default_pipeline(); }
+const char *basp_default_pipeline(void) {
+    basp_ctx();
+    return pass_default_pipeline();
+}
 
 static pass_options to_pass_options(const basp_pass_options *opt) {
     pass_options po = pass_default_options();
@@ -126,18 +135,19 @@ static pass_options to_pass_options(const basp_pass_options *opt) {
  * GPUs is planned for cuda, ir_mem_target_of).  A module that already
  * carries a plan keeps its target. */
 static void set_mem_target(basp_module *m) {
-    const sup_context *ctx = basp_context();
+    const sup_context *ctx = basp_ctx();
     if (ctx->target_explicit && !ir_mem_planned(m))
         ir_config_set(m, "mem.target", ctx->target == SUP_TARGET_CUDA ? "cuda" : "cpu");
 }
 
 static bool plan_for_cuda(const basp_spec *spec) {
-    const sup_context *ctx = basp_context();
+    const sup_context *ctx = basp_ctx();
     if (ctx->target_explicit) return ctx->target == SUP_TARGET_CUDA;
     return ir_mem_default_cuda(spec->mesh.device, spec->train.precision);
 }
 
 bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_options *opt) {
+    basp_ctx();
     if (!m) return false;
     set_mem_target(m);
     pass_options po = to_pass_options(opt);
@@ -170,6 +180,7 @@ basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_
 }
 
 bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool json) {
+    basp_ctx();
     pass_mem_report r;
     if (!m || !pass_memory_report(m, &r)) return false;
     pass_memory_suggest(spec, &r);
@@ -182,17 +193,20 @@ bool basp_memory(const basp_spec *spec, const basp_module *m, FILE *out, bool js
 }
 
 bool basp_run_pass(basp_module *m, const char *name) {
+    basp_ctx();
     pass_options po = pass_default_options();
     return pass_run(m, name, &po);
 }
 
 void basp_list_passes(FILE *out) {
+    basp_ctx();
     int n = 0;
     const pass_info *p = pass_registry(&n);
     for (int i = 0; i < n; i++) fprintf(out, "  %-14s %s\n", p[i].name, p[i].summary);
 }
 
 void basp_print_schedule(const basp_module *m, FILE *out, bool json) {
+    basp_ctx();
     if (json)
         pass_schedule_json(m, out);
     else
@@ -200,6 +214,7 @@ void basp_print_schedule(const basp_module *m, FILE *out, bool json) {
 }
 
 bool basp_max_seq_len(const basp_spec *spec, FILE *out, bool json) {
+    basp_ctx();
     pass_maxseq_result *r = malloc(sizeof *r);
     if (!r || !pass_max_seq_len(spec, plan_for_cuda(spec), r)) {
         free(r);
@@ -218,6 +233,7 @@ bool basp_max_seq_len(const basp_spec *spec, FILE *out, bool json) {
 bool basp_plan(const basp_spec *spec, FILE *out, bool json) { return basp_plan_docs(spec, NULL, out, json); }
 
 bool basp_plan_docs(const basp_spec *spec, const char *doc_lengths, FILE *out, bool json) {
+    basp_ctx();
     pass_doc_lengths docs;
     if (doc_lengths && !pass_doc_lengths_read(doc_lengths, spec, &docs))
         return false;
@@ -234,6 +250,7 @@ bool basp_plan_docs(const basp_spec *spec, const char *doc_lengths, FILE *out, b
 }
 
 bool basp_write_trace(const basp_module *m, FILE *out) {
+    basp_ctx();
     if (!m || !out)
         return false;
     pass_cost_params p = pass_cost_default_params(m);
@@ -242,16 +259,18 @@ bool basp_write_trace(const basp_module *m, FILE *out) {
 }
 
 bool basp_emit_c(const basp_module *m, const char *spec_path, FILE *out) {
-    return m && out && cg_emit_c(m, basp_context(), spec_path, out);
+    const sup_context *ctx = basp_ctx();
+    return m && out && cg_emit_c(m, ctx, spec_path, out);
 }
 
 bool basp_build(const basp_module *m, const char *spec_path, const char *out_exe, bool keep_c) {
-    return m && out_exe && cg_build(m, basp_context(), spec_path, out_exe, keep_c);
+    const sup_context *ctx = basp_ctx();
+    return m && out_exe && cg_build(m, ctx, spec_path, out_exe, keep_c);
 }
 
-void basp_set_verbosity(int level) { basp_context()->verbosity = level; }
+void basp_set_verbosity(int level) { basp_ctx()->verbosity = level; }
 
-bool basp_set_target(const char *name) { return name && sup_context_set_target(basp_context(), name); }
+bool basp_set_target(const char *name) { return name && sup_context_set_target(basp_ctx(), name); }
 /* The memory report follows: without the plan it says what the program
  * allocates (one slot per value). */
-void basp_set_memory_plan(bool on) { basp_context()->memory_plan = on; }
+void basp_set_memory_plan(bool on) { basp_ctx()->memory_plan = on; }

@@ -12,7 +12,10 @@
  *
  * Diagnostics (errors with file:line:col and a caret, warnings, remarks) go to
  * stderr unless redirected with basp_set_diagnostics.  Functions that can fail
- * return NULL / false after reporting why. */
+ * return NULL / false after reporting why.  The functions take no context:
+ * they share the process's one compilation context (the settings below,
+ * the diagnostics, the registered passes and strategies), set up by the
+ * first call (docs/ARCHITECTURE.md, Invariants). */
 #ifndef BASP_API_H
 #define BASP_API_H
 

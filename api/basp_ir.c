@@ -9,17 +9,19 @@
 
 #include "../ir/ir.h"
 #include "../passes/passes.h"
+#include "basp_context.h"
 
-/* "in pass 'NAME' (from plugin P (FILE)): " while a pass runs, else "". */
-static const char *in_pass(void)
+/* "in pass 'NAME' (from plugin P (FILE)): " while a pass runs, else "",
+ * into the caller's buf (IN_PASS bytes). */
+enum { IN_PASS = 384 };
+static const char *in_pass(char *buf)
 {
-    static char buf[384]; /* one message at a time */
     const pass_info *p = pass_current();
     buf[0] = '\0';
     if (p && p->owner)
-        snprintf(buf, sizeof buf, "in pass '%s' (from %s): ", p->name, p->owner);
+        snprintf(buf, IN_PASS, "in pass '%s' (from %s): ", p->name, p->owner);
     else if (p)
-        snprintf(buf, sizeof buf, "in pass '%s': ", p->name);
+        snprintf(buf, IN_PASS, "in pass '%s': ", p->name);
     return buf;
 }
 
@@ -27,7 +29,8 @@ static bool bad(const char *what, int i, int n)
 {
     if (i >= 0 && i < n)
         return false;
-    sup_error(sup_noloc(), "pass API: %s%s %d is not in 0..%d", in_pass(), what, i, n - 1);
+    char where[IN_PASS];
+    sup_error(sup_noloc(), "pass API: %s%s %d is not in 0..%d", in_pass(where), what, i, n - 1);
     return true;
 }
 #define BAD_V(m, v) bad("value", (v), (m)->nvalues)
@@ -68,8 +71,9 @@ int basp_ir_group_rank(const basp_module *m, int g, int set, int pos)
 int basp_ir_group_add(basp_module *m, const char *name, int nsets, int set_size, const int *ranks)
 {
     if (!name || !ir_is_name(name) || nsets < 1 || set_size < 1 || !ranks) {
+        char where[IN_PASS];
         sup_error(sup_noloc(), "pass API: %sgroup '%s': a valid name, nsets >= 1, set_size >= 1 and ranks are "
-                  "needed", in_pass(), name ? name : "");
+                  "needed", in_pass(where), name ? name : "");
         return -1;
     }
     return ir_group_add(m, name, nsets, set_size, ranks);
@@ -123,11 +127,25 @@ int basp_ir_value_like(basp_module *m, const char *base, int like)
     char name[IR_NAME_MAX];
     ir_value_fresh_name(m, base, name);
     if (!base || !*base || !ir_is_name(name)) {
-        sup_error(sup_noloc(), "pass API: %svalue name '%s': letters, digits, '_', '.' and '-' only", in_pass(),
-                  base ? base : "");
+        char where[IN_PASS];
+        sup_error(sup_noloc(), "pass API: %svalue name '%s': letters, digits, '_', '.' and '-' only",
+                  in_pass(where), base ? base : "");
         return -1;
     }
     return ir_value_add(m, name, IR_V_RESULT, m->values[like].type);
+}
+
+int basp_ir_value_derived(basp_module *m, int v, const char *suffix, int like)
+{
+    if (BAD_V(m, v) || BAD_V(m, like))
+        return -1;
+    if (!suffix || !ir_is_name(suffix)) {
+        char where[IN_PASS];
+        sup_error(sup_noloc(), "pass API: %svalue suffix '%s': letters, digits, '_', '.' and '-' only",
+                  in_pass(where), suffix ? suffix : "");
+        return -1;
+    }
+    return pass_value_derived(m, v, suffix, m->values[like].type);
 }
 
 bool *basp_ir_weight_flags(const basp_module *m) { return ir_weight_flags(m); }
@@ -138,8 +156,9 @@ void basp_ir_value_split_heads(basp_module *m, int v, int group, int64_t fanout)
     if (BAD_V(m, v) || BAD_G(m, group))
         return;
     if (m->values[v].type.rank < 3 || fanout < 1) {
+        char where[IN_PASS];
         sup_error(sup_noloc(), "pass API: %s%%%s: heads split on [B,S,H,...] values with fanout >= 1 only",
-                  in_pass(), m->values[v].name);
+                  in_pass(where), m->values[v].name);
         return;
     }
     m->values[v].type = pass_heads_type(m->values[v].type, group, fanout);
@@ -160,6 +179,18 @@ void basp_ir_shard_batch(basp_module *m, int sp, int dp)
 {
     if (!BAD_G(m, sp) && !BAD_G(m, dp))
         pass_shard_batch(m, sp, dp);
+}
+
+void basp_ir_shard_sequence(basp_module *m, int group)
+{
+    if (!BAD_G(m, group))
+        pass_shard_sequence(m, group);
+}
+
+const char *basp_ir_layout_illegal(const basp_module *m, int groups)
+{
+    basp_ctx(); /* the strategies' rules */
+    return pass_layout_illegal(m, groups, 0);
 }
 
 /* ---- ops ----------------------------------------------------------------------------- */
@@ -225,27 +256,41 @@ struct basp_edits {
         ir_op op;
     } *items;
     int n, cap;
+    int *removed; /* basp_edits_remove's ops */
+    int nremoved, capremoved;
 };
 
 basp_edits *basp_edits_new(void) { return sup_xcalloc(1, sizeof(basp_edits)); }
+
+static void bad_op(const char *name, int nin, int nout)
+{
+    char where[IN_PASS];
+    sup_error(sup_noloc(), "pass API: %scannot insert op '%s' with %d input(s) and %d output(s)", in_pass(where),
+              name ? name : "", nin, nout);
+}
+
+/* Adds op (its layer and phase from op `like` when applied); its handle. */
+static int pending(basp_edits *e, int pos, int after, int like, const ir_op *op)
+{
+    SUP_GROW(e->items, e->n, e->cap);
+    e->items[e->n] = (struct pending){.pos = pos, .after = after, .like = like, .op = *op};
+    return e->n++;
+}
 
 static int record(basp_edits *e, int pos, int after, const char *name, const int *ins, int nin, const int *outs,
                   int nout, int like)
 {
     int code = name ? ir_opcode_lookup(name) : -1;
     if (!e || code < 0 || nin < 0 || nin > IR_MAX_IN || nout < 0 || nout > IR_MAX_OUT) {
-        sup_error(sup_noloc(), "pass API: %scannot insert op '%s' with %d input(s) and %d output(s)", in_pass(),
-                  name ? name : "", nin, nout);
+        bad_op(name, nin, nout);
         return -1;
     }
-    SUP_GROW(e->items, e->n, e->cap);
-    struct pending *p = &e->items[e->n];
-    *p = (struct pending){.pos = pos, .after = after, .like = like, .op = ir_op_make((ir_opcode)code)};
+    ir_op op = ir_op_make((ir_opcode)code);
     for (int k = 0; k < nin; k++)
-        ir_op_add_input(&p->op, ins[k]);
+        ir_op_add_input(&op, ins[k]);
     for (int k = 0; k < nout; k++)
-        ir_op_add_output(&p->op, outs[k]);
-    return e->n++;
+        ir_op_add_output(&op, outs[k]);
+    return pending(e, pos, after, like, &op);
 }
 
 int basp_edits_insert_before(basp_edits *e, int pos, const char *name, const int *ins, int nin, const int *outs,
@@ -258,6 +303,39 @@ int basp_edits_insert_after(basp_edits *e, int pos, const char *name, const int 
                             int nout, int like)
 {
     return record(e, pos, 1, name, ins, nin, outs, nout, like);
+}
+
+/* The exchange of the built-in passes (pass_exchange), untagged: apply
+ * tags it like every recorded op. */
+static int exchange(basp_edits *e, int pos, int after, int group, int n, const int *ins, const int *outs,
+                    bool to_heads, int64_t fan, int like)
+{
+    if (!e || n < 1 || n > IR_MAX_IN || n > IR_MAX_OUT || !ins || !outs || group < 0) {
+        bad_op("all_to_all", n, n);
+        return -1;
+    }
+    ir_op op = pass_exchange(group, n, ins, outs, to_heads, fan, NULL);
+    return pending(e, pos, after, like, &op);
+}
+
+int basp_edits_exchange_before(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs,
+                               bool to_heads, int64_t fan, int like)
+{
+    return exchange(e, pos, 0, group, n, ins, outs, to_heads, fan, like);
+}
+
+int basp_edits_exchange_after(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs,
+                              bool to_heads, int64_t fan, int like)
+{
+    return exchange(e, pos, 1, group, n, ins, outs, to_heads, fan, like);
+}
+
+void basp_edits_remove(basp_edits *e, int op)
+{
+    if (!e)
+        return;
+    SUP_GROW(e->removed, e->nremoved, e->capremoved);
+    e->removed[e->nremoved++] = op;
 }
 
 void basp_edits_attr_int(basp_edits *e, int h, const char *key, int64_t v)
@@ -289,7 +367,11 @@ void basp_edits_apply(basp_module *m, basp_edits *e)
         else
             pass_insert_before(&pe, p->pos, &p->op);
     }
+    for (int i = 0; i < e->nremoved; i++)
+        if (!BAD_OP(m, e->removed[i]))
+            pass_edits_remove(&pe, e->removed[i]);
     pass_edits_apply(m, &pe);
     free(e->items);
+    free(e->removed);
     free(e);
 }

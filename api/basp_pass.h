@@ -27,7 +27,15 @@
  * valid until the module changes shape (ops inserted or removed).  The
  * textual IR's reference is ir/README.md; what a partitioning pass
  * typically does (find ops, add groups, change shardings, insert
- * collectives in one batch) is shown in examples/hpz/. */
+ * collectives in one batch) is shown in examples/hpz/, and a sequence
+ * strategy built from the helpers the built-in passes share in
+ * api/strategies/two_level.c.
+ *
+ * basp's own strategies are written and registered this way: the three
+ * sequence families' rows (api/strategies/sequence.c) and the two-level
+ * all-to-all with its pass (api/strategies/two_level.c) each export an
+ * entry point like a plugin's, which the library runs when it starts (the
+ * first call of this API or of basp.h), before any plugin is loaded. */
 #ifndef BASP_PASS_H
 #define BASP_PASS_H
 
@@ -77,7 +85,9 @@ bool basp_load_pass_plugin(const char *path);
  * of the calls below, whose own message names the pass too), which stops
  * the pipeline as false does. */
 typedef bool (*basp_pass_fn)(basp_module *m);
-/* name: 1-63 characters, no commas or spaces, not yet registered. */
+/* name: 1-63 characters, no commas or spaces, not yet registered.
+ * summary: one line for --list-passes (NULL: none; a built-in pass keeps
+ * the one its row in passes/passes.def gives). */
 bool basp_register_pass(const char *name, const char *summary, basp_pass_fn run);
 
 /* The dimensions the layout rules read: world N = nodes * devices per node
@@ -94,7 +104,10 @@ typedef struct basp_layout_choice {
 /* A strategy: a variant of one of the sequence families, selected in a spec
  * by `layout { KEY WORD }` (key "a2a"), built by the family's passes and
  * its own.  The module's config then holds KEY = WORD, which its passes
- * check (basp_module_config) to skip other layouts. */
+ * check (basp_module_config) to skip other layouts.  With key NULL the row
+ * is a family's own (name = family, its own legal and candidates): basp
+ * registers the three itself, first (api/strategies/sequence.c), so a
+ * plugin's is refused. */
 typedef struct basp_strategy {
     const char *name;   /* "ulysses+hpz": the planner's name (at most 47 characters) */
     const char *family; /* "ulysses", "ring" or "hybrid" */
@@ -102,12 +115,17 @@ typedef struct basp_strategy {
     const char *word;   /* "hpz" (at most 31 characters; not flat or auto) */
     const char *title;  /* for the training binary's banner; may be NULL */
     /* NULL when c is legal for d, else the broken rule (a string that
-     * outlives the call), with a hint in fix (fix may be NULL, nfix 0).
+     * outlives the call: a literal, or basp_layout_reason's), with a hint
+     * in fix (fix may be NULL, nfix 0).
      * The hint buffer's rule: basp zeroes all nfix bytes before the call
      * and sets fix[nfix-1] to NUL after it, so it reads at most nfix-1
      * bytes of hint; a hint that fills the buffer is cut, never read past
      * (snprintf(fix, nfix, ...) is the intended way to write it).
-     * The family's rules apply after it (NULL function: those alone). */
+     * The family's rules apply after it (NULL function: those alone).
+     * It is also asked about layouts of another family (a spec's `sequence
+     * ring` with its word): when it reads the family (basp_layout_family)
+     * its reason stands, else basp refuses the layout as one of another
+     * family. */
     const char *(*legal)(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix);
     /* The strategy's choices for G groups (legal or not), at most max;
      * returns how many there are.  NULL: the family's (one per G; hybrid:
@@ -135,6 +153,19 @@ bool basp_register_strategy(const basp_strategy *s);
  * for a `legal` that needs their verdict first). */
 const char *basp_layout_family_legal(const char *family, const basp_layout_dims *d, const basp_layout_choice *c,
                                      char *fix, size_t nfix);
+/* What a `legal` returns: the broken rule formatted into basp's buffer
+ * (valid until the next reason), with the hint copied into fix (hint NULL:
+ * an empty hint). */
+const char *basp_layout_reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Inside a `legal`, the family ("ulysses", "ring", "hybrid") of the layout
+ * c that basp asks about (c: the pointer legal was given; NULL for any
+ * other).  Reading it lets the strategy say itself why a layout of another
+ * family does not do (basp_strategy, legal). */
+const char *basp_layout_family(const basp_layout_choice *c);
+/* True when K ranks split the heads unevenly (ir/README.md, uneven splits):
+ * kv heads >= K and not divisible by K, heads a multiple of kv heads. */
+bool basp_layout_heads_uneven(const basp_layout_dims *d, int64_t K);
 
 /* ---- diagnostics from a pass -------------------------------------------------- */
 void basp_pass_remark(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* unless quiet */
@@ -186,7 +217,7 @@ int basp_ir_value_like(basp_module *m, const char *base, int like);
  * every collective or sum of them), one flag per value; free() it. */
 bool *basp_ir_weight_flags(const basp_module *m);
 
-/* ---- splitting heads and batches (what the built-in partitioning passes share) ----- */
+/* ---- what the built-in partitioning passes share: heads, batches, sequences ------ */
 /* v's type from sequence-sharded [B,S@g,H,Dh] to head-sharded [B,S,H*F@g,Dh]
  * (F = fanout: GQA kv heads sent to the F ranks that share each, 1 for a
  * plain split). */
@@ -202,6 +233,17 @@ void basp_ir_fix_virtual_heads(basp_module *m, int group);
 /* Shards dim 0 (the batch) over dp of every value of rank >= 2 that carries
  * a shard by sp: batch-aware's data partitioning. */
 void basp_ir_shard_batch(basp_module *m, int sp, int dp);
+/* Shards dim 1 (the sequence) over group of every activation (not
+ * weight-like, rank >= 2): the sequence partitioning of Ulysses and ring. */
+void basp_ir_shard_sequence(basp_module *m, int group);
+/* A new result named after v with suffix (".heads", ".mid"; base.1, base.2
+ * ... when taken) with the type of value `like`; returns its index. */
+int basp_ir_value_derived(basp_module *m, int v, const char *suffix, int like);
+/* NULL when the layout the module's config names (sequence, ring_degree,
+ * a2a) is legal with `groups` batch-aware groups on the module's
+ * dimensions, else the broken rule (valid until the next): a pass checks
+ * its own layout with it, since hand-written IR has no spec. */
+const char *basp_ir_layout_illegal(const basp_module *m, int groups);
 
 /* ---- ops ---------------------------------------------------------------------------- */
 int basp_ir_op_count(const basp_module *m);
@@ -238,6 +280,19 @@ int basp_edits_insert_after(basp_edits *e, int pos, const char *name, const int 
                             int nout, int like);
 void basp_edits_attr_int(basp_edits *e, int h, const char *key, int64_t v);
 void basp_edits_attr_group(basp_edits *e, int h, const char *key, int group);
+/* Records the all_to_all the built-in partitioning passes insert: ins[k]
+ * into outs[k] (k < n) over group, from the sequence to the heads (split 2,
+ * concat 1, fanout = fan) or back (to_heads false: split 1, concat 2,
+ * fanin = fan), the fan written only when above 1; the layer and phase of
+ * op `like`.  Returns its handle, -1 after an error. */
+int basp_edits_exchange_before(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs,
+                               bool to_heads, int64_t fan, int like);
+int basp_edits_exchange_after(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs,
+                              bool to_heads, int64_t fan, int like);
+/* Leaves op `op` out when the edits are applied; the ops recorded around
+ * it stay in their places, so that ops recorded before it and its removal
+ * replace it.  What it defined must be defined again or no longer read. */
+void basp_edits_remove(basp_edits *e, int op);
 /* Inserts every recorded op into m and frees e. */
 void basp_edits_apply(basp_module *m, basp_edits *e);
 

@@ -65,21 +65,20 @@ static bool cg_find_cuda(cg_toolchain *tc, const char *dir) {
 
 /* An installed baspc (cmake --install): PREFIX/bin/baspc finds its runtime
  * in PREFIX/lib/basp (include/basp_rt.h and the archives, the layout of
- * BASP_RUNTIME_DIR); NULL when there is none beside the executable, as in
- * the build tree, where cg_config.h's paths hold. */
-static const char *cg_installed_runtime(void) {
-    static char dir[CG_PATH_MAX - 64]; /* room for "/libbasp_kernels.a" after it */
+ * BASP_RUNTIME_DIR), written into dir; false when there is none beside the
+ * executable, as in the build tree, where cg_config.h's paths hold. */
+static bool cg_installed_runtime(char *dir, size_t ndir) {
     char exe[CG_PATH_MAX - 128];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return NULL;
+    if (n <= 0) return false;
     exe[n] = 0;
     char *slash = strrchr(exe, '/');
-    if (!slash) return NULL;
+    if (!slash) return false;
     *slash = 0;
     char header[CG_PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/../lib/basp", exe);
+    snprintf(dir, ndir, "%s/../lib/basp", exe);
     snprintf(header, sizeof header, "%s/include/basp_rt.h", dir);
-    return access(header, R_OK) == 0 ? dir : NULL;
+    return access(header, R_OK) == 0;
 }
 
 /* Fills `tc`; false (reported) when no runtime library can be found. */
@@ -87,7 +86,8 @@ static bool cg_find_runtime(cg_toolchain *tc, const sup_context *ctx) {
     const char *cc = cg_env("BASP_CC");
     snprintf(tc->cc, sizeof tc->cc, "%s", cc ? cc : CG_CC);
     const char *dir = cg_env("BASP_RUNTIME_DIR");
-    if (!dir) dir = cg_installed_runtime();
+    char installed[CG_PATH_MAX - 64]; /* room for "/libbasp_kernels.a" after it */
+    if (!dir && cg_installed_runtime(installed, sizeof installed)) dir = installed;
     bool cuda = ctx->target == SUP_TARGET_CUDA;
     const char *rtlib = cuda ? "libbasp_rt_cuda.a" : "libbasp_rt.a";
     if (dir) {

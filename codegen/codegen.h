@@ -4,9 +4,9 @@
  * size is derived) is codegen/README.md.
  *
  *     ir_module *m = ...;                       // after the pass pipeline
- *     sup_context ctx = sup_context_default();
- *     cg_emit_c(m, &ctx, "model.basp", stdout);       // the readable C program
- *     cg_build(m, &ctx, "model.basp", "train", false) // ./train, linked to basp_rt
+ *     const sup_context *ctx = sup_ctx();       // target, memory plan, verbosity
+ *     cg_emit_c(m, ctx, "model.basp", stdout);        // the readable C program
+ *     cg_build(m, ctx, "model.basp", "train", false)  // ./train, linked to basp_rt
  *
  * Both verify the module first.  An op the runtime cannot execute, or a
  * value whose shape the mapping cannot express, is reported as an error at

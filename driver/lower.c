@@ -30,6 +30,7 @@ typedef struct lw {
     bool qkv_bias, qk_norm; /* Qwen's attention features */
     int layer;         /* current layer, -1 outside */
     const char *phase; /* current phase */
+    char name[IR_NAME_MAX]; /* vname's result, until the next vname */
 } lw;
 
 static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
@@ -39,14 +40,13 @@ static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int
 }
 
 /* "l<i>.<suffix>" inside a layer, "<suffix>" outside; `d` prefixes "d.". */
-static const char *vname(const lw *c, bool d, const char *suffix)
+static const char *vname(lw *c, bool d, const char *suffix)
 {
-    static char buf[IR_NAME_MAX];
     if (c->layer >= 0)
-        snprintf(buf, sizeof buf, "%sl%d.%s", d ? "d." : "", c->layer, suffix);
+        snprintf(c->name, sizeof c->name, "%sl%d.%s", d ? "d." : "", c->layer, suffix);
     else
-        snprintf(buf, sizeof buf, "%s%s", d ? "d." : "", suffix);
-    return buf;
+        snprintf(c->name, sizeof c->name, "%s%s", d ? "d." : "", suffix);
+    return c->name;
 }
 
 static int act(lw *c, const char *suffix, ir_type t) { return ir_value_add_fresh(c->m, vname(c, false, suffix), t); }

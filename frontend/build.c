@@ -369,16 +369,17 @@ static bool import_cycle(fe_pctx *ctx, const char *real, const char *name, sup_l
     return true;
 }
 
-static fe_input_fn input_hook;
-static void *input_ud;
-
+/* The hook is the compilation context's (support.h), set by the embedding
+ * program (basp_set_input_hook). */
 void fe_set_input_hook(fe_input_fn fn, void *ud) {
-    input_hook = fn;
-    input_ud = ud;
+    sup_context *ctx = sup_ctx();
+    ctx->input_hook = fn;
+    ctx->input_ud = ud;
 }
 
 void fe_note_input(const char *path) {
-    if (input_hook && path) input_hook(path, input_ud);
+    const sup_context *ctx = sup_ctx();
+    if (ctx->input_hook && path) ctx->input_hook(path, ctx->input_ud);
 }
 
 /* A file that `import` or `from` may name: its name, and the name it

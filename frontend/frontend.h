@@ -219,8 +219,9 @@ bool fe_layout_concrete(const fe_spec *spec, layout_choice *out);
 
 /* Called with the path of every file the frontend reads (the spec, each
  * import, each Hugging Face config.json), before it is read; NULL = none.
- * baspc uses it to refuse an output file that is one of its inputs. */
-typedef void (*fe_input_fn)(const char *path, void *ud);
+ * baspc uses it to refuse an output file that is one of its inputs.  It is
+ * kept in the compilation context (sup_context.input_hook). */
+typedef sup_input_fn fe_input_fn;
 void fe_set_input_hook(fe_input_fn fn, void *ud);
 void fe_note_input(const char *path); /* calls the hook */
 

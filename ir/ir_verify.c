@@ -1,6 +1,7 @@
 /* ir_verify.c — the structural half of the verifier (rules 1-4 of
  * ir/README.md): mesh, groups, values, definitions and uses, attributes.
  * Every violation is reported; nothing stops at the first one. */
+#define _GNU_SOURCE /* qsort_r: a sort with a context argument */
 #include "ir_verify.h"
 
 #include <stdlib.h>
@@ -94,10 +95,11 @@ static void ir_verify_groups(ir_vctx *c)
 }
 
 /* ---- 3. values ------------------------------------------------------------------ */
-static const ir_module *ir_sort_module; /* qsort has no context argument */
-static int ir_cmp_names(const void *a, const void *b)
+/* qsort_r, with the module as its context argument: the same sort as
+ * qsort, so duplicates are found, and reported, in the same order. */
+static int ir_cmp_names(const void *a, const void *b, void *module)
 {
-    const ir_value *v = ir_sort_module->values;
+    const ir_value *v = ((const ir_module *)module)->values;
     return strcmp(v[*(const int *)a].name, v[*(const int *)b].name);
 }
 
@@ -109,8 +111,7 @@ static void ir_verify_value_names(ir_vctx *c)
     int *idx = sup_xmalloc((size_t)m->nvalues * sizeof *idx);
     for (int v = 0; v < m->nvalues; v++)
         idx[v] = v;
-    ir_sort_module = m;
-    qsort(idx, (size_t)m->nvalues, sizeof *idx, ir_cmp_names);
+    qsort_r(idx, (size_t)m->nvalues, sizeof *idx, ir_cmp_names, (void *)m);
     for (int i = 1; i < m->nvalues; i++)
         if (strcmp(m->values[idx[i]].name, m->values[idx[i - 1]].name) == 0)
             ir_verr(c, m->values[idx[i]].loc, "value %%%s is defined twice", m->values[idx[i]].name);

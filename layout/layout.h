@@ -15,7 +15,7 @@
  *              seq<->heads), ring attention (R = K ranks pass kv blocks),
  *              or hybrid (U = K/R Ulysses ranks x R ring ranks)
  *   variant    a strategy registered on top of a sequence family (the
- *              two-level all-to-all of passes/pass_two_level.c, or one a
+ *              two-level all-to-all of api/strategies/two_level.c, or one a
  *              plugin registers), or none: the family's own strategy
  * layout/README.md has the rules, the strategy registry and how to add one. */
 #ifndef BASP_LAYOUT_H
@@ -51,8 +51,8 @@ layout_choice layout_ulysses(int groups);
 
 /* NULL when the choice is legal for dims, else a reason ("heads (12) not
  * divisible by group size K=N/G=8"); `fix` (may be NULL) receives a hint
- * naming what would make it legal.  The reason lives until the next call
- * from the same thread. */
+ * naming what would make it legal.  The reason lives in the registry's
+ * buffer until the next reason. */
 const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
 
 /* Every legal choice, in order: each G dividing N and B ascending; for
@@ -82,52 +82,58 @@ bool layout_seq_parse(const char *name, layout_seq *out);
 void layout_choice_name(const layout_choice *c, char *buf, size_t n);
 
 /* ---- the strategy registry ---------------------------------------------------
- * One row per strategy.  The three families' own rows (ulysses, ring,
- * hybrid) are layout.c's; a variant (two-level, a plugin's) registers its
- * row with layout_strategy_register, naming the spec words that select it
- * (`layout { KEY WORD }`, KEY "a2a") and the family it builds on.  `legal`
- * holds the rules beyond the common ones (G >= 1, G | N, G | B), and for a
- * variant also the family's rules (layout_family_legal); `candidates` lists
- * the choices of the strategy for one G (legal or not); `passes` names the
- * passes that build it after batch-aware and `after_zero` any that run right
- * after zero (passes/registry.c derives the pipeline from both). */
+ * One row per strategy, in the compilation context (support.h).  Every row
+ * is registered through api/basp_pass.h (basp_register_strategy), the
+ * built-in ones at the library's initialisation (api/strategies/), a
+ * plugin's when it is loaded: first the three families' own rows (ulysses,
+ * ring, hybrid; key NULL), in layout_seq's order, then the variants (the
+ * two-level all-to-all, a plugin's), each naming the spec words that select
+ * it (`layout { KEY WORD }`, KEY "a2a") and the family it builds on.
+ * `legal` holds the rules beyond the common ones (G >= 1, G | N, G | B),
+ * for a variant also the family's (layout_family_legal); `candidates`
+ * lists the choices of the strategy for one G (legal or not); `passes`
+ * names the passes that build it after batch-aware and `after_zero` any
+ * that run right after zero (passes/registry.c derives the pipeline from
+ * both). */
 typedef struct layout_strategy {
     const char *name;  /* "ulysses+two_level": the planner's and the messages' name */
     layout_seq seq;    /* the family it builds on */
     const char *key;   /* spec key that selects it ("a2a"); NULL for a family's own row */
     const char *word;  /* the key's value ("two_level"); the module config holds key = word */
     const char *title; /* for the training binary's banner ("Ulysses, two-level all-to-all"); may be NULL */
-    const char *(*legal)(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
+    const char *(*legal)(const struct layout_strategy *self, const layout_dims *d, const layout_choice *c,
+                         char *fix, size_t nfix);
     int (*candidates)(const struct layout_strategy *self, const layout_dims *d, int groups, layout_choice *out,
                       int max);
     const char *passes;     /* comma-separated, run after batch-aware */
     const char *after_zero; /* comma-separated, run right after zero; NULL: none */
     const char *owner;      /* where it came from, for messages: "built in" or a plugin's path */
-    const void *user;       /* the registering code's own (api/basp_pass.c: the plugin's row) */
+    const void *user;       /* the registering code's own (api/basp_pass.c: the public row) */
 } layout_strategy;
-enum { LAYOUT_MAX_STRATEGIES = 64 };
+enum { LAYOUT_MAX_STRATEGIES = 64, LAYOUT_MAX_CHOICES = 1024 /* per strategy and G */ };
 /* The spec keys a variant may be selected by. */
 bool layout_variant_key(const char *key);
-/* Adds a variant (the row is copied; its strings must outlive the
- * registry).  False, with the reason in err, for a missing field, a family
- * row (key NULL), a key no spec can set, or a name or (key, word) already
- * registered. */
+/* Adds a row (copied; its strings must outlive the registry).  False, with
+ * the reason in err, for a missing field, a family's row out of order or
+ * after a variant, a variant of a family without its row, a key no spec
+ * can set, or a name or (key, word) already registered. */
 bool layout_strategy_register(const layout_strategy *s, char *err, size_t nerr);
 /* Every registered row: the families first, then the variants in the order
  * they were registered.  Rows never move, so pointers to them stay valid. */
 const layout_strategy *layout_strategies(int *n);
-/* The row of c: its variant, else its family's own row. */
+/* The row of c: its variant, else its family's own row (NULL before the
+ * families are registered). */
 const layout_strategy *layout_strategy_of(const layout_choice *c);
 /* The variant selected by `key word` (a (key, word) pair selects one
  * variant, of whichever family); NULL when none is registered, and for the
  * families' own word of key "a2a", "flat". */
 const layout_strategy *layout_variant_find(const char *key, const char *word);
-/* The variant named `name` ("ulysses+two_level"), or NULL. */
+/* The row named `name` ("ulysses+two_level"), or NULL. */
 const layout_strategy *layout_strategy_named(const char *name);
 /* The family's own rules (for a variant's `legal` to build on). */
 const char *layout_family_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix);
-/* A reason in the registry's per-thread buffer (what legal functions
- * return), with the hint in fix. */
+/* A reason in the registry's buffer (what legal functions return), with
+ * the hint in fix. */
 const char *layout_reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -160,7 +160,7 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
  * collectives in buffers of its own (runtime/cpu/rt_buf_cpu.c,
  * rt_layout_slots; the CUDA backend stages in its workspaces, and its
  * staging here is 0): nothing is ever freed, so every buffer counts, and
- * the peak is the whole allocation.  The context (pass_context) says which. */
+ * the peak is the whole allocation.  The compilation context (sup_ctx) says which. */
 
 /* Turns the planned report of m into the one of its unplanned program. */
 static void report_slots(const ir_module *m, pass_mem_report *r)
@@ -206,7 +206,7 @@ static void report_slots(const ir_module *m, pass_mem_report *r)
 static void report_of(const ir_module *m, pass_mem_report *r)
 {
     report_planned(m, r);
-    if (!pass_context()->memory_plan)
+    if (!sup_ctx()->memory_plan)
         report_slots(m, r);
 }
 

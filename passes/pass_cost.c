@@ -24,7 +24,7 @@ static void set_cfg_double(ir_module *m, const char *key, double v)
 /* "17.80 GiB", "22.0 KiB": the largest binary unit that keeps a digit. */
 static const char *fmt_bytes(double b, char *buf, size_t n)
 {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
     while (b >= 1024 && u < 4) {
         b /= 1024;
@@ -75,7 +75,7 @@ enum { TRACE_MAX_RANKS = 64 };
 
 static void trace_meta(cJSON *ev, int rank)
 {
-    static const char *threads[2] = {"compute", "communication"};
+    static const char *const threads[2] = {"compute", "communication"};
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "name", "process_name");
     cJSON_AddStringToObject(p, "ph", "M");

@@ -78,14 +78,14 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
         ins[k] = outs[k] = att.in[k];
     if (c->ul >= 0) {
         for (int k = 0; k < 3; k++)
-            outs[k] = pu_derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
-        ir_op before = pu_exchange(c->ul, 3, ins, outs, true, c->F, &att);
+            outs[k] = pass_value_derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
+        ir_op before = pass_exchange(c->ul, 3, ins, outs, true, c->F, &att);
         pass_insert_before(e, i, &before);
-        oh = pu_derived(m, o, ".heads", heads_type(c, m->values[o].type, false));
-        ir_op after = pu_exchange(c->ul, 1, &oh, &o, false, 1, &att);
+        oh = pass_value_derived(m, o, ".heads", heads_type(c, m->values[o].type, false));
+        ir_op after = pass_exchange(c->ul, 1, &oh, &o, false, 1, &att);
         pass_insert_after(e, i, &after);
     }
-    int lse = pu_derived(m, o, ".lse", lse_type(&m->values[oh].type));
+    int lse = pass_value_derived(m, o, ".lse", lse_type(&m->values[oh].type));
     ir_op ra = ir_op_make(IR_RING_ATTENTION);
     for (int k = 0; k < 3; k++)
         ir_op_add_input(&ra, outs[k]);
@@ -111,8 +111,8 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
     ir_op rb = ir_op_make(IR_RING_ATTENTION_BWD);
     int d_o = ab.in[0], hs[3];
     if (c->ul >= 0) {
-        int doh = pu_derived(m, d_o, ".heads", heads_type(c, m->values[d_o].type, false));
-        ir_op before = pu_exchange(c->ul, 1, &d_o, &doh, true, 1, &ab);
+        int doh = pass_value_derived(m, d_o, ".heads", heads_type(c, m->values[d_o].type, false));
+        ir_op before = pass_exchange(c->ul, 1, &d_o, &doh, true, 1, &ab);
         pass_insert_before(e, i, &before);
         d_o = doh;
     }
@@ -123,14 +123,14 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
     for (int k = 0; k < 3; k++) {
         hs[k] = ab.out[k];
         if (c->ul >= 0)
-            hs[k] = pu_derived(m, ab.out[k], ".heads", heads_type(c, m->values[ab.out[k]].type, k > 0));
+            hs[k] = pass_value_derived(m, ab.out[k], ".heads", heads_type(c, m->values[ab.out[k]].type, k > 0));
         ir_op_add_output(&rb, hs[k]);
     }
     ir_attr_set_group(&rb, "group", c->ring);
     pu_tag_like(&rb, &ab);
     m->ops[i] = rb;
     if (c->ul >= 0) {
-        ir_op after = pu_exchange(c->ul, 3, hs, ab.out, false, c->F, &ab);
+        ir_op after = pass_exchange(c->ul, 3, hs, ab.out, false, c->F, &ab);
         pass_insert_after(e, i, &after);
     }
 }
@@ -144,29 +144,13 @@ static int lse_of(const ir_module *m, int o)
     return -1;
 }
 
-/* NULL when the layout's table (layout/) allows R-ring x U-Ulysses groups
- * of K ranks here, else the rule that fails. */
-static const char *ring_illegal(const ir_module *m, int G, int R)
-{
-    layout_dims d = pass_layout_dims(m);
-    layout_choice c = pass_layout_of(m);
-    c.groups = G;
-    c.ring_degree = R;
-    return layout_illegal(&d, &c, NULL, 0);
-}
-
 /* Builds @sp (and @ul, @ring when U > 1) and shards the sequence; @sp is
- * listed before batch-aware's @dp, as pass_ulysses.c does. */
+ * listed before batch-aware's @dp, as in Ulysses (pu_sequence_group). */
 static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R)
 {
     ring_ctx c = {.ul = -1, .F = 1};
-    int U = K / R, dp = ir_group_find(m, "dp");
-    c.sp = ir_group_add_contiguous(m, "sp", G);
-    if (dp >= 0 && dp < c.sp) {
-        pu_group_swap(m, c.sp, dp);
-        c.sp = dp;
-    }
-    pu_shard_sequence(m, c.sp);
+    int U = K / R;
+    c.sp = pu_sequence_group(m, G);
     c.ring = c.sp;
     if (U > 1) {
         c.ul = ir_group_add_contiguous(m, "ul", N / U);
@@ -193,12 +177,9 @@ bool pass_ring(ir_module *m, const pass_options *opt)
         pu_remark(opt, "ring: no attention in the module; skipped");
         return true;
     }
-    int dp = ir_group_find(m, "dp"), N = ir_world(m), G = dp >= 0 ? m->groups[dp].set_size : 1, K = N / G;
-    if (dp < 0 && pass_layout_of(m).groups > 1)
-        pu_remark(opt, "ring: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks",
-                  pass_layout_of(m).groups, N);
+    int N = ir_world(m), G = pu_batch_groups(m, opt, "ring"), K = N / G;
     int R = strcmp(seq, "ring") == 0 ? K : pass_layout_of(m).ring_degree;
-    const char *why = ring_illegal(m, G, R);
+    const char *why = pass_layout_illegal(m, G, R);
     if (why) {
         sup_error(sup_noloc(), "ring: cannot build %s with G=%d groups of K=%d ranks and ring degree %d: %s", seq,
                   G, K, R, why);

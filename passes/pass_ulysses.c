@@ -41,16 +41,16 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
     int ins[3], outs[3];
     for (int k = 0; k < 3; k++) {
         ins[k] = att.in[k];
-        outs[k] = pu_derived(m, ins[k], ".heads", pass_heads_type(m->values[ins[k]].type, sp, 1));
+        outs[k] = pass_value_derived(m, ins[k], ".heads", pass_heads_type(m->values[ins[k]].type, sp, 1));
     }
-    ir_op before = pu_exchange(sp, 3, ins, outs, true, 1, &att);
+    ir_op before = pass_exchange(sp, 3, ins, outs, true, 1, &att);
     pass_insert_before(e, i, &before);
     int o = att.out[0];
-    int oh = pu_derived(m, o, ".heads", pass_heads_type(m->values[o].type, sp, 1));
+    int oh = pass_value_derived(m, o, ".heads", pass_heads_type(m->values[o].type, sp, 1));
     for (int k = 0; k < 3; k++)
         m->ops[i].in[k] = outs[k];
     m->ops[i].out[0] = oh;
-    ir_op after = pu_exchange(sp, 1, &oh, &o, false, 1, &att);
+    ir_op after = pass_exchange(sp, 1, &oh, &o, false, 1, &att);
     pass_insert_after(e, i, &after);
 }
 
@@ -60,8 +60,8 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
 {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
-    int doh = pu_derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
-    ir_op before = pu_exchange(sp, 1, &d_o, &doh, true, 1, &ab);
+    int doh = pass_value_derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
+    ir_op before = pass_exchange(sp, 1, &d_o, &doh, true, 1, &ab);
     pass_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
@@ -69,10 +69,10 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
         op->in[k] = pass_heads_twin(m, sp, ab.in[k]);
     int hs[3];
     for (int k = 0; k < 3; k++) {
-        hs[k] = pu_derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
+        hs[k] = pass_value_derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
         m->ops[i].out[k] = hs[k];
     }
-    ir_op after = pu_exchange(sp, 3, hs, ab.out, false, 1, &ab);
+    ir_op after = pass_exchange(sp, 3, hs, ab.out, false, 1, &ab);
     pass_insert_after(e, i, &after);
 }
 
@@ -142,7 +142,7 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         pu_remark(opt, "ulysses: layout sequence is '%s'; skipped", seq);
         return true;
     }
-    int sp = ir_group_find(m, "sp"), dp = ir_group_find(m, "dp");
+    int sp = ir_group_find(m, "sp");
     if (sp >= 0) {
         pu_remark(opt, "ulysses: already applied (group @sp exists); skipped");
         return true;
@@ -152,20 +152,10 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         pu_remark(opt, "ulysses: no attention in the module; skipped");
         return true;
     }
-    int N = ir_world(m), G = dp >= 0 ? m->groups[dp].set_size : 1, K = N / G;
-    if (dp < 0 && pass_layout_of(m).groups > 1)
-        pu_remark(opt, "ulysses: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks",
-                  pass_layout_of(m).groups, N);
+    int N = ir_world(m), G = pu_batch_groups(m, opt, "ulysses"), K = N / G;
     if (!check_split(m, G))
         return false;
-    sp = ir_group_add_contiguous(m, "sp", G);
-    /* @sp is listed before @dp: the group that shares a sequence first, as
-     * the schedule report and the generated program name them. */
-    if (dp >= 0 && dp < sp) {
-        pu_group_swap(m, sp, dp);
-        sp = dp;
-    }
-    pu_shard_sequence(m, sp);
+    sp = pu_sequence_group(m, G);
     pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION)

@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pu_derived(ir_module *m, int v, const char *suffix, ir_type t)
+int pass_value_derived(ir_module *m, int v, const char *suffix, ir_type t)
 {
     char base[IR_NAME_MAX + 8];
     snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
     return ir_value_add_fresh(m, base, t);
 }
 
-ir_op pu_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like)
+ir_op pass_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like)
 {
     ir_op op = ir_op_make(IR_ALL_TO_ALL);
     for (int k = 0; k < n; k++) {
@@ -25,17 +25,48 @@ ir_op pu_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, 
     ir_attr_set_int(&op, "concat", to_heads ? 1 : 2);
     if (fan > 1)
         ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
-    pu_tag_like(&op, like);
+    if (like)
+        pu_tag_like(&op, like);
     return op;
 }
 
-void pu_shard_sequence(ir_module *m, int sp)
+void pass_shard_sequence(ir_module *m, int sp)
 {
     bool *weight = ir_weight_flags(m);
     for (int v = 0; v < m->nvalues; v++)
         if (pu_is_activation(m, weight, v))
             m->values[v].type.shard[1] = sp;
     free(weight);
+}
+
+int pu_sequence_group(ir_module *m, int G)
+{
+    int dp = ir_group_find(m, "dp"), sp = ir_group_add_contiguous(m, "sp", G);
+    if (dp >= 0 && dp < sp) {
+        pu_group_swap(m, sp, dp);
+        sp = dp;
+    }
+    pass_shard_sequence(m, sp);
+    return sp;
+}
+
+int pu_batch_groups(const ir_module *m, const pass_options *opt, const char *pass)
+{
+    int dp = ir_group_find(m, "dp"), N = ir_world(m);
+    if (dp < 0 && pass_layout_of(m).groups > 1)
+        pu_remark(opt, "%s: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks", pass,
+                  pass_layout_of(m).groups, N);
+    return dp >= 0 ? m->groups[dp].set_size : 1;
+}
+
+const char *pass_layout_illegal(const ir_module *m, int groups, int ring_degree)
+{
+    layout_dims d = pass_layout_dims(m);
+    layout_choice c = pass_layout_of(m);
+    c.groups = groups;
+    if (ring_degree > 0)
+        c.ring_degree = ring_degree;
+    return layout_illegal(&d, &c, NULL, 0);
 }
 
 void pu_tag_like(ir_op *op, const ir_op *from)
@@ -94,7 +125,6 @@ layout_dims pass_layout_dims(const ir_module *m)
 
 layout_choice pass_layout_of(const ir_module *m)
 {
-    pass_init(); /* variants are looked up in the registry */
     layout_choice c = layout_ulysses((int)ir_config_int(m, "groups", 1));
     if (c.groups < 1)
         c.groups = 1; /* lowered specs before layout/ wrote groups = 0 for "not chosen" */
@@ -107,7 +137,6 @@ layout_choice pass_layout_of(const ir_module *m)
 
 bool pass_layout_strategy(const ir_module *m, const layout_strategy **out)
 {
-    pass_init();
     layout_choice c = pass_layout_of(m);
     const char *word = pu_cfg(m, "a2a", "flat");
     if (!c.variant && strcmp(word, "flat")) {
@@ -293,24 +322,37 @@ static int pass_edit_cmp(const void *pa, const void *pb)
     return a->after ? (a->seq < b->seq) - (a->seq > b->seq) : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
+void pass_edits_remove(pass_edits *e, int pos)
+{
+    SUP_GROW(e->removed, e->nremoved, e->capremoved);
+    e->removed[e->nremoved++] = pos;
+}
+
 void pass_edits_apply(ir_module *m, pass_edits *e)
 {
-    if (e->n > 0) {
+    if (e->n > 0 || e->nremoved > 0) {
         qsort(e->items, (size_t)e->n, sizeof *e->items, pass_edit_cmp);
-        int total = m->nops + e->n;
-        ir_op *ops = sup_xmalloc((size_t)total * sizeof *ops);
+        bool *drop = sup_xcalloc((size_t)m->nops + 1, sizeof *drop);
+        int ndrop = 0;
+        for (int k = 0; k < e->nremoved; k++)
+            if (e->removed[k] >= 0 && e->removed[k] < m->nops && !drop[e->removed[k]])
+                drop[e->removed[k]] = true, ndrop++;
+        int total = m->nops + e->n - ndrop;
+        ir_op *ops = sup_xmalloc((size_t)(total > 0 ? total : 1) * sizeof *ops);
         int k = 0, j = 0;
         for (int i = 0; i <= m->nops; i++) {
             for (; j < e->n && e->items[j].gap <= i; j++)
                 ops[k++] = e->items[j].op;
-            if (i < m->nops)
+            if (i < m->nops && !drop[i])
                 ops[k++] = m->ops[i];
         }
+        free(drop);
         free(m->ops);
         m->ops = ops;
         m->nops = m->capops = total;
     }
     free(e->items);
+    free(e->removed);
     memset(e, 0, sizeof *e);
     ir_renumber(m);
 }

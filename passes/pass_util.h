@@ -7,16 +7,17 @@
 
 #include "passes.h"
 
-/* Adds "<name of v><suffix>" (".heads", ".lse") with type t, numbered as
- * ir_value_add_fresh numbers a name already taken. */
-int pu_derived(ir_module *m, int v, const char *suffix, ir_type t);
-/* The all_to_all over group g exchanging ins[k] into outs[k] that the
- * partitioning passes insert: sequence to heads (split 2, concat 1, fanout
- * = fan) or back (split 1, concat 2, fanin = fan), fan written only when
- * above 1; layer and phase of `like`. */
-ir_op pu_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like);
-/* Shards the sequence dim (1) of every activation over group sp. */
-void pu_shard_sequence(ir_module *m, int sp);
+/* The value helpers and the exchange the partitioning passes share are in
+ * passes.h (pass_value_derived, pass_exchange, pass_shard_sequence), since
+ * the pass-writer API exposes them too. */
+/* The sequence group of ulysses and ring: @sp, G contiguous sets of K =
+ * N/G ranks, listed before batch-aware's @dp (the group that shares a
+ * sequence first, as the schedule report and the generated program name
+ * them), with every activation's sequence sharded over it; its index. */
+int pu_sequence_group(ir_module *m, int G);
+/* G: the set size of batch-aware's @dp, 1 without it (with a remark naming
+ * `pass` when the config asks for groups that batch-aware did not make). */
+int pu_batch_groups(const ir_module *m, const pass_options *opt, const char *pass);
 /* Same layer/phase as op `from`. */
 void pu_tag_like(ir_op *op, const ir_op *from);
 

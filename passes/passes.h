@@ -8,9 +8,11 @@
  *         (ulysses | ring | ulysses, two-level | a plugin's)
  *         → place → zero → (its after-zero passes) → recompute → offload
  *         → overlap → memplan      (+ cost, on request)
- * The verifier runs after every pass.  A pass is one file (passes/pass_*.c)
- * plus one row in passes/passes.def, which gives its name, its place in
- * the pipeline, what it requires, the strategy it brings and its summary. */
+ * The verifier runs after every pass.  A pass is one file (passes/pass_*.c,
+ * or api/strategies/ for one written against the pass-writer API) plus one
+ * row in passes/passes.def, which gives its name, its place in the
+ * pipeline, what it requires and its summary.  The strategies that name
+ * the passes are registered through api/basp_pass.h. */
 #ifndef BASP_PASSES_H
 #define BASP_PASSES_H
 
@@ -55,7 +57,8 @@ typedef struct pass_info {
     pass_fn run;
     const char *owner; /* NULL: built in; else the plugin's path (named in the verifier's errors) */
     /* A pass written against api/basp_pass.h (run NULL): it reads its
-     * options through pass_current_options. */
+     * options through pass_current_options.  Neither function: a PASS_API
+     * row of passes.def before its registration. */
     bool (*run_module)(ir_module *m);
     pass_slot slot;       /* PASS_SLOT_NONE for a plugin's pass */
     pass_effect effect;
@@ -63,23 +66,19 @@ typedef struct pass_info {
 } pass_info;
 
 enum { PASS_MAX = 128 };
-/* Registers the built-in passes and strategies (once; every lookup calls
- * it first, entry points may call it early). */
+/* Puts passes.def's rows into the context's registry (once; every lookup
+ * and registration calls it first).  The strategies, and the functions of
+ * its PASS_API rows, come from the library's initialisation (api/). */
 void pass_init(void);
-/* Adds a pass (copied; its strings must outlive the registry).  False,
- * with the reason in err, for a missing name or function, a name with a
- * comma or a space, or one already registered. */
+/* Adds a pass (copied; its strings must outlive the registry), or gives a
+ * PASS_API row its function (no owner; a NULL summary keeps passes.def's).
+ * False, with the reason in err, for a missing name or function, a name
+ * with a comma or a space, or one already registered. */
 bool pass_register(const pass_info *p, char *err, size_t nerr);
 const pass_info *pass_registry(int *n);
-const pass_info *pass_lookup(const char *name); /* NULL if unknown */
+const pass_info *pass_lookup(const char *name); /* NULL if unknown (or not yet given its function) */
 /* The options of the pass running now (pass_run), NULL outside one. */
 const pass_options *pass_current_options(void);
-/* The compilation context (support.h) the passes and reports read their
- * settings from (the memory-plan switch); pass_bind_context names the
- * caller's, which must outlive every later pass call.  Without one, the
- * defaults (sup_context_default). */
-void pass_bind_context(const sup_context *ctx);
-const sup_context *pass_context(void);
 /* The pass running now (pass_run), NULL outside one: what the pass-writer
  * API's errors name. */
 const pass_info *pass_current(void);
@@ -125,16 +124,37 @@ typedef struct pass_edits {
         ir_op op;
     } *items;
     int n, cap;
+    int *removed; /* original ops to leave out (pass_edits_remove) */
+    int nremoved, capremoved;
 } pass_edits;
 void pass_insert_before(pass_edits *e, int pos, const ir_op *op);
 void pass_insert_after(pass_edits *e, int pos, const ir_op *op);
+/* Leaves original op pos out when the edits are applied (the ops recorded
+ * around it stay where they are): with an insertion before it, what
+ * replacing the op in place gives. */
+void pass_edits_remove(pass_edits *e, int pos);
 /* Applies and frees the edits, then renumbers the value defs. */
 void pass_edits_apply(ir_module *m, pass_edits *e);
 
 
-/* ---- head splitting and batch sharding (pass_util.c) ----------------------
- * What the partitioning passes share, and plugins reach through
- * api/basp_pass.h. */
+/* ---- what the partitioning passes share (pass_util.c) ----------------------
+ * Written once here, used by ulysses and ring, and reached by strategies
+ * written against api/basp_pass.h (two-level, plugins) through it. */
+/* Adds "<name of v><suffix>" (".heads", ".mid") with type t, numbered as
+ * ir_value_add_fresh numbers a name already taken. */
+int pass_value_derived(ir_module *m, int v, const char *suffix, ir_type t);
+/* The all_to_all over group g exchanging ins[k] into outs[k] (k < n) that
+ * the partitioning passes insert: sequence to heads (split 2, concat 1,
+ * fanout = fan) or back (split 1, concat 2, fanin = fan), fan written only
+ * when above 1; then, when like is not NULL, the layer and phase of like. */
+ir_op pass_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like);
+/* Shards the sequence dim (1) of every activation (not weight-like, rank
+ * >= 2) over group sp. */
+void pass_shard_sequence(ir_module *m, int sp);
+/* The rule the module's layout (config sequence, ring_degree, a2a) breaks
+ * with G = groups (and ring degree R, 0: the config's) on its dimensions,
+ * NULL when legal (layout_illegal's buffer). */
+const char *pass_layout_illegal(const ir_module *m, int groups, int ring_degree);
 /* Turns a sequence-sharded [B,S@sp,H,Dh] type into the head-sharded
  * [B,S,H*F@sp,Dh] one (F = fanout, 1 for a plain split). */
 ir_type pass_heads_type(ir_type t, int sp, int64_t fanout);
@@ -156,11 +176,11 @@ void pass_shard_batch(ir_module *m, int sp, int dp);
  * mem.target, else the spec's own: a bf16 step on GPUs is cuda); it runs
  * last, since a pass that adds or moves ops afterwards invalidates the
  * plan (the verifier says where). */
-#define PASS(name, fn, slot, effect, require, strategy, summary) bool fn(ir_module *m, const pass_options *opt);
+#define PASS(name, fn, slot, effect, require, summary) bool fn(ir_module *m, const pass_options *opt);
+#define PASS_API(name, slot, effect, require, summary)
 #include "passes.def"
 #undef PASS
-/* The strategy `layout { a2a two_level }` selects (pass_two_level.c). */
-const layout_strategy *pass_two_level_strategy(void);
+#undef PASS_API
 
 /* The layout the module's config names (sequence, ring_degree, a2a,
  * groups; groups 0 or absent = 1) and the dimensions layout/'s rules read

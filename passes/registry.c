@@ -1,53 +1,70 @@
 /* registry.c — the named passes, the pipeline a strategy derives, and
  * running them.
  *
- * Passes are registered at run time: the built-in ones from passes.def
- * (one row each, with the strategy a pass brings), a plugin's through
- * api/basp_pass.h.  The pipeline is one explicit skeleton, its slots
- * filled from passes.def, with the chosen strategy's passes in it
- * (pass_pipeline); each pass states what it expects of its input in
- * passes/README.md, and the verifier runs between passes. */
+ * Passes are registered at run time into the compilation context: the
+ * built-in ones from passes.def (one row each; a PASS_API row's function
+ * comes with its basp_register_pass), a plugin's through api/basp_pass.h.
+ * The pipeline is one explicit skeleton, its slots filled from passes.def,
+ * with the chosen strategy's passes in it (pass_pipeline); each pass
+ * states what it expects of its input in passes/README.md, and the
+ * verifier runs between passes. */
 #include "pass_util.h"
 
 #include <string.h>
 
 /* The built-in passes, in pipeline order: registered so, hence listed so
  * by --list-passes and in the "available:" list of an unknown name. */
-#define PASS(n, f, sl, ef, req, st, sum) \
+#define PASS(n, f, sl, ef, req, sum) \
     {.name = n, .summary = sum, .run = f, .slot = PASS_SLOT_##sl, .effect = PASS_EFFECT_##ef, .require = req},
+#define PASS_API(n, sl, ef, req, sum) \
+    {.name = n, .summary = sum, .slot = PASS_SLOT_##sl, .effect = PASS_EFFECT_##ef, .require = req},
 static const pass_info builtin_passes[] = {
 #include "passes.def"
 };
 #undef PASS
+#undef PASS_API
 enum { NBUILTIN = sizeof builtin_passes / sizeof builtin_passes[0] };
 
-/* The layout strategy each row brings (its STRATEGY column), NULL for none. */
-#define PASS(n, f, sl, ef, req, st, sum) st,
-static const layout_strategy *(*const builtin_strategies[NBUILTIN])(void) = {
-#include "passes.def"
+/* The registry, in the compilation context (support.h). */
+struct pass_registry {
+    pass_info rows[PASS_MAX];
+    int n;
+    bool ready;                  /* passes.def's rows are in */
+    const pass_options *running; /* pass_run's options, for passes without a parameter for them */
+    const pass_info *current;    /* the pass pass_run is running */
+    char pipeline[512];          /* pass_default_pipeline's */
 };
-#undef PASS
 
-static pass_info registry[PASS_MAX];
-static const pass_options *running; /* pass_run's options, for passes without a parameter for them */
-
-const pass_options *pass_current_options(void) { return running; }
-
-/* The compilation context the passes run under: api/ owns it and binds it
- * once; until then (unit tests that drive passes directly) the defaults. */
-static const sup_context *bound;
-
-void pass_bind_context(const sup_context *ctx) { bound = ctx; }
-
-const sup_context *pass_context(void) {
-    static const sup_context defaults = {.target = SUP_TARGET_CPU, .memory_plan = true, .verbosity = 1};
-    return bound ? bound : &defaults;
+static struct pass_registry *registry(void)
+{
+    sup_context *ctx = sup_ctx();
+    if (!ctx->passes)
+        ctx->passes = sup_xcalloc(1, sizeof *ctx->passes);
+    return ctx->passes;
 }
-static int npasses;
-static bool ready;
+
+const pass_options *pass_current_options(void) { return registry()->running; }
+
+const pass_info *pass_current(void) { return registry()->current; }
+
+/* A PASS_API row before its basp_register_pass: its place is held, it
+ * cannot run yet. */
+static bool declared_only(const pass_info *p) { return !p->run && !p->run_module; }
+
+/* The function of a PASS_API row, from its registration (built in: no
+ * owner); its summary stays passes.def's unless the registration gives one. */
+static void provide(pass_info *row, const pass_info *p)
+{
+    row->run = p->run;
+    row->run_module = p->run_module;
+    if (p->summary)
+        row->summary = p->summary;
+}
 
 bool pass_register(const pass_info *p, char *err, size_t nerr)
 {
+    pass_init(); /* the built-in rows first, whoever registers */
+    struct pass_registry *r = registry();
     char tmp[8];
     if (!err)
         err = tmp, nerr = sizeof tmp;
@@ -59,51 +76,52 @@ bool pass_register(const pass_info *p, char *err, size_t nerr)
         snprintf(err, nerr, "pass name '%s': 1 to 63 characters, no commas or spaces", p->name);
         return false;
     }
-    for (int i = 0; i < npasses; i++)
-        if (!strcmp(registry[i].name, p->name)) {
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->rows[i].name, p->name)) {
+            if (declared_only(&r->rows[i]) && !p->owner) {
+                provide(&r->rows[i], p);
+                return true;
+            }
             snprintf(err, nerr, "a pass named '%s' is already registered (%s)", p->name,
-                     registry[i].owner ? registry[i].owner : "built in");
+                     r->rows[i].owner ? r->rows[i].owner : "built in");
             return false;
         }
-    if (npasses >= PASS_MAX) {
+    if (r->n >= PASS_MAX) {
         snprintf(err, nerr, "pass '%s': the registry is full (%d passes)", p->name, PASS_MAX);
         return false;
     }
-    registry[npasses] = *p;
-    if (!registry[npasses].summary)
-        registry[npasses].summary = "";
-    npasses++;
+    r->rows[r->n] = *p;
+    if (!r->rows[r->n].summary)
+        r->rows[r->n].summary = "";
+    r->n++;
     return true;
 }
 
 void pass_init(void)
 {
-    if (ready)
+    struct pass_registry *r = registry();
+    if (r->ready)
         return;
-    ready = true;
-    /* each strategy right after its pass: a strategy is available only
-     * once its passes are registered (pass_layout_available) */
-    for (int i = 0; i < NBUILTIN; i++) {
-        pass_register(&builtin_passes[i], NULL, 0);
-        if (builtin_strategies[i])
-            layout_strategy_register(builtin_strategies[i](), NULL, 0);
-    }
+    r->ready = true;
+    for (int i = 0; i < NBUILTIN && r->n < PASS_MAX; i++)
+        r->rows[r->n++] = builtin_passes[i];
 }
 
 const pass_info *pass_registry(int *n)
 {
     pass_init();
     if (n)
-        *n = npasses;
-    return registry;
+        *n = registry()->n;
+    return registry()->rows;
 }
 
 const pass_info *pass_lookup(const char *name)
 {
     pass_init();
-    for (int i = 0; i < npasses; i++)
-        if (strcmp(registry[i].name, name) == 0)
-            return &registry[i];
+    struct pass_registry *r = registry();
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->rows[i].name, name) == 0)
+            return declared_only(&r->rows[i]) ? NULL : &r->rows[i];
     return NULL;
 }
 
@@ -186,9 +204,9 @@ void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n)
 
 const char *pass_default_pipeline(void)
 {
-    static char buf[512];
-    pass_pipeline(NULL, true, buf, sizeof buf);
-    return buf;
+    struct pass_registry *r = registry();
+    pass_pipeline(NULL, true, r->pipeline, sizeof r->pipeline);
+    return r->pipeline;
 }
 
 bool pass_pipeline_of(const ir_module *m, char *buf, size_t n)
@@ -228,15 +246,16 @@ pass_options pass_default_options(void)
 /* `what`: the option the name came from, or NULL for the pass list. */
 static void unknown_pass(const char *name, const char *what)
 {
+    const struct pass_registry *r = registry();
     const char *cands[PASS_MAX];
     char avail[1024] = "";
-    for (int i = 0; i < npasses; i++) {
-        cands[i] = registry[i].name;
+    for (int i = 0; i < r->n; i++) {
+        cands[i] = r->rows[i].name;
         if (i)
             strncat(avail, ", ", sizeof avail - strlen(avail) - 1);
-        strncat(avail, registry[i].name, sizeof avail - strlen(avail) - 1);
+        strncat(avail, r->rows[i].name, sizeof avail - strlen(avail) - 1);
     }
-    const char *close = sup_closest(name, cands, npasses);
+    const char *close = sup_closest(name, cands, r->n);
     if (close)
         sup_error(sup_noloc(), "%s%sunknown pass '%s'; did you mean '%s'? (available: %s)", what ? what : "",
                   what ? ": " : "", name, close, avail);
@@ -273,10 +292,6 @@ static bool pass_verdict(const pass_info *p, bool ok, int errors)
     return ok && !(p->owner && errors > 0);
 }
 
-static const pass_info *current; /* the pass pass_run is running */
-
-const pass_info *pass_current(void) { return current; }
-
 bool pass_run(ir_module *m, const char *name, const pass_options *opt)
 {
     pass_options def = pass_default_options();
@@ -287,14 +302,15 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
         unknown_pass(name, NULL);
         return false;
     }
-    const pass_options *outer = running;
-    const pass_info *outer_pass = current;
-    running = opt;
-    current = p;
+    struct pass_registry *r = registry();
+    const pass_options *outer = r->running;
+    const pass_info *outer_pass = r->current;
+    r->running = opt;
+    r->current = p;
     int errors = sup_error_count();
     bool ok = p->run ? p->run(m, opt) : p->run_module(m);
-    running = outer;
-    current = outer_pass;
+    r->running = outer;
+    r->current = outer_pass;
     if (!pass_verdict(p, ok, sup_error_count() - errors))
         return false;
     if (opt->verify) {

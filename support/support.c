@@ -21,10 +21,24 @@ typedef struct sup_source {
     struct sup_source *next;
 } sup_source;
 
-static sup_source *sources;
+/* The one context of the process (support.h): the context-free public API
+ * and sup_error's callers in every folder reach it through sup_ctx. */
+static sup_context context;
+
+sup_context *sup_ctx(void) {
+    if (!context.ready) {
+        context.ready = true;
+        context.target = SUP_TARGET_CPU;
+        context.memory_plan = true;
+        context.verbosity = 1;
+        context.diag.max_errors = 20;
+    }
+    return &context;
+}
 
 const char *sup_source_add(const char *name, const char *text, size_t len) {
-    for (sup_source *s = sources; s; s = s->next)
+    sup_context *ctx = sup_ctx();
+    for (sup_source *s = ctx->sources; s; s = s->next)
         if (strcmp(s->name, name) == 0) return s->name;
     sup_source *s = sup_xcalloc(1, sizeof *s);
     s->name = sup_xstrdup(name);
@@ -32,13 +46,13 @@ const char *sup_source_add(const char *name, const char *text, size_t len) {
     memcpy(s->text, text, len);
     s->text[len] = '\0';
     s->len = len;
-    s->next = sources;
-    sources = s;
+    s->next = ctx->sources;
+    ctx->sources = s;
     return s->name;
 }
 
 static const sup_source *source_find(const char *name) {
-    for (sup_source *s = sources; s; s = s->next)
+    for (sup_source *s = sup_ctx()->sources; s; s = s->next)
         if (s->name == name || strcmp(s->name, name) == 0) return s;
     return NULL;
 }
@@ -49,18 +63,20 @@ const char *sup_source_text(const char *name) {
 }
 
 void sup_source_reset(void) {
-    while (sources) {
-        sup_source *n = sources->next;
-        free(sources->name);
-        free(sources->text);
-        free(sources);
-        sources = n;
+    sup_context *ctx = sup_ctx();
+    while (ctx->sources) {
+        sup_source *n = ctx->sources->next;
+        free(ctx->sources->name);
+        free(ctx->sources->text);
+        free(ctx->sources);
+        ctx->sources = n;
     }
 }
 
-static char read_why[160]; /* why the last sup_read_file failed, when errno cannot say */
-
-const char *sup_read_why(int e) { return read_why[0] ? read_why : strerror(e); }
+const char *sup_read_why(int e) {
+    const char *why = sup_ctx()->read_why;
+    return why[0] ? why : strerror(e);
+}
 
 /* Opens path for reading: O_NONBLOCK, so that a FIFO without a writer is
  * refused here instead of blocking open() for ever; only a regular file
@@ -75,10 +91,12 @@ static FILE *open_regular(const char *path) {
         int e = errno;
         close(fd);
         mode_t m = st.st_mode;
-        if (S_ISDIR(m)) snprintf(read_why, sizeof read_why, "is a directory");
-        else if (S_ISFIFO(m)) snprintf(read_why, sizeof read_why, "a FIFO (named pipe), not a regular file");
-        else if (S_ISCHR(m) || S_ISBLK(m)) snprintf(read_why, sizeof read_why, "a device, not a regular file");
-        else if (S_ISSOCK(m)) snprintf(read_why, sizeof read_why, "a socket, not a regular file");
+        char *why = sup_ctx()->read_why;
+        size_t n = sizeof sup_ctx()->read_why;
+        if (S_ISDIR(m)) snprintf(why, n, "is a directory");
+        else if (S_ISFIFO(m)) snprintf(why, n, "a FIFO (named pipe), not a regular file");
+        else if (S_ISCHR(m) || S_ISBLK(m)) snprintf(why, n, "a device, not a regular file");
+        else if (S_ISSOCK(m)) snprintf(why, n, "a socket, not a regular file");
         errno = S_ISDIR(m) ? EISDIR : e ? e : EINVAL;
         return NULL;
     }
@@ -125,13 +143,14 @@ static bool refuse_binary(const char *buf, size_t len) {
     int line = 1, col = 1;
     for (size_t i = 0; i < bad; i++, col++)
         if (buf[i] == '\n') line++, col = 0;
-    snprintf(read_why, sizeof read_why, "not a text file (byte 0x%02x at line %d, column %d is not UTF-8 text)",
+    snprintf(sup_ctx()->read_why, sizeof sup_ctx()->read_why,
+             "not a text file (byte 0x%02x at line %d, column %d is not UTF-8 text)",
              (unsigned char)buf[bad], line, col);
     return false;
 }
 
 char *sup_read_file(const char *path, size_t *len_out) {
-    read_why[0] = 0;
+    sup_ctx()->read_why[0] = 0;
     FILE *f = strcmp(path, "-") == 0 ? stdin : open_regular(path);
     if (!f) return NULL;
     size_t cap = 4096, len = 0;
@@ -166,32 +185,28 @@ char *sup_read_file(const char *path, size_t *len_out) {
 }
 
 /* ---- diagnostics ---------------------------------------------------------- */
-static FILE *diag_sink;
-static int error_count;
-static bool quiet;
-static int max_errors = 20;
-static bool dropping; /* past the error limit: notes of dropped errors go too */
-static int silent;    /* > 0: inside sup_diag_silence */
-
-void sup_diag_set_sink(FILE *sink) { diag_sink = sink; }
-void sup_diag_set_quiet(bool q) { quiet = q; }
-void sup_diag_set_max_errors(int n) { max_errors = n; }
-int sup_error_count(void) { return error_count; }
+void sup_diag_set_sink(FILE *sink) { sup_ctx()->diag.sink = sink; }
+void sup_diag_set_quiet(bool q) { sup_ctx()->diag.quiet = q; }
+void sup_diag_set_max_errors(int n) { sup_ctx()->diag.max_errors = n; }
+int sup_error_count(void) { return sup_ctx()->diag.errors; }
 void sup_diag_reset(void) {
-    error_count = 0;
-    dropping = false;
+    struct sup_diag_state *d = &sup_ctx()->diag;
+    d->errors = 0;
+    d->dropping = false;
 }
 
 sup_diag_saved sup_diag_silence(void) {
-    sup_diag_saved saved = {silent, error_count, dropping};
-    silent++;
+    struct sup_diag_state *d = &sup_ctx()->diag;
+    sup_diag_saved saved = {d->silent, d->errors, d->dropping};
+    d->silent++;
     return saved;
 }
 
 void sup_diag_restore(sup_diag_saved saved) {
-    silent = saved.silent;
-    error_count = saved.errors;
-    dropping = saved.dropping;
+    struct sup_diag_state *d = &sup_ctx()->diag;
+    d->silent = saved.silent;
+    d->errors = saved.errors;
+    d->dropping = saved.dropping;
 }
 
 static const char *sev_name(sup_severity sev) {
@@ -233,20 +248,21 @@ static void print_caret(FILE *out, sup_loc loc) {
 }
 
 void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap) {
-    FILE *out = diag_sink ? diag_sink : stderr;
-    if (silent) { /* counted, so that code comparing counts still works; restore resets */
-        if (sev == SUP_ERROR) error_count++;
+    struct sup_diag_state *d = &sup_ctx()->diag;
+    FILE *out = d->sink ? d->sink : stderr;
+    if (d->silent) { /* counted, so that code comparing counts still works; restore resets */
+        if (sev == SUP_ERROR) d->errors++;
         return;
     }
     if (sev == SUP_ERROR) {
-        error_count++;
-        dropping = max_errors > 0 && error_count > max_errors;
-        if (dropping) {
-            if (error_count == max_errors + 1)
+        d->errors++;
+        d->dropping = d->max_errors > 0 && d->errors > d->max_errors;
+        if (d->dropping) {
+            if (d->errors == d->max_errors + 1)
                 fprintf(out, "error: too many errors emitted, stopping now\n");
             return;
         }
-    } else if (quiet || (sev == SUP_NOTE && dropping)) {
+    } else if (d->quiet || (sev == SUP_NOTE && d->dropping)) {
         return;
     }
     if (loc.file && loc.line > 0)
@@ -442,7 +458,7 @@ void sup_buf_free(sup_buf *b) {
 }
 
 const char *sup_fmt_bytes(double bytes, char *buf, size_t n) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;
     double v = bytes;
     while ((v >= 1024.0 || v <= -1024.0) && u < 5) {
@@ -519,10 +535,6 @@ int sup_out_close(sup_outfile *o, int keep) {
         o->tmp = NULL;
     }
     return ok;
-}
-
-sup_context sup_context_default(void) {
-    return (sup_context){.target = SUP_TARGET_CPU, .target_explicit = false, .memory_plan = true, .verbosity = 1};
 }
 
 bool sup_context_set_target(sup_context *ctx, const char *name) {

@@ -38,19 +38,21 @@ const char *sup_source_text(const char *name);
  * NUL-terminated buffer; NULL + errno (EISDIR for non-regular, EFBIG). */
 char *sup_read_file(const char *path, size_t *len_out);
 /* Why the last sup_read_file failed, given its errno e: strerror(e), or
- * what kind of file it was ("a FIFO (named pipe), not a regular file"). */
+ * what kind of file it was ("a FIFO (named pipe), not a regular file"), in
+ * the context's buffer until the next sup_read_file. */
 const char *sup_read_why(int e);
 /* True when text[0..len) is UTF-8 text: no NUL or other control byte but
  * tab, newline, \v, \f and \r, no malformed sequence.  Otherwise *bad (when
  * not NULL) is the offset of the first byte that is not.  sup_read_file
  * refuses files that are not (errno EILSEQ; sup_read_why says where). */
 bool sup_is_text(const char *text, size_t len, size_t *bad);
-/* Frees every registered source (tests and fuzzers call this between runs). */
+/* Frees every registered source (tests and fuzzers call this between runs).
+ * The registry is the context's (sup_ctx). */
 void sup_source_reset(void);
 
 /* ---- diagnostics -------------------------------------------------------- */
-/* Every diagnostic goes to the current sink (stderr by default).  Errors are
- * counted so that a driver can exit non-zero. */
+/* Every diagnostic goes to the context's sink (stderr by default).  Errors
+ * are counted so that a driver can exit non-zero. */
 void sup_diag(sup_severity sev, sup_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap);
@@ -161,20 +163,54 @@ const char *sup_fmt_double(double v, char *buf, size_t n);
 
 
 /* ---- the compilation context ----------------------------------------------
- * The settings one compilation runs under, passed down from api/ to the
- * passes and the code generator, so that no folder keeps them in globals
- * of its own and a setting has one place to be changed.  It lives here,
- * the lowest folder, because passes/ and codegen/ both read it and neither
- * may include the other or api/. */
+ * Everything one compilation keeps between calls: its settings, the
+ * diagnostics state, the registered sources, and the registries of the
+ * folders above (passes, strategies, plugins), as MLIR keeps its dialects
+ * and diagnostics in an MLIRContext.  It lives here, the lowest folder,
+ * because every folder reaches it: each upper folder's part is a struct of
+ * its own, declared here by name only and created by that folder on first
+ * use, so support/ knows none of their types.
+ *
+ * There is one context per process (sup_ctx): the public API (api/basp.h,
+ * api/basp_pass.h) and sup_error and its kin take no context argument, so
+ * they reach it there (docs/ARCHITECTURE.md, Invariants). */
 typedef enum { SUP_TARGET_CPU, SUP_TARGET_CUDA } sup_target;
+/* Called with every file the frontend reads (basp_set_input_hook). */
+typedef void (*sup_input_fn)(const char *path, void *ud);
+
+struct sup_source;      /* support.c: one registered source */
+struct layout_registry; /* layout/layout.c: the strategy rows */
+struct pass_registry;   /* passes/registry.c: the pass rows, the pass running now */
+struct basp_registry;   /* api/basp_pass.c: plugin rows and handles, the registration in progress */
+
 typedef struct sup_context {
+    bool ready; /* the defaults below are set (sup_ctx) */
+    /* settings, made through the public API */
     sup_target target;    /* the backend programs are generated and linked for */
     bool target_explicit; /* chosen (--target): memory plans follow it, else the spec */
     bool memory_plan;     /* false: no plan in programs, no reuse in memory reports */
     int verbosity;        /* cg_build's stderr: 0 errors only, 1 progress, 2 commands */
+    sup_input_fn input_hook; /* NULL: none */
+    void *input_ud;
+    /* diagnostics (sup_diag) */
+    struct sup_diag_state {
+        FILE *sink;     /* NULL: stderr */
+        int errors;     /* errors reported so far */
+        bool quiet;     /* drop everything but errors */
+        int max_errors; /* stop printing after this many (0: no limit) */
+        bool dropping;  /* past the limit: notes of dropped errors go too */
+        int silent;     /* > 0: inside sup_diag_silence */
+    } diag;
+    struct sup_source *sources; /* sup_source_add's */
+    char read_why[160];         /* why the last sup_read_file failed, when errno cannot say */
+    /* the registries of the folders above: NULL until first used */
+    struct layout_registry *layouts;
+    struct pass_registry *passes;
+    struct basp_registry *api;
 } sup_context;
-/* CPU (not explicit), memory plan on, verbosity 1. */
-sup_context sup_context_default(void);
+/* The process's context, set to the defaults on first use: CPU (not
+ * explicit), memory plan on, verbosity 1, stderr, at most 20 errors. */
+sup_context *sup_ctx(void);
 /* Sets ctx->target from "cpu" or "cuda"; false (unchanged) for anything else. */
 bool sup_context_set_target(sup_context *ctx, const char *name);
 

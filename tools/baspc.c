@@ -97,19 +97,20 @@ typedef struct options {
     int answered; /* --plan/--memory/--max-seq-len wrote a negative answer: keep it */
     const char *doc_lengths; /* --doc-lengths FILE (with --plan) */
     basp_pass_options popt;
+    /* The first usage error, reported by report_usage once the plugins are
+     * loaded (their errors say more about a mistyped plugin argument). */
+    char usage_msg[1024];
+    sup_io io; /* what the run reads and writes (below) */
 } options;
 
-/* The first usage error, reported by report_usage once the plugins are
- * loaded (their errors say more about a mistyped plugin argument). */
-static char usage_msg[1024];
-
-static int die_usage(const char *msg, const char *arg) {
-    if (!usage_msg[0]) snprintf(usage_msg, sizeof usage_msg, "%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
+static int die_usage(options *o, const char *msg, const char *arg) {
+    if (!o->usage_msg[0])
+        snprintf(o->usage_msg, sizeof o->usage_msg, "%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
     return 2;
 }
 
-static int report_usage(void) {
-    fprintf(stderr, "baspc: error: %s\n", usage_msg);
+static int report_usage(const options *o) {
+    fprintf(stderr, "baspc: error: %s\n", o->usage_msg);
     fprintf(stderr, "run 'baspc --help' for usage\n");
     return 2;
 }
@@ -123,13 +124,11 @@ static int report_usage(void) {
  * and a clash stops the run before anything is written.  Outputs are
  * written to a temporary file next to their name (mkstemps, so never an
  * existing file) and renamed over it at the end, so that baspc never
- * truncates or deletes a file it did not create in this run. */
-static sup_io io;
-
+ * truncates or deletes a file it did not create in this run.  ud: the
+ * options' sup_io. */
 static void note_input(const char *path, void *ud) {
-    (void)ud;
     size_t n = path ? strlen(path) : 0;
-    sup_io_input(&io, n > 5 && !strcmp(path + n - 5, ".json") ? "the model file" : "the import", path);
+    sup_io_input(ud, n > 5 && !strcmp(path + n - 5, ".json") ? "the model file" : "the import", path);
 }
 
 /* The plugin file of the option at argv[*i] (stepping over its value), or NULL. */
@@ -150,9 +149,10 @@ static int is_ir_file(const char *path) {
  * anything else so that --list-passes, --passes= and the spec's layout
  * words see the plugin's passes and strategies.  Returns 0, 1 when a load
  * failed (reported), 2 on a usage error. */
-static int load_plugins(int argc, char **argv) {
+static int load_plugins(int argc, char **argv, options *o) {
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--load-pass-plugin") && i + 1 >= argc) return die_usage("missing value after", argv[i]);
+        if (!strcmp(argv[i], "--load-pass-plugin") && i + 1 >= argc)
+            return die_usage(o, "missing value after", argv[i]);
         const char *file = plugin_arg(argc, argv, &i);
         if (file && !basp_load_pass_plugin(file)) return 1;
     }
@@ -175,11 +175,11 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--emit=ir")) { o->act = ACT_IR; o->emit_given = 1; }
         else if (!strcmp(a, "--emit=lowered")) { o->act = ACT_LOWERED; o->emit_given = 1; }
         else if (!strcmp(a, "--emit=c")) { o->act = ACT_C; o->emit_given = 1; }
-        else if (!strncmp(a, "--emit=", 7)) return die_usage("unknown --emit kind (ir, lowered, c)", a + 7);
+        else if (!strncmp(a, "--emit=", 7)) return die_usage(o, "unknown --emit kind (ir, lowered, c)", a + 7);
         else if (!strcmp(a, "--keep-c")) o->keep_c = 1;
         else if (!strcmp(a, "--no-memory-plan")) basp_set_memory_plan(false);
         else if (!strncmp(a, "--target=", 9)) {
-            if (!basp_set_target(a + 9)) return die_usage("unknown --target (cpu, cuda)", a + 9);
+            if (!basp_set_target(a + 9)) return die_usage(o, "unknown --target (cpu, cuda)", a + 9);
         }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--schedule")) { o->act = ACT_SCHEDULE; o->emit_given = 1; }
@@ -192,37 +192,37 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--print-ir-after-all")) o->popt.print_after_all = true;
         else if (!strncmp(a, "--print-ir-after=", 17)) o->popt.print_after = a + 17;
         else if (!strcmp(a, "--set") || !strcmp(a, "-o") || !strcmp(a, "--trace") || !strcmp(a, "--doc-lengths")) {
-            if (i + 1 >= argc) return die_usage("missing value after", a);
+            if (i + 1 >= argc) return die_usage(o, "missing value after", a);
             if (a[1] == 'o') o->out = argv[++i];
             else if (a[2] == 't') o->trace = argv[++i];
             else if (a[2] == 'd') o->doc_lengths = argv[++i];
             else o->sets[o->nsets++] = argv[++i];
         } else if (!strncmp(a, "--set=", 6)) o->sets[o->nsets++] = a + 6;
-        else if (a[0] == '-' && a[1] != '\0') return die_usage("unknown option", a);
-        else if (o->spec) return die_usage("more than one spec file given", a);
+        else if (a[0] == '-' && a[1] != '\0') return die_usage(o, "unknown option", a);
+        else if (o->spec) return die_usage(o, "more than one spec file given", a);
         else o->spec = a;
     }
-    if (!o->spec) return die_usage("no spec file given", NULL);
+    if (!o->spec) return die_usage(o, "no spec file given", NULL);
     if (o->trace && (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_MAXSEQ ||
                      o->act == ACT_LOWERED))
-        return die_usage("--trace needs the lowered schedule: use it with --emit=ir, --schedule, --emit=c or -o",
+        return die_usage(o, "--trace needs the lowered schedule: use it with --emit=ir, --schedule, --emit=c or -o",
                          NULL);
     if (o->doc_lengths && o->act != ACT_PLAN)
-        return die_usage("--doc-lengths goes with --plan", NULL);
+        return die_usage(o, "--doc-lengths goes with --plan", NULL);
     if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN && o->act != ACT_MEMORY && o->act != ACT_MAXSEQ)
-        return die_usage("--json goes with --schedule, --plan, --memory or --max-seq-len", NULL);
+        return die_usage(o, "--json goes with --schedule, --plan, --memory or --max-seq-len", NULL);
     if (o->out && !o->emit_given) o->act = ACT_BUILD;
     if (o->out && strcmp(o->out, "-") == 0) { /* the usual name of standard output */
         if (o->act == ACT_BUILD)
-            return die_usage("-o - is standard output, which cannot hold a training binary: name a file, or add "
+            return die_usage(o, "-o - is standard output, which cannot hold a training binary: name a file, or add "
                              "--emit=c for the program's source", NULL);
         o->out = NULL;
     }
-    if (o->keep_c && o->act != ACT_BUILD) return die_usage("--keep-c goes with building (-o FILE, no --emit)", NULL);
+    if (o->keep_c && o->act != ACT_BUILD) return die_usage(o, "--keep-c goes with building (-o FILE, no --emit)", NULL);
     if (is_ir_file(o->spec)) {
-        if (o->nsets) return die_usage("--set applies to specs, not to textual IR", o->spec);
+        if (o->nsets) return die_usage(o, "--set applies to specs, not to textual IR", o->spec);
         if (o->act == ACT_SPEC || o->act == ACT_LOWERED || o->act == ACT_PLAN || o->act == ACT_MAXSEQ)
-            return die_usage("textual IR has no spec: --print-spec, --emit=lowered, --plan and --max-seq-len need "
+            return die_usage(o, "textual IR has no spec: --print-spec, --emit=lowered, --plan and --max-seq-len need "
                              "a .basp file", o->spec);
         if (!o->passes) o->passes = ""; /* already lowered */
     }
@@ -243,7 +243,7 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
         return m;
     }
     basp_spec *spec = basp_spec_parse_file(o->spec);
-    if (io.clashed) { basp_spec_free(spec); return NULL; } /* an import or config.json is an output */
+    if (o->io.clashed) { basp_spec_free(spec); return NULL; } /* an import or config.json is an output */
     if (!spec) return NULL;
     int ok = 1;
     for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
@@ -281,7 +281,7 @@ static int run(options *o, FILE *out) {
     basp_spec *spec;
     basp_module *m = compile(o, out, &rc, &spec);
     if (!m) return rc;
-    bool ok = sup_io_recheck(&io) && (!o->trace || write_trace(o, m));
+    bool ok = sup_io_recheck(&o->io) && (!o->trace || write_trace(o, m));
     if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
     else if (o->act == ACT_MEMORY) {
         bool fits = basp_memory(spec, m, out, o->json);
@@ -290,7 +290,7 @@ static int run(options *o, FILE *out) {
     }
     else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out) && ok;
     else if (o->act == ACT_BUILD) {
-        ok = ok && sup_io_recheck(&io) && basp_build(m, o->spec, o->out, o->keep_c);
+        ok = ok && sup_io_recheck(&o->io) && basp_build(m, o->spec, o->out, o->keep_c);
     }
     else basp_print_ir(m, out);
     basp_module_free(m);
@@ -300,16 +300,16 @@ static int run(options *o, FILE *out) {
 
 /* The outputs and the command line's inputs, before any plugin is loaded
  * or anything is read; false when one is the other (reported). */
-static bool plan_io(int argc, char **argv, const options *o) {
+static bool plan_io(int argc, char **argv, options *o) {
     char cfile[4096];
     snprintf(cfile, sizeof cfile, "%s.c", o->out ? o->out : "");
-    sup_io_output(&io, "-o", o->out);
-    if (o->act == ACT_BUILD && o->keep_c) sup_io_output(&io, "--keep-c's C file", cfile);
-    sup_io_output(&io, "--trace", o->trace);
-    sup_io_input(&io, is_ir_file(o->spec) ? "the IR file" : "the spec", o->spec);
-    sup_io_input(&io, "--doc-lengths", o->doc_lengths);
-    for (int i = 1; i < argc; i++) sup_io_input(&io, "--load-pass-plugin", plugin_arg(argc, argv, &i));
-    return !io.clashed;
+    sup_io_output(&o->io, "-o", o->out);
+    if (o->act == ACT_BUILD && o->keep_c) sup_io_output(&o->io, "--keep-c's C file", cfile);
+    sup_io_output(&o->io, "--trace", o->trace);
+    sup_io_input(&o->io, is_ir_file(o->spec) ? "the IR file" : "the spec", o->spec);
+    sup_io_input(&o->io, "--doc-lengths", o->doc_lengths);
+    for (int i = 1; i < argc; i++) sup_io_input(&o->io, "--load-pass-plugin", plugin_arg(argc, argv, &i));
+    return !o->io.clashed;
 }
 
 /* -o FILE for an action other than building: written to a temporary next
@@ -324,7 +324,7 @@ static int run_to_file(options *o) {
     }
     int rc = run(o, out);
     if (o->out) {
-        int clash = !sup_io_recheck(&io);
+        int clash = !sup_io_recheck(&o->io);
         if (clash) rc = 1;
         /* never leave a half-written output behind; a negative answer of
          * --plan, --memory or --max-seq-len is kept (and exit status 1) */
@@ -340,14 +340,14 @@ int main(int argc, char **argv) {
     basp_set_diagnostics(NULL, o.quiet);
     /* A plugin's constructors run when it loads: an output that would
      * replace one of the inputs is refused before that. */
-    if (r == 0 && !plan_io(argc, argv, &o)) { sup_io_free(&io); free(o.sets); return 1; }
-    int lr = load_plugins(argc, argv);
+    if (r == 0 && !plan_io(argc, argv, &o)) { sup_io_free(&o.io); free(o.sets); return 1; }
+    int lr = load_plugins(argc, argv, &o);
     if (lr == 1) r = 1; /* the plugin's error says it all */
-    else if (r == 2 || lr == 2) r = report_usage();
+    else if (r == 2 || lr == 2) r = report_usage(&o);
     else if (r == 3) basp_list_passes(stdout), r = 0, o.spec = NULL;
-    if (r || !o.spec) { sup_io_free(&io); free(o.sets); return r; } /* done, or failed */
+    if (r || !o.spec) { sup_io_free(&o.io); free(o.sets); return r; } /* done, or failed */
     basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
-    basp_set_input_hook(note_input, NULL);
+    basp_set_input_hook(note_input, &o.io);
     int rc = 1;
     struct stat st;
     if (o.act != ACT_BUILD) rc = run_to_file(&o);
@@ -356,7 +356,7 @@ int main(int argc, char **argv) {
                 o.out);
     else
         rc = run(&o, stdout);
-    sup_io_free(&io);
+    sup_io_free(&o.io);
     free(o.sets);
     return rc;
 }

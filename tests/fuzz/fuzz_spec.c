@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/basp_context.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "driver/driver.h"
@@ -19,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = fuzz_text(data, size);
     sup_diag_set_sink(fuzz_null_sink());
-    pass_init(); /* the strategies' spec words (a2a two_level) come from the registry */
+    basp_ctx(); /* the strategies' spec words (a2a two_level) come from the registry */
     fe_spec *spec = fe_parse_string("fuzz.basp", text);
     /* Lowering is linear in layers and ranks; keep each run fast. */
     if (spec && spec->model.layers <= 4 && fe_world(spec) <= 64) {

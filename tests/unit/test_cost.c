@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/basp_context.h"
 #include "driver/driver.h"
 #include "passes/passes.h"
 
@@ -436,7 +437,7 @@ static void test_host_copies(void)
 
 int main(void)
 {
-    pass_init(); /* the registries the frontend and the pipeline read */
+    basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
     test_hand_formulas();
     test_parameters();
     test_exp_rate();

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/basp_context.h"
 #include "driver/driver.h"
 #include "passes/passes.h"
 
@@ -134,7 +135,7 @@ static void check_spec(const char *file, const char *const *sets, int nsets, boo
 
 int main(void)
 {
-    pass_init(); /* the registries the frontend and the pipeline read */
+    basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
     sup_diag_saved saved = sup_diag_silence();
     static const char *const modes[] = {"train.recompute=none", "train.recompute=selective", "train.recompute=full"};
     for (int k = 0; k < 3; k++) {

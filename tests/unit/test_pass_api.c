@@ -4,7 +4,10 @@
  * handles refused, and a pass registered by the embedding program running
  * in a pipeline (the verifier's error after it names its owner, as does
  * every other failure of it), and strategies that leave out their
- * family's pass refused. */
+ * family's pass refused; the helpers the built-in partitioning passes share
+ * (derived values, the exchange, removal, sequence sharding, the layout's
+ * rules on a module), and a variant's rules told the family they are asked
+ * about. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +114,84 @@ static void test_build(basp_module *m)
     CHECK(basp_ir_heads_twin(m, sp, x) == x); /* no exchange reads it */
 }
 
+/* The built-in passes' helpers: a derived value, the sequence-to-heads
+ * exchange recorded after op 0, the free at op 1 removed, the sequence
+ * sharded over another group. */
+static void test_helpers(void)
+{
+    basp_module *m = basp_module_parse_string("helpers", text);
+    int x = basp_ir_value_find(m, "x"), sp = basp_ir_group_find(m, "sp"), w = basp_ir_value_find(m, "w");
+    int h = basp_ir_value_derived(m, x, ".heads", x);
+    CHECK(h >= 0 && !strcmp(basp_ir_value_name(m, h), "x.heads") && basp_ir_value_shard(m, h, 1) == sp);
+    CHECK(!strcmp(basp_ir_value_name(m, basp_ir_value_derived(m, x, ".heads", x)), "x.heads.1"));
+    CHECK(basp_ir_value_derived(m, x, "bad suffix", x) == -1);
+    basp_ir_value_split_heads(m, h, sp, 1);
+    basp_edits *e = basp_edits_new();
+    CHECK(basp_edits_exchange_after(e, 0, sp, 1, &x, &h, true, 1, 0) == 0);
+    basp_edits_remove(e, 1);
+    basp_edits_apply(m, e);
+    char *s = printed(m);
+    CHECK(strstr(s, "%x.heads = all_to_all %x {group = @sp, split = 2, concat = 1, layer = 0, phase = fwd} "
+                    ": f32[2,16,4@sp,8]") && !strstr(s, "free %full"));
+    free(s);
+    CHECK(basp_ir_op_count(m) == 2 && basp_module_verify(m));
+    int world = basp_ir_group_find(m, "world");
+    basp_ir_shard_sequence(m, world);
+    CHECK(basp_ir_value_shard(m, x, 1) == world && basp_ir_value_shard(m, w, 1) == -1);
+    /* the layout the config names, on the module's dimensions: Ulysses over 4 ranks */
+    basp_ir_config_set(m, "heads", "3");
+    const char *why = basp_ir_layout_illegal(m, 1);
+    CHECK(why && strstr(why, "heads (3) not divisible by N=4"));
+    basp_ir_config_set(m, "heads", "4");
+    CHECK(!basp_ir_layout_illegal(m, 1));
+    basp_module_free(m);
+}
+
+/* What a variant's rules were told about the family, and what they said. */
+static const char *seen_family;
+static const char *reads_family(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix)
+{
+    (void)d;
+    seen_family = basp_layout_family(c);
+    if (seen_family && strcmp(seen_family, "ulysses"))
+        return basp_layout_reason(fix, nfix, "use a2a flat", "fam applies to Ulysses, not to %s", seen_family);
+    return NULL;
+}
+
+static const char *ignores_family(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix)
+{
+    (void)d, (void)c;
+    snprintf(fix, nfix, "never read");
+    return "ignored: never legal";
+}
+
+/* A variant asked about a layout of another family: its words when it
+ * reads the family, else basp's. */
+static void test_family_rule(void)
+{
+    CHECK(!basp_layout_family(&(basp_layout_choice){1, 1})); /* outside a legal() */
+    char fix[64];
+    CHECK(!strcmp(basp_layout_reason(fix, sizeof fix, "hint", "rule %d", 7), "rule 7") && !strcmp(fix, "hint"));
+    CHECK(basp_layout_heads_uneven(&(basp_layout_dims){.N = 4, .H = 12, .Hk = 6}, 4));
+    CHECK(!basp_layout_heads_uneven(&(basp_layout_dims){.N = 4, .H = 8, .Hk = 8}, 4));
+    basp_strategy fam = {.name = "ulysses+fam", .family = "ulysses", .key = "a2a", .word = "fam",
+                         .legal = reads_family, .passes = "ulysses"};
+    basp_strategy deaf = {.name = "ulysses+deaf", .family = "ulysses", .key = "a2a", .word = "deaf",
+                          .legal = ignores_family, .passes = "ulysses"};
+    CHECK(basp_register_strategy(&fam) && basp_register_strategy(&deaf));
+    basp_module *m = basp_module_parse_string("fam", text);
+    basp_ir_config_set(m, "heads", "4");
+    basp_ir_config_set(m, "a2a", "fam");
+    CHECK(!basp_ir_layout_illegal(m, 1) && seen_family && !strcmp(seen_family, "ulysses"));
+    basp_ir_config_set(m, "sequence", "ring");
+    const char *why = basp_ir_layout_illegal(m, 1);
+    CHECK(why && !strcmp(why, "fam applies to Ulysses, not to ring"));
+    basp_ir_config_set(m, "a2a", "deaf");
+    why = basp_ir_layout_illegal(m, 1);
+    CHECK(why && !strcmp(why, "strategy 'ulysses+deaf' builds on sequence ulysses, not ring"));
+    basp_module_free(m);
+}
+
 /* Shards the param under its readers: invalid IR. */
 static bool breaks(basp_module *m)
 {
@@ -202,6 +283,8 @@ int main(void)
         test_build(m);
         basp_module_free(m);
     }
+    test_helpers();
+    test_family_rule();
     test_registered_pass();
     test_failures_named();
     if (failures) {

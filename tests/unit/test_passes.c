@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/basp_context.h"
 #include "driver/driver.h"
 #include "passes/passes.h"
 
@@ -187,7 +188,7 @@ static bool says(const layout_dims *d, layout_choice c, const char *want)
     return false;
 }
 
-/* The variants by their spec words (registered by pass_init). */
+/* The variants by their spec words (registered when the library starts). */
 #define LAYOUT_A2A_FLAT NULL
 #define LAYOUT_A2A_TWO_LEVEL layout_variant_find("a2a", "two_level")
 
@@ -311,7 +312,8 @@ static bool always(ir_module *m, const pass_options *o)
     return true;
 }
 
-static const char *no_rule(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
+static const char *no_rule(const layout_strategy *self, const layout_dims *d, const layout_choice *c, char *fix,
+                           size_t nfix)
 {
     return layout_family_legal(d, c, fix, nfix);
 }
@@ -439,6 +441,29 @@ static void test_pass_table(void)
     }
 }
 
+/* One way in: every strategy row came through basp_register_strategy (its
+ * public row is the user, asked through the same functions), basp's own
+ * first and built in, the families in layout_seq's order; the two-level
+ * pass is passes.def's row, given its function by its registration. */
+static void test_one_registration(void)
+{
+    int ns;
+    const layout_strategy *st = layout_strategies(&ns);
+    CHECK(ns == 4);
+    for (int i = 0; i < ns; i++)
+        CHECK(st[i].user && st[i].legal == st[0].legal && st[i].candidates == st[0].candidates &&
+              !strcmp(st[i].owner, "built in"));
+    CHECK(!strcmp(st[0].name, "ulysses") && !strcmp(st[1].name, "ring") && !strcmp(st[2].name, "hybrid"));
+    CHECK(!st[2].key && !strcmp(st[3].name, "ulysses+two_level") && !strcmp(st[3].word, "two_level"));
+    const pass_info *tl = pass_lookup("two-level");
+    CHECK(tl && !tl->owner && tl->run_module && !tl->run && tl->slot == PASS_SLOT_PARTITION);
+    CHECK(tl && !strncmp(tl->summary, "split each Ulysses all-to-all", 29));
+    /* the families' rows are basp's: a second one is refused */
+    char err[256];
+    layout_strategy again = st[0];
+    CHECK(!layout_strategy_register(&again, err, sizeof err) && strstr(err, "once per family"));
+}
+
 /* Registering passes and strategies: the refusals, then a variant that the
  * planner's enumeration and the pipeline pick up. */
 static void test_registry(void)
@@ -504,13 +529,14 @@ static void test_registry(void)
 int main(void)
 {
     sup_diag_set_quiet(true);
-    pass_init();
+    basp_ctx(); /* the library started: the passes and basp's own strategies (api/strategies/) */
     test_layout_rules();
     test_lower();
     test_ulysses_batch_aware();
     test_ring_traffic();
     test_pure_data_parallel();
     test_pass_table();
+    test_one_registration();
     test_registry(); /* last: it registers a strategy the others would see */
     if (failures) {
         fprintf(stderr, "test_passes: %d check(s) failed\n", failures);
