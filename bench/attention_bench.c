@@ -24,7 +24,7 @@
  *
  * Usage: bench_attention [--dh D] [S ...]   (default S = 1024 2048; b=1 H=4 Hkv=2 Dh=64)
  * (bench/attention_torch.py runs it beside PyTorch's SDPA.) */
-#include "kernels.h"
+#include "rt_host.h"
 
 #include <cblas.h>
 #include <stdbool.h>

@@ -13,7 +13,7 @@ call them (M x N x K, op(A) op(B)):
 
   - linear forward [tokens, in] x [in, out] and its backward's dx (nt) and
     dw (tn) at tokens 512..4096 and hidden 256..1024 (the MLP's 3 x hidden);
-  - attention's tiles (runtime/cpu/kern_attention.c: 64 query rows against
+  - attention's tiles (runtime/host/kern_attention.c: 64 query rows against
     128 keys) at head dims 32, 64 and 128: scores q k^T (nt) and p v (nn);
   - the LM head's row chunk against the vocabulary (nt) and its dw (tn);
   - 1024^3 for reference.

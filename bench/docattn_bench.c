@@ -31,7 +31,7 @@
  * same sample of the mix; the realised shares are printed.
  *
  * Usage: docattn_bench [S ...]   (default S = 4096 8192; H=8 Hk=8 Dh=64) */
-#include "kernels.h"
+#include "rt_host.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -51,7 +51,7 @@ typedef struct bench_buf {
     kcu_bf16 *q, *k, *v, *o, *dout, *dq, *dk, *dv;
     float *ws;
 #ifdef BASP_HAVE_CUDNN
-    rt_cudnn *dnn;  /* NULL: no cuDNN timings */
+    cuda_cudnn *dnn;  /* NULL: no cuDNN timings */
     float *stats;   /* [b,H,S] fp32 */
     void *dnn_ws;
 #endif
@@ -61,13 +61,13 @@ enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD };
 
 static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
 #ifdef BASP_HAVE_CUDNN
-    rt_cudnn_shape sh = {1, S, H, Hkv, Dh};
+    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh};
     int r = 0;
-    if (what == DNN_FWD) r = rt_cudnn_fwd(B->dnn, &sh, B->o, B->stats, B->q, B->k, B->v, B->dnn_ws);
+    if (what == DNN_FWD) r = cuda_cudnn_fwd(B->dnn, &sh, B->o, B->stats, B->q, B->k, B->v, B->dnn_ws);
     if (what == DNN_BWD)
-        r = rt_cudnn_bwd(B->dnn, &sh, B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, B->stats, B->dnn_ws);
+        r = cuda_cudnn_bwd(B->dnn, &sh, B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, B->stats, B->dnn_ws);
     if (r != 0) {
-        fprintf(stderr, "cuDNN attention failed: %s\n", rt_cudnn_error(B->dnn));
+        fprintf(stderr, "cuDNN attention failed: %s\n", cuda_cudnn_error(B->dnn));
         exit(1);
     }
     if (what == DNN_FWD || what == DNN_BWD) return;
@@ -105,14 +105,14 @@ static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, 
 /* cuDNN's forward and backward beside the basp kernels' (f, g ms). */
 static void bench_cudnn(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak,
                         double fl, float f, float g) {
-    rt_cudnn_shape sh = {1, S, H, Hkv, Dh};
+    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh};
     if (!B->dnn) return;
-    if (rt_cudnn_prepare(B->dnn, &sh) != 0) {
-        printf("  cuDNN: not supported at this shape: %s\n", rt_cudnn_error(B->dnn));
+    if (cuda_cudnn_prepare(B->dnn, &sh) != 0) {
+        printf("  cuDNN: not supported at this shape: %s\n", cuda_cudnn_error(B->dnn));
         return;
     }
     KCU_CHECK_EXIT(cudaMalloc((void **)&B->stats, (size_t)(H * S) * 4));
-    KCU_CHECK_EXIT(cudaMalloc(&B->dnn_ws, rt_cudnn_ws_bytes(B->dnn, &sh) + 1));
+    KCU_CHECK_EXIT(cudaMalloc(&B->dnn_ws, cuda_cudnn_ws_bytes(B->dnn, &sh) + 1));
     float cf = time_ms(B, DNN_FWD, S, H, Hkv, Dh, reps), cb = time_ms(B, DNN_BWD, S, H, Hkv, Dh, reps);
     double tf = fl / (cf * 1e-3) / 1e12, tb = 2.5 * fl / (cb * 1e-3) / 1e12;
     printf("  cuDNN %-21s fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%, %.2fx the basp time)  bwd %8.2f ms %7.1f TFLOP/s "
@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
     bench_buf dnn = {0};
 #ifdef BASP_HAVE_CUDNN
     char why[512];
-    dnn.dnn = rt_cudnn_create(0, why, sizeof why);
+    dnn.dnn = cuda_cudnn_create(0, why, sizeof why);
     if (!dnn.dnn) printf("cuDNN attention not timed: %s\n", why);
 #endif
     for (int64_t S = 4096; S <= max_seq; S *= 2) {
@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
         bench_one(&dnn, S, 16, 8, 128, reps, peak);
     }
 #ifdef BASP_HAVE_CUDNN
-    rt_cudnn_destroy(dnn.dnn);
+    cuda_cudnn_destroy(dnn.dnn);
 #endif
     return 0;
 }

@@ -53,8 +53,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Block and chunk sizes of the kernels whose GEMM shapes are timed; they
-# mirror BQ/BK in runtime/cpu/kern_attention.c and chunk_rows() in
-# runtime/cpu/kern_lmhead.c.  A mismatch changes only which sgemm shape a
+# mirror BQ/BK in runtime/host/kern_attention.c and chunk_rows() in
+# runtime/host/kern_lmhead.c.  A mismatch changes only which sgemm shape a
 # FLOP is timed at, not the FLOP count.
 ATTN_BQ, ATTN_BK = 64, 128
 LMHEAD_ROWS = 64

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 /* Dims of a value at most: the IR's types and the runtime's value tables
- * (basp_rt.h RT_MAX_RANK, checked equal in runtime/rt_coll.c). */
+ * (basp_rt.h RT_MAX_RANK, checked equal in runtime/core/rt_coll.c). */
 enum { CM_MAX_RANK = 6 };
 
 /* ---- kernel workspace slots ----------------------------------------------
@@ -42,7 +42,7 @@ enum { CM_MAX_RANK = 6 };
  * they are no buffer of the runtime but statistics the attention forwards
  * keep for their backwards, which add up over the forwards instead. */
 
-/* CPU (runtime/cpu/kern_basic.c kern_scratch; ROPE is the table
+/* CPU (runtime/host/kern_basic.c kern_scratch; ROPE is the table
  * kern_rope_table keeps itself, outside kern_scratch). */
 #define CM_WS_CPU_SLOTS(X)                                                                                         \
     X(LOGITS) /* kern_lmhead.c: a [chunk, V] logits block */                                                       \
@@ -52,7 +52,7 @@ enum { CM_MAX_RANK = 6 };
     X(DPOS)   /* kern_docattn.c: the positions 0 .. S-1 (int64, 2 floats each) */
 #define CM_WS_CPU_SUMS(X) X(LSE) /* the attention forwards' row log-sum-exp, one per forward op (ir_op_attn.c) */
 
-/* CUDA (runtime/cuda/rt_cuda.h rt_cu_ws): the device workspaces, which also
+/* CUDA (runtime/cuda/rt_cuda.h cuda_ws): the device workspaces, which also
  * hold the collectives' staging; compute and communication run
  * concurrently, so they never share one. */
 #define CM_WS_CUDA_SLOTS(X)                                                                                        \

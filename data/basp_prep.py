@@ -70,7 +70,7 @@ def one_line(e):
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-# ---- outputs against inputs (the binaries' rule, runtime/rt_paths.c) --------
+# ---- outputs against inputs (the binaries' rule, runtime/core/rt_paths.c) ---
 
 def _stat(path):
     try:

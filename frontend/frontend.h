@@ -91,7 +91,7 @@ typedef struct fe_train {
     int zero;           /* 0..3 ; default 0 */
     char optimizer[16]; /* adamw ; default adamw */
     double lr;          /* the base (peak) rate; default 3e-4 */
-    /* The learning-rate schedule (runtime/rt_sched.c has the formulas):
+    /* The learning-rate schedule (runtime/core/rt_sched.c has the formulas):
      * constant (default) | cosine | linear | wsd, after `warmup` steps of
      * linear warmup from 0 (default 0); the decay ends at min_lr (default
      * 0); wsd decays over the last wsd_decay (default 0.2) of the

@@ -201,7 +201,7 @@ struct ir_op_desc {
      * reads_host may read them (ir_mem_on_host). */
     unsigned host_outs;
     bool reads_host; /* the operands live in host memory (fetch) */
-    /* Elements the CPU runtime asks of its staging area (rt_scratch):
+    /* Elements the CPU runtime asks of its staging area (cpu_scratch):
      * e[0] the send / gather side, e[1] the receive side; NULL: none. */
     void (*staging)(const struct ir_module *m, const ir_op *op, int64_t e[2]);
     /* Kernel workspace outside the arena per target: raises each of the

@@ -72,7 +72,7 @@ bool ir_mem_keeps_f32(const ir_module *m, int v)
 }
 
 /* Element size in the runtime's buffers (the CPU computes in fp32; the CUDA
- * backend keeps every floating tensor in bf16, as rt_cu_esize does, except
+ * backend keeps every floating tensor in bf16, as cuda_esize does, except
  * those ir_mem_keeps_f32 names). */
 static int64_t mem_esize(const ir_module *m, int v, ir_mem_target t)
 {
@@ -221,7 +221,7 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
 /* Kernel workspace outside the arena: the sum of the target's workspace
  * slots (ir_op.h), each grown to the largest request of the step's ops
  * (their descriptors' ws_cpu / ws_cuda say what they ask for and why).
- * CPU: the kernels' own grow-only buffers (runtime/cpu/kern_*.c).  CUDA:
+ * CPU: the kernels' own grow-only buffers (runtime/host/kern_*.c).  CUDA:
  * the device workspaces (runtime/cuda/rt_cuda.h cm_ws_cuda_slot), which also
  * hold the collectives' staging (the cuda plan has no staging region in
  * the arena). */

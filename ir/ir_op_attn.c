@@ -132,7 +132,7 @@ static void verify_ring_attention_bwd(ir_vctx *c, const ir_op *op) { check_ring_
 
 /* ---- staging and kernel workspace (ir_mem.c) --------------------------------------- */
 
-/* With packed documents the CPU attention (runtime/cpu/kern_docattn.c)
+/* With packed documents the CPU attention (runtime/host/kern_docattn.c)
  * keeps the row statistics (lse; the backward also D) and the positions
  * 0 .. S-1.  Without, the backward (kern_attention.c) keeps one head's
  * statistics (lse and D of its S rows) in the same slot, and each forward
@@ -169,7 +169,7 @@ static void ws_cpu_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w
 /* The most workspace cuDNN's attention may take for a shape (CM_WS_CUDA_CUDNN):
  * the backward's fp32 dQ accumulator [b,H,S,Dh] plus the allowance for the
  * engine's own workspace (another such accumulator, two fp32 row vectors
- * and 1 MiB).  rt_cudnn_ws_bound in runtime/cuda/rt_attn_cudnn.c: the
+ * and 1 MiB).  cuda_cudnn_ws_bound in runtime/cuda/rt_attn_cudnn.c: the
  * runtime passes over engine configurations that need more, so this stays
  * an upper bound. */
 static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh)
@@ -179,7 +179,7 @@ static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh)
 }
 
 /* Attention's device workspace: the backward's two fp32 row statistics per
- * (b, s, h); with packed documents (rt_cu_docattn_*) fp32 o and lse
+ * (b, s, h); with packed documents (cuda_docattn_*) fp32 o and lse
  * forward, lse, D and fp32 dq, dk, dv backward, and the positions and the
  * rows' ids uploaded.  Without documents the runtime may also run cuDNN's
  * fused attention (runtime/cuda/rt_attn_cudnn_rt.c): its workspace slot,

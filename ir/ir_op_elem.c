@@ -24,7 +24,7 @@ static void verify_rope(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, 
 
 /* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
 
-/* The CPU RoPE (runtime/cpu/kern_basic.c): the cos/sin table of the local
+/* The CPU RoPE (runtime/host/kern_basic.c): the cos/sin table of the local
  * positions; with explicit positions (the ring's zig-zag order, packed
  * documents) also a copy of them. */
 static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w)

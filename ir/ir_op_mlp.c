@@ -48,7 +48,7 @@ static void verify_mlp_bwd(ir_vctx *c, const ir_op *op) { check_mlp(c, op, true)
 
 /* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
 
-/* The CPU MLP (runtime/cpu/kern_mlp.c): g, u and s of one chunk of rows,
+/* The CPU MLP (runtime/host/kern_mlp.c): g, u and s of one chunk of rows,
  * 3 x chunk x F floats. */
 static void ws_cpu_mlp_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
 {

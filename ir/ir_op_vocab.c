@@ -82,7 +82,7 @@ static void ws_cuda_embedding_bwd(const ir_module *m, const ir_op *op, int64_t *
     ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * ir_op_local_elems(m, op->out[0]));
 }
 
-/* The CPU LM head (runtime/cpu/kern_lmhead.c): a [chunk, V] logits block of
+/* The CPU LM head (runtime/host/kern_lmhead.c): a [chunk, V] logits block of
  * at most 4 Mi floats and at most 64 rows. */
 static void ws_cpu_lm_head(const ir_module *m, const ir_op *op, int64_t *w)
 {

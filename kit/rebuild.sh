@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 
 # Headers: the toolkit's, then NCCL's and cuDNN's wherever their libraries
 # were found (a Python package keeps include/ beside lib/), then the kit's cJSON.
-inc=(-I"$repo/runtime/include" -I"$repo/runtime/cuda" -I"$repo/runtime" -I"$repo" -I"$kit/include")
+inc=(-I"$repo/runtime/include" -I"$repo/runtime/cuda" -I"$repo/runtime/host" -I"$repo/runtime" -I"$repo" -I"$kit/include")
 cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
 inc+=(-I"$cuda_home/include")
 for so in libnccl.so.2 libcudnn.so.9; do
@@ -40,7 +40,8 @@ for f in "$repo"/runtime/cuda/kcu_*.cu; do
   echo "$nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_$arch,code=sm_$arch ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'
 # Host code against the one-process MPI.
-for f in "$repo"/runtime/*.c "$repo"/common/*.c "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c \
+for f in "$repo"/runtime/{core,data,ckpt,obs}/*.c "$repo"/common/*.c \
+  "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c \
   "${cudnn_src[@]}"; do
   echo "$cc -O2 -std=c17 ${defs[*]} -I$repo/kit/mpi1 ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'

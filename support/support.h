@@ -83,7 +83,7 @@ static inline sup_loc sup_noloc(void) { return (sup_loc){0}; }
 /* Two paths name one file: both exist with one device and inode (hard and
  * symbolic links included), or neither exists and their parent directories
  * resolve to one device and inode and the last names agree.  The training
- * binary's rule (runtime/rt_paths.c), for the compiler's tools. */
+ * binary's rule (runtime/core/rt_paths.c), for the compiler's tools. */
 bool sup_same_file(const char *a, const char *b);
 
 /* What a tool reads and writes, each path with what names it ("-o",

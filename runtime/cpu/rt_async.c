@@ -36,24 +36,24 @@
 #include <string.h>
 #include <time.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 enum { PROGRESS_US = 20, IDLE_US = 200 };
 
-static void rt_sleep_us(long us) {
+static void cpu_sleep_us(long us) {
     struct timespec ts = {0, us * 1000};
     nanosleep(&ts, NULL);
 }
 
-static void *rt_progress_main(void *arg) {
-    rt_ctx *rt = arg;
-    while (!__atomic_load_n(&rt->progress_stop, __ATOMIC_ACQUIRE)) {
-        if (__atomic_load_n(&rt->progress_want, __ATOMIC_ACQUIRE)) {
+static void *cpu_progress_main(void *arg) {
+    rt_cpu_state *cs = arg;
+    while (!__atomic_load_n(&cs->progress_stop, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&cs->progress_want, __ATOMIC_ACQUIRE)) {
             int flag;
             MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
-            rt_sleep_us(PROGRESS_US);
+            cpu_sleep_us(PROGRESS_US);
         } else {
-            rt_sleep_us(IDLE_US);
+            cpu_sleep_us(IDLE_US);
         }
     }
     return NULL;
@@ -64,7 +64,8 @@ static void *rt_progress_main(void *arg) {
  * 8 ranks on 2 cores ran 5-15% slower with it, 2 ranks on 2 cores not).
  * So it runs only when MPI grants MPI_THREAD_MULTIPLE and this node's ranks
  * have at least a CPU each. */
-void rt_async_init(rt_ctx *rt) {
+void cpu_async_init(rt_ctx *rt) {
+    rt_cpu_state *cs = cpu_state(rt);
     /* The CPUs any rank of this node may run on (the union of their
      * affinities: mpirun may bind each rank to a core of its own) against
      * the node's ranks. */
@@ -80,8 +81,8 @@ void rt_async_init(rt_ctx *rt) {
     for (int c = 0; c < CPU_SETSIZE; c++) cpus += all[c];
     free(mine);
     MPI_Comm_free(&node);
-    rt->progress_ok = rt_mpi_threads == MPI_THREAD_MULTIPLE && local <= cpus;
-    if (rt->progress_ok)
+    cs->progress_ok = rt_mpi_threads == MPI_THREAD_MULTIPLE && local <= cpus;
+    if (cs->progress_ok)
         snprintf(rt->progress_note, sizeof rt->progress_note, "MPI progress thread on (%d rank(s) on %d CPU(s))",
                  local, cpus);
     else if (rt_mpi_threads != MPI_THREAD_MULTIPLE)
@@ -93,25 +94,28 @@ void rt_async_init(rt_ctx *rt) {
 }
 
 /* Starts the progress thread the first time a collective is started, when
- * rt_async_init allowed it. */
-static void rt_progress_start(rt_ctx *rt) {
-    if (rt->progress_running || !rt->progress_ok) return;
-    rt->progress_stop = rt->progress_want = 0;
-    int rc = pthread_create(&rt->progress, NULL, rt_progress_main, rt);
+ * cpu_async_init allowed it. */
+static void cpu_progress_start(rt_cpu_state *cs) {
+    if (cs->progress_running || !cs->progress_ok) return;
+    cs->progress_stop = cs->progress_want = 0;
+    int rc = pthread_create(&cs->progress, NULL, cpu_progress_main, cs);
     RT_CHECK(rc == 0, "cannot start the MPI progress thread: %s", strerror(rc));
-    rt->progress_running = true;
+    cs->progress_running = true;
 }
 
-static void rt_progress_want(rt_ctx *rt) { __atomic_store_n(&rt->progress_want, rt->nasync > 0, __ATOMIC_RELEASE); }
-
-void rt_async_shutdown(rt_ctx *rt) {
-    if (!rt->progress_running) return;
-    __atomic_store_n(&rt->progress_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(rt->progress, NULL);
-    rt->progress_running = false;
+static void cpu_progress_want(rt_cpu_state *cs) {
+    __atomic_store_n(&cs->progress_want, cs->nasync > 0, __ATOMIC_RELEASE);
 }
 
-struct rt_async {
+void cpu_async_shutdown(rt_ctx *rt) {
+    rt_cpu_state *cs = cpu_state(rt);
+    if (!cs->progress_running) return;
+    __atomic_store_n(&cs->progress_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(cs->progress, NULL);
+    cs->progress_running = false;
+}
+
+struct cpu_async {
     MPI_Request req;
     int nouts, outs[RT_A2A_MAX]; /* the results: what a wait names */
     rt_coll_kind kind;
@@ -119,43 +123,45 @@ struct rt_async {
     double t_start;   /* the start call's entry */
     double exposed;   /* seconds spent in the start and wait calls */
     double t_done;    /* when a test or the wait saw it complete, 0 before */
-    rt_async_finish_fn finish; /* at the wait, after the request (an exchange's unpack) */
+    cpu_async_finish_fn finish; /* at the wait, after the request (an exchange's unpack) */
     void *arg;
 };
 
-static struct rt_async *rt_async_push(rt_ctx *rt) {
-    if (rt->nasync == rt->cap_async) {
-        rt->cap_async = rt->cap_async ? 2 * rt->cap_async : 16;
-        rt->async = realloc(rt->async, sizeof(struct rt_async) * (size_t)rt->cap_async);
-        RT_CHECK(rt->async, "out of memory");
+static struct cpu_async *cpu_async_push(rt_cpu_state *cs) {
+    if (cs->nasync == cs->cap_async) {
+        cs->cap_async = cs->cap_async ? 2 * cs->cap_async : 16;
+        cs->async = realloc(cs->async, sizeof(struct cpu_async) * (size_t)cs->cap_async);
+        RT_CHECK(cs->async, "out of memory");
     }
-    return &rt->async[rt->nasync++];
+    return &cs->async[cs->nasync++];
 }
 
 /* The in-flight collective with result v, or -1. */
-static int rt_async_find(const rt_ctx *rt, int v) {
-    for (int i = 0; i < rt->nasync; i++)
-        for (int k = 0; k < rt->async[i].nouts; k++)
-            if (rt->async[i].outs[k] == v) return i;
+static int cpu_async_find(const rt_cpu_state *cs, int v) {
+    for (int i = 0; i < cs->nasync; i++)
+        for (int k = 0; k < cs->async[i].nouts; k++)
+            if (cs->async[i].outs[k] == v) return i;
     return -1;
 }
 
-void rt_async_add(rt_ctx *rt, MPI_Request req, int nouts, const int *outs, rt_coll_kind kind, int64_t bytes,
-                  double t_start, rt_async_finish_fn finish, void *arg) {
+void cpu_async_add(rt_ctx *rt, MPI_Request req, int nouts, const int *outs, rt_coll_kind kind, int64_t bytes,
+                   double t_start, cpu_async_finish_fn finish, void *arg) {
+    rt_cpu_state *cs = cpu_state(rt);
     RT_CHECK(nouts >= 1 && nouts <= RT_A2A_MAX, "a started collective with %d results", nouts);
     for (int k = 0; k < nouts; k++)
-        RT_CHECK(rt_async_find(rt, outs[k]) < 0, "%s: started again before its wait", rt_coll_val(rt, outs[k])->name);
-    struct rt_async *a = rt_async_push(rt);
-    *a = (struct rt_async){.req = req, .nouts = nouts, .kind = kind, .bytes = bytes, .t_start = t_start,
-                           .exposed = rt_now() - t_start, .finish = finish, .arg = arg};
+        RT_CHECK(cpu_async_find(cs, outs[k]) < 0, "%s: started again before its wait", rt_coll_val(rt, outs[k])->name);
+    struct cpu_async *a = cpu_async_push(cs);
+    *a = (struct cpu_async){.req = req, .nouts = nouts, .kind = kind, .bytes = bytes, .t_start = t_start,
+                            .exposed = rt_now() - t_start, .finish = finish, .arg = arg};
     memcpy(a->outs, outs, sizeof(int) * (size_t)nouts);
-    rt_progress_start(rt);
-    rt_progress_want(rt);
+    cpu_progress_start(cs);
+    cpu_progress_want(cs);
 }
 
 void rt_comm_progress(rt_ctx *rt) {
-    for (int i = 0; i < rt->nasync; i++) {
-        struct rt_async *a = &rt->async[i];
+    rt_cpu_state *cs = cpu_state(rt);
+    for (int i = 0; i < cs->nasync; i++) {
+        struct cpu_async *a = &cs->async[i];
         if (a->t_done > 0) continue;
         int done = 1;
         if (a->req != MPI_REQUEST_NULL) RT_MPI(MPI_Test(&a->req, &done, MPI_STATUS_IGNORE));
@@ -165,32 +171,34 @@ void rt_comm_progress(rt_ctx *rt) {
 
 /* Completes collective i: its request, then its finish (the unpack of an
  * exchange, whose time counts as the wait's). */
-static void rt_async_complete(rt_ctx *rt, int i) {
-    struct rt_async a = rt->async[i];
+static void cpu_async_complete(rt_ctx *rt, int i) {
+    rt_cpu_state *cs = cpu_state(rt);
+    struct cpu_async a = cs->async[i];
     double t0 = rt_now();
     if (a.req != MPI_REQUEST_NULL) RT_MPI(MPI_Wait(&a.req, MPI_STATUS_IGNORE));
     if (a.t_done <= 0) a.t_done = rt_now();
     if (a.finish) a.finish(rt, a.arg);
     double t1 = rt_now();
     rt_coll_count_async(rt, a.kind, a.bytes, a.exposed + (t1 - t0), a.t_start, a.t_done);
-    rt->async[i] = rt->async[--rt->nasync];
-    rt_progress_want(rt);
+    cs->async[i] = cs->async[--cs->nasync];
+    cpu_progress_want(cs);
 }
 
 /* A wait names every result of the collectives it completes (the IR's
  * rule): a name whose collective this call has already completed is one
  * of those, and needs nothing more. */
 void rt_wait(rt_ctx *rt, int n, const int *vals) {
+    rt_cpu_state *cs = cpu_state(rt);
     /* The results completed so far; a wait names a few values, so they
      * fit on the stack but for unusually long waits (no malloc per wait). */
     int small[64], ndone = 0;
     size_t need = (size_t)n * RT_A2A_MAX;
     int *done = need <= sizeof small / sizeof small[0] ? small : RT_MALLOC(sizeof(int) * need);
     for (int k = 0; k < n; k++) {
-        int i = rt_async_find(rt, vals[k]);
+        int i = cpu_async_find(cs, vals[k]);
         if (i >= 0) {
-            for (int j = 0; j < rt->async[i].nouts; j++) done[ndone++] = rt->async[i].outs[j];
-            rt_async_complete(rt, i);
+            for (int j = 0; j < cs->async[i].nouts; j++) done[ndone++] = cs->async[i].outs[j];
+            cpu_async_complete(rt, i);
             continue;
         }
         bool here = false;
@@ -200,7 +208,8 @@ void rt_wait(rt_ctx *rt, int n, const int *vals) {
     if (done != small) free(done);
 }
 
-void rt_async_finish_step(rt_ctx *rt) {
-    RT_CHECK(rt->nasync == 0, "%d started collective(s) still in flight at the end of the step (the first: %s): the "
-             "program must wait for each", rt->nasync, rt_coll_val(rt, rt->async[0].outs[0])->name);
+void cpu_async_finish_step(rt_ctx *rt) {
+    rt_cpu_state *cs = cpu_state(rt);
+    RT_CHECK(cs->nasync == 0, "%d started collective(s) still in flight at the end of the step (the first: %s): the "
+             "program must wait for each", cs->nasync, rt_coll_val(rt, cs->async[0].outs[0])->name);
 }

@@ -3,17 +3,17 @@
  * table built from the value descriptors), a second one for the values the
  * program offloads (the plan's host memory: real copies, so that offload
  * is tested and accounted for like on a GPU), host access to them
- * (memcpy), the collectives' scratch, and the backend hooks of
- * rt_internal.h. */
+ * (memcpy), the collectives' scratch, and the backend's state and hooks
+ * (core/rt_backend.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "rt_internal.h"
+#include "../host/rt_host.h"
+#include "rt_cpu.h"
 
-enum { RT_ALIGN = 64 };
+enum { CPU_ALIGN = 64 };
 
-static size_t rt_align_up(size_t n) { return (n + RT_ALIGN - 1) / RT_ALIGN * RT_ALIGN; }
+static size_t cpu_align_up(size_t n) { return (n + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN; }
 
 /* The BLAS's own threads would oversubscribe the cores that the other ranks
  * of this machine use: one thread per rank unless the user says otherwise.
@@ -29,37 +29,47 @@ void rt_backend_preinit(void) {
 }
 
 void rt_backend_init(rt_ctx *rt) {
+    rt_cpu_state *cs = RT_MALLOC(sizeof *cs);
+    memset(cs, 0, sizeof *cs);
+    rt->be = cs;
+    if (rt->p->started) cpu_async_init(rt);
     /* For measuring what keeping the statistics saves (bench/). */
     const char *e = getenv("BASP_ATTN_LSE");
-    rt->lse_off = e && strcmp(e, "0") == 0;
+    cs->lse_off = e && strcmp(e, "0") == 0;
 }
 
 void rt_backend_fini(rt_ctx *rt) {
-    rt_lse_fini(rt);
+    rt_cpu_state *cs = cpu_state(rt);
+    cpu_lse_fini(rt);
     free(rt->arena);
     free(rt->host_arena);
     free(rt->buf);
     rt_mem_fini(rt);
     free(rt->opt_m);
     free(rt->opt_v);
-    if (!rt->planned) free(rt->scratch[0]), free(rt->scratch[1]);
+    if (!rt->planned) free(cs->scratch[0]), free(cs->scratch[1]);
+    free(cs->sends);
+    cpu_async_shutdown(rt);
+    free(cs->async);
+    free(cs);
+    rt->be = NULL;
 }
 
 /* Without a plan (hand-built tables): every value, then every tensor of
  * optimizer state, in its own slot; the values in host memory in slots of
  * the host arena (*host its size). */
-static size_t rt_layout_slots(const rt_program *p, size_t *off, size_t *opt_off, size_t *host) {
+static size_t cpu_layout_slots(const rt_program *p, size_t *off, size_t *opt_off, size_t *host) {
     size_t total = 0;
     *host = 0;
     for (int v = 0; v < p->nvalues; v++) {
         size_t *top = p->values[v].on_host ? host : &total;
         off[v] = *top;
-        *top += rt_align_up((size_t)p->values[v].local_elems * 4);
+        *top += cpu_align_up((size_t)p->values[v].local_elems * 4);
     }
     size_t *otop = p->opt_on_host ? host : &total;
     for (int i = 0; i < p->nopt; i++) {
         opt_off[i] = *otop;
-        *otop += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+        *otop += 2 * cpu_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
     }
     return total;
 }
@@ -68,40 +78,41 @@ static size_t rt_layout_slots(const rt_program *p, size_t *off, size_t *opt_off,
  * pair one after the other from mem_opt_offset, the staging areas at
  * mem_comm_offset.  A slot that does not fit the arena means the program
  * was planned for other buffer sizes (the CUDA target's bf16). */
-static size_t rt_layout_plan(rt_ctx *rt, size_t *off, size_t *opt_off) {
+static size_t cpu_layout_plan(rt_ctx *rt, size_t *off, size_t *opt_off) {
     const rt_program *p = rt->p;
     size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset;
     for (int v = 0; v < p->nvalues; v++) {
-        size_t n = rt_align_up((size_t)p->values[v].local_elems * 4);
+        size_t n = cpu_align_up((size_t)p->values[v].local_elems * 4);
         size_t space = p->values[v].on_host ? (size_t)p->mem_host_bytes : total;
         off[v] = (size_t)p->values[v].offset;
-        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_ALIGN == 0 && off[v] <= space && n <= space - off[v],
+        RT_CHECK(p->values[v].offset >= 0 && off[v] % CPU_ALIGN == 0 && off[v] <= space && n <= space - off[v],
                  "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte %sarena: this program was not "
                  "planned for the CPU backend (build it with baspc --target=cpu)",
                  p->values[v].name, n, (long long)p->values[v].offset, space, p->values[v].on_host ? "host " : "");
     }
     for (int i = 0; i < p->nopt; i++) {
         opt_off[i] = o;
-        o += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+        o += 2 * cpu_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
     }
     size_t comm = (size_t)p->mem_comm_offset, cb = (size_t)p->mem_comm_bytes[0] + (size_t)p->mem_comm_bytes[1];
     RT_CHECK(o <= (p->opt_on_host ? (size_t)p->mem_host_bytes : total) && comm <= total && cb <= total - comm,
              "the memory plan's optimizer state or staging areas do not fit its %zu-byte arena", total);
-    rt->scratch[0] = rt->arena + comm;
-    rt->scratch[1] = rt->arena + comm + (size_t)p->mem_comm_bytes[0];
-    rt->scratch_bytes[0] = (size_t)p->mem_comm_bytes[0];
-    rt->scratch_bytes[1] = (size_t)p->mem_comm_bytes[1];
+    rt_cpu_state *cs = cpu_state(rt);
+    cs->scratch[0] = rt->arena + comm;
+    cs->scratch[1] = rt->arena + comm + (size_t)p->mem_comm_bytes[0];
+    cs->scratch_bytes[0] = (size_t)p->mem_comm_bytes[0];
+    cs->scratch_bytes[1] = (size_t)p->mem_comm_bytes[1];
     return total;
 }
 
-static void rt_count_cats(rt_ctx *rt) {
+static void cpu_count_cats(rt_ctx *rt) {
     const rt_program *p = rt->p;
     memset(rt->cat_bytes, 0, sizeof rt->cat_bytes);
     for (int v = 0; v < p->nvalues; v++)
         if (!p->values[v].on_host)
-            rt->cat_bytes[rt_value_cat(&p->values[v])] += rt_align_up((size_t)p->values[v].local_elems * 4);
+            rt->cat_bytes[rt_value_cat(&p->values[v])] += cpu_align_up((size_t)p->values[v].local_elems * 4);
     for (int i = 0; i < p->nopt && !p->opt_on_host; i++)
-        rt->cat_bytes[RT_MEM_OPT] += 2 * rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+        rt->cat_bytes[RT_MEM_OPT] += 2 * cpu_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
 }
 
 /* The layout first (the plan's, or one slot per value), then one aligned
@@ -114,21 +125,21 @@ void rt_arena_build(rt_ctx *rt) {
     for (int v = 0; v < p->nvalues; v++) {
         const rt_value_desc *d = &p->values[v];
         RT_CHECK(d->local_elems >= 1, "value %s has %lld local elements", d->name, (long long)d->local_elems);
-        bytes[v] = rt_align_up((size_t)d->local_elems * 4);
+        bytes[v] = cpu_align_up((size_t)d->local_elems * 4);
     }
     bool planned = p->mem_arena_bytes > 0;
     size_t host = (size_t)p->mem_host_bytes;
-    size_t total = planned ? (size_t)p->mem_arena_bytes : rt_layout_slots(p, off, opt_off, &host);
-    rt->arena = aligned_alloc(RT_ALIGN, rt_align_up(total ? total : 1));
+    size_t total = planned ? (size_t)p->mem_arena_bytes : cpu_layout_slots(p, off, opt_off, &host);
+    rt->arena = aligned_alloc(CPU_ALIGN, cpu_align_up(total ? total : 1));
     RT_CHECK(rt->arena, "cannot allocate the arena: %.1f MiB", (double)total / (1 << 20));
-    rt->host_arena = host ? aligned_alloc(RT_ALIGN, rt_align_up(host)) : NULL;
+    rt->host_arena = host ? aligned_alloc(CPU_ALIGN, cpu_align_up(host)) : NULL;
     RT_CHECK(!host || rt->host_arena, "cannot allocate the host arena: %.1f MiB", (double)host / (1 << 20));
-    if (planned) rt_layout_plan(rt, off, opt_off);
+    if (planned) cpu_layout_plan(rt, off, opt_off);
     memset(rt->arena, 0, total);
     if (host) memset(rt->host_arena, 0, host);
     rt->arena_bytes = total;
     rt->host_bytes = host;
-    rt_count_cats(rt);
+    cpu_count_cats(rt);
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
     for (int v = 0; v < p->nvalues; v++)
         rt->buf[v] = (p->values[v].on_host ? rt->host_arena : rt->arena) + off[v];
@@ -137,7 +148,7 @@ void rt_arena_build(rt_ctx *rt) {
     size_t opt_end = 0;
     char *opt_base = p->opt_on_host ? rt->host_arena : rt->arena;
     for (int i = 0; i < p->nopt; i++) {
-        size_t n = rt_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
+        size_t n = cpu_align_up((size_t)p->values[p->opt[i].param].local_elems * 4);
         rt->opt_m[i] = (float *)(opt_base + opt_off[i]);
         rt->opt_v[i] = (float *)(opt_base + opt_off[i] + n);
         opt_end = opt_off[i] + 2 * n;
@@ -151,20 +162,14 @@ void rt_arena_build(rt_ctx *rt) {
     free(opt_off);
 }
 
-/* ---- buffers --------------------------------------------------------------- */
-float *rt_f32(rt_ctx *rt, int value) {
-    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
-    RT_CHECK(rt->p->values[value].dtype == RT_F32, "value %s is not f32", rt->p->values[value].name);
-    rt_mem_touch(rt, value);
-    return rt->buf[value];
+/* ---- buffers (rt_f32, rt_i32, rt_free: core/rt_mem.c) -------------------------- */
+void *rt_backend_buffer(rt_ctx *rt, int v) {
+    rt_mem_touch(rt, v);
+    return rt->buf[v];
 }
 
-int32_t *rt_i32(rt_ctx *rt, int value) {
-    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
-    RT_CHECK(rt->p->values[value].dtype == RT_I32, "value %s is not i32", rt->p->values[value].name);
-    rt_mem_touch(rt, value);
-    return rt->buf[value];
-}
+/* Host memory: nothing can still be reading a dead value's bytes. */
+void rt_backend_free(rt_ctx *rt, int v) { (void)rt, (void)v; }
 
 /* ---- host access (CPU: the buffers are host memory) ---------------------------- */
 void rt_host_read(rt_ctx *rt, int v, void *dst) {
@@ -187,20 +192,14 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
     memcpy(rt->opt_v[pair], v, n);
 }
 
-void rt_free(rt_ctx *rt, int value) { rt_mem_release(rt, value); }
-
 /* ---- offload: copies between the two arenas -----------------------------------
  * In line, on the calling thread: a second thread copying while the kernels
  * run would take a core from them.  Counted as collectives of kinds
  * offload and fetch (--profile, the time-by-kind table, --trace-run). */
-static void rt_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
-    const rt_program *p = rt->p;
-    RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
-    const rt_value_desc *s = &p->values[src], *d = &p->values[dst];
-    RT_CHECK(!s->on_host == to_host && !d->on_host == !to_host && s->local_elems == d->local_elems &&
-                 s->dtype == d->dtype,
-             "%s %s -> %s: wants a %s value and a %s one of the same size", to_host ? "rt_offload" : "rt_fetch",
-             s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
+static bool cpu_same_elems(const rt_value_desc *a, const rt_value_desc *b) { return a->dtype == b->dtype; }
+
+static void cpu_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
+    const rt_value_desc *s = rt_check_copy(rt, src, dst, to_host, cpu_same_elems);
     rt_mem_touch(rt, src);
     rt_mem_touch(rt, dst);
     double t0 = rt_now();
@@ -208,9 +207,9 @@ static void rt_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
     rt_coll_count(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH, s->local_elems * 4, rt_now() - t0);
 }
 
-void rt_offload(rt_ctx *rt, int src, int dst) { rt_copy_space(rt, src, dst, true); }
+void rt_offload(rt_ctx *rt, int src, int dst) { cpu_copy_space(rt, src, dst, true); }
 
-void rt_fetch(rt_ctx *rt, int src, int dst) { rt_copy_space(rt, src, dst, false); }
+void rt_fetch(rt_ctx *rt, int src, int dst) { cpu_copy_space(rt, src, dst, false); }
 
 const char *rt_backend_timing_note(const rt_ctx *rt) {
     (void)rt;
@@ -218,28 +217,29 @@ const char *rt_backend_timing_note(const rt_ctx *rt) {
 }
 
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
-    return (size_t)kern_scratch_bytes() + rt->lse_bytes;
+    return (size_t)kern_scratch_bytes() + cpu_state(rt)->lse_bytes;
 }
 
 /* The collectives' staging: with a plan, the two areas it reserved in the
  * arena (a request beyond them is a disagreement between the compiler's
  * model of the collectives, ir/ir_mem.c, and this file's, and stops the
  * run); without one, grow-only heap buffers. */
-void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
-    RT_CHECK(!rt->scratch_held, "a collective needs the staging areas while a started all_to_all still holds them "
+void *cpu_scratch(rt_ctx *rt, int which, size_t bytes) {
+    rt_cpu_state *cs = cpu_state(rt);
+    RT_CHECK(!cs->scratch_held, "a collective needs the staging areas while a started all_to_all still holds them "
              "(the program must wait for it first)");
     if (rt->planned) {
-        RT_CHECK(bytes <= rt->scratch_bytes[which],
+        RT_CHECK(bytes <= cs->scratch_bytes[which],
                  "a collective needs %zu bytes of staging area %d, the memory plan reserved %zu", bytes, which,
-                 rt->scratch_bytes[which]);
+                 cs->scratch_bytes[which]);
         size_t base = (size_t)rt->p->mem_comm_offset + (which ? (size_t)rt->p->mem_comm_bytes[0] : 0);
         rt_mem_reach(rt, base + bytes);
-        return rt->scratch[which];
+        return cs->scratch[which];
     }
-    if (bytes > rt->scratch_bytes[which]) {
-        free(rt->scratch[which]);
-        rt->scratch[which] = RT_MALLOC(bytes);
-        rt->scratch_bytes[which] = bytes;
+    if (bytes > cs->scratch_bytes[which]) {
+        free(cs->scratch[which]);
+        cs->scratch[which] = RT_MALLOC(bytes);
+        cs->scratch_bytes[which] = bytes;
     }
-    return rt->scratch[which];
+    return cs->scratch[which];
 }

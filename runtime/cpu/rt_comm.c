@@ -8,23 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
-static void rt_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0) {
+static void cpu_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0) {
     rt_coll_count(rt, k, bytes, rt_now() - t0);
 }
 
-static MPI_Datatype rt_mpi_type(const rt_value_desc *d) { return d->dtype == RT_F32 ? MPI_FLOAT : MPI_INT32_T; }
+static MPI_Datatype cpu_mpi_type(const rt_value_desc *d) { return d->dtype == RT_F32 ? MPI_FLOAT : MPI_INT32_T; }
 
 /* ---- all_to_all ------------------------------------------------------------------
- * Geometry in rt_internal.h (rt_a2a_geom, shared with the CUDA backend).
+ * Geometry in core/rt_backend.h (rt_a2a_geom, shared with the CUDA backend).
  * With an uneven split (rt_value_desc.unit) the per-peer ranges differ, so
  * chunk sizes do too: the exchange is an MPI_Alltoallv with per-peer counts
  * and displacements (MPI_Alltoall when every chunk has one size). */
 
 /* The chunk for the peer at position q: its (virtual) split entries
  * start(q) .. start(q)+len(q) map to the real entries v / fo of x. */
-static void rt_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int q) {
+static void cpu_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int q) {
     size_t run = (size_t)G->I * 4;
     int64_t base = rt_a2a_send_base(G, q), ns = rt_dim_len(G->p, G->yd, G->split, (int)G->spos0 + q);
     int64_t ca = G->a_split ? ns : G->lxc, cb = G->a_split ? G->lxc : ns;
@@ -43,7 +43,7 @@ static void rt_a2a_pack(const rt_a2a_geom *G, char *dst, const char *x, int q) {
 
 /* The chunk from the peer at position p: its concat entries are the global
  * (virtual, under fanin) entries start(p) + k, summed into real entry / fi. */
-static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p) {
+static void cpu_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p) {
     int64_t base = rt_a2a_recv_base(G, p), nc = rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
     int64_t ca = G->a_split ? G->nvy : nc, cb = G->a_split ? nc : G->nvy;
     for (int64_t o = 0; o < G->O; o++)
@@ -67,12 +67,12 @@ static void rt_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p)
 
 /* One exchange from its pack to its unpack: the blocking call does all of
  * it at once; a started one (IR async = 1) is posted here and unpacked at
- * its wait (rt_async.c calls rt_a2a_finish), so everything the unpack and
+ * its wait (rt_async.c calls cpu_a2a_finish), so everything the unpack and
  * a pending MPI_Ialltoallv read lives in this record until then.  The
  * staging areas stay the exchange's meanwhile: the verifier lets no other
  * staged collective run between the start and the wait
- * (ir_verify_async.c), and rt_scratch checks it. */
-typedef struct rt_a2a_xfer {
+ * (ir_verify_async.c), and cpu_scratch checks it. */
+typedef struct cpu_a2a_xfer {
     int n, K;
     int outs[RT_A2A_MAX];
     rt_a2a_geom G[RT_A2A_MAX];
@@ -80,37 +80,29 @@ typedef struct rt_a2a_xfer {
     int *ic;      /* the same as MPI's ints, for an MPI_Alltoallv (NULL when every chunk has one size) */
     char *rbuf;
     int64_t sent; /* elements sent to other ranks */
-} rt_a2a_xfer;
+} cpu_a2a_xfer;
 
 /* Plans the exchange, packs the send staging area and posts it: blocking
  * (req NULL) or nonblocking (*req). */
-static void rt_a2a_post(rt_ctx *rt, rt_a2a_xfer *X, int g, int split, int concat, int fanout, int fanin, int n,
-                        const int *ins, const int *outs, MPI_Request *req) {
+static void cpu_a2a_post(rt_ctx *rt, cpu_a2a_xfer *X, int g, int split, int concat, int fanout, int fanin, int n,
+                         const int *ins, const int *outs, MPI_Request *req) {
     int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
     rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X->G);
-    X->n = n, X->K = K, X->ic = NULL, X->sent = 0;
+    X->n = n, X->K = K, X->ic = NULL;
     memcpy(X->outs, outs, sizeof(int) * (size_t)n);
-    /* Per-peer counts and displacements (elements); chunk q holds the n
-     * pairs' pieces for peer q one after the other. */
+    /* Per-peer counts and displacements (elements). */
     int64_t *scnt = X->cnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K,
             *rdis = rcnt + K;
-    int64_t stot = 0, rtot = 0;
-    bool same = true;
-    for (int q = 0; q < K; q++) {
-        scnt[q] = rcnt[q] = 0;
-        for (int i = 0; i < n; i++)
-            scnt[q] += rt_a2a_send_count(&X->G[i], q), rcnt[q] += rt_a2a_recv_count(&X->G[i], q);
-        sdis[q] = stot, rdis[q] = rtot;
-        stot += scnt[q], rtot += rcnt[q];
-        if (q != me) X->sent += scnt[q];
-        same &= scnt[q] == scnt[0] && rcnt[q] == scnt[0];
-    }
-    char *sbuf = rt_scratch(rt, 0, (size_t)(stot ? stot : 1) * 4);
-    char *rbuf = X->rbuf = rt_scratch(rt, 1, (size_t)(rtot ? rtot : 1) * 4);
+    rt_a2a_sizes z = rt_a2a_counts(X->G, n, K, me, X->cnt);
+    int64_t stot = z.stot, rtot = z.rtot;
+    bool same = z.same;
+    X->sent = z.sent;
+    char *sbuf = cpu_scratch(rt, 0, (size_t)(stot ? stot : 1) * 4);
+    char *rbuf = X->rbuf = cpu_scratch(rt, 1, (size_t)(rtot ? rtot : 1) * 4);
     for (int q = 0; q < K; q++) {
         int64_t off = sdis[q];
         for (int i = 0; i < n; i++) {
-            rt_a2a_pack(&X->G[i], sbuf + off * 4, rt->buf[ins[i]], q);
+            cpu_a2a_pack(&X->G[i], sbuf + off * 4, rt->buf[ins[i]], q);
             off += rt_a2a_send_count(&X->G[i], q);
         }
     }
@@ -119,7 +111,7 @@ static void rt_a2a_post(rt_ctx *rt, rt_a2a_xfer *X, int g, int split, int concat
         memcpy(rbuf, sbuf, (size_t)stot * 4);
         return;
     }
-    MPI_Datatype t = rt_mpi_type(&rt->p->values[ins[0]]);
+    MPI_Datatype t = cpu_mpi_type(&rt->p->values[ins[0]]);
     if (same) {
         RT_CHECK(scnt[0] <= 0x7fffffff, "all_to_all: %lld elements per peer exceed MPI's int count",
                  (long long)scnt[0]);
@@ -140,7 +132,7 @@ static void rt_a2a_post(rt_ctx *rt, rt_a2a_xfer *X, int g, int split, int concat
 }
 
 /* The received chunks into the results (the exchange has completed). */
-static void rt_a2a_unpack_all(rt_ctx *rt, const rt_a2a_xfer *X) {
+static void cpu_a2a_unpack_all(rt_ctx *rt, const cpu_a2a_xfer *X) {
     const int64_t *rdis = X->cnt + 3 * X->K;
     for (int i = 0; i < X->n; i++) {
         const rt_a2a_geom *G = &X->G[i];
@@ -148,7 +140,7 @@ static void rt_a2a_unpack_all(rt_ctx *rt, const rt_a2a_xfer *X) {
         for (int p = 0; p < X->K; p++) { /* pair i's piece inside peer p's chunk */
             int64_t o = rdis[p];
             for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&X->G[j], p);
-            rt_a2a_unpack(G, rt->buf[X->outs[i]], X->rbuf + o * 4, p);
+            cpu_a2a_unpack(G, rt->buf[X->outs[i]], X->rbuf + o * 4, p);
         }
     }
     free(X->cnt);
@@ -159,17 +151,17 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
                    const int *outs) {
     for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
-    rt_a2a_xfer X;
-    rt_a2a_post(rt, &X, g, split, concat, fanout, fanin, n, ins, outs, NULL);
-    rt_a2a_unpack_all(rt, &X);
-    rt_count(rt, RT_C_ALL_TO_ALL, X.sent * 4, t0);
+    cpu_a2a_xfer X;
+    cpu_a2a_post(rt, &X, g, split, concat, fanout, fanin, n, ins, outs, NULL);
+    cpu_a2a_unpack_all(rt, &X);
+    cpu_count(rt, RT_C_ALL_TO_ALL, X.sent * 4, t0);
 }
 
 /* rt_async.c's completion of a started exchange, at its wait. */
-static void rt_a2a_finish(rt_ctx *rt, void *arg) {
-    rt_a2a_xfer *X = arg;
-    rt_a2a_unpack_all(rt, X);
-    rt->scratch_held = false;
+static void cpu_a2a_finish(rt_ctx *rt, void *arg) {
+    cpu_a2a_xfer *X = arg;
+    cpu_a2a_unpack_all(rt, X);
+    cpu_state(rt)->scratch_held = false;
     free(X);
 }
 
@@ -177,52 +169,45 @@ void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, i
                          const int *outs) {
     for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
-    rt_a2a_xfer *X = RT_MALLOC(sizeof *X);
+    cpu_a2a_xfer *X = RT_MALLOC(sizeof *X);
     MPI_Request req;
-    rt_a2a_post(rt, X, g, split, concat, fanout, fanin, n, ins, outs, &req);
-    rt->scratch_held = true;
-    rt_async_add(rt, req, n, outs, RT_C_ALL_TO_ALL, X->sent * 4, t0, rt_a2a_finish, X);
+    cpu_a2a_post(rt, X, g, split, concat, fanout, fanin, n, ins, outs, &req);
+    cpu_state(rt)->scratch_held = true;
+    cpu_async_add(rt, req, n, outs, RT_C_ALL_TO_ALL, X->sent * 4, t0, cpu_a2a_finish, X);
 }
 
-/* ---- all_gather / reduce_scatter (checks: rt_coll.c) ------------------------------- */
-/* What a gather or reduce-scatter along `dim` checks and needs, in both
- * forms: the set size K, the elements n of one rank's block (`block`: the
- * gather's input, the reduce-scatter's output), the count O of the dims
- * before `dim` and the run of one block per outer index (blocks interleave
- * along an inner dim). */
-typedef struct rt_dimcoll {
+/* ---- all_gather / reduce_scatter (checks and shapes: core/rt_coll.c) ------------ */
+/* A gather or reduce-scatter along `dim`, in both forms: its operands made
+ * live, its start time, and its shapes (rt_dimcoll_plan), which one MPI
+ * call must be able to count. */
+typedef struct cpu_dimcoll {
     double t0;
     int K;
     int64_t n, O, run;
     const rt_value_desc *d; /* the block's value */
-} rt_dimcoll;
+} cpu_dimcoll;
 
-static rt_dimcoll rt_dimcoll_begin(rt_ctx *rt, rt_coll_kind kind, const char *op, int g, int dim, int block,
-                                   int whole) {
+static cpu_dimcoll cpu_dimcoll_begin(rt_ctx *rt, rt_coll_kind kind, const char *op, int g, int dim, int block,
+                                     int whole) {
     rt_mem_touch(rt, block), rt_mem_touch(rt, whole);
-    rt_dimcoll C = {.t0 = rt_coll_begin(rt, g, kind), .K = rt_coll_set_size(rt, g)};
-    rt_check_dim_coll(rt, op, g, dim, block, whole);
-    C.d = &rt->p->values[block];
-    RT_CHECK(kind == RT_C_ALL_GATHER || C.d->dtype == RT_F32, "%s %s: needs f32", op, C.d->name);
-    int64_t ld[RT_MAX_RANK], I;
-    int nd = rt_local_dims(rt, block, ld);
-    rt_outer_inner(ld, nd, dim, &C.O, &I);
-    C.n = C.d->local_elems, C.run = ld[dim] * I;
+    double t0 = rt_coll_begin(rt, g, kind);
+    rt_dimcoll c = rt_dimcoll_plan(rt, kind, op, g, dim, block, whole);
+    cpu_dimcoll C = {.t0 = t0, .K = c.K, .n = c.n, .O = c.O, .run = c.run, .d = c.d};
     RT_CHECK(C.K == 1 || C.n <= 0x7fffffff, "%s %s: too large for one MPI call", op, C.d->name);
     return C;
 }
 
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_dimcoll G = rt_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
+    cpu_dimcoll G = cpu_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
     int64_t n = G.n, O = G.O, run = G.run;
     int K = G.K;
     if (K == 1) {
         memcpy(rt->buf[out], rt->buf[in], (size_t)n * 4);
     } else {
-        MPI_Datatype t = rt_mpi_type(G.d);
+        MPI_Datatype t = cpu_mpi_type(G.d);
         /* Gathered blocks are rank-major; along an inner dim they must be
          * interleaved per outer index. */
-        char *dst = O == 1 ? rt->buf[out] : rt_scratch(rt, 0, (size_t)(n * K) * 4);
+        char *dst = O == 1 ? rt->buf[out] : cpu_scratch(rt, 0, (size_t)(n * K) * 4);
         RT_MPI(MPI_Allgather(rt->buf[in], (int)n, t, dst, (int)n, t, rt->comm[g]));
         if (O > 1) {
             char *y = rt->buf[out];
@@ -231,23 +216,23 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
                     memcpy(y + ((o * K + k) * run) * 4, dst + (k * n + o * run) * 4, (size_t)run * 4);
         }
     }
-    rt_count(rt, RT_C_ALL_GATHER, n * (K - 1) * 4, G.t0);
+    cpu_count(rt, RT_C_ALL_GATHER, n * (K - 1) * 4, G.t0);
 }
 
 /* The started form (cpu/rt_async.c keeps the request): straight into the
  * result's buffer, so only blocks that land in place. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_dimcoll G = rt_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
+    cpu_dimcoll G = cpu_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
     RT_CHECK(G.O == 1, "all_gather %s (started): dim %d has %lld outer entries; a started gather must land in place "
              "(codegen admits only such)", G.d->name, dim, (long long)G.O);
     MPI_Request req = MPI_REQUEST_NULL;
     if (G.K == 1) {
         memcpy(rt->buf[out], rt->buf[in], (size_t)G.n * 4);
     } else {
-        MPI_Datatype t = rt_mpi_type(G.d);
+        MPI_Datatype t = cpu_mpi_type(G.d);
         RT_MPI(MPI_Iallgather(rt->buf[in], (int)G.n, t, rt->buf[out], (int)G.n, t, rt->comm[g], &req));
     }
-    rt_async_add(rt, req, 1, &out, RT_C_ALL_GATHER, G.n * (G.K - 1) * 4, G.t0, NULL, NULL);
+    cpu_async_add(rt, req, 1, &out, RT_C_ALL_GATHER, G.n * (G.K - 1) * 4, G.t0, NULL, NULL);
 }
 
 /* ---- reductions -------------------------------------------------------------------
@@ -262,7 +247,7 @@ void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
  * area, stays blocking; it has no started form. */
 /* Posts the reduce-scatter of a dim that lands in place; null request when
  * the set has one rank. */
-static MPI_Request rt_reduce_scatter_post(rt_ctx *rt, int g, const rt_dimcoll *R, int in, int out) {
+static MPI_Request cpu_reduce_scatter_post(rt_ctx *rt, int g, const cpu_dimcoll *R, int in, int out) {
     MPI_Request req = MPI_REQUEST_NULL;
     if (R->K == 1)
         memcpy(rt->buf[out], rt->buf[in], (size_t)R->n * 4);
@@ -273,33 +258,33 @@ static MPI_Request rt_reduce_scatter_post(rt_ctx *rt, int g, const rt_dimcoll *R
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_dimcoll R = rt_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
+    cpu_dimcoll R = cpu_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
     int64_t n = R.n, run = R.run;
     int K = R.K;
     if (R.O == 1 || K == 1) {
-        MPI_Request req = rt_reduce_scatter_post(rt, g, &R, in, out);
+        MPI_Request req = cpu_reduce_scatter_post(rt, g, &R, in, out);
         RT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     } else { /* make each destination's block contiguous */
         const char *src = rt->buf[in];
-        char *tmp = rt_scratch(rt, 0, (size_t)(n * K) * 4);
+        char *tmp = cpu_scratch(rt, 0, (size_t)(n * K) * 4);
         for (int k = 0; k < K; k++)
             for (int64_t o = 0; o < R.O; o++)
                 memcpy(tmp + (k * n + o * run) * 4, src + ((o * K + k) * run) * 4, (size_t)run * 4);
         RT_MPI(MPI_Reduce_scatter_block(tmp, rt->buf[out], (int)n, MPI_FLOAT, MPI_SUM, rt->comm[g]));
     }
-    rt_count(rt, RT_C_REDUCE_SCATTER, n * (K - 1) * 4, R.t0);
+    cpu_count(rt, RT_C_REDUCE_SCATTER, n * (K - 1) * 4, R.t0);
 }
 
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_dimcoll R = rt_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
+    cpu_dimcoll R = cpu_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
     RT_CHECK(R.O == 1 || R.K == 1, "reduce_scatter %s (started): dim %d has %lld outer entries; a started "
              "reduce-scatter must land in place (codegen admits only such)", R.d->name, dim, (long long)R.O);
-    MPI_Request req = rt_reduce_scatter_post(rt, g, &R, in, out);
-    rt_async_add(rt, req, 1, &out, RT_C_REDUCE_SCATTER, R.n * (R.K - 1) * 4, R.t0, NULL, NULL);
+    MPI_Request req = cpu_reduce_scatter_post(rt, g, &R, in, out);
+    cpu_async_add(rt, req, 1, &out, RT_C_REDUCE_SCATTER, R.n * (R.K - 1) * 4, R.t0, NULL, NULL);
 }
 
 /* The sum of in over the set into out; the bytes a ring all-reduce sends. */
-static MPI_Request rt_all_reduce_post(rt_ctx *rt, int g, int in, int out, int64_t *bytes, double *t0) {
+static MPI_Request cpu_all_reduce_post(rt_ctx *rt, int g, int in, int out, int64_t *bytes, double *t0) {
     rt_mem_touch(rt, in), rt_mem_touch(rt, out);
     *t0 = rt_coll_begin(rt, g, RT_C_ALL_REDUCE);
     int K = rt_coll_set_size(rt, g);
@@ -323,16 +308,16 @@ static MPI_Request rt_all_reduce_post(rt_ctx *rt, int g, int in, int out, int64_
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
     int64_t bytes;
     double t0;
-    MPI_Request req = rt_all_reduce_post(rt, g, in, out, &bytes, &t0);
+    MPI_Request req = cpu_all_reduce_post(rt, g, in, out, &bytes, &t0);
     RT_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    rt_count(rt, RT_C_ALL_REDUCE, bytes, t0);
+    cpu_count(rt, RT_C_ALL_REDUCE, bytes, t0);
 }
 
 void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out) {
     int64_t bytes;
     double t0;
-    MPI_Request req = rt_all_reduce_post(rt, g, in, out, &bytes, &t0);
-    rt_async_add(rt, req, 1, &out, RT_C_ALL_REDUCE, bytes, t0, NULL, NULL);
+    MPI_Request req = cpu_all_reduce_post(rt, g, in, out, &bytes, &t0);
+    cpu_async_add(rt, req, 1, &out, RT_C_ALL_REDUCE, bytes, t0, NULL, NULL);
 }
 
 /* ---- send / recv -----------------------------------------------------------------
@@ -346,16 +331,17 @@ void rt_send(rt_ctx *rt, int g, int peer, int in) {
     const rt_value_desc *d = rt_coll_val(rt, in);
     size_t bytes = (size_t)d->local_elems * 4;
     RT_CHECK(d->local_elems <= 0x7fffffff, "send %s: too large for one MPI call", d->name);
-    if (rt->nsends == rt->cap_sends) {
-        rt->cap_sends = rt->cap_sends ? 2 * rt->cap_sends : 8;
-        rt->sends = realloc(rt->sends, sizeof(rt_pending_send) * (size_t)rt->cap_sends);
-        RT_CHECK(rt->sends, "out of memory");
+    rt_cpu_state *cs = cpu_state(rt);
+    if (cs->nsends == cs->cap_sends) {
+        cs->cap_sends = cs->cap_sends ? 2 * cs->cap_sends : 8;
+        cs->sends = realloc(cs->sends, sizeof(cpu_pending_send) * (size_t)cs->cap_sends);
+        RT_CHECK(cs->sends, "out of memory");
     }
-    rt_pending_send *s = &rt->sends[rt->nsends++];
+    cpu_pending_send *s = &cs->sends[cs->nsends++];
     s->buf = RT_MALLOC(bytes ? bytes : 1);
     memcpy(s->buf, rt->buf[in], bytes);
-    RT_MPI(MPI_Isend(s->buf, (int)d->local_elems, rt_mpi_type(d), rt_coll_peer(rt, g, peer), 0, rt->comm[g], &s->req));
-    rt_count(rt, RT_C_SEND, (int64_t)bytes, t0);
+    RT_MPI(MPI_Isend(s->buf, (int)d->local_elems, cpu_mpi_type(d), rt_coll_peer(rt, g, peer), 0, rt->comm[g], &s->req));
+    cpu_count(rt, RT_C_SEND, (int64_t)bytes, t0);
 }
 
 void rt_recv(rt_ctx *rt, int g, int peer, int out) {
@@ -364,16 +350,17 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
     rt_check_even(rt, "recv", out);
     const rt_value_desc *d = rt_coll_val(rt, out);
     RT_CHECK(d->local_elems <= 0x7fffffff, "recv %s: too large for one MPI call", d->name);
-    RT_MPI(MPI_Recv(rt->buf[out], (int)d->local_elems, rt_mpi_type(d), rt_coll_peer(rt, g, peer), 0, rt->comm[g],
+    RT_MPI(MPI_Recv(rt->buf[out], (int)d->local_elems, cpu_mpi_type(d), rt_coll_peer(rt, g, peer), 0, rt->comm[g],
                     MPI_STATUS_IGNORE));
-    rt_count(rt, RT_C_RECV, 0, t0);
+    cpu_count(rt, RT_C_RECV, 0, t0);
 }
 
 void rt_comm_finish_step(rt_ctx *rt) {
-    rt_async_finish_step(rt);
-    for (int i = 0; i < rt->nsends; i++) {
-        RT_MPI(MPI_Wait(&rt->sends[i].req, MPI_STATUS_IGNORE));
-        free(rt->sends[i].buf);
+    rt_cpu_state *cs = cpu_state(rt);
+    cpu_async_finish_step(rt);
+    for (int i = 0; i < cs->nsends; i++) {
+        RT_MPI(MPI_Wait(&cs->sends[i].req, MPI_STATUS_IGNORE));
+        free(cs->sends[i].buf);
     }
-    rt->nsends = 0;
+    cs->nsends = 0;
 }

@@ -1,13 +1,14 @@
 /* rt_kernels.c — the rt_ kernel calls of basp_rt.h: each forwards to its
- * pure kern_ function (kernels.h) and adds its wall time to a per-kind
+ * pure kern_ function (host/rt_host.h) and adds its wall time to a per-kind
  * counter, so the end-of-run report splits the step into kernels and
  * collectives. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "rt_internal.h"
+#include "../data/rt_data.h"
+#include "../host/rt_host.h"
+#include "rt_cpu.h"
 
 #define RT_TIMED(kind, call)                                                                                         \
     do {                                                                                                             \
@@ -46,7 +47,7 @@ void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const floa
 /* The scaling is a property of the model, not of one call: it comes from the
  * program table, so the generated rope calls are the same with or without
  * it. */
-static const kern_rope_scaling *rt_rope_scaling_of(const rt_program *p, kern_rope_scaling *buf) {
+static const kern_rope_scaling *cpu_rope_scaling_of(const rt_program *p, kern_rope_scaling *buf) {
     if (p->rope_scaling != RT_ROPE_LLAMA3) return NULL;
     *buf = (kern_rope_scaling){p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
                                p->rope_original_max_pos};
@@ -55,8 +56,8 @@ static const kern_rope_scaling *rt_rope_scaling_of(const rt_program *p, kern_rop
 
 /* Packed documents: each row has its own positions (within its documents),
  * so the rows are rotated one at a time. */
-static void rt_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
-                         int64_t H, int64_t Dh, int64_t pos0, double theta, const kern_rope_scaling *sc) {
+static void cpu_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
+                          int64_t H, int64_t Dh, int64_t pos0, double theta, const kern_rope_scaling *sc) {
     int64_t *pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1)), n = s * H * Dh;
     cm_kernel_kind kind = bwd ? CM_K_ROPE_BWD : CM_K_ROPE;
     for (int64_t bi = 0; bi < b; bi++) {
@@ -69,13 +70,13 @@ static void rt_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t
 
 /* In the natural order a slice's positions run on from pos0; in the ring's
  * zig-zag order they are looked up (rt_seq_positions). */
-static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
-                        int64_t H, int64_t Dh, int64_t pos0, double theta) {
+static void cpu_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
+                         int64_t H, int64_t Dh, int64_t pos0, double theta) {
     kern_rope_scaling buf;
-    const kern_rope_scaling *sc = rt_rope_scaling_of(rt->p, &buf);
+    const kern_rope_scaling *sc = cpu_rope_scaling_of(rt->p, &buf);
     cm_kernel_kind kind = bwd ? CM_K_ROPE_BWD : CM_K_ROPE;
     if (rt->docs) {
-        rt_rope_docs(rt, bwd, y, x, row0, b, s, H, Dh, pos0, theta, sc);
+        cpu_rope_docs(rt, bwd, y, x, row0, b, s, H, Dh, pos0, theta, sc);
         return;
     }
     int64_t *pos = NULL;
@@ -92,17 +93,17 @@ static void rt_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t 
 
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
              int64_t pos0, double theta) {
-    rt_rope_any(rt, false, y, x, row0, b, s, H, Dh, pos0, theta);
+    cpu_rope_any(rt, false, y, x, row0, b, s, H, Dh, pos0, theta);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
                  int64_t pos0, double theta) {
-    rt_rope_any(rt, true, dx, dy, row0, b, s, H, Dh, pos0, theta);
+    cpu_rope_any(rt, true, dx, dy, row0, b, s, H, Dh, pos0, theta);
 }
 
 /* Packed documents: the rows' document ids [b,S] (the whole sequence, in
  * the natural order: attention runs after the exchange that gathers it). */
-static int32_t *rt_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
+static int32_t *cpu_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
     int32_t *doc = RT_MALLOC(sizeof(int32_t) * (size_t)(b * S > 0 ? b * S : 1));
     rt_doc_slice(rt, row0, b, 0, S, doc, NULL);
     return doc;
@@ -116,36 +117,36 @@ static int32_t *rt_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
  * o live), so the entry of the forward that last wrote o is o's.  The
  * entries live outside the arena; the plan counts one per attention
  * forward op (ir_op_attn.c, CM_WS_CPU_LSE). */
-struct rt_attn_lse {
+struct cpu_attn_lse {
     const float *o;
     float *lse;
     size_t bytes;
     int64_t shape[4]; /* b, S, H, Dh of the forward that wrote it */
 };
 
-static struct rt_attn_lse *rt_lse_find(rt_ctx *rt, const float *o) {
-    for (int i = 0; i < rt->nlse; i++)
-        if (rt->lse[i].o == o) return &rt->lse[i];
+static struct cpu_attn_lse *cpu_lse_find(rt_cpu_state *cs, const float *o) {
+    for (int i = 0; i < cs->nlse; i++)
+        if (cs->lse[i].o == o) return &cs->lse[i];
     return NULL;
 }
 
 /* o's entry, with room for its [b,H,S] statistics. */
-static float *rt_lse_slot(rt_ctx *rt, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
-    struct rt_attn_lse *e = rt_lse_find(rt, o);
+static float *cpu_lse_slot(rt_cpu_state *cs, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
+    struct cpu_attn_lse *e = cpu_lse_find(cs, o);
     if (!e) {
-        if (rt->nlse == rt->cap_lse) {
-            rt->cap_lse = rt->cap_lse ? 2 * rt->cap_lse : 8;
-            rt->lse = realloc(rt->lse, sizeof *rt->lse * (size_t)rt->cap_lse);
-            RT_CHECK(rt->lse, "out of memory");
+        if (cs->nlse == cs->cap_lse) {
+            cs->cap_lse = cs->cap_lse ? 2 * cs->cap_lse : 8;
+            cs->lse = realloc(cs->lse, sizeof *cs->lse * (size_t)cs->cap_lse);
+            RT_CHECK(cs->lse, "out of memory");
         }
-        e = &rt->lse[rt->nlse++];
-        *e = (struct rt_attn_lse){.o = o};
+        e = &cs->lse[cs->nlse++];
+        *e = (struct cpu_attn_lse){.o = o};
     }
     size_t need = sizeof(float) * (size_t)(b * H * S);
     if (e->bytes < need) {
         free(e->lse);
         e->lse = RT_MALLOC(need);
-        rt->lse_bytes += need - e->bytes;
+        cs->lse_bytes += need - e->bytes;
         e->bytes = need;
     }
     e->shape[0] = b, e->shape[1] = S, e->shape[2] = H, e->shape[3] = Dh;
@@ -153,22 +154,23 @@ static float *rt_lse_slot(rt_ctx *rt, const float *o, int64_t b, int64_t S, int6
 }
 
 /* The statistics of the forward that wrote o with this shape, or NULL. */
-static const float *rt_lse_of(rt_ctx *rt, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
-    const struct rt_attn_lse *e = rt_lse_find(rt, o);
+static const float *cpu_lse_of(rt_cpu_state *cs, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
+    const struct cpu_attn_lse *e = cpu_lse_find(cs, o);
     if (!e || e->shape[0] != b || e->shape[1] != S || e->shape[2] != H || e->shape[3] != Dh) return NULL;
     return e->lse;
 }
 
-void rt_lse_fini(rt_ctx *rt) {
-    for (int i = 0; i < rt->nlse; i++) free(rt->lse[i].lse);
-    free(rt->lse);
-    rt->lse = NULL, rt->nlse = rt->cap_lse = 0, rt->lse_bytes = 0;
+void cpu_lse_fini(rt_ctx *rt) {
+    rt_cpu_state *cs = cpu_state(rt);
+    for (int i = 0; i < cs->nlse; i++) free(cs->lse[i].lse);
+    free(cs->lse);
+    cs->lse = NULL, cs->nlse = cs->cap_lse = 0, cs->lse_bytes = 0;
 }
 
 /* Says once (rank 0) which attention kernels the run uses, as the CUDA
  * backend does; a bad BASP_CPU_ATTENTION stops here, at the first call
  * (dense, packed documents and ring attention alike: one choice). */
-void rt_attention_say(rt_ctx *rt, int64_t Dh) {
+void cpu_attention_say(rt_ctx *rt, int64_t Dh) {
     static bool said;
     if (said) return;
     said = true;
@@ -186,13 +188,13 @@ void rt_attention_say(rt_ctx *rt, int64_t Dh) {
 
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    rt_attention_say(rt, Dh);
+    cpu_attention_say(rt, Dh);
     if (!rt->docs) {
-        float *lse = rt_lse_slot(rt, o, b, S, H, Dh);
+        float *lse = cpu_lse_slot(cpu_state(rt), o, b, S, H, Dh);
         RT_TIMED(CM_K_ATTENTION, kern_attention_fwd_lse(o, lse, q, k, v, b, S, H, Hkv, Dh));
         return;
     }
-    int32_t *doc = rt_attn_docs(rt, row0, b, S);
+    int32_t *doc = cpu_attn_docs(rt, row0, b, S);
     RT_TIMED(CM_K_ATTENTION, kern_docattn_fwd(o, NULL, q, k, v, doc, b, S, H, Hkv, Dh));
     free(doc);
 }
@@ -201,11 +203,11 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
                       const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
     if (!rt->docs) {
-        const float *lse = rt->lse_off ? NULL : rt_lse_of(rt, o, b, S, H, Dh);
+        const float *lse = cpu_state(rt)->lse_off ? NULL : cpu_lse_of(cpu_state(rt), o, b, S, H, Dh);
         RT_TIMED(CM_K_ATTENTION_BWD, kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, b, S, H, Hkv, Dh));
         return;
     }
-    int32_t *doc = rt_attn_docs(rt, row0, b, S);
+    int32_t *doc = cpu_attn_docs(rt, row0, b, S);
     RT_TIMED(CM_K_ATTENTION_BWD, kern_docattn_bwd(dq, dk, dv, dout, q, k, v, o, doc, b, S, H, Hkv, Dh));
     free(doc);
 }

@@ -24,13 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "rt_internal.h"
+#include "../data/rt_data.h"
+#include "../host/rt_host.h"
+#include "rt_cpu.h"
 
 /* Posts the exchange of one block: n floats of each of the `cnt` arrays
  * in src go to the next rank, the previous rank's arrive in dst. */
-static int ring_post(rt_ctx *rt, int g, int tag, MPI_Request *req, float *const *dst, const float *const *src,
-                     int cnt, int64_t n) {
+static int cpu_ring_post(rt_ctx *rt, int g, int tag, MPI_Request *req, float *const *dst, const float *const *src,
+                         int cnt, int64_t n) {
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     int next = (me + 1) % R, prev = (me + R - 1) % R, k = 0;
     RT_CHECK(n <= 0x7fffffff, "ring attention: a block of %lld elements exceeds MPI's int count", (long long)n);
@@ -43,14 +44,14 @@ static int ring_post(rt_ctx *rt, int g, int tag, MPI_Request *req, float *const 
 
 /* The document ids of ring position r's block ([b,S]), or NULL without
  * packed documents. */
-static int32_t *ring_docs(rt_ctx *rt, int32_t *buf, int64_t row0, int64_t b, int64_t S, int r) {
+static int32_t *cpu_ring_docs(rt_ctx *rt, int32_t *buf, int64_t row0, int64_t b, int64_t S, int r) {
     if (!rt->docs) return NULL;
     rt_doc_slice(rt, row0, b, (int64_t)r * S, S, buf, NULL);
     return buf;
 }
 
 /* Waits for posted exchanges; the time is the transfer not hidden. */
-static void ring_wait(rt_ctx *rt, MPI_Request *req, int n, int64_t bytes) {
+static void cpu_ring_wait(rt_ctx *rt, MPI_Request *req, int n, int64_t bytes) {
     if (n == 0) return;
     double t0 = rt_now();
     RT_MPI(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
@@ -59,13 +60,13 @@ static void ring_wait(rt_ctx *rt, MPI_Request *req, int n, int64_t bytes) {
 
 void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, const float *k, const float *v,
                        int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    rt_attention_say(rt, Dh);
+    cpu_attention_say(rt, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     int64_t nkv = b * S * Hkv * Dh;
-    float *buf = rt_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
+    float *buf = cpu_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
     int64_t *qpos = RT_MALLOC(sizeof(int64_t) * 2 * (size_t)S), *kpos = qpos + S;
     int32_t *ids = RT_MALLOC(sizeof(int32_t) * 2 * (size_t)(b * S > 0 ? b * S : 1));
-    const int32_t *qdoc = ring_docs(rt, ids, row0, b, S, me);
+    const int32_t *qdoc = cpu_ring_docs(rt, ids, row0, b, S, me);
     rt_seq_positions(rt, (int64_t)me * S, S, qpos);
     memset(o, 0, sizeof(float) * (size_t)(b * S * H * Dh));
     for (int64_t i = 0; i < b * S * H; i++) lse[i] = -INFINITY;
@@ -73,13 +74,13 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
     for (int s = 0; s < R; s++) {
         MPI_Request req[4];
         float *nxt[2] = {buf + (s % 2) * 2 * nkv, buf + (s % 2) * 2 * nkv + nkv};
-        int nreq = s < R - 1 ? ring_post(rt, g, 40, req, nxt, cur, 2, nkv) : 0;
+        int nreq = s < R - 1 ? cpu_ring_post(rt, g, 40, req, nxt, cur, 2, nkv) : 0;
         rt_seq_positions(rt, (int64_t)((me - s + R) % R) * S, S, kpos);
-        const int32_t *kdoc = ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
+        const int32_t *kdoc = cpu_ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
         double t0 = rt_now();
         kern_ring_block_fwd_doc(o, lse, q, cur[0], cur[1], b, S, S, H, Hkv, Dh, qpos, kpos, qdoc, kdoc);
         rt_kern_time(rt, CM_K_RING_ATTENTION, t0);
-        ring_wait(rt, req, nreq, 2 * nkv * 4);
+        cpu_ring_wait(rt, req, nreq, 2 * nkv * 4);
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
     rt->total.kern_calls[CM_K_RING_ATTENTION]++; /* one call per op, as on CUDA */
@@ -93,9 +94,9 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     int64_t nkv = b * S * Hkv * Dh, nq = b * S * H * Dh;
     int32_t *ids = RT_MALLOC(sizeof(int32_t) * 2 * (size_t)(b * S > 0 ? b * S : 1));
-    const int32_t *qdoc = ring_docs(rt, ids, row0, b, S, me);
-    float *kvbuf = rt_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
-    float *gbuf = rt_scratch(rt, 1, (size_t)(4 * nkv + b * S * H) * sizeof(float)), *D = gbuf + 4 * nkv;
+    const int32_t *qdoc = cpu_ring_docs(rt, ids, row0, b, S, me);
+    float *kvbuf = cpu_scratch(rt, 0, (size_t)(4 * nkv > 0 ? 4 * nkv : 1) * sizeof(float));
+    float *gbuf = cpu_scratch(rt, 1, (size_t)(4 * nkv + b * S * H) * sizeof(float)), *D = gbuf + 4 * nkv;
     int64_t *qpos = RT_MALLOC(sizeof(int64_t) * 2 * (size_t)S), *kpos = qpos + S;
     rt_seq_positions(rt, (int64_t)me * S, S, qpos);
     double t0 = rt_now();
@@ -108,9 +109,9 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     for (int s = 0; s < R; s++) {
         MPI_Request req[4];
         float *nxt[2] = {kvbuf + (s % 2) * 2 * nkv, kvbuf + (s % 2) * 2 * nkv + nkv};
-        int nreq = s < R - 1 ? ring_post(rt, g, 40, req, nxt, cur, 2, nkv) : 0;
+        int nreq = s < R - 1 ? cpu_ring_post(rt, g, 40, req, nxt, cur, 2, nkv) : 0;
         rt_seq_positions(rt, (int64_t)((me - s + R) % R) * S, S, kpos);
-        const int32_t *kdoc = ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
+        const int32_t *kdoc = cpu_ring_docs(rt, ids + b * S, row0, b, S, (me - s + R) % R);
         t0 = rt_now();
         kern_ring_block_bwd_doc(dq, acc[0], acc[1], dout, q, cur[0], cur[1], lse, D, b, S, S, H, Hkv, Dh, qpos, kpos,
                                 qdoc, kdoc);
@@ -120,11 +121,11 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
             float *other = acc[0] == gbuf ? gbuf + 2 * nkv : gbuf;
             float *gdst[2] = {other, other + nkv};
             MPI_Request greq[4];
-            int ng = ring_post(rt, g, 50, greq, gdst, (const float *const *)acc, 2, nkv);
-            ring_wait(rt, greq, ng, 2 * nkv * 4);
+            int ng = cpu_ring_post(rt, g, 50, greq, gdst, (const float *const *)acc, 2, nkv);
+            cpu_ring_wait(rt, greq, ng, 2 * nkv * 4);
             acc[0] = gdst[0], acc[1] = gdst[1];
         }
-        ring_wait(rt, req, nreq, 2 * nkv * 4);
+        cpu_ring_wait(rt, req, nreq, 2 * nkv * 4);
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
     /* after R hand-overs the accumulators of this rank's own block are here */

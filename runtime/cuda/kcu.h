@@ -2,7 +2,7 @@
  * kernels in kcu_*.cu, for the runtime (rt_*_cuda.c), the GPU tests and the
  * benchmarks.
  *
- * Conventions (the same semantics as the fp32 CPU kernels of ../kernels.h,
+ * Conventions (the same semantics as the fp32 CPU kernels of ../host/rt_host.h,
  * which are the reference):
  *   - pointers are device pointers; floating tensors are bf16 (kcu_bf16, the
  *     raw 16 bits) unless a parameter says float; arithmetic is fp32, sums
@@ -185,7 +185,7 @@ cudaError_t kcu_attention_bwd(kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kc
                               int64_t H, int64_t Hkv, int64_t Dh, float *ws, cudaStream_t st);
 
 /* ---- ring attention and rope with positions (kcu_ring.cu, kcu_basic.cu) ---------------- */
-/* The blocks of ring attention, as kern_ring_block_fwd/_bwd (../kernels.h):
+/* The blocks of ring attention, as kern_ring_block_fwd/_bwd (../host/rt_host.h):
  * key j is visible to query i iff kpos[j] <= qpos[i] (kpos NULL: all
  * visible); scale 1/sqrt(Dh); q head h reads kv head h / (H/Hk); Dh in
  * {8, 16, 32, 64, 128}, kpos without qpos: cudaErrorInvalidValue.  Tile

@@ -1,7 +1,7 @@
 // kcu_attention.cu — causal grouped-query attention, forward and backward,
 // flash-attention-2 style: tiles of queries meet tiles of keys in shared
 // memory with an online softmax, so no S x S matrix is ever stored.
-// C interface: kcu.h; reference: ../cpu/kern_attention.c.
+// C interface: kcu.h; reference: ../host/kern_attention.c.
 //
 // Layout: q, o [b,S,H,Dh], k, v [b,S,Hkv,Dh] (bf16); q head h reads kv head
 // h / (H/Hkv).  Scores are kept in log2 units (q pre-scaled by

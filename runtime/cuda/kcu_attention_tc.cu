@@ -1,7 +1,7 @@
 // kcu_attention_tc.cu — the causal GQA attention forward on tensor cores
 // (WMMA, bf16 16x16x16 tiles, fp32 accumulation) for head dims 64 and 128.
 // Same contract as the scalar kernel of kcu_attention.cu (kcu.h); the
-// reference is ../cpu/kern_attention.c.
+// reference is ../host/kern_attention.c.
 //
 // Block: 4 warps and 64 query rows of one (batch, head), 16 rows per warp;
 // key tiles of 64 rows of K and V staged in shared memory as bf16.  Per key

@@ -1,7 +1,7 @@
 // kcu_basic.cu — element-wise and row-wise CUDA kernels: conversions,
 // embedding, RMSNorm, RoPE, SwiGLU, add, AdamW, the sum of squares, and the
 // data movement of the collectives (box copy, all_to_all pack/unpack).
-// C interface and semantics: kcu.h; the reference is ../cpu/kern_*.c.
+// C interface and semantics: kcu.h; the reference is ../host/kern_*.c.
 //
 // Storage is bf16, arithmetic fp32; long sums (norm rows, gradient norms)
 // are reduced per block first.  Element-wise kernels use grid-stride loops

@@ -1,7 +1,7 @@
 // kcu_gemm.cu — the GEMM-shaped ops: linear forward/backward and the LM
 // head fused with the cross-entropy, through cublasGemmEx (bf16 inputs,
-// fp32 compute).  C interface: kcu.h; reference: ../cpu/kern_linear.c and
-// ../cpu/kern_lmhead.c.
+// fp32 compute).  C interface: kcu.h; reference: ../host/kern_linear.c and
+// ../host/kern_lmhead.c.
 //
 // cuBLAS is column-major: a row-major [r, c] matrix is a column-major
 // [c, r] one, so each row-major product C = A @ B is issued as
@@ -81,7 +81,7 @@ static cudaError_t mlp_gus(cublasHandle_t h, bf16 *g, bf16 *u, bf16 *s, const bf
     return kcu_swiglu_fwd((kcu_bf16 *)s, (const kcu_bf16 *)g, (const kcu_bf16 *)u, m * F, st);
 }
 
-// y[N,D] = (silu(x@wg) * (x@wu)) @ wd, chunk rows at a time (../cpu/kern_mlp.c)
+// y[N,D] = (silu(x@wg) * (x@wu)) @ wd, chunk rows at a time (../host/kern_mlp.c)
 extern "C" cudaError_t kcu_mlp_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *wg,
                                    const kcu_bf16 *wu, const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F,
                                    int64_t chunk, kcu_bf16 *ws, cudaStream_t st) {

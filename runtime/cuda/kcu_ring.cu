@@ -1,5 +1,5 @@
 // kcu_ring.cu — the per-block kernels of ring attention, forward and backward.
-// C interface and dtype contract: kcu.h; reference: ../cpu/kern_ring.c.
+// C interface and dtype contract: kcu.h; reference: ../host/kern_ring.c.
 //
 // A rank keeps its query block and meets every key/value block in turn; each
 // call folds one key block into a running result.  The running state is

@@ -10,8 +10,8 @@
  * stats [b,H,S] (row max + log of the row sum of exp, natural log, of the
  * scaled scores), head-major, unlike the activations.
  *
- * Each function enqueues on the stream given to rt_cudnn_create and
- * returns 0, or -1 with the reason in rt_cudnn_error (cuDNN's status string
+ * Each function enqueues on the stream given to cuda_cudnn_create and
+ * returns 0, or -1 with the reason in cuda_cudnn_error (cuDNN's status string
  * and its last error message). */
 #ifndef BASP_RT_ATTN_CUDNN_H
 #define BASP_RT_ATTN_CUDNN_H
@@ -26,51 +26,51 @@
 extern "C" {
 #endif
 
-typedef struct rt_cudnn rt_cudnn;
+typedef struct cuda_cudnn cuda_cudnn;
 
-typedef struct rt_cudnn_shape {
+typedef struct cuda_cudnn_shape {
     int64_t b, S, H, Hkv, Dh;
-} rt_cudnn_shape;
+} cuda_cudnn_shape;
 
 /* Why the loaded cuDNN must not run these graphs (for shape s, or at all
  * with s NULL), as cuDNN's own frontend refuses its releases with known
  * faults; NULL when nothing is known against it. */
-const char *rt_cudnn_known_fault(const rt_cudnn_shape *s);
+const char *cuda_cudnn_known_fault(const cuda_cudnn_shape *s);
 /* A cuDNN handle on stream st and an empty plan cache; NULL (why filled)
  * when cuDNN cannot be used here (no library, no device, version < 9, or
  * 9.10.0 / 9.10.1, whose bf16 attention forward has known bugs). */
-rt_cudnn *rt_cudnn_create(cudaStream_t st, char *why, size_t nwhy);
-void rt_cudnn_destroy(rt_cudnn *c);
+cuda_cudnn *cuda_cudnn_create(cudaStream_t st, char *why, size_t nwhy);
+void cuda_cudnn_destroy(cuda_cudnn *c);
 /* The loaded library's version, e.g. 91900 for 9.19.0 (0: not loadable). */
-size_t rt_cudnn_version(void);
+size_t cuda_cudnn_version(void);
 /* Builds the shape's two graphs up to their operations, every tensor and
  * operation descriptor finalized, with no handle and no device: cuDNN
  * checks each attribute's name, type and count and each operation's
  * operands (matmul shapes, broadcasts, reductions) on the host.  The
  * operation graph, the engines and execution need a GPU.  0 (why: the
  * operation counts), or -1 with the reason in why. */
-int rt_cudnn_check_ops(const rt_cudnn_shape *s, char *why, size_t nwhy);
+int cuda_cudnn_check_ops(const cuda_cudnn_shape *s, char *why, size_t nwhy);
 /* Builds the shape's forward and backward execution plans, once per shape
  * (later calls return the cached result, failure included). */
-int rt_cudnn_prepare(rt_cudnn *c, const rt_cudnn_shape *s);
+int cuda_cudnn_prepare(cuda_cudnn *c, const cuda_cudnn_shape *s);
 /* Device workspace bytes the shape's forward and backward need (after a
- * successful rt_cudnn_prepare; 0 before).  Never above rt_cudnn_ws_bound:
+ * successful cuda_cudnn_prepare; 0 before).  Never above cuda_cudnn_ws_bound:
  * an engine configuration needing more is passed over. */
-size_t rt_cudnn_ws_bytes(const rt_cudnn *c, const rt_cudnn_shape *s);
+size_t cuda_cudnn_ws_bytes(const cuda_cudnn *c, const cuda_cudnn_shape *s);
 /* The most workspace a shape may use: the backward's fp32 dQ accumulator
  * [b,H,S,Dh] plus an allowance for the engine's own workspace of another
  * such accumulator, two fp32 row vectors and 1 MiB.  ir/ir_mem.c
  * (cw_cudnn_ws) plans exactly this; keep the two in step. */
-int64_t rt_cudnn_ws_bound(int64_t b, int64_t S, int64_t H, int64_t Dh);
-/* o, stats [b,H,S] fp32 from q, k, v; ws: rt_cudnn_ws_bytes bytes. */
-int rt_cudnn_fwd(rt_cudnn *c, const rt_cudnn_shape *s, kcu_bf16 *o, float *stats, const kcu_bf16 *q,
-                 const kcu_bf16 *k, const kcu_bf16 *v, void *ws);
+int64_t cuda_cudnn_ws_bound(int64_t b, int64_t S, int64_t H, int64_t Dh);
+/* o, stats [b,H,S] fp32 from q, k, v; ws: cuda_cudnn_ws_bytes bytes. */
+int cuda_cudnn_fwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *o, float *stats, const kcu_bf16 *q,
+                   const kcu_bf16 *k, const kcu_bf16 *v, void *ws);
 /* dq, dk, dv from dout and the forward's q, k, v, o and stats. */
-int rt_cudnn_bwd(rt_cudnn *c, const rt_cudnn_shape *s, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
-                 const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
-                 const float *stats, void *ws);
+int cuda_cudnn_bwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
+                   const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
+                   const float *stats, void *ws);
 /* Why the last call failed (empty when none did). */
-const char *rt_cudnn_error(const rt_cudnn *c);
+const char *cuda_cudnn_error(const cuda_cudnn *c);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* rt_attn_cudnn_rt.c — cuDNN attention inside the runtime (rt_cuda.h,
- * rt_cu_dnn_*): the per-shape verdict, the one-time check against the
+ * cuda_dnn_*): the per-shape verdict, the one-time check against the
  * basp kernels, and the softmax statistics the forward leaves for the
  * backward.  Only built with cuDNN (BASP_HAVE_CUDNN).
  *
@@ -13,13 +13,13 @@
  * overwrites the entry, which is exactly right: the statistics describe
  * o's current contents, and o's contents change with them.  Any other
  * kernel that writes o through the attention calls (the basp forward)
- * drops the entry (rt_cu_dnn_forget), and the entry also records its
+ * drops the entry (cuda_dnn_forget), and the entry also records its
  * shape, so a backward never uses statistics that do not belong to its o.
  *
  * Offloaded outputs.  With train.offload the backward reads a fetched
  * copy of o at another address, and the plan may put a later layer's
  * output on o's own bytes meanwhile.  So the statistics follow the copy
- * (rt_cu_dnn_moved, from rt_offload and rt_fetch): the entry is re-keyed
+ * (cuda_dnn_moved, from rt_offload and rt_fetch): the entry is re-keyed
  * to the host copy, then to the fetched one; whatever entry the copy's
  * destination had is dropped, since its contents are gone.
  *
@@ -57,32 +57,32 @@
 /* Per shape: untried, checked (forward / backward), or refused. */
 enum { SH_NEW = 0, SH_OK = 1, SH_OWN = 2 };
 
-typedef struct dnn_shape_state {
-    rt_cudnn_shape s;
+typedef struct cuda_dnn_shape_state {
+    cuda_cudnn_shape s;
     int state;
     bool fwd_checked, bwd_checked;
-} dnn_shape_state;
+} cuda_dnn_shape_state;
 
 /* Statistics of the forward that last wrote o (valid false: none). */
-typedef struct dnn_stats {
+typedef struct cuda_dnn_stats {
     const void *o;
     float *dev;
     size_t bytes;
-    rt_cudnn_shape s;
+    cuda_cudnn_shape s;
     bool valid;
-} dnn_stats;
+} cuda_dnn_stats;
 
-struct rt_cu_dnn {
-    rt_cudnn *c;
-    dnn_shape_state *sh;
+struct cuda_dnn {
+    cuda_cudnn *c;
+    cuda_dnn_shape_state *sh;
     int nsh, capsh;
-    dnn_stats *st;
+    cuda_dnn_stats *st;
     int nst, capst;
     size_t st_bytes;
     bool warned_nostats;
 };
 
-static void *dnn_grow(void *p, int *cap, size_t elem) {
+static void *cuda_dnn_grow(void *p, int *cap, size_t elem) {
     int n = *cap ? 2 * *cap : 8;
     void *q = realloc(p, elem * (size_t)n);
     RT_CHECK(q, "out of host memory");
@@ -91,10 +91,10 @@ static void *dnn_grow(void *p, int *cap, size_t elem) {
     return q;
 }
 
-bool rt_cu_dnn_init(rt_ctx *rt, char *why, size_t nwhy) {
-    rt_cuda *cu = rt_cu(rt);
+bool cuda_dnn_init(rt_ctx *rt, char *why, size_t nwhy) {
+    rt_cuda_state *cu = cuda_state(rt);
     if (cu->dnn) return true;
-    rt_cudnn *c = rt_cudnn_create(cu->cs, why, nwhy);
+    cuda_cudnn *c = cuda_cudnn_create(cu->cs, why, nwhy);
     if (!c) return false;
     cu->dnn = calloc(1, sizeof *cu->dnn);
     RT_CHECK(cu->dnn, "out of host memory");
@@ -102,60 +102,60 @@ bool rt_cu_dnn_init(rt_ctx *rt, char *why, size_t nwhy) {
     return true;
 }
 
-void rt_cu_dnn_version(char *buf, size_t n) {
-    size_t v = rt_cudnn_version();
+void cuda_dnn_version(char *buf, size_t n) {
+    size_t v = cuda_cudnn_version();
     snprintf(buf, n, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
 }
 
-size_t rt_cu_dnn_bytes(const rt_ctx *rt) {
-    const rt_cuda *cu = rt->dev;
+size_t cuda_dnn_bytes(const rt_ctx *rt) {
+    const rt_cuda_state *cu = rt->be;
     return cu && cu->dnn ? cu->dnn->st_bytes : 0;
 }
 
-void rt_cu_dnn_fini(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
-    struct rt_cu_dnn *d = cu->dnn;
+void cuda_dnn_fini(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
+    struct cuda_dnn *d = cu->dnn;
     if (!d) return;
     for (int i = 0; i < d->nst; i++) CU_CHECK(cudaFree(d->st[i].dev));
-    rt_cudnn_destroy(d->c);
+    cuda_cudnn_destroy(d->c);
     free(d->sh), free(d->st), free(d);
     cu->dnn = NULL;
 }
 
-static dnn_shape_state *dnn_shape(struct rt_cu_dnn *d, rt_cudnn_shape s) {
+static cuda_dnn_shape_state *cuda_dnn_shape(struct cuda_dnn *d, cuda_cudnn_shape s) {
     for (int i = 0; i < d->nsh; i++)
         if (!memcmp(&d->sh[i].s, &s, sizeof s)) return &d->sh[i];
-    if (d->nsh == d->capsh) d->sh = dnn_grow(d->sh, &d->capsh, sizeof *d->sh);
-    dnn_shape_state *x = &d->sh[d->nsh++];
+    if (d->nsh == d->capsh) d->sh = cuda_dnn_grow(d->sh, &d->capsh, sizeof *d->sh);
+    cuda_dnn_shape_state *x = &d->sh[d->nsh++];
     x->s = s;
     return x;
 }
 
-static const char *dnn_shape_str(const rt_cudnn_shape *s, char *buf, size_t n) {
+static const char *cuda_dnn_shape_str(const cuda_cudnn_shape *s, char *buf, size_t n) {
     snprintf(buf, n, "b=%lld S=%lld H=%lld Hkv=%lld Dh=%lld", (long long)s->b, (long long)s->S, (long long)s->H,
              (long long)s->Hkv, (long long)s->Dh);
     return buf;
 }
 
 /* The shape goes to the basp kernels for good; rank 0 says why, once. */
-static void dnn_refuse(rt_ctx *rt, dnn_shape_state *x, const char *why) {
+static void cuda_dnn_refuse(rt_ctx *rt, cuda_dnn_shape_state *x, const char *why) {
     char b[160];
     x->state = SH_OWN;
     if (rt->rank == 0)
         fprintf(stderr, "warning: attention: cuDNN not used for %s: %s; the basp kernels run this shape\n",
-                dnn_shape_str(&x->s, b, sizeof b), why);
+                cuda_dnn_shape_str(&x->s, b, sizeof b), why);
 }
 
 /* The shape's verdict before a call: true when cuDNN runs it. */
-static bool dnn_usable(rt_ctx *rt, dnn_shape_state *x) {
-    rt_cuda *cu = rt_cu(rt);
+static bool cuda_dnn_usable(rt_ctx *rt, cuda_dnn_shape_state *x) {
+    rt_cuda_state *cu = cuda_state(rt);
     if (x->state == SH_OWN) return false;
     if (x->state == SH_OK) return true;
     char b[160];
-    if (rt_cudnn_prepare(cu->dnn->c, &x->s) != 0) {
-        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot run %s: %s",
-                 dnn_shape_str(&x->s, b, sizeof b), rt_cudnn_error(cu->dnn->c));
-        dnn_refuse(rt, x, rt_cudnn_error(cu->dnn->c));
+    if (cuda_cudnn_prepare(cu->dnn->c, &x->s) != 0) {
+        RT_CHECK(cu->attn_mode != CUDA_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot run %s: %s",
+                 cuda_dnn_shape_str(&x->s, b, sizeof b), cuda_cudnn_error(cu->dnn->c));
+        cuda_dnn_refuse(rt, x, cuda_cudnn_error(cu->dnn->c));
         return false;
     }
     x->state = SH_OK;
@@ -163,25 +163,25 @@ static bool dnn_usable(rt_ctx *rt, dnn_shape_state *x) {
 }
 
 /* ---- the statistics table ------------------------------------------------------------- */
-static dnn_stats *dnn_stats_find(struct rt_cu_dnn *d, const void *o) {
+static cuda_dnn_stats *cuda_dnn_stats_find(struct cuda_dnn *d, const void *o) {
     for (int i = 0; i < d->nst; i++)
         if (d->st[i].o == o) return &d->st[i];
     return NULL;
 }
 
-void rt_cu_dnn_forget(rt_ctx *rt, const void *o) {
-    struct rt_cu_dnn *d = rt_cu(rt)->dnn;
-    dnn_stats *e = d ? dnn_stats_find(d, o) : NULL;
+void cuda_dnn_forget(rt_ctx *rt, const void *o) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    cuda_dnn_stats *e = d ? cuda_dnn_stats_find(d, o) : NULL;
     if (e) e->valid = false;
 }
 
 /* o's contents were copied to `to` (rt_offload, rt_fetch): its statistics
  * go with them; `to`'s own entry, if any, describes overwritten contents
  * and takes o's key, invalid (so keys stay one entry each). */
-void rt_cu_dnn_moved(rt_ctx *rt, const void *o, const void *to) {
-    struct rt_cu_dnn *d = rt_cu(rt)->dnn;
+void cuda_dnn_moved(rt_ctx *rt, const void *o, const void *to) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
     if (!d || o == to) return;
-    dnn_stats *e = dnn_stats_find(d, o), *t = dnn_stats_find(d, to);
+    cuda_dnn_stats *e = cuda_dnn_stats_find(d, o), *t = cuda_dnn_stats_find(d, to);
     if (t) t->valid = false;
     if (!e || !e->valid) return;
     if (t) t->o = o;
@@ -191,18 +191,18 @@ void rt_cu_dnn_moved(rt_ctx *rt, const void *o, const void *to) {
 /* o's entry, with room for shape s's statistics and marked invalid until
  * the forward succeeds; NULL when the device memory cannot be had (fatal
  * with BASP_ATTENTION=cudnn). */
-static dnn_stats *dnn_stats_slot(rt_ctx *rt, const void *o, const rt_cudnn_shape *s) {
-    rt_cuda *cu = rt_cu(rt);
-    struct rt_cu_dnn *d = cu->dnn;
+static cuda_dnn_stats *cuda_dnn_stats_slot(rt_ctx *rt, const void *o, const cuda_cudnn_shape *s) {
+    rt_cuda_state *cu = cuda_state(rt);
+    struct cuda_dnn *d = cu->dnn;
     size_t need = sizeof(float) * (size_t)(s->b * s->H * s->S);
-    dnn_stats *e = dnn_stats_find(d, o);
+    cuda_dnn_stats *e = cuda_dnn_stats_find(d, o);
     /* No entry for o: an invalid one (no backward reads it), the one with
      * room for s first, else a new one. */
     for (int i = 0; !e && i < 2; i++)
         for (int j = 0; j < d->nst && !e; j++)
             if (!d->st[j].valid && (i == 1 || d->st[j].bytes >= need)) e = &d->st[j];
     if (!e) {
-        if (d->nst == d->capst) d->st = dnn_grow(d->st, &d->capst, sizeof *d->st);
+        if (d->nst == d->capst) d->st = cuda_dnn_grow(d->st, &d->capst, sizeof *d->st);
         e = &d->st[d->nst++];
     }
     e->o = o;
@@ -218,7 +218,7 @@ static dnn_stats *dnn_stats_slot(rt_ctx *rt, const void *o, const rt_cudnn_shape
     if (ce != cudaSuccess) {
         (void)cudaGetLastError(); /* not sticky: clear it for the next CUDA call */
         e->dev = NULL;
-        RT_CHECK(cu->attn_mode != RT_ATTN_CUDNN,
+        RT_CHECK(cu->attn_mode != CUDA_ATTN_CUDNN,
                  "attention: BASP_ATTENTION=cudnn, but %.1f MiB for the softmax statistics cannot be allocated: %s",
                  (double)need / (1 << 20), cudaGetErrorString(ce));
         return NULL;
@@ -230,7 +230,7 @@ static dnn_stats *dnn_stats_slot(rt_ctx *rt, const void *o, const rt_cudnn_shape
 
 /* ---- the one-time check against the basp kernels --------------------------------------- */
 /* Device scratch for the check, or NULL (the allocation error cleared). */
-static void *dnn_tmp(size_t bytes) {
+static void *cuda_dnn_tmp(size_t bytes) {
     void *p = NULL;
     if (cudaMalloc(&p, bytes) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -241,10 +241,10 @@ static void *dnn_tmp(size_t bytes) {
 
 /* max |a - ref| <= 5e-2 max |ref| over n device bf16 elements (the file's
  * header: why 5e-2); *rel gets the ratio.  NaN/Inf fail. */
-static bool dnn_close(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel) {
+static bool cuda_dnn_close(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel) {
     kcu_bf16 *h = malloc(sizeof(kcu_bf16) * 2 * (size_t)n);
     RT_CHECK(h, "out of host memory for the attention check (%lld elements)", (long long)n);
-    CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
+    CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
     CU_CHECK(cudaMemcpy(h, a, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
     CU_CHECK(cudaMemcpy(h + n, ref, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
     double err = 0, mx = 1e-30;
@@ -260,107 +260,109 @@ static bool dnn_close(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_
     return finite && err <= 5e-2 * mx;
 }
 
-static bool dnn_check_fwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
-                          const kcu_bf16 *v) {
-    const rt_cudnn_shape *s = &x->s;
+static bool cuda_dnn_check_fwd(rt_ctx *rt, cuda_dnn_shape_state *x, const kcu_bf16 *o, const kcu_bf16 *q,
+                               const kcu_bf16 *k, const kcu_bf16 *v) {
+    const cuda_cudnn_shape *s = &x->s;
     int64_t nq = s->b * s->S * s->H * s->Dh;
-    kcu_bf16 *ref = dnn_tmp(sizeof(kcu_bf16) * (size_t)nq);
+    kcu_bf16 *ref = cuda_dnn_tmp(sizeof(kcu_bf16) * (size_t)nq);
     if (!ref) {
-        dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
+        cuda_dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
         return false;
     }
     double rel = 0;
-    CU_CHECK(kcu_attention_fwd(ref, q, k, v, s->b, s->S, s->H, s->Hkv, s->Dh, rt_cu(rt)->cs));
-    bool ok = dnn_close(rt, o, ref, nq, &rel);
+    CU_CHECK(kcu_attention_fwd(ref, q, k, v, s->b, s->S, s->H, s->Hkv, s->Dh, cuda_state(rt)->cs));
+    bool ok = cuda_dnn_close(rt, o, ref, nq, &rel);
     CU_CHECK(cudaFree(ref));
     if (!ok) {
         char why[160];
         snprintf(why, sizeof why, "its forward differs from the basp kernels' (max error %.3g of max |o|, over 5e-2)",
                  rel);
-        dnn_refuse(rt, x, why);
+        cuda_dnn_refuse(rt, x, why);
     }
     return ok;
 }
 
-static bool dnn_check_bwd(rt_ctx *rt, dnn_shape_state *x, const kcu_bf16 *const got[3], const kcu_bf16 *dout,
-                          const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o) {
-    const rt_cudnn_shape *s = &x->s;
+static bool cuda_dnn_check_bwd(rt_ctx *rt, cuda_dnn_shape_state *x, const kcu_bf16 *const got[3], const kcu_bf16 *dout,
+                               const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o) {
+    const cuda_cudnn_shape *s = &x->s;
     int64_t nq = s->b * s->S * s->H * s->Dh, nkv = s->b * s->S * s->Hkv * s->Dh, n[3] = {nq, nkv, nkv};
     kcu_bf16 *ref[3] = {NULL, NULL, NULL};
     bool have = true;
-    for (int i = 0; i < 3; i++) have = have && (ref[i] = dnn_tmp(sizeof(kcu_bf16) * (size_t)n[i])) != NULL;
+    for (int i = 0; i < 3; i++) have = have && (ref[i] = cuda_dnn_tmp(sizeof(kcu_bf16) * (size_t)n[i])) != NULL;
     bool ok = have;
     double rel = 0;
     int bad = -1;
     if (have) {
-        float *ws = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(s->b, s->S, s->H) * sizeof(float));
+        float *ws = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(s->b, s->S, s->H) * sizeof(float));
         CU_CHECK(kcu_attention_bwd(ref[0], ref[1], ref[2], dout, q, k, v, o, s->b, s->S, s->H, s->Hkv, s->Dh, ws,
-                                   rt_cu(rt)->cs));
+                                   cuda_state(rt)->cs));
         for (int i = 0; i < 3 && ok; i++)
-            if (!dnn_close(rt, got[i], ref[i], n[i], &rel)) ok = false, bad = i;
+            if (!cuda_dnn_close(rt, got[i], ref[i], n[i], &rel)) ok = false, bad = i;
     }
     for (int i = 0; i < 3; i++)
         if (ref[i]) CU_CHECK(cudaFree(ref[i]));
     if (!have) {
-        dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
+        cuda_dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
     } else if (!ok) {
         const char *name[3] = {"dq", "dk", "dv"};
         char why[160];
         snprintf(why, sizeof why, "its backward differs from the basp kernels' (%s: max error %.3g of max |%s|, "
                  "over 5e-2)", name[bad], rel, name[bad]);
-        dnn_refuse(rt, x, why);
+        cuda_dnn_refuse(rt, x, why);
     }
     return ok;
 }
 
 /* ---- the calls ------------------------------------------------------------------------- */
 /* The shape's cuDNN workspace (CM_WS_CUDA_CUDNN). */
-static void *dnn_ws(rt_ctx *rt, const rt_cudnn_shape *s) {
-    size_t wsb = rt_cudnn_ws_bytes(rt_cu(rt)->dnn->c, s);
-    return rt_cu_ws(rt, CM_WS_CUDA_CUDNN, wsb ? wsb : 1);
+static void *cuda_dnn_ws(rt_ctx *rt, const cuda_cudnn_shape *s) {
+    size_t wsb = cuda_cudnn_ws_bytes(cuda_state(rt)->dnn->c, s);
+    return cuda_ws(rt, CM_WS_CUDA_CUDNN, wsb ? wsb : 1);
 }
 
 /* A failed execution (dir: "forward" or "backward"): fatal under
  * BASP_ATTENTION=cudnn, else the shape goes back to the basp kernels.
  * Returns false: the caller runs them. */
-static bool dnn_exec_failed(rt_ctx *rt, dnn_shape_state *x, const char *dir) {
-    rt_cudnn *c = rt_cu(rt)->dnn->c;
+static bool cuda_dnn_exec_failed(rt_ctx *rt, cuda_dnn_shape_state *x, const char *dir) {
+    cuda_cudnn *c = cuda_state(rt)->dnn->c;
     char sb[160];
-    RT_CHECK(rt_cu(rt)->attn_mode != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but the cuDNN %s of %s failed: %s",
-             dir, dnn_shape_str(&x->s, sb, sizeof sb), rt_cudnn_error(c));
-    dnn_refuse(rt, x, rt_cudnn_error(c));
+    RT_CHECK(cuda_state(rt)->attn_mode != CUDA_ATTN_CUDNN,
+             "attention: BASP_ATTENTION=cudnn, but the cuDNN %s of %s failed: %s", dir,
+             cuda_dnn_shape_str(&x->s, sb, sizeof sb), cuda_cudnn_error(c));
+    cuda_dnn_refuse(rt, x, cuda_cudnn_error(c));
     return false;
 }
 
-bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
-                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    rt_cuda *cu = rt_cu(rt);
-    struct rt_cu_dnn *d = cu->dnn;
+bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    rt_cuda_state *cu = cuda_state(rt);
+    struct cuda_dnn *d = cu->dnn;
     if (!d) return false;
-    rt_cudnn_shape s = {b, S, H, Hkv, Dh};
-    dnn_shape_state *x = dnn_shape(d, s);
-    if (!dnn_usable(rt, x)) return false;
-    dnn_stats *e = dnn_stats_slot(rt, o, &s);
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
+    if (!cuda_dnn_usable(rt, x)) return false;
+    cuda_dnn_stats *e = cuda_dnn_stats_slot(rt, o, &s);
     if (!e) return false;
-    if (rt_cudnn_fwd(d->c, &s, o, e->dev, q, k, v, dnn_ws(rt, &s)) != 0) return dnn_exec_failed(rt, x, "forward");
-    if (cu->attn_mode == RT_ATTN_AUTO && !x->fwd_checked) {
+    if (cuda_cudnn_fwd(d->c, &s, o, e->dev, q, k, v, cuda_dnn_ws(rt, &s)) != 0)
+        return cuda_dnn_exec_failed(rt, x, "forward");
+    if (cu->attn_mode == CUDA_ATTN_AUTO && !x->fwd_checked) {
         x->fwd_checked = true;
-        if (!dnn_check_fwd(rt, x, o, q, k, v)) return false;
+        if (!cuda_dnn_check_fwd(rt, x, o, q, k, v)) return false;
     }
     e->valid = true;
     return true;
 }
 
-bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
-                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
-                   int64_t Hkv, int64_t Dh) {
-    rt_cuda *cu = rt_cu(rt);
-    struct rt_cu_dnn *d = cu->dnn;
+bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                  const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
+                  int64_t Hkv, int64_t Dh) {
+    rt_cuda_state *cu = cuda_state(rt);
+    struct cuda_dnn *d = cu->dnn;
     if (!d) return false;
-    rt_cudnn_shape s = {b, S, H, Hkv, Dh};
-    dnn_shape_state *x = dnn_shape(d, s);
-    if (!dnn_usable(rt, x)) return false;
-    dnn_stats *e = dnn_stats_find(d, o);
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
+    if (!cuda_dnn_usable(rt, x)) return false;
+    cuda_dnn_stats *e = cuda_dnn_stats_find(d, o);
     if (!e || !e->valid || memcmp(&e->s, &s, sizeof s) != 0) {
         /* Its forward did not run through cuDNN (no memory for the
          * statistics): the basp backward recomputes what it needs. */
@@ -370,15 +372,15 @@ bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const k
         d->warned_nostats = true;
         return false;
     }
-    if (rt_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, dnn_ws(rt, &s)) != 0)
-        return dnn_exec_failed(rt, x, "backward");
+    if (cuda_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, cuda_dnn_ws(rt, &s)) != 0)
+        return cuda_dnn_exec_failed(rt, x, "backward");
     /* Consumed: the next forward may take the entry (stream order keeps
      * this backward's read before that forward's write). */
     e->valid = false;
-    if (cu->attn_mode == RT_ATTN_AUTO && !x->bwd_checked) {
+    if (cu->attn_mode == CUDA_ATTN_AUTO && !x->bwd_checked) {
         x->bwd_checked = true;
         const kcu_bf16 *got[3] = {dq, dk, dv};
-        if (!dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
+        if (!cuda_dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
     }
     return true;
 }

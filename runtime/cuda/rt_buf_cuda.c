@@ -30,11 +30,11 @@
 
 #include "rt_cuda.h"
 
-enum { RT_CU_ALIGN = 256 };
+enum { CUDA_ALIGN = 256 };
 
-static size_t rt_cu_align(size_t n) { return (n + RT_CU_ALIGN - 1) / RT_CU_ALIGN * RT_CU_ALIGN; }
+static size_t cuda_align(size_t n) { return (n + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
 
-int rt_cu_esize(const rt_value_desc *d) {
+int cuda_esize(const rt_value_desc *d) {
     if (d->dtype == RT_I32 || d->keep_f32) return 4;
     return d->rank == 0 ? 4 : 2;
 }
@@ -43,7 +43,7 @@ void rt_backend_preinit(void) {}
 
 /* One device per rank on a node: the local rank (MPI_COMM_TYPE_SHARED)
  * picks it, modulo the devices visible. */
-static void rt_cu_pick_device(rt_ctx *rt, rt_cuda *cu) {
+static void cuda_pick_device(rt_ctx *rt, rt_cuda_state *cu) {
     MPI_Comm local;
     RT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL, &local));
     RT_MPI(MPI_Comm_rank(local, &cu->local_rank));
@@ -56,7 +56,7 @@ static void rt_cu_pick_device(rt_ctx *rt, rt_cuda *cu) {
     CU_CHECK(cudaSetDevice(cu->device));
 }
 
-static void rt_cu_init_nccl(rt_ctx *rt, rt_cuda *cu) {
+static void cuda_init_nccl(rt_ctx *rt, rt_cuda_state *cu) {
     ncclUniqueId id;
     if (rt->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     RT_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
@@ -73,22 +73,26 @@ void rt_backend_init(rt_ctx *rt) {
         if (rt->rank == 0) fprintf(stderr, "warning: --split-wait is not supported by the CUDA backend; ignored\n");
         rt->opt.split_wait = false;
     }
-    rt_cuda *cu = RT_MALLOC(sizeof *cu);
+    rt_cuda_state *cu = RT_MALLOC(sizeof *cu);
     memset(cu, 0, sizeof *cu);
-    rt->dev = cu;
-    rt_cu_pick_device(rt, cu);
+    rt->be = cu;
+    /* Started collectives need no progress of their own: every collective of
+     * this backend runs on the communication stream (rt_comm_cuda.c). */
+    if (rt->p->started)
+        snprintf(rt->progress_note, sizeof rt->progress_note, "they run on the communication stream");
+    cuda_pick_device(rt, cu);
     CU_CHECK(cudaStreamCreateWithFlags(&cu->cs, cudaStreamNonBlocking));
     CU_CHECK(cudaStreamCreateWithFlags(&cu->ms, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&cu->blas));
     CUBLAS_CHECK(cublasSetStream(cu->blas, cu->cs));
     CU_CHECK(cudaEventCreateWithFlags(&cu->issued, cudaEventDisableTiming));
     CU_CHECK(cudaEventCreateWithFlags(&cu->comm_done, cudaEventDisableTiming));
-    rt_cu_init_nccl(rt, cu);
+    cuda_init_nccl(rt, cu);
     int nv = rt->p->nvalues;
     cu->ready = RT_MALLOC(sizeof(cudaEvent_t) * (size_t)(nv + 1));
     cu->pending = RT_MALLOC(sizeof(bool) * (size_t)(nv + 1));
-    cu->life = RT_MALLOC(sizeof(rt_cu_life) * (size_t)(nv + 1));
-    memset(cu->life, 0, sizeof(rt_cu_life) * (size_t)(nv + 1));
+    cu->life = RT_MALLOC(sizeof(cuda_life) * (size_t)(nv + 1));
+    memset(cu->life, 0, sizeof(cuda_life) * (size_t)(nv + 1));
     for (int v = 0; v < nv; v++) {
         CU_CHECK(cudaEventCreateWithFlags(&cu->ready[v], cudaEventDisableTiming));
         cu->pending[v] = false;
@@ -101,7 +105,7 @@ void rt_backend_init(rt_ctx *rt) {
 }
 
 void rt_backend_fini(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     if (!cu) return;
     CU_CHECK(cudaDeviceSynchronize());
     /* For the tests (train_vs_cpu.py --min-reuse-waits): how often buffer
@@ -118,7 +122,7 @@ void rt_backend_fini(rt_ctx *rt) {
         CU_CHECK(cudaEventDestroy(cu->timers[i].stop));
     }
 #ifdef BASP_HAVE_CUDNN
-    rt_cu_dnn_fini(rt); /* before the compute stream its handle uses goes */
+    cuda_dnn_fini(rt); /* before the compute stream its handle uses goes */
 #endif
     for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++) CU_CHECK(cudaFree(cu->ws[i]));
     for (int i = 0; i < cu->cap_sends; i++) CU_CHECK(cudaFree(cu->stage[i]));
@@ -138,25 +142,24 @@ void rt_backend_fini(rt_ctx *rt) {
     free(cu->send_ptr), free(cu->stage), free(cu->stage_bytes);
     free(cu->life), free(cu->over_at), free(cu->over);
     free(cu);
-    rt->dev = NULL;
+    rt->be = NULL;
     free(rt->buf), free(rt->opt_m), free(rt->opt_v);
     rt_mem_fini(rt);
-    free(rt->scratch[0]), free(rt->scratch[1]);
 }
 
 /* Bytes of value v's slot and of one fp32 tensor of pair i's state. */
-static size_t rt_cu_slot(const rt_value_desc *d) {
-    return rt_cu_align((size_t)d->local_elems * (size_t)rt_cu_esize(d));
+static size_t cuda_slot(const rt_value_desc *d) {
+    return cuda_align((size_t)d->local_elems * (size_t)cuda_esize(d));
 }
-static size_t rt_cu_state(const rt_program *p, int i) {
-    return rt_cu_align((size_t)p->values[p->opt[i].param].local_elems * 4);
+static size_t cuda_state_bytes(const rt_program *p, int i) {
+    return cuda_align((size_t)p->values[p->opt[i].param].local_elems * 4);
 }
 
 /* Without a plan: every value, then master, m, v per optimizer pair, each
  * in its own slot; the values in host memory in slots of the host arena
  * (*host its size). */
-static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off,
-                                 size_t *host) {
+static size_t cuda_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off,
+                                size_t *host) {
     size_t total = 0;
     *host = 0;
     for (int v = 0; v < p->nvalues; v++) {
@@ -165,8 +168,8 @@ static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_
     }
     size_t *otop = p->opt_on_host ? host : &total, most = 0;
     for (int i = 0; i < p->nopt; i++) {
-        opt_off[i] = *otop, *otop += 3 * rt_cu_state(p, i);
-        most = rt_cu_state(p, i) > most ? rt_cu_state(p, i) : most;
+        opt_off[i] = *otop, *otop += 3 * cuda_state_bytes(p, i);
+        most = cuda_state_bytes(p, i) > most ? cuda_state_bytes(p, i) : most;
     }
     if (p->opt_on_host) *host += most; /* the host update's staging, last (rt_opt_cuda.c) */
     return total;
@@ -179,22 +182,22 @@ static size_t rt_cu_layout_slots(const rt_program *p, const size_t *bytes, size_
  * optimizer region sharing bytes with a value, or staging areas, stop the
  * run here; slots that overlap only while both are live are caught by
  * rt_mem_touch. */
-static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off) {
+static size_t cuda_layout_plan(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off) {
     size_t total = (size_t)p->mem_arena_bytes, o = (size_t)p->mem_opt_offset, o0 = o;
     size_t ospace = p->opt_on_host ? (size_t)p->mem_host_bytes : total;
     const char *why = "this program was not planned for the CUDA backend (build it with baspc --target=cuda)";
     for (int v = 0; v < p->nvalues; v++) {
         size_t space = p->values[v].on_host ? (size_t)p->mem_host_bytes : total;
         off[v] = (size_t)p->values[v].offset;
-        RT_CHECK(p->values[v].offset >= 0 && off[v] % RT_CU_ALIGN == 0 && off[v] <= space && bytes[v] <= space - off[v],
+        RT_CHECK(p->values[v].offset >= 0 && off[v] % CUDA_ALIGN == 0 && off[v] <= space && bytes[v] <= space - off[v],
                  "the memory plan puts %s (%zu bytes) at offset %lld of a %zu-byte %s arena: %s", p->values[v].name,
                  bytes[v], (long long)p->values[v].offset, space, p->values[v].on_host ? "host" : "device", why);
     }
-    RT_CHECK(p->mem_opt_offset >= 0 && o % RT_CU_ALIGN == 0 && o <= ospace,
+    RT_CHECK(p->mem_opt_offset >= 0 && o % CUDA_ALIGN == 0 && o <= ospace,
              "the memory plan's optimizer state starts at offset %lld of a %zu-byte arena: %s",
              (long long)p->mem_opt_offset, ospace, why);
     for (int i = 0; i < p->nopt; i++) {
-        size_t n = 3 * rt_cu_state(p, i);
+        size_t n = 3 * cuda_state_bytes(p, i);
         RT_CHECK(n <= ospace - o, "the memory plan's optimizer state (fp32 master, m, v per pair) does not fit its "
                  "%zu-byte arena: %s", ospace, why);
         opt_off[i] = o, o += n;
@@ -217,32 +220,32 @@ static size_t rt_cu_layout_plan(const rt_program *p, const size_t *bytes, size_t
  * for the reuse fences below: sorted by offset, each slot meets the ones
  * that start before it ends.  Without a plan no two slots meet, and a value
  * comes back to life only in a later step, after the device synchronised. */
-typedef struct rt_cu_span {
+typedef struct cuda_span {
     size_t off, end;
     int v;
-} rt_cu_span;
+} cuda_span;
 
-static int rt_cu_span_cmp(const void *a, const void *b) {
-    const rt_cu_span *x = a, *y = b;
+static int cuda_span_cmp(const void *a, const void *b) {
+    const cuda_span *x = a, *y = b;
     return x->off < y->off ? -1 : x->off > y->off ? 1 : x->v - y->v;
 }
 
-static void rt_cu_overlaps(rt_ctx *rt, const size_t *off, const size_t *bytes) {
-    rt_cuda *cu = rt_cu(rt);
+static void cuda_overlaps(rt_ctx *rt, const size_t *off, const size_t *bytes) {
+    rt_cuda_state *cu = cuda_state(rt);
     int nv = rt->p->nvalues;
     cu->over_at = RT_MALLOC(sizeof(int) * (size_t)(nv + 1));
     memset(cu->over_at, 0, sizeof(int) * (size_t)(nv + 1));
     cu->over = NULL;
     if (!rt->planned) return;
-    rt_cu_span *sp = RT_MALLOC(sizeof *sp * (size_t)(nv + 1));
+    cuda_span *sp = RT_MALLOC(sizeof *sp * (size_t)(nv + 1));
     /* Host slots meet only host slots: their offsets are moved far above
      * every device byte. */
     const size_t host_base = (size_t)1 << 62;
     for (int v = 0; v < nv; v++) {
         size_t base = rt->p->values[v].on_host ? host_base : 0;
-        sp[v] = (rt_cu_span){base + off[v], base + off[v] + bytes[v], v};
+        sp[v] = (cuda_span){base + off[v], base + off[v] + bytes[v], v};
     }
-    qsort(sp, (size_t)nv, sizeof *sp, rt_cu_span_cmp);
+    qsort(sp, (size_t)nv, sizeof *sp, cuda_span_cmp);
     int *cnt = RT_MALLOC(sizeof(int) * (size_t)(nv + 1)), *at = RT_MALLOC(sizeof(int) * (size_t)(nv + 1));
     for (int pass = 0; pass < 2; pass++) {
         for (int v = 0; v < nv; v++) cnt[v] = 0;
@@ -272,7 +275,7 @@ static void rt_cu_overlaps(rt_ctx *rt, const size_t *off, const size_t *bytes) {
  * allocation of exactly its size. */
 void rt_arena_build(rt_ctx *rt) {
     const rt_program *p = rt->p;
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     size_t *off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
     size_t *opt_off = RT_MALLOC(sizeof(size_t) * (size_t)(p->nopt + 1));
     cu->slot_bytes = RT_MALLOC(sizeof(size_t) * (size_t)(p->nvalues + 1));
@@ -280,16 +283,16 @@ void rt_arena_build(rt_ctx *rt) {
     for (int v = 0; v < p->nvalues; v++) {
         const rt_value_desc *d = &p->values[v];
         RT_CHECK(d->local_elems >= 1, "value %s has %lld local elements", d->name, (long long)d->local_elems);
-        cu->slot_bytes[v] = rt_cu_slot(d);
+        cu->slot_bytes[v] = cuda_slot(d);
         if (!d->on_host) rt->cat_bytes[rt_value_cat(d)] += cu->slot_bytes[v];
     }
     /* The report's categories count one slot per buffer: with a plan, what
      * the plan saved against that. */
-    for (int i = 0; i < p->nopt && !p->opt_on_host; i++) rt->cat_bytes[RT_MEM_OPT] += 3 * rt_cu_state(p, i);
+    for (int i = 0; i < p->nopt && !p->opt_on_host; i++) rt->cat_bytes[RT_MEM_OPT] += 3 * cuda_state_bytes(p, i);
     bool planned = p->mem_arena_bytes > 0;
     size_t host = (size_t)p->mem_host_bytes;
-    size_t total = planned ? rt_cu_layout_plan(p, cu->slot_bytes, off, opt_off)
-                           : rt_cu_layout_slots(p, cu->slot_bytes, off, opt_off, &host);
+    size_t total = planned ? cuda_layout_plan(p, cu->slot_bytes, off, opt_off)
+                           : cuda_layout_slots(p, cu->slot_bytes, off, opt_off, &host);
     rt->arena_bytes = total;
     rt->host_bytes = host;
     if (host) {
@@ -298,7 +301,7 @@ void rt_arena_build(rt_ctx *rt) {
                  (double)host / (1 << 20), cudaGetErrorString(he));
         memset(rt->host_arena, 0, host);
     }
-    cudaError_t e = cudaMalloc((void **)&rt->arena, total ? total : RT_CU_ALIGN);
+    cudaError_t e = cudaMalloc((void **)&rt->arena, total ? total : CUDA_ALIGN);
     RT_CHECK(e == cudaSuccess, "cannot allocate the device arena: %.1f MiB on device %d: %s",
              (double)total / (1 << 20), cu->device, cudaGetErrorString(e));
     CU_CHECK(cudaMemset(rt->arena, 0, total));
@@ -317,7 +320,7 @@ void rt_arena_build(rt_ctx *rt) {
     size_t opt_end = 0;
     char *opt_base = p->opt_on_host ? rt->host_arena : rt->arena;
     for (int i = 0; i < p->nopt; i++) {
-        size_t n = rt_cu_state(p, i);
+        size_t n = cuda_state_bytes(p, i);
         cu->master[i] = (float *)(void *)(opt_base + opt_off[i]);
         rt->opt_m[i] = (float *)(void *)(opt_base + opt_off[i] + n);
         rt->opt_v[i] = (float *)(void *)(opt_base + opt_off[i] + 2 * n);
@@ -335,13 +338,13 @@ void rt_arena_build(rt_ctx *rt) {
     } else {
         rt_mem_reach(rt, opt_end);
     }
-    rt_cu_overlaps(rt, off, cu->slot_bytes);
+    cuda_overlaps(rt, off, cu->slot_bytes);
     free(off);
     free(opt_off);
 }
 
 const char *rt_backend_timing_note(const rt_ctx *rt) {
-    const rt_cuda *cu = rt->dev;
+    const rt_cuda_state *cu = rt->be;
     return cu && !cu->sync_timing ? "the host's time in each kind's calls: kernels run asynchronously, so a "
                                     "kind's device time lands on whichever call waits next; --profile FILE "
                                     "times each kind on the device"
@@ -349,18 +352,18 @@ const char *rt_backend_timing_note(const rt_ctx *rt) {
 }
 
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
-    const rt_cuda *cu = rt->dev;
+    const rt_cuda_state *cu = rt->be;
     size_t n = 0;
     for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++) n += cu->ws_bytes[i];
     for (int i = 0; i < cu->cap_sends; i++) n += cu->stage_bytes[i];
 #ifdef BASP_HAVE_CUDNN
-    n += rt_cu_dnn_bytes(rt); /* the attention forwards' softmax statistics */
+    n += cuda_dnn_bytes(rt); /* the attention forwards' softmax statistics */
 #endif
     return n;
 }
 
-void *rt_cu_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
-    rt_cuda *cu = rt_cu(rt);
+void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
+    rt_cuda_state *cu = cuda_state(rt);
     if (bytes > cu->ws_bytes[slot]) {
         /* No kernel or collective on either stream may still use the old one. */
         CU_CHECK(cudaDeviceSynchronize());
@@ -373,20 +376,10 @@ void *rt_cu_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
     return cu->ws[slot];
 }
 
-void *rt_cu_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes) {
-    void *dev = rt_cu_ws(rt, slot, bytes > 0 ? bytes : 1);
-    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, rt_cu(rt)->cs));
+void *cuda_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes) {
+    void *dev = cuda_ws(rt, slot, bytes > 0 ? bytes : 1);
+    if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cuda_state(rt)->cs));
     return dev;
-}
-
-/* Host scratch (no CUDA file uses it; kept for host-core code). */
-void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
-    if (bytes > rt->scratch_bytes[which]) {
-        free(rt->scratch[which]);
-        rt->scratch[which] = RT_MALLOC(bytes);
-        rt->scratch_bytes[which] = bytes;
-    }
-    return rt->scratch[which];
 }
 
 /* ---- buffers: opaque device pointers ----------------------------------------------
@@ -402,133 +395,121 @@ void *rt_scratch(rt_ctx *rt, int which, size_t bytes) {
  * every access the *other* stream made to any dead value whose slot shares
  * a byte with it.
  *
- * Bookkeeping, per value (rt_cu_life): `acc`, the streams that touched it
- * in this life (rt_cu_use: cs; rt_cu_coll_use: ms); ready[v], recorded on
- * ms after every collective that reads or writes it (rt_cu_coll_done), so
+ * Bookkeeping, per value (cuda_life): `acc`, the streams that touched it
+ * in this life (cuda_use: cs; cuda_coll_use: ms); ready[v], recorded on
+ * ms after every collective that reads or writes it (cuda_coll_done), so
  * it marks the end of its last ms access.  rt_free turns `acc` into
  * `dirty` and notes the two fence counters.  When a value is first touched
- * on a stream in its life (rt_cu_scan), the stream looks at the values that
+ * on a stream in its life (cuda_scan), the stream looks at the values that
  * overlap it (over[], precomputed from the static plan, itself included):
  *   - cs, for each one dirty on ms: waits for its ready event -- only for
  *     the latest recorded of them, since ms runs in order -- unless cs has
- *     waited for all of ms since it was freed (rt_cu_wait_comm, counted in
+ *     waited for all of ms since it was freed (cuda_wait_comm, counted in
  *     ms_fences);
  *   - ms, for each one dirty on cs: follows everything issued on cs so far
  *     (one event) unless it already did since the value was freed
- *     (rt_cu_follow_cs, counted in cs_fences).  Every collective starts by
+ *     (cuda_follow_cs, counted in cs_fences).  Every collective starts by
  *     following cs, so in today's code this never costs a wait; the check
  *     keeps reuse safe if collectives one day wait only for their inputs.
  * A cleared flag stays cleared for every later value on those bytes: the
  * stream has passed that point for good.  A deferred send (rt_comm_cuda.c)
  * goes to NCCL only at the next receive or the end of the step, after its
  * value may have been freed; rt_free first copies such a value on ms
- * (rt_cu_stage_sends) so that the copy is its last ms access.  The step
+ * (cuda_stage_sends) so that the copy is its last ms access.  The step
  * ends with a device synchronisation, which satisfies every fence
- * (rt_cu_synced).  Cost: host bookkeeping over the overlap lists and at
+ * (cuda_synced).  Cost: host bookkeeping over the overlap lists and at
  * most one event wait per value and stream; no device synchronisation. */
-void rt_cu_follow_cs(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+void cuda_follow_cs(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaEventRecord(cu->issued, cu->cs));
     CU_CHECK(cudaStreamWaitEvent(cu->ms, cu->issued, 0));
     cu->cs_fences++;
 }
 
-void rt_cu_wait_comm(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+void cuda_wait_comm(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaEventRecord(cu->comm_done, cu->ms));
     CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->comm_done, 0));
     cu->ms_fences++;
 }
 
-void rt_cu_coll_done(rt_ctx *rt, int v, bool output) {
-    rt_cuda *cu = rt_cu(rt);
+void cuda_coll_done(rt_ctx *rt, int v, bool output) {
+    rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaEventRecord(cu->ready[v], cu->ms));
     cu->life[v].ready_seq = ++cu->ms_recs;
     if (output) cu->pending[v] = true;
 }
 
-void rt_cu_synced(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+void cuda_synced(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
     for (int v = 0; v < rt->p->nvalues; v++) {
         cu->pending[v] = false;
         cu->life[v].acc = cu->life[v].dirty = 0;
     }
 }
 
-/* Stream s (RT_CU_CS or RT_CU_MS) touches v for the first time in its life. */
-static void rt_cu_scan(rt_ctx *rt, int v, int s) {
-    rt_cuda *cu = rt_cu(rt);
-    rt_cu_life *L = &cu->life[v];
+/* Stream s (CUDA_CS or CUDA_MS) touches v for the first time in its life. */
+static void cuda_scan(rt_ctx *rt, int v, int s) {
+    rt_cuda_state *cu = cuda_state(rt);
+    cuda_life *L = &cu->life[v];
     if (L->scanned & s) return;
     L->scanned |= (uint8_t)s;
-    int other = s == RT_CU_CS ? RT_CU_MS : RT_CU_CS, wait = -1;
+    int other = s == CUDA_CS ? CUDA_MS : CUDA_CS, wait = -1;
     for (int k = cu->over_at[v]; k < cu->over_at[v + 1]; k++) {
-        rt_cu_life *W = &cu->life[cu->over[k]];
+        cuda_life *W = &cu->life[cu->over[k]];
         if (!(W->dirty & other)) continue;
         W->dirty &= (uint8_t)~other;
-        if (s == RT_CU_CS ? W->mark_ms < cu->ms_fences : W->mark_cs < cu->cs_fences) continue;
+        if (s == CUDA_CS ? W->mark_ms < cu->ms_fences : W->mark_cs < cu->cs_fences) continue;
         if (wait < 0 || W->ready_seq > cu->life[wait].ready_seq) wait = cu->over[k];
     }
     if (wait < 0) return;
-    if (s == RT_CU_CS) CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[wait], 0));
-    else rt_cu_follow_cs(rt);
-    cu->reuse_waits[s == RT_CU_CS ? 0 : 1]++;
+    if (s == CUDA_CS) CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[wait], 0));
+    else cuda_follow_cs(rt);
+    cu->reuse_waits[s == CUDA_CS ? 0 : 1]++;
 }
 
 /* Value v is touched on stream s: live from now on (checking the plan),
  * fenced against the earlier users of its bytes. */
-static void rt_cu_touch(rt_ctx *rt, int v, int s) {
-    rt_cuda *cu = rt_cu(rt);
+static void cuda_touch(rt_ctx *rt, int v, int s) {
+    rt_cuda_state *cu = cuda_state(rt);
     RT_CHECK(v >= 0 && v < rt->p->nvalues, "value index %d out of range", v);
     if (!rt->live[v]) cu->life[v].acc = cu->life[v].scanned = 0;
     rt_mem_touch(rt, v);
-    rt_cu_scan(rt, v, s);
+    cuda_scan(rt, v, s);
     cu->life[v].acc |= (uint8_t)s;
 }
 
-void *rt_cu_use(rt_ctx *rt, int v) {
-    rt_cuda *cu = rt_cu(rt);
-    rt_cu_touch(rt, v, RT_CU_CS);
+void *cuda_use(rt_ctx *rt, int v) {
+    rt_cuda_state *cu = cuda_state(rt);
+    cuda_touch(rt, v, CUDA_CS);
     if (cu->pending[v]) {
         CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[v], 0));
         cu->pending[v] = false;
-        cu->life[v].acc &= (uint8_t)~RT_CU_MS; /* cs now follows every ms access of v so far */
+        cu->life[v].acc &= (uint8_t)~CUDA_MS; /* cs now follows every ms access of v so far */
     }
     return rt->buf[v];
 }
 
-void *rt_cu_coll_use(rt_ctx *rt, int v) {
-    rt_cu_touch(rt, v, RT_CU_MS);
+void *cuda_coll_use(rt_ctx *rt, int v) {
+    cuda_touch(rt, v, CUDA_MS);
     return rt->buf[v];
 }
 
-/* The generated program only passes these pointers on to rt_ calls; they
- * point to device memory holding bf16 (or int32) elements. */
-float *rt_f32(rt_ctx *rt, int value) {
-    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
-    RT_CHECK(rt->p->values[value].dtype == RT_F32, "value %s is not f32", rt->p->values[value].name);
-    return rt_cu_use(rt, value);
-}
+/* rt_f32/rt_i32 (core/rt_mem.c): the generated program only passes these
+ * pointers on to rt_ calls; they point to device memory holding bf16 (or
+ * int32) elements. */
+void *rt_backend_buffer(rt_ctx *rt, int v) { return cuda_use(rt, v); }
 
-int32_t *rt_i32(rt_ctx *rt, int value) {
-    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
-    RT_CHECK(rt->p->values[value].dtype == RT_I32, "value %s is not i32", rt->p->values[value].name);
-    return rt_cu_use(rt, value);
-}
-
-/* The value is dead: its bytes may hold a later value once the streams that
- * touched it are done (the fences above). */
-void rt_free(rt_ctx *rt, int value) {
-    rt_cuda *cu = rt_cu(rt);
-    RT_CHECK(value >= 0 && value < rt->p->nvalues, "value index %d out of range", value);
-    if (!rt->live[value]) return;
-    rt_cu_life *L = &cu->life[value];
-    if (L->nsend && rt->planned) rt_cu_stage_sends(rt, value);
-    if (L->acc & RT_CU_CS) L->mark_cs = cu->cs_fences;
-    if (L->acc & RT_CU_MS) L->mark_ms = cu->ms_fences;
+/* rt_free (core/rt_mem.c), for a live value: its bytes may hold a later
+ * value once the streams that touched it are done (the fences above). */
+void rt_backend_free(rt_ctx *rt, int v) {
+    rt_cuda_state *cu = cuda_state(rt);
+    cuda_life *L = &cu->life[v];
+    if (L->nsend && rt->planned) cuda_stage_sends(rt, v);
+    if (L->acc & CUDA_CS) L->mark_cs = cu->cs_fences;
+    if (L->acc & CUDA_MS) L->mark_ms = cu->ms_fences;
     L->dirty |= L->acc;
     L->acc = 0;
-    rt_mem_release(rt, value);
 }
 
 /* ---- host access: synchronous, fp32 <-> bf16 on the host ----------------------------
@@ -536,38 +517,38 @@ void rt_free(rt_ctx *rt, int value) {
  * cudaMemcpy from pageable memory runs on the legacy stream and may return
  * before its DMA lands, and the non-blocking streams do not wait for the
  * legacy one, so the next kernel could read the old contents. */
-static void rt_cu_copy(rt_ctx *rt, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
-    rt_cuda *cu = rt_cu(rt);
+static void cuda_copy(rt_ctx *rt, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
 
 /* The direction of a copy to or from the optimizer state: host to host
  * when it is offloaded (pinned host arena). */
-static enum cudaMemcpyKind rt_cu_opt_kind(const rt_ctx *rt, bool to_host) {
+static enum cudaMemcpyKind cuda_opt_kind(const rt_ctx *rt, bool to_host) {
     if (rt->p->opt_on_host) return cudaMemcpyHostToHost;
     return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
 }
 
 /* The same for value v's buffer: host to host for an offloaded value (a
  * gradient the host update reads, --save-grads and the non-finite guard). */
-static enum cudaMemcpyKind rt_cu_val_kind(const rt_ctx *rt, int v, bool to_host) {
+static enum cudaMemcpyKind cuda_val_kind(const rt_ctx *rt, int v, bool to_host) {
     if (rt->p->values[v].on_host) return cudaMemcpyHostToHost;
     return to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
 }
 
 void rt_host_read(rt_ctx *rt, int v, void *dst) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     const rt_value_desc *d = &rt->p->values[v];
     size_t n = (size_t)d->local_elems;
     CU_CHECK(cudaDeviceSynchronize());
     if (cu->opt_of[v] >= 0) { /* a trained parameter: its fp32 master */
-        rt_cu_copy(rt, dst, cu->master[cu->opt_of[v]], n * 4, rt_cu_opt_kind(rt, true));
-    } else if (rt_cu_esize(d) == 4) {
-        rt_cu_copy(rt, dst, rt->buf[v], n * 4, rt_cu_val_kind(rt, v, true));
+        cuda_copy(rt, dst, cu->master[cu->opt_of[v]], n * 4, cuda_opt_kind(rt, true));
+    } else if (cuda_esize(d) == 4) {
+        cuda_copy(rt, dst, rt->buf[v], n * 4, cuda_val_kind(rt, v, true));
     } else {
         kcu_bf16 *tmp = RT_MALLOC(n * 2);
-        rt_cu_copy(rt, tmp, rt->buf[v], n * 2, rt_cu_val_kind(rt, v, true));
+        cuda_copy(rt, tmp, rt->buf[v], n * 2, cuda_val_kind(rt, v, true));
         float *f = dst;
         for (size_t i = 0; i < n; i++) f[i] = kcu_host_from_bf16(tmp[i]);
         free(tmp);
@@ -575,32 +556,32 @@ void rt_host_read(rt_ctx *rt, int v, void *dst) {
 }
 
 void rt_host_write(rt_ctx *rt, int v, const void *src) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     const rt_value_desc *d = &rt->p->values[v];
     size_t n = (size_t)d->local_elems;
     CU_CHECK(cudaDeviceSynchronize());
-    if (cu->opt_of[v] >= 0) rt_cu_copy(rt, cu->master[cu->opt_of[v]], src, n * 4, rt_cu_opt_kind(rt, false));
-    if (rt_cu_esize(d) == 4) {
-        rt_cu_copy(rt, rt->buf[v], src, n * 4, rt_cu_val_kind(rt, v, false));
+    if (cu->opt_of[v] >= 0) cuda_copy(rt, cu->master[cu->opt_of[v]], src, n * 4, cuda_opt_kind(rt, false));
+    if (cuda_esize(d) == 4) {
+        cuda_copy(rt, rt->buf[v], src, n * 4, cuda_val_kind(rt, v, false));
         return;
     }
     kcu_bf16 *tmp = RT_MALLOC(n * 2);
     const float *f = src;
     for (size_t i = 0; i < n; i++) tmp[i] = kcu_host_to_bf16(f[i]);
-    rt_cu_copy(rt, rt->buf[v], tmp, n * 2, rt_cu_val_kind(rt, v, false));
+    cuda_copy(rt, rt->buf[v], tmp, n * 2, cuda_val_kind(rt, v, false));
     free(tmp);
 }
 
 void rt_host_read_opt(rt_ctx *rt, int pair, float *m, float *v) {
     size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
     CU_CHECK(cudaDeviceSynchronize());
-    rt_cu_copy(rt, m, rt->opt_m[pair], n, rt_cu_opt_kind(rt, true));
-    rt_cu_copy(rt, v, rt->opt_v[pair], n, rt_cu_opt_kind(rt, true));
+    cuda_copy(rt, m, rt->opt_m[pair], n, cuda_opt_kind(rt, true));
+    cuda_copy(rt, v, rt->opt_v[pair], n, cuda_opt_kind(rt, true));
 }
 
 void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v) {
     size_t n = (size_t)rt->p->values[rt->p->opt[pair].param].local_elems * 4;
     CU_CHECK(cudaDeviceSynchronize());
-    rt_cu_copy(rt, rt->opt_m[pair], m, n, rt_cu_opt_kind(rt, false));
-    rt_cu_copy(rt, rt->opt_v[pair], v, n, rt_cu_opt_kind(rt, false));
+    cuda_copy(rt, rt->opt_m[pair], m, n, cuda_opt_kind(rt, false));
+    cuda_copy(rt, rt->opt_v[pair], v, n, cuda_opt_kind(rt, false));
 }

@@ -1,11 +1,11 @@
 /* rt_comm_cuda.c — the collectives of basp_rt.h on NCCL, on the
  * communication stream (rt_cuda.h explains the stream discipline).
  *
- * Shapes, checks and the all_to_all geometry are the CPU backend's
- * (rt_coll.c); only the data movement differs: pack kernels build one
- * contiguous chunk per peer, grouped ncclSend/ncclRecv exchange them (per
- * peer counts, so uneven splits need nothing special), unpack kernels place
- * (or, under fanin, sum) them.  Data travel as bf16 (fp32 for scalars).
+ * Shapes, checks and the all_to_all geometry are core's, shared with the
+ * CPU backend (core/rt_coll.c); only the data movement differs: pack
+ * kernels build one contiguous chunk per peer, grouped ncclSend/ncclRecv
+ * exchange them (per peer counts, so uneven splits need nothing special),
+ * unpack kernels place (or, under fanin, sum) them.  Data travel as bf16 (fp32 for scalars).
  * Each collective's time is measured with CUDA events and added to the
  * counters when the step finishes. */
 #include <stdlib.h>
@@ -13,20 +13,20 @@
 
 #include "rt_cuda.h"
 
-static ncclDataType_t rt_cu_nccl_type(const rt_value_desc *d) {
+static ncclDataType_t cuda_nccl_type(const rt_value_desc *d) {
     if (d->dtype == RT_I32) return ncclInt32;
-    return rt_cu_esize(d) == 4 ? ncclFloat32 : ncclBfloat16;
+    return cuda_esize(d) == 4 ? ncclFloat32 : ncclBfloat16;
 }
 
 /* The communication stream waits for every kernel issued so far (the
  * inputs), and the timer starts.  The caller then names its inputs and
- * outputs with rt_cu_coll_use (liveness, reuse fences) before queueing. */
-static int rt_cu_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
-    rt_cuda *cu = rt_cu(rt);
-    rt_cu_follow_cs(rt);
+ * outputs with cuda_coll_use (liveness, reuse fences) before queueing. */
+static int cuda_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
+    rt_cuda_state *cu = cuda_state(rt);
+    cuda_follow_cs(rt);
     if (cu->ntimers == cu->cap_timers) {
         int cap = cu->cap_timers ? 2 * cu->cap_timers : 64;
-        cu->timers = realloc(cu->timers, sizeof(rt_cu_timer) * (size_t)cap);
+        cu->timers = realloc(cu->timers, sizeof(cuda_timer) * (size_t)cap);
         RT_CHECK(cu->timers, "out of memory");
         for (int i = cu->cap_timers; i < cap; i++) {
             CU_CHECK(cudaEventCreate(&cu->timers[i].start));
@@ -34,7 +34,7 @@ static int rt_cu_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
         }
         cu->cap_timers = cap;
     }
-    rt_cu_timer *t = &cu->timers[cu->ntimers];
+    cuda_timer *t = &cu->timers[cu->ntimers];
     t->kind = kind;
     CU_CHECK(cudaEventRecord(t->start, cu->ms));
     return cu->ntimers++;
@@ -43,19 +43,19 @@ static int rt_cu_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
 /* The timer stops; each input and output records that this collective is
  * its last ms access (the reuse fences), and the outputs become pending
  * until a kernel uses them. */
-static void rt_cu_coll_end(rt_ctx *rt, int timer, const int *ins, int nin, const int *outs, int nout,
-                           int64_t bytes) {
-    rt_cuda *cu = rt_cu(rt);
+static void cuda_coll_end(rt_ctx *rt, int timer, const int *ins, int nin, const int *outs, int nout,
+                          int64_t bytes) {
+    rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaEventRecord(cu->timers[timer].stop, cu->ms));
-    for (int i = 0; i < nin; i++) rt_cu_coll_done(rt, ins[i], false);
-    for (int i = 0; i < nout; i++) rt_cu_coll_done(rt, outs[i], true);
+    for (int i = 0; i < nin; i++) cuda_coll_done(rt, ins[i], false);
+    for (int i = 0; i < nout; i++) cuda_coll_done(rt, outs[i], true);
     rt_coll_count(rt, cu->timers[timer].kind, bytes, 0.0);
 }
 
-static size_t rt_cu_bytes(const rt_value_desc *d) { return (size_t)d->local_elems * (size_t)rt_cu_esize(d); }
+static size_t cuda_bytes(const rt_value_desc *d) { return (size_t)d->local_elems * (size_t)cuda_esize(d); }
 
 /* ---- all_to_all ------------------------------------------------------------------- */
-static kcu_a2a rt_cu_pack_geom(const rt_a2a_geom *G, int q) {
+static kcu_a2a cuda_pack_geom(const rt_a2a_geom *G, int q) {
     int64_t base = rt_a2a_send_base(G, q), ns = rt_dim_len(G->p, G->yd, G->split, (int)G->spos0 + q);
     kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fo, G->xs0, G->a_split};
     k.ca = G->a_split ? ns : G->lxc;
@@ -63,7 +63,7 @@ static kcu_a2a rt_cu_pack_geom(const rt_a2a_geom *G, int q) {
     return k;
 }
 
-static kcu_a2a rt_cu_unpack_geom(const rt_a2a_geom *G, int p) {
+static kcu_a2a cuda_unpack_geom(const rt_a2a_geom *G, int p) {
     int64_t base = rt_a2a_recv_base(G, p), nc = rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
     kcu_a2a k = {G->O, G->M, G->I, G->xa, G->xb, G->ya, G->yb, 0, 0, base, G->fi, G->yc0, G->a_split};
     k.ca = G->a_split ? G->nvy : nc;
@@ -73,34 +73,28 @@ static kcu_a2a rt_cu_unpack_geom(const rt_a2a_geom *G, int p) {
 
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
     rt_a2a_geom G[RT_A2A_MAX];
     rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
     const rt_value_desc *d0 = &rt->p->values[ins[0]];
-    int es = rt_cu_esize(d0);
+    int es = cuda_esize(d0);
     int64_t *scnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K, *rdis = rcnt + K;
-    int64_t stot = 0, rtot = 0, sent = 0;
-    for (int q = 0; q < K; q++) {
-        scnt[q] = rcnt[q] = 0;
-        for (int i = 0; i < n; i++) scnt[q] += rt_a2a_send_count(&G[i], q), rcnt[q] += rt_a2a_recv_count(&G[i], q);
-        sdis[q] = stot, rdis[q] = rtot;
-        stot += scnt[q], rtot += rcnt[q];
-        if (q != me) sent += scnt[q];
-    }
-    int timer = rt_cu_coll_begin(rt, RT_C_ALL_TO_ALL);
-    for (int i = 0; i < n; i++) rt_cu_coll_use(rt, ins[i]), rt_cu_coll_use(rt, outs[i]);
-    char *sbuf = rt_cu_ws(rt, CM_WS_CUDA_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
-    char *rbuf = rt_cu_ws(rt, CM_WS_CUDA_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
+    rt_a2a_sizes z = rt_a2a_counts(G, n, K, me, scnt);
+    int64_t stot = z.stot, rtot = z.rtot, sent = z.sent;
+    int timer = cuda_coll_begin(rt, RT_C_ALL_TO_ALL);
+    for (int i = 0; i < n; i++) cuda_coll_use(rt, ins[i]), cuda_coll_use(rt, outs[i]);
+    char *sbuf = cuda_ws(rt, CM_WS_CUDA_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
+    char *rbuf = cuda_ws(rt, CM_WS_CUDA_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
     for (int q = 0; q < K; q++) { /* chunk q: the n pairs' pieces for peer q, one after the other */
         int64_t off = sdis[q];
         for (int i = 0; i < n; i++) {
-            kcu_a2a k = rt_cu_pack_geom(&G[i], q);
+            kcu_a2a k = cuda_pack_geom(&G[i], q);
             CU_CHECK(kcu_a2a_pack(sbuf + off * es, rt->buf[ins[i]], &k, es, cu->ms));
             off += rt_a2a_send_count(&G[i], q);
         }
     }
-    ncclDataType_t t = rt_cu_nccl_type(d0);
+    ncclDataType_t t = cuda_nccl_type(d0);
     CU_CHECK(cudaMemcpyAsync(rbuf + rdis[me] * es, sbuf + sdis[me] * es, (size_t)scnt[me] * (size_t)es,
                              cudaMemcpyDeviceToDevice, cu->ms));
     if (K > 1) {
@@ -113,23 +107,23 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
         NCCL_CHECK(ncclGroupEnd());
     }
     for (int i = 0; i < n; i++) {
-        if (G[i].fi > 1) CU_CHECK(cudaMemsetAsync(rt->buf[outs[i]], 0, rt_cu_bytes(&rt->p->values[outs[i]]), cu->ms));
+        if (G[i].fi > 1) CU_CHECK(cudaMemsetAsync(rt->buf[outs[i]], 0, cuda_bytes(&rt->p->values[outs[i]]), cu->ms));
         for (int p = 0; p < K; p++) { /* pair i's piece inside peer p's chunk */
             int64_t o = rdis[p];
             for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&G[j], p);
-            kcu_a2a k = rt_cu_unpack_geom(&G[i], p);
+            kcu_a2a k = cuda_unpack_geom(&G[i], p);
             CU_CHECK(kcu_a2a_unpack(rt->buf[outs[i]], rbuf + o * es, &k, es, cu->ms));
         }
     }
     free(scnt);
-    rt_cu_coll_end(rt, timer, ins, n, outs, n, sent * es);
+    cuda_coll_end(rt, timer, ins, n, outs, n, sent * es);
 }
 
 /* ---- all_gather / reduce_scatter / all_reduce ----------------------------------------- */
 /* Blocks of K gathered (or to-be-scattered) shards are rank-major: along an
  * inner dim they are interleaved per outer index with one box copy each. */
-static void rt_cu_interleave(rt_ctx *rt, char *dst, const char *src, int64_t O, int64_t run, int K, int es,
-                             bool gather) {
+static void cuda_interleave(rt_ctx *rt, char *dst, const char *src, int64_t O, int64_t run, int K, int es,
+                            bool gather) {
     for (int k = 0; k < K; k++) {
         kcu_box bx = {.nd = 2, .box = {O, run}};
         int64_t blk[2] = {O, run}, full[2] = {O, run * K}, at[2] = {0, k * run};
@@ -139,71 +133,65 @@ static void rt_cu_interleave(rt_ctx *rt, char *dst, const char *src, int64_t O, 
         memcpy(bx.ddims, gather ? full : blk, sizeof blk);
         memcpy(bx.soff, gather ? (int64_t[2]){0, 0} : at, sizeof at);
         memcpy(bx.doff, gather ? at : (int64_t[2]){0, 0}, sizeof at);
-        CU_CHECK(kcu_copy_box(d, s, &bx, es, rt_cu(rt)->ms));
+        CU_CHECK(kcu_copy_box(d, s, &bx, es, cuda_state(rt)->ms));
     }
 }
 
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_cuda *cu = rt_cu(rt);
-    int K = rt_coll_set_size(rt, g);
-    rt_check_dim_coll(rt, "all_gather", g, dim, in, out);
-    const rt_value_desc *xd = &rt->p->values[in];
-    int64_t lx[RT_MAX_RANK], O, I, n = xd->local_elems;
-    int nd = rt_local_dims(rt, in, lx), es = rt_cu_esize(xd);
-    rt_outer_inner(lx, nd, dim, &O, &I);
-    int timer = rt_cu_coll_begin(rt, RT_C_ALL_GATHER);
-    rt_cu_coll_use(rt, in), rt_cu_coll_use(rt, out);
+    rt_cuda_state *cu = cuda_state(rt);
+    rt_dimcoll C = rt_dimcoll_plan(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
+    int K = C.K, es = cuda_esize(C.d);
+    int64_t O = C.O, n = C.n;
+    int timer = cuda_coll_begin(rt, RT_C_ALL_GATHER);
+    cuda_coll_use(rt, in), cuda_coll_use(rt, out);
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     } else {
-        char *dst = O == 1 ? rt->buf[out] : rt_cu_ws(rt, CM_WS_CUDA_COMM, (size_t)(n * K) * es);
-        NCCL_CHECK(ncclAllGather(rt->buf[in], dst, (size_t)n, rt_cu_nccl_type(xd), cu->comm[g], cu->ms));
-        if (O > 1) rt_cu_interleave(rt, rt->buf[out], dst, O, lx[dim] * I, K, es, true);
+        char *dst = O == 1 ? rt->buf[out] : cuda_ws(rt, CM_WS_CUDA_COMM, (size_t)(n * K) * es);
+        NCCL_CHECK(ncclAllGather(rt->buf[in], dst, (size_t)n, cuda_nccl_type(C.d), cu->comm[g], cu->ms));
+        if (O > 1) cuda_interleave(rt, rt->buf[out], dst, O, C.run, K, es, true);
     }
-    rt_cu_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
+    cuda_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
-    rt_cuda *cu = rt_cu(rt);
-    int K = rt_coll_set_size(rt, g);
-    rt_check_dim_coll(rt, "reduce_scatter", g, dim, out, in);
-    const rt_value_desc *yd = &rt->p->values[out];
-    RT_CHECK(yd->dtype == RT_F32, "reduce_scatter %s: needs f32", yd->name);
-    int64_t ly[RT_MAX_RANK], O, I, n = yd->local_elems;
-    int nd = rt_local_dims(rt, out, ly), es = rt_cu_esize(yd);
-    rt_outer_inner(ly, nd, dim, &O, &I);
-    int timer = rt_cu_coll_begin(rt, RT_C_REDUCE_SCATTER);
-    rt_cu_coll_use(rt, in), rt_cu_coll_use(rt, out);
+    rt_cuda_state *cu = cuda_state(rt);
+    rt_dimcoll C = rt_dimcoll_plan(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
+    int K = C.K, es = cuda_esize(C.d);
+    int64_t O = C.O, n = C.n;
+    int timer = cuda_coll_begin(rt, RT_C_REDUCE_SCATTER);
+    cuda_coll_use(rt, in), cuda_coll_use(rt, out);
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     } else {
         const char *src = rt->buf[in];
         if (O > 1) { /* make each destination's block contiguous */
-            char *tmp = rt_cu_ws(rt, CM_WS_CUDA_COMM, (size_t)(n * K) * es);
-            rt_cu_interleave(rt, tmp, src, O, ly[dim] * I, K, es, false);
+            char *tmp = cuda_ws(rt, CM_WS_CUDA_COMM, (size_t)(n * K) * es);
+            cuda_interleave(rt, tmp, src, O, C.run, K, es, false);
             src = tmp;
         }
-        NCCL_CHECK(ncclReduceScatter(src, rt->buf[out], (size_t)n, rt_cu_nccl_type(yd), ncclSum, cu->comm[g], cu->ms));
+        NCCL_CHECK(ncclReduceScatter(src, rt->buf[out], (size_t)n, cuda_nccl_type(C.d), ncclSum, cu->comm[g], cu->ms));
     }
-    rt_cu_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
+    cuda_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
 }
 
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     int K = rt_coll_set_size(rt, g);
     rt_check_even(rt, "all_reduce", in);
     rt_check_even(rt, "all_reduce", out);
     const rt_value_desc *xd = rt_coll_val(rt, in), *yd = rt_coll_val(rt, out);
     RT_CHECK(xd->local_elems == yd->local_elems && xd->dtype == RT_F32 && yd->dtype == RT_F32 &&
-                 rt_cu_esize(xd) == rt_cu_esize(yd),
+                 cuda_esize(xd) == cuda_esize(yd),
              "all_reduce %s -> %s: needs two f32 values of one size", xd->name, yd->name);
     int64_t n = xd->local_elems;
-    int es = rt_cu_esize(xd);
-    int timer = rt_cu_coll_begin(rt, RT_C_ALL_REDUCE);
-    rt_cu_coll_use(rt, in), rt_cu_coll_use(rt, out);
+    int es = cuda_esize(xd);
+    int timer = cuda_coll_begin(rt, RT_C_ALL_REDUCE);
+    cuda_coll_use(rt, in), cuda_coll_use(rt, out);
+    ncclDataType_t t = cuda_nccl_type(xd);
     if (K == 1) CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
-    else NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, rt_cu_nccl_type(xd), ncclSum, cu->comm[g], cu->ms));
-    rt_cu_coll_end(rt, timer, &in, 1, &out, 1, 2 * n * (K - 1) / K * es);
+    else NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, t, ncclSum, cu->comm[g], cu->ms));
+    cuda_coll_end(rt, timer, &in, 1, &out, 1, 2 * n * (K - 1) / K * es);
 }
 
 /* ---- send / recv ---------------------------------------------------------------------
@@ -212,31 +200,31 @@ void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
  * inside one group and cannot deadlock.  Until then it reads the value's
  * own bytes; if the value is freed first (under the memory plan a later
  * value may take those bytes), rt_free has it copied on ms into a per-send
- * staging buffer (rt_cu_stage_sends), which the send reads instead. */
-static void rt_cu_flush_sends(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+ * staging buffer (cuda_stage_sends), which the send reads instead. */
+static void cuda_flush_sends(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
     for (int i = 0; i < cu->nsends; i++) {
         const rt_value_desc *d = &rt->p->values[cu->send_val[i]];
-        NCCL_CHECK(ncclSend(cu->send_ptr[i], (size_t)d->local_elems, rt_cu_nccl_type(d),
+        NCCL_CHECK(ncclSend(cu->send_ptr[i], (size_t)d->local_elems, cuda_nccl_type(d),
                             rt_coll_peer(rt, cu->send_g[i], cu->send_peer[i]), cu->comm[cu->send_g[i]], cu->ms));
     }
 }
 
 /* After the group holding the flushed sends: each value still read in
  * place has its last ms access there. */
-static void rt_cu_sends_done(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+static void cuda_sends_done(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
     for (int i = 0; i < cu->nsends; i++) {
         int v = cu->send_val[i];
-        if (cu->send_ptr[i] == rt->buf[v]) rt_cu_coll_done(rt, v, false);
+        if (cu->send_ptr[i] == rt->buf[v]) cuda_coll_done(rt, v, false);
         cu->life[v].nsend = 0;
     }
     cu->nsends = 0;
 }
 
-void rt_cu_stage_sends(rt_ctx *rt, int v) {
-    rt_cuda *cu = rt_cu(rt);
-    size_t bytes = rt_cu_bytes(&rt->p->values[v]);
+void cuda_stage_sends(rt_ctx *rt, int v) {
+    rt_cuda_state *cu = cuda_state(rt);
+    size_t bytes = cuda_bytes(&rt->p->values[v]);
     for (int i = 0; i < cu->nsends; i++) {
         if (cu->send_val[i] != v || cu->send_ptr[i] != rt->buf[v]) continue;
         if (bytes > cu->stage_bytes[i]) { /* grow-only; the old one may be read by an earlier group's send */
@@ -253,11 +241,11 @@ void rt_cu_stage_sends(rt_ctx *rt, int v) {
         cu->send_ptr[i] = cu->stage[i];
     }
     cu->life[v].nsend = 0;
-    rt_cu_coll_done(rt, v, false);
+    cuda_coll_done(rt, v, false);
 }
 
 void rt_send(rt_ctx *rt, int g, int peer, int in) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     rt_check_even(rt, "send", in);
     const rt_value_desc *d = rt_coll_val(rt, in);
     rt_coll_set_size(rt, g);
@@ -275,62 +263,58 @@ void rt_send(rt_ctx *rt, int g, int peer, int in) {
         cu->cap_sends = cap;
     }
     /* The inputs must be complete before the group that sends them runs. */
-    rt_cu_follow_cs(rt);
-    cu->send_ptr[cu->nsends] = rt_cu_coll_use(rt, in);
+    cuda_follow_cs(rt);
+    cu->send_ptr[cu->nsends] = cuda_coll_use(rt, in);
     cu->send_val[cu->nsends] = in, cu->send_g[cu->nsends] = g, cu->send_peer[cu->nsends] = peer;
     cu->nsends++;
     cu->life[in].nsend++;
-    rt_coll_count(rt, RT_C_SEND, (int64_t)rt_cu_bytes(d), 0.0);
+    rt_coll_count(rt, RT_C_SEND, (int64_t)cuda_bytes(d), 0.0);
 }
 
 void rt_recv(rt_ctx *rt, int g, int peer, int out) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     rt_check_even(rt, "recv", out);
     const rt_value_desc *d = rt_coll_val(rt, out);
-    int timer = rt_cu_coll_begin(rt, RT_C_RECV);
-    rt_cu_coll_use(rt, out);
+    int timer = cuda_coll_begin(rt, RT_C_RECV);
+    cuda_coll_use(rt, out);
     NCCL_CHECK(ncclGroupStart());
-    rt_cu_flush_sends(rt);
-    NCCL_CHECK(ncclRecv(rt->buf[out], (size_t)d->local_elems, rt_cu_nccl_type(d), rt_coll_peer(rt, g, peer),
+    cuda_flush_sends(rt);
+    NCCL_CHECK(ncclRecv(rt->buf[out], (size_t)d->local_elems, cuda_nccl_type(d), rt_coll_peer(rt, g, peer),
                         cu->comm[g], cu->ms));
     NCCL_CHECK(ncclGroupEnd());
-    rt_cu_sends_done(rt);
-    rt_cu_coll_end(rt, timer, NULL, 0, &out, 1, 0);
+    cuda_sends_done(rt);
+    cuda_coll_end(rt, timer, NULL, 0, &out, 1, 0);
 }
 
 /* ---- offload and fetch: copies over the host link ---------------------------------
  * On the communication stream, as a collective: it follows the kernels
  * issued so far (the one that wrote the source among them), the compute
- * stream waits for a fetched copy at its first use (rt_cu_use: pending),
+ * stream waits for a fetched copy at its first use (cuda_use: pending),
  * and the reuse fences keep a later value off an offloaded value's device
  * bytes until the copy has read them.  So the copies overlap the kernels
  * queued meanwhile: the rest of the forward after an offload, and the
  * backward block the pass puts between a fetch and its first reader.  The
  * element size is the device's (bf16, or fp32 for keep_f32 values). */
-static void rt_cu_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
-    const rt_program *p = rt->p;
-    RT_CHECK(src >= 0 && src < p->nvalues && dst >= 0 && dst < p->nvalues, "value index out of range");
-    const rt_value_desc *s = &p->values[src], *d = &p->values[dst];
-    RT_CHECK(!s->on_host == to_host && !d->on_host == !to_host && s->local_elems == d->local_elems &&
-                 rt_cu_esize(s) == rt_cu_esize(d),
-             "%s %s -> %s: wants a %s value and a %s one of the same size", to_host ? "rt_offload" : "rt_fetch",
-             s->name, d->name, to_host ? "device" : "host", to_host ? "host" : "device");
-    size_t bytes = rt_cu_bytes(s);
-    int timer = rt_cu_coll_begin(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH);
-    void *from = rt_cu_coll_use(rt, src), *into = rt_cu_coll_use(rt, dst);
+static bool cuda_same_elems(const rt_value_desc *a, const rt_value_desc *b) { return cuda_esize(a) == cuda_esize(b); }
+
+static void cuda_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
+    const rt_value_desc *s = rt_check_copy(rt, src, dst, to_host, cuda_same_elems);
+    size_t bytes = cuda_bytes(s);
+    int timer = cuda_coll_begin(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH);
+    void *from = cuda_coll_use(rt, src), *into = cuda_coll_use(rt, dst);
     CU_CHECK(cudaMemcpyAsync(into, from, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-                             rt_cu(rt)->ms));
+                             cuda_state(rt)->ms));
 #ifdef BASP_HAVE_CUDNN
     /* An attention output's cuDNN statistics follow it, so its backward
      * reads the fetched copy with them (else the basp kernels run it). */
-    rt_cu_dnn_moved(rt, from, into);
+    cuda_dnn_moved(rt, from, into);
 #endif
-    rt_cu_coll_end(rt, timer, &src, 1, &dst, 1, (int64_t)bytes);
+    cuda_coll_end(rt, timer, &src, 1, &dst, 1, (int64_t)bytes);
 }
 
-void rt_offload(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, true); }
+void rt_offload(rt_ctx *rt, int src, int dst) { cuda_copy_space(rt, src, dst, true); }
 
-void rt_fetch(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, false); }
+void rt_fetch(rt_ctx *rt, int src, int dst) { cuda_copy_space(rt, src, dst, false); }
 
 /* The end of a step: remaining sends, then the device finishes everything;
  * the collectives' event times go to the counters and the device error
@@ -339,7 +323,7 @@ void rt_fetch(rt_ctx *rt, int src, int dst) { rt_cu_copy_space(rt, src, dst, fal
  * Every collective of this backend is already asynchronous to the compute
  * stream: it is queued on the communication stream behind the kernels
  * issued so far, and the compute stream waits for its result's event at
- * the result's first use (rt_cu_use).  A start is therefore the collective
+ * the result's first use (cuda_use).  A start is therefore the collective
  * itself, and a wait makes the compute stream wait for the results' events
  * at the wait's place, as the IR says. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_all_gather(rt, g, dim, in, out); }
@@ -351,24 +335,20 @@ void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_r
 void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out) { rt_all_reduce(rt, g, in, out); }
 
 void rt_wait(rt_ctx *rt, int n, const int *vals) {
-    for (int k = 0; k < n; k++) rt_cu_use(rt, vals[k]);
+    for (int k = 0; k < n; k++) cuda_use(rt, vals[k]);
 }
 
+/* Nothing to move between kernels: the communication stream runs them. */
 void rt_comm_progress(rt_ctx *rt) { (void)rt; }
-void rt_async_finish_step(rt_ctx *rt) { (void)rt; }
-void rt_async_shutdown(rt_ctx *rt) { (void)rt; }
-void rt_async_init(rt_ctx *rt) {
-    snprintf(rt->progress_note, sizeof rt->progress_note, "they run on the communication stream");
-}
 
 void rt_comm_finish_step(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     if (!cu) return;
     if (cu->nsends) {
         NCCL_CHECK(ncclGroupStart());
-        rt_cu_flush_sends(rt);
+        cuda_flush_sends(rt);
         NCCL_CHECK(ncclGroupEnd());
-        rt_cu_sends_done(rt);
+        cuda_sends_done(rt);
     }
     CU_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < cu->ntimers; i++) {
@@ -378,7 +358,7 @@ void rt_comm_finish_step(rt_ctx *rt) {
         if (cu->timers[i].kind == RT_C_ALL_TO_ALL) rt->step_a2a_sec += ms * 1e-3;
     }
     cu->ntimers = 0;
-    rt_cu_synced(rt);
+    cuda_synced(rt);
     int err = 0;
     CU_CHECK(cudaMemcpy(&err, cu->d_err, sizeof err, cudaMemcpyDeviceToHost));
     RT_CHECK(!err, "a token or target id outside the vocabulary [0, %lld) reached the device kernels",

@@ -1,5 +1,18 @@
-/* rt_cuda.h — private to the CUDA backend (runtime/cuda/rt_*_cuda.c): its
- * state, the check macros and the helpers its files share.
+/* rt_cuda.h — the CUDA backend (basp_rt_cuda): bf16 parameters and
+ * activations with fp32 master weights on the device, cuBLAS GEMMs, its own
+ * kernels (kcu.h, kcu_*.cu), cuDNN attention where available
+ * (rt_attn_cudnn.h), NCCL collectives.  Its state (rt_cuda_state,
+ * rt_ctx.be), the check macros and the helpers its files share; everything
+ * here is prefixed cuda_.  The backend implements the primitives of
+ * core/rt_backend.h: device, arena, buffers and host access in
+ * rt_buf_cuda.c, kernel calls in rt_kernels_cuda.c, collectives in
+ * rt_comm_cuda.c, ring attention in rt_ring_cuda.c, the optimizer's sums of
+ * squares and update in rt_opt_cuda.c.
+ *
+ * The CUDA backend uses core (rt_backend.h, rt_core.h), the host kernels
+ * (host/rt_host.h: the RoPE table, the host AdamW of the offloaded
+ * optimizer) and data/ for the positions and document ids the kernels read;
+ * nothing of the CPU backend.
  *
  * Streams: kernels run on the compute stream `cs`, collectives (and their
  * pack/unpack kernels) on the communication stream `ms`.  A collective
@@ -20,16 +33,16 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "../core/rt_backend.h"
+#include "../host/rt_host.h"
 #include "kcu.h"
-#include "kernels.h"
-#include "rt_internal.h"
 
 /* ---- checks: every CUDA, cuBLAS and NCCL call, with file and line -------------- */
 #define CU_CHECK(call)                                                                                               \
     do {                                                                                                             \
-        cudaError_t rt_cu_e_ = (call);                                                                               \
-        if (rt_cu_e_ != cudaSuccess)                                                                                 \
-            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(rt_cu_e_));                        \
+        cudaError_t cuda_e_ = (call);                                                                                \
+        if (cuda_e_ != cudaSuccess)                                                                                  \
+            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(cuda_e_));                         \
     } while (0)
 #define CUBLAS_CHECK(call)                                                                                           \
     do {                                                                                                             \
@@ -51,14 +64,14 @@
  * rt_kernels_cuda.c): AUTO uses cuDNN's fused graphs for the shapes where
  * they build and pass a one-time check against the basp kernels, CUDNN
  * requires them, OWN is the basp kernels (kcu_attention*.cu). */
-typedef enum { RT_ATTN_UNSET, RT_ATTN_AUTO, RT_ATTN_CUDNN, RT_ATTN_OWN } rt_cu_attn_mode;
-struct rt_cu_dnn; /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
+typedef enum { CUDA_ATTN_UNSET, CUDA_ATTN_AUTO, CUDA_ATTN_CUDNN, CUDA_ATTN_OWN } cuda_attn_mode;
+struct cuda_dnn; /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
 
 /* The streams, as bits of the per-value masks below. */
-enum { RT_CU_CS = 1, RT_CU_MS = 2 };
+enum { CUDA_CS = 1, CUDA_MS = 2 };
 
 /* Per value: what the reuse fences of rt_buf_cuda.c know about it. */
-typedef struct rt_cu_life {
+typedef struct cuda_life {
     uint8_t acc;        /* streams that accessed it since it came to life (or the device last synchronised) */
     uint8_t scanned;    /* streams that checked its overlapping slots in this life */
     uint8_t dirty;      /* dead: streams whose accesses the other stream is not yet known to follow */
@@ -66,15 +79,17 @@ typedef struct rt_cu_life {
     uint64_t ready_seq; /* ms_recs when ready[v] was last recorded */
     uint64_t mark_cs;   /* dead: cs_fences when it was freed */
     uint64_t mark_ms;   /* dead: ms_fences when it was freed */
-} rt_cu_life;
+} cuda_life;
 
 /* A collective's timing events on the communication stream. */
-typedef struct rt_cu_timer {
+typedef struct cuda_timer {
     cudaEvent_t start, stop;
     rt_coll_kind kind;
-} rt_cu_timer;
+} cuda_timer;
 
-typedef struct rt_cuda {
+/* The CUDA backend's state: rt_ctx.be (core declares the struct opaque). */
+typedef struct rt_backend_state rt_cuda_state;
+struct rt_backend_state {
     int device, local_rank, ndevices;
     cudaStream_t cs, ms;
     cublasHandle_t blas;
@@ -90,7 +105,7 @@ typedef struct rt_cuda {
      * over_at[v+1]).  Counters: events recorded on ms; times ms was made to
      * follow everything issued on cs (cs_fences) and cs everything on ms
      * (ms_fences); waits the reuse fences added, per waiting stream. */
-    rt_cu_life *life;
+    cuda_life *life;
     int *over_at, *over;
     uint64_t ms_recs, cs_fences, ms_fences;
     int64_t reuse_waits[2];
@@ -112,7 +127,7 @@ typedef struct rt_cuda {
     kern_rope_scaling rope_sc;
     bool rope_scaled, rope_valid;
     /* This step's collective timers and deferred sends. */
-    rt_cu_timer *timers;
+    cuda_timer *timers;
     int ntimers, cap_timers;
     int *send_val, *send_g, *send_peer;
     void **send_ptr;         /* what each deferred send reads: the value, or its copy in stage[i] */
@@ -125,74 +140,74 @@ typedef struct rt_cuda {
     const void *lse_x;
     int64_t lse_n, lse_v, lse_d;
     bool lse_valid;
-    rt_cu_attn_mode attn_mode;
-    struct rt_cu_dnn *dnn;   /* cuDNN attention state (NULL: not used) */
-} rt_cuda;
+    cuda_attn_mode attn_mode;
+    struct cuda_dnn *dnn;   /* cuDNN attention state (NULL: not used) */
+};
 
-static inline rt_cuda *rt_cu(rt_ctx *rt) { return (rt_cuda *)rt->dev; }
+static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
 
 /* Bytes per element of a value on the device: bf16 for floating tensors,
  * fp32 for floating scalars (the loss), int32 for integers. */
-int rt_cu_esize(const rt_value_desc *d);
-void *rt_cu_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes);
+int cuda_esize(const rt_value_desc *d);
+void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes);
 /* Copies `bytes` of host memory into workspace `slot` on cs and returns
  * the device copy: ordered after the kernels on cs that still read the
  * slot's old contents, and before those queued after it; the host bytes
  * are read at the call (staged), so the caller may free them at once. */
-void *rt_cu_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes);
+void *cuda_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes);
 /* cs waits for every collective issued so far. */
-void rt_cu_wait_comm(rt_ctx *rt);
+void cuda_wait_comm(rt_ctx *rt);
 /* Device pointer of value v for a kernel on cs (waits for its collective,
  * and, when v comes to life, for the last users of the bytes it reuses). */
-void *rt_cu_use(rt_ctx *rt, int v);
+void *cuda_use(rt_ctx *rt, int v);
 /* Device pointer of value v for a collective on ms (its input or output):
  * the same, for the communication stream.  Call after ms has been made to
- * wait for cs (rt_cu_follow_cs), before queueing work that touches v. */
-void *rt_cu_coll_use(rt_ctx *rt, int v);
+ * wait for cs (cuda_follow_cs), before queueing work that touches v. */
+void *cuda_coll_use(rt_ctx *rt, int v);
 /* ms waits for everything issued on cs so far. */
-void rt_cu_follow_cs(rt_ctx *rt);
+void cuda_follow_cs(rt_ctx *rt);
 /* Records ready[v] on ms after the work just queued there that reads or
  * writes v; an output also becomes pending. */
-void rt_cu_coll_done(rt_ctx *rt, int v, bool output);
+void cuda_coll_done(rt_ctx *rt, int v, bool output);
 /* v is freed while deferred sends still read its bytes: they read a copy
  * made now on ms instead (rt_comm_cuda.c). */
-void rt_cu_stage_sends(rt_ctx *rt, int v);
+void cuda_stage_sends(rt_ctx *rt, int v);
 /* The original position of every sequence index (rt_seq_positions) as a
  * device int64 [seq_len] table, uploaded once. */
-const int64_t *rt_cu_seq_pos(rt_ctx *rt);
+const int64_t *cuda_seq_pos(rt_ctx *rt);
 /* The device has finished all work: every fence is satisfied. */
-void rt_cu_synced(rt_ctx *rt);
+void cuda_synced(rt_ctx *rt);
 
 /* ---- host update helpers (rt_opt_cuda.c), on rt->host_threads threads ------------
- * rt_cu_host_sumsq: the sum of squares of n bf16 values in double, the same
- * bits for any thread count (fixed chunks).  rt_cu_host_widen: n bf16
+ * cuda_host_sumsq: the sum of squares of n bf16 values in double, the same
+ * bits for any thread count (fixed chunks).  cuda_host_widen: n bf16
  * values at the start of buf (4n bytes) widened to fp32 in place. */
-double rt_cu_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n);
-void rt_cu_host_widen(const rt_ctx *rt, void *buf, int64_t n);
+double cuda_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n);
+void cuda_host_widen(const rt_ctx *rt, void *buf, int64_t n);
 
 #ifdef BASP_HAVE_CUDNN
 /* ---- cuDNN attention in the runtime (rt_attn_cudnn_rt.c) -------------------------
- * rt_cu_dnn_init creates the handle on the compute stream: false with why
- * when cuDNN cannot be used.  rt_cu_dnn_fwd / _bwd run the call through
+ * cuda_dnn_init creates the handle on the compute stream: false with why
+ * when cuDNN cannot be used.  cuda_dnn_fwd / _bwd run the call through
  * cuDNN and return true, or return false when the caller must run the basp
  * kernels instead (this shape was refused or failed its check; in
- * RT_ATTN_CUDNN mode a refusal ends the job instead).  The forward saves
+ * CUDA_ATTN_CUDNN mode a refusal ends the job instead).  The forward saves
  * its softmax statistics keyed by o for the backward, which consumes them;
- * rt_cu_dnn_forget(o) drops them when another kernel writes o, and
- * rt_cu_dnn_moved(o, to) makes them follow a copy of o (offload, fetch). */
-bool rt_cu_dnn_init(rt_ctx *rt, char *why, size_t nwhy);
-bool rt_cu_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
-                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
-bool rt_cu_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
-                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
-                   int64_t Hkv, int64_t Dh);
-void rt_cu_dnn_forget(rt_ctx *rt, const void *o);
-void rt_cu_dnn_moved(rt_ctx *rt, const void *o, const void *to);
+ * cuda_dnn_forget(o) drops them when another kernel writes o, and
+ * cuda_dnn_moved(o, to) makes them follow a copy of o (offload, fetch). */
+bool cuda_dnn_init(rt_ctx *rt, char *why, size_t nwhy);
+bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                  const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
+                  int64_t Hkv, int64_t Dh);
+void cuda_dnn_forget(rt_ctx *rt, const void *o);
+void cuda_dnn_moved(rt_ctx *rt, const void *o, const void *to);
 /* Device bytes the statistics hold (counted as workspace, like RT_WS_*). */
-size_t rt_cu_dnn_bytes(const rt_ctx *rt);
+size_t cuda_dnn_bytes(const rt_ctx *rt);
 /* "9.19.0" */
-void rt_cu_dnn_version(char *buf, size_t n);
-void rt_cu_dnn_fini(rt_ctx *rt);
+void cuda_dnn_version(char *buf, size_t n);
+void cuda_dnn_fini(rt_ctx *rt);
 #endif
 
 #endif

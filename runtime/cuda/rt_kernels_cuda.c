@@ -10,28 +10,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../data/rt_data.h"
 #include "rt_cuda.h"
 
 #define RT_TIMED(kind, call)                                                                                         \
     do {                                                                                                             \
         double t0_ = rt_now();                                                                                       \
         CU_CHECK(call);                                                                                              \
-        if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));                                  \
+        if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));                        \
         rt_kern_count(rt, kind, t0_);                                                                                \
     } while (0)
 
-#define CS (rt_cu(rt)->cs)
+#define CS (cuda_state(rt)->cs)
 #define B16(p) ((kcu_bf16 *)(void *)(p))
 #define CB16(p) ((const kcu_bf16 *)(const void *)(p))
 
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
-    RT_TIMED(CM_K_EMBEDDING, kcu_embedding_fwd(B16(out), tok, CB16(w), N, V, D, rt_cu(rt)->d_err, CS));
+    RT_TIMED(CM_K_EMBEDDING, kcu_embedding_fwd(B16(out), tok, CB16(w), N, V, D, cuda_state(rt)->d_err, CS));
 }
 
 void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
                       int64_t D) {
-    float *ws = rt_cu_ws(rt, CM_WS_CUDA_F32, (size_t)(V * D) * sizeof(float));
-    RT_TIMED(CM_K_EMBEDDING_BWD, kcu_embedding_bwd(B16(dw), CB16(dout), tok, N, V, D, ws, rt_cu(rt)->d_err, CS));
+    float *ws = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)(V * D) * sizeof(float));
+    RT_TIMED(CM_K_EMBEDDING_BWD, kcu_embedding_bwd(B16(dw), CB16(dout), tok, N, V, D, ws, cuda_state(rt)->d_err, CS));
 }
 
 void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps) {
@@ -40,22 +41,23 @@ void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N,
 
 void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                     int64_t D, double eps) {
-    float *ws = rt_cu_ws(rt, CM_WS_CUDA_F32, (size_t)D * sizeof(float));
+    float *ws = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)D * sizeof(float));
     RT_TIMED(CM_K_RMSNORM_BWD, kcu_rmsnorm_bwd(B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, D, eps, ws, CS));
 }
 
 void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O) {
-    RT_TIMED(CM_K_LINEAR, kcu_linear_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(w), N, I, O));
+    RT_TIMED(CM_K_LINEAR, kcu_linear_fwd(cuda_state(rt)->blas, B16(y), CB16(x), CB16(w), N, I, O));
 }
 
 void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                    int64_t I, int64_t O) {
-    RT_TIMED(CM_K_LINEAR_BWD, kcu_linear_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, I, O));
+    RT_TIMED(CM_K_LINEAR_BWD,
+             kcu_linear_bwd(cuda_state(rt)->blas, B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, I, O));
 }
 
 /* ---- rope: the CPU kernel's own table (kern_rope_table), uploaded ------------------- */
-static bool rt_cu_rope_key(const rt_cuda *cu, int64_t S, int64_t Dh, int64_t pos0, double theta,
-                           const kern_rope_scaling *sc) {
+static bool cuda_rope_key(const rt_cuda_state *cu, int64_t S, int64_t Dh, int64_t pos0, double theta,
+                          const kern_rope_scaling *sc) {
     if (!cu->rope_valid || cu->rope_S != S || cu->rope_Dh != Dh || cu->rope_pos0 != pos0 ||
         cu->rope_theta != theta || cu->rope_scaled != (sc != NULL))
         return false;
@@ -64,18 +66,18 @@ static bool rt_cu_rope_key(const rt_cuda *cu, int64_t S, int64_t Dh, int64_t pos
 
 /* cs, sn [S, Dh/2] on the device, recomputed only when the key changes
  * (q and k, forward and backward of every layer share one). */
-static const float *rt_cu_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta) {
-    rt_cuda *cu = rt_cu(rt);
+static const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta) {
+    rt_cuda_state *cu = cuda_state(rt);
     const rt_program *p = rt->p;
     kern_rope_scaling sc = {p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
                             p->rope_original_max_pos};
     const kern_rope_scaling *scp = p->rope_scaling == RT_ROPE_LLAMA3 ? &sc : NULL;
     size_t n = (size_t)(S * (Dh / 2));
-    if (rt_cu_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[CM_WS_CUDA_ROPE];
+    if (cuda_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[CM_WS_CUDA_ROPE];
     float *host = RT_MALLOC(2 * n * sizeof(float) + 1);
     kern_rope_table(host, host + n, S, Dh, pos0, theta, scp);
     CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
-    float *dev = rt_cu_ws(rt, CM_WS_CUDA_ROPE, 2 * n * sizeof(float) + 1);
+    float *dev = cuda_ws(rt, CM_WS_CUDA_ROPE, 2 * n * sizeof(float) + 1);
     /* On cs, and waited for: a legacy-stream cudaMemcpy from pageable memory
      * may still be in flight when the rope kernel on cs reads the table. */
     CU_CHECK(cudaMemcpyAsync(dev, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice, cu->cs));
@@ -89,14 +91,14 @@ static const float *rt_cu_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t 
     return dev;
 }
 
-const int64_t *rt_cu_seq_pos(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+const int64_t *cuda_seq_pos(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
     int64_t S = rt->p->seq_len;
     size_t bytes = sizeof(int64_t) * (size_t)(S > 0 ? S : 1);
     if (cu->ws_bytes[CM_WS_CUDA_POS] >= bytes) return cu->ws[CM_WS_CUDA_POS];
     int64_t *host = RT_MALLOC(bytes);
     rt_seq_positions(rt, 0, S, host);
-    int64_t *dev = rt_cu_ws(rt, CM_WS_CUDA_POS, bytes);
+    int64_t *dev = cuda_ws(rt, CM_WS_CUDA_POS, bytes);
     CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
     free(host);
@@ -106,16 +108,16 @@ const int64_t *rt_cu_seq_pos(rt_ctx *rt) {
 /* In the ring's zig-zag order a slice's positions are not consecutive:
  * one table of positions 0 .. seq_len-1 and the slice's entries of the
  * position table (kcu_rope_pos). */
-static void rt_cu_rope(rt_ctx *rt, cm_kernel_kind kind, float *y, const float *x, int64_t b, int64_t s, int64_t H,
-                       int64_t Dh, int64_t pos0, double theta, float sign) {
+static void cuda_rope(rt_ctx *rt, cm_kernel_kind kind, float *y, const float *x, int64_t b, int64_t s, int64_t H,
+                      int64_t Dh, int64_t pos0, double theta, float sign) {
     if (rt->p->seq_ring <= 1) {
-        const float *t = rt_cu_rope_table(rt, s, Dh, pos0, theta);
+        const float *t = cuda_rope_table(rt, s, Dh, pos0, theta);
         RT_TIMED(kind, kcu_rope(B16(y), CB16(x), t, t + s * (Dh / 2), b, s, H, Dh, sign, CS));
         return;
     }
     int64_t P = rt->p->seq_len;
-    const int64_t *pos = rt_cu_seq_pos(rt) + pos0;
-    const float *t = rt_cu_rope_table(rt, P, Dh, 0, theta);
+    const int64_t *pos = cuda_seq_pos(rt) + pos0;
+    const float *t = cuda_rope_table(rt, P, Dh, 0, theta);
     RT_TIMED(kind, kcu_rope_pos(B16(y), CB16(x), t, t + P * (Dh / 2), P, pos, b, s, H, Dh, sign, CS));
 }
 
@@ -123,13 +125,13 @@ static void rt_cu_rope(rt_ctx *rt, cm_kernel_kind kind, float *y, const float *x
  * row0.., sequence indices pos0..pos0+s-1, rt_doc_slice) is uploaded, and
  * each row is rotated with its own positions against the table of 0 ..
  * seq_len-1 (a document is at most seq_len long). */
-static cudaError_t rt_cu_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, int64_t row0, int64_t b, int64_t s,
-                                   int64_t H, int64_t Dh, int64_t pos0, double theta, float sign) {
+static cudaError_t cuda_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, int64_t row0, int64_t b, int64_t s,
+                                  int64_t H, int64_t Dh, int64_t pos0, double theta, float sign) {
     int64_t P = rt->p->seq_len, n = s * H * Dh;
-    const float *t = rt_cu_rope_table(rt, P, Dh, 0, theta);
+    const float *t = cuda_rope_table(rt, P, Dh, 0, theta);
     int64_t *host = RT_MALLOC(sizeof(int64_t) * (size_t)(b * s > 0 ? b * s : 1));
     rt_doc_slice(rt, row0, b, pos0, s, NULL, host);
-    const int64_t *pos = rt_cu_upload(rt, CM_WS_CUDA_DOC, host, sizeof(int64_t) * (size_t)(b * s));
+    const int64_t *pos = cuda_upload(rt, CM_WS_CUDA_DOC, host, sizeof(int64_t) * (size_t)(b * s));
     free(host);
     cudaError_t e = cudaSuccess;
     for (int64_t bi = 0; bi < b && e == cudaSuccess; bi++)
@@ -139,19 +141,19 @@ static cudaError_t rt_cu_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, i
 
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
              int64_t pos0, double theta) {
-    if (rt->docs) RT_TIMED(CM_K_ROPE, rt_cu_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
-    else rt_cu_rope(rt, CM_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
+    if (rt->docs) RT_TIMED(CM_K_ROPE, cuda_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
+    else cuda_rope(rt, CM_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
                  int64_t pos0, double theta) {
     if (rt->docs)
-        RT_TIMED(CM_K_ROPE_BWD, rt_cu_rope_docs(rt, B16(dx), CB16(dy), row0, b, s, H, Dh, pos0, theta, -1.0f));
-    else rt_cu_rope(rt, CM_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
+        RT_TIMED(CM_K_ROPE_BWD, cuda_rope_docs(rt, B16(dx), CB16(dy), row0, b, s, H, Dh, pos0, theta, -1.0f));
+    else cuda_rope(rt, CM_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------------- */
-static void rt_cu_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
+static void cuda_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
     RT_CHECK(Dh == 8 || Dh == 16 || Dh == 32 || Dh == 64 || Dh == 128,
              "attention: head_dim %lld is not supported by the CUDA kernels (8, 16, 32, 64 or 128)", (long long)Dh);
     RT_CHECK(Hkv > 0 && H % Hkv == 0, "attention: %lld q heads do not group over %lld kv heads", (long long)H,
@@ -167,26 +169,26 @@ static void rt_cu_check_attn(int64_t H, int64_t Hkv, int64_t Dh) {
 typedef struct {
     const int64_t *pos; /* 0 .. S-1 */
     const int32_t *doc; /* [b,S] */
-} rt_cu_rowdocs;
+} cuda_rowdocs;
 
 /* Uploaded on cs, so they are in place before the kernels queued after. */
-static rt_cu_rowdocs rt_cu_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
+static cuda_rowdocs cuda_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
     size_t pb = sizeof(int64_t) * (size_t)S, bytes = pb + sizeof(int32_t) * (size_t)(b * S);
     char *host = RT_MALLOC(bytes);
     int64_t *pos = (int64_t *)(void *)host;
     for (int64_t i = 0; i < S; i++) pos[i] = i;
     rt_doc_slice(rt, row0, b, 0, S, (int32_t *)(void *)(host + pb), NULL);
-    char *dev = rt_cu_upload(rt, CM_WS_CUDA_DOC, host, bytes);
+    char *dev = cuda_upload(rt, CM_WS_CUDA_DOC, host, bytes);
     free(host);
-    return (rt_cu_rowdocs){(const int64_t *)(void *)dev, (const int32_t *)(void *)(dev + pb)};
+    return (cuda_rowdocs){(const int64_t *)(void *)dev, (const int32_t *)(void *)(dev + pb)};
 }
 
-static cudaError_t rt_cu_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
-                                     const kcu_bf16 *v, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                                     int64_t Dh) {
+static cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
+                                    const kcu_bf16 *v, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                                    int64_t Dh) {
     int64_t nq = b * S * H * Dh, nr = b * S * H;
-    rt_cu_rowdocs d = rt_cu_attn_docs(rt, row0, b, S);
-    float *o32 = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
+    cuda_rowdocs d = cuda_attn_docs(rt, row0, b, S);
+    float *o32 = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
     CU_CHECK(cudaMemsetAsync(o32, 0, (size_t)nq * sizeof(float), CS));
     CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, CS));
     CU_CHECK(kcu_ring_block_fwd_doc(o32, lse, q, k, v, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc, d.doc, CS));
@@ -195,12 +197,12 @@ static cudaError_t rt_cu_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q,
 
 /* The statistics pass (lse only) as kern_docattn_bwd: nothing is kept
  * from the forward. */
-static cudaError_t rt_cu_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
-                                     const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
-                                     int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+static cudaError_t cuda_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
+                                    const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
+                                    int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int64_t nq = b * S * H * Dh, nkv = b * S * Hkv * Dh, nr = b * S * H;
-    rt_cu_rowdocs d = rt_cu_attn_docs(rt, row0, b, S);
-    float *lse = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)(2 * nr + nq + 2 * nkv) * sizeof(float));
+    cuda_rowdocs d = cuda_attn_docs(rt, row0, b, S);
+    float *lse = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)(2 * nr + nq + 2 * nkv) * sizeof(float));
     float *D = lse + nr, *dq32 = D + nr, *dk32 = dq32 + nq, *dv32 = dk32 + nkv;
     CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, CS));
     CU_CHECK(kcu_ring_block_fwd_doc(NULL, lse, q, k, v, b, S, S, H, Hkv, Dh, d.pos, d.pos, d.doc, d.doc, CS));
@@ -216,35 +218,36 @@ static cudaError_t rt_cu_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu
 /* ---- which implementation: BASP_ATTENTION ------------------------------------------
  * Resolved on the first attention call (the handle needs the device and
  * the compute stream) and announced once by rank 0. */
-static rt_cu_attn_mode rt_cu_attn_impl(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
-    if (cu->attn_mode != RT_ATTN_UNSET) return cu->attn_mode;
+static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
+    if (cu->attn_mode != CUDA_ATTN_UNSET) return cu->attn_mode;
     const char *s = getenv("BASP_ATTENTION");
-    rt_cu_attn_mode m = !s || !*s || !strcmp(s, "auto") ? RT_ATTN_AUTO
-                        : !strcmp(s, "cudnn")           ? RT_ATTN_CUDNN
-                        : !strcmp(s, "own")             ? RT_ATTN_OWN
-                                                        : RT_ATTN_UNSET;
-    RT_CHECK(m != RT_ATTN_UNSET, "BASP_ATTENTION=%s: expected auto, cudnn or own", s);
+    cuda_attn_mode m = !s || !*s || !strcmp(s, "auto") ? CUDA_ATTN_AUTO
+                        : !strcmp(s, "cudnn")           ? CUDA_ATTN_CUDNN
+                        : !strcmp(s, "own")             ? CUDA_ATTN_OWN
+                                                        : CUDA_ATTN_UNSET;
+    RT_CHECK(m != CUDA_ATTN_UNSET, "BASP_ATTENTION=%s: expected auto, cudnn or own", s);
     char why[600] = "", line[1024];
 #ifdef BASP_HAVE_CUDNN
-    if (m != RT_ATTN_OWN && !rt->docs && !rt_cu_dnn_init(rt, why, sizeof why)) {
-        RT_CHECK(m != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot be used: %s", why);
-        m = RT_ATTN_OWN;
+    if (m != CUDA_ATTN_OWN && !rt->docs && !cuda_dnn_init(rt, why, sizeof why)) {
+        RT_CHECK(m != CUDA_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot be used: %s", why);
+        m = CUDA_ATTN_OWN;
     }
     char ver[32];
-    rt_cu_dnn_version(ver, sizeof ver);
+    cuda_dnn_version(ver, sizeof ver);
     if (rt->docs) snprintf(line, sizeof line, "basp kernels (packed documents: cuDNN is not used for them)");
-    else if (m == RT_ATTN_AUTO)
+    else if (m == CUDA_ATTN_AUTO)
         snprintf(line, sizeof line, "cuDNN %s fused (graph per shape, each checked once against the basp kernels; "
                  "BASP_ATTENTION=auto)", ver);
-    else if (m == RT_ATTN_CUDNN) snprintf(line, sizeof line, "cuDNN %s fused (graph per shape; BASP_ATTENTION=cudnn)", ver);
+    else if (m == CUDA_ATTN_CUDNN)
+        snprintf(line, sizeof line, "cuDNN %s fused (graph per shape; BASP_ATTENTION=cudnn)", ver);
     else if (why[0]) snprintf(line, sizeof line, "basp kernels (cuDNN unavailable: %s)", why);
     else snprintf(line, sizeof line, "basp kernels (BASP_ATTENTION=own)");
 #else
-    RT_CHECK(m != RT_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but this runtime was built without cuDNN");
+    RT_CHECK(m != CUDA_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but this runtime was built without cuDNN");
     snprintf(line, sizeof line, "basp kernels (%s)",
-             rt->docs ? "packed documents" : m == RT_ATTN_OWN ? "BASP_ATTENTION=own" : "built without cuDNN");
-    m = RT_ATTN_OWN;
+             rt->docs ? "packed documents" : m == CUDA_ATTN_OWN ? "BASP_ATTENTION=own" : "built without cuDNN");
+    m = CUDA_ATTN_OWN;
 #endif
     (void)why;
     if (rt->rank == 0) {
@@ -257,28 +260,28 @@ static rt_cu_attn_mode rt_cu_attn_impl(rt_ctx *rt) {
 
 #ifdef BASP_HAVE_CUDNN
 /* The end of RT_TIMED for calls that did not go through it. */
-static void rt_cu_timed_end(rt_ctx *rt, cm_kernel_kind kind, double t0) {
-    if (rt_cu(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(rt_cu(rt)->cs));
+static void cuda_timed_end(rt_ctx *rt, cm_kernel_kind kind, double t0) {
+    if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
     rt_kern_count(rt, kind, t0);
 }
 #endif
 
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    rt_cu_check_attn(H, Hkv, Dh);
-    rt_cu_attn_mode m = rt_cu_attn_impl(rt);
+    cuda_check_attn(H, Hkv, Dh);
+    cuda_attn_mode m = cuda_attn_impl(rt);
     if (rt->docs) {
         RT_TIMED(CM_K_ATTENTION,
-                 rt_cu_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
+                 cuda_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
         return;
     }
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
-    if (m != RT_ATTN_OWN && rt_cu_dnn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
-        rt_cu_timed_end(rt, CM_K_ATTENTION, t0);
+    if (m != CUDA_ATTN_OWN && cuda_dnn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
+        cuda_timed_end(rt, CM_K_ATTENTION, t0);
         return;
     }
-    rt_cu_dnn_forget(rt, o); /* o's contents now come from the basp kernel */
+    cuda_dnn_forget(rt, o); /* o's contents now come from the basp kernel */
 #else
     (void)m;
 #endif
@@ -288,24 +291,24 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
 void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
                       const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
-    rt_cu_check_attn(H, Hkv, Dh);
-    rt_cu_attn_mode m = rt_cu_attn_impl(rt);
+    cuda_check_attn(H, Hkv, Dh);
+    cuda_attn_mode m = cuda_attn_impl(rt);
     if (rt->docs) {
-        RT_TIMED(CM_K_ATTENTION_BWD, rt_cu_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
-                                                       CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
+        RT_TIMED(CM_K_ATTENTION_BWD, cuda_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
+                                                      CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
         return;
     }
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
-    if (m != RT_ATTN_OWN && rt_cu_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
-                                          CB16(o), b, S, H, Hkv, Dh)) {
-        rt_cu_timed_end(rt, CM_K_ATTENTION_BWD, t0);
+    if (m != CUDA_ATTN_OWN && cuda_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
+                                           CB16(o), b, S, H, Hkv, Dh)) {
+        cuda_timed_end(rt, CM_K_ATTENTION_BWD, t0);
         return;
     }
 #else
     (void)m;
 #endif
-    float *ws = rt_cu_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
+    float *ws = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
     RT_TIMED(CM_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
                                                    CB16(o), b, S, H, Hkv, Dh, ws, CS));
 }
@@ -332,21 +335,21 @@ void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
  * between) finds no match and recomputes them, so the cache can only save
  * work, never change a result.  Calls queue on one stream, so the
  * statistics are written before any later kernel reads them. */
-static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64_t V, int64_t D, bool bwd) {
-    rt_cuda *cu = rt_cu(rt);
+static kcu_lmhead_ws cuda_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64_t V, int64_t D, bool bwd) {
+    rt_cuda_state *cu = cuda_state(rt);
     kcu_lmhead_ws ws = {.chunk = kcu_lm_head_chunk(N, V), .vchunk = kcu_lm_head_vchunk(N, V), .err = cu->d_err};
     int64_t n = N > 0 ? N : 1, logits = ws.chunk * V;
     if (bwd && N * ws.vchunk > logits) logits = N * ws.vchunk;
-    ws.logits = rt_cu_ws(rt, CM_WS_CUDA_LOGITS, (size_t)logits * sizeof(float));
-    ws.lse = rt_cu_ws(rt, CM_WS_CUDA_LSE, (size_t)n * sizeof(float));
+    ws.logits = cuda_ws(rt, CM_WS_CUDA_LOGITS, (size_t)logits * sizeof(float));
+    ws.lse = cuda_ws(rt, CM_WS_CUDA_LSE, (size_t)n * sizeof(float));
     bool same = cu->lse_valid && cu->lse_x == x && cu->lse_n == N && cu->lse_v == V && cu->lse_d == D;
     if (bwd) {
-        ws.dl = rt_cu_ws(rt, CM_WS_CUDA_DL, (size_t)(n * ws.vchunk) * sizeof(kcu_bf16));
-        ws.dx32 = rt_cu_ws(rt, CM_WS_CUDA_F32, (size_t)(n * D) * sizeof(float));
+        ws.dl = cuda_ws(rt, CM_WS_CUDA_DL, (size_t)(n * ws.vchunk) * sizeof(kcu_bf16));
+        ws.dx32 = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)(n * D) * sizeof(float));
         ws.lse_valid = same;
         cu->lse_valid = false;
     } else {
-        ws.rowloss = rt_cu_ws(rt, CM_WS_CUDA_ROWS, (size_t)n * sizeof(float));
+        ws.rowloss = cuda_ws(rt, CM_WS_CUDA_ROWS, (size_t)n * sizeof(float));
         cu->lse_x = x, cu->lse_n = N, cu->lse_v = V, cu->lse_d = D, cu->lse_valid = true;
     }
     return ws;
@@ -354,28 +357,30 @@ static kcu_lmhead_ws rt_cu_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64
 
 void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
                      int64_t V, int64_t D) {
-    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, x, N, V, D, false);
-    RT_TIMED(CM_K_LM_HEAD_LOSS, kcu_lm_head_loss_fwd(rt_cu(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
+    kcu_lmhead_ws ws = cuda_lmhead_ws(rt, x, N, V, D, false);
+    RT_TIMED(CM_K_LM_HEAD_LOSS,
+             kcu_lm_head_loss_fwd(cuda_state(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
 }
 
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale) {
-    kcu_lmhead_ws ws = rt_cu_lmhead_ws(rt, x, N, V, D, true);
+    kcu_lmhead_ws ws = cuda_lmhead_ws(rt, x, N, V, D, true);
     RT_TIMED(CM_K_LM_HEAD_LOSS_BWD,
-             kcu_lm_head_loss_bwd(rt_cu(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws, CS));
+             kcu_lm_head_loss_bwd(cuda_state(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws,
+                                  CS));
 }
 
 void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
             int64_t D, int64_t F, int64_t chunk) {
-    kcu_bf16 *ws = rt_cu_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
-    RT_TIMED(CM_K_MLP, kcu_mlp_fwd(rt_cu(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk,
+    kcu_bf16 *ws = cuda_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
+    RT_TIMED(CM_K_MLP, kcu_mlp_fwd(cuda_state(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk,
                                    ws, CS));
 }
 
 void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,
                 const float *wg, const float *wu, const float *wd, int64_t N, int64_t D, int64_t F, int64_t chunk) {
-    kcu_bf16 *ws = rt_cu_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
-    RT_TIMED(CM_K_MLP_BWD, kcu_mlp_bwd(rt_cu(rt)->blas, B16(dx), B16(dwg), B16(dwu), B16(dwd), CB16(dy), CB16(x),
+    kcu_bf16 *ws = cuda_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
+    RT_TIMED(CM_K_MLP_BWD, kcu_mlp_bwd(cuda_state(rt)->blas, B16(dx), B16(dwg), B16(dwu), B16(dwd), CB16(dy), CB16(x),
                                        CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk, ws, CS));
 }
 

@@ -1,38 +1,36 @@
-/* rt_opt_cuda.c — AdamW with global-norm clipping on the device: bf16
- * gradients, fp32 master weights and moments (the rules are rt_opt.c's and
- * runtime/README.md's Optimizer section); with the optimizer offloaded
+/* rt_opt_cuda.c — the CUDA backend's part of the optimizer step (core's
+ * rt_adamw and rt_grad_norm, core/rt_optim.c, do the rest: the rules are
+ * runtime/README.md's Optimizer section): each gradient's sum of squares
+ * and AdamW on the device, bf16 gradients, fp32 master weights and
+ * moments; with the optimizer offloaded
  * (rt_program.opt_on_host) the same update on the host, ZeRO-Offload's
  * way: the bf16 gradient comes down, the CPU's AdamW kernel updates the
  * fp32 master and moments in the pinned host arena, and the bf16 weight
  * goes back up. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
 #include "rt_cuda.h"
 
-void rt_opt_begin_step(rt_ctx *rt) { rt->norm_done = false; }
-
 /* ---- host work on rt->host_threads threads (rt_parallel_for) -----------------------
- * At least RT_CU_HOST_MIN elements per thread: starting one costs some
+ * At least CUDA_HOST_MIN elements per thread: starting one costs some
  * 10 us, the work of ~10^4 elements. */
-enum { RT_CU_HOST_MIN = 1 << 14 };
+enum { CUDA_HOST_MIN = 1 << 14 };
 
 /* A host gradient's sum of squares in double: one partial per fixed chunk,
  * added in chunk order, so the sum does not depend on the thread count. */
-enum { RT_CU_SUMSQ_CHUNK = 1 << 18 };
+enum { CUDA_SUMSQ_CHUNK = 1 << 18 };
 
 typedef struct {
     const kcu_bf16 *h;
     int64_t n;
     double *part;
-} rt_cu_sumsq_job;
+} cuda_sumsq_job;
 
-static void rt_cu_sumsq_run(void *arg, int64_t c0, int64_t c1) {
-    const rt_cu_sumsq_job *j = arg;
+static void cuda_sumsq_run(void *arg, int64_t c0, int64_t c1) {
+    const cuda_sumsq_job *j = arg;
     for (int64_t c = c0; c < c1; c++) {
-        int64_t a = c * RT_CU_SUMSQ_CHUNK, b = a + RT_CU_SUMSQ_CHUNK < j->n ? a + RT_CU_SUMSQ_CHUNK : j->n;
+        int64_t a = c * CUDA_SUMSQ_CHUNK, b = a + CUDA_SUMSQ_CHUNK < j->n ? a + CUDA_SUMSQ_CHUNK : j->n;
         double acc = 0;
         for (int64_t k = a; k < b; k++) {
             double x = kcu_host_from_bf16(j->h[k]);
@@ -42,49 +40,44 @@ static void rt_cu_sumsq_run(void *arg, int64_t c0, int64_t c1) {
     }
 }
 
-double rt_cu_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n) {
-    int64_t nc = (n + RT_CU_SUMSQ_CHUNK - 1) / RT_CU_SUMSQ_CHUNK;
-    rt_cu_sumsq_job j = {h, n, RT_MALLOC(sizeof(double) * (size_t)(nc + 1))};
-    rt_parallel_for(rt, nc, 1, rt_cu_sumsq_run, &j);
+double cuda_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n) {
+    int64_t nc = (n + CUDA_SUMSQ_CHUNK - 1) / CUDA_SUMSQ_CHUNK;
+    cuda_sumsq_job j = {h, n, RT_MALLOC(sizeof(double) * (size_t)(nc + 1))};
+    rt_parallel_for(rt, nc, 1, cuda_sumsq_run, &j);
     double acc = 0;
     for (int64_t c = 0; c < nc; c++) acc += j.part[c];
     free(j.part);
     return acc;
 }
 
-/* Every gradient's sum of squares on the device (double), one copy back,
- * then the CPU's rule: replicated gradients count once, sharded ones are
- * summed over the world, divided by their replication. */
-double rt_grad_norm(rt_ctx *rt) {
-    rt_cuda *cu = rt_cu(rt);
+/* Every gradient's sum of squares on the device (double), one copy back;
+ * core combines them into the global norm. */
+void rt_backend_grad_sumsq(rt_ctx *rt, double *s) {
+    rt_cuda_state *cu = cuda_state(rt);
     int nopt = rt->p->nopt;
-    rt_cu_wait_comm(rt); /* the gradients may come from reduce_scatter / all_reduce, or be on their way to the host */
+    cuda_wait_comm(rt); /* the gradients may come from reduce_scatter / all_reduce, or be on their way to the host */
     CU_CHECK(cudaMemsetAsync(cu->d_norm, 0, sizeof(double) * (size_t)(nopt + 1), cu->cs));
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
         if (!rt->p->values[g].on_host)
-            CU_CHECK(kcu_sumsq(rt_cu_use(rt, g), rt->p->values[g].local_elems, cu->d_norm + i, cu->cs));
+            CU_CHECK(kcu_sumsq(cuda_use(rt, g), rt->p->values[g].local_elems, cu->d_norm + i, cu->cs));
     }
-    double *s = RT_MALLOC(sizeof(double) * (size_t)(nopt + 1));
     CU_CHECK(cudaMemcpyAsync(s, cu->d_norm, sizeof(double) * (size_t)(nopt + 1), cudaMemcpyDeviceToHost, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the gradients' copies to the host have landed too */
     /* Gradients the optimizer's offload moved to the host: summed there. */
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
-        if (rt->p->values[g].on_host) s[i] = rt_cu_host_sumsq(rt, rt_cu_use(rt, g), rt->p->values[g].local_elems);
+        if (rt->p->values[g].on_host) s[i] = cuda_host_sumsq(rt, cuda_use(rt, g), rt->p->values[g].local_elems);
     }
-    double norm = rt_grad_norm_combine(rt, s);
-    free(s);
-    return norm;
 }
 
 /* The gradient entries matching this rank's parameter shard: the grad
  * buffer itself when both are laid out alike, else (ZeRO-1: param sharded,
  * grad whole) the N-d slice at the shard's global offset, copied on the
  * device. */
-static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
+static const kcu_bf16 *cuda_grad_for_shard(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
-    const kcu_bf16 *g = rt_cu_use(rt, grad);
+    const kcu_bf16 *g = cuda_use(rt, grad);
     if (rt_grad_like_param(rt, param, grad)) return g;
     RT_CHECK(!gd->on_host, "adamw(%s, %s): a gradient in host memory must be laid out like its parameter (the "
              "offload pass keeps ZeRO-1's whole gradients on the device)", pd->name, gd->name);
@@ -95,13 +88,13 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
     rt_local_dims(rt, param, bx.ddims);
     rt_global_offset(rt->p, param, rt->rank, poff);
     for (int i = 0; i < pd->rank; i++) bx.soff[i] = gd->shard[i] < 0 ? poff[i] : 0, bx.doff[i] = 0;
-    kcu_bf16 *tmp = rt_cu_ws(rt, CM_WS_CUDA_SLICE, (size_t)pd->local_elems * sizeof(kcu_bf16));
-    CU_CHECK(kcu_copy_box(tmp, g, &bx, 2, rt_cu(rt)->cs));
+    kcu_bf16 *tmp = cuda_ws(rt, CM_WS_CUDA_SLICE, (size_t)pd->local_elems * sizeof(kcu_bf16));
+    CU_CHECK(kcu_copy_box(tmp, g, &bx, 2, cuda_state(rt)->cs));
     return tmp;
 }
 
 /* n bf16 values widened to fp32: from a separate buffer in any order; in
- * place (buf's first 2n bytes) as rt_cu_host_widen says.  Float k takes
+ * place (buf's first 2n bytes) as cuda_host_widen says.  Float k takes
  * bytes [4k, 4k + 4), where bf16 entries 2k and 2k + 1 were.  With [0, hi)
  * left, the upper part [ceil(hi/2), hi) reads bytes below 2 hi and writes
  * at or above them, past every entry still unread: it runs in parallel;
@@ -110,24 +103,24 @@ static const kcu_bf16 *rt_cu_grad_for_shard(rt_ctx *rt, int param, int grad) {
 typedef struct {
     float *f;
     const kcu_bf16 *h;
-} rt_cu_widen_job;
+} cuda_widen_job;
 
-static void rt_cu_widen_run(void *arg, int64_t a, int64_t b) {
-    const rt_cu_widen_job *j = arg;
+static void cuda_widen_run(void *arg, int64_t a, int64_t b) {
+    const cuda_widen_job *j = arg;
     for (int64_t k = b; k-- > a;) j->f[k] = kcu_host_from_bf16(j->h[k]);
 }
 
-void rt_cu_host_widen(const rt_ctx *rt, void *buf, int64_t n) {
+void cuda_host_widen(const rt_ctx *rt, void *buf, int64_t n) {
     float *f = buf;
     const kcu_bf16 *h = buf;
     int64_t hi = n;
-    for (; hi >= 2 * RT_CU_HOST_MIN; hi = (hi + 1) / 2) {
+    for (; hi >= 2 * CUDA_HOST_MIN; hi = (hi + 1) / 2) {
         int64_t lo = (hi + 1) / 2;
-        rt_cu_widen_job j = {f + lo, h + lo};
-        rt_parallel_for(rt, hi - lo, RT_CU_HOST_MIN, rt_cu_widen_run, &j);
+        cuda_widen_job j = {f + lo, h + lo};
+        rt_parallel_for(rt, hi - lo, CUDA_HOST_MIN, cuda_widen_run, &j);
     }
-    rt_cu_widen_job j = {f, h};
-    rt_cu_widen_run(&j, 0, hi);
+    cuda_widen_job j = {f, h};
+    cuda_widen_run(&j, 0, hi);
 }
 
 /* AdamW on pair i's fp32 master and moments with the fp32 gradient in the
@@ -138,12 +131,12 @@ typedef struct {
     rt_ctx *rt;
     int i, phase;
     double wd;
-} rt_cu_update_job;
+} cuda_update_job;
 
-static void rt_cu_update_run(void *arg, int64_t a, int64_t b) {
-    const rt_cu_update_job *j = arg;
+static void cuda_update_run(void *arg, int64_t a, int64_t b) {
+    const cuda_update_job *j = arg;
     rt_ctx *rt = j->rt;
-    rt_cuda *cu = rt_cu(rt);
+    rt_cuda_state *cu = cuda_state(rt);
     float *master = cu->master[j->i];
     if (j->phase == 1) {
         kern_adamw(master + a, rt->opt_m[j->i] + a, rt->opt_v[j->i] + a, (float *)(void *)cu->host_stage + a, b - a,
@@ -160,52 +153,40 @@ static void rt_cu_update_run(void *arg, int64_t a, int64_t b) {
  * straight from its host buffer; one on the device comes down into the
  * area first and is widened in place.  Then AdamW and the narrowing, and
  * the weight goes up.  Synchronous: the next pair reuses the area. */
-static void rt_cu_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, bool on_host, double wd) {
-    rt_cuda *cu = rt_cu(rt);
+static void cuda_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, bool on_host, double wd) {
+    rt_cuda_state *cu = cuda_state(rt);
     int64_t n = rt->p->values[param].local_elems;
     kcu_bf16 *h = (kcu_bf16 *)(void *)cu->host_stage;
     rt_mem_reach_host(rt, cu->host_stage_off + ((size_t)n * 4 + 255) / 256 * 256); /* the plan's aligned area */
     if (on_host) {
         CU_CHECK(cudaStreamSynchronize(cu->cs)); /* its offload copy has landed */
-        rt_cu_widen_job w = {(float *)(void *)cu->host_stage, g};
-        rt_parallel_for(rt, n, RT_CU_HOST_MIN, rt_cu_widen_run, &w);
+        cuda_widen_job w = {(float *)(void *)cu->host_stage, g};
+        rt_parallel_for(rt, n, CUDA_HOST_MIN, cuda_widen_run, &w);
     } else {
         CU_CHECK(cudaMemcpyAsync(h, g, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost, cu->cs));
         CU_CHECK(cudaStreamSynchronize(cu->cs));
-        rt_cu_host_widen(rt, cu->host_stage, n);
+        cuda_host_widen(rt, cu->host_stage, n);
     }
-    rt_cu_update_job u = {rt, i, 1, wd};
-    rt_parallel_for(rt, n, RT_CU_HOST_MIN, rt_cu_update_run, &u);
+    cuda_update_job u = {rt, i, 1, wd};
+    rt_parallel_for(rt, n, CUDA_HOST_MIN, cuda_update_run, &u);
     u.phase = 2;
-    rt_parallel_for(rt, n, RT_CU_HOST_MIN, rt_cu_update_run, &u);
-    CU_CHECK(cudaMemcpyAsync(rt_cu_use(rt, param), h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
+    rt_parallel_for(rt, n, CUDA_HOST_MIN, cuda_update_run, &u);
+    CU_CHECK(cudaMemcpyAsync(cuda_use(rt, param), h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
 
-void rt_adamw(rt_ctx *rt, int param, int grad) {
-    double t0 = rt_now();
-    rt_cuda *cu = rt_cu(rt);
-    RT_CHECK(param >= 0 && param < rt->p->nvalues && grad >= 0 && grad < rt->p->nvalues,
-             "adamw: value index out of range (%d, %d)", param, grad);
-    if (!rt->norm_done) {
-        rt->grad_norm = rt_grad_norm(rt);
-        rt->clip_scale = rt_clip_scale(rt, rt->grad_norm);
-        rt->norm_done = true;
-    }
-    /* The norm is global, so every rank skips alike and the loop stops the
-     * run cleanly, naming the step, instead of training on NaN. */
-    if (!isfinite(rt->grad_norm)) return;
-    int i = rt_opt_index(rt, param, grad);
+/* Pair i's update: on the host with the optimizer offloaded, else on the
+ * device (waited for under --profile, so that its time is its own). */
+void rt_backend_adamw(rt_ctx *rt, int i, int param, int grad, double wd) {
+    rt_cuda_state *cu = cuda_state(rt);
     const rt_value_desc *pd = &rt->p->values[param];
-    const kcu_bf16 *g = rt_cu_grad_for_shard(rt, param, grad);
-    double wd = rt_weight_decay(rt, pd);
+    const kcu_bf16 *g = cuda_grad_for_shard(rt, param, grad);
     if (rt->p->opt_on_host) {
-        rt_cu_adamw_host(rt, i, param, g, rt->p->values[grad].on_host != 0, wd);
-        rt_kern_count(rt, CM_K_ADAMW, t0);
+        cuda_adamw_host(rt, i, param, g, rt->p->values[grad].on_host != 0, wd);
         return;
     }
-    CU_CHECK(kcu_adamw(rt_cu_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
-                       rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale, cu->cs));
+    CU_CHECK(kcu_adamw(cuda_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
+                       rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale,
+                       cu->cs));
     if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));
-    rt_kern_count(rt, CM_K_ADAMW, t0);
 }

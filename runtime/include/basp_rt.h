@@ -99,7 +99,7 @@ typedef struct rt_ctx rt_ctx;
 /* How packed documents are laid into rows (common/common.h: layout_pack). */
 typedef enum { RT_PACK_SEQUENTIAL = 0, RT_PACK_BALANCED = 1 } rt_packing;
 
-/* The learning-rate schedule (runtime/rt_sched.c states each formula). */
+/* The learning-rate schedule (runtime/core/rt_sched.c states each formula). */
 typedef enum { RT_SCHED_CONSTANT = 0, RT_SCHED_COSINE = 1, RT_SCHED_LINEAR = 2, RT_SCHED_WSD = 3 } rt_schedule_kind;
 
 /* AdamW's settings and the schedule of the spec's train block; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ckdir.sh — whose checkpoints a --checkpoint-dir holds (runtime/rt_ckpt_dir.c)
+# ckdir.sh — whose checkpoints a --checkpoint-dir holds (runtime/ckpt/rt_ckpt_dir.c)
 # and the options around it (tests/ckpt/CMakeLists.txt, ckpt.dir_*).  One-rank
 # binaries of the ckpt fixture (ckpt.sh setup), run without mpirun.
 #

@@ -147,7 +147,7 @@ def write_hf(kind, out, expected):
         weight_map.update({t[0]: fname for t in ts})
     json.dump({"metadata": {}, "weight_map": weight_map},
               open(os.path.join(out, "model.safetensors.index.json"), "w"), indent=2)
-    with open(expected, "wb") as f:  # runtime/rt_save.c's format
+    with open(expected, "wb") as f:  # runtime/ckpt/rt_save.c's format
         f.write(struct.pack("<III", 0x54505342, 1, len(ours)))
         for name, dims, _ in ours:
             f.write(struct.pack("<I", len(name)) + name.encode() + struct.pack("<I", len(dims)))

@@ -1,12 +1,12 @@
 /* test_chunk.c — the chunking of whole-tensor gathers and scatters
- * (runtime/rt_chunk.h) in 64 bits: a tensor of 3e9 elements (over 2^31)
+ * (runtime/ckpt/rt_chunk.h) in 64 bits: a tensor of 3e9 elements (over 2^31)
  * splits into chunks that cover it exactly, each count fitting an int. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "../unit/check.h"
-#include "rt_chunk.h"
+#include "ckpt/rt_chunk.h"
 
 /* The chunks of n cover [0, n) in order, each 1..chunk <= INT_MAX elements. */
 static void cover(int64_t n, int64_t chunk) {

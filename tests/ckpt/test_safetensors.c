@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "../unit/check.h"
-#include "rt_safetensors.h"
+#include "ckpt/rt_safetensors.h"
 
 static char err[512];
 

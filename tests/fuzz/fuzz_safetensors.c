@@ -1,5 +1,5 @@
 /* fuzz_safetensors — fuzz target for the safetensors reader behind --resume
- * and --init-from DIR (runtime/rt_safetensors.c).  Any input must end in a
+ * and --init-from DIR (runtime/ckpt/rt_safetensors.c).  Any input must end in a
  * parsed file or an error message: no crash, no hang, no leak, no read
  * outside the buffer.  A file that parses has every tensor converted to
  * fp32 (the loader's next step), which reads each tensor's whole byte range. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/rt_safetensors.h"
+#include "runtime/ckpt/rt_safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* test_gpu_kernels.c — every CUDA kernel (runtime/cuda/kcu.h) against the
- * fp32 CPU kernel (runtime/kernels.h) on random inputs, forward and
+ * fp32 CPU kernel (runtime/host/rt_host.h) on random inputs, forward and
  * backward.  Inputs are rounded to bf16 first, so both sides see the same
  * numbers; what differs is bf16 storage of outputs and intermediates and
  * the summation order.
@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "kcu.h"
-#include "kernels.h"
+#include "rt_host.h"
 #ifdef BASP_HAVE_CUDNN
 #include "rt_attn_cudnn.h"
 #endif
@@ -491,16 +491,16 @@ static kcu_bf16 *dnan(int64_t n) { /* bf16 0xffff: NaN */
 
 /* cuDNN's forward and backward at one shape against the CPU reference and
  * the basp kernels (tolerances in the file's header). */
-static void test_cudnn_attention(rt_cudnn *c, const rt_cudnn_shape *sh, float qk) {
+static void test_cudnn_attention(cuda_cudnn *c, const cuda_cudnn_shape *sh, float qk) {
     int64_t b = sh->b, S = sh->S, H = sh->H, Hkv = sh->Hkv, Dh = sh->Dh, nq = b * S * H * Dh, nk = b * S * Hkv * Dh;
     char name[80], tag[40];
     snprintf(tag, sizeof tag, "Dh%d H%d/%d S%d x%g", (int)Dh, (int)H, (int)Hkv, (int)S, qk);
-    if (rt_cudnn_known_fault(sh)) { /* refused on purpose: the runtime uses the basp kernels here */
-        printf("cudnn attention %-16s skipped: cuDNN %zu: %s\n", tag, rt_cudnn_version(), rt_cudnn_known_fault(sh));
+    if (cuda_cudnn_known_fault(sh)) { /* refused on purpose: the runtime uses the basp kernels here */
+        printf("cudnn attention %-16s skipped: cuDNN %zu: %s\n", tag, cuda_cudnn_version(), cuda_cudnn_known_fault(sh));
         return;
     }
-    if (rt_cudnn_prepare(c, sh) != 0) {
-        printf("cudnn attention %-16s not supported: %s  FAIL\n", tag, rt_cudnn_error(c));
+    if (cuda_cudnn_prepare(c, sh) != 0) {
+        printf("cudnn attention %-16s not supported: %s  FAIL\n", tag, cuda_cudnn_error(c));
         failures++;
         return;
     }
@@ -510,9 +510,9 @@ static void test_cudnn_attention(rt_cudnn *c, const rt_cudnn_shape *sh, float qk
     kcu_bf16 *oc = dnan(nq), *ob = dnan(nq), *cq = dnan(nq), *ck = dnan(nk), *cv = dnan(nk);
     kcu_bf16 *bq = dnan(nq), *bk = dnan(nk), *bv = dnan(nk);
     float *stats = dalloc((size_t)(b * H * S) * 4), *ws = dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
-    void *cws = dalloc(rt_cudnn_ws_bytes(c, sh));
-    if (rt_cudnn_fwd(c, sh, oc, stats, dq_, dk_, dv_, cws) != 0) {
-        printf("cudnn attention fwd %s: %s  FAIL\n", tag, rt_cudnn_error(c));
+    void *cws = dalloc(cuda_cudnn_ws_bytes(c, sh));
+    if (cuda_cudnn_fwd(c, sh, oc, stats, dq_, dk_, dv_, cws) != 0) {
+        printf("cudnn attention fwd %s: %s  FAIL\n", tag, cuda_cudnn_error(c));
         failures++;
     }
     KCU_CHECK_EXIT(kcu_attention_fwd(ob, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
@@ -524,8 +524,8 @@ static void test_cudnn_attention(rt_cudnn *c, const rt_cudnn_shape *sh, float qk
     check_stats("cudnn stats", stats, lse, b * H * S);
     /* both backwards read cuDNN's o, the reference too */
     kern_attention_bwd(dq, dk, dv, dout, q, k, v, gc, b, S, H, Hkv, Dh);
-    if (rt_cudnn_bwd(c, sh, cq, ck, cv, ddo, dq_, dk_, dv_, oc, stats, cws) != 0) {
-        printf("cudnn attention bwd %s: %s  FAIL\n", tag, rt_cudnn_error(c));
+    if (cuda_cudnn_bwd(c, sh, cq, ck, cv, ddo, dq_, dk_, dv_, oc, stats, cws) != 0) {
+        printf("cudnn attention bwd %s: %s  FAIL\n", tag, cuda_cudnn_error(c));
         failures++;
     }
     KCU_CHECK_EXIT(kcu_attention_bwd(bq, bk, bv, ddo, dq_, dk_, dv_, oc, b, S, H, Hkv, Dh, ws, 0));
@@ -550,21 +550,21 @@ static void test_cudnn_attention(rt_cudnn *c, const rt_cudnn_shape *sh, float qk
 /* GQA groups of 1, 2, 4 and 8; Dh 64 and 128; S a multiple of 64 and not. */
 static void test_cudnn(void) {
     char why[512];
-    if (rt_cudnn_known_fault(NULL)) { /* the runtime will not use this cuDNN at all */
-        printf("cudnn attention skipped: cuDNN %zu: %s\n", rt_cudnn_version(), rt_cudnn_known_fault(NULL));
+    if (cuda_cudnn_known_fault(NULL)) { /* the runtime will not use this cuDNN at all */
+        printf("cudnn attention skipped: cuDNN %zu: %s\n", cuda_cudnn_version(), cuda_cudnn_known_fault(NULL));
         return;
     }
-    rt_cudnn *c = rt_cudnn_create(0, why, sizeof why);
+    cuda_cudnn *c = cuda_cudnn_create(0, why, sizeof why);
     if (!c) {
         printf("cudnn attention: cannot create a handle: %s  FAIL\n", why);
         failures++;
         return;
     }
-    rt_cudnn_shape shapes[] = {{1, 256, 8, 2, 64}, {2, 200, 4, 1, 128}, {1, 384, 16, 4, 128}, {1, 130, 4, 4, 64},
+    cuda_cudnn_shape shapes[] = {{1, 256, 8, 2, 64}, {2, 200, 4, 1, 128}, {1, 384, 16, 4, 128}, {1, 130, 4, 4, 64},
                                {2, 64, 8, 1, 64}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int sharp = 0; sharp < 2; sharp++) test_cudnn_attention(c, &shapes[i], sharp ? 3.f : 1.f);
-    rt_cudnn_destroy(c);
+    cuda_cudnn_destroy(c);
 }
 #endif
 

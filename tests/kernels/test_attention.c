@@ -25,7 +25,7 @@
  * ring-block / packed-document entry points, fused against blocked; NaN and
  * infinite inputs, which must reach the outputs; and the AVX2 instance
  * taking head dims 8 (mod 16) on an AVX-512 CPU (below). */
-#include "kernels.h"
+#include "rt_host.h"
 
 #define KTEST_SEED 0xA77E57105EEDull
 #include "ktest.h"

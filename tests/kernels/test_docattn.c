@@ -1,5 +1,5 @@
 /* test_docattn.c — causal attention within documents (kern_docattn_fwd/bwd,
- * runtime/kernels.h; the ring block kernels with document ids underneath).
+ * runtime/host/rt_host.h; the ring block kernels with document ids underneath).
  *
  * Checked:
  *   (a) independent check: every document of a packed row, cut out into a row
@@ -25,7 +25,7 @@
  *       lies wholly in an earlier document must not reach the later
  *       document's results (a computed-then-masked tile would multiply the NaN
  *       by 0, which is NaN). */
-#include "kernels.h"
+#include "rt_host.h"
 
 #define KTEST_SEED 0x9E3779B97F4A7C15ull
 #include "ktest.h"

@@ -1,4 +1,4 @@
-/* test_kernels.c — the fp32 CPU kernels of runtime/kernels.h.
+/* test_kernels.c — the fp32 CPU kernels of runtime/host/rt_host.h.
  *
  * Every backward is compared with central finite differences of its forward:
  * for a random projection r, L(x) = sum(r o y(x)) accumulated in double, and
@@ -11,7 +11,7 @@
  * Inputs come from a fixed seed.  Each check prints its worst error; any
  * violation makes the program exit non-zero.  A negative control at the end
  * makes sure the checker itself rejects a gradient that is 3% off. */
-#include "kernels.h"
+#include "rt_host.h"
 
 #define KTEST_SEED 0x9E3779B97F4A7C15ull
 #include "ktest.h"

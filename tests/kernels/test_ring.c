@@ -1,5 +1,5 @@
 /* test_ring.c — the ring-attention block kernels and RoPE with explicit
- * positions (runtime/kernels.h, kern_ring.c and kern_basic.c).
+ * positions (runtime/host/rt_host.h, kern_ring.c and kern_basic.c).
  *
  * A ring is simulated in one process: the sequence is permuted into the
  * zig-zag order (kern_zigzag_pos), cut into R blocks, and every query block
@@ -29,7 +29,7 @@
  *       result of kern_rope_fwd on the original order, bit for bit.
  * Larger shapes (S = 512) cover several 64 x 64 tiles per block, where whole
  * tiles are skipped or need no mask. */
-#include "kernels.h"
+#include "rt_host.h"
 
 #define KTEST_SEED 0x2545F4914F6CDD1Dull
 #include "ktest.h"

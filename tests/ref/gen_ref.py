@@ -19,11 +19,11 @@ biases, tied), qwen3 (q/k RMSNorm, tied) -- it
      weights as basp);
   2. trains it for STEPS steps on OUTDIR/tokens.bin (an llm.c token file
      written here) exactly as basp's runtime does: the same sampler
-     (runtime/rt_data.c: splitmix64 positions from (seed, step, sequence)),
+     (runtime/data/rt_data.c: splitmix64 positions from (seed, step, sequence)),
      the loss as the sum of the token cross-entropies over B*S, the global
      gradient norm (in double) and clipping at 1.0 with 1/(norm + 1e-6),
-     and AdamW with basp's constants (runtime/rt_internal.h, rt_opt.c,
-     cpu/kern_adamw.c: beta1 0.9, beta2 0.95, eps 1e-8 added to
+     and AdamW with basp's constants (runtime/core/rt_sched.c, rt_optim.c,
+     runtime/host/kern_adamw.c: beta1 0.9, beta2 0.95, eps 1e-8 added to
      sqrt(v)/sqrt(1-beta2^t), bias-corrected, decoupled weight decay 0.1 on
      every matrix -- not on the norm weights nor on the q/k/v biases --,
      constant lr);
@@ -71,13 +71,13 @@ NTOKENS = 1024          # tokens in tokens.bin
 INIT_STD = 0.1
 SAMPLES = 256           # sampled elements per tensor (all of a smaller tensor)
 
-# basp's optimizer (runtime/rt_internal.h)
+# basp's optimizer (runtime/core/rt_sched.c, rt_optim_defaults)
 BETA1, BETA2, EPS, WD, MAX_NORM = 0.9, 0.95, 1e-8, 0.1, 1.0
 M64 = (1 << 64) - 1
 
 
 def splitmix64(x):
-    """rt_splitmix64 (runtime/rt_arena.c)."""
+    """rt_splitmix64 (runtime/core/rt_arena.c)."""
     z = (x + 0x9E3779B97F4A7C15) & M64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
@@ -85,7 +85,7 @@ def splitmix64(x):
 
 
 def position(seed, t, b, ntokens, seq_len):
-    """rt_data_position (runtime/rt_data.c): where sequence b of step t starts."""
+    """rt_data_position (runtime/data/rt_data.c): where sequence b of step t starts."""
     h = splitmix64(seed)
     h = splitmix64(h ^ t)
     h = splitmix64(h ^ b)
@@ -102,7 +102,7 @@ def write_tokens(path, tokens):
 
 def basp_name(hf):
     """Hugging Face tensor name -> (basp parameter name, transpose?) -- the
-    mapping of runtime/rt_hf.c, written independently."""
+    mapping of runtime/ckpt/rt_hf.c, written independently."""
     if hf == "model.embed_tokens.weight":
         return "embed", False
     if hf == "model.norm.weight":

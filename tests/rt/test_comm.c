@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "core/rt_backend.h"
+#include "data/rt_data.h"
 
 enum { W = 0, SP = 1, DP = 2 };
 static const int r_world[] = {0, 1, 2, 3}, r_sp[] = {0, 1, 2, 3}, r_dp[] = {0, 2, 1, 3};

@@ -1,4 +1,4 @@
-/* test_sampler.c — --sampler epoch (rt_epoch_window, runtime/rt_data.c):
+/* test_sampler.c — --sampler epoch (rt_epoch_window, runtime/data/rt_data.c):
  * for window counts from 1 to 70001, each of three epochs visits every
  * window exactly once; consecutive epochs and other seeds give other
  * orders; the order is a pure function of (seed, sequence number), so a
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../unit/check.h"
-#include "rt_internal.h"
+#include "data/rt_data.h"
 
 static void one(int64_t n, uint64_t seed) {
     unsigned char *seen = calloc((size_t)n, 1);

@@ -1,5 +1,5 @@
 /* test_sched.c — the learning-rate schedules against their closed forms
- * (runtime/rt_sched.c): hand-computed values at step 0, inside and at the
+ * (runtime/core/rt_sched.c): hand-computed values at step 0, inside and at the
  * end of the warmup, in the decay and at the last step, then every step of
  * a run against the formula written out independently here; and the range
  * checks of AdamW's settings.  Pure functions: no MPI is started. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../unit/check.h"
-#include "rt_internal.h"
+#include "core/rt_core.h"
 
 static double lr_of(rt_schedule_kind k, int64_t warmup, double min_lr, double wsd, int64_t t, int64_t T) {
     rt_optim_desc o = rt_optim_defaults;

@@ -1,12 +1,12 @@
 /* test_host_update_emu.c — the CUDA backend's host-update helpers
  * (runtime/cuda/rt_opt_cuda.c) on 1, 3 and 8 threads:
  *
- *   rt_cu_host_widen: bf16 values widened to fp32 in place, in parallel
+ *   cuda_host_widen: bf16 values widened to fp32 in place, in parallel
  *     halves from the top, must equal each value widened on its own, for
  *     sizes around the halving and threading thresholds, odd ones too (a
  *     phase whose writes reach an unread entry, or an entry left out,
  *     changes some value);
- *   rt_cu_host_sumsq: a host gradient's sum of squares must be the same
+ *   cuda_host_sumsq: a host gradient's sum of squares must be the same
  *     bits on any thread count, and equal a plain double sum to 1e-12
  *     relative (only the order of the additions differs).
  *
@@ -48,7 +48,7 @@ int main(void) {
             rt.host_threads = threads[t];
             memset(buf, 0xff, sizeof *buf * (size_t)(n + 1));
             memcpy(buf, src, sizeof *src * (size_t)n);
-            rt_cu_host_widen(&rt, buf, n);
+            cuda_host_widen(&rt, buf, n);
             int64_t bad = -1;
             for (int64_t k = 0; k < n && bad < 0; k++)
                 if (memcmp(&buf[k], &want[k], sizeof *buf) != 0) bad = k;
@@ -57,7 +57,7 @@ int main(void) {
                        (long long)bad, buf[bad], want[bad]);
                 fails++;
             }
-            double got = rt_cu_host_sumsq(&rt, src, n);
+            double got = cuda_host_sumsq(&rt, src, n);
             if (t == 0) first = got;
             if (memcmp(&got, &first, sizeof got) != 0 || fabs(got - plain) > 1e-12 * plain) {
                 printf("FAIL sumsq n=%lld threads=%d: %.17g, %.17g on 1 thread, plain sum %.17g\n", (long long)n,

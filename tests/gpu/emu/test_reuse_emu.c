@@ -9,7 +9,7 @@
  *      wait the kernel runs first and the collective sums B instead of A.
  *   2. a deferred send reads S; S is freed before the send goes out (it
  *      joins the next receive's NCCL group) and a kernel writes T over S's
- *      bytes: the send must read a copy (rt_cu_stage_sends), else it sends T.
+ *      bytes: the send must read a copy (cuda_stage_sends), else it sends T.
  *   3. a kernel last reads E; E is freed and a collective writes G over E's
  *      bytes: the communication stream must follow the kernel.
  *
@@ -111,7 +111,7 @@ static void run(rt_ctx *rt) {
     expect(rt, F, want_f, "kernel reading a value freed before a collective wrote its bytes");
     expect(rt, G, want_g, "collective output on the freed value's bytes");
     /* Cases 1 and 2 each make the compute stream wait for the other. */
-    int64_t waits = rt_cu(rt)->reuse_waits[0];
+    int64_t waits = cuda_state(rt)->reuse_waits[0];
     if (!rt->planned || waits < 2) {
         failures++;
         fprintf(stderr, "rank %d: FAILED: %s, %lld compute-stream reuse waits (want the plan and >= 2)\n", rt->rank,

@@ -1,6 +1,6 @@
 /* test_ring_emu.c — the CUDA ring-attention kernels and kcu_rope_pos
  * (runtime/cuda/kcu_ring.cu, kcu_basic.cu) against the fp32 CPU kernels
- * (runtime/cpu/kern_ring.c, kern_basic.c), under cuemu or on a GPU.
+ * (runtime/host/kern_ring.c, kern_basic.c), under cuemu or on a GPU.
  *
  * A ring of R blocks in zig-zag order is simulated on both sides: every
  * query block meets every key block, own block first; the backward runs
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "kcu.h"
-#include "kernels.h"
+#include "rt_host.h"
 
 static const double TOL = 1e-4;
 static int failures;
