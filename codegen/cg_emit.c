@@ -470,6 +470,9 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_cstr(b, spec);
     sup_buf_printf(b, ",\n    .world = %d, .nodes = %d, .devices_per_node = %d,\n", ir_world(m), m->mesh.nodes,
                    m->mesh.devices_per_node);
+    for (int r = 0; m->mesh.node_of && r < ir_world(m); r++) /* consecutive: none (rank r on r / dpn) */
+        sup_buf_printf(b, "%s%d", r ? (r % 32 ? "," : ",\n        ") : "    .node_of = (const int[]){", m->mesh.node_of[r]);
+    sup_buf_puts(b, m->mesh.node_of ? "},\n" : "");
     sup_buf_printf(b, "    .ngroups = NGROUPS, .groups = %s,\n", m->ngroups ? "groups" : "0");
     sup_buf_puts(b, "    .nvalues = NVALUES, .values = values,\n");
     sup_buf_printf(b, "    .nopt = %d, .opt = %s,\n", nopt, nopt ? "opt" : "0");

@@ -18,6 +18,7 @@
 #include "driver.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct lw {
@@ -510,6 +511,13 @@ ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice)
     copy_config(m, spec, choice);
     m->mesh.nodes = (int)spec->mesh.nodes;
     m->mesh.devices_per_node = (int)spec->mesh.devices_per_node;
+    if (!fe_placement_consecutive(&spec->mesh)) {
+        int *node_of = sup_xmalloc(sizeof(int) * (size_t)ir_world(m));
+        char why[256];
+        if (fe_placement_nodes(&spec->mesh, node_of, why, sizeof why)) /* fe_check diagnosed a bad one */
+            ir_mesh_set_placement(m, node_of);
+        free(node_of);
+    }
     copy_link(&m->mesh.intra, &spec->mesh.intra);
     copy_link(&m->mesh.inter, &spec->mesh.inter);
     ir_group_add_contiguous(m, "world", 1);

@@ -597,10 +597,10 @@ static void print_docs_cols(const pass_plan_candidate *c, FILE *out)
             num(b, sizeof b, c, c->docs_ms[1], "%.1f"), num(ib, sizeof ib, c, c->imbalance[1], "%.2f"));
 }
 
-static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, bool chosen, FILE *out)
+static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, bool chosen, int width, FILE *out)
 {
     char a[32], f[32], s[32], m[32];
-    fprintf(out, "%c %-28s %3d %3d %11.0f %5d %9s %6s %10s", chosen ? '*' : ' ', c->name, c->groups,
+    fprintf(out, "%c %-*s %3d %3d %11.0f %5d %9s %6s %10s", chosen ? '*' : ' ', width, c->name, c->groups,
             c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
             num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"));
     if (r->docs.on)
@@ -630,7 +630,11 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
         fprintf(out, "packed documents: %d lengths from %s (mean %.0f, longest %.0f tokens), %d sampled steps; "
                 "'step ms' is the %s packing's\n", r->docs.n, r->docs.source, r->docs.mean_len, r->docs.max_len,
                 r->docs.steps, layout_packing_name(r->docs.packing));
-    fprintf(out, "\n  %-28s %3s %3s %11s %5s %9s %6s %10s", "layout", "G", "K", "tokens/rank", "peers", "a2a ms",
+    /* 28 columns hold the built-in layouts' names; a plugin's may be longer */
+    int width = 28;
+    for (int i = 0; i < r->n; i++)
+        width = (int)strlen(r->cand[i].name) > width ? (int)strlen(r->cand[i].name) : width;
+    fprintf(out, "\n  %-*s %3s %3s %11s %5s %9s %6s %10s", width, "layout", "G", "K", "tokens/rank", "peers", "a2a ms",
             "a2a", "step ms");
     if (r->docs.on)
         fprintf(out, " %9s %9s %5s %9s %5s", "dense ms", "seq ms", "imb", "bal ms", "imb");
@@ -638,7 +642,7 @@ void pass_plan_print(const pass_plan_result *r, FILE *out)
         fprintf(out, " %-11s %8s", "offload", "host ms");
     fprintf(out, " %8s  %-4s %-5s %s\n", "mem GiB", "fits", "legal", "why not chosen");
     for (int i = 0; i < r->n; i++)
-        print_row(r, &r->cand[i], i == r->chosen, out);
+        print_row(r, &r->cand[i], i == r->chosen, width, out);
     fputc('\n', out);
     if (r->chosen >= 0)
         fprintf(out, "chosen: %s (%s)\n", r->cand[r->chosen].name, r->why);

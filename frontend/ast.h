@@ -56,6 +56,7 @@ typedef enum {
     FE_K_TIME,    /* duration */
     FE_K_BATCH,   /* auto | on | off | groups N | N */
     FE_K_LINK,    /* link intra|inter KIND (mesh only, special syntax) */
+    FE_K_PLACEMENT, /* a name, or a "string" listing every rank's node */
 } fe_key_kind;
 
 typedef struct fe_keydef {

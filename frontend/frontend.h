@@ -30,6 +30,8 @@
 #include "../support/support.h"
 
 enum { FE_NAME_MAX = 64 };
+/* mesh.placement's text: a word, or a list of every rank's node. */
+enum { FE_PLACEMENT_MAX = 4096 };
 /* Upper bound on model.layers (lowering takes about a second at this depth). */
 enum { FE_MAX_LAYERS = 1024 };
 
@@ -70,6 +72,12 @@ typedef struct fe_mesh {
      * devices of a node share them.  Default devices_per_node: one per
      * device, as in DGX-class nodes. */
     int64_t nics_per_node;
+    /* Where the launcher puts ranks: "consecutive" (default: rank r on
+     * node r / devices_per_node, as `mpirun --map-by slot` and `srun
+     * --distribution=block` place them), "round_robin" (node r % nodes:
+     * `--map-by node`, `--distribution=cyclic`) or a list of every rank's
+     * node ("0 1 0 1 ...").  fe_placement_nodes reads it. */
+    char placement[FE_PLACEMENT_MAX];
     char device[FE_NAME_MAX]; /* preset name, e.g. a100_40gb, cpu */
     double device_mem;        /* bytes, from the preset unless given (`memory 40GB`) */
     fe_link intra, inter;
@@ -226,6 +234,14 @@ void fe_set_input_hook(fe_input_fn fn, void *ud);
 void fe_note_input(const char *path); /* calls the hook */
 
 int64_t fe_world(const fe_spec *spec); /* nodes * devices_per_node */
+/* The node of every world rank under m->placement, into node_of (nodes *
+ * devices_per_node entries); false, with the reason in why, when the text
+ * is neither word nor a list naming a node for each rank with exactly
+ * devices_per_node ranks on every node. */
+bool fe_placement_nodes(const fe_mesh *m, int *node_of, char *why, size_t nwhy);
+/* True when the placement puts rank r on node r / devices_per_node (the
+ * default, and any list or word that amounts to it). */
+bool fe_placement_consecutive(const fe_mesh *m);
 /* train.mlp_chunk not given: chosen when the step is built. */
 #define FE_MLP_AUTO (-1)
 /* DeepSpeed ALST's tiling: hidden tokens per chunk once a rank holds more

@@ -249,6 +249,23 @@ static void link_defaults(fe_spec *s, fe_link *l, const fe_link *device, const c
     if (!fe_given(s, lk)) l->efficiency = named ? named->efficiency : 1.0;
 }
 
+/* mesh.placement names a node for every rank, devices_per_node per node. */
+static void placement_rules(checker *c) {
+    fe_mesh *m = &c->s->mesh;
+    if (!fe_given(c->s, "mesh.placement")) snprintf(m->placement, sizeof m->placement, "consecutive");
+    if (m->nodes <= 0 || m->devices_per_node <= 0) return;
+    int *node_of = malloc(sizeof(int) * (size_t)(m->nodes * m->devices_per_node));
+    char why[256];
+    if (node_of && !fe_placement_nodes(m, node_of, why, sizeof why)) {
+        sup_loc loc = at(c, "mesh.placement");
+        err(c, loc, "placement: %s", why);
+        sup_note(loc, "write 'placement consecutive' (mpirun --map-by slot, srun --distribution=block), "
+                      "'placement round_robin' (--map-by node, --distribution=cyclic) or "
+                      "'placement \"0 0 1 1 ...\"' (the node of every rank)");
+    }
+    free(node_of);
+}
+
 static void mesh_defaults(checker *c) {
     fe_mesh *m = &c->s->mesh;
     if (!fe_given(c->s, "mesh.device")) snprintf(m->device, sizeof m->device, "cpu");
@@ -273,7 +290,9 @@ static void mesh_defaults(checker *c) {
         sup_loc loc = at(c, m->nodes > m->devices_per_node ? "mesh.nodes" : "mesh.devices_per_node");
         err(c, loc, "world size nodes*devices_per_node is too large (at most %d ranks)", 1 << 24);
         sup_note(loc, "describe the mesh that one training job runs on");
+        return;
     }
+    placement_rules(c);
 }
 
 /* Offload moves values over the host link: a mesh without one (`link host

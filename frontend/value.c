@@ -35,6 +35,7 @@ static const char *wants(fe_key_kind k) {
     case FE_K_BW: return "a bandwidth";
     case FE_K_TIME: return "a duration";
     case FE_K_BATCH: return "auto, on, off or groups N";
+    case FE_K_PLACEMENT: return "consecutive, round_robin or a \"list\" of every rank's node";
     default: return "a value";
     }
 }
@@ -190,6 +191,10 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
     case FE_K_BW: ok = store_unit(ctx, kd, (double *)p, v, FE_U_BW); break;
     case FE_K_TIME: ok = store_unit(ctx, kd, (double *)p, v, FE_U_TIME); break;
     case FE_K_BATCH: ok = store_batch(ctx, kd, &ctx->spec->layout, v); break;
+    case FE_K_PLACEMENT:
+        if (v->kind != FE_V_IDENT && v->kind != FE_V_STR) return mismatch(ctx, kd, v);
+        ok = fe_b_copy_name(ctx, p, kd->size, v->str, v->loc);
+        break;
     case FE_K_LINK: break;
     }
     if (ok) fe_loc_set(ctx->spec, lockey, key_loc, v->loc);

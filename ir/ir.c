@@ -153,6 +153,7 @@ void ir_module_free(ir_module *m)
     for (int g = 0; g < m->ngroups; g++)
         free(m->groups[g].ranks);
     free(m->config);
+    free(m->mesh.node_of);
     free(m->groups);
     free(m->values);
     free(m->ops);
@@ -186,12 +187,38 @@ ir_module *ir_module_clone(const ir_module *m)
     }
     int cap;
     c->vnames.slots = ir_dup_array(m->vnames.slots, m->vnames.cap, sizeof(int), &cap);
+    c->mesh.node_of = m->mesh.node_of ? ir_dup_array(m->mesh.node_of, ir_world(m), sizeof(int), &cap) : NULL;
     return c;
 }
 
 int ir_world(const ir_module *m)
 {
     return m->mesh.nodes * m->mesh.devices_per_node;
+}
+
+int ir_local_of(const ir_module *m, int r)
+{
+    int dpn = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
+    if (!m->mesh.node_of || r < 0 || r >= ir_world(m))
+        return r % dpn;
+    int k = 0;
+    for (int q = 0; q < r; q++)
+        k += m->mesh.node_of[q] == m->mesh.node_of[r];
+    return k;
+}
+
+void ir_mesh_set_placement(ir_module *m, const int *node_of)
+{
+    free(m->mesh.node_of);
+    m->mesh.node_of = NULL;
+    int world = ir_world(m), dpn = m->mesh.devices_per_node;
+    bool consecutive = true;
+    for (int r = 0; node_of && r < world && consecutive; r++)
+        consecutive = node_of[r] == r / dpn;
+    if (!node_of || consecutive || world <= 0)
+        return;
+    m->mesh.node_of = sup_xmalloc(sizeof(int) * (size_t)world);
+    memcpy(m->mesh.node_of, node_of, sizeof(int) * (size_t)world);
 }
 
 /* ---- config ------------------------------------------------------------- */

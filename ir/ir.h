@@ -287,6 +287,11 @@ typedef struct ir_link {
 
 typedef struct ir_mesh {
     int nodes, devices_per_node;
+    /* Where ranks run: NULL when rank r is on node r / devices_per_node
+     * (consecutive, the launchers' default), else the node of every world
+     * rank (the spec's mesh.placement; textual IR `node_of = [...]`).
+     * Owned by the module; set with ir_mesh_set_placement. */
+    int *node_of;
     ir_link intra, inter;
 } ir_mesh;
 
@@ -319,13 +324,23 @@ ir_module *ir_module_new(const char *name);
 void ir_module_free(ir_module *m);
 ir_module *ir_module_clone(const ir_module *m);
 int ir_world(const ir_module *m); /* nodes * devices_per_node */
-/* The node holding world rank r: ranks are numbered node by node, so r /
+/* The node holding world rank r: the mesh's placement, else (consecutive
+ * placement, or a rank outside the mesh in hand-written IR) r /
  * devices_per_node.  The one definition of the mesh geometry that the cost
  * model, the schedule report and placement share. */
 static inline int ir_node_of(const ir_module *m, int r) /* inline: the cost model calls it per rank */
 {
+    if (m->mesh.node_of && r >= 0 && r < m->mesh.nodes * m->mesh.devices_per_node)
+        return m->mesh.node_of[r];
     return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
 }
+/* The position of rank r among the ranks of its node (r % devices_per_node
+ * under consecutive placement). */
+int ir_local_of(const ir_module *m, int r);
+/* Sets the placement from node_of (world entries; copied), or consecutive
+ * when node_of is NULL or amounts to it, so that a consecutive module prints
+ * and compares the same however it was built. */
+void ir_mesh_set_placement(ir_module *m, const int *node_of);
 
 /* Config: set replaces an existing key in place (order kept), else appends;
  * remove drops a key if present. */

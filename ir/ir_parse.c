@@ -302,7 +302,47 @@ static bool p_config(ir_parser *p)
     return p_expect_eol(p, "the config value");
 }
 
-/* mesh := 'mesh' 'nodes' '=' INT ',' 'devices_per_node' '=' INT NL */
+/* node_of := 'node_of' '=' '[' INT (',' INT)* ']'   the node of every rank,
+ * devices_per_node ranks on each node (absent: rank r on node r / dpn) */
+static bool p_node_of(ir_parser *p)
+{
+    ir_mesh *mesh = &p->m->mesh;
+    int world = mesh->nodes * mesh->devices_per_node;
+    if (!p_expect_key(p, "node_of") || !p_expect_punct(p, '['))
+        return false;
+    int *node_of = sup_xmalloc(sizeof(int) * (size_t)(world > 0 ? world : 1));
+    int *count = calloc((size_t)(mesh->nodes > 0 ? mesh->nodes : 1), sizeof(int));
+    int n = 0;
+    bool ok = count != NULL;
+    do {
+        sup_loc at = p_loc(p);
+        int64_t v;
+        if (!(ok = ok && p_int(p, 0, mesh->nodes - 1, "a node of the mesh", &v)))
+            break;
+        if ((ok = n < world && count[v] < mesh->devices_per_node)) {
+            node_of[n++] = (int)v;
+            count[v]++;
+        } else {
+            if (n < world)
+                sup_error(at, "node %lld already holds devices_per_node = %d ranks", (long long)v,
+                          mesh->devices_per_node);
+            else
+                sup_error(at, "node_of places more ranks than the mesh's %d", world);
+        }
+    } while (ok && p_accept_punct(p, ','));
+    if (ok && n != world) {
+        ir_lex_error(&p->lx, CUR, "node_of places %d ranks; the mesh has %d", n, world);
+        ok = false;
+    }
+    ok = ok && p_expect_punct(p, ']');
+    if (ok)
+        ir_mesh_set_placement(p->m, node_of);
+    free(node_of);
+    free(count);
+    return ok;
+}
+
+/* mesh := 'mesh' 'nodes' '=' INT ',' 'devices_per_node' '=' INT (',' node_of)? NL */
 static bool p_mesh(ir_parser *p)
 {
     if (p->mesh_loc.file) {
@@ -323,6 +363,8 @@ static bool p_mesh(ir_parser *p)
     }
     p->m->mesh.nodes = (int)nodes;
     p->m->mesh.devices_per_node = (int)dpn;
+    if (p_accept_punct(p, ',') && !p_node_of(p))
+        return false;
     return p_expect_eol(p, "the mesh");
 }
 

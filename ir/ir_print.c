@@ -201,7 +201,10 @@ static void ir_print_buf(sup_buf *b, const ir_module *m)
         ir_print_config_value(b, m->config[i].value);
         sup_buf_puts(b, "\n");
     }
-    sup_buf_printf(b, "mesh nodes = %d, devices_per_node = %d\n", m->mesh.nodes, m->mesh.devices_per_node);
+    sup_buf_printf(b, "mesh nodes = %d, devices_per_node = %d", m->mesh.nodes, m->mesh.devices_per_node);
+    for (int r = 0; m->mesh.node_of && r < ir_world(m); r++)
+        sup_buf_printf(b, "%s%d", r ? "," : ", node_of = [", m->mesh.node_of[r]);
+    sup_buf_puts(b, m->mesh.node_of ? "]\n" : "\n");
     ir_print_link(b, "intra", &m->mesh.intra);
     ir_print_link(b, "inter", &m->mesh.inter);
     for (int g = 0; g < m->ngroups; g++)

@@ -1,9 +1,13 @@
 /* pass_place.c — check where each group lies on the nodes and record it; changes no op.
  *
- * Rank r lives on node r / devices_per_node.  The partitioning passes build
- * contiguous groups (set g = ranks g*K .. g*K+K-1), which is the placement we
- * want: a set stays on one node exactly when it does not straddle a node
- * boundary, which holds for every set when K divides devices_per_node.  So
+ * Rank r lives on node ir_node_of(r): r / devices_per_node under the
+ * default consecutive placement, else what the mesh's placement says.  The
+ * partitioning passes build contiguous groups (set g = ranks g*K ..
+ * g*K+K-1); under consecutive placement a set stays on one node exactly
+ * when it does not straddle a node boundary, which holds for every set when
+ * K divides devices_per_node.  Under another placement (round-robin) the
+ * same sets cross nodes, and this pass says so; the cost model charges the
+ * crossing, so the planner prefers a layout that suffers less from it.  So
  * this pass changes no op; it records, for every group, whether each of its
  * sets lies on one node (config `place.<group> = aligned|straddles`), and
  * remarks on the groups whose all-to-alls would cross nodes.  Ring
@@ -32,7 +36,7 @@ static bool across_by_design(const ir_module *m, const ir_group *g)
     if (dpn < 2)
         return false;
     for (int k = 0; k < g->nsets * g->set_size; k++)
-        if (g->ranks[k] % dpn != g->ranks[k - k % g->set_size] % dpn)
+        if (ir_local_of(m, g->ranks[k]) != ir_local_of(m, g->ranks[k - k % g->set_size]))
             return false;
     return true;
 }
@@ -72,7 +76,11 @@ static void remark_straddle(const ir_module *m, const ir_group *g, int first, in
     char more[64] = "";
     if (count > 1)
         snprintf(more, sizeof more, " (%d of %d sets straddle nodes)", count, g->nsets);
-    if (g->set_size > dpn)
+    if (m->mesh.node_of && g->set_size <= dpn)
+        pu_remark(opt, "place: group @%s set %s%s: the mesh's placement puts its ranks on different nodes, so its "
+                       "all-to-alls cross nodes; consecutive placement ('placement consecutive', mpirun --map-by "
+                       "slot, srun --distribution=block) keeps them inside one", g->name, set, more);
+    else if (g->set_size > dpn)
         pu_remark(opt, "place: group @%s set %s%s: its all-to-alls cross nodes; a group size that divides "
                        "devices_per_node (%d) keeps them inside a node", g->name, set, more, dpn);
     else

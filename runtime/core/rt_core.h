@@ -63,6 +63,7 @@ typedef struct rt_options {
     const char *resume;       /* --resume [DIR]: "" = the latest in ckpt_dir */
     int64_t keep;             /* --keep-checkpoints N (0: keep all) */
     bool skip_nonfinite;      /* --skip-nonfinite: skip a step whose gradient is NaN/Inf */
+    bool allow_placement_mismatch; /* --allow-placement-mismatch: run where ranks are, warned */
     double timeout;           /* --timeout SEC: watchdog (0: off) */
     bool split_wait;          /* --split-wait: time a collective's wait for its set apart */
     bool epoch;               /* --sampler epoch: every window once per epoch (default random) */
@@ -194,6 +195,12 @@ struct rt_ctx {
      * and freed by rt_backend_fini. */
     struct rt_backend_state *be;
 };
+
+/* ---- placement (rt_placement.c) ------------------------------------------------ */
+/* Collective, before anything is allocated: every rank's host name against
+ * the compiled placement; false (after rank 0 said what to change) when a
+ * set the compiler kept on one node runs on several hosts, unless allow. */
+bool rt_placement_check(const rt_program *p, int rank, bool allow, const char *prog);
 
 /* ---- context (rt_main.c) ------------------------------------------------------- */
 /* Builds groups, the arena and the initial parameters; MPI must be running

@@ -103,6 +103,8 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --keep-checkpoints N keep the checkpoint just written, the N-1 newest others of this run and the\n"
             "                       one best.json names (default: all)\n"
             "  --skip-nonfinite     skip a step whose gradient is NaN/Inf instead of stopping\n"
+            "  --allow-placement-mismatch\n"
+            "                       run even when ranks the compiler kept on one node run on several hosts\n"
             "  --timeout SEC        end the job when a rank makes no progress for SEC seconds\n"
             "  --split-wait         before each collective, a barrier of its set; the time there counts as waiting\n"
             "                       for the slowest rank (--metrics a2a_wait_ms, --profile wait_seconds), the\n"
@@ -258,6 +260,7 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         bool *flag = !strcmp(a, "--quiet")           ? &o->quiet
                      : !strcmp(a, "--skip-nonfinite") ? &o->skip_nonfinite
                      : !strcmp(a, "--split-wait")     ? &o->split_wait
+                     : !strcmp(a, "--allow-placement-mismatch") ? &o->allow_placement_mismatch
                                                       : NULL;
         if (flag) {
             *flag = true;
@@ -597,6 +600,7 @@ int rt_main(int argc, char **argv, const rt_program *p) {
         return rt_finish(2);
     }
     if (!rt_env_agree(rank, world, prog)) return rt_finish(2);
+    if (!rt_placement_check(p, rank, o.allow_placement_mismatch, prog)) return rt_finish(2);
     int out_ok = rank != 0 || rt_check_outputs(&o, err, sizeof err);
     RT_MPI(MPI_Bcast(&out_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (!out_ok) {

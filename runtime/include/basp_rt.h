@@ -118,6 +118,10 @@ typedef struct rt_program {
     const char *model;      /* module name */
     const char *spec;       /* the spec file it was compiled from (for messages) */
     int world, nodes, devices_per_node;
+    /* Where the compiler assumed ranks run: the node of every world rank, or
+     * NULL for consecutive placement (rank r on node r / devices_per_node).
+     * Checked against the hosts the ranks find themselves on at start-up. */
+    const int *node_of;
     int ngroups;
     const rt_group_desc *groups;
     int nvalues;
