@@ -98,6 +98,27 @@ typedef enum { CM_KERNEL_KINDS(CM_K_ENUM_) CM_K_N } cm_kernel_kind;
 /* The counter name of each kind (cm_tables.c). */
 extern const char *const cm_kernel_names[CM_K_N];
 
+/* ---- attention implementations ---------------------------------------------
+ * Which kernel runs an attention op.  The runtime decides (runtime/cuda's
+ * attention dispatch, runtime/cpu's kernels) and the cost model prices
+ * the op at the measured rate of the kernel that will run it
+ * (layout_attention_fraction), so both ask cm_attention_impl. */
+#define CM_ATTN_IMPLS(X)                                                                                           \
+    X(CPU, "cpu")             /* basp's CPU kernels (fused or blocked) */                                         \
+    X(CUDNN, "cudnn")         /* cuDNN's fused attention (plain causal attention) */                              \
+    X(CUDA_BASP, "cuda-basp") /* basp's CUDA kernels: ring blocks, document masks, no cuDNN */
+#define CM_ATTN_ENUM_(impl, name) CM_ATTN_##impl,
+typedef enum { CM_ATTN_IMPLS(CM_ATTN_ENUM_) CM_ATTN_N } cm_attn_impl;
+#undef CM_ATTN_ENUM_
+extern const char *const cm_attn_impl_names[CM_ATTN_N];
+/* The implementation of one attention op: on the CUDA target (cuda) a ring
+ * block (ring: ring_attention, its backward) and attention over packed
+ * documents (documents) run basp's kernels, and so does everything when
+ * cuDNN cannot be used (cudnn false: built without it, its set-up failed,
+ * or BASP_ATTENTION=own); plain causal attention runs cuDNN.  CPU: the
+ * CPU kernels. */
+cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn);
+
 /* ---- JSON: no repeated keys (cm_json.c) -------------------------------------
  * The one rule every JSON reader of basp applies after parsing: no object
  * may repeat a key, at any depth.  cJSON keeps a repeated key as a second

@@ -170,5 +170,12 @@ const layout_device_preset *layout_device_presets(int *n);
  * ethernet_100g).  NULL for other kinds. */
 const layout_link *layout_link_lookup(const char *kind);
 const layout_link *layout_link_presets(int *n);
+/* The fraction of a device's bf16 peak that attention implementation impl
+ * reaches on one causal attention op (forward, or backward when bwd) of
+ * head dim head_dim over seq query rows, from the measurements and
+ * published figures in presets.c (each row names its source); between
+ * measured points, linear in head_dim and in log2(seq), clamped at the
+ * ends.  0 when the device has no figures for impl. */
+double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd, int64_t head_dim, int64_t seq);
 
 #endif

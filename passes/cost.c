@@ -44,6 +44,7 @@ pass_cost_params pass_cost_default_params(const ir_module *m)
     /* Attention runs in our own tiled kernel, not the GEMM library, so the
      * fraction of peak it reaches is a parameter of its own. */
     p.attention_fraction = cfg_double(m, "cost.attention_fraction", p.compute_fraction);
+    p.attention_rates = ir_config_get(m, "cost.attention_fraction") == NULL;
     p.mem_bw_fraction = cfg_double(m, "cost.mem_bw_fraction", 0.7);
     /* A fixed cost per compute op (a kernel launch, a library call and its
      * bookkeeping): negligible for large ops, most of the time of tiny ones. */
@@ -298,6 +299,33 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     return d->comm == IR_COMM_RING ? d->ring_latencies * (P - 1) * a + t.bytes_sent * b : 0;
 }
 
+/* ---- attention: the kernel that runs it ------------------------------------ */
+cm_attn_impl pass_attention_impl(const ir_module *m, const ir_op *op)
+{
+    ir_mem_target t;
+    bool cuda = ir_mem_target_of(m, &t) && t.cuda;
+    bool ring = op->code == IR_RING_ATTENTION || op->code == IR_RING_ATTENTION_BWD;
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    return cm_attention_impl(cuda, ring, docs, strcmp(pu_cfg(m, "cost.attention_impl", "auto"), "own") != 0);
+}
+
+/* The measured rate of that kernel at the op's head dim and the sequence
+ * one of its blocks covers (the whole sequence for attention, a rank's
+ * slice for a ring block), else cost.attention_fraction. */
+double pass_attention_fraction(const ir_module *m, const ir_op *op, const pass_cost_params *p)
+{
+    if (!p->attention_rates)
+        return p->attention_fraction;
+    bool bwd = op->code == IR_ATTENTION_BWD || op->code == IR_RING_ATTENTION_BWD;
+    int q = op->nin > (bwd ? 1 : 0) ? op->in[bwd ? 1 : 0] : -1;
+    if (q < 0 || m->values[q].type.rank < 4)
+        return p->attention_fraction;
+    const ir_type *t = &m->values[q].type;
+    double f = layout_attention_fraction(pu_cfg(m, "device", "cpu"), pass_attention_impl(m, op), bwd,
+                                         ir_type_max_local_dim(m, t, 3), ir_type_max_local_dim(m, t, 1));
+    return f > 0 ? f : p->attention_fraction;
+}
+
 /* ---- compute overlapped with a ring (IR_COMM_RING_OVERLAP) ----------------
  * ring_attention q, k, v {group = @ring} on R ranks: each rank's q block
  * meets all R kv blocks, one per step, while the next block travels one hop
@@ -329,7 +357,7 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
     c.flops = w.flops;
     c.exps = w.exps;
     c.bytes = w.bytes;
-    double tf = peak > 0 ? c.flops / (peak * p->attention_fraction) : 0;
+    double tf = peak > 0 ? c.flops / (peak * pass_attention_fraction(m, op, p)) : 0;
     if (exp_rate > 0)
         tf += c.exps / exp_rate;
     double block = tf / R, t = block + (R - 1) * fmax(block, ring_hop(m, op, w.hop_bytes));
@@ -391,7 +419,7 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
     c.flops = w.flops;
     c.bytes = w.bytes;
     c.exps = w.exps;
-    double frac = d->attention ? p->attention_fraction : p->compute_fraction;
+    double frac = d->attention ? pass_attention_fraction(m, op, p) : p->compute_fraction;
     double tf = peak > 0 ? c.flops / (peak * frac) : 0;
     if (exp_rate > 0)
         tf += c.exps / exp_rate;

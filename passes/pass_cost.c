@@ -122,6 +122,8 @@ static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cos
         cJSON_AddNumberToObject(a, "flops", c->flops);
         cJSON_AddNumberToObject(a, "bytes", c->bytes);
     }
+    if (ir_op_desc_of(op->code)->attention)
+        cJSON_AddStringToObject(a, "impl", cm_attn_impl_names[pass_attention_impl(m, op)]);
     return e;
 }
 

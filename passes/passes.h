@@ -220,6 +220,11 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op);
 typedef struct pass_cost_params {
     double compute_fraction; /* achievable fraction of peak FLOP/s (default 0.5) */
     double attention_fraction; /* the same for attention (default compute_fraction) */
+    /* Attention at the measured rate of the kernel that runs it
+     * (pass_attention_impl, layout_attention_fraction) where the device has
+     * figures for it; false when config cost.attention_fraction is given,
+     * which then prices every attention op alike. */
+    bool attention_rates;
     double mem_bw_fraction;  /* achievable fraction of memory bandwidth (default 0.7) */
     double op_overhead;      /* fixed seconds per compute op: launch, call, timers (default 0) */
     bool hierarchical_a2a;   /* two-level all-to-all when a group spans nodes */
@@ -227,6 +232,14 @@ typedef struct pass_cost_params {
                                 (train.offload optimizer/all; default 1.35e-9) */
 } pass_cost_params;
 pass_cost_params pass_cost_default_params(const ir_module *m); /* reads config cost.* keys */
+/* The kernel that will run attention op `op` (attention, ring_attention or
+ * their backwards) on the module's target: cm_attention_impl, the rule
+ * the runtime applies, with packed documents from config documents and
+ * cuDNN assumed usable on the CUDA target unless config
+ * cost.attention_impl = own (a run with BASP_ATTENTION=own). */
+cm_attn_impl pass_attention_impl(const ir_module *m, const ir_op *op);
+/* The fraction of peak FLOP/s the cost model gives attention op `op`. */
+double pass_attention_fraction(const ir_module *m, const ir_op *op, const pass_cost_params *p);
 
 typedef struct pass_op_cost {
     double seconds;  /* predicted time of the op on the slowest rank */

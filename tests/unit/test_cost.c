@@ -435,6 +435,39 @@ static void test_host_copies(void)
     }
 }
 
+/* Which kernel runs attention (the runtime's rule, common.h), and the
+ * measured rates the cost model prices it at (layout/presets.c): the
+ * table's points come back exactly, points between them lie between,
+ * head dims outside 64..128 take the nearest, and a device without
+ * figures gets 0 (the cost model then keeps cost.attention_fraction). */
+/* The table keeps three significant digits of each measured fraction. */
+#define CHECK_WITHIN(a, b, rel) CHECK(fabs((a) - (b)) <= (rel) * fabs(b))
+static void test_attention_rates(void)
+{
+    CHECK(cm_attention_impl(false, true, true, true) == CM_ATTN_CPU);
+    CHECK(cm_attention_impl(true, false, false, true) == CM_ATTN_CUDNN);
+    CHECK(cm_attention_impl(true, true, false, true) == CM_ATTN_CUDA_BASP);
+    CHECK(cm_attention_impl(true, false, true, true) == CM_ATTN_CUDA_BASP);
+    CHECK(cm_attention_impl(true, false, false, false) == CM_ATTN_CUDA_BASP);
+    CHECK(!strcmp(cm_attn_impl_names[CM_ATTN_CUDA_BASP], "cuda-basp"));
+    /* bench/results/gpu/summary.txt: cuDNN Dh 128 S 16K 629.6 / 570.9 TFLOP/s of 989 */
+    CHECK_WITHIN(layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 128, 16384), 629.6 / 989, 5e-3);
+    CHECK_WITHIN(layout_attention_fraction("h200", CM_ATTN_CUDNN, true, 128, 16384), 570.9 / 989, 5e-3);
+    CHECK_WITHIN(layout_attention_fraction("h200", CM_ATTN_CUDA_BASP, true, 64, 8192), 8.0 / 989, 5e-3);
+    double a = layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 64, 4096);
+    double b = layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 64, 8192);
+    double mid = layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 64, 5793); /* 2^12.5 = 5792.6 */
+    CHECK_WITHIN(mid, (a + b) / 2, 1e-4);
+    CHECK_NEAR(layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 64, 1024), a);
+    CHECK_NEAR(layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 32, 4096), a);
+    double d96 = layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 96, 4096);
+    double d128 = layout_attention_fraction("h200", CM_ATTN_CUDNN, false, 128, 4096);
+    CHECK_NEAR(d96, (a + d128) / 2);
+    CHECK(layout_attention_fraction("cpu", CM_ATTN_CPU, false, 64, 4096) == 0);
+    CHECK(layout_attention_fraction("h200", CM_ATTN_CPU, false, 64, 4096) == 0);
+    CHECK(layout_attention_fraction("h100_sxm", CM_ATTN_CUDNN, false, 64, 4096) == a);
+}
+
 int main(void)
 {
     basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
@@ -447,6 +480,7 @@ int main(void)
     test_trace();
     test_ring_attention();
     test_host_copies();
+    test_attention_rates();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
