@@ -54,7 +54,8 @@ typedef struct pass_plan_candidate {
     bool legal, fits;
     bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
     bool available;       /* the passes that build it exist in this compiler */
-    char reason[160];     /* why it was not chosen (illegal, not available, does not fit,
+    bool within_error;    /* predicted within the model's error of the chosen one */
+    char reason[256];     /* why it was not chosen (illegal, not available, does not fit,
                              changes the global batch, slower); "" for the chosen one */
 } pass_plan_candidate;
 
@@ -76,10 +77,11 @@ typedef struct pass_plan_result {
     double device_mem;         /* bytes per rank, 0 if unknown */
     bool cuda;                 /* memory planned for the cuda target (else cpu) */
     bool offload;              /* the spec's train.offload is not none: offload columns */
+    double model_error;        /* the device preset's measured error of a predicted step (fraction) */
     pass_plan_candidate *cand; /* malloc'd */
     int n;
     int chosen;                /* index into cand, -1 when no legal candidate fits */
-    char why[200];             /* why the chosen one */
+    char why[280];             /* why the chosen one */
     char suggestion[480];      /* when nothing fits: the cheapest change that makes one fit */
     pass_plan_docs_summary docs;
 } pass_plan_result;

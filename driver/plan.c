@@ -418,6 +418,25 @@ static int choose(const pass_plan_result *r, bool any_batch)
     return best;
 }
 
+/* A candidate predicted within the model's error of the chosen one: the
+ * model cannot tell them apart, so say where they differ most, which is
+ * what a measurement of both would settle. */
+static void within_reason(const pass_plan_result *r, pass_plan_candidate *c, const pass_plan_candidate *w)
+{
+    const char *part[] = {"all-to-all", "attention", "other communication", "other compute"};
+    double dc[] = {c->a2a_ms, c->attn_ms, c->comm_ms - c->a2a_ms, c->step_ms - c->attn_ms - c->comm_ms};
+    double dw[] = {w->a2a_ms, w->attn_ms, w->comm_ms - w->a2a_ms, w->step_ms - w->attn_ms - w->comm_ms};
+    int k = 0;
+    for (int i = 1; i < 4; i++)
+        if (fabs(dc[i] - dw[i]) > fabs(dc[k] - dw[k]))
+            k = i;
+    snprintf(c->reason, sizeof c->reason,
+             "within the model's %.0f%% error of %s: %.1f ms/step, +%.1f%%; differs most in %s (%+.1f ms): "
+             "measure both to decide",
+             100 * r->model_error, w->name, c->step_ms, 100.0 * (c->step_ms / w->step_ms - 1.0), part[k],
+             dc[k] - dw[k]);
+}
+
 /* Says why every other usable candidate lost, and why the chosen one won. */
 static void explain(pass_plan_result *r)
 {
@@ -437,6 +456,8 @@ static void explain(pass_plan_result *r)
                      "changes the global batch: %lld sequences per step instead of %lld (%.0f tokens per rank)",
                      (long long)(c->micro_batch * r->accum), (long long)(r->micro_batch * r->accum),
                      c->tokens_per_rank);
+        else if ((c->within_error = c->step_ms <= w->step_ms * (1 + r->model_error)))
+            within_reason(r, c, w);
         else
             snprintf(c->reason, sizeof c->reason, "slower: %.1f ms/step, +%.1f%% over %s", c->step_ms,
                      100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
@@ -447,6 +468,13 @@ static void explain(pass_plan_result *r)
     else
         snprintf(r->why, sizeof r->why, "lowest predicted step time of %d layout(s) that fit and keep the global batch: %.1f ms/step, %.0f%% in all-to-all",
                  usable_n, w->step_ms, 100.0 * w->a2a_fraction);
+    int close = 0;
+    for (int i = 0; i < r->n; i++)
+        close += r->cand[i].within_error;
+    size_t len = strlen(r->why);
+    if (close && len < sizeof r->why)
+        snprintf(r->why + len, sizeof r->why - len, "; %d other(s) within the model's %.0f%% error ('~')", close,
+                 100 * r->model_error);
 }
 
 static void plan_candidates(plan_ctx *x)
@@ -473,6 +501,8 @@ static void header(pass_plan_result *r, const fe_spec *spec)
                    : 1;
     r->seq_len = spec->train.seq_len;
     r->device_mem = spec->mesh.device_mem;
+    const layout_device_preset *dev = layout_device_lookup(spec->mesh.device[0] ? spec->mesh.device : "cpu");
+    r->model_error = dev ? dev->model_error : 0;
     r->offload = strcmp(spec->train.offload, "none") != 0;
     r->docs.spec_documents = spec->train.documents;
     r->chosen = -1;
@@ -600,7 +630,7 @@ static void print_docs_cols(const pass_plan_candidate *c, FILE *out)
 static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, bool chosen, int width, FILE *out)
 {
     char a[32], f[32], s[32], m[32];
-    fprintf(out, "%c %-*s %3d %3d %11.0f %5d %9s %6s %10s", chosen ? '*' : ' ', width, c->name, c->groups,
+    fprintf(out, "%c %-*s %3d %3d %11.0f %5d %9s %6s %10s", chosen ? '*' : c->within_error ? '~' : ' ', width, c->name, c->groups,
             c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
             num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"));
     if (r->docs.on)
@@ -674,6 +704,7 @@ static cJSON *candidate_json(const pass_plan_candidate *c)
     cJSON_AddBoolToObject(o, "legal", c->legal);
     cJSON_AddBoolToObject(o, "keeps_batch", c->keeps_batch);
     cJSON_AddBoolToObject(o, "available", c->available);
+    cJSON_AddBoolToObject(o, "within_error", c->within_error);
     cJSON_AddStringToObject(o, "reason", c->reason);
     if (c->legal && c->offload[0] && strcmp(c->offload, "none") != 0) {
         cJSON_AddStringToObject(o, "offload", c->offload);
@@ -702,6 +733,7 @@ void pass_plan_json(const pass_plan_result *r, FILE *out)
     cJSON_AddNumberToObject(o, "seq_len", (double)r->seq_len);
     cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
     cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
+    cJSON_AddNumberToObject(o, "model_error", r->model_error);
     if (r->docs.on) {
         cJSON *d = cJSON_AddObjectToObject(o, "documents");
         cJSON_AddStringToObject(d, "source", r->docs.source);

@@ -163,6 +163,10 @@ typedef struct layout_device_preset {
      * preset's numbers, frontend link_defaults). */
     double host_mem_bytes;
     layout_link host;
+    /* How far the cost model's step time has been measured to miss on this
+     * kind of device (a fraction; presets.c names the measurements): the
+     * planner's "within the model's error" band. */
+    double model_error;
 } layout_device_preset;
 const layout_device_preset *layout_device_lookup(const char *name);
 const layout_device_preset *layout_device_presets(int *n);
