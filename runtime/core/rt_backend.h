@@ -50,6 +50,10 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt);
  * kind's own work (CUDA without --profile: the host's launch times); NULL
  * otherwise. */
 const char *rt_backend_timing_note(const rt_ctx *rt);
+/* The implementation this backend runs attention with (ring blocks when
+ * ring): common.h's cm_attention_impl applied to this run, the rule the
+ * cost model prices; --trace-run names it on every attention event. */
+cm_attn_impl rt_backend_attention_impl(rt_ctx *rt, bool ring);
 
 /* ---- buffers --------------------------------------------------------------------
  * rt_backend_buffer: value v's buffer for the op about to use it (rt_f32 and

@@ -11,10 +11,13 @@
  * the spec setting that fixes it (--allow-placement-mismatch goes on). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_core.h"
 
-enum { RT_HOST_MAX = MPI_MAX_PROCESSOR_NAME };
+/* The node's name as the launcher sees it (gethostname, which Open MPI's
+ * MPI_Get_processor_name returns too), at most this long. */
+enum { RT_HOST_MAX = 256 };
 
 /* The node the compiler put world rank r on. */
 static int rt_compiled_node(const rt_program *p, int r) {
@@ -102,8 +105,7 @@ static void rt_placement_report(const rt_program *p, const char *hosts, int g, i
 bool rt_placement_check(const rt_program *p, int rank, bool allow, const char *prog) {
     char *hosts = RT_MALLOC((size_t)p->world * RT_HOST_MAX);
     char mine[RT_HOST_MAX] = "";
-    int len = 0;
-    RT_MPI(MPI_Get_processor_name(mine, &len));
+    if (gethostname(mine, sizeof mine - 1) != 0) snprintf(mine, sizeof mine, "?");
     RT_MPI(MPI_Allgather(mine, RT_HOST_MAX, MPI_CHAR, hosts, RT_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD));
     for (int r = 0; r < p->world; r++) hosts[(size_t)r * RT_HOST_MAX + RT_HOST_MAX - 1] = '\0';
     int set = 0, g = rt_split_set(p, hosts, &set);

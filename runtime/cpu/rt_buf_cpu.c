@@ -211,6 +211,10 @@ void rt_offload(rt_ctx *rt, int src, int dst) { cpu_copy_space(rt, src, dst, tru
 
 void rt_fetch(rt_ctx *rt, int src, int dst) { cpu_copy_space(rt, src, dst, false); }
 
+cm_attn_impl rt_backend_attention_impl(rt_ctx *rt, bool ring) {
+    return cm_attention_impl(false, ring, rt->docs != NULL, false);
+}
+
 const char *rt_backend_timing_note(const rt_ctx *rt) {
     (void)rt;
     return NULL; /* the kernels run on the calling thread: their wall time is theirs */

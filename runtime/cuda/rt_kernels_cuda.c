@@ -258,6 +258,12 @@ static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
     return m;
 }
 
+/* cm_attention_impl on this run: cuDNN usable unless BASP_ATTENTION=own,
+ * a build without it or its set-up failed (cuda_attn_impl). */
+cm_attn_impl rt_backend_attention_impl(rt_ctx *rt, bool ring) {
+    return cm_attention_impl(true, ring, rt->docs != NULL, cuda_attn_impl(rt) != CUDA_ATTN_OWN);
+}
+
 #ifdef BASP_HAVE_CUDNN
 /* The end of RT_TIMED for calls that did not go through it. */
 static void cuda_timed_end(rt_ctx *rt, cm_kernel_kind kind, double t0) {
@@ -269,7 +275,7 @@ static void cuda_timed_end(rt_ctx *rt, cm_kernel_kind kind, double t0) {
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     cuda_check_attn(H, Hkv, Dh);
-    cuda_attn_mode m = cuda_attn_impl(rt);
+    cm_attn_impl impl = rt_backend_attention_impl(rt, false);
     if (rt->docs) {
         RT_TIMED(CM_K_ATTENTION,
                  cuda_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
@@ -277,13 +283,13 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     }
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
-    if (m != CUDA_ATTN_OWN && cuda_dnn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
+    if (impl == CM_ATTN_CUDNN && cuda_dnn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
         cuda_timed_end(rt, CM_K_ATTENTION, t0);
         return;
     }
     cuda_dnn_forget(rt, o); /* o's contents now come from the basp kernel */
 #else
-    (void)m;
+    (void)impl;
 #endif
     RT_TIMED(CM_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
@@ -292,7 +298,7 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
                       const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
                       int64_t Hkv, int64_t Dh) {
     cuda_check_attn(H, Hkv, Dh);
-    cuda_attn_mode m = cuda_attn_impl(rt);
+    cm_attn_impl impl = rt_backend_attention_impl(rt, false);
     if (rt->docs) {
         RT_TIMED(CM_K_ATTENTION_BWD, cuda_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
                                                       CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
@@ -300,13 +306,13 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
     }
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
-    if (m != CUDA_ATTN_OWN && cuda_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
+    if (impl == CM_ATTN_CUDNN && cuda_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
                                            CB16(o), b, S, H, Hkv, Dh)) {
         cuda_timed_end(rt, CM_K_ATTENTION_BWD, t0);
         return;
     }
 #else
-    (void)m;
+    (void)impl;
 #endif
     float *ws = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
     RT_TIMED(CM_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),

@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../core/rt_backend.h"
 #include "rt_obs.h"
 
 /* One event as the gather sends it: kind (kernel, or CM_K_N + the
@@ -75,7 +76,8 @@ static void rt_trace_meta(cJSON *evs, const char *what, int pid, int tid, const 
 }
 
 /* The trace as text (malloc'd): every rank's events from the gather. */
-static char *rt_trace_text(const rt_ctx *rt, const double *ev, const int *counts, int64_t t) {
+/* impl: the implementation of attention [0] and of ring blocks [1] (rank 0's). */
+static char *rt_trace_text(const rt_ctx *rt, const double *ev, const int *counts, int64_t t, const char *const *impl) {
     cJSON *root = cJSON_CreateObject(), *evs;
     cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
     cJSON *other = cJSON_AddObjectToObject(root, "otherData");
@@ -100,6 +102,9 @@ static char *rt_trace_text(const rt_ctx *rt, const double *ev, const int *counts
             cJSON_AddNumberToObject(e, "pid", r);
             cJSON_AddNumberToObject(e, "tid", comm ? 1 : 0);
             if (comm) cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "bytes_sent", ev[3]);
+            bool ring = kind == CM_K_RING_ATTENTION || kind == CM_K_RING_ATTENTION_BWD;
+            if (ring || kind == CM_K_ATTENTION || kind == CM_K_ATTENTION_BWD)
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "args"), "impl", impl[ring]);
             cJSON_AddItemToArray(evs, e);
         }
     }
@@ -136,7 +141,9 @@ bool rt_trace_end(rt_ctx *rt, int64_t t) {
         for (int r = 0; r < rt->world; r++) counts[r] /= RT_TRACE_FIELDS;
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s.tmp", rt->opt.trace_run);
-        char *text = rt_trace_text(rt, all, counts, t);
+        const char *impl[2] = {cm_attn_impl_names[rt_backend_attention_impl(rt, false)],
+                               cm_attn_impl_names[rt_backend_attention_impl(rt, true)]};
+        char *text = rt_trace_text(rt, all, counts, t, impl);
         FILE *f = fopen(tmp, "w");
         if (f) {
             ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;

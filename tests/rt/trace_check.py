@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a measured trace (--trace-run) against what the run must contain.
 
-  trace_check.py TRACE --ranks N [--step K] [--profile FILE --steps S] [--ir FILE]
+  trace_check.py TRACE --ranks N [--step K] [--profile FILE --steps S] [--ir FILE] [--predicted FILE]
 
 - the Chrome trace form of baspc --trace: per rank a process with a compute
   (tid 0) and a communication (tid 1) thread, complete events ("ph": "X")
@@ -10,7 +10,10 @@
 - with --profile (rank 0's counters over S identical steps): rank 0's
   events of each kind are that kind's calls / S;
 - with --ir (the program's IR after the pipeline, one runtime call per op):
-  every rank has one event per op of each kernel and collective kind.
+  every rank has one event per op of each kernel and collective kind;
+- with --predicted (baspc --trace of the same program): every attention
+  event names the implementation ("impl") the cost model priced it at, so
+  the runtime and the cost model agree about which kernel runs each op.
 Only the standard library."""
 import argparse
 import collections
@@ -23,6 +26,7 @@ KERNELS = {"embedding", "embedding_bwd", "rmsnorm", "rmsnorm_bwd", "linear", "li
            "attention", "attention_bwd", "swiglu", "swiglu_bwd", "add", "lm_head_loss", "lm_head_loss_bwd", "adamw",
            "mlp", "mlp_bwd", "bias_add", "bias_add_bwd", "ring_attention", "ring_attention_bwd"}
 BLOCKS = {"ring_attention", "ring_attention_bwd"}  # one event per block, not per call
+ATTENTION = {"attention", "attention_bwd"} | BLOCKS
 
 
 def main():
@@ -33,6 +37,7 @@ def main():
     p.add_argument("--profile")
     p.add_argument("--steps", type=int, default=1)
     p.add_argument("--ir")
+    p.add_argument("--predicted")
     a = p.parse_args()
     bad = []
     d = json.load(open(a.trace))
@@ -76,6 +81,20 @@ def main():
                     bad.append("rank %d: %d %s events, the IR has %d %s ops" % (r, per[r][k], k, n, k))
         if not any(k in kinds for k in COLL):
             bad.append("the IR has no collective to compare")
+    if a.predicted:
+        def impls(events):
+            got = collections.defaultdict(set)
+            for e in events:
+                if e.get("ph") == "X" and e["name"] in ATTENTION:
+                    got[e["name"]].add(e.get("args", {}).get("impl"))
+            return got
+        want, got = impls(json.load(open(a.predicted))["traceEvents"]), impls(ev)
+        if not want:
+            bad.append("the predicted trace has no attention event to compare")
+        for name in sorted(set(want) | set(got)):
+            if want[name] != got[name]:
+                bad.append("%s: the cost model priced %s, the runtime ran %s" % (name, sorted(map(str, want[name])),
+                                                                                sorted(map(str, got[name]))))
     n = sum(sum(c.values()) for c in per.values())
     for b in bad[:20]:
         print("FAIL:", b)
