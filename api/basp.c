@@ -74,8 +74,8 @@ basp_module *basp_lower(const basp_spec *spec) {
         }
         layout_choice_name(&c, name, sizeof name);
         int64_t K = fe_world(spec) / c.groups;
-        sup_remark(sup_noloc(), "layout: %s: %d group(s) of K=%lld ranks [chosen: %s]", name, c.groups,
-                   (long long)K, why);
+        sup_remark(sup_noloc(), "layout: %s: %d group(s) of K=%lld ranks [chosen: %s]", name, c.groups, (long long)K,
+                   why);
     }
     if (spec->train.mlp_chunk != FE_MLP_AUTO) return pass_lower_with(spec, &c);
     /* The MLP, by building the step with it unfused (driver/plan.c). */
@@ -110,9 +110,7 @@ void basp_module_free(basp_module *m) {
     if (m) ir_module_free(m);
 }
 
-const char *basp_module_config(const basp_module *m, const char *key) {
-    return ir_config_get(m, key);
-}
+const char *basp_module_config(const basp_module *m, const char *key) { return ir_config_get(m, key); }
 
 const char *basp_default_pipeline(void) {
     basp_ctx();
@@ -167,8 +165,7 @@ basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_
      * that it says what --memory says; a pipeline without memplan has no
      * plan to judge and gets none. */
     pass_mem_report r;
-    if (fit == BASP_FIT_QUIET || !ir_mem_planned(m) || !pass_memory_report(m, &r) || (r.fits && r.host_fits))
-        return m;
+    if (fit == BASP_FIT_QUIET || !ir_mem_planned(m) || !pass_memory_report(m, &r) || (r.fits && r.host_fits)) return m;
     if (fit == BASP_FIT_WARN) {
         pass_memory_diagnose(&r, spec, SUP_WARNING);
         return m;
@@ -235,12 +232,10 @@ bool basp_plan(const basp_spec *spec, FILE *out, bool json) { return basp_plan_d
 bool basp_plan_docs(const basp_spec *spec, const char *doc_lengths, FILE *out, bool json) {
     basp_ctx();
     pass_doc_lengths docs;
-    if (doc_lengths && !pass_doc_lengths_read(doc_lengths, spec, &docs))
-        return false;
+    if (doc_lengths && !pass_doc_lengths_read(doc_lengths, spec, &docs)) return false;
     pass_plan_result r;
     bool ok = pass_plan_docs(spec, plan_for_cuda(spec), doc_lengths ? &docs : NULL, &r);
-    if (doc_lengths)
-        pass_doc_lengths_free(&docs);
+    if (doc_lengths) pass_doc_lengths_free(&docs);
     if (json)
         pass_plan_json(&r, out);
     else
@@ -251,8 +246,7 @@ bool basp_plan_docs(const basp_spec *spec, const char *doc_lengths, FILE *out, b
 
 bool basp_write_trace(const basp_module *m, FILE *out) {
     basp_ctx();
-    if (!m || !out)
-        return false;
+    if (!m || !out) return false;
     pass_cost_params p = pass_cost_default_params(m);
     pass_trace_json(m, &p, out);
     return !ferror(out);

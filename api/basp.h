@@ -37,10 +37,10 @@ void basp_set_diagnostics(FILE *sink, bool quiet); /* sink NULL = stderr; quiet 
 int basp_error_count(void);
 
 /* ---- specs ---- */
-basp_spec *basp_spec_parse_file(const char *path);                  /* parse, not yet checked */
+basp_spec *basp_spec_parse_file(const char *path); /* parse, not yet checked */
 basp_spec *basp_spec_parse_string(const char *name, const char *text);
-bool basp_spec_set(basp_spec *spec, const char *assignment);        /* "block.key=value" */
-bool basp_spec_check(basp_spec *spec);                              /* defaults + every rule */
+bool basp_spec_set(basp_spec *spec, const char *assignment); /* "block.key=value" */
+bool basp_spec_check(basp_spec *spec);                       /* defaults + every rule */
 void basp_spec_print(const basp_spec *spec, FILE *out);
 void basp_spec_free(basp_spec *spec);
 
@@ -55,7 +55,7 @@ void basp_set_input_hook(void (*fn)(const char *path, void *ud), void *ud);
  * remark "layout: NAME: G group(s) of K ranks [chosen: ...]".  The module
  * config carries it (sequence, groups, ring_degree, a2a). */
 basp_module *basp_lower(const basp_spec *spec);
-basp_module *basp_module_parse_file(const char *path);              /* textual IR ("-" = stdin) */
+basp_module *basp_module_parse_file(const char *path); /* textual IR ("-" = stdin) */
 basp_module *basp_module_parse_string(const char *name, const char *text);
 bool basp_module_verify(const basp_module *m);
 void basp_print_ir(const basp_module *m, FILE *out);

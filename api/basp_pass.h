@@ -57,9 +57,9 @@ extern "C" {
 
 /* ---- the plugin's entry point ------------------------------------------------ */
 typedef struct basp_plugin_info {
-    int api_version;          /* BASP_PASS_API_VERSION, as the plugin was built */
-    const char *name;         /* the plugin's name, for messages */
-    const char *version;      /* the plugin's own version */
+    int api_version;           /* BASP_PASS_API_VERSION, as the plugin was built */
+    const char *name;          /* the plugin's name, for messages */
+    const char *version;       /* the plugin's own version */
     bool (*register_fn)(void); /* registers its passes and strategies; false: the load fails */
 } basp_plugin_info;
 /* The symbol every plugin exports (declared here so that a plugin's
@@ -172,7 +172,7 @@ void basp_pass_remark(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 void basp_pass_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- the module ------------------------------------------------------------------ */
-int basp_ir_world(const basp_module *m);            /* nodes * devices per node */
+int basp_ir_world(const basp_module *m); /* nodes * devices per node */
 int basp_ir_nodes(const basp_module *m);
 int basp_ir_devices_per_node(const basp_module *m);
 int basp_ir_node_of(const basp_module *m, int rank); /* ranks are numbered node by node */
@@ -204,7 +204,7 @@ int basp_ir_value_count(const basp_module *m);
 int basp_ir_value_find(const basp_module *m, const char *name); /* without the %; -1 if absent */
 const char *basp_ir_value_name(const basp_module *m, int v);
 basp_value_kind basp_ir_value_kind(const basp_module *m, int v);
-int basp_ir_value_def(const basp_module *m, int v); /* the op defining a result, else -1 */
+int basp_ir_value_def(const basp_module *m, int v);           /* the op defining a result, else -1 */
 const char *basp_ir_value_dtype(const basp_module *m, int v); /* "f32", "bf16", "i32" ... */
 int basp_ir_value_rank(const basp_module *m, int v);
 int64_t basp_ir_value_dim(const basp_module *m, int v, int d); /* global size of dim d */
@@ -255,8 +255,8 @@ int basp_ir_op_output(const basp_module *m, int op, int k);
 void basp_ir_op_set_input(basp_module *m, int op, int k, int value);
 bool basp_ir_op_has_attr(const basp_module *m, int op, const char *key);
 int64_t basp_ir_op_attr_int(const basp_module *m, int op, const char *key, int64_t def);
-int basp_ir_op_group(const basp_module *m, int op); /* attr group, -1 if none */
-int basp_ir_op_layer(const basp_module *m, int op); /* -1 outside the layers */
+int basp_ir_op_group(const basp_module *m, int op);         /* attr group, -1 if none */
+int basp_ir_op_layer(const basp_module *m, int op);         /* -1 outside the layers */
 const char *basp_ir_op_phase(const basp_module *m, int op); /* "fwd", "bwd", "opt" or "" */
 void basp_ir_op_set_attr_int(basp_module *m, int op, const char *key, int64_t v);
 void basp_ir_op_set_attr_group(basp_module *m, int op, const char *key, int group);
@@ -285,10 +285,10 @@ void basp_edits_attr_group(basp_edits *e, int h, const char *key, int group);
  * concat 1, fanout = fan) or back (to_heads false: split 1, concat 2,
  * fanin = fan), the fan written only when above 1; the layer and phase of
  * op `like`.  Returns its handle, -1 after an error. */
-int basp_edits_exchange_before(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs,
-                               bool to_heads, int64_t fan, int like);
-int basp_edits_exchange_after(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs,
-                              bool to_heads, int64_t fan, int like);
+int basp_edits_exchange_before(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs, bool to_heads,
+                               int64_t fan, int like);
+int basp_edits_exchange_after(basp_edits *e, int pos, int group, int n, const int *ins, const int *outs, bool to_heads,
+                              int64_t fan, int like);
 /* Leaves op `op` out when the edits are applied; the ops recorded around
  * it stay in their places, so that ops recorded before it and its removal
  * replace it.  What it defined must be defined again or no longer read. */

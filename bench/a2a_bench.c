@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SIZES 64
+#define MAX_SIZES   64
 #define MAX_LAYOUTS 8
 #define MAX_REPEATS 1000
 
@@ -56,9 +56,12 @@ static bool parse_size(const char *arg, a2a_size *s) {
     char *end;
     long long v = strtoll(num, &end, 10);
     int64_t mult = 1;
-    if (*end == 'K') mult = 1 << 10, end++;
-    else if (*end == 'M') mult = 1 << 20, end++;
-    else if (*end == 'G') mult = 1 << 30, end++;
+    if (*end == 'K')
+        mult = 1 << 10, end++;
+    else if (*end == 'M')
+        mult = 1 << 20, end++;
+    else if (*end == 'G')
+        mult = 1 << 30, end++;
     if (end == num || *end || v <= 0) return false;
     s->bytes = (int64_t)v * mult;
     return true;
@@ -77,9 +80,12 @@ static double median(const double *xs, int n) {
 }
 
 static void human(double b, char *out, size_t n) {
-    if (b >= 1 << 20) snprintf(out, n, "%.2f MiB", b / (1 << 20));
-    else if (b >= 1 << 10) snprintf(out, n, "%.1f KiB", b / (1 << 10));
-    else snprintf(out, n, "%.0f B", b);
+    if (b >= 1 << 20)
+        snprintf(out, n, "%.2f MiB", b / (1 << 20));
+    else if (b >= 1 << 10)
+        snprintf(out, n, "%.1f KiB", b / (1 << 10));
+    else
+        snprintf(out, n, "%.0f B", b);
 }
 
 /* The command line. */
@@ -121,8 +127,7 @@ static bool parse_args(int argc, char **argv, a2a_args *a) {
             die("unknown option (see --help)");
         } else {
             if (a->nsizes == MAX_SIZES) die("too many sizes");
-            if (!parse_size(argv[i], &a->sizes[a->nsizes]))
-                die("a size must be [LABEL=]BYTES[K|M|G], e.g. qkv=24M");
+            if (!parse_size(argv[i], &a->sizes[a->nsizes])) die("a size must be [LABEL=]BYTES[K|M|G], e.g. qkv=24M");
             a->nsizes++;
         }
     }
@@ -192,10 +197,12 @@ static void report_row(const a2a_args *a, int s, int l, const int *node, int nno
     human((double)a->sizes[s].bytes, hb, sizeof hb);
     human(sent, hs, sizeof hs);
     human((double)inter, hi_, sizeof hi_);
-    if (a->groups[l] == 1) snprintf(lay, sizeof lay, "G=1 × K=%d (global)", k);
-    else snprintf(lay, sizeof lay, "G=%d × K=%d", a->groups[l], k);
-    printf("| %s | %s | %s | %d | %s | %s | %.2f | %.2f–%.2f | %.2f× | %.2f |\n", a->sizes[s].label, hb, lay, k - 1,
-           hs, hi_, med * 1e3, lo * 1e3, hi * 1e3, median(samples[s][0], n) / med, sent / med / 1e9);
+    if (a->groups[l] == 1)
+        snprintf(lay, sizeof lay, "G=1 × K=%d (global)", k);
+    else
+        snprintf(lay, sizeof lay, "G=%d × K=%d", a->groups[l], k);
+    printf("| %s | %s | %s | %d | %s | %s | %.2f | %.2f–%.2f | %.2f× | %.2f |\n", a->sizes[s].label, hb, lay, k - 1, hs,
+           hi_, med * 1e3, lo * 1e3, hi * 1e3, median(samples[s][0], n) / med, sent / med / 1e9);
     if (!f) return;
     fprintf(f, "%s,%lld,%d,%d,%d,%.0f,%lld,%.4f,", a->sizes[s].label, (long long)a->sizes[s].bytes, a->groups[l], k,
             nnodes, sent, (long long)inter, med * 1e3);

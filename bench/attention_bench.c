@@ -80,8 +80,8 @@ typedef struct gemm_ctx {
 } gemm_ctx;
 static void run_gemm(void *p) {
     gemm_ctx *g = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->transb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, g->a,
-                g->K, g->b, g->transb ? g->K : g->N, 0.0f, g->c, g->N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->transb ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, g->a, g->K,
+                g->b, g->transb ? g->K : g->N, 0.0f, g->c, g->N);
 }
 static double gemm_gflops(int M, int N, int K, int transb, int inner) {
     gemm_ctx g = {M, N, K, transb, frand((int64_t)M * K), frand((int64_t)K * N), frand((int64_t)M * N)};
@@ -131,7 +131,8 @@ static void bench_attention(int64_t S, int64_t Dh) {
     a.q = frand(nq), a.k = frand(nk), a.v = frand(nk), a.o = frand(nq), a.dout = frand(nq);
     a.dq = frand(nq), a.dk = frand(nk), a.dv = frand(nk), a.lse = frand(a.b * a.H * S);
     gemm_ctx g = {1024, 1024, 1024, 0, frand(1 << 20), frand(1 << 20), frand(1 << 20)};
-    double fwd_flops = 4.0 * (double)(a.b * a.H * a.Dh) * (double)S * (double)S / 2.0, gemm_flops = 2.0 * 1024 * 1024 * 1024;
+    double fwd_flops = 4.0 * (double)(a.b * a.H * a.Dh) * (double)S * (double)S / 2.0,
+           gemm_flops = 2.0 * 1024 * 1024 * 1024;
     double gs[REPEATS], gf[REPEATS], gfb[REPEATS], gfr[REPEATS], rf[REPEATS], rfb[REPEATS], rfr[REPEATS];
     double bf[REPEATS], bfb[REPEATS], xf[REPEATS], xfb[REPEATS]; /* the blocked BLAS path, and impl / it */
     const char *impl = kern_attention_impl_name(Dh);

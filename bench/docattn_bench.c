@@ -160,8 +160,7 @@ static double run(const att_ctx *a, kind kd, int backward) {
         const int32_t *doc = kd == DOC ? a->doc : NULL;
         kern_docattn_fwd(a->o, NULL, a->q, a->k, a->v, doc, a->b, a->S, a->H, a->Hk, a->Dh);
         if (backward)
-            kern_docattn_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, doc, a->b, a->S, a->H, a->Hk,
-                             a->Dh);
+            kern_docattn_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, doc, a->b, a->S, a->H, a->Hk, a->Dh);
     }
     double t = now() - t0;
     kern_attention_set_impl(was);

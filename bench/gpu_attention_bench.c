@@ -27,7 +27,6 @@
 #include "rt_attn_cudnn.h"
 #endif
 
-
 static int cmp_f(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
@@ -51,8 +50,8 @@ typedef struct bench_buf {
     kcu_bf16 *q, *k, *v, *o, *dout, *dq, *dk, *dv;
     float *ws;
 #ifdef BASP_HAVE_CUDNN
-    cuda_cudnn *dnn;  /* NULL: no cuDNN timings */
-    float *stats;   /* [b,H,S] fp32 */
+    cuda_cudnn *dnn; /* NULL: no cuDNN timings */
+    float *stats;    /* [b,H,S] fp32 */
     void *dnn_ws;
 #endif
 } bench_buf;
@@ -73,11 +72,11 @@ static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, in
     if (what == DNN_FWD || what == DNN_BWD) return;
 #endif
     if (what == BWD)
-        KCU_CHECK_EXIT(kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv, Dh, B->ws,
-                                         0));
+        KCU_CHECK_EXIT(
+            kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv, Dh, B->ws, 0));
     else
-        KCU_CHECK_EXIT(kcu_attention_fwd_impl(what == FWD_TC ? KCU_ATTN_TC : KCU_ATTN_SCALAR, B->o, B->q, B->k, B->v,
-                                              1, S, H, Hkv, Dh, 0));
+        KCU_CHECK_EXIT(kcu_attention_fwd_impl(what == FWD_TC ? KCU_ATTN_TC : KCU_ATTN_SCALAR, B->o, B->q, B->k, B->v, 1,
+                                              S, H, Hkv, Dh, 0));
 }
 
 /* Median milliseconds of one kernel (FWD_TC, FWD_SCALAR, BWD, DNN_FWD or DNN_BWD). */
@@ -103,8 +102,8 @@ static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, 
 
 #ifdef BASP_HAVE_CUDNN
 /* cuDNN's forward and backward beside the basp kernels' (f, g ms). */
-static void bench_cudnn(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak,
-                        double fl, float f, float g) {
+static void bench_cudnn(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak, double fl,
+                        float f, float g) {
     cuda_cudnn_shape sh = {1, S, H, Hkv, Dh};
     if (!B->dnn) return;
     if (cuda_cudnn_prepare(B->dnn, &sh) != 0) {
@@ -138,8 +137,8 @@ static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t
     double tf = fl / (f * 1e-3) / 1e12, ts = fl / (fs * 1e-3) / 1e12, tb = 2.5 * fl / (g * 1e-3) / 1e12;
     printf("attention Dh=%-3lld S=%-6lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%% of %.0f; scalar %.1f, "
            "%.1fx)  bwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)\n",
-           (long long)Dh, (long long)S, (long long)H, (long long)Hkv, f, tf, 100 * tf / peak, peak, ts, fs / f, g,
-           tb, 100 * tb / peak);
+           (long long)Dh, (long long)S, (long long)H, (long long)Hkv, f, tf, 100 * tf / peak, peak, ts, fs / f, g, tb,
+           100 * tb / peak);
     fflush(stdout);
 #ifdef BASP_HAVE_CUDNN
     bench_cudnn(&B, S, H, Hkv, Dh, reps, peak, fl, f, g);
@@ -153,9 +152,12 @@ int main(int argc, char **argv) {
     int reps = 5;
     int64_t max_seq = 16384;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--peak")) peak = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--max-seq")) max_seq = atoll(argv[i + 1]);
+        if (!strcmp(argv[i], "--peak"))
+            peak = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps"))
+            reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max-seq"))
+            max_seq = atoll(argv[i + 1]);
     }
     if (reps < 1) reps = 1;
     int n = 0;

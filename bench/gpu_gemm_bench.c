@@ -12,7 +12,6 @@
 
 #include "kcu.h"
 
-
 typedef struct shape {
     const char *model, *what;
     int64_t in, out;
@@ -20,12 +19,13 @@ typedef struct shape {
 
 /* hidden, q/kv/o projections, gate/up, down, lm head (config.json values) */
 static const shape shapes[] = {
-    {"llama3.2-1b", "qkv", 2048, 3072},  {"llama3.2-1b", "o", 2048, 2048},      {"llama3.2-1b", "gate+up", 2048, 16384},
-    {"llama3.2-1b", "down", 8192, 2048}, {"llama3.2-1b", "lm_head", 2048, 128256},
-    {"llama3.1-8b", "qkv", 4096, 6144},  {"llama3.1-8b", "o", 4096, 4096},      {"llama3.1-8b", "gate+up", 4096, 28672},
-    {"llama3.1-8b", "down", 14336, 4096}, {"llama3.1-8b", "lm_head", 4096, 128256},
-    {"qwen2.5-3b", "qkv", 2048, 2560},   {"qwen2.5-3b", "gate+up", 2048, 22016}, {"qwen2.5-3b", "down", 11008, 2048},
-    {"qwen2.5-3b", "lm_head", 2048, 151936},
+    {"llama3.2-1b", "qkv", 2048, 3072},       {"llama3.2-1b", "o", 2048, 2048},
+    {"llama3.2-1b", "gate+up", 2048, 16384},  {"llama3.2-1b", "down", 8192, 2048},
+    {"llama3.2-1b", "lm_head", 2048, 128256}, {"llama3.1-8b", "qkv", 4096, 6144},
+    {"llama3.1-8b", "o", 4096, 4096},         {"llama3.1-8b", "gate+up", 4096, 28672},
+    {"llama3.1-8b", "down", 14336, 4096},     {"llama3.1-8b", "lm_head", 4096, 128256},
+    {"qwen2.5-3b", "qkv", 2048, 2560},        {"qwen2.5-3b", "gate+up", 2048, 22016},
+    {"qwen2.5-3b", "down", 11008, 2048},      {"qwen2.5-3b", "lm_head", 2048, 151936},
 };
 
 static int cmp_f(const void *a, const void *b) {
@@ -37,8 +37,10 @@ int main(int argc, char **argv) {
     double peak = 989.0;
     int64_t N = 4096;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--peak")) peak = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--tokens")) N = atoll(argv[i + 1]);
+        if (!strcmp(argv[i], "--peak"))
+            peak = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tokens"))
+            N = atoll(argv[i + 1]);
     }
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -68,9 +70,8 @@ int main(int argc, char **argv) {
         }
         qsort(ms, 10, sizeof *ms, cmp_f);
         double tf = 2.0 * (double)N * (double)I * (double)O / (ms[5] * 1e-3) / 1e12;
-        printf("gemm %-12s %-8s N=%lld I=%-6lld O=%-7lld %8.3f ms %7.1f TFLOP/s (%4.1f%% of %.0f)\n",
-               shapes[s].model, shapes[s].what, (long long)N, (long long)I, (long long)O, ms[5], tf,
-               100 * tf / peak, peak);
+        printf("gemm %-12s %-8s N=%lld I=%-6lld O=%-7lld %8.3f ms %7.1f TFLOP/s (%4.1f%% of %.0f)\n", shapes[s].model,
+               shapes[s].what, (long long)N, (long long)I, (long long)O, ms[5], tf, 100 * tf / peak, peak);
         fflush(stdout);
         cudaFree(x), cudaFree(w), cudaFree(y);
     }

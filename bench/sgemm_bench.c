@@ -105,9 +105,12 @@ int main(int argc, char **argv) {
     int first = 1;
     for (; first < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
         if (first + 1 >= argc) usage();
-        if (strcmp(argv[first], "--repeats") == 0) repeats = atoi(argv[first + 1]);
-        else if (strcmp(argv[first], "--min-ms") == 0) min_ms = atof(argv[first + 1]);
-        else usage();
+        if (strcmp(argv[first], "--repeats") == 0)
+            repeats = atoi(argv[first + 1]);
+        else if (strcmp(argv[first], "--min-ms") == 0)
+            min_ms = atof(argv[first + 1]);
+        else
+            usage();
     }
     if (first >= argc || repeats < 1 || min_ms <= 0) usage();
     for (int i = first; i < argc; i++) {

@@ -52,11 +52,13 @@ static bool cg_find_cuda(cg_toolchain *tc, const char *dir) {
         return true;
     }
     if (!CG_HAVE_CUDA_RUNTIME) {
-        sup_error(sup_noloc(), "cannot build a CUDA training binary: this baspc was configured without the CUDA "
-                               "backend (%s); install the CUDA toolkit and NCCL and re-run cmake (-DBASP_CUDA=ON "
-                               "makes a missing piece an error), or set BASP_RUNTIME_DIR to a directory holding "
-                               "include/basp_rt.h, libbasp_rt_cuda.a and libbasp_kernels.a (--emit=c still writes "
-                               "the C program)", CG_NO_CUDA_WHY);
+        sup_error(sup_noloc(),
+                  "cannot build a CUDA training binary: this baspc was configured without the CUDA "
+                  "backend (%s); install the CUDA toolkit and NCCL and re-run cmake (-DBASP_CUDA=ON "
+                  "makes a missing piece an error), or set BASP_RUNTIME_DIR to a directory holding "
+                  "include/basp_rt.h, libbasp_rt_cuda.a and libbasp_kernels.a (--emit=c still writes "
+                  "the C program)",
+                  CG_NO_CUDA_WHY);
         return false;
     }
     snprintf(tc->rt, sizeof tc->rt, "%s", CG_CUDA_RT_LIB);
@@ -96,10 +98,12 @@ static bool cg_find_runtime(cg_toolchain *tc, const sup_context *ctx) {
         snprintf(tc->kernels, sizeof tc->kernels, "%s/libbasp_kernels.a", dir);
     } else if (!CG_HAVE_RUNTIME) {
         /* One error line with the fix in it: -q drops notes. */
-        sup_error(sup_noloc(), "cannot build a training binary: this baspc was configured without the runtime "
-                               "library (%s); install MPI and OpenBLAS and re-run cmake, or set BASP_RUNTIME_DIR "
-                               "to a directory holding include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a "
-                               "(--emit=c still writes the C program)", CG_NO_RUNTIME_WHY);
+        sup_error(sup_noloc(),
+                  "cannot build a training binary: this baspc was configured without the runtime "
+                  "library (%s); install MPI and OpenBLAS and re-run cmake, or set BASP_RUNTIME_DIR "
+                  "to a directory holding include/basp_rt.h, libbasp_rt.a and libbasp_kernels.a "
+                  "(--emit=c still writes the C program)",
+                  CG_NO_RUNTIME_WHY);
         return false;
     } else {
         snprintf(tc->include, sizeof tc->include, "%s", CG_RT_INCLUDE);
@@ -156,8 +160,8 @@ static void cg_print_command(char **argv) {
 
 /* cc -O2 -std=c17 -I include [sanitizer flags] [BASP_CFLAGS] file.c -o exe rt kernels cjson openblas -lm [BASP_LDFLAGS]
  * (CUDA: ... file.c -o exe rt_cuda kernels cjson -L<toolkit> -lcublasLt -lcublas -lcudart nccl -lstdc++ ...) */
-static bool cg_compile(cg_toolchain *tc, const sup_context *ctx, const char *cfile, const char *shown, const char *out_exe,
-                       const char *shown_exe) {
+static bool cg_compile(cg_toolchain *tc, const sup_context *ctx, const char *cfile, const char *shown,
+                       const char *out_exe, const char *shown_exe) {
     char *argv[CG_ARGV_MAX];
     int argc = 0;
     char cflags[CG_PATH_MAX] = "", ldflags[CG_PATH_MAX] = "", inc[CG_PATH_MAX + 2];

@@ -36,9 +36,7 @@ static void cg_fail(cg_op_ctx *c, const char *fmt, ...) {
     c->ok = false;
 }
 
-static const char *cg_group_of(const cg_op_ctx *c, int g) {
-    return g >= 0 && g < c->m->ngroups ? c->n->group[g] : "?";
-}
+static const char *cg_group_of(const cg_op_ctx *c, int g) { return g >= 0 && g < c->m->ngroups ? c->n->group[g] : "?"; }
 
 /* ---- the emitter (ir.h): each op's descriptor writes its call through it ----------- */
 
@@ -106,11 +104,23 @@ static void cg_op(cg_op_ctx *c) {
         return;
     }
     ir_emit e = {
-        .m = c->m, .op = c->op, .ctx = c,
-        .call = cg_e_call, .end = cg_e_end, .i64 = cg_e_i64, .f64 = cg_e_f64, .buf = cg_e_buf,
-        .value = cg_e_value, .values = cg_e_values, .group = cg_e_group, .group_pos = cg_e_group_pos,
-        .local_dim = cg_e_local_dim, .loss_scale = cg_e_loss_scale, .config_double = cg_e_config_double,
-        .config_int = cg_e_config_int, .fail = cg_e_fail,
+        .m = c->m,
+        .op = c->op,
+        .ctx = c,
+        .call = cg_e_call,
+        .end = cg_e_end,
+        .i64 = cg_e_i64,
+        .f64 = cg_e_f64,
+        .buf = cg_e_buf,
+        .value = cg_e_value,
+        .values = cg_e_values,
+        .group = cg_e_group,
+        .group_pos = cg_e_group_pos,
+        .local_dim = cg_e_local_dim,
+        .loss_scale = cg_e_loss_scale,
+        .config_double = cg_e_config_double,
+        .config_int = cg_e_config_int,
+        .fail = cg_e_fail,
     };
     d->emit(&e);
 }
@@ -235,10 +245,13 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     /* Gradient accumulation: the runtime runs step() once per micro-step
      * (its inputs filled with that micro-batch, the accumulators zeroed
      * before the first), then apply_step() once. */
-    bool *micro = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)), *apply = sup_xcalloc((size_t)m->nops + 1, sizeof(bool));
+    bool *micro = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
+         *apply = sup_xcalloc((size_t)m->nops + 1, sizeof(bool));
     for (int i = 0; i < m->nops; i++) apply[i] = !(micro[i] = strcmp(ir_op_phase(&m->ops[i]), "opt") != 0);
-    sup_buf_printf(b, "/* One micro-step of %lld per optimizer step: the forward and backward, the gradients\n"
-                      " * accumulated (the ops of phases fwd and bwd, in schedule order). */\n", (long long)accum);
+    sup_buf_printf(b,
+                   "/* One micro-step of %lld per optimizer step: the forward and backward, the gradients\n"
+                   " * accumulated (the ops of phases fwd and bwd, in schedule order). */\n",
+                   (long long)accum);
     bool ok = cg_emit_fn(n, b, "step", micro, NULL);
     sup_buf_puts(b, "\n/* The apply phase, once per optimizer step after the micro-steps: the accumulated\n"
                     " * gradients reduced and the update (the ops of phase opt). */\n");
@@ -266,8 +279,9 @@ bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b) {
     bool *frees = sup_xcalloc((size_t)m->nops + 1, sizeof *frees);
     int nkept = 0;
     for (int i = 0; i < m->nops; i++) nkept += keep[i], frees[i] = m->ops[i].code == IR_OFFLOAD;
-    sup_buf_printf(b, "/* The forward-only program (validation), derived from step: its %d forward op(s) of %d,\n"
-                      " * no backward, optimizer, gradient reduction or offload; the step's buffers. */\n",
+    sup_buf_printf(b,
+                   "/* The forward-only program (validation), derived from step: its %d forward op(s) of %d,\n"
+                   " * no backward, optimizer, gradient reduction or offload; the step's buffers. */\n",
                    nkept, m->nops);
     bool ok = cg_emit_fn(n, b, "eval_step", keep, frees);
     free(keep);

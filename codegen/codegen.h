@@ -52,9 +52,9 @@ bool cg_build(const ir_module *m, const sup_context *ctx, const char *spec_path,
 enum { CG_IDENT_MAX = IR_NAME_MAX + 16 }; /* prefix + IR name + clash suffix */
 typedef struct cg_names {
     const ir_module *m;
-    const sup_context *ctx;         /* the target and memory-plan switch emitted for */
-    char (*value)[CG_IDENT_MAX];    /* "V_l0_q" per IR value; "" = not emitted */
-    char (*group)[CG_IDENT_MAX];    /* "G_sp" per group */
+    const sup_context *ctx;      /* the target and memory-plan switch emitted for */
+    char (*value)[CG_IDENT_MAX]; /* "V_l0_q" per IR value; "" = not emitted */
+    char (*group)[CG_IDENT_MAX]; /* "G_sp" per group */
 } cg_names;
 
 /* Builds unique C identifiers for every live value and every group

@@ -31,8 +31,10 @@ static void json_step(char *path, size_t n, const char *key, int index) {
     bool plain = *key != '\0';
     for (const char *c = key; *c && plain; c++)
         plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_';
-    if (plain) snprintf(path + k, n - k, "%s%s", k ? "." : "", key);
-    else snprintf(path + k, n - k, "[\"%.80s\"]", key);
+    if (plain)
+        snprintf(path + k, n - k, "%s%s", k ? "." : "", key);
+    else
+        snprintf(path + k, n - k, "[\"%.80s\"]", key);
 }
 
 static int json_key_cmp(const void *a, const void *b) {
@@ -110,6 +112,8 @@ bool rt_json_find_dup(const cJSON *root, rt_json_dup *out) {
 /* The message every reader gives (after its file name); n >= 768 holds
  * it whole. */
 void rt_json_dup_text(const rt_json_dup *d, char *out, size_t n) {
-    snprintf(out, n, "key %s is repeated (first %s, then %s): Python's json, and so transformers, would silently "
-             "take the last; remove one", d->path, d->first, d->second);
+    snprintf(out, n,
+             "key %s is repeated (first %s, then %s): Python's json, and so transformers, would silently "
+             "take the last; remove one",
+             d->path, d->first, d->second);
 }

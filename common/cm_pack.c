@@ -8,14 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *layout_packing_name(layout_packing p) {
-    return p == LAYOUT_PACK_BALANCED ? "balanced" : "sequential";
-}
+const char *layout_packing_name(layout_packing p) { return p == LAYOUT_PACK_BALANCED ? "balanced" : "sequential"; }
 
 bool layout_packing_parse(const char *name, layout_packing *out) {
-    if (!strcmp(name, "sequential")) *out = LAYOUT_PACK_SEQUENTIAL;
-    else if (!strcmp(name, "balanced")) *out = LAYOUT_PACK_BALANCED;
-    else return false;
+    if (!strcmp(name, "sequential"))
+        *out = LAYOUT_PACK_SEQUENTIAL;
+    else if (!strcmp(name, "balanced"))
+        *out = LAYOUT_PACK_BALANCED;
+    else
+        return false;
     return true;
 }
 
@@ -25,9 +26,7 @@ double layout_doc_linear(int64_t hidden, int64_t heads, int64_t kv_heads, int64_
     return H * Dh > 0 ? w / (H * Dh) : 0;
 }
 
-double layout_doc_cost(int64_t len, double linear) {
-    return (double)len * (double)len + linear * (double)len;
-}
+double layout_doc_cost(int64_t len, double linear) { return (double)len * (double)len + linear * (double)len; }
 
 /* Sequential: the documents in draw order, back to back; one that crosses a
  * row end is cut there and its rest starts the next row (each piece then

@@ -14,8 +14,8 @@ static int32_t tok_le32(const uint8_t *b) {
     return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
 }
 
-bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width_out, int64_t *ntokens,
-                      char *err, size_t errlen) {
+bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *width_out, int64_t *ntokens, char *err,
+                      size_t errlen) {
     const size_t hbytes = 4 * TOK_HEADER_INTS;
     if (len < hbytes) {
         snprintf(err, errlen, "%s: not an llm.c token file: %zu bytes, shorter than the 1024-byte header", path, len);
@@ -42,8 +42,8 @@ bool rt_tokens_header(const uint8_t *buf, size_t len, const char *path, int *wid
                  "%s: %s: header says %lld tokens, file holds %lld (%zu bytes; version %d = %lld-byte tokens needs "
                  "exactly %lld = 1024 + %lld x %lld)",
                  path, n >= 0 && (uint64_t)payload / (uint64_t)width < (uint64_t)n ? "truncated" : "size mismatch",
-                 (long long)n, (long long)(payload / (size_t)width), len, version, (long long)width, want,
-                 (long long)n, (long long)width);
+                 (long long)n, (long long)(payload / (size_t)width), len, version, (long long)width, want, (long long)n,
+                 (long long)width);
         return false;
     }
     *width_out = (int)width;

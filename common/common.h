@@ -44,17 +44,20 @@ enum { CM_MAX_RANK = 6 };
 
 /* CPU (runtime/host/kern_basic.c kern_scratch; ROPE is the table
  * kern_rope_table keeps itself, outside kern_scratch). */
+/* clang-format off */
 #define CM_WS_CPU_SLOTS(X)                                                                                         \
     X(LOGITS) /* kern_lmhead.c: a [chunk, V] logits block */                                                       \
     X(ROPE)   /* kern_basic.c: the RoPE table (and positions) */                                                    \
     X(MLP)    /* kern_mlp.c: g, u and s of one chunk of rows */                                                     \
     X(DSTATS) /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's lse, D */            \
     X(DPOS)   /* kern_docattn.c: the positions 0 .. S-1 (int64, 2 floats each) */
+/* clang-format on */
 #define CM_WS_CPU_SUMS(X) X(LSE) /* the attention forwards' row log-sum-exp, one per forward op (ir_op_attn.c) */
 
 /* CUDA (runtime/cuda/rt_cuda.h cuda_ws): the device workspaces, which also
  * hold the collectives' staging; compute and communication run
  * concurrently, so they never share one. */
+/* clang-format off */
 #define CM_WS_CUDA_SLOTS(X)                                                                                        \
     X(SEND) X(RECV) X(COMM) /* communication stream */                                                             \
     X(F32)                  /* fp32 sums: [V,D] / [D] gradients, the LM head's [N,D] dx */                         \
@@ -68,9 +71,10 @@ enum { CM_MAX_RANK = 6 };
     X(DOC)                  /* packed documents: this call's ids / positions */                                    \
     X(CUDNN)                /* cuDNN attention: dQ accumulator and plan workspace */                               \
     X(LSE)                  /* lm head: the forward's row log-sum-exp, kept for the backward */
+/* clang-format on */
 #define CM_WS_CUDA_SUMS(X) X(CUDNN_STATS) /* cuDNN's softmax statistics per attention forward (ir_op_attn.c) */
 
-#define CM_WS_CPU_ENUM_(name) CM_WS_CPU_##name,
+#define CM_WS_CPU_ENUM_(name)  CM_WS_CPU_##name,
 #define CM_WS_CUDA_ENUM_(name) CM_WS_CUDA_##name,
 typedef enum { CM_WS_CPU_SLOTS(CM_WS_CPU_ENUM_) CM_WS_CPU_NSLOTS } cm_ws_cpu_slot;
 /* The sums continue the numbering: an array of CM_WS_CPU_N entries holds
@@ -85,6 +89,7 @@ enum { CM_WS_CUDA_SUMS_FROM_ = CM_WS_CUDA_NSLOTS - 1, CM_WS_CUDA_SUMS(CM_WS_CUDA
  * The kernel calls both runtimes time and count (rt_kernel_tally, the
  * --trace events, the op profile of the summary): one row each, its
  * counter name the IR op it runs. */
+/* clang-format off */
 #define CM_KERNEL_KINDS(X)                                                                                          \
     X(EMBEDDING, embedding) X(EMBEDDING_BWD, embedding_bwd) X(RMSNORM, rmsnorm) X(RMSNORM_BWD, rmsnorm_bwd)        \
     X(LINEAR, linear) X(LINEAR_BWD, linear_bwd) X(ROPE, rope) X(ROPE_BWD, rope_bwd) X(ATTENTION, attention)        \
@@ -92,6 +97,7 @@ enum { CM_WS_CUDA_SUMS_FROM_ = CM_WS_CUDA_NSLOTS - 1, CM_WS_CUDA_SUMS(CM_WS_CUDA
     X(LM_HEAD_LOSS, lm_head_loss) X(LM_HEAD_LOSS_BWD, lm_head_loss_bwd) X(ADAMW, adamw) X(MLP, mlp)                \
     X(MLP_BWD, mlp_bwd) X(BIAS_ADD, bias_add) X(BIAS_ADD_BWD, bias_add_bwd) X(RING_ATTENTION, ring_attention)     \
     X(RING_ATTENTION_BWD, ring_attention_bwd)
+/* clang-format on */
 #define CM_K_ENUM_(kind, name) CM_K_##kind,
 typedef enum { CM_KERNEL_KINDS(CM_K_ENUM_) CM_K_N } cm_kernel_kind;
 #undef CM_K_ENUM_
@@ -103,10 +109,12 @@ extern const char *const cm_kernel_names[CM_K_N];
  * attention dispatch, runtime/cpu's kernels) and the cost model prices
  * the op at the measured rate of the kernel that will run it
  * (layout_attention_fraction), so both ask cm_attention_impl. */
+/* clang-format off */
 #define CM_ATTN_IMPLS(X)                                                                                           \
     X(CPU, "cpu")             /* basp's CPU kernels (fused or blocked) */                                         \
     X(CUDNN, "cudnn")         /* cuDNN's fused attention (plain causal attention) */                              \
     X(CUDA_BASP, "cuda-basp") /* basp's CUDA kernels: ring blocks, document masks, no cuDNN */
+/* clang-format on */
 #define CM_ATTN_ENUM_(impl, name) CM_ATTN_##impl,
 typedef enum { CM_ATTN_IMPLS(CM_ATTN_ENUM_) CM_ATTN_N } cm_attn_impl;
 #undef CM_ATTN_ENUM_

@@ -49,7 +49,9 @@ static bool read_all(const char *path, unsigned char **buf, size_t *len) {
         if (fd >= 0) close(fd);
         bool dir = S_ISDIR(st.st_mode), special = fd >= 0 && !S_ISREG(st.st_mode) && !dir;
         sup_error(sup_noloc(), "--doc-lengths %s: cannot %s: %s", path, fd < 0 ? "open" : "read",
-                  dir ? "is a directory" : special ? "not a regular file (a FIFO, device or socket)" : strerror(e));
+                  dir       ? "is a directory"
+                  : special ? "not a regular file (a FIFO, device or socket)"
+                            : strerror(e));
         return false;
     }
     FILE *f = fdopen(fd, "rb");
@@ -131,14 +133,15 @@ static bool lengths_of_text(const char *path, const unsigned char *b, size_t n, 
             if (big || v > ((int64_t)1 << 40)) {
                 size_t e = j;
                 while (e < n && b[e] >= '0' && b[e] <= '9') e++;
-                sup_error(sup_noloc(), "--doc-lengths %s:%d: document length %.*s%s is too large (at most 2^40 = "
-                          "1099511627776 tokens)", path, line, (int)(e - i < 40 ? e - i : 40), (const char *)b + i,
-                          e - i > 40 ? "..." : "");
+                sup_error(sup_noloc(),
+                          "--doc-lengths %s:%d: document length %.*s%s is too large (at most 2^40 = "
+                          "1099511627776 tokens)",
+                          path, line, (int)(e - i < 40 ? e - i : 40), (const char *)b + i, e - i > 40 ? "..." : "");
                 return false;
             }
             if (j == i || !sep || v < 1) {
-                sup_error(sup_noloc(), "--doc-lengths %s:%d: expected a document length (a positive integer)",
-                          path, line);
+                sup_error(sup_noloc(), "--doc-lengths %s:%d: expected a document length (a positive integer)", path,
+                          line);
                 return false;
             }
             add_len(d, &cap, v);
@@ -165,8 +168,10 @@ bool pass_doc_lengths_parse(const char *path, const unsigned char *b, size_t n, 
     snprintf(out->source, sizeof out->source, "%s", path);
     bool tokens = n >= 4 && b[0] == 0x88 && b[1] == 0xd8 && b[2] == 0x34 && b[3] == 0x01; /* 20240520 */
     if (tokens && !spec->train.documents) {
-        sup_error(sup_noloc(), "--doc-lengths %s is a token file: the spec needs 'documents on' and eot_token to "
-                  "split it", path);
+        sup_error(sup_noloc(),
+                  "--doc-lengths %s is a token file: the spec needs 'documents on' and eot_token to "
+                  "split it",
+                  path);
         return false;
     }
     bool ok = tokens ? lengths_of_tokens(path, b, n, spec, out) : lengths_of_text(path, b, n, out);

@@ -38,34 +38,34 @@ typedef struct pass_plan_candidate {
                              "batch-aware G=2 ring", "ulysses-sp=4" */
     layout_choice choice; /* the layout (ulysses-sp: G = B groups) */
     int groups, group_size;
-    int64_t micro_batch;  /* of the candidate: B, or B*B for ulysses-sp */
+    int64_t micro_batch; /* of the candidate: B, or B*B for ulysses-sp */
     double tokens_per_rank;
     int peers;
     double a2a_ms, step_ms, a2a_fraction, mem_bytes_per_rank;
-    double attn_ms;       /* of step_ms: attention, forward and backward */
-    double comm_ms;       /* of step_ms: collectives and point-to-point */
-    double host_ms;       /* of comm_ms: copies over the host link (train.offload) */
-    char offload[16];     /* train.offload as built (auto: what it chose) */
+    double attn_ms;   /* of step_ms: attention, forward and backward */
+    double comm_ms;   /* of step_ms: collectives and point-to-point */
+    double host_ms;   /* of comm_ms: copies over the host link (train.offload) */
+    char offload[16]; /* train.offload as built (auto: what it chose) */
     /* With --doc-lengths (pass_plan_apply_docs): the dense step, and the
      * step and group imbalance with sequential [0] and balanced [1]
      * packing; step_ms is then the one of the spec's packing.  NaN where
      * not predicted. */
     double dense_step_ms, docs_ms[2], imbalance[2];
     bool legal, fits;
-    bool keeps_batch;     /* same global batch as the spec (false: ulysses-sp) */
-    bool available;       /* the passes that build it exist in this compiler */
-    bool within_error;    /* predicted within the model's error of the chosen one */
-    char reason[256];     /* why it was not chosen (illegal, not available, does not fit,
+    bool keeps_batch;  /* same global batch as the spec (false: ulysses-sp) */
+    bool available;    /* the passes that build it exist in this compiler */
+    bool within_error; /* predicted within the model's error of the chosen one */
+    char reason[256];  /* why it was not chosen (illegal, not available, does not fit,
                              changes the global batch, slower); "" for the chosen one */
 } pass_plan_candidate;
 
 /* Packed documents in the plan (--doc-lengths). */
 typedef struct pass_plan_docs_summary {
     bool on;
-    bool spec_documents;     /* the spec packs documents (train.documents on) */
-    int n, steps;            /* documents read; sampled steps */
+    bool spec_documents; /* the spec packs documents (train.documents on) */
+    int n, steps;        /* documents read; sampled steps */
     double mean_len, max_len;
-    layout_packing packing;  /* the spec's: what step_ms predicts */
+    layout_packing packing; /* the spec's: what step_ms predicts */
     char source[256];
 } pass_plan_docs_summary;
 
@@ -80,9 +80,9 @@ typedef struct pass_plan_result {
     double model_error;        /* the device preset's measured error of a predicted step (fraction) */
     pass_plan_candidate *cand; /* malloc'd */
     int n;
-    int chosen;                /* index into cand, -1 when no legal candidate fits */
-    char why[280];             /* why the chosen one */
-    char suggestion[480];      /* when nothing fits: the cheapest change that makes one fit */
+    int chosen;           /* index into cand, -1 when no legal candidate fits */
+    char why[280];        /* why the chosen one */
+    char suggestion[480]; /* when nothing fits: the cheapest change that makes one fit */
     pass_plan_docs_summary docs;
 } pass_plan_result;
 
@@ -181,7 +181,6 @@ bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r);
 void pass_maxseq_print(const pass_maxseq_result *r, FILE *out);
 void pass_maxseq_json(const pass_maxseq_result *r, FILE *out);
 
-
 /* maxseq.c (it builds; the report, passes.h, only reads a module).
  * When r does not fit: rebuilds `spec` with one change at a time and
  * records each one's peak in r->suggest: the memory plan (a report without
@@ -195,6 +194,5 @@ void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r);
  * (--memory) or SUP_WARNING (every other action), naming the peak op, the
  * largest buffers and what would make it fit. */
 void pass_memory_diagnose(const pass_mem_report *r, const fe_spec *spec, sup_severity sev);
-
 
 #endif

@@ -27,22 +27,20 @@ typedef struct lw {
     int64_t B, S, D, H, Hk, Dh, F, V;
     bool tied;
     double theta;
-    int64_t mlp_chunk; /* > 0: the fused, tiled mlp op with this many tokens per chunk */
+    int64_t mlp_chunk;      /* > 0: the fused, tiled mlp op with this many tokens per chunk */
     bool qkv_bias, qk_norm; /* Qwen's attention features */
-    int layer;         /* current layer, -1 outside */
-    const char *phase; /* current phase */
+    int layer;              /* current layer, -1 outside */
+    const char *phase;      /* current phase */
     char name[IR_NAME_MAX]; /* vname's result, until the next vname */
 } lw;
 
-static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
-{
+static ir_type ty(ir_dtype dt, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
     int64_t dims[4] = {d0, d1, d2, d3};
     return ir_type_make(dt, rank, dims);
 }
 
 /* "l<i>.<suffix>" inside a layer, "<suffix>" outside; `d` prefixes "d.". */
-static const char *vname(lw *c, bool d, const char *suffix)
-{
+static const char *vname(lw *c, bool d, const char *suffix) {
     if (c->layer >= 0)
         snprintf(c->name, sizeof c->name, "%sl%d.%s", d ? "d." : "", c->layer, suffix);
     else
@@ -55,28 +53,23 @@ static int dact(lw *c, const char *suffix, ir_type t) { return ir_value_add_fres
 static int val(lw *c, const char *suffix) { return ir_value_find(c->m, vname(c, false, suffix)); }
 
 /* The gradient of a parameter has the parameter's type. */
-static int dparam(lw *c, int w)
-{
+static int dparam(lw *c, int w) {
     char name[IR_NAME_MAX + 2];
     snprintf(name, sizeof name, "d.%s", c->m->values[w].name);
     return ir_value_add_fresh(c->m, name, c->m->values[w].type);
 }
 
-static int param(lw *c, const char *suffix, int rank, int64_t d0, int64_t d1, int64_t d2)
-{
+static int param(lw *c, const char *suffix, int rank, int64_t d0, int64_t d1, int64_t d2) {
     return ir_value_add(c->m, vname(c, false, suffix), IR_V_PARAM, ty(IR_F32, rank, d0, d1, d2, 0));
 }
 
 /* Appends op(ins...) -> outs... with the current layer/phase; `key`/`iv`/`fv`
  * is one optional op-specific attribute (iv for ints, fv for floats). */
-static void emit(lw *c, ir_opcode code, int nin, const int *in, int nout, const int *out, const char *key,
-                 int64_t iv, double fv)
-{
+static void emit(lw *c, ir_opcode code, int nin, const int *in, int nout, const int *out, const char *key, int64_t iv,
+                 double fv) {
     ir_op op = ir_op_make(code);
-    for (int k = 0; k < nin; k++)
-        ir_op_add_input(&op, in[k]);
-    for (int k = 0; k < nout; k++)
-        ir_op_add_output(&op, out[k]);
+    for (int k = 0; k < nin; k++) ir_op_add_input(&op, in[k]);
+    for (int k = 0; k < nout; k++) ir_op_add_output(&op, out[k]);
     if (key && strcmp(key, "theta") == 0)
         ir_attr_set_float(&op, key, fv);
     else if (key)
@@ -85,33 +78,28 @@ static void emit(lw *c, ir_opcode code, int nin, const int *in, int nout, const 
     ir_op_append(c->m, &op);
 }
 
-static int op1(lw *c, ir_opcode code, int a, int b, int out)
-{
+static int op1(lw *c, ir_opcode code, int a, int b, int out) {
     emit(c, code, b >= 0 ? 2 : 1, (int[]){a, b}, 1, &out, NULL, 0, 0);
     return out;
 }
 
-static int linear(lw *c, int x, int w, int contract, int out)
-{
+static int linear(lw *c, int x, int w, int contract, int out) {
     emit(c, IR_LINEAR, 2, (int[]){x, w}, 1, &out, "contract", contract, 0);
     return out;
 }
 
 /* dx, dw = linear_bwd(dy, x, w): returns dx. */
-static int linear_bwd(lw *c, int dy, int x, int w, int contract, int dx)
-{
+static int linear_bwd(lw *c, int dy, int x, int w, int contract, int dx) {
     emit(c, IR_LINEAR_BWD, 3, (int[]){dy, x, w}, 2, (int[]){dx, dparam(c, w)}, "contract", contract, 0);
     return dx;
 }
 
-static int rmsnorm_bwd(lw *c, int dy, int x, int w, int dx)
-{
+static int rmsnorm_bwd(lw *c, int dy, int x, int w, int dx) {
     emit(c, IR_RMSNORM_BWD, 3, (int[]){dy, x, w}, 2, (int[]){dx, dparam(c, w)}, NULL, 0, 0);
     return dx;
 }
 
-static void add_layer_params(lw *c)
-{
+static void add_layer_params(lw *c) {
     param(c, "attn_norm", 1, c->D, 0, 0);
     param(c, "wq", 3, c->D, c->H, c->Dh);
     param(c, "wk", 3, c->D, c->Hk, c->Dh);
@@ -145,15 +133,13 @@ static bool qkv_step(const lw *c, const char *norm, int k) /* k: 0 proj, 1 bias,
 }
 
 /* The name of step k's result (the last step's is `name` itself). */
-static void qkv_name(const lw *c, const char *name, const char *norm, int k, char out[32])
-{
+static void qkv_name(const lw *c, const char *name, const char *norm, int k, char out[32]) {
     static const char *const suffix[] = {".p", ".b", ""};
     int last = qkv_step(c, norm, 2) ? 2 : qkv_step(c, norm, 1) ? 1 : 0;
     snprintf(out, 32, "%s%s", name, k == last ? "" : suffix[k]);
 }
 
-static int qkv_fwd(lw *c, int h, const char *name, const char *w, const char *bias, const char *norm, ir_type t)
-{
+static int qkv_fwd(lw *c, int h, const char *name, const char *w, const char *bias, const char *norm, ir_type t) {
     char nm[32];
     qkv_name(c, name, norm, 0, nm);
     int y = linear(c, h, val(c, w), 1, act(c, nm, t));
@@ -161,8 +147,7 @@ static int qkv_fwd(lw *c, int h, const char *name, const char *w, const char *bi
         qkv_name(c, name, norm, 1, nm);
         y = op1(c, IR_BIAS_ADD, y, val(c, bias), act(c, nm, t));
     }
-    if (qkv_step(c, norm, 2))
-        y = op1(c, IR_RMSNORM, y, val(c, norm), act(c, name, t));
+    if (qkv_step(c, norm, 2)) y = op1(c, IR_RMSNORM, y, val(c, norm), act(c, name, t));
     return y;
 }
 
@@ -171,8 +156,7 @@ static int qkv_fwd(lw *c, int h, const char *name, const char *w, const char *bi
  * the gradient through unchanged (d of the projection is dy itself) and
  * gets the sum of dy over the tokens. */
 static int qkv_bwd(lw *c, int dy, const char *name, const char *w, const char *bias, const char *norm, ir_type t,
-                   const char *dh_name, ir_type tD)
-{
+                   const char *dh_name, ir_type tD) {
     char nm[32];
     if (qkv_step(c, norm, 2)) {
         qkv_name(c, name, norm, qkv_step(c, norm, 1) ? 1 : 0, nm);
@@ -186,8 +170,7 @@ static int qkv_bwd(lw *c, int dy, const char *name, const char *w, const char *b
 }
 
 /* One decoder layer forward; x is the residual stream in, returns x2. */
-static int layer_fwd(lw *c, int x)
-{
+static int layer_fwd(lw *c, int x) {
     ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0), tF = ty(c->act, 3, c->B, c->S, c->F, 0);
     ir_type tQ = ty(c->act, 4, c->B, c->S, c->H, c->Dh), tK = ty(c->act, 4, c->B, c->S, c->Hk, c->Dh);
     int h = op1(c, IR_RMSNORM, x, val(c, "attn_norm"), act(c, "h", tD));
@@ -216,8 +199,7 @@ static int layer_fwd(lw *c, int x)
 }
 
 /* The MLP half of a layer backward: from d.x2 to d.x1 (residual included). */
-static int mlp_bwd(lw *c, int dx2)
-{
+static int mlp_bwd(lw *c, int dx2) {
     ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0), tF = ty(c->act, 3, c->B, c->S, c->F, 0);
     if (c->mlp_chunk > 0) {
         int wg = val(c, "w_gate"), wu = val(c, "w_up"), wd = val(c, "w_down"), dh2 = dact(c, "h2", tD);
@@ -237,8 +219,7 @@ static int mlp_bwd(lw *c, int dx2)
 }
 
 /* The attention half: from d.x1 to the gradient of the layer input x. */
-static int attn_bwd(lw *c, int dx1, int x, const char *dx_name)
-{
+static int attn_bwd(lw *c, int dx1, int x, const char *dx_name) {
     ir_type tD = ty(c->act, 3, c->B, c->S, c->D, 0);
     ir_type tQ = ty(c->act, 4, c->B, c->S, c->H, c->Dh), tK = ty(c->act, 4, c->B, c->S, c->Hk, c->Dh);
     int d_o = linear_bwd(c, dx1, val(c, "o"), val(c, "wo"), 2, dact(c, "o", tQ));
@@ -258,16 +239,14 @@ static int attn_bwd(lw *c, int dx1, int x, const char *dx_name)
 }
 
 /* Name of layer i's input: x0 for the first layer, else l<i-1>.x2. */
-static void layer_input_name(int i, char out[IR_NAME_MAX])
-{
+static void layer_input_name(int i, char out[IR_NAME_MAX]) {
     if (i == 0)
         snprintf(out, IR_NAME_MAX, "x0");
     else
         snprintf(out, IR_NAME_MAX, "l%d.x2", i - 1);
 }
 
-static void forward(lw *c, int layers)
-{
+static void forward(lw *c, int layers) {
     c->phase = "fwd";
     c->layer = -1;
     int tokens = ir_value_find(c->m, "tokens"), targets = ir_value_find(c->m, "targets");
@@ -293,8 +272,7 @@ static void forward(lw *c, int layers)
     ir_op_append(c->m, &op);
 }
 
-static void backward(lw *c, int layers)
-{
+static void backward(lw *c, int layers) {
     c->phase = "bwd";
     c->layer = -1;
     ir_module *m = c->m;
@@ -303,13 +281,12 @@ static void backward(lw *c, int layers)
     int head = c->tied ? embed : ir_value_find(m, "lm_head");
     int dxf = act(c, "d.xf", tD);
     int dhead = ir_value_add_fresh(m, c->tied ? "d.embed.head" : "d.lm_head", m->values[head].type);
-    emit(c, IR_LM_HEAD_LOSS_BWD, 3, (int[]){xf, head, ir_value_find(m, "targets")}, 2, (int[]){dxf, dhead},
-         NULL, 0, 0);
+    emit(c, IR_LM_HEAD_LOSS_BWD, 3, (int[]){xf, head, ir_value_find(m, "targets")}, 2, (int[]){dxf, dhead}, NULL, 0, 0);
     char xname[IR_NAME_MAX], dname[IR_NAME_MAX + 2];
     layer_input_name(layers, xname);
     snprintf(dname, sizeof dname, "d.%s", xname);
-    int dx = rmsnorm_bwd(c, dxf, ir_value_find(m, xname), ir_value_find(m, "final_norm"),
-                         ir_value_add_fresh(m, dname, tD));
+    int dx =
+        rmsnorm_bwd(c, dxf, ir_value_find(m, xname), ir_value_find(m, "final_norm"), ir_value_add_fresh(m, dname, tD));
     for (int i = layers - 1; i >= 0; i--) {
         c->layer = i;
         layer_input_name(i, xname);
@@ -323,13 +300,11 @@ static void backward(lw *c, int layers)
         op1(c, IR_ADD, dtok, dhead, ir_value_add_fresh(m, "d.embed", m->values[embed].type));
 }
 
-static void optimizer(lw *c)
-{
+static void optimizer(lw *c) {
     ir_module *m = c->m;
     int nv = m->nvalues;
     for (int w = 0; w < nv; w++) {
-        if (m->values[w].kind != IR_V_PARAM)
-            continue;
+        if (m->values[w].kind != IR_V_PARAM) continue;
         char name[IR_NAME_MAX + 2];
         snprintf(name, sizeof name, "d.%s", m->values[w].name);
         ir_op op = ir_op_make(IR_ADAMW);
@@ -340,14 +315,12 @@ static void optimizer(lw *c)
     }
 }
 
-static void cfg_double(ir_module *m, const char *key, double v)
-{
+static void cfg_double(ir_module *m, const char *key, double v) {
     char buf[40];
     ir_config_set(m, key, sup_fmt_double(v, buf, sizeof buf));
 }
 
-static const char *batch_aware_name(fe_batch_aware ba)
-{
+static const char *batch_aware_name(fe_batch_aware ba) {
     switch (ba) {
     case FE_BA_ON: return "on";
     case FE_BA_OFF: return "off";
@@ -358,12 +331,10 @@ static const char *batch_aware_name(fe_batch_aware ba)
 
 /* The llama3 parameters are written only with llama3 scaling, as in the
  * printed spec: under none they would be config keys that nothing reads. */
-static void copy_rope_scaling(ir_module *m, const fe_model *md)
-{
+static void copy_rope_scaling(ir_module *m, const fe_model *md) {
     bool llama3 = !strcmp(md->rope_scaling, "llama3");
     ir_config_set(m, "rope_scaling", llama3 ? "llama3" : "none");
-    if (!llama3)
-        return;
+    if (!llama3) return;
     cfg_double(m, "rope_factor", md->rope_factor);
     cfg_double(m, "rope_low_freq_factor", md->rope_low_freq_factor);
     cfg_double(m, "rope_high_freq_factor", md->rope_high_freq_factor);
@@ -373,31 +344,23 @@ static void copy_rope_scaling(ir_module *m, const fe_model *md)
 /* The device's datasheet peaks, for the cost model: FLOP/s at the step's
  * precision (bf16 tensor cores, or fp32) and memory bandwidth.  Nothing
  * when the device names no preset (hand-built specs). */
-static void copy_device_peaks(ir_module *m, const fe_spec *s)
-{
+static void copy_device_peaks(ir_module *m, const fe_spec *s) {
     const layout_device_preset *p = layout_device_lookup(s->mesh.device[0] ? s->mesh.device : "cpu");
-    if (!p)
-        return;
+    if (!p) return;
     bool fp32 = !strcmp(s->train.precision, "fp32");
     cfg_double(m, "device_peak_flops", fp32 ? p->peak_flops_fp32 : p->peak_flops_bf16);
     cfg_double(m, "device_mem_bw", p->mem_bw);
-    if (p->compute_fraction > 0)
-        cfg_double(m, "cost.compute_fraction", p->compute_fraction);
-    if (p->attention_fraction > 0)
-        cfg_double(m, "cost.attention_fraction", p->attention_fraction);
-    if (p->mem_bw_fraction > 0)
-        cfg_double(m, "cost.mem_bw_fraction", p->mem_bw_fraction);
-    if (p->exp_rate > 0)
-        cfg_double(m, "device_exp_rate", p->exp_rate);
-    if (p->op_overhead > 0)
-        cfg_double(m, "cost.op_overhead", p->op_overhead);
+    if (p->compute_fraction > 0) cfg_double(m, "cost.compute_fraction", p->compute_fraction);
+    if (p->attention_fraction > 0) cfg_double(m, "cost.attention_fraction", p->attention_fraction);
+    if (p->mem_bw_fraction > 0) cfg_double(m, "cost.mem_bw_fraction", p->mem_bw_fraction);
+    if (p->exp_rate > 0) cfg_double(m, "device_exp_rate", p->exp_rate);
+    if (p->op_overhead > 0) cfg_double(m, "cost.op_overhead", p->op_overhead);
 }
 
 /* The resolved layout: concrete keys only (the planner has chosen for any
  * `auto` before lowering), so the passes rewrite without choosing.
  * batch_aware keeps the mode as written, for the reader. */
-static void copy_layout(ir_module *m, const fe_spec *s, const layout_choice *c)
-{
+static void copy_layout(ir_module *m, const fe_spec *s, const layout_choice *c) {
     ir_config_set(m, "sequence", layout_seq_name(c->seq));
     ir_config_set(m, "batch_aware", batch_aware_name(s->layout.batch_aware));
     ir_config_set_int(m, "groups", c->groups);
@@ -407,8 +370,7 @@ static void copy_layout(ir_module *m, const fe_spec *s, const layout_choice *c)
 }
 
 /* Every spec field a pass reads, so textual IR is self-contained. */
-static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
-{
+static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c) {
     const fe_model *md = &s->model;
     ir_config_set_int(m, "hidden", md->hidden);
     ir_config_set_int(m, "layers", md->layers);
@@ -448,8 +410,7 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     /* auto lowered as it is (by a caller that did not choose: tests, the
      * fuzzer) takes ALST's tiling, the setting that uses less memory */
     ir_config_set_int(m, "mlp_chunk", s->train.mlp_chunk == FE_MLP_AUTO ? fe_mlp_chunk_alst(s) : s->train.mlp_chunk);
-    if (s->train.overlap)
-        ir_config_set_int(m, "overlap", 1);
+    if (s->train.overlap) ir_config_set_int(m, "overlap", 1);
     if (s->train.documents) { /* absent: one token stream, no document masks */
         ir_config_set_int(m, "documents", 1);
         ir_config_set_int(m, "eot_token", s->train.eot_token);
@@ -476,16 +437,14 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c)
     }
 }
 
-static void copy_link(ir_link *dst, const fe_link *src)
-{
+static void copy_link(ir_link *dst, const fe_link *src) {
     snprintf(dst->kind, sizeof dst->kind, "%s", src->kind[0] ? src->kind : "none");
     dst->bandwidth = src->bandwidth;
     dst->latency = src->latency;
     dst->efficiency = src->efficiency > 0 ? src->efficiency : 1;
 }
 
-static void add_params_and_inputs(lw *c, int layers)
-{
+static void add_params_and_inputs(lw *c, int layers) {
     c->layer = -1;
     param(c, "embed", 2, c->V, c->D, 0);
     for (int i = 0; i < layers; i++) {
@@ -494,18 +453,14 @@ static void add_params_and_inputs(lw *c, int layers)
     }
     c->layer = -1;
     param(c, "final_norm", 1, c->D, 0, 0);
-    if (!c->tied)
-        param(c, "lm_head", 2, c->V, c->D, 0);
+    if (!c->tied) param(c, "lm_head", 2, c->V, c->D, 0);
     ir_type tok = ty(IR_I32, 2, c->B, c->S, 0, 0);
     ir_value_add(c->m, "tokens", IR_V_INPUT, tok);
     ir_value_add(c->m, "targets", IR_V_INPUT, tok);
 }
 
-
-ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice)
-{
-    if (!spec || !choice)
-        return NULL;
+ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice) {
+    if (!spec || !choice) return NULL;
     const fe_model *md = &spec->model;
     ir_module *m = ir_module_new(md->name[0] ? md->name : "model");
     copy_config(m, spec, choice);
@@ -524,12 +479,21 @@ ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice)
 
     lw c = {.m = m,
             .act = strcmp(spec->train.precision, "fp32") == 0 ? IR_F32 : IR_BF16,
-            .B = spec->train.micro_batch, .S = spec->train.seq_len, .D = md->hidden,
-            .H = md->heads, .Hk = md->kv_heads > 0 ? md->kv_heads : md->heads,
-            .Dh = md->head_dim, .F = md->ffn, .V = md->vocab,
-            .tied = md->tie_embeddings, .theta = md->rope_theta,
-            .mlp_chunk = ir_config_int(m, "mlp_chunk", 0), .qkv_bias = md->qkv_bias, .qk_norm = md->qk_norm,
-            .layer = -1, .phase = "fwd"};
+            .B = spec->train.micro_batch,
+            .S = spec->train.seq_len,
+            .D = md->hidden,
+            .H = md->heads,
+            .Hk = md->kv_heads > 0 ? md->kv_heads : md->heads,
+            .Dh = md->head_dim,
+            .F = md->ffn,
+            .V = md->vocab,
+            .tied = md->tie_embeddings,
+            .theta = md->rope_theta,
+            .mlp_chunk = ir_config_int(m, "mlp_chunk", 0),
+            .qkv_bias = md->qkv_bias,
+            .qk_norm = md->qk_norm,
+            .layer = -1,
+            .phase = "fwd"};
     int layers = (int)md->layers;
     add_params_and_inputs(&c, layers);
     forward(&c, layers);

@@ -40,15 +40,14 @@ typedef struct ms_ctx {
     const fe_spec *spec;
     bool cuda;
     fe_spec_patch patch; /* the row's layout, recompute and offload; seq_len per build */
-    int64_t q; /* tokens per step */
+    int64_t q;           /* tokens per step */
     int builds;
 } ms_ctx;
 
 /* The plan's peak at m steps of q tokens; -1 when the spec is illegal
  * there.  It fits when the device and the host (offload) both hold it;
  * *host is the host arena per rank. */
-static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits, int64_t *host)
-{
+static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits, int64_t *host) {
     c->patch.seq_len = m * c->q;
     ir_module *mod = drv_build(c->spec, &c->patch, c->cuda);
     c->builds++;
@@ -69,20 +68,20 @@ static int64_t ms_peak(ms_ctx *c, int64_t m, bool *fits, int64_t *host)
  * last two builds, with a bisection whenever the secant step would not
  * halve the bracket twice in a row, so it ends in O(log) builds even where
  * the peak bends (the MLP starts tiling, an auto setting flips). */
-static int64_t ms_search(ms_ctx *c, int64_t *peak_at, int64_t *host_at)
-{
+static int64_t ms_search(ms_ctx *c, int64_t *peak_at, int64_t *host_at) {
     bool fits;
     int64_t host = 0;
     int64_t p1 = ms_peak(c, 1, &fits, &host);
     *peak_at = p1, *host_at = host;
-    if (p1 < 0 || !fits)
-        return 0;
+    if (p1 < 0 || !fits) return 0;
     double cap = c->spec->mesh.device_mem;
     int64_t lo = 1, hi = MS_MAX_STEPS + 1; /* hi: unknown until a build does not fit */
     int64_t ma = 1, pa = p1, mb = 16, slow = 0;
     int64_t pb = ms_peak(c, mb, &fits, &host);
-    if (fits) lo = mb, *peak_at = pb, *host_at = host;
-    else hi = mb;
+    if (fits)
+        lo = mb, *peak_at = pb, *host_at = host;
+    else
+        hi = mb;
     if (pb < 0) return lo;
     while (hi - lo > 1) {
         int64_t m = lo + (hi - lo) / 2; /* bisection, or doubling while hi is unknown */
@@ -98,8 +97,10 @@ static int64_t ms_search(ms_ctx *c, int64_t *peak_at, int64_t *host_at)
         if (p < 0) { /* illegal there (should not happen for multiples of q): stop at what is known */
             break;
         }
-        if (fits) lo = m, *peak_at = p, *host_at = host;
-        else hi = m;
+        if (fits)
+            lo = m, *peak_at = p, *host_at = host;
+        else
+            hi = m;
         if (lo == MS_MAX_STEPS) break;
         slow = 2 * (hi - lo) > width && hi <= MS_MAX_STEPS ? slow + 1 : 0;
         ma = mb, pa = pb, mb = m, pb = p;
@@ -109,23 +110,18 @@ static int64_t ms_search(ms_ctx *c, int64_t *peak_at, int64_t *host_at)
 
 /* The change that makes the spec layout c (a hybrid's ring_degree only
  * with it: setting another sequence drops the spec's, as --set does). */
-static void ms_layout_patch(const layout_choice *c, fe_spec_patch *p)
-{
+static void ms_layout_patch(const layout_choice *c, fe_spec_patch *p) {
     p->sequence = layout_seq_name(c->seq);
     p->a2a = c->variant ? c->variant->word : "flat";
     p->batch_aware = c->groups <= 1 ? 1 : c->groups;
-    if (c->seq == LAYOUT_HYBRID)
-        p->ring_degree = c->ring_degree;
+    if (c->seq == LAYOUT_HYBRID) p->ring_degree = c->ring_degree;
 }
 
 /* What every legal seq_len of c is a multiple of: K ranks (Ulysses), the 2K
  * chunks of the causal zig-zag order (ring), K and 2R (hybrid). */
-static int64_t ms_unit(int64_t K, const layout_choice *c)
-{
-    if (c->seq == LAYOUT_RING)
-        return 2 * K;
-    if (c->seq != LAYOUT_HYBRID)
-        return K;
+static int64_t ms_unit(int64_t K, const layout_choice *c) {
+    if (c->seq == LAYOUT_RING) return 2 * K;
+    if (c->seq != LAYOUT_HYBRID) return K;
     int64_t a = K, b = 2 * (int64_t)c->ring_degree;
     while (b) {
         int64_t t = a % b;
@@ -135,10 +131,8 @@ static int64_t ms_unit(int64_t K, const layout_choice *c)
 }
 
 static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const layout_choice *lc,
-                   const char *recompute, const char *offload)
-{
-    if (r->n == PASS_MAXSEQ_ROWS)
-        return;
+                   const char *recompute, const char *offload) {
+    if (r->n == PASS_MAXSEQ_ROWS) return;
     pass_maxseq_row *row = &r->rows[r->n++];
     memset(row, 0, sizeof *row);
     row->choice = *lc;
@@ -174,43 +168,36 @@ static void ms_row(pass_maxseq_result *r, const fe_spec *spec, bool cuda, const 
  * every G > 1 dividing the world and the micro-batch, each with the three
  * recompute settings, each (when the spec offloads) without and with its
  * offload.  A ring's degree is its group size. */
-static void ms_strategy(pass_maxseq_result *r, const fe_spec *spec, bool cuda, layout_choice like)
-{
+static void ms_strategy(pass_maxseq_result *r, const fe_spec *spec, bool cuda, layout_choice like) {
     static const char *const modes[] = {"none", "selective", "full"};
     for (int G = 1; G <= r->world; G++) {
-        if (G > 1 && (r->world % G || spec->train.micro_batch % G))
-            continue;
+        if (G > 1 && (r->world % G || spec->train.micro_batch % G)) continue;
         layout_choice c = like;
         c.groups = G;
-        if (c.seq == LAYOUT_RING)
-            c.ring_degree = r->world / G;
+        if (c.seq == LAYOUT_RING) c.ring_degree = r->world / G;
         for (int k = 0; k < 3; k++) {
             ms_row(r, spec, cuda, &c, modes[k], "none");
-            if (r->offload)
-                ms_row(r, spec, cuda, &c, modes[k], spec->train.offload);
+            if (r->offload) ms_row(r, spec, cuda, &c, modes[k], spec->train.offload);
         }
     }
 }
 
 /* The spec's own strategy when it names one other than flat Ulysses. */
-static bool ms_spec_strategy(const fe_spec *spec, layout_choice *out)
-{
+static bool ms_spec_strategy(const fe_spec *spec, layout_choice *out) {
     const fe_layout *l = &spec->layout;
     layout_choice c = layout_ulysses(1);
     if (!layout_seq_parse(l->sequence, &c.seq) || !strcmp(l->a2a, "auto"))
         return false; /* auto: no strategy of its own */
     c.variant = layout_variant_find("a2a", l->a2a);
     if (c.seq == LAYOUT_HYBRID) {
-        if (l->ring_degree < 1)
-            return false;
+        if (l->ring_degree < 1) return false;
         c.ring_degree = (int)l->ring_degree;
     }
     *out = c;
     return c.seq != LAYOUT_ULYSSES || c.variant;
 }
 
-bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
-{
+bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r) {
     memset(r, 0, sizeof *r);
     snprintf(r->model, sizeof r->model, "%s", spec->model.name);
     r->world = (int)fe_world(spec);
@@ -223,14 +210,12 @@ bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r)
     sup_diag_saved saved = sup_diag_silence();
     ms_strategy(r, spec, cuda, layout_ulysses(1));
     layout_choice own;
-    if (ms_spec_strategy(spec, &own))
-        ms_strategy(r, spec, cuda, own);
+    if (ms_spec_strategy(spec, &own)) ms_strategy(r, spec, cuda, own);
     sup_diag_restore(saved);
     return true;
 }
 
-void pass_maxseq_print(const pass_maxseq_result *r, FILE *out)
-{
+void pass_maxseq_print(const pass_maxseq_result *r, FILE *out) {
     char cap[32];
     fprintf(out, "longest seq_len that fits: %s on %d rank(s) of %s (%s, %s target), micro_batch %" PRId64 "\n",
             r->model, r->world, r->device, sup_fmt_bytes(r->device_mem, cap, sizeof cap), r->cuda ? "cuda" : "cpu",
@@ -241,35 +226,30 @@ void pass_maxseq_print(const pass_maxseq_result *r, FILE *out)
     if (r->offload)
         fprintf(out, "host memory %s per node; offload = the spec's train.offload, host = its host arena per rank\n",
                 sup_fmt_bytes(r->host_mem, cap, sizeof cap));
-    fprintf(out, "%-*s %-10s %12s %14s %12s", lw, "layout", "recompute", "seq_len",
-            "tokens/rank", "peak");
+    fprintf(out, "%-*s %-10s %12s %14s %12s", lw, "layout", "recompute", "seq_len", "tokens/rank", "peak");
     fprintf(out, r->offload ? " %-12s %10s\n" : "\n", "offload", "host");
     for (int i = 0; i < r->n; i++) {
         const pass_maxseq_row *w = &r->rows[i];
         char pk[32] = "-", hb[32] = "-", tail[64] = "";
-        if (w->peak_bytes >= 0)
-            sup_fmt_bytes((double)w->peak_bytes, pk, sizeof pk);
-        if (w->host_bytes > 0)
-            sup_fmt_bytes((double)w->host_bytes, hb, sizeof hb);
-        if (r->offload)
-            snprintf(tail, sizeof tail, " %-12s %10s", w->offload, hb);
+        if (w->peak_bytes >= 0) sup_fmt_bytes((double)w->peak_bytes, pk, sizeof pk);
+        if (w->host_bytes > 0) sup_fmt_bytes((double)w->host_bytes, hb, sizeof hb);
+        if (r->offload) snprintf(tail, sizeof tail, " %-12s %10s", w->offload, hb);
         if (w->illegal[0])
-            fprintf(out, "%-*s %-10s %12s %14s %12s%s  illegal: %s\n", lw, w->layout, w->recompute, "-", "-", "-",
-                    tail, w->illegal);
+            fprintf(out, "%-*s %-10s %12s %14s %12s%s  illegal: %s\n", lw, w->layout, w->recompute, "-", "-", "-", tail,
+                    w->illegal);
         else if (w->seq_len == 0)
             fprintf(out, "%-*s %-10s %12s %14s %12s%s  does not fit even at %" PRId64 " tokens\n", lw, w->layout,
                     w->recompute, "-", "-", "-", tail, w->step);
         else
-            fprintf(out, "%-*s %-10s %12" PRId64 " %14" PRId64 " %12s%s%s\n", lw, w->layout, w->recompute,
-                    w->seq_len, w->tokens_per_rank, pk, tail, w->at_cap ? "  (the longest tried)" : "");
+            fprintf(out, "%-*s %-10s %12" PRId64 " %14" PRId64 " %12s%s%s\n", lw, w->layout, w->recompute, w->seq_len,
+                    w->tokens_per_rank, pk, tail, w->at_cap ? "  (the longest tried)" : "");
     }
     fprintf(out, "seq_len in steps of 1024 tokens, rounded up to a multiple of what the layout cuts a sequence "
                  "into (K ranks; ring: 2K chunks; hybrid: K and 2R); peak = the memory plan's per rank "
                  "(baspc --memory)\n");
 }
 
-void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
-{
+void pass_maxseq_json(const pass_maxseq_result *r, FILE *out) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", r->model);
     cJSON_AddNumberToObject(o, "world", r->world);
@@ -286,20 +266,26 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
         cJSON_AddStringToObject(e, "sequence", layout_seq_name(w->choice.seq));
         cJSON_AddStringToObject(e, "a2a", w->choice.variant ? w->choice.variant->word : "flat");
         cJSON_AddNumberToObject(e, "groups", w->choice.groups);
-        if (w->choice.seq == LAYOUT_ULYSSES) cJSON_AddNullToObject(e, "ring_degree");
-        else cJSON_AddNumberToObject(e, "ring_degree", w->choice.ring_degree);
+        if (w->choice.seq == LAYOUT_ULYSSES)
+            cJSON_AddNullToObject(e, "ring_degree");
+        else
+            cJSON_AddNumberToObject(e, "ring_degree", w->choice.ring_degree);
         cJSON_AddStringToObject(e, "recompute", w->recompute);
         cJSON_AddStringToObject(e, "offload", w->offload);
         cJSON_AddNumberToObject(e, "host_bytes_per_rank", (double)w->host_bytes);
         cJSON_AddNumberToObject(e, "max_seq_len", (double)w->seq_len);
         cJSON_AddNumberToObject(e, "tokens_per_rank", (double)w->tokens_per_rank);
-        if (w->peak_bytes >= 0) cJSON_AddNumberToObject(e, "peak_bytes_per_rank", (double)w->peak_bytes);
-        else cJSON_AddNullToObject(e, "peak_bytes_per_rank");
+        if (w->peak_bytes >= 0)
+            cJSON_AddNumberToObject(e, "peak_bytes_per_rank", (double)w->peak_bytes);
+        else
+            cJSON_AddNullToObject(e, "peak_bytes_per_rank");
         cJSON_AddNumberToObject(e, "step", (double)w->step);
         cJSON_AddNumberToObject(e, "builds", w->builds);
         cJSON_AddBoolToObject(e, "at_cap", w->at_cap);
-        if (w->illegal[0]) cJSON_AddStringToObject(e, "illegal", w->illegal);
-        else cJSON_AddNullToObject(e, "illegal");
+        if (w->illegal[0])
+            cJSON_AddStringToObject(e, "illegal", w->illegal);
+        else
+            cJSON_AddNullToObject(e, "illegal");
         cJSON_AddItemToArray(rows, e);
     }
     char *s = cJSON_Print(o);
@@ -313,10 +299,8 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out)
  * built again through the pipeline, which is a driver's work; the report
  * itself only reads a module. */
 /* Records a change: the typed patch to build, its text to show. */
-static void ms_suggest_add(pass_mem_report *r, fe_spec_patch *patches, const fe_spec_patch *p)
-{
-    if (r->nsuggest == PASS_MEM_SUGGEST)
-        return;
+static void ms_suggest_add(pass_mem_report *r, fe_spec_patch *patches, const fe_spec_patch *p) {
+    if (r->nsuggest == PASS_MEM_SUGGEST) return;
     char set[96];
     fe_spec_patch_format(p, set, sizeof set);
     patches[r->nsuggest] = *p;
@@ -327,15 +311,12 @@ static void ms_suggest_add(pass_mem_report *r, fe_spec_patch *patches, const fe_
  * recomputation (compute, no ranks), offload to host memory (host-link
  * time, no ranks), more ranks, a shorter sequence, a smaller micro-batch
  * (which changes the global batch). */
-static void ms_suggest_changes(const fe_spec *spec, pass_mem_report *r, fe_spec_patch *patches)
-{
-    if (spec->train.zero < 3)
-        ms_suggest_add(r, patches, &(fe_spec_patch){.zero = 3});
+static void ms_suggest_changes(const fe_spec *spec, pass_mem_report *r, fe_spec_patch *patches) {
+    if (spec->train.zero < 3) ms_suggest_add(r, patches, &(fe_spec_patch){.zero = 3});
     bool full = !strcmp(spec->train.recompute, "full");
     if (!full && strcmp(spec->train.recompute, "selective") != 0)
         ms_suggest_add(r, patches, &(fe_spec_patch){.recompute = "selective"});
-    if (!full)
-        ms_suggest_add(r, patches, &(fe_spec_patch){.recompute = "full"});
+    if (!full) ms_suggest_add(r, patches, &(fe_spec_patch){.recompute = "full"});
     if (strcmp(spec->train.offload, "all") != 0 && strcmp(spec->mesh.host.kind, "none") != 0)
         ms_suggest_add(r, patches, &(fe_spec_patch){.offload = "all"});
     ms_suggest_add(r, patches, &(fe_spec_patch){.nodes = spec->mesh.nodes * 2});
@@ -345,11 +326,9 @@ static void ms_suggest_changes(const fe_spec *spec, pass_mem_report *r, fe_spec_
         ms_suggest_add(r, patches, &(fe_spec_patch){.micro_batch = spec->train.micro_batch / 2});
 }
 
-void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r)
-{
+void pass_memory_suggest(const fe_spec *spec, pass_mem_report *r) {
     r->nsuggest = 0;
-    if (!spec || r->fits)
-        return;
+    if (!spec || r->fits) return;
     pass_mem_suggestion *sg = r->suggest;
     fe_spec_patch patches[PASS_MEM_SUGGEST] = {0};
     bool cuda[PASS_MEM_SUGGEST] = {0};

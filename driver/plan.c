@@ -42,7 +42,7 @@
 
 typedef struct plan_ctx {
     const fe_spec *spec;
-    bool cuda;      /* plan memory for the cuda target (bf16 buffers) */
+    bool cuda;                    /* plan memory for the cuda target (bf16 buffers) */
     const pass_doc_lengths *docs; /* packed documents' lengths, or NULL */
     pass_plan_result *r;
     int cap;
@@ -59,8 +59,7 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
  * 10% of a small CPU model's (bench/README.md).  `why` (may be NULL) says
  * which and why. */
 int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
-                            size_t nwhy)
-{
+                            size_t nwhy) {
     int64_t alst = fe_mlp_chunk_alst(spec);
     if (spec->train.mlp_chunk != FE_MLP_AUTO || alst == 0)
         return spec->train.mlp_chunk == FE_MLP_AUTO ? 0 : spec->train.mlp_chunk;
@@ -99,20 +98,17 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
 /* The lowered module for the target, run through `pipeline` (NULL: its
  * strategy's, which ends with memplan: the cost model then reads the
  * candidate's memory plan).  An auto MLP is chosen first. */
-static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline)
-{
+static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline) {
     fe_spec *mine = NULL;
     if (s->train.mlp_chunk == FE_MLP_AUTO) {
         int64_t chunk;
         mine = drv_mlp_settled(s, c, cuda, pipeline, NULL, 0, &chunk);
-        if (!mine)
-            return NULL;
+        if (!mine) return NULL;
         s = mine;
     }
     ir_module *m = c ? pass_lower_with(s, c) : pass_lower(s);
     fe_spec_free(mine);
-    if (!m)
-        return NULL;
+    if (!m) return NULL;
     ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
     pass_options o = pass_default_options();
     o.quiet = true;
@@ -129,8 +125,7 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
 }
 
 fe_spec *drv_mlp_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
-                         size_t nwhy, int64_t *chunk)
-{
+                         size_t nwhy, int64_t *chunk) {
     *chunk = pass_mlp_chunk_auto(spec, c, cuda, pipeline, why, nwhy);
     const fe_spec_patch p = {.set_mlp_chunk = true, .mlp_chunk = *chunk};
     sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
@@ -139,8 +134,7 @@ fe_spec *drv_mlp_settled(const fe_spec *spec, const layout_choice *c, bool cuda,
     return s;
 }
 
-ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda)
-{
+ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda) {
     fe_spec *s = fe_spec_patched(spec, patch);
     ir_module *m = s ? build_choice(s, NULL, cuda, NULL) : NULL;
     fe_spec_free(s);
@@ -148,8 +142,7 @@ ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda)
 }
 
 /* ---- resolving auto ----------------------------------------------------------- */
-static double predict_step(const fe_spec *spec, const layout_choice *c)
-{
+static double predict_step(const fe_spec *spec, const layout_choice *c) {
     /* without recompute and memplan: the step's ops as the cost model
      * times them (they change memory, not which layout is faster) */
     char pipe[512];
@@ -165,39 +158,33 @@ static double predict_step(const fe_spec *spec, const layout_choice *c)
 }
 
 /* The allowed, legal, buildable choices of the spec (malloc'd). */
-static int allowed_choices(const fe_spec *spec, layout_choice **out)
-{
+static int allowed_choices(const fe_spec *spec, layout_choice **out) {
     layout_dims d = fe_layout_dims(spec);
     int cap = 4096, n = 0;
     layout_choice *all = malloc(sizeof *all * (size_t)cap);
     int total = layout_candidates(&d, all, cap);
     for (int i = 0; i < total && i < cap; i++)
-        if (fe_layout_allows(spec, &all[i]) && pass_layout_available(&all[i]))
-            all[n++] = all[i];
+        if (fe_layout_allows(spec, &all[i]) && pass_layout_available(&all[i])) all[n++] = all[i];
     *out = all;
     return n;
 }
 
 /* The fastest, the larger G within 1%; why in `why`. */
-static int fastest(const layout_choice *c, const double *t, int n, char *why, size_t nwhy)
-{
+static int fastest(const layout_choice *c, const double *t, int n, char *why, size_t nwhy) {
     double best = INFINITY;
-    for (int i = 0; i < n; i++)
-        best = fmin(best, t[i]);
+    for (int i = 0; i < n; i++) best = fmin(best, t[i]);
     int pick = -1;
     for (int i = 0; i < n; i++)
-        if (t[i] <= best * 1.01 && (pick < 0 || c[i].groups > c[pick].groups ||
-                                    (c[i].groups == c[pick].groups && t[i] < t[pick])))
+        if (t[i] <= best * 1.01 &&
+            (pick < 0 || c[i].groups > c[pick].groups || (c[i].groups == c[pick].groups && t[i] < t[pick])))
             pick = i;
-    if (pick < 0 || !why)
-        return pick;
+    if (pick < 0 || !why) return pick;
     char name[64];
     layout_choice_name(&c[pick], name, sizeof name);
     int len = snprintf(why, nwhy, "cost model: %s predicted %.1f ms/step", name, t[pick] * 1e3);
     const char *sep = " vs ";
     for (int i = 0; i < n && len > 0 && (size_t)len < nwhy; i++) {
-        if (i == pick || !isfinite(t[i]))
-            continue;
+        if (i == pick || !isfinite(t[i])) continue;
         layout_choice_name(&c[i], name, sizeof name);
         len += snprintf(why + len, nwhy - (size_t)len, "%s%s %.1f", sep, name, t[i] * 1e3);
         sep = ", ";
@@ -205,8 +192,7 @@ static int fastest(const layout_choice *c, const double *t, int n, char *why, si
     return pick;
 }
 
-bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy)
-{
+bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy) {
     (void)cuda; /* times do not depend on the memory target */
     layout_choice *c;
     int n = allowed_choices(spec, &c), pick = -1;
@@ -217,24 +203,20 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
         snprintf(buf, sizeof buf, "the only legal layout the spec allows");
     } else if (n > 1 && !links) {
         pick = n - 1;
-        while (pick > 0 && c[pick - 1].groups == c[pick].groups)
-            pick--;
+        while (pick > 0 && c[pick - 1].groups == c[pick].groups) pick--;
         snprintf(buf, sizeof buf, "largest legal G; no link bandwidths for the cost model");
     } else if (n > 1) {
         double *t = malloc(sizeof *t * (size_t)n);
         sup_diag_saved saved = sup_diag_silence();
-        for (int i = 0; i < n; i++)
-            t[i] = predict_step(spec, &c[i]);
+        for (int i = 0; i < n; i++) t[i] = predict_step(spec, &c[i]);
         sup_diag_restore(saved);
         pick = fastest(c, t, n, buf, sizeof buf);
-        if (pick >= 0 && !isfinite(t[pick]))
-            pick = -1;
+        if (pick >= 0 && !isfinite(t[pick])) pick = -1;
         free(t);
     }
     if (pick >= 0) {
         *out = c[pick];
-        if (why)
-            snprintf(why, nwhy, "%s", buf);
+        if (why) snprintf(why, nwhy, "%s", buf);
     }
     free(c);
     return pick >= 0;
@@ -243,13 +225,10 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
 /* Lowering with a layout still to choose is the planner's business: lower.c
  * only builds a given layout (pass_lower_with), so that lowering never
  * calls back into the planner that lowers every candidate. */
-ir_module *pass_lower(const fe_spec *spec)
-{
-    if (!spec)
-        return NULL;
+ir_module *pass_lower(const fe_spec *spec) {
+    if (!spec) return NULL;
     layout_choice c;
-    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0))
-        return NULL;
+    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0)) return NULL;
     return pass_lower_with(spec, &c);
 }
 
@@ -257,8 +236,7 @@ ir_module *pass_lower(const fe_spec *spec)
 /* Distinct peers a rank exchanges with: K-1 for Ulysses' all-to-all; a
  * ring's two neighbours; hybrid's U-1 Ulysses peers plus its ring
  * neighbours. */
-static int layout_peers(const layout_choice *c, int K)
-{
+static int layout_peers(const layout_choice *c, int K) {
     int R = c->ring_degree > 0 ? c->ring_degree : 1;
     int ring = R >= 3 ? 2 : R - 1;
     switch (c->seq) {
@@ -268,8 +246,7 @@ static int layout_peers(const layout_choice *c, int K)
     }
 }
 
-static pass_plan_candidate *add(plan_ctx *x, const layout_choice *choice)
-{
+static pass_plan_candidate *add(plan_ctx *x, const layout_choice *choice) {
     pass_plan_result *r = x->r;
     if (r->n == x->cap) {
         x->cap = x->cap ? 2 * x->cap : 8;
@@ -291,8 +268,7 @@ static pass_plan_candidate *add(plan_ctx *x, const layout_choice *choice)
 }
 
 /* Fills the measured columns of c from a module after the pipeline. */
-static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m)
-{
+static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m) {
     int N = ir_world(m);
     pass_cost_params p = pass_cost_default_params(m);
     pass_cost_report rep = pass_cost_estimate(m, &p);
@@ -315,8 +291,7 @@ static void measure(plan_ctx *x, pass_plan_candidate *c, const ir_module *m)
 }
 
 /* Builds the candidate and measures it. */
-static void evaluate(plan_ctx *x, const fe_spec *s, pass_plan_candidate *c)
-{
+static void evaluate(plan_ctx *x, const fe_spec *s, pass_plan_candidate *c) {
     ir_module *m = build_choice(s, &c->choice, x->cuda, NULL);
     if (m)
         measure(x, c, m);
@@ -326,8 +301,7 @@ static void evaluate(plan_ctx *x, const fe_spec *s, pass_plan_candidate *c)
 }
 
 /* A legal layout whose passes are not all registered: listed, not built. */
-static void not_available(plan_ctx *x, pass_plan_candidate *c)
-{
+static void not_available(plan_ctx *x, pass_plan_candidate *c) {
     (void)x;
     const layout_strategy *st = layout_strategy_of(&c->choice);
     c->legal = true;
@@ -336,8 +310,7 @@ static void not_available(plan_ctx *x, pass_plan_candidate *c)
              st && st->after_zero ? st->after_zero : "");
 }
 
-static void plan_choice(plan_ctx *x, const layout_choice *choice)
-{
+static void plan_choice(plan_ctx *x, const layout_choice *choice) {
     pass_plan_candidate *c = add(x, choice);
     if (c->available)
         evaluate(x, x->spec, c);
@@ -348,12 +321,10 @@ static void plan_choice(plan_ctx *x, const layout_choice *choice)
 /* B replicas of Ulysses over N/B ranks, each with the whole micro-batch:
  * the spec copy's micro-batch is B*B (checked again: the MLP tiling
  * default follows the tokens per rank), lowered with G = B. */
-static void plan_ulysses_sp(plan_ctx *x)
-{
+static void plan_ulysses_sp(plan_ctx *x) {
     int N = x->r->world;
     int64_t B = x->r->micro_batch;
-    if (B < 2 || N % B)
-        return; /* B = 1 is plain Ulysses; B not dividing N has no such layout */
+    if (B < 2 || N % B) return; /* B = 1 is plain Ulysses; B not dividing N has no such layout */
     layout_choice g = layout_ulysses((int)B);
     pass_plan_candidate *c = add(x, &g);
     snprintf(c->name, sizeof c->name, "ulysses-sp=%d", (int)(N / B));
@@ -379,24 +350,20 @@ static void plan_ulysses_sp(plan_ctx *x)
 
 /* Every G dividing N: flat Ulysses (illegal ones with the reason), then
  * the other legal layouts of that G; ulysses-sp after G = 1. */
-static void plan_layouts(plan_ctx *x)
-{
+static void plan_layouts(plan_ctx *x) {
     layout_dims d = fe_layout_dims(x->spec);
     layout_choice *all = malloc(sizeof *all * 4096);
     int n = layout_candidates(&d, all, 4096), k = 0;
     for (int G = 1; G <= x->r->world; G++) {
-        if (x->r->world % G)
-            continue;
+        if (x->r->world % G) continue;
         layout_choice u = layout_ulysses(G);
         const char *bad = layout_illegal(&d, &u, NULL, 0);
         if (bad) {
             pass_plan_candidate *c = add(x, &u);
             snprintf(c->reason, sizeof c->reason, "illegal: %s", bad);
         }
-        for (; k < n && k < 4096 && all[k].groups == G; k++)
-            plan_choice(x, &all[k]);
-        if (G == 1)
-            plan_ulysses_sp(x);
+        for (; k < n && k < 4096 && all[k].groups == G; k++) plan_choice(x, &all[k]);
+        if (G == 1) plan_ulysses_sp(x);
     }
     free(all);
 }
@@ -405,15 +372,12 @@ static bool usable(const pass_plan_candidate *c) { return c->legal && c->fits &&
 
 /* The fastest usable candidate keeping the global batch; failing that, the
  * fastest usable one of any batch (a layout that runs beats none). */
-static int choose(const pass_plan_result *r, bool any_batch)
-{
+static int choose(const pass_plan_result *r, bool any_batch) {
     int best = -1;
     for (int i = 0; i < r->n; i++) {
         const pass_plan_candidate *c = &r->cand[i];
-        if (!usable(c) || (!any_batch && !c->keeps_batch))
-            continue;
-        if (best < 0 || c->step_ms < r->cand[best].step_ms)
-            best = i;
+        if (!usable(c) || (!any_batch && !c->keeps_batch)) continue;
+        if (best < 0 || c->step_ms < r->cand[best].step_ms) best = i;
     }
     return best;
 }
@@ -421,15 +385,13 @@ static int choose(const pass_plan_result *r, bool any_batch)
 /* A candidate predicted within the model's error of the chosen one: the
  * model cannot tell them apart, so say where they differ most, which is
  * what a measurement of both would settle. */
-static void within_reason(const pass_plan_result *r, pass_plan_candidate *c, const pass_plan_candidate *w)
-{
+static void within_reason(const pass_plan_result *r, pass_plan_candidate *c, const pass_plan_candidate *w) {
     const char *part[] = {"all-to-all", "attention", "other communication", "other compute"};
     double dc[] = {c->a2a_ms, c->attn_ms, c->comm_ms - c->a2a_ms, c->step_ms - c->attn_ms - c->comm_ms};
     double dw[] = {w->a2a_ms, w->attn_ms, w->comm_ms - w->a2a_ms, w->step_ms - w->attn_ms - w->comm_ms};
     int k = 0;
     for (int i = 1; i < 4; i++)
-        if (fabs(dc[i] - dw[i]) > fabs(dc[k] - dw[k]))
-            k = i;
+        if (fabs(dc[i] - dw[i]) > fabs(dc[k] - dw[k])) k = i;
     snprintf(c->reason, sizeof c->reason,
              "within the model's %.0f%% error of %s: %.1f ms/step, +%.1f%%; differs most in %s (%+.1f ms): "
              "measure both to decide",
@@ -438,19 +400,15 @@ static void within_reason(const pass_plan_result *r, pass_plan_candidate *c, con
 }
 
 /* Says why every other usable candidate lost, and why the chosen one won. */
-static void explain(pass_plan_result *r)
-{
+static void explain(pass_plan_result *r) {
     int b = r->chosen, usable_n = 0;
-    if (b < 0)
-        return;
+    if (b < 0) return;
     const pass_plan_candidate *w = &r->cand[b];
     for (int i = 0; i < r->n; i++) {
         pass_plan_candidate *c = &r->cand[i];
-        if (!usable(c))
-            continue;
+        if (!usable(c)) continue;
         usable_n += c->keeps_batch;
-        if (i == b)
-            continue;
+        if (i == b) continue;
         if (!c->keeps_batch && w->keeps_batch)
             snprintf(c->reason, sizeof c->reason,
                      "changes the global batch: %lld sequences per step instead of %lld (%.0f tokens per rank)",
@@ -463,33 +421,30 @@ static void explain(pass_plan_result *r)
                      100.0 * (c->step_ms / w->step_ms - 1.0), w->name);
     }
     if (!w->keeps_batch)
-        snprintf(r->why, sizeof r->why,
-                 "nothing keeping the global batch fits; this one runs %lld sequences per step", (long long)w->micro_batch);
+        snprintf(r->why, sizeof r->why, "nothing keeping the global batch fits; this one runs %lld sequences per step",
+                 (long long)w->micro_batch);
     else
-        snprintf(r->why, sizeof r->why, "lowest predicted step time of %d layout(s) that fit and keep the global batch: %.1f ms/step, %.0f%% in all-to-all",
+        snprintf(r->why, sizeof r->why,
+                 "lowest predicted step time of %d layout(s) that fit and keep the global batch: %.1f ms/step, %.0f%% "
+                 "in all-to-all",
                  usable_n, w->step_ms, 100.0 * w->a2a_fraction);
     int close = 0;
-    for (int i = 0; i < r->n; i++)
-        close += r->cand[i].within_error;
+    for (int i = 0; i < r->n; i++) close += r->cand[i].within_error;
     size_t len = strlen(r->why);
     if (close && len < sizeof r->why)
         snprintf(r->why + len, sizeof r->why - len, "; %d other(s) within the model's %.0f%% error ('~')", close,
                  100 * r->model_error);
 }
 
-static void plan_candidates(plan_ctx *x)
-{
+static void plan_candidates(plan_ctx *x) {
     plan_layouts(x);
-    if (x->docs)
-        pass_plan_apply_docs(x->r, x->spec, x->docs);
+    if (x->docs) pass_plan_apply_docs(x->r, x->spec, x->docs);
     x->r->chosen = choose(x->r, false);
-    if (x->r->chosen < 0)
-        x->r->chosen = choose(x->r, true);
+    if (x->r->chosen < 0) x->r->chosen = choose(x->r, true);
     explain(x->r);
 }
 
-static void header(pass_plan_result *r, const fe_spec *spec)
-{
+static void header(pass_plan_result *r, const fe_spec *spec) {
     memset(r, 0, sizeof *r);
     snprintf(r->model, sizeof r->model, "%s", spec->model.name);
     r->world = (int)fe_world(spec);
@@ -509,8 +464,7 @@ static void header(pass_plan_result *r, const fe_spec *spec)
 }
 
 /* Plans without suggestions (the suggestion search calls this). */
-static void plan_run(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *r)
-{
+static void plan_run(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *r) {
     plan_ctx x = {.spec = spec, .cuda = cuda, .docs = docs, .r = r};
     header(r, spec);
     r->cuda = cuda;
@@ -519,11 +473,9 @@ static void plan_run(const fe_spec *spec, bool cuda, const pass_doc_lengths *doc
 
 /* Re-plans with one change; true when something then fits, with what
  * in `what` (the change as the user would ask for it). */
-static bool try_change(const fe_spec *spec, const fe_spec_patch *p, bool cuda, char *what, size_t n)
-{
+static bool try_change(const fe_spec *spec, const fe_spec_patch *p, bool cuda, char *what, size_t n) {
     fe_spec *s = fe_spec_patched(spec, p);
-    if (!s)
-        return false;
+    if (!s) return false;
     pass_plan_result r;
     plan_run(s, cuda, NULL, &r);
     bool ok = r.chosen >= 0;
@@ -543,11 +495,9 @@ static bool try_change(const fe_spec *spec, const fe_spec_patch *p, bool cuda, c
  * recomputation (compute, not ranks; selective before full), offload
  * (host-link time, not ranks; the cheapest setting first), more nodes, a
  * smaller micro-batch.  Returns how many were written. */
-static int suggest_changes(const fe_spec *spec, fe_spec_patch *out, int cap)
-{
+static int suggest_changes(const fe_spec *spec, fe_spec_patch *out, int cap) {
     int n = 0;
-    for (int z = spec->train.zero + 1; z <= 3 && n < cap; z++)
-        out[n++] = (fe_spec_patch){.zero = z};
+    for (int z = spec->train.zero + 1; z <= 3 && n < cap; z++) out[n++] = (fe_spec_patch){.zero = z};
     static const char *const modes[] = {"selective", "full"};
     for (int k = 0; k < 2 && n < cap; k++)
         if (strcmp(spec->train.recompute, modes[k]) != 0 && strcmp(spec->train.recompute, "full") != 0)
@@ -555,16 +505,14 @@ static int suggest_changes(const fe_spec *spec, fe_spec_patch *out, int cap)
     static const char *const offloads[] = {"activations", "optimizer", "all"};
     for (int k = 0; k < 3 && n < cap && !strcmp(spec->train.offload, "none") && spec->mesh.host.bandwidth > 0; k++)
         out[n++] = (fe_spec_patch){.offload = offloads[k]};
-    for (int64_t k = 2; k <= 8 && n < cap; k *= 2)
-        out[n++] = (fe_spec_patch){.nodes = spec->mesh.nodes * k};
+    for (int64_t k = 2; k <= 8 && n < cap; k *= 2) out[n++] = (fe_spec_patch){.nodes = spec->mesh.nodes * k};
     for (int64_t b = spec->train.micro_batch / 2; b >= 1 && n < cap; b /= 2)
         out[n++] = (fe_spec_patch){.micro_batch = b};
     return n;
 }
 
 /* The first change that makes a layout fit. */
-static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r)
-{
+static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r) {
     fe_spec_patch changes[96];
     char what[300];
     int n = suggest_changes(spec, changes, 96);
@@ -580,36 +528,30 @@ static void suggest(const fe_spec *spec, bool cuda, pass_plan_result *r)
 
 bool pass_plan(const fe_spec *spec, pass_plan_result *out) { return pass_plan_target(spec, false, out); }
 
-bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out)
-{
+bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out) {
     return pass_plan_docs(spec, cuda, NULL, out);
 }
 
-bool pass_plan_docs(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *out)
-{
+bool pass_plan_docs(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *out) {
     /* Candidates that turn out illegal are results, not the user's errors. */
     sup_diag_saved saved = sup_diag_silence();
     pass_plan_result *r = out;
     plan_run(spec, cuda, docs, r);
     bool any_built = false;
-    for (int i = 0; i < r->n; i++)
-        any_built |= r->cand[i].legal;
-    if (r->chosen < 0 && any_built)
-        suggest(spec, cuda, r);
+    for (int i = 0; i < r->n; i++) any_built |= r->cand[i].legal;
+    if (r->chosen < 0 && any_built) suggest(spec, cuda, r);
     sup_diag_restore(saved);
     return r->chosen >= 0;
 }
 
-void pass_plan_free(pass_plan_result *r)
-{
+void pass_plan_free(pass_plan_result *r) {
     free(r->cand);
     r->cand = NULL;
     r->n = 0;
 }
 
 /* Fixed-width number or "-" for a candidate that was not built. */
-static const char *num(char *buf, size_t n, const pass_plan_candidate *c, double v, const char *fmt)
-{
+static const char *num(char *buf, size_t n, const pass_plan_candidate *c, double v, const char *fmt) {
     if (!c->legal || !isfinite(v))
         snprintf(buf, n, "-");
     else
@@ -619,71 +561,65 @@ static const char *num(char *buf, size_t n, const pass_plan_candidate *c, double
 
 /* The packed-document columns: dense step, then each packing's step and
  * mean group imbalance. */
-static void print_docs_cols(const pass_plan_candidate *c, FILE *out)
-{
+static void print_docs_cols(const pass_plan_candidate *c, FILE *out) {
     char d[32], s[32], b[32], is[32], ib[32];
     fprintf(out, " %9s %9s %5s %9s %5s", num(d, sizeof d, c, c->dense_step_ms, "%.1f"),
             num(s, sizeof s, c, c->docs_ms[0], "%.1f"), num(is, sizeof is, c, c->imbalance[0], "%.2f"),
             num(b, sizeof b, c, c->docs_ms[1], "%.1f"), num(ib, sizeof ib, c, c->imbalance[1], "%.2f"));
 }
 
-static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, bool chosen, int width, FILE *out)
-{
+static void print_row(const pass_plan_result *r, const pass_plan_candidate *c, bool chosen, int width, FILE *out) {
     char a[32], f[32], s[32], m[32];
-    fprintf(out, "%c %-*s %3d %3d %11.0f %5d %9s %6s %10s", chosen ? '*' : c->within_error ? '~' : ' ', width, c->name, c->groups,
-            c->group_size, c->tokens_per_rank, c->peers, num(a, sizeof a, c, c->a2a_ms, "%.1f"),
-            num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"), num(s, sizeof s, c, c->step_ms, "%.1f"));
-    if (r->docs.on)
-        print_docs_cols(c, out);
+    fprintf(out, "%c %-*s %3d %3d %11.0f %5d %9s %6s %10s",
+            chosen            ? '*'
+            : c->within_error ? '~'
+                              : ' ',
+            width, c->name, c->groups, c->group_size, c->tokens_per_rank, c->peers,
+            num(a, sizeof a, c, c->a2a_ms, "%.1f"), num(f, sizeof f, c, 100.0 * c->a2a_fraction, "%.0f%%"),
+            num(s, sizeof s, c, c->step_ms, "%.1f"));
+    if (r->docs.on) print_docs_cols(c, out);
     if (r->offload) {
         char h[32];
-        fprintf(out, " %-11s %8s", c->legal && c->offload[0] ? c->offload : "-", num(h, sizeof h, c, c->host_ms, "%.1f"));
+        fprintf(out, " %-11s %8s", c->legal && c->offload[0] ? c->offload : "-",
+                num(h, sizeof h, c, c->host_ms, "%.1f"));
     }
     fprintf(out, " %8s  %-4s %-5s %s\n", num(m, sizeof m, c, c->mem_bytes_per_rank / GIB, "%.1f"),
-            c->legal && isfinite(c->step_ms) ? (c->fits ? "yes" : "no") : "-",
-            c->legal ? "yes" : "no", c->reason);
+            c->legal && isfinite(c->step_ms) ? (c->fits ? "yes" : "no") : "-", c->legal ? "yes" : "no", c->reason);
 }
 
-void pass_plan_print(const pass_plan_result *r, FILE *out)
-{
-    fprintf(out, "plan: %s on %d ranks (%d node(s) x %d), micro_batch %lld x %lld tokens", r->model, r->world,
-            r->nodes, r->devices_per_node, (long long)r->micro_batch, (long long)r->seq_len);
-    if (r->accum > 1)
-        fprintf(out, ", %lld micro-steps per step ('step ms' counts all)", (long long)r->accum);
-    if (r->device_mem > 0)
-        fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
+void pass_plan_print(const pass_plan_result *r, FILE *out) {
+    fprintf(out, "plan: %s on %d ranks (%d node(s) x %d), micro_batch %lld x %lld tokens", r->model, r->world, r->nodes,
+            r->devices_per_node, (long long)r->micro_batch, (long long)r->seq_len);
+    if (r->accum > 1) fprintf(out, ", %lld micro-steps per step ('step ms' counts all)", (long long)r->accum);
+    if (r->device_mem > 0) fprintf(out, ", %.1f GiB per device", r->device_mem / GIB);
     fprintf(out, ", %s target\n", r->cuda ? "cuda" : "cpu");
     if (r->docs.spec_documents && !r->docs.on)
         fprintf(out, "packed documents: attention is costed dense (S^2 per row), an upper bound; "
-                "--doc-lengths DATA predicts it from the documents' lengths\n");
+                     "--doc-lengths DATA predicts it from the documents' lengths\n");
     if (r->docs.on)
-        fprintf(out, "packed documents: %d lengths from %s (mean %.0f, longest %.0f tokens), %d sampled steps; "
-                "'step ms' is the %s packing's\n", r->docs.n, r->docs.source, r->docs.mean_len, r->docs.max_len,
-                r->docs.steps, layout_packing_name(r->docs.packing));
+        fprintf(out,
+                "packed documents: %d lengths from %s (mean %.0f, longest %.0f tokens), %d sampled steps; "
+                "'step ms' is the %s packing's\n",
+                r->docs.n, r->docs.source, r->docs.mean_len, r->docs.max_len, r->docs.steps,
+                layout_packing_name(r->docs.packing));
     /* 28 columns hold the built-in layouts' names; a plugin's may be longer */
     int width = 28;
-    for (int i = 0; i < r->n; i++)
-        width = (int)strlen(r->cand[i].name) > width ? (int)strlen(r->cand[i].name) : width;
+    for (int i = 0; i < r->n; i++) width = (int)strlen(r->cand[i].name) > width ? (int)strlen(r->cand[i].name) : width;
     fprintf(out, "\n  %-*s %3s %3s %11s %5s %9s %6s %10s", width, "layout", "G", "K", "tokens/rank", "peers", "a2a ms",
             "a2a", "step ms");
-    if (r->docs.on)
-        fprintf(out, " %9s %9s %5s %9s %5s", "dense ms", "seq ms", "imb", "bal ms", "imb");
-    if (r->offload)
-        fprintf(out, " %-11s %8s", "offload", "host ms");
+    if (r->docs.on) fprintf(out, " %9s %9s %5s %9s %5s", "dense ms", "seq ms", "imb", "bal ms", "imb");
+    if (r->offload) fprintf(out, " %-11s %8s", "offload", "host ms");
     fprintf(out, " %8s  %-4s %-5s %s\n", "mem GiB", "fits", "legal", "why not chosen");
-    for (int i = 0; i < r->n; i++)
-        print_row(r, &r->cand[i], i == r->chosen, width, out);
+    for (int i = 0; i < r->n; i++) print_row(r, &r->cand[i], i == r->chosen, width, out);
     fputc('\n', out);
     if (r->chosen >= 0)
         fprintf(out, "chosen: %s (%s)\n", r->cand[r->chosen].name, r->why);
     else
         fprintf(out, "chosen: none: no legal layout fits in memory\n");
-    if (r->suggestion[0])
-        fprintf(out, "suggestion: %s\n", r->suggestion);
+    if (r->suggestion[0]) fprintf(out, "suggestion: %s\n", r->suggestion);
 }
 
-static cJSON *candidate_json(const pass_plan_candidate *c)
-{
+static cJSON *candidate_json(const pass_plan_candidate *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", c->name);
     cJSON_AddNumberToObject(o, "groups", c->groups);
@@ -724,8 +660,7 @@ static cJSON *candidate_json(const pass_plan_candidate *c)
     return o;
 }
 
-void pass_plan_json(const pass_plan_result *r, FILE *out)
-{
+void pass_plan_json(const pass_plan_result *r, FILE *out) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", r->model);
     cJSON_AddNumberToObject(o, "world", r->world);
@@ -744,16 +679,14 @@ void pass_plan_json(const pass_plan_result *r, FILE *out)
         cJSON_AddStringToObject(d, "packing", layout_packing_name(r->docs.packing));
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
-    for (int i = 0; i < r->n; i++)
-        cJSON_AddItemToArray(arr, candidate_json(&r->cand[i]));
+    for (int i = 0; i < r->n; i++) cJSON_AddItemToArray(arr, candidate_json(&r->cand[i]));
     if (r->chosen >= 0) {
         cJSON_AddStringToObject(o, "chosen", r->cand[r->chosen].name);
         cJSON_AddStringToObject(o, "why", r->why);
     } else {
         cJSON_AddNullToObject(o, "chosen");
     }
-    if (r->suggestion[0])
-        cJSON_AddStringToObject(o, "suggestion", r->suggestion);
+    if (r->suggestion[0]) cJSON_AddStringToObject(o, "suggestion", r->suggestion);
     char *text = cJSON_Print(o);
     fprintf(out, "%s\n", text);
     free(text);

@@ -12,18 +12,17 @@
 
 #include "basp.h"
 
-static const char *spec_template =
-    "model llama_3_2_1b {\n"
-    "  hidden 2048 layers 16 heads 32 kv_heads 8 head_dim 64\n"
-    "  ffn 8192 vocab 128256 rope_theta 500000 norm_eps 1e-5 tie_embeddings true\n"
-    "}\n"
-    "mesh a100_2x4 {\n"
-    "  nodes 2 devices_per_node 4 device a100_40gb\n"
-    "  link intra nvlink bandwidth 300GB/s latency 2us\n"
-    "  link inter ib bandwidth 400Gb/s latency 5us\n"
-    "}\n"
-    "train  { micro_batch %d seq_len 16K precision bf16 zero 1 }\n"
-    "layout { sequence ulysses batch_aware auto }\n";
+static const char *spec_template = "model llama_3_2_1b {\n"
+                                   "  hidden 2048 layers 16 heads 32 kv_heads 8 head_dim 64\n"
+                                   "  ffn 8192 vocab 128256 rope_theta 500000 norm_eps 1e-5 tie_embeddings true\n"
+                                   "}\n"
+                                   "mesh a100_2x4 {\n"
+                                   "  nodes 2 devices_per_node 4 device a100_40gb\n"
+                                   "  link intra nvlink bandwidth 300GB/s latency 2us\n"
+                                   "  link inter ib bandwidth 400Gb/s latency 5us\n"
+                                   "}\n"
+                                   "train  { micro_batch %d seq_len 16K precision bf16 zero 1 }\n"
+                                   "layout { sequence ulysses batch_aware auto }\n";
 
 /* Lowers one spec text; returns 0 and fills G and K on success. */
 static int layout_for(const char *text, const char *name, long *G, long *K) {
@@ -48,8 +47,7 @@ static int layout_for(const char *text, const char *name, long *G, long *K) {
 
 int main(void) {
     basp_set_diagnostics(NULL, true); /* errors only: the table is the output */
-    printf("%11s  %8s  %12s  %16s  %s\n", "micro_batch", "groups G", "group size K",
-           "all-to-all peers", "layout");
+    printf("%11s  %8s  %12s  %16s  %s\n", "micro_batch", "groups G", "group size K", "all-to-all peers", "layout");
     const int batches[] = {1, 2, 4, 8, 16};
     for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
         char text[1024], name[32];
@@ -60,9 +58,7 @@ int main(void) {
             fprintf(stderr, "embed_layouts: micro_batch %d did not compile\n", batches[i]);
             return 1;
         }
-        const char *kind = K == 1 ? "data parallel (no all-to-all)"
-                           : G == 1 ? "Ulysses over all ranks"
-                                    : "batch-aware";
+        const char *kind = K == 1 ? "data parallel (no all-to-all)" : G == 1 ? "Ulysses over all ranks" : "batch-aware";
         printf("%11d  %8ld  %12ld  %16ld  %s\n", batches[i], G, K, K - 1, kind);
     }
     return 0;

@@ -35,27 +35,27 @@ typedef enum {
 
 typedef struct fe_value {
     fe_value_kind kind;
-    double num;      /* FE_V_NUM: value in base units (bytes, B/s, s) */
-    int64_t inum;    /* FE_V_NUM / FE_V_GROUPS: exact integer value */
-    bool is_int;     /* inum is exact (integer mantissa, no overflow) */
+    double num;   /* FE_V_NUM: value in base units (bytes, B/s, s) */
+    int64_t inum; /* FE_V_NUM / FE_V_GROUPS: exact integer value */
+    bool is_int;  /* inum is exact (integer mantissa, no overflow) */
     fe_unit_class unit;
     char unit_text[8]; /* the suffix as written, for messages */
-    bool flag;       /* FE_V_BOOL */
-    char *str;       /* FE_V_IDENT / FE_V_STR, malloc'd */
-    sup_loc loc;     /* the whole value (for `groups N`: both tokens) */
+    bool flag;         /* FE_V_BOOL */
+    char *str;         /* FE_V_IDENT / FE_V_STR, malloc'd */
+    sup_loc loc;       /* the whole value (for `groups N`: both tokens) */
 } fe_value;
 
 /* What a key accepts. */
 typedef enum {
-    FE_K_COUNT,   /* integer, K/M/G allowed */
-    FE_K_FLOAT,   /* plain number */
-    FE_K_BOOL,    /* true | false */
-    FE_K_NAME,    /* identifier, stored into a char[] */
-    FE_K_BYTES,   /* memory size */
-    FE_K_BW,      /* bandwidth */
-    FE_K_TIME,    /* duration */
-    FE_K_BATCH,   /* auto | on | off | groups N | N */
-    FE_K_LINK,    /* link intra|inter KIND (mesh only, special syntax) */
+    FE_K_COUNT,     /* integer, K/M/G allowed */
+    FE_K_FLOAT,     /* plain number */
+    FE_K_BOOL,      /* true | false */
+    FE_K_NAME,      /* identifier, stored into a char[] */
+    FE_K_BYTES,     /* memory size */
+    FE_K_BW,        /* bandwidth */
+    FE_K_TIME,      /* duration */
+    FE_K_BATCH,     /* auto | on | off | groups N | N */
+    FE_K_LINK,      /* link intra|inter KIND (mesh only, special syntax) */
     FE_K_PLACEMENT, /* a name, or a "string" listing every rank's node */
 } fe_key_kind;
 
@@ -90,14 +90,14 @@ fe_link *fe_mesh_link(fe_spec *spec, int w);
  * the chain is the import stack used for cycle detection. */
 typedef struct fe_pctx {
     fe_spec *spec;
-    const char *file;  /* registered name */
-    char *real;        /* realpath, for cycle detection (NULL for strings) */
+    const char *file; /* registered name */
+    char *real;       /* realpath, for cycle detection (NULL for strings) */
     struct fe_pctx *parent;
     int depth;
     int nerrors;
     /* lexer position */
     int line, col;
-    sup_loc brace;     /* last unmatched '{', for the end-of-file note */
+    sup_loc brace; /* last unmatched '{', for the end-of-file note */
     int brace_depth;
     /* builder state */
     fe_block_kind block;
@@ -135,20 +135,18 @@ extern const char fe_unit_help[];
 
 /* ---- builder (build.c) -------------------------------------------------- */
 void fe_value_free(fe_value *v);
-void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc,
-                const char *name, sup_loc name_loc);
+void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc, const char *name, sup_loc name_loc);
 void fe_b_body(fe_pctx *ctx);
 void fe_b_entry(fe_pctx *ctx, const char *key, sup_loc key_loc, fe_value *val);
-void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_loc,
-               const char *kind, sup_loc kind_loc);
+void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_loc, const char *kind,
+               sup_loc kind_loc);
 void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc);
 void fe_b_model_from(fe_pctx *ctx, const char *path, sup_loc loc, bool named);
 /* Counts an error of this file (every diagnostic path calls it). */
 void fe_b_error(fe_pctx *ctx);
 /* Stores a typed value into the spec (used by the builder and overrides);
  * `lockey` is "model.hidden" etc.  Returns false on a diagnosed error. */
-bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc key_loc,
-                const fe_value *val);
+bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc key_loc, const fe_value *val);
 /* Copies a name, diagnosing one that does not fit FE_NAME_MAX. */
 bool fe_b_copy_name(fe_pctx *ctx, char *dst, size_t size, const char *src, sup_loc loc);
 /* Resolves `path` relative to the directory of `from` (malloc'd). */
@@ -162,9 +160,7 @@ bool fe_source_kind_ok(fe_pctx *ctx, const char *full, const char *ext, const ch
 fe_keyloc *fe_loc_find(const fe_spec *spec, const char *key);
 void fe_loc_set(fe_spec *spec, const char *key, sup_loc key_loc, sup_loc loc);
 void fe_loc_drop_prefix(fe_spec *spec, const char *prefix);
-static inline bool fe_given(const fe_spec *spec, const char *key) {
-    return fe_loc_find(spec, key) != NULL;
-}
+static inline bool fe_given(const fe_spec *spec, const char *key) { return fe_loc_find(spec, key) != NULL; }
 
 /* ---- Hugging Face config.json (hfjson.c) -------------------------------- */
 /* Loads the model shape from `path` (already resolved); every diagnostic is

@@ -12,10 +12,10 @@
 
 const char *const fe_block_names[] = {"model", "mesh", "train", "layout", "link"};
 
-#define F(field) offsetof(fe_spec, field)
+#define F(field)    offsetof(fe_spec, field)
 #define NAME(field) F(field), sizeof(((fe_spec *)0)->field)
-#define I64(field) F(field), 8
-#define I32(field) F(field), 4
+#define I64(field)  F(field), 8
+#define I32(field)  F(field), 4
 
 static const fe_keydef model_keys[] = {
     {"hidden", FE_K_COUNT, I64(model.hidden), "hidden 2048"},
@@ -97,7 +97,10 @@ const fe_keydef *fe_block_keys(fe_block_kind b, int *n) {
         {layout_keys, sizeof layout_keys / sizeof layout_keys[0]},
         {link_keys, sizeof link_keys / sizeof link_keys[0]},
     };
-    if (b > FE_B_LINK) { *n = 0; return NULL; }
+    if (b > FE_B_LINK) {
+        *n = 0;
+        return NULL;
+    }
     *n = tab[b].n;
     return tab[b].keys;
 }
@@ -198,8 +201,7 @@ static void reset_block(fe_spec *spec, fe_block_kind kind) {
 
 /* A block replaces any earlier block of its kind (imports expand in place,
  * so "last one wins" is textual order). */
-void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc,
-                const char *name, sup_loc name_loc) {
+void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc, const char *name, sup_loc name_loc) {
     ctx->block = kind;
     ctx->block_loc = kw_loc;
     ctx->link = 0;
@@ -212,8 +214,10 @@ void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc
         const char *cands[] = {"model", "mesh", "train", "layout", "import"};
         const char *near = sup_closest(kw, cands, 5);
         sup_error(kw_loc, "unknown block '%s'", kw);
-        if (near) sup_note(kw_loc, "did you mean '%s'?", near);
-        else sup_note(kw_loc, "blocks are model, mesh, train and layout");
+        if (near)
+            sup_note(kw_loc, "did you mean '%s'?", near);
+        else
+            sup_note(kw_loc, "blocks are model, mesh, train and layout");
         fe_b_error(ctx);
         ctx->skip_block = true;
         return;
@@ -222,8 +226,7 @@ void fe_b_begin(fe_pctx *ctx, fe_block_kind kind, const char *kw, sup_loc kw_loc
     reset_block(ctx->spec, kind);
     fe_loc_drop_prefix(ctx->spec, kw);
     fe_loc_set(ctx->spec, kw, kw_loc, kw_loc);
-    char *dst = kind == FE_B_MODEL ? ctx->spec->model.name
-              : kind == FE_B_MESH  ? ctx->spec->mesh.name : NULL;
+    char *dst = kind == FE_B_MODEL ? ctx->spec->model.name : kind == FE_B_MESH ? ctx->spec->mesh.name : NULL;
     if (dst) fe_b_copy_name(ctx, dst, FE_NAME_MAX, name ? name : "default", name_loc);
 }
 
@@ -260,13 +263,17 @@ static void unknown_key(fe_pctx *ctx, const char *key, sup_loc loc) {
     const fe_keydef *lk = fe_key_find(FE_B_LINK, key);
     if (ctx->block == FE_B_MESH && lk) {
         sup_error(loc, "'%s' belongs to a link but no link precedes it", key);
-        sup_note(loc, "write it after 'link intra KIND' or 'link inter KIND', e.g. "
-                      "'link intra nvlink %s'", lk->example);
+        sup_note(loc,
+                 "write it after 'link intra KIND' or 'link inter KIND', e.g. "
+                 "'link intra nvlink %s'",
+                 lk->example);
     } else {
         const char *near = fe_key_closest(ctx->block, key);
         sup_error(loc, "unknown key '%s' in %s block", key, blk);
-        if (near) sup_note(loc, "did you mean '%s'?", near);
-        else sup_note(loc, "see frontend/README.md for the keys of a %s block", blk);
+        if (near)
+            sup_note(loc, "did you mean '%s'?", near);
+        else
+            sup_note(loc, "see frontend/README.md for the keys of a %s block", blk);
     }
     fe_b_error(ctx);
 }
@@ -275,14 +282,16 @@ static void unknown_key(fe_pctx *ctx, const char *key, sup_loc loc) {
 void fe_b_entry(fe_pctx *ctx, const char *key, sup_loc key_loc, fe_value *val) {
     if (ctx->skip_block) return;
     const fe_keydef *kd = NULL;
-    if (ctx->block == FE_B_MESH && ctx->link)
-        kd = fe_key_find(FE_B_LINK, key);
+    if (ctx->block == FE_B_MESH && ctx->link) kd = fe_key_find(FE_B_LINK, key);
     if (kd && ctx->link == FE_LINK_BAD) return; /* attributes of a link already diagnosed */
     if (!kd) {
         ctx->link = 0; /* a non-link key ends the link's attributes */
         kd = fe_key_find(ctx->block, key);
     }
-    if (!kd) { unknown_key(ctx, key, key_loc); return; }
+    if (!kd) {
+        unknown_key(ctx, key, key_loc);
+        return;
+    }
     if (kd->kind == FE_K_LINK) {
         sup_error(key_loc, "'link' takes a direction and a kind");
         sup_note(key_loc, "write it like '%s'", kd->example);
@@ -296,8 +305,8 @@ void fe_b_entry(fe_pctx *ctx, const char *key, sup_loc key_loc, fe_value *val) {
 }
 
 /* entry = "link" IDENT IDENT */
-void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_loc,
-               const char *kind, sup_loc kind_loc) {
+void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_loc, const char *kind,
+               sup_loc kind_loc) {
     if (ctx->skip_block) return;
     ctx->link = FE_LINK_BAD; /* until the link proves good */
     if (ctx->block != FE_B_MESH) {
@@ -312,9 +321,11 @@ void fe_b_link(fe_pctx *ctx, sup_loc link_loc, const char *which, sup_loc which_
     if (!w) {
         const char *near = sup_closest(which, fe_link_names + 1, 3);
         sup_error(which_loc, "unknown link '%s'", which);
-        sup_note(which_loc, "%s%s%s", near ? "did you mean '" : "links are 'intra' (inside a node), "
-                 "'inter' (between nodes) and 'host' (a device to its node's memory)", near ? near : "",
-                 near ? "'?" : "");
+        sup_note(which_loc, "%s%s%s",
+                 near ? "did you mean '"
+                      : "links are 'intra' (inside a node), "
+                        "'inter' (between nodes) and 'host' (a device to its node's memory)",
+                 near ? near : "", near ? "'?" : "");
         fe_b_error(ctx);
         return;
     }
@@ -396,12 +407,15 @@ bool fe_source_kind_ok(fe_pctx *ctx, const char *full, const char *ext, const ch
     bool named = n > e && !strcmp(full + n - e, ext) && full[n - e - 1] != '/';
     bool resolved = !real || (rn > e && !strcmp(real + rn - e, ext));
     if (!named || !resolved) {
-        if (!named) sup_error(loc, "cannot %s '%s': not a %s file", what, full, ext);
-        else sup_error(loc, "cannot %s '%s': it resolves to '%s', not a %s file", what, full, real, ext);
-        sup_note(loc, "%s", !strcmp(ext, ".basp") ? "an import names a layout spec: a regular text file whose name "
-                                                    "ends in .basp"
-                                                  : "'from' names a Hugging Face config: a regular text file whose "
-                                                    "name ends in .json");
+        if (!named)
+            sup_error(loc, "cannot %s '%s': not a %s file", what, full, ext);
+        else
+            sup_error(loc, "cannot %s '%s': it resolves to '%s', not a %s file", what, full, real, ext);
+        sup_note(loc, "%s",
+                 !strcmp(ext, ".basp") ? "an import names a layout spec: a regular text file whose name "
+                                         "ends in .basp"
+                                       : "'from' names a Hugging Face config: a regular text file whose "
+                                         "name ends in .json");
         fe_b_error(ctx);
     }
     free(real);
@@ -410,7 +424,10 @@ bool fe_source_kind_ok(fe_pctx *ctx, const char *full, const char *ext, const ch
 
 /* item = "import" STRING — parsed in place with a nested parser. */
 void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
-    if (ctx->bad_string) { ctx->bad_string = false; return; }
+    if (ctx->bad_string) {
+        ctx->bad_string = false;
+        return;
+    }
     if (ctx->depth >= FE_IMPORT_DEPTH_MAX) {
         sup_error(loc, "imports nested too deeply (more than %d levels)", FE_IMPORT_DEPTH_MAX);
         sup_note(loc, "flatten the import chain");
@@ -446,8 +463,13 @@ void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
         }
         root->imported[root->nimported++] = sup_xstrdup(real);
         /* The child counts on from our errors so the error cap is global. */
-        fe_pctx child = {.spec = ctx->spec, .parent = ctx, .depth = ctx->depth + 1,
-                         .real = real, .line = 1, .col = 1, .nerrors = ctx->nerrors};
+        fe_pctx child = {.spec = ctx->spec,
+                         .parent = ctx,
+                         .depth = ctx->depth + 1,
+                         .real = real,
+                         .line = 1,
+                         .col = 1,
+                         .nerrors = ctx->nerrors};
         child.file = sup_source_add(full, text, len);
         if (fe_run_parser(&child, text, len) && child.nerrors == ctx->nerrors) child.nerrors++;
         free(child.hf_path);
@@ -460,7 +482,10 @@ void fe_b_import(fe_pctx *ctx, const char *path, sup_loc loc) {
 
 /* model-from = "model" NAME? "from" STRING */
 void fe_b_model_from(fe_pctx *ctx, const char *path, sup_loc loc, bool named) {
-    if (ctx->bad_string) { ctx->bad_string = false; return; }
+    if (ctx->bad_string) {
+        ctx->bad_string = false;
+        return;
+    }
     char *full = fe_path_join(ctx->file, path);
     if (!named) {
         char name[FE_NAME_MAX];
@@ -520,9 +545,7 @@ static fe_spec *checked(fe_spec *spec) {
 
 fe_spec *fe_parse_file(const char *path) { return checked(fe_parse_file_unchecked(path)); }
 
-fe_spec *fe_parse_string(const char *name, const char *text) {
-    return checked(fe_parse_string_unchecked(name, text));
-}
+fe_spec *fe_parse_string(const char *name, const char *text) { return checked(fe_parse_string_unchecked(name, text)); }
 
 void fe_spec_free(fe_spec *spec) {
     if (!spec) return;
@@ -545,6 +568,4 @@ fe_spec *fe_spec_copy(const fe_spec *s) {
     return c;
 }
 
-int64_t fe_world(const fe_spec *spec) {
-    return spec->mesh.nodes * spec->mesh.devices_per_node;
-}
+int64_t fe_world(const fe_spec *spec) { return spec->mesh.nodes * spec->mesh.devices_per_node; }

@@ -111,8 +111,8 @@ typedef struct fe_train {
      * 0.95), eps (1e-8); grad_clip, the global-norm limit (default 1.0,
      * 0 = off). */
     double weight_decay, beta1, beta2, eps, grad_clip;
-    int64_t steps;      /* default 10 */
-    int64_t seed;       /* default 1234 */
+    int64_t steps; /* default 10 */
+    int64_t seed;  /* default 1234 */
     /* Tokens per chunk of the fused, tiled MLP (0: the unfused MLP, whose
      * [tokens, ffn] intermediates live until the backward); default
      * FE_MLP_AUTO: chosen when the step is built (driver/plan.c
@@ -186,18 +186,18 @@ bool fe_override(fe_spec *spec, const char *assignment);
  * with one applied (fe_spec_patched), so no value goes through text.  A
  * field at its zero value (NULL, 0, false) keeps the spec's. */
 typedef struct fe_spec_patch {
-    const char *sequence;    /* layout.sequence (ring_degree goes with a hybrid, as with --set) */
-    const char *a2a;         /* layout.a2a */
-    int batch_aware;         /* layout.batch_aware: 1 off, G >= 2 groups G */
-    int64_t ring_degree;     /* layout.ring_degree */
-    int zero;                /* train.zero (a change only ever raises it) */
-    const char *recompute;   /* train.recompute */
-    const char *offload;     /* train.offload */
-    bool set_mlp_chunk;      /* train.mlp_chunk = mlp_chunk (0 is a value: unfused) */
+    const char *sequence;  /* layout.sequence (ring_degree goes with a hybrid, as with --set) */
+    const char *a2a;       /* layout.a2a */
+    int batch_aware;       /* layout.batch_aware: 1 off, G >= 2 groups G */
+    int64_t ring_degree;   /* layout.ring_degree */
+    int zero;              /* train.zero (a change only ever raises it) */
+    const char *recompute; /* train.recompute */
+    const char *offload;   /* train.offload */
+    bool set_mlp_chunk;    /* train.mlp_chunk = mlp_chunk (0 is a value: unfused) */
     int64_t mlp_chunk;
-    int64_t nodes;           /* mesh.nodes */
-    int64_t micro_batch;     /* train.micro_batch */
-    int64_t seq_len;         /* train.seq_len */
+    int64_t nodes;       /* mesh.nodes */
+    int64_t micro_batch; /* train.micro_batch */
+    int64_t seq_len;     /* train.seq_len */
 } fe_spec_patch;
 /* A copy of spec with p applied (NULL: none), each key stored as the same
  * key given with --set would be (so fe_check counts it as given), then
@@ -255,7 +255,6 @@ fe_spec *fe_spec_copy(const fe_spec *spec);
 /* Prints the checked spec back in the language (canonical form); the output
  * parses back to the same spec. */
 void fe_spec_print(const fe_spec *spec, FILE *out);
-
 
 /* Device and link presets: layout/presets.c (layout_device_lookup,
  * layout_link_lookup). */

@@ -16,38 +16,41 @@
 static const char *seq_text(const fe_layout *l) { return l->sequence[0] ? l->sequence : "ulysses"; }
 static const char *a2a_text(const fe_layout *l) { return l->a2a[0] ? l->a2a : "flat"; }
 
-layout_dims fe_layout_dims(const fe_spec *spec)
-{
-    return (layout_dims){.N = fe_world(spec), .nodes = spec->mesh.nodes, .dpn = spec->mesh.devices_per_node,
-                         .B = spec->train.micro_batch, .S = spec->train.seq_len, .H = spec->model.heads,
+layout_dims fe_layout_dims(const fe_spec *spec) {
+    return (layout_dims){.N = fe_world(spec),
+                         .nodes = spec->mesh.nodes,
+                         .dpn = spec->mesh.devices_per_node,
+                         .B = spec->train.micro_batch,
+                         .S = spec->train.seq_len,
+                         .H = spec->model.heads,
                          .Hk = spec->model.kv_heads ? spec->model.kv_heads : spec->model.heads};
 }
 
-bool fe_layout_allows(const fe_spec *spec, const layout_choice *c)
-{
+bool fe_layout_allows(const fe_spec *spec, const layout_choice *c) {
     const fe_layout *l = &spec->layout;
     switch (l->batch_aware) {
-    case FE_BA_OFF: if (c->groups != 1) return false; break;
-    case FE_BA_GROUPS: if (c->groups != l->groups) return false; break;
-    case FE_BA_ON: if (c->groups < 2) return false; break;
+    case FE_BA_OFF:
+        if (c->groups != 1) return false;
+        break;
+    case FE_BA_GROUPS:
+        if (c->groups != l->groups) return false;
+        break;
+    case FE_BA_ON:
+        if (c->groups < 2) return false;
+        break;
     case FE_BA_AUTO: break;
     }
     layout_seq seq;
-    if (strcmp(seq_text(l), "auto") && (!layout_seq_parse(seq_text(l), &seq) || seq != c->seq))
-        return false;
-    if (c->seq == LAYOUT_HYBRID && l->ring_degree > 0 && c->ring_degree != l->ring_degree)
-        return false;
-    if (strcmp(a2a_text(l), "auto") && layout_variant_find("a2a", a2a_text(l)) != c->variant)
-        return false;
+    if (strcmp(seq_text(l), "auto") && (!layout_seq_parse(seq_text(l), &seq) || seq != c->seq)) return false;
+    if (c->seq == LAYOUT_HYBRID && l->ring_degree > 0 && c->ring_degree != l->ring_degree) return false;
+    if (strcmp(a2a_text(l), "auto") && layout_variant_find("a2a", a2a_text(l)) != c->variant) return false;
     return true;
 }
 
-bool fe_layout_concrete(const fe_spec *spec, layout_choice *out)
-{
+bool fe_layout_concrete(const fe_spec *spec, layout_choice *out) {
     const fe_layout *l = &spec->layout;
     layout_choice c = {.ring_degree = 1};
-    if (!layout_seq_parse(seq_text(l), &c.seq) || !strcmp(a2a_text(l), "auto"))
-        return false;
+    if (!layout_seq_parse(seq_text(l), &c.seq) || !strcmp(a2a_text(l), "auto")) return false;
     c.variant = layout_variant_find("a2a", a2a_text(l));
     if (l->batch_aware == FE_BA_OFF)
         c.groups = 1;
@@ -56,8 +59,7 @@ bool fe_layout_concrete(const fe_spec *spec, layout_choice *out)
     else
         return false;
     if (c.seq == LAYOUT_HYBRID) {
-        if (l->ring_degree < 1)
-            return false;
+        if (l->ring_degree < 1) return false;
         c.ring_degree = (int)l->ring_degree;
     } else if (c.seq == LAYOUT_RING) {
         c.ring_degree = (int)layout_group_size(&(layout_dims){.N = fe_world(spec)}, &c);
@@ -67,17 +69,14 @@ bool fe_layout_concrete(const fe_spec *spec, layout_choice *out)
 }
 
 /* "2, 4 and 8" for the legal G >= min_g of `like`, or NULL when none. */
-static const char *legal_text(const fe_spec *spec, const layout_choice *like, int64_t min_g, sup_buf *b)
-{
+static const char *legal_text(const fe_spec *spec, const layout_choice *like, int64_t min_g, sup_buf *b) {
     int64_t g[64];
     layout_dims d = fe_layout_dims(spec);
     int n = layout_legal_groups(&d, like, g, 64), k = 0, shown = n < 64 ? n : 64;
-    for (int i = 0; i < shown; i++)
-        k += g[i] >= min_g;
+    for (int i = 0; i < shown; i++) k += g[i] >= min_g;
     int seen = 0;
     for (int i = 0; i < shown; i++) {
-        if (g[i] < min_g)
-            continue;
+        if (g[i] < min_g) continue;
         seen++;
         sup_buf_printf(b, "%s%" PRId64, seen == 1 ? "" : seen == k ? " and " : ", ", g[i]);
     }
@@ -85,29 +84,24 @@ static const char *legal_text(const fe_spec *spec, const layout_choice *like, in
 }
 
 /* The layout the spec names, with auto read as Ulysses and flat. */
-static layout_choice spec_like(const fe_spec *spec)
-{
+static layout_choice spec_like(const fe_spec *spec) {
     layout_choice c = layout_ulysses(1);
     layout_seq_parse(seq_text(&spec->layout), &c.seq);
     c.variant = layout_variant_find("a2a", a2a_text(&spec->layout));
-    if (c.seq == LAYOUT_HYBRID)
-        c.ring_degree = (int)spec->layout.ring_degree;
+    if (c.seq == LAYOUT_HYBRID) c.ring_degree = (int)spec->layout.ring_degree;
     return c;
 }
 
 /* One note per candidate G (divisors of N from min_g) of the layout the
  * spec names, saying why it fails. */
-static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc)
-{
+static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc) {
     layout_dims d = fe_layout_dims(spec);
     int shown = 0;
     for (int64_t G = min_g; G <= d.N && shown < 4; G++) {
-        if (d.N % G)
-            continue;
+        if (d.N % G) continue;
         layout_choice c = spec_like(spec);
         c.groups = (int)G;
-        if (c.seq == LAYOUT_RING)
-            c.ring_degree = (int)(d.N / G);
+        if (c.seq == LAYOUT_RING) c.ring_degree = (int)(d.N / G);
         const char *why = layout_illegal(&d, &c, NULL, 0);
         if (why) {
             sup_note(loc, "G=%" PRId64 ": %s", G, why);
@@ -117,67 +111,57 @@ static void why_each(const fe_spec *spec, int64_t min_g, sup_loc loc)
 }
 
 /* Legal but uneven: say so, and what the slowest rank holds. */
-static void warn_uneven(const fe_spec *spec, int64_t K, sup_loc loc)
-{
+static void warn_uneven(const fe_spec *spec, int64_t K, sup_loc loc) {
     layout_dims d = fe_layout_dims(spec);
-    if (!layout_heads_uneven(&d, K))
-        return;
+    if (!layout_heads_uneven(&d, K)) return;
     int64_t H = d.H, Hkv = d.Hk, most = (Hkv + K - 1) / K, least = Hkv / K;
-    sup_warning(loc, "uneven head split: %" PRId64 " heads (%" PRId64 " kv heads) over %" PRId64
+    sup_warning(loc,
+                "uneven head split: %" PRId64 " heads (%" PRId64 " kv heads) over %" PRId64
                 " ranks; the slowest rank holds %" PRId64 " heads (%" PRId64 " kv), the fastest %" PRId64,
                 H, Hkv, K, most * (H / Hkv), most, least * (H / Hkv));
 }
 
 /* "2 and 4": the ring degrees legal for hybrid with c's groups, or NULL. */
-static const char *legal_degrees(const fe_spec *spec, const layout_choice *c, sup_buf *b)
-{
+static const char *legal_degrees(const fe_spec *spec, const layout_choice *c, sup_buf *b) {
     layout_dims d = fe_layout_dims(spec);
     int64_t K = layout_group_size(&d, c);
     int R[64], n = 0;
     for (int64_t r = 2; r < K && n < 64; r++) {
         layout_choice h = *c;
         h.ring_degree = (int)r;
-        if (!layout_illegal(&d, &h, NULL, 0))
-            R[n++] = (int)r;
+        if (!layout_illegal(&d, &h, NULL, 0)) R[n++] = (int)r;
     }
-    for (int i = 0; i < n; i++)
-        sup_buf_printf(b, "%s%d", i == 0 ? "" : i == n - 1 ? " and " : ", ", R[i]);
+    for (int i = 0; i < n; i++) sup_buf_printf(b, "%s%d", i == 0 ? "" : i == n - 1 ? " and " : ", ", R[i]);
     return n ? b->data : NULL;
 }
 
 /* The key a diagnostic about choice c points at: the one that chose what
  * broke (groups for the common rules, else the strategy's own key). */
-static sup_loc choice_loc(const fe_spec *spec, const layout_choice *c, bool common)
-{
+static sup_loc choice_loc(const fe_spec *spec, const layout_choice *c, bool common) {
     const char *key = "layout.batch_aware";
     char vkey[48];
     if (!common && c->variant) {
         snprintf(vkey, sizeof vkey, "layout.%s", c->variant->key);
         key = vkey;
-    }
-    else if (!common && c->seq == LAYOUT_HYBRID && fe_given(spec, "layout.ring_degree"))
+    } else if (!common && c->seq == LAYOUT_HYBRID && fe_given(spec, "layout.ring_degree"))
         key = "layout.ring_degree";
     else if (!common && c->seq != LAYOUT_ULYSSES)
         key = "layout.sequence";
     sup_loc loc = fe_spec_loc(spec, key);
-    if (!loc.file)
-        loc = fe_spec_loc(spec, "layout.batch_aware");
-    if (!loc.file)
-        loc = fe_spec_loc(spec, "train");
+    if (!loc.file) loc = fe_spec_loc(spec, "layout.batch_aware");
+    if (!loc.file) loc = fe_spec_loc(spec, "train");
     return loc;
 }
 
 /* An exactly named layout: legal, or one error with the fix and the legal G. */
-static bool check_concrete(const fe_spec *spec, const layout_choice *c)
-{
+static bool check_concrete(const fe_spec *spec, const layout_choice *c) {
     layout_dims d = fe_layout_dims(spec);
     char fix[256], name[64];
     const char *why = layout_illegal(&d, c, fix, sizeof fix);
     bool common = why && (c->groups < 1 || d.N % c->groups || d.B % c->groups);
     sup_loc loc = choice_loc(spec, c, common);
     if (!why) {
-        if (c->seq == LAYOUT_ULYSSES && !c->variant)
-            warn_uneven(spec, d.N / c->groups, loc);
+        if (c->seq == LAYOUT_ULYSSES && !c->variant) warn_uneven(spec, d.N / c->groups, loc);
         return true;
     }
     layout_choice_name(c, name, sizeof name);
@@ -188,8 +172,7 @@ static bool check_concrete(const fe_spec *spec, const layout_choice *c)
         sup_error(loc, "illegal batch_aware groups %d: %s", c->groups, why);
     else
         sup_error(loc, "illegal layout '%s': %s", name, why);
-    if (fix[0])
-        sup_note(loc, "%s", fix);
+    if (fix[0]) sup_note(loc, "%s", fix);
     sup_buf b = {0};
     if (legal_text(spec, c, plain && spec->layout.batch_aware == FE_BA_OFF ? 2 : 1, &b))
         sup_note(loc, "legal here: batch_aware groups %s", b.data);
@@ -203,16 +186,13 @@ static bool check_concrete(const fe_spec *spec, const layout_choice *c)
 
 /* A layout with something left to choose: at least one allowed choice
  * must be legal. */
-static bool check_open(const fe_spec *spec)
-{
+static bool check_open(const fe_spec *spec) {
     layout_dims d = fe_layout_dims(spec);
     layout_choice *all = malloc(sizeof *all * 4096);
     int n = layout_candidates(&d, all, 4096), ok = 0;
-    for (int i = 0; i < n && i < 4096; i++)
-        ok += fe_layout_allows(spec, &all[i]);
+    for (int i = 0; i < n && i < 4096; i++) ok += fe_layout_allows(spec, &all[i]);
     free(all);
-    if (ok)
-        return true;
+    if (ok) return true;
     const fe_layout *l = &spec->layout;
     bool plain = !strcmp(seq_text(l), "ulysses") && !strcmp(a2a_text(l), "flat");
     layout_choice u = layout_ulysses(1), like = spec_like(spec);
@@ -222,8 +202,8 @@ static bool check_open(const fe_spec *spec)
     else if (plain)
         sup_error(loc, "no legal sequence-parallel layout for N=%" PRId64 " ranks", d.N);
     else
-        sup_error(loc, "no legal layout with sequence %s and a2a %s for N=%" PRId64 " ranks", seq_text(l),
-                  a2a_text(l), d.N);
+        sup_error(loc, "no legal layout with sequence %s and a2a %s for N=%" PRId64 " ranks", seq_text(l), a2a_text(l),
+                  d.N);
     why_each(spec, l->batch_aware == FE_BA_ON ? 2 : 1, loc);
     if (l->batch_aware == FE_BA_ON && !layout_illegal(&d, &u, NULL, 0))
         sup_note(loc, "use 'batch_aware off' (plain Ulysses) or 'auto', or raise micro_batch");
@@ -234,8 +214,7 @@ static bool check_open(const fe_spec *spec)
 
 /* ring_degree belongs to sequence hybrid, which needs it (with sequence
  * auto it narrows the hybrid candidates). */
-static bool check_ring_degree(const fe_spec *spec)
-{
+static bool check_ring_degree(const fe_spec *spec) {
     const fe_layout *l = &spec->layout;
     bool hybrid = !strcmp(seq_text(l), "hybrid"), open = !strcmp(seq_text(l), "auto");
     if (fe_given(spec, "layout.ring_degree") && !hybrid && !open) {
@@ -253,13 +232,10 @@ static bool check_ring_degree(const fe_spec *spec)
     return true;
 }
 
-bool fe_check_layout(const fe_spec *spec, int *nerr)
-{
+bool fe_check_layout(const fe_spec *spec, int *nerr) {
     layout_choice c;
     bool ok = check_ring_degree(spec);
-    if (ok)
-        ok = fe_layout_concrete(spec, &c) ? check_concrete(spec, &c) : check_open(spec);
-    if (!ok)
-        (*nerr)++;
+    if (ok) ok = fe_layout_concrete(spec, &c) ? check_concrete(spec, &c) : check_open(spec);
+    if (!ok) (*nerr)++;
     return ok;
 }

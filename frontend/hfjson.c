@@ -75,13 +75,16 @@ static void line_col(const char *text, size_t off, int *line, int *col) {
     *line = 1;
     *col = 1;
     for (size_t i = 0; i < off && text[i]; i++) {
-        if (text[i] == '\n') { (*line)++; *col = 1; }
-        else (*col)++;
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else
+            (*col)++;
     }
 }
 
-static bool hf_error(fe_pctx *ctx, sup_loc loc, const char *path, const char *field,
-                     const char *want, const cJSON *got) {
+static bool hf_error(fe_pctx *ctx, sup_loc loc, const char *path, const char *field, const char *want,
+                     const cJSON *got) {
     sup_error(loc, "'%s': field '%s' must be %s, not %s", path, field, want, json_type(got));
     sup_note(loc, "fix the json, or give the value in a { ... } body after the file name");
     fe_b_error(ctx);
@@ -114,8 +117,7 @@ static bool is_int(const cJSON *j) {
 }
 
 /* Stores one json field into the model, with the location of the string. */
-static bool load_field(fe_pctx *ctx, int i, const cJSON *j, const char *path, const char *pfx,
-                       sup_loc loc) {
+static bool load_field(fe_pctx *ctx, int i, const cJSON *j, const char *path, const char *pfx, sup_loc loc) {
     char name[64];
     snprintf(name, sizeof name, "%s%s", pfx, fields[i].json);
     if (fields[i].kind == HF_BOOL) {
@@ -148,8 +150,10 @@ static bool rope_number(fe_pctx *ctx, const cJSON *rs, const char *obj, const ch
     }
     if (integer && !is_int(j)) return hf_error(ctx, loc, path, name, "an integer", j);
     if (!integer && !cJSON_IsNumber(j)) return hf_error(ctx, loc, path, name, "a number", j);
-    if (integer) put_i64(ctx, key, (int64_t)j->valuedouble, loc);
-    else put_f64(ctx, key, j->valuedouble, loc);
+    if (integer)
+        put_i64(ctx, key, (int64_t)j->valuedouble, loc);
+    else
+        put_f64(ctx, key, j->valuedouble, loc);
     return true;
 }
 
@@ -221,8 +225,8 @@ static bool load_rope(fe_pctx *ctx, const cJSON *obj, const char *path, const ch
 }
 
 /* A boolean field (false when absent); *v out. */
-static bool get_bool(fe_pctx *ctx, const cJSON *obj, const char *field, bool *v, const char *path,
-                     const char *pfx, sup_loc loc) {
+static bool get_bool(fe_pctx *ctx, const cJSON *obj, const char *field, bool *v, const char *path, const char *pfx,
+                     sup_loc loc) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, field);
     *v = false;
     if (absent(j)) return true;
@@ -271,20 +275,21 @@ static bool check_sliding(fe_pctx *ctx, const cJSON *obj, const char *path, cons
 /* The fields that change the math: activation (transformers' "swish" is
  * SiLU too), biases, dropout, q/k norms, sliding windows; qkv_bias and
  * qk_norm come from the model type. */
-static bool load_arch(fe_pctx *ctx, const cJSON *obj, hf_type type, const char *path, const char *pfx,
-                      sup_loc loc) {
+static bool load_arch(fe_pctx *ctx, const cJSON *obj, hf_type type, const char *path, const char *pfx, sup_loc loc) {
     bool ok = true;
     char name[96], what[160], v[32];
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(obj, "hidden_act");
     snprintf(name, sizeof name, "%shidden_act", pfx);
-    if (!absent(act) && !cJSON_IsString(act)) ok = hf_error(ctx, loc, path, name, "a string", act);
+    if (!absent(act) && !cJSON_IsString(act))
+        ok = hf_error(ctx, loc, path, name, "a string", act);
     else if (!absent(act) && strcmp(act->valuestring, "silu") && strcmp(act->valuestring, "swish")) {
         snprintf(what, sizeof what, "%s '%s'", name, act->valuestring);
         ok = hf_refuse(ctx, loc, path, what, "basp's MLP is SwiGLU: silu(x W_gate) * (x W_up), hidden_act \"silu\"");
     }
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(obj, "attention_dropout");
     snprintf(name, sizeof name, "%sattention_dropout", pfx);
-    if (!absent(drop) && !cJSON_IsNumber(drop)) ok = hf_error(ctx, loc, path, name, "a number", drop);
+    if (!absent(drop) && !cJSON_IsNumber(drop))
+        ok = hf_error(ctx, loc, path, name, "a number", drop);
     else if (!absent(drop) && drop->valuedouble != 0) {
         snprintf(what, sizeof what, "%s %s", name, sup_fmt_double(drop->valuedouble, v, sizeof v));
         ok = hf_refuse(ctx, loc, path, what, "basp trains without dropout (attention_dropout 0)");
@@ -296,8 +301,10 @@ static bool load_arch(fe_pctx *ctx, const cJSON *obj, hf_type type, const char *
     if (bias) {
         snprintf(what, sizeof what, "%sattention_bias true", pfx);
         char note[200];
-        snprintf(note, sizeof note, "in transformers' %s it adds biases to q_proj, k_proj, v_proj and o_proj; basp "
-                 "has q/k/v biases (qkv_bias) but none on o_proj", types[type].name);
+        snprintf(note, sizeof note,
+                 "in transformers' %s it adds biases to q_proj, k_proj, v_proj and o_proj; basp "
+                 "has q/k/v biases (qkv_bias) but none on o_proj",
+                 types[type].name);
         ok = hf_refuse(ctx, loc, path, what, note);
     }
     if (type == HF_LLAMA) ok &= get_bool(ctx, obj, "mlp_bias", &mlp_bias, path, pfx, loc);
@@ -344,8 +351,7 @@ static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
         sup_note(loc, "fix the file, or export it again with transformers' save_pretrained()");
         fe_b_error(ctx);
     } else if (!cJSON_IsObject(root)) {
-        sup_error(loc, "'%s': expected a JSON object at the top level, not %s", path,
-                  json_type(root));
+        sup_error(loc, "'%s': expected a JSON object at the top level, not %s", path, json_type(root));
         sup_note(loc, "point 'from' at the model's config.json");
         fe_b_error(ctx);
         cJSON_Delete(root);
@@ -407,14 +413,17 @@ bool fe_hf_load(fe_pctx *ctx, const char *path, sup_loc loc) {
     bool ok = true;
     for (int i = 0; i < NFIELDS; i++) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, fields[i].json);
-        if (!absent(j)) ok &= load_field(ctx, i, j, path, pfx, loc);
-        else if (fields[i].required) ctx->hf_missing |= 1u << i;
+        if (!absent(j))
+            ok &= load_field(ctx, i, j, path, pfx, loc);
+        else if (fields[i].required)
+            ctx->hf_missing |= 1u << i;
     }
     /* transformers' defaults where basp's differ: rms_norm_eps 1e-6; Qwen's
      * num_key_value_heads 32 and Qwen3's head_dim 128 when the field is
      * absent (null: as basp, heads and hidden/heads) */
     if (absent(cJSON_GetObjectItemCaseSensitive(obj, "rms_norm_eps"))) put_f64(ctx, "norm_eps", 1e-6, loc);
-    if (absent(cJSON_GetObjectItemCaseSensitive(obj, "tie_word_embeddings"))) put_bool(ctx, "tie_embeddings", false, loc);
+    if (absent(cJSON_GetObjectItemCaseSensitive(obj, "tie_word_embeddings")))
+        put_bool(ctx, "tie_embeddings", false, loc);
     const cJSON *hj = cJSON_GetObjectItemCaseSensitive(obj, "hidden_size");
     const cJSON *nj = cJSON_GetObjectItemCaseSensitive(obj, "num_attention_heads");
     int64_t heads = is_int(nj) ? (int64_t)nj->valuedouble : 0, hidden = is_int(hj) ? (int64_t)hj->valuedouble : 0;
@@ -437,10 +446,11 @@ void fe_hf_finish(fe_pctx *ctx) {
         char lk[48];
         snprintf(lk, sizeof lk, "model.%s", fields[i].key);
         if (!(ctx->hf_missing & (1u << i)) || fe_given(ctx->spec, lk)) continue;
-        sup_error(ctx->hf_loc, "'%s' has no field '%s' (the model's %s)", ctx->hf_path,
-                  fields[i].json, fields[i].key);
-        sup_note(ctx->hf_loc, "add it to the json, or write '%s' in a { ... } body after the "
-                 "file name", fe_key_find(FE_B_MODEL, fields[i].key)->example);
+        sup_error(ctx->hf_loc, "'%s' has no field '%s' (the model's %s)", ctx->hf_path, fields[i].json, fields[i].key);
+        sup_note(ctx->hf_loc,
+                 "add it to the json, or write '%s' in a { ... } body after the "
+                 "file name",
+                 fe_key_find(FE_B_MODEL, fields[i].key)->example);
         fe_b_error(ctx);
     }
     ctx->hf_missing = 0;
@@ -464,11 +474,10 @@ void fe_hf_name(const char *path, char *out, size_t n) {
     }
     size_t j = 0;
     if (len == 0 || isdigit((unsigned char)base[0])) j = (size_t)snprintf(out, n, "m_");
-    for (size_t i = 0; i < len && j + 1 < n; i++)
-        out[j++] = isalnum((unsigned char)base[i]) ? base[i] : '_';
+    for (size_t i = 0; i < len && j + 1 < n; i++) out[j++] = isalnum((unsigned char)base[i]) ? base[i] : '_';
     out[j < n ? j : n - 1] = '\0';
-    static const char *const kw[] = {"model", "mesh",  "train",  "layout", "import",
-                                     "from",  "link",  "groups", "true",   "false"};
+    static const char *const kw[] = {"model", "mesh", "train",  "layout", "import",
+                                     "from",  "link", "groups", "true",   "false"};
     for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
         if (!strcmp(out, kw[i]) && strlen(out) + 7 < n) strcat(out, "_model");
 }

@@ -29,13 +29,16 @@ static bool fail(fe_pctx *ctx) {
 /* Resolves "block", "block.key" or "mesh.intra.key" into a key definition
  * and its location key ("mesh.intra.bandwidth"); `kind` links have no
  * keydef (*kd == NULL, *is_kind). */
-static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **kd,
-                    char *lk, size_t lkn, bool *is_kind) {
+static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **kd, char *lk, size_t lkn,
+                    bool *is_kind) {
     char parts[3][48] = {{0}};
     int starts[3] = {0}, np = 0, beg = 0;
     for (int i = 0; i <= plen; i++) {
         if (i < plen && path[i] != '.') continue;
-        if (np == 3) { np++; break; }
+        if (np == 3) {
+            np++;
+            break;
+        }
         snprintf(parts[np], sizeof parts[np], "%.*s", i - beg, path + beg);
         starts[np++] = beg;
         beg = i + 1;
@@ -48,8 +51,10 @@ static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **
         loc.len = (int)strlen(parts[0]) > 0 ? (int)strlen(parts[0]) : 1;
         const char *near = sup_closest(parts[0], blocks, 4);
         sup_error(loc, "unknown block '%s'", parts[0]);
-        if (near) sup_note(loc, "did you mean '%s'?", near);
-        else sup_note(loc, "blocks are model, mesh, train and layout");
+        if (near)
+            sup_note(loc, "did you mean '%s'?", near);
+        else
+            sup_note(loc, "blocks are model, mesh, train and layout");
         return fail(ctx);
     }
     ctx->block = (fe_block_kind)b;
@@ -72,15 +77,19 @@ static bool resolve(fe_pctx *ctx, const char *path, int plen, const fe_keydef **
     if ((!*kd && !*is_kind) || (*kd && (*kd)->kind == FE_K_LINK)) {
         const char *near = *kd ? NULL : fe_key_closest(kb, parts[ki]);
         sup_error(loc, "unknown key '%s' in %s", parts[ki], link ? "a link" : blocks[b]);
-        if (near) sup_note(loc, "did you mean '%s'?", near);
+        if (near)
+            sup_note(loc, "did you mean '%s'?", near);
         else if (b == FE_B_MESH)
             sup_note(loc, "links are set as mesh.intra.KEY / mesh.inter.KEY / mesh.host.KEY (kind, "
                           "bandwidth, latency, efficiency)");
-        else sup_note(loc, "see frontend/README.md for the keys of a %s block", blocks[b]);
+        else
+            sup_note(loc, "see frontend/README.md for the keys of a %s block", blocks[b]);
         return fail(ctx);
     }
-    if (link) snprintf(lk, lkn, "mesh.%.5s%s%.20s", parts[1], *is_kind ? "" : ".", *is_kind ? "" : parts[2]);
-    else snprintf(lk, lkn, "%s.%.40s", blocks[b], parts[1]);
+    if (link)
+        snprintf(lk, lkn, "mesh.%.5s%s%.20s", parts[1], *is_kind ? "" : ".", *is_kind ? "" : parts[2]);
+    else
+        snprintf(lk, lkn, "%s.%.40s", blocks[b], parts[1]);
     ctx->link = lw;
     return true;
 }
@@ -99,8 +108,7 @@ static void drop_ring_degree(fe_spec *spec, const char *lockey) {
 
 bool fe_override(fe_spec *spec, const char *assignment) {
     if (!spec || !assignment) return false;
-    fe_pctx ctx = {.spec = spec, .file = register_text(assignment), .line = 1, .col = 1,
-                   .is_override = true};
+    fe_pctx ctx = {.spec = spec, .file = register_text(assignment), .line = 1, .col = 1, .is_override = true};
     const char *eq = strchr(assignment, '=');
     if (!eq) {
         sup_loc loc = {ctx.file, 1, 1, strlen(assignment) ? (int)strlen(assignment) : 1};

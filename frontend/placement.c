@@ -28,16 +28,18 @@ static bool parse_list(const fe_mesh *m, int *node_of, int64_t world, char *why,
     const char *s = m->placement;
     int64_t r = 0;
     while (*s) {
-        if (*s == ' ' || *s == ',' || *s == '\t') { s++; continue; }
+        if (*s == ' ' || *s == ',' || *s == '\t') {
+            s++;
+            continue;
+        }
         if (*s < '0' || *s > '9')
             return fail(why, nwhy, "entry %lld of the list is not a node number", (long long)r + 1);
         char *end;
         long long v = strtoll(s, &end, 10);
-        if (r >= world)
-            return fail(why, nwhy, "the list places more ranks than the mesh's %lld", (long long)world);
+        if (r >= world) return fail(why, nwhy, "the list places more ranks than the mesh's %lld", (long long)world);
         if (v >= m->nodes)
-            return fail(why, nwhy, "rank %lld is placed on node %lld, but the mesh has nodes 0 .. %lld",
-                        (long long)r, v, (long long)m->nodes - 1);
+            return fail(why, nwhy, "rank %lld is placed on node %lld, but the mesh has nodes 0 .. %lld", (long long)r,
+                        v, (long long)m->nodes - 1);
         node_of[r++] = (int)v;
         s = end;
     }
@@ -61,8 +63,10 @@ bool fe_placement_nodes(const fe_mesh *m, int *node_of, char *why, size_t nwhy) 
     bool list = false;
     for (const char *c = p; *c; c++) list |= (*c >= '0' && *c <= '9');
     if (!list)
-        return fail(why, nwhy, "unknown placement '%s'; expected consecutive, round_robin or a list of every "
-                               "rank's node", p);
+        return fail(why, nwhy,
+                    "unknown placement '%s'; expected consecutive, round_robin or a list of every "
+                    "rank's node",
+                    p);
     if (!parse_list(m, node_of, world, why, nwhy)) return false;
     int *count = calloc((size_t)m->nodes, sizeof(int));
     if (!count) return fail(why, nwhy, "out of memory");
@@ -71,8 +75,8 @@ bool fe_placement_nodes(const fe_mesh *m, int *node_of, char *why, size_t nwhy) 
         if (count[n] != dpn) {
             long long got = count[n];
             free(count);
-            return fail(why, nwhy, "node %lld holds %lld ranks; every node holds devices_per_node = %lld",
-                        (long long)n, got, (long long)dpn);
+            return fail(why, nwhy, "node %lld holds %lld ranks; every node holds devices_per_node = %lld", (long long)n,
+                        got, (long long)dpn);
         }
     }
     free(count);

@@ -43,25 +43,24 @@ const char *fe_fmt_unit(double v, fe_unit_class cls, char *buf, size_t n) {
 static void print_link(FILE *out, const char *which, const fe_link *l) {
     char bw[64], lat[64], eff[40];
     fprintf(out, "  link %s %s bandwidth %s latency %s efficiency %s\n", which, l->kind,
-            fe_fmt_unit(l->bandwidth, FE_U_BW, bw, sizeof bw),
-            fe_fmt_unit(l->latency, FE_U_TIME, lat, sizeof lat),
+            fe_fmt_unit(l->bandwidth, FE_U_BW, bw, sizeof bw), fe_fmt_unit(l->latency, FE_U_TIME, lat, sizeof lat),
             fmt_num(l->efficiency, eff, sizeof eff));
 }
 
 static void print_model(FILE *out, const fe_model *m) {
     char a[40], b[40], c[40];
     fprintf(out, "model %s {\n", m->name);
-    fprintf(out, "  hidden %" PRId64 "\n  layers %" PRId64 "\n  heads %" PRId64 "\n", m->hidden,
-            m->layers, m->heads);
-    fprintf(out, "  kv_heads %" PRId64 "\n  head_dim %" PRId64 "\n  ffn %" PRId64 "\n", m->kv_heads,
-            m->head_dim, m->ffn);
+    fprintf(out, "  hidden %" PRId64 "\n  layers %" PRId64 "\n  heads %" PRId64 "\n", m->hidden, m->layers, m->heads);
+    fprintf(out, "  kv_heads %" PRId64 "\n  head_dim %" PRId64 "\n  ffn %" PRId64 "\n", m->kv_heads, m->head_dim,
+            m->ffn);
     fprintf(out, "  vocab %" PRId64 "\n  rope_theta %s\n", m->vocab, fmt_num(m->rope_theta, a, sizeof a));
     /* The llama3 parameters only exist with llama3 scaling; printing them
      * under `none` would read back as keys that do nothing. */
     fprintf(out, "  rope_scaling %s\n", m->rope_scaling[0] ? m->rope_scaling : "none");
     if (!strcmp(m->rope_scaling, "llama3"))
-        fprintf(out, "  rope_factor %s\n  rope_low_freq_factor %s\n  rope_high_freq_factor %s\n"
-                     "  rope_original_max_pos %" PRId64 "\n",
+        fprintf(out,
+                "  rope_factor %s\n  rope_low_freq_factor %s\n  rope_high_freq_factor %s\n"
+                "  rope_original_max_pos %" PRId64 "\n",
                 fmt_num(m->rope_factor, a, sizeof a), fmt_num(m->rope_low_freq_factor, b, sizeof b),
                 fmt_num(m->rope_high_freq_factor, c, sizeof c), m->rope_original_max_pos);
     fprintf(out, "  norm_eps %s\n", fmt_num(m->norm_eps, b, sizeof b));
@@ -72,12 +71,11 @@ static void print_model(FILE *out, const fe_model *m) {
 static void print_mesh(FILE *out, const fe_mesh *m) {
     char mem[64];
     fprintf(out, "mesh %s {\n", m->name);
-    fprintf(out, "  nodes %" PRId64 "\n  devices_per_node %" PRId64 "\n  nics_per_node %" PRId64 "\n",
-            m->nodes, m->devices_per_node, m->nics_per_node);
+    fprintf(out, "  nodes %" PRId64 "\n  devices_per_node %" PRId64 "\n  nics_per_node %" PRId64 "\n", m->nodes,
+            m->devices_per_node, m->nics_per_node);
     bool word = !strcmp(m->placement, "consecutive") || !strcmp(m->placement, "round_robin");
     fprintf(out, word ? "  placement %s\n" : "  placement \"%s\"\n", m->placement);
-    fprintf(out, "  device %s\n  memory %s\n", m->device,
-            fe_fmt_unit(m->device_mem, FE_U_BYTES, mem, sizeof mem));
+    fprintf(out, "  device %s\n  memory %s\n", m->device, fe_fmt_unit(m->device_mem, FE_U_BYTES, mem, sizeof mem));
     print_link(out, "intra", &m->intra);
     print_link(out, "inter", &m->inter);
     fprintf(out, "  host_memory %s\n", fe_fmt_unit(m->host_mem, FE_U_BYTES, mem, sizeof mem));
@@ -89,12 +87,11 @@ static void print_train(FILE *out, const fe_spec *spec) {
     const fe_train *t = &spec->train;
     char lr[40];
     fprintf(out, "train {\n");
-    fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n  global_batch %" PRId64 "\n", t->micro_batch, t->seq_len,
-            t->global_batch);
-    fprintf(out, "  precision %s\n  zero %d\n  optimizer %s\n", t->precision, t->zero,
-            t->optimizer);
-    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n",
-            fmt_num(t->lr, lr, sizeof lr), t->steps, t->seed, t->recompute);
+    fprintf(out, "  micro_batch %" PRId64 "\n  seq_len %" PRId64 "\n  global_batch %" PRId64 "\n", t->micro_batch,
+            t->seq_len, t->global_batch);
+    fprintf(out, "  precision %s\n  zero %d\n  optimizer %s\n", t->precision, t->zero, t->optimizer);
+    fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n", fmt_num(t->lr, lr, sizeof lr),
+            t->steps, t->seed, t->recompute);
     fprintf(out, "  offload %s\n", t->offload);
     /* auto has no word: left out, it parses back to auto */
     if (t->mlp_chunk == FE_MLP_AUTO)
@@ -111,20 +108,17 @@ static void print_train(FILE *out, const fe_spec *spec) {
             fmt_num(t->beta2, n[2], sizeof n[2]), fmt_num(t->eps, n[3], sizeof n[3]),
             fmt_num(t->grad_clip, n[4], sizeof n[4]));
     if (t->overlap) fprintf(out, "  overlap on\n");
-    if (t->documents)
-        fprintf(out, "  documents on\n  eot_token %" PRId64 "\n  packing %s\n", t->eot_token, t->packing);
+    if (t->documents) fprintf(out, "  documents on\n  eot_token %" PRId64 "\n  packing %s\n", t->eot_token, t->packing);
     fprintf(out, "}\n");
 }
 
 static void print_layout(FILE *out, const fe_layout *l) {
     static const char *const modes[] = {"auto", "on", "off"};
     fprintf(out, "layout {\n  sequence %s\n", l->sequence);
-    if (l->ring_degree > 0)
-        fprintf(out, "  ring_degree %" PRId64 "\n", l->ring_degree);
+    if (l->ring_degree > 0) fprintf(out, "  ring_degree %" PRId64 "\n", l->ring_degree);
     /* The default flat exchange is left out, so that specs written before
      * two-level existed print as they did. */
-    if (l->a2a[0] && strcmp(l->a2a, "flat"))
-        fprintf(out, "  a2a %s\n", l->a2a);
+    if (l->a2a[0] && strcmp(l->a2a, "flat")) fprintf(out, "  a2a %s\n", l->a2a);
     if (l->batch_aware == FE_BA_GROUPS)
         fprintf(out, "  batch_aware groups %" PRId64 "\n}\n", l->groups);
     else

@@ -118,8 +118,10 @@ static bool in_range(const fe_range *r, double v) {
 /* The value as written back: with its unit for sizes, bandwidths and times. */
 static const char *value_text(const fe_keydef *k, double v, char *buf, size_t n) {
     char num[32];
-    if (v == floor(v) && fabs(v) < 1e15) snprintf(num, sizeof num, "%.0f", v); /* 100000000, not 1e+08 */
-    else sup_fmt_double(v, num, sizeof num);
+    if (v == floor(v) && fabs(v) < 1e15)
+        snprintf(num, sizeof num, "%.0f", v); /* 100000000, not 1e+08 */
+    else
+        sup_fmt_double(v, num, sizeof num);
     const char *unit = k->kind == FE_K_BYTES ? "B" : k->kind == FE_K_BW ? "B/s" : k->kind == FE_K_TIME ? "s" : "";
     snprintf(buf, n, "%s%s", num, unit);
     return buf;
@@ -133,14 +135,13 @@ static void check_range(checker *c, fe_block_kind b, const char *prefix, const c
         char lk[48];
         snprintf(lk, sizeof lk, "%s.%s", prefix, k[i].name);
         if (!fe_given(c->s, lk)) continue;
-        if (k[i].kind != FE_K_COUNT && k[i].kind != FE_K_FLOAT && k[i].kind != FE_K_BYTES &&
-            k[i].kind != FE_K_BW && k[i].kind != FE_K_TIME)
+        if (k[i].kind != FE_K_COUNT && k[i].kind != FE_K_FLOAT && k[i].kind != FE_K_BYTES && k[i].kind != FE_K_BW &&
+            k[i].kind != FE_K_TIME)
             continue;
         const char *p = base + k[i].off;
         sup_loc loc = at(c, lk);
-        double v = k[i].kind == FE_K_COUNT
-                       ? (k[i].size == 8 ? (double)*(const int64_t *)p : *(const int *)p)
-                       : *(const double *)p;
+        double v = k[i].kind == FE_K_COUNT ? (k[i].size == 8 ? (double)*(const int64_t *)p : *(const int *)p)
+                                           : *(const double *)p;
         const fe_range *r = range_of(prefix, k[i].name);
         bool finite = isfinite(v);
         if (finite && in_range(r, v)) continue;
@@ -163,7 +164,10 @@ static void one_of(checker *c, const char *key, const char *val, const char *con
     sup_loc loc = at(c, key);
     const char *near = sup_closest(val, set, n);
     err(c, loc, "unknown %s '%s'", strchr(key, '.') + 1, val);
-    if (near) { sup_note(loc, "did you mean '%s'?", near); return; }
+    if (near) {
+        sup_note(loc, "did you mean '%s'?", near);
+        return;
+    }
     sup_buf b = {0};
     for (int i = 0; i < n; i++) sup_buf_printf(&b, "%s%s", i ? ", " : "", set[i]);
     sup_note(loc, "use one of: %s", b.data);
@@ -183,10 +187,15 @@ static void model_defaults(checker *c) {
     if (!fe_given(c->s, "model.rope_high_freq_factor")) m->rope_high_freq_factor = 4;
     if (!fe_given(c->s, "model.rope_original_max_pos")) m->rope_original_max_pos = 8192;
     if (fe_given(c->s, "model.head_dim")) return;
-    if (m->hidden % m->heads == 0) { m->head_dim = m->hidden / m->heads; return; }
+    if (m->hidden % m->heads == 0) {
+        m->head_dim = m->hidden / m->heads;
+        return;
+    }
     sup_loc loc = at(c, "model.heads");
-    err(c, loc, "hidden (%" PRId64 ") is not divisible by heads (%" PRId64 "), so head_dim "
-        "cannot be derived", m->hidden, m->heads);
+    err(c, loc,
+        "hidden (%" PRId64 ") is not divisible by heads (%" PRId64 "), so head_dim "
+        "cannot be derived",
+        m->hidden, m->heads);
     sup_note(loc, "give head_dim explicitly, e.g. 'head_dim 64'");
 }
 
@@ -211,7 +220,10 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.offload")) snprintf(t->offload, sizeof t->offload, "none");
     if (!fe_given(s, "train.packing")) snprintf(t->packing, sizeof t->packing, "balanced");
     if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");
-    if (!fe_given(s, "layout.batch_aware")) { s->layout.batch_aware = FE_BA_AUTO; s->layout.groups = 0; }
+    if (!fe_given(s, "layout.batch_aware")) {
+        s->layout.batch_aware = FE_BA_AUTO;
+        s->layout.groups = 0;
+    }
     if (!fe_given(s, "layout.a2a")) snprintf(s->layout.a2a, sizeof s->layout.a2a, "flat");
     if (!fe_given(s, "layout.ring_degree")) s->layout.ring_degree = 0;
 }
@@ -285,8 +297,7 @@ static void mesh_defaults(checker *c) {
     link_defaults(c->s, &m->inter, &p->inter, "inter");
     link_defaults(c->s, &m->host, &p->host, "host");
     /* Keep N and the products built from it far from int64 overflow. */
-    if (m->nodes > (1 << 20) || m->devices_per_node > (1 << 20) ||
-        m->nodes * m->devices_per_node > (1 << 24)) {
+    if (m->nodes > (1 << 20) || m->devices_per_node > (1 << 20) || m->nodes * m->devices_per_node > (1 << 24)) {
         sup_loc loc = at(c, m->nodes > m->devices_per_node ? "mesh.nodes" : "mesh.devices_per_node");
         err(c, loc, "world size nodes*devices_per_node is too large (at most %d ranks)", 1 << 24);
         sup_note(loc, "describe the mesh that one training job runs on");
@@ -319,8 +330,7 @@ static void model_rules(checker *c) {
     }
     if (m->kv_heads <= 0 || m->heads % m->kv_heads == 0) return;
     sup_loc loc = at(c, "model.kv_heads");
-    err(c, loc, "heads (%" PRId64 ") is not divisible by kv_heads (%" PRId64 ")", m->heads,
-        m->kv_heads);
+    err(c, loc, "heads (%" PRId64 ") is not divisible by kv_heads (%" PRId64 ")", m->heads, m->kv_heads);
     sup_buf b = {0};
     for (int64_t d = 1; d <= m->heads && b.len < 120; d++)
         if (m->heads % d == 0) sup_buf_printf(&b, "%s%" PRId64, b.len ? ", " : "", d);
@@ -342,7 +352,7 @@ static void rope_rules(checker *c) {
     if (!strcmp(m->rope_scaling, "llama3")) {
         if (m->rope_high_freq_factor > m->rope_low_freq_factor) return;
         const char *key = fe_given(c->s, "model.rope_high_freq_factor") ? "model.rope_high_freq_factor"
-                                                                         : "model.rope_low_freq_factor";
+                                                                        : "model.rope_low_freq_factor";
         char hi[32], lo[32];
         err(c, at(c, key), "rope_high_freq_factor (%s) must be greater than rope_low_freq_factor (%s)",
             sup_fmt_double(m->rope_high_freq_factor, hi, sizeof hi),
@@ -357,8 +367,10 @@ static void rope_rules(checker *c) {
         snprintf(lk, sizeof lk, "model.%s", params[i]);
         if (!fe_given(c->s, lk)) continue;
         err(c, at(c, lk), "'%s' only applies with 'rope_scaling llama3'", params[i]);
-        sup_note(at(c, lk), "add 'rope_scaling llama3' to the model block (the default, none, ignores "
-                            "%s), or remove the key", params[i]);
+        sup_note(at(c, lk),
+                 "add 'rope_scaling llama3' to the model block (the default, none, ignores "
+                 "%s), or remove the key",
+                 params[i]);
     }
 }
 
@@ -389,12 +401,13 @@ static bool size_ok(checker *c, const char *what, const fe_factor *f, int n) {
     for (int i = 1; i < n; i++)
         if (f[i].v > f[big].v) big = i;
     sup_buf b = {0};
-    for (int i = 0; i < n; i++)
-        sup_buf_printf(&b, "%s%s %" PRId64, i ? " x " : "", strchr(f[i].key, '.') + 1, f[i].v);
+    for (int i = 0; i < n; i++) sup_buf_printf(&b, "%s%s %" PRId64, i ? " x " : "", strchr(f[i].key, '.') + 1, f[i].v);
     sup_loc loc = at(c, f[big].key);
     err(c, loc, "size of %s overflows: %s x 4 bytes exceeds 2^46 bytes", what, b.data);
-    sup_note(loc, "one tensor may hold at most 64 TiB, so that the sums of all sizes fit in 64 bits; "
-                  "'%s' is far larger than any model or run uses", strchr(f[big].key, '.') + 1);
+    sup_note(loc,
+             "one tensor may hold at most 64 TiB, so that the sums of all sizes fit in 64 bits; "
+             "'%s' is far larger than any model or run uses",
+             strchr(f[big].key, '.') + 1);
     sup_buf_free(&b);
     return false;
 }
@@ -409,7 +422,11 @@ static void size_rules(checker *c) {
     fe_factor nkv = {"model.kv_heads", m->kv_heads}, mb = {"train.micro_batch", t->micro_batch};
     fe_factor sl = {"train.seq_len", t->seq_len}, ly = {"model.layers", m->layers};
     fe_factor gb = {"train.global_batch", t->global_batch};
-    const struct { const char *what; fe_factor f[4]; int n; } shapes[] = {
+    const struct {
+        const char *what;
+        fe_factor f[4];
+        int n;
+    } shapes[] = {
         {"the embedding (vocab x hidden)", {voc, hid}, 2},
         {"a projection weight (hidden x heads x head_dim)", {hid, nh, hd}, 3},
         {"a projection weight (hidden x kv_heads x head_dim)", {hid, nkv, hd}, 3},
@@ -432,7 +449,8 @@ static void document_rules(checker *c) {
     const fe_train *t = &c->s->train;
     if (!t->documents) {
         const char *k = fe_given(c->s, "train.eot_token") ? "train.eot_token"
-                        : fe_given(c->s, "train.packing") ? "train.packing" : NULL;
+                        : fe_given(c->s, "train.packing") ? "train.packing"
+                                                          : NULL;
         if (!k) return;
         err(c, at(c, k), "'%s' has no effect without 'documents on'", strchr(k, '.') + 1);
         sup_note(at(c, k), "add 'documents on' to the train block to pack documents");
@@ -458,16 +476,18 @@ static void schedule_rules(checker *c) {
     char a[32], b[32];
     if (t->min_lr > t->lr) {
         sup_loc loc = at(c, "train.min_lr");
-        err(c, loc, "min_lr %s is above lr %s: the decay would raise the rate",
-            sup_fmt_double(t->min_lr, a, sizeof a), sup_fmt_double(t->lr, b, sizeof b));
+        err(c, loc, "min_lr %s is above lr %s: the decay would raise the rate", sup_fmt_double(t->min_lr, a, sizeof a),
+            sup_fmt_double(t->lr, b, sizeof b));
         sup_note(fe_given(c->s, "train.lr") ? at(c, "train.lr") : loc, "min_lr is the rate the decay ends at, "
-                 "at most lr (often lr / 10)");
+                                                                       "at most lr (often lr / 10)");
     }
     if (t->warmup > t->steps) {
         sup_loc loc = at(c, "train.warmup");
         err(c, loc, "warmup %" PRId64 " steps is longer than the run (steps %" PRId64 ")", t->warmup, t->steps);
-        sup_note(loc, "use at most %" PRId64 " warmup steps, or more steps (the binary's --steps can "
-                 "change both)", t->steps);
+        sup_note(loc,
+                 "use at most %" PRId64 " warmup steps, or more steps (the binary's --steps can "
+                 "change both)",
+                 t->steps);
     }
     bool decays = strcmp(t->schedule, "constant") != 0;
     if (!decays && fe_given(c->s, "train.min_lr"))
@@ -482,13 +502,16 @@ static void accumulation_rules(checker *c) {
     const fe_train *t = &c->s->train;
     if (t->global_batch % t->micro_batch == 0) return;
     sup_loc loc = at(c, "train.global_batch");
-    err(c, loc, "global_batch %" PRId64 " is not a multiple of micro_batch %" PRId64
-        ": an optimizer step accumulates whole micro-steps", t->global_batch, t->micro_batch);
+    err(c, loc,
+        "global_batch %" PRId64 " is not a multiple of micro_batch %" PRId64
+        ": an optimizer step accumulates whole micro-steps",
+        t->global_batch, t->micro_batch);
     int64_t lo = t->global_batch / t->micro_batch * t->micro_batch;
     if (lo > 0)
-        sup_note(loc, "legal values near it: %" PRId64 " (%" PRId64 " micro-steps) or %" PRId64 " (%" PRId64
-                 "); any multiple of %" PRId64, lo, lo / t->micro_batch, lo + t->micro_batch,
-                 lo / t->micro_batch + 1, t->micro_batch);
+        sup_note(loc,
+                 "legal values near it: %" PRId64 " (%" PRId64 " micro-steps) or %" PRId64 " (%" PRId64
+                 "); any multiple of %" PRId64,
+                 lo, lo / t->micro_batch, lo + t->micro_batch, lo / t->micro_batch + 1, t->micro_batch);
     else
         sup_note(loc, "legal values: %" PRId64 ", %" PRId64 ", %" PRId64 ", ... (multiples of micro_batch)",
                  t->micro_batch, 2 * t->micro_batch, 3 * t->micro_batch);
@@ -513,7 +536,8 @@ bool fe_check(fe_spec *spec) {
     static const char *const model_req[] = {"hidden", "layers", "heads", "vocab", "ffn"};
     static const char *const mesh_req[] = {"nodes", "devices_per_node"};
     static const char *const train_req[] = {"micro_batch", "seq_len"};
-    bool has_model = block_present(&c, "model", "model NAME { hidden 2048 layers 16 heads 32 "
+    bool has_model = block_present(&c, "model",
+                                   "model NAME { hidden 2048 layers 16 heads 32 "
                                    "ffn 8192 vocab 128256 }");
     bool has_mesh = block_present(&c, "mesh", "mesh NAME { nodes 1 devices_per_node 8 }");
     bool has_train = block_present(&c, "train", "train { micro_batch 1 seq_len 16K }");

@@ -10,8 +10,7 @@
 
 /* What the user wrote, in words: "a bandwidth (GB/s)". */
 static const char *describe(const fe_value *v, char *buf, size_t n) {
-    static const char *const cls[] = {"a number", "a count", "a memory size", "a bandwidth",
-                                      "a duration"};
+    static const char *const cls[] = {"a number", "a count", "a memory size", "a bandwidth", "a duration"};
     switch (v->kind) {
     case FE_V_NUM:
         if (v->unit == FE_U_NONE) return "a number";
@@ -42,11 +41,12 @@ static const char *wants(fe_key_kind k) {
 
 static bool mismatch(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v) {
     char buf[96];
-    sup_error(v->loc, "'%s' expects %s, not %s", kd->name, wants(kd->kind),
-              describe(v, buf, sizeof buf));
+    sup_error(v->loc, "'%s' expects %s, not %s", kd->name, wants(kd->kind), describe(v, buf, sizeof buf));
     if (kd->kind == FE_K_FLOAT && v->kind == FE_V_NUM && v->unit == FE_U_COUNT)
-        sup_note(v->loc, "count suffixes (binary, 1K = 1024) only apply to counts; "
-                         "write the number out, e.g. '%s'", kd->example);
+        sup_note(v->loc,
+                 "count suffixes (binary, 1K = 1024) only apply to counts; "
+                 "write the number out, e.g. '%s'",
+                 kd->example);
     else if (v->kind == FE_V_NUM && v->unit == FE_U_NONE &&
              (kd->kind == FE_K_BYTES || kd->kind == FE_K_BW || kd->kind == FE_K_TIME))
         sup_note(v->loc, "add a unit, e.g. '%s' (%s)", kd->example, fe_unit_help);
@@ -68,17 +68,18 @@ static bool not_finite(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v) {
 
 /* A count: integer mantissa (exact), or an integral float below 2^53. */
 static bool to_int(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v, int64_t *out) {
-    if (v->kind != FE_V_NUM || (v->unit != FE_U_NONE && v->unit != FE_U_COUNT))
-        return mismatch(ctx, kd, v);
+    if (v->kind != FE_V_NUM || (v->unit != FE_U_NONE && v->unit != FE_U_COUNT)) return mismatch(ctx, kd, v);
     if (!v->is_int && !isfinite(v->num)) return not_finite(ctx, kd, v);
-    if (v->is_int) { *out = v->inum; return true; }
+    if (v->is_int) {
+        *out = v->inum;
+        return true;
+    }
     if (v->num == floor(v->num) && fabs(v->num) < 9007199254740992.0) {
         *out = (int64_t)v->num;
         return true;
     }
     char buf[40];
-    sup_error(v->loc, "'%s' expects a whole number, not %s", kd->name,
-              sup_fmt_double(v->num, buf, sizeof buf));
+    sup_error(v->loc, "'%s' expects a whole number, not %s", kd->name, sup_fmt_double(v->num, buf, sizeof buf));
     sup_note(v->loc, "write it like '%s'", kd->example);
     fe_b_error(ctx);
     return false;
@@ -96,8 +97,10 @@ static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const f
         }
         const char *near = sup_closest(v->str, (const char *const *)modes, 3);
         sup_error(v->loc, "unknown batch_aware mode '%s'", v->str);
-        if (near) sup_note(v->loc, "did you mean '%s'?", near);
-        else sup_note(v->loc, "use auto, on, off or groups N");
+        if (near)
+            sup_note(v->loc, "did you mean '%s'?", near);
+        else
+            sup_note(v->loc, "use auto, on, off or groups N");
         fe_b_error(ctx);
         return false;
     }
@@ -117,14 +120,12 @@ static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const f
     if ((v->kind == FE_V_GROUPS || v->kind == FE_V_NUM) && !v->is_int &&
         (v->unit == FE_U_NONE || v->unit == FE_U_COUNT)) {
         char buf[40];
-        sup_error(v->loc, "'groups' expects a whole number of groups, not %s",
-                  sup_fmt_double(v->num, buf, sizeof buf));
+        sup_error(v->loc, "'groups' expects a whole number of groups, not %s", sup_fmt_double(v->num, buf, sizeof buf));
         sup_note(v->loc, "write it like 'batch_aware groups 2'");
         fe_b_error(ctx);
         return false;
     }
-    if ((v->kind == FE_V_GROUPS && v->is_int) ||
-        (v->kind == FE_V_NUM && v->unit == FE_U_NONE && v->is_int)) {
+    if ((v->kind == FE_V_GROUPS && v->is_int) || (v->kind == FE_V_NUM && v->unit == FE_U_NONE && v->is_int)) {
         l->batch_aware = FE_BA_GROUPS;
         l->groups = v->inum;
         return true;
@@ -132,8 +133,7 @@ static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const f
     return mismatch(ctx, kd, v);
 }
 
-static bool store_unit(fe_pctx *ctx, const fe_keydef *kd, double *dst, const fe_value *v,
-                       fe_unit_class want) {
+static bool store_unit(fe_pctx *ctx, const fe_keydef *kd, double *dst, const fe_value *v, fe_unit_class want) {
     if (v->kind != FE_V_NUM || v->unit != want) return mismatch(ctx, kd, v);
     if (!isfinite(v->num)) return not_finite(ctx, kd, v);
     *dst = v->num;
@@ -149,8 +149,7 @@ static char *field(fe_spec *spec, const fe_keydef *kd, const char *lockey) {
     return (char *)spec + kd->off;
 }
 
-bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc key_loc,
-                const fe_value *v) {
+bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc key_loc, const fe_value *v) {
     if (v->kind == FE_V_BAD) return false;
     char *p = field(ctx->spec, kd, lockey);
     int64_t i = 0;
@@ -158,7 +157,10 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
     switch (kd->kind) {
     case FE_K_COUNT:
         if (!(ok = to_int(ctx, kd, v, &i))) break;
-        if (kd->size == 8) { *(int64_t *)p = i; break; }
+        if (kd->size == 8) {
+            *(int64_t *)p = i;
+            break;
+        }
         if (i < INT_MIN || i > INT_MAX) {
             sup_error(v->loc, "'%s' out of range", kd->name);
             fe_b_error(ctx);

@@ -7,83 +7,59 @@
 
 /* Builder misuse (too many operands, attributes ...) is a bug in the caller,
  * not bad input: stop loudly instead of silently dropping data. */
-static void ir_bug(const char *what)
-{
+static void ir_bug(const char *what) {
     fprintf(stderr, "basp: internal error in the IR builder: %s\n", what);
     abort();
 }
 
 static uint32_t ir_hash(const char *s);
-static const char *ir_value_name_of(const void *m, int v)
-{
-    return ((const ir_module *)m)->values[v].name;
-}
+static const char *ir_value_name_of(const void *m, int v) { return ((const ir_module *)m)->values[v].name; }
 
-static void ir_copy_name(char *dst, size_t cap, const char *src)
-{
-    snprintf(dst, cap, "%s", src ? src : "");
-}
+static void ir_copy_name(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
 
 /* ---- types -------------------------------------------------------------- */
 static const char *const ir_dtype_names[] = {"f32", "bf16", "f16", "i32"};
 static const int ir_dtype_sizes[] = {4, 2, 2, 4};
 enum { IR_NUM_DTYPES = 4 };
 
-const char *ir_dtype_name(ir_dtype t)
-{
-    return (int)t >= 0 && (int)t < IR_NUM_DTYPES ? ir_dtype_names[t] : "?";
-}
+const char *ir_dtype_name(ir_dtype t) { return (int)t >= 0 && (int)t < IR_NUM_DTYPES ? ir_dtype_names[t] : "?"; }
 
-int ir_dtype_size(ir_dtype t)
-{
-    return (int)t >= 0 && (int)t < IR_NUM_DTYPES ? ir_dtype_sizes[t] : 0;
-}
+int ir_dtype_size(ir_dtype t) { return (int)t >= 0 && (int)t < IR_NUM_DTYPES ? ir_dtype_sizes[t] : 0; }
 
-int ir_dtype_lookup(const char *name)
-{
+int ir_dtype_lookup(const char *name) {
     for (int i = 0; i < IR_NUM_DTYPES; i++)
-        if (strcmp(ir_dtype_names[i], name) == 0)
-            return i;
+        if (strcmp(ir_dtype_names[i], name) == 0) return i;
     return -1;
 }
 
-const char *const *ir_dtype_all(int *n)
-{
+const char *const *ir_dtype_all(int *n) {
     *n = IR_NUM_DTYPES;
     return ir_dtype_names;
 }
 
-int64_t ir_split_len(int64_t n, int64_t u, int K, int p)
-{
-    if (u < 1 || K < 1)
-        return K >= 1 ? n / K : n;
+int64_t ir_split_len(int64_t n, int64_t u, int K, int p) {
+    if (u < 1 || K < 1) return K >= 1 ? n / K : n;
     int64_t m = n / u;
     return u * (m / K + (p < m % K));
 }
 
-int64_t ir_split_start(int64_t n, int64_t u, int K, int p)
-{
-    if (u < 1 || K < 1)
-        return K >= 1 ? (int64_t)p * (n / K) : 0;
+int64_t ir_split_start(int64_t n, int64_t u, int K, int p) {
+    if (u < 1 || K < 1) return K >= 1 ? (int64_t)p * (n / K) : 0;
     int64_t m = n / u, r = m % K;
     return u * ((int64_t)p * (m / K) + (p < r ? p : r));
 }
 
-int64_t ir_type_local_dim(const ir_module *m, const ir_type *t, int d, int p)
-{
+int64_t ir_type_local_dim(const ir_module *m, const ir_type *t, int d, int p) {
     int g = t->shard[d];
-    if (g < 0 || g >= m->ngroups || m->groups[g].set_size < 1)
-        return t->dims[d];
+    if (g < 0 || g >= m->ngroups || m->groups[g].set_size < 1) return t->dims[d];
     return ir_split_len(t->dims[d], t->unit[d], m->groups[g].set_size, p);
 }
 
-int64_t ir_type_max_local_dim(const ir_module *m, const ir_type *t, int d)
-{
+int64_t ir_type_max_local_dim(const ir_module *m, const ir_type *t, int d) {
     return ir_type_local_dim(m, t, d, 0); /* position 0 always holds the most */
 }
 
-bool ir_type_uneven(const ir_module *m, const ir_type *t)
-{
+bool ir_type_uneven(const ir_module *m, const ir_type *t) {
     for (int i = 0; i < t->rank; i++) {
         int g = t->shard[i];
         if (t->unit[i] > 0 && g >= 0 && g < m->ngroups && m->groups[g].set_size >= 1 &&
@@ -93,34 +69,26 @@ bool ir_type_uneven(const ir_module *m, const ir_type *t)
     return false;
 }
 
-int64_t ir_type_local_elems(const ir_module *m, const ir_type *t)
-{
+int64_t ir_type_local_elems(const ir_module *m, const ir_type *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++)
-        n *= ir_type_max_local_dim(m, t, i);
+    for (int i = 0; i < t->rank; i++) n *= ir_type_max_local_dim(m, t, i);
     return n;
 }
 
-int64_t ir_type_global_elems(const ir_type *t)
-{
+int64_t ir_type_global_elems(const ir_type *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++)
-        n *= t->dims[i];
+    for (int i = 0; i < t->rank; i++) n *= t->dims[i];
     return n;
 }
 
-bool ir_type_equal(const ir_type *a, const ir_type *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank)
-        return false;
+bool ir_type_equal(const ir_type *a, const ir_type *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
     for (int i = 0; i < a->rank && i < IR_MAX_RANK; i++)
-        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i] || a->unit[i] != b->unit[i])
-            return false;
+        if (a->dims[i] != b->dims[i] || a->shard[i] != b->shard[i] || a->unit[i] != b->unit[i]) return false;
     return true;
 }
 
-ir_type ir_type_make(ir_dtype dtype, int rank, const int64_t *dims)
-{
+ir_type ir_type_make(ir_dtype dtype, int rank, const int64_t *dims) {
     ir_type t;
     memset(&t, 0, sizeof t);
     t.dtype = dtype;
@@ -133,8 +101,7 @@ ir_type ir_type_make(ir_dtype dtype, int rank, const int64_t *dims)
 }
 
 /* ---- module ------------------------------------------------------------- */
-ir_module *ir_module_new(const char *name)
-{
+ir_module *ir_module_new(const char *name) {
     ir_module *m = sup_xcalloc(1, sizeof *m);
     ir_copy_name(m->name, sizeof m->name, name && *name ? name : "module");
     m->mesh.nodes = 1;
@@ -146,12 +113,9 @@ ir_module *ir_module_new(const char *name)
     return m;
 }
 
-void ir_module_free(ir_module *m)
-{
-    if (!m)
-        return;
-    for (int g = 0; g < m->ngroups; g++)
-        free(m->groups[g].ranks);
+void ir_module_free(ir_module *m) {
+    if (!m) return;
+    for (int g = 0; g < m->ngroups; g++) free(m->groups[g].ranks);
     free(m->config);
     free(m->mesh.node_of);
     free(m->groups);
@@ -162,18 +126,15 @@ void ir_module_free(ir_module *m)
 }
 
 /* Copies `n` items of size `sz`; capacity = n (at least 1 so SUP_GROW works). */
-static void *ir_dup_array(const void *src, int n, size_t sz, int *cap)
-{
+static void *ir_dup_array(const void *src, int n, size_t sz, int *cap) {
     *cap = n > 0 ? n : 0;
-    if (n <= 0)
-        return NULL;
+    if (n <= 0) return NULL;
     void *p = sup_xmalloc((size_t)n * sz);
     memcpy(p, src, (size_t)n * sz);
     return p;
 }
 
-ir_module *ir_module_clone(const ir_module *m)
-{
+ir_module *ir_module_clone(const ir_module *m) {
     ir_module *c = sup_xmalloc(sizeof *c);
     *c = *m;
     c->config = ir_dup_array(m->config, m->nconfig, sizeof *m->config, &c->capconfig);
@@ -191,39 +152,29 @@ ir_module *ir_module_clone(const ir_module *m)
     return c;
 }
 
-int ir_world(const ir_module *m)
-{
-    return m->mesh.nodes * m->mesh.devices_per_node;
-}
+int ir_world(const ir_module *m) { return m->mesh.nodes * m->mesh.devices_per_node; }
 
-int ir_local_of(const ir_module *m, int r)
-{
+int ir_local_of(const ir_module *m, int r) {
     int dpn = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
-    if (!m->mesh.node_of || r < 0 || r >= ir_world(m))
-        return r % dpn;
+    if (!m->mesh.node_of || r < 0 || r >= ir_world(m)) return r % dpn;
     int k = 0;
-    for (int q = 0; q < r; q++)
-        k += m->mesh.node_of[q] == m->mesh.node_of[r];
+    for (int q = 0; q < r; q++) k += m->mesh.node_of[q] == m->mesh.node_of[r];
     return k;
 }
 
-void ir_mesh_set_placement(ir_module *m, const int *node_of)
-{
+void ir_mesh_set_placement(ir_module *m, const int *node_of) {
     free(m->mesh.node_of);
     m->mesh.node_of = NULL;
     int world = ir_world(m), dpn = m->mesh.devices_per_node;
     bool consecutive = true;
-    for (int r = 0; node_of && r < world && consecutive; r++)
-        consecutive = node_of[r] == r / dpn;
-    if (!node_of || consecutive || world <= 0)
-        return;
+    for (int r = 0; node_of && r < world && consecutive; r++) consecutive = node_of[r] == r / dpn;
+    if (!node_of || consecutive || world <= 0) return;
     m->mesh.node_of = sup_xmalloc(sizeof(int) * (size_t)world);
     memcpy(m->mesh.node_of, node_of, sizeof(int) * (size_t)world);
 }
 
 /* ---- config ------------------------------------------------------------- */
-void ir_config_set(ir_module *m, const char *key, const char *value)
-{
+void ir_config_set(ir_module *m, const char *key, const char *value) {
     for (int i = 0; i < m->nconfig; i++) {
         if (strcmp(m->config[i].key, key) == 0) {
             ir_copy_name(m->config[i].value, sizeof m->config[i].value, value);
@@ -236,8 +187,7 @@ void ir_config_set(ir_module *m, const char *key, const char *value)
     ir_copy_name(e->value, sizeof e->value, value);
 }
 
-void ir_config_remove(ir_module *m, const char *key)
-{
+void ir_config_remove(ir_module *m, const char *key) {
     for (int i = 0; i < m->nconfig; i++)
         if (strcmp(m->config[i].key, key) == 0) {
             memmove(&m->config[i], &m->config[i + 1], sizeof *m->config * (size_t)(m->nconfig - i - 1));
@@ -246,34 +196,28 @@ void ir_config_remove(ir_module *m, const char *key)
         }
 }
 
-void ir_config_set_int(ir_module *m, const char *key, int64_t v)
-{
+void ir_config_set_int(ir_module *m, const char *key, int64_t v) {
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)v);
     ir_config_set(m, key, buf);
 }
 
-const char *ir_config_get(const ir_module *m, const char *key)
-{
+const char *ir_config_get(const ir_module *m, const char *key) {
     for (int i = 0; i < m->nconfig; i++)
-        if (strcmp(m->config[i].key, key) == 0)
-            return m->config[i].value;
+        if (strcmp(m->config[i].key, key) == 0) return m->config[i].value;
     return NULL;
 }
 
-int64_t ir_config_int(const ir_module *m, const char *key, int64_t def)
-{
+int64_t ir_config_int(const ir_module *m, const char *key, int64_t def) {
     const char *s = ir_config_get(m, key);
-    if (!s || !*s)
-        return def;
+    if (!s || !*s) return def;
     char *end;
     long long v = strtoll(s, &end, 10);
     return *end ? def : (int64_t)v;
 }
 
 /* ---- groups ------------------------------------------------------------- */
-int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const int *ranks)
-{
+int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const int *ranks) {
     int g = ir_group_find(m, name);
     if (g < 0) {
         SUP_GROW(m->groups, m->ngroups, m->capgroups);
@@ -287,58 +231,45 @@ int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const 
     gr->set_size = set_size < 0 ? 0 : set_size;
     size_t n = (size_t)gr->nsets * (size_t)gr->set_size;
     gr->ranks = n ? sup_xmalloc(n * sizeof(int)) : NULL;
-    if (n)
-        memcpy(gr->ranks, ranks, n * sizeof(int));
+    if (n) memcpy(gr->ranks, ranks, n * sizeof(int));
     return g;
 }
 
-int ir_group_find(const ir_module *m, const char *name)
-{
+int ir_group_find(const ir_module *m, const char *name) {
     for (int g = 0; g < m->ngroups; g++)
-        if (strcmp(m->groups[g].name, name) == 0)
-            return g;
+        if (strcmp(m->groups[g].name, name) == 0) return g;
     return -1;
 }
 
-int ir_group_add_contiguous(ir_module *m, const char *name, int nsets)
-{
+int ir_group_add_contiguous(ir_module *m, const char *name, int nsets) {
     int world = ir_world(m);
-    if (nsets < 1 || world < 1 || world % nsets)
-        return -1;
+    if (nsets < 1 || world < 1 || world % nsets) return -1;
     int *r = sup_xmalloc((size_t)world * sizeof(int));
-    for (int i = 0; i < world; i++)
-        r[i] = i;
+    for (int i = 0; i < world; i++) r[i] = i;
     int g = ir_group_add(m, name, nsets, world / nsets, r);
     free(r);
     return g;
 }
 
-int ir_group_add_strided(ir_module *m, const char *name, int stride)
-{
+int ir_group_add_strided(ir_module *m, const char *name, int stride) {
     int world = ir_world(m);
-    if (stride < 1 || world < 1 || world % stride)
-        return -1;
+    if (stride < 1 || world < 1 || world % stride) return -1;
     int size = world / stride;
     int *r = sup_xmalloc((size_t)world * sizeof(int));
     for (int s = 0; s < stride; s++)
-        for (int j = 0; j < size; j++)
-            r[s * size + j] = s + j * stride;
+        for (int j = 0; j < size; j++) r[s * size + j] = s + j * stride;
     int g = ir_group_add(m, name, stride, size, r);
     free(r);
     return g;
 }
 
-int ir_group_set_of(const ir_module *m, int g, int rank, int *pos)
-{
-    if (pos)
-        *pos = -1;
-    if (g < 0 || g >= m->ngroups)
-        return -1;
+int ir_group_set_of(const ir_module *m, int g, int rank, int *pos) {
+    if (pos) *pos = -1;
+    if (g < 0 || g >= m->ngroups) return -1;
     const ir_group *gr = &m->groups[g];
     for (int i = 0; i < gr->nsets * gr->set_size; i++) {
         if (gr->ranks[i] == rank) {
-            if (pos)
-                *pos = i % gr->set_size;
+            if (pos) *pos = i % gr->set_size;
             return i / gr->set_size;
         }
     }
@@ -346,38 +277,30 @@ int ir_group_set_of(const ir_module *m, int g, int rank, int *pos)
 }
 
 /* Per rank: its set and position in group g (-1 when absent); O(world). */
-static void ir_group_index(const ir_module *m, int g, int world, int *set, int *pos)
-{
-    for (int r = 0; r < world; r++)
-        set[r] = pos[r] = -1;
+static void ir_group_index(const ir_module *m, int g, int world, int *set, int *pos) {
+    for (int r = 0; r < world; r++) set[r] = pos[r] = -1;
     const ir_group *gr = &m->groups[g];
     for (int i = 0; i < gr->nsets * gr->set_size; i++) {
         int r = gr->ranks[i];
-        if (r >= 0 && r < world)
-            set[r] = i / gr->set_size, pos[r] = i % gr->set_size;
+        if (r >= 0 && r < world) set[r] = i / gr->set_size, pos[r] = i % gr->set_size;
     }
 }
 
 /* Checks the product set by set, with tables of each rank's set and
  * position built once: O(world) instead of a scan per rank. */
-bool ir_group_nested(const ir_module *m, int whole, int outer, int inner)
-{
-    if (whole < 0 || whole >= m->ngroups || inner < 0 || inner >= m->ngroups || outer >= m->ngroups)
-        return false;
+bool ir_group_nested(const ir_module *m, int whole, int outer, int inner) {
+    if (whole < 0 || whole >= m->ngroups || inner < 0 || inner >= m->ngroups || outer >= m->ngroups) return false;
     const ir_group *w = &m->groups[whole], *gi = &m->groups[inner];
     const ir_group *go = outer >= 0 ? &m->groups[outer] : NULL;
     int ni = gi->set_size, no = go ? go->set_size : 1, world = 0;
-    if (w->set_size != ni * no)
-        return false;
+    if (w->set_size != ni * no) return false;
     for (int k = 0; k < m->ngroups; k++)
         for (int i = 0; i < m->groups[k].nsets * m->groups[k].set_size; i++)
-            if (m->groups[k].ranks[i] + 1 > world)
-                world = m->groups[k].ranks[i] + 1;
+            if (m->groups[k].ranks[i] + 1 > world) world = m->groups[k].ranks[i] + 1;
     int *t = sup_xmalloc(sizeof(int) * 4 * (size_t)(world > 0 ? world : 1));
     int *iset = t, *ipos = t + world, *oset = t + 2 * world, *opos = t + 3 * world;
     ir_group_index(m, inner, world, iset, ipos);
-    if (go)
-        ir_group_index(m, outer, world, oset, opos);
+    if (go) ir_group_index(m, outer, world, oset, opos);
     bool ok = true;
     for (int i = 0; ok && i < w->nsets * w->set_size; i++) {
         int x = w->ranks[i], p = i % w->set_size, base = i - p;
@@ -388,17 +311,14 @@ bool ir_group_nested(const ir_module *m, int whole, int outer, int inner)
         /* x's inner set is the run of whole holding x; its outer set the
          * ranks at x's offset in every run */
         const int *run = &gi->ranks[iset[x] * ni];
-        for (int j = 0; ok && j < ni; j++)
-            ok = run[j] == w->ranks[base + (p / ni) * ni + j];
-        if (!go || !ok)
-            continue;
+        for (int j = 0; ok && j < ni; j++) ok = run[j] == w->ranks[base + (p / ni) * ni + j];
+        if (!go || !ok) continue;
         if (oset[x] < 0 || opos[x] != p / ni) {
             ok = false;
             break;
         }
         const int *col = &go->ranks[oset[x] * no];
-        for (int j = 0; ok && j < no; j++)
-            ok = col[j] == w->ranks[base + j * ni + p % ni];
+        for (int j = 0; ok && j < no; j++) ok = col[j] == w->ranks[base + j * ni + p % ni];
     }
     free(t);
     return ok;
@@ -406,25 +326,20 @@ bool ir_group_nested(const ir_module *m, int whole, int outer, int inner)
 
 /* Maps an old group index to its index after removing group `g`.  Dangling
  * references become IR_GROUP_REMOVED, which the verifier reports. */
-static int ir_group_shift(int idx, int g)
-{
-    if (idx == g)
-        return IR_GROUP_REMOVED;
+static int ir_group_shift(int idx, int g) {
+    if (idx == g) return IR_GROUP_REMOVED;
     return idx > g ? idx - 1 : idx;
 }
 
-void ir_group_remove(ir_module *m, int g)
-{
-    if (g < 0 || g >= m->ngroups)
-        return;
+void ir_group_remove(ir_module *m, int g) {
+    if (g < 0 || g >= m->ngroups) return;
     free(m->groups[g].ranks);
     memmove(&m->groups[g], &m->groups[g + 1], (size_t)(m->ngroups - g - 1) * sizeof *m->groups);
     m->ngroups--;
     for (int v = 0; v < m->nvalues; v++) {
         ir_type *t = &m->values[v].type;
         for (int d = 0; d < t->rank && d < IR_MAX_RANK; d++)
-            if (t->shard[d] >= 0)
-                t->shard[d] = ir_group_shift(t->shard[d], g);
+            if (t->shard[d] >= 0) t->shard[d] = ir_group_shift(t->shard[d], g);
     }
     for (int i = 0; i < m->nops; i++) {
         ir_op *op = &m->ops[i];
@@ -435,15 +350,12 @@ void ir_group_remove(ir_module *m, int g)
 }
 
 /* ---- values ------------------------------------------------------------- */
-int ir_value_add(ir_module *m, const char *name, ir_value_kind kind, ir_type type)
-{
-    if (!name || !*name || strlen(name) >= IR_NAME_MAX || ir_value_find(m, name) >= 0)
-        return -1;
+int ir_value_add(ir_module *m, const char *name, ir_value_kind kind, ir_type type) {
+    if (!name || !*name || strlen(name) >= IR_NAME_MAX || ir_value_find(m, name) >= 0) return -1;
     return ir_value_append(m, name, kind, type);
 }
 
-int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type type)
-{
+int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type type) {
     SUP_GROW(m->values, m->nvalues, m->capvalues);
     ir_value *v = &m->values[m->nvalues];
     memset(v, 0, sizeof *v);
@@ -455,34 +367,26 @@ int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type 
     int i = m->nvalues++;
     /* A duplicate (only the parser makes one, for the verifier to report)
      * stays out of the index: find returns the first value of a name. */
-    if (ir_value_find(m, v->name) < 0)
-        ir_name_index_add(&m->vnames, i, ir_value_name_of, m);
+    if (ir_value_find(m, v->name) < 0) ir_name_index_add(&m->vnames, i, ir_value_name_of, m);
     return i;
 }
 
-int ir_value_find(const ir_module *m, const char *name)
-{
+int ir_value_find(const ir_module *m, const char *name) {
     return ir_name_index_find(&m->vnames, name, ir_value_name_of, m);
 }
 
 /* The index slot holding value v, or NULL. */
-static int *ir_value_slot(ir_module *m, int v)
-{
+static int *ir_value_slot(ir_module *m, int v) {
     ir_name_index *ix = &m->vnames;
-    if (!ix->cap)
-        return NULL;
+    if (!ix->cap) return NULL;
     for (uint32_t h = ir_hash(m->values[v].name) & (uint32_t)(ix->cap - 1);; h = (h + 1) & (uint32_t)(ix->cap - 1)) {
-        if (ix->slots[h] < 0)
-            return NULL;
-        if (ix->slots[h] == v)
-            return &ix->slots[h];
+        if (ix->slots[h] < 0) return NULL;
+        if (ix->slots[h] == v) return &ix->slots[h];
     }
 }
 
-void ir_value_swap_names(ir_module *m, int a, int b)
-{
-    if (a == b || a < 0 || b < 0 || a >= m->nvalues || b >= m->nvalues)
-        return;
+void ir_value_swap_names(ir_module *m, int a, int b) {
+    if (a == b || a < 0 || b < 0 || a >= m->nvalues || b >= m->nvalues) return;
     int *sa = ir_value_slot(m, a), *sb = ir_value_slot(m, b);
     char tmp[IR_NAME_MAX];
     memcpy(tmp, m->values[a].name, IR_NAME_MAX);
@@ -496,12 +400,10 @@ void ir_value_swap_names(ir_module *m, int a, int b)
     /* A duplicate name is involved (not indexed): rebuild the index. */
     ir_name_index_free(&m->vnames);
     for (int v = 0; v < m->nvalues; v++)
-        if (ir_value_find(m, m->values[v].name) < 0)
-            ir_name_index_add(&m->vnames, v, ir_value_name_of, m);
+        if (ir_value_find(m, m->values[v].name) < 0) ir_name_index_add(&m->vnames, v, ir_value_name_of, m);
 }
 
-void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX])
-{
+void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_MAX]) {
     /* Leave room for a ".NNNNNN" suffix when the base is long. */
     char b[IR_NAME_MAX - 12];
     ir_copy_name(b, sizeof b, base && *base ? base : "t");
@@ -511,58 +413,45 @@ void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_
     }
     for (int i = 1;; i++) {
         snprintf(out, IR_NAME_MAX, "%s.%d", b, i);
-        if (ir_value_find(m, out) < 0)
-            return;
+        if (ir_value_find(m, out) < 0) return;
     }
 }
 
-int ir_value_add_fresh(ir_module *m, const char *base, ir_type type)
-{
+int ir_value_add_fresh(ir_module *m, const char *base, ir_type type) {
     char name[IR_NAME_MAX];
     ir_value_fresh_name(m, base, name);
     return ir_value_add(m, name, IR_V_RESULT, type);
 }
 
-void ir_op_tag(ir_op *op, int layer, const char *phase)
-{
+void ir_op_tag(ir_op *op, int layer, const char *phase) {
     ir_attr_set_int(op, "layer", layer);
     ir_attr_set_ident(op, "phase", phase);
 }
 
 /* ---- ops ---------------------------------------------------------------- */
-int ir_op_insert(ir_module *m, int pos, const ir_op *op)
-{
-    if (pos < 0 || pos > m->nops)
-        ir_bug("ir_op_insert position out of range");
+int ir_op_insert(ir_module *m, int pos, const ir_op *op) {
+    if (pos < 0 || pos > m->nops) ir_bug("ir_op_insert position out of range");
     SUP_GROW(m->ops, m->nops, m->capops);
     memmove(&m->ops[pos + 1], &m->ops[pos], (size_t)(m->nops - pos) * sizeof *m->ops);
     m->ops[pos] = *op;
     m->nops++;
     /* Appending shifts nothing; skipping the scan keeps building O(n). */
     for (int v = 0; v < m->nvalues && pos < m->nops - 1; v++)
-        if (m->values[v].kind == IR_V_RESULT && m->values[v].def >= pos)
-            m->values[v].def++;
+        if (m->values[v].kind == IR_V_RESULT && m->values[v].def >= pos) m->values[v].def++;
     for (int o = 0; o < op->nout; o++)
-        if (op->out[o] >= 0 && op->out[o] < m->nvalues)
-            m->values[op->out[o]].def = pos;
+        if (op->out[o] >= 0 && op->out[o] < m->nvalues) m->values[op->out[o]].def = pos;
     return pos;
 }
 
-int ir_op_append(ir_module *m, const ir_op *op)
-{
-    return ir_op_insert(m, m->nops, op);
-}
+int ir_op_append(ir_module *m, const ir_op *op) { return ir_op_insert(m, m->nops, op); }
 
-void ir_op_remove(ir_module *m, int pos)
-{
-    if (pos < 0 || pos >= m->nops)
-        return;
+void ir_op_remove(ir_module *m, int pos) {
+    if (pos < 0 || pos >= m->nops) return;
     memmove(&m->ops[pos], &m->ops[pos + 1], (size_t)(m->nops - pos - 1) * sizeof *m->ops);
     m->nops--;
     for (int v = 0; v < m->nvalues; v++) {
         ir_value *val = &m->values[v];
-        if (val->kind != IR_V_RESULT)
-            continue;
+        if (val->kind != IR_V_RESULT) continue;
         if (val->def == pos)
             val->def = -1; /* its results are now undefined */
         else if (val->def > pos)
@@ -570,8 +459,7 @@ void ir_op_remove(ir_module *m, int pos)
     }
 }
 
-ir_op ir_op_make(ir_opcode code)
-{
+ir_op ir_op_make(ir_opcode code) {
     ir_op op;
     memset(&op, 0, sizeof op);
     op.code = code;
@@ -579,73 +467,59 @@ ir_op ir_op_make(ir_opcode code)
     return op;
 }
 
-void ir_op_add_input(ir_op *op, int value)
-{
-    if (op->nin >= IR_MAX_IN)
-        ir_bug("too many op inputs");
+void ir_op_add_input(ir_op *op, int value) {
+    if (op->nin >= IR_MAX_IN) ir_bug("too many op inputs");
     op->in[op->nin++] = value;
 }
 
-void ir_op_add_output(ir_op *op, int value)
-{
-    if (op->nout >= IR_MAX_OUT)
-        ir_bug("too many op outputs");
+void ir_op_add_output(ir_op *op, int value) {
+    if (op->nout >= IR_MAX_OUT) ir_bug("too many op outputs");
     op->out[op->nout++] = value;
 }
 
 /* ---- attributes --------------------------------------------------------- */
 /* Finds `key` or appends a fresh attribute for it. */
-static ir_attr *ir_attr_slot(ir_op *op, const char *key)
-{
+static ir_attr *ir_attr_slot(ir_op *op, const char *key) {
     for (int a = 0; a < op->nattrs; a++)
-        if (strcmp(op->attrs[a].key, key) == 0)
-            return &op->attrs[a];
-    if (op->nattrs >= IR_MAX_ATTRS)
-        ir_bug("too many op attributes");
+        if (strcmp(op->attrs[a].key, key) == 0) return &op->attrs[a];
+    if (op->nattrs >= IR_MAX_ATTRS) ir_bug("too many op attributes");
     ir_attr *at = &op->attrs[op->nattrs++];
     memset(at, 0, sizeof *at);
     ir_copy_name(at->key, sizeof at->key, key);
     return at;
 }
 
-void ir_attr_set_int(ir_op *op, const char *key, int64_t v)
-{
+void ir_attr_set_int(ir_op *op, const char *key, int64_t v) {
     ir_attr *a = ir_attr_slot(op, key);
     a->kind = IR_A_INT;
     a->i = v;
 }
 
-void ir_attr_set_float(ir_op *op, const char *key, double v)
-{
+void ir_attr_set_float(ir_op *op, const char *key, double v) {
     ir_attr *a = ir_attr_slot(op, key);
     a->kind = IR_A_FLOAT;
     a->f = v;
 }
 
-void ir_attr_set_ident(ir_op *op, const char *key, const char *s)
-{
+void ir_attr_set_ident(ir_op *op, const char *key, const char *s) {
     ir_attr *a = ir_attr_slot(op, key);
     a->kind = IR_A_IDENT;
     ir_copy_name(a->s, sizeof a->s, s);
 }
 
-void ir_attr_set_group(ir_op *op, const char *key, int group)
-{
+void ir_attr_set_group(ir_op *op, const char *key, int group) {
     ir_attr *a = ir_attr_slot(op, key);
     a->kind = IR_A_GROUP;
     a->i = group;
 }
 
-const ir_attr *ir_attr_get(const ir_op *op, const char *key)
-{
+const ir_attr *ir_attr_get(const ir_op *op, const char *key) {
     for (int a = 0; a < op->nattrs; a++)
-        if (strcmp(op->attrs[a].key, key) == 0)
-            return &op->attrs[a];
+        if (strcmp(op->attrs[a].key, key) == 0) return &op->attrs[a];
     return NULL;
 }
 
-void ir_attr_remove(ir_op *op, const char *key)
-{
+void ir_attr_remove(ir_op *op, const char *key) {
     for (int a = 0; a < op->nattrs; a++) {
         if (strcmp(op->attrs[a].key, key) == 0) {
             memmove(&op->attrs[a], &op->attrs[a + 1], (size_t)(op->nattrs - a - 1) * sizeof *op->attrs);
@@ -655,45 +529,33 @@ void ir_attr_remove(ir_op *op, const char *key)
     }
 }
 
-int64_t ir_attr_int(const ir_op *op, const char *key, int64_t def)
-{
+int64_t ir_attr_int(const ir_op *op, const char *key, int64_t def) {
     const ir_attr *a = ir_attr_get(op, key);
     return a && a->kind == IR_A_INT ? a->i : def;
 }
 
-int ir_op_group(const ir_op *op)
-{
+int ir_op_group(const ir_op *op) {
     const ir_attr *a = ir_attr_get(op, "group");
     return a && a->kind == IR_A_GROUP ? (int)a->i : -1;
 }
 
-int ir_op_layer(const ir_op *op)
-{
-    return (int)ir_attr_int(op, "layer", -1);
-}
+int ir_op_layer(const ir_op *op) { return (int)ir_attr_int(op, "layer", -1); }
 
-const char *ir_op_phase(const ir_op *op)
-{
+const char *ir_op_phase(const ir_op *op) {
     const ir_attr *a = ir_attr_get(op, "phase");
     return a && a->kind == IR_A_IDENT ? a->s : "";
 }
 
-bool ir_op_async(const ir_op *op)
-{
-    return ir_attr_int(op, "async", 0) == 1;
-}
+bool ir_op_async(const ir_op *op) { return ir_attr_int(op, "async", 0) == 1; }
 
 /* ---- uses --------------------------------------------------------------- */
-void ir_replace_uses(ir_module *m, int from, int to, int start)
-{
+void ir_replace_uses(ir_module *m, int from, int to, int start) {
     for (int i = start < 0 ? 0 : start; i < m->nops; i++)
         for (int k = 0; k < m->ops[i].nin; k++)
-            if (m->ops[i].in[k] == from)
-                m->ops[i].in[k] = to;
+            if (m->ops[i].in[k] == from) m->ops[i].in[k] = to;
 }
 
-int ir_count_uses(const ir_module *m, int v, int start)
-{
+int ir_count_uses(const ir_module *m, int v, int start) {
     int n = 0;
     for (int i = start < 0 ? 0 : start; i < m->nops; i++) {
         for (int k = 0; k < m->ops[i].nin; k++) {
@@ -706,47 +568,36 @@ int ir_count_uses(const ir_module *m, int v, int start)
     return n;
 }
 
-void ir_renumber(ir_module *m)
-{
-    for (int v = 0; v < m->nvalues; v++)
-        m->values[v].def = -1;
+void ir_renumber(ir_module *m) {
+    for (int v = 0; v < m->nvalues; v++) m->values[v].def = -1;
     for (int i = 0; i < m->nops; i++)
         for (int o = 0; o < m->ops[i].nout; o++)
-            if (m->ops[i].out[o] >= 0 && m->ops[i].out[o] < m->nvalues)
-                m->values[m->ops[i].out[o]].def = i;
+            if (m->ops[i].out[o] >= 0 && m->ops[i].out[o] < m->nvalues) m->values[m->ops[i].out[o]].def = i;
 }
 
 /* ---- name index (values; the parser) ------------------------------------------------ */
-static uint32_t ir_hash(const char *s)
-{
+static uint32_t ir_hash(const char *s) {
     uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
     return h;
 }
 
-int ir_name_index_find(const ir_name_index *ix, const char *name, ir_name_of names, const void *ctx)
-{
-    if (!ix->cap)
-        return -1;
+int ir_name_index_find(const ir_name_index *ix, const char *name, ir_name_of names, const void *ctx) {
+    if (!ix->cap) return -1;
     for (uint32_t h = ir_hash(name) & (uint32_t)(ix->cap - 1);; h = (h + 1) & (uint32_t)(ix->cap - 1)) {
         int i = ix->slots[h];
-        if (i < 0 || strcmp(names(ctx, i), name) == 0)
-            return i;
+        if (i < 0 || strcmp(names(ctx, i), name) == 0) return i;
     }
 }
 
-static void ir_name_index_put(ir_name_index *ix, int i, const char *name)
-{
+static void ir_name_index_put(ir_name_index *ix, int i, const char *name) {
     uint32_t h = ir_hash(name) & (uint32_t)(ix->cap - 1);
-    while (ix->slots[h] >= 0)
-        h = (h + 1) & (uint32_t)(ix->cap - 1);
+    while (ix->slots[h] >= 0) h = (h + 1) & (uint32_t)(ix->cap - 1);
     ix->slots[h] = i;
     ix->count++;
 }
 
-void ir_name_index_add(ir_name_index *ix, int i, ir_name_of names, const void *ctx)
-{
+void ir_name_index_add(ir_name_index *ix, int i, ir_name_of names, const void *ctx) {
     if (2 * (ix->count + 1) > ix->cap) { /* keep the load under 1/2 */
         ir_name_index old = *ix;
         ix->cap = old.cap ? 2 * old.cap : 64;
@@ -754,21 +605,18 @@ void ir_name_index_add(ir_name_index *ix, int i, ir_name_of names, const void *c
         memset(ix->slots, 0xff, (size_t)ix->cap * sizeof *ix->slots);
         ix->count = 0;
         for (int k = 0; k < old.cap; k++)
-            if (old.slots[k] >= 0)
-                ir_name_index_put(ix, old.slots[k], names(ctx, old.slots[k]));
+            if (old.slots[k] >= 0) ir_name_index_put(ix, old.slots[k], names(ctx, old.slots[k]));
         free(old.slots);
     }
     ir_name_index_put(ix, i, names(ctx, i));
 }
 
-void ir_name_index_free(ir_name_index *ix)
-{
+void ir_name_index_free(ir_name_index *ix) {
     free(ix->slots);
     memset(ix, 0, sizeof *ix);
 }
 
-const char *ir_value_kind_name(ir_value_kind k)
-{
+const char *ir_value_kind_name(ir_value_kind k) {
     static const char *const names[] = {"param", "input", "accum", "result"};
     return (int)k >= 0 && k <= IR_V_RESULT ? names[k] : "?";
 }

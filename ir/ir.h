@@ -92,9 +92,9 @@ int ir_dtype_lookup(const char *name); /* -1 if unknown */
 
 typedef struct ir_type {
     ir_dtype dtype;
-    int rank;                    /* 0 = scalar */
-    int64_t dims[IR_MAX_RANK];   /* global sizes */
-    int shard[IR_MAX_RANK];      /* group index sharding the dim, -1 = whole */
+    int rank;                  /* 0 = scalar */
+    int64_t dims[IR_MAX_RANK]; /* global sizes */
+    int shard[IR_MAX_RANK];    /* group index sharding the dim, -1 = whole */
     /* 0: the sharded dim splits evenly (dims % set_size == 0).  u >= 1: an
      * uneven ("balanced") split in whole units of u (printed `6@sp:1`): with
      * m = dims/u units over K ranks, position p holds m/K + (p < m%K) units
@@ -141,7 +141,7 @@ typedef struct ir_value {
     char name[IR_NAME_MAX]; /* without the % */
     ir_value_kind kind;
     ir_type type;
-    int def; /* index of defining op for IR_V_RESULT, else -1 (kept by ir_renumber) */
+    int def;     /* index of defining op for IR_V_RESULT, else -1 (kept by ir_renumber) */
     sup_loc loc; /* where it was defined (textual IR), else noloc */
     /* Byte offset of the value's buffer in the step's arena (pass memplan,
      * printed `: f32[64] at 4096`), -1 when the module has no memory plan. */
@@ -154,9 +154,9 @@ typedef enum { IR_A_INT, IR_A_FLOAT, IR_A_IDENT, IR_A_GROUP } ir_attr_kind;
 typedef struct ir_attr {
     char key[24];
     ir_attr_kind kind;
-    int64_t i;                 /* IR_A_INT; group index for IR_A_GROUP */
-    double f;                  /* IR_A_FLOAT */
-    char s[IR_NAME_MAX];       /* IR_A_IDENT */
+    int64_t i;           /* IR_A_INT; group index for IR_A_GROUP */
+    double f;            /* IR_A_FLOAT */
+    char s[IR_NAME_MAX]; /* IR_A_IDENT */
 } ir_attr;
 
 /* ---- ops ------------------------------------------------------------------ */
@@ -246,7 +246,7 @@ typedef struct ir_emit ir_emit;
 struct ir_emit {
     const struct ir_module *m;
     const ir_op *op;
-    void *ctx; /* the backend's own state */
+    void *ctx;                                /* the backend's own state */
     void (*call)(ir_emit *e, const char *fn); /* opens the call of runtime function fn */
     void (*end)(ir_emit *e);                  /* closes it */
     void (*i64)(ir_emit *e, int64_t v);
@@ -254,7 +254,7 @@ struct ir_emit {
     /* Value v's buffer, read as int32 (want_int) or as float; reports a
      * value whose dtype does not match. */
     void (*buf)(ir_emit *e, int v, bool want_int);
-    void (*value)(ir_emit *e, int v);               /* v itself (collectives, optimizer, free) */
+    void (*value)(ir_emit *e, int v);                /* v itself (collectives, optimizer, free) */
     void (*values)(ir_emit *e, const int *v, int n); /* a list of values */
     void (*group)(ir_emit *e, int g);
     void (*group_pos)(ir_emit *e, int g, int64_t stride); /* this rank's position in g, times stride */
@@ -276,7 +276,7 @@ ir_op_work ir_op_work_of(const struct ir_module *m, const ir_op *op);
 typedef struct ir_group {
     char name[IR_NAME_MAX]; /* without the @ */
     int nsets, set_size;
-    int *ranks; /* nsets * set_size ranks, set s = ranks[s*set_size .. +set_size) */
+    int *ranks;  /* nsets * set_size ranks, set s = ranks[s*set_size .. +set_size) */
     sup_loc loc; /* where it was defined (textual IR), else noloc */
 } ir_group;
 
@@ -311,11 +311,15 @@ typedef struct ir_name_index {
 typedef struct ir_module {
     char name[IR_NAME_MAX];
     ir_mesh mesh;
-    ir_config_entry *config; int nconfig, capconfig;
-    ir_group *groups;        int ngroups, capgroups;
-    ir_value *values;        int nvalues, capvalues;
-    ir_op *ops;              int nops, capops;
-    ir_name_index vnames;    /* value names -> indices; change a value's name
+    ir_config_entry *config;
+    int nconfig, capconfig;
+    ir_group *groups;
+    int ngroups, capgroups;
+    ir_value *values;
+    int nvalues, capvalues;
+    ir_op *ops;
+    int nops, capops;
+    ir_name_index vnames; /* value names -> indices; change a value's name
                                 only through ir_value_swap_names */
 } ir_module;
 
@@ -330,8 +334,7 @@ int ir_world(const ir_module *m); /* nodes * devices_per_node */
  * model, the schedule report and placement share. */
 static inline int ir_node_of(const ir_module *m, int r) /* inline: the cost model calls it per rank */
 {
-    if (m->mesh.node_of && r >= 0 && r < m->mesh.nodes * m->mesh.devices_per_node)
-        return m->mesh.node_of[r];
+    if (m->mesh.node_of && r >= 0 && r < m->mesh.nodes * m->mesh.devices_per_node) return m->mesh.node_of[r];
     return r / (m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1);
 }
 /* The position of rank r among the ranks of its node (r % devices_per_node
@@ -469,7 +472,13 @@ bool ir_verify(const ir_module *m, const char *context);
  * (mem.host_stage_offset, mem.host_stage_bytes) are regions of the host
  * arena, live the whole step. */
 typedef enum {
-    IR_MEM_PARAMS, IR_MEM_GRADS, IR_MEM_OPTIM, IR_MEM_ACTS, IR_MEM_COMM, IR_MEM_WORK, IR_MEM_NCATS
+    IR_MEM_PARAMS,
+    IR_MEM_GRADS,
+    IR_MEM_OPTIM,
+    IR_MEM_ACTS,
+    IR_MEM_COMM,
+    IR_MEM_WORK,
+    IR_MEM_NCATS
 } ir_mem_cat;
 /* "params", "grads", "optimizer", "activations", "comm", "workspace" */
 const char *ir_mem_cat_name(ir_mem_cat c);

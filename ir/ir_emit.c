@@ -11,8 +11,7 @@
 const ir_value *ir_emit_in(const ir_emit *e, int k) { return &e->m->values[e->op->in[k]]; }
 const ir_value *ir_emit_out(const ir_emit *e, int k) { return &e->m->values[e->op->out[k]]; }
 
-void ir_emit_fail(ir_emit *e, const char *fmt, ...)
-{
+void ir_emit_fail(ir_emit *e, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -21,8 +20,7 @@ void ir_emit_fail(ir_emit *e, const char *fmt, ...)
     e->fail(e, msg);
 }
 
-void ir_emit_call(ir_emit *e)
-{
+void ir_emit_call(ir_emit *e) {
     const ir_op_desc *d = ir_op_desc_of(e->op->code);
     if (ir_op_async(e->op) && !d->rt_start_fn) {
         ir_emit_fail(e, "this op cannot be started asynchronously (async = 1)");
@@ -37,20 +35,16 @@ void ir_emit_f32(ir_emit *e, const ir_value *v) { e->buf(e, (int)(v - e->m->valu
 void ir_emit_i32(ir_emit *e, const ir_value *v) { e->buf(e, (int)(v - e->m->values), true); }
 void ir_emit_val(ir_emit *e, const ir_value *v) { e->value(e, (int)(v - e->m->values)); }
 
-int64_t ir_emit_lprod(const ir_emit *e, const ir_value *v, int from, int to)
-{
+int64_t ir_emit_lprod(const ir_emit *e, const ir_value *v, int from, int to) {
     int64_t p = 1;
-    for (int d = from; d < to; d++)
-        p *= ir_type_max_local_dim(e->m, &v->type, d);
+    for (int d = from; d < to; d++) p *= ir_type_max_local_dim(e->m, &v->type, d);
     return p;
 }
 
-bool ir_emit_whole(ir_emit *e, const ir_value *v, int from, int to, const char *why)
-{
+bool ir_emit_whole(ir_emit *e, const ir_value *v, int from, int to, const char *why) {
     for (int d = from; d < to && d < v->type.rank; d++) {
         int g = v->type.shard[d];
-        if (g < 0)
-            continue;
+        if (g < 0) continue;
         ir_emit_fail(e, "dim %d of %%%s is sharded by @%s, but %s must be whole on every rank", d, v->name,
                      e->m->groups[g].name, why);
         return false;
@@ -58,16 +52,13 @@ bool ir_emit_whole(ir_emit *e, const ir_value *v, int from, int to, const char *
     return true;
 }
 
-bool ir_emit_rank(ir_emit *e, const ir_value *v, int want)
-{
-    if (v->type.rank == want)
-        return true;
+bool ir_emit_rank(ir_emit *e, const ir_value *v, int want) {
+    if (v->type.rank == want) return true;
     ir_emit_fail(e, "%%%s has rank %d; the runtime call expects rank %d", v->name, v->type.rank, want);
     return false;
 }
 
-void ir_emit_row0(ir_emit *e, const ir_value *v)
-{
+void ir_emit_row0(ir_emit *e, const ir_value *v) {
     int g = v->type.shard[0];
     if (g >= 0)
         e->group_pos(e, g, ir_type_max_local_dim(e->m, &v->type, 0));
@@ -75,12 +66,9 @@ void ir_emit_row0(ir_emit *e, const ir_value *v)
         e->i64(e, 0);
 }
 
-double ir_emit_attr_or_config(ir_emit *e, const char *attr, const char *key)
-{
+double ir_emit_attr_or_config(ir_emit *e, const char *attr, const char *key) {
     const ir_attr *a = ir_attr_get(e->op, attr);
-    if (a && a->kind == IR_A_FLOAT)
-        return a->f;
-    if (a && a->kind == IR_A_INT)
-        return (double)a->i;
+    if (a && a->kind == IR_A_FLOAT) return a->f;
+    if (a && a->kind == IR_A_INT) return (double)a->i;
     return e->config_double(e, key);
 }

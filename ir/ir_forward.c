@@ -14,18 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool ir_forward_program(const ir_module *m, int loss, bool *keep, char *why, size_t whylen)
-{
+bool ir_forward_program(const ir_module *m, int loss, bool *keep, char *why, size_t whylen) {
     bool *have = sup_xcalloc((size_t)m->nvalues + 1, sizeof *have);
-    for (int v = 0; v < m->nvalues; v++)
-        have[v] = m->values[v].kind != IR_V_RESULT;
+    for (int v = 0; v < m->nvalues; v++) have[v] = m->values[v].kind != IR_V_RESULT;
     bool ok = true;
     for (int i = 0; i < m->nops && ok; i++) {
         const ir_op *op = &m->ops[i];
-        keep[i] = strcmp(ir_op_phase(op), "fwd") == 0 && ir_op_desc_of(op->code)->kind != IR_K_OPT &&
-                  op->code != IR_OFFLOAD;
-        if (!keep[i])
-            continue;
+        keep[i] =
+            strcmp(ir_op_phase(op), "fwd") == 0 && ir_op_desc_of(op->code)->kind != IR_K_OPT && op->code != IR_OFFLOAD;
+        if (!keep[i]) continue;
         for (int k = 0; k < op->nin && ok; k++)
             if (!have[op->in[k]]) {
                 char o[160];
@@ -33,8 +30,7 @@ bool ir_forward_program(const ir_module *m, int loss, bool *keep, char *why, siz
                          ir_op_str(m, i, o, sizeof o), m->values[op->in[k]].name);
                 ok = false;
             }
-        for (int k = 0; k < op->nout; k++)
-            have[op->out[k]] = true;
+        for (int k = 0; k < op->nout; k++) have[op->out[k]] = true;
     }
     if (ok && (loss < 0 || !have[loss])) {
         snprintf(why, whylen, "the loss%s%s is not computed by the forward ops", loss >= 0 ? " %" : "",

@@ -7,13 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool lx_name_char(int c)
-{
-    return isalnum(c) || c == '_' || c == '.' || c == '-';
-}
+static bool lx_name_char(int c) { return isalnum(c) || c == '_' || c == '.' || c == '-'; }
 
-void ir_lex_init(ir_lexer *lx, const char *file, const char *src, size_t len)
-{
+void ir_lex_init(ir_lexer *lx, const char *file, const char *src, size_t len) {
     memset(lx, 0, sizeof *lx);
     lx->file = file;
     lx->src = src;
@@ -22,25 +18,21 @@ void ir_lex_init(ir_lexer *lx, const char *file, const char *src, size_t len)
     ir_lex_next(lx);
 }
 
-sup_loc ir_tok_loc(const ir_lexer *lx, const ir_tok *t)
-{
+sup_loc ir_tok_loc(const ir_lexer *lx, const ir_tok *t) {
     sup_loc l = {lx->file, t->line, t->col, t->len > 0 ? t->len : 1};
     return l;
 }
 
-void ir_lex_error(ir_lexer *lx, const ir_tok *t, const char *fmt, ...)
-{
+void ir_lex_error(ir_lexer *lx, const ir_tok *t, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    if (!lx->failed)
-        sup_vdiag(SUP_ERROR, ir_tok_loc(lx, t), fmt, ap);
+    if (!lx->failed) sup_vdiag(SUP_ERROR, ir_tok_loc(lx, t), fmt, ap);
     va_end(ap);
     lx->failed = true;
     lx->cur.kind = T_ERR;
 }
 
-const char *ir_tok_describe(const ir_tok *t, char *buf, size_t n)
-{
+const char *ir_tok_describe(const ir_tok *t, char *buf, size_t n) {
     switch (t->kind) {
     case T_EOF: snprintf(buf, n, "end of file"); break;
     case T_NL: snprintf(buf, n, "end of line"); break;
@@ -50,54 +42,44 @@ const char *ir_tok_describe(const ir_tok *t, char *buf, size_t n)
     return buf;
 }
 
-bool ir_tok_name(const ir_tok *t, char *out, size_t cap)
-{
+bool ir_tok_name(const ir_tok *t, char *out, size_t cap) {
     const char *s = t->text;
     int len = t->len;
     if (t->kind == T_VAL || t->kind == T_GROUP) {
         s++;
         len--;
     }
-    if (len < 0 || (size_t)len >= cap)
-        return false;
+    if (len < 0 || (size_t)len >= cap) return false;
     memcpy(out, s, (size_t)len);
     out[len] = '\0';
     return true;
 }
 
-bool ir_tok_is(const ir_tok *t, ir_tok_kind kind, const char *text)
-{
-    if (t->kind != kind)
-        return false;
-    if (!text)
-        return true;
+bool ir_tok_is(const ir_tok *t, ir_tok_kind kind, const char *text) {
+    if (t->kind != kind) return false;
+    if (!text) return true;
     return strlen(text) == (size_t)t->len && memcmp(t->text, text, (size_t)t->len) == 0;
 }
 
-static int lx_peek(const ir_lexer *lx, size_t off)
-{
+static int lx_peek(const ir_lexer *lx, size_t off) {
     return lx->pos + off < lx->len ? (unsigned char)lx->src[lx->pos + off] : -1;
 }
 
 /* Is the word at pos+off exactly `w` (not followed by a name char)? */
-static bool lx_word_at(const ir_lexer *lx, size_t off, const char *w)
-{
+static bool lx_word_at(const ir_lexer *lx, size_t off, const char *w) {
     size_t n = strlen(w);
-    if (lx->pos + off + n > lx->len || memcmp(lx->src + lx->pos + off, w, n) != 0)
-        return false;
+    if (lx->pos + off + n > lx->len || memcmp(lx->src + lx->pos + off, w, n) != 0) return false;
     int c = lx_peek(lx, off + n);
     return c < 0 || !lx_name_char(c);
 }
 
-static void lx_skip_blanks(ir_lexer *lx)
-{
+static void lx_skip_blanks(ir_lexer *lx) {
     for (;;) {
         int c = lx_peek(lx, 0);
         if (c == ' ' || c == '\t' || c == '\r') {
             lx->pos++;
         } else if (c == '/' && lx_peek(lx, 1) == '/') {
-            while (lx_peek(lx, 0) >= 0 && lx_peek(lx, 0) != '\n')
-                lx->pos++;
+            while (lx_peek(lx, 0) >= 0 && lx_peek(lx, 0) != '\n') lx->pos++;
         } else {
             return;
         }
@@ -105,19 +87,15 @@ static void lx_skip_blanks(ir_lexer *lx)
 }
 
 /* -?[0-9]+(.[0-9]*)?([eE][+-]?[0-9]+)? ; also -inf / -nan */
-static void lx_number(ir_lexer *lx, ir_tok *t)
-{
+static void lx_number(ir_lexer *lx, ir_tok *t) {
     size_t start = lx->pos;
     bool is_float = false;
-    if (lx_peek(lx, 0) == '-')
-        lx->pos++;
-    while (isdigit(lx_peek(lx, 0)))
-        lx->pos++;
+    if (lx_peek(lx, 0) == '-') lx->pos++;
+    while (isdigit(lx_peek(lx, 0))) lx->pos++;
     if (lx_peek(lx, 0) == '.') {
         is_float = true;
         lx->pos++;
-        while (isdigit(lx_peek(lx, 0)))
-            lx->pos++;
+        while (isdigit(lx_peek(lx, 0))) lx->pos++;
     }
     int e = lx_peek(lx, 0);
     if (e == 'e' || e == 'E') {
@@ -125,15 +103,13 @@ static void lx_number(ir_lexer *lx, ir_tok *t)
         if (isdigit(lx_peek(lx, k))) {
             is_float = true;
             lx->pos += k;
-            while (isdigit(lx_peek(lx, 0)))
-                lx->pos++;
+            while (isdigit(lx_peek(lx, 0))) lx->pos++;
         }
     }
     t->len = (int)(lx->pos - start);
     int next = lx_peek(lx, 0);
     if (next >= 0 && lx_name_char(next)) {
-        while (lx_peek(lx, 0) >= 0 && lx_name_char(lx_peek(lx, 0)))
-            lx->pos++;
+        while (lx_peek(lx, 0) >= 0 && lx_name_char(lx_peek(lx, 0))) lx->pos++;
         t->len = (int)(lx->pos - start);
         ir_lex_error(lx, t, "malformed number '%.*s'", t->len > 40 ? 40 : t->len, t->text);
         return;
@@ -159,11 +135,9 @@ static void lx_number(ir_lexer *lx, ir_tok *t)
 }
 
 /* %name or @name */
-static void lx_sigil_name(ir_lexer *lx, ir_tok *t, ir_tok_kind kind)
-{
+static void lx_sigil_name(ir_lexer *lx, ir_tok *t, ir_tok_kind kind) {
     size_t start = lx->pos++;
-    while (lx_peek(lx, 0) >= 0 && lx_name_char(lx_peek(lx, 0)))
-        lx->pos++;
+    while (lx_peek(lx, 0) >= 0 && lx_name_char(lx_peek(lx, 0))) lx->pos++;
     t->len = (int)(lx->pos - start);
     t->kind = kind;
     if (t->len == 1)
@@ -172,11 +146,9 @@ static void lx_sigil_name(ir_lexer *lx, ir_tok *t, ir_tok_kind kind)
         ir_lex_error(lx, t, "name '%.40s...' is longer than %d characters", t->text, IR_NAME_MAX - 1);
 }
 
-static void lx_word(ir_lexer *lx, ir_tok *t)
-{
+static void lx_word(ir_lexer *lx, ir_tok *t) {
     size_t start = lx->pos;
-    while (lx_peek(lx, 0) >= 0 && lx_name_char(lx_peek(lx, 0)))
-        lx->pos++;
+    while (lx_peek(lx, 0) >= 0 && lx_name_char(lx_peek(lx, 0))) lx->pos++;
     t->len = (int)(lx->pos - start);
     t->kind = T_IDENT;
     /* inf and nan are float literals (attribute values, link numbers). */
@@ -186,8 +158,7 @@ static void lx_word(ir_lexer *lx, ir_tok *t)
     }
 }
 
-static void lx_bad_char(ir_lexer *lx, ir_tok *t, int c)
-{
+static void lx_bad_char(ir_lexer *lx, ir_tok *t, int c) {
     lx->pos++;
     t->len = 1;
     if (isprint(c))
@@ -196,8 +167,7 @@ static void lx_bad_char(ir_lexer *lx, ir_tok *t, int c)
         ir_lex_error(lx, t, "unexpected character '\\x%02x'", (unsigned)c);
 }
 
-void ir_lex_next(ir_lexer *lx)
-{
+void ir_lex_next(ir_lexer *lx) {
     if (lx->failed) {
         lx->cur.kind = T_ERR;
         return;
@@ -240,8 +210,7 @@ void ir_lex_next(ir_lexer *lx)
 }
 
 /* One escape after a backslash inside a quoted config value. */
-static int lx_escape(ir_lexer *lx)
-{
+static int lx_escape(ir_lexer *lx) {
     int c = lx_peek(lx, 0);
     lx->pos++;
     switch (c) {
@@ -253,8 +222,7 @@ static int lx_escape(ir_lexer *lx)
         char hex[3] = {0};
         for (int i = 0; i < 2; i++) {
             int h = lx_peek(lx, 0);
-            if (h < 0 || !isxdigit(h))
-                return -1;
+            if (h < 0 || !isxdigit(h)) return -1;
             hex[i] = (char)h;
             lx->pos++;
         }
@@ -265,8 +233,7 @@ static int lx_escape(ir_lexer *lx)
     }
 }
 
-static bool lx_quoted(ir_lexer *lx, ir_tok *t, char *out, size_t cap)
-{
+static bool lx_quoted(ir_lexer *lx, ir_tok *t, char *out, size_t cap) {
     size_t n = 0;
     lx->pos++; /* the opening quote */
     for (;;) {
@@ -276,8 +243,7 @@ static bool lx_quoted(ir_lexer *lx, ir_tok *t, char *out, size_t cap)
             return false;
         }
         lx->pos++;
-        if (c == '"')
-            break;
+        if (c == '"') break;
         if (c == '\\' && (c = lx_escape(lx)) < 0) {
             ir_lex_error(lx, t, "invalid escape in string (use \\\\, \\\", \\n, \\t or \\xHH)");
             return false;
@@ -296,21 +262,17 @@ static bool lx_quoted(ir_lexer *lx, ir_tok *t, char *out, size_t cap)
     return true;
 }
 
-bool ir_lex_config_value(ir_lexer *lx, char *out, size_t cap)
-{
-    if (lx->failed)
-        return false;
+bool ir_lex_config_value(ir_lexer *lx, char *out, size_t cap) {
+    if (lx->failed) return false;
     lx->pos = (size_t)(lx->cur.text - lx->src) + (size_t)lx->cur.len;
     lx_skip_blanks(lx);
     ir_tok t = {T_STR, lx->src + lx->pos, 1, lx->line, (int)(lx->pos - lx->line_start) + 1, 0, 0};
     if (lx_peek(lx, 0) == '"') {
-        if (!lx_quoted(lx, &t, out, cap))
-            return false;
+        if (!lx_quoted(lx, &t, out, cap)) return false;
     } else {
         size_t start = lx->pos;
         int c;
-        while ((c = lx_peek(lx, 0)) >= 0 && (isalnum(c) || strchr("_.+-:", c)) && c != 0)
-            lx->pos++;
+        while ((c = lx_peek(lx, 0)) >= 0 && (isalnum(c) || strchr("_.+-:", c)) && c != 0) lx->pos++;
         size_t n = lx->pos - start;
         if (n == 0) {
             ir_lex_error(lx, &t, "expected a config value (a word or a quoted string)");

@@ -27,8 +27,8 @@ typedef struct ir_tok {
     const char *text; /* start of the token in the source (the sigil for %/@) */
     int len;          /* bytes of source text */
     int line, col;
-    int64_t ival;     /* T_INT */
-    double fval;      /* T_INT and T_FLOAT */
+    int64_t ival; /* T_INT */
+    double fval;  /* T_INT and T_FLOAT */
 } ir_tok;
 
 typedef struct ir_lexer {

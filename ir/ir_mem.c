@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const mem_cat_names[IR_MEM_NCATS] = {"params", "grads", "optimizer", "activations", "comm",
-                                                        "workspace"};
+static const char *const mem_cat_names[IR_MEM_NCATS] = {"params",      "grads", "optimizer",
+                                                        "activations", "comm",  "workspace"};
 
 const char *ir_mem_cat_name(ir_mem_cat c) { return c >= 0 && c < IR_MEM_NCATS ? mem_cat_names[c] : "?"; }
 
@@ -19,127 +19,101 @@ ir_mem_target ir_mem_target_named(bool cuda) { return (ir_mem_target){cuda, cuda
 
 /* bf16 on a GPU device (a preset other than cpu*): the spec describes the
  * CUDA backend's run. */
-bool ir_mem_default_cuda(const char *device, const char *precision)
-{
+bool ir_mem_default_cuda(const char *device, const char *precision) {
     return device && precision && strcmp(precision, "bf16") == 0 && strncmp(device, "cpu", 3) != 0;
 }
 
-bool ir_mem_target_of(const ir_module *m, ir_mem_target *t)
-{
+bool ir_mem_target_of(const ir_module *m, ir_mem_target *t) {
     const char *s = ir_config_get(m, "mem.target");
-    bool cuda = s ? strcmp(s, "cuda") == 0
-                  : ir_mem_default_cuda(ir_config_get(m, "device"), ir_config_get(m, "precision"));
+    bool cuda =
+        s ? strcmp(s, "cuda") == 0 : ir_mem_default_cuda(ir_config_get(m, "device"), ir_config_get(m, "precision"));
     *t = ir_mem_target_named(cuda);
     return !s || cuda || strcmp(s, "cpu") == 0;
 }
 
 bool ir_mem_planned(const ir_module *m) { return ir_config_get(m, "mem.peak") != NULL; }
 
-bool ir_mem_has_buffer(const ir_module *m, int v)
-{
+bool ir_mem_has_buffer(const ir_module *m, int v) {
     const ir_value *val = &m->values[v];
     return val->kind != IR_V_RESULT || (val->def >= 0 && val->def < m->nops);
 }
 
-bool ir_mem_on_host(const ir_module *m, int v)
-{
+bool ir_mem_on_host(const ir_module *m, int v) {
     int d = m->values[v].def;
-    if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops)
-        return false;
+    if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops) return false;
     const ir_op *op = &m->ops[d];
     const ir_op_desc *desc = ir_op_desc_of(op->code);
     unsigned host = desc ? desc->host_outs : 0;
     for (int k = 0; k < op->nout; k++)
-        if (op->out[k] == v && (host >> k & 1u))
-            return true;
+        if (op->out[k] == v && (host >> k & 1u)) return true;
     return false;
 }
 
-bool ir_mem_keeps_f32(const ir_module *m, int v)
-{
+bool ir_mem_keeps_f32(const ir_module *m, int v) {
     int d = m->values[v].def;
-    if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops)
-        return false;
+    if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops) return false;
     const ir_op *op = &m->ops[d];
     /* A copy between device and host keeps its operand's element size. */
     if (ir_op_desc_of(op->code)->comm == IR_COMM_HOST && op->nin == 1 && op->in[0] >= 0 && op->in[0] < m->nvalues)
         return ir_mem_keeps_f32(m, op->in[0]);
     unsigned f32 = ir_op_desc_of(op->code)->f32_outs;
     for (int k = 0; k < op->nout; k++)
-        if (op->out[k] == v && (f32 >> k & 1u))
-            return true;
+        if (op->out[k] == v && (f32 >> k & 1u)) return true;
     return false;
 }
 
 /* Element size in the runtime's buffers (the CPU computes in fp32; the CUDA
  * backend keeps every floating tensor in bf16, as cuda_esize does, except
  * those ir_mem_keeps_f32 names). */
-static int64_t mem_esize(const ir_module *m, int v, ir_mem_target t)
-{
+static int64_t mem_esize(const ir_module *m, int v, ir_mem_target t) {
     const ir_value *val = &m->values[v];
-    if (!t.cuda || val->type.dtype == IR_I32 || val->type.rank == 0 || ir_mem_keeps_f32(m, v))
-        return 4;
+    if (!t.cuda || val->type.dtype == IR_I32 || val->type.rank == 0 || ir_mem_keeps_f32(m, v)) return 4;
     return 2;
 }
 
-static int64_t mem_align(int64_t n, int64_t a)
-{
-    if (n > INT64_MAX - a)
-        return -1;
+static int64_t mem_align(int64_t n, int64_t a) {
+    if (n > INT64_MAX - a) return -1;
     return (n + a - 1) / a * a;
 }
 
-
-int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t)
-{
-    if (!ir_mem_has_buffer(m, v))
-        return 0;
+int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t) {
+    if (!ir_mem_has_buffer(m, v)) return 0;
     const ir_value *val = &m->values[v];
     int64_t n = ir_type_local_elems(m, &val->type);
-    if (n < 1)
-        n = 1;
+    if (n < 1) n = 1;
     int64_t b = ir_mem_mul(n, mem_esize(m, v, t));
     return b < 0 ? -1 : mem_align(b, t.align);
 }
 
-int ir_mem_loss_value(const ir_module *m)
-{
+int ir_mem_loss_value(const ir_module *m) {
     int v = ir_value_find(m, "loss");
-    if (v >= 0 && ir_mem_has_buffer(m, v))
-        return v;
+    if (v >= 0 && ir_mem_has_buffer(m, v)) return v;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
-        if (op->code != IR_ALL_REDUCE || op->nin < 1 || op->nout < 1)
-            continue;
+        if (op->code != IR_ALL_REDUCE || op->nin < 1 || op->nout < 1) continue;
         int def = m->values[op->in[0]].def;
-        if (def >= 0 && def < m->nops && m->ops[def].code == IR_LM_HEAD_LOSS)
-            return op->out[0];
+        if (def >= 0 && def < m->nops && m->ops[def].code == IR_LM_HEAD_LOSS) return op->out[0];
     }
     return -1;
 }
 
-bool *ir_weight_flags(const ir_module *m)
-{
+bool *ir_weight_flags(const ir_module *m) {
     bool *w = sup_xcalloc((size_t)(m->nvalues ? m->nvalues : 1), sizeof *w);
-    for (int v = 0; v < m->nvalues; v++)
-        w[v] = m->values[v].kind == IR_V_PARAM || m->values[v].kind == IR_V_ACCUM;
+    for (int v = 0; v < m->nvalues; v++) w[v] = m->values[v].kind == IR_V_PARAM || m->values[v].kind == IR_V_ACCUM;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         const ir_op_desc *d = ir_op_desc_of(op->code);
         for (int o = 0; o < op->nout; o++)
-            if (d->wgrad_outs >> o & 1u)
-                w[op->out[o]] = true;
+            if (d->wgrad_outs >> o & 1u) w[op->out[o]] = true;
         /* Sums and reductions of weight-like values stay weight-like (the
          * tied-embedding gradient sum, ZeRO's collectives). */
         if (d->keeps_weight && op->nin > 0 && w[op->in[0]])
-            for (int o = 0; o < op->nout; o++)
-                w[op->out[o]] = true;
+            for (int o = 0; o < op->nout; o++) w[op->out[o]] = true;
     }
     return w;
 }
 
-ir_mem_cat *ir_mem_value_cats(const ir_module *m)
-{
+ir_mem_cat *ir_mem_value_cats(const ir_module *m) {
     bool *w = ir_weight_flags(m);
     ir_mem_cat *cat = sup_xcalloc((size_t)(m->nvalues ? m->nvalues : 1), sizeof *cat);
     for (int v = 0; v < m->nvalues; v++) {
@@ -153,33 +127,27 @@ ir_mem_cat *ir_mem_value_cats(const ir_module *m)
     return cat;
 }
 
-int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t)
-{
+int64_t ir_mem_opt_bytes(const ir_module *m, ir_mem_target t) {
     int64_t total = 0;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
-        if (op->code != IR_ADAMW || op->nin < 1)
-            continue;
+        if (op->code != IR_ADAMW || op->nin < 1) continue;
         int64_t n = ir_type_local_elems(m, &m->values[op->in[0]].type);
         int64_t one = mem_align(ir_mem_mul(n < 1 ? 1 : n, 4), t.align);
         int64_t all = ir_mem_mul(one, t.cuda ? 3 : 2);
-        if (one < 0 || all < 0 || total > INT64_MAX - all)
-            return -1;
+        if (one < 0 || all < 0 || total > INT64_MAX - all) return -1;
         total += all;
     }
     return total;
 }
 
-bool ir_mem_opt_on_host(const ir_module *m)
-{
+bool ir_mem_opt_on_host(const ir_module *m) {
     const char *s = ir_config_get(m, "offload");
     return s && (strcmp(s, "optimizer") == 0 || strcmp(s, "all") == 0);
 }
 
-int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t)
-{
-    if (!t.cuda || !ir_mem_opt_on_host(m))
-        return 0;
+int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t) {
+    if (!t.cuda || !ir_mem_opt_on_host(m)) return 0;
     int64_t most = 0;
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ADAMW && m->ops[i].nin >= 1) {
@@ -189,25 +157,21 @@ int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t)
     return most ? mem_align(ir_mem_mul(most, 4), t.align) : 0;
 }
 
-bool ir_op_stages(const ir_module *m, const ir_op *op)
-{
+bool ir_op_stages(const ir_module *m, const ir_op *op) {
     const ir_op_desc *d = ir_op_desc_of(op->code);
     int64_t e[2] = {0, 0};
-    if (d->staging)
-        d->staging(m, op, e);
+    if (d->staging) d->staging(m, op, e);
     return e[0] > 0 || e[1] > 0;
 }
 
-void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
-{
+void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2]) {
     out[0] = out[1] = 0;
     if (t.cuda) /* the CUDA backend stages in its own device workspaces */
         return;
     for (int i = 0; i < m->nops; i++) {
         int64_t e[2] = {0, 0};
         const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
-        if (d->staging)
-            d->staging(m, &m->ops[i], e);
+        if (d->staging) d->staging(m, &m->ops[i], e);
         for (int k = 0; k < 2; k++) {
             int64_t b = e[k] > 0 ? mem_align(ir_mem_mul(e[k], 4), t.align) : 0;
             if (b < 0)
@@ -225,24 +189,20 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2])
  * the device workspaces (runtime/cuda/rt_cuda.h cm_ws_cuda_slot), which also
  * hold the collectives' staging (the cuda plan has no staging region in
  * the arena). */
-int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t)
-{
+int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t) {
     _Static_assert((int)CM_WS_CPU_N <= (int)CM_WS_CUDA_N, "one array holds either target's slots");
     int64_t slot[CM_WS_CUDA_N] = {0}, total = 0;
     int n = t.cuda ? CM_WS_CUDA_N : CM_WS_CPU_N;
     for (int i = 0; i < m->nops; i++) {
         const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
         void (*ws)(const ir_module *, const ir_op *, int64_t *) = t.cuda ? d->ws_cuda : d->ws_cpu;
-        if (ws)
-            ws(m, &m->ops[i], slot);
+        if (ws) ws(m, &m->ops[i], slot);
     }
-    for (int k = 0; k < n; k++)
-        total += slot[k];
+    for (int k = 0; k < n; k++) total += slot[k];
     return total;
 }
 
-void ir_mem_live(const ir_module *m, int *start, int *end)
-{
+void ir_mem_live(const ir_module *m, int *start, int *end) {
     for (int v = 0; v < m->nvalues; v++) {
         if (!ir_mem_has_buffer(m, v)) {
             start[v] = end[v] = -2;
@@ -256,8 +216,7 @@ void ir_mem_live(const ir_module *m, int *start, int *end)
         const ir_op *op = &m->ops[i];
         for (int k = 0; k < op->nin; k++) {
             int v = op->in[k];
-            if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i)
-                end[v] = i;
+            if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i) end[v] = i;
         }
         /* A started collective reads its operands until its wait: they live
          * at least to it, so no later value takes their bytes while the
@@ -267,19 +226,16 @@ void ir_mem_live(const ir_module *m, int *start, int *end)
                 int s = op->in[k] >= 0 && op->in[k] < m->nvalues ? m->values[op->in[k]].def : -1;
                 for (int j = 0; s >= 0 && s < i && j < m->ops[s].nin; j++) {
                     int v = m->ops[s].in[j];
-                    if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i)
-                        end[v] = i;
+                    if (v >= 0 && v < m->nvalues && start[v] != -2 && end[v] < i) end[v] = i;
                 }
             }
         /* The runtime reads the gradients adamw takes after the step (the
          * non-finite guard, --save-grads). */
-        if (op->code == IR_ADAMW && op->nin == 2 && op->in[1] >= 0 && op->in[1] < m->nvalues &&
-            start[op->in[1]] != -2)
+        if (op->code == IR_ADAMW && op->nin == 2 && op->in[1] >= 0 && op->in[1] < m->nvalues && start[op->in[1]] != -2)
             end[op->in[1]] = m->nops;
     }
     int loss = ir_mem_loss_value(m);
-    if (loss >= 0)
-        end[loss] = m->nops;
+    if (loss >= 0) end[loss] = m->nops;
 }
 
 /* ---- the verifier's rule ------------------------------------------------------ */
@@ -291,16 +247,13 @@ typedef struct mem_item {
 } mem_item;
 
 /* By arena (device first), then offset. */
-static int item_by_off(const void *a, const void *b)
-{
+static int item_by_off(const void *a, const void *b) {
     const mem_item *x = a, *y = b;
-    if (x->host != y->host)
-        return x->host - y->host;
+    if (x->host != y->host) return x->host - y->host;
     return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
 }
 
-static const char *item_name(const ir_module *m, const mem_item *it, char *buf, size_t n)
-{
+static const char *item_name(const ir_module *m, const mem_item *it, char *buf, size_t n) {
     static const char *const regions[] = {"the optimizer state", "the collectives' staging area",
                                           "the host staging area"};
     if (it->v >= 0)
@@ -315,22 +268,23 @@ static int64_t cfg_i64(const ir_module *m, const char *key) { return ir_config_i
 /* The two whole-step regions, checked against what the module needs and
  * added to it[]: the optimizer state, and the collectives' send area
  * followed by their receive area.  Returns how many were added. */
-static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it)
-{
+static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it) {
     const ir_module *m = c->m;
     int n = 0;
     int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);
     int64_t need[3] = {ir_mem_opt_bytes(m, t), comm[0] + comm[1], ir_mem_host_stage_bytes(m, t)};
-    int64_t roff[3] = {cfg_i64(m, "mem.opt_offset"), cfg_i64(m, "mem.comm_offset"), cfg_i64(m, "mem.host_stage_offset")};
-    int64_t rbytes[3] = {cfg_i64(m, "mem.opt_bytes"), -1, ir_config_get(m, "mem.host_stage_bytes") ?
-                         cfg_i64(m, "mem.host_stage_bytes") : 0};
+    int64_t roff[3] = {cfg_i64(m, "mem.opt_offset"), cfg_i64(m, "mem.comm_offset"),
+                       cfg_i64(m, "mem.host_stage_offset")};
+    int64_t rbytes[3] = {cfg_i64(m, "mem.opt_bytes"), -1,
+                         ir_config_get(m, "mem.host_stage_bytes") ? cfg_i64(m, "mem.host_stage_bytes") : 0};
     int host[3] = {ir_mem_opt_on_host(m), 0, 1};
     int64_t b0 = cfg_i64(m, "mem.comm_bytes0"), b1 = cfg_i64(m, "mem.comm_bytes1");
     if (b0 < comm[0] || b1 < comm[1])
-        ir_verr(c, sup_noloc(), "memory plan: the collectives need %lld + %lld staging bytes, the plan gives "
-                "%lld + %lld (mem.comm_bytes0/1)", (long long)comm[0], (long long)comm[1], (long long)b0,
-                (long long)b1);
+        ir_verr(c, sup_noloc(),
+                "memory plan: the collectives need %lld + %lld staging bytes, the plan gives "
+                "%lld + %lld (mem.comm_bytes0/1)",
+                (long long)comm[0], (long long)comm[1], (long long)b0, (long long)b1);
     else
         rbytes[1] = b0 > INT64_MAX - b1 ? INT64_MAX : b0 + b1;
     for (int r = 0; r < 3; r++) {
@@ -350,15 +304,12 @@ static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it)
 /* Every buffer placed, aligned, inside the arena, and no two buffers whose
  * live ranges meet share a byte.  Items sorted by offset; each is compared
  * with the later ones that start before it ends. */
-void ir_verify_mem(ir_vctx *c)
-{
+void ir_verify_mem(ir_vctx *c) {
     const ir_module *m = c->m;
     bool any = false;
-    for (int v = 0; v < m->nvalues && !any; v++)
-        any = m->values[v].mem_off >= 0;
+    for (int v = 0; v < m->nvalues && !any; v++) any = m->values[v].mem_off >= 0;
     if (!ir_mem_planned(m)) {
-        if (any)
-            ir_verr(c, sup_noloc(), "memory plan: values are placed but config mem.peak is missing");
+        if (any) ir_verr(c, sup_noloc(), "memory plan: values are placed but config mem.peak is missing");
         return;
     }
     ir_mem_target t;
@@ -367,7 +318,8 @@ void ir_verify_mem(ir_vctx *c)
                 ir_config_get(m, "mem.target"));
         return;
     }
-    int64_t peak = cfg_i64(m, "mem.peak"), host_peak = ir_config_get(m, "mem.host_peak") ? cfg_i64(m, "mem.host_peak") : 0;
+    int64_t peak = cfg_i64(m, "mem.peak"),
+            host_peak = ir_config_get(m, "mem.host_peak") ? cfg_i64(m, "mem.host_peak") : 0;
     if (peak < 0 || host_peak < 0) {
         const char *k = peak < 0 ? "mem.peak" : "mem.host_peak";
         ir_verr(c, sup_noloc(), "memory plan: %s must be a byte count, found '%s'", k, ir_config_get(m, k));
@@ -380,8 +332,7 @@ void ir_verify_mem(ir_vctx *c)
     int n = mem_regions(c, t, it);
     for (int v = 0; v < m->nvalues; v++) {
         const ir_value *val = &m->values[v];
-        if (!ir_mem_has_buffer(m, v))
-            continue;
+        if (!ir_mem_has_buffer(m, v)) continue;
         int64_t bytes = ir_mem_value_bytes(m, v, t);
         if (val->mem_off < 0) {
             ir_verr(c, val->loc, "memory plan: %%%s has no arena offset", val->name);
@@ -403,14 +354,12 @@ void ir_verify_mem(ir_vctx *c)
                     it[i].host ? "host " : "", (long long)top, it[i].host ? "mem.host_peak" : "mem.peak");
         int64_t stop = it[i].bytes < 0 || it[i].off > INT64_MAX - it[i].bytes ? INT64_MAX : it[i].off + it[i].bytes;
         for (int j = i + 1; j < n && it[j].host == it[i].host && it[j].off < stop; j++) {
-            if (it[j].start > it[i].end || it[i].start > it[j].end)
-                continue;
+            if (it[j].start > it[i].end || it[i].start > it[j].end) continue;
             int lo = it[i].start > it[j].start ? it[i].start : it[j].start;
             ir_verr(c, it[j].v >= 0 ? m->values[it[j].v].loc : loc,
                     "memory plan: %s [%lld, +%lld) and %s [%lld, +%lld) overlap while both are live (op %d)",
                     item_name(m, &it[i], a, sizeof a), (long long)it[i].off, (long long)it[i].bytes,
-                    item_name(m, &it[j], b, sizeof b), (long long)it[j].off, (long long)it[j].bytes,
-                    lo < 0 ? 0 : lo);
+                    item_name(m, &it[j], b, sizeof b), (long long)it[j].off, (long long)it[j].bytes, lo < 0 ? 0 : lo);
         }
     }
     free(it);

@@ -23,7 +23,7 @@
 #include <string.h>
 
 typedef struct mp_item {
-    int v;          /* value index, -1 optimizer state, -2 collective staging, -3 host staging */
+    int v; /* value index, -1 optimizer state, -2 collective staging, -3 host staging */
     int64_t bytes, off;
     int start, end; /* live over ops [start, end] */
     int host;       /* 1: in the host arena (ir_mem_on_host) */
@@ -31,18 +31,13 @@ typedef struct mp_item {
 
 /* The device arena's items, then the host arena's; in each, the order of
  * placement. */
-static int mp_order(const void *a, const void *b)
-{
+static int mp_order(const void *a, const void *b) {
     const mp_item *x = a, *y = b;
-    if (x->host != y->host)
-        return x->host - y->host;
+    if (x->host != y->host) return x->host - y->host;
     bool px = x->start < 0, py = y->start < 0;
-    if (px != py)
-        return px ? -1 : 1;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
+    if (px != py) return px ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
     return x->v < y->v ? -1 : x->v > y->v;
 }
 
@@ -72,10 +67,10 @@ typedef struct mp_set {
 } mp_set;
 
 typedef struct mp_index {
-    int size;     /* leaves: a power of two >= op positions -1 .. nops */
-    mp_set *own;  /* per node: buffers whose lifetime covers the node's range exactly */
-    mp_set *sub;  /* per node: every buffer recorded at the node or below */
-    int *seen;    /* per node: the last walk that visited it */
+    int size;    /* leaves: a power of two >= op positions -1 .. nops */
+    mp_set *own; /* per node: buffers whose lifetime covers the node's range exactly */
+    mp_set *sub; /* per node: every buffer recorded at the node or below */
+    int *seen;   /* per node: the last walk that visited it */
     int walk;
     mp_range *buf, *tmp; /* a lookup's ranges, gathered; room to merge them */
     int nbuf, capbuf;
@@ -84,8 +79,7 @@ typedef struct mp_index {
 } mp_index;
 
 /* Adds [lo, hi) to s, merging the ranges it overlaps or touches. */
-static void mp_set_add(mp_set *s, int64_t lo, int64_t hi)
-{
+static void mp_set_add(mp_set *s, int64_t lo, int64_t hi) {
     int a = 0, b = s->n;
     while (a < b) { /* the first range ending at or after lo */
         int mid = a + (b - a) / 2;
@@ -114,11 +108,9 @@ static void mp_set_add(mp_set *s, int64_t lo, int64_t hi)
     s->r[a] = (mp_range){lo, hi};
 }
 
-static void mp_index_init(mp_index *x, int nops)
-{
+static void mp_index_init(mp_index *x, int nops) {
     x->size = 1;
-    while (x->size < nops + 2)
-        x->size *= 2;
+    while (x->size < nops + 2) x->size *= 2;
     x->own = sup_xcalloc((size_t)x->size * 2, sizeof *x->own);
     x->sub = sup_xcalloc((size_t)x->size * 2, sizeof *x->sub);
     x->seen = sup_xcalloc((size_t)x->size * 2, sizeof *x->seen);
@@ -130,8 +122,7 @@ static void mp_index_init(mp_index *x, int nops)
     x->nruns = 0;
 }
 
-static void mp_index_free(mp_index *x)
-{
+static void mp_index_free(mp_index *x) {
     for (int i = 0; i < 2 * x->size; i++) {
         free(x->own[i].r);
         free(x->sub[i].r);
@@ -148,15 +139,13 @@ static void mp_index_free(mp_index *x)
  * [start, end] exactly (covering = true) and, once each, for their
  * ancestors (false). */
 static void mp_index_walk(mp_index *x, int start, int end, void (*visit)(mp_index *, int, bool, const mp_range *),
-                          const mp_range *r)
-{
+                          const mp_range *r) {
     int lo = start + 1 + x->size, hi = end + 2 + x->size; /* positions shifted by one, [lo, hi) */
     x->walk++;
     for (int l = lo, h = hi; l < h; l >>= 1, h >>= 1) {
         int cover[2] = {l & 1 ? l++ : 0, h & 1 ? --h : 0};
         for (int k = 0; k < 2; k++) {
-            if (!cover[k])
-                continue;
+            if (!cover[k]) continue;
             visit(x, cover[k], true, r);
             x->seen[cover[k]] = x->walk;
             for (int a = cover[k] >> 1; a >= 1 && x->seen[a] != x->walk; a >>= 1) {
@@ -167,19 +156,15 @@ static void mp_index_walk(mp_index *x, int start, int end, void (*visit)(mp_inde
     }
 }
 
-static void mp_record(mp_index *x, int node, bool covering, const mp_range *r)
-{
-    if (covering)
-        mp_set_add(&x->own[node], r->lo, r->hi);
+static void mp_record(mp_index *x, int node, bool covering, const mp_range *r) {
+    if (covering) mp_set_add(&x->own[node], r->lo, r->hi);
     mp_set_add(&x->sub[node], r->lo, r->hi);
 }
 
-static void mp_gather(mp_index *x, int node, bool covering, const mp_range *r)
-{
+static void mp_gather(mp_index *x, int node, bool covering, const mp_range *r) {
     (void)r;
     const mp_set *s = covering ? &x->sub[node] : &x->own[node];
-    if (s->n == 0)
-        return;
+    if (s->n == 0) return;
     if (x->nbuf + s->n > x->capbuf) {
         x->capbuf = 2 * (x->nbuf + s->n);
         x->buf = sup_xrealloc(x->buf, sizeof *x->buf * (size_t)x->capbuf);
@@ -195,22 +180,17 @@ static void mp_gather(mp_index *x, int node, bool covering, const mp_range *r)
 }
 
 /* Merges the sorted runs a[0..na) and b[0..nb) into out, by offset. */
-static void mp_merge2(const mp_range *a, int na, const mp_range *b, int nb, mp_range *out)
-{
+static void mp_merge2(const mp_range *a, int na, const mp_range *b, int nb, mp_range *out) {
     int i = 0, j = 0, k = 0;
-    while (i < na && j < nb)
-        out[k++] = b[j].lo < a[i].lo ? b[j++] : a[i++];
-    while (i < na)
-        out[k++] = a[i++];
-    while (j < nb)
-        out[k++] = b[j++];
+    while (i < na && j < nb) out[k++] = b[j].lo < a[i].lo ? b[j++] : a[i++];
+    while (i < na) out[k++] = a[i++];
+    while (j < nb) out[k++] = b[j++];
 }
 
 /* Sorts a lookup's ranges by offset: they come as one sorted run per set
  * (run r is buf[runs[r] .. runs[r+1])), merged pairwise, log(sets) passes
  * over them.  Returns the sorted array (buf or tmp). */
-static mp_range *mp_sort_runs(mp_index *x)
-{
+static mp_range *mp_sort_runs(mp_index *x) {
     mp_range *src = x->buf, *dst = x->tmp;
     int nr = x->nruns;
     while (nr > 1) {
@@ -230,8 +210,7 @@ static mp_range *mp_sort_runs(mp_index *x)
 
 /* Places it against the buffers recorded in x: the smallest hole of their
  * union that holds it (the lowest such), else the union's top. */
-static void mp_place(mp_index *x, mp_item *it)
-{
+static void mp_place(mp_index *x, mp_item *it) {
     x->nbuf = x->nruns = 0;
     mp_index_walk(x, it->start, it->end, mp_gather, NULL);
     x->runs[x->nruns] = x->nbuf;
@@ -240,21 +219,17 @@ static void mp_place(mp_index *x, mp_item *it)
     for (int j = 0; j < x->nbuf; j++) {
         if (r[j].lo > at) {
             int64_t gap = r[j].lo - at;
-            if (gap >= it->bytes && gap < best_gap)
-                best = at, best_gap = gap;
+            if (gap >= it->bytes && gap < best_gap) best = at, best_gap = gap;
         }
-        if (r[j].hi > at)
-            at = r[j].hi;
+        if (r[j].hi > at) at = r[j].hi;
     }
     it->off = best >= 0 ? best : at;
-    if (it->bytes > 0)
-        mp_index_walk(x, it->start, it->end, mp_record, &(mp_range){it->off, it->off + it->bytes});
+    if (it->bytes > 0) mp_index_walk(x, it->start, it->end, mp_record, &(mp_range){it->off, it->off + it->bytes});
 }
 
 /* Live bytes per category at each op; returns the op with the largest sum
  * (-1: before the first op, when there are none). */
-static int mp_peak_op(const ir_module *m, const mp_item *items, int n, int64_t *best_sum)
-{
+static int mp_peak_op(const ir_module *m, const mp_item *items, int n, int64_t *best_sum) {
     int best = -1;
     *best_sum = -1;
     int64_t *delta = sup_xcalloc((size_t)m->nops + 3, sizeof *delta);
@@ -265,25 +240,21 @@ static int mp_peak_op(const ir_module *m, const mp_item *items, int n, int64_t *
     int64_t live = 0;
     for (int i = -1; i <= m->nops; i++) {
         live += delta[i + 1];
-        if (i >= 0 && i < m->nops && live > *best_sum)
-            *best_sum = live, best = i;
+        if (i >= 0 && i < m->nops && live > *best_sum) *best_sum = live, best = i;
     }
-    if (best < 0)
-        *best_sum = live;
+    if (best < 0) *best_sum = live;
     free(delta);
     return best;
 }
 
-static bool mp_fail_overflow(const char *what)
-{
+static bool mp_fail_overflow(const char *what) {
     sup_error(sup_noloc(), "memory plan: the size of %s overflows 64 bits; the module cannot be planned", what);
     return false;
 }
 
 /* Places items[0..n) (one arena's, in placement order) with best fit;
  * returns the arena's size, -1 on overflow (reported). */
-static int64_t mp_place_all(const ir_module *m, mp_item *items, int n, int64_t *naive)
-{
+static int64_t mp_place_all(const ir_module *m, mp_item *items, int n, int64_t *naive) {
     int64_t peak = 0;
     *naive = 0;
     mp_index x;
@@ -295,15 +266,13 @@ static int64_t mp_place_all(const ir_module *m, mp_item *items, int n, int64_t *
             peak = -1;
         } else if (items[k].off + items[k].bytes > peak)
             peak = items[k].off + items[k].bytes;
-        if (peak >= 0)
-            *naive += items[k].bytes;
+        if (peak >= 0) *naive += items[k].bytes;
     }
     mp_index_free(&x);
     return peak;
 }
 
-bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
-{
+bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st) {
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
@@ -318,8 +287,7 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
         ok = mp_fail_overflow(opt_bytes < 0 ? "the optimizer state" : "a collective's staging area");
     for (int v = 0; ok && v < m->nvalues; v++) {
         m->values[v].mem_off = -1;
-        if (start[v] == -2)
-            continue;
+        if (start[v] == -2) continue;
         int64_t b = ir_mem_value_bytes(m, v, t);
         if (b < 0) {
             char what[IR_NAME_MAX + 8];
@@ -331,11 +299,9 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
     if (ok) {
         items[n++] = (mp_item){-1, opt_bytes, 0, -1, m->nops, opt_host};
         items[n++] = (mp_item){-2, comm[0] + comm[1], 0, -1, m->nops, 0};
-        if (stage_bytes > 0)
-            items[n++] = (mp_item){-3, stage_bytes, 0, -1, m->nops, 1};
+        if (stage_bytes > 0) items[n++] = (mp_item){-3, stage_bytes, 0, -1, m->nops, 1};
     }
-    for (int k = 0; k < n; k++)
-        nhost += items[k].host;
+    for (int k = 0; k < n; k++) nhost += items[k].host;
     int64_t peak = 0, host_peak = 0, naive = 0, host_naive = 0;
     int ndev = n - nhost;
     if (ok) {
@@ -382,8 +348,7 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st)
             ir_config_remove(m, "mem.host_stage_offset");
             ir_config_remove(m, "mem.host_stage_bytes");
         }
-        if (st)
-            *st = (ir_mem_stats){peak, live_max, pop, naive, host_peak, host_live_max, host_naive, host_pop};
+        if (st) *st = (ir_mem_stats){peak, live_max, pop, naive, host_peak, host_live_max, host_naive, host_pop};
     }
     free(items);
     free(start);

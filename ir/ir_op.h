@@ -53,24 +53,20 @@ double ir_emit_attr_or_config(ir_emit *e, const char *attr, const char *key);
  * CM_WS_CUDA_*) that the backends index their buffers by; the statistics
  * attention forwards keep for their backwards (the SUMS rows) add up
  * instead.  The array holds CM_WS_CPU_N or CM_WS_CUDA_N entries. */
-static inline void ir_ws_raise(int64_t *slot, int64_t b)
-{
-    if (b > *slot)
-        *slot = b;
+static inline void ir_ws_raise(int64_t *slot, int64_t b) {
+    if (b > *slot) *slot = b;
 }
 
 /* n * k, or -1 on overflow (n, k >= 0). */
 static inline int64_t ir_mem_mul(int64_t n, int64_t k) { return k != 0 && n > INT64_MAX / k ? -1 : n * k; }
 
 /* Elements value v holds on one rank (the largest share when uneven). */
-static inline int64_t ir_op_local_elems(const ir_module *m, int v)
-{
+static inline int64_t ir_op_local_elems(const ir_module *m, int v) {
     return ir_type_local_elems(m, &m->values[v].type);
 }
 
 /* Rows of x [.., D]: every local dim but the last. */
-static inline int64_t ir_op_rows_of(const ir_module *m, int v)
-{
+static inline int64_t ir_op_rows_of(const ir_module *m, int v) {
     const ir_type *x = &m->values[v].type;
     return x->rank > 0 ? ir_type_local_elems(m, x) / x->dims[x->rank - 1] : 1;
 }

@@ -11,10 +11,8 @@
 /* q [B,S,H,Dh], k and v [B,S,Hk,Dh] alike: rank 4, dims 0, 1, 3 equal and
  * H a multiple of Hk (attention and ring_attention).  False when a rank is
  * wrong (reported). */
-static bool check_qkv_shapes(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
-{
-    if (!ir_vwant_rank(c, q, 4, "[B,S,H,Dh]") || !ir_vwant_rank(c, k, 4, "[B,S,Hk,Dh]"))
-        return false;
+static bool check_qkv_shapes(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v) {
+    if (!ir_vwant_rank(c, q, 4, "[B,S,H,Dh]") || !ir_vwant_rank(c, k, 4, "[B,S,Hk,Dh]")) return false;
     ir_vsame_type(c, k, v);
     char what[128], d[96];
     static const int same_dims[] = {0, 1, 3};
@@ -29,10 +27,8 @@ static bool check_qkv_shapes(ir_vctx *c, const ir_value *q, const ir_value *k, c
 }
 
 /* attention(q, k, v): [B,S,H,Dh] / [B,S,Hk,Dh], whole sequence, H % Hk == 0. */
-static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v)
-{
-    if (!check_qkv_shapes(c, q, k, v))
-        return;
+static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k, const ir_value *v) {
+    if (!check_qkv_shapes(c, q, k, v)) return;
     const char *why = " (attention needs the whole sequence: an all_to_all must trade the sequence shard for "
                       "a head shard first)";
     ir_vwant_shard(c, q, 1, -1, why);
@@ -48,21 +44,20 @@ static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k,
         ir_verr(c, sup_noloc(), "%%%s and %%%s must both split the heads evenly or both unevenly (units %lld and %lld)",
                 q->name, k->name, (long long)uq, (long long)uk);
     else if (uq != 0 && uq * k->type.dims[2] != uk * q->type.dims[2])
-        ir_verr(c, sup_noloc(), "%%%s splits its %lld heads in units of %lld, but %%%s splits its %lld heads in units "
-                "of %lld: the units must hold matching q and kv heads (unit ratio = head ratio)", q->name,
-                (long long)q->type.dims[2], (long long)uq, k->name, (long long)k->type.dims[2], (long long)uk);
+        ir_verr(c, sup_noloc(),
+                "%%%s splits its %lld heads in units of %lld, but %%%s splits its %lld heads in units "
+                "of %lld: the units must hold matching q and kv heads (unit ratio = head ratio)",
+                q->name, (long long)q->type.dims[2], (long long)uq, k->name, (long long)k->type.dims[2], (long long)uk);
 }
 
-static void verify_attention(ir_vctx *c, const ir_op *op)
-{
+static void verify_attention(ir_vctx *c, const ir_op *op) {
     const ir_value *q = ir_vv(c, op->in[0]);
     check_attention_in(c, q, ir_vv(c, op->in[1]), ir_vv(c, op->in[2]));
     ir_vsame_type(c, q, ir_vv(c, op->out[0]));
 }
 
 /* attention_bwd(do, q, k, v, o) -> (dq, dk, dv) */
-static void verify_attention_bwd(ir_vctx *c, const ir_op *op)
-{
+static void verify_attention_bwd(ir_vctx *c, const ir_op *op) {
     const ir_value *q = ir_vv(c, op->in[1]), *k = ir_vv(c, op->in[2]), *v = ir_vv(c, op->in[3]);
     check_attention_in(c, q, k, v);
     ir_vsame_type(c, q, ir_vv(c, op->in[0]));
@@ -75,15 +70,13 @@ static void verify_attention_bwd(ir_vctx *c, const ir_op *op)
 /* ring_attention(q, k, v) -> (o, lse): attention's shapes, but the sequence
  * dim of every operand is sharded by the op's group (the ring), and the
  * heads split evenly. */
-static bool check_ring_in(ir_vctx *c, const ir_op *op, const ir_value *q, const ir_value *k, const ir_value *v)
-{
+static bool check_ring_in(ir_vctx *c, const ir_op *op, const ir_value *q, const ir_value *k, const ir_value *v) {
     int g = ir_op_group(op);
     if (g < 0 || g >= c->m->ngroups) {
         ir_verr(c, sup_noloc(), "needs a 'group = @G' attribute naming the ring");
         return false;
     }
-    if (!check_qkv_shapes(c, q, k, v))
-        return false;
+    if (!check_qkv_shapes(c, q, k, v)) return false;
     const char *why = " (ring attention: each rank holds its slice of the sequence)";
     ir_vwant_shard(c, q, 1, g, why);
     ir_vwant_shard(c, k, 1, g, why);
@@ -95,10 +88,8 @@ static bool check_ring_in(ir_vctx *c, const ir_op *op, const ir_value *q, const 
 }
 
 /* lse f32 [B,S,H], laid out like q's first three dims. */
-static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse)
-{
-    if (!ir_vwant_rank(c, lse, 3, "[B,S,H]"))
-        return;
+static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse) {
+    if (!ir_vwant_rank(c, lse, 3, "[B,S,H]")) return;
     ir_vwant_dtype(c, lse, IR_F32);
     char what[128], d[96];
     for (int i = 0; i < 3; i++) {
@@ -108,11 +99,9 @@ static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse)
     }
 }
 
-static void check_ring_attention(ir_vctx *c, const ir_op *op, bool bwd)
-{
+static void check_ring_attention(ir_vctx *c, const ir_op *op, bool bwd) {
     const ir_value *q = ir_vv(c, op->in[bwd]), *k = ir_vv(c, op->in[bwd + 1]), *v = ir_vv(c, op->in[bwd + 2]);
-    if (!check_ring_in(c, op, q, k, v))
-        return;
+    if (!check_ring_in(c, op, q, k, v)) return;
     if (!bwd) {
         ir_vsame_type(c, q, ir_vv(c, op->out[0]));
         check_lse(c, q, ir_vv(c, op->out[1]));
@@ -140,15 +129,12 @@ static void verify_ring_attention_bwd(ir_vctx *c, const ir_op *op) { check_ring_
  * (runtime/cpu/rt_kernels.c), kept per output slot outside the arena: at
  * most one per attention forward op, so the sum over the forwards bounds
  * them. */
-static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
-{
+static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd) {
     const ir_type *q = &m->values[op->in[bwd]].type;
     int64_t nr = q->rank == 4 ? ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2) : 0;
     if (ir_config_int(m, "documents", 0) == 0) {
-        if (bwd && q->rank == 4)
-            ir_ws_raise(&w[CM_WS_CPU_DSTATS], 8 * q->dims[1]);
-        if (!bwd)
-            w[CM_WS_CPU_LSE] += 4 * nr;
+        if (bwd && q->rank == 4) ir_ws_raise(&w[CM_WS_CPU_DSTATS], 8 * q->dims[1]);
+        if (!bwd) w[CM_WS_CPU_LSE] += 4 * nr;
         return;
     }
     int64_t st = (bwd ? 8 : 4) * nr, ps = q->rank == 4 ? 8 * q->dims[1] : 0;
@@ -156,13 +142,11 @@ static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t
     ir_ws_raise(&w[CM_WS_CPU_DPOS], ps);
 }
 
-static void ws_cpu_attention(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cpu_attention(const ir_module *m, const ir_op *op, int64_t *w) {
     ws_cpu_attention_common(m, op, w, false);
 }
 
-static void ws_cpu_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cpu_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w) {
     ws_cpu_attention_common(m, op, w, true);
 }
 
@@ -172,8 +156,7 @@ static void ws_cpu_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w
  * and 1 MiB).  cuda_cudnn_ws_bound in runtime/cuda/rt_attn_cudnn.c: the
  * runtime passes over engine configurations that need more, so this stays
  * an upper bound. */
-static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh)
-{
+static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh) {
     int64_t rows = b * S * H, acc = 4 * rows * Dh;
     return acc + (acc + 8 * rows + ((int64_t)1 << 20));
 }
@@ -186,47 +169,39 @@ static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh)
  * and the fp32 softmax statistics [b,H,S] each forward leaves for its
  * backward, kept per output slot (at most one per attention forward op, so
  * the sum over the forwards bounds them; they live outside the arena). */
-static void ws_cuda_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd)
-{
+static void ws_cuda_attention_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     const ir_type *q = &m->values[op->in[bwd]].type, *k = &m->values[op->in[bwd + 1]].type;
-    if (q->rank != 4 || k->rank != 4)
-        return;
+    if (q->rank != 4 || k->rank != 4) return;
     int64_t b = ir_type_max_local_dim(m, q, 0), S = q->dims[1];
     int64_t nr = b * S * ir_type_max_local_dim(m, q, 2), nq = nr * q->dims[3];
     int64_t nkv = b * S * ir_type_max_local_dim(m, k, 2) * k->dims[3];
     if (!docs) {
-        if (bwd)
-            ir_ws_raise(&w[CM_WS_CUDA_ATTN], 8 * nr);
+        if (bwd) ir_ws_raise(&w[CM_WS_CUDA_ATTN], 8 * nr);
         ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(b, S, ir_type_max_local_dim(m, q, 2), q->dims[3]));
-        if (!bwd)
-            w[CM_WS_CUDA_CUDNN_STATS] += 4 * nr;
+        if (!bwd) w[CM_WS_CUDA_CUDNN_STATS] += 4 * nr;
         return;
     }
     ir_ws_raise(&w[CM_WS_CUDA_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
     ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * S + 4 * b * S);
 }
 
-static void ws_cuda_attention(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_attention(const ir_module *m, const ir_op *op, int64_t *w) {
     ws_cuda_attention_common(m, op, w, false);
 }
 
-static void ws_cuda_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w) {
     ws_cuda_attention_common(m, op, w, true);
 }
 
 /* The CPU ring (runtime/cpu/rt_ring.c) stages two (k, v) blocks: the one in
  * use and the next. */
-static void staging_ring_attention(const ir_module *m, const ir_op *op, int64_t e[2])
-{
+static void staging_ring_attention(const ir_module *m, const ir_op *op, int64_t e[2]) {
     e[0] = 2 * (ir_op_local_elems(m, op->in[1]) + ir_op_local_elems(m, op->in[2]));
 }
 
 /* Backward: two (k, v) and two (dk, dv) blocks, and D. */
-static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t e[2])
-{
+static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t e[2]) {
     int64_t kv = ir_op_local_elems(m, op->in[2]) + ir_op_local_elems(m, op->in[3]);
     e[0] = 2 * kv;
     e[1] = 2 * kv + ir_op_local_elems(m, op->in[5]);
@@ -235,38 +210,34 @@ static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
 /* The CUDA ring: an fp32 running output and two bf16 (k, v) blocks; the
  * zig-zag positions; with documents every ring position's ids (the rows'
  * whole sequence). */
-static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     ir_ws_raise(&w[CM_WS_CUDA_RING], 4 * ir_op_local_elems(m, op->in[0]) + 8 * ir_op_local_elems(m, op->in[1]) + 256);
     ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
     if (docs)
-        ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
-                                       ir_config_int(m, "seq_len", 0));
+        ir_ws_raise(&w[CM_WS_CUDA_DOC],
+                    4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) * ir_config_int(m, "seq_len", 0));
 }
 
 /* Backward: D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks. */
-static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     int64_t nkv = ir_op_local_elems(m, op->in[2]);
-    ir_ws_raise(&w[CM_WS_CUDA_RING], 4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) +
-                                    24 * nkv + 256);
+    ir_ws_raise(&w[CM_WS_CUDA_RING],
+                4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) + 24 * nkv + 256);
     ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
     if (docs)
-        ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *
-                                       ir_config_int(m, "seq_len", 0));
+        ir_ws_raise(&w[CM_WS_CUDA_DOC],
+                    4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) * ir_config_int(m, "seq_len", 0));
 }
 
 /* ---- work (the cost model's inputs) --------------------------------------------- */
 
 /* Causal attention on q [b,S,H,Dh]: QK^T and PV are 2·b·H·S²·Dh each;
  * the causal mask halves both: 2·b·H·S²·Dh in all. */
-static double attention_flops(const ir_module *m, int q)
-{
+static double attention_flops(const ir_module *m, int q) {
     const ir_type *t = &m->values[q].type;
-    if (t->rank < 4)
-        return 0;
+    if (t->rank < 4) return 0;
     double b = (double)ir_type_max_local_dim(m, t, 0), S = (double)ir_type_max_local_dim(m, t, 1);
     double H = (double)ir_type_max_local_dim(m, t, 2), Dh = (double)ir_type_max_local_dim(m, t, 3);
     return 2 * b * H * S * S * Dh;
@@ -274,22 +245,21 @@ static double attention_flops(const ir_module *m, int q)
 
 /* The softmax exponentiates every score (again in the backward, which
  * recomputes it): 2·b·H·S²·Dh FLOPs over the causal half, b·H·S²/2 scores. */
-static double attention_exps(const ir_module *m, int q, double flops)
-{
+static double attention_exps(const ir_module *m, int q, double flops) {
     const ir_type *t = &m->values[q].type;
     double Dh = t->rank >= 4 ? (double)ir_type_max_local_dim(m, t, 3) : 0;
     return Dh > 0 ? flops / (4 * Dh) : 0;
 }
 
-static ir_op_work work_attention(const ir_module *m, const ir_op *op)
-{
-    return (ir_op_work){.flops = attention_flops(m, op->in[0]), .bytes = ir_op_bytes_moved(m, op),
+static ir_op_work work_attention(const ir_module *m, const ir_op *op) {
+    return (ir_op_work){.flops = attention_flops(m, op->in[0]),
+                        .bytes = ir_op_bytes_moved(m, op),
                         .exps = attention_exps(m, op->in[0], attention_flops(m, op->in[0]))};
 }
 
-static ir_op_work work_attention_bwd(const ir_module *m, const ir_op *op)
-{
-    return (ir_op_work){.flops = 2.5 * attention_flops(m, op->in[1]), .bytes = ir_op_bytes_moved(m, op),
+static ir_op_work work_attention_bwd(const ir_module *m, const ir_op *op) {
+    return (ir_op_work){.flops = 2.5 * attention_flops(m, op->in[1]),
+                        .bytes = ir_op_bytes_moved(m, op),
                         .exps = attention_exps(m, op->in[1], attention_flops(m, op->in[1]))};
 }
 
@@ -299,8 +269,7 @@ static ir_op_work work_attention_bwd(const ir_module *m, const ir_op *op)
  * While a block computes, the next (k, v) block travels one hop; the
  * backward also hands the (dk, dv) accumulators on after each block, and
  * the next block waits for them (both runtimes keep them in fp32). */
-static ir_op_work work_ring_common(const ir_module *m, const ir_op *op, bool bwd)
-{
+static ir_op_work work_ring_common(const ir_module *m, const ir_op *op, bool bwd) {
     int gi = ir_op_group(op);
     int R = gi >= 0 && gi < m->ngroups && m->groups[gi].set_size > 0 ? m->groups[gi].set_size : 1;
     int q = op->in[bwd ? 1 : 0], k = op->in[bwd ? 2 : 1], v = op->in[bwd ? 3 : 2];
@@ -310,8 +279,8 @@ static ir_op_work work_ring_common(const ir_module *m, const ir_op *op, bool bwd
     w.hop_bytes = ir_op_local_bytes(m, k) + ir_op_local_bytes(m, v);
     w.tail_hops = bwd;
     if (bwd)
-        w.tail_bytes = 4.0 * (double)(ir_type_local_elems(m, &m->values[k].type) +
-                                      ir_type_local_elems(m, &m->values[v].type));
+        w.tail_bytes =
+            4.0 * (double)(ir_type_local_elems(m, &m->values[k].type) + ir_type_local_elems(m, &m->values[v].type));
     return w;
 }
 
@@ -322,8 +291,7 @@ static ir_op_work work_ring_bwd(const ir_module *m, const ir_op *op) { return wo
 
 /* attention(q, k, v) -> o ; attention_bwd(do, q, k, v, o) -> dq, dk, dv.
  * The kernel is causal over the whole sequence: dim 1 must be whole. */
-static void emit_attention_common(ir_emit *e, bool bwd)
-{
+static void emit_attention_common(ir_emit *e, bool bwd) {
     const ir_value *q = ir_emit_in(e, bwd ? 1 : 0), *k = ir_emit_in(e, bwd ? 2 : 1);
     if (ir_attr_int(e->op, "causal", 1) != 1) {
         ir_emit_fail(e, "only causal attention (causal = 1) has a runtime kernel");
@@ -337,7 +305,7 @@ static void emit_attention_common(ir_emit *e, bool bwd)
     bool uneven = q->type.unit[2] != 0 || k->type.unit[2] != 0;
     if (uneven && (q->type.unit[2] < 1 || k->type.unit[2] < 1 || q->type.unit[2] % k->type.unit[2])) {
         ir_emit_fail(e, "uneven head units %" PRId64 " (q) and %" PRId64 " (kv) do not group q heads by kv head",
-                q->type.unit[2], k->type.unit[2]);
+                     q->type.unit[2], k->type.unit[2]);
         return;
     }
     if (!uneven && H % Hkv) {
@@ -366,8 +334,7 @@ static void emit_attention_bwd(ir_emit *e) { emit_attention_common(e, true); }
 
 /* ring_attention(q, k, v) -> o, lse ; ring_attention_bwd(do, q, k, v, o,
  * lse) -> dq, dk, dv.  Local sizes: this rank's slice of the sequence. */
-static void emit_ring_attention_common(ir_emit *e, bool bwd)
-{
+static void emit_ring_attention_common(ir_emit *e, bool bwd) {
     const ir_value *q = ir_emit_in(e, bwd ? 1 : 0), *k = ir_emit_in(e, bwd ? 2 : 1);
     int g = ir_op_group(e->op);
     if (g < 0 || !ir_emit_rank(e, q, 4) || !ir_emit_rank(e, k, 4) || !ir_emit_whole(e, q, 3, 4, "the head dim")) return;
@@ -400,7 +367,12 @@ static void emit_ring_attention_bwd(ir_emit *e) { emit_ring_attention_common(e, 
 
 /* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] ; causal */
 const ir_op_desc ir_op_attention = {
-    .name = "attention", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
+    .name = "attention",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_attention,
     .ws_cpu = ws_cpu_attention,
     .ws_cuda = ws_cuda_attention,
@@ -412,7 +384,12 @@ const ir_op_desc ir_op_attention = {
 
 /* do, q, k, v, o -> dq, dk, dv */
 const ir_op_desc ir_op_attention_bwd = {
-    .name = "attention_bwd", .kind = IR_K_COMPUTE, .min_in = 5, .max_in = 5, .min_out = 3, .max_out = 3,
+    .name = "attention_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 5,
+    .max_in = 5,
+    .min_out = 3,
+    .max_out = 3,
     .verify = verify_attention_bwd,
     .ws_cpu = ws_cpu_attention_bwd,
     .ws_cuda = ws_cuda_attention_bwd,
@@ -429,7 +406,12 @@ const ir_op_desc ir_op_attention_bwd = {
  * (config seq_ring = R: the zig-zag order).  The kv blocks travel around
  * the ring inside the op, each step one paired send and receive. */
 const ir_op_desc ir_op_ring_attention = {
-    .name = "ring_attention", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
+    .name = "ring_attention",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 2,
+    .max_out = 2,
     .verify = verify_ring_attention,
     .f32_outs = 1u << 1 /* lse: the backward exponentiates against it */,
     .staging = staging_ring_attention,
@@ -443,7 +425,12 @@ const ir_op_desc ir_op_ring_attention = {
 
 /* do, q, k, v, o, lse -> dq, dk, dv; (k, v, dk, dv) travel around the ring */
 const ir_op_desc ir_op_ring_attention_bwd = {
-    .name = "ring_attention_bwd", .kind = IR_K_COMPUTE, .min_in = 6, .max_in = 6, .min_out = 3, .max_out = 3,
+    .name = "ring_attention_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 6,
+    .max_in = 6,
+    .min_out = 3,
+    .max_out = 3,
     .verify = verify_ring_attention_bwd,
     .staging = staging_ring_attention_bwd,
     .ws_cuda = ws_cuda_ring_attention_bwd,

@@ -7,8 +7,7 @@
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* An integer attr in [0, rank); -1 (reported) when missing or out of range. */
-static int dim_attr(ir_vctx *c, const ir_op *op, const char *key, int rank)
-{
+static int dim_attr(ir_vctx *c, const ir_op *op, const char *key, int rank) {
     const ir_attr *a = ir_attr_get(op, key);
     if (!a || a->kind != IR_A_INT) {
         ir_verr(c, sup_noloc(), "needs an integer '%s' attribute", key);
@@ -22,11 +21,9 @@ static int dim_attr(ir_vctx *c, const ir_op *op, const char *key, int rank)
 }
 
 /* fanout / fanin: integer >= 1, default 1. */
-static int64_t factor_attr(ir_vctx *c, const ir_op *op, const char *key)
-{
+static int64_t factor_attr(ir_vctx *c, const ir_op *op, const char *key) {
     const ir_attr *a = ir_attr_get(op, key);
-    if (!a)
-        return 1;
+    if (!a) return 1;
     if (a->kind != IR_A_INT || a->i < 1) {
         ir_verr(c, sup_noloc(), "'%s' must be an integer of at least 1", key);
         return 1;
@@ -35,10 +32,8 @@ static int64_t factor_attr(ir_vctx *c, const ir_op *op, const char *key)
 }
 
 /* Same dtype and rank; false (reported) otherwise. */
-static bool same_kind(ir_vctx *c, const ir_value *x, const ir_value *y)
-{
-    if (x->type.dtype == y->type.dtype && x->type.rank == y->type.rank)
-        return true;
+static bool same_kind(ir_vctx *c, const ir_value *x, const ir_value *y) {
+    if (x->type.dtype == y->type.dtype && x->type.rank == y->type.rank) return true;
     char dx[96], dy[96], tx[IR_TYPE_STR_MAX], ty[IR_TYPE_STR_MAX];
     ir_verr(c, sup_noloc(), "%s (%s) and %s (%s) must have the same element type and rank",
             ir_vdesc(c, x, dx, sizeof dx), ir_vtstr(c, x, tx), ir_vdesc(c, y, dy, sizeof dy), ir_vtstr(c, y, ty));
@@ -46,27 +41,25 @@ static bool same_kind(ir_vctx *c, const ir_value *x, const ir_value *y)
 }
 
 /* Dims other than `a` and `b` are equal in size and layout. */
-static void same_other_dims(ir_vctx *c, const ir_value *x, const ir_value *y, int a, int b)
-{
+static void same_other_dims(ir_vctx *c, const ir_value *x, const ir_value *y, int a, int b) {
     char what[160], d[96];
     for (int i = 0; i < x->type.rank; i++) {
-        if (i == a || i == b)
-            continue;
+        if (i == a || i == b) continue;
         snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, d, sizeof d), i);
         ir_vwant_dim(c, y, i, x->type.dims[i], what);
         ir_vwant_shard(c, y, i, x->type.shard[i], " (a collective changes only the dims it names)");
         if (x->type.unit[i] != y->type.unit[i])
-            ir_verr(c, sup_noloc(), "%s has split unit %lld, but %%%s dim %d has %lld (a collective changes only the "
-                    "dims it names)", what, (long long)x->type.unit[i], y->name, i, (long long)y->type.unit[i]);
+            ir_verr(c, sup_noloc(),
+                    "%s has split unit %lld, but %%%s dim %d has %lld (a collective changes only the "
+                    "dims it names)",
+                    what, (long long)x->type.unit[i], y->name, i, (long long)y->type.unit[i]);
     }
 }
 
 /* big.dims[d] is small.dims[d] or F times it. */
-static void want_ratio(ir_vctx *c, const ir_value *small, const ir_value *big, int d, int64_t f, const char *attr)
-{
+static void want_ratio(ir_vctx *c, const ir_value *small, const ir_value *big, int d, int64_t f, const char *attr) {
     int64_t s = small->type.dims[d], b = big->type.dims[d];
-    if (b == s || (f > 1 && b == f * s))
-        return;
+    if (b == s || (f > 1 && b == f * s)) return;
     char ds[96], db[96];
     if (f > 1)
         ir_verr(c, sup_noloc(), "%s dim %d has size %lld, but must equal %s dim %d (%lld) or %s = %lld times it (%lld)",
@@ -81,29 +74,26 @@ static void want_ratio(ir_vctx *c, const ir_value *small, const ir_value *big, i
  * side `to`: `to` = `from` x g (from = -1: to = g).  For the concat dim from
  * is x's group and to y's; for the split dim, y's and x's (ir/README.md,
  * nested all_to_all). */
-static void want_nested(ir_vctx *c, const ir_value *coarse, const ir_value *fine, int d, int g, bool concat)
-{
+static void want_nested(ir_vctx *c, const ir_value *coarse, const ir_value *fine, int d, int g, bool concat) {
     int outer = coarse->type.shard[d], whole = fine->type.shard[d];
-    if (whole == g && outer == -1)
-        return;
-    if (whole >= 0 && outer >= 0 && ir_group_nested(c->m, whole, outer, g))
-        return;
+    if (whole == g && outer == -1) return;
+    if (whole >= 0 && outer >= 0 && ir_group_nested(c->m, whole, outer, g)) return;
     const ir_value *x = concat ? fine : coarse, *y = concat ? coarse : fine;
     char dx[96], dy[96], sx[80], sy[80];
     const char *gn = ir_vgname(c, g);
-    ir_verr(c, sup_noloc(), "%s dim %d: %s is %s and %s is %s, but an all_to_all over @%s takes it from %s to %s "
+    ir_verr(c, sup_noloc(),
+            "%s dim %d: %s is %s and %s is %s, but an all_to_all over @%s takes it from %s to %s "
             "(or, nested, from %s to %s with G x @%s a product group, ir_group_nested)",
-            concat ? "concat" : "split", d, ir_vdesc(c, x, dx, sizeof dx), ir_vshard_str(c, x->type.shard[d], sx,
-            sizeof sx), ir_vdesc(c, y, dy, sizeof dy), ir_vshard_str(c, y->type.shard[d], sy, sizeof sy), gn,
-            concat ? "sharded by it" : "whole", concat ? "whole" : "sharded by it", concat ? "G x it" : "G",
-            concat ? "G" : "G x it", gn);
+            concat ? "concat" : "split", d, ir_vdesc(c, x, dx, sizeof dx),
+            ir_vshard_str(c, x->type.shard[d], sx, sizeof sx), ir_vdesc(c, y, dy, sizeof dy),
+            ir_vshard_str(c, y->type.shard[d], sy, sizeof sy), gn, concat ? "sharded by it" : "whole",
+            concat ? "whole" : "sharded by it", concat ? "G x it" : "G", concat ? "G" : "G x it", gn);
 }
 
 /* all_to_all x_i -> y_i over g: concat dim goes from sharded by g to whole,
  * split dim from whole to sharded by g; or, nested, from G x g to G and from
  * G to G x g. */
-static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
-{
+static void check_all_to_all(ir_vctx *c, const ir_op *op, int g) {
     if (op->nin != op->nout) {
         ir_verr(c, sup_noloc(), "has %d inputs but %d results (one result per input)", op->nin, op->nout);
         return;
@@ -111,25 +101,23 @@ static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
     int rank = ir_vv(c, op->in[0])->type.rank;
     int split = dim_attr(c, op, "split", rank), concat = dim_attr(c, op, "concat", rank);
     int64_t fanout = factor_attr(c, op, "fanout"), fanin = factor_attr(c, op, "fanin");
-    if (fanout > 1 && fanin > 1)
-        ir_verr(c, sup_noloc(), "fanout and fanin cannot both be greater than 1");
-    if (split >= 0 && split == concat)
-        ir_verr(c, sup_noloc(), "split and concat are the same dim (%d)", split);
-    if (split < 0 || concat < 0 || split == concat || g < 0)
-        return;
+    if (fanout > 1 && fanin > 1) ir_verr(c, sup_noloc(), "fanout and fanin cannot both be greater than 1");
+    if (split >= 0 && split == concat) ir_verr(c, sup_noloc(), "split and concat are the same dim (%d)", split);
+    if (split < 0 || concat < 0 || split == concat || g < 0) return;
     for (int i = 0; i < op->nin; i++) {
         const ir_value *x = ir_vv(c, op->in[i]), *y = ir_vv(c, op->out[i]);
-        if (!same_kind(c, x, y))
-            continue;
+        if (!same_kind(c, x, y)) continue;
         if (x->type.rank != rank) {
-            ir_verr(c, sup_noloc(), "input %%%s has rank %d, but split and concat were checked against rank %d "
-                    "(all operands of one all_to_all have the same rank)", x->name, x->type.rank, rank);
+            ir_verr(c, sup_noloc(),
+                    "input %%%s has rank %d, but split and concat were checked against rank %d "
+                    "(all operands of one all_to_all have the same rank)",
+                    x->name, x->type.rank, rank);
             continue;
         }
         want_nested(c, y, x, concat, g, true);
         if ((y->type.unit[split] != 0 && fanout > 1) || (x->type.unit[concat] != 0 && fanin > 1))
-            ir_verr(c, sup_noloc(), "pair %%%s -> %%%s: an uneven split cannot be combined with fanout/fanin",
-                    x->name, y->name);
+            ir_verr(c, sup_noloc(), "pair %%%s -> %%%s: an uneven split cannot be combined with fanout/fanin", x->name,
+                    y->name);
         bool nested = x->type.shard[split] >= 0 || y->type.shard[concat] >= 0;
         if (nested && (y->type.unit[split] != 0 || x->type.unit[concat] != 0))
             ir_verr(c, sup_noloc(), "pair %%%s -> %%%s: a nested all_to_all splits evenly (no uneven units)", x->name,
@@ -142,12 +130,10 @@ static void check_all_to_all(ir_vctx *c, const ir_op *op, int g)
 }
 
 /* all_gather (whole_after) / reduce_scatter (!whole_after) on dim d. */
-static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather)
-{
+static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather) {
     const ir_value *x = ir_vv(c, op->in[0]), *y = ir_vv(c, op->out[0]);
     int d = dim_attr(c, op, "dim", x->type.rank);
-    if (!same_kind(c, x, y) || d < 0 || g < 0)
-        return;
+    if (!same_kind(c, x, y) || d < 0 || g < 0) return;
     const char *name = gather ? "all_gather" : "reduce_scatter";
     char why[80];
     snprintf(why, sizeof why, " (the dim the %s works on)", name);
@@ -157,10 +143,11 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
     bool both = O >= 0 && W >= 0 && O < c->m->ngroups && W < c->m->ngroups && W != g;
     if (both && !ir_group_nested(c->m, W, O, g)) {
         const ir_group *G = c->m->groups;
-        ir_verr(c, sup_noloc(), "dim %d: %s %%%s is sharded by @%s and %s %%%s by @%s: a nested %s over @%s needs "
-                "@%s = @%s x @%s (each set of @%s, in order, runs of @%s's sets)", d, gather ? "input" : "result",
-                part->name, G[W].name, gather ? "result" : "input", more->name, G[O].name, name, G[g].name, G[W].name,
-                G[O].name, G[g].name, G[W].name, G[g].name);
+        ir_verr(c, sup_noloc(),
+                "dim %d: %s %%%s is sharded by @%s and %s %%%s by @%s: a nested %s over @%s needs "
+                "@%s = @%s x @%s (each set of @%s, in order, runs of @%s's sets)",
+                d, gather ? "input" : "result", part->name, G[W].name, gather ? "result" : "input", more->name,
+                G[O].name, name, G[g].name, G[W].name, G[O].name, G[g].name, G[W].name, G[g].name);
     } else if (!both) {
         ir_vwant_shard(c, x, d, gather ? g : -1, why);
         ir_vwant_shard(c, y, d, gather ? -1 : g, why);
@@ -173,20 +160,17 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
 
 /* The group attr's index, -1 when it names no group (reported with the
  * attributes). */
-static int coll_group(ir_vctx *c, const ir_op *op)
-{
+static int coll_group(ir_vctx *c, const ir_op *op) {
     int g = ir_op_group(op);
     return g >= c->m->ngroups ? -1 : g;
 }
 
 static void verify_all_to_all(ir_vctx *c, const ir_op *op) { check_all_to_all(c, op, coll_group(c, op)); }
 static void verify_all_gather(ir_vctx *c, const ir_op *op) { check_gather_scatter(c, op, coll_group(c, op), true); }
-static void verify_reduce_scatter(ir_vctx *c, const ir_op *op)
-{
+static void verify_reduce_scatter(ir_vctx *c, const ir_op *op) {
     check_gather_scatter(c, op, coll_group(c, op), false);
 }
-static void verify_all_reduce(ir_vctx *c, const ir_op *op)
-{
+static void verify_all_reduce(ir_vctx *c, const ir_op *op) {
     ir_vsame_type(c, ir_vv(c, op->in[0]), ir_vv(c, op->out[0]));
 }
 
@@ -194,18 +178,15 @@ static void verify_all_reduce(ir_vctx *c, const ir_op *op)
 
 /* Product of the local dims of v before dim d (the runtime's "outer" count:
  * a gather or scatter along an inner dim needs a staging copy). */
-static int64_t outer_elems(const ir_module *m, int v, int d)
-{
+static int64_t outer_elems(const ir_module *m, int v, int d) {
     int64_t o = 1;
-    for (int i = 0; i < d && i < m->values[v].type.rank; i++)
-        o *= ir_type_max_local_dim(m, &m->values[v].type, i);
+    for (int i = 0; i < d && i < m->values[v].type.rank; i++) o *= ir_type_max_local_dim(m, &m->values[v].type, i);
     return o;
 }
 
 /* runtime/cpu/rt_comm.c packs all the pairs' inputs (x fanout) to send and
  * receives all outputs (x fanin). */
-static void staging_all_to_all(const ir_module *m, const ir_op *op, int64_t e[2])
-{
+static void staging_all_to_all(const ir_module *m, const ir_op *op, int64_t e[2]) {
     int64_t fo = ir_attr_int(op, "fanout", 1), fi = ir_attr_int(op, "fanin", 1);
     for (int k = 0; k < op->nin && k < op->nout; k++) {
         e[0] += ir_op_local_elems(m, op->in[k]) * (fo > 1 ? fo : 1);
@@ -214,37 +195,32 @@ static void staging_all_to_all(const ir_module *m, const ir_op *op, int64_t e[2]
 }
 
 /* A gather along an inner dim stages the gathered side. */
-static void staging_all_gather(const ir_module *m, const ir_op *op, int64_t e[2])
-{
+static void staging_all_gather(const ir_module *m, const ir_op *op, int64_t e[2]) {
     if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->in[0], (int)ir_attr_int(op, "dim", 0)) > 1)
         e[0] = ir_op_local_elems(m, op->out[0]);
 }
 
 /* A scatter along an inner dim stages the whole side. */
-static void staging_reduce_scatter(const ir_module *m, const ir_op *op, int64_t e[2])
-{
+static void staging_reduce_scatter(const ir_module *m, const ir_op *op, int64_t e[2]) {
     if (op->nin == 1 && op->nout == 1 && outer_elems(m, op->out[0], (int)ir_attr_int(op, "dim", 0)) > 1)
         e[0] = ir_op_local_elems(m, op->in[0]);
 }
 
 /* CUDA: the same staging in bf16, in device workspaces of its own. */
-static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w) {
     int64_t e[2] = {0, 0};
     staging_all_to_all(m, op, e);
     ir_ws_raise(&w[CM_WS_CUDA_SEND], 2 * e[0]);
     ir_ws_raise(&w[CM_WS_CUDA_RECV], 2 * e[1]);
 }
 
-static void ws_cuda_all_gather(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_all_gather(const ir_module *m, const ir_op *op, int64_t *w) {
     int64_t e[2] = {0, 0};
     staging_all_gather(m, op, e);
     ir_ws_raise(&w[CM_WS_CUDA_COMM], 2 * e[0]);
 }
 
-static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t *w) {
     int64_t e[2] = {0, 0};
     staging_reduce_scatter(m, op, e);
     ir_ws_raise(&w[CM_WS_CUDA_COMM], 2 * e[0]);
@@ -253,8 +229,7 @@ static void ws_cuda_reduce_scatter(const ir_module *m, const ir_op *op, int64_t 
 /* ---- runtime call (codegen) ------------------------------------------------------- */
 
 /* The group attr as a G_ constant; false (reported) when absent. */
-static bool emit_group_arg(ir_emit *e)
-{
+static bool emit_group_arg(ir_emit *e) {
     int g = ir_op_group(e->op);
     if (g < 0 || g >= e->m->ngroups) {
         ir_emit_fail(e, "no 'group = @G' attribute naming the process group");
@@ -264,16 +239,17 @@ static bool emit_group_arg(ir_emit *e)
     return true;
 }
 
-static bool int_attr(ir_emit *e, const char *key, int64_t *v)
-{
+static bool int_attr(ir_emit *e, const char *key, int64_t *v) {
     const ir_attr *a = ir_attr_get(e->op, key);
-    if (a && a->kind == IR_A_INT) { *v = a->i; return true; }
+    if (a && a->kind == IR_A_INT) {
+        *v = a->i;
+        return true;
+    }
     ir_emit_fail(e, "needs an integer '%s' attribute", key);
     return false;
 }
 
-static void emit_all_to_all(ir_emit *e)
-{
+static void emit_all_to_all(ir_emit *e) {
     int64_t split, concat;
     ir_emit_call(e);
     if (!emit_group_arg(e) || !int_attr(e, "split", &split) || !int_attr(e, "concat", &concat)) return;
@@ -288,8 +264,7 @@ static void emit_all_to_all(ir_emit *e)
 }
 
 /* all_gather / reduce_scatter (has_dim: attr dim), all_reduce. */
-static void emit_collective(ir_emit *e, bool has_dim)
-{
+static void emit_collective(ir_emit *e, bool has_dim) {
     ir_emit_call(e);
     if (!emit_group_arg(e)) return;
     int64_t dim;
@@ -314,8 +289,7 @@ static void emit_collective(ir_emit *e, bool has_dim)
 static void emit_gather_scatter(ir_emit *e) { emit_collective(e, true); }
 static void emit_all_reduce(ir_emit *e) { emit_collective(e, false); }
 
-static void emit_p2p(ir_emit *e, bool send)
-{
+static void emit_p2p(ir_emit *e, bool send) {
     int64_t peer;
     ir_emit_call(e);
     if (!emit_group_arg(e) || !int_attr(e, "peer", &peer)) return;
@@ -335,7 +309,12 @@ static void emit_recv(ir_emit *e) { emit_p2p(e, false); }
  * virtual heads, each real KV head sent once to each of the F ranks that
  * share it), fanin=F (reverse of fanout: the F partial gradients summed). */
 const ir_op_desc ir_op_all_to_all = {
-    .name = "all_to_all", .kind = IR_K_COLL, .min_in = 1, .max_in = 4, .min_out = 1, .max_out = 4,
+    .name = "all_to_all",
+    .kind = IR_K_COLL,
+    .min_in = 1,
+    .max_in = 4,
+    .min_out = 1,
+    .max_out = 4,
     .verify = verify_all_to_all,
     .keeps_weight = true,
     .staging = staging_all_to_all,
@@ -353,7 +332,12 @@ static double sent_reduce_scatter(double in, int P) { return in * (P - 1) / P; }
 static double sent_all_reduce(double in, int P) { return 2.0 * (P - 1) / P * in; } /* reduce-scatter + gather */
 
 const ir_op_desc ir_op_all_gather = {
-    .name = "all_gather", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .name = "all_gather",
+    .kind = IR_K_COLL,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_all_gather,
     .keeps_weight = true,
     .staging = staging_all_gather,
@@ -368,7 +352,12 @@ const ir_op_desc ir_op_all_gather = {
 
 /* attr dim=d: the dim scattered (sum) */
 const ir_op_desc ir_op_reduce_scatter = {
-    .name = "reduce_scatter", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .name = "reduce_scatter",
+    .kind = IR_K_COLL,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_reduce_scatter,
     .keeps_weight = true,
     .staging = staging_reduce_scatter,
@@ -383,7 +372,12 @@ const ir_op_desc ir_op_reduce_scatter = {
 
 /* sum */
 const ir_op_desc ir_op_all_reduce = {
-    .name = "all_reduce", .kind = IR_K_COLL, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .name = "all_reduce",
+    .kind = IR_K_COLL,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_all_reduce,
     .keeps_weight = true /* sums and reductions of weights stay weights */,
     .comm = IR_COMM_RING,
@@ -396,7 +390,12 @@ const ir_op_desc ir_op_all_reduce = {
 
 /* attr peer=+r (group-relative offset); no type rule */
 const ir_op_desc ir_op_send = {
-    .name = "send", .kind = IR_K_P2P, .min_in = 1, .max_in = 1, .min_out = 0, .max_out = 0,
+    .name = "send",
+    .kind = IR_K_P2P,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 0,
+    .max_out = 0,
     .verify = NULL,
     .comm = IR_COMM_SEND,
     .rt_fn = "rt_send",
@@ -405,7 +404,12 @@ const ir_op_desc ir_op_send = {
 
 /* attr peer=-r */
 const ir_op_desc ir_op_recv = {
-    .name = "recv", .kind = IR_K_P2P, .min_in = 0, .max_in = 0, .min_out = 1, .max_out = 1,
+    .name = "recv",
+    .kind = IR_K_P2P,
+    .min_in = 0,
+    .max_in = 0,
+    .min_out = 1,
+    .max_out = 1,
     .verify = NULL,
     .comm = IR_COMM_RECV,
     .rt_fn = "rt_recv",

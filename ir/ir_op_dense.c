@@ -8,8 +8,7 @@
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* linear(x, w) -> y with `contract` trailing dims of x against leading dims of w. */
-static void check_linear_fwd(ir_vctx *c, const ir_op *op, const ir_value *x, const ir_value *w, const ir_value *y)
-{
+static void check_linear_fwd(ir_vctx *c, const ir_op *op, const ir_value *x, const ir_value *w, const ir_value *y) {
     int64_t cn = ir_attr_int(op, "contract", 1);
     int r = x->type.rank, rw = w->type.rank;
     if (cn < 1 || cn > r || cn > rw) {
@@ -38,26 +37,22 @@ static void check_linear_fwd(ir_vctx *c, const ir_op *op, const ir_value *x, con
     }
 }
 
-static void verify_linear(ir_vctx *c, const ir_op *op)
-{
+static void verify_linear(ir_vctx *c, const ir_op *op) {
     check_linear_fwd(c, op, ir_vv(c, op->in[0]), ir_vv(c, op->in[1]), ir_vv(c, op->out[0]));
 }
 
 /* linear_bwd(dy, x, w) -> (dx, dw) */
-static void verify_linear_bwd(ir_vctx *c, const ir_op *op)
-{
+static void verify_linear_bwd(ir_vctx *c, const ir_op *op) {
     const ir_value *x = ir_vv(c, op->in[1]), *w = ir_vv(c, op->in[2]);
     check_linear_fwd(c, op, x, w, ir_vv(c, op->in[0]));
     const ir_value *dx = ir_vv(c, op->out[0]);
     ir_vsame_shape(c, x, dx);
-    if (dx->type.rank == x->type.rank)
-        ir_vsame_dims(c, x, 0, x->type.rank, dx, "");
+    if (dx->type.rank == x->type.rank) ir_vsame_dims(c, x, 0, x->type.rank, dx, "");
     ir_vsame_shape(c, w, ir_vv(c, op->out[1]));
 }
 
 /* rmsnorm(x, w): w[D] with D = x's last dim, which must be whole. */
-static bool check_rmsnorm_in(ir_vctx *c, const ir_value *x, const ir_value *w)
-{
+static bool check_rmsnorm_in(ir_vctx *c, const ir_value *x, const ir_value *w) {
     int r = x->type.rank;
     if (r < 1) {
         char d[96];
@@ -73,16 +68,14 @@ static bool check_rmsnorm_in(ir_vctx *c, const ir_value *x, const ir_value *w)
     return true;
 }
 
-static void verify_rmsnorm(ir_vctx *c, const ir_op *op)
-{
+static void verify_rmsnorm(ir_vctx *c, const ir_op *op) {
     const ir_value *x = ir_vv(c, op->in[0]), *w = ir_vv(c, op->in[1]);
     check_rmsnorm_in(c, x, w);
     ir_vsame_type(c, x, ir_vv(c, op->out[0]));
 }
 
 /* rmsnorm_bwd(dy, x, w) -> (dx, dw) */
-static void verify_rmsnorm_bwd(ir_vctx *c, const ir_op *op)
-{
+static void verify_rmsnorm_bwd(ir_vctx *c, const ir_op *op) {
     const ir_value *x = ir_vv(c, op->in[1]), *w = ir_vv(c, op->in[2]);
     check_rmsnorm_in(c, x, w);
     ir_vsame_type(c, x, ir_vv(c, op->in[0]));
@@ -93,8 +86,7 @@ static void verify_rmsnorm_bwd(ir_vctx *c, const ir_op *op)
 /* bias_add(x, b) -> y: b's dims are x's trailing dims, whole (the bias is
  * added where every rank holds them); y has x's type.
  * bias_add_bwd(dy) -> db: the same rule between dy and db. */
-static void check_bias_add(ir_vctx *c, const ir_op *op, bool bwd)
-{
+static void check_bias_add(ir_vctx *c, const ir_op *op, bool bwd) {
     const ir_value *x = ir_vv(c, op->in[0]), *y = ir_vv(c, op->out[0]);
     const ir_value *b = bwd ? y : ir_vv(c, op->in[1]);
     int r = x->type.rank, rb = b->type.rank;
@@ -111,8 +103,7 @@ static void check_bias_add(ir_vctx *c, const ir_op *op, bool bwd)
         ir_vwant_shard(c, x, r - rb + k, -1, " (a bias is added over whole trailing dims)");
         ir_vwant_shard(c, b, k, -1, " (a bias is used whole)");
     }
-    if (!bwd)
-        ir_vsame_type(c, x, y);
+    if (!bwd) ir_vsame_type(c, x, y);
 }
 
 static void verify_bias_add(ir_vctx *c, const ir_op *op) { check_bias_add(c, op, false); }
@@ -121,8 +112,7 @@ static void verify_bias_add_bwd(ir_vctx *c, const ir_op *op) { check_bias_add(c,
 /* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
 
 /* rmsnorm_bwd on CUDA: the fp32 sum of the weight gradient. */
-static void ws_cuda_rmsnorm_bwd(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_rmsnorm_bwd(const ir_module *m, const ir_op *op, int64_t *w) {
     ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * ir_op_local_elems(m, op->out[1]));
 }
 
@@ -131,8 +121,7 @@ static void ws_cuda_rmsnorm_bwd(const ir_module *m, const ir_op *op, int64_t *w)
 /* N·I·O of a linear: x [N.., I..] (I = the last `contract` dims), y = x·w
  * with O output features; N and O from local element counts, so sharded
  * tokens and sharded heads are both counted as the rank holds them. */
-static double linear_nio(const ir_module *m, const ir_op *op, int x, int y)
-{
+static double linear_nio(const ir_module *m, const ir_op *op, int x, int y) {
     int c = (int)ir_attr_int(op, "contract", 1);
     const ir_type *xt = &m->values[x].type;
     double I = ir_op_tail_local(m, xt, c);
@@ -141,14 +130,12 @@ static double linear_nio(const ir_module *m, const ir_op *op, int x, int y)
     return N * I * O;
 }
 
-static ir_op_work work_linear(const ir_module *m, const ir_op *op)
-{
+static ir_op_work work_linear(const ir_module *m, const ir_op *op) {
     return (ir_op_work){.flops = 2 * linear_nio(m, op, op->in[0], op->out[0]), .bytes = ir_op_bytes_moved(m, op)};
 }
 
 /* The dx and dw GEMMs. */
-static ir_op_work work_linear_bwd(const ir_module *m, const ir_op *op)
-{
+static ir_op_work work_linear_bwd(const ir_module *m, const ir_op *op) {
     return (ir_op_work){.flops = 4 * linear_nio(m, op, op->in[1], op->in[0]), .bytes = ir_op_bytes_moved(m, op)};
 }
 
@@ -156,8 +143,7 @@ static ir_op_work work_linear_bwd(const ir_module *m, const ir_op *op)
 
 /* The pointer arguments shared by rmsnorm and linear: y, x, w forward;
  * dx, dw, dy, x, w backward (the runtime's argument order). */
-static void args_x_w(ir_emit *e, bool bwd, const ir_value *x, const ir_value *w)
-{
+static void args_x_w(ir_emit *e, bool bwd, const ir_value *x, const ir_value *w) {
     ir_emit_f32(e, ir_emit_out(e, 0));
     if (bwd) {
         ir_emit_f32(e, ir_emit_out(e, 1));
@@ -168,8 +154,7 @@ static void args_x_w(ir_emit *e, bool bwd, const ir_value *x, const ir_value *w)
 }
 
 /* rmsnorm(x, w) -> y ; rmsnorm_bwd(dy, x, w) -> dx, dw.  D = x's last dim. */
-static void emit_rmsnorm_common(ir_emit *e, bool bwd)
-{
+static void emit_rmsnorm_common(ir_emit *e, bool bwd) {
     const ir_value *x = ir_emit_in(e, bwd ? 1 : 0), *w = ir_emit_in(e, bwd ? 2 : 1);
     int r = x->type.rank;
     if (r < 1) { /* never silently drop the op */
@@ -191,14 +176,13 @@ static void emit_rmsnorm_bwd(ir_emit *e) { emit_rmsnorm_common(e, true); }
 /* linear(x, w) -> y ; linear_bwd(dy, x, w) -> dx, dw ; attr contract = c:
  * N = leading rank-c local dims of x, I = x's trailing c dims, O = w's dims
  * after the first c. */
-static void emit_linear_common(ir_emit *e, bool bwd)
-{
+static void emit_linear_common(ir_emit *e, bool bwd) {
     const ir_value *x = ir_emit_in(e, bwd ? 1 : 0), *w = ir_emit_in(e, bwd ? 2 : 1);
     int64_t k = ir_attr_int(e->op, "contract", 1);
     int r = x->type.rank;
     if (k < 1 || k > r || k > w->type.rank) {
-        ir_emit_fail(e, "contract = %" PRId64 " does not fit %%%s (rank %d) and %%%s (rank %d)", k, x->name, r,
-                w->name, w->type.rank);
+        ir_emit_fail(e, "contract = %" PRId64 " does not fit %%%s (rank %d) and %%%s (rank %d)", k, x->name, r, w->name,
+                     w->type.rank);
         return;
     }
     if (!ir_emit_whole(e, x, r - (int)k, r, "a contracted dim") || !ir_emit_whole(e, w, 0, w->type.rank, "the weight"))
@@ -208,7 +192,7 @@ static void emit_linear_common(ir_emit *e, bool bwd)
     const ir_value *y = bwd ? ir_emit_in(e, 0) : ir_emit_out(e, 0);
     if (ir_type_local_elems(e->m, &y->type) != N * O) {
         ir_emit_fail(e, "%%%s holds %" PRId64 " local elements, not N*O = %" PRId64 "*%" PRId64, y->name,
-                ir_type_local_elems(e->m, &y->type), N, O);
+                     ir_type_local_elems(e->m, &y->type), N, O);
         return;
     }
     ir_emit_call(e);
@@ -224,11 +208,11 @@ static void emit_linear_bwd(ir_emit *e) { emit_linear_common(e, true); }
 
 /* bias_add(x, b) -> y ; bias_add_bwd(dy) -> db: M = the bias's elements
  * (whole), N = the local elements of x (dy) / M. */
-static void emit_bias_add_common(ir_emit *e, bool bwd)
-{
+static void emit_bias_add_common(ir_emit *e, bool bwd) {
     const ir_value *x = ir_emit_in(e, 0), *b = bwd ? ir_emit_out(e, 0) : ir_emit_in(e, 1);
     int r = x->type.rank, rb = b->type.rank;
-    if (rb < 1 || rb > r || !ir_emit_whole(e, b, 0, rb, "a bias") || !ir_emit_whole(e, x, r - rb, r, "the biased dims")) return;
+    if (rb < 1 || rb > r || !ir_emit_whole(e, b, 0, rb, "a bias") || !ir_emit_whole(e, x, r - rb, r, "the biased dims"))
+        return;
     int64_t M = ir_emit_lprod(e, b, 0, rb);
     ir_emit_call(e);
     ir_emit_f32(e, ir_emit_out(e, 0));
@@ -246,7 +230,12 @@ static void emit_bias_add_bwd(ir_emit *e) { emit_bias_add_common(e, true); }
 
 /* x[...,c..], w[c..,o..] -> [...,o..] ; attr contract = #c (default 1) */
 const ir_op_desc ir_op_linear = {
-    .name = "linear", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .name = "linear",
+    .kind = IR_K_COMPUTE,
+    .min_in = 2,
+    .max_in = 2,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_linear,
     .work = work_linear,
     .rt_fn = "rt_linear",
@@ -255,7 +244,12 @@ const ir_op_desc ir_op_linear = {
 
 /* dy, x, w -> dx, dw */
 const ir_op_desc ir_op_linear_bwd = {
-    .name = "linear_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
+    .name = "linear_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 2,
+    .max_out = 2,
     .verify = verify_linear_bwd,
     .wgrad_outs = 1u << 1 /* dw */,
     .work = work_linear_bwd,
@@ -265,7 +259,12 @@ const ir_op_desc ir_op_linear_bwd = {
 
 /* x[B,S,D], w[D] -> [B,S,D] ; attr eps (default config norm_eps) */
 const ir_op_desc ir_op_rmsnorm = {
-    .name = "rmsnorm", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .name = "rmsnorm",
+    .kind = IR_K_COMPUTE,
+    .min_in = 2,
+    .max_in = 2,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_rmsnorm,
     .rt_fn = "rt_rmsnorm",
     .emit = emit_rmsnorm,
@@ -273,7 +272,12 @@ const ir_op_desc ir_op_rmsnorm = {
 
 /* dy, x, w -> dx, dw */
 const ir_op_desc ir_op_rmsnorm_bwd = {
-    .name = "rmsnorm_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
+    .name = "rmsnorm_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 2,
+    .max_out = 2,
     .verify = verify_rmsnorm_bwd,
     .wgrad_outs = 1u << 1 /* dw */,
     .ws_cuda = ws_cuda_rmsnorm_bwd,
@@ -284,7 +288,12 @@ const ir_op_desc ir_op_rmsnorm_bwd = {
 /* x[..., t..] + b[t..]: a bias over x's trailing dims (Qwen's q/k/v biases,
  * b [H, Dh] on q [B,S,H,Dh]) */
 const ir_op_desc ir_op_bias_add = {
-    .name = "bias_add", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .name = "bias_add",
+    .kind = IR_K_COMPUTE,
+    .min_in = 2,
+    .max_in = 2,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_bias_add,
     .rt_fn = "rt_bias_add",
     .emit = emit_bias_add,
@@ -293,7 +302,12 @@ const ir_op_desc ir_op_bias_add = {
 /* dy -> db[t..]: the sum of dy over its leading dims, db's rank giving the
  * trailing dims (dx is dy itself) */
 const ir_op_desc ir_op_bias_add_bwd = {
-    .name = "bias_add_bwd", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .name = "bias_add_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_bias_add_bwd,
     .wgrad_outs = 1u << 0 /* db */,
     .rt_fn = "rt_bias_add_bwd",

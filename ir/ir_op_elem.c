@@ -8,15 +8,11 @@
 
 /* add, swiglu, swiglu_bwd, rope, rope_bwd: every operand and result has the
  * type of the first operand. */
-static void check_elementwise(ir_vctx *c, const ir_op *op, int rank)
-{
+static void check_elementwise(ir_vctx *c, const ir_op *op, int rank) {
     const ir_value *a = ir_vv(c, op->in[0]);
-    if (rank >= 0)
-        ir_vwant_rank(c, a, rank, "[B,S,H,Dh]");
-    for (int k = 1; k < op->nin; k++)
-        ir_vsame_type(c, a, ir_vv(c, op->in[k]));
-    for (int k = 0; k < op->nout; k++)
-        ir_vsame_type(c, a, ir_vv(c, op->out[k]));
+    if (rank >= 0) ir_vwant_rank(c, a, rank, "[B,S,H,Dh]");
+    for (int k = 1; k < op->nin; k++) ir_vsame_type(c, a, ir_vv(c, op->in[k]));
+    for (int k = 0; k < op->nout; k++) ir_vsame_type(c, a, ir_vv(c, op->out[k]));
 }
 
 static void verify_same_type(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, -1); }
@@ -27,10 +23,8 @@ static void verify_rope(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, 
 /* The CPU RoPE (runtime/host/kern_basic.c): the cos/sin table of the local
  * positions; with explicit positions (the ring's zig-zag order, packed
  * documents) also a copy of them. */
-static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w)
-{
-    if (op->nin < 1 || m->values[op->in[0]].type.rank != 4)
-        return;
+static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w) {
+    if (op->nin < 1 || m->values[op->in[0]].type.rank != 4) return;
     bool docs = ir_config_int(m, "documents", 0) != 0;
     const ir_type *x = &m->values[op->in[0]].type;
     int64_t S = ir_type_max_local_dim(m, x, 1), b = S * x->dims[3] * 4;
@@ -42,32 +36,26 @@ static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w)
 /* The CUDA RoPE: the rotation table (in the ring's zig-zag order, and
  * within packed documents, one table covers all seq_len positions), the
  * zig-zag positions, and with documents every row's positions within them. */
-static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w)
-{
+static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     const ir_type *x = &m->values[op->in[0]].type;
     bool zigzag = ir_config_int(m, "seq_ring", 0) > 1;
     int64_t rows = zigzag || docs ? ir_config_int(m, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
-    if (x->rank != 4)
-        return;
+    if (x->rank != 4) return;
     ir_ws_raise(&w[CM_WS_CUDA_ROPE], 4 * rows * x->dims[3] + 1);
-    if (zigzag)
-        ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
-    if (docs)
-        ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
+    if (zigzag) ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
+    if (docs) ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
 }
 
 /* ---- work (the cost model's inputs) --------------------------------------------- */
 
 /* SwiGLU's sigmoid: one exponential per element. */
-static ir_op_work work_swiglu(const ir_module *m, const ir_op *op)
-{
+static ir_op_work work_swiglu(const ir_module *m, const ir_op *op) {
     return (ir_op_work){.bytes = ir_op_bytes_moved(m, op),
                         .exps = (double)ir_type_local_elems(m, &m->values[op->out[0]].type)};
 }
 
-static ir_op_work work_swiglu_bwd(const ir_module *m, const ir_op *op)
-{
+static ir_op_work work_swiglu_bwd(const ir_module *m, const ir_op *op) {
     return (ir_op_work){.bytes = ir_op_bytes_moved(m, op),
                         .exps = (double)ir_type_local_elems(m, &m->values[op->in[0]].type)};
 }
@@ -77,8 +65,7 @@ static ir_op_work work_swiglu_bwd(const ir_module *m, const ir_op *op)
 /* rope(x) -> y ; rope_bwd(dy) -> dx.  x [b,s,H,Dh] local; a rank holding a
  * slice of the sequence starts at its position in the sharding set times
  * the local sequence length. */
-static void emit_rope(ir_emit *e)
-{
+static void emit_rope(ir_emit *e) {
     const ir_value *x = ir_emit_in(e, 0);
     if (!ir_emit_rank(e, x, 4) || !ir_emit_whole(e, x, 3, 4, "the head dim")) return;
     int64_t b = ir_type_max_local_dim(e->m, &x->type, 0), s = ir_type_max_local_dim(e->m, &x->type, 1);
@@ -104,8 +91,7 @@ static void emit_rope(ir_emit *e)
 }
 
 /* add, swiglu, swiglu_bwd: n = local elements (operands share one type). */
-static void emit_elementwise(ir_emit *e)
-{
+static void emit_elementwise(ir_emit *e) {
     ir_emit_call(e);
     for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
     for (int i = 0; i < e->op->nin; i++) ir_emit_f32(e, ir_emit_in(e, i));
@@ -117,7 +103,12 @@ static void emit_elementwise(ir_emit *e)
 
 /* a, b -> a+b (same type) */
 const ir_op_desc ir_op_add = {
-    .name = "add", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .name = "add",
+    .kind = IR_K_COMPUTE,
+    .min_in = 2,
+    .max_in = 2,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_same_type,
     .keeps_weight = true /* the sum of tied gradients */,
     .rt_fn = "rt_add",
@@ -126,7 +117,12 @@ const ir_op_desc ir_op_add = {
 
 /* g[B,S,F], u[B,S,F] -> silu(g)*u */
 const ir_op_desc ir_op_swiglu = {
-    .name = "swiglu", .kind = IR_K_COMPUTE, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
+    .name = "swiglu",
+    .kind = IR_K_COMPUTE,
+    .min_in = 2,
+    .max_in = 2,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_same_type,
     .work = work_swiglu,
     .rt_fn = "rt_swiglu",
@@ -135,7 +131,12 @@ const ir_op_desc ir_op_swiglu = {
 
 /* dy, g, u -> dg, du */
 const ir_op_desc ir_op_swiglu_bwd = {
-    .name = "swiglu_bwd", .kind = IR_K_COMPUTE, .min_in = 3, .max_in = 3, .min_out = 2, .max_out = 2,
+    .name = "swiglu_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 2,
+    .max_out = 2,
     .verify = verify_same_type,
     .work = work_swiglu_bwd,
     .rt_fn = "rt_swiglu_bwd",
@@ -144,7 +145,12 @@ const ir_op_desc ir_op_swiglu_bwd = {
 
 /* x[B,S,H,Dh] -> same ; attr theta (default config rope_theta) */
 const ir_op_desc ir_op_rope = {
-    .name = "rope", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .name = "rope",
+    .kind = IR_K_COMPUTE,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_rope,
     .ws_cpu = ws_cpu_rope,
     .ws_cuda = ws_cuda_rope,
@@ -154,7 +160,12 @@ const ir_op_desc ir_op_rope = {
 
 /* dy -> dx */
 const ir_op_desc ir_op_rope_bwd = {
-    .name = "rope_bwd", .kind = IR_K_COMPUTE, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
+    .name = "rope_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 1,
+    .max_in = 1,
+    .min_out = 1,
+    .max_out = 1,
     .verify = verify_rope,
     .ws_cpu = ws_cpu_rope,
     .ws_cuda = ws_cuda_rope,

@@ -11,7 +11,7 @@ typedef struct ir_vctx {
     const ir_module *m;
     const char *context; /* "after pass 'ulysses'", or NULL */
     int errors;
-    int op;              /* op being checked, -1 when none */
+    int op; /* op being checked, -1 when none */
 } ir_vctx;
 
 /* Reports one violation, prefixed by the context and the current op, at the

@@ -29,8 +29,7 @@ typedef struct ir_gctx {
 } ir_gctx;
 
 /* Position of every rank in every group (the groups are valid here). */
-static void ir_group_positions(ir_gctx *x)
-{
+static void ir_group_positions(ir_gctx *x) {
     const ir_module *m = x->c->m;
     for (int g = 0; g < m->ngroups; g++) {
         const ir_group *gr = &m->groups[g];
@@ -40,8 +39,7 @@ static void ir_group_positions(ir_gctx *x)
 }
 
 /* "(@dp 0, @sp 1)": the block whose mixed-radix index over gs is `idx`. */
-static void ir_block_str(const ir_module *m, const int *gs, int k, int64_t idx, char *buf, size_t n)
-{
+static void ir_block_str(const ir_module *m, const int *gs, int k, int64_t idx, char *buf, size_t n) {
     size_t len = (size_t)snprintf(buf, n, "(");
     int64_t digit[IR_MAX_RANK];
     for (int i = k - 1; i >= 0; i--) { /* the last group is the fastest digit */
@@ -51,33 +49,34 @@ static void ir_block_str(const ir_module *m, const int *gs, int k, int64_t idx, 
     for (int i = 0; i < k && len < n; i++)
         len += (size_t)snprintf(buf + len, n - len, "%s@%s %lld", i ? ", " : "", m->groups[gs[i]].name,
                                 (long long)digit[i]);
-    if (len < n)
-        snprintf(buf + len, n - len, ")");
+    if (len < n) snprintf(buf + len, n - len, ")");
 }
 
 /* "@dp and @sp", "@a, @b and @c". */
-static void ir_groups_str(const ir_module *m, const int *gs, int k, char *buf, size_t n)
-{
+static void ir_groups_str(const ir_module *m, const int *gs, int k, char *buf, size_t n) {
     size_t len = 0;
     buf[0] = '\0';
     for (int i = 0; i < k && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s@%s", i == 0 ? "" : i == k - 1 ? " and " : ", ",
+        len += (size_t)snprintf(buf + len, n - len, "%s@%s",
+                                i == 0       ? ""
+                                : i == k - 1 ? " and "
+                                             : ", ",
                                 m->groups[gs[i]].name);
 }
 
 /* Each block of a value sharded by gs (k >= 2 distinct groups) is held by
  * world / prod(set sizes) ranks; else one error at the value. */
-static void ir_check_cover(ir_gctx *x, const ir_value *val, const int *gs, int k)
-{
+static void ir_check_cover(ir_gctx *x, const ir_value *val, const int *gs, int k) {
     const ir_module *m = x->c->m;
     char names[160], a[96], b[96];
     ir_groups_str(m, gs, k, names, sizeof names);
     int64_t blocks = 1;
-    for (int i = 0; i < k; i++)
-        blocks *= m->groups[gs[i]].set_size;
+    for (int i = 0; i < k; i++) blocks *= m->groups[gs[i]].set_size;
     if (blocks > x->world || x->world % blocks) {
-        ir_verr(x->c, val->loc, "value %%%s is sharded by %s, whose set sizes multiply to %lld blocks: the %d "
-                "ranks cannot hold them evenly", val->name, names, (long long)blocks, x->world);
+        ir_verr(x->c, val->loc,
+                "value %%%s is sharded by %s, whose set sizes multiply to %lld blocks: the %d "
+                "ranks cannot hold them evenly",
+                val->name, names, (long long)blocks, x->world);
         return;
     }
     int *holder = sup_xmalloc((size_t)blocks * sizeof *holder), *count = sup_xcalloc((size_t)blocks, sizeof *count);
@@ -93,27 +92,28 @@ static void ir_check_cover(ir_gctx *x, const ir_value *val, const int *gs, int k
     }
     if (dup >= 0) {
         int64_t missing = 0;
-        while (missing < blocks && count[missing] >= x->world / blocks)
-            missing++;
+        while (missing < blocks && count[missing] >= x->world / blocks) missing++;
         ir_block_str(m, gs, k, dup, a, sizeof a);
         ir_block_str(m, gs, k, missing, b, sizeof b);
         if (x->world == blocks)
-            ir_verr(x->c, val->loc, "value %%%s is sharded by %s, but together they do not give every rank its own "
+            ir_verr(x->c, val->loc,
+                    "value %%%s is sharded by %s, but together they do not give every rank its own "
                     "block: ranks %d and %d both hold block %s and no rank holds block %s (each rank's positions in "
                     "%s, taken together, must differ from every other rank's: rebuild the groups together)",
                     val->name, names, holder[dup], dup_rank, a, b, names);
         else
-            ir_verr(x->c, val->loc, "value %%%s is sharded by %s, but together they do not cover it evenly: more "
+            ir_verr(x->c, val->loc,
+                    "value %%%s is sharded by %s, but together they do not cover it evenly: more "
                     "than %d ranks hold block %s (ranks %d and %d among them) and fewer hold block %s (rebuild the "
-                    "groups together)", val->name, names, x->world / (int)blocks, a, holder[dup], dup_rank, b);
+                    "groups together)",
+                    val->name, names, x->world / (int)blocks, a, holder[dup], dup_rank, b);
     }
     free(holder);
     free(count);
 }
 
 /* Every distinct set of sharding groups is checked once (at its first value). */
-static void ir_verify_covers(ir_gctx *x)
-{
+static void ir_verify_covers(ir_gctx *x) {
     const ir_module *m = x->c->m;
     enum { MAX_SEEN = 64 };
     int seen[MAX_SEEN][IR_MAX_RANK + 1], nseen = 0;
@@ -121,15 +121,12 @@ static void ir_verify_covers(ir_gctx *x)
         const ir_value *val = &m->values[v];
         int gs[IR_MAX_RANK], k = 0;
         for (int d = 0; d < val->type.rank; d++)
-            if (val->type.shard[d] >= 0)
-                gs[k++] = val->type.shard[d]; /* in dim order: the message follows the type */
-        if (k < 2)
-            continue; /* one valid group covers each value evenly by itself */
+            if (val->type.shard[d] >= 0) gs[k++] = val->type.shard[d]; /* in dim order: the message follows the type */
+        if (k < 2) continue; /* one valid group covers each value evenly by itself */
         bool known = false;
         for (int s = 0; s < nseen && !known; s++)
             known = seen[s][0] == k && !memcmp(&seen[s][1], gs, (size_t)k * sizeof *gs);
-        if (known)
-            continue;
+        if (known) continue;
         if (nseen < MAX_SEEN) {
             seen[nseen][0] = k;
             memcpy(&seen[nseen++][1], gs, (size_t)k * sizeof *gs);
@@ -140,8 +137,7 @@ static void ir_verify_covers(ir_gctx *x)
 
 /* True when h's position is the same for all ranks of each set of g; else
  * the first set that disagrees in *set. */
-static bool ir_sets_agree(ir_gctx *x, int g, int h, int *set)
-{
+static bool ir_sets_agree(ir_gctx *x, int g, int h, int *set) {
     const ir_group *gr = &x->c->m->groups[g];
     const int *ph = &x->pos[(size_t)h * (size_t)x->world];
     for (int s = 0; s < gr->nsets; s++)
@@ -155,17 +151,13 @@ static bool ir_sets_agree(ir_gctx *x, int g, int h, int *set)
 
 /* Dim d of value v, read or written by collective `op` over g, is not one
  * the collective exchanges: its sharding group must agree across g's sets. */
-static void ir_check_kept_dim(ir_gctx *x, const ir_op *op, int g, const ir_value *val, int d)
-{
+static void ir_check_kept_dim(ir_gctx *x, const ir_op *op, int g, const ir_value *val, int d) {
     const ir_module *m = x->c->m;
     int h = val->type.shard[d], set = 0;
     size_t key = (size_t)g * (size_t)m->ngroups + (size_t)h;
-    if (h < 0 || h == g || x->agree[key] == 1)
-        return;
-    if (x->agree[key] < 0)
-        x->agree[key] = ir_sets_agree(x, g, h, &set) ? 1 : 0;
-    if (x->agree[key] == 1 || x->told[key])
-        return;
+    if (h < 0 || h == g || x->agree[key] == 1) return;
+    if (x->agree[key] < 0) x->agree[key] = ir_sets_agree(x, g, h, &set) ? 1 : 0;
+    if (x->agree[key] == 1 || x->told[key]) return;
     x->told[key] = true;
     ir_sets_agree(x, g, h, &set);
     const ir_group *gr = &m->groups[g];
@@ -174,46 +166,41 @@ static void ir_check_kept_dim(ir_gctx *x, const ir_op *op, int g, const ir_value
         r1 = gr->ranks[set * gr->set_size + i];
         p1 = x->pos[(size_t)h * (size_t)x->world + (size_t)r1];
     }
-    ir_verr(x->c, sup_noloc(), "'%s' over @%s keeps dim %d of %%%s sharded by @%s, but ranks %d and %d of one @%s "
+    ir_verr(x->c, sup_noloc(),
+            "'%s' over @%s keeps dim %d of %%%s sharded by @%s, but ranks %d and %d of one @%s "
             "set hold different @%s blocks (%d and %d): the ranks of a collective must share the blocks it does "
-            "not exchange", ir_op_desc_of(op->code)->name, m->groups[g].name, d, val->name, m->groups[h].name, r0,
-            r1, m->groups[g].name, m->groups[h].name, p0, p1);
+            "not exchange",
+            ir_op_desc_of(op->code)->name, m->groups[g].name, d, val->name, m->groups[h].name, r0, r1,
+            m->groups[g].name, m->groups[h].name, p0, p1);
 }
 
 /* The dims a collective exchanges: gather/scatter `dim`, all_to_all
  * `split` and `concat`; all_reduce none. */
-static bool ir_exchanged(const ir_op *op, int d)
-{
-    return ir_attr_int(op, "dim", -1) == d || ir_attr_int(op, "split", -1) == d ||
-           ir_attr_int(op, "concat", -1) == d;
+static bool ir_exchanged(const ir_op *op, int d) {
+    return ir_attr_int(op, "dim", -1) == d || ir_attr_int(op, "split", -1) == d || ir_attr_int(op, "concat", -1) == d;
 }
 
-static void ir_verify_coll_sets(ir_gctx *x)
-{
+static void ir_verify_coll_sets(ir_gctx *x) {
     const ir_module *m = x->c->m;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         const ir_op_desc *info = ir_op_desc_of(op->code);
         const ir_attr *ga = ir_attr_get(op, "group");
-        if (!info || info->kind != IR_K_COLL || !ga || ga->kind != IR_A_GROUP)
-            continue;
+        if (!info || info->kind != IR_K_COLL || !ga || ga->kind != IR_A_GROUP) continue;
         x->c->op = i;
         for (int k = 0; k < op->nin + op->nout; k++) {
             const ir_value *val = &m->values[k < op->nin ? op->in[k] : op->out[k - op->nin]];
             for (int d = 0; d < val->type.rank; d++)
-                if (!ir_exchanged(op, d))
-                    ir_check_kept_dim(x, op, (int)ga->i, val, d);
+                if (!ir_exchanged(op, d)) ir_check_kept_dim(x, op, (int)ga->i, val, d);
         }
     }
     x->c->op = -1;
 }
 
-void ir_verify_groups_joint(ir_vctx *c)
-{
+void ir_verify_groups_joint(ir_vctx *c) {
     const ir_module *m = c->m;
     int world = ir_world(m);
-    if (m->ngroups < 2 || world < 2)
-        return;
+    if (m->ngroups < 2 || world < 2) return;
     size_t ng = (size_t)m->ngroups;
     ir_gctx x = {.c = c, .world = world};
     x.pos = sup_xmalloc(ng * (size_t)world * sizeof *x.pos);

@@ -24,102 +24,86 @@ struct layout_registry {
 };
 enum { NFAMILIES = 3 };
 
-static struct layout_registry *registry(void)
-{
+static struct layout_registry *registry(void) {
     sup_context *ctx = sup_ctx();
-    if (!ctx->layouts)
-        ctx->layouts = sup_xcalloc(1, sizeof *ctx->layouts);
+    if (!ctx->layouts) ctx->layouts = sup_xcalloc(1, sizeof *ctx->layouts);
     return ctx->layouts;
 }
 
-const char *layout_reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...)
-{
+const char *layout_reason(char *fix, size_t nfix, const char *hint, const char *fmt, ...) {
     char *why = registry()->why;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof registry()->why, fmt, ap);
     va_end(ap);
-    if (fix && nfix)
-        snprintf(fix, nfix, "%s", hint ? hint : "");
+    if (fix && nfix) snprintf(fix, nfix, "%s", hint ? hint : "");
     return why;
 }
 
 static int64_t kv_heads(const layout_dims *d) { return d->Hk > 0 ? d->Hk : d->H; }
 
-int64_t layout_group_size(const layout_dims *d, const layout_choice *c)
-{
+int64_t layout_group_size(const layout_dims *d, const layout_choice *c) {
     return c->groups >= 1 && d->N % c->groups == 0 ? d->N / c->groups : 0;
 }
 
-layout_choice layout_ulysses(int groups)
-{
+layout_choice layout_ulysses(int groups) {
     return (layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .variant = NULL, .groups = groups};
 }
 
-bool layout_heads_uneven(const layout_dims *d, int64_t K)
-{
+bool layout_heads_uneven(const layout_dims *d, int64_t K) {
     int64_t H = d->H, Hk = kv_heads(d);
     return K >= 1 && Hk >= K && Hk % K != 0 && Hk > 0 && H % Hk == 0;
 }
 
 /* ---- the registry ---------------------------------------------------------------- */
-const layout_strategy *layout_strategies(int *n)
-{
+const layout_strategy *layout_strategies(int *n) {
     struct layout_registry *r = registry();
-    if (n)
-        *n = r->n;
+    if (n) *n = r->n;
     return r->rows;
 }
 
 bool layout_variant_key(const char *key) { return key && !strcmp(key, "a2a"); }
 
-const layout_strategy *layout_strategy_of(const layout_choice *c)
-{
-    if (c->variant)
-        return c->variant;
+const layout_strategy *layout_strategy_of(const layout_choice *c) {
+    if (c->variant) return c->variant;
     struct layout_registry *r = registry();
     return (unsigned)c->seq < (unsigned)r->nfamilies ? &r->rows[c->seq] : NULL;
 }
 
-const layout_strategy *layout_variant_find(const char *key, const char *word)
-{
+const layout_strategy *layout_variant_find(const char *key, const char *word) {
     struct layout_registry *r = registry();
     for (int i = r->nfamilies; i < r->n && key && word; i++)
-        if (!strcmp(r->rows[i].key, key) && !strcmp(r->rows[i].word, word))
-            return &r->rows[i];
+        if (!strcmp(r->rows[i].key, key) && !strcmp(r->rows[i].word, word)) return &r->rows[i];
     return NULL;
 }
 
-const layout_strategy *layout_strategy_named(const char *name)
-{
+const layout_strategy *layout_strategy_named(const char *name) {
     struct layout_registry *r = registry();
     for (int i = 0; i < r->n && name; i++)
-        if (!strcmp(r->rows[i].name, name))
-            return &r->rows[i];
+        if (!strcmp(r->rows[i].name, name)) return &r->rows[i];
     return NULL;
 }
 
-static bool bad_row(char *err, size_t nerr, const char *fmt, const char *what)
-{
+static bool bad_row(char *err, size_t nerr, const char *fmt, const char *what) {
     snprintf(err, nerr, fmt, what);
     return false;
 }
 
 /* A family's own row: the next family in layout_seq's order, before any
  * variant, named after the family. */
-static bool family_row_ok(const struct layout_registry *r, const layout_strategy *s, char *err, size_t nerr)
-{
+static bool family_row_ok(const struct layout_registry *r, const layout_strategy *s, char *err, size_t nerr) {
     if ((int)s->seq != r->nfamilies || r->n != r->nfamilies)
-        return bad_row(err, nerr, "strategy '%s': a family's own row (no key) is registered once per family, in the "
-                       "order ulysses, ring, hybrid, before any variant", s->name);
+        return bad_row(err, nerr,
+                       "strategy '%s': a family's own row (no key) is registered once per family, in the "
+                       "order ulysses, ring, hybrid, before any variant",
+                       s->name);
     if (strcmp(s->name, layout_seq_name(s->seq)))
         return bad_row(err, nerr, "strategy '%s': a family's own row is named after its family", s->name);
     return true;
 }
 
 /* A variant: the spec words that select it, on a family that has its row. */
-static bool variant_row_ok(const struct layout_registry *r, const layout_strategy *s, char *err, size_t nerr)
-{
+static bool variant_row_ok(const struct layout_registry *r, const layout_strategy *s, char *err, size_t nerr) {
     if (!s->word || !*s->word)
         return bad_row(err, nerr, "strategy '%s': a variant needs the spec words (key and word) that select it",
                        s->name);
@@ -133,24 +117,20 @@ static bool variant_row_ok(const struct layout_registry *r, const layout_strateg
                            s->name);
     if (!strcmp(s->word, "flat") || !strcmp(s->word, "auto"))
         return bad_row(err, nerr, "strategy '%s': the words flat and auto are the spec's own", s->name);
-    if ((int)s->seq >= r->nfamilies)
-        return bad_row(err, nerr, "strategy '%s': its family has no row yet", s->name);
+    if ((int)s->seq >= r->nfamilies) return bad_row(err, nerr, "strategy '%s': its family has no row yet", s->name);
     return true;
 }
 
-bool layout_strategy_register(const layout_strategy *s, char *err, size_t nerr)
-{
+bool layout_strategy_register(const layout_strategy *s, char *err, size_t nerr) {
     struct layout_registry *r = registry();
     char tmp[8];
-    if (!err)
-        err = tmp, nerr = sizeof tmp;
+    if (!err) err = tmp, nerr = sizeof tmp;
     if (!s || !s->name || !*s->name || !s->legal || !s->candidates || !s->passes || !*s->passes)
         return bad_row(err, nerr, "strategy '%s': name, legal, candidates and passes are required",
                        s && s->name ? s->name : "");
     if ((unsigned)s->seq >= NFAMILIES)
         return bad_row(err, nerr, "strategy '%s': seq must be ulysses, ring or hybrid", s->name);
-    if (!(s->key ? variant_row_ok(r, s, err, nerr) : family_row_ok(r, s, err, nerr)))
-        return false;
+    if (!(s->key ? variant_row_ok(r, s, err, nerr) : family_row_ok(r, s, err, nerr))) return false;
     if (layout_strategy_named(s->name))
         return bad_row(err, nerr, "a strategy named '%s' is already registered", s->name);
     for (int i = r->nfamilies; i < r->n && s->key; i++)
@@ -159,19 +139,15 @@ bool layout_strategy_register(const layout_strategy *s, char *err, size_t nerr)
                      r->rows[i].name);
             return false;
         }
-    if (r->n >= LAYOUT_MAX_STRATEGIES)
-        return bad_row(err, nerr, "strategy '%s': the registry is full", s->name);
+    if (r->n >= LAYOUT_MAX_STRATEGIES) return bad_row(err, nerr, "strategy '%s': the registry is full", s->name);
     r->rows[r->n] = *s;
-    if (!r->rows[r->n].owner)
-        r->rows[r->n].owner = "built in";
+    if (!r->rows[r->n].owner) r->rows[r->n].owner = "built in";
     r->n++;
-    if (!s->key)
-        r->nfamilies++;
+    if (!s->key) r->nfamilies++;
     return true;
 }
 
-const char *layout_family_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
-{
+const char *layout_family_legal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix) {
     struct layout_registry *r = registry();
     const layout_strategy *family = (unsigned)c->seq < (unsigned)r->nfamilies ? &r->rows[c->seq] : NULL;
     return family ? family->legal(family, d, c, fix, nfix) : layout_reason(fix, nfix, NULL, "no such layout");
@@ -179,8 +155,7 @@ const char *layout_family_legal(const layout_dims *d, const layout_choice *c, ch
 
 /* The rules every layout shares: whole groups of ranks, whole sequences
  * per group. */
-static const char *common_illegal(const layout_dims *d, int64_t G, char *fix, size_t nfix)
-{
+static const char *common_illegal(const layout_dims *d, int64_t G, char *fix, size_t nfix) {
     char hint[160];
     if (G < 1) {
         snprintf(hint, sizeof hint, "G = 1 is plain Ulysses; larger G must divide N=%" PRId64, d->N);
@@ -196,86 +171,68 @@ static const char *common_illegal(const layout_dims *d, int64_t G, char *fix, si
     return NULL;
 }
 
-const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix)
-{
+const char *layout_illegal(const layout_dims *d, const layout_choice *c, char *fix, size_t nfix) {
     const char *bad = common_illegal(d, c->groups, fix, nfix);
-    if (bad)
-        return bad;
+    if (bad) return bad;
     const layout_strategy *s = layout_strategy_of(c);
-    if (!s)
-        return layout_reason(fix, nfix, NULL, "no such layout");
-    if (c->variant)
-        return s->legal(s, d, c, fix, nfix);
+    if (!s) return layout_reason(fix, nfix, NULL, "no such layout");
+    if (c->variant) return s->legal(s, d, c, fix, nfix);
     if (c->seq == LAYOUT_ULYSSES && c->ring_degree > 1)
         return layout_reason(fix, nfix, "ring_degree applies to sequence hybrid only",
                              "ring_degree %d with sequence ulysses", c->ring_degree);
     return s->legal(s, d, c, fix, nfix);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
+static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Divisors of N ascending (N <= 2^24 has fewer than 1024). */
-static int divisors(int64_t N, int64_t *out, int max)
-{
+static int divisors(int64_t N, int64_t *out, int max) {
     int n = 0;
     for (int64_t k = 1; k * k <= N && n + 2 <= max; k++) {
-        if (N % k)
-            continue;
+        if (N % k) continue;
         out[n++] = k;
-        if (k != N / k)
-            out[n++] = N / k;
+        if (k != N / k) out[n++] = N / k;
     }
     qsort(out, (size_t)n, sizeof *out, cmp_i64);
     return n;
 }
 
-static int put(layout_choice *out, int n, int max, layout_choice c)
-{
-    if (n < max)
-        out[n] = c;
+static int put(layout_choice *out, int n, int max, layout_choice c) {
+    if (n < max) out[n] = c;
     return n + 1;
 }
 
-int layout_candidates(const layout_dims *d, layout_choice *out, int max)
-{
+int layout_candidates(const layout_dims *d, layout_choice *out, int max) {
     const struct layout_registry *r = registry();
     int64_t g[1024];
     int ng = divisors(d->N, g, 1024), n = 0;
     for (int i = 0; i < ng; i++) {
-        if (common_illegal(d, g[i], NULL, 0))
-            continue;
+        if (common_illegal(d, g[i], NULL, 0)) continue;
         /* each family, then its variants: the order of the planner's table */
         for (int f = 0; f < r->nfamilies; f++)
             for (int s = 0; s < r->n; s++) {
-                if (s != f && (s < r->nfamilies || r->rows[s].seq != (layout_seq)f))
-                    continue;
+                if (s != f && (s < r->nfamilies || r->rows[s].seq != (layout_seq)f)) continue;
                 layout_choice cs[LAYOUT_MAX_CHOICES];
                 int nc = r->rows[s].candidates(&r->rows[s], d, (int)g[i], cs, LAYOUT_MAX_CHOICES);
                 for (int k = 0; k < nc && k < LAYOUT_MAX_CHOICES; k++)
-                    if (!layout_illegal(d, &cs[k], NULL, 0))
-                        n = put(out, n, max, cs[k]);
+                    if (!layout_illegal(d, &cs[k], NULL, 0)) n = put(out, n, max, cs[k]);
             }
     }
     return n;
 }
 
-int layout_legal_groups(const layout_dims *d, const layout_choice *like, int64_t *out, int max)
-{
+int layout_legal_groups(const layout_dims *d, const layout_choice *like, int64_t *out, int max) {
     int64_t g[1024];
     int ng = divisors(d->N, g, 1024), n = 0;
     for (int i = 0; i < ng; i++) {
         layout_choice c = *like;
         c.groups = (int)g[i];
-        if (c.seq == LAYOUT_RING)
-            c.ring_degree = (int)(d->N / g[i]);
-        if (layout_illegal(d, &c, NULL, 0))
-            continue;
-        if (n < max)
-            out[n] = g[i];
+        if (c.seq == LAYOUT_RING) c.ring_degree = (int)(d->N / g[i]);
+        if (layout_illegal(d, &c, NULL, 0)) continue;
+        if (n < max) out[n] = g[i];
         n++;
     }
     return n;
@@ -286,8 +243,7 @@ static const char *const seq_names[] = {"ulysses", "ring", "hybrid"};
 
 const char *layout_seq_name(layout_seq s) { return (unsigned)s < 3 ? seq_names[s] : "?"; }
 
-bool layout_seq_parse(const char *name, layout_seq *out)
-{
+bool layout_seq_parse(const char *name, layout_seq *out) {
     for (int i = 0; i < 3; i++)
         if (name && !strcmp(name, seq_names[i])) {
             *out = (layout_seq)i;
@@ -296,12 +252,10 @@ bool layout_seq_parse(const char *name, layout_seq *out)
     return false;
 }
 
-void layout_choice_name(const layout_choice *c, char *buf, size_t n)
-{
+void layout_choice_name(const layout_choice *c, char *buf, size_t n) {
     char base[64]; /* "hybrid R=" + 11 digits + tl */
     char tl[40] = "";
-    if (c->variant)
-        snprintf(tl, sizeof tl, "+%s", c->variant->word);
+    if (c->variant) snprintf(tl, sizeof tl, "+%s", c->variant->word);
     if (c->seq == LAYOUT_HYBRID)
         snprintf(base, sizeof base, "hybrid R=%d%s", c->ring_degree, tl);
     else if (c->seq == LAYOUT_RING)

@@ -101,8 +101,8 @@ typedef struct layout_strategy {
     const char *key;   /* spec key that selects it ("a2a"); NULL for a family's own row */
     const char *word;  /* the key's value ("two_level"); the module config holds key = word */
     const char *title; /* for the training binary's banner ("Ulysses, two-level all-to-all"); may be NULL */
-    const char *(*legal)(const struct layout_strategy *self, const layout_dims *d, const layout_choice *c,
-                         char *fix, size_t nfix);
+    const char *(*legal)(const struct layout_strategy *self, const layout_dims *d, const layout_choice *c, char *fix,
+                         size_t nfix);
     int (*candidates)(const struct layout_strategy *self, const layout_dims *d, int groups, layout_choice *out,
                       int max);
     const char *passes;     /* comma-separated, run after batch-aware */

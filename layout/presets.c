@@ -60,23 +60,43 @@
 #include "layout.h"
 
 #define GiB 1073741824.0
-#define NVLINK3 {"nvlink", 300e9, 2e-6, 1.0}
-#define NVLINK4 {"nvlink", 450e9, 2e-6, 1.0}
-#define IB_HDR {"ib", 200e9 / 8, 5e-6, 1.0}
-#define IB_NDR {"ib", 400e9 / 8, 5e-6, 1.0}
+#define NVLINK3                                                                                                        \
+    { "nvlink", 300e9, 2e-6, 1.0 }
+#define NVLINK4                                                                                                        \
+    { "nvlink", 450e9, 2e-6, 1.0 }
+#define IB_HDR                                                                                                         \
+    { "ib", 200e9 / 8, 5e-6, 1.0 }
+#define IB_NDR                                                                                                         \
+    { "ib", 400e9 / 8, 5e-6, 1.0 }
 /* Host links: named after the link presets below, whose numbers they take. */
-#define PCIE4 {"pcie4", 32e9, 3e-6, 0.8}
-#define PCIE5 {"pcie5", 64e9, 3e-6, 0.8}
+#define PCIE4                                                                                                          \
+    { "pcie4", 32e9, 3e-6, 0.8 }
+#define PCIE5                                                                                                          \
+    { "pcie5", 64e9, 3e-6, 0.8 }
 /* The CPU backend's "device" and host share DRAM: a copy between arenas. */
-#define MEMCPY {"memcpy", 10e9, 1e-6, 1.0}
+#define MEMCPY                                                                                                         \
+    { "memcpy", 10e9, 1e-6, 1.0 }
 
 static const layout_device_preset presets[] = {
     {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 1e12, PCIE4, 0.12},
     {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 2e12, PCIE4, 0.12},
     {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5, 0.12},
     {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5, 0.12},
-    {"cpu", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 10e9, 1e-6, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0}, 0, 0, 0, 0, 0,
-     64 * GiB, MEMCPY, 0.62},
+    {"cpu",
+     16 * GiB,
+     1e11,
+     1e11,
+     2e10,
+     {"shm", 10e9, 1e-6, 1.0},
+     {"tcp", 10e9 / 8, 50e-6, 1.0},
+     0,
+     0,
+     0,
+     0,
+     0,
+     64 * GiB,
+     MEMCPY,
+     0.62},
     /* Fitted by `bench/calibrate.py --build build --repeats 5 --preset ''` on
      * the 2-core development machine, quiet (2 ranks, medians of 5 repeats x
      * 30 steps of the four tiny runs); see bench/README.md.  The cpu
@@ -84,8 +104,21 @@ static const layout_device_preset presets[] = {
      * and shared-memory MPI link (the fit's alpha and per-op overhead came
      * out 0: at these sizes bytes and FLOPs explain the times).  The inter
      * link stays nominal: one machine has no network. */
-    {"cpu_calibrated", 16 * GiB, 1e11, 1e11, 2e10, {"shm", 1.47e9, 0, 1.0}, {"tcp", 10e9 / 8, 50e-6, 1.0},
-     0.855, 0.512, 0.527, 0, 1.34e9, 64 * GiB, MEMCPY, 0.17},
+    {"cpu_calibrated",
+     16 * GiB,
+     1e11,
+     1e11,
+     2e10,
+     {"shm", 1.47e9, 0, 1.0},
+     {"tcp", 10e9 / 8, 50e-6, 1.0},
+     0.855,
+     0.512,
+     0.527,
+     0,
+     1.34e9,
+     64 * GiB,
+     MEMCPY,
+     0.17},
 };
 
 static const layout_link link_presets[] = {
@@ -154,22 +187,29 @@ typedef struct attn_rate {
     double fwd, bwd;
 } attn_rate;
 
-#define H200_RATES(dev)                                                                                             \
-    {dev, CM_ATTN_CUDNN, 64, 4096, 0.354, 0.312}, {dev, CM_ATTN_CUDNN, 64, 8192, 0.434, 0.400},                   \
-    {dev, CM_ATTN_CUDNN, 64, 16384, 0.474, 0.445}, {dev, CM_ATTN_CUDNN, 128, 4096, 0.429, 0.377},                  \
-    {dev, CM_ATTN_CUDNN, 128, 8192, 0.568, 0.491}, {dev, CM_ATTN_CUDNN, 128, 16384, 0.637, 0.577},                 \
-    {dev, CM_ATTN_CUDA_BASP, 64, 4096, 0.045, 0.0069}, {dev, CM_ATTN_CUDA_BASP, 64, 8192, 0.051, 0.0081},          \
-    {dev, CM_ATTN_CUDA_BASP, 64, 16384, 0.054, 0.0091}, {dev, CM_ATTN_CUDA_BASP, 128, 4096, 0.046, 0.0058},        \
-    {dev, CM_ATTN_CUDA_BASP, 128, 8192, 0.055, 0.0064}, {dev, CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066}
-#define A100_RATES(dev)                                                                                             \
-    {dev, CM_ATTN_CUDNN, 64, 4096, 0.45, 0.38}, {dev, CM_ATTN_CUDNN, 64, 16384, 0.60, 0.51},                       \
-    {dev, CM_ATTN_CUDNN, 128, 4096, 0.50, 0.43}, {dev, CM_ATTN_CUDNN, 128, 16384, 0.73, 0.62},                     \
-    {dev, CM_ATTN_CUDA_BASP, 64, 4096, 0.045, 0.0069}, {dev, CM_ATTN_CUDA_BASP, 64, 8192, 0.051, 0.0081},          \
-    {dev, CM_ATTN_CUDA_BASP, 64, 16384, 0.054, 0.0091}, {dev, CM_ATTN_CUDA_BASP, 128, 4096, 0.046, 0.0058},        \
-    {dev, CM_ATTN_CUDA_BASP, 128, 8192, 0.055, 0.0064}, {dev, CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066}
+#define H200_RATES(dev)                                                                                                \
+    {dev, CM_ATTN_CUDNN, 64, 4096, 0.354, 0.312}, {dev, CM_ATTN_CUDNN, 64, 8192, 0.434, 0.400},                        \
+        {dev, CM_ATTN_CUDNN, 64, 16384, 0.474, 0.445}, {dev, CM_ATTN_CUDNN, 128, 4096, 0.429, 0.377},                  \
+        {dev, CM_ATTN_CUDNN, 128, 8192, 0.568, 0.491}, {dev, CM_ATTN_CUDNN, 128, 16384, 0.637, 0.577},                 \
+        {dev, CM_ATTN_CUDA_BASP, 64, 4096, 0.045, 0.0069}, {dev, CM_ATTN_CUDA_BASP, 64, 8192, 0.051, 0.0081},          \
+        {dev, CM_ATTN_CUDA_BASP, 64, 16384, 0.054, 0.0091}, {dev, CM_ATTN_CUDA_BASP, 128, 4096, 0.046, 0.0058},        \
+        {dev, CM_ATTN_CUDA_BASP, 128, 8192, 0.055, 0.0064}, {                                                          \
+        dev, CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066                                                              \
+    }
+#define A100_RATES(dev)                                                                                                \
+    {dev, CM_ATTN_CUDNN, 64, 4096, 0.45, 0.38}, {dev, CM_ATTN_CUDNN, 64, 16384, 0.60, 0.51},                           \
+        {dev, CM_ATTN_CUDNN, 128, 4096, 0.50, 0.43}, {dev, CM_ATTN_CUDNN, 128, 16384, 0.73, 0.62},                     \
+        {dev, CM_ATTN_CUDA_BASP, 64, 4096, 0.045, 0.0069}, {dev, CM_ATTN_CUDA_BASP, 64, 8192, 0.051, 0.0081},          \
+        {dev, CM_ATTN_CUDA_BASP, 64, 16384, 0.054, 0.0091}, {dev, CM_ATTN_CUDA_BASP, 128, 4096, 0.046, 0.0058},        \
+        {dev, CM_ATTN_CUDA_BASP, 128, 8192, 0.055, 0.0064}, {                                                          \
+        dev, CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066                                                              \
+    }
 
 static const attn_rate attn_rates[] = {
-    H200_RATES("h200"), H200_RATES("h100_sxm"), A100_RATES("a100_40gb"), A100_RATES("a100_80gb"),
+    H200_RATES("h200"),
+    H200_RATES("h100_sxm"),
+    A100_RATES("a100_40gb"),
+    A100_RATES("a100_80gb"),
 };
 
 /* The rate of the rows of (device, impl, head_dim) at seq: linear in

@@ -21,11 +21,9 @@
 
 static int64_t cfg_i64(const ir_module *m, const char *key, int64_t def) { return ir_config_int(m, key, def); }
 
-static double cfg_double(const ir_module *m, const char *key)
-{
+static double cfg_double(const ir_module *m, const char *key) {
     const char *s = ir_config_get(m, key);
-    if (!s)
-        return 0;
+    if (!s) return 0;
     char *end;
     double v = strtod(s, &end);
     return end != s && *end == '\0' && v > 0 ? v : 0;
@@ -33,22 +31,19 @@ static double cfg_double(const ir_module *m, const char *key)
 
 /* The op with the most bytes live (the first of equals, as memplan picks
  * it); -1 when there are no ops. */
-static int find_peak_op(const ir_module *m, const int64_t *bytes, const int *start, const int *end)
-{
+static int find_peak_op(const ir_module *m, const int64_t *bytes, const int *start, const int *end) {
     int best = -1;
     int64_t best_sum = -1;
     int64_t *delta = sup_xcalloc((size_t)m->nops + 3, sizeof *delta);
     for (int v = 0; v < m->nvalues; v++) {
-        if (start[v] == -2)
-            continue;
+        if (start[v] == -2) continue;
         delta[start[v] + 1] += bytes[v];
         delta[end[v] + 2] -= bytes[v];
     }
     int64_t live = 0;
     for (int i = -1; i < m->nops; i++) {
         live += delta[i + 1];
-        if (i >= 0 && live > best_sum)
-            best_sum = live, best = i;
+        if (i >= 0 && live > best_sum) best_sum = live, best = i;
     }
     free(delta);
     return best;
@@ -60,17 +55,14 @@ typedef struct live_value {
 } live_value;
 
 /* Largest first; equal sizes in value order, so the list is deterministic. */
-static int top_cmp(const void *a, const void *b)
-{
+static int top_cmp(const void *a, const void *b) {
     const live_value *x = a, *y = b;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
     return (x->v > y->v) - (x->v < y->v);
 }
 
 /* The report of a planned module. */
-static void report_planned(const ir_module *m, pass_mem_report *r)
-{
+static void report_planned(const ir_module *m, pass_mem_report *r) {
     ir_mem_target t;
     ir_mem_target_of(m, &t);
     r->cuda = t.cuda;
@@ -93,15 +85,13 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     for (int v = 0; v < m->nvalues; v++) {
         /* The device's report: offloaded values are the host arena's
          * (host_bytes below), not bytes of the device at any op. */
-        if (start[v] == -2 || ir_mem_on_host(m, v))
-            continue;
+        if (start[v] == -2 || ir_mem_on_host(m, v)) continue;
         bytes[v] = ir_mem_value_bytes(m, v, t);
         r->no_reuse_bytes += bytes[v];
     }
 
     int p = (int)cfg_i64(m, "mem.peak_op", -2);
-    if (p < -1 || p >= m->nops || (p == -1 && m->nops > 0))
-        p = find_peak_op(m, bytes, start, end);
+    if (p < -1 || p >= m->nops || (p == -1 && m->nops > 0)) p = find_peak_op(m, bytes, start, end);
     r->peak_op = p;
     r->peak_layer = -1;
     if (p >= 0) {
@@ -122,15 +112,13 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
     r->live[IR_MEM_OPTIM] = ir_mem_opt_on_host(m) ? 0 : opt;
     r->live[IR_MEM_COMM] = stage;
     for (int v = 0; v < m->nvalues; v++) {
-        if (start[v] == -2 || start[v] > at || at > end[v] || bytes[v] <= 0)
-            continue;
+        if (start[v] == -2 || start[v] > at || at > end[v] || bytes[v] <= 0) continue;
         r->live[cat[v]] += bytes[v];
         live[nlive++] = (live_value){v, bytes[v]};
     }
     r->live[IR_MEM_WORK] = r->work_bytes;
     for (int c = 0; c < IR_MEM_NCATS; c++)
-        if (c != IR_MEM_WORK)
-            r->live_bytes += r->live[c];
+        if (c != IR_MEM_WORK) r->live_bytes += r->live[c];
     r->unused_bytes = r->arena_bytes - r->live_bytes;
     qsort(live, (size_t)nlive, sizeof *live, top_cmp);
     r->ntop = nlive < PASS_MEM_TOP ? nlive : PASS_MEM_TOP;
@@ -163,8 +151,7 @@ static void report_planned(const ir_module *m, pass_mem_report *r)
  * the peak is the whole allocation.  The compilation context (sup_ctx) says which. */
 
 /* Turns the planned report of m into the one of its unplanned program. */
-static void report_slots(const ir_module *m, pass_mem_report *r)
-{
+static void report_slots(const ir_module *m, pass_mem_report *r) {
     ir_mem_target t;
     ir_mem_target_of(m, &t);
     r->no_reuse = true;
@@ -182,8 +169,7 @@ static void report_slots(const ir_module *m, pass_mem_report *r)
     int n = 0;
     for (int v = 0; v < m->nvalues; v++) {
         int64_t b = ir_mem_value_bytes(m, v, t);
-        if (b <= 0)
-            continue;
+        if (b <= 0) continue;
         r->live[cat[v]] += b;
         all[n++] = (live_value){v, b};
     }
@@ -203,15 +189,12 @@ static void report_slots(const ir_module *m, pass_mem_report *r)
     free(cat);
 }
 
-static void report_of(const ir_module *m, pass_mem_report *r)
-{
+static void report_of(const ir_module *m, pass_mem_report *r) {
     report_planned(m, r);
-    if (!sup_ctx()->memory_plan)
-        report_slots(m, r);
+    if (!sup_ctx()->memory_plan) report_slots(m, r);
 }
 
-bool pass_memory_report(const ir_module *m, pass_mem_report *r)
-{
+bool pass_memory_report(const ir_module *m, pass_mem_report *r) {
     memset(r, 0, sizeof *r);
     r->peak_op = -1;
     r->peak_layer = -1;
@@ -223,8 +206,7 @@ bool pass_memory_report(const ir_module *m, pass_mem_report *r)
     pass_options o = pass_default_options();
     o.quiet = true;
     bool ok = pass_memplan(c, &o);
-    if (ok)
-        report_of(c, r);
+    if (ok) report_of(c, r);
     ir_module_free(c);
     return ok;
 }
@@ -232,28 +214,27 @@ bool pass_memory_report(const ir_module *m, pass_mem_report *r)
 /* ---- printing -------------------------------------------------------------- */
 static const char *fmt_b(int64_t b, char *buf, size_t n) { return sup_fmt_bytes((double)b, buf, n); }
 
-static void print_row(FILE *out, const char *name, int64_t b, int64_t total)
-{
+static void print_row(FILE *out, const char *name, int64_t b, int64_t total) {
     char f[32];
     fprintf(out, "  %-14s %16" PRId64 " %11s %6.1f%%\n", name, b, fmt_b(b, f, sizeof f),
             total > 0 ? 100.0 * (double)b / (double)total : 0.0);
 }
 
 /* The lines after the table: where the peak is and how the arena is laid out. */
-static void print_arena(const pass_mem_report *r, FILE *out)
-{
+static void print_arena(const pass_mem_report *r, FILE *out) {
     char a[32], b[32], c[32], d[32];
     if (r->no_reuse) {
         fprintf(out, "no memory plan (--no-memory-plan): every buffer has its own slot for the whole run\n");
-        fprintf(out, "arena: %s, one slot per value (the memory plan's: %s); staging outside the arena: %s; "
-                     "workspace outside the arena: %s\n",
+        fprintf(out,
+                "arena: %s, one slot per value (the memory plan's: %s); staging outside the arena: %s; "
+                "workspace outside the arena: %s\n",
                 fmt_b(r->arena_bytes, a, sizeof a), fmt_b(r->planned_arena_bytes, b, sizeof b),
                 fmt_b(r->stage_bytes, c, sizeof c), fmt_b(r->work_bytes, d, sizeof d));
         return;
     }
     if (r->peak_op >= 0)
-        fprintf(out, "peak op: %d %s (%%%s), layer %d, %s\n", r->peak_op, r->peak_opcode, r->peak_value,
-                r->peak_layer, r->peak_phase[0] ? r->peak_phase : "-");
+        fprintf(out, "peak op: %d %s (%%%s), layer %d, %s\n", r->peak_op, r->peak_opcode, r->peak_value, r->peak_layer,
+                r->peak_phase[0] ? r->peak_phase : "-");
     else
         fprintf(out, "peak op: none (the module has no ops)\n");
     fprintf(out, "arena: %s (one buffer per value, no reuse: %s); workspace outside the arena: %s\n",
@@ -261,11 +242,10 @@ static void print_arena(const pass_mem_report *r, FILE *out)
             fmt_b(r->work_bytes, c, sizeof c));
 }
 
-void pass_memory_print(const pass_mem_report *r, FILE *out)
-{
+void pass_memory_print(const pass_mem_report *r, FILE *out) {
     char a[32], b[32];
-    fprintf(out, "memory: %s on %d rank(s), %s target%s: %s per rank", r->module, r->world,
-            r->cuda ? "cuda" : "cpu", r->no_reuse ? ", no memory plan" : "", fmt_b(r->peak_bytes, a, sizeof a));
+    fprintf(out, "memory: %s on %d rank(s), %s target%s: %s per rank", r->module, r->world, r->cuda ? "cuda" : "cpu",
+            r->no_reuse ? ", no memory plan" : "", fmt_b(r->peak_bytes, a, sizeof a));
     if (r->device_mem > 0)
         fprintf(out, " of %s: %s\n", sup_fmt_bytes(r->device_mem, b, sizeof b), r->fits ? "fits" : "does not fit");
     else
@@ -273,7 +253,8 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
     if (r->host_bytes > 0) {
         char parts[160], c[32], d[32];
         int64_t acts = r->host_bytes - r->host_opt - r->host_stage;
-        snprintf(parts, sizeof parts, "%s%s%s%s%s%s", acts > 0 ? "offloaded values " : "", acts > 0 ? fmt_b(acts, c, sizeof c) : "",
+        snprintf(parts, sizeof parts, "%s%s%s%s%s%s", acts > 0 ? "offloaded values " : "",
+                 acts > 0 ? fmt_b(acts, c, sizeof c) : "",
                  r->host_opt > 0 ? (acts > 0 ? ", optimizer state " : "optimizer state ") : "",
                  r->host_opt > 0 ? fmt_b(r->host_opt, d, sizeof d) : "", r->host_stage > 0 ? ", staging " : "",
                  r->host_stage > 0 ? fmt_b(r->host_stage, b, sizeof b) : "");
@@ -287,8 +268,7 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
             fprintf(out, ": fits (host memory unknown)\n");
     }
     fprintf(out, "\n  %-14s %16s %11s %7s\n", r->no_reuse ? "allocated" : "at the peak op", "bytes", "size", "share");
-    for (int k = 0; k < IR_MEM_NCATS; k++)
-        print_row(out, ir_mem_cat_name((ir_mem_cat)k), r->live[k], r->peak_bytes);
+    for (int k = 0; k < IR_MEM_NCATS; k++) print_row(out, ir_mem_cat_name((ir_mem_cat)k), r->live[k], r->peak_bytes);
     print_row(out, "unused", r->unused_bytes, r->peak_bytes);
     print_row(out, "peak", r->peak_bytes, r->peak_bytes);
     fputc('\n', out);
@@ -312,8 +292,7 @@ void pass_memory_print(const pass_mem_report *r, FILE *out)
     }
 }
 
-void pass_memory_json(const pass_mem_report *r, FILE *out)
-{
+void pass_memory_json(const pass_mem_report *r, FILE *out) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "module", r->module);
     cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
@@ -371,8 +350,7 @@ void pass_memory_json(const pass_mem_report *r, FILE *out)
         cJSON_AddNumberToObject(o, "staging_bytes", (double)r->stage_bytes);
     }
     char *text = cJSON_Print(o);
-    if (text)
-        fprintf(out, "%s\n", text);
+    if (text) fprintf(out, "%s\n", text);
     free(text);
     cJSON_Delete(o);
 }

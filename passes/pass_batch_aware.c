@@ -25,22 +25,18 @@
 #include <string.h>
 
 /* Shards dim 0 (batch) of every activation over @dp. */
-static void shard_batch(ir_module *m, int dp)
-{
+static void shard_batch(ir_module *m, int dp) {
     bool *weight = ir_weight_flags(m);
     for (int v = 0; v < m->nvalues; v++)
-        if (pu_is_activation(m, weight, v))
-            m->values[v].type.shard[0] = dp;
+        if (pu_is_activation(m, weight, v)) m->values[v].type.shard[0] = dp;
     free(weight);
 }
 
 /* G = 1: nothing to partition.  Says why, in the words of the config. */
-static void keep_one_group(const ir_module *m, const pass_options *opt)
-{
+static void keep_one_group(const ir_module *m, const pass_options *opt) {
     int N = ir_world(m);
     pu_dims d = pu_model_dims(m);
-    const char *what = strcmp(pu_cfg(m, "sequence", "ulysses"), "ulysses") ? "one sequence-parallel group"
-                                                                             : "Ulysses";
+    const char *what = strcmp(pu_cfg(m, "sequence", "ulysses"), "ulysses") ? "one sequence-parallel group" : "Ulysses";
     if (!strcmp(pu_cfg(m, "batch_aware", "auto"), "off"))
         pu_remark(opt, "batch-aware: disabled (batch_aware off); keeping %s over %d ranks", what, N);
     else if (d.B == 1)
@@ -50,8 +46,7 @@ static void keep_one_group(const ir_module *m, const pass_options *opt)
 }
 
 /* "2, 4 and 8": the G for which the module's layout would be legal. */
-static void legal_groups(const ir_module *m, const layout_choice *c, char *buf, size_t n)
-{
+static void legal_groups(const ir_module *m, const layout_choice *c, char *buf, size_t n) {
     layout_dims d = pass_layout_dims(m);
     int64_t g[64];
     int k = layout_legal_groups(&d, c, g, 64);
@@ -62,8 +57,7 @@ static void legal_groups(const ir_module *m, const layout_choice *c, char *buf, 
     }
 }
 
-bool pass_batch_aware(ir_module *m, const pass_options *opt)
-{
+bool pass_batch_aware(ir_module *m, const pass_options *opt) {
     layout_choice c = pass_layout_of(m);
     int N = ir_world(m), G = c.groups;
     if (ir_group_find(m, "sp") >= 0 || ir_group_find(m, "dp") >= 0) {

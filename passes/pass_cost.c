@@ -15,15 +15,13 @@
 /* Rounded so the annotations stay readable; sums use unrounded times. */
 static double round_to(double v, double unit) { return round(v / unit) * unit; }
 
-static void set_cfg_double(ir_module *m, const char *key, double v)
-{
+static void set_cfg_double(ir_module *m, const char *key, double v) {
     char buf[40];
     ir_config_set(m, key, sup_fmt_double(v, buf, sizeof buf));
 }
 
 /* "17.80 GiB", "22.0 KiB": the largest binary unit that keeps a digit. */
-static const char *fmt_bytes(double b, char *buf, size_t n)
-{
+static const char *fmt_bytes(double b, char *buf, size_t n) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
     while (b >= 1024 && u < 4) {
@@ -34,8 +32,7 @@ static const char *fmt_bytes(double b, char *buf, size_t n)
     return buf;
 }
 
-bool pass_cost(ir_module *m, const pass_options *opt)
-{
+bool pass_cost(ir_module *m, const pass_options *opt) {
     pass_cost_params p = pass_cost_default_params(m);
     for (int i = 0; i < m->nops; i++) {
         pass_op_cost c = pass_op_cost_of(m, &m->ops[i], &p);
@@ -44,13 +41,11 @@ bool pass_cost(ir_module *m, const pass_options *opt)
     pass_cost_report r = pass_cost_estimate(m, &p);
     set_cfg_double(m, "cost.step_ms", round_to(r.step_s * 1e3, 1e-3));
     set_cfg_double(m, "cost.a2a_ms", round_to(r.a2a_s * 1e3, 1e-3));
-    if (r.host_s > 0)
-        set_cfg_double(m, "cost.host_ms", round_to(r.host_s * 1e3, 1e-3));
+    if (r.host_s > 0) set_cfg_double(m, "cost.host_ms", round_to(r.host_s * 1e3, 1e-3));
     ir_config_set_int(m, "cost.mem_peak_bytes", (int64_t)llround(r.mem_peak));
     ir_config_set(m, "cost.fits", r.fits ? "true" : "false");
     char peak[32], dev[32], cap[80] = "", host[96] = "";
-    if (r.host_s > 0)
-        snprintf(host, sizeof host, ", host copies %.3f ms", r.host_s * 1e3);
+    if (r.host_s > 0) snprintf(host, sizeof host, ", host copies %.3f ms", r.host_s * 1e3);
     if (r.device_mem > 0)
         snprintf(cap, sizeof cap, " of %s: %s", fmt_bytes(r.device_mem, dev, sizeof dev),
                  r.fits ? "fits" : "does not fit");
@@ -73,8 +68,7 @@ bool pass_cost(ir_module *m, const pass_options *opt)
  * says so) to keep the file loadable. */
 enum { TRACE_MAX_RANKS = 64 };
 
-static void trace_meta(cJSON *ev, int rank)
-{
+static void trace_meta(cJSON *ev, int rank) {
     static const char *const threads[2] = {"compute", "communication"};
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "name", "process_name");
@@ -97,8 +91,7 @@ static void trace_meta(cJSON *ev, int rank)
     }
 }
 
-static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cost *c, int rank, double ts)
-{
+static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cost *c, int rank, double ts) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "name", ir_op_desc_of(op->code)->name);
     cJSON_AddStringToObject(e, "ph", "X");
@@ -108,8 +101,7 @@ static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cos
     cJSON_AddNumberToObject(e, "tid", c->comm ? 1 : 0);
     cJSON *a = cJSON_AddObjectToObject(e, "args");
     int v = op->nout > 0 ? op->out[0] : op->nin > 0 ? op->in[0] : -1;
-    if (v >= 0)
-        cJSON_AddStringToObject(a, "value", m->values[v].name);
+    if (v >= 0) cJSON_AddStringToObject(a, "value", m->values[v].name);
     cJSON_AddNumberToObject(a, "layer", ir_op_layer(op));
     cJSON_AddStringToObject(a, "phase", ir_op_phase(op));
     if (c->comm) {
@@ -127,15 +119,12 @@ static cJSON *trace_event(const ir_module *m, const ir_op *op, const pass_op_cos
     return e;
 }
 
-void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out)
-{
+void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out) {
     int world = ir_world(m), shown = world < TRACE_MAX_RANKS ? world : TRACE_MAX_RANKS;
     pass_op_cost *cost = malloc(((size_t)m->nops + 1) * sizeof *cost);
     cJSON *root = cJSON_CreateObject(), *ev = cJSON_AddArrayToObject(root, "traceEvents");
-    if (!cost || !root || !ev)
-        goto out;
-    for (int i = 0; i < m->nops; i++)
-        cost[i] = pass_op_cost_of(m, &m->ops[i], p);
+    if (!cost || !root || !ev) goto out;
+    for (int i = 0; i < m->nops; i++) cost[i] = pass_op_cost_of(m, &m->ops[i], p);
     /* Gradient accumulation: the micro-step's ops laid out accum times (args
      * micro_step = 0 ..), then the apply phase (phase = opt) once. */
     int accum = (int)ir_config_int(m, "accum", 1);
@@ -146,14 +135,11 @@ void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out)
         for (int pass = 0; pass <= (accum > 1 ? accum : 0); pass++)
             for (int i = 0; i < m->nops; i++) {
                 bool opt = strcmp(ir_op_phase(&m->ops[i]), "opt") == 0;
-                if (accum > 1 && opt != (pass == accum))
-                    continue;
+                if (accum > 1 && opt != (pass == accum)) continue;
                 double t0 = pass_streams_place(&st, &m->ops[i], cost[i].seconds, cost[i].comm);
-                if (m->ops[i].code == IR_FREE || m->ops[i].code == IR_WAIT)
-                    continue;
+                if (m->ops[i].code == IR_FREE || m->ops[i].code == IR_WAIT) continue;
                 cJSON *e = trace_event(m, &m->ops[i], &cost[i], r, t0 * 1e6);
-                if (accum > 1 && !opt)
-                    cJSON_AddNumberToObject(cJSON_GetObjectItem(e, "args"), "micro_step", pass);
+                if (accum > 1 && !opt) cJSON_AddNumberToObject(cJSON_GetObjectItem(e, "args"), "micro_step", pass);
                 cJSON_AddItemToArray(ev, e);
             }
         pass_streams_free(&st);
@@ -164,9 +150,10 @@ void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out)
     cJSON_AddNumberToObject(meta, "world", world);
     cJSON_AddNumberToObject(meta, "ranks_shown", shown);
     cJSON_AddBoolToObject(meta, "ranks_capped", world > shown);
-    cJSON_AddStringToObject(meta, "model", "two streams per rank (compute, communication), ops in schedule "
-                                           "order on each; a started collective overlaps the compute until its "
-                                           "wait; times of the slowest rank");
+    cJSON_AddStringToObject(meta, "model",
+                            "two streams per rank (compute, communication), ops in schedule "
+                            "order on each; a started collective overlaps the compute until its "
+                            "wait; times of the slowest rank");
     char *text = cJSON_PrintUnformatted(root);
     if (text) {
         fputs(text, out);

@@ -5,8 +5,7 @@
  * See passes/README.md "memplan". */
 #include "pass_util.h"
 
-bool pass_memplan(ir_module *m, const pass_options *opt)
-{
+bool pass_memplan(ir_module *m, const pass_options *opt) {
     ir_mem_target t;
     if (!ir_mem_target_of(m, &t)) {
         sup_error(sup_noloc(), "memplan: config mem.target must be cpu or cuda, found '%s'",
@@ -14,13 +13,13 @@ bool pass_memplan(ir_module *m, const pass_options *opt)
         return false;
     }
     ir_mem_stats st;
-    if (!ir_mem_plan(m, t, &st))
-        return false;
+    if (!ir_mem_plan(m, t, &st)) return false;
     char a[32], b[32], c[32], d[48] = "";
-    if (st.peak_op >= 0)
-        ir_op_str(m, st.peak_op, d, sizeof d);
-    pu_remark(opt, "memplan: arena %s per rank (%s target), %s live at the peak%s%s; one buffer per value "
-              "would need %s", sup_fmt_bytes((double)st.arena, a, sizeof a), t.cuda ? "cuda" : "cpu",
+    if (st.peak_op >= 0) ir_op_str(m, st.peak_op, d, sizeof d);
+    pu_remark(opt,
+              "memplan: arena %s per rank (%s target), %s live at the peak%s%s; one buffer per value "
+              "would need %s",
+              sup_fmt_bytes((double)st.arena, a, sizeof a), t.cuda ? "cuda" : "cpu",
               sup_fmt_bytes((double)st.live_max, b, sizeof b), st.peak_op >= 0 ? ", " : "", d,
               sup_fmt_bytes((double)st.no_reuse, c, sizeof c));
     return true;

@@ -57,52 +57,42 @@ typedef struct off_plan {
 } off_plan;
 
 /* The first op at or after `from` of layer `layer`'s backward. */
-static int bwd_block_start(const ir_module *m, int layer, int from)
-{
+static int bwd_block_start(const ir_module *m, int layer, int from) {
     for (int i = from; i < m->nops; i++)
-        if (ir_op_layer(&m->ops[i]) == layer && strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0)
-            return i;
+        if (ir_op_layer(&m->ops[i]) == layer && strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0) return i;
     return -1;
 }
 
 /* The first op of the backward block right before the one starting at b:
  * the run of backward ops of op b-1's layer that ends there; b itself when
  * op b-1 is no backward op. */
-static int bwd_block_before(const ir_module *m, int b)
-{
-    if (b <= 0 || strcmp(ir_op_phase(&m->ops[b - 1]), "bwd") != 0)
-        return b;
+static int bwd_block_before(const ir_module *m, int b) {
+    if (b <= 0 || strcmp(ir_op_phase(&m->ops[b - 1]), "bwd") != 0) return b;
     int layer = ir_op_layer(&m->ops[b - 1]), i = b - 1;
-    while (i > 0 && strcmp(ir_op_phase(&m->ops[i - 1]), "bwd") == 0 && ir_op_layer(&m->ops[i - 1]) == layer)
-        i--;
+    while (i > 0 && strcmp(ir_op_phase(&m->ops[i - 1]), "bwd") == 0 && ir_op_layer(&m->ops[i - 1]) == layer) i--;
     return i;
 }
 
 /* Where value v would move, or false when it stays on the device; with
  * prefetch the fetch comes one backward block early. */
-static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, bool prefetch, off_plan *p)
-{
+static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, bool prefetch, off_plan *p) {
     const ir_value *val = &m->values[v];
     if (val->kind != IR_V_RESULT || cat[v] != IR_MEM_ACTS || val->def < 0 || ir_mem_on_host(m, v) ||
         strcmp(ir_op_phase(&m->ops[val->def]), "fwd") != 0)
         return false;
     int last_fwd = val->def, first_bwd = -1;
     for (int i = val->def + 1; i < m->nops && first_bwd < 0; i++) {
-        if (!pu_reads(&m->ops[i], v))
-            continue;
+        if (!pu_reads(&m->ops[i], v)) continue;
         if (strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0)
             first_bwd = i;
         else
             last_fwd = i;
     }
-    if (first_bwd < 0 || ir_op_layer(&m->ops[first_bwd]) < 0)
-        return false;
+    if (first_bwd < 0 || ir_op_layer(&m->ops[first_bwd]) < 0) return false;
     int before = bwd_block_start(m, ir_op_layer(&m->ops[first_bwd]), last_fwd + 1);
-    if (before < 0 || before > first_bwd || before <= last_fwd + 1)
-        return false;
+    if (before < 0 || before > first_bwd || before <= last_fwd + 1) return false;
     int early = prefetch ? bwd_block_before(m, before) : before;
-    if (early > last_fwd + 1)
-        before = early;
+    if (early > last_fwd + 1) before = early;
     *p = (off_plan){last_fwd, before, first_bwd};
     return true;
 }
@@ -114,28 +104,23 @@ static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, bool pr
  * fetches it back.  ZeRO-1's whole gradient of a sharded parameter stays:
  * the update slices it on the device.  Gradient accumulators (accum > 1)
  * live the whole run and stay too. */
-static bool plan_grad(const ir_module *m, int adamw, off_plan *p)
-{
+static bool plan_grad(const ir_module *m, int adamw, off_plan *p) {
     const ir_op *a = &m->ops[adamw];
     int w = a->in[0], g = a->in[1];
     const ir_value *gv = &m->values[g];
-    if (gv->kind != IR_V_RESULT || gv->def < 0 || ir_mem_on_host(m, g) ||
-        gv->type.rank != m->values[w].type.rank)
+    if (gv->kind != IR_V_RESULT || gv->def < 0 || ir_mem_on_host(m, g) || gv->type.rank != m->values[w].type.rank)
         return false;
     for (int d = 0; d < gv->type.rank; d++)
-        if (gv->type.shard[d] != m->values[w].type.shard[d])
-            return false;
+        if (gv->type.shard[d] != m->values[w].type.shard[d]) return false;
     int last = gv->def;
     for (int i = gv->def + 1; i < adamw; i++)
-        if (pu_reads(&m->ops[i], g))
-            last = i;
+        if (pu_reads(&m->ops[i], g)) last = i;
     *p = (off_plan){last, -1, adamw};
     return true;
 }
 
 /* A copy op: out = code(in), tagged like `like` (layer and phase). */
-static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like)
-{
+static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like) {
     ir_op op = ir_op_make(code);
     ir_op_add_input(&op, in);
     ir_op_add_output(&op, out);
@@ -146,14 +131,12 @@ static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like)
 /* Rebuilds the op list with the copies in place: fetches before op i, op
  * i with its backward reads rewired (to the fetched copy, or for a
  * gradient to the host copy), offloads after it. */
-static void insert_copies(ir_module *m, const off_plan *plan, const int *host, const int *dev, int nvals)
-{
+static void insert_copies(ir_module *m, const off_plan *plan, const int *host, const int *dev, int nvals) {
     int n = m->nops, cap = n + 2 * nvals + 1, k = 0;
     ir_op *ops = sup_xmalloc(sizeof *ops * (size_t)cap);
     for (int i = 0; i < n; i++) {
         for (int v = 0; v < nvals; v++)
-            if (plan[v].after >= 0 && plan[v].before == i)
-                ops[k++] = copy_op(IR_FETCH, host[v], dev[v], &m->ops[i]);
+            if (plan[v].after >= 0 && plan[v].before == i) ops[k++] = copy_op(IR_FETCH, host[v], dev[v], &m->ops[i]);
         ir_op op = m->ops[i];
         for (int j = 0; j < op.nin; j++) {
             int v = op.in[j];
@@ -162,8 +145,7 @@ static void insert_copies(ir_module *m, const off_plan *plan, const int *host, c
         }
         ops[k++] = op;
         for (int v = 0; v < nvals; v++)
-            if (plan[v].after == i)
-                ops[k++] = copy_op(IR_OFFLOAD, v, host[v], &m->ops[i]);
+            if (plan[v].after == i) ops[k++] = copy_op(IR_OFFLOAD, v, host[v], &m->ops[i]);
     }
     free(m->ops);
     m->ops = ops;
@@ -176,16 +158,13 @@ static void insert_copies(ir_module *m, const off_plan *plan, const int *host, c
  * and bytes per rank (as the target stores them) of the activations and
  * of the gradients. */
 static void plan_all(const ir_module *m, bool acts, bool grads, bool prefetch, off_plan *plan, int *moved,
-                     double *bytes, int *ngrads, double *gbytes)
-{
+                     double *bytes, int *ngrads, double *gbytes) {
     ir_mem_target t;
     ir_mem_target_of(m, &t);
     ir_mem_cat *cat = ir_mem_value_cats(m);
-    for (int v = 0; v < m->nvalues; v++)
-        plan[v] = (off_plan){-1, -1, -1};
+    for (int v = 0; v < m->nvalues; v++) plan[v] = (off_plan){-1, -1, -1};
     for (int v = 0; acts && v < m->nvalues; v++)
-        if (plan_value(m, cat, v, prefetch, &plan[v]))
-            (*moved)++, *bytes += (double)ir_mem_value_bytes(m, v, t);
+        if (plan_value(m, cat, v, prefetch, &plan[v])) (*moved)++, *bytes += (double)ir_mem_value_bytes(m, v, t);
     for (int i = 0; grads && i < m->nops; i++) {
         off_plan p;
         if (m->ops[i].code != IR_ADAMW || m->ops[i].nin != 2 || plan[m->ops[i].in[1]].after >= 0 ||
@@ -201,8 +180,7 @@ static void plan_all(const ir_module *m, bool acts, bool grads, bool prefetch, o
 /* Applies mode (activations, optimizer or all) to m, fetching one block
  * early with prefetch; the config says which (ir_mem_opt_on_host reads
  * it). */
-static bool offload_apply_as(ir_module *m, const char *mode, bool prefetch, const pass_options *opt)
-{
+static bool offload_apply_as(ir_module *m, const char *mode, bool prefetch, const pass_options *opt) {
     bool acts = strcmp(mode, "activations") == 0 || strcmp(mode, "all") == 0;
     int nvals = m->nvalues;
     off_plan *plan = sup_xmalloc(sizeof *plan * (size_t)(nvals + 1));
@@ -212,45 +190,43 @@ static bool offload_apply_as(ir_module *m, const char *mode, bool prefetch, cons
     double bytes = 0, gbytes = 0;
     plan_all(m, acts, grads, prefetch, plan, &moved, &bytes, &ngrads, &gbytes);
     for (int v = 0; v < nvals; v++) {
-        if (plan[v].after < 0)
-            continue;
+        if (plan[v].after < 0) continue;
         char name[IR_NAME_MAX], base[IR_NAME_MAX + 8];
         ir_type t = m->values[v].type;
         snprintf(base, sizeof base, "%.54s.host", m->values[v].name);
         ir_value_fresh_name(m, base, name);
         host[v] = ir_value_add(m, name, IR_V_RESULT, t);
-        if (plan[v].before < 0)
-            continue;
+        if (plan[v].before < 0) continue;
         snprintf(base, sizeof base, "%.54s.dev", m->values[v].name);
         ir_value_fresh_name(m, base, name);
         dev[v] = ir_value_add(m, name, IR_V_RESULT, t);
     }
-    if (moved || ngrads)
-        insert_copies(m, plan, host, dev, nvals);
+    if (moved || ngrads) insert_copies(m, plan, host, dev, nvals);
     free(plan);
     free(host);
     free(dev);
     char b[32], c[32];
     if (acts)
-        pu_remark(opt, "offload: activations: %d value(s) to host memory between forward and backward, %s per rank "
-                  "each way", moved, sup_fmt_bytes(bytes, b, sizeof b));
+        pu_remark(opt,
+                  "offload: activations: %d value(s) to host memory between forward and backward, %s per rank "
+                  "each way",
+                  moved, sup_fmt_bytes(bytes, b, sizeof b));
     if (grads)
-        pu_remark(opt, "offload: optimizer: AdamW's state in host memory, the update on the host; %d gradient(s), %s "
-                  "per rank, to host memory once computed", ngrads, sup_fmt_bytes(gbytes, c, sizeof c));
+        pu_remark(opt,
+                  "offload: optimizer: AdamW's state in host memory, the update on the host; %d gradient(s), %s "
+                  "per rank, to host memory once computed",
+                  ngrads, sup_fmt_bytes(gbytes, c, sizeof c));
     return true;
 }
 
-static double cfg_num(const ir_module *m, const char *key)
-{
+static double cfg_num(const ir_module *m, const char *key) {
     const char *s = ir_config_get(m, key);
     return s ? strtod(s, NULL) : 0;
 }
 
 /* m's device peak per rank (arena and workspace) once planned, or -1. */
-static int64_t planned_peak(ir_module *m, ir_mem_target t, ir_mem_stats *st)
-{
-    if (!ir_mem_plan(m, t, st))
-        return -1;
+static int64_t planned_peak(ir_module *m, ir_mem_target t, ir_mem_stats *st) {
+    if (!ir_mem_plan(m, t, st)) return -1;
     int64_t w = ir_mem_work_bytes(m, t);
     return w >= 0 ? st->arena + w : -1;
 }
@@ -262,12 +238,10 @@ static int64_t planned_peak(ir_module *m, ir_mem_target t, ir_mem_stats *st)
  * would not: there the fetches stay right before their blocks.  The CPU
  * backend copies in line, where an early fetch would only hold memory
  * longer. */
-static bool offload_apply(ir_module *m, const char *mode, const pass_options *opt)
-{
+static bool offload_apply(ir_module *m, const char *mode, const pass_options *opt) {
     ir_mem_target t;
     bool acts = strcmp(mode, "activations") == 0 || strcmp(mode, "all") == 0;
-    if (!acts || !ir_mem_target_of(m, &t) || !t.cuda)
-        return offload_apply_as(m, mode, false, opt);
+    if (!acts || !ir_mem_target_of(m, &t) || !t.cuda) return offload_apply_as(m, mode, false, opt);
     double cap = cfg_num(m, "device_mem");
     if (cap > 0) {
         pass_options quiet = opt ? *opt : pass_default_options();
@@ -278,9 +252,10 @@ static bool offload_apply(ir_module *m, const char *mode, const pass_options *op
         ir_module_free(c);
         if (peak < 0 || (double)peak > cap) {
             char pb[32], cb[32];
-            pu_remark(opt, "offload: fetches right before their blocks: prefetching one block early needs %s per "
-                      "rank, over %s", peak < 0 ? "?" : sup_fmt_bytes((double)peak, pb, sizeof pb),
-                      sup_fmt_bytes(cap, cb, sizeof cb));
+            pu_remark(opt,
+                      "offload: fetches right before their blocks: prefetching one block early needs %s per "
+                      "rank, over %s",
+                      peak < 0 ? "?" : sup_fmt_bytes((double)peak, pb, sizeof pb), sup_fmt_bytes(cap, cb, sizeof cb));
             return offload_apply_as(m, mode, false, opt);
         }
     }
@@ -295,8 +270,7 @@ static bool offload_apply(ir_module *m, const char *mode, const pass_options *op
  * arenas of a node's ranks within host_mem) with the lowest predicted step
  * (the cost model: the copies over the host link, the host update; the
  * earlier on a tie); all when none fits.  Without a host link, none. */
-static const char *offload_choose(const ir_module *m, const pass_options *opt)
-{
+static const char *offload_choose(const ir_module *m, const pass_options *opt) {
     static const char *const order[4] = {"none", "activations", "optimizer", "all"};
     double cap = cfg_num(m, "device_mem"), host_cap = cfg_num(m, "host_mem");
     if (cfg_num(m, "host_bw") <= 0) {
@@ -324,15 +298,12 @@ static const char *offload_choose(const ir_module *m, const pass_options *opt)
         ms[k] = peak >= 0 ? pass_cost_estimate_time(c, &p).step_s * 1e3 : 0;
         ir_module_free(c);
         snprintf(pb[k], sizeof pb[k], "?");
-        if (peak >= 0)
-            sup_fmt_bytes((double)peak, pb[k], sizeof pb[k]);
+        if (peak >= 0) sup_fmt_bytes((double)peak, pb[k], sizeof pb[k]);
         sup_fmt_bytes((double)(peak >= 0 ? st.host_arena : 0), hb[k], sizeof hb[k]);
         bool host_fits = host_cap <= 0 || (peak >= 0 && (double)st.host_arena * per_node <= host_cap);
         fits[k] = peak >= 0 && (double)peak <= cap && host_fits;
-        if (fits[k] && (best < 0 || ms[k] < ms[best]))
-            best = k;
-        if (k == 0 && fits[0])
-            break; /* none fits: nothing to weigh */
+        if (fits[k] && (best < 0 || ms[k] < ms[best])) best = k;
+        if (k == 0 && fits[0]) break; /* none fits: nothing to weigh */
     }
     sup_fmt_bytes(cap, cb, sizeof cb);
     if (best < 0) {
@@ -342,20 +313,18 @@ static const char *offload_choose(const ir_module *m, const pass_options *opt)
     char others[160] = "";
     for (int k = 1, n = 0; k < 4 && best > 0; k++)
         if (k != best && fits[k])
-            n += snprintf(others + n, sizeof others - (size_t)n, "%s%s %.1f ms", n ? ", " : "; also fitting: ",
-                          order[k], ms[k]);
+            n += snprintf(others + n, sizeof others - (size_t)n, "%s%s %.1f ms",
+                          n ? ", " : "; also fitting: ", order[k], ms[k]);
     pu_remark(opt, "offload: auto: %s: %s per rank fits %s (host memory %s per rank)%s%s, predicted %.1f ms/step%s",
               order[best], pb[best], cb, hb[best], best ? "; none needs " : "", best ? pb[0] : "", ms[best], others);
     return order[best];
 }
 
-bool pass_offload(ir_module *m, const pass_options *opt)
-{
+bool pass_offload(ir_module *m, const pass_options *opt) {
     const char *mode = pu_cfg(m, "offload", "none");
     static const char *const modes[] = {"none", "activations", "optimizer", "all", "auto"};
     bool known = false;
-    for (int k = 0; k < 5; k++)
-        known |= strcmp(mode, modes[k]) == 0;
+    for (int k = 0; k < 5; k++) known |= strcmp(mode, modes[k]) == 0;
     if (!known) {
         sup_error(sup_noloc(), "offload: config offload must be none, activations, optimizer, all or auto, found '%s'",
                   mode);
@@ -376,16 +345,16 @@ bool pass_offload(ir_module *m, const pass_options *opt)
     }
     const char *bw = ir_config_get(m, "host_bw");
     if (!bw || strtod(bw, NULL) <= 0) {
-        sup_error(sup_noloc(), "offload: the mesh has no host link (config host_bw is %s), so nothing can move to "
-                  "host memory; give the mesh one (`link host pcie5`) or set offload none", bw ? bw : "absent");
+        sup_error(sup_noloc(),
+                  "offload: the mesh has no host link (config host_bw is %s), so nothing can move to "
+                  "host memory; give the mesh one (`link host pcie5`) or set offload none",
+                  bw ? bw : "absent");
         return false;
     }
-    if (!offload_apply(m, mode, opt))
-        return false;
+    if (!offload_apply(m, mode, opt)) return false;
     if (ir_mem_planned(m)) { /* the plan of the module as it was no longer holds */
         ir_mem_target t;
-        if (ir_mem_target_of(m, &t) && !ir_mem_plan(m, t, NULL))
-            return false;
+        if (ir_mem_target_of(m, &t) && !ir_mem_plan(m, t, NULL)) return false;
     }
     return true;
 }

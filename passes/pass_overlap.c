@@ -52,15 +52,15 @@
 
 typedef struct ovctx {
     ir_module *m;
-    double *sec;       /* per op: the cost model's seconds (comm or compute) */
-    double *comp;      /* per op: its seconds when it computes, else 0 */
-    bool *across;      /* per op: a collective sending across nodes */
-    bool *exchange;    /* per op: a sequence-parallel all-to-all (never moved) */
-    double *extra;     /* per op: bytes kept live across it by this pass */
-    double headroom;   /* bytes under device_mem; INFINITY when unknown */
+    double *sec;     /* per op: the cost model's seconds (comm or compute) */
+    double *comp;    /* per op: its seconds when it computes, else 0 */
+    bool *across;    /* per op: a collective sending across nodes */
+    bool *exchange;  /* per op: a sequence-parallel all-to-all (never moved) */
+    double *extra;   /* per op: bytes kept live across it by this pass */
+    double headroom; /* bytes under device_mem; INFINITY when unknown */
     int gathers, gathers_moved, reductions, reductions_moved, kept_mem;
     double gathered_bytes, max_extra;
-    pass_edits edits;  /* starts and waits inserted, at indices of the unchanged schedule */
+    pass_edits edits; /* starts and waits inserted, at indices of the unchanged schedule */
 } ovctx;
 
 static bool in_opt(const ir_op *op) { return strcmp(ir_op_phase(op), "opt") == 0; }
@@ -68,46 +68,38 @@ static bool same_phase(const ir_op *a, const ir_op *b) { return strcmp(ir_op_pha
 
 /* The collective works in its operands' own buffers: every dim before the
  * gathered / scattered one has one entry on the sharded side. */
-static bool in_place(const ir_module *m, int v, int d)
-{
+static bool in_place(const ir_module *m, int v, int d) {
     const ir_type *t = &m->values[v].type;
-    if (d < 0 || d >= t->rank)
-        return false;
+    if (d < 0 || d >= t->rank) return false;
     for (int i = 0; i < d; i++)
-        if (ir_type_max_local_dim(m, t, i) != 1)
-            return false;
+        if (ir_type_max_local_dim(m, t, i) != 1) return false;
     return true;
 }
 
 /* A gather this pass may start early: of a parameter, landing in place.
  * pass_overlap_sp.c times its segments without these. */
-bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op)
-{
-    if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op))
-        return false;
+bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op) {
+    if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op)) return false;
     return m->values[op->in[0]].kind == IR_V_PARAM && in_place(m, op->in[0], (int)ir_attr_int(op, "dim", -1));
 }
 
 /* A reduction this pass may wait for late: a reduce-scatter in place or an
  * all-reduce, outside the apply phase (where nothing computes). */
-static bool movable_reduction(const ir_module *m, const ir_op *op)
-{
-    if (ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op))
-        return false;
-    if (op->code == IR_ALL_REDUCE)
-        return true;
+static bool movable_reduction(const ir_module *m, const ir_op *op) {
+    if (ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op)) return false;
+    if (op->code == IR_ALL_REDUCE) return true;
     return op->code == IR_REDUCE_SCATTER && in_place(m, op->out[0], (int)ir_attr_int(op, "dim", -1));
 }
 
 /* Bytes of a value on one rank (f32 in both runtimes' buffers). */
-static double value_bytes(const ir_module *m, int v) { return 4.0 * (double)ir_type_local_elems(m, &m->values[v].type); }
+static double value_bytes(const ir_module *m, int v) {
+    return 4.0 * (double)ir_type_local_elems(m, &m->values[v].type);
+}
 
-static void add_extra(ovctx *o, int from, int to, double b)
-{
+static void add_extra(ovctx *o, int from, int to, double b) {
     for (int i = from; i < to; i++) {
         o->extra[i] += b;
-        if (o->extra[i] > o->max_extra)
-            o->max_extra = o->extra[i];
+        if (o->extra[i] > o->max_extra) o->max_extra = o->extra[i];
     }
 }
 
@@ -118,23 +110,18 @@ static void add_extra(ovctx *o, int from, int to, double b)
  * made those up to twice as slow).  The walk does not pass such an op.
  * (ZeRO's own collectives queue one after another on the communication
  * stream instead.) */
-static bool contends(const ovctx *o, int i, int c)
-{
-    return o->exchange[i] && o->across[i] && o->across[c];
-}
+static bool contends(const ovctx *o, int i, int c) { return o->exchange[i] && o->across[i] && o->across[c]; }
 
 /* Where the gather at u starts: the gap before op s (s <= u); *hidden:
  * the compute seconds between. */
-static int choose_start(ovctx *o, int u, int floor_gap, double *hidden)
-{
+static int choose_start(ovctx *o, int u, int floor_gap, double *hidden) {
     const ir_module *m = o->m;
     double need = o->sec[u], covered = 0, bytes = value_bytes(m, m->ops[u].out[0]);
     double worst = 0; /* the most extra bytes over [s, u) so far */
     int s = u;
     while (s > floor_gap && covered < need) {
         const ir_op *prev = &m->ops[s - 1];
-        if (!same_phase(prev, &m->ops[u]) || contends(o, s - 1, u))
-            break;
+        if (!same_phase(prev, &m->ops[u]) || contends(o, s - 1, u)) break;
         double w = o->extra[s - 1] > worst ? o->extra[s - 1] : worst;
         if (w + bytes > o->headroom) {
             o->kept_mem += s == u;
@@ -152,8 +139,7 @@ static int choose_start(ovctx *o, int u, int floor_gap, double *hidden)
  * result's first reader), or p + 1 when no compute lies between.  Its
  * operand stays live to the wait: extra bytes over (p, w) unless something
  * after p reads it anyway. */
-static int choose_wait(ovctx *o, int p)
-{
+static int choose_wait(ovctx *o, int p) {
     const ir_module *m = o->m;
     const ir_op *op = &m->ops[p];
     int first = pu_first_use(m, op->out[0], p + 1);
@@ -169,42 +155,36 @@ static int choose_wait(ovctx *o, int p)
         covered += o->comp[w];
         w++;
     }
-    if (covered <= 0)
-        return p + 1; /* only bookkeeping (frees) to pass: nothing to hide it under */
+    if (covered <= 0) return p + 1; /* only bookkeeping (frees) to pass: nothing to hide it under */
     add_extra(o, p + 1, w, bytes);
     return w;
 }
 
 /* async before the layer and phase, which print last. */
-static void mark_started(ir_op *op, const ir_op *tag_like)
-{
+static void mark_started(ir_op *op, const ir_op *tag_like) {
     ir_attr_remove(op, "layer");
     ir_attr_remove(op, "phase");
     ir_attr_set_int(op, "async", 1);
     pu_tag_like(op, tag_like);
 }
 
-static ir_op wait_for(int v, const ir_op *tag_like)
-{
+static ir_op wait_for(int v, const ir_op *tag_like) {
     ir_op wait = ir_op_make(IR_WAIT);
     ir_op_add_input(&wait, v);
     pu_tag_like(&wait, tag_like);
     return wait;
 }
 
-static void move_gathers(ovctx *o)
-{
+static void move_gathers(ovctx *o) {
     ir_module *m = o->m;
     int floor_gap = 0;
     for (int u = 0; u < m->nops; u++) {
-        if (!pass_overlap_movable_gather(m, &m->ops[u]))
-            continue;
+        if (!pass_overlap_movable_gather(m, &m->ops[u])) continue;
         o->gathers++;
         double hidden;
         int s = choose_start(o, u, floor_gap, &hidden);
         floor_gap = s;
-        if (hidden <= 0)
-            continue; /* nothing to hide it under */
+        if (hidden <= 0) continue; /* nothing to hide it under */
         double b = value_bytes(m, m->ops[u].out[0]);
         add_extra(o, s, u, b);
         /* The layer of where it now runs, so that the schedule's sections
@@ -218,16 +198,13 @@ static void move_gathers(ovctx *o)
     }
 }
 
-static void delay_reductions(ovctx *o)
-{
+static void delay_reductions(ovctx *o) {
     ir_module *m = o->m;
     for (int p = 0; p < m->nops; p++) {
-        if (!movable_reduction(m, &m->ops[p]))
-            continue;
+        if (!movable_reduction(m, &m->ops[p])) continue;
         o->reductions++;
         int w = choose_wait(o, p);
-        if (w == p + 1)
-            continue; /* nothing to hide it under */
+        if (w == p + 1) continue; /* nothing to hide it under */
         ir_op orig = m->ops[p];
         ir_op wait = wait_for(orig.out[0], &orig);
         pass_insert_before(&o->edits, w, &wait);
@@ -238,27 +215,25 @@ static void delay_reductions(ovctx *o)
 
 /* The device memory left under device_mem by the planned step (INFINITY
  * when the limit is unknown). */
-static double mem_headroom(const ir_module *m, const pass_options *say)
-{
+static double mem_headroom(const ir_module *m, const pass_options *say) {
     const char *c = ir_config_get(m, "device_mem");
     double cap = c ? strtod(c, NULL) : 0;
-    if (!(cap > 0))
-        return INFINITY;
+    if (!(cap > 0)) return INFINITY;
     pass_mem_report r;
-    if (!pass_memory_report(m, &r))
-        return 0;
+    if (!pass_memory_report(m, &r)) return 0;
     double left = cap - (double)r.peak_bytes;
     if (left <= 0 && say)
-        pu_remark(say, "overlap: the step's planned peak (%.1f MiB) leaves nothing under the device's %.1f MiB: "
-                  "its collectives stay blocking", (double)r.peak_bytes / 1048576.0, cap / 1048576.0);
+        pu_remark(say,
+                  "overlap: the step's planned peak (%.1f MiB) leaves nothing under the device's %.1f MiB: "
+                  "its collectives stay blocking",
+                  (double)r.peak_bytes / 1048576.0, cap / 1048576.0);
     return left > 0 ? left : 0;
 }
 
 /* The exchanges first (pass_overlap_sp.c): they reorder compute, which the
  * walks below then read.  Kept only when the step still fits. */
 static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_options *opt, pass_ovsp_stats *st,
-                           double *headroom)
-{
+                           double *headroom) {
     ir_module *keep = isfinite(*headroom) ? ir_module_clone(m) : NULL;
     double unsplit = *headroom;
     int n = pass_overlap_exchanges(m, cp, st);
@@ -269,32 +244,32 @@ static int split_exchanges(ir_module *m, const pass_cost_params *cp, const pass_
             *m = *keep;
             *keep = t;
             *headroom = unsplit;
-            pu_remark(opt, "overlap: splitting %d sequence-parallel exchange(s) would pass the device memory: kept "
-                      "whole", n);
+            pu_remark(opt,
+                      "overlap: splitting %d sequence-parallel exchange(s) would pass the device memory: kept "
+                      "whole",
+                      n);
             n = st->hoisted = 0;
         }
     }
-    if (keep)
-        ir_module_free(keep);
+    if (keep) ir_module_free(keep);
     return n;
 }
 
-bool pass_overlap(ir_module *m, const pass_options *opt)
-{
-    if (ir_config_int(m, "overlap", 0) != 1)
-        return true;
+bool pass_overlap(ir_module *m, const pass_options *opt) {
+    if (ir_config_int(m, "overlap", 0) != 1) return true;
     if (pu_count_ops(m, IR_WAIT) > 0) {
         pu_remark(opt, "overlap: the step already has started collectives; left as it is");
         return true;
     }
     double headroom = mem_headroom(m, opt);
-    if (headroom <= 0)
-        return true; /* said by mem_headroom: no room, nothing changes */
+    if (headroom <= 0) return true; /* said by mem_headroom: no room, nothing changes */
     pass_cost_params cp = pass_cost_default_params(m);
     double before = pass_cost_estimate_time(m, &cp).step_s;
     pass_ovsp_stats xs;
     int split = split_exchanges(m, &cp, opt, &xs, &headroom);
-    ovctx o = {.m = m, .headroom = headroom, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
+    ovctx o = {.m = m,
+               .headroom = headroom,
+               .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .comp = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .across = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
                .exchange = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
@@ -313,18 +288,23 @@ bool pass_overlap(ir_module *m, const pass_options *opt)
     pass_edits_apply(m, &o.edits);
     double after = pass_cost_estimate_time(m, &cp).step_s;
     if (xs.candidates > 0)
-        pu_remark(opt, "overlap: %d of %d sequence-parallel exchange(s) split, part started around compute that "
-                  "does not need it (%d before, %d after the exchange)%s", split, xs.candidates, xs.hoisted,
-                  split - xs.hoisted, xs.link_kept ? "; those across nodes kept whole: ZeRO's collectives share "
-                  "that link" : "");
+        pu_remark(opt,
+                  "overlap: %d of %d sequence-parallel exchange(s) split, part started around compute that "
+                  "does not need it (%d before, %d after the exchange)%s",
+                  split, xs.candidates, xs.hoisted, split - xs.hoisted,
+                  xs.link_kept ? "; those across nodes kept whole: ZeRO's collectives share "
+                                 "that link"
+                               : "");
     if (o.gathers + o.reductions == 0 && xs.candidates == 0)
         pu_remark(opt, "overlap: no exchanges, weight gathers or gradient reductions to overlap");
     else if (o.gathers + o.reductions > 0)
-        pu_remark(opt, "overlap: %d of %d weight gather(s) started early (%.2f MiB), %d of %d gradient "
+        pu_remark(opt,
+                  "overlap: %d of %d weight gather(s) started early (%.2f MiB), %d of %d gradient "
                   "reduction(s) waited late; at most %.2f MiB kept live for it%s; predicted step %.3f ms -> "
-                  "%.3f ms", o.gathers_moved, o.gathers, o.gathered_bytes / 1048576.0, o.reductions_moved,
-                  o.reductions, o.max_extra / 1048576.0,
-                  o.kept_mem ? ", some kept blocking by the device memory left" : "", before * 1e3, after * 1e3);
+                  "%.3f ms",
+                  o.gathers_moved, o.gathers, o.gathered_bytes / 1048576.0, o.reductions_moved, o.reductions,
+                  o.max_extra / 1048576.0, o.kept_mem ? ", some kept blocking by the device memory left" : "",
+                  before * 1e3, after * 1e3);
     free(o.sec);
     free(o.comp);
     free(o.across);

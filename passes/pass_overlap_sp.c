@@ -50,39 +50,35 @@
 enum { SP_BLOCK = -1, SP_START = -2, SP_WAIT = -3 };
 
 typedef struct spplan {
-    int x;          /* the exchange */
-    int lo, hi;     /* the ops [lo, hi) the rewrite reorders (x inside) */
-    bool sink;      /* false: hoist */
-    int blocking;   /* the pair left blocking */
-    double gain;    /* predicted seconds saved */
-    int *order;     /* hi - lo + 3 entries */
+    int x;        /* the exchange */
+    int lo, hi;   /* the ops [lo, hi) the rewrite reorders (x inside) */
+    bool sink;    /* false: hoist */
+    int blocking; /* the pair left blocking */
+    double gain;  /* predicted seconds saved */
+    int *order;   /* hi - lo + 3 entries */
     int n;
 } spplan;
 
 /* A boundary for segments: an exchange, a ring's step or a point-to-point
  * transfer (everything but kernels and ZeRO's ring collectives). */
-static bool barrier_op(const ir_op *op)
-{
+static bool barrier_op(const ir_op *op) {
     int c = ir_op_desc_of(op->code)->comm;
     return c != IR_COMM_NONE && c != IR_COMM_RING;
 }
 
-static bool same_section(const ir_op *a, const ir_op *b)
-{
+static bool same_section(const ir_op *a, const ir_op *b) {
     return ir_op_layer(a) == ir_op_layer(b) && strcmp(ir_op_phase(a), ir_op_phase(b)) == 0;
 }
 
 /* Compute (not a collective, nor bookkeeping: free, wait). */
-static bool kernel(const ir_op *op)
-{
+static bool kernel(const ir_op *op) {
     const ir_op_desc *d = ir_op_desc_of(op->code);
     return d->comm == IR_COMM_NONE && d->kind != IR_K_MEM;
 }
 
 /* The exchange x with only pair b (blocking), or with every pair but b
  * (started). */
-static ir_op part_of(const ir_op *x, int b, bool started)
-{
+static ir_op part_of(const ir_op *x, int b, bool started) {
     ir_op p = *x;
     p.nin = p.nout = 0;
     for (int k = 0; k < x->nin; k++)
@@ -102,15 +98,14 @@ static ir_op part_of(const ir_op *x, int b, bool started)
 typedef struct spctx {
     ir_module *m;
     const pass_cost_params *cp;
-    double *sec;   /* per op: the cost model's seconds */
-    bool *comm;    /* per op: a collective */
-    int *def;      /* per value: the defining op, -1 for none */
-    char *mark;    /* per op, scratch: in the dependent / ancestor set */
+    double *sec; /* per op: the cost model's seconds */
+    bool *comm;  /* per op: a collective */
+    int *def;    /* per value: the defining op, -1 for none */
+    char *mark;  /* per op, scratch: in the dependent / ancestor set */
 } spctx;
 
 /* Marks v on every op in [lo, hi) that op i reads from, transitively. */
-static void mark_ancestors(spctx *c, int lo, int hi, int i, char v)
-{
+static void mark_ancestors(spctx *c, int lo, int hi, int i, char v) {
     const ir_op *op = &c->m->ops[i];
     for (int k = 0; k < op->nin; k++) {
         int d = c->def[op->in[k]];
@@ -124,8 +119,7 @@ static void mark_ancestors(spctx *c, int lo, int hi, int i, char v)
 /* The two-stream time of an order (pass_streams' rules): compute waits
  * for a blocking collective; a started one runs on the communication
  * stream and the wait joins it. */
-static double order_time(const spctx *c, const spplan *p, double t_block, double t_start)
-{
+static double order_time(const spctx *c, const spplan *p, double t_block, double t_start) {
     double comp = 0, comm = 0, ready = 0;
     for (int j = 0; j < p->n; j++) {
         int o = p->order[j];
@@ -151,8 +145,7 @@ static double order_time(const spctx *c, const spplan *p, double t_block, double
 
 /* Builds the order of one candidate; false when it cannot be had (nothing
  * to hide under, or a staged collective inside the window). */
-static bool build_order(spctx *c, spplan *p)
-{
+static bool build_order(spctx *c, spplan *p) {
     ir_module *m = c->m;
     const ir_op *x = &m->ops[p->x];
     int lo = p->lo, hi = p->hi, n = 0, hidden = 0;
@@ -167,13 +160,11 @@ static bool build_order(spctx *c, spplan *p)
             }
         }
         for (int i = lo; i < p->x; i++)
-            if (c->mark[i])
-                p->order[n++] = i;
+            if (c->mark[i]) p->order[n++] = i;
         p->order[n++] = SP_START;
         for (int i = lo; i < p->x; i++)
             if (!c->mark[i]) {
-                if (ir_op_stages(m, &m->ops[i]))
-                    return false;
+                if (ir_op_stages(m, &m->ops[i])) return false;
                 hidden += kernel(&m->ops[i]);
                 p->order[n++] = i;
             }
@@ -188,14 +179,12 @@ static bool build_order(spctx *c, spplan *p)
             for (int k = 0; k < op->nin; k++) {
                 int d = c->def[op->in[k]];
                 bool started = d == p->x && op->in[k] != x->out[p->blocking];
-                if (started || (d > p->x && d < hi && c->mark[d] == 1))
-                    c->mark[i] = 1;
+                if (started || (d > p->x && d < hi && c->mark[d] == 1)) c->mark[i] = 1;
             }
         }
         for (int i = p->x + 1; i < hi; i++) {
             const ir_op *op = &m->ops[i];
-            if (c->mark[i] || !kernel(op))
-                continue;
+            if (c->mark[i] || !kernel(op)) continue;
             c->mark[i] = 2;
             hidden++;
             mark_ancestors(c, p->x + 1, i, i, 2);
@@ -204,14 +193,12 @@ static bool build_order(spctx *c, spplan *p)
         p->order[n++] = SP_START;
         for (int i = p->x + 1; i < hi; i++)
             if (c->mark[i] == 2) {
-                if (ir_op_stages(m, &m->ops[i]))
-                    return false;
+                if (ir_op_stages(m, &m->ops[i])) return false;
                 p->order[n++] = i;
             }
         p->order[n++] = SP_WAIT;
         for (int i = p->x + 1; i < hi; i++)
-            if (c->mark[i] != 2)
-                p->order[n++] = i;
+            if (c->mark[i] != 2) p->order[n++] = i;
     }
     p->n = n;
     return hidden > 0;
@@ -221,22 +208,18 @@ static bool build_order(spctx *c, spplan *p)
  * ([lo, x+1)), after it for a sink ([x, hi)), within its layer and phase
  * and up to the nearest boundary; `floor`: the end of the previous
  * rewrite's segment. */
-static void segment(const ir_module *m, int x, int floor, bool sink, int *lo, int *hi)
-{
+static void segment(const ir_module *m, int x, int floor, bool sink, int *lo, int *hi) {
     const ir_op *xo = &m->ops[x];
     int a = x, b = x + 1;
     if (!sink)
-        while (a > floor && same_section(&m->ops[a - 1], xo) && !barrier_op(&m->ops[a - 1]))
-            a--;
+        while (a > floor && same_section(&m->ops[a - 1], xo) && !barrier_op(&m->ops[a - 1])) a--;
     else
-        while (b < m->nops && same_section(&m->ops[b], xo) && !barrier_op(&m->ops[b]))
-            b++;
+        while (b < m->nops && same_section(&m->ops[b], xo) && !barrier_op(&m->ops[b])) b++;
     *lo = a, *hi = b;
 }
 
 /* The best rewrite of exchange x (gain 0: none pays). */
-static spplan best_plan(spctx *c, int x, int floor)
-{
+static spplan best_plan(spctx *c, int x, int floor) {
     ir_module *m = c->m;
     const ir_op *xo = &m->ops[x];
     spplan best = {.x = x, .gain = 0};
@@ -245,12 +228,10 @@ static spplan best_plan(spctx *c, int x, int floor)
         segment(m, x, floor, sink, &p.lo, &p.hi);
         p.order = sup_xmalloc(sizeof(int) * (size_t)(p.hi - p.lo + 3));
         double before = 0;
-        for (int i = p.lo; i < p.hi; i++)
-            before += c->sec[i];
+        for (int i = p.lo; i < p.hi; i++) before += c->sec[i];
         for (int b = 0; b < xo->nin; b++) {
             p.blocking = b;
-            if (!build_order(c, &p))
-                continue;
+            if (!build_order(c, &p)) continue;
             ir_op blk = part_of(xo, b, false), st = part_of(xo, b, true);
             double tb = pass_op_cost_of(m, &blk, c->cp).seconds, ts = pass_op_cost_of(m, &st, c->cp).seconds;
             p.gain = before - order_time(c, &p, tb, ts);
@@ -267,42 +248,40 @@ static spplan best_plan(spctx *c, int x, int floor)
 }
 
 /* Applies the plans (in schedule order, segments disjoint) in one pass. */
-static void apply_plans(ir_module *m, const spplan *pl, int np)
-{
+static void apply_plans(ir_module *m, const spplan *pl, int np) {
     ir_op *ops = sup_xmalloc(sizeof(ir_op) * (size_t)(m->nops + 2 * np));
     int n = 0, i = 0;
     for (int k = 0; k < np; k++) {
         const spplan *p = &pl[k];
         const ir_op *x = &m->ops[p->x];
-        while (i < p->lo)
-            ops[n++] = m->ops[i++];
+        while (i < p->lo) ops[n++] = m->ops[i++];
         ir_op start = part_of(x, p->blocking, true), wait = ir_op_make(IR_WAIT);
-        for (int j = 0; j < start.nout; j++)
-            ir_op_add_input(&wait, start.out[j]);
+        for (int j = 0; j < start.nout; j++) ir_op_add_input(&wait, start.out[j]);
         pu_tag_like(&wait, x);
         for (int j = 0; j < p->n; j++) {
             int o = p->order[j];
-            ops[n++] = o == SP_BLOCK ? part_of(x, p->blocking, false) : o == SP_START ? start
-                     : o == SP_WAIT ? wait : m->ops[o];
+            ops[n++] = o == SP_BLOCK   ? part_of(x, p->blocking, false)
+                       : o == SP_START ? start
+                       : o == SP_WAIT  ? wait
+                                       : m->ops[o];
         }
         i = p->hi;
     }
-    while (i < m->nops)
-        ops[n++] = m->ops[i++];
+    while (i < m->nops) ops[n++] = m->ops[i++];
     free(m->ops);
     m->ops = ops;
     m->nops = m->capops = n;
     ir_renumber(m);
 }
 
-int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_stats *st)
-{
-    spctx c = {.m = m, .cp = cp, .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
+int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_stats *st) {
+    spctx c = {.m = m,
+               .cp = cp,
+               .sec = sup_xcalloc((size_t)m->nops + 1, sizeof(double)),
                .comm = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
                .def = sup_xmalloc(sizeof(int) * ((size_t)m->nvalues + 1)),
                .mark = sup_xcalloc((size_t)m->nops + 1, 1)};
-    for (int v = 0; v < m->nvalues; v++)
-        c.def[v] = -1;
+    for (int v = 0; v < m->nvalues; v++) c.def[v] = -1;
     bool zero_across = false; /* ZeRO's collectives (ring class) send across nodes */
     for (int i = 0; i < m->nops; i++) {
         pass_op_cost oc = pass_op_cost_of(m, &m->ops[i], cp);
@@ -313,12 +292,10 @@ int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_s
          * without it (timed in place, it would queue behind the started
          * exchange and hide nothing).  The walk's own predicate, so the
          * two cannot disagree about which gathers move. */
-        if (pass_overlap_movable_gather(m, &m->ops[i]))
-            c.sec[i] = 0, c.comm[i] = false;
+        if (pass_overlap_movable_gather(m, &m->ops[i])) c.sec[i] = 0, c.comm[i] = false;
         zero_across |= ir_op_desc_of(m->ops[i].code)->comm == IR_COMM_RING && oc.comm &&
                        pass_op_traffic(m, &m->ops[i]).inter_bytes > 0;
-        for (int k = 0; k < m->ops[i].nout; k++)
-            c.def[m->ops[i].out[k]] = i;
+        for (int k = 0; k < m->ops[i].nout; k++) c.def[m->ops[i].out[k]] = i;
     }
     spplan *pl = sup_xmalloc(sizeof(spplan) * ((size_t)m->nops + 1));
     int np = 0, floor = 0;
@@ -343,10 +320,8 @@ int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_s
         floor = p.hi;
         x = p.hi - 1;
     }
-    if (np > 0)
-        apply_plans(m, pl, np);
-    for (int k = 0; k < np; k++)
-        free(pl[k].order);
+    if (np > 0) apply_plans(m, pl, np);
+    for (int k = 0; k < np; k++) free(pl[k].order);
     free(pl);
     free(c.sec);
     free(c.comm);

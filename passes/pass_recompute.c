@@ -60,8 +60,7 @@ typedef struct rc_block {
     int n, cap;
 } rc_block;
 
-static void block_push(rc_block *b, const ir_op *op)
-{
+static void block_push(rc_block *b, const ir_op *op) {
     SUP_GROW(b->ops, b->n, b->cap);
     b->ops[b->n++] = *op;
 }
@@ -69,24 +68,21 @@ static void block_push(rc_block *b, const ir_op *op)
 /* Ops the pass may re-run: computations and the activation exchanges.
  * Parameter gathers, frees and anything else are never cloned (their
  * results, when a clone reads them, are used as they are). */
-static bool cloneable(const ir_op *op)
-{
+static bool cloneable(const ir_op *op) {
     return ir_op_desc_of(op->code)->kind == IR_K_COMPUTE || op->code == IR_ALL_TO_ALL;
 }
 
 /* Marks a clone: recompute = 1, then layer and phase last like every op. */
-static void tag_clone(ir_op *op, int layer)
-{
+static void tag_clone(ir_op *op, int layer) {
     ir_attr_remove(op, "layer");
     ir_attr_remove(op, "phase");
     ir_attr_set_int(op, "recompute", 1);
     ir_op_tag(op, layer, "bwd");
 }
 
-static bool same_gather(const ir_module *m, const ir_op *a, const ir_op *b, int out_a)
-{
-    return a->code == IR_ALL_GATHER && b->code == IR_ALL_GATHER && a->nin == 1 && b->nin == 1 &&
-           a->nout == 1 && b->nout == 1 && a->in[0] == b->in[0] && ir_op_group(a) == ir_op_group(b) &&
+static bool same_gather(const ir_module *m, const ir_op *a, const ir_op *b, int out_a) {
+    return a->code == IR_ALL_GATHER && b->code == IR_ALL_GATHER && a->nin == 1 && b->nin == 1 && a->nout == 1 &&
+           b->nout == 1 && a->in[0] == b->in[0] && ir_op_group(a) == ir_op_group(b) &&
            ir_attr_int(a, "dim", -1) == ir_attr_int(b, "dim", -1) &&
            ir_type_equal(&m->values[out_a].type, &m->values[b->out[0]].type);
 }
@@ -101,8 +97,8 @@ enum { RC_PH_OTHER, RC_PH_FWD, RC_PH_BWD };
 typedef struct rc_ctx {
     ir_module *m;
     rc_mode mode;
-    int n, nv;      /* ops and values before the rewrite */
-    int L;          /* layers */
+    int n, nv; /* ops and values before the rewrite */
+    int L;     /* layers */
     /* Each layer is handled by looking at its own ops and at the readers of
      * its own values only: scanning every op and value per layer would make
      * the pass quadratic in the layers. */
@@ -112,18 +108,18 @@ typedef struct rc_ctx {
     rc_lists readers;  /* per value: the ops reading it (one entry per operand), in order */
     int *touched;      /* values whose per-layer entries the current layer set */
     int ntouched;
-    bool *is_touched;  /* per value: listed in touched */
-    int *first_bwd; /* per layer: first backward op, -1 if none */
-    int *freed_at;  /* per value: the op freeing it, -1 if none */
-    int *prod;      /* per value: producing op in the current layer's clone candidates, -1 */
-    bool *kept;     /* per value: kept from the forward (current layer) */
-    bool *demand;   /* per value: the backward needs it recomputed */
-    bool *counted;  /* per value: counted as kept for the backward */
-    bool *clone;    /* per op: cloned for the current layer */
-    bool *moved;    /* per op: a backward gather moved into a block */
-    int *map;       /* per value: its clone (or the backward copy of a freed gather), -1 */
+    bool *is_touched; /* per value: listed in touched */
+    int *first_bwd;   /* per layer: first backward op, -1 if none */
+    int *freed_at;    /* per value: the op freeing it, -1 if none */
+    int *prod;        /* per value: producing op in the current layer's clone candidates, -1 */
+    bool *kept;       /* per value: kept from the forward (current layer) */
+    bool *demand;     /* per value: the backward needs it recomputed */
+    bool *counted;    /* per value: counted as kept for the backward */
+    bool *clone;      /* per op: cloned for the current layer */
+    bool *moved;      /* per op: a backward gather moved into a block */
+    int *map;         /* per value: its clone (or the backward copy of a freed gather), -1 */
     rc_block *blocks;
-    int *block_at;  /* per op: the layer whose block goes right before it, -1 */
+    int *block_at; /* per op: the layer whose block goes right before it, -1 */
     rc_stats st;
 } rc_ctx;
 
@@ -132,35 +128,28 @@ static int prod_of(const rc_ctx *c, int v) { return v >= 0 && v < c->nv ? c->pro
 
 /* Records that the current layer sets v's entries (prod, kept, demand,
  * counted, map), so that the next layer resets exactly those. */
-static void rc_touch(rc_ctx *c, int v)
-{
-    if (v < 0 || v >= c->nv || c->is_touched[v])
-        return;
+static void rc_touch(rc_ctx *c, int v) {
+    if (v < 0 || v >= c->nv || c->is_touched[v]) return;
     c->is_touched[v] = true;
     c->touched[c->ntouched++] = v;
 }
 
 /* Groups the keys key[0..n) (each in [0, nkeys) or negative: left out) into
  * CSR lists of the indices 0..n-1, in increasing order. */
-static rc_lists rc_lists_make(const int *key, int n, int nkeys)
-{
+static rc_lists rc_lists_make(const int *key, int n, int nkeys) {
     rc_lists l = {sup_xcalloc((size_t)nkeys + 1, sizeof(int)), sup_xmalloc(sizeof(int) * (size_t)(n + 1))};
     for (int i = 0; i < n; i++)
-        if (key[i] >= 0 && key[i] < nkeys)
-            l.at[key[i] + 1]++;
-    for (int k = 0; k < nkeys; k++)
-        l.at[k + 1] += l.at[k];
+        if (key[i] >= 0 && key[i] < nkeys) l.at[key[i] + 1]++;
+    for (int k = 0; k < nkeys; k++) l.at[k + 1] += l.at[k];
     int *fill = sup_xmalloc(sizeof(int) * (size_t)(nkeys + 1));
     memcpy(fill, l.at, sizeof(int) * (size_t)(nkeys + 1));
     for (int i = 0; i < n; i++)
-        if (key[i] >= 0 && key[i] < nkeys)
-            l.idx[fill[key[i]]++] = i;
+        if (key[i] >= 0 && key[i] < nkeys) l.idx[fill[key[i]]++] = i;
     free(fill);
     return l;
 }
 
-static void rc_lists_free(rc_lists *l)
-{
+static void rc_lists_free(rc_lists *l) {
     free(l->at);
     free(l->idx);
 }
@@ -168,18 +157,15 @@ static void rc_lists_free(rc_lists *l)
 /* The op lists by layer and the reader lists by value, from the schedule
  * before the rewrite.  A layer's rewrite only makes its own backward read
  * new values (clones), so the lists stay exact for the layers after it. */
-static void rc_index(rc_ctx *c)
-{
+static void rc_index(rc_ctx *c) {
     ir_module *m = c->m;
     c->by_layer = rc_lists_make(c->layer_of, c->n, c->L);
     int nuse = 0;
-    for (int i = 0; i < c->n; i++)
-        nuse += m->ops[i].nin;
+    for (int i = 0; i < c->n; i++) nuse += m->ops[i].nin;
     int *val = sup_xmalloc(sizeof(int) * (size_t)(nuse + 1)), *op = sup_xmalloc(sizeof(int) * (size_t)(nuse + 1));
     nuse = 0;
     for (int i = 0; i < c->n; i++)
-        for (int k = 0; k < m->ops[i].nin; k++)
-            val[nuse] = m->ops[i].in[k], op[nuse++] = i;
+        for (int k = 0; k < m->ops[i].nin; k++) val[nuse] = m->ops[i].in[k], op[nuse++] = i;
     c->readers = rc_lists_make(val, nuse, c->nv);
     for (int u = 0; u < c->readers.at[c->nv]; u++)
         c->readers.idx[u] = op[c->readers.idx[u]]; /* use index -> op index */
@@ -191,17 +177,16 @@ static void rc_index(rc_ctx *c)
  * forward parameter copy): the backward's own copy, its gather moved into
  * the block; or, when the backward gathers none, a new gather in the block
  * (freed at the block's end, recorded in *frees). */
-static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *frees)
-{
+static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *frees) {
     ir_module *m = c->m;
-    if (c->map[v] >= 0)
-        return c->map[v];
+    if (c->map[v] >= 0) return c->map[v];
     int def = m->values[v].def;
     if (def < 0 || m->ops[def].code != IR_ALL_GATHER) {
         char buf[96];
-        sup_error(sup_noloc(), "recompute: layer %d: %%%s is freed before the layer's backward and is not a "
-                               "parameter gather (%s); cannot recompute from it", l, m->values[v].name,
-                  def >= 0 ? ir_op_str(m, def, buf, sizeof buf) : "no defining op");
+        sup_error(sup_noloc(),
+                  "recompute: layer %d: %%%s is freed before the layer's backward and is not a "
+                  "parameter gather (%s); cannot recompute from it",
+                  l, m->values[v].name, def >= 0 ? ir_op_str(m, def, buf, sizeof buf) : "no defining op");
         return -1;
     }
     for (int u = c->by_layer.at[l]; u < c->by_layer.at[l + 1]; u++) {
@@ -235,8 +220,7 @@ static int freed_substitute(rc_ctx *c, int l, int v, rc_block *blk, rc_block *fr
  * kept (kept[]) and what the backward needs recomputed (demand[], clone[]);
  * *nkept counts the kept values the backward reads.  False when the layer
  * has no forward op to clone. */
-static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
-{
+static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept) {
     ir_module *m = c->m;
     int b = c->first_bwd[l];
     const int *ops = c->by_layer.idx + c->by_layer.at[l], nl = c->by_layer.at[l + 1] - c->by_layer.at[l];
@@ -253,26 +237,22 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
     for (int u = 0; u < nl && ops[u] < b; u++) {
         int i = ops[u];
         const ir_op *op = &m->ops[i];
-        if (c->ph[i] != RC_PH_FWD || !cloneable(op))
-            continue;
+        if (c->ph[i] != RC_PH_FWD || !cloneable(op)) continue;
         for (int k = 0; k < op->nout; k++) {
             rc_touch(c, op->out[k]);
             c->prod[op->out[k]] = i;
         }
-        if (i < lo)
-            lo = i;
+        if (i < lo) lo = i;
         hi = i;
     }
-    if (hi < 0)
-        return false;
+    if (hi < 0) return false;
     /* Kept: what ops outside this layer's forward and backward read (the
      * layer's output), and with selective the attention core's values. */
     for (int u = 0; u < nl && ops[u] < b; u++) {
         const ir_op *op = &m->ops[ops[u]];
         for (int k = 0; k < op->nout; k++) {
             int v = op->out[k];
-            if (prod_of(c, v) != ops[u])
-                continue;
+            if (prod_of(c, v) != ops[u]) continue;
             for (int r = c->readers.at[v]; r < c->readers.at[v + 1] && !c->kept[v]; r++) {
                 int j = c->readers.idx[r];
                 c->kept[v] = c->layer_of[j] != l || c->ph[j] == RC_PH_OTHER;
@@ -281,11 +261,9 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
     }
     for (int u = 0; u < nl && c->mode == RC_SELECTIVE; u++) {
         const ir_op *op = &m->ops[ops[u]];
-        if ((op->code != IR_ATTENTION && op->code != IR_RING_ATTENTION) || c->ph[ops[u]] != RC_PH_FWD)
-            continue;
+        if ((op->code != IR_ATTENTION && op->code != IR_RING_ATTENTION) || c->ph[ops[u]] != RC_PH_FWD) continue;
         for (int k = 0; k < op->nin; k++)
-            if (prod_of(c, op->in[k]) >= 0)
-                c->kept[op->in[k]] = true;
+            if (prod_of(c, op->in[k]) >= 0) c->kept[op->in[k]] = true;
         for (int k = 0; k < op->nout; k++) {
             rc_touch(c, op->out[k]);
             c->kept[op->out[k]] = true;
@@ -295,12 +273,10 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
      * going backwards over the forward, whatever a clone needs. */
     for (int u = 0; u < nl; u++) {
         const ir_op *op = &m->ops[ops[u]];
-        if (ops[u] < b || c->ph[ops[u]] != RC_PH_BWD)
-            continue;
+        if (ops[u] < b || c->ph[ops[u]] != RC_PH_BWD) continue;
         for (int k = 0; k < op->nin; k++) {
             int v = op->in[k];
-            if (prod_of(c, v) < 0)
-                continue;
+            if (prod_of(c, v) < 0) continue;
             if (!c->kept[v])
                 c->demand[v] = true;
             else if (!c->counted[v]) /* kept for this backward: counted once */
@@ -310,14 +286,11 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
     for (int i = hi; i >= lo; i--) {
         const ir_op *op = &m->ops[i];
         bool need = false;
-        for (int k = 0; k < op->nout && !need; k++)
-            need = c->prod[op->out[k]] == i && c->demand[op->out[k]];
+        for (int k = 0; k < op->nout && !need; k++) need = c->prod[op->out[k]] == i && c->demand[op->out[k]];
         c->clone[i] = need;
-        if (!need)
-            continue;
+        if (!need) continue;
         for (int k = 0; k < op->nin; k++)
-            if (prod_of(c, op->in[k]) >= 0 && !c->kept[op->in[k]])
-                c->demand[op->in[k]] = true;
+            if (prod_of(c, op->in[k]) >= 0 && !c->kept[op->in[k]]) c->demand[op->in[k]] = true;
     }
     *lo_out = lo, *hi_out = hi;
     return true;
@@ -326,15 +299,13 @@ static bool rc_select(rc_ctx *c, int l, int *lo_out, int *hi_out, int *nkept)
 /* Layer l's block: the clones in forward order, each preceded by the
  * backward gathers it is the first to read, then the frees of gathers the
  * block added.  False on an error (reported). */
-static bool rc_block_build(rc_ctx *c, int l, int lo, int hi, int *nclones, int *ncolls)
-{
+static bool rc_block_build(rc_ctx *c, int l, int lo, int hi, int *nclones, int *ncolls) {
     ir_module *m = c->m;
     int nv = c->nv, b = c->first_bwd[l];
     rc_block *blk = &c->blocks[l], frees = {0};
     *nclones = *ncolls = 0;
     for (int i = lo; i <= hi; i++) {
-        if (!c->clone[i])
-            continue;
+        if (!c->clone[i]) continue;
         ir_op op = m->ops[i];
         for (int k = 0; k < op.nin; k++) {
             int v = op.in[k];
@@ -362,14 +333,12 @@ static bool rc_block_build(rc_ctx *c, int l, int lo, int hi, int *nclones, int *
         (*nclones)++;
         *ncolls += op.code == IR_ALL_TO_ALL;
     }
-    for (int k = 0; k < frees.n; k++)
-        block_push(blk, &frees.ops[k]);
+    for (int k = 0; k < frees.n; k++) block_push(blk, &frees.ops[k]);
     free(frees.ops);
     return true;
 }
 
-static void rc_count(rc_stats *st, int nclones, int ncolls, int nkept)
-{
+static void rc_count(rc_stats *st, int nclones, int ncolls, int nkept) {
     if (st->layers == 0) {
         st->min_ops = st->max_ops = nclones;
         st->min_colls = st->max_colls = ncolls;
@@ -388,35 +357,28 @@ static void rc_count(rc_stats *st, int nclones, int ncolls, int nkept)
 
 /* Layer l: decides what is kept and what is cloned, builds the block and
  * rewires the layer's backward.  False on an error (reported). */
-static bool rc_layer(rc_ctx *c, int l)
-{
+static bool rc_layer(rc_ctx *c, int l) {
     ir_module *m = c->m;
     int lo, hi, nkept, nclones, ncolls, b = c->first_bwd[l];
-    if (!rc_select(c, l, &lo, &hi, &nkept))
-        return true;
-    if (!rc_block_build(c, l, lo, hi, &nclones, &ncolls))
-        return false;
+    if (!rc_select(c, l, &lo, &hi, &nkept)) return true;
+    if (!rc_block_build(c, l, lo, hi, &nclones, &ncolls)) return false;
     /* Rewire the layer's backward to the clones. */
     for (int u = c->by_layer.at[l]; u < c->by_layer.at[l + 1]; u++) {
         ir_op *op = &m->ops[c->by_layer.idx[u]];
-        if (c->by_layer.idx[u] < b || c->ph[c->by_layer.idx[u]] != RC_PH_BWD)
-            continue;
+        if (c->by_layer.idx[u] < b || c->ph[c->by_layer.idx[u]] != RC_PH_BWD) continue;
         for (int k = 0; k < op->nin; k++) {
             int v = op->in[k];
-            if (prod_of(c, v) >= 0 && !c->kept[v] && c->map[v] >= 0)
-                op->in[k] = c->map[v];
+            if (prod_of(c, v) >= 0 && !c->kept[v] && c->map[v] >= 0) op->in[k] = c->map[v];
         }
     }
-    if (nclones == 0)
-        return true;
+    if (nclones == 0) return true;
     rc_count(&c->st, nclones, ncolls, nkept);
     c->block_at[b] = l;
     return true;
 }
 
 /* Applies `mode` (selective or full) to m.  False on an error (reported). */
-static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
-{
+static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out) {
     rc_ctx c = {.m = m, .mode = mode, .n = m->nops, .nv = m->nvalues};
     size_t nops = (size_t)c.n + 1, nvals = (size_t)c.nv + 1;
     c.layer_of = sup_xmalloc(nops * sizeof *c.layer_of);
@@ -425,8 +387,7 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
         const char *ph = ir_op_phase(&m->ops[i]);
         c.layer_of[i] = ir_op_layer(&m->ops[i]);
         c.ph[i] = !strcmp(ph, "fwd") ? RC_PH_FWD : !strcmp(ph, "bwd") ? RC_PH_BWD : RC_PH_OTHER;
-        if (c.layer_of[i] >= c.L)
-            c.L = c.layer_of[i] + 1;
+        if (c.layer_of[i] >= c.L) c.L = c.layer_of[i] + 1;
     }
     size_t nl = (size_t)c.L + 1;
     rc_index(&c);
@@ -443,29 +404,22 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
     c.moved = sup_xcalloc(nops, sizeof *c.moved);
     c.block_at = sup_xmalloc(nops * sizeof *c.block_at);
     c.blocks = sup_xcalloc(nl, sizeof *c.blocks);
-    for (int l = 0; l < c.L; l++)
-        c.first_bwd[l] = -1;
-    for (int v = 0; v < c.nv; v++)
-        c.freed_at[v] = c.prod[v] = c.map[v] = -1;
+    for (int l = 0; l < c.L; l++) c.first_bwd[l] = -1;
+    for (int v = 0; v < c.nv; v++) c.freed_at[v] = c.prod[v] = c.map[v] = -1;
     for (int i = 0; i < c.n; i++) {
         const ir_op *op = &m->ops[i];
         c.block_at[i] = -1;
         int l = c.layer_of[i];
-        if (l >= 0 && c.first_bwd[l] < 0 && c.ph[i] == RC_PH_BWD)
-            c.first_bwd[l] = i;
-        if (op->code == IR_FREE && op->nin == 1)
-            c.freed_at[op->in[0]] = i;
+        if (l >= 0 && c.first_bwd[l] < 0 && c.ph[i] == RC_PH_BWD) c.first_bwd[l] = i;
+        if (op->code == IR_FREE && op->nin == 1) c.freed_at[op->in[0]] = i;
     }
     bool ok = true;
     for (int l = 0; l < c.L && ok; l++)
-        if (c.first_bwd[l] >= 0)
-            ok = rc_layer(&c, l);
+        if (c.first_bwd[l] >= 0) ok = rc_layer(&c, l);
     if (ok) {
         int total = c.n;
-        for (int l = 0; l < c.L; l++)
-            total += c.blocks[l].n;
-        for (int i = 0; i < c.n; i++)
-            total -= c.moved[i];
+        for (int l = 0; l < c.L; l++) total += c.blocks[l].n;
+        for (int i = 0; i < c.n; i++) total -= c.moved[i];
         ir_op *ops = sup_xmalloc((size_t)(total > 0 ? total : 1) * sizeof *ops);
         int k = 0;
         for (int i = 0; i < c.n; i++) {
@@ -474,16 +428,14 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
                 memcpy(ops + k, bl->ops, (size_t)bl->n * sizeof *ops);
                 k += bl->n;
             }
-            if (!c.moved[i])
-                ops[k++] = m->ops[i];
+            if (!c.moved[i]) ops[k++] = m->ops[i];
         }
         free(m->ops);
         m->ops = ops;
         m->nops = m->capops = total;
         ir_renumber(m);
     }
-    for (int l = 0; l < c.L; l++)
-        free(c.blocks[l].ops);
+    for (int l = 0; l < c.L; l++) free(c.blocks[l].ops);
     free(c.blocks);
     free(c.layer_of);
     free(c.ph);
@@ -501,8 +453,7 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
     free(c.clone);
     free(c.moved);
     free(c.block_at);
-    if (out)
-        *out = c.st;
+    if (out) *out = c.st;
     return ok;
 }
 
@@ -510,8 +461,7 @@ static bool rc_apply(ir_module *m, rc_mode mode, rc_stats *out)
 
 /* Peak bytes per rank (arena + kernel workspace) of m with `mode` applied,
  * planned on a clone; -1 when it cannot be built or planned. */
-static int64_t rc_trial_peak(const ir_module *m, rc_mode mode, ir_mem_target t)
-{
+static int64_t rc_trial_peak(const ir_module *m, rc_mode mode, ir_mem_target t) {
     ir_module *c = ir_module_clone(m);
     ir_mem_stats ms;
     int64_t peak = -1;
@@ -523,11 +473,9 @@ static int64_t rc_trial_peak(const ir_module *m, rc_mode mode, ir_mem_target t)
     return peak;
 }
 
-static double cfg_double(const ir_module *m, const char *key)
-{
+static double cfg_double(const ir_module *m, const char *key) {
     const char *s = ir_config_get(m, key);
-    if (!s)
-        return 0;
+    if (!s) return 0;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -535,8 +483,7 @@ static double cfg_double(const ir_module *m, const char *key)
 }
 
 /* The setting auto picks; says why in a remark. */
-static rc_mode rc_choose(const ir_module *m, ir_mem_target t, const pass_options *opt)
-{
+static rc_mode rc_choose(const ir_module *m, ir_mem_target t, const pass_options *opt) {
     double cap = cfg_double(m, "device_mem");
     if (cap <= 0) {
         pu_remark(opt, "recompute: auto: device_mem unknown; none (every activation kept)");
@@ -556,36 +503,32 @@ static rc_mode rc_choose(const ir_module *m, ir_mem_target t, const pass_options
             if (k == 0)
                 pu_remark(opt, "recompute: auto: none: %s per rank fits %s", pb[0], cb);
             else if (k == 1)
-                pu_remark(opt, "recompute: auto: selective: %s per rank fits %s (none needs %s)", pb[1], cb,
-                          pb[0]);
+                pu_remark(opt, "recompute: auto: selective: %s per rank fits %s (none needs %s)", pb[1], cb, pb[0]);
             else
-                pu_remark(opt, "recompute: auto: full: %s per rank fits %s (none needs %s, selective %s)", pb[2],
-                          cb, pb[0], pb[1]);
+                pu_remark(opt, "recompute: auto: full: %s per rank fits %s (none needs %s, selective %s)", pb[2], cb,
+                          pb[0], pb[1]);
             return order[k];
         }
     }
-    pu_remark(opt, "recompute: auto: full, but %s per rank does not fit %s (none needs %s, selective %s)", pb[2],
-              cb, pb[0], pb[1]);
+    pu_remark(opt, "recompute: auto: full, but %s per rank does not fit %s (none needs %s, selective %s)", pb[2], cb,
+              pb[0], pb[1]);
     return RC_FULL;
 }
 
 /* ---- the pass ----------------------------------------------------------------- */
 
-static void rc_range(char *buf, size_t n, int lo, int hi)
-{
+static void rc_range(char *buf, size_t n, int lo, int hi) {
     if (lo == hi)
         snprintf(buf, n, "%d", lo);
     else
         snprintf(buf, n, "%d-%d", lo, hi);
 }
 
-bool pass_recompute(ir_module *m, const pass_options *opt)
-{
+bool pass_recompute(ir_module *m, const pass_options *opt) {
     const char *s = pu_cfg(m, "recompute", "none");
     int mode = -1;
     for (int k = 0; k < 4; k++)
-        if (strcmp(s, rc_names[k]) == 0)
-            mode = k;
+        if (strcmp(s, rc_names[k]) == 0) mode = k;
     if (mode < 0) {
         sup_error(sup_noloc(), "recompute: config recompute must be none, selective, full or auto, found '%s'", s);
         return false;
@@ -604,8 +547,7 @@ bool pass_recompute(ir_module *m, const pass_options *opt)
     if (mode == RC_AUTO) {
         mode = rc_choose(m, t, opt); /* remarks why */
         ir_config_set(m, "recompute.chosen", rc_names[mode]);
-        if (mode == RC_NONE)
-            return true;
+        if (mode == RC_NONE) return true;
     }
     if (mode == RC_NONE) {
         pu_remark(opt, "recompute: none: every activation the backward reads is kept from the forward");
@@ -613,8 +555,7 @@ bool pass_recompute(ir_module *m, const pass_options *opt)
     }
     bool planned = ir_mem_planned(m);
     rc_stats st;
-    if (!rc_apply(m, (rc_mode)mode, &st))
-        return false;
+    if (!rc_apply(m, (rc_mode)mode, &st)) return false;
     if (st.layers == 0) {
         pu_remark(opt, "recompute: %s: no decoder layer forward is read by a backward; nothing recomputed",
                   rc_names[mode]);
@@ -629,8 +570,9 @@ bool pass_recompute(ir_module *m, const pass_options *opt)
     if (st.moved || st.added)
         snprintf(zero, sizeof zero, "; %d backward parameter gather(s) moved before the recomputed ops%s", st.moved,
                  st.added ? ", some added" : "");
-    pu_remark(opt, "recompute: %s: %d layer(s), %s op(s) re-emitted per layer (%d in all), %s all-to-all(s) re-run "
-                   "per layer (%d in all); per layer the backward reads its input and %s kept value(s)%s",
+    pu_remark(opt,
+              "recompute: %s: %d layer(s), %s op(s) re-emitted per layer (%d in all), %s all-to-all(s) re-run "
+              "per layer (%d in all); per layer the backward reads its input and %s kept value(s)%s",
               rc_names[mode], st.layers, ops, st.ops, colls, st.colls, kept, zero);
     return true;
 }

@@ -39,43 +39,36 @@ typedef struct ring_ctx {
 } ring_ctx;
 
 /* @ring: set (s, u) = {base + r*U + u : r = 0..R-1} for sp set s. */
-static int add_ring_group(ir_module *m, int N, int K, int U)
-{
+static int add_ring_group(ir_module *m, int N, int K, int U) {
     int R = K / U, *ranks = sup_xmalloc(sizeof(int) * (size_t)N), n = 0;
     for (int base = 0; base < N; base += K)
         for (int u = 0; u < U; u++)
-            for (int r = 0; r < R; r++)
-                ranks[n++] = base + r * U + u;
+            for (int r = 0; r < R; r++) ranks[n++] = base + r * U + u;
     int g = ir_group_add(m, "ring", N / R, R, ranks);
     free(ranks);
     return g;
 }
 
 /* The head-sharded type inside a ring position: [B, S@ring, H@ul, Dh]. */
-static ir_type heads_type(const ring_ctx *c, ir_type t, bool kv)
-{
+static ir_type heads_type(const ring_ctx *c, ir_type t, bool kv) {
     ir_type h = pass_heads_type(t, c->ul, kv ? c->F : 1);
     h.shard[1] = c->ring;
     return h;
 }
 
 /* lse f32 [B,S,H] laid out like q's first three dims. */
-static ir_type lse_type(const ir_type *q)
-{
+static ir_type lse_type(const ir_type *q) {
     ir_type t = ir_type_make(IR_F32, 3, q->dims);
-    for (int d = 0; d < 3; d++)
-        t.shard[d] = q->shard[d];
+    for (int d = 0; d < 3; d++) t.shard[d] = q->shard[d];
     return t;
 }
 
 /* attention(q, k, v) -> o at index i becomes ring_attention (-> o, lse),
  * wrapped in the @ul exchanges when U > 1. */
-static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i)
-{
+static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i) {
     ir_op att = m->ops[i];
     int ins[3], outs[3], o = att.out[0], oh = o;
-    for (int k = 0; k < 3; k++)
-        ins[k] = outs[k] = att.in[k];
+    for (int k = 0; k < 3; k++) ins[k] = outs[k] = att.in[k];
     if (c->ul >= 0) {
         for (int k = 0; k < 3; k++)
             outs[k] = pass_value_derived(m, ins[k], ".heads", heads_type(c, m->values[ins[k]].type, k > 0));
@@ -87,8 +80,7 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
     }
     int lse = pass_value_derived(m, o, ".lse", lse_type(&m->values[oh].type));
     ir_op ra = ir_op_make(IR_RING_ATTENTION);
-    for (int k = 0; k < 3; k++)
-        ir_op_add_input(&ra, outs[k]);
+    for (int k = 0; k < 3; k++) ir_op_add_input(&ra, outs[k]);
     ir_op_add_output(&ra, oh);
     ir_op_add_output(&ra, lse);
     ir_attr_set_group(&ra, "group", c->ring);
@@ -98,15 +90,13 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
 
 /* The forward twin of a value the backward reads: its ".heads" exchange
  * result over @ul (U > 1), else the value itself. */
-static int heads_twin(const ir_module *m, const ring_ctx *c, int v)
-{
+static int heads_twin(const ir_module *m, const ring_ctx *c, int v) {
     return c->ul >= 0 ? pass_heads_twin(m, c->ul, v) : v;
 }
 
 /* attention_bwd(do, q, k, v, o) -> dq, dk, dv at index i becomes
  * ring_attention_bwd(do, q, k, v, o, lse), wrapped when U > 1. */
-static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int lse)
-{
+static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int lse) {
     ir_op ab = m->ops[i];
     ir_op rb = ir_op_make(IR_RING_ATTENTION_BWD);
     int d_o = ab.in[0], hs[3];
@@ -117,8 +107,7 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
         d_o = doh;
     }
     ir_op_add_input(&rb, d_o);
-    for (int k = 1; k < 5; k++)
-        ir_op_add_input(&rb, heads_twin(m, c, ab.in[k]));
+    for (int k = 1; k < 5; k++) ir_op_add_input(&rb, heads_twin(m, c, ab.in[k]));
     ir_op_add_input(&rb, lse);
     for (int k = 0; k < 3; k++) {
         hs[k] = ab.out[k];
@@ -136,18 +125,15 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
 }
 
 /* The lse made by the ring_attention whose output is o (the forward's). */
-static int lse_of(const ir_module *m, int o)
-{
+static int lse_of(const ir_module *m, int o) {
     for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_RING_ATTENTION && m->ops[i].out[0] == o)
-            return m->ops[i].out[1];
+        if (m->ops[i].code == IR_RING_ATTENTION && m->ops[i].out[0] == o) return m->ops[i].out[1];
     return -1;
 }
 
 /* Builds @sp (and @ul, @ring when U > 1) and shards the sequence; @sp is
  * listed before batch-aware's @dp, as in Ulysses (pu_sequence_group). */
-static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R)
-{
+static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R) {
     ring_ctx c = {.ul = -1, .F = 1};
     int U = K / R;
     c.sp = pu_sequence_group(m, G);
@@ -161,8 +147,7 @@ static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R)
     return c;
 }
 
-bool pass_ring(ir_module *m, const pass_options *opt)
-{
+bool pass_ring(ir_module *m, const pass_options *opt) {
     const char *seq = pu_cfg(m, "sequence", "ulysses");
     if (strcmp(seq, "ring") && strcmp(seq, "hybrid")) {
         pu_remark(opt, "ring: layout sequence is '%s'; skipped", seq);
@@ -181,19 +166,17 @@ bool pass_ring(ir_module *m, const pass_options *opt)
     int R = strcmp(seq, "ring") == 0 ? K : pass_layout_of(m).ring_degree;
     const char *why = pass_layout_illegal(m, G, R);
     if (why) {
-        sup_error(sup_noloc(), "ring: cannot build %s with G=%d groups of K=%d ranks and ring degree %d: %s", seq,
-                  G, K, R, why);
+        sup_error(sup_noloc(), "ring: cannot build %s with G=%d groups of K=%d ranks and ring degree %d: %s", seq, G, K,
+                  R, why);
         return false;
     }
     ring_ctx c = ring_layout(m, N, G, K, R);
     pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION)
-            wrap_attention(m, &c, &edits, i);
+        if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &c, &edits, i);
     pass_edits_apply(m, &edits);
     for (int i = 0; i < m->nops; i++) {
-        if (m->ops[i].code != IR_ATTENTION_BWD)
-            continue;
+        if (m->ops[i].code != IR_ATTENTION_BWD) continue;
         int lse = lse_of(m, heads_twin(m, &c, m->ops[i].in[4]));
         if (lse < 0) {
             sup_error(sup_noloc(), "ring: attention_bwd reads %%%s, which no ring_attention produced",
@@ -208,7 +191,7 @@ bool pass_ring(ir_module *m, const pass_options *opt)
     ir_config_set_int(m, "batch_groups", G);
     ir_config_set_int(m, "ring_size", R);
     ir_config_set_int(m, "seq_ring", R);
-    pu_remark(opt, "ring: sequence sharded over @sp (%d ranks) in zig-zag order; %d attention(s) as a ring of %d%s",
-              K, natt, R, c.ul >= 0 ? " with Ulysses inside @ul" : "");
+    pu_remark(opt, "ring: sequence sharded over @sp (%d ranks) in zig-zag order; %d attention(s) as a ring of %d%s", K,
+              natt, R, c.ul >= 0 ? " with Ulysses inside @ul" : "");
     return true;
 }

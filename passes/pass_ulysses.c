@@ -35,8 +35,7 @@
 
 /* Wraps the attention at index i: records the exchanges before and after it
  * and rewires it to the head-sharded values. */
-static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
-{
+static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp) {
     ir_op att = m->ops[i];
     int ins[3], outs[3];
     for (int k = 0; k < 3; k++) {
@@ -47,8 +46,7 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
     pass_insert_before(e, i, &before);
     int o = att.out[0];
     int oh = pass_value_derived(m, o, ".heads", pass_heads_type(m->values[o].type, sp, 1));
-    for (int k = 0; k < 3; k++)
-        m->ops[i].in[k] = outs[k];
+    for (int k = 0; k < 3; k++) m->ops[i].in[k] = outs[k];
     m->ops[i].out[0] = oh;
     ir_op after = pass_exchange(sp, 1, &oh, &o, false, 1, &att);
     pass_insert_after(e, i, &after);
@@ -56,8 +54,7 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp)
 
 /* Wraps the attention_bwd at index i (the forward exchanges must be in the
  * schedule already: pass_heads_twin finds them there). */
-static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
-{
+static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp) {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
     int doh = pass_value_derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
@@ -65,8 +62,7 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
     pass_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
-    for (int k = 1; k < 5; k++)
-        op->in[k] = pass_heads_twin(m, sp, ab.in[k]);
+    for (int k = 1; k < 5; k++) op->in[k] = pass_heads_twin(m, sp, ab.in[k]);
     int hs[3];
     for (int k = 0; k < 3; k++) {
         hs[k] = pass_value_derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
@@ -79,40 +75,34 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp)
 /* K = 1: every all-to-all on @sp is an identity.  The surviving value takes
  * the removed one's name when it was its ".heads" twin, so the IR keeps the
  * names of the unsharded step. */
-static int remove_exchanges(ir_module *m, int sp)
-{
+static int remove_exchanges(ir_module *m, int sp) {
     int removed = 0;
     for (int i = m->nops - 1; i >= 0; i--) {
         ir_op op = m->ops[i];
-        if (op.code != IR_ALL_TO_ALL || ir_op_group(&op) != sp)
-            continue;
+        if (op.code != IR_ALL_TO_ALL || ir_op_group(&op) != sp) continue;
         for (int k = 0; k < op.nin && k < op.nout; k++) {
             ir_replace_uses(m, op.out[k], op.in[k], i);
             const char *in = m->values[op.in[k]].name, *out = m->values[op.out[k]].name;
             size_t n = strlen(out);
-            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0)
-                ir_value_swap_names(m, op.in[k], op.out[k]);
+            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0) ir_value_swap_names(m, op.in[k], op.out[k]);
         }
         ir_op_remove(m, i);
         removed++;
     }
     for (int v = 0; v < m->nvalues; v++)
         for (int k = 0; k < m->values[v].type.rank; k++)
-            if (m->values[v].type.shard[k] == sp)
-                m->values[v].type.shard[k] = -1;
+            if (m->values[v].type.shard[k] == sp) m->values[v].type.shard[k] = -1;
     ir_renumber(m);
     return removed;
 }
 
 /* An error naming why K ranks cannot split, and the G that would be legal. */
-static bool check_split(ir_module *m, int G)
-{
+static bool check_split(ir_module *m, int G) {
     layout_dims d = pass_layout_dims(m);
     layout_choice c = pass_layout_of(m);
     c.groups = G;
     const char *reason = layout_illegal(&d, &c, NULL, 0);
-    if (!reason)
-        return true;
+    if (!reason) return true;
     char why[256], gs[192] = "";
     snprintf(why, sizeof why, "%s", reason); /* the enumeration below reuses the reason's buffer */
     int64_t g[64];
@@ -127,16 +117,17 @@ static bool check_split(ir_module *m, int G)
     else
         sup_error(sup_noloc(), "ulysses: cannot shard over groups of %d ranks (G=%d): %s", N / G, G, why);
     if (gs[0])
-        sup_note(sup_noloc(), "batch-aware groups shrink the split to K = %d/G; legal: `batch_aware groups G` "
-                              "with G in {%s}", N, gs);
+        sup_note(sup_noloc(),
+                 "batch-aware groups shrink the split to K = %d/G; legal: `batch_aware groups G` "
+                 "with G in {%s}",
+                 N, gs);
     else
         sup_note(sup_noloc(), "no batch-aware group count makes the split legal either; change heads, "
                               "kv_heads, seq_len or the mesh");
     return false;
 }
 
-bool pass_ulysses(ir_module *m, const pass_options *opt)
-{
+bool pass_ulysses(ir_module *m, const pass_options *opt) {
     const char *seq = pu_cfg(m, "sequence", "ulysses");
     if (strcmp(seq, "ulysses") != 0) {
         pu_remark(opt, "ulysses: layout sequence is '%s'; skipped", seq);
@@ -153,23 +144,19 @@ bool pass_ulysses(ir_module *m, const pass_options *opt)
         return true;
     }
     int N = ir_world(m), G = pu_batch_groups(m, opt, "ulysses"), K = N / G;
-    if (!check_split(m, G))
-        return false;
+    if (!check_split(m, G)) return false;
     sp = pu_sequence_group(m, G);
     pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION)
-            wrap_attention(m, &edits, i, sp);
+        if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &edits, i, sp);
     pass_edits_apply(m, &edits);
     for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION_BWD)
-            wrap_attention_bwd(m, &edits, i, sp);
+        if (m->ops[i].code == IR_ATTENTION_BWD) wrap_attention_bwd(m, &edits, i, sp);
     pass_edits_apply(m, &edits); /* renumbers */
     pass_fix_virtual_heads(m, sp);
     ir_config_set_int(m, "sp_size", K);
     ir_config_set_int(m, "batch_groups", G);
-    pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls",
-              K, natt);
+    pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls", K, natt);
     if (K == 1)
         pu_remark(opt, "ulysses: K=1 is pure data parallelism; removed %d all-to-all(s) (identities)",
                   remove_exchanges(m, sp));

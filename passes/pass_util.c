@@ -5,15 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pass_value_derived(ir_module *m, int v, const char *suffix, ir_type t)
-{
+int pass_value_derived(ir_module *m, int v, const char *suffix, ir_type t) {
     char base[IR_NAME_MAX + 8];
     snprintf(base, sizeof base, "%s%s", m->values[v].name, suffix);
     return ir_value_add_fresh(m, base, t);
 }
 
-ir_op pass_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like)
-{
+ir_op pass_exchange(int g, int n, const int *ins, const int *outs, bool to_heads, int64_t fan, const ir_op *like) {
     ir_op op = ir_op_make(IR_ALL_TO_ALL);
     for (int k = 0; k < n; k++) {
         ir_op_add_input(&op, ins[k]);
@@ -23,24 +21,19 @@ ir_op pass_exchange(int g, int n, const int *ins, const int *outs, bool to_heads
     ir_attr_set_group(&op, "group", g);
     ir_attr_set_int(&op, "split", to_heads ? 2 : 1);
     ir_attr_set_int(&op, "concat", to_heads ? 1 : 2);
-    if (fan > 1)
-        ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
-    if (like)
-        pu_tag_like(&op, like);
+    if (fan > 1) ir_attr_set_int(&op, to_heads ? "fanout" : "fanin", fan);
+    if (like) pu_tag_like(&op, like);
     return op;
 }
 
-void pass_shard_sequence(ir_module *m, int sp)
-{
+void pass_shard_sequence(ir_module *m, int sp) {
     bool *weight = ir_weight_flags(m);
     for (int v = 0; v < m->nvalues; v++)
-        if (pu_is_activation(m, weight, v))
-            m->values[v].type.shard[1] = sp;
+        if (pu_is_activation(m, weight, v)) m->values[v].type.shard[1] = sp;
     free(weight);
 }
 
-int pu_sequence_group(ir_module *m, int G)
-{
+int pu_sequence_group(ir_module *m, int G) {
     int dp = ir_group_find(m, "dp"), sp = ir_group_add_contiguous(m, "sp", G);
     if (dp >= 0 && dp < sp) {
         pu_group_swap(m, sp, dp);
@@ -50,8 +43,7 @@ int pu_sequence_group(ir_module *m, int G)
     return sp;
 }
 
-int pu_batch_groups(const ir_module *m, const pass_options *opt, const char *pass)
-{
+int pu_batch_groups(const ir_module *m, const pass_options *opt, const char *pass) {
     int dp = ir_group_find(m, "dp"), N = ir_world(m);
     if (dp < 0 && pass_layout_of(m).groups > 1)
         pu_remark(opt, "%s: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks", pass,
@@ -59,75 +51,65 @@ int pu_batch_groups(const ir_module *m, const pass_options *opt, const char *pas
     return dp >= 0 ? m->groups[dp].set_size : 1;
 }
 
-const char *pass_layout_illegal(const ir_module *m, int groups, int ring_degree)
-{
+const char *pass_layout_illegal(const ir_module *m, int groups, int ring_degree) {
     layout_dims d = pass_layout_dims(m);
     layout_choice c = pass_layout_of(m);
     c.groups = groups;
-    if (ring_degree > 0)
-        c.ring_degree = ring_degree;
+    if (ring_degree > 0) c.ring_degree = ring_degree;
     return layout_illegal(&d, &c, NULL, 0);
 }
 
-void pu_tag_like(ir_op *op, const ir_op *from)
-{
+void pu_tag_like(ir_op *op, const ir_op *from) {
     const char *ph = ir_op_phase(from);
     ir_op_tag(op, ir_op_layer(from), *ph ? ph : "fwd");
 }
 
-bool pu_is_activation(const ir_module *m, const bool *weight, int v)
-{
+bool pu_is_activation(const ir_module *m, const bool *weight, int v) {
     return !weight[v] && m->values[v].type.rank >= 2;
 }
 
-const char *pu_cfg(const ir_module *m, const char *key, const char *def)
-{
+const char *pu_cfg(const ir_module *m, const char *key, const char *def) {
     const char *s = ir_config_get(m, key);
     return s && *s ? s : def;
 }
 
-int pu_count_ops(const ir_module *m, ir_opcode code)
-{
+int pu_count_ops(const ir_module *m, ir_opcode code) {
     int n = 0;
-    for (int i = 0; i < m->nops; i++)
-        n += m->ops[i].code == code;
+    for (int i = 0; i < m->nops; i++) n += m->ops[i].code == code;
     return n;
 }
 
-bool pu_reads(const ir_op *op, int v)
-{
+bool pu_reads(const ir_op *op, int v) {
     for (int k = 0; k < op->nin; k++)
-        if (op->in[k] == v)
-            return true;
+        if (op->in[k] == v) return true;
     return false;
 }
 
-int pu_first_use(const ir_module *m, int v, int start)
-{
+int pu_first_use(const ir_module *m, int v, int start) {
     for (int i = start; i < m->nops; i++)
-        if (pu_reads(&m->ops[i], v))
-            return i;
+        if (pu_reads(&m->ops[i], v)) return i;
     return -1;
 }
 
-bool pu_heads_uneven(const ir_module *m, int K)
-{
+bool pu_heads_uneven(const ir_module *m, int K) {
     layout_dims d = pass_layout_dims(m);
     return layout_heads_uneven(&d, K);
 }
 
-layout_dims pass_layout_dims(const ir_module *m)
-{
+layout_dims pass_layout_dims(const ir_module *m) {
     pu_dims d = pu_model_dims(m);
-    return (layout_dims){.N = ir_world(m), .nodes = m->mesh.nodes, .dpn = m->mesh.devices_per_node,
-                         .B = d.B, .S = d.S, .H = d.H, .Hk = d.Hk > 0 ? d.Hk : d.H};
+    return (layout_dims){.N = ir_world(m),
+                         .nodes = m->mesh.nodes,
+                         .dpn = m->mesh.devices_per_node,
+                         .B = d.B,
+                         .S = d.S,
+                         .H = d.H,
+                         .Hk = d.Hk > 0 ? d.Hk : d.H};
 }
 
-layout_choice pass_layout_of(const ir_module *m)
-{
+layout_choice pass_layout_of(const ir_module *m) {
     layout_choice c = layout_ulysses((int)ir_config_int(m, "groups", 1));
-    if (c.groups < 1)
-        c.groups = 1; /* lowered specs before layout/ wrote groups = 0 for "not chosen" */
+    if (c.groups < 1) c.groups = 1; /* lowered specs before layout/ wrote groups = 0 for "not chosen" */
     layout_seq_parse(pu_cfg(m, "sequence", "ulysses"), &c.seq);
     c.variant = layout_variant_find("a2a", pu_cfg(m, "a2a", "flat"));
     int64_t K = ir_world(m) / c.groups;
@@ -135,8 +117,7 @@ layout_choice pass_layout_of(const ir_module *m)
     return c;
 }
 
-bool pass_layout_strategy(const ir_module *m, const layout_strategy **out)
-{
+bool pass_layout_strategy(const ir_module *m, const layout_strategy **out) {
     layout_choice c = pass_layout_of(m);
     const char *word = pu_cfg(m, "a2a", "flat");
     if (!c.variant && strcmp(word, "flat")) {
@@ -146,18 +127,18 @@ bool pass_layout_strategy(const ir_module *m, const layout_strategy **out)
         for (int i = 0; i < n; i++)
             if (all[i].key && !strcmp(all[i].key, "a2a"))
                 snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", all[i].word);
-        sup_error(sup_noloc(), "config a2a = %s: no registered strategy has that word (registered: %s); load the "
-                  "plugin that provides it (--load-pass-plugin)", word, known);
+        sup_error(sup_noloc(),
+                  "config a2a = %s: no registered strategy has that word (registered: %s); load the "
+                  "plugin that provides it (--load-pass-plugin)",
+                  word, known);
         return false;
     }
     *out = layout_strategy_of(&c);
     return true;
 }
 
-void pu_remark(const pass_options *opt, const char *fmt, ...)
-{
-    if (opt && opt->quiet)
-        return;
+void pu_remark(const pass_options *opt, const char *fmt, ...) {
+    if (opt && opt->quiet) return;
     va_list ap;
     va_start(ap, fmt);
     sup_vdiag(SUP_REMARK, sup_noloc(), fmt, ap);
@@ -165,16 +146,13 @@ void pu_remark(const pass_options *opt, const char *fmt, ...)
 }
 
 /* The first op with this opcode, or NULL. */
-static const ir_op *first_op(const ir_module *m, ir_opcode code)
-{
+static const ir_op *first_op(const ir_module *m, ir_opcode code) {
     for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == code)
-            return &m->ops[i];
+        if (m->ops[i].code == code) return &m->ops[i];
     return NULL;
 }
 
-pu_dims pu_model_dims(const ir_module *m)
-{
+pu_dims pu_model_dims(const ir_module *m) {
     pu_dims d = {0, 0, 0, 0};
     int tok = ir_value_find(m, "tokens");
     if (tok >= 0 && m->values[tok].type.rank >= 2) {
@@ -196,8 +174,7 @@ pu_dims pu_model_dims(const ir_module *m)
     return d;
 }
 
-ir_type pass_heads_type(ir_type t, int sp, int64_t fanout)
-{
+ir_type pass_heads_type(ir_type t, int sp, int64_t fanout) {
     t.shard[1] = -1;
     t.shard[2] = sp;
     t.dims[2] *= fanout;
@@ -207,8 +184,7 @@ ir_type pass_heads_type(ir_type t, int sp, int64_t fanout)
 /* Ulysses exchanges: split=2 trades sequence for heads (the receiving side
  * holds the heads, `fanout` replicates a shared KV head to the F ranks that
  * need it); split=1 trades back (`fanin` sums the F partial gradients). */
-static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven)
-{
+static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven) {
     bool to_heads = ir_attr_int(op, "split", 0) == 2;
     int64_t F = 1;
     for (int k = 0; k < op->nin && k < op->nout; k++) {
@@ -219,8 +195,7 @@ static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven
         m->values[head_side].type.dims[2] = real * f;
         /* Uneven: split in whole kv groups (q's unit = its heads per kv head). */
         m->values[head_side].type.unit[2] = uneven && Hk > 0 && real % Hk == 0 ? real / Hk : 0;
-        if (f > F)
-            F = f;
+        if (f > F) F = f;
     }
     const char *key = to_heads ? "fanout" : "fanin";
     ir_attr_remove(op, key);
@@ -236,8 +211,7 @@ static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven
     }
 }
 
-void pass_fix_virtual_heads(ir_module *m, int sp)
-{
+void pass_fix_virtual_heads(ir_module *m, int sp) {
     int K = m->groups[sp].set_size;
     pu_dims d = pu_model_dims(m);
     bool uneven = pu_heads_uneven(m, K);
@@ -246,22 +220,18 @@ void pass_fix_virtual_heads(ir_module *m, int sp)
             fix_exchange(m, &m->ops[i], K, d.Hk > 0 ? d.Hk : d.H, uneven);
 }
 
-void pass_shard_batch(ir_module *m, int sp, int dp)
-{
+void pass_shard_batch(ir_module *m, int sp, int dp) {
     for (int v = 0; v < m->nvalues; v++) {
         ir_type *t = &m->values[v].type;
         bool on_sp = false;
-        for (int k = 0; k < t->rank; k++)
-            on_sp |= t->shard[k] == sp;
-        if (on_sp && t->rank >= 2)
-            t->shard[0] = dp;
+        for (int k = 0; k < t->rank; k++) on_sp |= t->shard[k] == sp;
+        if (on_sp && t->rank >= 2) t->shard[0] = dp;
     }
 }
 
 static int swapped(int g, int a, int b) { return g == a ? b : g == b ? a : g; }
 
-void pu_group_swap(ir_module *m, int a, int b)
-{
+void pu_group_swap(ir_module *m, int a, int b) {
     ir_group t = m->groups[a];
     m->groups[a] = m->groups[b];
     m->groups[b] = t;
@@ -270,66 +240,49 @@ void pu_group_swap(ir_module *m, int a, int b)
             m->values[v].type.shard[k] = swapped(m->values[v].type.shard[k], a, b);
     for (int i = 0; i < m->nops; i++)
         for (int k = 0; k < m->ops[i].nattrs; k++)
-            if (m->ops[i].attrs[k].kind == IR_A_GROUP)
-                m->ops[i].attrs[k].i = swapped((int)m->ops[i].attrs[k].i, a, b);
+            if (m->ops[i].attrs[k].kind == IR_A_GROUP) m->ops[i].attrs[k].i = swapped((int)m->ops[i].attrs[k].i, a, b);
 }
 
 /* The head-sharded twin of v made by the forward exchanges: the output of
  * an all_to_all on sp reading v, or the input of one producing v. */
-int pass_heads_twin(const ir_module *m, int sp, int v)
-{
+int pass_heads_twin(const ir_module *m, int sp, int v) {
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
-        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp)
-            continue;
+        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp) continue;
         for (int k = 0; k < op->nin && k < op->nout; k++) {
-            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2)
-                return op->out[k];
-            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1)
-                return op->in[k];
+            if (op->in[k] == v && ir_attr_int(op, "split", 0) == 2) return op->out[k];
+            if (op->out[k] == v && ir_attr_int(op, "split", 0) == 1) return op->in[k];
         }
     }
     return v;
 }
 
 /* ---- deferred insertion ---------------------------------------------------- */
-static void pass_edit_add(pass_edits *e, int gap, int after, const ir_op *op)
-{
+static void pass_edit_add(pass_edits *e, int gap, int after, const ir_op *op) {
     SUP_GROW(e->items, e->n, e->cap);
     e->items[e->n] = (struct pass_edit){.gap = gap, .after = after, .seq = e->n, .op = *op};
     e->n++;
 }
 
-void pass_insert_before(pass_edits *e, int pos, const ir_op *op)
-{
-    pass_edit_add(e, pos, 0, op);
-}
+void pass_insert_before(pass_edits *e, int pos, const ir_op *op) { pass_edit_add(e, pos, 0, op); }
 
-void pass_insert_after(pass_edits *e, int pos, const ir_op *op)
-{
-    pass_edit_add(e, pos + 1, 1, op);
-}
+void pass_insert_after(pass_edits *e, int pos, const ir_op *op) { pass_edit_add(e, pos + 1, 1, op); }
 
 /* By gap; inside a gap the "after" ops latest first, then the "before" ops
  * in recording order. */
-static int pass_edit_cmp(const void *pa, const void *pb)
-{
+static int pass_edit_cmp(const void *pa, const void *pb) {
     const struct pass_edit *a = pa, *b = pb;
-    if (a->gap != b->gap)
-        return a->gap < b->gap ? -1 : 1;
-    if (a->after != b->after)
-        return a->after ? -1 : 1;
+    if (a->gap != b->gap) return a->gap < b->gap ? -1 : 1;
+    if (a->after != b->after) return a->after ? -1 : 1;
     return a->after ? (a->seq < b->seq) - (a->seq > b->seq) : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-void pass_edits_remove(pass_edits *e, int pos)
-{
+void pass_edits_remove(pass_edits *e, int pos) {
     SUP_GROW(e->removed, e->nremoved, e->capremoved);
     e->removed[e->nremoved++] = pos;
 }
 
-void pass_edits_apply(ir_module *m, pass_edits *e)
-{
+void pass_edits_apply(ir_module *m, pass_edits *e) {
     if (e->n > 0 || e->nremoved > 0) {
         qsort(e->items, (size_t)e->n, sizeof *e->items, pass_edit_cmp);
         bool *drop = sup_xcalloc((size_t)m->nops + 1, sizeof *drop);
@@ -341,10 +294,8 @@ void pass_edits_apply(ir_module *m, pass_edits *e)
         ir_op *ops = sup_xmalloc((size_t)(total > 0 ? total : 1) * sizeof *ops);
         int k = 0, j = 0;
         for (int i = 0; i <= m->nops; i++) {
-            for (; j < e->n && e->items[j].gap <= i; j++)
-                ops[k++] = e->items[j].op;
-            if (i < m->nops && !drop[i])
-                ops[k++] = m->ops[i];
+            for (; j < e->n && e->items[j].gap <= i; j++) ops[k++] = e->items[j].op;
+            if (i < m->nops && !drop[i]) ops[k++] = m->ops[i];
         }
         free(drop);
         free(m->ops);

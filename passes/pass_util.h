@@ -46,10 +46,8 @@ typedef struct pu_dims {
 } pu_dims;
 pu_dims pu_model_dims(const ir_module *m);
 
-
 /* layout_heads_uneven on the module's dimensions (pass_layout_dims). */
 bool pu_heads_uneven(const ir_module *m, int K);
-
 
 /* Swaps groups a and b in the module's list, and every reference to them
  * (shards, group attributes): the order groups are printed in. */

@@ -24,11 +24,11 @@
 
 /* Options shared by every pass. */
 typedef struct pass_options {
-    bool print_after_all;       /* print IR after each pass */
-    const char *print_after;    /* comma-separated pass names, or NULL */
-    bool verify;                /* run the verifier after each pass (default true) */
-    FILE *print_out;            /* where printed IR goes (default stdout) */
-    bool quiet;                 /* no remarks */
+    bool print_after_all;    /* print IR after each pass */
+    const char *print_after; /* comma-separated pass names, or NULL */
+    bool verify;             /* run the verifier after each pass (default true) */
+    FILE *print_out;         /* where printed IR goes (default stdout) */
+    bool quiet;              /* no remarks */
 } pass_options;
 pass_options pass_default_options(void);
 
@@ -60,9 +60,9 @@ typedef struct pass_info {
      * options through pass_current_options.  Neither function: a PASS_API
      * row of passes.def before its registration. */
     bool (*run_module)(ir_module *m);
-    pass_slot slot;       /* PASS_SLOT_NONE for a plugin's pass */
+    pass_slot slot; /* PASS_SLOT_NONE for a plugin's pass */
     pass_effect effect;
-    const char *require;  /* comma-separated pass names or "partitioned"; NULL or "": nothing */
+    const char *require; /* comma-separated pass names or "partitioned"; NULL or "": nothing */
 } pass_info;
 
 enum { PASS_MAX = 128 };
@@ -118,11 +118,11 @@ bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
  * the current positions, would give. */
 typedef struct pass_edits {
     struct pass_edit {
-        int gap;    /* insert before original op `gap` (0..nops) */
-        int after;  /* 1: recorded as "after op gap-1" */
-        int seq;    /* recording order */
+        int gap;   /* insert before original op `gap` (0..nops) */
+        int after; /* 1: recorded as "after op gap-1" */
+        int seq;   /* recording order */
         ir_op op;
-    } *items;
+    } * items;
     int n, cap;
     int *removed; /* original ops to leave out (pass_edits_remove) */
     int nremoved, capremoved;
@@ -135,7 +135,6 @@ void pass_insert_after(pass_edits *e, int pos, const ir_op *op);
 void pass_edits_remove(pass_edits *e, int pos);
 /* Applies and frees the edits, then renumbers the value defs. */
 void pass_edits_apply(ir_module *m, pass_edits *e);
-
 
 /* ---- what the partitioning passes share (pass_util.c) ----------------------
  * Written once here, used by ulysses and ring, and reached by strategies
@@ -218,17 +217,17 @@ pass_traffic pass_op_traffic(const ir_module *m, const ir_op *op);
  * Predicted time of every op and memory per rank, from the module's mesh
  * (links, device preset), config and shapes.  See passes/README.md. */
 typedef struct pass_cost_params {
-    double compute_fraction; /* achievable fraction of peak FLOP/s (default 0.5) */
+    double compute_fraction;   /* achievable fraction of peak FLOP/s (default 0.5) */
     double attention_fraction; /* the same for attention (default compute_fraction) */
     /* Attention at the measured rate of the kernel that runs it
      * (pass_attention_impl, layout_attention_fraction) where the device has
      * figures for it; false when config cost.attention_fraction is given,
      * which then prices every attention op alike. */
     bool attention_rates;
-    double mem_bw_fraction;  /* achievable fraction of memory bandwidth (default 0.7) */
-    double op_overhead;      /* fixed seconds per compute op: launch, call, timers (default 0) */
-    bool hierarchical_a2a;   /* two-level all-to-all when a group spans nodes */
-    double host_update_s;    /* seconds per parameter element of the CUDA backend's host AdamW
+    double mem_bw_fraction; /* achievable fraction of memory bandwidth (default 0.7) */
+    double op_overhead;     /* fixed seconds per compute op: launch, call, timers (default 0) */
+    bool hierarchical_a2a;  /* two-level all-to-all when a group spans nodes */
+    double host_update_s;   /* seconds per parameter element of the CUDA backend's host AdamW
                                 (train.offload optimizer/all; default 1.35e-9) */
 } pass_cost_params;
 pass_cost_params pass_cost_default_params(const ir_module *m); /* reads config cost.* keys */
@@ -242,21 +241,21 @@ cm_attn_impl pass_attention_impl(const ir_module *m, const ir_op *op);
 double pass_attention_fraction(const ir_module *m, const ir_op *op, const pass_cost_params *p);
 
 typedef struct pass_op_cost {
-    double seconds;  /* predicted time of the op on the slowest rank */
-    double flops;    /* per rank (compute ops) */
-    double bytes;    /* bytes moved per rank (memory traffic or bytes sent) */
-    double exps;     /* exponentials evaluated per rank (compute ops) */
-    bool comm;       /* a collective or point-to-point op */
+    double seconds; /* predicted time of the op on the slowest rank */
+    double flops;   /* per rank (compute ops) */
+    double bytes;   /* bytes moved per rank (memory traffic or bytes sent) */
+    double exps;    /* exponentials evaluated per rank (compute ops) */
+    bool comm;      /* a collective or point-to-point op */
 } pass_op_cost;
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p);
 
 typedef struct pass_cost_report {
-    double step_s;                            /* per step: the two-stream model's critical path */
-    double compute_s, comm_s, a2a_s;          /* per step: the sums of the ops' times */
-    double hidden_s;                          /* of comm_s: under compute (compute_s + comm_s - step_s) */
-    double attn_s;                            /* of step_s: attention and ring attention, forward and backward */
-    double a2a_fraction;                      /* a2a_s / step_s */
-    double host_s;                            /* of comm_s: copies over the host link (offload, fetch) */
+    double step_s;                   /* per step: the two-stream model's critical path */
+    double compute_s, comm_s, a2a_s; /* per step: the sums of the ops' times */
+    double hidden_s;                 /* of comm_s: under compute (compute_s + comm_s - step_s) */
+    double attn_s;                   /* of step_s: attention and ring attention, forward and backward */
+    double a2a_fraction;             /* a2a_s / step_s */
+    double host_s;                   /* of comm_s: copies over the host link (offload, fetch) */
     /* memory per rank, bytes */
     double mem_params, mem_grads, mem_optim, mem_acts, mem_comm, mem_peak;
     double device_mem; /* capacity from the config (device_mem), 0 if unknown */
@@ -315,36 +314,36 @@ typedef struct pass_mem_value {
 } pass_mem_value;
 
 typedef struct pass_mem_suggestion {
-    char change[112];    /* as an option: "--set train.zero=3", "--target=cuda" */
-    int64_t peak_bytes;  /* peak_bytes_per_rank with it; -1 when it does not build */
+    char change[112];   /* as an option: "--set train.zero=3", "--target=cuda" */
+    int64_t peak_bytes; /* peak_bytes_per_rank with it; -1 when it does not build */
     bool fits;
 } pass_mem_suggestion;
 
 typedef struct pass_mem_report {
     char module[IR_NAME_MAX];
-    bool cuda;                 /* the plan's target */
+    bool cuda; /* the plan's target */
     int world;
-    int64_t arena_bytes;       /* config mem.peak */
-    int64_t work_bytes;        /* ir_mem_work_bytes: kernel workspace outside the arena */
-    int64_t peak_bytes;        /* per rank: arena + workspace */
-    int peak_op;               /* op with the most bytes live (-1: the module has no ops) */
+    int64_t arena_bytes; /* config mem.peak */
+    int64_t work_bytes;  /* ir_mem_work_bytes: kernel workspace outside the arena */
+    int64_t peak_bytes;  /* per rank: arena + workspace */
+    int peak_op;         /* op with the most bytes live (-1: the module has no ops) */
     char peak_opcode[32], peak_value[IR_NAME_MAX], peak_phase[16];
     int peak_layer;
     /* Bytes live at the peak op per category (IR_MEM_OPTIM: the optimizer
      * state region, IR_MEM_COMM: the collectives' staging region,
      * IR_MEM_WORK: work_bytes). */
     int64_t live[IR_MEM_NCATS];
-    int64_t live_bytes;        /* the arena categories' sum */
-    int64_t unused_bytes;      /* arena - live_bytes: fragmentation, usually 0 */
-    int64_t no_reuse_bytes;    /* the arena with one buffer per value, no reuse */
+    int64_t live_bytes;     /* the arena categories' sum */
+    int64_t unused_bytes;   /* arena - live_bytes: fragmentation, usually 0 */
+    int64_t no_reuse_bytes; /* the arena with one buffer per value, no reuse */
     /* Without reuse (the context's memory_plan false, baspc --no-memory-plan)
      * the report is what that program allocates: arena_bytes = one slot per
      * value plus the optimizer state, stage_bytes the collectives' staging
      * outside it, live[] every buffer; planned_arena_bytes is the plan's. */
     bool no_reuse;
     int64_t planned_arena_bytes, stage_bytes;
-    double device_mem;         /* config device_mem, 0 if unknown */
-    bool fits;                 /* peak_bytes <= device_mem (true when unknown) */
+    double device_mem; /* config device_mem, 0 if unknown */
+    bool fits;         /* peak_bytes <= device_mem (true when unknown) */
     /* Host memory (offload): the host arena per rank (config mem.host_peak,
      * 0 without offload), the ranks of a node that share the node's
      * host_mem (config host_mem, 0 if unknown), and whether it fits. */
@@ -355,7 +354,7 @@ typedef struct pass_mem_report {
     bool host_fits;
     int ntop;
     pass_mem_value top[PASS_MEM_TOP]; /* the largest buffers live at the peak op */
-    int nsuggest;              /* filled by pass_memory_suggest (driver/) */
+    int nsuggest;                     /* filled by pass_memory_suggest (driver/) */
     pass_mem_suggestion suggest[PASS_MEM_SUGGEST];
 } pass_mem_report;
 
@@ -375,4 +374,3 @@ void pass_memory_print(const pass_mem_report *r, FILE *out);
 void pass_memory_json(const pass_mem_report *r, FILE *out);
 
 #endif
-

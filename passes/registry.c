@@ -14,9 +14,9 @@
 
 /* The built-in passes, in pipeline order: registered so, hence listed so
  * by --list-passes and in the "available:" list of an unknown name. */
-#define PASS(n, f, sl, ef, req, sum) \
+#define PASS(n, f, sl, ef, req, sum)                                                                                   \
     {.name = n, .summary = sum, .run = f, .slot = PASS_SLOT_##sl, .effect = PASS_EFFECT_##ef, .require = req},
-#define PASS_API(n, sl, ef, req, sum) \
+#define PASS_API(n, sl, ef, req, sum)                                                                                  \
     {.name = n, .summary = sum, .slot = PASS_SLOT_##sl, .effect = PASS_EFFECT_##ef, .require = req},
 static const pass_info builtin_passes[] = {
 #include "passes.def"
@@ -35,11 +35,9 @@ struct pass_registry {
     char pipeline[512];          /* pass_default_pipeline's */
 };
 
-static struct pass_registry *registry(void)
-{
+static struct pass_registry *registry(void) {
     sup_context *ctx = sup_ctx();
-    if (!ctx->passes)
-        ctx->passes = sup_xcalloc(1, sizeof *ctx->passes);
+    if (!ctx->passes) ctx->passes = sup_xcalloc(1, sizeof *ctx->passes);
     return ctx->passes;
 }
 
@@ -53,21 +51,17 @@ static bool declared_only(const pass_info *p) { return !p->run && !p->run_module
 
 /* The function of a PASS_API row, from its registration (built in: no
  * owner); its summary stays passes.def's unless the registration gives one. */
-static void provide(pass_info *row, const pass_info *p)
-{
+static void provide(pass_info *row, const pass_info *p) {
     row->run = p->run;
     row->run_module = p->run_module;
-    if (p->summary)
-        row->summary = p->summary;
+    if (p->summary) row->summary = p->summary;
 }
 
-bool pass_register(const pass_info *p, char *err, size_t nerr)
-{
+bool pass_register(const pass_info *p, char *err, size_t nerr) {
     pass_init(); /* the built-in rows first, whoever registers */
     struct pass_registry *r = registry();
     char tmp[8];
-    if (!err)
-        err = tmp, nerr = sizeof tmp;
+    if (!err) err = tmp, nerr = sizeof tmp;
     if (!p || !p->name || (!p->run && !p->run_module)) {
         snprintf(err, nerr, "a pass needs a name and a function");
         return false;
@@ -91,49 +85,39 @@ bool pass_register(const pass_info *p, char *err, size_t nerr)
         return false;
     }
     r->rows[r->n] = *p;
-    if (!r->rows[r->n].summary)
-        r->rows[r->n].summary = "";
+    if (!r->rows[r->n].summary) r->rows[r->n].summary = "";
     r->n++;
     return true;
 }
 
-void pass_init(void)
-{
+void pass_init(void) {
     struct pass_registry *r = registry();
-    if (r->ready)
-        return;
+    if (r->ready) return;
     r->ready = true;
-    for (int i = 0; i < NBUILTIN && r->n < PASS_MAX; i++)
-        r->rows[r->n++] = builtin_passes[i];
+    for (int i = 0; i < NBUILTIN && r->n < PASS_MAX; i++) r->rows[r->n++] = builtin_passes[i];
 }
 
-const pass_info *pass_registry(int *n)
-{
+const pass_info *pass_registry(int *n) {
     pass_init();
-    if (n)
-        *n = registry()->n;
+    if (n) *n = registry()->n;
     return registry()->rows;
 }
 
-const pass_info *pass_lookup(const char *name)
-{
+const pass_info *pass_lookup(const char *name) {
     pass_init();
     struct pass_registry *r = registry();
     for (int i = 0; i < r->n; i++)
-        if (strcmp(r->rows[i].name, name) == 0)
-            return declared_only(&r->rows[i]) ? NULL : &r->rows[i];
+        if (strcmp(r->rows[i].name, name) == 0) return declared_only(&r->rows[i]) ? NULL : &r->rows[i];
     return NULL;
 }
 
 /* True when `name` is one item of the comma-separated `list`. */
-static bool in_list(const char *list, const char *name)
-{
+static bool in_list(const char *list, const char *name) {
     size_t n = strlen(name);
     for (const char *p = list; p && *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
+        if (len == n && strncmp(p, name, n) == 0) return true;
         p = e ? e + 1 : NULL;
     }
     return false;
@@ -141,8 +125,7 @@ static bool in_list(const char *list, const char *name)
 
 /* Item `i` of a comma-separated list into item[64]; returns the pointer
  * past it (NULL at the end) and its length in *len. */
-static const char *list_item(const char *p, char item[64], size_t *len)
-{
+static const char *list_item(const char *p, char item[64], size_t *len) {
     const char *e = strchr(p, ',');
     *len = e ? (size_t)(e - p) : strlen(p);
     snprintf(item, 64, "%.*s", (int)(*len < 64 ? *len : 63), p);
@@ -150,8 +133,7 @@ static const char *list_item(const char *p, char item[64], size_t *len)
 }
 
 /* Appends the items of `list` not yet in buf (comma-separated). */
-static void append_new(char *buf, size_t n, const char *list)
-{
+static void append_new(char *buf, size_t n, const char *list) {
     char item[64];
     size_t len;
     for (const char *p = list; p && *p;) {
@@ -165,8 +147,7 @@ static void append_new(char *buf, size_t n, const char *list)
 
 /* Appends the built-in passes of one slot, in passes.def's order; without
  * `memory`, only those whose effect is the step's time. */
-static void append_slot(char *buf, size_t n, pass_slot slot, bool memory)
-{
+static void append_slot(char *buf, size_t n, pass_slot slot, bool memory) {
     for (int i = 0; i < NBUILTIN; i++)
         if (builtin_passes[i].slot == slot && (memory || builtin_passes[i].effect == PASS_EFFECT_TIME))
             append_new(buf, n, builtin_passes[i].name);
@@ -185,35 +166,29 @@ static void append_slot(char *buf, size_t n, pass_slot slot, bool memory)
  * layout is faster); overlap stays, since it changes the time.  A NULL
  * strategy: every registered one's passes, in registration order (each
  * skips, with a remark, a layout not its own). */
-void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n)
-{
+void pass_pipeline(const layout_strategy *s, bool memory, char *buf, size_t n) {
     pass_init();
     buf[0] = '\0';
     append_slot(buf, n, PASS_SLOT_FIRST, memory);
     int ns;
     const layout_strategy *all = layout_strategies(&ns);
     for (int i = 0; i < ns; i++)
-        if (!s || &all[i] == s)
-            append_new(buf, n, all[i].passes);
+        if (!s || &all[i] == s) append_new(buf, n, all[i].passes);
     append_slot(buf, n, PASS_SLOT_SHARD, memory);
     for (int i = 0; i < ns; i++)
-        if ((!s || &all[i] == s) && all[i].after_zero)
-            append_new(buf, n, all[i].after_zero);
+        if ((!s || &all[i] == s) && all[i].after_zero) append_new(buf, n, all[i].after_zero);
     append_slot(buf, n, PASS_SLOT_FINISH, memory);
 }
 
-const char *pass_default_pipeline(void)
-{
+const char *pass_default_pipeline(void) {
     struct pass_registry *r = registry();
     pass_pipeline(NULL, true, r->pipeline, sizeof r->pipeline);
     return r->pipeline;
 }
 
-bool pass_pipeline_of(const ir_module *m, char *buf, size_t n)
-{
+bool pass_pipeline_of(const ir_module *m, char *buf, size_t n) {
     const layout_strategy *s = NULL;
-    if (!pass_layout_strategy(m, &s))
-        return false;
+    if (!pass_layout_strategy(m, &s)) return false;
     pass_pipeline(s, true, buf, n);
     return true;
 }
@@ -221,38 +196,32 @@ bool pass_pipeline_of(const ir_module *m, char *buf, size_t n)
 /* Every pass of the layout's strategy pipeline is registered (a layout
  * strategy whose pass is missing is listed by the planner as not
  * available). */
-bool pass_layout_available(const layout_choice *c)
-{
+bool pass_layout_available(const layout_choice *c) {
     const layout_strategy *s = layout_strategy_of(c);
-    if (!s)
-        return false;
+    if (!s) return false;
     char item[64];
     size_t len;
     for (int k = 0; k < 2; k++)
         for (const char *p = k ? s->after_zero : s->passes; p && *p;) {
             p = list_item(p, item, &len);
-            if (!pass_lookup(item))
-                return false;
+            if (!pass_lookup(item)) return false;
         }
     return true;
 }
 
-pass_options pass_default_options(void)
-{
-    return (pass_options){.print_after_all = false, .print_after = NULL, .verify = true,
-                          .print_out = NULL, .quiet = false};
+pass_options pass_default_options(void) {
+    return (pass_options){
+        .print_after_all = false, .print_after = NULL, .verify = true, .print_out = NULL, .quiet = false};
 }
 
 /* `what`: the option the name came from, or NULL for the pass list. */
-static void unknown_pass(const char *name, const char *what)
-{
+static void unknown_pass(const char *name, const char *what) {
     const struct pass_registry *r = registry();
     const char *cands[PASS_MAX];
     char avail[1024] = "";
     for (int i = 0; i < r->n; i++) {
         cands[i] = r->rows[i].name;
-        if (i)
-            strncat(avail, ", ", sizeof avail - strlen(avail) - 1);
+        if (i) strncat(avail, ", ", sizeof avail - strlen(avail) - 1);
         strncat(avail, r->rows[i].name, sizeof avail - strlen(avail) - 1);
     }
     const char *close = sup_closest(name, cands, r->n);
@@ -266,8 +235,7 @@ static void unknown_pass(const char *name, const char *what)
 
 /* "pass 'hpz' (from plugin hpz (/p/libbasp_hpz.so))": how errors about a
  * pass name it and, for a registered one, the file it came from. */
-static void pass_label(const pass_info *p, char *buf, size_t n)
-{
+static void pass_label(const pass_info *p, char *buf, size_t n) {
     if (p->owner)
         snprintf(buf, n, "pass '%s' (from %s)", p->name, p->owner);
     else
@@ -278,13 +246,14 @@ static void pass_label(const pass_info *p, char *buf, size_t n)
  * error is a failure nobody would see, and a registered pass that reported
  * errors (through basp_pass_error or a bad handle) and went on has left
  * the module in a state it did not mean.  Both fail naming the pass. */
-static bool pass_verdict(const pass_info *p, bool ok, int errors)
-{
+static bool pass_verdict(const pass_info *p, bool ok, int errors) {
     char who[384];
     pass_label(p, who, sizeof who);
     if (!ok && errors == 0)
-        sup_error(sup_noloc(), "%s failed without saying why (a pass reports its failure with basp_pass_error "
-                  "before returning false)", who);
+        sup_error(sup_noloc(),
+                  "%s failed without saying why (a pass reports its failure with basp_pass_error "
+                  "before returning false)",
+                  who);
     else if (!ok && p->owner)
         sup_error(sup_noloc(), "%s failed", who);
     else if (ok && p->owner && errors > 0)
@@ -292,11 +261,9 @@ static bool pass_verdict(const pass_info *p, bool ok, int errors)
     return ok && !(p->owner && errors > 0);
 }
 
-bool pass_run(ir_module *m, const char *name, const pass_options *opt)
-{
+bool pass_run(ir_module *m, const char *name, const pass_options *opt) {
     pass_options def = pass_default_options();
-    if (!opt)
-        opt = &def;
+    if (!opt) opt = &def;
     const pass_info *p = pass_lookup(name);
     if (!p) {
         unknown_pass(name, NULL);
@@ -311,14 +278,12 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
     bool ok = p->run ? p->run(m, opt) : p->run_module(m);
     r->running = outer;
     r->current = outer_pass;
-    if (!pass_verdict(p, ok, sup_error_count() - errors))
-        return false;
+    if (!pass_verdict(p, ok, sup_error_count() - errors)) return false;
     if (opt->verify) {
         char who[384], ctx[400];
         pass_label(p, who, sizeof who);
         snprintf(ctx, sizeof ctx, "after %s", who); /* "after pass 'NAME' (from OWNER)" */
-        if (!ir_verify(m, ctx))
-            return false;
+        if (!ir_verify(m, ctx)) return false;
     }
     if (opt->print_after_all || (opt->print_after && in_list(opt->print_after, name))) {
         FILE *out = opt->print_out ? opt->print_out : stdout;
@@ -331,13 +296,11 @@ bool pass_run(ir_module *m, const char *name, const pass_options *opt)
 
 /* Every item of a non-empty comma-separated list names a registered pass;
  * reports each one that does not (`what` says which option it came from). */
-static bool check_names(const char *list, const char *what)
-{
+static bool check_names(const char *list, const char *what) {
     bool ok = true;
     char item[64];
     size_t len;
-    if (!list || !*list)
-        return true;
+    if (!list || !*list) return true;
     for (const char *p = list; p;) {
         p = list_item(p, item, &len);
         if (len == 0) {
@@ -352,22 +315,19 @@ static bool check_names(const char *list, const char *what)
 }
 
 /* Every item of `list` (NULL: none) is in `names`. */
-static bool all_in(const char *list, const char *names)
-{
+static bool all_in(const char *list, const char *names) {
     char item[64];
     size_t len;
     for (const char *p = list; p && *p;) {
         p = list_item(p, item, &len);
-        if (*item && !in_list(names, item))
-            return false;
+        if (*item && !in_list(names, item)) return false;
     }
     return true;
 }
 
 /* What the IR holds against the layout its config names (G groups of K
  * ranks): "" when they agree, else the first difference into why. */
-static void layout_diff(const ir_module *m, int G, int K, char *why, size_t n)
-{
+static void layout_diff(const ir_module *m, int G, int K, char *why, size_t n) {
     int dp = ir_group_find(m, "dp"), sp = ir_group_find(m, "sp");
     long long bg = ir_config_int(m, "batch_groups", 1), spk = ir_config_int(m, "sp_size", -1);
     why[0] = '\0';
@@ -378,8 +338,8 @@ static void layout_diff(const ir_module *m, int G, int K, char *why, size_t n)
     else if (spk >= 0 && spk != K)
         snprintf(why, n, "config sp_size = %lld, not %d", spk, K);
     else if (sp >= 0 && (m->groups[sp].nsets != G || m->groups[sp].set_size != K))
-        snprintf(why, n, "group @sp has %d sets of %d ranks, not %d of %d", m->groups[sp].nsets,
-                 m->groups[sp].set_size, G, K);
+        snprintf(why, n, "group @sp has %d sets of %d ranks, not %d of %d", m->groups[sp].nsets, m->groups[sp].set_size,
+                 G, K);
     else if (G > 1 && (sp < 0 || spk < 0))
         snprintf(why, n, "no group @sp and config sp_size (the sequence is not sharded inside the groups)");
 }
@@ -389,45 +349,43 @@ static void layout_diff(const ir_module *m, int G, int K, char *why, size_t n)
  * undo the family's partitioning would otherwise compile a step that
  * trains, with the wrong loss scale or the wrong blocks, under the name of
  * the layout asked for.  False after an error naming the strategy. */
-static bool layout_built(const ir_module *m, const char *names)
-{
+static bool layout_built(const ir_module *m, const char *names) {
     layout_choice c = pass_layout_of(m);
     const char *word = ir_config_get(m, "a2a");
-    if (!c.variant && word && strcmp(word, "flat"))
-        return true; /* an unregistered word: pass_pipeline_of says so */
+    if (!c.variant && word && strcmp(word, "flat")) return true; /* an unregistered word: pass_pipeline_of says so */
     const layout_strategy *s = layout_strategy_of(&c);
     int N = ir_world(m), G = c.groups < 1 ? 1 : c.groups;
     if (!s || !in_list(names, "batch-aware") || !all_in(s->passes, names) || !all_in(s->after_zero, names) || N % G)
         return true;
     char why[256], name[96];
     layout_diff(m, G, N / G, why, sizeof why);
-    if (!why[0])
-        return true;
+    if (!why[0]) return true;
     layout_choice_name(&c, name, sizeof name);
     bool builtin = !s->owner || !strcmp(s->owner, "built in");
-    sup_error(sup_noloc(), "strategy '%s' (%s%s): the pipeline '%s' did not build layout '%s' (%d group(s) of %d "
-              "ranks): %s", s->name, builtin ? "built in" : "from ", builtin ? "" : s->owner, names, name, G, N / G,
-              why);
+    sup_error(sup_noloc(),
+              "strategy '%s' (%s%s): the pipeline '%s' did not build layout '%s' (%d group(s) of %d "
+              "ranks): %s",
+              s->name, builtin ? "built in" : "from ", builtin ? "" : s->owner, names, name, G, N / G, why);
     sup_note(sup_noloc(), "a strategy's passes start with its family's pass, which partitions the groups; its own "
                           "passes may rewrite them but must keep G groups of K ranks (docs/writing-a-pass.md)");
     return false;
 }
 
-bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt)
-{
+bool pass_run_pipeline(ir_module *m, const char *names, const pass_options *opt) {
     /* Check every name first, so a typo late in the list fails before any
      * pass has changed the module; the same for the passes to print after. */
     bool ok = check_names(names, NULL);
-    if (opt && !check_names(opt->print_after, "--print-ir-after"))
-        ok = false;
+    if (opt && !check_names(opt->print_after, "--print-ir-after")) ok = false;
     if (opt && opt->print_after && *opt->print_after && !opt->print_after_all) {
         char item[64];
         size_t len;
         for (const char *p = opt->print_after; ok && p;) {
             p = list_item(p, item, &len);
             if (!in_list(names, item))
-                sup_warning(sup_noloc(), "--print-ir-after=%s: the pipeline '%s' does not include that pass, so "
-                                         "nothing is printed for it", item, names ? names : "");
+                sup_warning(sup_noloc(),
+                            "--print-ir-after=%s: the pipeline '%s' does not include that pass, so "
+                            "nothing is printed for it",
+                            item, names ? names : "");
         }
     }
     char item[64];

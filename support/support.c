@@ -93,10 +93,14 @@ static FILE *open_regular(const char *path) {
         mode_t m = st.st_mode;
         char *why = sup_ctx()->read_why;
         size_t n = sizeof sup_ctx()->read_why;
-        if (S_ISDIR(m)) snprintf(why, n, "is a directory");
-        else if (S_ISFIFO(m)) snprintf(why, n, "a FIFO (named pipe), not a regular file");
-        else if (S_ISCHR(m) || S_ISBLK(m)) snprintf(why, n, "a device, not a regular file");
-        else if (S_ISSOCK(m)) snprintf(why, n, "a socket, not a regular file");
+        if (S_ISDIR(m))
+            snprintf(why, n, "is a directory");
+        else if (S_ISFIFO(m))
+            snprintf(why, n, "a FIFO (named pipe), not a regular file");
+        else if (S_ISCHR(m) || S_ISBLK(m))
+            snprintf(why, n, "a device, not a regular file");
+        else if (S_ISSOCK(m))
+            snprintf(why, n, "a socket, not a regular file");
         errno = S_ISDIR(m) ? EISDIR : e ? e : EINVAL;
         return NULL;
     }
@@ -144,8 +148,8 @@ static bool refuse_binary(const char *buf, size_t len) {
     for (size_t i = 0; i < bad; i++, col++)
         if (buf[i] == '\n') line++, col = 0;
     snprintf(sup_ctx()->read_why, sizeof sup_ctx()->read_why,
-             "not a text file (byte 0x%02x at line %d, column %d is not UTF-8 text)",
-             (unsigned char)buf[bad], line, col);
+             "not a text file (byte 0x%02x at line %d, column %d is not UTF-8 text)", (unsigned char)buf[bad], line,
+             col);
     return false;
 }
 
@@ -258,8 +262,7 @@ void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap) {
         d->errors++;
         d->dropping = d->max_errors > 0 && d->errors > d->max_errors;
         if (d->dropping) {
-            if (d->errors == d->max_errors + 1)
-                fprintf(out, "error: too many errors emitted, stopping now\n");
+            if (d->errors == d->max_errors + 1) fprintf(out, "error: too many errors emitted, stopping now\n");
             return;
         }
     } else if (d->quiet || (sev == SUP_NOTE && d->dropping)) {
@@ -314,8 +317,8 @@ static void io_add(sup_iofile **v, int *n, int *cap, const char *what, const cha
 }
 
 static bool io_clash(sup_io *io, const sup_iofile *w, const sup_iofile *r, bool both_out) {
-    sup_error(sup_noloc(), "%s %s is the file of %s %s: %s; pass another path (nothing was written)", w->what,
-              w->path, r->what, r->path,
+    sup_error(sup_noloc(), "%s %s is the file of %s %s: %s; pass another path (nothing was written)", w->what, w->path,
+              r->what, r->path,
               both_out ? "one output would overwrite the other" : "writing it would destroy the input");
     io->clashed = true;
     return false;
@@ -538,9 +541,12 @@ int sup_out_close(sup_outfile *o, int keep) {
 }
 
 bool sup_context_set_target(sup_context *ctx, const char *name) {
-    if (!strcmp(name, "cpu")) ctx->target = SUP_TARGET_CPU;
-    else if (!strcmp(name, "cuda")) ctx->target = SUP_TARGET_CUDA;
-    else return false;
+    if (!strcmp(name, "cpu"))
+        ctx->target = SUP_TARGET_CPU;
+    else if (!strcmp(name, "cuda"))
+        ctx->target = SUP_TARGET_CUDA;
+    else
+        return false;
     ctx->target_explicit = true;
     return true;
 }

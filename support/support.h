@@ -53,13 +53,12 @@ void sup_source_reset(void);
 /* ---- diagnostics -------------------------------------------------------- */
 /* Every diagnostic goes to the context's sink (stderr by default).  Errors
  * are counted so that a driver can exit non-zero. */
-void sup_diag(sup_severity sev, sup_loc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void sup_diag(sup_severity sev, sup_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void sup_vdiag(sup_severity sev, sup_loc loc, const char *fmt, va_list ap);
-#define sup_error(loc, ...) sup_diag(SUP_ERROR, (loc), __VA_ARGS__)
+#define sup_error(loc, ...)   sup_diag(SUP_ERROR, (loc), __VA_ARGS__)
 #define sup_warning(loc, ...) sup_diag(SUP_WARNING, (loc), __VA_ARGS__)
-#define sup_note(loc, ...) sup_diag(SUP_NOTE, (loc), __VA_ARGS__)
-#define sup_remark(loc, ...) sup_diag(SUP_REMARK, (loc), __VA_ARGS__)
+#define sup_note(loc, ...)    sup_diag(SUP_NOTE, (loc), __VA_ARGS__)
+#define sup_remark(loc, ...)  sup_diag(SUP_REMARK, (loc), __VA_ARGS__)
 
 int sup_error_count(void);
 void sup_diag_reset(void);           /* error count back to 0 */
@@ -133,18 +132,18 @@ void *sup_xmalloc_at(size_t n, const char *file, int line);
 void *sup_xcalloc_at(size_t n, size_t sz, const char *file, int line);
 void *sup_xrealloc_at(void *p, size_t n, const char *file, int line);
 char *sup_xstrdup_at(const char *s, const char *file, int line);
-#define sup_xmalloc(n) sup_xmalloc_at((n), __FILE__, __LINE__)
-#define sup_xcalloc(n, s) sup_xcalloc_at((n), (s), __FILE__, __LINE__)
+#define sup_xmalloc(n)     sup_xmalloc_at((n), __FILE__, __LINE__)
+#define sup_xcalloc(n, s)  sup_xcalloc_at((n), (s), __FILE__, __LINE__)
 #define sup_xrealloc(p, n) sup_xrealloc_at((p), (n), __FILE__, __LINE__)
-#define sup_xstrdup(s) sup_xstrdup_at((s), __FILE__, __LINE__)
+#define sup_xstrdup(s)     sup_xstrdup_at((s), __FILE__, __LINE__)
 
 /* Grows a dynamic array (*items, *cap) so that index `need-1` is valid. */
-#define SUP_GROW(items, count, cap)                                           \
-    do {                                                                      \
-        if ((count) >= (cap)) {                                               \
-            (cap) = (cap) ? 2 * (cap) : 16;                                   \
-            (items) = sup_xrealloc((items), (size_t)(cap) * sizeof *(items)); \
-        }                                                                     \
+#define SUP_GROW(items, count, cap)                                                                                    \
+    do {                                                                                                               \
+        if ((count) >= (cap)) {                                                                                        \
+            (cap) = (cap) ? 2 * (cap) : 16;                                                                            \
+            (items) = sup_xrealloc((items), (size_t)(cap) * sizeof *(items));                                          \
+        }                                                                                                              \
     } while (0)
 
 /* A growable string buffer for printers. */
@@ -160,7 +159,6 @@ void sup_buf_free(sup_buf *b);
 const char *sup_fmt_bytes(double bytes, char *buf, size_t n);
 /* Shortest text that reads back as exactly the same double ("%.17g" trimmed). */
 const char *sup_fmt_double(double v, char *buf, size_t n);
-
 
 /* ---- the compilation context ----------------------------------------------
  * Everything one compilation keeps between calls: its settings, the
@@ -186,10 +184,10 @@ struct basp_registry;   /* api/basp_pass.c: plugin rows and handles, the registr
 typedef struct sup_context {
     bool ready; /* the defaults below are set (sup_ctx) */
     /* settings, made through the public API */
-    sup_target target;    /* the backend programs are generated and linked for */
-    bool target_explicit; /* chosen (--target): memory plans follow it, else the spec */
-    bool memory_plan;     /* false: no plan in programs, no reuse in memory reports */
-    int verbosity;        /* cg_build's stderr: 0 errors only, 1 progress, 2 commands */
+    sup_target target;       /* the backend programs are generated and linked for */
+    bool target_explicit;    /* chosen (--target): memory plans follow it, else the spec */
+    bool memory_plan;        /* false: no plan in programs, no reuse in memory reports */
+    int verbosity;           /* cg_build's stderr: 0 errors only, 1 progress, 2 commands */
     sup_input_fn input_hook; /* NULL: none */
     void *input_ud;
     /* diagnostics (sup_diag) */

@@ -82,7 +82,18 @@ static void usage(FILE *out) {
             basp_default_pipeline());
 }
 
-typedef enum { ACT_IR, ACT_LOWERED, ACT_CHECK, ACT_SPEC, ACT_SCHEDULE, ACT_PLAN, ACT_MEMORY, ACT_MAXSEQ, ACT_C, ACT_BUILD } action;
+typedef enum {
+    ACT_IR,
+    ACT_LOWERED,
+    ACT_CHECK,
+    ACT_SPEC,
+    ACT_SCHEDULE,
+    ACT_PLAN,
+    ACT_MEMORY,
+    ACT_MAXSEQ,
+    ACT_C,
+    ACT_BUILD
+} action;
 
 typedef struct options {
     const char *spec;
@@ -94,7 +105,7 @@ typedef struct options {
     action act;
     int emit_given;
     int json, quiet, keep_c, verbose;
-    int answered; /* --plan/--memory/--max-seq-len wrote a negative answer: keep it */
+    int answered;            /* --plan/--memory/--max-seq-len wrote a negative answer: keep it */
     const char *doc_lengths; /* --doc-lengths FILE (with --plan) */
     basp_pass_options popt;
     /* The first usage error, reported by report_usage once the plugins are
@@ -104,8 +115,7 @@ typedef struct options {
 } options;
 
 static int die_usage(options *o, const char *msg, const char *arg) {
-    if (!o->usage_msg[0])
-        snprintf(o->usage_msg, sizeof o->usage_msg, "%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
+    if (!o->usage_msg[0]) snprintf(o->usage_msg, sizeof o->usage_msg, "%s%s%s", msg, arg ? ": " : "", arg ? arg : "");
     return 2;
 }
 
@@ -165,65 +175,111 @@ static int parse_args(int argc, char **argv, options *o) {
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 1; }
-        if (!strcmp(a, "--version")) { printf("baspc %s\n", BASP_VERSION); return 1; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("baspc %s\n", BASP_VERSION);
+            return 1;
+        }
         if (!strcmp(a, "--list-passes")) return 3;
         if (!strncmp(a, "--load-pass-plugin=", 19)) continue; /* load_plugins */
-        if (!strcmp(a, "--load-pass-plugin")) { i++; continue; }
-        if (!strcmp(a, "--check")) { o->act = ACT_CHECK; o->emit_given = 1; }
-        else if (!strcmp(a, "--print-spec")) { o->act = ACT_SPEC; o->emit_given = 1; }
-        else if (!strcmp(a, "--emit=ir")) { o->act = ACT_IR; o->emit_given = 1; }
-        else if (!strcmp(a, "--emit=lowered")) { o->act = ACT_LOWERED; o->emit_given = 1; }
-        else if (!strcmp(a, "--emit=c")) { o->act = ACT_C; o->emit_given = 1; }
-        else if (!strncmp(a, "--emit=", 7)) return die_usage(o, "unknown --emit kind (ir, lowered, c)", a + 7);
-        else if (!strcmp(a, "--keep-c")) o->keep_c = 1;
-        else if (!strcmp(a, "--no-memory-plan")) basp_set_memory_plan(false);
+        if (!strcmp(a, "--load-pass-plugin")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--check")) {
+            o->act = ACT_CHECK;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--print-spec")) {
+            o->act = ACT_SPEC;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--emit=ir")) {
+            o->act = ACT_IR;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--emit=lowered")) {
+            o->act = ACT_LOWERED;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--emit=c")) {
+            o->act = ACT_C;
+            o->emit_given = 1;
+        } else if (!strncmp(a, "--emit=", 7))
+            return die_usage(o, "unknown --emit kind (ir, lowered, c)", a + 7);
+        else if (!strcmp(a, "--keep-c"))
+            o->keep_c = 1;
+        else if (!strcmp(a, "--no-memory-plan"))
+            basp_set_memory_plan(false);
         else if (!strncmp(a, "--target=", 9)) {
             if (!basp_set_target(a + 9)) return die_usage(o, "unknown --target (cpu, cuda)", a + 9);
-        }
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
-        else if (!strcmp(a, "--schedule")) { o->act = ACT_SCHEDULE; o->emit_given = 1; }
-        else if (!strcmp(a, "--plan")) { o->act = ACT_PLAN; o->emit_given = 1; }
-        else if (!strcmp(a, "--memory")) { o->act = ACT_MEMORY; o->emit_given = 1; }
-        else if (!strcmp(a, "--max-seq-len")) { o->act = ACT_MAXSEQ; o->emit_given = 1; }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
-        else if (!strncmp(a, "--passes=", 9)) o->passes = a + 9;
-        else if (!strcmp(a, "--print-ir-after-all")) o->popt.print_after_all = true;
-        else if (!strncmp(a, "--print-ir-after=", 17)) o->popt.print_after = a + 17;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+            o->verbose = 1;
+        else if (!strcmp(a, "--schedule")) {
+            o->act = ACT_SCHEDULE;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--plan")) {
+            o->act = ACT_PLAN;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--memory")) {
+            o->act = ACT_MEMORY;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--max-seq-len")) {
+            o->act = ACT_MAXSEQ;
+            o->emit_given = 1;
+        } else if (!strcmp(a, "--json"))
+            o->json = 1;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+            o->quiet = 1;
+        else if (!strncmp(a, "--passes=", 9))
+            o->passes = a + 9;
+        else if (!strcmp(a, "--print-ir-after-all"))
+            o->popt.print_after_all = true;
+        else if (!strncmp(a, "--print-ir-after=", 17))
+            o->popt.print_after = a + 17;
         else if (!strcmp(a, "--set") || !strcmp(a, "-o") || !strcmp(a, "--trace") || !strcmp(a, "--doc-lengths")) {
             if (i + 1 >= argc) return die_usage(o, "missing value after", a);
-            if (a[1] == 'o') o->out = argv[++i];
-            else if (a[2] == 't') o->trace = argv[++i];
-            else if (a[2] == 'd') o->doc_lengths = argv[++i];
-            else o->sets[o->nsets++] = argv[++i];
-        } else if (!strncmp(a, "--set=", 6)) o->sets[o->nsets++] = a + 6;
-        else if (a[0] == '-' && a[1] != '\0') return die_usage(o, "unknown option", a);
-        else if (o->spec) return die_usage(o, "more than one spec file given", a);
-        else o->spec = a;
+            if (a[1] == 'o')
+                o->out = argv[++i];
+            else if (a[2] == 't')
+                o->trace = argv[++i];
+            else if (a[2] == 'd')
+                o->doc_lengths = argv[++i];
+            else
+                o->sets[o->nsets++] = argv[++i];
+        } else if (!strncmp(a, "--set=", 6))
+            o->sets[o->nsets++] = a + 6;
+        else if (a[0] == '-' && a[1] != '\0')
+            return die_usage(o, "unknown option", a);
+        else if (o->spec)
+            return die_usage(o, "more than one spec file given", a);
+        else
+            o->spec = a;
     }
     if (!o->spec) return die_usage(o, "no spec file given", NULL);
     if (o->trace && (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_MAXSEQ ||
                      o->act == ACT_LOWERED))
         return die_usage(o, "--trace needs the lowered schedule: use it with --emit=ir, --schedule, --emit=c or -o",
                          NULL);
-    if (o->doc_lengths && o->act != ACT_PLAN)
-        return die_usage(o, "--doc-lengths goes with --plan", NULL);
+    if (o->doc_lengths && o->act != ACT_PLAN) return die_usage(o, "--doc-lengths goes with --plan", NULL);
     if (o->json && o->act != ACT_SCHEDULE && o->act != ACT_PLAN && o->act != ACT_MEMORY && o->act != ACT_MAXSEQ)
         return die_usage(o, "--json goes with --schedule, --plan, --memory or --max-seq-len", NULL);
     if (o->out && !o->emit_given) o->act = ACT_BUILD;
     if (o->out && strcmp(o->out, "-") == 0) { /* the usual name of standard output */
         if (o->act == ACT_BUILD)
-            return die_usage(o, "-o - is standard output, which cannot hold a training binary: name a file, or add "
-                             "--emit=c for the program's source", NULL);
+            return die_usage(o,
+                             "-o - is standard output, which cannot hold a training binary: name a file, or add "
+                             "--emit=c for the program's source",
+                             NULL);
         o->out = NULL;
     }
     if (o->keep_c && o->act != ACT_BUILD) return die_usage(o, "--keep-c goes with building (-o FILE, no --emit)", NULL);
     if (is_ir_file(o->spec)) {
         if (o->nsets) return die_usage(o, "--set applies to specs, not to textual IR", o->spec);
         if (o->act == ACT_SPEC || o->act == ACT_LOWERED || o->act == ACT_PLAN || o->act == ACT_MAXSEQ)
-            return die_usage(o, "textual IR has no spec: --print-spec, --emit=lowered, --plan and --max-seq-len need "
-                             "a .basp file", o->spec);
+            return die_usage(o,
+                             "textual IR has no spec: --print-spec, --emit=lowered, --plan and --max-seq-len need "
+                             "a .basp file",
+                             o->spec);
         if (!o->passes) o->passes = ""; /* already lowered */
     }
     return 0;
@@ -237,17 +293,33 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
     basp_module *m;
     *specp = NULL;
     if (is_ir_file(o->spec)) {
-        if (!(m = basp_module_parse_file(o->spec)) || !basp_module_verify(m)) { basp_module_free(m); return NULL; }
-        if (o->act == ACT_CHECK) { basp_module_free(m); *rc = 0; return NULL; }
-        if (!basp_run_pipeline(m, o->passes, &o->popt)) { basp_module_free(m); return NULL; }
+        if (!(m = basp_module_parse_file(o->spec)) || !basp_module_verify(m)) {
+            basp_module_free(m);
+            return NULL;
+        }
+        if (o->act == ACT_CHECK) {
+            basp_module_free(m);
+            *rc = 0;
+            return NULL;
+        }
+        if (!basp_run_pipeline(m, o->passes, &o->popt)) {
+            basp_module_free(m);
+            return NULL;
+        }
         return m;
     }
     basp_spec *spec = basp_spec_parse_file(o->spec);
-    if (o->io.clashed) { basp_spec_free(spec); return NULL; } /* an import or config.json is an output */
+    if (o->io.clashed) {
+        basp_spec_free(spec);
+        return NULL;
+    } /* an import or config.json is an output */
     if (!spec) return NULL;
     int ok = 1;
     for (int i = 0; i < o->nsets && ok; i++) ok = basp_spec_set(spec, o->sets[i]);
-    if (!ok || !basp_spec_check(spec)) { basp_spec_free(spec); return NULL; }
+    if (!ok || !basp_spec_check(spec)) {
+        basp_spec_free(spec);
+        return NULL;
+    }
     if (o->act == ACT_CHECK || o->act == ACT_SPEC || o->act == ACT_PLAN || o->act == ACT_MAXSEQ) {
         if (o->act == ACT_SPEC) basp_spec_print(spec, out);
         *rc = o->act == ACT_PLAN && !basp_plan_docs(spec, o->doc_lengths, out, o->json);
@@ -261,7 +333,10 @@ static basp_module *compile(options *o, FILE *out, int *rc, basp_spec **specp) {
      * refuses to build it, every other action that runs the pipeline warns. */
     basp_fit fit = o->act == ACT_MEMORY ? BASP_FIT_QUIET : o->act == ACT_BUILD ? BASP_FIT_ERROR : BASP_FIT_WARN;
     m = o->act == ACT_LOWERED ? basp_lower(spec) : basp_compile(spec, o->passes, &o->popt, fit);
-    if (!m) { basp_spec_free(spec); return NULL; }
+    if (!m) {
+        basp_spec_free(spec);
+        return NULL;
+    }
     *specp = spec;
     return m;
 }
@@ -282,17 +357,18 @@ static int run(options *o, FILE *out) {
     basp_module *m = compile(o, out, &rc, &spec);
     if (!m) return rc;
     bool ok = sup_io_recheck(&o->io) && (!o->trace || write_trace(o, m));
-    if (o->act == ACT_SCHEDULE) basp_print_schedule(m, out, o->json);
+    if (o->act == ACT_SCHEDULE)
+        basp_print_schedule(m, out, o->json);
     else if (o->act == ACT_MEMORY) {
         bool fits = basp_memory(spec, m, out, o->json);
         if (!fits && ok) o->answered = 1; /* the report says why it does not fit: keep it */
         ok = fits && ok;
-    }
-    else if (o->act == ACT_C) ok = basp_emit_c(m, o->spec, out) && ok;
+    } else if (o->act == ACT_C)
+        ok = basp_emit_c(m, o->spec, out) && ok;
     else if (o->act == ACT_BUILD) {
         ok = ok && sup_io_recheck(&o->io) && basp_build(m, o->spec, o->out, o->keep_c);
-    }
-    else basp_print_ir(m, out);
+    } else
+        basp_print_ir(m, out);
     basp_module_free(m);
     basp_spec_free(spec);
     return ok && !basp_error_count() ? 0 : 1;
@@ -336,21 +412,36 @@ static int run_to_file(options *o) {
 int main(int argc, char **argv) {
     options o = {0};
     int r = parse_args(argc, argv, &o);
-    if (r == 1) { free(o.sets); return 0; }
+    if (r == 1) {
+        free(o.sets);
+        return 0;
+    }
     basp_set_diagnostics(NULL, o.quiet);
     /* A plugin's constructors run when it loads: an output that would
      * replace one of the inputs is refused before that. */
-    if (r == 0 && !plan_io(argc, argv, &o)) { sup_io_free(&o.io); free(o.sets); return 1; }
+    if (r == 0 && !plan_io(argc, argv, &o)) {
+        sup_io_free(&o.io);
+        free(o.sets);
+        return 1;
+    }
     int lr = load_plugins(argc, argv, &o);
-    if (lr == 1) r = 1; /* the plugin's error says it all */
-    else if (r == 2 || lr == 2) r = report_usage(&o);
-    else if (r == 3) basp_list_passes(stdout), r = 0, o.spec = NULL;
-    if (r || !o.spec) { sup_io_free(&o.io); free(o.sets); return r; } /* done, or failed */
+    if (lr == 1)
+        r = 1; /* the plugin's error says it all */
+    else if (r == 2 || lr == 2)
+        r = report_usage(&o);
+    else if (r == 3)
+        basp_list_passes(stdout), r = 0, o.spec = NULL;
+    if (r || !o.spec) {
+        sup_io_free(&o.io);
+        free(o.sets);
+        return r;
+    } /* done, or failed */
     basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
     basp_set_input_hook(note_input, &o.io);
     int rc = 1;
     struct stat st;
-    if (o.act != ACT_BUILD) rc = run_to_file(&o);
+    if (o.act != ACT_BUILD)
+        rc = run_to_file(&o);
     else if (stat(o.out, &st) == 0 && !S_ISREG(st.st_mode)) /* the compiler writes o.out itself */
         fprintf(stderr, "baspc: error: the output '%s' exists and is not a regular file; refusing to build over it\n",
                 o.out);

@@ -44,16 +44,14 @@
 
 /* The three groups; returns false (with a remark) when the mesh has no
  * two levels. */
-static bool hpz_groups(basp_module *m, int *node, int *inter, int *world)
-{
+static bool hpz_groups(basp_module *m, int *node, int *inter, int *world) {
     int Nn = basp_ir_nodes(m), L = basp_ir_devices_per_node(m), N = Nn * L;
     int *r = malloc(sizeof *r * (size_t)N);
     for (int k = 0; k < N; k++) /* node n: ranks n*L .. n*L+L-1 */
         r[k] = k;
     *node = basp_ir_group_add(m, "hpz_node", Nn, L, r);
     for (int l = 0; l < L; l++) /* local rank l: l, l+L, ... */
-        for (int n = 0; n < Nn; n++)
-            r[l * Nn + n] = n * L + l;
+        for (int n = 0; n < Nn; n++) r[l * Nn + n] = n * L + l;
     *inter = basp_ir_group_add(m, "hpz_inter", L, Nn, r);
     *world = basp_ir_group_add(m, "hpz_world", 1, N, r); /* the same order, one set */
     free(r);
@@ -68,12 +66,10 @@ static bool is(const basp_module *m, int op, const char *name) { return !strcmp(
 
 /* Every ZeRO shard over @world moves to @hpz_world, with the gathers and
  * reductions that make or read it. */
-static void hpz_reorder(basp_module *m, int world, int hw)
-{
+static void hpz_reorder(basp_module *m, int world, int hw) {
     for (int v = 0; v < basp_ir_value_count(m); v++)
         for (int d = 0; d < basp_ir_value_rank(m, v); d++)
-            if (basp_ir_value_shard(m, v, d) == world)
-                basp_ir_value_set_shard(m, v, d, hw);
+            if (basp_ir_value_shard(m, v, d) == world) basp_ir_value_set_shard(m, v, d, hw);
     for (int i = 0; i < basp_ir_op_count(m); i++)
         if ((is(m, i, "all_gather") || is(m, i, "reduce_scatter")) && basp_ir_op_group(m, i) == world)
             basp_ir_op_set_attr_group(m, i, "group", hw);
@@ -84,21 +80,17 @@ static void hpz_reorder(basp_module *m, int world, int hw)
  * parameter (the backward's, or a recomputation's) reads the secondary
  * shard inside the node.  Each secondary shard is freed after its last
  * gather.  Returns the number of gathers changed. */
-static int hpz_gathers(basp_module *m, int node, int inter, int hw)
-{
+static int hpz_gathers(basp_module *m, int node, int inter, int hw) {
     int nv = basp_ir_value_count(m), nops = basp_ir_op_count(m), changed = 0, nsec = 0;
-    int *sec = malloc(sizeof *sec * (size_t)nv);  /* parameter -> its current secondary shard */
+    int *sec = malloc(sizeof *sec * (size_t)nv);     /* parameter -> its current secondary shard */
     int *last = malloc(sizeof *last * (size_t)nops); /* k-th secondary shard -> its last gather */
     int *secv = malloc(sizeof *secv * (size_t)nops); /* k-th secondary shard -> its value */
-    for (int v = 0; v < nv; v++)
-        sec[v] = -1;
+    for (int v = 0; v < nv; v++) sec[v] = -1;
     basp_edits *e = basp_edits_new();
     for (int i = 0; i < nops; i++) {
-        if (!is(m, i, "all_gather") || basp_ir_op_group(m, i) != hw)
-            continue;
+        if (!is(m, i, "all_gather") || basp_ir_op_group(m, i) != hw) continue;
         int w = basp_ir_op_input(m, i, 0), d = (int)basp_ir_op_attr_int(m, i, "dim", 0);
-        if (basp_ir_value_kind(m, w) != BASP_V_PARAM)
-            continue;
+        if (basp_ir_value_kind(m, w) != BASP_V_PARAM) continue;
         if (!strcmp(basp_ir_op_phase(m, i), "fwd")) {
             char base[128];
             snprintf(base, sizeof base, "%s.sec", basp_ir_value_name(m, w));
@@ -117,8 +109,7 @@ static int hpz_gathers(basp_module *m, int node, int inter, int hw)
         last[sec[w]] = i;
         changed++;
     }
-    for (int k = 0; k < nsec; k++)
-        basp_edits_insert_after(e, last[k], "free", &secv[k], 1, NULL, 0, last[k]);
+    for (int k = 0; k < nsec; k++) basp_edits_insert_after(e, last[k], "free", &secv[k], 1, NULL, 0, last[k]);
     basp_edits_apply(m, e);
     free(sec);
     free(last);
@@ -126,8 +117,7 @@ static int hpz_gathers(basp_module *m, int node, int inter, int hw)
     return changed;
 }
 
-static bool hpz_pass(basp_module *m)
-{
+static bool hpz_pass(basp_module *m) {
     const char *word = basp_module_config(m, "a2a");
     if (!word || strcmp(word, "hpz")) {
         basp_pass_remark("hpz: layout a2a is '%s'; skipped", word ? word : "flat");
@@ -144,8 +134,7 @@ static bool hpz_pass(basp_module *m)
         basp_pass_remark("hpz: %s; skipped", world < 0 ? "no group @world" : "already applied");
         return true;
     }
-    if (!hpz_groups(m, &node, &inter, &hw))
-        return false;
+    if (!hpz_groups(m, &node, &inter, &hw)) return false;
     hpz_reorder(m, world, hw);
     int n = hpz_gathers(m, node, inter, hw);
     basp_pass_remark("hpz: %d weight gathers made hierarchical: forward across @hpz_inter (%d nodes) then inside "
@@ -156,29 +145,33 @@ static bool hpz_pass(basp_module *m)
 
 /* hpZ needs two levels: several nodes, each of several devices (Ulysses'
  * own rules apply after this). */
-static const char *hpz_legal(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix)
-{
+static const char *hpz_legal(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix) {
     (void)c;
     if (d->nodes < 2 || d->dpn < 2) {
-        snprintf(fix, nfix, "hpZ keeps the backward gathers inside a node: use a mesh of several nodes, each of "
+        snprintf(fix, nfix,
+                 "hpZ keeps the backward gathers inside a node: use a mesh of several nodes, each of "
                  "several devices, or 'a2a flat'");
         return "hpz needs nodes >= 2 and devices_per_node >= 2";
     }
     return NULL;
 }
 
-static bool hpz_register(void)
-{
-    static const basp_strategy strategy = {
-        .name = "ulysses+hpz", .family = "ulysses", .key = "a2a", .word = "hpz",
-        .title = "Ulysses, hierarchical ZeRO-3 (hpZ)", .legal = hpz_legal, .passes = "ulysses",
-        .after_zero = "hpz"};
-    return basp_register_pass("hpz", "ZeRO++ hpZ: node-local secondary weight shards, backward gathers inside "
-                              "a node (a2a hpz, ZeRO 3)", hpz_pass) &&
+static bool hpz_register(void) {
+    static const basp_strategy strategy = {.name = "ulysses+hpz",
+                                           .family = "ulysses",
+                                           .key = "a2a",
+                                           .word = "hpz",
+                                           .title = "Ulysses, hierarchical ZeRO-3 (hpZ)",
+                                           .legal = hpz_legal,
+                                           .passes = "ulysses",
+                                           .after_zero = "hpz"};
+    return basp_register_pass("hpz",
+                              "ZeRO++ hpZ: node-local secondary weight shards, backward gathers inside "
+                              "a node (a2a hpz, ZeRO 3)",
+                              hpz_pass) &&
            basp_register_strategy(&strategy);
 }
 
-BASP_PLUGIN_EXPORT basp_plugin_info basp_pass_plugin_info(void)
-{
+BASP_PLUGIN_EXPORT basp_plugin_info basp_pass_plugin_info(void) {
     return (basp_plugin_info){BASP_PASS_API_VERSION, "hpz", "1.0", hpz_register};
 }

@@ -19,8 +19,8 @@
 
 typedef void (*blas_sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                              float *, int);
-typedef void (*blas_sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
-                             const float *, int64_t, float, float *, int64_t);
+typedef void (*blas_sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                             int64_t, float, float *, int64_t);
 typedef void (*blas_threads)(int);
 typedef char *(*blas_str)(void);
 
@@ -58,8 +58,8 @@ static void blas_open(void) {
         h, (const char *const[]){"openblas_set_num_threads", "scipy_openblas_set_num_threads64_", NULL});
     blas.config =
         (blas_str)blas_sym(h, (const char *const[]){"openblas_get_config", "scipy_openblas_get_config64_", NULL});
-    blas.corename = (blas_str)blas_sym(
-        h, (const char *const[]){"openblas_get_corename", "scipy_openblas_get_corename64_", NULL});
+    blas.corename =
+        (blas_str)blas_sym(h, (const char *const[]){"openblas_get_corename", "scipy_openblas_get_corename64_", NULL});
     if (!blas.sgemm32 && !blas.sgemm64) {
         fprintf(stderr, "blas_dl: error: %s has no cblas_sgemm (nor scipy_cblas_sgemm64_, cblas_sgemm64_)\n", path);
         exit(1);

@@ -18,43 +18,43 @@ typedef int MPI_Comm;
 typedef int MPI_Datatype; /* the element size in bytes, times 16, plus a kind */
 typedef int MPI_Op;
 typedef int MPI_Info;
-typedef int MPI_Request;  /* index into the pending-message table, or MPI_REQUEST_NULL */
+typedef int MPI_Request; /* index into the pending-message table, or MPI_REQUEST_NULL */
 typedef struct MPI_Status {
     int MPI_SOURCE, MPI_TAG, MPI_ERROR;
     int count_bytes;
 } MPI_Status;
 
-#define MPI_SUCCESS 0
-#define MPI_ERR_OTHER 15
+#define MPI_SUCCESS          0
+#define MPI_ERR_OTHER        15
 #define MPI_MAX_ERROR_STRING 256
 
-#define MPI_COMM_NULL (-1)
-#define MPI_COMM_WORLD 0
-#define MPI_COMM_SELF 1
+#define MPI_COMM_NULL        (-1)
+#define MPI_COMM_WORLD       0
+#define MPI_COMM_SELF        1
 #define MPI_COMM_TYPE_SHARED 1
-#define MPI_INFO_NULL 0
-#define MPI_REQUEST_NULL (-1)
-#define MPI_STATUS_IGNORE ((MPI_Status *)0)
-#define MPI_STATUSES_IGNORE ((MPI_Status *)0)
-#define MPI_IN_PLACE ((void *)1)
-#define MPI_ANY_SOURCE (-2)
-#define MPI_ANY_TAG (-1)
-#define MPI_UNDEFINED (-32766)
+#define MPI_INFO_NULL        0
+#define MPI_REQUEST_NULL     (-1)
+#define MPI_STATUS_IGNORE    ((MPI_Status *)0)
+#define MPI_STATUSES_IGNORE  ((MPI_Status *)0)
+#define MPI_IN_PLACE         ((void *)1)
+#define MPI_ANY_SOURCE       (-2)
+#define MPI_ANY_TAG          (-1)
+#define MPI_UNDEFINED        (-32766)
 
-#define MPI_BYTE ((1 << 4) | 0)
-#define MPI_CHAR ((1 << 4) | 1)
-#define MPI_INT ((4 << 4) | 2)
-#define MPI_INT32_T ((4 << 4) | 3)
-#define MPI_FLOAT ((4 << 4) | 4)
-#define MPI_INT64_T ((8 << 4) | 5)
+#define MPI_BYTE      ((1 << 4) | 0)
+#define MPI_CHAR      ((1 << 4) | 1)
+#define MPI_INT       ((4 << 4) | 2)
+#define MPI_INT32_T   ((4 << 4) | 3)
+#define MPI_FLOAT     ((4 << 4) | 4)
+#define MPI_INT64_T   ((8 << 4) | 5)
 #define MPI_LONG_LONG ((8 << 4) | 6)
-#define MPI_DOUBLE ((8 << 4) | 7)
-#define MPI_UINT64_T ((8 << 4) | 8)
+#define MPI_DOUBLE    ((8 << 4) | 7)
+#define MPI_UINT64_T  ((8 << 4) | 8)
 
-#define MPI_SUM 1
-#define MPI_MIN 2
-#define MPI_MAX 3
-#define MPI_LOR 4
+#define MPI_SUM  1
+#define MPI_MIN  2
+#define MPI_MAX  3
+#define MPI_LOR  4
 #define MPI_LAND 5
 
 /* Thread levels: one process, one thread or many, all the same here. */
@@ -91,12 +91,11 @@ int MPI_Gatherv(const void *in, int incount, MPI_Datatype it, void *out, const i
                 MPI_Datatype ot, int root, MPI_Comm comm);
 int MPI_Scatter(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, int root,
                 MPI_Comm comm);
-int MPI_Alltoall(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
-                 MPI_Comm comm);
+int MPI_Alltoall(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, MPI_Comm comm);
 int MPI_Alltoallv(const void *in, const int *incounts, const int *indispls, MPI_Datatype it, void *out,
                   const int *outcounts, const int *outdispls, MPI_Datatype ot, MPI_Comm comm);
-int MPI_Ialltoall(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot,
-                  MPI_Comm comm, MPI_Request *req);
+int MPI_Ialltoall(const void *in, int incount, MPI_Datatype it, void *out, int outcount, MPI_Datatype ot, MPI_Comm comm,
+                  MPI_Request *req);
 int MPI_Ialltoallv(const void *in, const int *incounts, const int *indispls, MPI_Datatype it, void *out,
                    const int *outcounts, const int *outdispls, MPI_Datatype ot, MPI_Comm comm, MPI_Request *req);
 

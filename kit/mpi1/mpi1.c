@@ -48,8 +48,10 @@ static int mpi1_check_comm(const char *call, MPI_Comm c) {
 
 static int mpi1_check_rank(const char *call, int rank, int any) {
     if (rank == 0 || (any && rank == MPI_ANY_SOURCE)) return MPI_SUCCESS;
-    return mpi1_fail(call, "rank %d does not exist: this MPI runs one process (kit/README.md); "
-                           "several ranks need a real MPI", rank);
+    return mpi1_fail(call,
+                     "rank %d does not exist: this MPI runs one process (kit/README.md); "
+                     "several ranks need a real MPI",
+                     rank);
 }
 
 /* in -> out for a collective of one process: same byte count both sides. */
@@ -62,10 +64,10 @@ static int mpi1_copy(const char *call, const void *in, size_t inbytes, void *out
     return MPI_SUCCESS;
 }
 
-#define MPI1_CHECK(x)                                                                                                \
-    do {                                                                                                             \
-        int rc_ = (x);                                                                                               \
-        if (rc_ != MPI_SUCCESS) return rc_;                                                                          \
+#define MPI1_CHECK(x)                                                                                                  \
+    do {                                                                                                               \
+        int rc_ = (x);                                                                                                 \
+        if (rc_ != MPI_SUCCESS) return rc_;                                                                            \
     } while (0)
 
 /* ---- environment -------------------------------------------------------------- */
@@ -82,9 +84,18 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     *provided = MPI_THREAD_SINGLE;
     return MPI_Init(argc, argv);
 }
-int MPI_Initialized(int *flag) { *flag = mpi1_inited; return MPI_SUCCESS; }
-int MPI_Finalized(int *flag) { *flag = mpi1_finalized; return MPI_SUCCESS; }
-int MPI_Finalize(void) { mpi1_finalized = 1; return MPI_SUCCESS; }
+int MPI_Initialized(int *flag) {
+    *flag = mpi1_inited;
+    return MPI_SUCCESS;
+}
+int MPI_Finalized(int *flag) {
+    *flag = mpi1_finalized;
+    return MPI_SUCCESS;
+}
+int MPI_Finalize(void) {
+    mpi1_finalized = 1;
+    return MPI_SUCCESS;
+}
 int MPI_Abort(MPI_Comm comm, int code) {
     (void)comm;
     fflush(NULL);
@@ -140,8 +151,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm c) {
 }
 
 /* A reduction over one process is its input, whatever the operation. */
-static int mpi1_reduce(const char *call, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
-                       MPI_Comm c) {
+static int mpi1_reduce(const char *call, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
     MPI1_CHECK(mpi1_check_comm(call, c));
     MPI1_CHECK(mpi1_check_type(call, t));
     if (op < MPI_SUM || op > MPI_LAND) return mpi1_fail(call, "unknown operation %d", op);
@@ -219,8 +229,8 @@ int MPI_Ialltoallv(const void *in, const int *ic, const int *id, MPI_Datatype it
 /* ---- messages to oneself ---------------------------------------------------------------- */
 typedef struct mpi1_msg {
     int used, comm, tag;
-    int is_recv, done;     /* a posted receive, and whether a send has filled it */
-    void *buf;             /* send: a copy owned here; receive: the user's buffer */
+    int is_recv, done; /* a posted receive, and whether a send has filled it */
+    void *buf;         /* send: a copy owned here; receive: the user's buffer */
     size_t bytes;
 } mpi1_msg;
 

@@ -160,8 +160,8 @@ static uint8_t *ck_header(const rt_program *p, const int *vals, int n, const cha
             nd[j] = rt_hf_shape(&m, d->dims, d->rank, shape[j]);
         }
     }
-    uint8_t *h = rt_st_header_f32(total, (const char *const *)names, nd, (const int64_t(*)[RT_ST_MAX_DIMS])shape,
-                                  meta, len);
+    uint8_t *h =
+        rt_st_header_f32(total, (const char *const *)names, nd, (const int64_t(*)[RT_ST_MAX_DIMS])shape, meta, len);
     RT_CHECK(h, "checkpoint header: tensor names too long");
     for (int j = 0; j < total; j++) free(names[j]);
     free(names);
@@ -189,7 +189,8 @@ static void ck_put(rt_ctx *rt, ck_out *o, int v, const float *mine) {
                 ck_write(o, full + s, (size_t)(n - s < chunk ? n - s : chunk) * 4);
         } else {
             int64_t rows_per = hcols > 0 && chunk / hcols > 0 ? chunk / hcols : 1;
-            if (rows_per > hrows) rows_per = hrows > 0 ? hrows : 1; /* a small tensor: a piece its size, not a chunk's */
+            if (rows_per > hrows)
+                rows_per = hrows > 0 ? hrows : 1; /* a small tensor: a piece its size, not a chunk's */
             float *piece = RT_MALLOC((size_t)(rows_per * hcols > 0 ? rows_per * hcols : 1) * 4);
             for (int64_t r0 = 0; r0 < hrows; r0 += rows_per) {
                 int64_t nr = hrows - r0 < rows_per ? hrows - r0 : rows_per;
@@ -226,8 +227,10 @@ static void ck_write_tensors(rt_ctx *rt, ck_out *o, bool moments, int64_t step) 
         int64_t le = p->values[vals[i]].local_elems;
         float *a = RT_MALLOC((size_t)le * 4), *b = moments ? RT_MALLOC((size_t)le * 4) : NULL;
         rt_watchdog_beat("saving a checkpoint", step);
-        if (moments) rt_host_read_opt(rt, i, a, b);
-        else rt_host_read(rt, vals[i], a);
+        if (moments)
+            rt_host_read_opt(rt, i, a, b);
+        else
+            rt_host_read(rt, vals[i], a);
         ck_put(rt, o, vals[i], a);
         if (moments) ck_put(rt, o, vals[i], b);
         free(a);
@@ -315,7 +318,7 @@ uint64_t rt_ckpt_data_fnv(const rt_ctx *rt) {
         for (int64_t j = 0; j < n; j++) {
             uint32_t v = (uint32_t)rt_corpus_token(&rt->train, i + j);
             le[4 * j] = (uint8_t)v, le[4 * j + 1] = (uint8_t)(v >> 8), le[4 * j + 2] = (uint8_t)(v >> 16),
-            le[4 * j + 3] = (uint8_t)(v >> 24);
+                   le[4 * j + 3] = (uint8_t)(v >> 24);
         }
         h = rt_fnv64(h, le, (size_t)n * 4);
         rt_watchdog_pulse(); /* a large corpus takes a while, on save and on resume */
@@ -540,8 +543,10 @@ static bool ck_finish(rt_ctx *rt, int64_t step, ck_out *outs, const char *tmp, c
     if (!ok) snprintf(err, errlen, "cannot sync %s: %s", rt->opt.ckpt_dir, strerror(why));
     if (ok) ck_test_delay();
     ok = ok && ck_set_latest(rt->opt.ckpt_dir, strrchr(fin, '/') + 1, step, err, errlen);
-    if (!ok) ck_withdraw(rt, tmp, fin, old, had, err, errlen);
-    else if (had) ck_remove_tree(old);
+    if (!ok)
+        ck_withdraw(rt, tmp, fin, old, had, err, errlen);
+    else if (had)
+        ck_remove_tree(old);
     return ok;
 }
 

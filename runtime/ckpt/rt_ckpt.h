@@ -93,8 +93,7 @@ void rt_ckpt_check_data(const rt_ctx *rt, const struct cJSON *state);
 /* ---- config.json against the program (rt_ckpt_config.c) ---------------------- */
 /* Rank 0: config.json `root` (read from path) describes the compiled model;
  * else false with every differing field, both values, in err. */
-bool rt_ckpt_check_config(const rt_program *p, const char *path, const struct cJSON *root, char *err,
-                          size_t errlen);
+bool rt_ckpt_check_config(const rt_program *p, const char *path, const struct cJSON *root, char *err, size_t errlen);
 /* The program ties its output head to the embedding (no lm_head parameter). */
 bool rt_ckpt_tied(const rt_program *p);
 

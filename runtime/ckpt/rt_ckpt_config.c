@@ -26,8 +26,7 @@ static bool ck_cfg_int(const cJSON *c, const char *key, int64_t dflt, int64_t *o
         return dflt >= 0;
     }
     /* Range first: converting a double outside int64 is undefined. */
-    if (!cJSON_IsNumber(j) || !(fabs(j->valuedouble) < 9.2e18) || j->valuedouble != floor(j->valuedouble))
-        return false;
+    if (!cJSON_IsNumber(j) || !(fabs(j->valuedouble) < 9.2e18) || j->valuedouble != floor(j->valuedouble)) return false;
     *out = (int64_t)j->valuedouble;
     return true;
 }
@@ -72,7 +71,8 @@ static bool ck_cmp_num(ck_diffs *d, const cJSON *c, const char *pfx, const char 
         v = j->valuedouble;
     }
     char a[32], b[32];
-    if (!ck_same(v, have)) ck_diff(d, "%s%s %s (program %s)", pfx, key, ck_num(v, a, sizeof a), ck_num(have, b, sizeof b));
+    if (!ck_same(v, have))
+        ck_diff(d, "%s%s %s (program %s)", pfx, key, ck_num(v, a, sizeof a), ck_num(have, b, sizeof b));
     return true;
 }
 
@@ -89,8 +89,7 @@ static bool ck_cfg_bool(const cJSON *c, const char *key, bool *out, const char *
 /* RoPE as transformers 5 reads it: a non-empty legacy rope_scaling wins over
  * rope_parameters; rope_theta from that object, else the top-level field,
  * else 10000; rope_type (or the older "type"), else "default". */
-static bool ck_cmp_rope(ck_diffs *d, const rt_program *p, const cJSON *c, const char *path, char *err,
-                        size_t errlen) {
+static bool ck_cmp_rope(ck_diffs *d, const rt_program *p, const cJSON *c, const char *path, char *err, size_t errlen) {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "rope_parameters");
     if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs))
@@ -158,7 +157,10 @@ bool rt_ckpt_check_config(const rt_program *p, const char *path, const cJSON *ro
         {"num_hidden_layers", p->layers, -1},
         {"num_attention_heads", p->heads, -1},
         {"num_key_value_heads", p->kv_heads, !kvj && (qwen2 || qwen3) ? 32 : heads},
-        {"head_dim", p->head_dim, !hdj && qwen3 ? 128 : heads > 0 ? hidden / heads : -1},
+        {"head_dim", p->head_dim,
+         !hdj && qwen3 ? 128
+         : heads > 0   ? hidden / heads
+                       : -1},
         {"intermediate_size", p->ffn, -1},
         {"vocab_size", p->vocab, -1},
     };
@@ -183,7 +185,8 @@ bool rt_ckpt_check_config(const rt_program *p, const char *path, const cJSON *ro
         (!qwen2 && !qwen3 && !ck_cfg_bool(c, "mlp_bias", &mlp_bias, path, err, errlen)) ||
         ((qwen2 || qwen3) && !ck_cfg_bool(c, "use_sliding_window", &swa, path, err, errlen)))
         return false;
-    if (tie != rt_ckpt_tied(p)) ck_diff(&d, "tie_word_embeddings %s (program %s)", tie ? "true" : "false", tie ? "false" : "true");
+    if (tie != rt_ckpt_tied(p))
+        ck_diff(&d, "tie_word_embeddings %s (program %s)", tie ? "true" : "false", tie ? "false" : "true");
     /* Qwen2 biases q, k and v always (it has no attention_bias); Llama's and
      * Qwen3's attention_bias also biases o_proj, whose tensor the program
      * then lacks (refused as a tensor it does not have). */
@@ -212,4 +215,3 @@ bool rt_ckpt_check_config(const rt_program *p, const char *path, const cJSON *ro
                        p->spec ? p->spec : "its spec", d.n, d.text);
     return true;
 }
-

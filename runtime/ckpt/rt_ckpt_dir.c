@@ -161,10 +161,11 @@ bool rt_ckpt_dir_fresh(const char *dir, char *err, size_t errlen) {
     snprintf(p, sizeof p, "%s/step-%08lld", dir, s[n - 1]);
     cd_model(p, model, sizeof model);
     rt_ckpt_latest_name(dir, latest, sizeof latest, why, sizeof why);
-    snprintf(err, errlen, "--checkpoint-dir %s already holds checkpoints: %s%s%s%s%s; a run that starts from "
+    snprintf(err, errlen,
+             "--checkpoint-dir %s already holds checkpoints: %s%s%s%s%s; a run that starts from "
              "step 0 would replace and prune them: pass --resume to continue from them, or another "
-             "--checkpoint-dir", dir, list, model[0] ? " of model " : "", model, latest[0] ? "; `latest` names " : "",
-             latest);
+             "--checkpoint-dir",
+             dir, list, model[0] ? " of model " : "", model, latest[0] ? "; `latest` names " : "", latest);
     free(s);
     return false;
 }
@@ -176,9 +177,12 @@ static bool cd_parent_is(const char *path, const char *dir) {
     size_t k = strlen(up);
     while (k > 1 && up[k - 1] == '/') up[--k] = 0;
     char *slash = strrchr(up, '/');
-    if (!slash) snprintf(up, sizeof up, ".");
-    else if (slash == up) up[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        snprintf(up, sizeof up, ".");
+    else if (slash == up)
+        up[1] = 0;
+    else
+        *slash = 0;
     struct stat a, b;
     return stat(up, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
@@ -200,8 +204,10 @@ static bool cd_foreign(const char *dir, const char *name, void *arg) {
 bool rt_ckpt_dir_adopt(const char *ckdir, const char *from, char *err, size_t errlen) {
     char id[CD_ID];
     cd_read_lineage(from, id);
-    if (id[0]) snprintf(cd_lineage, sizeof cd_lineage, "%s", id);
-    else cd_draw();
+    if (id[0])
+        snprintf(cd_lineage, sizeof cd_lineage, "%s", id);
+    else
+        cd_draw();
     if (!ckdir) return true;
     cd_claim c = {.legacy_ok = cd_parent_is(from, ckdir)};
     size_t n;
@@ -212,10 +218,12 @@ bool rt_ckpt_dir_adopt(const char *ckdir, const char *from, char *err, size_t er
         snprintf(p, sizeof p, "%s/step-%08lld", ckdir, s[n - 1]);
         cd_model(p, model, sizeof model);
         cd_read_lineage(p, other);
-        snprintf(err, errlen, "--checkpoint-dir %s holds checkpoints of another run: %s (model %s, %s%s); this run "
+        snprintf(err, errlen,
+                 "--checkpoint-dir %s holds checkpoints of another run: %s (model %s, %s%s); this run "
                  "continues %s%s%s: its saves would replace or prune them: pass another --checkpoint-dir, or "
-                 "--resume %s to continue that run", ckdir, list, model[0] ? model : "?",
-                 other[0] ? "lineage " : "no lineage", other, from, id[0] ? ", lineage " : "", id, ckdir);
+                 "--resume %s to continue that run",
+                 ckdir, list, model[0] ? model : "?", other[0] ? "lineage " : "no lineage", other, from,
+                 id[0] ? ", lineage " : "", id, ckdir);
     }
     free(s);
     return n == 0;
@@ -237,8 +245,10 @@ void rt_ckpt_remove_tree(const char *dir) {
     struct dirent *e;
     while (d && (e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(fd, e->d_name, 0);
-    if (d) closedir(d);
-    else if (fd2 >= 0) close(fd2);
+    if (d)
+        closedir(d);
+    else if (fd2 >= 0)
+        close(fd2);
     close(fd);
     rmdir(dir);
 }
@@ -287,8 +297,10 @@ void rt_ckpt_prune(const char *dir, int64_t keep, int64_t just_saved) {
             continue;
         }
         if (s[i] == best) {
-            if (!told) printf("checkpoint: kept step-%08lld beyond --keep-checkpoints %lld: best.json names it (the "
-                              "best val_loss)\n", s[i], (long long)keep);
+            if (!told)
+                printf("checkpoint: kept step-%08lld beyond --keep-checkpoints %lld: best.json names it (the "
+                       "best val_loss)\n",
+                       s[i], (long long)keep);
             told = true;
             continue;
         }

@@ -50,8 +50,8 @@ static bool ck_verify(const char *path, const unsigned char *buf, int64_t len, c
     if (!cJSON_IsNumber(b) || !cJSON_IsString(h))
         return rt_fail(err, errlen, "%s: state.json lists no size and checksum for it", path);
     if ((double)len != b->valuedouble)
-        return rt_fail(err, errlen, "%s: truncated or damaged: %lld bytes, state.json says %.0f", path,
-                       (long long)len, b->valuedouble);
+        return rt_fail(err, errlen, "%s: truncated or damaged: %lld bytes, state.json says %.0f", path, (long long)len,
+                       b->valuedouble);
     uint64_t fnv = RT_FNV64_INIT;
     for (int64_t at = 0, piece = (int64_t)1 << 28; at < len; at += piece) { /* beating between pieces */
         fnv = rt_fnv64(fnv, buf + at, (size_t)(len - at < piece ? len - at : piece));
@@ -60,8 +60,10 @@ static bool ck_verify(const char *path, const unsigned char *buf, int64_t len, c
     char hex[17];
     sprintf(hex, "%016llx", (unsigned long long)fnv);
     if (strcmp(hex, h->valuestring))
-        return rt_fail(err, errlen, "%s: checksum mismatch: the file's FNV-1a-64 is %s, state.json says %.16s: the "
-                       "file is corrupt", path, hex, h->valuestring);
+        return rt_fail(err, errlen,
+                       "%s: checksum mismatch: the file's FNV-1a-64 is %s, state.json says %.16s: the "
+                       "file is corrupt",
+                       path, hex, h->valuestring);
     return true;
 }
 
@@ -134,17 +136,21 @@ static bool ck_pick_one(const rt_program *p, const ck_src *s, int v, const char 
     const char *spec = p->spec ? p->spec : "its spec";
     out->t = ck_src_find(s, name, &out->file);
     if (!out->t)
-        return s->n == 1 ? rt_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
-                                   "has parameter %s (%s %s), which %s does not hold", spec, d->name, name, b,
-                                   s->path[0])
-                         : rt_fail(err, errlen, "checkpoint is of a different model: this program (compiled from %s) "
+        return s->n == 1 ? rt_fail(err, errlen,
+                                   "checkpoint is of a different model: this program (compiled from %s) "
+                                   "has parameter %s (%s %s), which %s does not hold",
+                                   spec, d->name, name, b, s->path[0])
+                         : rt_fail(err, errlen,
+                                   "checkpoint is of a different model: this program (compiled from %s) "
                                    "has parameter %s (%s %s), which none of the %d weight files (%s, ...) holds",
                                    spec, d->name, name, b, s->n, s->path[0]);
     const rt_st_tensor *t = out->t;
     rt_st_fmt_shape(a, sizeof a, t->shape, t->nd);
     if (t->nd != nd || memcmp(t->shape, want, sizeof(int64_t) * (size_t)nd) != 0)
-        return rt_fail(err, errlen, "checkpoint is of a different model: %s is %s in %s but this program (compiled "
-                       "from %s) needs %s (parameter %s)", name, a, s->path[out->file], spec, b, d->name);
+        return rt_fail(err, errlen,
+                       "checkpoint is of a different model: %s is %s in %s but this program (compiled "
+                       "from %s) needs %s (parameter %s)",
+                       name, a, s->path[out->file], spec, b, d->name);
     if (t->dtype == RT_ST_OTHER)
         return rt_fail(err, errlen, "%s: tensor %s has dtype %s; F32, BF16, F16 and F64 can be loaded",
                        s->path[out->file], name, t->dtype_name);
@@ -185,20 +191,24 @@ static bool ck_check_extra(const rt_program *p, const ck_src *s, const ck_pick *
             bool head = tied && !strcmp(t->name, "lm_head.weight");
             bool skip = (nl >= 19 && !strcmp(t->name + nl - 19, "rotary_emb.inv_freq"));
             if (!used && head && !ck_head_is_embed(s, f, t))
-                return rt_fail(err, errlen, "checkpoint is of a different model: %s holds an lm_head.weight that "
+                return rt_fail(err, errlen,
+                               "checkpoint is of a different model: %s holds an lm_head.weight that "
                                "differs from model.embed_tokens.weight (untied embeddings), but this program "
-                               "(compiled from %s) ties the output head to the embedding", s->path[f],
-                               p->spec ? p->spec : "its spec");
+                               "(compiled from %s) ties the output head to the embedding",
+                               s->path[f], p->spec ? p->spec : "its spec");
             int first = -1;
             for (int g = 0; g < f && first < 0; g++)
                 if (rt_st_find(&s->st[g], t->name)) first = g;
             if (first >= 0) /* the loader would take the first copy and never look at this one */
-                return rt_fail(err, errlen, "tensor %s is in two weight files, %s and %s: each tensor must be in "
-                               "exactly one (a damaged or hand-edited shard set?)", t->name, s->path[first], s->path[f]);
+                return rt_fail(err, errlen,
+                               "tensor %s is in two weight files, %s and %s: each tensor must be in "
+                               "exactly one (a damaged or hand-edited shard set?)",
+                               t->name, s->path[first], s->path[f]);
             if (!used && !skip && !head)
-                return rt_fail(err, errlen, "checkpoint is of a different model: %s holds tensor %s, which is not a "
-                               "parameter of this program (compiled from %s)", s->path[f], t->name,
-                               p->spec ? p->spec : "its spec");
+                return rt_fail(err, errlen,
+                               "checkpoint is of a different model: %s holds tensor %s, which is not a "
+                               "parameter of this program (compiled from %s)",
+                               s->path[f], t->name, p->spec ? p->spec : "its spec");
         }
     return true;
 }
@@ -226,12 +236,18 @@ static bool ck_check_finite(const ck_src *s, const ck_pick *picks, int n, char *
         free(x);
         double was = i >= 0 && t->dtype == RT_ST_F64 ? ck_f64_at(s, &picks[k], i) : NAN;
         if (i >= 0 && isfinite(was)) /* finite in the file, but no float32 holds it */
-            return rt_fail(err, errlen, "%s: tensor %s holds %g at element %lld, outside the float32 range "
-                           "(|x| <= 3.4e38) that basp trains in: refusing to train from it", s->path[picks[k].file],
-                           t->name, was, (long long)i);
+            return rt_fail(err, errlen,
+                           "%s: tensor %s holds %g at element %lld, outside the float32 range "
+                           "(|x| <= 3.4e38) that basp trains in: refusing to train from it",
+                           s->path[picks[k].file], t->name, was, (long long)i);
         if (i >= 0)
-            return rt_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
-                           "train from it", s->path[picks[k].file], t->name, isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf",
+            return rt_fail(err, errlen,
+                           "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
+                           "train from it",
+                           s->path[picks[k].file], t->name,
+                           isnan(bad) ? "nan"
+                           : bad > 0  ? "inf"
+                                      : "-inf",
                            (long long)i);
     }
     return true;
@@ -365,12 +381,16 @@ static bool ck_not_root(const char *dir, char *err, size_t errlen) {
     if (!ck_resolve(dir, step, &none, why, sizeof why)) {
         snprintf(p, sizeof p, "%s/latest", dir);
         if (stat(p, &st) != 0) return true; /* not a checkpoint root: config.json's own error follows */
-        return rt_fail(err, errlen, "--init-from %s is a checkpoint directory (it holds `latest`, no config.json) "
-                       "without a complete checkpoint: %s", dir, why);
+        return rt_fail(err, errlen,
+                       "--init-from %s is a checkpoint directory (it holds `latest`, no config.json) "
+                       "without a complete checkpoint: %s",
+                       dir, why);
     }
-    return rt_fail(err, errlen, "--init-from %s is a checkpoint directory (latest, step-*), not one model: pass one of "
+    return rt_fail(err, errlen,
+                   "--init-from %s is a checkpoint directory (latest, step-*), not one model: pass one of "
                    "its checkpoints, --init-from %s (the newest; weights only, the optimizer starts fresh), or "
-                   "--resume %s to continue that run exactly", dir, step, dir);
+                   "--resume %s to continue that run exactly",
+                   dir, step, dir);
 }
 
 bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen) {
@@ -397,7 +417,8 @@ bool rt_hf_load_dir(rt_ctx *rt, const char *dir, char *err, size_t errlen) {
         if (rt->rank == 0) {
             char dt[64];
             printf("loaded %d parameters from %s (Hugging Face safetensors, %d file(s), %s; the optimizer state "
-                   "starts fresh)\n", npicks, dir, s->n, ck_dtypes(s, dt, sizeof dt));
+                   "starts fresh)\n",
+                   npicks, dir, s->n, ck_dtypes(s, dt, sizeof dt));
             fflush(stdout);
         }
     } else {
@@ -454,8 +475,10 @@ static bool ck_resolve(const char *arg, char *out, bool *none, char *err, size_t
         return true;
     }
     *none = true;
-    return rt_fail(err, errlen, "%s: no checkpoint to resume from (no state.json, no `latest`, no step-* directory "
-                   "with a state.json)", arg);
+    return rt_fail(err, errlen,
+                   "%s: no checkpoint to resume from (no state.json, no `latest`, no step-* directory "
+                   "with a state.json)",
+                   arg);
 }
 
 /* Rank 0: step directory dir is undamaged: its state.json parses and
@@ -470,8 +493,7 @@ static bool ck_intact(const char *dir) {
         unsigned char *b = NULL;
         int64_t len = 0;
         ok = snprintf(p, sizeof p, "%s/%s", dir, e->string) < (int)sizeof p && !strchr(e->string, '/') &&
-             rt_read_file(p, &b, &len, err, sizeof err) &&
-             ck_verify(p, b, len, e, err, sizeof err);
+             rt_read_file(p, &b, &len, err, sizeof err) && ck_verify(p, b, len, e, err, sizeof err);
         free(b);
     }
     cJSON_Delete(st);
@@ -518,8 +540,7 @@ static void ck_point_older(const char *where, const char *bad, char *err, size_t
 }
 
 /* Rank 0: state.json's own fields; step and seed out. */
-static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, int64_t *seed, char *err,
-                            size_t errlen) {
+static bool ck_state_fields(const char *path, const cJSON *st, int64_t *step, int64_t *seed, char *err, size_t errlen) {
     const cJSON *fm = cJSON_GetObjectItemCaseSensitive(st, "format");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(st, "version");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(st, "step");
@@ -621,8 +642,10 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
     RT_MPI(MPI_Bcast(&fresh, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (fresh) {
         /* --init-from with --resume: those weights, unless a checkpoint exists. */
-        if (rt->opt.init_from) ok = rt_load_params(rt, rt->opt.init_from, err, errlen);
-        else rt_init_params(rt, (uint64_t)rt->opt.seed), ok = true;
+        if (rt->opt.init_from)
+            ok = rt_load_params(rt, rt->opt.init_from, err, errlen);
+        else
+            rt_init_params(rt, (uint64_t)rt->opt.seed), ok = true;
     } else if (ck_verdict(rt, ok, err, errlen)) {
         RT_MPI(MPI_Bcast(ss, 3, MPI_INT64_T, 0, MPI_COMM_WORLD));
         ck_scatter_all(rt, s, picks, true);
@@ -631,8 +654,10 @@ bool rt_ckpt_resume(rt_ctx *rt, const char *arg, char *err, size_t errlen) {
         /* The checkpoint's seed wins (the batch sampler must continue the
          * interrupted run's sequence): say so when --seed asked otherwise. */
         if (rt->rank == 0 && rt_option_given("--seed") && rt->opt.seed != ss[1])
-            fprintf(stderr, "note: --seed %lld is ignored: the checkpoint's seed %lld wins (it continues the "
-                    "interrupted run's batches)\n", (long long)rt->opt.seed, (long long)ss[1]);
+            fprintf(stderr,
+                    "note: --seed %lld is ignored: the checkpoint's seed %lld wins (it continues the "
+                    "interrupted run's batches)\n",
+                    (long long)rt->opt.seed, (long long)ss[1]);
         rt->opt.seed = ss[1];
         if (rt->rank == 0) {
             printf("resumed from %s: step %lld, seed %lld (%d parameters and the moments of %d)\n", dir,

@@ -59,15 +59,17 @@ static void cs_check_optim(const rt_ctx *rt, const cJSON *st) {
                 rt_schedule_name(o->schedule));
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(opt, "steps"); /* decaying schedules only */
     if (cJSON_IsNumber(steps) && steps->valuedouble != (double)rt->opt.steps)
-        fprintf(stderr, "note: the checkpoint was trained with steps %g; this run uses %lld (the schedule is "
-                "stretched to the new length)\n", steps->valuedouble, (long long)rt->opt.steps);
+        fprintf(stderr,
+                "note: the checkpoint was trained with steps %g; this run uses %lld (the schedule is "
+                "stretched to the new length)\n",
+                steps->valuedouble, (long long)rt->opt.steps);
     for (int i = 0; i < RT_NOPTIM_FIELDS; i++) {
         const rt_optim_field *f = &rt_optim_fields[i];
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(opt, f->key);
         double now = rt_optim_get(o, f);
         if (cJSON_IsNumber(x) && x->valuedouble != now)
-            fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g\n", f->key,
-                    x->valuedouble, now);
+            fprintf(stderr, "note: the checkpoint was trained with %s %g; this run uses %g\n", f->key, x->valuedouble,
+                    now);
     }
 }
 
@@ -75,8 +77,10 @@ static void cs_check_optim(const rt_ctx *rt, const cJSON *st) {
 static void cs_check_number(const cJSON *d, const char *key, double now, const char *what) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(d, key);
     if (cJSON_IsNumber(x) && x->valuedouble != now)
-        fprintf(stderr, "warning: the checkpoint was trained with %s %.0f; this program has %.0f (%s): the batches "
-                "will not continue the interrupted run's\n", key, x->valuedouble, now, what);
+        fprintf(stderr,
+                "warning: the checkpoint was trained with %s %.0f; this program has %.0f (%s): the batches "
+                "will not continue the interrupted run's\n",
+                key, x->valuedouble, now, what);
 }
 
 /* The program settings that shape a batch: compiled in, so a change means
@@ -87,17 +91,20 @@ static void cs_check_program(const rt_ctx *rt, const cJSON *d) {
     cs_check_number(d, "micro_batch", (double)p->micro_batch, "train.micro_batch");
     const cJSON *docs = cJSON_GetObjectItemCaseSensitive(d, "documents");
     if (cJSON_IsBool(docs) && cJSON_IsTrue(docs) != (p->documents != 0)) {
-        fprintf(stderr, "warning: the checkpoint was trained %s packed documents; this program %s (train.documents): "
-                "the batches will not continue the interrupted run's\n", cJSON_IsTrue(docs) ? "with" : "without",
-                p->documents ? "packs them" : "reads one token stream");
+        fprintf(stderr,
+                "warning: the checkpoint was trained %s packed documents; this program %s (train.documents): "
+                "the batches will not continue the interrupted run's\n",
+                cJSON_IsTrue(docs) ? "with" : "without", p->documents ? "packs them" : "reads one token stream");
         return;
     }
     if (!p->documents) return;
     cs_check_number(d, "eot_token", (double)p->eot_token, "train.eot_token");
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(d, "packing");
     if (cJSON_IsString(pk) && strcmp(pk->valuestring, cs_packing(p->packing)))
-        fprintf(stderr, "warning: the checkpoint was trained with packing %s; this program has %s (train.packing): "
-                "the batches will not continue the interrupted run's\n", pk->valuestring, cs_packing(p->packing));
+        fprintf(stderr,
+                "warning: the checkpoint was trained with packing %s; this program has %s (train.packing): "
+                "the batches will not continue the interrupted run's\n",
+                pk->valuestring, cs_packing(p->packing));
 }
 
 void rt_ckpt_check_data(const rt_ctx *rt, const cJSON *st) {
@@ -108,7 +115,8 @@ void rt_ckpt_check_data(const rt_ctx *rt, const cJSON *st) {
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)rt_ckpt_data_fnv(rt));
     if (!cJSON_IsNumber(n) || !cJSON_IsString(h) || n->valuedouble != (double)rt->train.ntokens ||
         strcmp(h->valuestring, hex))
-        fprintf(stderr, "warning: the checkpoint was trained on other data (%.0f tokens, FNV-1a-64 %s; this run's "
+        fprintf(stderr,
+                "warning: the checkpoint was trained on other data (%.0f tokens, FNV-1a-64 %s; this run's "
                 "data: %lld tokens, %s): the batches will not continue the interrupted run's\n",
                 cJSON_IsNumber(n) ? n->valuedouble : -1.0, cJSON_IsString(h) ? h->valuestring : "?",
                 (long long)rt->train.ntokens, hex);
@@ -120,16 +128,19 @@ void rt_ckpt_check_data(const rt_ctx *rt, const cJSON *st) {
     if (cJSON_IsString(sm) && !docs) {
         bool was_epoch = !strncmp(sm->valuestring, "epoch", 5);
         if (was_epoch != rt->opt.epoch)
-            fprintf(stderr, "warning: the checkpoint drew its batches with --sampler %s; this run uses %s: the "
-                    "batches will not continue the interrupted run's\n", was_epoch ? "epoch" : "random",
-                    rt->opt.epoch ? "epoch" : "random");
+            fprintf(stderr,
+                    "warning: the checkpoint drew its batches with --sampler %s; this run uses %s: the "
+                    "batches will not continue the interrupted run's\n",
+                    was_epoch ? "epoch" : "random", rt->opt.epoch ? "epoch" : "random");
     }
     cs_check_program(rt, d);
     const cJSON *gb = cJSON_GetObjectItemCaseSensitive(d, "global_batch");
     double per_step = (double)(rt_accum(rt) * rt->p->micro_batch);
     if (cJSON_IsNumber(gb) && gb->valuedouble != per_step)
-        fprintf(stderr, "warning: the checkpoint was trained with a global batch of %.0f sequences per step; this "
+        fprintf(stderr,
+                "warning: the checkpoint was trained with a global batch of %.0f sequences per step; this "
                 "program takes %.0f (train.global_batch): the batches will not continue the interrupted run's, "
-                "and every step from here averages %.0f\n", gb->valuedouble, per_step, per_step);
+                "and every step from here averages %.0f\n",
+                gb->valuedouble, per_step, per_step);
     cs_check_optim(rt, st);
 }

@@ -16,27 +16,24 @@ static const struct {
     const char *ours, *hf;
     int split;
 } hf_layer[] = {
-    {"attn_norm", "input_layernorm.weight", 0},
-    {"wq", "self_attn.q_proj.weight", 1},
-    {"wk", "self_attn.k_proj.weight", 1},
-    {"wv", "self_attn.v_proj.weight", 1},
-    {"wo", "self_attn.o_proj.weight", 2},
-    {"mlp_norm", "post_attention_layernorm.weight", 0},
-    {"w_gate", "mlp.gate_proj.weight", 1},
-    {"w_up", "mlp.up_proj.weight", 1},
-    {"w_down", "mlp.down_proj.weight", 1},
-    {"bq", "self_attn.q_proj.bias", -1}, /* qkv_bias (Qwen1.5/2/2.5) */
-    {"bk", "self_attn.k_proj.bias", -1},
-    {"bv", "self_attn.v_proj.bias", -1},
+    {"attn_norm", "input_layernorm.weight", 0}, {"wq", "self_attn.q_proj.weight", 1},
+    {"wk", "self_attn.k_proj.weight", 1},       {"wv", "self_attn.v_proj.weight", 1},
+    {"wo", "self_attn.o_proj.weight", 2},       {"mlp_norm", "post_attention_layernorm.weight", 0},
+    {"w_gate", "mlp.gate_proj.weight", 1},      {"w_up", "mlp.up_proj.weight", 1},
+    {"w_down", "mlp.down_proj.weight", 1},      {"bq", "self_attn.q_proj.bias", -1}, /* qkv_bias (Qwen1.5/2/2.5) */
+    {"bk", "self_attn.k_proj.bias", -1},        {"bv", "self_attn.v_proj.bias", -1},
     {"q_norm", "self_attn.q_norm.weight", 0}, /* qk_norm (Qwen3): [Dh] */
     {"k_norm", "self_attn.k_norm.weight", 0},
 };
 
 rt_hf_map rt_hf_name(const char *ours) {
     rt_hf_map m = {.split = 0};
-    if (!strcmp(ours, "embed")) snprintf(m.name, sizeof m.name, "model.embed_tokens.weight");
-    else if (!strcmp(ours, "final_norm")) snprintf(m.name, sizeof m.name, "model.norm.weight");
-    else if (!strcmp(ours, "lm_head")) snprintf(m.name, sizeof m.name, "lm_head.weight");
+    if (!strcmp(ours, "embed"))
+        snprintf(m.name, sizeof m.name, "model.embed_tokens.weight");
+    else if (!strcmp(ours, "final_norm"))
+        snprintf(m.name, sizeof m.name, "model.norm.weight");
+    else if (!strcmp(ours, "lm_head"))
+        snprintf(m.name, sizeof m.name, "lm_head.weight");
     if (m.name[0]) return m;
     /* lN.suffix with N a decimal layer index */
     char *end;
@@ -88,13 +85,17 @@ bool rt_hf_export_dims(const rt_hf_map *m, const int64_t *dims, int nd, int64_t 
 void rt_hf_export(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst) {
     int64_t rows, cols;
     hf_matrix(m, dims, nd, &rows, &cols);
-    if (m->split <= 0 || m->split >= nd) memcpy(dst, src, (size_t)(rows * cols) * 4);
-    else hf_transpose(src, dst, rows, cols);
+    if (m->split <= 0 || m->split >= nd)
+        memcpy(dst, src, (size_t)(rows * cols) * 4);
+    else
+        hf_transpose(src, dst, rows, cols);
 }
 
 void rt_hf_import(const rt_hf_map *m, const int64_t *dims, int nd, const float *src, float *dst) {
     int64_t rows, cols;
     hf_matrix(m, dims, nd, &rows, &cols);
-    if (m->split <= 0 || m->split >= nd) memcpy(dst, src, (size_t)(rows * cols) * 4);
-    else hf_transpose(src, dst, cols, rows); /* src is [cols = out, rows = in] */
+    if (m->split <= 0 || m->split >= nd)
+        memcpy(dst, src, (size_t)(rows * cols) * 4);
+    else
+        hf_transpose(src, dst, cols, rows); /* src is [cols = out, rows = in] */
 }

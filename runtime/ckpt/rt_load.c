@@ -77,8 +77,8 @@ static bool rt_parse_head(rt_tensor_file *f, uint32_t i, int64_t *off, char *err
                        rt_name_shown(t), t->name, nd, RT_MAX_RANK);
     t->nd = (int)nd;
     if (!rt_take(f, off, t->dims, 8 * (int64_t)nd))
-        return rt_fail(err, errlen, "%s: truncated: the header of tensor %.*s runs past the end of the file",
-                       f->path, rt_name_shown(t), t->name);
+        return rt_fail(err, errlen, "%s: truncated: the header of tensor %.*s runs past the end of the file", f->path,
+                       rt_name_shown(t), t->name);
     /* Dims that are negative or whose byte count overflows cannot come from
      * rt_save.c: the header is damaged. */
     t->elems = 1;
@@ -90,8 +90,8 @@ static bool rt_parse_head(rt_tensor_file *f, uint32_t i, int64_t *off, char *err
     if (bad) {
         char shape[160];
         rt_fmt_dims(shape, sizeof shape, t->dims, t->nd);
-        return rt_fail(err, errlen, "%s: corrupt header: tensor %.*s has dims %s", f->path, rt_name_shown(t),
-                       t->name, shape);
+        return rt_fail(err, errlen, "%s: corrupt header: tensor %.*s has dims %s", f->path, rt_name_shown(t), t->name,
+                       shape);
     }
     return true;
 }
@@ -101,8 +101,8 @@ static bool rt_parse_file(rt_tensor_file *f, char *err, size_t errlen) {
     uint32_t h[3];
     int64_t off = 0;
     if (!rt_take(f, &off, h, sizeof h))
-        return rt_fail(err, errlen, "%s: not a basp weights file: %lld bytes, shorter than the 12-byte header",
-                       f->path, (long long)f->len);
+        return rt_fail(err, errlen, "%s: not a basp weights file: %lld bytes, shorter than the 12-byte header", f->path,
+                       (long long)f->len);
     if (h[0] == RT_GRADS_MAGIC)
         return rt_fail(err, errlen,
                        "%s: holds gradients (written by --save-grads), not weights: --init-from takes a file "
@@ -121,8 +121,8 @@ static bool rt_parse_file(rt_tensor_file *f, char *err, size_t errlen) {
      * caught before it sizes an allocation. */
     if ((int64_t)f->count > (f->len - off) / 8)
         return rt_fail(err, errlen,
-                       "%s: truncated: the header lists %u tensors, more than the file's %lld bytes can hold",
-                       f->path, f->count, (long long)f->len);
+                       "%s: truncated: the header lists %u tensors, more than the file's %lld bytes can hold", f->path,
+                       f->count, (long long)f->len);
     f->t = RT_MALLOC(sizeof *f->t * (size_t)(f->count ? f->count : 1));
     for (uint32_t i = 0; i < f->count; i++)
         if (!rt_parse_head(f, i, &off, err, errlen)) return false;
@@ -132,9 +132,8 @@ static bool rt_parse_file(rt_tensor_file *f, char *err, size_t errlen) {
         need = need > INT64_MAX - 4 * f->t[i].elems ? INT64_MAX : need + 4 * f->t[i].elems;
     }
     if (need > f->len)
-        return rt_fail(err, errlen,
-                       "%s: truncated: the header describes %lld bytes of %u tensors, the file holds %lld", f->path,
-                       (long long)need, f->count, (long long)f->len);
+        return rt_fail(err, errlen, "%s: truncated: the header describes %lld bytes of %u tensors, the file holds %lld",
+                       f->path, (long long)need, f->count, (long long)f->len);
     if (need < f->len)
         return rt_fail(err, errlen,
                        "%s: %lld bytes of trailing garbage after the last tensor (the header describes %lld bytes, "
@@ -164,7 +163,8 @@ static bool rt_match_params(const rt_program *p, const rt_tensor_file *f, int *w
         int v = rt_find_param(p, t);
         rt_fmt_dims(a, sizeof a, t->dims, t->nd);
         if (v < 0)
-            return rt_fail(err, errlen, "checkpoint was saved from a different model: %.*s %s in %s is not a parameter "
+            return rt_fail(err, errlen,
+                           "checkpoint was saved from a different model: %.*s %s in %s is not a parameter "
                            "of this program (compiled from %s)",
                            rt_name_shown(t), t->name, a, f->path, spec);
         if (which[v] >= 0)
@@ -172,7 +172,8 @@ static bool rt_match_params(const rt_program *p, const rt_tensor_file *f, int *w
         const rt_value_desc *d = &p->values[v];
         rt_fmt_dims(b, sizeof b, d->dims, d->rank);
         if (t->nd != d->rank || memcmp(t->dims, d->dims, sizeof(int64_t) * (size_t)d->rank) != 0)
-            return rt_fail(err, errlen, "checkpoint was saved from a different model: %s is %s in %s but %s in this "
+            return rt_fail(err, errlen,
+                           "checkpoint was saved from a different model: %s is %s in %s but %s in this "
                            "program (compiled from %s)",
                            d->name, a, f->path, b, spec);
         which[v] = (int)i;
@@ -180,7 +181,8 @@ static bool rt_match_params(const rt_program *p, const rt_tensor_file *f, int *w
     for (int v = 0; v < p->nvalues; v++)
         if (p->values[v].kind == RT_PARAM && which[v] < 0) {
             rt_fmt_dims(b, sizeof b, p->values[v].dims, p->values[v].rank);
-            return rt_fail(err, errlen, "checkpoint was saved from a different model: this program (compiled from %s) "
+            return rt_fail(err, errlen,
+                           "checkpoint was saved from a different model: this program (compiled from %s) "
                            "has parameter %s %s, which %s does not hold",
                            spec, p->values[v].name, b, f->path);
         }
@@ -222,8 +224,13 @@ static bool rt_load_finite(const rt_program *p, const rt_tensor_file *f, const i
         float bad = i >= 0 ? x[i] : 0;
         free(x);
         if (i >= 0)
-            return rt_fail(err, errlen, "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
-                           "train from it", f->path, d->name, isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf",
+            return rt_fail(err, errlen,
+                           "%s: tensor %s holds a non-finite value (%s at element %lld): refusing to "
+                           "train from it",
+                           f->path, d->name,
+                           isnan(bad) ? "nan"
+                           : bad > 0  ? "inf"
+                                      : "-inf",
                            (long long)i);
     }
     return true;

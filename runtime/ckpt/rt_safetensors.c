@@ -40,10 +40,10 @@ static const struct {
     int size;
     rt_st_dtype dtype;
 } st_dtypes[] = {
-    {"F32", 4, RT_ST_F32},   {"F16", 2, RT_ST_F16},    {"BF16", 2, RT_ST_BF16},    {"F64", 8, RT_ST_F64},
-    {"BOOL", 1, RT_ST_OTHER}, {"U8", 1, RT_ST_OTHER},  {"I8", 1, RT_ST_OTHER},     {"F8_E4M3", 1, RT_ST_OTHER},
+    {"F32", 4, RT_ST_F32},       {"F16", 2, RT_ST_F16},   {"BF16", 2, RT_ST_BF16}, {"F64", 8, RT_ST_F64},
+    {"BOOL", 1, RT_ST_OTHER},    {"U8", 1, RT_ST_OTHER},  {"I8", 1, RT_ST_OTHER},  {"F8_E4M3", 1, RT_ST_OTHER},
     {"F8_E5M2", 1, RT_ST_OTHER}, {"I16", 2, RT_ST_OTHER}, {"U16", 2, RT_ST_OTHER}, {"I32", 4, RT_ST_OTHER},
-    {"U32", 4, RT_ST_OTHER}, {"I64", 8, RT_ST_OTHER},  {"U64", 8, RT_ST_OTHER},
+    {"U32", 4, RT_ST_OTHER},     {"I64", 8, RT_ST_OTHER}, {"U64", 8, RT_ST_OTHER},
 };
 
 /* A JSON number that is an integer in [0, 2^53] (exact in a double). */
@@ -84,8 +84,10 @@ static bool st_entry(const cJSON *e, const char *path, rt_st_tensor *t, char *er
     int k = 0;
     for (const cJSON *x = sh->child; x; x = x->next, k++) {
         if (!st_uint(x, &d))
-            return st_fail(err, errlen, "%s: corrupt header: tensor '%.64s' has a shape entry that is not a "
-                           "non-negative integer", path, nm);
+            return st_fail(err, errlen,
+                           "%s: corrupt header: tensor '%.64s' has a shape entry that is not a "
+                           "non-negative integer",
+                           path, nm);
         t->shape[k] = (int64_t)d;
         if (d && elems > (UINT64_C(1) << 62) / (uint64_t)t->elem_size / d)
             return st_fail(err, errlen, "%s: corrupt header: tensor '%.64s' is too large", path, nm);
@@ -96,10 +98,12 @@ static bool st_entry(const cJSON *e, const char *path, rt_st_tensor *t, char *er
         t->end < t->begin)
         return st_fail(err, errlen, "%s: corrupt header: tensor '%.64s' has bad data_offsets", path, nm);
     if (t->end - t->begin != elems * (uint64_t)t->elem_size)
-        return st_fail(err, errlen, "%s: corrupt header: tensor '%.64s' (%s, %llu elements) has data_offsets "
-                       "[%llu, %llu], %llu bytes instead of %llu", path, nm, t->dtype_name, (unsigned long long)elems,
-                       (unsigned long long)t->begin, (unsigned long long)t->end,
-                       (unsigned long long)(t->end - t->begin), (unsigned long long)(elems * (uint64_t)t->elem_size));
+        return st_fail(err, errlen,
+                       "%s: corrupt header: tensor '%.64s' (%s, %llu elements) has data_offsets "
+                       "[%llu, %llu], %llu bytes instead of %llu",
+                       path, nm, t->dtype_name, (unsigned long long)elems, (unsigned long long)t->begin,
+                       (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
+                       (unsigned long long)(elems * (uint64_t)t->elem_size));
     return true;
 }
 
@@ -121,19 +125,24 @@ static bool st_check_cover(rt_st_file *f, const char *path, char *err, size_t er
     bool ok = true;
     for (int i = 0; i < f->n && ok; i++) {
         if (s[i]->end > f->data_len)
-            ok = st_fail(err, errlen, "%s: truncated: tensor '%.64s' ends at byte %llu of the data section, which "
-                         "holds %llu bytes", path, s[i]->name, (unsigned long long)s[i]->end,
-                         (unsigned long long)f->data_len);
+            ok = st_fail(err, errlen,
+                         "%s: truncated: tensor '%.64s' ends at byte %llu of the data section, which "
+                         "holds %llu bytes",
+                         path, s[i]->name, (unsigned long long)s[i]->end, (unsigned long long)f->data_len);
         else if (s[i]->begin != at)
-            ok = st_fail(err, errlen, "%s: corrupt header: tensor '%.64s' starts at byte %llu of the data section, "
-                         "expected %llu (%s)", path, s[i]->name, (unsigned long long)s[i]->begin,
-                         (unsigned long long)at, s[i]->begin < at ? "overlap" : "gap");
+            ok = st_fail(err, errlen,
+                         "%s: corrupt header: tensor '%.64s' starts at byte %llu of the data section, "
+                         "expected %llu (%s)",
+                         path, s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)at,
+                         s[i]->begin < at ? "overlap" : "gap");
         at = s[i]->end;
     }
     if (ok && at != f->data_len)
-        ok = st_fail(err, errlen, "%s: %llu bytes of trailing garbage after the last tensor (the header describes "
-                     "%llu bytes of data, the file holds %llu)", path, (unsigned long long)(f->data_len - at),
-                     (unsigned long long)at, (unsigned long long)f->data_len);
+        ok = st_fail(err, errlen,
+                     "%s: %llu bytes of trailing garbage after the last tensor (the header describes "
+                     "%llu bytes of data, the file holds %llu)",
+                     path, (unsigned long long)(f->data_len - at), (unsigned long long)at,
+                     (unsigned long long)f->data_len);
     free(s);
     return ok;
 }
@@ -155,8 +164,7 @@ static bool st_parse_header(const uint8_t *buf, size_t len, const char *path, rt
     if (n < 2 || buf[8] != '{')
         return st_fail(err, errlen, "%s: not a safetensors file: the header does not start with '{'", path);
     *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)n);
-    if (!cJSON_IsObject(*root))
-        return st_fail(err, errlen, "%s: corrupt header: not a JSON object", path);
+    if (!cJSON_IsObject(*root)) return st_fail(err, errlen, "%s: corrupt header: not a JSON object", path);
     rt_json_dup dup; /* a tensor named twice, or a field twice in an entry */
     if (rt_json_find_dup(*root, &dup)) {
         char why[768];
@@ -176,16 +184,20 @@ bool rt_st_parse(const uint8_t *buf, size_t len, const char *path, rt_st_file *o
     f.t = calloc((size_t)(cap ? cap : 1), sizeof *f.t);
     if (!f.t) ok = st_fail(err, errlen, "%s: out of memory", path);
     for (const cJSON *e = ok ? root->child : NULL; e && ok; e = e->next) {
-        if (!e->string) ok = st_fail(err, errlen, "%s: corrupt header: an entry has no name", path);
+        if (!e->string)
+            ok = st_fail(err, errlen, "%s: corrupt header: an entry has no name", path);
         else if (!strcmp(e->string, "__metadata__")) {
-            if (!cJSON_IsObject(e)) ok = st_fail(err, errlen, "%s: corrupt header: __metadata__ is not an object", path);
+            if (!cJSON_IsObject(e))
+                ok = st_fail(err, errlen, "%s: corrupt header: __metadata__ is not an object", path);
             continue;
         }
         if (!ok) break;
         rt_st_tensor *t = &f.t[f.n++];
         t->name = strdup(e->string);
-        if (!t->name) ok = st_fail(err, errlen, "%s: out of memory", path);
-        else ok = st_entry(e, path, t, err, errlen);
+        if (!t->name)
+            ok = st_fail(err, errlen, "%s: out of memory", path);
+        else
+            ok = st_entry(e, path, t, err, errlen);
     }
     if (ok) ok = st_check_cover(&f, path, err, errlen);
     cJSON_Delete(root);
@@ -213,8 +225,10 @@ const rt_st_tensor *rt_st_find(const rt_st_file *f, const char *name) {
 /* IEEE half → float, subnormals and specials included. */
 static float st_half(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, ex = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (ex == 0x1f) bits = sign | 0x7f800000u | man << 13;
-    else if (ex) bits = sign | (ex + 112) << 23 | man << 13;
+    if (ex == 0x1f)
+        bits = sign | 0x7f800000u | man << 13;
+    else if (ex)
+        bits = sign | (ex + 112) << 23 | man << 13;
     else {
         float f = ldexpf((float)man, -24);
         return sign ? -f : f;
@@ -289,8 +303,9 @@ uint8_t *rt_st_header_f32(int n, const char *const *names, const int *nd, const 
             k += (size_t)snprintf(h + k, cap - k, "%s%lld", d ? "," : "", (long long)shape[i][d]);
             elems *= (uint64_t)shape[i][d];
         }
-        if (ok) k += (size_t)snprintf(h + k, cap - k, "],\"data_offsets\":[%llu,%llu]}%s", (unsigned long long)off,
-                                      (unsigned long long)(off + 4 * elems), i + 1 < n ? "," : "");
+        if (ok)
+            k += (size_t)snprintf(h + k, cap - k, "],\"data_offsets\":[%llu,%llu]}%s", (unsigned long long)off,
+                                  (unsigned long long)(off + 4 * elems), i + 1 < n ? "," : "");
         off += 4 * elems;
         ok = ok && k < cap;
     }

@@ -25,20 +25,20 @@ enum { RT_ST_MAX_DIMS = 8 };
 typedef enum { RT_ST_F32, RT_ST_F16, RT_ST_BF16, RT_ST_F64, RT_ST_OTHER } rt_st_dtype;
 
 typedef struct rt_st_tensor {
-    char *name;                    /* malloc'ed */
-    char dtype_name[12];           /* as written: "F32", "BF16", "I8" ... */
+    char *name;          /* malloc'ed */
+    char dtype_name[12]; /* as written: "F32", "BF16", "I8" ... */
     rt_st_dtype dtype;
-    int elem_size;                 /* bytes per element */
+    int elem_size; /* bytes per element */
     int nd;
     int64_t shape[RT_ST_MAX_DIMS];
     int64_t elems;
-    uint64_t begin, end;           /* byte range inside the data section */
+    uint64_t begin, end; /* byte range inside the data section */
 } rt_st_tensor;
 
 typedef struct rt_st_file {
     int n;
-    rt_st_tensor *t;               /* in header order */
-    uint64_t data_off, data_len;   /* the data section inside the buffer */
+    rt_st_tensor *t;             /* in header order */
+    uint64_t data_off, data_len; /* the data section inside the buffer */
 } rt_st_file;
 
 /* Parses and checks a whole safetensors file held in buf: the header length,

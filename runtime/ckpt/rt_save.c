@@ -64,8 +64,10 @@ static void rt_range_copy(float *full, const int64_t *gd, const int64_t *off, co
         if (run > count - done) run = count - done;
         int64_t g = 0;
         for (int k = 0; k < nd; k++) g += (off[k] + idx[k]) * gstride[k];
-        if (to_full) memcpy(full + g, buf + done, (size_t)run * 4);
-        else memcpy(buf + done, full + g, (size_t)run * 4);
+        if (to_full)
+            memcpy(full + g, buf + done, (size_t)run * 4);
+        else
+            memcpy(buf + done, full + g, (size_t)run * 4);
         done += run;
         idx[nd - 1] += run;
         for (int k = nd - 1; k > 0 && idx[k] == ld[k]; k--) {
@@ -181,8 +183,7 @@ static void rt_gather_full(rt_ctx *rt, int v, float *full) {
 
 static bool rt_write_u32(FILE *f, uint32_t x) { return fwrite(&x, 4, 1, f) == 1; }
 
-static bool rt_write_headers(FILE *f, const rt_program *p, bool grads, int n, const int *vals,
-                             const char **names) {
+static bool rt_write_headers(FILE *f, const rt_program *p, bool grads, int n, const int *vals, const char **names) {
     bool ok = rt_write_u32(f, grads ? RT_GRADS_MAGIC : RT_SAVE_MAGIC) && rt_write_u32(f, RT_SAVE_VERSION) &&
               rt_write_u32(f, (uint32_t)n);
     for (int i = 0; ok && i < n; i++) {
@@ -209,8 +210,7 @@ static long rt_save_test_delay_ms(void) {
 
 static void rt_save_nap(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* Rank 0: n floats in pieces of 64 MiB, one beat each, so that a tensor of

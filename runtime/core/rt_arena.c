@@ -22,15 +22,21 @@ rt_mem_cat rt_value_cat(const rt_value_desc *d) {
     case RT_VCAT_ACTS: return RT_MEM_ACT;
     case RT_VCAT_DEFAULT: break;
     }
-    return d->kind == RT_PARAM ? RT_MEM_PARAM : d->kind == RT_INPUT ? RT_MEM_INPUT : d->kind == RT_ACCUM ? RT_MEM_GRAD
-                                                                                                  : RT_MEM_ACT;
+    return d->kind == RT_PARAM   ? RT_MEM_PARAM
+           : d->kind == RT_INPUT ? RT_MEM_INPUT
+           : d->kind == RT_ACCUM ? RT_MEM_GRAD
+                                 : RT_MEM_ACT;
 }
 
 static void rt_fmt_bytes(char *out, size_t n, size_t bytes) {
-    if (bytes >= (size_t)1 << 30) snprintf(out, n, "%.2f GiB", (double)bytes / (1 << 30));
-    else if (bytes >= (size_t)1 << 20) snprintf(out, n, "%.2f MiB", (double)bytes / (1 << 20));
-    else if (bytes >= 1024) snprintf(out, n, "%.1f KiB", (double)bytes / 1024);
-    else snprintf(out, n, "%zu B", bytes);
+    if (bytes >= (size_t)1 << 30)
+        snprintf(out, n, "%.2f GiB", (double)bytes / (1 << 30));
+    else if (bytes >= (size_t)1 << 20)
+        snprintf(out, n, "%.2f MiB", (double)bytes / (1 << 20));
+    else if (bytes >= 1024)
+        snprintf(out, n, "%.1f KiB", (double)bytes / 1024);
+    else
+        snprintf(out, n, "%zu B", bytes);
 }
 
 void rt_arena_report(rt_ctx *rt, FILE *f) {
@@ -134,8 +140,8 @@ int64_t rt_replication(const rt_ctx *rt, int v) {
 int rt_opt_index(const rt_ctx *rt, int param, int grad) {
     for (int i = 0; i < rt->p->nopt; i++)
         if (rt->p->opt[i].param == param && rt->p->opt[i].grad == grad) return i;
-    rt_die(__FILE__, __LINE__, "adamw(%s, %s) is not in the program's optimizer table",
-           rt->p->values[param].name, rt->p->values[grad].name);
+    rt_die(__FILE__, __LINE__, "adamw(%s, %s) is not in the program's optimizer table", rt->p->values[param].name,
+           rt->p->values[grad].name);
 }
 
 /* Row-major N-d box copy: the innermost dimension is one memcpy, the outer

@@ -45,46 +45,38 @@ extern int openblas_get_num_threads(void) __attribute__((weak));
 
 /* OpenBLAS's x86 kernel sets without AVX2: what it falls back to on a CPU
  * model it does not know. */
-static bool rt_blas_generic(const char *core)
-{
-    static const char *const generic[] = {"prescott", "core2",   "penryn",  "dunnington", "nehalem",
-                                          "atom",     "katmai",  "coppermine", "northwood", "banias",
-                                          "opteron",  "opteron_sse3", "barcelona", "bobcat", "generic"};
+static bool rt_blas_generic(const char *core) {
+    static const char *const generic[] = {"prescott", "core2",        "penryn",     "dunnington", "nehalem",
+                                          "atom",     "katmai",       "coppermine", "northwood",  "banias",
+                                          "opteron",  "opteron_sse3", "barcelona",  "bobcat",     "generic"};
     for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++)
-        if (!strcasecmp(core, generic[i]))
-            return true;
+        if (!strcasecmp(core, generic[i])) return true;
     return false;
 }
 
 /* The kernel set this CPU is for, NULL when it has neither AVX2 nor
  * AVX-512 (the compiler's cpu checks include the OS's register state). */
-static const char *rt_blas_best_core(void)
-{
+static const char *rt_blas_best_core(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
         return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return "Haswell";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
 #endif
     return NULL;
 }
 
-void rt_blas_autoselect(char **argv)
-{
+void rt_blas_autoselect(char **argv) {
     if (!openblas_get_corename || getenv("OPENBLAS_CORETYPE"))
         return; /* another BLAS, or a kernel set chosen already (by the user, or by us before the exec) */
     const char *auto_ = getenv("BASP_BLAS_AUTO");
-    if (auto_ && !strcmp(auto_, "0"))
-        return;
+    if (auto_ && !strcmp(auto_, "0")) return;
     const char *core = openblas_get_corename(), *best = rt_blas_best_core();
     /* The test hook (tests/rt/blas.sh): on this machine OpenBLAS may know
      * the CPU, so the fallback is played. */
-    if (getenv("BASP_TEST_BLAS_GENERIC"))
-        core = "Prescott";
-    if (!core || !best || !rt_blas_generic(core))
-        return;
+    if (getenv("BASP_TEST_BLAS_GENERIC")) core = "Prescott";
+    if (!core || !best || !rt_blas_generic(core)) return;
     setenv("OPENBLAS_CORETYPE", best, 1);
     setenv("BASP_BLAS_PICKED", core, 1); /* what OpenBLAS picked, for the banner */
     execv("/proc/self/exe", argv);
@@ -93,10 +85,8 @@ void rt_blas_autoselect(char **argv)
     unsetenv("BASP_BLAS_PICKED");
 }
 
-bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw)
-{
-    if (nw)
-        warn[0] = '\0';
+bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw) {
+    if (nw) warn[0] = '\0';
     if (bli_info_get_version_str && bli_arch_query_id && bli_arch_string) {
         snprintf(line, n, "blas: BLIS %s, %s kernels, %ld thread(s)", bli_info_get_version_str(),
                  bli_arch_string(bli_arch_query_id()), bli_thread_get_num_threads ? bli_thread_get_num_threads() : 0);
@@ -112,20 +102,18 @@ bool rt_blas_describe(char *line, size_t n, char *warn, size_t nw)
     int threads = openblas_get_num_threads ? openblas_get_num_threads() : 0;
     const char *picked = getenv("BASP_BLAS_PICKED");
     char why[96] = "";
-    if (picked)
-        snprintf(why, sizeof why, " (chosen by basp: OpenBLAS picked %.32s on this CPU)", picked);
+    if (picked) snprintf(why, sizeof why, " (chosen by basp: OpenBLAS picked %.32s on this CPU)", picked);
     snprintf(line, n, "blas: OpenBLAS %s%s, %s kernels%s, %d thread(s)", version,
              config && strstr(config, "DYNAMIC_ARCH") ? " (DYNAMIC_ARCH)" : "", core ? core : "?", why, threads);
     const char *best = rt_blas_best_core();
-    if (!core || !best || !rt_blas_generic(core))
-        return true;
+    if (!core || !best || !rt_blas_generic(core)) return true;
     const char *set = getenv("OPENBLAS_CORETYPE");
     snprintf(warn, nw,
              "OpenBLAS runs its generic %s kernels on this CPU, which has %s: every GEMM runs several times "
              "slower than it could.  %s: set OPENBLAS_CORETYPE=%s for every rank (mpirun -x "
              "OPENBLAS_CORETYPE=%s), or install an OpenBLAS that knows this CPU",
              core, !strcmp(best, "SkylakeX") ? "AVX-512" : "AVX2 and FMA",
-             set ? "OPENBLAS_CORETYPE is set to it in this environment" : "The library did not recognise the CPU",
-             best, best);
+             set ? "OPENBLAS_CORETYPE is set to it in this environment" : "The library did not recognise the CPU", best,
+             best);
     return false;
 }

@@ -84,9 +84,7 @@ int64_t rt_a2a_send_count(const rt_a2a_geom *G, int q) {
 int64_t rt_a2a_recv_count(const rt_a2a_geom *G, int p) {
     return G->O * G->M * G->I * G->nvy * rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
 }
-int64_t rt_a2a_send_base(const rt_a2a_geom *G, int q) {
-    return rt_dim_start(G->p, G->yd, G->split, (int)G->spos0 + q);
-}
+int64_t rt_a2a_send_base(const rt_a2a_geom *G, int q) { return rt_dim_start(G->p, G->yd, G->split, (int)G->spos0 + q); }
 int64_t rt_a2a_recv_base(const rt_a2a_geom *G, int p) {
     return rt_dim_start(G->p, G->xd, G->concat, (int)G->cpos0 + p);
 }
@@ -122,15 +120,14 @@ void rt_check_dim_coll(rt_ctx *rt, const char *op, int g, int dim, int sharded, 
 
 rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) {
     const rt_value_desc *xd = rt_coll_val(rt, x), *yd = rt_coll_val(rt, y);
-    RT_CHECK(xd->rank == yd->rank && split < xd->rank && concat < xd->rank && split != concat && split >= 0 &&
-                 concat >= 0,
-             "all_to_all %s -> %s: bad dims split %d concat %d for rank %d", xd->name, yd->name, split, concat,
-             xd->rank);
+    RT_CHECK(
+        xd->rank == yd->rank && split < xd->rank && concat < xd->rank && split != concat && split >= 0 && concat >= 0,
+        "all_to_all %s -> %s: bad dims split %d concat %d for rank %d", xd->name, yd->name, split, concat, xd->rank);
     RT_CHECK(xd->dtype == yd->dtype, "all_to_all %s -> %s: dtypes differ", xd->name, yd->name);
     RT_CHECK(rt_a2a_nested(rt, g, yd->shard[concat], xd->shard[concat]) &&
                  rt_a2a_nested(rt, g, xd->shard[split], yd->shard[split]),
-             "all_to_all %s -> %s: layouts do not match split %d / concat %d over group %s", xd->name, yd->name,
-             split, concat, rt->p->groups[g].name);
+             "all_to_all %s -> %s: layouts do not match split %d / concat %d over group %s", xd->name, yd->name, split,
+             concat, rt->p->groups[g].name);
     bool nested = xd->shard[split] >= 0 || yd->shard[concat] >= 0;
     RT_CHECK(!nested || (!rt_value_uneven(xd) && !rt_value_uneven(yd)),
              "all_to_all %s -> %s: a nested exchange must split evenly", xd->name, yd->name);
@@ -145,9 +142,12 @@ rt_a2a_geom rt_a2a_plan(rt_ctx *rt, int g, int split, int concat, int x, int y) 
     for (int i = 0; i < nd; i++) {
         if (i == a || i == b) continue;
         RT_CHECK(lx[i] == ly[i], "all_to_all %s -> %s: dim %d differs", xd->name, yd->name, i);
-        if (i < a) G.O *= lx[i];
-        else if (i < b) G.M *= lx[i];
-        else G.I *= lx[i];
+        if (i < a)
+            G.O *= lx[i];
+        else if (i < b)
+            G.M *= lx[i];
+        else
+            G.I *= lx[i];
     }
     G.xa = lx[a], G.xb = lx[b], G.ya = ly[a], G.yb = ly[b];
     G.nvy = ly[split], G.lxc = lx[concat];
@@ -174,8 +174,8 @@ void rt_a2a_plan_all(rt_ctx *rt, int g, int split, int concat, int fanout, int f
     for (int i = 0; i < n; i++) {
         G[i] = rt_a2a_plan(rt, g, split, concat, ins[i], outs[i]);
         RT_CHECK((G[i].fo == 1 || G[i].fo == fanout) && (G[i].fi == 1 || G[i].fi == fanin),
-                 "all_to_all %s: size ratio does not match fanout %d / fanin %d", rt->p->values[ins[i]].name,
-                 fanout, fanin);
+                 "all_to_all %s: size ratio does not match fanout %d / fanin %d", rt->p->values[ins[i]].name, fanout,
+                 fanin);
         RT_CHECK(rt->p->values[ins[i]].dtype == rt->p->values[ins[0]].dtype, "all_to_all: mixed dtypes");
         RT_CHECK(G[i].fi == 1 || rt->p->values[ins[i]].dtype == RT_F32, "all_to_all: fanin needs f32");
     }

@@ -26,14 +26,14 @@
  * A failed check on any rank must end the whole job, never leave the other
  * ranks waiting in a collective: print where it happened and MPI_Abort. */
 void rt_die(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
-#define RT_CHECK(cond, ...)                                                                                          \
-    do {                                                                                                             \
-        if (!(cond)) rt_die(__FILE__, __LINE__, __VA_ARGS__);                                                        \
+#define RT_CHECK(cond, ...)                                                                                            \
+    do {                                                                                                               \
+        if (!(cond)) rt_die(__FILE__, __LINE__, __VA_ARGS__);                                                          \
     } while (0)
-#define RT_MPI(call)                                                                                                 \
-    do {                                                                                                             \
-        int rt_mpi_rc_ = (call);                                                                                     \
-        if (rt_mpi_rc_ != MPI_SUCCESS) rt_mpi_die(__FILE__, __LINE__, #call, rt_mpi_rc_);                            \
+#define RT_MPI(call)                                                                                                   \
+    do {                                                                                                               \
+        int rt_mpi_rc_ = (call);                                                                                       \
+        if (rt_mpi_rc_ != MPI_SUCCESS) rt_mpi_die(__FILE__, __LINE__, #call, rt_mpi_rc_);                              \
     } while (0)
 void rt_mpi_die(const char *file, int line, const char *call, int rc) __attribute__((noreturn));
 void *rt_xmalloc(size_t n, const char *file, int line);
@@ -44,34 +44,34 @@ enum { RT_MAX_DATA_ARGS = 64 };
 typedef struct rt_options {
     const char *data[RT_MAX_DATA_ARGS]; /* --data (repeatable): token files, directories, globs */
     int ndata;
-    const char *text;         /* --text: raw text, byte-level tokens */
+    const char *text; /* --text: raw text, byte-level tokens */
     int64_t steps, seed;
-    double lr;                /* --lr: the base (peak) rate */
-    rt_optim_desc optim;      /* the program's, then --min-lr, --warmup, --schedule ... */
-    const char *metrics;      /* --metrics: JSON lines */
-    const char *profile;      /* --profile: end-of-run per-op counters, JSON */
-    const char *trace_run;    /* --trace-run: one step's measured timeline, Chrome trace (obs/rt_trace.c) */
-    int64_t trace_step;       /* --trace-step: the 1-based step it traces; 0 = the last */
+    double lr;             /* --lr: the base (peak) rate */
+    rt_optim_desc optim;   /* the program's, then --min-lr, --warmup, --schedule ... */
+    const char *metrics;   /* --metrics: JSON lines */
+    const char *profile;   /* --profile: end-of-run per-op counters, JSON */
+    const char *trace_run; /* --trace-run: one step's measured timeline, Chrome trace (obs/rt_trace.c) */
+    int64_t trace_step;    /* --trace-step: the 1-based step it traces; 0 = the last */
     int64_t log_every;
     const char *save_weights; /* --save-weights */
     const char *save_grads;   /* --save-grads */
     const char *init_from;    /* --init-from: parameters from a --save-weights file */
     bool quiet;               /* --quiet: no per-step lines */
     /* Checkpoints and failure handling (ckpt/, obs/rt_watchdog.c). */
-    const char *ckpt_dir;     /* --checkpoint-dir */
-    int64_t save_every;       /* --save-every N (0: only at the end) */
-    const char *resume;       /* --resume [DIR]: "" = the latest in ckpt_dir */
-    int64_t keep;             /* --keep-checkpoints N (0: keep all) */
-    bool skip_nonfinite;      /* --skip-nonfinite: skip a step whose gradient is NaN/Inf */
+    const char *ckpt_dir;          /* --checkpoint-dir */
+    int64_t save_every;            /* --save-every N (0: only at the end) */
+    const char *resume;            /* --resume [DIR]: "" = the latest in ckpt_dir */
+    int64_t keep;                  /* --keep-checkpoints N (0: keep all) */
+    bool skip_nonfinite;           /* --skip-nonfinite: skip a step whose gradient is NaN/Inf */
     bool allow_placement_mismatch; /* --allow-placement-mismatch: run where ranks are, warned */
-    double timeout;           /* --timeout SEC: watchdog (0: off) */
-    bool split_wait;          /* --split-wait: time a collective's wait for its set apart */
-    bool epoch;               /* --sampler epoch: every window once per epoch (default random) */
+    double timeout;                /* --timeout SEC: watchdog (0: off) */
+    bool split_wait;               /* --split-wait: time a collective's wait for its set apart */
+    bool epoch;                    /* --sampler epoch: every window once per epoch (default random) */
     /* Validation (data/rt_val.c). */
     const char *val_data[RT_MAX_DATA_ARGS]; /* --val-data (repeatable) */
     int nval;
-    int64_t val_every;        /* --val-every N (0: after the last step only) */
-    int64_t val_tokens;       /* --val-tokens T (0: the default, up to 16 batches) */
+    int64_t val_every;  /* --val-every N (0: after the last step only) */
+    int64_t val_tokens; /* --val-tokens T (0: the default, up to 16 batches) */
 } rt_options;
 
 /* ---- token corpora: what the context holds (data/ reads them) ---------------- */
@@ -94,8 +94,14 @@ typedef struct rt_corpus {
 
 /* ---- counters ------------------------------------------------------------------ */
 typedef enum {
-    RT_C_ALL_TO_ALL, RT_C_ALL_GATHER, RT_C_REDUCE_SCATTER, RT_C_ALL_REDUCE, RT_C_SEND, RT_C_RECV,
-    RT_C_OFFLOAD, RT_C_FETCH, /* train.offload's copies over the host link (not counted as sent bytes) */
+    RT_C_ALL_TO_ALL,
+    RT_C_ALL_GATHER,
+    RT_C_REDUCE_SCATTER,
+    RT_C_ALL_REDUCE,
+    RT_C_SEND,
+    RT_C_RECV,
+    RT_C_OFFLOAD,
+    RT_C_FETCH, /* train.offload's copies over the host link (not counted as sent bytes) */
     RT_C_NKINDS
 } rt_coll_kind;
 
@@ -134,8 +140,8 @@ struct rt_ctx {
      * rt_arena_build). */
     char *arena;
     size_t arena_bytes, cat_bytes[RT_MEM_NCATS];
-    void **buf;                /* per value */
-    float **opt_m, **opt_v;    /* per rt_opt_pair */
+    void **buf;             /* per value */
+    float **opt_m, **opt_v; /* per rt_opt_pair */
     /* The memory plan at run time (rt_mem.c): each value's slot, which
      * slots are live (live_list holds the nlive live values, live_pos each
      * one's index there), and the highest arena byte reached. */
@@ -155,12 +161,12 @@ struct rt_ctx {
      * BASP_HOST_THREADS overrides (rt_threads.c). */
     int host_threads;
     /* Step state. */
-    int64_t step;              /* 0-based index of the running step */
+    int64_t step; /* 0-based index of the running step */
     /* Gradient accumulation: the running micro-step (0 .. accum-1), and
      * the step's loss denominator over all its micro-steps (A·B·S, or the
      * counted targets of its packed documents), set before the first. */
     int64_t micro, step_counted;
-    bool norm_done;            /* the first rt_adamw of the step computed it */
+    bool norm_done; /* the first rt_adamw of the step computed it */
     double grad_norm, clip_scale, lr;
     /* Counters: whole run, and the all-to-all time / bytes of this step. */
     rt_counters total;

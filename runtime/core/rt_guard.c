@@ -67,12 +67,16 @@ static int rt_guard_nonfinite(rt_ctx *rt, int64_t t, double loss, double gnorm) 
     char a[32], b[32];
     const char *ls = rt_guard_num(loss, a, sizeof a), *gs = rt_guard_num(gnorm, b, sizeof b);
     if (rt->rank == 0 && skip)
-        fprintf(stderr, "warning: step %lld: loss %s, gradient norm %s%s; step skipped (no update), "
-                "--skip-nonfinite\n", (long long)t + 1, ls, gs, where);
+        fprintf(stderr,
+                "warning: step %lld: loss %s, gradient norm %s%s; step skipped (no update), "
+                "--skip-nonfinite\n",
+                (long long)t + 1, ls, gs, where);
     if (rt->rank == 0 && !skip) {
         rt_guard_last(rt, last, sizeof last);
-        fprintf(stderr, "error: step %lld: loss %s, gradient norm %s%s; stopping (try a lower --lr, or "
-                "--skip-nonfinite to skip such steps).%s\n", (long long)t + 1, ls, gs, where, last);
+        fprintf(stderr,
+                "error: step %lld: loss %s, gradient norm %s%s; stopping (try a lower --lr, or "
+                "--skip-nonfinite to skip such steps).%s\n",
+                (long long)t + 1, ls, gs, where, last);
     }
     return skip ? 0 : 1;
 }
@@ -157,8 +161,8 @@ int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
     char what[1200];
     if (rt->opt.ckpt_dir) {
         if (rt->saved_step != t + 1 && rt_guard_save(rt, t + 1)) return 128 + sig; /* error already said */
-        snprintf(what, sizeof what, "checkpoint written to %s/step-%08lld (continue with --resume)",
-                 rt->opt.ckpt_dir, (long long)t + 1);
+        snprintf(what, sizeof what, "checkpoint written to %s/step-%08lld (continue with --resume)", rt->opt.ckpt_dir,
+                 (long long)t + 1);
     } else {
         snprintf(what, sizeof what, "no checkpoint written (no --checkpoint-dir)");
     }
@@ -169,8 +173,10 @@ int rt_guard_stop(rt_ctx *rt, int64_t t, FILE *metrics) {
         cJSON_AddNumberToObject(o, "step", (double)(t + 1));
         char ck[32];
         snprintf(ck, sizeof ck, "step-%08lld", (long long)t + 1);
-        if (rt->opt.ckpt_dir) cJSON_AddStringToObject(o, "checkpoint", ck);
-        else cJSON_AddNullToObject(o, "checkpoint");
+        if (rt->opt.ckpt_dir)
+            cJSON_AddStringToObject(o, "checkpoint", ck);
+        else
+            cJSON_AddNullToObject(o, "checkpoint");
         cJSON_AddNumberToObject(o, "exit_status", 128 + sig);
         rt_metrics_write(metrics, o);
     }

@@ -41,7 +41,8 @@ static double rt_step_tokens(const rt_ctx *rt) {
  * last; with the tokens the run reads, how many passes over the corpus. */
 static void rt_print_corpus(const char *what, const rt_corpus *c, double reads) {
     const char *kind = c->width == 1 ? "bytes" : c->width == 2 ? "uint16" : "uint32";
-    if (c->nshards == 1) printf("%s %s (%lld tokens, %s)", what, c->shard[0].path, (long long)c->ntokens, kind);
+    if (c->nshards == 1)
+        printf("%s %s (%lld tokens, %s)", what, c->shard[0].path, (long long)c->ntokens, kind);
     else
         printf("%s %d shards, %s .. %s (%lld tokens, %s)", what, c->nshards, c->shard[0].path,
                c->shard[c->nshards - 1].path, (long long)c->ntokens, kind);
@@ -63,18 +64,17 @@ static void rt_banner(rt_ctx *rt) {
     printf("world %d = %d node(s) × %d | %s: G=%d group(s) × K=%d rank(s) | zero %d\n", p->world, p->nodes,
            p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
     char blas[192], blas_warn[640];
-    if (!rt_blas_describe(blas, sizeof blas, blas_warn, sizeof blas_warn))
-        fprintf(stderr, "warning: %s\n", blas_warn);
+    if (!rt_blas_describe(blas, sizeof blas, blas_warn, sizeof blas_warn)) fprintf(stderr, "warning: %s\n", blas_warn);
     printf("%s\n", blas);
     if (p->started) printf("overlap: %d collective(s) started per step; %s\n", p->started, rt->progress_note);
     printf("groups:\n");
     for (int g = 0; g < p->ngroups; g++) rt_print_group(&p->groups[g]);
     if (rt_accum(rt) > 1)
         printf("batch %lld × %lld = %lld tokens/micro-step, %lld micro-steps: global batch %lld sequences = %lld "
-               "tokens/step | steps %lld | seed %lld\n", (long long)p->micro_batch, (long long)p->seq_len,
-               (long long)(p->micro_batch * p->seq_len), (long long)rt_accum(rt),
-               (long long)(rt_accum(rt) * p->micro_batch), (long long)rt_step_tokens(rt), (long long)rt->opt.steps,
-               (long long)rt->opt.seed);
+               "tokens/step | steps %lld | seed %lld\n",
+               (long long)p->micro_batch, (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len),
+               (long long)rt_accum(rt), (long long)(rt_accum(rt) * p->micro_batch), (long long)rt_step_tokens(rt),
+               (long long)rt->opt.steps, (long long)rt->opt.seed);
     else
         printf("batch %lld × %lld = %lld tokens/step | steps %lld | seed %lld\n", (long long)p->micro_batch,
                (long long)p->seq_len, (long long)(p->micro_batch * p->seq_len), (long long)rt->opt.steps,
@@ -101,8 +101,8 @@ static void rt_banner(rt_ctx *rt) {
     if (o->schedule == RT_SCHED_WSD)
         printf(", the last %lld step(s) decaying", (long long)rt_wsd_decay_steps(o, rt->opt.steps));
     if (o->schedule != RT_SCHED_CONSTANT) printf(" to min_lr %.2e", o->min_lr);
-    printf(" | betas %g, %g | eps %g | weight_decay %g | grad_clip %s%g\n", o->beta1, o->beta2, o->eps,
-           o->weight_decay, o->grad_clip > 0 ? "" : "off ", o->grad_clip);
+    printf(" | betas %g, %g | eps %g | weight_decay %g | grad_clip %s%g\n", o->beta1, o->beta2, o->eps, o->weight_decay,
+           o->grad_clip > 0 ? "" : "off ", o->grad_clip);
     if (rt->docs) {
         rt_docs_info di;
         rt_docs_stats(rt, &di);
@@ -231,16 +231,15 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
         cJSON_AddNumberToObject(o, "mem_host_peak_bytes", (double)rt->host_hw);
     }
     cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)rt_rss_peak_bytes());
-    cJSON_AddNumberToObject(o, "tokens_per_s",
-                            rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9));
+    cJSON_AddNumberToObject(o, "tokens_per_s", rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9));
     rt_metrics_write(f, o);
 }
 
 /* One run's loop state, shared by the phases below. */
 typedef struct rt_run {
-    FILE *metrics;       /* rank 0: --metrics */
-    double *secs, *a2a;  /* per step */
-    int64_t t0, steps;   /* the first step of this run; the end (earlier after a stop) */
+    FILE *metrics;      /* rank 0: --metrics */
+    double *secs, *a2a; /* per step */
+    int64_t t0, steps;  /* the first step of this run; the end (earlier after a stop) */
     int status;
     bool grads_saved, save_lost; /* a --save-* file not written */
     bool trace_lost;             /* every rank: --trace-run not written */
@@ -313,8 +312,10 @@ static bool rt_metrics_close(rt_ctx *rt, FILE *metrics, int64_t step) {
     if (fclose(metrics) != 0 && !werr) werr = errno ? errno : EIO;
     int64_t lost = rt_metrics_lost_from();
     if (lost >= 0)
-        fprintf(stderr, "error: --metrics %s is incomplete: the records from step %lld on are missing (exit "
-                "status 1)\n", rt->opt.metrics, (long long)lost);
+        fprintf(stderr,
+                "error: --metrics %s is incomplete: the records from step %lld on are missing (exit "
+                "status 1)\n",
+                rt->opt.metrics, (long long)lost);
     else if (werr)
         fprintf(stderr, "error: --metrics %s: closing it failed: %s (exit status 1)\n", rt->opt.metrics,
                 strerror(werr));
@@ -357,8 +358,10 @@ static int rt_finish_run(rt_ctx *rt, rt_run *r) {
         if (t0 >= steps)
             fprintf(stderr, "warning: --trace-run %s: no step ran: no trace written\n", rt->opt.trace_run);
         else
-            fprintf(stderr, "warning: --trace-run %s: step %lld is not among the steps that ran (%lld..%lld): no "
-                    "trace written\n", rt->opt.trace_run, (long long)want, (long long)t0 + 1, (long long)steps);
+            fprintf(stderr,
+                    "warning: --trace-run %s: step %lld is not among the steps that ran (%lld..%lld): no "
+                    "trace written\n",
+                    rt->opt.trace_run, (long long)want, (long long)t0 + 1, (long long)steps);
     }
     return status ? status : (lost || r->save_lost || r->trace_lost);
 }

@@ -158,9 +158,9 @@ static bool rt_opt_is(const char *a, const char *name) {
 
 /* The options whose value names a file or directory: an empty one is refused. */
 static bool rt_path_option(const char *name) {
-    static const char *const paths[] = {"--data",    "--text",         "--val-data",   "--init-from",    "--metrics",
-                                        "--profile", "--save-weights", "--save-grads", "--checkpoint-dir",
-                                        "--trace-run"};
+    static const char *const paths[] = {"--data",           "--text",     "--val-data",     "--init-from",
+                                        "--metrics",        "--profile",  "--save-weights", "--save-grads",
+                                        "--checkpoint-dir", "--trace-run"};
     for (size_t k = 0; k < sizeof paths / sizeof *paths; k++)
         if (!strcmp(name, paths[k])) return true;
     return false;
@@ -178,7 +178,8 @@ static bool rt_parse_optim_opt(const char *name, const char *v, rt_optim_desc *o
         const rt_optim_field *f = &rt_optim_fields[i];
         char opt[32];
         snprintf(opt, sizeof opt, "--%s", f->key);
-        for (char *c = opt + 2; *c; c++) if (*c == '_') *c = '-';
+        for (char *c = opt + 2; *c; c++)
+            if (*c == '_') *c = '-';
         if (strcmp(name, opt)) continue;
         char *p = (char *)o + f->off;
         return f->is_int ? rt_parse_i64(v, 0, RT_MAX_STEPS, (int64_t *)p) : rt_parse_f64(v, (double *)p);
@@ -195,15 +196,18 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
         return 2;
     }
     if (!(o->lr > 0 && o->lr <= 1)) { /* baspc's bounds for train.lr; 0 would train nothing */
-        snprintf(err, errlen, "lr %g: must lie in (0, 1]; AdamW's rates are about 1e-5 to 1e-2 (train.lr in the spec, "
-                 "--lr on the command line)", o->lr);
+        snprintf(err, errlen,
+                 "lr %g: must lie in (0, 1]; AdamW's rates are about 1e-5 to 1e-2 (train.lr in the spec, "
+                 "--lr on the command line)",
+                 o->lr);
         return 2;
     }
     char why[160], opt[32];
     const char *key = rt_optim_check(&o->optim, o->lr, o->steps, why, sizeof why);
     if (key) { /* the spec's values, or the options' */
         snprintf(opt, sizeof opt, "--%s", key);
-        for (char *c = opt; *c; c++) if (*c == '_') *c = '-';
+        for (char *c = opt; *c; c++)
+            if (*c == '_') *c = '-';
         snprintf(err, errlen, "%s %s (train.%s in the spec, %s on the command line)", key, why, key, opt);
         return 2;
     }
@@ -227,9 +231,11 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
     /* --resume (the --checkpoint-dir) with --init-from: those weights unless
      * a checkpoint exists, so a requeued fine-tune continues its own. */
     if (o->resume && *o->resume && o->init_from) {
-        snprintf(err, errlen, "--resume %s and --init-from are exclusive: --resume DIR restores the weights too; "
+        snprintf(err, errlen,
+                 "--resume %s and --init-from are exclusive: --resume DIR restores the weights too; "
                  "--resume without DIR and --init-from start from --init-from's weights only while "
-                 "--checkpoint-dir holds no checkpoint", o->resume);
+                 "--checkpoint-dir holds no checkpoint",
+                 o->resume);
         return 2;
     }
     if ((o->val_every || o->val_tokens) && !o->nval) {
@@ -252,16 +258,19 @@ static int rt_check_options(const rt_options *o, char *err, size_t errlen) {
 
 /* Returns 0 to run, 1 after --help, 2 on an error (written to err). */
 static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options *o, char *err, size_t errlen) {
-    *o = (rt_options){.steps = p->steps, .seed = p->seed, .lr = p->lr, .log_every = 1,
+    *o = (rt_options){.steps = p->steps,
+                      .seed = p->seed,
+                      .lr = p->lr,
+                      .log_every = 1,
                       .optim = p->optim ? *p->optim : rt_optim_defaults};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        bool *flag = !strcmp(a, "--quiet")           ? &o->quiet
-                     : !strcmp(a, "--skip-nonfinite") ? &o->skip_nonfinite
-                     : !strcmp(a, "--split-wait")     ? &o->split_wait
+        bool *flag = !strcmp(a, "--quiet")                      ? &o->quiet
+                     : !strcmp(a, "--skip-nonfinite")           ? &o->skip_nonfinite
+                     : !strcmp(a, "--split-wait")               ? &o->split_wait
                      : !strcmp(a, "--allow-placement-mismatch") ? &o->allow_placement_mismatch
-                                                      : NULL;
+                                                                : NULL;
         if (flag) {
             *flag = true;
             continue;
@@ -270,14 +279,21 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
             o->resume = a[8] == '=' ? a + 9 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
             continue;
         }
-        static const char *const with_value[] = {"--data",       "--text",       "--steps",     "--lr",
-                                                 "--seed",       "--metrics",    "--log-every", "--save-weights",
-                                                 "--save-grads", "--init-from",  "--profile",
-                                                 "--checkpoint-dir", "--save-every", "--keep-checkpoints",
-                                                 "--timeout", "--schedule", "--warmup", "--min-lr",
-                                                 "--wsd-decay", "--weight-decay", "--beta1", "--beta2", "--eps",
-                                                 "--grad-clip", "--sampler", "--val-data", "--val-every",
-                                                 "--val-tokens", "--trace-run", "--trace-step"};
+        static const char *const with_value[] = {"--data",       "--text",
+                                                 "--steps",      "--lr",
+                                                 "--seed",       "--metrics",
+                                                 "--log-every",  "--save-weights",
+                                                 "--save-grads", "--init-from",
+                                                 "--profile",    "--checkpoint-dir",
+                                                 "--save-every", "--keep-checkpoints",
+                                                 "--timeout",    "--schedule",
+                                                 "--warmup",     "--min-lr",
+                                                 "--wsd-decay",  "--weight-decay",
+                                                 "--beta1",      "--beta2",
+                                                 "--eps",        "--grad-clip",
+                                                 "--sampler",    "--val-data",
+                                                 "--val-every",  "--val-tokens",
+                                                 "--trace-run",  "--trace-step"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -298,28 +314,50 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
                      RT_MAX_DATA_ARGS, name);
             return 2;
         }
-        if (val) o->val_data[o->nval++] = v;
-        else if (!strcmp(name, "--val-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->val_every);
-        else if (!strcmp(name, "--val-tokens")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->val_tokens);
-        else if (!strcmp(name, "--data")) o->data[o->ndata++] = v;
-        else if (!strcmp(name, "--text")) o->text = v;
-        else if (!strcmp(name, "--metrics")) o->metrics = v;
-        else if (!strcmp(name, "--profile")) o->profile = v;
-        else if (!strcmp(name, "--trace-run")) o->trace_run = v;
-        else if (!strcmp(name, "--trace-step")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->trace_step);
-        else if (!strcmp(name, "--save-weights")) o->save_weights = v;
-        else if (!strcmp(name, "--save-grads")) o->save_grads = v;
-        else if (!strcmp(name, "--init-from")) o->init_from = v;
-        else if (!strcmp(name, "--steps")) ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->steps);
-        else if (!strcmp(name, "--seed")) ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
-        else if (!strcmp(name, "--log-every")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
-        else if (!strcmp(name, "--lr")) ok = rt_parse_f64(v, &o->lr);
-        else if (!strcmp(name, "--checkpoint-dir")) o->ckpt_dir = v;
-        else if (!strcmp(name, "--save-every")) ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
-        else if (!strcmp(name, "--keep-checkpoints")) ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
-        else if (!strcmp(name, "--timeout")) ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
-        else if (!strcmp(name, "--sampler")) ok = (o->epoch = !strcmp(v, "epoch")) || !strcmp(v, "random");
-        else ok = rt_parse_optim_opt(name, v, &o->optim);
+        if (val)
+            o->val_data[o->nval++] = v;
+        else if (!strcmp(name, "--val-every"))
+            ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->val_every);
+        else if (!strcmp(name, "--val-tokens"))
+            ok = rt_parse_i64(v, 1, INT64_MAX, &o->val_tokens);
+        else if (!strcmp(name, "--data"))
+            o->data[o->ndata++] = v;
+        else if (!strcmp(name, "--text"))
+            o->text = v;
+        else if (!strcmp(name, "--metrics"))
+            o->metrics = v;
+        else if (!strcmp(name, "--profile"))
+            o->profile = v;
+        else if (!strcmp(name, "--trace-run"))
+            o->trace_run = v;
+        else if (!strcmp(name, "--trace-step"))
+            ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->trace_step);
+        else if (!strcmp(name, "--save-weights"))
+            o->save_weights = v;
+        else if (!strcmp(name, "--save-grads"))
+            o->save_grads = v;
+        else if (!strcmp(name, "--init-from"))
+            o->init_from = v;
+        else if (!strcmp(name, "--steps"))
+            ok = rt_parse_i64(v, 0, RT_MAX_STEPS, &o->steps);
+        else if (!strcmp(name, "--seed"))
+            ok = rt_parse_i64(v, 0, INT64_MAX, &o->seed);
+        else if (!strcmp(name, "--log-every"))
+            ok = rt_parse_i64(v, 1, INT64_MAX, &o->log_every);
+        else if (!strcmp(name, "--lr"))
+            ok = rt_parse_f64(v, &o->lr);
+        else if (!strcmp(name, "--checkpoint-dir"))
+            o->ckpt_dir = v;
+        else if (!strcmp(name, "--save-every"))
+            ok = rt_parse_i64(v, 1, RT_MAX_STEPS, &o->save_every);
+        else if (!strcmp(name, "--keep-checkpoints"))
+            ok = rt_parse_i64(v, 1, INT64_MAX, &o->keep);
+        else if (!strcmp(name, "--timeout"))
+            ok = rt_parse_f64(v, &o->timeout) && o->timeout > 0;
+        else if (!strcmp(name, "--sampler"))
+            ok = (o->epoch = !strcmp(v, "epoch")) || !strcmp(v, "random");
+        else
+            ok = rt_parse_optim_opt(name, v, &o->optim);
         if (!ok && !strcmp(name, "--schedule")) {
             snprintf(err, errlen, "bad value '%s' for --schedule: use constant, cosine, linear or wsd", v);
             return 2;
@@ -330,7 +368,8 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
         }
     }
     if (o->epoch && p->documents) {
-        snprintf(err, errlen, "--sampler epoch visits the windows of one token stream; packed documents (compiled "
+        snprintf(err, errlen,
+                 "--sampler epoch visits the windows of one token stream; packed documents (compiled "
                  "with documents on) are drawn with replacement: use --sampler random");
         return 2;
     }
@@ -361,8 +400,8 @@ static void rt_check_tables(const rt_program *p) {
                 n *= rt_dim_len(p, d, i, 0); /* position 0 holds the most */
                 continue;
             }
-            RT_CHECK(d->dims[i] >= 1 && d->dims[i] % k == 0, "value %s: dim %d (%lld) not divisible by %lld",
-                     d->name, i, (long long)d->dims[i], (long long)k);
+            RT_CHECK(d->dims[i] >= 1 && d->dims[i] % k == 0, "value %s: dim %d (%lld) not divisible by %lld", d->name,
+                     i, (long long)d->dims[i], (long long)k);
             n *= d->dims[i] / k;
         }
         RT_CHECK(n == d->local_elems, "value %s: local_elems %lld, its dims give %lld", d->name,
@@ -479,9 +518,12 @@ static bool rt_check_out_file(const char *opt, const char *path, char *err, size
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
     if (path[strlen(path) - 1] == '/') { /* an empty path was refused with the options */
         snprintf(err, errlen, "%s '%s': names a directory, not a file", opt, path);
         return false;
@@ -627,8 +669,10 @@ int rt_main(int argc, char **argv, const rt_program *p) {
         (o.init_from && !o.resume && !rt_load_params(rt, o.init_from, err, sizeof err)) ||
         (o.resume && !rt_ckpt_resume(rt, o.resume, err, sizeof err))) {
         if (first_bad == world ? rank == 0 : rank == first_bad) {
-            if (rank == 0) fprintf(stderr, "%s: error: %s\n", prog, err);
-            else fprintf(stderr, "%s: error: rank %d: %s\n", prog, rank, err);
+            if (rank == 0)
+                fprintf(stderr, "%s: error: %s\n", prog, err);
+            else
+                fprintf(stderr, "%s: error: rank %d: %s\n", prog, rank, err);
         }
         rt_watchdog_stop();
         rt_ctx_destroy(rt);

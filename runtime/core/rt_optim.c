@@ -21,8 +21,10 @@ static double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq) {
     double repl = 0.0, shard = 0.0;
     for (int i = 0; i < rt->p->nopt; i++) {
         int64_t r = rt_replication(rt, rt->p->opt[i].grad);
-        if (r == rt->world) repl += sumsq[i];
-        else shard += sumsq[i] / (double)r;
+        if (r == rt->world)
+            repl += sumsq[i];
+        else
+            shard += sumsq[i] / (double)r;
     }
     double total = shard;
     if (rt->world > 1) RT_MPI(MPI_Allreduce(&shard, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
@@ -58,8 +60,7 @@ static double rt_clip_scale(const rt_ctx *rt, double norm) {
 
 bool rt_grad_like_param(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
-    RT_CHECK(pd->rank == gd->rank, "adamw %s: grad %s has rank %d, param %d", pd->name, gd->name, gd->rank,
-             pd->rank);
+    RT_CHECK(pd->rank == gd->rank, "adamw %s: grad %s has rank %d, param %d", pd->name, gd->name, gd->rank, pd->rank);
     bool same = true;
     for (int i = 0; i < pd->rank; i++) {
         RT_CHECK(pd->dims[i] == gd->dims[i], "adamw %s: grad %s dim %d is %lld, param %lld", pd->name, gd->name, i,

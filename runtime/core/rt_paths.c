@@ -62,9 +62,12 @@ static bool pt_parent(const char *path, struct stat *dir, const char **base) {
     snprintf(d, sizeof d, "%s", path);
     char *slash = strrchr(d, '/');
     *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (!slash) snprintf(d, sizeof d, ".");
-    else if (slash == d) d[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        snprintf(d, sizeof d, ".");
+    else if (slash == d)
+        d[1] = 0;
+    else
+        *slash = 0;
     return stat(d, dir) == 0;
 }
 
@@ -120,8 +123,10 @@ static void pt_add_dir(pt_list *l, const char *opt, const char *dir, bool ckpt_r
         if (stat(p, &st) != 0) continue;
         bool step = !strncmp(e->d_name, "step-", 5);
         bool own = !strcmp(e->d_name, "latest") || !strcmp(e->d_name, "best.json");
-        if (S_ISREG(st.st_mode) && (!ckpt_root || own)) pt_add(l, opt, "%s/%s", dir, e->d_name);
-        else if (S_ISDIR(st.st_mode) && ckpt_root && step) pt_add_dir(l, opt, p, false);
+        if (S_ISREG(st.st_mode) && (!ckpt_root || own))
+            pt_add(l, opt, "%s/%s", dir, e->d_name);
+        else if (S_ISDIR(st.st_mode) && ckpt_root && step)
+            pt_add_dir(l, opt, p, false);
     }
     if (d) closedir(d);
 }
@@ -135,11 +140,14 @@ static bool pt_is_step(const char *dir) {
 }
 
 static void pt_inputs(const rt_ctx *rt, const rt_options *o, pt_list *in, pt_list *kept) {
-    for (int i = 0; i < rt->train.nshards; i++) pt_add(in, o->text ? "--text" : "--data", "%s%s", rt->train.shard[i].path, "");
+    for (int i = 0; i < rt->train.nshards; i++)
+        pt_add(in, o->text ? "--text" : "--data", "%s%s", rt->train.shard[i].path, "");
     for (int i = 0; i < rt->val.nshards; i++) pt_add(in, "--val-data", "%s%s", rt->val.shard[i].path, "");
     struct stat st;
-    if (o->init_from && stat(o->init_from, &st) == 0 && S_ISDIR(st.st_mode)) pt_add_dir(in, "--init-from", o->init_from, false);
-    else if (o->init_from) pt_add(in, "--init-from", "%s%s", o->init_from, "");
+    if (o->init_from && stat(o->init_from, &st) == 0 && S_ISDIR(st.st_mode))
+        pt_add_dir(in, "--init-from", o->init_from, false);
+    else if (o->init_from)
+        pt_add(in, "--init-from", "%s%s", o->init_from, "");
     /* --resume's files may lie in --checkpoint-dir (continuing in place):
      * checked against the output files only. */
     const char *res = o->resume && *o->resume ? o->resume : o->resume ? o->ckpt_dir : NULL;
@@ -170,8 +178,8 @@ static bool pt_clash(const pt_file *w, const pt_file *r, const char *what, const
     const char *given = pt_given(o, w->opt);
     char via[PT_PATH + 32] = "";
     if (strcmp(given, w->path)) snprintf(via, sizeof via, " (written first as %s)", w->path);
-    snprintf(err, errlen, "%s %s%s is the file of %s %s: %s; pass another path (nothing was trained)", w->opt,
-             given, via, r->opt, r->path, what);
+    snprintf(err, errlen, "%s %s%s is the file of %s %s: %s; pass another path (nothing was trained)", w->opt, given,
+             via, r->opt, r->path, what);
     return false;
 }
 
@@ -182,9 +190,11 @@ bool rt_paths_check(const rt_ctx *rt, const rt_options *o, char *err, size_t err
     bool ok = true;
     for (int i = 0; ok && i < out.n; i++) {
         for (int j = 0; ok && j < in.n; j++)
-            if (pt_same(out.f[i].path, in.f[j].path)) ok = pt_clash(&out.f[i], &in.f[j], "writing it destroys the input", o, err, errlen);
+            if (pt_same(out.f[i].path, in.f[j].path))
+                ok = pt_clash(&out.f[i], &in.f[j], "writing it destroys the input", o, err, errlen);
         for (int j = 0; ok && j < kept.n; j++)
-            if (pt_same(out.f[i].path, kept.f[j].path)) ok = pt_clash(&out.f[i], &kept.f[j], "writing it destroys the checkpoint", o, err, errlen);
+            if (pt_same(out.f[i].path, kept.f[j].path))
+                ok = pt_clash(&out.f[i], &kept.f[j], "writing it destroys the checkpoint", o, err, errlen);
         for (int j = 0; ok && j < out.n; j++)
             if (strcmp(out.f[i].opt, out.f[j].opt) && pt_same(out.f[i].path, out.f[j].path))
                 ok = pt_clash(&out.f[i], &out.f[j], "one output would overwrite the other", o, err, errlen);
@@ -193,15 +203,20 @@ bool rt_paths_check(const rt_ctx *rt, const rt_options *o, char *err, size_t err
     if (ok && o->ckpt_dir && stat(o->ckpt_dir, &ck) == 0) {
         for (int i = 0; ok && i < out.n; i++)
             if (pt_in_ckpt(&ck, out.f[i].path)) {
-                snprintf(err, errlen, "%s %s lies where --checkpoint-dir %s writes its checkpoints (latest, best.json, "
-                         "lock, step-*): pass another path (nothing was trained)", out.f[i].opt, out.f[i].path, o->ckpt_dir);
+                snprintf(err, errlen,
+                         "%s %s lies where --checkpoint-dir %s writes its checkpoints (latest, best.json, "
+                         "lock, step-*): pass another path (nothing was trained)",
+                         out.f[i].opt, out.f[i].path, o->ckpt_dir);
                 ok = false;
             }
         for (int j = 0; ok && j < in.n; j++)
             if (pt_in_ckpt(&ck, in.f[j].path)) {
-                snprintf(err, errlen, "%s %s lies where --checkpoint-dir %s writes its checkpoints (latest, best.json, "
-                         "lock, step-*), so a save could replace it: copy it elsewhere or pass another --checkpoint-dir "
-                         "(nothing was trained)", in.f[j].opt, in.f[j].path, o->ckpt_dir);
+                snprintf(
+                    err, errlen,
+                    "%s %s lies where --checkpoint-dir %s writes its checkpoints (latest, best.json, "
+                    "lock, step-*), so a save could replace it: copy it elsewhere or pass another --checkpoint-dir "
+                    "(nothing was trained)",
+                    in.f[j].opt, in.f[j].path, o->ckpt_dir);
                 ok = false;
             }
     }
@@ -270,8 +285,10 @@ bool rt_paths_lock_ckpt(const char *dir, int argc, char **argv, char *err, size_
             ssize_t got = pread(fd, who, sizeof who - 1, 0);
             who[got > 0 ? got : 0] = 0;
             who[strcspn(who, "\n")] = 0;
-            snprintf(err, errlen, "--checkpoint-dir %s is in use by another run (%s: %s): wait for it to end or "
-                     "pass another --checkpoint-dir", dir, path, who[0] ? who : "no identity written yet");
+            snprintf(err, errlen,
+                     "--checkpoint-dir %s is in use by another run (%s: %s): wait for it to end or "
+                     "pass another --checkpoint-dir",
+                     dir, path, who[0] ? who : "no identity written yet");
             close(fd);
             return false;
         }

@@ -87,13 +87,17 @@ static void rt_placement_report(const rt_program *p, const char *hosts, int g, i
     bool rr = p->node_of != NULL;
     for (int r = 0; rr && r < p->world; r++) rr = p->node_of[r] == r % p->nodes;
     if (!p->node_of)
-        fprintf(stderr, "  compiled placement: consecutive (rank r on node r / %d)\n"
-                        "  fix: launch consecutive ranks on one node (mpirun --map-by slot, Open MPI's default; "
-                        "srun --distribution=block)\n", p->devices_per_node);
+        fprintf(stderr,
+                "  compiled placement: consecutive (rank r on node r / %d)\n"
+                "  fix: launch consecutive ranks on one node (mpirun --map-by slot, Open MPI's default; "
+                "srun --distribution=block)\n",
+                p->devices_per_node);
     else if (rr)
-        fprintf(stderr, "  compiled placement: round_robin (rank r on node r %% %d)\n"
-                        "  fix: launch ranks round-robin over the nodes (mpirun --map-by node; "
-                        "srun --distribution=cyclic)\n", p->nodes);
+        fprintf(stderr,
+                "  compiled placement: round_robin (rank r on node r %% %d)\n"
+                "  fix: launch ranks round-robin over the nodes (mpirun --map-by node; "
+                "srun --distribution=cyclic)\n",
+                p->nodes);
     else
         fprintf(stderr, "  compiled placement: the spec's mesh.placement list (rank r on node node_of[r])\n"
                         "  fix: a host file or rank file that puts every rank on its listed node\n");

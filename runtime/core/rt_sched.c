@@ -23,8 +23,15 @@
 #include "rt_core.h"
 
 const rt_optim_desc rt_optim_defaults = {
-    .schedule = RT_SCHED_CONSTANT, .min_lr = 0, .warmup = 0, .wsd_decay = 0.2,
-    .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_clip = 1.0,
+    .schedule = RT_SCHED_CONSTANT,
+    .min_lr = 0,
+    .warmup = 0,
+    .wsd_decay = 0.2,
+    .weight_decay = 0.1,
+    .beta1 = 0.9,
+    .beta2 = 0.95,
+    .eps = 1e-8,
+    .grad_clip = 1.0,
 };
 
 const rt_optim_field rt_optim_fields[RT_NOPTIM_FIELDS] = {
@@ -87,7 +94,8 @@ double rt_lr_at(const rt_optim_desc *o, double lr, int64_t t, int64_t total) {
 const char *rt_optim_check(const rt_optim_desc *o, double lr, int64_t steps, char *err, size_t errlen) {
     const char *bad = NULL;
     char why[160] = "";
-    if (!(isfinite(lr) && lr >= 0)) bad = "lr", snprintf(why, sizeof why, "%g: must be a finite number >= 0", lr);
+    if (!(isfinite(lr) && lr >= 0))
+        bad = "lr", snprintf(why, sizeof why, "%g: must be a finite number >= 0", lr);
     else if (!(isfinite(o->min_lr) && o->min_lr >= 0 && o->min_lr <= lr))
         bad = "min_lr", snprintf(why, sizeof why, "%g: must lie in [0, lr = %g]", o->min_lr, lr);
     else if (o->warmup < 0)
@@ -96,8 +104,10 @@ const char *rt_optim_check(const rt_optim_desc *o, double lr, int64_t steps, cha
         bad = "warmup", snprintf(why, sizeof why, "%lld steps is longer than the run (%lld steps)",
                                  (long long)o->warmup, (long long)steps);
     else if (!(o->wsd_decay > 0 && o->wsd_decay <= 1))
-        bad = "wsd_decay", snprintf(why, sizeof why, "%g: the decaying fraction of the post-warmup steps must lie "
-                                    "in (0, 1]", o->wsd_decay);
+        bad = "wsd_decay", snprintf(why, sizeof why,
+                                    "%g: the decaying fraction of the post-warmup steps must lie "
+                                    "in (0, 1]",
+                                    o->wsd_decay);
     else if (!(isfinite(o->weight_decay) && o->weight_decay >= 0))
         bad = "weight_decay", snprintf(why, sizeof why, "%g: must be >= 0", o->weight_decay);
     else if (!(o->beta1 >= 0 && o->beta1 < 1))

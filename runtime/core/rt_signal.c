@@ -113,6 +113,5 @@ void rt_signal_test_startup_delay(void) {
     const char *e = getenv("BASP_TEST_STARTUP_DELAY_MS");
     long ms = e ? atol(e) : 0;
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }

@@ -19,8 +19,10 @@ bool rt_host_threads_env(int *n, char *err, size_t errlen) {
     errno = 0;
     long v = strtol(e, &end, 10);
     if (*end || errno || v < 1 || v > RT_MAX_HOST_THREADS) {
-        snprintf(err, errlen, "BASP_HOST_THREADS=%s: want a whole number from 1 to %d (the host threads of each "
-                 "rank; unset, each rank uses its share of its node's CPUs)", e, RT_MAX_HOST_THREADS);
+        snprintf(err, errlen,
+                 "BASP_HOST_THREADS=%s: want a whole number from 1 to %d (the host threads of each "
+                 "rank; unset, each rank uses its share of its node's CPUs)",
+                 e, RT_MAX_HOST_THREADS);
         return false;
     }
     *n = (int)v;

@@ -83,14 +83,17 @@ void cpu_async_init(rt_ctx *rt) {
     MPI_Comm_free(&node);
     cs->progress_ok = rt_mpi_threads == MPI_THREAD_MULTIPLE && local <= cpus;
     if (cs->progress_ok)
-        snprintf(rt->progress_note, sizeof rt->progress_note, "MPI progress thread on (%d rank(s) on %d CPU(s))",
-                 local, cpus);
+        snprintf(rt->progress_note, sizeof rt->progress_note, "MPI progress thread on (%d rank(s) on %d CPU(s))", local,
+                 cpus);
     else if (rt_mpi_threads != MPI_THREAD_MULTIPLE)
-        snprintf(rt->progress_note, sizeof rt->progress_note, "MPI progress between kernels only (MPI grants no "
+        snprintf(rt->progress_note, sizeof rt->progress_note,
+                 "MPI progress between kernels only (MPI grants no "
                  "MPI_THREAD_MULTIPLE)");
     else
-        snprintf(rt->progress_note, sizeof rt->progress_note, "MPI progress between kernels only (%d ranks share "
-                 "%d CPU(s): a polling thread would cost compute)", local, cpus);
+        snprintf(rt->progress_note, sizeof rt->progress_note,
+                 "MPI progress between kernels only (%d ranks share "
+                 "%d CPU(s): a polling thread would cost compute)",
+                 local, cpus);
 }
 
 /* Starts the progress thread the first time a collective is started, when
@@ -119,10 +122,10 @@ struct cpu_async {
     MPI_Request req;
     int nouts, outs[RT_A2A_MAX]; /* the results: what a wait names */
     rt_coll_kind kind;
-    int64_t bytes;    /* sent by this rank */
-    double t_start;   /* the start call's entry */
-    double exposed;   /* seconds spent in the start and wait calls */
-    double t_done;    /* when a test or the wait saw it complete, 0 before */
+    int64_t bytes;              /* sent by this rank */
+    double t_start;             /* the start call's entry */
+    double exposed;             /* seconds spent in the start and wait calls */
+    double t_done;              /* when a test or the wait saw it complete, 0 before */
     cpu_async_finish_fn finish; /* at the wait, after the request (an exchange's unpack) */
     void *arg;
 };
@@ -151,8 +154,14 @@ void cpu_async_add(rt_ctx *rt, MPI_Request req, int nouts, const int *outs, rt_c
     for (int k = 0; k < nouts; k++)
         RT_CHECK(cpu_async_find(cs, outs[k]) < 0, "%s: started again before its wait", rt_coll_val(rt, outs[k])->name);
     struct cpu_async *a = cpu_async_push(cs);
-    *a = (struct cpu_async){.req = req, .nouts = nouts, .kind = kind, .bytes = bytes, .t_start = t_start,
-                            .exposed = rt_now() - t_start, .finish = finish, .arg = arg};
+    *a = (struct cpu_async){.req = req,
+                            .nouts = nouts,
+                            .kind = kind,
+                            .bytes = bytes,
+                            .t_start = t_start,
+                            .exposed = rt_now() - t_start,
+                            .finish = finish,
+                            .arg = arg};
     memcpy(a->outs, outs, sizeof(int) * (size_t)nouts);
     cpu_progress_start(cs);
     cpu_progress_want(cs);
@@ -210,6 +219,8 @@ void rt_wait(rt_ctx *rt, int n, const int *vals) {
 
 void cpu_async_finish_step(rt_ctx *rt) {
     rt_cpu_state *cs = cpu_state(rt);
-    RT_CHECK(cs->nasync == 0, "%d started collective(s) still in flight at the end of the step (the first: %s): the "
-             "program must wait for each", cs->nasync, rt_coll_val(rt, cs->async[0].outs[0])->name);
+    RT_CHECK(cs->nasync == 0,
+             "%d started collective(s) still in flight at the end of the step (the first: %s): the "
+             "program must wait for each",
+             cs->nasync, rt_coll_val(rt, cs->async[0].outs[0])->name);
 }

@@ -141,8 +141,7 @@ void rt_arena_build(rt_ctx *rt) {
     rt->host_bytes = host;
     cpu_count_cats(rt);
     rt->buf = RT_MALLOC(sizeof(void *) * (size_t)(p->nvalues + 1));
-    for (int v = 0; v < p->nvalues; v++)
-        rt->buf[v] = (p->values[v].on_host ? rt->host_arena : rt->arena) + off[v];
+    for (int v = 0; v < p->nvalues; v++) rt->buf[v] = (p->values[v].on_host ? rt->host_arena : rt->arena) + off[v];
     rt->opt_m = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     rt->opt_v = RT_MALLOC(sizeof(float *) * (size_t)(p->nopt + 1));
     size_t opt_end = 0;
@@ -155,8 +154,10 @@ void rt_arena_build(rt_ctx *rt) {
     }
     rt->live_bytes = 0;
     rt_mem_init(rt, off, bytes);
-    if (p->opt_on_host) rt_mem_reach_host(rt, opt_end);
-    else rt_mem_reach(rt, opt_end);
+    if (p->opt_on_host)
+        rt_mem_reach_host(rt, opt_end);
+    else
+        rt_mem_reach(rt, opt_end);
     free(off);
     free(bytes);
     free(opt_off);
@@ -172,9 +173,7 @@ void *rt_backend_buffer(rt_ctx *rt, int v) {
 void rt_backend_free(rt_ctx *rt, int v) { (void)rt, (void)v; }
 
 /* ---- host access (CPU: the buffers are host memory) ---------------------------- */
-void rt_host_read(rt_ctx *rt, int v, void *dst) {
-    memcpy(dst, rt->buf[v], (size_t)rt->p->values[v].local_elems * 4);
-}
+void rt_host_read(rt_ctx *rt, int v, void *dst) { memcpy(dst, rt->buf[v], (size_t)rt->p->values[v].local_elems * 4); }
 
 void rt_host_write(rt_ctx *rt, int v, const void *src) {
     memcpy(rt->buf[v], src, (size_t)rt->p->values[v].local_elems * 4);
@@ -220,9 +219,7 @@ const char *rt_backend_timing_note(const rt_ctx *rt) {
     return NULL; /* the kernels run on the calling thread: their wall time is theirs */
 }
 
-size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
-    return (size_t)kern_scratch_bytes() + cpu_state(rt)->lse_bytes;
-}
+size_t rt_backend_workspace_bytes(const rt_ctx *rt) { return (size_t)kern_scratch_bytes() + cpu_state(rt)->lse_bytes; }
 
 /* The collectives' staging: with a plan, the two areas it reserved in the
  * arena (a request beyond them is a disagreement between the compiler's
@@ -231,7 +228,7 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
 void *cpu_scratch(rt_ctx *rt, int which, size_t bytes) {
     rt_cpu_state *cs = cpu_state(rt);
     RT_CHECK(!cs->scratch_held, "a collective needs the staging areas while a started all_to_all still holds them "
-             "(the program must wait for it first)");
+                                "(the program must wait for it first)");
     if (rt->planned) {
         RT_CHECK(bytes <= cs->scratch_bytes[which],
                  "a collective needs %zu bytes of staging area %d, the memory plan reserved %zu", bytes, which,

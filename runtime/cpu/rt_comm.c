@@ -115,8 +115,10 @@ static void cpu_a2a_post(rt_ctx *rt, cpu_a2a_xfer *X, int g, int split, int conc
     if (same) {
         RT_CHECK(scnt[0] <= 0x7fffffff, "all_to_all: %lld elements per peer exceed MPI's int count",
                  (long long)scnt[0]);
-        if (req) RT_MPI(MPI_Ialltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g], req));
-        else RT_MPI(MPI_Alltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g]));
+        if (req)
+            RT_MPI(MPI_Ialltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g], req));
+        else
+            RT_MPI(MPI_Alltoall(sbuf, (int)scnt[0], t, rbuf, (int)scnt[0], t, rt->comm[g]));
         return;
     }
     /* split-size all-to-all */
@@ -223,8 +225,10 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
  * result's buffer, so only blocks that land in place. */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) {
     cpu_dimcoll G = cpu_dimcoll_begin(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
-    RT_CHECK(G.O == 1, "all_gather %s (started): dim %d has %lld outer entries; a started gather must land in place "
-             "(codegen admits only such)", G.d->name, dim, (long long)G.O);
+    RT_CHECK(G.O == 1,
+             "all_gather %s (started): dim %d has %lld outer entries; a started gather must land in place "
+             "(codegen admits only such)",
+             G.d->name, dim, (long long)G.O);
     MPI_Request req = MPI_REQUEST_NULL;
     if (G.K == 1) {
         memcpy(rt->buf[out], rt->buf[in], (size_t)G.n * 4);
@@ -252,8 +256,7 @@ static MPI_Request cpu_reduce_scatter_post(rt_ctx *rt, int g, const cpu_dimcoll 
     if (R->K == 1)
         memcpy(rt->buf[out], rt->buf[in], (size_t)R->n * 4);
     else
-        RT_MPI(MPI_Ireduce_scatter_block(rt->buf[in], rt->buf[out], (int)R->n, MPI_FLOAT, MPI_SUM, rt->comm[g],
-                                         &req));
+        RT_MPI(MPI_Ireduce_scatter_block(rt->buf[in], rt->buf[out], (int)R->n, MPI_FLOAT, MPI_SUM, rt->comm[g], &req));
     return req;
 }
 
@@ -277,8 +280,10 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
 
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) {
     cpu_dimcoll R = cpu_dimcoll_begin(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
-    RT_CHECK(R.O == 1 || R.K == 1, "reduce_scatter %s (started): dim %d has %lld outer entries; a started "
-             "reduce-scatter must land in place (codegen admits only such)", R.d->name, dim, (long long)R.O);
+    RT_CHECK(R.O == 1 || R.K == 1,
+             "reduce_scatter %s (started): dim %d has %lld outer entries; a started "
+             "reduce-scatter must land in place (codegen admits only such)",
+             R.d->name, dim, (long long)R.O);
     MPI_Request req = cpu_reduce_scatter_post(rt, g, &R, in, out);
     cpu_async_add(rt, req, 1, &out, RT_C_REDUCE_SCATTER, R.n * (R.K - 1) * 4, R.t0, NULL, NULL);
 }

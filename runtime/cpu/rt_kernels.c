@@ -10,19 +10,18 @@
 #include "../host/rt_host.h"
 #include "rt_cpu.h"
 
-#define RT_TIMED(kind, call)                                                                                         \
-    do {                                                                                                             \
-        double t0_ = rt_now();                                                                                       \
-        call;                                                                                                        \
-        rt_kern_count(rt, kind, t0_);                                                                                \
+#define RT_TIMED(kind, call)                                                                                           \
+    do {                                                                                                               \
+        double t0_ = rt_now();                                                                                         \
+        call;                                                                                                          \
+        rt_kern_count(rt, kind, t0_);                                                                                  \
     } while (0)
 
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
     RT_TIMED(CM_K_EMBEDDING, kern_embedding_fwd(out, tok, w, N, V, D));
 }
 
-void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
-                      int64_t D) {
+void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D) {
     RT_TIMED(CM_K_EMBEDDING_BWD, kern_embedding_bwd(dw, dout, tok, N, V, D));
 }
 
@@ -56,22 +55,24 @@ static const kern_rope_scaling *cpu_rope_scaling_of(const rt_program *p, kern_ro
 
 /* Packed documents: each row has its own positions (within its documents),
  * so the rows are rotated one at a time. */
-static void cpu_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
-                          int64_t H, int64_t Dh, int64_t pos0, double theta, const kern_rope_scaling *sc) {
+static void cpu_rope_docs(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H,
+                          int64_t Dh, int64_t pos0, double theta, const kern_rope_scaling *sc) {
     int64_t *pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1)), n = s * H * Dh;
     cm_kernel_kind kind = bwd ? CM_K_ROPE_BWD : CM_K_ROPE;
     for (int64_t bi = 0; bi < b; bi++) {
         rt_doc_slice(rt, row0 + bi, 1, pos0, s, NULL, pos);
-        if (!bwd) RT_TIMED(kind, kern_rope_fwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
-        else RT_TIMED(kind, kern_rope_bwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
+        if (!bwd)
+            RT_TIMED(kind, kern_rope_fwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
+        else
+            RT_TIMED(kind, kern_rope_bwd_pos(y + bi * n, x + bi * n, 1, s, H, Dh, pos, theta, sc));
     }
     free(pos);
 }
 
 /* In the natural order a slice's positions run on from pos0; in the ring's
  * zig-zag order they are looked up (rt_seq_positions). */
-static void cpu_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s,
-                         int64_t H, int64_t Dh, int64_t pos0, double theta) {
+static void cpu_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H,
+                         int64_t Dh, int64_t pos0, double theta) {
     kern_rope_scaling buf;
     const kern_rope_scaling *sc = cpu_rope_scaling_of(rt->p, &buf);
     cm_kernel_kind kind = bwd ? CM_K_ROPE_BWD : CM_K_ROPE;
@@ -84,10 +85,14 @@ static void cpu_rope_any(rt_ctx *rt, bool bwd, float *y, const float *x, int64_t
         pos = RT_MALLOC(sizeof(int64_t) * (size_t)(s > 0 ? s : 1));
         rt_seq_positions(rt, pos0, s, pos);
     }
-    if (!pos && !bwd) RT_TIMED(kind, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta, sc));
-    else if (!pos) RT_TIMED(kind, kern_rope_bwd(y, x, b, s, H, Dh, pos0, theta, sc));
-    else if (!bwd) RT_TIMED(kind, kern_rope_fwd_pos(y, x, b, s, H, Dh, pos, theta, sc));
-    else RT_TIMED(kind, kern_rope_bwd_pos(y, x, b, s, H, Dh, pos, theta, sc));
+    if (!pos && !bwd)
+        RT_TIMED(kind, kern_rope_fwd(y, x, b, s, H, Dh, pos0, theta, sc));
+    else if (!pos)
+        RT_TIMED(kind, kern_rope_bwd(y, x, b, s, H, Dh, pos0, theta, sc));
+    else if (!bwd)
+        RT_TIMED(kind, kern_rope_fwd_pos(y, x, b, s, H, Dh, pos, theta, sc));
+    else
+        RT_TIMED(kind, kern_rope_bwd_pos(y, x, b, s, H, Dh, pos, theta, sc));
     free(pos);
 }
 
@@ -182,7 +187,9 @@ void cpu_attention_say(rt_ctx *rt, int64_t Dh) {
            : !strcmp(impl, "fused-avx2") ? "fused AVX2 kernels"
                                          : "blocked BLAS kernels",
            (long long)Dh, rt->docs ? ", packed documents" : "",
-           set == KERN_ATTN_BLAS ? "blas" : set == KERN_ATTN_FUSED ? "fused" : "auto");
+           set == KERN_ATTN_BLAS    ? "blas"
+           : set == KERN_ATTN_FUSED ? "fused"
+                                    : "auto");
     fflush(stdout);
 }
 
@@ -199,9 +206,9 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     free(doc);
 }
 
-void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
-                      int64_t Hkv, int64_t Dh) {
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh) {
     if (!rt->docs) {
         const float *lse = cpu_state(rt)->lse_off ? NULL : cpu_lse_of(cpu_state(rt), o, b, S, H, Dh);
         RT_TIMED(CM_K_ATTENTION_BWD, kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, b, S, H, Hkv, Dh));
@@ -242,8 +249,8 @@ void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
     RT_TIMED(CM_K_ADD, kern_add(y, a, b, n));
 }
 
-void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
-                     int64_t V, int64_t D) {
+void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N, int64_t V,
+                     int64_t D) {
     RT_TIMED(CM_K_LM_HEAD_LOSS, kern_lm_head_loss_fwd(loss, x, w, tgt, N, V, D));
 }
 

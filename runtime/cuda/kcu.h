@@ -26,13 +26,13 @@
 /* For standalone programs without a runtime context (the GPU tests and
  * benchmarks): a failed CUDA call prints where and what, and exits 1.  The
  * runtime itself uses CU_CHECK (rt_cuda.h), which ends the MPI job. */
-#define KCU_CHECK_EXIT(call)                                                                                         \
-    do {                                                                                                             \
-        cudaError_t kcu_e_ = (call);                                                                                 \
-        if (kcu_e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(kcu_e_));       \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
+#define KCU_CHECK_EXIT(call)                                                                                           \
+    do {                                                                                                               \
+        cudaError_t kcu_e_ = (call);                                                                                   \
+        if (kcu_e_ != cudaSuccess) {                                                                                   \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(kcu_e_));          \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 #ifdef __cplusplus
@@ -57,8 +57,8 @@ cudaError_t kcu_embedding_fwd(kcu_bf16 *out, const int32_t *tok, const kcu_bf16 
                               int *err, cudaStream_t st);
 /* dw[V,D] = sum over n with tok[n]=v of dout[n,:], summed in fp32 in ws32
  * [V,D] (atomics: the order of a token's rows is not fixed). */
-cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, const int32_t *tok, int64_t N, int64_t V,
-                              int64_t D, float *ws32, int *err, cudaStream_t st);
+cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D,
+                              float *ws32, int *err, cudaStream_t st);
 
 /* ---- rmsnorm ------------------------------------------------------------------- */
 /* y[N,D] = x * rsqrt(mean_d(x^2) + eps) * w[D] */
@@ -72,8 +72,8 @@ cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, cons
 /* y, x [b,S,H,Dh]: pair (i, i+Dh/2) of token s rotated by +angle (sign 1) or
  * -angle (sign -1, the backward) with cs, sn [S, Dh/2] from kern_rope_table.
  * y may alias x. */
-cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S,
-                     int64_t H, int64_t Dh, float sign, cudaStream_t st);
+cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S, int64_t H,
+                     int64_t Dh, float sign, cudaStream_t st);
 
 /* ---- element-wise ------------------------------------------------------------------ */
 cudaError_t kcu_swiglu_fwd(kcu_bf16 *y, const kcu_bf16 *g, const kcu_bf16 *u, int64_t n, cudaStream_t st);
@@ -130,23 +130,22 @@ int64_t kcu_mlp_ws_elems(int64_t N, int64_t F, int64_t chunk);
 cudaError_t kcu_mlp_fwd(cublasHandle_t h, kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *wg, const kcu_bf16 *wu,
                         const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F, int64_t chunk, kcu_bf16 *ws,
                         cudaStream_t st);
-cudaError_t kcu_mlp_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dwg, kcu_bf16 *dwu, kcu_bf16 *dwd,
-                        const kcu_bf16 *dy, const kcu_bf16 *x, const kcu_bf16 *wg, const kcu_bf16 *wu,
-                        const kcu_bf16 *wd, int64_t N, int64_t D, int64_t F, int64_t chunk, kcu_bf16 *ws,
-                        cudaStream_t st);
+cudaError_t kcu_mlp_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dwg, kcu_bf16 *dwu, kcu_bf16 *dwd, const kcu_bf16 *dy,
+                        const kcu_bf16 *x, const kcu_bf16 *wg, const kcu_bf16 *wu, const kcu_bf16 *wd, int64_t N,
+                        int64_t D, int64_t F, int64_t chunk, kcu_bf16 *ws, cudaStream_t st);
 
 /* LM head + cross-entropy.  Logits are formed `chunk` rows at a time
  * (fp32 [chunk, V] in ws->logits), never [N, V]. */
 typedef struct kcu_lmhead_ws {
-    int64_t chunk;     /* rows per chunk of the forward and the statistics pass (kcu_lm_head_chunk) */
-    int64_t vchunk;    /* vocabulary columns per chunk of the backward (kcu_lm_head_vchunk) */
-    float *logits;     /* forward [chunk, V]; backward [max(chunk * V, N * vchunk)] */
-    kcu_bf16 *dl;      /* [N, vchunk], backward */
-    float *rowloss;    /* [N], forward */
-    float *lse;        /* [N] row log-sum-exp: written by the forward unless NULL, read by the backward */
-    int lse_valid;     /* backward: lse already holds these rows' statistics (else computed first) */
-    float *dx32;       /* [N, D], backward */
-    int *err;          /* device flag: a target >= V */
+    int64_t chunk;  /* rows per chunk of the forward and the statistics pass (kcu_lm_head_chunk) */
+    int64_t vchunk; /* vocabulary columns per chunk of the backward (kcu_lm_head_vchunk) */
+    float *logits;  /* forward [chunk, V]; backward [max(chunk * V, N * vchunk)] */
+    kcu_bf16 *dl;   /* [N, vchunk], backward */
+    float *rowloss; /* [N], forward */
+    float *lse;     /* [N] row log-sum-exp: written by the forward unless NULL, read by the backward */
+    int lse_valid;  /* backward: lse already holds these rows' statistics (else computed first) */
+    float *dx32;    /* [N, D], backward */
+    int *err;       /* device flag: a target >= V */
 } kcu_lmhead_ws;
 int64_t kcu_lm_head_chunk(int64_t N, int64_t V);
 int64_t kcu_lm_head_vchunk(int64_t N, int64_t V);
@@ -181,8 +180,8 @@ size_t kcu_attention_tc_smem(int64_t Dh);
 int64_t kcu_attention_bwd_ws(int64_t b, int64_t S, int64_t H);
 /* dq [b,S,H,Dh], dk, dv [b,S,Hkv,Dh] (summed over the q heads of a kv head). */
 cudaError_t kcu_attention_bwd(kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
-                              const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S,
-                              int64_t H, int64_t Hkv, int64_t Dh, float *ws, cudaStream_t st);
+                              const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
+                              int64_t Hkv, int64_t Dh, float *ws, cudaStream_t st);
 
 /* ---- ring attention and rope with positions (kcu_ring.cu, kcu_basic.cu) ---------------- */
 /* The blocks of ring attention, as kern_ring_block_fwd/_bwd (../host/rt_host.h):
@@ -199,9 +198,9 @@ cudaError_t kcu_attention_bwd(kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kc
  *   D [b,S,H] fp32;
  *   dq [b,Sq,H,Dh], dk, dv [b,Sk,Hk,Dh] fp32 ACCUMULATORS (+=, zeroed by
  *   the caller once; convert to bf16 after the last block). */
-cudaError_t kcu_ring_block_fwd(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
-                               int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
-                               const int64_t *qpos, const int64_t *kpos, cudaStream_t st);
+cudaError_t kcu_ring_block_fwd(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                               int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                               const int64_t *kpos, cudaStream_t st);
 /* D[b,S,H] = sum_d dout * o (fp32 sums), o the final output (bf16). */
 cudaError_t kcu_ring_rowdot(float *D, const kcu_bf16 *dout, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
                             int64_t Dh, cudaStream_t st);
@@ -221,20 +220,18 @@ cudaError_t kcu_ring_block_bwd(float *dq, float *dk, float *dv, const kcu_bf16 *
  * kern_ring_block_fwd_doc. */
 cudaError_t kcu_ring_block_fwd_doc(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
                                    int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
-                                   const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
-                                   const int32_t *kdoc, cudaStream_t st);
+                                   const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc,
+                                   cudaStream_t st);
 cudaError_t kcu_ring_block_bwd_doc(float *dq, float *dk, float *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
-                                   const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D,
-                                   int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
-                                   const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
-                                   const int32_t *kdoc, cudaStream_t st);
+                                   const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D, int64_t b,
+                                   int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                                   const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc, cudaStream_t st);
 /* kcu_rope with token s at position pos[s] (device int64 [S]): cs, sn
  * [P, Dh/2] is the table of positions 0..P-1 (kern_rope_table with S = P,
  * pos0 = 0), so one table serves every permutation of the sequence and the
  * angles are the CPU kernel's floats.  A position outside [0, P) gives NaN. */
 cudaError_t kcu_rope_pos(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t P,
-                         const int64_t *pos, int64_t b, int64_t S, int64_t H, int64_t Dh, float sign,
-                         cudaStream_t st);
+                         const int64_t *pos, int64_t b, int64_t S, int64_t H, int64_t Dh, float sign, cudaStream_t st);
 
 #ifdef __cplusplus
 }

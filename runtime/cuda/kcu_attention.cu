@@ -29,7 +29,7 @@
 
 typedef __nv_bfloat16 bf16;
 
-enum { BQ = 64, BK = 32 }; // forward / dQ: queries per block, keys per shared tile
+enum { BQ = 64, BK = 32 };   // forward / dQ: queries per block, keys per shared tile
 enum { BKV = 64, BQ2 = 32 }; // dK/dV: keys per block, queries per shared tile
 
 #include "kcu_attn_tile.cuh"
@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(BQ *Cfg<DH>::TPR)
 
 // Dsum[b,H,S] = sum_d dO * O ; one thread per row
 __global__ void k_attn_dsum(float *dsum, const bf16 *dout, const bf16 *o, int64_t b, int S, int H, int Dh) {
-    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < b * S * H; r += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < b * S * H;
+         r += (int64_t)gridDim.x * blockDim.x) {
         int64_t bi = r / ((int64_t)S * H), si = (r / H) % S, h = r % H;
         float s = 0.f;
         for (int d = 0; d < Dh; d++) s += ldf(dout, r * Dh + d) * ldf(o, r * Dh + d);
@@ -149,8 +150,8 @@ __global__ void __launch_bounds__(BQ *Cfg<DH>::TPR)
 // of its kv head:  dv += p dO ;  dk += ds q ; dk *= 1/sqrt(Dh)
 template <int DH>
 __global__ void __launch_bounds__(BKV *Cfg<DH>::TPR)
-    k_attn_bwd_dkv(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
-                   const float *lse, const float *dsum, int S, int H, int Hkv, float sl2, float scale) {
+    k_attn_bwd_dkv(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,
+                   const float *dsum, int S, int H, int Hkv, float sl2, float scale) {
     constexpr int TPR = Cfg<DH>::TPR, E = Cfg<DH>::E;
     __shared__ float Qs[BQ2][DH];
     __shared__ float Os[BQ2][DH]; // dO
@@ -221,24 +222,23 @@ static void launch_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf1
     dim3 gq((unsigned)((S + BQ - 1) / BQ), (unsigned)(b * H));
     k_attn_bwd_dq<DH><<<gq, BQ * Cfg<DH>::TPR, 0, st>>>(dq, dout, q, k, v, lse, dsum, S, H, Hkv, sl2, (float)scale);
     dim3 gk((unsigned)((S + BKV - 1) / BKV), (unsigned)(b * Hkv));
-    k_attn_bwd_dkv<DH><<<gk, BKV * Cfg<DH>::TPR, 0, st>>>(dk, dv, dout, q, k, v, lse, dsum, S, H, Hkv, sl2,
-                                                            (float)scale);
+    k_attn_bwd_dkv<DH>
+        <<<gk, BKV * Cfg<DH>::TPR, 0, st>>>(dk, dv, dout, q, k, v, lse, dsum, S, H, Hkv, sl2, (float)scale);
 }
 
-#define DISPATCH_DH(Dh, CALL)                                                                                      \
-    switch (Dh) {                                                                                                  \
-    case 8: CALL(8); break;                                                                                        \
-    case 16: CALL(16); break;                                                                                      \
-    case 32: CALL(32); break;                                                                                      \
-    case 64: CALL(64); break;                                                                                      \
-    default: CALL(128); break;                                                                                     \
+#define DISPATCH_DH(Dh, CALL)                                                                                          \
+    switch (Dh) {                                                                                                      \
+    case 8: CALL(8); break;                                                                                            \
+    case 16: CALL(16); break;                                                                                          \
+    case 32: CALL(32); break;                                                                                          \
+    case 64: CALL(64); break;                                                                                          \
+    default: CALL(128); break;                                                                                         \
     }
 
 // kcu_attention_tc.cu's launcher: Dh 64 or 128 (else cudaErrorInvalidValue);
 // the other dims are checked here, by dims_ok, before it is called.
 extern "C" cudaError_t kcu_attention_fwd_tc(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
-                                            int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,
-                                            cudaStream_t st);
+                                            int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st);
 
 // The tensor-core forward applies at Dh 64 and 128 when the device grants
 // its shared memory (sm_80 and later do: 163 KB and more per block).
@@ -251,14 +251,14 @@ static bool tc_fits(int64_t Dh) {
     return (size_t)optin >= need;
 }
 
-extern "C" cudaError_t kcu_attention_fwd_impl(kcu_attn_impl impl, kcu_bf16 *o, const kcu_bf16 *q,
-                                              const kcu_bf16 *k, const kcu_bf16 *v, int64_t b, int64_t S, int64_t H,
-                                              int64_t Hkv, int64_t Dh, cudaStream_t st) {
+extern "C" cudaError_t kcu_attention_fwd_impl(kcu_attn_impl impl, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
+                                              const kcu_bf16 *v, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                                              int64_t Dh, cudaStream_t st) {
     if (!dims_ok(b, S, H, Hkv, Dh)) return cudaErrorInvalidValue;
     if (impl == KCU_ATTN_TC || (impl == KCU_ATTN_AUTO && tc_fits(Dh)))
         return kcu_attention_fwd_tc(o, q, k, v, b, S, H, Hkv, Dh, st);
-#define FWD(D)                                                                                                     \
-    launch_fwd<D, true>((bf16 *)o, nullptr, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, b, (int)S, (int)H,  \
+#define FWD(D)                                                                                                         \
+    launch_fwd<D, true>((bf16 *)o, nullptr, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, b, (int)S, (int)H,      \
                         (int)Hkv, st)
     DISPATCH_DH(Dh, FWD)
 #undef FWD
@@ -280,15 +280,15 @@ extern "C" cudaError_t kcu_attention_bwd(kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *d
     float *lse = ws, *dsum = ws + b * S * H;
     // The row statistics are recomputed, as on the CPU: nothing is kept
     // between the forward and the backward.
-#define LSE(D)                                                                                                     \
+#define LSE(D)                                                                                                         \
     launch_fwd<D, false>(nullptr, lse, (const bf16 *)q, (const bf16 *)k, nullptr, b, (int)S, (int)H, (int)Hkv, st)
     DISPATCH_DH(Dh, LSE)
 #undef LSE
     int64_t rows = b * S * H;
     unsigned blocks = (unsigned)((rows + 255) / 256 < 4096 ? (rows + 255) / 256 : 4096);
     k_attn_dsum<<<blocks, 256, 0, st>>>(dsum, (const bf16 *)dout, (const bf16 *)o, b, (int)S, (int)H, (int)Dh);
-#define BWD(D)                                                                                                     \
-    launch_bwd<D>((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k,         \
+#define BWD(D)                                                                                                         \
+    launch_bwd<D>((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k,            \
                   (const bf16 *)v, lse, dsum, b, (int)S, (int)H, (int)Hkv, st)
     DISPATCH_DH(Dh, BWD)
 #undef BWD

@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 }
 
 template <int DH>
-static cudaError_t launch_fwd_tc(bf16 *o, const bf16 *q, const bf16 *k, const bf16 *v, int64_t b, int S, int H,
-                                 int Hkv, cudaStream_t st) {
+static cudaError_t launch_fwd_tc(bf16 *o, const bf16 *q, const bf16 *k, const bf16 *v, int64_t b, int S, int H, int Hkv,
+                                 cudaStream_t st) {
     size_t bytes = Tc<DH>::BYTES;
     cudaError_t e = cudaFuncSetAttribute(k_attn_fwd_tc<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess) return e;
@@ -182,12 +182,11 @@ extern "C" size_t kcu_attention_tc_smem(int64_t Dh) {
 // Called by kcu_attention_fwd_impl (kcu_attention.cu), which has checked
 // every dim but the head dim.
 extern "C" cudaError_t kcu_attention_fwd_tc(kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
-                                            int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,
-                                            cudaStream_t st) {
+                                            int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, cudaStream_t st) {
     if (Dh != 64 && Dh != 128) return cudaErrorInvalidValue;
     if (Dh == 64)
         return launch_fwd_tc<64>((bf16 *)o, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, b, (int)S, (int)H,
                                  (int)Hkv, st);
-    return launch_fwd_tc<128>((bf16 *)o, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, b, (int)S, (int)H,
-                              (int)Hkv, st);
+    return launch_fwd_tc<128>((bf16 *)o, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, b, (int)S, (int)H, (int)Hkv,
+                              st);
 }

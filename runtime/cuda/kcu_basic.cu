@@ -16,7 +16,7 @@ typedef __nv_bfloat16 bf16;
 
 static __device__ __forceinline__ float ldf(const bf16 *p, int64_t i) { return __bfloat162float(p[i]); }
 static __device__ __forceinline__ bf16 tobf(float x) { return __float2bfloat16(x); }
-#define BF(p) reinterpret_cast<bf16 *>(p)
+#define BF(p)  reinterpret_cast<bf16 *>(p)
 #define CBF(p) reinterpret_cast<const bf16 *>(p)
 
 enum { THREADS = 256 };
@@ -68,7 +68,8 @@ static int64_t vec_groups(int64_t n, const void *a, const void *b = NULL, const 
 // The launch for nv groups and n - 8 nv single elements.
 static unsigned grid_vec(int64_t n, int64_t nv) { return grid_for(nv > n - nv * VEC ? nv : n - nv * VEC); }
 
-#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n)                                                                                              \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 static __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -119,9 +120,7 @@ extern "C" cudaError_t kcu_f32_to_bf16(kcu_bf16 *y, const float *x, int64_t n, c
     return cudaGetLastError();
 }
 
-__global__ void k_fill_f32(float *x, float v, int64_t n) {
-    GRID_STRIDE(i, n) x[i] = v;
-}
+__global__ void k_fill_f32(float *x, float v, int64_t n) { GRID_STRIDE(i, n) x[i] = v; }
 
 extern "C" cudaError_t kcu_fill_f32(float *x, float v, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
@@ -172,8 +171,10 @@ __global__ void k_embedding_bwd(float *ws32, const bf16 *dout, const int32_t *to
     GRID_STRIDE(i, N * D) {
         int64_t n = i / D, d = i % D;
         int32_t t = tok[n];
-        if (t < 0 || t >= V) *err = 1;
-        else atomicAdd(&ws32[(int64_t)t * D + d], ldf(dout, i));
+        if (t < 0 || t >= V)
+            *err = 1;
+        else
+            atomicAdd(&ws32[(int64_t)t * D + d], ldf(dout, i));
     }
 }
 
@@ -183,8 +184,8 @@ extern "C" cudaError_t kcu_embedding_fwd(kcu_bf16 *out, const int32_t *tok, cons
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, const int32_t *tok, int64_t N,
-                                         int64_t V, int64_t D, float *ws32, int *err, cudaStream_t st) {
+extern "C" cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, const int32_t *tok, int64_t N, int64_t V,
+                                         int64_t D, float *ws32, int *err, cudaStream_t st) {
     cudaError_t e = cudaMemsetAsync(ws32, 0, (size_t)(V * D) * sizeof(float), st);
     if (e != cudaSuccess) return e;
     k_embedding_bwd<<<grid_for(N * D), THREADS, 0, st>>>(ws32, CBF(dout), tok, N, V, D, err);
@@ -238,8 +239,10 @@ __global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf1
         float ss = 0.f, dot = 0.f;
         for (int64_t d = threadIdx.x * w8; d < D; d += step) {
             float xv[VEC], g[VEC], wv[VEC];
-            if (vec) ld8(xr, d, xv), ld8(gr, d, g), ld8(w, d, wv);
-            else xv[0] = ldf(xr, d), g[0] = ldf(gr, d), wv[0] = ldf(w, d);
+            if (vec)
+                ld8(xr, d, xv), ld8(gr, d, g), ld8(w, d, wv);
+            else
+                xv[0] = ldf(xr, d), g[0] = ldf(gr, d), wv[0] = ldf(w, d);
             for (int k = 0; k < w8; k++) ss += xv[k] * xv[k], dot += g[k] * wv[k] * xv[k];
         }
         ss = block_sum(ss);
@@ -247,14 +250,18 @@ __global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf1
         float r = rsqrtf(ss / (float)D + eps), c = dot * r * r * r / (float)D;
         for (int64_t d = threadIdx.x * w8; d < D; d += step) {
             float xv[VEC], g[VEC], wv[VEC], o[VEC];
-            if (vec) ld8(xr, d, xv), ld8(gr, d, g), ld8(w, d, wv);
-            else xv[0] = ldf(xr, d), g[0] = ldf(gr, d), wv[0] = ldf(w, d);
+            if (vec)
+                ld8(xr, d, xv), ld8(gr, d, g), ld8(w, d, wv);
+            else
+                xv[0] = ldf(xr, d), g[0] = ldf(gr, d), wv[0] = ldf(w, d);
             for (int k = 0; k < w8; k++) {
                 o[k] = r * wv[k] * g[k] - c * xv[k];
                 dwsh[d + k] += g[k] * xv[k] * r; // each thread owns its columns: no race
             }
-            if (vec) st8(dx + n * D, d, o);
-            else dx[n * D + d] = tobf(o[0]);
+            if (vec)
+                st8(dx + n * D, d, o);
+            else
+                dx[n * D + d] = tobf(o[0]);
         }
     }
     __syncthreads();
@@ -292,8 +299,8 @@ extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf1
     if (e != cudaSuccess) return e;
     unsigned blocks = (unsigned)(N < 512 ? (N > 0 ? N : 1) : 512);
     bool vec = D % VEC == 0 && aligned16(dx, dy, x, w);
-    k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(BF(dx), CBF(dy), CBF(x), CBF(w), N, D,
-                                                                       (float)eps, ws32, vec);
+    k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(BF(dx), CBF(dy), CBF(x), CBF(w), N, D, (float)eps,
+                                                                      ws32, vec);
     e = cudaGetLastError();
     return e != cudaSuccess ? e : kcu_f32_to_bf16(dw, ws32, D, st);
 }
@@ -301,8 +308,8 @@ extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf1
 // ---- rope -------------------------------------------------------------------------------
 // Rotates the pair (i, i+half) of the row at off by (c, s); the one rotation
 // of both rope kernels.
-static __device__ __forceinline__ void rope_pair(bf16 *y, const bf16 *x, int64_t off, int64_t i, int64_t half,
-                                                 float c, float s) {
+static __device__ __forceinline__ void rope_pair(bf16 *y, const bf16 *x, int64_t off, int64_t i, int64_t half, float c,
+                                                 float s) {
     float x0 = ldf(x, off + i), x1 = ldf(x, off + i + half);
     y[off + i] = tobf(x0 * c - x1 * s);
     y[off + i + half] = tobf(x1 * c + x0 * s);
@@ -342,12 +349,12 @@ __global__ void k_rope(bf16 *y, const bf16 *x, const float *cs, const float *sn,
     }
 }
 
-extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b,
-                                int64_t S, int64_t H, int64_t Dh, float sign, cudaStream_t st) {
+extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t b, int64_t S,
+                                int64_t H, int64_t Dh, float sign, cudaStream_t st) {
     if (Dh % 2) return cudaErrorInvalidValue;
     bool vec = rope_vec(y, x, cs, sn, Dh);
-    k_rope<<<grid_for(b * S * H * Dh / 2 / (vec ? VEC : 1)), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, b, S, H, Dh,
-                                                                              sign, vec);
+    k_rope<<<grid_for(b * S * H * Dh / 2 / (vec ? VEC : 1)), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, b, S, H, Dh, sign,
+                                                                               vec);
     return cudaGetLastError();
 }
 
@@ -362,7 +369,8 @@ __global__ void k_rope_pos(bf16 *y, const bf16 *x, const float *cs, const float 
         bool in = p >= 0 && p < P;
         if (vec) {
             float c[VEC], s[VEC];
-            if (in) ld8f(cs, p * half + i, c), ld8f(sn, p * half + i, s);
+            if (in)
+                ld8f(cs, p * half + i, c), ld8f(sn, p * half + i, s);
             else
                 for (int k = 0; k < VEC; k++) c[k] = s[k] = NAN;
             rope8(y, x, row * Dh, i, half, c, s, sign);
@@ -378,8 +386,8 @@ extern "C" cudaError_t kcu_rope_pos(kcu_bf16 *y, const kcu_bf16 *x, const float 
                                     cudaStream_t st) {
     if (Dh % 2 || P <= 0) return cudaErrorInvalidValue;
     bool vec = rope_vec(y, x, cs, sn, Dh);
-    k_rope_pos<<<grid_for(b * S * H * Dh / 2 / (vec ? VEC : 1)), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, P, pos, b,
-                                                                                  S, H, Dh, sign, vec);
+    k_rope_pos<<<grid_for(b * S * H * Dh / 2 / (vec ? VEC : 1)), THREADS, 0, st>>>(BF(y), CBF(x), cs, sn, P, pos, b, S,
+                                                                                   H, Dh, sign, vec);
     return cudaGetLastError();
 }
 
@@ -409,8 +417,7 @@ __global__ void k_swiglu_fwd(bf16 *y, const bf16 *g, const bf16 *u, int64_t n, i
 }
 
 // dg[n], du[n] (they may alias g and u: the MLP's backward writes them in place)
-__global__ void k_swiglu_bwd(bf16 *dg, bf16 *du, const bf16 *dy, const bf16 *g, const bf16 *u, int64_t n,
-                             int64_t nv) {
+__global__ void k_swiglu_bwd(bf16 *dg, bf16 *du, const bf16 *dy, const bf16 *g, const bf16 *u, int64_t n, int64_t nv) {
     GRID_STRIDE(v, nv) {
         float d[VEC], a[VEC], b[VEC], ga[VEC], ua[VEC];
         ld8(dy, v * VEC, d), ld8(g, v * VEC, a), ld8(u, v * VEC, b);
@@ -439,8 +446,7 @@ __global__ void k_add(bf16 *y, const bf16 *a, const bf16 *b, int64_t n, int64_t 
     }
 }
 
-extern "C" cudaError_t kcu_swiglu_fwd(kcu_bf16 *y, const kcu_bf16 *g, const kcu_bf16 *u, int64_t n,
-                                      cudaStream_t st) {
+extern "C" cudaError_t kcu_swiglu_fwd(kcu_bf16 *y, const kcu_bf16 *g, const kcu_bf16 *u, int64_t n, cudaStream_t st) {
     int64_t nv = vec_groups(n, y, g, u);
     k_swiglu_fwd<<<grid_vec(n, nv), THREADS, 0, st>>>(BF(y), CBF(g), CBF(u), n, nv);
     return cudaGetLastError();
@@ -516,12 +522,13 @@ __global__ void k_adamw(bf16 *p, float *w32, float *m, float *v, const bf16 *g, 
     }
 }
 
-extern "C" cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n,
-                                 double lr, double beta1, double beta2, double eps, double wd, int64_t t,
-                                 double gscale, cudaStream_t st) {
+extern "C" cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n, double lr,
+                                 double beta1, double beta2, double eps, double wd, int64_t t, double gscale,
+                                 cudaStream_t st) {
     double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    adamw_k k = {(float)(1.0 - lr * wd), (float)beta1, (float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2),
-                 (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)eps, (float)gscale};
+    adamw_k k = {(float)(1.0 - lr * wd),   (float)beta1,         (float)beta2,
+                 (float)(1.0 - beta1),     (float)(1.0 - beta2), (float)(lr / bc1),
+                 (float)(1.0 / sqrt(bc2)), (float)eps,           (float)gscale};
     int64_t nv = vec_groups(n, p, w32, m, v, g);
     k_adamw<<<grid_vec(n, nv), THREADS, 0, st>>>(BF(p), w32, m, v, CBF(g), n, nv, k);
     return cudaGetLastError();
@@ -571,9 +578,12 @@ extern "C" cudaError_t kcu_copy_box(void *dst, const void *src, const kcu_box *b
     int64_t total = 1;
     for (int i = 0; i < bx->nd; i++) total *= bx->box[i];
     if (total <= 0) return cudaSuccess;
-    if (esize == 2) k_copy_box<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, *bx, total);
-    else if (esize == 4) k_copy_box<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)dst, (const uint32_t *)src, *bx, total);
-    else return cudaErrorInvalidValue;
+    if (esize == 2)
+        k_copy_box<uint16_t><<<grid_for(total), THREADS, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, *bx, total);
+    else if (esize == 4)
+        k_copy_box<uint32_t><<<grid_for(total), THREADS, 0, st>>>((uint32_t *)dst, (const uint32_t *)src, *bx, total);
+    else
+        return cudaErrorInvalidValue;
     return cudaGetLastError();
 }
 
@@ -597,7 +607,7 @@ static __device__ __forceinline__ a2a_row a2a_split(const kcu_a2a &g, int64_t r)
     return c;
 }
 
-#define A2A_ROWS(r, rows)                                                                                          \
+#define A2A_ROWS(r, rows)                                                                                              \
     for (int64_t r = blockIdx.x * (int64_t)A2A_Y + threadIdx.y; r < (rows); r += (int64_t)gridDim.x * A2A_Y)
 
 static unsigned a2a_grid(int64_t rows) {
@@ -646,9 +656,12 @@ extern "C" cudaError_t kcu_a2a_pack(void *dst, const void *x, const kcu_a2a *g, 
     int64_t rows = g->O * g->ca * g->M * g->cb;
     if (rows <= 0 || g->I <= 0) return cudaSuccess;
     dim3 blk(A2A_X, A2A_Y);
-    if (esize == 2) k_a2a_pack<uint16_t><<<a2a_grid(rows), blk, 0, st>>>((uint16_t *)dst, (const uint16_t *)x, *g, rows);
-    else if (esize == 4) k_a2a_pack<uint32_t><<<a2a_grid(rows), blk, 0, st>>>((uint32_t *)dst, (const uint32_t *)x, *g, rows);
-    else return cudaErrorInvalidValue;
+    if (esize == 2)
+        k_a2a_pack<uint16_t><<<a2a_grid(rows), blk, 0, st>>>((uint16_t *)dst, (const uint16_t *)x, *g, rows);
+    else if (esize == 4)
+        k_a2a_pack<uint32_t><<<a2a_grid(rows), blk, 0, st>>>((uint32_t *)dst, (const uint32_t *)x, *g, rows);
+    else
+        return cudaErrorInvalidValue;
     return cudaGetLastError();
 }
 

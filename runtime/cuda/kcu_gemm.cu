@@ -17,13 +17,13 @@ typedef __nv_bfloat16 bf16;
 
 // A failed cuBLAS call is reported with its place and status here; the
 // caller sees cudaErrorUnknown and stops with its own file and line.
-#define KCU_BLAS(call)                                                                                              \
-    do {                                                                                                            \
-        cublasStatus_t s_ = (call);                                                                                 \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                          \
-            fprintf(stderr, "%s:%d: error: %s failed: %s\n", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); \
-            return cudaErrorUnknown;                                                                                \
-        }                                                                                                           \
+#define KCU_BLAS(call)                                                                                                 \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+            fprintf(stderr, "%s:%d: error: %s failed: %s\n", __FILE__, __LINE__, #call, cublasGetStatusString(s_));    \
+            return cudaErrorUnknown;                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static bool fits_int(int64_t a, int64_t b, int64_t c) {
@@ -74,8 +74,8 @@ static int64_t mlp_rows(int64_t N, int64_t chunk) { return chunk >= 1 && chunk <
 extern "C" int64_t kcu_mlp_ws_elems(int64_t N, int64_t F, int64_t chunk) { return 3 * mlp_rows(N, chunk) * F; }
 
 // g, u = x_c @ wg, x_c @ wu ; s = silu(g) * u   (each [m, F] in ws)
-static cudaError_t mlp_gus(cublasHandle_t h, bf16 *g, bf16 *u, bf16 *s, const bf16 *xc, const bf16 *wg,
-                           const bf16 *wu, int64_t m, int64_t D, int64_t F, cudaStream_t st) {
+static cudaError_t mlp_gus(cublasHandle_t h, bf16 *g, bf16 *u, bf16 *s, const bf16 *xc, const bf16 *wg, const bf16 *wu,
+                           int64_t m, int64_t D, int64_t F, cudaStream_t st) {
     KCU_BLAS(gemm_rm(h, false, false, m, F, D, xc, wg, 0.f, g));
     KCU_BLAS(gemm_rm(h, false, false, m, F, D, xc, wu, 0.f, u));
     return kcu_swiglu_fwd((kcu_bf16 *)s, (const kcu_bf16 *)g, (const kcu_bf16 *)u, m * F, st);
@@ -117,11 +117,11 @@ extern "C" cudaError_t kcu_mlp_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dwg
         if (e != cudaSuccess) return e;
         KCU_BLAS(gemm_rm(h, true, false, F, D, m, s, dyc, beta, dwd)); // dwd (+)= s^T @ dy_c
         KCU_BLAS(gemm_rm(h, false, true, m, F, D, dyc, wd, 0.f, s));   // ds = dy_c @ wd^T
-        e = kcu_swiglu_bwd((kcu_bf16 *)g, (kcu_bf16 *)u, (const kcu_bf16 *)s, (const kcu_bf16 *)g,
-                           (const kcu_bf16 *)u, m * F, st); // elementwise, in place
+        e = kcu_swiglu_bwd((kcu_bf16 *)g, (kcu_bf16 *)u, (const kcu_bf16 *)s, (const kcu_bf16 *)g, (const kcu_bf16 *)u,
+                           m * F, st); // elementwise, in place
         if (e != cudaSuccess) return e;
-        KCU_BLAS(gemm_rm(h, false, true, m, D, F, g, wg, 0.f, dxc)); // dx_c = dg @ wg^T
-        KCU_BLAS(gemm_rm(h, false, true, m, D, F, u, wu, 1.f, dxc)); //      + du @ wu^T
+        KCU_BLAS(gemm_rm(h, false, true, m, D, F, g, wg, 0.f, dxc));  // dx_c = dg @ wg^T
+        KCU_BLAS(gemm_rm(h, false, true, m, D, F, u, wu, 1.f, dxc));  //      + du @ wu^T
         KCU_BLAS(gemm_rm(h, true, false, D, F, m, xc, g, beta, dwg)); // dwg (+)= x_c^T @ dg
         KCU_BLAS(gemm_rm(h, true, false, D, F, m, xc, u, beta, dwu)); // dwu (+)= x_c^T @ du
     }
@@ -190,8 +190,7 @@ static __device__ float row_lse(const float *row, int64_t V, float *mx_out) {
 
 // rowloss[c] for logits [c, V], and each row's log-sum-exp (lse, when not
 // NULL; the backward's statistics): one block per row
-__global__ void k_ce_fwd(const float *logits, const int32_t *tgt, int64_t V, float *rowloss, float *lse_out,
-                         int *err) {
+__global__ void k_ce_fwd(const float *logits, const int32_t *tgt, int64_t V, float *rowloss, float *lse_out, int *err) {
     const float *row = logits + blockIdx.x * V;
     float mx;
     float lse = row_lse(row, V, &mx);
@@ -246,8 +245,8 @@ extern "C" cudaError_t kcu_lm_head_loss_fwd(cublasHandle_t h, float *loss, const
     for (int64_t n0 = 0; n0 < N; n0 += ws->chunk) {
         int64_t c = N - n0 < ws->chunk ? N - n0 : ws->chunk;
         KCU_BLAS(chunk_logits(h, ws->logits, xb, wb, n0, c, V, D));
-        k_ce_fwd<<<(unsigned)c, 256, 0, st>>>(ws->logits, tgt + n0, V, ws->rowloss + n0, ws->lse ? ws->lse + n0 : (float *)NULL,
-                                              ws->err);
+        k_ce_fwd<<<(unsigned)c, 256, 0, st>>>(ws->logits, tgt + n0, V, ws->rowloss + n0,
+                                              ws->lse ? ws->lse + n0 : (float *)NULL, ws->err);
     }
     k_sum_rows<<<1, 1024, 0, st>>>(ws->rowloss, N, loss);
     return cudaGetLastError();
@@ -281,14 +280,13 @@ extern "C" cudaError_t kcu_lm_head_loss_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_
         const bf16 *wc = wb + v0 * D;
         // logits[N, vc] = x @ w[v0 .. v0+vc]^T
         KCU_BLAS(gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, vc, N, D, wc, D, xb, D, 0.f, ws->logits, CUDA_R_32F, vc));
-        k_ce_bwd_cols<<<(unsigned)N, 256, 0, st>>>(ws->logits, ws->lse, tgt, V, v0, vc, (float)scale,
-                                                   (bf16 *)ws->dl);
+        k_ce_bwd_cols<<<(unsigned)N, 256, 0, st>>>(ws->logits, ws->lse, tgt, V, v0, vc, (float)scale, (bf16 *)ws->dl);
         // dw[v0 .. v0+vc, D] = dl^T @ x, over all N rows at once
-        KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, D, vc, N, xb, D, ws->dl, vc, 0.f, (bf16 *)dw + v0 * D,
-                      CUDA_R_16BF, D));
+        KCU_BLAS(
+            gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, D, vc, N, xb, D, ws->dl, vc, 0.f, (bf16 *)dw + v0 * D, CUDA_R_16BF, D));
         // dx32[N, D] (+)= dl @ w[v0 .. v0+vc]
-        KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, D, N, vc, wc, D, ws->dl, vc, v0 ? 1.f : 0.f, ws->dx32, CUDA_R_32F,
-                      D));
+        KCU_BLAS(
+            gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, D, N, vc, wc, D, ws->dl, vc, v0 ? 1.f : 0.f, ws->dx32, CUDA_R_32F, D));
     }
     cudaError_t e = cudaGetLastError();
     return e != cudaSuccess ? e : kcu_f32_to_bf16(dx, ws->dx32, N * D, st);

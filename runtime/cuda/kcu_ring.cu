@@ -39,7 +39,7 @@ enum { BQ = 64, BK = 32 };   // forward / dq: queries per block, keys per shared
 enum { BKV = 64, BQ2 = 32 }; // dk/dv: keys per block, queries per shared tile
 
 #define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
+#define LN2   0.6931471805599453f
 
 #include "kcu_attn_tile.cuh"
 
@@ -285,17 +285,17 @@ __global__ void __launch_bounds__(BKV *Cfg<DH>::TPR)
 
 // ---- launchers ---------------------------------------------------------------------------------
 static bool ring_dims_ok(int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh) {
-    return b > 0 && Sq > 0 && Sk > 0 && Hk > 0 && H % Hk == 0 && b * H <= 65535 && Sq <= (1 << 30) &&
-           Sk <= (1 << 30) && (Dh == 8 || Dh == 16 || Dh == 32 || Dh == 64 || Dh == 128);
+    return b > 0 && Sq > 0 && Sk > 0 && Hk > 0 && H % Hk == 0 && b * H <= 65535 && Sq <= (1 << 30) && Sk <= (1 << 30) &&
+           (Dh == 8 || Dh == 16 || Dh == 32 || Dh == 64 || Dh == 128);
 }
 
-#define RING_DISPATCH_DH(Dh, CALL)                                                                                 \
-    switch (Dh) {                                                                                                  \
-    case 8: CALL(8); break;                                                                                        \
-    case 16: CALL(16); break;                                                                                      \
-    case 32: CALL(32); break;                                                                                      \
-    case 64: CALL(64); break;                                                                                      \
-    default: CALL(128); break;                                                                                     \
+#define RING_DISPATCH_DH(Dh, CALL)                                                                                     \
+    switch (Dh) {                                                                                                      \
+    case 8: CALL(8); break;                                                                                            \
+    case 16: CALL(16); break;                                                                                          \
+    case 32: CALL(32); break;                                                                                          \
+    case 64: CALL(64); break;                                                                                          \
+    default: CALL(128); break;                                                                                         \
     }
 
 // Positions without query positions, or document ids on one side only, are
@@ -311,19 +311,17 @@ extern "C" cudaError_t kcu_ring_block_fwd_doc(float *o, float *lse, const kcu_bf
     if (!ring_dims_ok(b, Sq, Sk, H, Hk, Dh) || !ring_ids_ok(qpos, kpos, qdoc, kdoc)) return cudaErrorInvalidValue;
     dim3 grid((unsigned)((Sq + BQ - 1) / BQ), (unsigned)(b * H));
     float sl2 = (float)(1.4426950408889634 / sqrt((double)Dh));
-#define FWD(D)                                                                                                     \
-    k_ring_fwd<D><<<grid, BQ * Cfg<D>::TPR, 0, st>>>(o, lse, (const bf16 *)q, (const bf16 *)k,              \
-                                                          (const bf16 *)v, (int)Sq, (int)Sk, (int)H, (int)Hk, sl2, \
-                                                          qpos, kpos, qdoc, kdoc)
+#define FWD(D)                                                                                                         \
+    k_ring_fwd<D><<<grid, BQ * Cfg<D>::TPR, 0, st>>>(o, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,        \
+                                                     (int)Sq, (int)Sk, (int)H, (int)Hk, sl2, qpos, kpos, qdoc, kdoc)
     RING_DISPATCH_DH(Dh, FWD)
 #undef FWD
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t kcu_ring_block_fwd(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k,
-                                          const kcu_bf16 *v, int64_t b, int64_t Sq, int64_t Sk, int64_t H,
-                                          int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
-                                          cudaStream_t st) {
+extern "C" cudaError_t kcu_ring_block_fwd(float *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                                          int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
+                                          const int64_t *qpos, const int64_t *kpos, cudaStream_t st) {
     return kcu_ring_block_fwd_doc(o, lse, q, k, v, b, Sq, Sk, H, Hk, Dh, qpos, kpos, nullptr, nullptr, st);
 }
 
@@ -336,26 +334,24 @@ extern "C" cudaError_t kcu_ring_rowdot(float *D, const kcu_bf16 *dout, const kcu
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t kcu_ring_block_bwd_doc(float *dq, float *dk, float *dv, const kcu_bf16 *dout,
-                                              const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
-                                              const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
-                                              int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
-                                              const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc,
-                                              cudaStream_t st) {
+extern "C" cudaError_t kcu_ring_block_bwd_doc(float *dq, float *dk, float *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                                              const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D,
+                                              int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
+                                              const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
+                                              const int32_t *kdoc, cudaStream_t st) {
     if (!ring_dims_ok(b, Sq, Sk, H, Hk, Dh) || !ring_ids_ok(qpos, kpos, qdoc, kdoc)) return cudaErrorInvalidValue;
     double scale = 1.0 / sqrt((double)Dh);
     float sl2 = (float)(1.4426950408889634 * scale);
-    dim3 gq((unsigned)((Sq + BQ - 1) / BQ), (unsigned)(b * H)), gk((unsigned)((Sk + BKV - 1) / BKV), (unsigned)(b * Hk));
-#define BWD(DH_)                                                                                                   \
-    do {                                                                                                           \
-        k_ring_bwd_dq<DH_><<<gq, BQ * Cfg<DH_>::TPR, 0, st>>>(dq, (const bf16 *)dout, (const bf16 *)q,        \
-                                                                   (const bf16 *)k, (const bf16 *)v, lse, D,       \
-                                                                   (int)Sq, (int)Sk, (int)H, (int)Hk, sl2,         \
-                                                                   (float)scale, qpos, kpos, qdoc, kdoc);          \
-        k_ring_bwd_dkv<DH_><<<gk, BKV * Cfg<DH_>::TPR, 0, st>>>(dk, dv, (const bf16 *)dout, (const bf16 *)q,  \
-                                                                     (const bf16 *)k, (const bf16 *)v, lse, D,     \
-                                                                     (int)Sq, (int)Sk, (int)H, (int)Hk, sl2,       \
-                                                                     (float)scale, qpos, kpos, qdoc, kdoc);        \
+    dim3 gq((unsigned)((Sq + BQ - 1) / BQ), (unsigned)(b * H)),
+        gk((unsigned)((Sk + BKV - 1) / BKV), (unsigned)(b * Hk));
+#define BWD(DH_)                                                                                                       \
+    do {                                                                                                               \
+        k_ring_bwd_dq<DH_><<<gq, BQ * Cfg<DH_>::TPR, 0, st>>>(                                                         \
+            dq, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, (int)Sq, (int)Sk,       \
+            (int)H, (int)Hk, sl2, (float)scale, qpos, kpos, qdoc, kdoc);                                               \
+        k_ring_bwd_dkv<DH_><<<gk, BKV * Cfg<DH_>::TPR, 0, st>>>(                                                       \
+            dk, dv, (const bf16 *)dout, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, (int)Sq, (int)Sk,   \
+            (int)H, (int)Hk, sl2, (float)scale, qpos, kpos, qdoc, kdoc);                                               \
     } while (0)
     RING_DISPATCH_DH(Dh, BWD)
 #undef BWD
@@ -366,6 +362,6 @@ extern "C" cudaError_t kcu_ring_block_bwd(float *dq, float *dk, float *dv, const
                                           const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D,
                                           int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh,
                                           const int64_t *qpos, const int64_t *kpos, cudaStream_t st) {
-    return kcu_ring_block_bwd_doc(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, nullptr,
-                                  nullptr, st);
+    return kcu_ring_block_bwd_doc(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, nullptr, nullptr,
+                                  st);
 }

@@ -40,7 +40,7 @@ typedef struct cuda_dnn_graph {
     int ndesc;
     cudnnBackendDescriptor_t ops[DNN_MAX_OPS];
     int nops;
-    int64_t next_uid; /* virtual tensors' ids */
+    int64_t next_uid;                   /* virtual tensors' ids */
     cudnnBackendDescriptor_t plan, cfg; /* the chosen plan and its engine configuration */
     int64_t plan_ws;
     bool failed;
@@ -49,8 +49,20 @@ typedef struct cuda_dnn_graph {
 
 /* Fixed ids of the tensors the variant pack names. */
 enum {
-    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG, UID_ONE, UID_DO, UID_DQ, UID_DK, UID_DV,
-    UID_DQ_ACC, UID_FIRST_VIRTUAL = 100
+    UID_Q = 1,
+    UID_K,
+    UID_V,
+    UID_O,
+    UID_STATS,
+    UID_SCALE,
+    UID_NEG,
+    UID_ONE,
+    UID_DO,
+    UID_DQ,
+    UID_DK,
+    UID_DV,
+    UID_DQ_ACC,
+    UID_FIRST_VIRTUAL = 100
 };
 
 static void cuda_dnn_fail(cuda_dnn_graph *g, cudnnStatus_t st, const char *fmt, ...) {
@@ -221,13 +233,13 @@ static void cuda_dnn_reshape(cuda_dnn_graph *g, cudnnBackendDescriptor_t x, cudn
 /* ---- the attention graphs --------------------------------------------------------------- */
 /* The layouts, in cuDNN's [b, h, s, d] order over our [b, s, h, d] storage. */
 typedef struct cuda_dnn_layout {
-    cuda_dnn_dims q;      /* q, o, dq, dout: [b,H,S,Dh] */
-    cuda_dnn_dims kv;     /* k, v, dk, dv: [b,Hkv,S,Dh] */
-    cuda_dnn_dims kvt;    /* k, v as their transposes [b,Hkv,Dh,S] */
-    cuda_dnn_dims rows;   /* stats and row vectors [b,H,S,1] */
-    cuda_dnn_dims sc;     /* scores [b,H,S,S], row-major */
-    cuda_dnn_dims sct;    /* scores transposed [b,H,S(k),S(q)] over the same elements */
-    cuda_dnn_dims qfull;  /* a packed [b,H,S,Dh] intermediate (dQ accumulator, per-q-head dK, dV) */
+    cuda_dnn_dims q;     /* q, o, dq, dout: [b,H,S,Dh] */
+    cuda_dnn_dims kv;    /* k, v, dk, dv: [b,Hkv,S,Dh] */
+    cuda_dnn_dims kvt;   /* k, v as their transposes [b,Hkv,Dh,S] */
+    cuda_dnn_dims rows;  /* stats and row vectors [b,H,S,1] */
+    cuda_dnn_dims sc;    /* scores [b,H,S,S], row-major */
+    cuda_dnn_dims sct;   /* scores transposed [b,H,S(k),S(q)] over the same elements */
+    cuda_dnn_dims qfull; /* a packed [b,H,S,Dh] intermediate (dQ accumulator, per-q-head dK, dV) */
 } cuda_dnn_layout;
 
 static cuda_dnn_layout cuda_dnn_layout_of(const cuda_cudnn_shape *s) {
@@ -389,8 +401,8 @@ static bool cuda_dnn_plan_with(cuda_dnn_graph *g, cudnnHandle_t h, cudnnBackendD
     cudnnBackendDescriptor_t heur = NULL, cfg[DNN_MAX_CFG];
     int64_t n = 0, got = 0;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur) != CUDNN_STATUS_SUCCESS) return false;
-    cudnnStatus_t st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &opg);
+    cudnnStatus_t st =
+        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &opg);
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(heur);
@@ -448,8 +460,8 @@ typedef struct cuda_dnn_entry {
     cuda_cudnn_shape s;
     bool ok;
     cuda_dnn_graph fwd, bwd;
-    size_t ws;      /* max of the forward's and the backward's needs */
-    size_t dq_acc;  /* bytes of the backward's fp32 dQ accumulator, at the start of ws */
+    size_t ws;     /* max of the forward's and the backward's needs */
+    size_t dq_acc; /* bytes of the backward's fp32 dQ accumulator, at the start of ws */
     char err[DNN_ERR + 32];
 } cuda_dnn_entry;
 
@@ -558,8 +570,10 @@ static bool cuda_dnn_build_entry(cuda_cudnn *c, cuda_dnn_entry *e) {
     cuda_dnn_graph *gs[2] = {&e->fwd, &e->bwd};
     for (int i = 0; i < 2; i++) {
         gs[i]->next_uid = UID_FIRST_VIRTUAL;
-        if (i == 0) cuda_dnn_build_fwd(gs[i], s);
-        else cuda_dnn_build_bwd(gs[i], s);
+        if (i == 0)
+            cuda_dnn_build_fwd(gs[i], s);
+        else
+            cuda_dnn_build_bwd(gs[i], s);
         if (gs[i]->failed || !cuda_dnn_plan(gs[i], c->h, bound)) {
             snprintf(e->err, sizeof e->err, "%s graph: %s", i ? "backward" : "forward", gs[i]->err);
             return false;
@@ -574,8 +588,10 @@ int cuda_cudnn_check_ops(const cuda_cudnn_shape *s, char *why, size_t nwhy) {
     int nops[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         cuda_dnn_graph g = {.next_uid = UID_FIRST_VIRTUAL};
-        if (i == 0) cuda_dnn_build_fwd(&g, s);
-        else cuda_dnn_build_bwd(&g, s);
+        if (i == 0)
+            cuda_dnn_build_fwd(&g, s);
+        else
+            cuda_dnn_build_bwd(&g, s);
         bool ok = !g.failed;
         if (!ok) snprintf(why, nwhy, "%s graph: %s", i ? "backward" : "forward", g.err);
         nops[i] = g.nops;
@@ -676,9 +692,9 @@ int cuda_cudnn_bwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *dq, kcu_b
         return -1;
     }
     void *plan_ws = (char *)ws + e->dq_acc;
-    int64_t uid[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG, UID_ONE, UID_DO, UID_DQ, UID_DK,
-                     UID_DV, UID_DQ_ACC};
-    void *ptr[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)stats, &c->scale, &c->neg, &c->one,
-                   (void *)dout, dq, dk, dv, ws};
+    int64_t uid[] = {UID_Q,   UID_K,  UID_V,  UID_O,  UID_STATS, UID_SCALE, UID_NEG,
+                     UID_ONE, UID_DO, UID_DQ, UID_DK, UID_DV,    UID_DQ_ACC};
+    void *ptr[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)stats, &c->scale, &c->neg, &c->one, (void *)dout,
+                   dq,        dk,        dv,        ws};
     return cuda_dnn_execute(c, &e->bwd, 13, uid, ptr, plan_ws);
 }

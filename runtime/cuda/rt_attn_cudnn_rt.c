@@ -306,8 +306,10 @@ static bool cuda_dnn_check_bwd(rt_ctx *rt, cuda_dnn_shape_state *x, const kcu_bf
     } else if (!ok) {
         const char *name[3] = {"dq", "dk", "dv"};
         char why[160];
-        snprintf(why, sizeof why, "its backward differs from the basp kernels' (%s: max error %.3g of max |%s|, "
-                 "over 5e-2)", name[bad], rel, name[bad]);
+        snprintf(why, sizeof why,
+                 "its backward differs from the basp kernels' (%s: max error %.3g of max |%s|, "
+                 "over 5e-2)",
+                 name[bad], rel, name[bad]);
         cuda_dnn_refuse(rt, x, why);
     }
     return ok;
@@ -354,8 +356,8 @@ bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
 }
 
 bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
-                  const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
-                  int64_t Hkv, int64_t Dh) {
+                  const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                  int64_t Dh) {
     rt_cuda_state *cu = cuda_state(rt);
     struct cuda_dnn *d = cu->dnn;
     if (!d) return false;

@@ -78,8 +78,7 @@ void rt_backend_init(rt_ctx *rt) {
     rt->be = cu;
     /* Started collectives need no progress of their own: every collective of
      * this backend runs on the communication stream (rt_comm_cuda.c). */
-    if (rt->p->started)
-        snprintf(rt->progress_note, sizeof rt->progress_note, "they run on the communication stream");
+    if (rt->p->started) snprintf(rt->progress_note, sizeof rt->progress_note, "they run on the communication stream");
     cuda_pick_device(rt, cu);
     CU_CHECK(cudaStreamCreateWithFlags(&cu->cs, cudaStreamNonBlocking));
     CU_CHECK(cudaStreamCreateWithFlags(&cu->ms, cudaStreamNonBlocking));
@@ -148,9 +147,7 @@ void rt_backend_fini(rt_ctx *rt) {
 }
 
 /* Bytes of value v's slot and of one fp32 tensor of pair i's state. */
-static size_t cuda_slot(const rt_value_desc *d) {
-    return cuda_align((size_t)d->local_elems * (size_t)cuda_esize(d));
-}
+static size_t cuda_slot(const rt_value_desc *d) { return cuda_align((size_t)d->local_elems * (size_t)cuda_esize(d)); }
 static size_t cuda_state_bytes(const rt_program *p, int i) {
     return cuda_align((size_t)p->values[p->opt[i].param].local_elems * 4);
 }
@@ -158,8 +155,7 @@ static size_t cuda_state_bytes(const rt_program *p, int i) {
 /* Without a plan: every value, then master, m, v per optimizer pair, each
  * in its own slot; the values in host memory in slots of the host arena
  * (*host its size). */
-static size_t cuda_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off,
-                                size_t *host) {
+static size_t cuda_layout_slots(const rt_program *p, const size_t *bytes, size_t *off, size_t *opt_off, size_t *host) {
     size_t total = 0;
     *host = 0;
     for (int v = 0; v < p->nvalues; v++) {
@@ -198,8 +194,10 @@ static size_t cuda_layout_plan(const rt_program *p, const size_t *bytes, size_t 
              (long long)p->mem_opt_offset, ospace, why);
     for (int i = 0; i < p->nopt; i++) {
         size_t n = 3 * cuda_state_bytes(p, i);
-        RT_CHECK(n <= ospace - o, "the memory plan's optimizer state (fp32 master, m, v per pair) does not fit its "
-                 "%zu-byte arena: %s", ospace, why);
+        RT_CHECK(n <= ospace - o,
+                 "the memory plan's optimizer state (fp32 master, m, v per pair) does not fit its "
+                 "%zu-byte arena: %s",
+                 ospace, why);
         opt_off[i] = o, o += n;
     }
     if (p->opt_on_host)
@@ -302,8 +300,8 @@ void rt_arena_build(rt_ctx *rt) {
         memset(rt->host_arena, 0, host);
     }
     cudaError_t e = cudaMalloc((void **)&rt->arena, total ? total : CUDA_ALIGN);
-    RT_CHECK(e == cudaSuccess, "cannot allocate the device arena: %.1f MiB on device %d: %s",
-             (double)total / (1 << 20), cu->device, cudaGetErrorString(e));
+    RT_CHECK(e == cudaSuccess, "cannot allocate the device arena: %.1f MiB on device %d: %s", (double)total / (1 << 20),
+             cu->device, cudaGetErrorString(e));
     CU_CHECK(cudaMemset(rt->arena, 0, total));
     /* cudaMemset runs on the legacy stream, which the non-blocking compute
      * and communication streams do not wait for. */
@@ -463,8 +461,10 @@ static void cuda_scan(rt_ctx *rt, int v, int s) {
         if (wait < 0 || W->ready_seq > cu->life[wait].ready_seq) wait = cu->over[k];
     }
     if (wait < 0) return;
-    if (s == CUDA_CS) CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[wait], 0));
-    else cuda_follow_cs(rt);
+    if (s == CUDA_CS)
+        CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ready[wait], 0));
+    else
+        cuda_follow_cs(rt);
     cu->reuse_waits[s == CUDA_CS ? 0 : 1]++;
 }
 

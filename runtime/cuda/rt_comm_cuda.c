@@ -43,8 +43,7 @@ static int cuda_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
 /* The timer stops; each input and output records that this collective is
  * its last ms access (the reuse fences), and the outputs become pending
  * until a kernel uses them. */
-static void cuda_coll_end(rt_ctx *rt, int timer, const int *ins, int nin, const int *outs, int nout,
-                          int64_t bytes) {
+static void cuda_coll_end(rt_ctx *rt, int timer, const int *ins, int nin, const int *outs, int nout, int64_t bytes) {
     rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaEventRecord(cu->timers[timer].stop, cu->ms));
     for (int i = 0; i < nin; i++) cuda_coll_done(rt, ins[i], false);
@@ -189,8 +188,10 @@ void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
     int timer = cuda_coll_begin(rt, RT_C_ALL_REDUCE);
     cuda_coll_use(rt, in), cuda_coll_use(rt, out);
     ncclDataType_t t = cuda_nccl_type(xd);
-    if (K == 1) CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
-    else NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, t, ncclSum, cu->comm[g], cu->ms));
+    if (K == 1)
+        CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
+    else
+        NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, t, ncclSum, cu->comm[g], cu->ms));
     cuda_coll_end(rt, timer, &in, 1, &out, 1, 2 * n * (K - 1) / K * es);
 }
 
@@ -231,8 +232,8 @@ void cuda_stage_sends(rt_ctx *rt, int v) {
             CU_CHECK(cudaDeviceSynchronize());
             CU_CHECK(cudaFree(cu->stage[i]));
             cudaError_t e = cudaMalloc(&cu->stage[i], bytes);
-            RT_CHECK(e == cudaSuccess, "cannot allocate a %.1f MiB send staging buffer: %s",
-                     (double)bytes / (1 << 20), cudaGetErrorString(e));
+            RT_CHECK(e == cudaSuccess, "cannot allocate a %.1f MiB send staging buffer: %s", (double)bytes / (1 << 20),
+                     cudaGetErrorString(e));
             cu->stage_bytes[i] = bytes;
         }
         /* ms follows the kernels that computed v (rt_send); the copy is on
@@ -279,8 +280,8 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
     cuda_coll_use(rt, out);
     NCCL_CHECK(ncclGroupStart());
     cuda_flush_sends(rt);
-    NCCL_CHECK(ncclRecv(rt->buf[out], (size_t)d->local_elems, cuda_nccl_type(d), rt_coll_peer(rt, g, peer),
-                        cu->comm[g], cu->ms));
+    NCCL_CHECK(ncclRecv(rt->buf[out], (size_t)d->local_elems, cuda_nccl_type(d), rt_coll_peer(rt, g, peer), cu->comm[g],
+                        cu->ms));
     NCCL_CHECK(ncclGroupEnd());
     cuda_sends_done(rt);
     cuda_coll_end(rt, timer, NULL, 0, &out, 1, 0);

@@ -38,23 +38,21 @@
 #include "kcu.h"
 
 /* ---- checks: every CUDA, cuBLAS and NCCL call, with file and line -------------- */
-#define CU_CHECK(call)                                                                                               \
-    do {                                                                                                             \
-        cudaError_t cuda_e_ = (call);                                                                                \
-        if (cuda_e_ != cudaSuccess)                                                                                  \
-            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(cuda_e_));                         \
+#define CU_CHECK(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t cuda_e_ = (call);                                                                                  \
+        if (cuda_e_ != cudaSuccess) rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(cuda_e_));   \
     } while (0)
-#define CUBLAS_CHECK(call)                                                                                           \
-    do {                                                                                                             \
-        cublasStatus_t rt_cb_s_ = (call);                                                                            \
-        if (rt_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                                       \
-            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(rt_cb_s_));                     \
+#define CUBLAS_CHECK(call)                                                                                             \
+    do {                                                                                                               \
+        cublasStatus_t rt_cb_s_ = (call);                                                                              \
+        if (rt_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                                         \
+            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(rt_cb_s_));                       \
     } while (0)
-#define NCCL_CHECK(call)                                                                                             \
-    do {                                                                                                             \
-        ncclResult_t rt_nc_r_ = (call);                                                                              \
-        if (rt_nc_r_ != ncclSuccess)                                                                                 \
-            rt_die(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(rt_nc_r_));                        \
+#define NCCL_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        ncclResult_t rt_nc_r_ = (call);                                                                                \
+        if (rt_nc_r_ != ncclSuccess) rt_die(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(rt_nc_r_)); \
     } while (0)
 
 /* Grow-only device workspaces, one per purpose: the rows of
@@ -94,12 +92,12 @@ struct rt_backend_state {
     cudaStream_t cs, ms;
     cublasHandle_t blas;
     ncclComm_t world;
-    ncclComm_t *comm;        /* per group: this rank's set */
-    cudaEvent_t issued;      /* recorded on cs when a collective starts */
-    cudaEvent_t comm_done;   /* recorded on ms after each collective */
-    cudaEvent_t ring_ev[2];  /* ring attention: its kv and accumulator exchanges done (made on first use) */
-    cudaEvent_t *ready;      /* per value: the last collective that read or wrote it finished */
-    bool *pending;           /* per value: a collective wrote it, cs has not waited for ready since */
+    ncclComm_t *comm;       /* per group: this rank's set */
+    cudaEvent_t issued;     /* recorded on cs when a collective starts */
+    cudaEvent_t comm_done;  /* recorded on ms after each collective */
+    cudaEvent_t ring_ev[2]; /* ring attention: its kv and accumulator exchanges done (made on first use) */
+    cudaEvent_t *ready;     /* per value: the last collective that read or wrote it finished */
+    bool *pending;          /* per value: a collective wrote it, cs has not waited for ready since */
     /* Buffer reuse (rt_buf_cuda.c): per value its life, and the values whose
      * planned bytes overlap it (itself included): over[over_at[v] ..
      * over_at[v+1]).  Counters: events recorded on ms; times ms was made to
@@ -109,18 +107,18 @@ struct rt_backend_state {
     int *over_at, *over;
     uint64_t ms_recs, cs_fences, ms_fences;
     int64_t reuse_waits[2];
-    float **master;          /* per opt pair: the fp32 master weights */
+    float **master; /* per opt pair: the fp32 master weights */
     /* Optimizer offload (rt_program.opt_on_host): the master weights and
      * moments are in the pinned host arena, and each update goes through
      * this staging area there (at host_stage_off). */
     char *host_stage;
     size_t host_stage_off;
-    int *opt_of;             /* per value: its opt pair (a param), else -1 */
-    size_t *slot_bytes;      /* per value */
+    int *opt_of;        /* per value: its opt pair (a param), else -1 */
+    size_t *slot_bytes; /* per value */
     void *ws[CM_WS_CUDA_NSLOTS];
     size_t ws_bytes[CM_WS_CUDA_NSLOTS];
-    int *d_err;              /* device flag: a token or target outside the vocabulary */
-    double *d_norm;          /* per opt pair: sum of squares of the gradient */
+    int *d_err;     /* device flag: a token or target outside the vocabulary */
+    double *d_norm; /* per opt pair: sum of squares of the gradient */
     /* The rotation table's key (as the CPU kernel caches it). */
     int64_t rope_S, rope_Dh, rope_pos0;
     double rope_theta;
@@ -130,18 +128,18 @@ struct rt_backend_state {
     cuda_timer *timers;
     int ntimers, cap_timers;
     int *send_val, *send_g, *send_peer;
-    void **send_ptr;         /* what each deferred send reads: the value, or its copy in stage[i] */
-    void **stage;            /* per deferred send: a copy of a value freed before the send went out */
+    void **send_ptr; /* what each deferred send reads: the value, or its copy in stage[i] */
+    void **stage;    /* per deferred send: a copy of a value freed before the send went out */
     size_t *stage_bytes;
     int nsends, cap_sends;
-    bool sync_timing;        /* --profile: synchronise after each kernel */
+    bool sync_timing; /* --profile: synchronise after each kernel */
     /* The LM head's row statistics in CM_WS_CUDA_LSE: which forward left them
      * (its x, N, V, D), consumed by the next backward of the same x. */
     const void *lse_x;
     int64_t lse_n, lse_v, lse_d;
     bool lse_valid;
     cuda_attn_mode attn_mode;
-    struct cuda_dnn *dnn;   /* cuDNN attention state (NULL: not used) */
+    struct cuda_dnn *dnn; /* cuDNN attention state (NULL: not used) */
 };
 
 static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
@@ -199,8 +197,8 @@ bool cuda_dnn_init(rt_ctx *rt, char *why, size_t nwhy);
 bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
-                  const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H,
-                  int64_t Hkv, int64_t Dh);
+                  const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                  int64_t Dh);
 void cuda_dnn_forget(rt_ctx *rt, const void *o);
 void cuda_dnn_moved(rt_ctx *rt, const void *o, const void *to);
 /* Device bytes the statistics hold (counted as workspace, like RT_WS_*). */

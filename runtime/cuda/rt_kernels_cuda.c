@@ -13,24 +13,23 @@
 #include "../data/rt_data.h"
 #include "rt_cuda.h"
 
-#define RT_TIMED(kind, call)                                                                                         \
-    do {                                                                                                             \
-        double t0_ = rt_now();                                                                                       \
-        CU_CHECK(call);                                                                                              \
-        if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));                        \
-        rt_kern_count(rt, kind, t0_);                                                                                \
+#define RT_TIMED(kind, call)                                                                                           \
+    do {                                                                                                               \
+        double t0_ = rt_now();                                                                                         \
+        CU_CHECK(call);                                                                                                \
+        if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));                          \
+        rt_kern_count(rt, kind, t0_);                                                                                  \
     } while (0)
 
-#define CS (cuda_state(rt)->cs)
-#define B16(p) ((kcu_bf16 *)(void *)(p))
+#define CS      (cuda_state(rt)->cs)
+#define B16(p)  ((kcu_bf16 *)(void *)(p))
 #define CB16(p) ((const kcu_bf16 *)(const void *)(p))
 
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D) {
     RT_TIMED(CM_K_EMBEDDING, kcu_embedding_fwd(B16(out), tok, CB16(w), N, V, D, cuda_state(rt)->d_err, CS));
 }
 
-void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
-                      int64_t D) {
+void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D) {
     float *ws = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)(V * D) * sizeof(float));
     RT_TIMED(CM_K_EMBEDDING_BWD, kcu_embedding_bwd(B16(dw), CB16(dout), tok, N, V, D, ws, cuda_state(rt)->d_err, CS));
 }
@@ -58,8 +57,8 @@ void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const floa
 /* ---- rope: the CPU kernel's own table (kern_rope_table), uploaded ------------------- */
 static bool cuda_rope_key(const rt_cuda_state *cu, int64_t S, int64_t Dh, int64_t pos0, double theta,
                           const kern_rope_scaling *sc) {
-    if (!cu->rope_valid || cu->rope_S != S || cu->rope_Dh != Dh || cu->rope_pos0 != pos0 ||
-        cu->rope_theta != theta || cu->rope_scaled != (sc != NULL))
+    if (!cu->rope_valid || cu->rope_S != S || cu->rope_Dh != Dh || cu->rope_pos0 != pos0 || cu->rope_theta != theta ||
+        cu->rope_scaled != (sc != NULL))
         return false;
     return !sc || memcmp(&cu->rope_sc, sc, sizeof *sc) == 0;
 }
@@ -141,15 +140,18 @@ static cudaError_t cuda_rope_docs(rt_ctx *rt, kcu_bf16 *y, const kcu_bf16 *x, in
 
 void rt_rope(rt_ctx *rt, float *y, const float *x, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
              int64_t pos0, double theta) {
-    if (rt->docs) RT_TIMED(CM_K_ROPE, cuda_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
-    else cuda_rope(rt, CM_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
+    if (rt->docs)
+        RT_TIMED(CM_K_ROPE, cuda_rope_docs(rt, B16(y), CB16(x), row0, b, s, H, Dh, pos0, theta, 1.0f));
+    else
+        cuda_rope(rt, CM_K_ROPE, y, x, b, s, H, Dh, pos0, theta, 1.0f);
 }
 
 void rt_rope_bwd(rt_ctx *rt, float *dx, const float *dy, int64_t row0, int64_t b, int64_t s, int64_t H, int64_t Dh,
                  int64_t pos0, double theta) {
     if (rt->docs)
         RT_TIMED(CM_K_ROPE_BWD, cuda_rope_docs(rt, B16(dx), CB16(dy), row0, b, s, H, Dh, pos0, theta, -1.0f));
-    else cuda_rope(rt, CM_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
+    else
+        cuda_rope(rt, CM_K_ROPE_BWD, dx, dy, b, s, H, Dh, pos0, theta, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------------- */
@@ -183,9 +185,8 @@ static cuda_rowdocs cuda_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t 
     return (cuda_rowdocs){(const int64_t *)(void *)dev, (const int32_t *)(void *)(dev + pb)};
 }
 
-static cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
-                                    const kcu_bf16 *v, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                                    int64_t Dh) {
+static cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                                    int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int64_t nq = b * S * H * Dh, nr = b * S * H;
     cuda_rowdocs d = cuda_attn_docs(rt, row0, b, S);
     float *o32 = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
@@ -223,9 +224,9 @@ static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
     if (cu->attn_mode != CUDA_ATTN_UNSET) return cu->attn_mode;
     const char *s = getenv("BASP_ATTENTION");
     cuda_attn_mode m = !s || !*s || !strcmp(s, "auto") ? CUDA_ATTN_AUTO
-                        : !strcmp(s, "cudnn")           ? CUDA_ATTN_CUDNN
-                        : !strcmp(s, "own")             ? CUDA_ATTN_OWN
-                                                        : CUDA_ATTN_UNSET;
+                       : !strcmp(s, "cudnn")           ? CUDA_ATTN_CUDNN
+                       : !strcmp(s, "own")             ? CUDA_ATTN_OWN
+                                                       : CUDA_ATTN_UNSET;
     RT_CHECK(m != CUDA_ATTN_UNSET, "BASP_ATTENTION=%s: expected auto, cudnn or own", s);
     char why[600] = "", line[1024];
 #ifdef BASP_HAVE_CUDNN
@@ -235,18 +236,25 @@ static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
     }
     char ver[32];
     cuda_dnn_version(ver, sizeof ver);
-    if (rt->docs) snprintf(line, sizeof line, "basp kernels (packed documents: cuDNN is not used for them)");
+    if (rt->docs)
+        snprintf(line, sizeof line, "basp kernels (packed documents: cuDNN is not used for them)");
     else if (m == CUDA_ATTN_AUTO)
-        snprintf(line, sizeof line, "cuDNN %s fused (graph per shape, each checked once against the basp kernels; "
-                 "BASP_ATTENTION=auto)", ver);
+        snprintf(line, sizeof line,
+                 "cuDNN %s fused (graph per shape, each checked once against the basp kernels; "
+                 "BASP_ATTENTION=auto)",
+                 ver);
     else if (m == CUDA_ATTN_CUDNN)
         snprintf(line, sizeof line, "cuDNN %s fused (graph per shape; BASP_ATTENTION=cudnn)", ver);
-    else if (why[0]) snprintf(line, sizeof line, "basp kernels (cuDNN unavailable: %s)", why);
-    else snprintf(line, sizeof line, "basp kernels (BASP_ATTENTION=own)");
+    else if (why[0])
+        snprintf(line, sizeof line, "basp kernels (cuDNN unavailable: %s)", why);
+    else
+        snprintf(line, sizeof line, "basp kernels (BASP_ATTENTION=own)");
 #else
     RT_CHECK(m != CUDA_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but this runtime was built without cuDNN");
     snprintf(line, sizeof line, "basp kernels (%s)",
-             rt->docs ? "packed documents" : m == CUDA_ATTN_OWN ? "BASP_ATTENTION=own" : "built without cuDNN");
+             rt->docs             ? "packed documents"
+             : m == CUDA_ATTN_OWN ? "BASP_ATTENTION=own"
+                                  : "built without cuDNN");
     m = CUDA_ATTN_OWN;
 #endif
     (void)why;
@@ -277,8 +285,7 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     cuda_check_attn(H, Hkv, Dh);
     cm_attn_impl impl = rt_backend_attention_impl(rt, false);
     if (rt->docs) {
-        RT_TIMED(CM_K_ATTENTION,
-                 cuda_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
+        RT_TIMED(CM_K_ATTENTION, cuda_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
         return;
     }
 #ifdef BASP_HAVE_CUDNN
@@ -294,9 +301,9 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     RT_TIMED(CM_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
 
-void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
-                      int64_t Hkv, int64_t Dh) {
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh) {
     cuda_check_attn(H, Hkv, Dh);
     cm_attn_impl impl = rt_backend_attention_impl(rt, false);
     if (rt->docs) {
@@ -306,8 +313,8 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
     }
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
-    if (impl == CM_ATTN_CUDNN && cuda_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
-                                           CB16(o), b, S, H, Hkv, Dh)) {
+    if (impl == CM_ATTN_CUDNN &&
+        cuda_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v), CB16(o), b, S, H, Hkv, Dh)) {
         cuda_timed_end(rt, CM_K_ATTENTION_BWD, t0);
         return;
     }
@@ -361,8 +368,8 @@ static kcu_lmhead_ws cuda_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64_
     return ws;
 }
 
-void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
-                     int64_t V, int64_t D) {
+void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N, int64_t V,
+                     int64_t D) {
     kcu_lmhead_ws ws = cuda_lmhead_ws(rt, x, N, V, D, false);
     RT_TIMED(CM_K_LM_HEAD_LOSS,
              kcu_lm_head_loss_fwd(cuda_state(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &ws, CS));
@@ -371,16 +378,15 @@ void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, co
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale) {
     kcu_lmhead_ws ws = cuda_lmhead_ws(rt, x, N, V, D, true);
-    RT_TIMED(CM_K_LM_HEAD_LOSS_BWD,
-             kcu_lm_head_loss_bwd(cuda_state(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &ws,
-                                  CS));
+    RT_TIMED(CM_K_LM_HEAD_LOSS_BWD, kcu_lm_head_loss_bwd(cuda_state(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt,
+                                                         N, V, D, scale, &ws, CS));
 }
 
 void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
             int64_t D, int64_t F, int64_t chunk) {
     kcu_bf16 *ws = cuda_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));
-    RT_TIMED(CM_K_MLP, kcu_mlp_fwd(cuda_state(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk,
-                                   ws, CS));
+    RT_TIMED(CM_K_MLP,
+             kcu_mlp_fwd(cuda_state(rt)->blas, B16(y), CB16(x), CB16(wg), CB16(wu), CB16(wd), N, D, F, chunk, ws, CS));
 }
 
 void rt_mlp_bwd(rt_ctx *rt, float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x,

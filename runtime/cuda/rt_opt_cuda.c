@@ -79,8 +79,10 @@ static const kcu_bf16 *cuda_grad_for_shard(rt_ctx *rt, int param, int grad) {
     const rt_value_desc *pd = &rt->p->values[param], *gd = &rt->p->values[grad];
     const kcu_bf16 *g = cuda_use(rt, grad);
     if (rt_grad_like_param(rt, param, grad)) return g;
-    RT_CHECK(!gd->on_host, "adamw(%s, %s): a gradient in host memory must be laid out like its parameter (the "
-             "offload pass keeps ZeRO-1's whole gradients on the device)", pd->name, gd->name);
+    RT_CHECK(!gd->on_host,
+             "adamw(%s, %s): a gradient in host memory must be laid out like its parameter (the "
+             "offload pass keeps ZeRO-1's whole gradients on the device)",
+             pd->name, gd->name);
     kcu_box bx = {.nd = pd->rank};
     int64_t poff[RT_MAX_RANK];
     rt_local_dims(rt, param, bx.box);

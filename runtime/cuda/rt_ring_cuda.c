@@ -26,7 +26,7 @@
 #include "../data/rt_data.h"
 #include "rt_cuda.h"
 
-#define B16(p) ((kcu_bf16 *)(void *)(p))
+#define B16(p)  ((kcu_bf16 *)(void *)(p))
 #define CB16(p) ((const kcu_bf16 *)(const void *)(p))
 
 static void cuda_ring_check(int64_t H, int64_t Hkv, int64_t Dh) {

@@ -41,9 +41,7 @@ static void corpus_add_path(rt_corpus *c, int *cap, const char *path) {
     memcpy(s->path, path, n);
 }
 
-static int corpus_name_cmp(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int corpus_name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* A directory's *.bin files, sorted by name. */
 static bool corpus_add_dir(rt_corpus *c, int *cap, const char *dir, char *err, size_t errlen) {
@@ -125,7 +123,8 @@ void rt_corpus_release(const rt_corpus *c, int64_t from, int64_t to) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     for (int k = 0; k < c->nshards; k++) {
         const rt_shard *s = &c->shard[k];
-        int64_t lo_t = from > s->first ? from : s->first, hi_t = to < s->first + s->ntokens ? to : s->first + s->ntokens;
+        int64_t lo_t = from > s->first ? from : s->first,
+                hi_t = to < s->first + s->ntokens ? to : s->first + s->ntokens;
         if (!s->map || hi_t <= lo_t) continue;
         size_t head = (size_t)(s->base - (const uint8_t *)s->map);
         size_t lo = head + (size_t)(lo_t - s->first) * (size_t)c->width;
@@ -175,12 +174,15 @@ static bool corpus_open_shard(rt_corpus *c, const char *opt, int k, bool text, i
         s->base = b + 1024;
     }
     if (s->ntokens == 0) {
-        snprintf(err, errlen, "%s: holds no tokens (%s)", s->path, s->map_len ? "a header with count 0" : "an empty file");
+        snprintf(err, errlen, "%s: holds no tokens (%s)", s->path,
+                 s->map_len ? "a header with count 0" : "an empty file");
         return false;
     }
     if (k > 0 && width != c->width) {
-        snprintf(err, errlen, "%s: %d-byte tokens, but %s holds %d-byte tokens: every shard needs the same token size "
-                 "(rewrite one with data/basp_prep.py)", s->path, width, c->shard[0].path, c->width);
+        snprintf(err, errlen,
+                 "%s: %d-byte tokens, but %s holds %d-byte tokens: every shard needs the same token size "
+                 "(rewrite one with data/basp_prep.py)",
+                 s->path, width, c->shard[0].path, c->width);
         return false;
     }
     c->width = width;
@@ -221,8 +223,10 @@ const rt_shard *rt_corpus_shard_of(const rt_corpus *c, int64_t i) {
     int lo = 0, hi = c->nshards - 1; /* the last shard with first <= i */
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (c->shard[mid].first <= i) lo = mid;
-        else hi = mid - 1;
+        if (c->shard[mid].first <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return &c->shard[lo];
 }

@@ -27,13 +27,21 @@ bool rt_regular_file(int fd, const char *path, struct stat *st, char *err, size_
     if (fstat(fd, st) == 0 && S_ISREG(st->st_mode)) return true;
     int e = errno;
     mode_t m = st->st_mode;
-    const char *kind = e ? NULL : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device"
-                                : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : NULL;
-    if (S_ISDIR(m)) snprintf(err, errlen, "%s: cannot read: is a directory", path);
+    const char *kind = e             ? NULL
+                       : S_ISFIFO(m) ? "a FIFO (named pipe)"
+                       : S_ISCHR(m)  ? "a character device"
+                       : S_ISBLK(m)  ? "a block device"
+                       : S_ISSOCK(m) ? "a socket"
+                                     : NULL;
+    if (S_ISDIR(m))
+        snprintf(err, errlen, "%s: cannot read: is a directory", path);
     else if (kind) /* a pipe would be read until its writer closes it, not checked as a file */
-        snprintf(err, errlen, "%s: cannot read: %s, not a regular file: basp reads its inputs from regular files "
-                 "only", path, kind);
-    else snprintf(err, errlen, "%s: cannot read: %s", path, e ? strerror(e) : "not a regular file");
+        snprintf(err, errlen,
+                 "%s: cannot read: %s, not a regular file: basp reads its inputs from regular files "
+                 "only",
+                 path, kind);
+    else
+        snprintf(err, errlen, "%s: cannot read: %s", path, e ? strerror(e) : "not a regular file");
     return false;
 }
 
@@ -76,7 +84,9 @@ bool rt_read_input(const char *opt, const char *path, unsigned char **out, int64
     if (!b || r < 0 || got != n) {
         free(b);
         snprintf(err, errlen, "%s%s%s: cannot read: %s", opt ? opt : "", opt ? " " : "", path,
-                 !b ? "out of memory" : e ? strerror(e) : "short read (file changed while reading?)");
+                 !b  ? "out of memory"
+                 : e ? strerror(e)
+                     : "short read (file changed while reading?)");
         return false;
     }
     b[n] = 0;
@@ -106,7 +116,8 @@ void rt_data_unmap(rt_ctx *rt) {
 bool rt_data_load(rt_ctx *rt, const rt_options *o, char *err, size_t errlen) {
     bool text = o->text != NULL;
     if (text && rt->p->vocab < 256) {
-        snprintf(err, errlen, "--text uses byte-level tokens and needs a vocabulary of at least 256; the model has %lld",
+        snprintf(err, errlen,
+                 "--text uses byte-level tokens and needs a vocabulary of at least 256; the model has %lld",
                  (long long)rt->p->vocab);
         return false;
     }
@@ -189,9 +200,11 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
         }
         int64_t seqno = rt->micro * p->micro_batch + off[0] + bi; /* within the step's A·B sequences */
         int64_t pos = rt->val_batch >= 0 ? (rt->val_batch * p->micro_batch + off[0] + bi) * p->seq_len /* in order */
-                      : rt->opt.epoch ? rt_epoch_window((uint64_t)rt->opt.seed, t * rt_accum(rt) * p->micro_batch + seqno,
-                                                        (rt->data->ntokens - 1) / p->seq_len) * p->seq_len
-                                      : rt_data_position((uint64_t)rt->opt.seed, t, seqno, rt->data->ntokens, p->seq_len);
+                      : rt->opt.epoch
+                          ? rt_epoch_window((uint64_t)rt->opt.seed, t * rt_accum(rt) * p->micro_batch + seqno,
+                                            (rt->data->ntokens - 1) / p->seq_len) *
+                                p->seq_len
+                          : rt_data_position((uint64_t)rt->opt.seed, t, seqno, rt->data->ntokens, p->seq_len);
         for (int64_t s = 0; s < ld[1]; s++) out[bi * ld[1] + s] = rt_token(rt, pos + seq[s] + shift);
     }
     free(seq);

@@ -64,7 +64,6 @@ static void docs_add(rt_docs *d, int64_t *cap, int64_t src, int64_t len, int64_t
     }
 }
 
-
 bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     const rt_program *p = rt->p;
     rt_docs *d = RT_MALLOC(sizeof *d);
@@ -90,8 +89,8 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     rt_data_release(rt, 0, rt->data->ntokens);
     if (start < rt->data->ntokens) docs_add(d, &cap, start, rt->data->ntokens - start, p->seq_len);
     if (d->ndocs == 0) {
-        snprintf(err, errlen, "%s: documents on, but every document is empty (%lld end-of-text tokens in a row)",
-                 path, (long long)neot);
+        snprintf(err, errlen, "%s: documents on, but every document is empty (%lld end-of-text tokens in a row)", path,
+                 (long long)neot);
         return false;
     }
     int64_t B = p->micro_batch, S = p->seq_len;
@@ -216,8 +215,7 @@ static void docs_pack(rt_ctx *rt, int n) {
     docs_tables(rt);
 }
 
-void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc,
-                  int64_t *pos) {
+void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc, int64_t *pos) {
     const rt_docs *d = rt->docs;
     RT_CHECK(d && d->step >= 0, "document tables asked for before the step's packing");
     int64_t S = rt->p->seq_len;

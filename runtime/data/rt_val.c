@@ -58,10 +58,12 @@ static bool val_docs_fill(rt_ctx *rt, const char *path, int64_t batch, char *err
                  (long long)rt->val_batches);
     else
         snprintf(want, sizeof want, "validation needs at least 1");
-    snprintf(err, errlen, "--val-data %s%s (the spec's documents on): its %lld document(s) fill %lld whole batch(es) of %lld x "
+    snprintf(err, errlen,
+             "--val-data %s%s (the spec's documents on): its %lld document(s) fill %lld whole batch(es) of %lld x "
              "%lld = %lld tokens in file order (each batch's last document is cut to fit and the rest of it is not "
-             "read), but %s; %s", path, rt->val.nshards > 1 ? " and the other shards" : "", (long long)ndocs,
-             (long long)fill, (long long)rt->p->micro_batch, (long long)rt->p->seq_len, (long long)batch, want,
+             "read), but %s; %s",
+             path, rt->val.nshards > 1 ? " and the other shards" : "", (long long)ndocs, (long long)fill,
+             (long long)rt->p->micro_batch, (long long)rt->p->seq_len, (long long)batch, want,
              fill > 0 ? "pass a smaller --val-tokens or more validation data" : "pass more validation data");
     return false;
 }
@@ -73,7 +75,8 @@ bool rt_val_load(rt_ctx *rt, char *err, size_t errlen) {
     rt->val_best_step = rt->val_last_step = rt->val_saved_step = -1;
     if (!o->nval) return true;
     if (!p->eval) {
-        snprintf(err, errlen, "--val-data: this program has no forward-only program to validate with (built by a "
+        snprintf(err, errlen,
+                 "--val-data: this program has no forward-only program to validate with (built by a "
                  "baspc without validation, or from IR whose forward ops do not compute the loss)");
         return false;
     }
@@ -85,7 +88,8 @@ bool rt_val_load(rt_ctx *rt, char *err, size_t errlen) {
                  (long long)o->val_tokens, (long long)p->micro_batch, (long long)p->seq_len, (long long)batch);
         return false;
     }
-    int64_t want = o->val_tokens ? o->val_tokens / batch : (have < RT_VAL_DEFAULT_BATCHES ? have : RT_VAL_DEFAULT_BATCHES);
+    int64_t want =
+        o->val_tokens ? o->val_tokens / batch : (have < RT_VAL_DEFAULT_BATCHES ? have : RT_VAL_DEFAULT_BATCHES);
     if (want < 1 || want > have) {
         snprintf(err, errlen, "%s%s: %lld tokens, fewer than %s%lld + 1 (%lld batch(es) of %lld)", path,
                  rt->val.nshards > 1 ? " and the other shards" : "", (long long)rt->val.ntokens,
@@ -213,9 +217,9 @@ void rt_val_record(rt_ctx *rt, int64_t t, double loss, double ms) {
     rt->val_last = loss;
     rt->val_last_step = t + 1;
     if (!rt->opt.quiet)
-        printf("validation after step %lld: val_loss %.6f (%lld batch(es), %lld tokens, %.1f ms)%s\n",
-               (long long)t + 1, loss, (long long)rt->val_batches,
-               (long long)(rt->val_batches * rt->p->micro_batch * rt->p->seq_len), ms, best ? ", best so far" : "");
+        printf("validation after step %lld: val_loss %.6f (%lld batch(es), %lld tokens, %.1f ms)%s\n", (long long)t + 1,
+               loss, (long long)rt->val_batches, (long long)(rt->val_batches * rt->p->micro_batch * rt->p->seq_len), ms,
+               best ? ", best so far" : "");
     fflush(stdout);
 }
 
@@ -244,8 +248,8 @@ void rt_val_note(const rt_ctx *rt) {
             printf("with --val-every %lld and --save-every %lld only the last step is both", (long long)v,
                    (long long)s);
         else
-            printf("with --val-every %lld and --save-every %lld those are every %lld steps and the last",
-                   (long long)v, (long long)s, (long long)(v / g * s));
+            printf("with --val-every %lld and --save-every %lld those are every %lld steps and the last", (long long)v,
+                   (long long)s, (long long)(v / g * s));
     }
     printf(" (a --val-every that is a multiple of --save-every makes every validated step one)\n");
 }

@@ -62,9 +62,12 @@ kern_attn_impl kern_attention_set_impl(kern_attn_impl impl) {
 kern_attn_impl kern_attention_get_impl(void) {
     if (attn_impl < 0) {
         const char *e = getenv("BASP_CPU_ATTENTION");
-        if (!e || !*e || !strcmp(e, "auto")) attn_impl = KERN_ATTN_AUTO;
-        else if (!strcmp(e, "fused")) attn_impl = KERN_ATTN_FUSED;
-        else if (!strcmp(e, "blas")) attn_impl = KERN_ATTN_BLAS;
+        if (!e || !*e || !strcmp(e, "auto"))
+            attn_impl = KERN_ATTN_AUTO;
+        else if (!strcmp(e, "fused"))
+            attn_impl = KERN_ATTN_FUSED;
+        else if (!strcmp(e, "blas"))
+            attn_impl = KERN_ATTN_BLAS;
         else {
             fprintf(stderr, "basp: BASP_CPU_ATTENTION=%s: expected auto, fused or blas\n", e);
             exit(2);
@@ -79,8 +82,10 @@ const kern_attn_fused_ops *kern_attention_fused(int64_t Dh) {
     /* the widest instance whose vectors divide Dh: an AVX-512 CPU runs the
      * AVX2 one for head dims that are a multiple of 8 but not of 16 */
     const kern_attn_fused_ops *ops = NULL;
-    if (w >= 16 && kern_attn_fused_avx512.name && Dh % kern_attn_fused_avx512.vl == 0) ops = &kern_attn_fused_avx512;
-    else if (w >= 8 && kern_attn_fused_avx2.name && Dh % kern_attn_fused_avx2.vl == 0) ops = &kern_attn_fused_avx2;
+    if (w >= 16 && kern_attn_fused_avx512.name && Dh % kern_attn_fused_avx512.vl == 0)
+        ops = &kern_attn_fused_avx512;
+    else if (w >= 8 && kern_attn_fused_avx2.name && Dh % kern_attn_fused_avx2.vl == 0)
+        ops = &kern_attn_fused_avx2;
     /* AVX2 above head dim 64: the fused backward measured 0.8-0.9x the
      * blocked one (Q_i^T and dO_i^T, 64 KiB, leave L1 and its 12-register
      * tiles reload them; bench/README.md), so auto keeps the blocked
@@ -125,8 +130,8 @@ static float *scratch_get(int64_t nfloats) {
 
 static void check_heads(int64_t H, int64_t Hkv, int64_t Dh) {
     if (Hkv <= 0 || H % Hkv != 0 || Dh <= 0) {
-        fprintf(stderr, "basp: attention: %lld q heads do not group over %lld kv heads (Dh %lld)\n",
-                (long long)H, (long long)Hkv, (long long)Dh);
+        fprintf(stderr, "basp: attention: %lld q heads do not group over %lld kv heads (Dh %lld)\n", (long long)H,
+                (long long)Hkv, (long long)Dh);
         abort();
     }
 }
@@ -144,8 +149,8 @@ typedef struct head_view {
 
 /* s[nq, w] = scale * Q[i0.., :] K[j0.., :]^T, then the causal/padding mask. */
 static void block_scores(const head_view *hv, float *s, int64_t i0, int nq, int64_t j0, int nk, int w) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)hv->Dh, hv->scale, hv->q + i0 * hv->ldq,
-                hv->ldq, hv->k + j0 * hv->ldk, hv->ldk, 0.0f, s, w);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)hv->Dh, hv->scale, hv->q + i0 * hv->ldq, hv->ldq,
+                hv->k + j0 * hv->ldk, hv->ldk, 0.0f, s, w);
     if (j0 + nk - 1 > i0 || nk < w) mask_block(s, nq, nk, w, i0, j0);
 }
 
@@ -184,8 +189,8 @@ void kern_attention_fwd(float *o, const float *q, const float *k, const float *v
     kern_attention_fwd_lse(o, NULL, q, k, v, b, S, H, Hkv, Dh);
 }
 
-void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
-                            int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                            int64_t H, int64_t Hkv, int64_t Dh) {
     check_heads(H, Hkv, Dh);
     const kern_attn_fused_ops *fused = kern_attention_fused(Dh);
     if (fused) {
@@ -198,11 +203,16 @@ void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep;
-            head_view hv = {q + (bi * S * H + h) * Dh, k + (bi * S * Hkv + g) * Dh, v + (bi * S * Hkv + g) * Dh,
-                            S, Dh, (int)(H * Dh), (int)(Hkv * Dh), (float)(1.0 / sqrt((double)Dh))};
+            head_view hv = {q + (bi * S * H + h) * Dh,
+                            k + (bi * S * Hkv + g) * Dh,
+                            v + (bi * S * Hkv + g) * Dh,
+                            S,
+                            Dh,
+                            (int)(H * Dh),
+                            (int)(Hkv * Dh),
+                            (float)(1.0 / sqrt((double)Dh))};
             float *ob = o + (bi * S * H + h) * Dh, *lb = lse ? lse + (bi * H + h) * S : NULL;
-            for (int64_t i0 = 0; i0 < S; i0 += BQ)
-                fwd_block(&hv, ob, lb, i0, imin(BQ, S - i0), s, acc, m, l, alpha);
+            for (int64_t i0 = 0; i0 < S; i0 += BQ) fwd_block(&hv, ob, lb, i0, imin(BQ, S - i0), s, acc, m, l, alpha);
         }
 }
 
@@ -265,8 +275,8 @@ static void bwd_pair(const head_view *hv, const head_grad *hg, int64_t i0, int n
  * receives its terms in the same order (dK_j, dV_j over ascending query
  * blocks, dQ_i over ascending key blocks) from GEMMs of the same shapes:
  * the results are bit for bit the query-major ones. */
-static void bwd_head(const head_view *hv, const head_grad *hg, float *s, float *dp, float *lse, float *dsum,
-                     float *l, bool have_lse) {
+static void bwd_head(const head_view *hv, const head_grad *hg, float *s, float *dp, float *lse, float *dsum, float *l,
+                     bool have_lse) {
     int64_t S = hv->S;
     for (int64_t i0 = 0; i0 < S; i0 += BQ)
         bwd_rowstats(hv, hg, i0, imin(BQ, S - i0), s, lse + i0, dsum + i0, l, have_lse);
@@ -302,8 +312,8 @@ void kern_attention_bwd_lse(float *dq, float *dk, float *dv, const float *dout, 
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep, qoff = (bi * S * H + h) * Dh, koff = (bi * S * Hkv + g) * Dh;
-            head_view hv = {q + qoff, k + koff, v + koff, S, Dh, (int)(H * Dh), (int)(Hkv * Dh),
-                            (float)(1.0 / sqrt((double)Dh))};
+            head_view hv = {q + qoff, k + koff,      v + koff,        S,
+                            Dh,       (int)(H * Dh), (int)(Hkv * Dh), (float)(1.0 / sqrt((double)Dh))};
             head_grad hg = {dout + qoff, o + qoff, dq + qoff, dk + koff, dv + koff};
             /* pass 2 only reads lse: the forward's row may be used in place */
             float *lse = lse_fwd ? (float *)lse_fwd + (bi * H + h) * S : stats;

@@ -14,11 +14,11 @@
 #include "kern_exp_coef.h"
 
 #define SIMD_CAT2(a, b) a##b
-#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
-#define SIMD(name) SIMD_CAT(name, SIMD_SFX)
+#define SIMD_CAT(a, b)  SIMD_CAT2(a, b)
+#define SIMD(name)      SIMD_CAT(name, SIMD_SFX)
 
-#define vf SIMD(vf_)
-#define vi SIMD(vi_)
+#define vf      SIMD(vf_)
+#define vi      SIMD(vi_)
 #define VINLINE static inline __attribute__((always_inline)) SIMD_ISA
 
 typedef float vf __attribute__((vector_size(SIMD_VL * sizeof(float))));
@@ -147,7 +147,7 @@ SIMD_ISA static void SIMD(swiglu_fwd_)(float *y, const float *g, const float *u,
 
 /* d silu(g)/dg = s (1 + g (1 - s)), s = sigmoid(g). */
 SIMD_ISA static void SIMD(swiglu_bwd_)(float *dg, float *du, const float *dy, const float *g, const float *u,
-                                        int64_t n) {
+                                       int64_t n) {
     int64_t i = 0;
     for (; i + SIMD_VL <= n; i += SIMD_VL) {
         vf gv = SIMD(vload_)(g + i), d = SIMD(vload_)(dy + i), s = SIMD(vsigmoid_)(gv);
@@ -163,7 +163,7 @@ SIMD_ISA static void SIMD(swiglu_bwd_)(float *dg, float *du, const float *dy, co
 }
 
 static const kern_attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_),
-                                                     SIMD(swiglu_fwd_), SIMD(swiglu_bwd_)};
+                                                    SIMD(swiglu_fwd_), SIMD(swiglu_bwd_)};
 
 #undef vf
 #undef vi

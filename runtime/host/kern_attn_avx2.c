@@ -50,8 +50,8 @@ static inline FV f_scale2n_live(FV y, FV n, FV x) {
 }
 
 /* As kern_attn_avx512.c's, one element at a time. */
-static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *qpos, const int32_t *qdoc,
-                       float *st, int64_t j0, int nk) {
+static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *qpos, const int32_t *qdoc, float *st,
+                       int64_t j0, int nk) {
     for (int t = 0; t < nk; t++) {
         float *row = st + t * KERN_TILE;
         int64_t kp = kpos ? kpos[j0 + t] : INT64_MIN;
@@ -62,7 +62,7 @@ static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *
 
 #include "kern_attn_fused.h"
 
-const kern_attn_fused_ops kern_attn_fused_avx2 = {"fused-avx2", FVL, attn256_fwd, attn256_bwd, attn256_ring_fwd,
+const kern_attn_fused_ops kern_attn_fused_avx2 = {"fused-avx2",    FVL, attn256_fwd, attn256_bwd, attn256_ring_fwd,
                                                   attn256_ring_bwd};
 #ifdef __clang__
 #pragma clang attribute pop

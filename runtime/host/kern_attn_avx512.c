@@ -19,7 +19,8 @@
 /* Every function below is compiled for the ISA (clang ignores GCC's
  * target pragma and takes its own; the pop is after the ops table). */
 #ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))),                   \
+                             apply_to = function)
 #else
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
 #endif
@@ -49,8 +50,8 @@ static inline FV f_scale2n_live(FV y, FV n, FV x) {
 /* -inf over the score tile st[nk][KERN_TILE] where key t's position exceeds
  * query r's (kpos set) or its document differs (kdoc set); qpos/qdoc: the
  * query tile's, padded to KERN_TILE (padding: never masked by position). */
-static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *qpos, const int32_t *qdoc,
-                       float *st, int64_t j0, int nk) {
+static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *qpos, const int32_t *qdoc, float *st,
+                       int64_t j0, int nk) {
     const FV ninf = _mm512_set1_ps(-INFINITY);
     for (int t = 0; t < nk; t++) {
         __m512i kp = _mm512_set1_epi64(kpos ? kpos[j0 + t] : INT64_MIN);
@@ -68,7 +69,7 @@ static void f_mask_ids(const int64_t *kpos, const int32_t *kdoc, const int64_t *
 
 #include "kern_attn_fused.h"
 
-const kern_attn_fused_ops kern_attn_fused_avx512 = {"fused-avx512", FVL, attn512_fwd, attn512_bwd, attn512_ring_fwd,
+const kern_attn_fused_ops kern_attn_fused_avx512 = {"fused-avx512",  FVL, attn512_fwd, attn512_bwd, attn512_ring_fwd,
                                                     attn512_ring_bwd};
 #ifdef __clang__
 #pragma clang attribute pop

@@ -115,11 +115,14 @@ static inline __attribute__((always_inline)) void ukr(const int MR, const int NV
  * for 4, 2 and 1 vectors; gemm() uses those up to this ISA's F_MR4, F_MR2,
  * F_MR1 (the taller ones would spill: AVX2 never calls them). */
 typedef void (*ukr_fn)(const gemm_op *g, int row0, int col0);
-#define UKR_INST(MR, NV) \
+#define UKR_INST(MR, NV)                                                                                               \
     static void ukr_##MR##x##NV(const gemm_op *g, int row0, int col0) { ukr(MR, NV, g, row0, col0); }
 #define UKR_ROWS6(NV) UKR_INST(1, NV) UKR_INST(2, NV) UKR_INST(3, NV) UKR_INST(4, NV) UKR_INST(5, NV) UKR_INST(6, NV)
-#define UKR_ROWS12(NV) \
+#define UKR_ROWS12(NV)                                                                                                 \
     UKR_ROWS6(NV) UKR_INST(7, NV) UKR_INST(8, NV) UKR_INST(9, NV) UKR_INST(10, NV) UKR_INST(11, NV) UKR_INST(12, NV)
+/* The instances expand to functions that no statement ends, which the
+ * formatter would read as one declaration: kept as written. */
+/* clang-format off */
 UKR_ROWS6(4)
 UKR_ROWS12(2)
 UKR_ROWS12(1)
@@ -131,6 +134,7 @@ static const ukr_fn ukr_nv2[13] = {NULL,    ukr_1x2, ukr_2x2, ukr_3x2,  ukr_4x2,
 static const ukr_fn ukr_nv1[17] = {NULL,     ukr_1x1,  ukr_2x1,  ukr_3x1,  ukr_4x1,  ukr_5x1,
                                    ukr_6x1,  ukr_7x1,  ukr_8x1,  ukr_9x1,  ukr_10x1, ukr_11x1,
                                    ukr_12x1, ukr_13x1, ukr_14x1, ukr_15x1, ukr_16x1};
+/* clang-format on */
 
 /* C[rows, ncols] (+)= A B over all rows; ncols a multiple of FVL, taken
  * in strips of 4, 2 and 1 vectors. */
@@ -173,8 +177,7 @@ static inline FV exp_neg(FV x) {
  * sum_t exp(st - m), and with write_p the exponentials over st.  Shared by
  * the forward and the backward's logsumexp pass: one function, one
  * rounding. */
-static __attribute__((noinline)) void softmax_step(float *st, int nk, float *m, float *l, float *alpha,
-                                                   bool write_p) {
+static __attribute__((noinline)) void softmax_step(float *st, int nk, float *m, float *l, float *alpha, bool write_p) {
     for (int v = 0; v < TB / FVL; v++) {
         FV mx = f_load(m + FVL * v);
         /* f_max(a, b) returns b when either is NaN: mx second keeps a NaN
@@ -244,10 +247,10 @@ typedef struct view {
     int64_t ldq, ldk, Sk;
     int Dh;
     float scale;
-    bool dense;                      /* causal by index; else by qpos/kpos, qdoc/kdoc */
-    const int64_t *qpos, *kpos;      /* NULL: no position condition */
-    const int32_t *qdoc, *kdoc;      /* this batch row's ids, or NULL */
-    const kern_tile_range *kr;       /* key tile extents, kr[j0 / TB] */
+    bool dense;                 /* causal by index; else by qpos/kpos, qdoc/kdoc */
+    const int64_t *qpos, *kpos; /* NULL: no position condition */
+    const int32_t *qdoc, *kdoc; /* this batch row's ids, or NULL */
+    const kern_tile_range *kr;  /* key tile extents, kr[j0 / TB] */
 } view;
 
 /* How key tile j0 (nk keys) meets query tile i0 (nq queries, extent qr). */
@@ -358,14 +361,26 @@ static void fwd_tile(const view *vw, const fwd_state *fs, int64_t i0, int nq, fl
 static float *fwd_scratch(int64_t Dh) { return scratch(2 * Dh * TB + TB * TB + 3 * TB); }
 
 static void F_NAME(fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
-                      int64_t H, int64_t Hkv, int64_t Dh) {
+                        int64_t H, int64_t Hkv, int64_t Dh) {
     float *ws = fwd_scratch(Dh);
     int64_t rep = H / Hkv;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep;
-            view vw = {q + (bi * S * H + h) * Dh, k + (bi * S * Hkv + g) * Dh, v + (bi * S * Hkv + g) * Dh,
-                       H * Dh, Hkv * Dh, S, (int)Dh, (float)(1.0 / sqrt((double)Dh)), true, NULL, NULL, NULL, NULL, NULL};
+            view vw = {q + (bi * S * H + h) * Dh,
+                       k + (bi * S * Hkv + g) * Dh,
+                       v + (bi * S * Hkv + g) * Dh,
+                       H * Dh,
+                       Hkv * Dh,
+                       S,
+                       (int)Dh,
+                       (float)(1.0 / sqrt((double)Dh)),
+                       true,
+                       NULL,
+                       NULL,
+                       NULL,
+                       NULL,
+                       NULL};
             fwd_state fs = {o + (bi * S * H + h) * Dh, lse ? lse + (bi * H + h) * S : NULL, H * Dh, 1, false};
             for (int64_t i0 = 0; i0 < S; i0 += TB) fwd_tile(&vw, &fs, i0, imin(TB, S - i0), ws);
         }
@@ -418,7 +433,7 @@ static void bwd_tile(const view *vw, const grad_io *gi, int64_t i0, int nq, floa
         scores(vw, &ids, st, qt, i0, nq, j0, nk, kind);
         gemm_op dpo = {vj, ldk, 1, dot, TB, dp, TB, Dh, false, NULL}; /* dP^T = V_j dO_i^T */
         gemm(&dpo, nk, TB);
-        grad_step(st, dp, nk, lse, D, vw->scale); /* st <- P^T, dp <- scale dS^T */
+        grad_step(st, dp, nk, lse, D, vw->scale);                                    /* st <- P^T, dp <- scale dS^T */
         gemm_op dvo = {st, TB, 1, doi, ldq, gi->dv + j0 * ldk, ldk, nq, true, NULL}; /* dV_j += P^T dO_i */
         gemm(&dvo, nk, Dh);
         gemm_op dko = {dp, TB, 1, qi, ldq, gi->dk + j0 * ldk, ldk, nq, true, NULL}; /* dK_j += dS^T Q_i */
@@ -431,8 +446,8 @@ static void bwd_tile(const view *vw, const grad_io *gi, int64_t i0, int nq, floa
 static float *bwd_scratch(int64_t Dh) { return scratch(2 * Dh * TB + 2 * TB * TB + 2 * TB); }
 
 static void F_NAME(bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
-                      int64_t Hkv, int64_t Dh) {
+                        const float *v, const float *o, const float *lse_fwd, int64_t b, int64_t S, int64_t H,
+                        int64_t Hkv, int64_t Dh) {
     memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
     memset(dk, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
     memset(dv, 0, (size_t)(b * S * Hkv * Dh) * sizeof(float));
@@ -444,8 +459,8 @@ static void F_NAME(bwd)(float *dq, float *dk, float *dv, const float *dout, cons
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / rep, qoff = (bi * S * H + h) * Dh, koff = (bi * S * Hkv + g) * Dh;
-            view vw = {q + qoff, k + koff, v + koff, H * Dh, Hkv * Dh, S, (int)Dh, (float)(1.0 / sqrt((double)Dh)),
-                       true, NULL, NULL, NULL, NULL, NULL};
+            view vw = {q + qoff, k + koff, v + koff, H * Dh, Hkv * Dh, S,   (int)Dh, (float)(1.0 / sqrt((double)Dh)),
+                       true,     NULL,     NULL,     NULL,   NULL,     NULL};
             const float *lse = lse_fwd ? lse_fwd + (bi * H + h) * S : stats;
             if (!lse_fwd) { /* the forward's statistics pass, without P V: the forward's bits */
                 fwd_state fs = {NULL, stats, 0, 1, false};
@@ -458,17 +473,29 @@ static void F_NAME(bwd)(float *dq, float *dk, float *dv, const float *dout, cons
 
 /* ---- ring blocks and packed documents (kern_ring.c's entry points) ------------- */
 
-static view ring_view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq,
-                         int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+static view ring_view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq, int64_t Sk,
+                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
                          const int32_t *qdoc, const int32_t *kdoc, const kern_tile_range *kr) {
     int64_t g = h / (H / Hk), qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
-    return (view){q + qoff, k + koff, v + koff, H * Dh, Hk * Dh, Sk, (int)Dh, (float)(1.0 / sqrt((double)Dh)),
-                  false, qpos, kpos, qdoc ? qdoc + bi * Sq : NULL, kdoc ? kdoc + bi * Sk : NULL, kr};
+    return (view){q + qoff,
+                  k + koff,
+                  v + koff,
+                  H * Dh,
+                  Hk * Dh,
+                  Sk,
+                  (int)Dh,
+                  (float)(1.0 / sqrt((double)Dh)),
+                  false,
+                  qpos,
+                  kpos,
+                  qdoc ? qdoc + bi * Sq : NULL,
+                  kdoc ? kdoc + bi * Sk : NULL,
+                  kr};
 }
 
 static void F_NAME(ring_fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
-                           int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
-                           const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc) {
+                             int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
+                             const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc) {
     float *ws = fwd_scratch(Dh);
     for (int64_t bi = 0; bi < b; bi++) {
         const kern_tile_range *kr = kern_tile_key_ranges(bi, Sk, kpos, kdoc);
@@ -481,9 +508,9 @@ static void F_NAME(ring_fwd)(float *o, float *lse, const float *q, const float *
 }
 
 static void F_NAME(ring_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                           const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
-                           int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
-                           const int32_t *qdoc, const int32_t *kdoc) {
+                             const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
+                             int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+                             const int32_t *qdoc, const int32_t *kdoc) {
     float *ws = bwd_scratch(Dh);
     int64_t rep = H / Hk;
     for (int64_t bi = 0; bi < b; bi++) {
@@ -497,4 +524,3 @@ static void F_NAME(ring_bwd)(float *dq, float *dk, float *dv, const float *dout,
         }
     }
 }
-

@@ -155,14 +155,12 @@ static void rope_check_scaling(const kern_rope_scaling *sc) {
 }
 
 /* The position of row si: pos[si], or pos0 + si when pos is NULL. */
-static inline int64_t rope_row_pos(const int64_t *pos, int64_t pos0, int64_t si) {
-    return pos ? pos[si] : pos0 + si;
-}
+static inline int64_t rope_row_pos(const int64_t *pos, int64_t pos0, int64_t si) { return pos ? pos[si] : pos0 + si; }
 
 /* cs, sn [S, Dh/2] for the rows' positions: the one place angles are made,
  * so the pos0 and explicit-position forms agree bit for bit. */
-static void rope_table_fill(float *cs, float *sn, int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0,
-                            double theta, const kern_rope_scaling *sc) {
+static void rope_table_fill(float *cs, float *sn, int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0, double theta,
+                            const kern_rope_scaling *sc) {
     rope_check_scaling(sc);
     int64_t half = Dh / 2;
     for (int64_t i = 0; i < half; i++) {
@@ -260,13 +258,13 @@ static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H
         }
 }
 
-void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta, const kern_rope_scaling *scaling) {
+void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0, double theta,
+                   const kern_rope_scaling *scaling) {
     rope_apply(y, x, b, S, H, Dh, NULL, pos0, theta, scaling, 1.0f);
 }
 
-void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta, const kern_rope_scaling *scaling) {
+void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0, double theta,
+                   const kern_rope_scaling *scaling) {
     rope_apply(dx, dy, b, S, H, Dh, NULL, pos0, theta, scaling, -1.0f);
 }
 

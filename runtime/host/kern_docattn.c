@@ -29,9 +29,7 @@ static const int64_t *row_positions(int64_t S) {
     return pos;
 }
 
-static float *stats_scratch(int64_t nfloats) {
-    return kern_scratch(CM_WS_CPU_DSTATS, nfloats, "document attention");
-}
+static float *stats_scratch(int64_t nfloats) { return kern_scratch(CM_WS_CPU_DSTATS, nfloats, "document attention"); }
 
 /* lse [n] = -inf: the ring's "nothing seen yet". */
 static void lse_empty(float *lse, int64_t n) {
@@ -49,8 +47,8 @@ void kern_docattn_fwd(float *o, float *lse, const float *q, const float *k, cons
 }
 
 void kern_docattn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *o, const int32_t *doc, int64_t b, int64_t S, int64_t H,
-                      int64_t Hk, int64_t Dh) {
+                      const float *v, const float *o, const int32_t *doc, int64_t b, int64_t S, int64_t H, int64_t Hk,
+                      int64_t Dh) {
     /* The ring backward accumulates (beta = 1) into the outputs. */
     memset(dq, 0, (size_t)(b * S * H * Dh) * sizeof(float));
     memset(dk, 0, (size_t)(b * S * Hk * Dh) * sizeof(float));

@@ -38,14 +38,15 @@ int64_t kern_mlp_ws_floats(int64_t N, int64_t F, int64_t chunk) {
 }
 
 /* g, u, s of rows [r, r+n) of x (ld D) into ws (each [n, F]). */
-static void mlp_gus(float *g, float *u, float *s, const float *x, const float *wg, const float *wu, int n, int D, int F) {
+static void mlp_gus(float *g, float *u, float *s, const float *x, const float *wg, const float *wu, int n, int D,
+                    int F) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, F, D, 1.0f, x, D, wg, F, 0.0f, g, F);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, F, D, 1.0f, x, D, wu, F, 0.0f, u, F);
     kern_swiglu_fwd(s, g, u, (int64_t)n * F);
 }
 
-void kern_mlp_fwd(float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
-                  int64_t D, int64_t F, int64_t chunk) {
+void kern_mlp_fwd(float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N, int64_t D,
+                  int64_t F, int64_t chunk) {
     int n = mlp_dim(N, "mlp"), d = mlp_dim(D, "mlp"), f = mlp_dim(F, "mlp");
     int c = chunk < 1 || chunk > N ? n : (int)chunk;
     if (n == 0 || d == 0 || f == 0) return;
@@ -54,8 +55,7 @@ void kern_mlp_fwd(float *y, const float *x, const float *wg, const float *wu, co
         int m = n - r < c ? n - r : c;
         const float *xc = x + (size_t)r * d;
         mlp_gus(g, u, s, xc, wg, wu, m, d, f);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, f, 1.0f, s, f, wd, d, 0.0f, y + (size_t)r * d,
-                    d);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, f, 1.0f, s, f, wd, d, 0.0f, y + (size_t)r * d, d);
     }
 }
 

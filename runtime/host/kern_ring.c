@@ -49,10 +49,10 @@
 #include <string.h>
 
 enum {
-    BQ = 64,         /* queries per tile */
-    BK = KERN_TILE,  /* keys per tile (64): smaller than kern_attention.c's 128 so
+    BQ = 64,        /* queries per tile */
+    BK = KERN_TILE, /* keys per tile (64): smaller than kern_attention.c's 128 so
                         that the skipping follows the zig-zag chunks more closely */
-    PADW = 16,       /* tile rows padded to the widest vector */
+    PADW = 16,      /* tile rows padded to the widest vector */
 };
 
 /* A finite stand-in for the max of a row that has seen nothing: the SIMD
@@ -60,7 +60,6 @@ enum {
  * keys are all masked.  exp(-1e30 - s) flushes to exactly 0 once a key is
  * visible (kern_attention_simd.h clamps below -87). */
 #define M_EMPTY (-1e30f)
-
 
 /* ---- helpers ------------------------------------------------------------------- */
 
@@ -73,8 +72,8 @@ static float *scratch_get(int64_t nfloats) {
 
 static void check_heads(int64_t H, int64_t Hk, int64_t Dh) {
     if (Hk <= 0 || H % Hk != 0 || Dh <= 0) {
-        fprintf(stderr, "basp: ring attention: %lld q heads do not group over %lld kv heads (Dh %lld)\n",
-                (long long)H, (long long)Hk, (long long)Dh);
+        fprintf(stderr, "basp: ring attention: %lld q heads do not group over %lld kv heads (Dh %lld)\n", (long long)H,
+                (long long)Hk, (long long)Dh);
         abort();
     }
 }
@@ -121,11 +120,11 @@ kern_tile_kind kern_tile_classify(const kern_tile_range *q, const kern_tile_rang
 typedef struct ring_view {
     const float *q, *k, *v; /* first row of this head / its kv head */
     int64_t Sq, Sk, Dh;
-    int ldq, ldk;           /* row strides: H*Dh and Hk*Dh */
-    int ldl;                /* row stride of lse and D: H */
+    int ldq, ldk; /* row strides: H*Dh and Hk*Dh */
+    int ldl;      /* row stride of lse and D: H */
     const int64_t *qpos, *kpos;
     const int32_t *qdoc, *kdoc; /* this batch row's document ids, or NULL */
-    const kern_tile_range *kr;       /* the extents of the key tiles, kr[j0 / BK] */
+    const kern_tile_range *kr;  /* the extents of the key tiles, kr[j0 / BK] */
     float scale;
 } ring_view;
 
@@ -133,8 +132,8 @@ typedef struct ring_view {
  * kdoc != qdoc) and the padding columns nk..w-1 set to -inf. */
 static void tile_scores(const ring_view *rv, float *s, int64_t i0, int nq, int64_t j0, int nk, int w,
                         kern_tile_kind kind) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)rv->Dh, rv->scale, rv->q + i0 * rv->ldq,
-                rv->ldq, rv->k + j0 * rv->ldk, rv->ldk, 0.0f, s, w);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, (int)rv->Dh, rv->scale, rv->q + i0 * rv->ldq, rv->ldq,
+                rv->k + j0 * rv->ldk, rv->ldk, 0.0f, s, w);
     for (int r = 0; r < nq; r++) {
         float *row = s + (int64_t)r * w;
         if (kind == KERN_TILE_MASKED && rv->kpos) {
@@ -187,12 +186,24 @@ const kern_tile_range *kern_tile_key_ranges(int64_t bi, int64_t Sk, const int64_
 }
 
 /* The view of batch row bi, head h; kr from key_ranges for row bi. */
-static ring_view view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq,
-                         int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
+static ring_view view_of(const float *q, const float *k, const float *v, int64_t bi, int64_t h, int64_t Sq, int64_t Sk,
+                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
                          const int32_t *qdoc, const int32_t *kdoc, const kern_tile_range *kr) {
     int64_t g = h / (H / Hk), qoff = (bi * Sq * H + h) * Dh, koff = (bi * Sk * Hk + g) * Dh;
-    return (ring_view){q + qoff, k + koff, v + koff, Sq, Sk, Dh, (int)(H * Dh), (int)(Hk * Dh), (int)H,
-                       qpos, kpos, qdoc ? qdoc + bi * Sq : NULL, kdoc ? kdoc + bi * Sk : NULL, kr,
+    return (ring_view){q + qoff,
+                       k + koff,
+                       v + koff,
+                       Sq,
+                       Sk,
+                       Dh,
+                       (int)(H * Dh),
+                       (int)(Hk * Dh),
+                       (int)H,
+                       qpos,
+                       kpos,
+                       qdoc ? qdoc + bi * Sq : NULL,
+                       kdoc ? kdoc + bi * Sk : NULL,
+                       kr,
                        (float)(1.0 / sqrt((double)Dh))};
 }
 
@@ -271,9 +282,8 @@ void kern_ring_block_fwd_doc(float *o, float *lse, const float *q, const float *
     }
 }
 
-void kern_ring_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
-                         int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
-                         const int64_t *kpos) {
+void kern_ring_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t Sq,
+                         int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
     kern_ring_block_fwd_doc(o, lse, q, k, v, b, Sq, Sk, H, Hk, Dh, qpos, kpos, NULL, NULL);
 }
 
@@ -318,10 +328,10 @@ static void bwd_tile(const ring_view *rv, const ring_grad *rg, int64_t i0, int n
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, 1.0f, doi, ldq, vj, ldk, 0.0f, dp, w);
         kern_attn_simd()->grad(s, dp, nq, w, lt, dt, rv->scale); /* s <- P, dp <- scale * dS */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, 1.0f, dp, w, kj, ldk, 1.0f, dqi, ldq);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, dp, w, qi, ldq, 1.0f,
-                    rg->dk + j0 * ldk, ldk);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, s, w, doi, ldq, 1.0f,
-                    rg->dv + j0 * ldk, ldk);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, dp, w, qi, ldq, 1.0f, rg->dk + j0 * ldk,
+                    ldk);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, s, w, doi, ldq, 1.0f, rg->dv + j0 * ldk,
+                    ldk);
     }
 }
 
@@ -353,7 +363,7 @@ void kern_ring_block_bwd_doc(float *dq, float *dk, float *dv, const float *dout,
 }
 
 void kern_ring_block_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
-                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
+                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk, int64_t H,
+                         int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
     kern_ring_block_bwd_doc(dq, dk, dv, dout, q, k, v, lse, D, b, Sq, Sk, H, Hk, Dh, qpos, kpos, NULL, NULL);
 }

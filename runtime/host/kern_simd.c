@@ -18,18 +18,18 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-#define SIMD_VL 4
+#define SIMD_VL  4
 #define SIMD_SFX _generic
 #define SIMD_ISA
 #include "kern_attention_simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ATTN_X86 1
-#define SIMD_VL 8
+#define SIMD_VL  8
 #define SIMD_SFX _avx2
 #define SIMD_ISA __attribute__((target("avx2,fma")))
 #include "kern_attention_simd.h"
-#define SIMD_VL 16
+#define SIMD_VL  16
 #define SIMD_SFX _avx512
 #define SIMD_ISA __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
 #include "kern_attention_simd.h"

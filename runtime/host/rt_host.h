@@ -91,11 +91,11 @@ void kern_rope_table(float *cs, float *sn, int64_t S, int64_t Dh, int64_t pos0, 
  * pair (i, i + Dh/2) is rotated by angle pos * inv_freq_i with
  * inv_freq_i = theta^(-2i/Dh) (Hugging Face Llama rotate_half), adjusted by
  * `scaling` unless it is NULL.  y may alias x. */
-void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta, const kern_rope_scaling *scaling);
+void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0, double theta,
+                   const kern_rope_scaling *scaling);
 /* dx[b,S,H,Dh] from dy: the inverse (transposed) rotation.  dx may alias dy. */
-void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0,
-                   double theta, const kern_rope_scaling *scaling);
+void kern_rope_bwd(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0, double theta,
+                   const kern_rope_scaling *scaling);
 
 /* ---- swiglu, add (kern_basic.c) ----------------------------------------- */
 /* y[n] = silu(g[n]) * u[n],  silu(g) = g * sigmoid(g) */
@@ -108,8 +108,8 @@ void kern_add(float *y, const float *a, const float *b, int64_t n);
 /* ---- tiled SwiGLU MLP (kern_mlp.c) --------------------------------------- */
 /* y[N,D] = (silu(x@wg) * (x@wu)) @ wd ; x[N,D], wg, wu [D,F], wd [F,D];
  * `chunk` rows at a time (chunk < 1 or > N: all N at once) */
-void kern_mlp_fwd(float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
-                  int64_t D, int64_t F, int64_t chunk);
+void kern_mlp_fwd(float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N, int64_t D,
+                  int64_t F, int64_t chunk);
 /* dx[N,D], dwg, dwu [D,F], dwd [F,D] (overwritten) from dy[N,D]; recomputes
  * each chunk's x@wg and x@wu */
 void kern_mlp_bwd(float *dx, float *dwg, float *dwu, float *dwd, const float *dy, const float *x, const float *wg,
@@ -155,8 +155,8 @@ int kern_attn_simd_width(void);
 void kern_attention_fwd(float *o, const float *q, const float *k, const float *v, int64_t b, int64_t S, int64_t H,
                         int64_t Hkv, int64_t Dh);
 /* The same, also writing each row's logsumexp to lse [b,H,S] (NULL: none). */
-void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
-                            int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+void kern_attention_fwd_lse(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
+                            int64_t H, int64_t Hkv, int64_t Dh);
 /* dq[b,S,H,Dh], dk/dv [b,S,Hkv,Dh] from dout[b,S,H,Dh] and the forward's
  * inputs and output o.  The row logsumexp is recomputed; dk, dv sum over the
  * q heads that share a kv head.  All three outputs are overwritten. */
@@ -194,17 +194,16 @@ const kern_attn_fused_ops *kern_attention_fused(int64_t Dh);
 struct kern_attn_fused_ops {
     const char *name; /* "fused-avx512", "fused-avx2" */
     int vl;
-    void (*fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S,
-                int64_t H, int64_t Hkv, int64_t Dh);
+    void (*fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t S, int64_t H,
+                int64_t Hkv, int64_t Dh);
     void (*bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
                 const float *o, const float *lse, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
     void (*ring_fwd)(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t Sq,
                      int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos,
                      const int32_t *qdoc, const int32_t *kdoc);
-    void (*ring_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                     const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk, int64_t H,
-                     int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc,
-                     const int32_t *kdoc);
+    void (*ring_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+                     const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk,
+                     int64_t Dh, const int64_t *qpos, const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc);
 };
 extern const kern_attn_fused_ops kern_attn_fused_avx512, kern_attn_fused_avx2;
 
@@ -253,7 +252,6 @@ void kern_adamw(float *p, float *m, float *v, const float *g, int64_t n, double 
  * gradient norm) */
 double kern_sumsq(const float *x, int64_t n);
 
-
 /* ---- ring attention (kern_ring.c) ------------------------------------------ */
 /* The blocks of ring attention (sequence parallelism): the sequence is cut
  * over R ranks, each keeps its query block and meets every key/value block
@@ -271,9 +269,8 @@ double kern_sumsq(const float *x, int64_t n);
  * running result with this block's: a chain of calls over all key blocks,
  * started from (0, -inf), gives the attention over all keys.  Rows with no
  * visible key in the block are left unchanged. */
-void kern_ring_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b,
-                         int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
-                         const int64_t *kpos);
+void kern_ring_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, int64_t b, int64_t Sq,
+                         int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos);
 /* D[b,S,H] = sum_d dout[b,S,H,d] * o[b,S,H,d] (summed in double), once per
  * backward, with the final o. */
 void kern_ring_rowdot(float *D, const float *dout, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh);
@@ -285,8 +282,8 @@ void kern_ring_rowdot(float *D, const float *dout, const float *o, int64_t b, in
  * once); dk, dv sum over the q heads of a kv head.  Same mask and skipping
  * as the forward; a row with lse -inf gets no gradient. */
 void kern_ring_block_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk,
-                         int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos);
+                         const float *v, const float *lse, const float *D, int64_t b, int64_t Sq, int64_t Sk, int64_t H,
+                         int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos);
 /* The causal load-balanced (zig-zag) order: the S tokens are cut into 2R
  * chunks of C = S/(2R); ring position r holds chunks r and 2R-1-r, in that
  * order.  Returns the original position of index i (0..S-1, ring order), so
@@ -339,7 +336,7 @@ void kern_docattn_fwd(float *o, float *lse, const float *q, const float *k, cons
  * pass: Q K^T and the softmax sums, no P V), so nothing is kept between forward and backward: one
  * signature for callers with and without the forward's lse, at the cost of one Q K^T pass. */
 void kern_docattn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *o, const int32_t *doc, int64_t b, int64_t S, int64_t H,
-                      int64_t Hk, int64_t Dh);
+                      const float *v, const float *o, const int32_t *doc, int64_t b, int64_t S, int64_t H, int64_t Hk,
+                      int64_t Dh);
 
 #endif

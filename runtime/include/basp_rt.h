@@ -53,13 +53,13 @@ typedef enum { RT_VCAT_DEFAULT = 0, RT_VCAT_PARAMS, RT_VCAT_GRADS, RT_VCAT_INPUT
 
 /* One IR value. */
 typedef struct rt_value_desc {
-    const char *name;               /* IR name without % */
+    const char *name; /* IR name without % */
     rt_value_kind kind;
     rt_dtype dtype;
-    int rank;                       /* 0 = scalar */
-    int64_t dims[RT_MAX_RANK];      /* global */
-    int shard[RT_MAX_RANK];         /* group index per dim, -1 = whole */
-    int64_t local_elems;            /* product of local dims (1 for scalars); for an
+    int rank;                  /* 0 = scalar */
+    int64_t dims[RT_MAX_RANK]; /* global */
+    int shard[RT_MAX_RANK];    /* group index per dim, -1 = whole */
+    int64_t local_elems;       /* product of local dims (1 for scalars); for an
                                        uneven value the largest rank's (its buffer size) */
     /* Uneven split unit per dim, 0 = even (dims divisible by the set size).
      * u >= 1: the dim of n = u*m entries is split in whole units of u; the
@@ -111,12 +111,12 @@ typedef struct rt_optim_desc {
     double wsd_decay;    /* wsd: the fraction of the post-warmup steps that decay */
     double weight_decay; /* decoupled, on matrices only (rt_weight_decay) */
     double beta1, beta2, eps;
-    double grad_clip;    /* the global gradient norm's limit; 0 = no clipping */
+    double grad_clip; /* the global gradient norm's limit; 0 = no clipping */
 } rt_optim_desc;
 
 typedef struct rt_program {
-    const char *model;      /* module name */
-    const char *spec;       /* the spec file it was compiled from (for messages) */
+    const char *model; /* module name */
+    const char *spec;  /* the spec file it was compiled from (for messages) */
     int world, nodes, devices_per_node;
     /* Where the compiler assumed ranks run: the node of every world rank, or
      * NULL for consecutive placement (rank r on node r / devices_per_node).
@@ -129,8 +129,8 @@ typedef struct rt_program {
     int nopt;
     const rt_opt_pair *opt; /* in the order of the adamw ops */
     /* Special values (indices, -1 if absent). */
-    int tokens, targets;    /* inputs, i32 [B,S] */
-    int loss;               /* f32 scalar: sum of the cross-entropy over all ranks' tokens */
+    int tokens, targets; /* inputs, i32 [B,S] */
+    int loss;            /* f32 scalar: sum of the cross-entropy over all ranks' tokens */
     /* Model and training configuration (from the IR config). */
     int64_t micro_batch, seq_len, vocab, hidden, layers, heads, kv_heads, head_dim, ffn;
     double rope_theta, norm_eps, lr;
@@ -227,8 +227,7 @@ int64_t rt_local_dim(rt_ctx *rt, int value, int dim);
 /* out[N,D] = w[tok[n], :] */
 void rt_embedding(rt_ctx *rt, float *out, const int32_t *tok, const float *w, int64_t N, int64_t V, int64_t D);
 /* dw[V,D] = sum over n with tok[n]=v of dout[n,:]  (overwrites dw) */
-void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V,
-                      int64_t D);
+void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *tok, int64_t N, int64_t V, int64_t D);
 
 /* y[N,D] = x / rms(x) * w */
 void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps);
@@ -263,9 +262,9 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 /* Backward (recomputes the softmax statistics); dk, dv sum over the q heads
  * sharing a kv head. */
-void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H,
-                      int64_t Hkv, int64_t Dh);
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh);
 
 /* Ring attention over the R ranks of group g (IR ops ring_attention,
  * ring_attention_bwd): q, o, do, dq [b,S,H,Dh] and k, v, dk, dv
@@ -302,8 +301,8 @@ void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n);
 
 /* loss[0] = sum over the N local tokens of cross_entropy(x[n] @ w^T, tgt[n]);
  * w [V,D].  Logits are computed in chunks of rows, never for all N at once. */
-void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N,
-                     int64_t V, int64_t D);
+void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N, int64_t V,
+                     int64_t D);
 /* Gradient of (loss * scale): dx[N,D], dw[V,D] (overwrites dw); scale is
  * 1/(B*S), so that the summed gradients are those of the mean loss (with
  * packed documents rt_loss_scale(rt): 1 / this step's counted targets). */

@@ -39,8 +39,10 @@ void rt_metrics_write(FILE *f, cJSON *o) {
     if (fprintf(f, "%s\n", line) < 0 || fflush(f) != 0) {
         mx_err = errno ? errno : EIO;
         mx_lost = step;
-        fprintf(stderr, "error: --metrics %s: cannot write the record of step %lld: %s; training goes on without "
-                "metrics, the run will exit with status 1\n", mx_path ? mx_path : "?", step, strerror(mx_err));
+        fprintf(stderr,
+                "error: --metrics %s: cannot write the record of step %lld: %s; training goes on without "
+                "metrics, the run will exit with status 1\n",
+                mx_path ? mx_path : "?", step, strerror(mx_err));
         fflush(stderr);
     }
     cJSON_free(line);
@@ -92,7 +94,8 @@ static bool mx_trim(const char *path, FILE *in, long long upto) {
         remove(tmp);
     } else if (dropped) {
         printf("metrics: %s: kept %lld record(s) up to step %lld, dropped %lld written after it (trained again "
-               "now)\n", path, kept, upto, dropped);
+               "now)\n",
+               path, kept, upto, dropped);
     }
     free(line);
     free(tmp);

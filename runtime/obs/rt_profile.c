@@ -75,9 +75,10 @@ void rt_profile_report(const rt_ctx *rt, double *secs, int64_t n, double step_to
     printf("done: %lld step(s) in %.2f s, median step %.1f ms, %.0f tok/s (median)\n", (long long)n, sum, med * 1e3,
            med > 0 ? step_tokens / med : 0.0);
     printf("memory: arena %.2f MiB per rank (%s), high-water %.2f MiB + workspace %.2f MiB, peak resident set "
-           "%.2f MiB\n", (double)rt->arena_bytes / (1 << 20),
-           rt->planned ? "the compiler's memory plan" : "one slot per value", (double)rt->mem_hw / (1 << 20),
-           (double)rt_backend_workspace_bytes(rt) / (1 << 20), (double)rt_rss_peak_bytes() / (1 << 20));
+           "%.2f MiB\n",
+           (double)rt->arena_bytes / (1 << 20), rt->planned ? "the compiler's memory plan" : "one slot per value",
+           (double)rt->mem_hw / (1 << 20), (double)rt_backend_workspace_bytes(rt) / (1 << 20),
+           (double)rt_rss_peak_bytes() / (1 << 20));
     if (rt->host_bytes)
         printf("memory: host arena %.2f MiB per rank, high-water %.2f MiB (offloaded values%s)\n",
                (double)rt->host_bytes / (1 << 20), (double)rt->host_hw / (1 << 20),

@@ -134,8 +134,8 @@ bool rt_trace_end(rt_ctx *rt, int64_t t) {
         all = RT_MALLOC(sizeof(double) * RT_TRACE_FIELDS * (size_t)(total > 0 ? total : 1));
         for (int r = 0; r < rt->world; r++) counts[r] *= RT_TRACE_FIELDS;
     }
-    RT_MPI(MPI_Gatherv(rt->trace_ev, n * RT_TRACE_FIELDS, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0,
-                       MPI_COMM_WORLD));
+    RT_MPI(
+        MPI_Gatherv(rt->trace_ev, n * RT_TRACE_FIELDS, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     int ok = 1;
     if (rt->rank == 0) {
         for (int r = 0; r < rt->world; r++) counts[r] /= RT_TRACE_FIELDS;

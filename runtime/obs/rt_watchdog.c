@@ -32,8 +32,8 @@ static struct {
     atomic_bool stop;
     int rank;
     double seconds;
-    atomic_llong last_ns;  /* CLOCK_MONOTONIC of the last beat */
-    atomic_bool held;      /* rt_watchdog_hold: rank 0 answers for this rank */
+    atomic_llong last_ns; /* CLOCK_MONOTONIC of the last beat */
+    atomic_bool held;     /* rt_watchdog_hold: rank 0 answers for this rank */
     /* What is running: odd `seq` while the main thread changes the three
      * fields, so the watchdog thread never prints one activity's name with
      * another's file or step. */

@@ -34,7 +34,7 @@ int main(void) {
         cover(big, c);
         cover(embed, c);
     }
-    CHECK(rt_chunk_per_rank(8, 5) == 5); /* the test override */
+    CHECK(rt_chunk_per_rank(8, 5) == 5);                     /* the test override */
     CHECK(rt_chunk_per_rank(1, big) == RT_GATHER_CHUNK_MAX); /* capped: never an int overflow */
     cover(big, RT_GATHER_CHUNK_MAX);
     CHECK(rt_chunk_count(big, RT_GATHER_CHUNK_MAX) == 3);

@@ -103,7 +103,8 @@ static void test_half(void) {
 static void test_hf_names(void) {
     rt_hf_map m = rt_hf_name("l12.wq");
     CHECK(!strcmp(m.name, "model.layers.12.self_attn.q_proj.weight") && m.split == 1);
-    CHECK(!strcmp(rt_hf_name("l0.wo").name, "model.layers.0.self_attn.o_proj.weight") && rt_hf_name("l0.wo").split == 2);
+    CHECK(!strcmp(rt_hf_name("l0.wo").name, "model.layers.0.self_attn.o_proj.weight") &&
+          rt_hf_name("l0.wo").split == 2);
     CHECK(!strcmp(rt_hf_name("l1.mlp_norm").name, "model.layers.1.post_attention_layernorm.weight"));
     CHECK(!strcmp(rt_hf_name("l1.w_down").name, "model.layers.1.mlp.down_proj.weight"));
     CHECK(!strcmp(rt_hf_name("embed").name, "model.embed_tokens.weight") && rt_hf_name("embed").split == 0);
@@ -176,10 +177,12 @@ static void test_bad(void) {
     expect_bad("{\"a\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype 'Q4'");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "not a non-negative integer");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}", 6, "(overlap)");
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}",
+               6, "(overlap)");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "(gap)");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+               8,
                "corrupt header: key a is repeated (first {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}, "
                "then {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}): Python's json");
     expect_bad("{\"m.x\":{\"dtype\":\"F32\",\"shape\":[1],\"dtype\":\"F16\",\"data_offsets\":[0,4]}}", 4,
@@ -255,7 +258,9 @@ int main(int argc, char **argv) {
     test_bad();
     test_tokens();
     test_json_dup();
-    if (failures) fprintf(stderr, "test_safetensors: %d check(s) failed\n", failures);
-    else printf("test_safetensors: all checks passed\n");
+    if (failures)
+        fprintf(stderr, "test_safetensors: %d check(s) failed\n", failures);
+    else
+        printf("test_safetensors: all checks passed\n");
     return failures != 0;
 }

@@ -164,9 +164,12 @@ static void setup(void) {
     const char *w = getenv("BASP_FUZZ_CLI_WORK");
     if (!w || !*w) w = "fuzz-cli-work";
     char cwd[1024];
-    if (w[0] == '/') snprintf(work, sizeof work, "%s", w);
-    else if (getcwd(cwd, sizeof cwd)) snprintf(work, sizeof work, "%s/%s", cwd, w);
-    else die("getcwd");
+    if (w[0] == '/')
+        snprintf(work, sizeof work, "%s", w);
+    else if (getcwd(cwd, sizeof cwd))
+        snprintf(work, sizeof work, "%s/%s", cwd, w);
+    else
+        die("getcwd");
     mkdir(work, 0777);
     snprintf(base, sizeof base, "%s/base", work);
     snprintf(cased, sizeof cased, "%s/case", work);
@@ -183,8 +186,8 @@ static void setup(void) {
     fclose(f);
     snprintf(p, sizeof p, "%s/ckpt", base);
     snprintf(q, sizeof q, "%s/w.bin", base);
-    char *argv[] = {(char *)bin, "--data", "tok.bin", "--steps", "1", "--quiet", "--checkpoint-dir", p,
-                    "--save-weights", q, NULL};
+    char *argv[] = {(char *)bin,        "--data", "tok.bin",        "--steps", "1", "--quiet",
+                    "--checkpoint-dir", p,        "--save-weights", q,         NULL};
     int rc = run(argv, base, 60, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "fuzz_cli: the first run of %s failed (status %d): %s\n", bin, rc, err);
@@ -213,8 +216,8 @@ static void fix_checksum(const char *dir, const char *name) {
     char *at = strstr(s, key), *end = at ? strchr(at, '}') : NULL;
     if (at && end) {
         char entry[256];
-        int k = snprintf(entry, sizeof entry, "\"%s\": {\"bytes\": %zu, \"fnv64\": \"%016llx\"",
-                         name, n, (unsigned long long)fnv(0xcbf29ce484222325ULL, b, n));
+        int k = snprintf(entry, sizeof entry, "\"%s\": {\"bytes\": %zu, \"fnv64\": \"%016llx\"", name, n,
+                         (unsigned long long)fnv(0xcbf29ce484222325ULL, b, n));
         FILE *f = fopen(p, "wb");
         if (f) {
             fwrite(s, 1, (size_t)(at - s), f);
@@ -227,8 +230,20 @@ static void fix_checksum(const char *dir, const char *name) {
     free(s);
 }
 
-static const char *const json_tokens[] = {"-1", "0", "1e309", "null", "true", "\"\"", "[]", "{}", "99999999999999999999",
-                                          "\"llama\"", "\"qwen3\"", "1.5", "2147483648", "-9223372036854775808"};
+static const char *const json_tokens[] = {"-1",
+                                          "0",
+                                          "1e309",
+                                          "null",
+                                          "true",
+                                          "\"\"",
+                                          "[]",
+                                          "{}",
+                                          "99999999999999999999",
+                                          "\"llama\"",
+                                          "\"qwen3\"",
+                                          "1.5",
+                                          "2147483648",
+                                          "-9223372036854775808"};
 
 /* One random damage of the file at path. */
 static void damage(const char *path) {
@@ -244,9 +259,7 @@ static void damage(const char *path) {
         case 0: /* flip a byte */
             if (n) b[pos] ^= (unsigned char)(1 + rnd() % 255);
             break;
-        case 1: /* truncate */
-            n = n ? rnd() % n : 0;
-            break;
+        case 1: /* truncate */ n = n ? rnd() % n : 0; break;
         case 2: /* remove a run */
             if (n) {
                 size_t k = 1 + rnd() % 16;
@@ -300,8 +313,8 @@ static void make_case(uint64_t h) {
         snprintf(q, sizeof q, "%s/ckpt/step-00000001/%s", cased, ckpt_files[i]);
         copy_file(p, q);
     }
-    static const char *const flat[][2] = {{"ckpt/latest", "ckpt/latest"}, {"w.bin", "w.bin"},
-                                          {"tok.bin", "tok.bin"}, {"text.txt", "text.txt"}};
+    static const char *const flat[][2] = {
+        {"ckpt/latest", "ckpt/latest"}, {"w.bin", "w.bin"}, {"tok.bin", "tok.bin"}, {"text.txt", "text.txt"}};
     for (size_t i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/%s", base, flat[i][0]);
         snprintf(q, sizeof q, "%s/%s", cased, flat[i][1]);
@@ -329,9 +342,8 @@ static void make_case(uint64_t h) {
 /* An argument with its placeholders replaced; a path outside the scratch
  * directory (absolute, or with "..") becomes "x". */
 static void expand(const char *a, char *out, size_t n) {
-    static const char *const ph[][2] = {{"@DATA@", "tok.bin"}, {"@TEXT@", "text.txt"},
-                                        {"@STEP@", "ckpt/step-00000001"}, {"@CKPT@", "ckpt"},
-                                        {"@W@", "w.bin"}, {"@OUT@", "out"}};
+    static const char *const ph[][2] = {{"@DATA@", "tok.bin"}, {"@TEXT@", "text.txt"}, {"@STEP@", "ckpt/step-00000001"},
+                                        {"@CKPT@", "ckpt"},    {"@W@", "w.bin"},       {"@OUT@", "out"}};
     size_t k = 0;
     out[0] = 0;
     while (*a && k + 1 < n) {
@@ -357,8 +369,10 @@ static void expand(const char *a, char *out, size_t n) {
 static void cap_steps(char **args, int n) {
     for (int i = 0; i < n; i++) {
         char *v = NULL;
-        if (!strcmp(args[i], "--steps") && i + 1 < n) v = args[i + 1];
-        else if (!strncmp(args[i], "--steps=", 8)) v = args[i] + 8;
+        if (!strcmp(args[i], "--steps") && i + 1 < n)
+            v = args[i + 1];
+        else if (!strncmp(args[i], "--steps=", 8))
+            v = args[i] + 8;
         if (!v) continue;
         char *end;
         long long s = strtoll(v, &end, 10);
@@ -404,9 +418,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             char *nl = strchr(err, '\n');
             fprintf(stderr, "fuzz_cli: status %d: %.*s\n", rc, nl ? (int)(nl - err) : (int)strlen(err), err);
         }
-        const char *why = rc == -1 ? "did not end (timeout)" : rc <= -2 ? "was killed by a signal"
-                          : rc == 86 ? "reported a sanitizer error" : rc >= 120 ? "exited with a status >= 120"
-                          : rc != 0 && !err[0] ? "failed without a message" : NULL;
+        const char *why = rc == -1             ? "did not end (timeout)"
+                          : rc <= -2           ? "was killed by a signal"
+                          : rc == 86           ? "reported a sanitizer error"
+                          : rc >= 120          ? "exited with a status >= 120"
+                          : rc != 0 && !err[0] ? "failed without a message"
+                                               : NULL;
         if (why) {
             fprintf(stderr, "fuzz_cli: the training binary %s (status %d; signal %d); argv:\n", why, rc,
                     rc <= -2 ? -2 - rc : 0);

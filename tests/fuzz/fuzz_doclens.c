@@ -20,8 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check(const layout_doc *d, int n, const layout_slot *s, int ns, int64_t B, int64_t S) {
     int64_t row = 0, col = 0, total = d[n - 1].src + d[n - 1].len;
     for (int i = 0; i < ns; i++) {
-        if (s[i].row != row || s[i].col != col || s[i].len < 1 || s[i].src < 0 || s[i].src + s[i].len > total)
-            abort();
+        if (s[i].row != row || s[i].col != col || s[i].len < 1 || s[i].src < 0 || s[i].src + s[i].len > total) abort();
         col += s[i].len;
         if (col > S) abort();
         if (col == S) row++, col = 0;

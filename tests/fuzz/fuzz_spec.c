@@ -29,8 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             pass_options opt = pass_default_options();
             opt.quiet = true;
             opt.print_out = fuzz_null_sink();
-            if (pass_run_pipeline(m, pass_default_pipeline(), &opt))
-                pass_schedule_print(m, fuzz_null_sink());
+            if (pass_run_pipeline(m, pass_default_pipeline(), &opt)) pass_schedule_print(m, fuzz_null_sink());
             ir_module_free(m);
         }
     }

@@ -13,7 +13,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-typedef struct { uint8_t *data; size_t size; } input;
+typedef struct {
+    uint8_t *data;
+    size_t size;
+} input;
 static input *inputs;
 static int ninputs, capinputs;
 static uint64_t rng_state;
@@ -31,7 +34,10 @@ static void add_file(const char *path) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    if (n < 0 || n > (1 << 20)) { fclose(f); return; }
+    if (n < 0 || n > (1 << 20)) {
+        fclose(f);
+        return;
+    }
     uint8_t *d = malloc((size_t)n + 1);
     size_t got = fread(d, 1, (size_t)n, f);
     fclose(f);
@@ -44,8 +50,14 @@ static void add_file(const char *path) {
 
 static void add_path(const char *path) {
     struct stat st;
-    if (stat(path, &st) != 0) { fprintf(stderr, "replay: cannot read %s\n", path); exit(2); }
-    if (!S_ISDIR(st.st_mode)) { add_file(path); return; }
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "replay: cannot read %s\n", path);
+        exit(2);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        add_file(path);
+        return;
+    }
     DIR *d = opendir(path);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -57,9 +69,19 @@ static void add_path(const char *path) {
     if (d) closedir(d);
 }
 
-static const char *tokens[] = {"{", "}", "\"", "#", "import", "model", "mesh", "train", "layout",
-                               "groups", "link", "from", "16K", "1e309", "-1", "0", "GB/s", "@",
-                               "%", "[", "]", ",", "=", ":", "\n", "99999999999999999999"};
+static const char *tokens[] = {"{",      "}",
+                               "\"",     "#",
+                               "import", "model",
+                               "mesh",   "train",
+                               "layout", "groups",
+                               "link",   "from",
+                               "16K",    "1e309",
+                               "-1",     "0",
+                               "GB/s",   "@",
+                               "%",      "[",
+                               "]",      ",",
+                               "=",      ":",
+                               "\n",     "99999999999999999999"};
 
 /* One random edit of (d, n) into a fresh buffer. */
 static uint8_t *mutate(const input *in, size_t *n_out) {
@@ -70,9 +92,16 @@ static uint8_t *mutate(const input *in, size_t *n_out) {
     for (int e = 0; e < edits; e++) {
         size_t pos = n ? rng() % (n + 1) : 0;
         switch (rng() % 5) {
-        case 0: if (pos < n) d[pos] = (uint8_t)rng(); break;            /* flip */
-        case 1: if (pos < n) { memmove(d + pos, d + pos + 1, n - pos - 1); n--; } break;
-        case 2: {                                                          /* token */
+        case 0:
+            if (pos < n) d[pos] = (uint8_t)rng();
+            break; /* flip */
+        case 1:
+            if (pos < n) {
+                memmove(d + pos, d + pos + 1, n - pos - 1);
+                n--;
+            }
+            break;
+        case 2: { /* token */
             const char *t = tokens[rng() % (sizeof tokens / sizeof *tokens)];
             size_t tl = strlen(t);
             if (n + tl > cap) d = realloc(d, cap = n + tl + 64);
@@ -81,8 +110,10 @@ static uint8_t *mutate(const input *in, size_t *n_out) {
             n += tl;
             break;
         }
-        case 3: if (pos < n) n = pos; break;                               /* truncate */
-        default: {                                                         /* splice */
+        case 3:
+            if (pos < n) n = pos;
+            break; /* truncate */
+        default: { /* splice */
             const input *o = &inputs[rng() % ninputs];
             if (!o->size) break;
             size_t from = rng() % o->size, len = 1 + rng() % 32;
@@ -100,18 +131,27 @@ static uint8_t *mutate(const input *in, size_t *n_out) {
 
 static void save_current(const uint8_t *d, size_t n) {
     FILE *f = fopen("fuzz-current-input", "wb");
-    if (f) { fwrite(d, 1, n, f); fclose(f); }
+    if (f) {
+        fwrite(d, 1, n, f);
+        fclose(f);
+    }
 }
 
 int main(int argc, char **argv) {
     long mutations = 1000;
     rng_state = 0x9e3779b97f4a7c15ULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mutations") && i + 1 < argc) mutations = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng_state ^= strtoull(argv[++i], NULL, 10) * 0x2545F4914F6CDD1DULL;
-        else add_path(argv[i]);
+        if (!strcmp(argv[i], "--mutations") && i + 1 < argc)
+            mutations = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            rng_state ^= strtoull(argv[++i], NULL, 10) * 0x2545F4914F6CDD1DULL;
+        else
+            add_path(argv[i]);
     }
-    if (ninputs == 0) { fprintf(stderr, "replay: no inputs\n"); return 2; }
+    if (ninputs == 0) {
+        fprintf(stderr, "replay: no inputs\n");
+        return 2;
+    }
     for (int i = 0; i < ninputs; i++) {
         save_current(inputs[i].data, inputs[i].size);
         LLVMFuzzerTestOneInput(inputs[i].data, inputs[i].size);

@@ -40,7 +40,6 @@
 
 static int failures;
 
-
 static uint64_t rng = 88172645463325252ULL;
 static float frand(void) { /* uniform in [-1, 1) */
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -95,8 +94,7 @@ static void check(const char *name, const float *got, const float *ref, int64_t 
         if (fabs(ref[i]) > mx) mx = fabs(ref[i]);
     }
     bool ok = err <= tol * mx;
-    printf("%-28s max err %.3e of max %.3e (%.2e, tol %.0e)  %s\n", name, err, mx, err / mx, tol,
-           ok ? "ok" : "FAIL");
+    printf("%-28s max err %.3e of max %.3e (%.2e, tol %.0e)  %s\n", name, err, mx, err / mx, tol, ok ? "ok" : "FAIL");
     failures += !ok;
 }
 
@@ -327,14 +325,13 @@ static void test_adamw(void) {
 /* ---- data movement: box copy (ZeRO-1 slices, all_gather reordering) and the
  * all_to_all pack/unpack, against host loops written like rt_comm.c's ---------- */
 static void test_copy_box(void) {
-    kcu_box bx = {.nd = 3, .box = {2, 3, 4}, .sdims = {4, 5, 6}, .soff = {1, 2, 1},
-                  .ddims = {2, 3, 8}, .doff = {0, 0, 3}};
+    kcu_box bx = {
+        .nd = 3, .box = {2, 3, 4}, .sdims = {4, 5, 6}, .soff = {1, 2, 1}, .ddims = {2, 3, 8}, .doff = {0, 0, 3}};
     int64_t ns = 4 * 5 * 6, nd = 2 * 3 * 8;
     float *src = rnd(ns, 1), *ref = calloc((size_t)nd, 4);
     for (int64_t a = 0; a < 2; a++)
         for (int64_t b = 0; b < 3; b++)
-            for (int64_t c = 0; c < 4; c++)
-                ref[(a * 3 + b) * 8 + 3 + c] = src[((1 + a) * 5 + 2 + b) * 6 + 1 + c];
+            for (int64_t c = 0; c < 4; c++) ref[(a * 3 + b) * 8 + 3 + c] = src[((1 + a) * 5 + 2 + b) * 6 + 1 + c];
     kcu_bf16 *ds = up(src, ns), *dd = dzeros(nd);
     KCU_CHECK_EXIT(kcu_copy_box(dd, ds, &bx, 2, 0));
     check_gpu("copy_box (bf16)", dd, ref, nd, 0);
@@ -560,8 +557,8 @@ static void test_cudnn(void) {
         failures++;
         return;
     }
-    cuda_cudnn_shape shapes[] = {{1, 256, 8, 2, 64}, {2, 200, 4, 1, 128}, {1, 384, 16, 4, 128}, {1, 130, 4, 4, 64},
-                               {2, 64, 8, 1, 64}};
+    cuda_cudnn_shape shapes[] = {
+        {1, 256, 8, 2, 64}, {2, 200, 4, 1, 128}, {1, 384, 16, 4, 128}, {1, 130, 4, 4, 64}, {2, 64, 8, 1, 64}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int sharp = 0; sharp < 2; sharp++) test_cudnn_attention(c, &shapes[i], sharp ? 3.f : 1.f);
     cuda_cudnn_destroy(c);
@@ -599,8 +596,8 @@ int main(void) {
     cudaFree(t);
     /* b, S, H, Hkv, Dh: every head dim, partial last tiles, S past several
      * 64-query / 32-key tiles, GQA groups of 1, 2, 4 */
-    int shapes[][5] = {{1, 70, 8, 2, 8},   {2, 100, 4, 2, 16}, {1, 130, 4, 4, 32},
-                       {1, 257, 8, 2, 64}, {2, 200, 4, 1, 128}};
+    int shapes[][5] = {
+        {1, 70, 8, 2, 8}, {2, 100, 4, 2, 16}, {1, 130, 4, 4, 32}, {1, 257, 8, 2, 64}, {2, 200, 4, 1, 128}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int sharp = 0; sharp < 2; sharp++)
             test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], sharp ? 3.f : 1.f);

@@ -54,7 +54,8 @@ static void reference(refs *r, const shape *s, const float *q, const float *k, c
     r->o = calloc((size_t)nq, sizeof(double)), r->dq = calloc((size_t)nq, sizeof(double));
     r->dk = calloc((size_t)nk, sizeof(double)), r->dv = calloc((size_t)nk, sizeof(double));
     r->lse = calloc((size_t)(s->b * H * S), sizeof(double));
-    double sc = 1.0 / sqrt((double)Dh), *p = malloc((size_t)S * sizeof(double)), *dp = malloc((size_t)S * sizeof(double));
+    double sc = 1.0 / sqrt((double)Dh), *p = malloc((size_t)S * sizeof(double)),
+           *dp = malloc((size_t)S * sizeof(double));
     for (int64_t bi = 0; bi < s->b; bi++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < S; i++) {
@@ -96,8 +97,7 @@ static void reference(refs *r, const shape *s, const float *q, const float *k, c
 static void refs_free(refs *r) { free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv); }
 
 /* One line per tensor; |got - want| <= 2e-5 max|want| + 1e-6 (see the top). */
-static void check(const char *impl, const shape *s, const char *what, const float *got, const double *want,
-                  int64_t n) {
+static void check(const char *impl, const shape *s, const char *what, const float *got, const double *want, int64_t n) {
     double big = 0, worst = 0;
     for (int64_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
     double tol = 2e-5 * big + 1e-6;
@@ -107,8 +107,7 @@ static void check(const char *impl, const shape *s, const char *what, const floa
     }
     bool ok = worst <= tol;
     printf("  %-6s b=%lld S=%-3lld H=%lld/%lld Dh=%-3lld %-3s max|err|=%.2e tol=%.2e %s\n", impl, (long long)s->b,
-           (long long)s->S, (long long)s->H, (long long)s->Hkv, (long long)s->Dh, what, worst, tol,
-           ok ? "ok" : "FAIL");
+           (long long)s->S, (long long)s->H, (long long)s->Hkv, (long long)s->Dh, what, worst, tol, ok ? "ok" : "FAIL");
     if (!ok) g_failures++;
 }
 
@@ -135,7 +134,9 @@ static void run_shape(const shape *s) {
     const kern_attn_impl impls[2] = {first_impl(s->Dh), KERN_ATTN_BLAS};
     for (int ii = 0; ii < 2; ii++) {
         kern_attention_set_impl(impls[ii]);
-        const char *name = ii == 1 ? "blas" : kern_attention_fused(s->Dh) ? kern_attention_impl_name(s->Dh) + 6 : "auto";
+        const char *name = ii == 1                       ? "blas"
+                           : kern_attention_fused(s->Dh) ? kern_attention_impl_name(s->Dh) + 6
+                                                         : "auto";
         float *o = frand(nq, 1e3, 2e3), *o2 = frand(nq, 1e3, 2e3), *lse = frand(nl, 1e3, 2e3);
         float *dq = frand(nq, 1e3, 2e3), *dk = frand(nk, 1e3, 2e3), *dv = frand(nk, 1e3, 2e3);
         float *dq2 = frand(nq, 1e3, 2e3), *dk2 = frand(nk, 1e3, 2e3), *dv2 = frand(nk, 1e3, 2e3);
@@ -204,7 +205,8 @@ static void run_ring_case(const ring_case *c) {
      * stays -inf without a running state; the backward must give them 0) */
     for (int64_t j = 0; j < c->Sk; j++)
         kpos[j] = j < c->Sk / 2 ? j + c->Sq / 2 : c->Sq / 2 + (int64_t)(urand() * 4 * (double)c->Sq);
-    int32_t *qdoc = malloc((size_t)(c->b * c->Sq) * sizeof(int32_t)), *kdoc = malloc((size_t)(c->b * c->Sk) * sizeof(int32_t));
+    int32_t *qdoc = malloc((size_t)(c->b * c->Sq) * sizeof(int32_t)),
+            *kdoc = malloc((size_t)(c->b * c->Sk) * sizeof(int32_t));
     /* 3 documents in batch row 0, 4 in row 1, ...: each row's own ids */
     for (int64_t i = 0; i < c->b * c->Sq; i++) qdoc[i] = (int32_t)((i % c->Sq) * (3 + i / c->Sq) / c->Sq);
     for (int64_t j = 0; j < c->b * c->Sk; j++) kdoc[j] = (int32_t)((j % c->Sk) * (3 + j / c->Sk) / c->Sk);
@@ -268,9 +270,12 @@ static void run_nonfinite(int64_t Dh, kern_attn_impl impl) {
         float *q = frand(nq, -2, 2), *k = frand(nk, -2, 2), *v = frand(nk, -1, 1), *dout = frand(nq, -1, 1);
         float *o = frand(nq, 1e3, 2e3), *lse = frand(S * H, 1e3, 2e3), *dq = fzero(nq), *dk = fzero(nk);
         float *dv = fzero(nk);
-        if (kase == 0) k[2 * Dh + 5] = NAN;
-        else if (kase == 1) q[(10 * H + 1) * Dh + 3] = INFINITY;
-        else q[3] = -INFINITY, k[3] = 1.0f;
+        if (kase == 0)
+            k[2 * Dh + 5] = NAN;
+        else if (kase == 1)
+            q[(10 * H + 1) * Dh + 3] = INFINITY;
+        else
+            q[3] = -INFINITY, k[3] = 1.0f;
         kern_attention_fwd_lse(o, lse, q, k, v, 1, S, H, 1, Dh);
         kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, lse, 1, S, H, 1, Dh);
         int bad = 0;
@@ -299,9 +304,9 @@ int main(int argc, char **argv) {
     }
     printf("attention (fused: %s for Dh=64)\n", kern_attention_impl_name(64));
     const shape shapes[] = {
-        {1, 1, 2, 1, 16},   {2, 5, 4, 2, 32},   {1, 63, 4, 2, 64},  {1, 64, 3, 3, 48},  {1, 65, 4, 1, 64},
-        {2, 130, 4, 2, 16}, {1, 129, 2, 2, 80}, {1, 200, 4, 2, 32}, {1, 257, 2, 1, 128}, {1, 128, 2, 2, 96},
-        {1, 70, 2, 1, 112}, {1, 100, 2, 1, 256}, {1, 40, 4, 2, 8},  {1, 90, 2, 1, 72},  {2, 50, 2, 2, 40},
+        {1, 1, 2, 1, 16},   {2, 5, 4, 2, 32},    {1, 63, 4, 2, 64},  {1, 64, 3, 3, 48},   {1, 65, 4, 1, 64},
+        {2, 130, 4, 2, 16}, {1, 129, 2, 2, 80},  {1, 200, 4, 2, 32}, {1, 257, 2, 1, 128}, {1, 128, 2, 2, 96},
+        {1, 70, 2, 1, 112}, {1, 100, 2, 1, 256}, {1, 40, 4, 2, 8},   {1, 90, 2, 1, 72},   {2, 50, 2, 2, 40},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(&shapes[i]);
     const ring_case rings[] = {
@@ -320,7 +325,9 @@ int main(int argc, char **argv) {
         printf("  FAIL: Dh=40 on AVX-512 runs %s, not fused-avx2\n", kern_attention_impl_name(40));
         g_failures++;
     }
-    if (g_failures) printf("%d FAILED\n", g_failures);
-    else printf("all passed\n");
+    if (g_failures)
+        printf("%d FAILED\n", g_failures);
+    else
+        printf("all passed\n");
     return g_failures ? 1 : 0;
 }

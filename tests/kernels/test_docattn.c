@@ -72,8 +72,8 @@ static void pack_init(pack *p, int64_t b, int64_t S, int64_t H, int64_t Hk, int6
         for (int d = 0; lens[bi][d] > 0; d++)
             for (int i = 0; i < lens[bi][d]; i++) p->doc[bi * S + t++] = (int32_t)(3 * bi + 1 + 2 * d);
         if (t != S) {
-            fprintf(stderr, "test_docattn: row %lld lengths sum to %lld, not S = %lld\n", (long long)bi,
-                    (long long)t, (long long)S);
+            fprintf(stderr, "test_docattn: row %lld lengths sum to %lld, not S = %lld\n", (long long)bi, (long long)t,
+                    (long long)S);
             exit(2);
         }
     }

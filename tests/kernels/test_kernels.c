@@ -73,8 +73,9 @@ static void check_equal_bits(const char *name, const float *got, const float *wa
     for (int64_t i = 0; i < n; i++)
         if (memcmp(&got[i], &want[i], sizeof(float))) bad++, first = first < 0 ? i : first;
     printf("  %-34s n=%-5lld %s", name, (long long)n, bad ? "FAIL" : "identical ok");
-    if (bad) printf(": %lld differ, first at %lld (%.9g vs %.9g)", (long long)bad, (long long)first,
-                    (double)got[first], (double)want[first]);
+    if (bad)
+        printf(": %lld differ, first at %lld (%.9g vs %.9g)", (long long)bad, (long long)first, (double)got[first],
+               (double)want[first]);
     printf("\n");
     if (bad) g_failures++;
 }
@@ -83,8 +84,7 @@ static void check_equal_bits(const char *name, const float *got, const float *wa
  * entry when n <= 400, else 200 random ones.  The step actually taken is
  * (float)(x+h) - (float)(x-h), not 2h, since x+h rounds in fp32. */
 typedef double (*loss_fn)(void *ctx);
-static stats fd_stats(const char *name, float *x, int64_t n, const float *grad, loss_fn loss, void *ctx,
-                      double h) {
+static stats fd_stats(const char *name, float *x, int64_t n, const float *grad, loss_fn loss, void *ctx, double h) {
     stats st = {name, 0, 0, 0};
     int64_t count = n <= 400 ? n : 200;
     for (int64_t c = 0; c < count; c++) {
@@ -265,8 +265,8 @@ static void test_rope(void) {
     kern_rope_scaling small2 = {2.0, 1.0, 4.0, 64};
     rope_case("llama3/2, same shape", (rope_ctx){NULL, NULL, NULL, 2, 7, 3, 16, 5, 10000.0, &small2}, hits);
     int ok = hits[0] > 0 && hits[1] > 0 && hits[2] > 0;
-    printf("  %-34s divided=%d kept=%d interpolated=%d  %s\n", "llama3 branches exercised", hits[0], hits[1],
-           hits[2], ok ? "ok" : "FAIL");
+    printf("  %-34s divided=%d kept=%d interpolated=%d  %s\n", "llama3 branches exercised", hits[0], hits[1], hits[2],
+           ok ? "ok" : "FAIL");
     if (!ok) g_failures++;
 }
 
@@ -391,7 +391,8 @@ static void mlp_reference(double *want, const mlp_ctx *c) {
         for (int64_t f = 0; f < c->F; f++) {
             double g = 0, u = 0;
             for (int64_t d = 0; d < c->D; d++)
-                g += (double)c->x[n * c->D + d] * c->wg[d * c->F + f], u += (double)c->x[n * c->D + d] * c->wu[d * c->F + f];
+                g += (double)c->x[n * c->D + d] * c->wg[d * c->F + f],
+                    u += (double)c->x[n * c->D + d] * c->wu[d * c->F + f];
             s[f] = g / (1.0 + exp(-g)) * u;
         }
         for (int64_t d = 0; d < c->D; d++) {
@@ -422,9 +423,14 @@ static void test_mlp(void) {
         float *dx = fgarbage(c.N * c.D), *dwg = fgarbage(c.D * c.F), *dwu = fgarbage(c.D * c.F);
         float *dwd = fgarbage(c.F * c.D);
         kern_mlp_bwd(dx, dwg, dwu, dwd, c.r, c.x, c.wg, c.wu, c.wd, c.N, c.D, c.F, c.chunk);
-        struct { const char *what; float *v, *g; int64_t n; } fd[] = {
-            {"dx", c.x, dx, c.N * c.D}, {"dw_gate", c.wg, dwg, c.D * c.F},
-            {"dw_up", c.wu, dwu, c.D * c.F}, {"dw_down", c.wd, dwd, c.F * c.D}};
+        struct {
+            const char *what;
+            float *v, *g;
+            int64_t n;
+        } fd[] = {{"dx", c.x, dx, c.N * c.D},
+                  {"dw_gate", c.wg, dwg, c.D * c.F},
+                  {"dw_up", c.wu, dwu, c.D * c.F},
+                  {"dw_down", c.wd, dwd, c.F * c.D}};
         for (int i = 0; i < 4; i++) {
             snprintf(name, sizeof name, "mlp_bwd %s (fd), chunk %lld", fd[i].what, (long long)c.chunk);
             fd_check(name, fd[i].v, fd[i].n, fd[i].g, mlp_loss, &c, FD_EPS);

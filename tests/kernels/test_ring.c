@@ -44,7 +44,6 @@
 static const double RTOL = 1e-2, ATOL = 1e-3, FD_EPS = 1e-2, EXACT_TOL = 1e-5;
 static int g_failures;
 
-
 static void report(const char *name, double err, double tol) {
     bool ok = err <= tol;
     printf("  %-46s max|diff|=%.3e  tol %.0e  %s\n", name, err, tol, ok ? "ok" : "FAIL");
@@ -342,8 +341,7 @@ static void test_zigzag(void) {
 /* One block from (0, -inf) in double: o [Sq,H,Dh], lse [Sq,H] (b = 1);
  * key j visible to query i iff kpos == NULL or kpos[j] <= qpos[i]. */
 static void block_reference(double *o, double *lse, const float *q, const float *k, const float *v, int64_t Sq,
-                            int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
-                            const int64_t *kpos) {
+                            int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
     double sc = 1.0 / sqrt((double)Dh), *s = malloc((size_t)Sk * sizeof(double));
     for (int64_t i = 0; i < Sq; i++)
         for (int64_t h = 0; h < H; h++) {
@@ -368,8 +366,8 @@ static void block_reference(double *o, double *lse, const float *q, const float 
 
 /* Max |kernel - reference| of one block call from (0, -inf); -inf lse must
  * match exactly. */
-static double block_case(const float *q, const float *k, const float *v, int64_t Sq, int64_t Sk, int64_t H,
-                         int64_t Hk, int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
+static double block_case(const float *q, const float *k, const float *v, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk,
+                         int64_t Dh, const int64_t *qpos, const int64_t *kpos) {
     int64_t n = Sq * H * Dh;
     float *o = fzero(n), *lse = fzero(Sq * H);
     double *wo = malloc((size_t)n * sizeof(double)), *wl = malloc((size_t)(Sq * H) * sizeof(double)), err = 0;
@@ -396,8 +394,7 @@ static void test_block_vs_double(void) {
     int64_t Sq = 70, Sk = 130, H = 4, Hk = 2, Dh = 8, n = Sq * H * Dh;
     float *q = frand(n, -1, 1), *k = frand(Sk * Hk * Dh, -1, 1), *v = frand(Sk * Hk * Dh, -1, 1);
     int64_t *qp = malloc((size_t)Sq * sizeof(int64_t)), *kp = malloc((size_t)Sk * sizeof(int64_t));
-    report("block, kpos NULL (all visible), vs double", block_case(q, k, v, Sq, Sk, H, Hk, Dh, NULL, NULL),
-           EXACT_TOL);
+    report("block, kpos NULL (all visible), vs double", block_case(q, k, v, Sq, Sk, H, Hk, Dh, NULL, NULL), EXACT_TOL);
     for (int64_t i = 0; i < Sq; i++) qp[i] = (int64_t)(urand() * 100);
     for (int64_t j = 0; j < Sk; j++) kp[j] = (int64_t)(urand() * 100);
     report("block, random positions, vs double", block_case(q, k, v, Sq, Sk, H, Hk, Dh, qp, kp), EXACT_TOL);
@@ -453,8 +450,7 @@ static void test_rope_pos(void) {
 }
 
 int main(void) {
-    printf("ring attention kernels: exact tol %.0e; fd rtol %.0e atol %.0e step %.0e\n", EXACT_TOL, RTOL, ATOL,
-           FD_EPS);
+    printf("ring attention kernels: exact tol %.0e; fd rtol %.0e atol %.0e step %.0e\n", EXACT_TOL, RTOL, ATOL, FD_EPS);
     printf("zig-zag order, block entry points\n");
     test_zigzag();
     test_block_vs_double();

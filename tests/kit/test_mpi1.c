@@ -57,9 +57,9 @@ static void test_collectives(void) {
     CHECK(MPI_Gather(iv, 3, MPI_INT32_T, ov, 3, MPI_INT32_T, 0, MPI_COMM_WORLD) == MPI_SUCCESS && ov[2] == 9);
     fprintf(stderr, "(expected errors follow)\n");
     CHECK(MPI_Allgather(iv, 3, MPI_INT32_T, ov, 2, MPI_INT32_T, MPI_COMM_WORLD) != MPI_SUCCESS);
-    CHECK(MPI_Bcast(iv, 3, MPI_INT, 1, MPI_COMM_WORLD) != MPI_SUCCESS);                  /* no rank 1 */
+    CHECK(MPI_Bcast(iv, 3, MPI_INT, 1, MPI_COMM_WORLD) != MPI_SUCCESS); /* no rank 1 */
     CHECK(MPI_Isend(iv, 3, MPI_INT, 1, 0, MPI_COMM_WORLD, &(MPI_Request){0}) != MPI_SUCCESS);
-    CHECK(MPI_Barrier(42) != MPI_SUCCESS);                                                 /* no such comm */
+    CHECK(MPI_Barrier(42) != MPI_SUCCESS); /* no such comm */
     float big[8] = {0};
     MPI_Request r;
     CHECK(MPI_Isend(big, 8, MPI_FLOAT, 0, 9, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
@@ -71,7 +71,9 @@ int main(int argc, char **argv) {
     test_messages();
     test_collectives();
     CHECK(MPI_Finalize() == MPI_SUCCESS);
-    if (failures) fprintf(stderr, "test_mpi1: %d check(s) failed\n", failures);
-    else printf("test_mpi1: all checks passed\n");
+    if (failures)
+        fprintf(stderr, "test_mpi1: %d check(s) failed\n", failures);
+    else
+        printf("test_mpi1: all checks passed\n");
     return failures != 0;
 }

@@ -22,8 +22,7 @@
 
 /* Shards the first rank-2 parameter's dim 0 over @world without changing
  * the ops that read it: their operands no longer agree. */
-static __attribute__((unused)) bool break_ir(basp_module *m)
-{
+static __attribute__((unused)) bool break_ir(basp_module *m) {
     int world = basp_ir_group_find(m, "world");
     for (int v = 0; v < basp_ir_value_count(m); v++)
         if (basp_ir_value_kind(m, v) == BASP_V_PARAM && basp_ir_value_rank(m, v) == 2 &&
@@ -39,8 +38,7 @@ static __attribute__((unused)) bool break_ir(basp_module *m)
  * holds batch block g and sequence block i, as rank gK+i did before.  With
  * FIXTURE_SP_ONLY @dp keeps its strided sets: ranks 0 and 1 of 4 both hold
  * block (batch 0, sequence 0). */
-static __attribute__((unused)) bool strided(basp_module *m)
-{
+static __attribute__((unused)) bool strided(basp_module *m) {
     int sp = basp_ir_group_find(m, "sp"), dp = basp_ir_group_find(m, "dp");
     if (sp < 0 || dp < 0) {
         basp_pass_remark("strided: no @sp and @dp (one group); unchanged");
@@ -49,12 +47,10 @@ static __attribute__((unused)) bool strided(basp_module *m)
     int G = basp_ir_group_sets(m, sp), K = basp_ir_group_set_size(m, sp);
     int *r = malloc(sizeof *r * (size_t)(G * K));
     for (int g = 0; g < G; g++)
-        for (int i = 0; i < K; i++)
-            r[g * K + i] = i * G + g;
+        for (int i = 0; i < K; i++) r[g * K + i] = i * G + g;
     basp_ir_group_add(m, "sp", G, K, r);
 #ifndef FIXTURE_SP_ONLY
-    for (int i = 0; i < G * K; i++)
-        r[i] = i;
+    for (int i = 0; i < G * K; i++) r[i] = i;
     basp_ir_group_add(m, "dp", K, G, r);
 #endif
     free(r);
@@ -63,64 +59,65 @@ static __attribute__((unused)) bool strided(basp_module *m)
 }
 
 /* The banner's and the loss scale's G undone: the step of one group. */
-static __attribute__((unused)) bool one_group(basp_module *m)
-{
+static __attribute__((unused)) bool one_group(basp_module *m) {
     basp_ir_config_set(m, "batch_groups", "1");
     return true;
 }
 
-static __attribute__((unused)) bool fail_silently(basp_module *m)
-{
+static __attribute__((unused)) bool fail_silently(basp_module *m) {
     (void)m;
     return false;
 }
 
-static __attribute__((unused)) bool bad_handle(basp_module *m)
-{
+static __attribute__((unused)) bool bad_handle(basp_module *m) {
     return basp_ir_value_name(m, basp_ir_value_count(m) + 7) != NULL;
 }
 
 /* Fills every byte of the hint, no NUL; on entry the buffer must be zeroed
  * (basp_pass.h), else the rule says so instead. */
-static __attribute__((unused)) const char *fill_legal(const basp_layout_dims *d, const basp_layout_choice *c,
-                                                      char *fix, size_t nfix)
-{
+static __attribute__((unused)) const char *fill_legal(const basp_layout_dims *d, const basp_layout_choice *c, char *fix,
+                                                      size_t nfix) {
     (void)d, (void)c;
     for (size_t i = 0; fix && i < nfix; i++)
-        if (fix[i])
-            return "fill: the hint buffer was not zeroed before legal()";
-    if (fix && nfix)
-        memset(fix, 'x', nfix);
+        if (fix[i]) return "fill: the hint buffer was not zeroed before legal()";
+    if (fix && nfix) memset(fix, 'x', nfix);
     return "fill: never legal";
 }
 
-static bool fixture_register(void)
-{
+static bool fixture_register(void) {
 #if defined(FIXTURE_STRIDED) || defined(FIXTURE_SP_ONLY)
-    static const basp_strategy s = {.name = "ulysses+strided", .family = "ulysses", .key = "a2a", .word = "strided",
-                                    .title = "Ulysses, strided groups", .passes = "ulysses,strided"};
+    static const basp_strategy s = {.name = "ulysses+strided",
+                                    .family = "ulysses",
+                                    .key = "a2a",
+                                    .word = "strided",
+                                    .title = "Ulysses, strided groups",
+                                    .passes = "ulysses,strided"};
     return basp_register_pass("strided", "batch-aware's groups as strided @sp and contiguous @dp", strided) &&
            basp_register_strategy(&s);
 #elif defined(FIXTURE_NO_FAMILY)
-    static const basp_strategy s = {.name = "ulysses+mine", .family = "ulysses", .key = "a2a", .word = "mine",
-                                    .passes = "one-group"};
+    static const basp_strategy s = {
+        .name = "ulysses+mine", .family = "ulysses", .key = "a2a", .word = "mine", .passes = "one-group"};
     return basp_register_pass("one-group", "sets batch_groups = 1", one_group) && basp_register_strategy(&s);
 #elif defined(FIXTURE_ONE_GROUP)
-    static const basp_strategy s = {.name = "ulysses+mine", .family = "ulysses", .key = "a2a", .word = "mine",
-                                    .passes = "ulysses,one-group"};
+    static const basp_strategy s = {
+        .name = "ulysses+mine", .family = "ulysses", .key = "a2a", .word = "mine", .passes = "ulysses,one-group"};
     return basp_register_pass("one-group", "sets batch_groups = 1", one_group) && basp_register_strategy(&s);
 #elif defined(FIXTURE_FAILS)
     return basp_register_pass("fail-silently", "returns false and says nothing", fail_silently) &&
            basp_register_pass("bad-handle", "asks for a value that is not there", bad_handle);
 #elif defined(FIXTURE_LEGAL_FILL)
-    static const basp_strategy s = {.name = "ulysses+fill", .family = "ulysses", .key = "a2a", .word = "fill",
-                                    .legal = fill_legal, .passes = "ulysses"};
+    static const basp_strategy s = {.name = "ulysses+fill",
+                                    .family = "ulysses",
+                                    .key = "a2a",
+                                    .word = "fill",
+                                    .legal = fill_legal,
+                                    .passes = "ulysses"};
     return basp_register_strategy(&s);
 #elif defined(FIXTURE_DUP_PASS)
     return basp_register_pass("zero", "a second zero", break_ir);
 #elif defined(FIXTURE_DUP_WORD)
-    static const basp_strategy s = {.name = "ulysses+mine", .family = "ulysses", .key = "a2a", .word = "two_level",
-                                    .passes = "ulysses"};
+    static const basp_strategy s = {
+        .name = "ulysses+mine", .family = "ulysses", .key = "a2a", .word = "two_level", .passes = "ulysses"};
     return basp_register_strategy(&s);
 #else
     return basp_register_pass("break-ir", "leaves a parameter sharded under its readers", break_ir);
@@ -128,8 +125,7 @@ static bool fixture_register(void)
 }
 
 #ifndef FIXTURE_NO_ENTRY
-BASP_PLUGIN_EXPORT basp_plugin_info basp_pass_plugin_info(void)
-{
+BASP_PLUGIN_EXPORT basp_plugin_info basp_pass_plugin_info(void) {
 #ifdef FIXTURE_VERSION
     return (basp_plugin_info){BASP_PASS_API_VERSION + 1, "from-the-future", "9.9", fixture_register};
 #else

@@ -16,20 +16,55 @@ static const int r_world[] = {0, 1, 2, 3}, r_sp[] = {0, 1, 2, 3}, r_dp[] = {0, 2
 static const rt_group_desc groups[] = {{"world", 1, 4, r_world}, {"sp", 2, 2, r_sp}, {"dp", 2, 2, r_dp}};
 
 enum {
-    X, Y, Z, Q, K, V, QH, KH, VH, DQ, DK, DV, AG0I, AG0O, AG1I, AG1O, RS0I, RS0O, RS1I, RS1O, ARI, ARO, RGI, RGO,
-    TOK, TGT, PW, PWH, GW, LOSS, UXQ, UXK, UQ, UK, UZQ, UZK, NV
+    X,
+    Y,
+    Z,
+    Q,
+    K,
+    V,
+    QH,
+    KH,
+    VH,
+    DQ,
+    DK,
+    DV,
+    AG0I,
+    AG0O,
+    AG1I,
+    AG1O,
+    RS0I,
+    RS0O,
+    RS1I,
+    RS1O,
+    ARI,
+    ARO,
+    RGI,
+    RGO,
+    TOK,
+    TGT,
+    PW,
+    PWH,
+    GW,
+    LOSS,
+    UXQ,
+    UXK,
+    UQ,
+    UK,
+    UZQ,
+    UZK,
+    NV
 };
 static rt_value_desc vals[NV];
 static int failures, rank_;
 
-#define EXPECT(cond, ...)                                                                                            \
-    do {                                                                                                             \
-        if (!(cond)) {                                                                                               \
-            failures++;                                                                                              \
-            fprintf(stderr, "rank %d: %s:%d: FAILED: ", rank_, __FILE__, __LINE__);                                  \
-            fprintf(stderr, __VA_ARGS__);                                                                            \
-            fprintf(stderr, "\n");                                                                                   \
-        }                                                                                                            \
+#define EXPECT(cond, ...)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "rank %d: %s:%d: FAILED: ", rank_, __FILE__, __LINE__);                                    \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+        }                                                                                                              \
     } while (0)
 
 static void def(int i, const char *name, rt_value_kind kind, rt_dtype dt, int rank, const int64_t *dims,
@@ -43,7 +78,8 @@ static void def(int i, const char *name, rt_value_kind kind, rt_dtype dt, int ra
     }
 }
 #define DEF(i, kind, dt, rank, D, S) def(i, #i, kind, dt, rank, (const int64_t[])D, (const int[])S)
-#define A(...) {__VA_ARGS__}
+#define A(...)                                                                                                         \
+    { __VA_ARGS__ }
 
 static void define_values(void) {
     DEF(X, RT_ACT, RT_F32, 4, A(2, 8, 4, 3), A(DP, SP, -1, -1));
@@ -91,11 +127,29 @@ static void define_values(void) {
 }
 
 static const rt_opt_pair opt[] = {{PW, GW}};
-static rt_program prog = {
-    .model = "test_comm", .spec = "tests/rt/test_comm.c", .world = 4, .nodes = 2, .devices_per_node = 2,
-    .ngroups = 3, .groups = groups, .nvalues = NV, .values = vals, .nopt = 1, .opt = opt,
-    .tokens = TOK, .targets = TGT, .loss = LOSS, .micro_batch = 2, .seq_len = 8, .vocab = 256,
-    .layers = 2, .lr = 1e-3, .steps = 1, .seed = 7, .batch_groups = 2, .sp_size = 2};
+static rt_program prog = {.model = "test_comm",
+                          .spec = "tests/rt/test_comm.c",
+                          .world = 4,
+                          .nodes = 2,
+                          .devices_per_node = 2,
+                          .ngroups = 3,
+                          .groups = groups,
+                          .nvalues = NV,
+                          .values = vals,
+                          .nopt = 1,
+                          .opt = opt,
+                          .tokens = TOK,
+                          .targets = TGT,
+                          .loss = LOSS,
+                          .micro_batch = 2,
+                          .seq_len = 8,
+                          .vocab = 256,
+                          .layers = 2,
+                          .lr = 1e-3,
+                          .steps = 1,
+                          .seed = 7,
+                          .batch_groups = 2,
+                          .sp_size = 2};
 
 /* Visits every local element of v with its local and global flat index. */
 typedef double (*gfn)(int v, int64_t gidx, const int64_t *gc);
@@ -111,9 +165,11 @@ static void visit(rt_ctx *rt, int v, gfn f, bool check, const char *what) {
         int64_t g = 0;
         for (int k = 0; k < nd; k++) gc[k] = off[k] + c[k], g = g * d->dims[k] + gc[k];
         double want = f(v, g, gc);
-        if (check) EXPECT(fabs(b[i] - want) < 1e-4, "%s: %s local %lld (global %lld) = %g, want %g", what,
-                          d->name, (long long)i, (long long)g, b[i], want);
-        else b[i] = (float)want;
+        if (check)
+            EXPECT(fabs(b[i] - want) < 1e-4, "%s: %s local %lld (global %lld) = %g, want %g", what, d->name,
+                   (long long)i, (long long)g, b[i], want);
+        else
+            b[i] = (float)want;
         for (int k = nd - 1; k >= 0 && ++c[k] == ld[k]; k--) c[k] = 0;
     }
 }
@@ -134,7 +190,7 @@ static double f_dkv(int v, int64_t g, const int64_t *gc) {
 /* reduce_scatter input: each rank holds its own copy scaled by rank + 1 */
 static int rs_rank;
 static double f_rs_in(int v, int64_t g, const int64_t *gc) { return (rs_rank + 1) * (v * 100 + g); }
-static double f_rs0_out(int v, int64_t g, const int64_t *gc) { return 10 * (RS0I * 100 + g); }  /* 1+2+3+4 */
+static double f_rs0_out(int v, int64_t g, const int64_t *gc) { return 10 * (RS0I * 100 + g); } /* 1+2+3+4 */
 static double f_rs1_out_sp(int v, int64_t g, const int64_t *gc) {
     return (rs_rank < 2 ? 3 : 7) * (RS1I * 100 + g); /* set {0,1}: 1+2, set {2,3}: 3+4 */
 }

@@ -22,8 +22,10 @@ static void one(int64_t n, uint64_t seed) {
             if (w < 0 || w >= n) break;
             CHECK(!seen[w]); /* at most once, so n draws are every window once */
             seen[w] = 1;
-            if (e == 0) first[k] = w, identity += w == k;
-            else same_as_epoch0 += w == first[k];
+            if (e == 0)
+                first[k] = w, identity += w == k;
+            else
+                same_as_epoch0 += w == first[k];
             CHECK(rt_epoch_window(seed, e * n + k, n) == w); /* pure */
         }
     }
@@ -42,8 +44,10 @@ int main(void) {
     const int64_t ns[] = {1, 2, 3, 4, 5, 7, 8, 63, 64, 65, 100, 999, 1024, 4097, 70001};
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
         for (uint64_t seed = 0; seed < 3; seed++) one(ns[i], seed * 1234567);
-    if (failures) fprintf(stderr, "test_sampler: %d check(s) failed\n", failures);
-    else printf("test_sampler: every window exactly once per epoch for %zu window counts x 3 seeds x 3 epochs\n",
-                sizeof ns / sizeof *ns);
+    if (failures)
+        fprintf(stderr, "test_sampler: %d check(s) failed\n", failures);
+    else
+        printf("test_sampler: every window exactly once per epoch for %zu window counts x 3 seeds x 3 epochs\n",
+               sizeof ns / sizeof *ns);
     return failures != 0;
 }

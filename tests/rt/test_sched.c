@@ -20,8 +20,8 @@ static double lr_of(rt_schedule_kind k, int64_t warmup, double min_lr, double ws
 static void hand_values(void) {
     for (int k = RT_SCHED_CONSTANT; k <= RT_SCHED_WSD; k++) {
         CHECK_NEAR_FLOOR(lr_of(k, 10, 0.1, 0.2, 0, 100), 0.0, 1e-12); /* step 0 of a warmup: 0 */
-        CHECK_NEAR_FLOOR(lr_of(k, 10, 0.1, 0.2, 5, 100), 0.5, 0);    /* half way */
-        CHECK_NEAR_FLOOR(lr_of(k, 10, 0.1, 0.2, 10, 100), 1.0, 0);   /* the end of the warmup: the peak */
+        CHECK_NEAR_FLOOR(lr_of(k, 10, 0.1, 0.2, 5, 100), 0.5, 0);     /* half way */
+        CHECK_NEAR_FLOOR(lr_of(k, 10, 0.1, 0.2, 10, 100), 1.0, 0);    /* the end of the warmup: the peak */
     }
     CHECK_NEAR_FLOOR(lr_of(RT_SCHED_CONSTANT, 10, 0.1, 0.2, 99, 100), 1.0, 0);
     CHECK_NEAR_FLOOR(lr_of(RT_SCHED_CONSTANT, 0, 0, 0.2, 0, 100), 1.0, 0); /* no warmup: the peak at once */
@@ -103,7 +103,9 @@ int main(void) {
     hand_values();
     every_step();
     checks();
-    if (failures) fprintf(stderr, "test_sched: %d check(s) failed\n", failures);
-    else printf("test_sched: all checks passed\n");
+    if (failures)
+        fprintf(stderr, "test_sched: %d check(s) failed\n", failures);
+    else
+        printf("test_sched: all checks passed\n");
     return failures != 0;
 }

@@ -9,22 +9,22 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 /* |a - b| <= 1e-9 * (|b| + floor) */
-#define CHECK_NEAR_FLOOR(a, b, floor)                                                               \
-    do {                                                                                            \
-        double a_ = (a), b_ = (b);                                                                  \
-        if (fabs(a_ - b_) > 1e-9 * (fabs(b_) + (floor))) {                                          \
-            fprintf(stderr, "%s:%d: %s = %.17g, expected %.17g\n", __FILE__, __LINE__, #a, a_, b_); \
-            failures++;                                                                             \
-        }                                                                                           \
+#define CHECK_NEAR_FLOOR(a, b, floor)                                                                                  \
+    do {                                                                                                               \
+        double a_ = (a), b_ = (b);                                                                                     \
+        if (fabs(a_ - b_) > 1e-9 * (fabs(b_) + (floor))) {                                                             \
+            fprintf(stderr, "%s:%d: %s = %.17g, expected %.17g\n", __FILE__, __LINE__, #a, a_, b_);                    \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -21,42 +21,38 @@
 
 /* peak 1e12 FLOP/s, 1e11 B/s; intra 1e11 B/s at efficiency 0.5 (beta =
  * 2e-11 s/B), alpha 1 us; inter 1e10 B/s (beta 1e-10), alpha 10 us. */
-static const char *hand_ir =
-    "module @costhand\n"
-    "config device_peak_flops = 1e+12\n"
-    "config device_mem_bw = 1e+11\n"
-    "config device_mem = 1e+06\n"
-    "config zero = 0\n"
-    "mesh nodes = 2, devices_per_node = 4\n"
-    "link intra kind = nvlink, bandwidth = 1e+11, latency = 1e-06, efficiency = 0.5\n"
-    "link inter kind = ib, bandwidth = 1e+10, latency = 1e-05, efficiency = 1\n"
-    "group @world = {[0,1,2,3,4,5,6,7]}\n"
-    "group @node = {[0,1,2,3],[4,5,6,7]}\n"
-    "group @cross = {[0,1,4,5],[2,3,6,7]}\n"
-    "param %w : f32[64,32]\n"
-    "param %wn : f32[64@node,32]\n"
-    "param %g : f32[1024]\n"
-    "input %x : bf16[4,16,64]\n"
-    "input %q : bf16[1,128,4,16]\n"
-    "input %a : bf16[2,16@node,8,8]\n"
-    "input %b : bf16[2,16@cross,8,8]\n"
-    "%y = linear %x, %w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
-    "%o = attention %q, %q, %q {causal = 1, phase = fwd} : bf16[1,128,4,16]\n"
-    "%ah = all_to_all %a {group = @node, split = 2, concat = 1} : bf16[2,16,8@node,8]\n"
-    "%bh = all_to_all %b {group = @cross, split = 2, concat = 1} : bf16[2,16,8@cross,8]\n"
-    "%gs = all_reduce %g {group = @world} : f32[1024]\n"
-    "%wf = all_gather %wn {group = @node, dim = 0} : f32[64,32]\n"
-    "%dy = add %y, %y {phase = bwd} : bf16[4,16,32]\n"
-    ;
+static const char *hand_ir = "module @costhand\n"
+                             "config device_peak_flops = 1e+12\n"
+                             "config device_mem_bw = 1e+11\n"
+                             "config device_mem = 1e+06\n"
+                             "config zero = 0\n"
+                             "mesh nodes = 2, devices_per_node = 4\n"
+                             "link intra kind = nvlink, bandwidth = 1e+11, latency = 1e-06, efficiency = 0.5\n"
+                             "link inter kind = ib, bandwidth = 1e+10, latency = 1e-05, efficiency = 1\n"
+                             "group @world = {[0,1,2,3,4,5,6,7]}\n"
+                             "group @node = {[0,1,2,3],[4,5,6,7]}\n"
+                             "group @cross = {[0,1,4,5],[2,3,6,7]}\n"
+                             "param %w : f32[64,32]\n"
+                             "param %wn : f32[64@node,32]\n"
+                             "param %g : f32[1024]\n"
+                             "input %x : bf16[4,16,64]\n"
+                             "input %q : bf16[1,128,4,16]\n"
+                             "input %a : bf16[2,16@node,8,8]\n"
+                             "input %b : bf16[2,16@cross,8,8]\n"
+                             "%y = linear %x, %w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
+                             "%o = attention %q, %q, %q {causal = 1, phase = fwd} : bf16[1,128,4,16]\n"
+                             "%ah = all_to_all %a {group = @node, split = 2, concat = 1} : bf16[2,16,8@node,8]\n"
+                             "%bh = all_to_all %b {group = @cross, split = 2, concat = 1} : bf16[2,16,8@cross,8]\n"
+                             "%gs = all_reduce %g {group = @world} : f32[1024]\n"
+                             "%wf = all_gather %wn {group = @node, dim = 0} : f32[64,32]\n"
+                             "%dy = add %y, %y {phase = bwd} : bf16[4,16,32]\n";
 
-static const ir_op *op_named(const ir_module *m, const char *result)
-{
+static const ir_op *op_named(const ir_module *m, const char *result) {
     int v = ir_value_find(m, result);
     return v >= 0 && m->values[v].def >= 0 ? &m->ops[m->values[v].def] : NULL;
 }
 
-static pass_op_cost cost_of(const ir_module *m, const char *result, bool hier)
-{
+static pass_op_cost cost_of(const ir_module *m, const char *result, bool hier) {
     pass_cost_params p = pass_cost_default_params(m);
     p.hierarchical_a2a = hier;
     return pass_op_cost_of(m, op_named(m, result), &p);
@@ -68,21 +64,16 @@ static pass_op_cost cost_of(const ir_module *m, const char *result, bool hier)
  * c bytes per peer (m_half: 0.3 MiB for NVLink 3, 128 KiB for IB); plus the
  * pack and unpack copies, each side read and written once more at
  * mem_bw * 0.7 (here %a/%b: 1024 B local in, 1024 B out). */
-static double a2a_beta(double bw, double eff, double c, double m_half)
-{
-    return 1.0 / (bw * eff * c / (c + m_half));
-}
+static double a2a_beta(double bw, double eff, double c, double m_half) { return 1.0 / (bw * eff * c / (c + m_half)); }
 static const double A2A_COPIES = 2.0 * (1024 + 1024) / 7e10;
 #define BETA_AH a2a_beta(1e11, 0.5, 256, 0.3 * 1048576)
 #define BETA_BH a2a_beta(1e10, 0.8, 256, 131072)
 
 /* The fitted parameters: attention_fraction, op_overhead, exponentials. */
-static void test_parameters(void)
-{
+static void test_parameters(void) {
     ir_module *m = ir_parse_string("hand", hand_ir);
     CHECK(m && ir_verify(m, "test"));
-    if (!m)
-        return;
+    if (!m) return;
     pass_cost_params p = pass_cost_default_params(m);
     /* cost.attention_fraction scales attention alone (default: compute_fraction). */
     CHECK_NEAR(p.attention_fraction, 0.5);
@@ -104,12 +95,10 @@ static void test_parameters(void)
     ir_module_free(m);
 }
 
-static void test_hand_formulas(void)
-{
+static void test_hand_formulas(void) {
     ir_module *m = ir_parse_string("hand", hand_ir);
     CHECK(m && ir_verify(m, "test"));
-    if (!m)
-        return;
+    if (!m) return;
     pass_cost_params p = pass_cost_default_params(m);
     CHECK_NEAR(p.compute_fraction, 0.5);
     CHECK_NEAR(p.mem_bw_fraction, 0.7);
@@ -180,12 +169,10 @@ static void test_hand_formulas(void)
     ir_module_free(m);
 }
 
-static ir_module *lowered(const char *text, const char *passes)
-{
+static ir_module *lowered(const char *text, const char *passes) {
     fe_spec *s = fe_parse_string("spec", text);
     CHECK(s != NULL);
-    if (!s)
-        return NULL;
+    if (!s) return NULL;
     ir_module *m = pass_lower(s);
     fe_spec_free(s);
     pass_options o = pass_default_options();
@@ -201,14 +188,12 @@ static ir_module *lowered(const char *text, const char *passes)
  * (all sharded from stage 1). */
 /* With device_exp_rate the exponentials add to the compute time: attention
  * 2097152 FLOPs at 1e12*0.5 plus 32768 exps at 1e9/s; a linear has none. */
-static void test_exp_rate(void)
-{
+static void test_exp_rate(void) {
     char ir[4096];
     snprintf(ir, sizeof ir, "module @costexp\nconfig device_exp_rate = 1e+09\n%s", strchr(hand_ir, '\n') + 1);
     ir_module *m = ir_parse_string("exp", ir);
     CHECK(m && ir_verify(m, "test"));
-    if (!m)
-        return;
+    if (!m) return;
     CHECK_NEAR(cost_of(m, "o", false).seconds, 2097152 / 5e11 + 32768 / 1e9);
     CHECK_NEAR(cost_of(m, "y", false).seconds, 262144 / 5e11);
     ir_module_free(m);
@@ -218,14 +203,12 @@ static void test_exp_rate(void)
  * @cross all-to-all share one NIC (beta x 4, and each gets 0.5 of its fair
  * share: beta x 8), while the @world all-reduce ring has one edge leaving
  * each node (unchanged). */
-static void test_nic_share(void)
-{
+static void test_nic_share(void) {
     char ir[4096];
     snprintf(ir, sizeof ir, "module @costnic\nconfig nics_per_node = 1\n%s", strchr(hand_ir, '\n') + 1);
     ir_module *m = ir_parse_string("nic", ir), *m4 = ir_parse_string("hand", hand_ir);
     CHECK(m && ir_verify(m, "test") && m4);
-    if (!m || !m4)
-        return;
+    if (!m || !m4) return;
     CHECK_NEAR(cost_of(m, "bh", false).seconds, 3e-5 + 768 * BETA_BH * 4 / 0.5 + A2A_COPIES);
     CHECK_NEAR(cost_of(m, "ah", false).seconds, cost_of(m4, "ah", false).seconds); /* inside a node */
     CHECK_NEAR(cost_of(m, "gs", false).seconds, cost_of(m4, "gs", false).seconds);
@@ -240,8 +223,7 @@ static void test_nic_share(void)
  * embedding's all_reduce, with both alive).  Stage 1 needs less than stage
  * 0 and stage 3 less than stage 2; stage 2 no more than stage 1 (here both
  * peak at the start of the backward, before any gradient is reduced). */
-static void test_zero_memory(void)
-{
+static void test_zero_memory(void) {
     const double P = 102720;
     double prev_peak = 0;
     for (int stage = 0; stage <= 3; stage++) {
@@ -249,10 +231,10 @@ static void test_zero_memory(void)
         snprintf(text, sizeof text,
                  "model tiny { hidden 64 layers 2 heads 8 kv_heads 2 head_dim 8 ffn 128 vocab 256 }\n"
                  "mesh m { nodes 2 devices_per_node 4 }\n"
-                 "train { micro_batch 2 seq_len 64 zero %d }\n", stage);
+                 "train { micro_batch 2 seq_len 64 zero %d }\n",
+                 stage);
         ir_module *m = lowered(text, pass_default_pipeline());
-        if (!m)
-            continue;
+        if (!m) continue;
         pass_cost_params p = pass_cost_default_params(m);
         pass_cost_report r = pass_cost_estimate(m, &p);
         double optim = stage == 0 ? 8 * P : 8 * P / 8;
@@ -261,8 +243,7 @@ static void test_zero_memory(void)
         CHECK(r.mem_params >= (stage == 0 ? 4 * P : 4 * P / 8) && r.mem_params <= 4 * P + 4 * P / 8 + 64.0 * 46);
         CHECK(r.mem_acts > 0 && r.mem_comm > 0);
         CHECK(r.mem_peak == (double)ir_config_int(m, "mem.peak", 0) + r.mem_work);
-        if (stage > 0)
-            CHECK(stage == 2 ? r.mem_peak <= prev_peak : r.mem_peak < prev_peak);
+        if (stage > 0) CHECK(stage == 2 ? r.mem_peak <= prev_peak : r.mem_peak < prev_peak);
         prev_peak = r.mem_peak;
         ir_module_free(m);
     }
@@ -271,24 +252,21 @@ static void test_zero_memory(void)
 /* examples/llama3_2_1b.basp on examples/a100_2x4.basp: batch-aware G=2
  * keeps each all-to-all on one node's NVLink; Ulysses over 8 ranks crosses
  * InfiniBand, so it must be predicted slower.  Compute is the same. */
-static const char *llama_1b =
-    "mesh a100_2x4 { nodes 2 devices_per_node 4 device a100_40gb\n"
-    "  link intra nvlink bandwidth 300GB/s latency 2us\n"
-    "  link inter ib bandwidth 400Gb/s latency 5us }\n"
-    "model llama_3_2_1b { hidden 2048 layers 16 heads 32 kv_heads 8 head_dim 64\n"
-    "  ffn 8192 vocab 128256 rope_theta 500000 norm_eps 1e-5 tie_embeddings true }\n"
-    "train { micro_batch 2 seq_len 16K precision bf16 zero 1 }\n"
-    "layout { sequence ulysses batch_aware %s }\n";
+static const char *llama_1b = "mesh a100_2x4 { nodes 2 devices_per_node 4 device a100_40gb\n"
+                              "  link intra nvlink bandwidth 300GB/s latency 2us\n"
+                              "  link inter ib bandwidth 400Gb/s latency 5us }\n"
+                              "model llama_3_2_1b { hidden 2048 layers 16 heads 32 kv_heads 8 head_dim 64\n"
+                              "  ffn 8192 vocab 128256 rope_theta 500000 norm_eps 1e-5 tie_embeddings true }\n"
+                              "train { micro_batch 2 seq_len 16K precision bf16 zero 1 }\n"
+                              "layout { sequence ulysses batch_aware %s }\n";
 
-static void test_batch_aware_beats_ulysses(void)
-{
+static void test_batch_aware_beats_ulysses(void) {
     char text[1024];
     snprintf(text, sizeof text, llama_1b, "auto");
     ir_module *ba = lowered(text, pass_default_pipeline());
     snprintf(text, sizeof text, llama_1b, "off");
     ir_module *ul = lowered(text, pass_default_pipeline());
-    if (!ba || !ul)
-        return;
+    if (!ba || !ul) return;
     CHECK(ir_config_int(ba, "batch_groups", 0) == 2);
     pass_cost_params p = pass_cost_default_params(ba);
     pass_cost_report rb = pass_cost_estimate(ba, &p), ru = pass_cost_estimate(ul, &p);
@@ -303,11 +281,9 @@ static void test_batch_aware_beats_ulysses(void)
     ir_module_free(ul);
 }
 
-static void test_trace(void)
-{
+static void test_trace(void) {
     ir_module *m = ir_parse_string("hand", hand_ir);
-    if (!m)
-        return;
+    if (!m) return;
     pass_cost_params p = pass_cost_default_params(m);
     char *buf = NULL;
     size_t n = 0;
@@ -329,8 +305,7 @@ static void test_trace(void)
  * (k, v) overlapped as in the forward, and 4 hand-overs of the fp32 (dk, dv)
  * accumulators (2 x 2048 elements x 4 B) that the next block waits for.
  * Across nodes the hop pays the inter link. */
-static void test_ring_attention(void)
-{
+static void test_ring_attention(void) {
     static const char *ir =
         "module @ring\n"
         "config device_peak_flops = 1e+12\n"
@@ -376,36 +351,33 @@ static void test_ring_attention(void)
  * hold the step (the serial sum).  The host AdamW (optimizer offloaded,
  * cuda): cost.host_update_s per element, the bf16 weight up and, for a
  * gradient still on the device, the bf16 gradient down. */
-static void test_host_copies(void)
-{
-    static const char *ir =
-        "module @host\n"
-        "config device_peak_flops = 1e+12\n"
-        "config device_mem_bw = 1e+11\n"
-        "config host_bw = 1e+10\n"
-        "config host_latency = 1e-06\n"
-        "config host_efficiency = 0.5\n"
-        "config mem.target = %s\n"
-        "config offload = %s\n"
-        "mesh nodes = 1, devices_per_node = 1\n"
-        "group @world = {[0]}\n"
-        "param %%w : f32[64,32]\n"
-        "input %%x : bf16[4,16,64]\n"
-        "%%y = linear %%x, %%w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
-        "%%y.host = offload %%y {phase = fwd} : bf16[4,16,32]\n"
-        "%%z = linear %%x, %%w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
-        "%%y.dev = fetch %%y.host {phase = bwd} : bf16[4,16,32]\n"
-        "%%d = add %%y.dev, %%z {phase = bwd} : bf16[4,16,32]\n"
-        "%%dw = linear %%x, %%w {contract = 1, phase = bwd} : bf16[4,16,32]\n"
-        "adamw %%w, %%w {phase = opt}\n";
+static void test_host_copies(void) {
+    static const char *ir = "module @host\n"
+                            "config device_peak_flops = 1e+12\n"
+                            "config device_mem_bw = 1e+11\n"
+                            "config host_bw = 1e+10\n"
+                            "config host_latency = 1e-06\n"
+                            "config host_efficiency = 0.5\n"
+                            "config mem.target = %s\n"
+                            "config offload = %s\n"
+                            "mesh nodes = 1, devices_per_node = 1\n"
+                            "group @world = {[0]}\n"
+                            "param %%w : f32[64,32]\n"
+                            "input %%x : bf16[4,16,64]\n"
+                            "%%y = linear %%x, %%w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
+                            "%%y.host = offload %%y {phase = fwd} : bf16[4,16,32]\n"
+                            "%%z = linear %%x, %%w {contract = 1, phase = fwd} : bf16[4,16,32]\n"
+                            "%%y.dev = fetch %%y.host {phase = bwd} : bf16[4,16,32]\n"
+                            "%%d = add %%y.dev, %%z {phase = bwd} : bf16[4,16,32]\n"
+                            "%%dw = linear %%x, %%w {contract = 1, phase = bwd} : bf16[4,16,32]\n"
+                            "adamw %%w, %%w {phase = opt}\n";
     char text[2048];
     double copy = 1e-6 + 4096 / (1e10 * 0.5), lin = 262144 / 5e11, add = 12288 / 7e10;
     for (int cuda = 0; cuda < 2; cuda++) {
         snprintf(text, sizeof text, ir, cuda ? "cuda" : "cpu", "activations");
         ir_module *m = ir_parse_string("host", text);
         CHECK(m != NULL);
-        if (!m)
-            continue;
+        if (!m) continue;
         pass_cost_params p = pass_cost_default_params(m);
         CHECK_NEAR(p.host_update_s, 1.35e-9);
         pass_op_cost c = cost_of(m, "y.host", false);
@@ -441,9 +413,8 @@ static void test_host_copies(void)
  * head dims outside 64..128 take the nearest, and a device without
  * figures gets 0 (the cost model then keeps cost.attention_fraction). */
 /* The table keeps three significant digits of each measured fraction. */
-#define CHECK_WITHIN(a, b, rel) CHECK(fabs((a) - (b)) <= (rel) * fabs(b))
-static void test_attention_rates(void)
-{
+#define CHECK_WITHIN(a, b, rel) CHECK(fabs((a) - (b)) <= (rel)*fabs(b))
+static void test_attention_rates(void) {
     CHECK(cm_attention_impl(false, true, true, true) == CM_ATTN_CPU);
     CHECK(cm_attention_impl(true, false, false, true) == CM_ATTN_CUDNN);
     CHECK(cm_attention_impl(true, true, false, true) == CM_ATTN_CUDA_BASP);
@@ -468,8 +439,7 @@ static void test_attention_rates(void)
     CHECK(layout_attention_fraction("h100_sxm", CM_ATTN_CUDNN, false, 64, 4096) == a);
 }
 
-int main(void)
-{
+int main(void) {
     basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
     test_hand_formulas();
     test_parameters();
@@ -481,7 +451,6 @@ int main(void)
     test_ring_attention();
     test_host_copies();
     test_attention_rates();
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
 }

@@ -9,8 +9,7 @@ int failures, checks;
 /* ---- diagnostics capture ------------------------------------------------ */
 static FILE *diag_file;
 
-void diag_begin(void)
-{
+void diag_begin(void) {
     diag_file = tmpfile();
     if (!diag_file) {
         perror("tmpfile");
@@ -22,8 +21,7 @@ void diag_begin(void)
 }
 
 /* Returns the captured text (malloc'd) and restores stderr. */
-char *diag_end(void)
-{
+char *diag_end(void) {
     long n = ftell(diag_file);
     char *s = malloc((size_t)n + 1);
     rewind(diag_file);
@@ -35,20 +33,16 @@ char *diag_end(void)
 }
 
 /* ---- a module built through the API --------------------------------------- */
-static ir_type ty(ir_dtype dt, int rank, const int64_t *dims, const int *shard)
-{
+static ir_type ty(ir_dtype dt, int rank, const int64_t *dims, const int *shard) {
     ir_type t = ir_type_make(dt, rank, dims);
-    for (int i = 0; i < rank && shard; i++)
-        t.shard[i] = shard[i];
+    for (int i = 0; i < rank && shard; i++) t.shard[i] = shard[i];
     return t;
 }
 
-static int add_op1(ir_module *m, ir_opcode code, int a, int b, const char *res, ir_type t)
-{
+static int add_op1(ir_module *m, ir_opcode code, int a, int b, const char *res, ir_type t) {
     ir_op op = ir_op_make(code);
     ir_op_add_input(&op, a);
-    if (b >= 0)
-        ir_op_add_input(&op, b);
+    if (b >= 0) ir_op_add_input(&op, b);
     int v = ir_value_add(m, res, IR_V_RESULT, t);
     ir_op_add_output(&op, v);
     ir_attr_set_ident(&op, "phase", "fwd");
@@ -56,8 +50,7 @@ static int add_op1(ir_module *m, ir_opcode code, int a, int b, const char *res, 
     return v;
 }
 
-static ir_module *build_module(void)
-{
+static ir_module *build_module(void) {
     ir_module *m = ir_module_new("built");
     m->mesh.nodes = 2;
     m->mesh.devices_per_node = 4;
@@ -103,8 +96,7 @@ static ir_module *build_module(void)
     return m;
 }
 
-static void test_build_and_round_trip(void)
-{
+static void test_build_and_round_trip(void) {
     ir_module *m = build_module();
     diag_begin();
     bool ok = ir_verify(m, "built");
@@ -145,8 +137,7 @@ static void test_build_and_round_trip(void)
     ir_module_free(m);
 }
 
-static void test_ops_edit(void)
-{
+static void test_ops_edit(void) {
     ir_module *m = build_module();
     int q = ir_value_find(m, "l0.q"), k = ir_value_find(m, "l0.k"), h = ir_value_find(m, "h");
     CHECK(m->values[q].def == 0 && m->values[k].def == 1);
@@ -188,8 +179,7 @@ static void test_ops_edit(void)
     ir_module_free(m);
 }
 
-static void test_groups_and_config(void)
-{
+static void test_groups_and_config(void) {
     ir_module *m = build_module();
     int s = -1, pos = -1;
     s = ir_group_set_of(m, 1, 5, &pos); /* @sp = {[0..3],[4..7]} */
@@ -235,8 +225,7 @@ static void test_groups_and_config(void)
     ir_module_free(m);
 }
 
-static void test_tables(void)
-{
+static void test_tables(void) {
     CHECK(ir_opcode_lookup("all_to_all") == IR_ALL_TO_ALL);
     CHECK(ir_opcode_lookup("nope") == -1);
     CHECK(ir_op_desc_of(IR_ADAMW)->kind == IR_K_OPT);
@@ -247,8 +236,7 @@ static void test_tables(void)
 
 /* The module's value-name index: finds every value among thousands, stays
  * current across ir_value_swap_names, and survives a clone. */
-static void test_value_index(void)
-{
+static void test_value_index(void) {
     ir_module *m = ir_module_new("idx");
     int64_t d[1] = {4};
     ir_type t = ir_type_make(IR_F32, 1, d);
@@ -271,15 +259,13 @@ static void test_value_index(void)
     CHECK(ir_value_add(c, "new", IR_V_INPUT, t) == NV && ir_value_find(c, "new") == NV);
     CHECK(ir_value_find(m, "new") == -1);
     int bad = 0;
-    for (int i = 0; i < NV; i++)
-        bad += ir_value_find(m, m->values[i].name) != i;
+    for (int i = 0; i < NV; i++) bad += ir_value_find(m, m->values[i].name) != i;
     CHECK(bad == 0);
     ir_module_free(c);
     ir_module_free(m);
 }
 
-int main(void)
-{
+int main(void) {
     test_tables();
     test_value_index();
     test_build_and_round_trip();

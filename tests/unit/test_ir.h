@@ -10,23 +10,23 @@
 
 extern int failures, checks;
 
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        checks++;                                                                       \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);    \
-            failures++;                                                                 \
-        }                                                                               \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_STR(a, b)                                                                 \
-    do {                                                                                \
-        checks++;                                                                       \
-        if (strcmp((a), (b)) != 0) {                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s == %s\n  got:  %s\n  want: %s\n",   \
-                    __FILE__, __LINE__, #a, #b, (a), (b));                              \
-            failures++;                                                                 \
-        }                                                                               \
+#define CHECK_STR(a, b)                                                                                                \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (strcmp((a), (b)) != 0) {                                                                                   \
+            fprintf(stderr, "%s:%d: check failed: %s == %s\n  got:  %s\n  want: %s\n", __FILE__, __LINE__, #a, #b,     \
+                    (a), (b));                                                                                         \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 /* Diagnostics go to a temporary file between diag_begin and diag_end, which

@@ -18,13 +18,15 @@ static const char *const HEADER = "module @t\n"
                                   "input %h : bf16[2@dp,64@sp,64]\n";
 
 /* Valid ops reused by cases: q/k projections and the head all_to_all. */
-#define QK "%q = linear %h, %wq : bf16[2@dp,64@sp,4,16]\n" \
-           "%k = linear %h, %wk : bf16[2@dp,64@sp,2,16]\n"
-#define A2A QK "%qa, %ka = all_to_all %q, %k {group = @sp, split = 2, concat = 1, fanout = 2} : " \
-               "bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16]\n"
+#define QK                                                                                                             \
+    "%q = linear %h, %wq : bf16[2@dp,64@sp,4,16]\n"                                                                    \
+    "%k = linear %h, %wk : bf16[2@dp,64@sp,2,16]\n"
+#define A2A                                                                                                            \
+    QK "%qa, %ka = all_to_all %q, %k {group = @sp, split = 2, concat = 1, fanout = 2} : "                              \
+       "bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16]\n"
 
 /* Uneven head splits: 6 heads over the 4 ranks of each @sp set (2,2,1,1). */
-#define U6 "param %w6 : f32[64,6,16]\n%q6 = linear %h, %w6 : bf16[2@dp,64@sp,6,16]\n"
+#define U6  "param %w6 : f32[64,6,16]\n%q6 = linear %h, %w6 : bf16[2@dp,64@sp,6,16]\n"
 #define U6A U6 "%q6a = all_to_all %q6 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,6@sp:1,16]\n"
 
 typedef struct ir_case {
@@ -32,8 +34,7 @@ typedef struct ir_case {
     const char *want; /* substring of the diagnostics */
 } ir_case;
 
-static ir_module *parse_case(const char *name, const char *body, char **diag)
-{
+static ir_module *parse_case(const char *name, const char *body, char **diag) {
     size_t n = strlen(HEADER) + strlen(body) + 1;
     char *text = malloc(n);
     snprintf(text, n, "%s%s", HEADER, body);
@@ -66,7 +67,8 @@ static const ir_case parse_errors[] = {
     {"%y = linear %h, %w : f32[1] extra\n", "p17:13:29: error: expected end of line after the op, found 'extra'"},
     {"adamw %w, %w : f32[1]\n", "p18:13:14: error: 'adamw' has no results, so it takes no result types"},
     {"%y = linear %h, %w : f32[1,2,3,4,5,6,7]\n", "p19:13:38: error: too many dimensions (a type has at most 6)"},
-    {"%y = linear %h, %w {a = 99999999999999999999} : f32[1]\n", "p20:13:25: error: integer '99999999999999999999' is out of range"},
+    {"%y = linear %h, %w {a = 99999999999999999999} : f32[1]\n",
+     "p20:13:25: error: integer '99999999999999999999' is out of range"},
     {"mesh nodes = 1, devices_per_node = 1\n", "p21:13:1: error: duplicate mesh line"},
     {"%y = linear %h, %w $\n", "p22:13:20: error: unexpected character '$'"},
     {"%y = linear %h, %w\n", "p23:13:19: error: expected ':' and the result types, found end of line"},
@@ -78,11 +80,11 @@ static const ir_case parse_errors[] = {
     {"config hidden = 1\nconfig hidden = 2\n", "p28:14:8: error: duplicate config key 'hidden'"},
     {"%y = all_to_all {group = @sp} : f32[1]\n", "p29:13:6: error: 'all_to_all' takes 1 to 4 operands, found 0"},
     {"%y = linear %h, %w : f32[1@]\n", "p30:13:27: error: expected a name after '@'"},
-    {"%a, %b, %c = linear_bwd %h, %h, %w : f32[1], f32[1], f32[1]\n", "p31:13:14: error: 'linear_bwd' produces 2 results, found 3"},
+    {"%a, %b, %c = linear_bwd %h, %h, %w : f32[1], f32[1], f32[1]\n",
+     "p31:13:14: error: 'linear_bwd' produces 2 results, found 3"},
 };
 
-void test_parser_errors(void)
-{
+void test_parser_errors(void) {
     for (size_t i = 0; i < sizeof parse_errors / sizeof *parse_errors; i++) {
         char name[16], *d;
         snprintf(name, sizeof name, "p%zu", i);
@@ -117,7 +119,8 @@ static const ir_case rejects[] = {
     {QK "free %q\nfree %q\n", "op 3 'free' (%q): frees %q twice (op 2 freed it already)"},
     {QK "%y = all_reduce %q : bf16[2@dp,64@sp,4,16]\n", "op 2 'all_reduce' (%y): collective without a 'group = @G'"},
     {QK "%y = all_reduce %q {group = fast} : bf16[2@dp,64@sp,4,16]\n", "attribute 'group' must name a group"},
-    {"%y = linear %h, %w {x = inf} : bf16[2@dp,64@sp,64]\nsend %y {group = @sp}\n", "op 1 'send' (%y): needs an integer 'peer'"},
+    {"%y = linear %h, %w {x = inf} : bf16[2@dp,64@sp,64]\nsend %y {group = @sp}\n",
+     "op 1 'send' (%y): needs an integer 'peer'"},
     {"param %ws : f32[64@sp,64]\n%y = linear %h, %ws : bf16[2@dp,64@sp,64]\n",
      "param %ws is sharded on dim 0 by @sp; a compute op needs the whole param (all_gather it first)"},
     /* 5. all_to_all */
@@ -132,7 +135,8 @@ static const ir_case rejects[] = {
      "sharded by it to whole"},
     {QK "%qa = all_to_all %q {group = @sp, split = 1, concat = 1} : bf16[2@dp,64,4@sp,16]\n",
      "split and concat are the same dim (1)"},
-    {QK "%qa = all_to_all %q {group = @sp, concat = 1} : bf16[2@dp,64,4@sp,16]\n", "needs an integer 'split' attribute"},
+    {QK "%qa = all_to_all %q {group = @sp, concat = 1} : bf16[2@dp,64,4@sp,16]\n",
+     "needs an integer 'split' attribute"},
     {QK "%qa = all_to_all %q {group = @sp, split = 4, concat = 1} : bf16[2@dp,64,4@sp,16]\n",
      "split = 4 is outside the dims 0..3"},
     {QK "%ka = all_to_all %k {group = @sp, split = 2, concat = 1, fanout = 2} : bf16[2@dp,64,8@sp,16]\n",
@@ -155,34 +159,44 @@ static const ir_case rejects[] = {
      "result %g dim 2 must be sharded by @sp, but is whole (the dim the reduce_scatter works on)"},
     {"%g = reduce_scatter %h {group = @world, dim = 2} : bf16[2@dp,64,64@world]\n",
      "result %g dim 1 must be sharded by @sp, but is whole (a collective changes only the dims it names)"},
-    {"%g = all_reduce %h {group = @sp} : bf16[2@dp,64,64]\n", "result %g has type bf16[2@dp,64,64], but must have the type of input %h (bf16[2@dp,64@sp,64])"},
+    {"%g = all_reduce %h {group = @sp} : bf16[2@dp,64,64]\n",
+     "result %g has type bf16[2@dp,64,64], but must have the type of input %h (bf16[2@dp,64@sp,64])"},
     /* 5. compute ops */
     {QK "%o = attention %q, %k, %k : bf16[2@dp,64@sp,4,16]\n",
-     "input %q dim 1 must be whole (unsharded), but is sharded by @sp (attention needs the whole sequence: an all_to_all"},
+     "input %q dim 1 must be whole (unsharded), but is sharded by @sp (attention needs the whole sequence: an "
+     "all_to_all"},
     {A2A "%o = attention %qa, %k, %k : bf16[2@dp,64,4@sp,16]\n", "input %k dim 2 must be sharded by @sp"},
     {"input %q3 : bf16[2,64,6,16]\ninput %k3 : bf16[2,64,4,16]\n%o = attention %q3, %k3, %k3 : bf16[2,64,6,16]\n",
      "%q3 has 6 heads, not a multiple of the 4 heads of %k3"},
     {"%y = linear %h, %wq : bf16[2@dp,64@sp,4,8]\n", "result %y dim 3 has size 8, but must equal input %wq dim 2 (16)"},
-    {"%y = linear %h, %wq {contract = 2} : bf16[2@dp,4,16]\n", "input %wq dim 1 has size 4, but must equal input %h dim 2 (contracted) (64)"},
-    {"input %hs : bf16[2,64,64@sp]\n%y = linear %hs, %w : bf16[2,64,64]\n", "input %hs dim 2 must be whole (unsharded), but is sharded by @sp (contracted dims must be whole)"},
+    {"%y = linear %h, %wq {contract = 2} : bf16[2@dp,4,16]\n",
+     "input %wq dim 1 has size 4, but must equal input %h dim 2 (contracted) (64)"},
+    {"input %hs : bf16[2,64,64@sp]\n%y = linear %hs, %w : bf16[2,64,64]\n",
+     "input %hs dim 2 must be whole (unsharded), but is sharded by @sp (contracted dims must be whole)"},
     {"%y = linear %h, %w : bf16[2@dp,64,64]\n", "result %y dim 1 must be sharded by @sp, but is whole"},
     {"input %g : f32[64,64]\nadamw %w, %g\nparam %w2 : f32[64,64@sp]\nadamw %w2, %g\nadamw %w, %w2\n",
      "op 2 'adamw' (%w): gradient %w2 dim 1 is sharded by @sp but param %w dim 1 is whole"},
     {"input %g : f32[64,64]\nadamw %g, %w\n", "%g is not a param (adamw updates a param in place)"},
     {"input %g : f32[64]\nadamw %w, %g\n", "input %g has type f32[64], but must have the shape of input %w"},
     {"%n = rmsnorm %h, %wq : bf16[2@dp,64@sp,64]\n", "input %wq must have rank 1 [D], found f32[64,4,16]"},
-    {"input %n2 : f32[32]\n%n = rmsnorm %h, %n2 : bf16[2@dp,64@sp,64]\n", "input %n2 dim 0 has size 32, but must equal the last dim of input %h (64)"},
+    {"input %n2 : f32[32]\n%n = rmsnorm %h, %n2 : bf16[2@dp,64@sp,64]\n",
+     "input %n2 dim 0 has size 32, but must equal the last dim of input %h (64)"},
     {"%d1, %d2 = rmsnorm_bwd %h, %h, %norm : bf16[2@dp,64@sp,64], f32[32]\n", "result %d2 dim 0 has size 32"},
-    {"input %t2 : f32[2@dp,64@sp]\n%e = embedding %t2, %emb : bf16[2@dp,64@sp,64]\n", "input %t2 must have element type i32, found f32"},
-    {"%e = embedding %tok, %emb : bf16[2@dp,64@sp,32]\n", "result %e dim 2 has size 32, but must equal dim 1 of input %emb (64)"},
+    {"input %t2 : f32[2@dp,64@sp]\n%e = embedding %t2, %emb : bf16[2@dp,64@sp,64]\n",
+     "input %t2 must have element type i32, found f32"},
+    {"%e = embedding %tok, %emb : bf16[2@dp,64@sp,32]\n",
+     "result %e dim 2 has size 32, but must equal dim 1 of input %emb (64)"},
     {"%e = embedding %tok, %emb : bf16[2,64@sp,64]\n", "result %e dim 0 must be sharded by @dp, but is whole"},
-    {"%de = embedding_bwd %h, %tok : f32[100,32]\n", "result %de dim 1 has size 32, but must equal dim 2 of input %h (64)"},
+    {"%de = embedding_bwd %h, %tok : f32[100,32]\n",
+     "result %de dim 1 has size 32, but must equal dim 2 of input %h (64)"},
     {"%l = lm_head_loss %h, %emb, %tok : f32[1]\n", "result %l must have rank 0 (a scalar), found f32[1]"},
     {"%dx, %dw = lm_head_loss_bwd %h, %emb, %tok : bf16[2@dp,64@sp,64], f32[100,63]\n", "result %dw dim 1 has size 63"},
-    {"%s = add %h, %tok : bf16[2@dp,64@sp,64]\n", "input %tok has type i32[2@dp,64@sp], but must have the type of input %h"},
+    {"%s = add %h, %tok : bf16[2@dp,64@sp,64]\n",
+     "input %tok has type i32[2@dp,64@sp], but must have the type of input %h"},
     {"%r = rope %h : bf16[2@dp,64@sp,64]\n", "input %h must have rank 4 [B,S,H,Dh], found bf16[2@dp,64@sp,64]"},
     {"%g2, %u2 = swiglu_bwd %h, %h, %h : bf16[2@dp,64@sp,64], bf16[2@dp,64@sp,32]\n", "result %u2 has type"},
-    {QK "%dx, %dw = linear_bwd %q, %h, %wq : bf16[2@dp,64,64], f32[64,4,16]\n", "result %dx dim 1 must be sharded by @sp"},
+    {QK "%dx, %dw = linear_bwd %q, %h, %wq : bf16[2@dp,64,64], f32[64,4,16]\n",
+     "result %dx dim 1 must be sharded by @sp"},
     {A2A "%o = attention %qa, %ka, %ka : bf16[2@dp,64,4@sp,16]\n%dq, %dk, %dv = attention_bwd %o, %qa, %ka, %ka, %o : "
          "bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4,16]\n",
      "result %dv has type bf16[2@dp,64,4,16], but must have the type of input %ka"},
@@ -196,7 +210,8 @@ static const ir_case rejects[] = {
     {"%y = linear %h, %w : bf16[2@dp,64@sp:1,64]\n", "only the head dim (dim 2) of a rank-4 attention exchange"},
     {U6 "%y = rope %q6 : bf16[2@dp,64@sp,6:1,16]\n", "dim 2 has a split unit (:1) but is whole"},
     {U6A "%r = rope %q6a : bf16[2@dp,64,6@sp:1,16]\n",
-     "reads %q6a is split unevenly; only all_to_all, attention, attention_bwd, free, wait, offload and fetch may use such a value"},
+     "reads %q6a is split unevenly; only all_to_all, attention, attention_bwd, free, wait, offload and fetch may use "
+     "such a value"},
     {U6A "param %w12 : f32[64,12,16]\n%q12 = linear %h, %w12 : bf16[2@dp,64@sp,12,16]\n"
          "%q12a = all_to_all %q12 {group = @sp, split = 2, concat = 1} : bf16[2@dp,64,12@sp:1,16]\n"
          "%o = attention %q12a, %q6a, %q6a : bf16[2@dp,64,12@sp:1,16]\n",
@@ -208,8 +223,7 @@ static const ir_case rejects[] = {
      "dim 2 has a split unit (:1) but is whole"},
 };
 
-void test_verifier_rejects(void)
-{
+void test_verifier_rejects(void) {
     for (size_t i = 0; i < sizeof rejects / sizeof *rejects; i++) {
         char name[16], *d;
         snprintf(name, sizeof name, "v%zu", i);
@@ -241,7 +255,8 @@ static const char *const accepts[] = {
     "",
     A2A "%o = attention %qa, %ka, %ka {layer = 0, phase = fwd} : bf16[2@dp,64,4@sp,16]\n"
         "%ob = all_to_all %o {group = @sp, split = 1, concat = 2} : bf16[2@dp,64@sp,4,16]\n"
-        "%dq, %dk, %dv = attention_bwd %o, %qa, %ka, %ka, %o : bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16]\n"
+        "%dq, %dk, %dv = attention_bwd %o, %qa, %ka, %ka, %o : bf16[2@dp,64,4@sp,16], bf16[2@dp,64,4@sp,16], "
+        "bf16[2@dp,64,4@sp,16]\n"
         "%dk2 = all_to_all %dk {group = @sp, split = 1, concat = 2, fanin = 2} : bf16[2@dp,64@sp,2,16]\n"
         "free %q\nfree %k\n",
     /* fused q,k,v exchange: q keeps its head count while k, v fan out */
@@ -276,8 +291,7 @@ static const char *const accepts[] = {
         "%o = attention %q12a, %q6a, %q6a : bf16[2@dp,64,12@sp:2,16]\n",
 };
 
-void test_verifier_accepts(void)
-{
+void test_verifier_accepts(void) {
     for (size_t i = 0; i < sizeof accepts / sizeof *accepts; i++) {
         char name[16], *d;
         snprintf(name, sizeof name, "a%zu", i);
@@ -292,8 +306,7 @@ void test_verifier_accepts(void)
         diag_begin();
         bool ok = ir_verify(m, "check");
         d = diag_end();
-        if (!ok)
-            fprintf(stderr, "accept case %zu rejected:\n%s", i, d);
+        if (!ok) fprintf(stderr, "accept case %zu rejected:\n%s", i, d);
         CHECK(ok);
         char *a = ir_print_to_string(m);
         ir_module *m2 = ir_parse_string("reparse", a);
@@ -311,8 +324,7 @@ void test_verifier_accepts(void)
 }
 
 /* ---- verifier: violations only the API can build ------------------------------- */
-static void expect_reject(ir_module *m, const char *want)
-{
+static void expect_reject(ir_module *m, const char *want) {
     diag_begin();
     bool ok = ir_verify(m, "api");
     char *d = diag_end();
@@ -324,20 +336,17 @@ static void expect_reject(ir_module *m, const char *want)
     free(d);
 }
 
-static ir_module *parse_ok(const char *body)
-{
+static ir_module *parse_ok(const char *body) {
     char *d;
     ir_module *m = parse_case("api", body, &d);
-    if (!m)
-        fprintf(stderr, "%s", d);
+    if (!m) fprintf(stderr, "%s", d);
     free(d);
     return m;
 }
 
 /* The groups together (ir_verify_groups.c): each one below partitions the
  * world on its own, so only their joint check can tell. */
-static void test_verifier_groups_joint(ir_module *m)
-{
+static void test_verifier_groups_joint(ir_module *m) {
     /* @sp rebuilt strided, @dp left strided: ranks 0 and 1 hold one block */
     ir_module *c = ir_module_clone(m);
     ir_group_add(c, "sp", 2, 4, (const int[]){0, 2, 4, 6, 1, 3, 5, 7});
@@ -352,8 +361,7 @@ static void test_verifier_groups_joint(ir_module *m)
     bool ok = ir_verify(c, "api");
     char *d = diag_end();
     CHECK(ok);
-    if (!ok)
-        fprintf(stderr, "strided groups rejected: %s\n", d);
+    if (!ok) fprintf(stderr, "strided groups rejected: %s\n", d);
     free(d);
     ir_module_free(c);
     /* every block once, but an @sp set mixes @dp blocks: its exchange would
@@ -380,8 +388,7 @@ static void test_verifier_groups_joint(ir_module *m)
     ir_module_free(c);
 }
 
-void test_verifier_api_rejects(void)
-{
+void test_verifier_api_rejects(void) {
     ir_module *m = parse_ok(QK);
     if (!m) {
         CHECK(!"api base does not parse");
@@ -389,8 +396,7 @@ void test_verifier_api_rejects(void)
     }
     ir_module *joint = parse_ok(A2A);
     CHECK(joint != NULL);
-    if (joint)
-        test_verifier_groups_joint(joint);
+    if (joint) test_verifier_groups_joint(joint);
     ir_module_free(joint);
     /* use before def: swap the two ops' order by hand */
     ir_module *c = ir_module_clone(m);

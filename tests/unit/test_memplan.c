@@ -28,28 +28,22 @@ typedef struct ref_item {
     int start, end;
 } ref_item;
 
-static int ref_order(const void *a, const void *b)
-{
+static int ref_order(const void *a, const void *b) {
     const ref_item *x = a, *y = b;
     bool px = x->start < 0, py = y->start < 0;
-    if (px != py)
-        return px ? -1 : 1;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes ? -1 : 1;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
+    if (px != py) return px ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
     return x->v < y->v ? -1 : x->v > y->v;
 }
 
-static int ref_by_off(const void *a, const void *b)
-{
+static int ref_by_off(const void *a, const void *b) {
     const int64_t *x = a, *y = b;
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
 /* Item k against items[0..k): spans[] is scratch of 2 * k int64s. */
-static void ref_place(ref_item *items, int k, int64_t *spans)
-{
+static void ref_place(ref_item *items, int k, int64_t *spans) {
     ref_item *it = &items[k];
     int ns = 0;
     for (int j = 0; j < k; j++)
@@ -63,15 +57,13 @@ static void ref_place(ref_item *items, int k, int64_t *spans)
     for (int j = 0; j < ns; j++) {
         if (spans[2 * j] > at && spans[2 * j] - at >= it->bytes && spans[2 * j] - at < best_gap)
             best = at, best_gap = spans[2 * j] - at;
-        if (spans[2 * j + 1] > at)
-            at = spans[2 * j + 1];
+        if (spans[2 * j + 1] > at) at = spans[2 * j + 1];
     }
     it->off = best >= 0 ? best : at;
 }
 
 /* Re-places m's buffers the direct way and compares with m's plan. */
-static void check_plan(const ir_module *m, const char *what)
-{
+static void check_plan(const ir_module *m, const char *what) {
     ir_mem_target t;
     CHECK(ir_mem_target_of(m, &t) && ir_mem_planned(m));
     int *start = malloc(sizeof(int) * (size_t)(m->nvalues + 1)), *end = malloc(sizeof(int) * (size_t)(m->nvalues + 1));
@@ -79,8 +71,7 @@ static void check_plan(const ir_module *m, const char *what)
     ref_item *items = malloc(sizeof *items * (size_t)(m->nvalues + 2));
     int n = 0;
     for (int v = 0; v < m->nvalues; v++)
-        if (start[v] != -2)
-            items[n++] = (ref_item){v, ir_mem_value_bytes(m, v, t), 0, start[v], end[v]};
+        if (start[v] != -2) items[n++] = (ref_item){v, ir_mem_value_bytes(m, v, t), 0, start[v], end[v]};
     int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);
     items[n++] = (ref_item){-1, ir_mem_opt_bytes(m, t), 0, -1, m->nops};
@@ -91,13 +82,12 @@ static void check_plan(const ir_module *m, const char *what)
     for (int k = 0; k < n; k++) {
         ref_place(items, k, spans);
         peak = items[k].off + items[k].bytes > peak ? items[k].off + items[k].bytes : peak;
-        int64_t got = items[k].v >= 0   ? m->values[items[k].v].mem_off
+        int64_t got = items[k].v >= 0    ? m->values[items[k].v].mem_off
                       : items[k].v == -1 ? ir_config_int(m, "mem.opt_offset", -1)
                                          : ir_config_int(m, "mem.comm_offset", -1);
         if (got != items[k].off && wrong++ < 3)
             fprintf(stderr, "%s: %s at %lld, the direct placement gives %lld\n", what,
-                    items[k].v >= 0 ? m->values[items[k].v].name : "a region", (long long)got,
-                    (long long)items[k].off);
+                    items[k].v >= 0 ? m->values[items[k].v].name : "a region", (long long)got, (long long)items[k].off);
     }
     CHECK(wrong == 0);
     CHECK(ir_config_int(m, "mem.peak", -1) == peak);
@@ -109,32 +99,26 @@ static void check_plan(const ir_module *m, const char *what)
 
 static int checked;
 
-static void check_spec(const char *file, const char *const *sets, int nsets, bool cuda)
-{
+static void check_spec(const char *file, const char *const *sets, int nsets, bool cuda) {
     char path[512], what[512];
     snprintf(path, sizeof path, "%s/%s", BASP_EXAMPLES, file);
     int len = snprintf(what, sizeof what, "%s%s", file, cuda ? " (cuda)" : "");
-    for (int i = 0; i < nsets; i++)
-        len += snprintf(what + len, sizeof what - (size_t)len, " %s", sets[i]);
+    for (int i = 0; i < nsets; i++) len += snprintf(what + len, sizeof what - (size_t)len, " %s", sets[i]);
     fe_spec *s = fe_parse_file(path);
     CHECK(s != NULL);
-    if (!s)
-        return;
+    if (!s) return;
     /* the overrides as the user gives them, then the build the compiler makes */
     bool set_ok = true;
-    for (int i = 0; i < nsets && s && set_ok; i++)
-        set_ok = fe_override(s, sets[i]);
+    for (int i = 0; i < nsets && s && set_ok; i++) set_ok = fe_override(s, sets[i]);
     CHECK(set_ok);
     ir_module *m = set_ok && fe_check(s) ? drv_build(s, NULL, cuda) : NULL;
     CHECK(m != NULL);
-    if (m)
-        check_plan(m, what), checked++;
+    if (m) check_plan(m, what), checked++;
     ir_module_free(m);
     fe_spec_free(s);
 }
 
-int main(void)
-{
+int main(void) {
     basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
     sup_diag_saved saved = sup_diag_silence();
     static const char *const modes[] = {"train.recompute=none", "train.recompute=selective", "train.recompute=full"};
@@ -155,7 +139,6 @@ int main(void)
     check_spec("qwen2_5_3b.basp", z3 + 1, 2, false);
     sup_diag_restore(saved);
     printf("%d plan(s) compared\n", checked);
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
 }

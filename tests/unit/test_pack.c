@@ -61,9 +61,7 @@ static int64_t tail_len(int64_t S) {
 }
 
 /* Up to whole rows: only the tiling is checked. */
-static int64_t wide_len(int64_t S) {
-    return 1 + (int64_t)(next() % (uint64_t)S);
-}
+static int64_t wide_len(int64_t S) { return 1 + (int64_t)(next() % (uint64_t)S); }
 
 static void test_sequential(void) {
     layout_doc d[3] = {{0, 5}, {6, 7}, {14, 8}};
@@ -169,7 +167,8 @@ static void test_long_tail(void) {
     CHECK(worse == 0);
     CHECK(seq_sum > 1.2 * bal_sum);
     printf("16 rows of 4096 over 8 groups: imbalance sequential %.3f, balanced %.3f (mean of 20); rows within "
-           "%.3f of the bound\n", seq_sum / 20, bal_sum / 20, worst_bound);
+           "%.3f of the bound\n",
+           seq_sum / 20, bal_sum / 20, worst_bound);
 }
 
 static void test_bad_args(void) {

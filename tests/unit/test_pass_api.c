@@ -35,21 +35,18 @@ static const char *text = "module @api\n"
                           "free %full {layer = 0, phase = fwd}\n";
 
 /* Everything the printed module holds, for substring checks (malloc'd). */
-static char *printed(const basp_module *m)
-{
+static char *printed(const basp_module *m) {
     FILE *f = tmpfile();
     basp_print_ir(m, f);
     long n = ftell(f);
     char *buf = calloc((size_t)n + 1, 1);
     rewind(f);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-        buf[0] = '\0';
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
     fclose(f);
     return buf;
 }
 
-static void test_queries(basp_module *m)
-{
+static void test_queries(basp_module *m) {
     CHECK(basp_ir_world(m) == 4 && basp_ir_nodes(m) == 2 && basp_ir_devices_per_node(m) == 2);
     CHECK(basp_ir_node_of(m, 3) == 1 && basp_ir_config_int(m, "zero", 0) == 3);
     int w = basp_ir_value_find(m, "w"), x = basp_ir_value_find(m, "x");
@@ -72,8 +69,7 @@ static void test_queries(basp_module *m)
 
 /* hpZ's shape in miniature: the gather over @world becomes a nested one
  * across @inter (into a node-sharded value) then one inside @node. */
-static void test_build(basp_module *m)
-{
+static void test_build(basp_module *m) {
     int node = basp_ir_group_add(m, "node", 2, 2, (int[]){0, 1, 2, 3});
     int inter = basp_ir_group_add(m, "inter", 2, 2, (int[]){0, 2, 1, 3});
     int wt = basp_ir_group_add(m, "wt", 1, 4, (int[]){0, 2, 1, 3});
@@ -103,8 +99,7 @@ static void test_build(basp_module *m)
                               ": f32[64,8]");
     const char *c = strstr(s, "free %w.sec {layer = 0, phase = fwd}");
     CHECK(a && b && c && a < b && b < c);
-    if (!(a && b && c))
-        fputs(s, stderr);
+    if (!(a && b && c)) fputs(s, stderr);
     free(s);
     /* heads: [2,16@sp,4,8] -> [2,16,4@sp,8] */
     int x = basp_ir_value_find(m, "x"), sp = basp_ir_group_find(m, "sp");
@@ -117,8 +112,7 @@ static void test_build(basp_module *m)
 /* The built-in passes' helpers: a derived value, the sequence-to-heads
  * exchange recorded after op 0, the free at op 1 removed, the sequence
  * sharded over another group. */
-static void test_helpers(void)
-{
+static void test_helpers(void) {
     basp_module *m = basp_module_parse_string("helpers", text);
     int x = basp_ir_value_find(m, "x"), sp = basp_ir_group_find(m, "sp"), w = basp_ir_value_find(m, "w");
     int h = basp_ir_value_derived(m, x, ".heads", x);
@@ -132,7 +126,8 @@ static void test_helpers(void)
     basp_edits_apply(m, e);
     char *s = printed(m);
     CHECK(strstr(s, "%x.heads = all_to_all %x {group = @sp, split = 2, concat = 1, layer = 0, phase = fwd} "
-                    ": f32[2,16,4@sp,8]") && !strstr(s, "free %full"));
+                    ": f32[2,16,4@sp,8]") &&
+          !strstr(s, "free %full"));
     free(s);
     CHECK(basp_ir_op_count(m) == 2 && basp_module_verify(m));
     int world = basp_ir_group_find(m, "world");
@@ -149,8 +144,7 @@ static void test_helpers(void)
 
 /* What a variant's rules were told about the family, and what they said. */
 static const char *seen_family;
-static const char *reads_family(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix)
-{
+static const char *reads_family(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix) {
     (void)d;
     seen_family = basp_layout_family(c);
     if (seen_family && strcmp(seen_family, "ulysses"))
@@ -158,8 +152,7 @@ static const char *reads_family(const basp_layout_dims *d, const basp_layout_cho
     return NULL;
 }
 
-static const char *ignores_family(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix)
-{
+static const char *ignores_family(const basp_layout_dims *d, const basp_layout_choice *c, char *fix, size_t nfix) {
     (void)d, (void)c;
     snprintf(fix, nfix, "never read");
     return "ignored: never legal";
@@ -167,17 +160,24 @@ static const char *ignores_family(const basp_layout_dims *d, const basp_layout_c
 
 /* A variant asked about a layout of another family: its words when it
  * reads the family, else basp's. */
-static void test_family_rule(void)
-{
+static void test_family_rule(void) {
     CHECK(!basp_layout_family(&(basp_layout_choice){1, 1})); /* outside a legal() */
     char fix[64];
     CHECK(!strcmp(basp_layout_reason(fix, sizeof fix, "hint", "rule %d", 7), "rule 7") && !strcmp(fix, "hint"));
     CHECK(basp_layout_heads_uneven(&(basp_layout_dims){.N = 4, .H = 12, .Hk = 6}, 4));
     CHECK(!basp_layout_heads_uneven(&(basp_layout_dims){.N = 4, .H = 8, .Hk = 8}, 4));
-    basp_strategy fam = {.name = "ulysses+fam", .family = "ulysses", .key = "a2a", .word = "fam",
-                         .legal = reads_family, .passes = "ulysses"};
-    basp_strategy deaf = {.name = "ulysses+deaf", .family = "ulysses", .key = "a2a", .word = "deaf",
-                          .legal = ignores_family, .passes = "ulysses"};
+    basp_strategy fam = {.name = "ulysses+fam",
+                         .family = "ulysses",
+                         .key = "a2a",
+                         .word = "fam",
+                         .legal = reads_family,
+                         .passes = "ulysses"};
+    basp_strategy deaf = {.name = "ulysses+deaf",
+                          .family = "ulysses",
+                          .key = "a2a",
+                          .word = "deaf",
+                          .legal = ignores_family,
+                          .passes = "ulysses"};
     CHECK(basp_register_strategy(&fam) && basp_register_strategy(&deaf));
     basp_module *m = basp_module_parse_string("fam", text);
     basp_ir_config_set(m, "heads", "4");
@@ -193,27 +193,23 @@ static void test_family_rule(void)
 }
 
 /* Shards the param under its readers: invalid IR. */
-static bool breaks(basp_module *m)
-{
+static bool breaks(basp_module *m) {
     basp_ir_value_set_shard(m, basp_ir_value_find(m, "full"), 0, basp_ir_group_find(m, "world"));
     return true;
 }
 
-static bool fails_silently(basp_module *m)
-{
+static bool fails_silently(basp_module *m) {
     (void)m;
     return false;
 }
 
-static bool bad_handle_goes_on(basp_module *m)
-{
+static bool bad_handle_goes_on(basp_module *m) {
     basp_ir_op_input(m, basp_ir_op_count(m) + 3, 0);
     return true;
 }
 
 /* Runs `pass` on a fresh module; the diagnostics it printed (malloc'd). */
-static char *run_logged(const char *pass, bool *ok)
-{
+static char *run_logged(const char *pass, bool *ok) {
     basp_module *m = basp_module_parse_string("api3", text);
     char *log = NULL;
     size_t n = 0;
@@ -228,33 +224,31 @@ static char *run_logged(const char *pass, bool *ok)
 
 /* Every failure of a registered pass names it and its owner; a strategy
  * must start with its family's pass. */
-static void test_failures_named(void)
-{
+static void test_failures_named(void) {
     CHECK(basp_register_pass("api-silent", "test", fails_silently));
     CHECK(basp_register_pass("api-bad-handle", "test", bad_handle_goes_on));
     bool ok = true;
     char *log = run_logged("api-silent", &ok);
-    CHECK(!ok && log && strstr(log, "error: pass 'api-silent' (from the embedding program) failed without saying "
-                                    "why"));
+    CHECK(!ok && log &&
+          strstr(log, "error: pass 'api-silent' (from the embedding program) failed without saying "
+                      "why"));
     free(log);
     log = run_logged("api-bad-handle", &ok);
     CHECK(!ok && log && strstr(log, "error: pass API: in pass 'api-bad-handle' (from the embedding program): op "));
     CHECK(log && strstr(log, "error: pass 'api-bad-handle' (from the embedding program) reported 1 error(s) but "
                              "returned true; stopping"));
     free(log);
-    basp_strategy no_family = {.name = "ulysses+nf", .family = "ulysses", .key = "a2a", .word = "nf",
-                               .passes = "api-silent"};
+    basp_strategy no_family = {
+        .name = "ulysses+nf", .family = "ulysses", .key = "a2a", .word = "nf", .passes = "api-silent"};
     CHECK(!basp_register_strategy(&no_family));
-    basp_strategy ring_first = {.name = "ring+rf", .family = "hybrid", .key = "a2a", .word = "rf",
-                                .passes = "ringx"};
+    basp_strategy ring_first = {.name = "ring+rf", .family = "hybrid", .key = "a2a", .word = "rf", .passes = "ringx"};
     CHECK(!basp_register_strategy(&ring_first)); /* a prefix of the name is not the pass */
-    basp_strategy good = {.name = "ring+ok", .family = "hybrid", .key = "a2a", .word = "rok",
-                          .passes = "ring,api-silent"};
+    basp_strategy good = {
+        .name = "ring+ok", .family = "hybrid", .key = "a2a", .word = "rok", .passes = "ring,api-silent"};
     CHECK(basp_register_strategy(&good));
 }
 
-static void test_registered_pass(void)
-{
+static void test_registered_pass(void) {
     CHECK(basp_register_pass("api-breaks", "test", breaks));
     CHECK(!basp_register_pass("api-breaks", "again", breaks));
     CHECK(!basp_register_pass("a b", "bad name", breaks));
@@ -273,8 +267,7 @@ static void test_registered_pass(void)
     basp_module_free(m);
 }
 
-int main(void)
-{
+int main(void) {
     basp_set_diagnostics(fopen("/dev/null", "w"), true);
     basp_module *m = basp_module_parse_string("api", text);
     CHECK(m && basp_module_verify(m));

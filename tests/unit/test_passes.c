@@ -16,8 +16,7 @@
 #define CHECK_NEAR(a, b) CHECK_NEAR_FLOOR(a, b, 1)
 
 /* hidden 64, 2 layers, 4 heads (2 KV heads), head_dim 16, on 2 nodes x 4. */
-static fe_spec tiny_spec(int64_t micro_batch, int64_t kv_heads, fe_batch_aware ba)
-{
+static fe_spec tiny_spec(int64_t micro_batch, int64_t kv_heads, fe_batch_aware ba) {
     fe_spec s;
     memset(&s, 0, sizeof s);
     snprintf(s.model.name, sizeof s.model.name, "tiny");
@@ -49,22 +48,18 @@ static fe_spec tiny_spec(int64_t micro_batch, int64_t kv_heads, fe_batch_aware b
     return s;
 }
 
-static const ir_op *find_op(const ir_module *m, ir_opcode code, int nth)
-{
+static const ir_op *find_op(const ir_module *m, ir_opcode code, int nth) {
     for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == code && nth-- == 0)
-            return &m->ops[i];
+        if (m->ops[i].code == code && nth-- == 0) return &m->ops[i];
     return NULL;
 }
 
-static const ir_type *vtype(const ir_module *m, const char *name)
-{
+static const ir_type *vtype(const ir_module *m, const char *name) {
     int v = ir_value_find(m, name);
     return v >= 0 ? &m->values[v].type : NULL;
 }
 
-static void test_lower(void)
-{
+static void test_lower(void) {
     fe_spec s = tiny_spec(2, 2, FE_BA_AUTO);
     ir_module *m = pass_lower(&s);
     CHECK(m && ir_verify(m, "lower"));
@@ -73,8 +68,7 @@ static void test_lower(void)
     CHECK(vtype(m, "l1.wq") && vtype(m, "l1.wq")->dims[1] == 8);
     CHECK(pass_op_traffic(m, find_op(m, IR_ADD, 0)).bytes_sent == 0); /* not a collective */
     int adamw = 0;
-    for (int i = 0; i < m->nops; i++)
-        adamw += m->ops[i].code == IR_ADAMW;
+    for (int i = 0; i < m->nops; i++) adamw += m->ops[i].code == IR_ADAMW;
     CHECK(adamw == 1 + 2 * 9 + 2); /* embed, 9 per layer, final_norm, lm_head */
     /* batch_aware auto is resolved before lowering: a concrete layout in the config */
     layout_choice c = pass_layout_of(m);
@@ -93,8 +87,7 @@ static void test_lower(void)
 }
 
 /* Ulysses on 8 ranks; then batch-aware G=2 before Ulysses: @sp = {[0-3] [4-7]}. */
-static void test_ulysses_batch_aware(void)
-{
+static void test_ulysses_batch_aware(void) {
     fe_spec s = tiny_spec(2, 2, FE_BA_AUTO);
     layout_choice g1 = layout_ulysses(1), g2 = layout_ulysses(2);
     ir_module *m = pass_lower_with(&s, &g1);
@@ -105,7 +98,7 @@ static void test_ulysses_batch_aware(void)
     CHECK(sp >= 0 && m->groups[sp].nsets == 1 && m->groups[sp].set_size == 8);
     const ir_op *a2a = find_op(m, IR_ALL_TO_ALL, 0);
     CHECK(a2a && a2a->nin == 3 && ir_attr_int(a2a, "fanout", 1) == 4); /* K=8 > Hk=2 */
-    CHECK(vtype(m, "l0.kr.heads")->dims[2] == 8);                       /* 2 real x 4 virtual */
+    CHECK(vtype(m, "l0.kr.heads")->dims[2] == 8);                      /* 2 real x 4 virtual */
     /* q: bf16 [2,64,8,8] / 8 ranks = 2048 B per rank.  k, v: the larger,
      * virtual-head side [2,64,8@sp,8] = 2048 B too.  chunk = 3*2048/8. */
     pass_traffic t = pass_op_traffic(m, a2a);
@@ -137,8 +130,7 @@ static void test_ulysses_batch_aware(void)
 }
 
 /* Ring models on @world of 8 over 2 nodes. */
-static void test_ring_traffic(void)
-{
+static void test_ring_traffic(void) {
     fe_spec s = tiny_spec(2, 2, FE_BA_AUTO);
     s.train.zero = 3;
     ir_module *m = pass_lower(&s);
@@ -162,8 +154,7 @@ static void test_ring_traffic(void)
 }
 
 /* B=8 on 8 ranks: K=1, no all-to-all left. */
-static void test_pure_data_parallel(void)
-{
+static void test_pure_data_parallel(void) {
     fe_spec s = tiny_spec(8, 8, FE_BA_AUTO);
     layout_choice g8 = layout_ulysses(8);
     ir_module *m = pass_lower_with(&s, &g8);
@@ -177,28 +168,23 @@ static void test_pure_data_parallel(void)
 }
 
 /* Every rule of layout/, on hand-picked dimensions, with its reason. */
-static bool says(const layout_dims *d, layout_choice c, const char *want)
-{
+static bool says(const layout_dims *d, layout_choice c, const char *want) {
     const char *why = layout_illegal(d, &c, NULL, 0);
-    if (!want)
-        return why == NULL;
-    if (why && strstr(why, want))
-        return true;
+    if (!want) return why == NULL;
+    if (why && strstr(why, want)) return true;
     fprintf(stderr, "layout_illegal: want '%s', got '%s'\n", want, why ? why : "(legal)");
     return false;
 }
 
 /* The variants by their spec words (registered when the library starts). */
-#define LAYOUT_A2A_FLAT NULL
+#define LAYOUT_A2A_FLAT      NULL
 #define LAYOUT_A2A_TWO_LEVEL layout_variant_find("a2a", "two_level")
 
-static layout_choice choice(layout_seq seq, int R, const layout_strategy *variant, int G)
-{
+static layout_choice choice(layout_seq seq, int R, const layout_strategy *variant, int G) {
     return (layout_choice){.seq = seq, .ring_degree = R, .variant = variant, .groups = G};
 }
 
-static void test_layout_rules(void)
-{
+static void test_layout_rules(void) {
     /* 2 nodes x 4, B=4, S=64, 8 heads, 2 kv heads */
     layout_dims d = {.N = 8, .nodes = 2, .dpn = 4, .B = 4, .S = 64, .H = 8, .Hk = 2};
     layout_choice u1 = layout_ulysses(1);
@@ -266,7 +252,8 @@ static void test_layout_rules(void)
     CHECK(says(&d, choice(LAYOUT_HYBRID, 3, LAYOUT_A2A_FLAT, 1), "ring_degree 3 does not divide the group size K=8"));
     layout_dims hy = d;
     hy.H = 6, hy.Hk = 6;
-    CHECK(says(&hy, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1), "heads (6) not divisible by the U=K/R=4 Ulysses ranks"));
+    CHECK(says(&hy, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1),
+               "heads (6) not divisible by the U=K/R=4 Ulysses ranks"));
     hy.H = 12, hy.Hk = 3;
     CHECK(says(&hy, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_FLAT, 1), "kv_heads (3) cannot be split over the U=K/R=4"));
     hy = d, hy.S = 36;
@@ -274,14 +261,14 @@ static void test_layout_rules(void)
     /* K=12, R=4, U=3: seq_len 36 splits 12 ways but not into 2R=8 chunks */
     layout_dims h12 = {.N = 12, .nodes = 3, .dpn = 4, .B = 1, .S = 36, .H = 12, .Hk = 12};
     CHECK(says(&h12, choice(LAYOUT_HYBRID, 4, LAYOUT_A2A_FLAT, 1), "seq_len (36) not divisible by 2*R=8"));
-    CHECK(says(&d, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_TWO_LEVEL, 1), "two-level applies to the flat Ulysses exchange"));
+    CHECK(
+        says(&d, choice(LAYOUT_HYBRID, 2, LAYOUT_A2A_TWO_LEVEL, 1), "two-level applies to the flat Ulysses exchange"));
 
     /* the enumeration: every legal choice, G ascending, in table order */
     layout_choice all[64];
     int n = layout_candidates(&d, all, 64);
     char names[64][64];
-    for (int i = 0; i < n && i < 64; i++)
-        layout_choice_name(&all[i], names[i], sizeof names[i]);
+    for (int i = 0; i < n && i < 64; i++) layout_choice_name(&all[i], names[i], sizeof names[i]);
     /* G=1: ulysses, two-level (a node's 4 heads over its 4 devices, its one
      * kv head shared), ring, hybrid R=2 and R=4; G=2 (K=4, one node):
      * ulysses, ring, hybrid R=2; G=4: ulysses, ring; G=8 does not divide B */
@@ -291,8 +278,7 @@ static void test_layout_rules(void)
           !strcmp(names[5], "batch-aware G=2") && !strcmp(names[6], "batch-aware G=2 ring") &&
           !strcmp(names[7], "batch-aware G=2 hybrid R=2") && !strcmp(names[8], "batch-aware G=4") &&
           !strcmp(names[9], "batch-aware G=4 ring"));
-    for (int i = 0; i < n && i < 64; i++)
-        CHECK(layout_illegal(&d, &all[i], NULL, 0) == NULL);
+    for (int i = 0; i < n && i < 64; i++) CHECK(layout_illegal(&d, &all[i], NULL, 0) == NULL);
     int64_t g[8];
     CHECK(layout_legal_groups(&d, &u1, g, 8) == 3 && g[0] == 1 && g[1] == 2 && g[2] == 4);
     layout_seq sq;
@@ -301,41 +287,35 @@ static void test_layout_rules(void)
     CHECK(!layout_variant_find("a2a", "flat") && !layout_variant_find("a2a", "nope"));
     CHECK(!strcmp(layout_seq_name(LAYOUT_RING), "ring"));
     char fix[256];
-    CHECK(layout_illegal(&d, &(layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .groups = 8}, fix,
-                         sizeof fix) && strstr(fix, "multiple of 8"));
+    CHECK(layout_illegal(&d, &(layout_choice){.seq = LAYOUT_ULYSSES, .ring_degree = 1, .groups = 8}, fix, sizeof fix) &&
+          strstr(fix, "multiple of 8"));
     CHECK(layout_device_lookup("h100_sxm") && layout_link_lookup("ib_ndr") && !layout_device_lookup("nope"));
 }
 
-static bool always(ir_module *m, const pass_options *o)
-{
+static bool always(ir_module *m, const pass_options *o) {
     (void)m, (void)o;
     return true;
 }
 
 static const char *no_rule(const layout_strategy *self, const layout_dims *d, const layout_choice *c, char *fix,
-                           size_t nfix)
-{
+                           size_t nfix) {
     return layout_family_legal(d, c, fix, nfix);
 }
 
-static int one_cand(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max)
-{
+static int one_cand(const layout_strategy *self, const layout_dims *d, int G, layout_choice *out, int max) {
     (void)d;
-    if (max > 0)
-        out[0] = layout_ulysses(G), out[0].variant = self;
+    if (max > 0) out[0] = layout_ulysses(G), out[0].variant = self;
     return 1;
 }
 
 /* Position of `name` in the comma-separated `list`, -1 when absent. */
-static int list_pos(const char *list, const char *name)
-{
+static int list_pos(const char *list, const char *name) {
     size_t n = strlen(name);
     int i = 0;
     for (const char *p = list; p && *p; i++) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, name, n))
-            return i;
+        if (len == n && !strncmp(p, name, n)) return i;
         p = e ? e + 1 : NULL;
     }
     return -1;
@@ -343,8 +323,7 @@ static int list_pos(const char *list, const char *name)
 
 /* Every pass of `pipe` has what its row requires ahead of it: each named
  * pass, and for "partitioned" every partitioning pass the pipeline holds. */
-static bool requirements_kept(const char *pipe)
-{
+static bool requirements_kept(const char *pipe) {
     int n;
     const pass_info *all = pass_registry(&n);
     bool ok = true;
@@ -356,14 +335,12 @@ static bool requirements_kept(const char *pipe)
             bool before = true;
             if (!strcmp(r, "partitioned")) {
                 for (int k = 0; k < n; k++)
-                    if (all[k].slot == PASS_SLOT_PARTITION && list_pos(pipe, all[k].name) > at)
-                        before = false;
+                    if (all[k].slot == PASS_SLOT_PARTITION && list_pos(pipe, all[k].name) > at) before = false;
             } else {
                 int rat = list_pos(pipe, r);
                 before = rat >= 0 && rat < at;
             }
-            if (!before)
-                fprintf(stderr, "pipeline %s: '%s' requires '%s' before it\n", pipe, all[i].name, r);
+            if (!before) fprintf(stderr, "pipeline %s: '%s' requires '%s' before it\n", pipe, all[i].name, r);
             ok &= before;
         }
     }
@@ -371,16 +348,13 @@ static bool requirements_kept(const char *pipe)
 }
 
 /* The whole of a text file, NUL-terminated (malloc'd), or NULL. */
-static char *slurp(const char *path)
-{
+static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     char *buf = NULL;
     size_t n = 0, cap = 0, got;
     do {
-        if (n + 4096 + 1 > cap)
-            buf = realloc(buf, cap = 2 * cap + 4096 + 1);
+        if (n + 4096 + 1 > cap) buf = realloc(buf, cap = 2 * cap + 4096 + 1);
         got = fread(buf + n, 1, 4096, f);
         n += got;
     } while (got > 0);
@@ -392,8 +366,7 @@ static char *slurp(const char *path)
 /* passes.def's rows as the registry holds them: every pipeline runs what
  * each pass requires before it, each slot's passes are where the slot
  * says, and the docs spell the skeleton as the slots make it. */
-static void test_pass_table(void)
-{
+static void test_pass_table(void) {
     int n, ns;
     const pass_info *all = pass_registry(&n);
     const layout_strategy *st = layout_strategies(&ns);
@@ -416,8 +389,7 @@ static void test_pass_table(void)
             sep = ", ";
         }
         for (int i = 0; i < n; i++) {
-            if (all[i].slot != slot)
-                continue;
+            if (all[i].slot != slot) continue;
             bool full = list_pos(pass_default_pipeline(), all[i].name) >= 0;
             CHECK(slot == PASS_SLOT_ANALYSIS ? !full : full);
             if (slot == PASS_SLOT_FIRST || slot == PASS_SLOT_SHARD || slot == PASS_SLOT_FINISH) {
@@ -445,8 +417,7 @@ static void test_pass_table(void)
  * public row is the user, asked through the same functions), basp's own
  * first and built in, the families in layout_seq's order; the two-level
  * pass is passes.def's row, given its function by its registration. */
-static void test_one_registration(void)
-{
+static void test_one_registration(void) {
     int ns;
     const layout_strategy *st = layout_strategies(&ns);
     CHECK(ns == 4);
@@ -466,18 +437,23 @@ static void test_one_registration(void)
 
 /* Registering passes and strategies: the refusals, then a variant that the
  * planner's enumeration and the pipeline pick up. */
-static void test_registry(void)
-{
+static void test_registry(void) {
     char err[256];
     pass_info dup = {.name = "zero", .summary = "again", .run = always, .owner = "x.so"};
     CHECK(!pass_register(&dup, err, sizeof err) && strstr(err, "already registered"));
     pass_info bad = {.name = "a,b", .summary = "", .run = always};
     CHECK(!pass_register(&bad, err, sizeof err) && strstr(err, "no commas or spaces"));
-    layout_strategy s = {.name = "ulysses+two_level", .seq = LAYOUT_ULYSSES, .key = "a2a", .word = "mine",
-                         .legal = no_rule, .candidates = one_cand, .passes = "ulysses,mine"};
+    layout_strategy s = {.name = "ulysses+two_level",
+                         .seq = LAYOUT_ULYSSES,
+                         .key = "a2a",
+                         .word = "mine",
+                         .legal = no_rule,
+                         .candidates = one_cand,
+                         .passes = "ulysses,mine"};
     CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "already registered"));
     s.name = "ulysses+mine", s.word = "two_level";
-    CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "already selects strategy 'ulysses+two_level'"));
+    CHECK(!layout_strategy_register(&s, err, sizeof err) &&
+          strstr(err, "already selects strategy 'ulysses+two_level'"));
     s.word = "flat";
     CHECK(!layout_strategy_register(&s, err, sizeof err) && strstr(err, "the spec's own"));
     s.word = "mine", s.key = "sequence";
@@ -508,26 +484,28 @@ static void test_registry(void)
     char name[64];
     layout_choice_name(&all[2], name, sizeof name);
     CHECK(!strcmp(name, "ulysses+mine"));
-    CHECK(!strcmp(pass_default_pipeline(), "batch-aware,ulysses,ring,two-level,mine,place,zero,recompute,offload,overlap,memplan"));
+    CHECK(!strcmp(pass_default_pipeline(),
+                  "batch-aware,ulysses,ring,two-level,mine,place,zero,recompute,offload,overlap,memplan"));
     /* a module's pipeline comes from its config; a word nobody registered
      * (its plugin not loaded) is an error, not the flat pipeline */
     ir_module *m = ir_module_new("cfg");
     ir_config_set(m, "sequence", "ulysses");
     ir_config_set(m, "a2a", "mine");
-    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,offload,overlap,memplan"));
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
+          !strcmp(pipe, "batch-aware,ulysses,mine,place,zero,recompute,offload,overlap,memplan"));
     ir_config_set(m, "a2a", "two_level");
     CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
           !strcmp(pipe, "batch-aware,ulysses,two-level,place,zero,recompute,offload,overlap,memplan"));
     ir_config_set(m, "sequence", "hybrid");
     ir_config_set(m, "a2a", "flat");
-    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) && !strcmp(pipe, "batch-aware,ring,place,zero,recompute,offload,overlap,memplan"));
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
+          !strcmp(pipe, "batch-aware,ring,place,zero,recompute,offload,overlap,memplan"));
     ir_config_set(m, "a2a", "hpz");
     CHECK(!pass_pipeline_of(m, pipe, sizeof pipe));
     ir_module_free(m);
 }
 
-int main(void)
-{
+int main(void) {
     sup_diag_set_quiet(true);
     basp_ctx(); /* the library started: the passes and basp's own strategies (api/strategies/) */
     test_layout_rules();

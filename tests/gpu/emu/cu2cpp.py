@@ -63,8 +63,11 @@ def rewrite_launches(src):
         if lt < 0:
             out.append(src[pos:])
             return "".join(out)
-        start = kernel_name_start(src, lt)
-        name = src[start:lt].strip()
+        end = lt  # the formatter may break a long launch before its <<<
+        while end > 0 and src[end - 1] in " \t\n":
+            end -= 1
+        start = kernel_name_start(src, end)
+        name = src[start:end].strip()
         if not name:
             fail(src, lt, "no kernel name before <<<")
         gt = src.find(">>>", lt)

@@ -46,10 +46,10 @@
 extern uint3 cuemu_thread_idx, cuemu_block_idx;
 extern dim3 cuemu_block_dim, cuemu_grid_dim;
 #define threadIdx cuemu_thread_idx
-#define blockIdx cuemu_block_idx
-#define blockDim cuemu_block_dim
-#define gridDim cuemu_grid_dim
-#define warpSize 32
+#define blockIdx  cuemu_block_idx
+#define blockDim  cuemu_block_dim
+#define gridDim   cuemu_grid_dim
+#define warpSize  32
 
 /* ---- scheduler interface (cuemu_sched.cpp) ------------------------------------ */
 /* Checks the launch now (launch errors are synchronous), then queues the
@@ -83,8 +83,8 @@ static inline void cuemu_launch(const char *name, void (*fn)(P...), cuemu_cfg c,
 
 /* The call site identifies the barrier: threads of a block that wait at
  * different __syncthreads are reported (divergent barrier). */
-#define CUEMU_STR2(x) #x
-#define CUEMU_STR(x) CUEMU_STR2(x)
+#define CUEMU_STR2(x)   #x
+#define CUEMU_STR(x)    CUEMU_STR2(x)
 #define __syncthreads() cuemu_syncthreads(__FILE__ ":" CUEMU_STR(__LINE__))
 
 template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
@@ -110,12 +110,8 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 #define __expf expf /* glibc declares its own __expf and __logf */
 #define __logf logf
 static inline float __fdividef(float a, float b) { return a / b; }
-template <class A, class B> static inline typename std::common_type<A, B>::type min(A a, B b) {
-    return a < b ? a : b;
-}
-template <class A, class B> static inline typename std::common_type<A, B>::type max(A a, B b) {
-    return a < b ? b : a;
-}
+template <class A, class B> static inline typename std::common_type<A, B>::type min(A a, B b) { return a < b ? a : b; }
+template <class A, class B> static inline typename std::common_type<A, B>::type max(A a, B b) { return a < b ? b : a; }
 
 /* ---- WMMA (nvcuda::wmma, <mma.h>): warp-wide 16x16x16 tiles -------------------- *
  * A GPU spreads a fragment over the 32 lanes in an unspecified layout; here
@@ -172,8 +168,10 @@ static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, 
     for (int r = 0; r < M; r++)
         for (int c = 0; c < N; c++) {
             T v = f.x[r * N + c];
-            if (l == mem_row_major) p[(size_t)r * ldm + c] = v;
-            else p[(size_t)c * ldm + r] = v;
+            if (l == mem_row_major)
+                p[(size_t)r * ldm + c] = v;
+            else
+                p[(size_t)c * ldm + r] = v;
         }
     cuemu_syncwarp(0xffffffffu);
 }
@@ -186,8 +184,7 @@ static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, 
 __attribute__((no_sanitize("address", "undefined"), always_inline)) static inline float cuemu_widen(float x) {
     return x;
 }
-__attribute__((no_sanitize("address", "undefined"), always_inline)) static inline float
-cuemu_widen(__nv_bfloat16 x) {
+__attribute__((no_sanitize("address", "undefined"), always_inline)) static inline float cuemu_widen(__nv_bfloat16 x) {
     uint16_t b;
     memcpy(&b, &x, sizeof b);
     uint32_t u = (uint32_t)b << 16;
@@ -196,9 +193,9 @@ cuemu_widen(__nv_bfloat16 x) {
     return f;
 }
 template <int M, int N, int K, class TA, class LA, class LB, class TC>
-__attribute__((no_sanitize("address", "undefined"))) static inline void mma_sync(
-    fragment<accumulator, M, N, K, TC> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
-    const fragment<matrix_b, M, N, K, TA, LB> &b, const fragment<accumulator, M, N, K, TC> &c) {
+__attribute__((no_sanitize("address", "undefined"))) static inline void
+mma_sync(fragment<accumulator, M, N, K, TC> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
+         const fragment<matrix_b, M, N, K, TA, LB> &b, const fragment<accumulator, M, N, K, TC> &c) {
     static_assert(M * N <= 256, "tile over 256 elements");
     cuemu_syncwarp(0xffffffffu);
     bool first;

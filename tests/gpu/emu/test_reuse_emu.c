@@ -34,7 +34,7 @@ static int failures, rank_;
 
 /* Slots are 256 bytes (64 bf16 elements); A and B, S and T, E and G share. */
 static const int64_t slot_of[NV] = {[P] = 0, [Q] = 1, [TOK] = 2, [TGT] = 3, [A] = 4, [Y] = 5, [B] = 4,
-                                    [S] = 6, [T] = 6, [R] = 7, [E] = 8, [F] = 9, [G] = 8};
+                                    [S] = 6, [T] = 6, [R] = 7,   [E] = 8,   [F] = 9, [G] = 8};
 
 static void def(int v, const char *name, rt_value_kind kind, rt_dtype dt, int64_t offset) {
     rt_value_desc *d = &vals[v];
@@ -42,12 +42,30 @@ static void def(int v, const char *name, rt_value_kind kind, rt_dtype dt, int64_
     d->local_elems = N, d->offset = offset;
 }
 
-static rt_program prog = {
-    .model = "test_reuse", .spec = "tests/gpu/emu/test_reuse_emu.c", .world = 2, .nodes = 1,
-    .devices_per_node = 2, .ngroups = 1, .groups = groups, .nvalues = NV, .values = vals, .nopt = 0,
-    .tokens = TOK, .targets = TGT, .loss = Y, .micro_batch = 1, .seq_len = N, .vocab = 256, .layers = 1,
-    .lr = 1e-3, .steps = 1, .seed = 7, .batch_groups = 1, .sp_size = 1,
-    .mem_arena_bytes = 10 * 256, .mem_opt_offset = 10 * 256};
+static rt_program prog = {.model = "test_reuse",
+                          .spec = "tests/gpu/emu/test_reuse_emu.c",
+                          .world = 2,
+                          .nodes = 1,
+                          .devices_per_node = 2,
+                          .ngroups = 1,
+                          .groups = groups,
+                          .nvalues = NV,
+                          .values = vals,
+                          .nopt = 0,
+                          .tokens = TOK,
+                          .targets = TGT,
+                          .loss = Y,
+                          .micro_batch = 1,
+                          .seq_len = N,
+                          .vocab = 256,
+                          .layers = 1,
+                          .lr = 1e-3,
+                          .steps = 1,
+                          .seed = 7,
+                          .batch_groups = 1,
+                          .sp_size = 1,
+                          .mem_arena_bytes = 10 * 256,
+                          .mem_opt_offset = 10 * 256};
 
 static void define_values(int64_t unit) {
     static const char *names[NV] = {"P", "Q", "TOK", "TGT", "A", "Y", "B", "S", "T", "R", "E", "F", "G"};
@@ -73,11 +91,11 @@ static void expect(rt_ctx *rt, int v, double (*want)(int rank, int i), const cha
 /* P and Q differ by rank, so a collective that read the wrong bytes shows. */
 static double p_of(int r, int i) { return (double)(i % 8 + 1 + 10 * r); }
 static double q_of(int r, int i) { return (double)(i % 4 + 50 + 20 * r); }
-static double want_y(int r, int i) { return 2 * (p_of(0, i) + p_of(1, i)); }  /* all_reduce of A = 2P */
+static double want_y(int r, int i) { return 2 * (p_of(0, i) + p_of(1, i)); } /* all_reduce of A = 2P */
 static double want_b(int r, int i) { return 2 * q_of(r, i); }
-static double want_r(int r, int i) { return 2 * p_of(1 - r, i); }              /* the peer's S = 2P */
+static double want_r(int r, int i) { return 2 * p_of(1 - r, i); } /* the peer's S = 2P */
 static double want_t(int r, int i) { return q_of(r, i) + p_of(r, i); }
-static double want_f(int r, int i) { return 2 * p_of(r, i) + q_of(r, i); }      /* E + Q, E = 2P */
+static double want_f(int r, int i) { return 2 * p_of(r, i) + q_of(r, i); } /* E + Q, E = 2P */
 static double want_g(int r, int i) { return q_of(0, i) + q_of(1, i); }
 
 static void run(rt_ctx *rt) {

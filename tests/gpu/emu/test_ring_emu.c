@@ -178,9 +178,11 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         dkp[r] = upbytes(shifted, (size_t)n * 8);
     }
     float *o = malloc((size_t)nq * 4), *lse = malloc((size_t)nl * 4), *D = malloc((size_t)nl * 4);
-    float *dq = malloc((size_t)nq * 4), **dk = calloc((size_t)R, sizeof(float *)), **dv = calloc((size_t)R, sizeof(float *));
+    float *dq = malloc((size_t)nq * 4), **dk = calloc((size_t)R, sizeof(float *)),
+          **dv = calloc((size_t)R, sizeof(float *));
     float *go = dalloc((size_t)nq * 4), *glse = dalloc((size_t)nl * 4), *gD = dalloc((size_t)nl * 4);
-    float *gdq = dalloc((size_t)nq * 4), **gdk = calloc((size_t)R, sizeof(float *)), **gdv = calloc((size_t)R, sizeof(float *));
+    float *gdq = dalloc((size_t)nq * 4), **gdk = calloc((size_t)R, sizeof(float *)),
+          **gdv = calloc((size_t)R, sizeof(float *));
     kcu_bf16 *go16 = dalloc((size_t)nq * 2);
     for (int64_t r = 0; r < R; r++) {
         dk[r] = calloc((size_t)nk, 4), dv[r] = calloc((size_t)nk, 4);
@@ -196,8 +198,8 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         for (int64_t t = 0; t < R; t++) {
             int64_t src = (r - t + R) % R;
             const int32_t *qd = g->doc ? g->doc[r] : NULL, *kd = g->doc ? g->doc[src] : NULL;
-            kern_ring_block_fwd_doc(o, lse, g->q[r], g->k[src], g->v[src], b, n, n, H, Hk, Dh, qp, g->pos + src * n,
-                                    qd, kd);
+            kern_ring_block_fwd_doc(o, lse, g->q[r], g->k[src], g->v[src], b, n, n, H, Hk, Dh, qp, g->pos + src * n, qd,
+                                    kd);
             KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(go, glse, dq16[r], dk16[src], dv16[src], b, n, n, H, Hk, Dh, dqp[r],
                                                   dkp[src], gdoc[r], gdoc[src], 0));
         }
@@ -216,8 +218,8 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         for (int64_t t = 0; t < R; t++) {
             int64_t src = (r - t + R) % R;
             const int32_t *qd = g->doc ? g->doc[r] : NULL, *kd = g->doc ? g->doc[src] : NULL;
-            kern_ring_block_bwd_doc(dq, dk[src], dv[src], g->dout[r], g->q[r], g->k[src], g->v[src], lse, D, b, n, n,
-                                    H, Hk, Dh, qp, g->pos + src * n, qd, kd);
+            kern_ring_block_bwd_doc(dq, dk[src], dv[src], g->dout[r], g->q[r], g->k[src], g->v[src], lse, D, b, n, n, H,
+                                    Hk, Dh, qp, g->pos + src * n, qd, kd);
             KCU_CHECK_EXIT(kcu_ring_block_bwd_doc(gdq, gdk[src], gdv[src], ddo16[r], dq16[r], dk16[src], dv16[src],
                                                   glse, gD, b, n, n, H, Hk, Dh, dqp[r], dkp[src], gdoc[r], gdoc[src],
                                                   0));
@@ -251,8 +253,8 @@ static void test_ring(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh, i
     const char *what[6] = {"o", "lse (abs)", "D", "dq", "dk", "dv"};
     for (int i = 0; i < 6; i++) {
         char name[96];
-        snprintf(name, sizeof name, "ring%s Dh%d H%d/%d S%d R%d x%g %s", doc_maxlen > 0 ? " docs" : "", (int)Dh,
-                 (int)H, (int)Hk, (int)S, (int)R, qk, what[i]);
+        snprintf(name, sizeof name, "ring%s Dh%d H%d/%d S%d R%d x%g %s", doc_maxlen > 0 ? " docs" : "", (int)Dh, (int)H,
+                 (int)Hk, (int)S, (int)R, qk, what[i]);
         check(name, e.e[i], TOL);
     }
     ring_free(&g);
@@ -379,8 +381,8 @@ static doc_errs docattn_compare(int64_t b, int64_t S, int64_t H, int64_t Hk, int
     /* the backward: statistics only, rowdot with the saved bf16 o, then the gradients */
     KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(NULL, gl2, gq, gk, gv, b, S, S, H, Hk, Dh, gpos, gpos, gdoc, gdoc, 0));
     KCU_CHECK_EXIT(kcu_ring_rowdot(gD, gdo, go16, b, S, H, Dh, 0));
-    KCU_CHECK_EXIT(kcu_ring_block_bwd_doc(gdq, gdk, gdv, gdo, gq, gk, gv, gl2, gD, b, S, S, H, Hk, Dh, gpos, gpos,
-                                          gdoc, gdoc, 0));
+    KCU_CHECK_EXIT(
+        kcu_ring_block_bwd_doc(gdq, gdk, gdv, gdo, gq, gk, gv, gl2, gD, b, S, S, H, Hk, Dh, gpos, gpos, gdoc, gdoc, 0));
     float *ob = down16(go16, nq);
     kern_docattn_bwd(dq, dk, dv, dout, q, k, v, ob, doc, b, S, H, Hk, Dh);
     float *got[5] = {down32(go, nq), down32(gl, nl), down32(gdq, nq), down32(gdk, nk), down32(gdv, nk)};
@@ -402,8 +404,8 @@ static void test_docattn(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh
     const char *what[6] = {"o", "lse (abs)", "dq", "dk", "dv", "stats-only lse (bits)"};
     for (int i = 0; i < 6; i++) {
         char name[96];
-        snprintf(name, sizeof name, "docattn Dh%d H%d/%d b%d S%d doc<=%d %s", (int)Dh, (int)H, (int)Hk, (int)b,
-                 (int)S, (int)maxlen, what[i]);
+        snprintf(name, sizeof name, "docattn Dh%d H%d/%d b%d S%d doc<=%d %s", (int)Dh, (int)H, (int)Hk, (int)b, (int)S,
+                 (int)maxlen, what[i]);
         check(name, e.e[i], i == 5 ? 0 : TOL);
     }
 }
@@ -412,8 +414,8 @@ static void test_docattn(int64_t b, int64_t S, int64_t H, int64_t Hk, int64_t Dh
 static void test_docattn_negative_control(void) {
     doc_errs e = docattn_compare(2, 96, 2, 1, 16, 1.f, 24, true);
     bool rejected = e.e[0] > TOL && e.e[2] > TOL && e.e[3] > TOL && e.e[4] > TOL;
-    printf("%-44s o %.2e dq %.2e dk %.2e dv %.2e  %s\n", "negative control: no document mask", e.e[0], e.e[2],
-           e.e[3], e.e[4], rejected ? "ok (rejected)" : "FAIL (accepted)");
+    printf("%-44s o %.2e dq %.2e dk %.2e dv %.2e  %s\n", "negative control: no document mask", e.e[0], e.e[2], e.e[3],
+           e.e[4], rejected ? "ok (rejected)" : "FAIL (accepted)");
     failures += !rejected;
 }
 
@@ -427,7 +429,7 @@ static void test_rope_pos(void) {
     float *x = rnd(n, 1), *y = malloc((size_t)n * 4), *tab = malloc((size_t)S * Dh * 4);
     float *rowtab = malloc((size_t)S * Dh * 4);
     kern_rope_table(tab, tab + S * half, S, Dh, 0, 500000.0, &sc); /* positions 0..S-1 */
-    for (int64_t i = 0; i < S; i++) /* the same angles, one row per token */
+    for (int64_t i = 0; i < S; i++)                                /* the same angles, one row per token */
         kern_rope_table(rowtab + i * half, rowtab + S * half + i * half, 1, Dh, pos[i], 500000.0, &sc);
     float *dtab = upbytes(tab, (size_t)S * Dh * 4), *drow = upbytes(rowtab, (size_t)S * Dh * 4);
     int64_t *dpos = upbytes(pos, (size_t)S * 8);
