@@ -163,62 +163,66 @@ const layout_device_preset *layout_device_lookup(const char *name) {
  * length; FLOPs counted as the cost model counts them (forward
  * 2·b·H·S²·Dh, backward 2.5 times that: ir_op_attn.c).
  *
- *   h200 cudnn, cuda-basp: measured on one H200 (cuDNN 9.19, CUDA 13.0),
+ *   hopper (h200, h100_sxm) cudnn, and cuda-basp ("any"): measured on one H200 (cuDNN 9.19, CUDA 13.0),
  *     bench/gpu_attention_bench.c, H = 32/8 at Dh 64 and 16/8 at Dh 128,
  *     batch 1: bench/results/gpu/summary.txt (e.g. cuDNN Dh 128 S 16K:
  *     629.6 TFLOP/s forward, 570.9 backward; basp's kernels 60.9 and 6.5).
- *   h100_sxm: the H200's rows (same sm_90 tensor cores and clocks; attention
- *     at these lengths is bound by the tensor cores, not by HBM).  Estimate.
- *   a100 cudnn: FlashAttention-2 (T. Dao, arXiv:2307.08691, 2023) reaches
+ *   h100_sxm takes the H200's rows (same sm_90 tensor cores and clocks;
+ *     attention at these lengths is bound by the tensor cores, not by HBM).
+ *     Estimate.
+ *   ampere (a100_*) cudnn: FlashAttention-2 (T. Dao, arXiv:2307.08691, 2023) reaches
  *     50-73% of the A100's 312 TFLOP/s forward and up to 225 TFLOP/s (72%)
  *     forward+backward at head dim 128, less at 64; cuDNN's fused attention
  *     is of that class.  The rows below take the low end at 4K and the
  *     high end at 16K, backward 0.85 of forward (the H200's ratio).
  *     Derived from a published figure, not measured here.
- *   a100 cuda-basp: the H200's fractions (basp's kernels use the tensor
- *     cores through mma.sync, which both generations run).  Estimate.
+ *   cuda-basp on the A100: the H200's fractions (basp's kernels use the
+ *     tensor cores through mma.sync, which both generations run).  Estimate.
  * Ring blocks and packed-document attention on CUDA run basp's kernels
  * (cm_attention_impl), so they take the cuda-basp rows. */
 typedef struct attn_rate {
-    const char *device;
+    const char *gpu; /* "hopper" (h200, h100_sxm), "ampere" (a100_*), "any" */
     cm_attn_impl impl;
     int head_dim;
     int64_t seq;
     double fwd, bwd;
 } attn_rate;
 
-#define H200_RATES(dev)                                                                                                \
-    {dev, CM_ATTN_CUDNN, 64, 4096, 0.354, 0.312}, {dev, CM_ATTN_CUDNN, 64, 8192, 0.434, 0.400},                        \
-        {dev, CM_ATTN_CUDNN, 64, 16384, 0.474, 0.445}, {dev, CM_ATTN_CUDNN, 128, 4096, 0.429, 0.377},                  \
-        {dev, CM_ATTN_CUDNN, 128, 8192, 0.568, 0.491}, {dev, CM_ATTN_CUDNN, 128, 16384, 0.637, 0.577},                 \
-        {dev, CM_ATTN_CUDA_BASP, 64, 4096, 0.045, 0.0069}, {dev, CM_ATTN_CUDA_BASP, 64, 8192, 0.051, 0.0081},          \
-        {dev, CM_ATTN_CUDA_BASP, 64, 16384, 0.054, 0.0091}, {dev, CM_ATTN_CUDA_BASP, 128, 4096, 0.046, 0.0058},        \
-        {dev, CM_ATTN_CUDA_BASP, 128, 8192, 0.055, 0.0064}, {                                                          \
-        dev, CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066                                                              \
-    }
-#define A100_RATES(dev)                                                                                                \
-    {dev, CM_ATTN_CUDNN, 64, 4096, 0.45, 0.38}, {dev, CM_ATTN_CUDNN, 64, 16384, 0.60, 0.51},                           \
-        {dev, CM_ATTN_CUDNN, 128, 4096, 0.50, 0.43}, {dev, CM_ATTN_CUDNN, 128, 16384, 0.73, 0.62},                     \
-        {dev, CM_ATTN_CUDA_BASP, 64, 4096, 0.045, 0.0069}, {dev, CM_ATTN_CUDA_BASP, 64, 8192, 0.051, 0.0081},          \
-        {dev, CM_ATTN_CUDA_BASP, 64, 16384, 0.054, 0.0091}, {dev, CM_ATTN_CUDA_BASP, 128, 4096, 0.046, 0.0058},        \
-        {dev, CM_ATTN_CUDA_BASP, 128, 8192, 0.055, 0.0064}, {                                                          \
-        dev, CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066                                                              \
-    }
-
+/* clang-format off */
 static const attn_rate attn_rates[] = {
-    H200_RATES("h200"),
-    H200_RATES("h100_sxm"),
-    A100_RATES("a100_40gb"),
-    A100_RATES("a100_80gb"),
+    {"hopper", CM_ATTN_CUDNN,      64,  4096, 0.354, 0.312},
+    {"hopper", CM_ATTN_CUDNN,      64,  8192, 0.434, 0.400},
+    {"hopper", CM_ATTN_CUDNN,      64, 16384, 0.474, 0.445},
+    {"hopper", CM_ATTN_CUDNN,     128,  4096, 0.429, 0.377},
+    {"hopper", CM_ATTN_CUDNN,     128,  8192, 0.568, 0.491},
+    {"hopper", CM_ATTN_CUDNN,     128, 16384, 0.637, 0.577},
+    {"ampere", CM_ATTN_CUDNN,      64,  4096, 0.45,  0.38},
+    {"ampere", CM_ATTN_CUDNN,      64, 16384, 0.60,  0.51},
+    {"ampere", CM_ATTN_CUDNN,     128,  4096, 0.50,  0.43},
+    {"ampere", CM_ATTN_CUDNN,     128, 16384, 0.73,  0.62},
+    {"any",    CM_ATTN_CUDA_BASP,  64,  4096, 0.045, 0.0069},
+    {"any",    CM_ATTN_CUDA_BASP,  64,  8192, 0.051, 0.0081},
+    {"any",    CM_ATTN_CUDA_BASP,  64, 16384, 0.054, 0.0091},
+    {"any",    CM_ATTN_CUDA_BASP, 128,  4096, 0.046, 0.0058},
+    {"any",    CM_ATTN_CUDA_BASP, 128,  8192, 0.055, 0.0064},
+    {"any",    CM_ATTN_CUDA_BASP, 128, 16384, 0.062, 0.0066},
 };
+/* clang-format on */
+
+/* The generation of a GPU preset, NULL for the others. */
+static const char *gpu_class(const char *device) {
+    if (!strcmp(device, "h200") || !strcmp(device, "h100_sxm")) return "hopper";
+    if (!strncmp(device, "a100_", 5)) return "ampere";
+    return NULL;
+}
 
 /* The rate of the rows of (device, impl, head_dim) at seq: linear in
  * log2(seq) between the nearest rows, clamped; -1 when there is none. */
-static double rate_at(const char *device, cm_attn_impl impl, bool bwd, int head_dim, double seq) {
+static double rate_at(const char *gpu, cm_attn_impl impl, bool bwd, int head_dim, double seq) {
     const attn_rate *lo = NULL, *hi = NULL;
     for (size_t i = 0; i < sizeof attn_rates / sizeof attn_rates[0]; i++) {
         const attn_rate *r = &attn_rates[i];
-        if (strcmp(r->device, device) || r->impl != impl || r->head_dim != head_dim) continue;
+        if ((strcmp(r->gpu, gpu) && strcmp(r->gpu, "any")) || r->impl != impl || r->head_dim != head_dim) continue;
         if (r->seq <= seq && (!lo || r->seq > lo->seq)) lo = r;
         if (r->seq >= seq && (!hi || r->seq < hi->seq)) hi = r;
     }
@@ -229,9 +233,10 @@ static double rate_at(const char *device, cm_attn_impl impl, bool bwd, int head_
 }
 
 double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd, int64_t head_dim, int64_t seq) {
-    if (!device || head_dim <= 0 || seq <= 0) return 0;
+    const char *gpu = device ? gpu_class(device) : NULL;
+    if (!gpu || head_dim <= 0 || seq <= 0) return 0;
     /* the measured head dims, 64 and 128, bracket the ones people train */
-    double f64 = rate_at(device, impl, bwd, 64, (double)seq), f128 = rate_at(device, impl, bwd, 128, (double)seq);
+    double f64 = rate_at(gpu, impl, bwd, 64, (double)seq), f128 = rate_at(gpu, impl, bwd, 128, (double)seq);
     if (f64 < 0 || f128 < 0) return 0;
     double w = ((double)head_dim - 64) / 64;
     w = w < 0 ? 0 : w > 1 ? 1 : w;
