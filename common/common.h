@@ -46,13 +46,22 @@ enum { CM_MAX_RANK = 6 };
  * kern_rope_table keeps itself, outside kern_scratch). */
 /* clang-format off */
 #define CM_WS_CPU_SLOTS(X)                                                                                         \
-    X(LOGITS) /* kern_lmhead.c: a [chunk, V] logits block */                                                       \
+    X(LOGITS) /* kern_lmhead.c: one row chunk's logits and its row statistics */                                    \
     X(ROPE)   /* kern_basic.c: the RoPE table (and positions) */                                                    \
     X(MLP)    /* kern_mlp.c: g, u and s of one chunk of rows */                                                     \
     X(DSTATS) /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's lse, D */            \
     X(DPOS)   /* kern_docattn.c: the positions 0 .. S-1 (int64, 2 floats each) */
 /* clang-format on */
 #define CM_WS_CPU_SUMS(X) X(LSE) /* the attention forwards' row log-sum-exp, one per forward op (ir_op_attn.c) */
+
+/* The CPU LM head (kern_lmhead.c): chunks of CM_LM_HEAD_ROWS rows, blocks
+ * of at most CM_LM_HEAD_COLS vocabulary columns (a multiple of 16); its
+ * LOGITS workspace in floats, which the memory plan (ir/ir_op_vocab.c)
+ * counts: one chunk's logits padded to 16 columns, and per row three
+ * doubles and four floats of statistics. */
+#define CM_LM_HEAD_ROWS 256
+#define CM_LM_HEAD_COLS 256
+static inline int64_t cm_lm_head_ws_floats(int64_t V) { return (int64_t)CM_LM_HEAD_ROWS * ((V + 15) / 16 * 16 + 10); }
 
 /* CUDA (runtime/cuda/rt_cuda.h cuda_ws): the device workspaces, which also
  * hold the collectives' staging; compute and communication run

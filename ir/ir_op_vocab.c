@@ -69,14 +69,12 @@ static void ws_cuda_embedding_bwd(const ir_module *m, const ir_op *op, int64_t *
     ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * ir_op_local_elems(m, op->out[0]));
 }
 
-/* The CPU LM head (runtime/host/kern_lmhead.c): a [chunk, V] logits block of
- * at most 4 Mi floats and at most 64 rows. */
+/* The CPU LM head (runtime/host/kern_lmhead.c): one row chunk's logits and
+ * its row statistics, cm_lm_head_ws_floats(V). */
 static void ws_cpu_lm_head(const ir_module *m, const ir_op *op, int64_t *w) {
     if (op->nin < 2) return;
     int64_t V = m->values[op->in[1]].type.dims[0];
-    int64_t rows = V > 0 ? ((int64_t)4 << 20) / V : 1;
-    rows = rows > 64 ? 64 : rows < 1 ? 1 : rows;
-    ir_ws_raise(&w[CM_WS_CPU_LOGITS], rows * V * 4);
+    ir_ws_raise(&w[CM_WS_CPU_LOGITS], 4 * cm_lm_head_ws_floats(V > 0 ? V : 1));
 }
 
 /* Rows (or, for the backward, vocabulary columns) of one LM-head chunk:

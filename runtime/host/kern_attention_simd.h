@@ -120,6 +120,18 @@ SIMD_ISA static void SIMD(block_grad_)(float *s, float *dp, int nq, int w, const
     }
 }
 
+/* The LM head's gradient step (kern_lmhead.c) on a logits block s[nq, w]:
+ * s = exp(s - lse[r]) * f[r] in place (softmax times the row's factor; a
+ * zero factor gives a zero row).  s - lse is <= 0 up to rounding, and
+ * vexp_neg_ is exact enough a little above 0 (n rounds to 0 there). */
+SIMD_ISA static void SIMD(lm_expscale_)(float *s, int nq, int w, const float *lse, const float *f) {
+    for (int r = 0; r < nq; r++) {
+        float *row = s + (int64_t)r * w;
+        vf lv = SIMD(vsplat_)(lse[r]), fv = SIMD(vsplat_)(f[r]);
+        for (int c = 0; c < w; c += SIMD_VL) SIMD(vstore_)(row + c, SIMD(vexp_neg_)(SIMD(vload_)(row + c) - lv) * fv);
+    }
+}
+
 /* sigmoid(g) from exp(-|g|) (the exp above takes x <= 0 only):
  * 1 / (1 + e) for g >= 0, e / (1 + e) below. */
 VINLINE vf SIMD(vsigmoid_)(vf g) {
@@ -163,7 +175,7 @@ SIMD_ISA static void SIMD(swiglu_bwd_)(float *dg, float *du, const float *dy, co
 }
 
 static const kern_attn_simd_ops SIMD(attn_simd_) = {SIMD(block_softmax_), SIMD(block_rowstats_), SIMD(block_grad_),
-                                                    SIMD(swiglu_fwd_), SIMD(swiglu_bwd_)};
+                                                    SIMD(swiglu_fwd_),    SIMD(swiglu_bwd_),     SIMD(lm_expscale_)};
 
 #undef vf
 #undef vi

@@ -1,8 +1,9 @@
 /* kern_simd.c — the element-wise steps with exponentials, one instance per
  * ISA (kern_attention_simd.h), and the choice among them: the blocked
- * attention's block steps (kern_attention.c, kern_ring.c) and SwiGLU
- * (kern_basic.c).  Apart from the attention files so that a program using
- * SwiGLU alone (the CUDA backend's host code) does not pull in the BLAS. */
+ * attention's block steps (kern_attention.c, kern_ring.c), SwiGLU
+ * (kern_basic.c) and the LM head's gradient step (kern_lmhead.c).  Apart
+ * from the attention files so that a program using SwiGLU alone (the CUDA
+ * backend's host code) does not pull in the BLAS. */
 #include "rt_host.h"
 
 #include <math.h>

@@ -133,14 +133,15 @@ void kern_linear_bwd(float *dx, float *dw, const float *dy, const float *x, cons
 /* ---- the element-wise steps with exponentials (kern_simd.c) ----------------
  * kern_attention_simd.h written once per ISA; kern_attn_simd() is the widest
  * instance this CPU runs (BASP_SIMD=generic|avx2 caps it).  The blocked
- * attention's block steps (kern_attention.c, kern_ring.c) and SwiGLU
- * (kern_basic.c). */
+ * attention's block steps (kern_attention.c, kern_ring.c), SwiGLU
+ * (kern_basic.c) and the LM head's gradient step (kern_lmhead.c). */
 typedef struct kern_attn_simd_ops {
     void (*softmax)(float *s, int nq, int w, float *m, float *l, float *alpha);
     void (*rowstats)(const float *s, int nq, int w, float *m, float *l);
     void (*grad)(float *s, float *dp, int nq, int w, const float *lse, const float *dsum, float scale);
     void (*swiglu_fwd)(float *y, const float *g, const float *u, int64_t n);
     void (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n);
+    void (*lm_expscale)(float *s, int nq, int w, const float *lse, const float *f); /* kern_lmhead.c */
 } kern_attn_simd_ops;
 const kern_attn_simd_ops *kern_attn_simd(void);
 /* That instance's width in floats: 16 (AVX-512), 8 (AVX2) or 4 (SSE2 or
@@ -228,8 +229,9 @@ const kern_tile_range *kern_tile_key_ranges(int64_t bi, int64_t Sk, const int64_
 
 /* ---- lm head + cross-entropy (kern_lmhead.c) ------------------------------ */
 /* loss[0] = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],
- * l_n = x[n,:] @ w^T; x[N,D], w[V,D], tgt[N].  Logits are formed a chunk of
- * rows at a time (never [N,V]); the sum is accumulated in double. */
+ * l_n = x[n,:] @ w^T; x[N,D], w[V,D], tgt[N].  Logits are formed a block of
+ * rows by vocabulary columns at a time (never [N,V]); the sum is accumulated
+ * in double. */
 void kern_lm_head_loss_fwd(float *loss, const float *x, const float *w, const int32_t *tgt, int64_t N, int64_t V,
                            int64_t D);
 /* Gradient of loss * scale: with dl = (softmax(l_n) - onehot(tgt[n])) * scale

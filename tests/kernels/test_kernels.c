@@ -626,9 +626,54 @@ static void lm_alloc(lm_ctx *c, int ignore_every) {
     for (int64_t n = 0; n < c->N; n++) c->tgt[n] = n % ignore_every == 1 ? -1 : (int32_t)(urand() * (double)c->V);
 }
 
+/* The blocked kernels against the double references on a shape of several
+ * row chunks and vocabulary slices (CM_LM_HEAD_ROWS x CM_LM_HEAD_COLS), both
+ * ragged: N = 2 ROWS + 77, V = 2 COLS + 89 (the last slice is not a
+ * multiple of 16, so its padding columns are live).  Every 7th target is
+ * ignored, and row 0, the last row and the first row of the second chunk
+ * aim at the last column (the last slice's one-hot).
+ * xamp scales x: at 1 the logits are ~1; at 60 they reach +-100 and more,
+ * where exp() of a raw logit overflows in float, so only a logsumexp that rescales
+ * its running sum when a later slice raises the row max gives a finite,
+ * correct loss.
+ * Tolerances: the loss sums N per-row terms computed from float logits
+ * (each off by ~D ulp of its size, errors of both signs) and combined in
+ * double: relative 1e-6 (the float result alone rounds by 6e-8; measured
+ * below 1e-7).  The gradients:
+ * dl = exp(l - lse) with l and lse in float, so each softmax entry carries a
+ * relative error of ~ulp(|lse|) (1e-7 at xamp 1, ~1e-5 at xamp 60),
+ * and dx, dw sum V or N such terms, which partly cancel (each dl row sums
+ * to 0): rtol 1e-4 with an absolute floor of 1e-4 of the gradient's scale
+ * (scale * max|w| for dx, scale * max|x| for dw) covers them with a margin
+ * of ~10 while a missing one-hot (an error of scale) or one slice's wrong
+ * scale fails by orders of magnitude. */
+static void test_lm_head_blocked(double xamp) {
+    int64_t R = CM_LM_HEAD_ROWS, C = CM_LM_HEAD_COLS;
+    lm_ctx c = {NULL, NULL, NULL, 2 * R + 77, 2 * C + 89, 10, 1.0 / 700.0};
+    lm_alloc(&c, 7);
+    for (int64_t i = 0; i < c.N * c.D; i++) c.x[i] *= (float)xamp;
+    c.tgt[0] = c.tgt[R] = c.tgt[c.N - 1] = (int32_t)(c.V - 1);
+    char name[80];
+    float loss;
+    kern_lm_head_loss_fwd(&loss, c.x, c.w, c.tgt, c.N, c.V, c.D);
+    double want = lm_reference(&c);
+    snprintf(name, sizeof name, "lm_head fwd blocked, x*%g", xamp);
+    compare(name, &loss, &want, 1, 1e-6, 0);
+    float *dx = fgarbage(c.N * c.D), *dw = fgarbage(c.V * c.D);
+    double *rdx = malloc((size_t)(c.N * c.D) * sizeof(double)), *rdw = malloc((size_t)(c.V * c.D) * sizeof(double));
+    kern_lm_head_loss_bwd(dx, dw, c.x, c.w, c.tgt, c.N, c.V, c.D, c.scale);
+    lm_grad_reference(rdx, rdw, &c);
+    snprintf(name, sizeof name, "lm_head bwd blocked dx, x*%g", xamp);
+    compare(name, dx, rdx, c.N * c.D, 1e-4, 1e-4 * c.scale * 0.7);
+    snprintf(name, sizeof name, "lm_head bwd blocked dw, x*%g", xamp);
+    compare(name, dw, rdw, c.V * c.D, 1e-4, 1e-4 * c.scale * xamp);
+    free(c.x), free(c.w), free(c.tgt), free(dx), free(dw), free(rdx), free(rdw);
+}
+
 static void test_lm_head(void) {
     printf("lm_head_loss\n");
-    /* N = 150 spans three 64-row chunks; every 7th target is ignored. */
+    /* N = 150 rows, V = 37: one row chunk, one vocabulary slice (the blocked
+     * shapes are test_lm_head_blocked's); every 7th target is ignored. */
     lm_ctx c = {NULL, NULL, NULL, 150, 37, 12, 1.0 / 150.0};
     lm_alloc(&c, 7);
     float loss;
@@ -643,7 +688,7 @@ static void test_lm_head(void) {
     compare("lm_head_loss_bwd dw vs reference", dw, rdw, c.V * c.D, 1e-4, 1e-8);
     free(c.x), free(c.w), free(c.tgt), free(dx), free(dw), free(rdx), free(rdw);
 
-    /* Finite differences on 70 rows (two chunks), every other one ignored,
+    /* Finite differences on 70 rows, every other one ignored,
      * scale 1.  The loss comes back as a float of ~130 whose rounding
      * (~1e-5, with the float logits') would be ~5e-3 of noise at a 1e-3
      * step; the loss is smooth (curvature ~|w|^2 ~ 0.5), so a 2e-2 step cuts
@@ -659,6 +704,8 @@ static void test_lm_head(void) {
         for (int64_t d = 0; d < f.D; d++) st_add(&ign, dx[n * f.D + d], 0.0, 0, 0);
     st_report(&ign);
     free(f.x), free(f.w), free(f.tgt), free(dx), free(dw);
+    test_lm_head_blocked(1.0);
+    test_lm_head_blocked(60.0);
 }
 
 /* ---- adamw, sumsq -------------------------------------------------------------------------------------- */
