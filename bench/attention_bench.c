@@ -33,18 +33,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 enum { REPEATS = 7 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Median seconds of one call of fn(ctx) over REPEATS timed runs (after one
  * warm-up), each timing `inner` back-to-back calls. */
@@ -53,11 +44,11 @@ static double median_time(bench_fn fn, void *ctx, int inner) {
     double t[REPEATS];
     fn(ctx);
     for (int r = 0; r < REPEATS; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < inner; i++) fn(ctx);
-        t[r] = (now() - t0) / inner;
+        t[r] = (bench_now() - t0) / inner;
     }
-    qsort(t, REPEATS, sizeof t[0], cmp_double);
+    qsort(t, REPEATS, sizeof t[0], bench_cmp_double);
     return t[REPEATS / 2];
 }
 
@@ -112,14 +103,10 @@ static void run_fwd_bwd_recompute(void *p) {
     kern_attention_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, a->b, a->S, a->H, a->Hkv, a->Dh);
 }
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return v[n / 2];
-}
 static double time_once(bench_fn fn, void *ctx) {
-    double t0 = now();
+    double t0 = bench_now();
     fn(ctx);
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* Each repeat times sgemm 1024^3, the forward and forward + backward back to
@@ -152,16 +139,17 @@ static void bench_attention(int64_t S, int64_t Dh) {
         xf[r] = gf[r] / bf[r], xfb[r] = gfb[r] / bfb[r];
     }
     printf("attention S=%-5lld b=%lld H=%lld Hkv=%lld Dh=%lld: sgemm %5.1f | fwd %5.1f | fwd+bwd %5.1f GFLOP/s (%s)\n",
-           (long long)S, (long long)a.b, (long long)a.H, (long long)a.Hkv, (long long)a.Dh, median(gs, REPEATS),
-           median(gf, REPEATS), median(gfb, REPEATS), impl);
-    printf("  ratio to sgemm 1024^3:  fwd %.2f (goal >= 0.75)   fwd+bwd %.2f (goal >= 0.60)\n", median(rf, REPEATS),
-           median(rfb, REPEATS));
-    printf("  fwd+bwd recomputing the logsumexp %5.1f GFLOP/s: keeping it is %.2fx as fast\n", median(gfr, REPEATS),
-           median(rfr, REPEATS));
+           (long long)S, (long long)a.b, (long long)a.H, (long long)a.Hkv, (long long)a.Dh, bench_median(gs, REPEATS),
+           bench_median(gf, REPEATS), bench_median(gfb, REPEATS), impl);
+    printf("  ratio to sgemm 1024^3:  fwd %.2f (goal >= 0.75)   fwd+bwd %.2f (goal >= 0.60)\n",
+           bench_median(rf, REPEATS), bench_median(rfb, REPEATS));
+    printf("  fwd+bwd recomputing the logsumexp %5.1f GFLOP/s: keeping it is %.2fx as fast\n",
+           bench_median(gfr, REPEATS), bench_median(rfr, REPEATS));
     if (fused)
         printf("  blas-blocked in the same repeats: fwd %5.1f | fwd+bwd %5.1f GFLOP/s; fused / blas-blocked: fwd "
                "%.2fx  fwd+bwd %.2fx\n",
-               median(bf, REPEATS), median(bfb, REPEATS), median(xf, REPEATS), median(xfb, REPEATS));
+               bench_median(bf, REPEATS), bench_median(bfb, REPEATS), bench_median(xf, REPEATS),
+               bench_median(xfb, REPEATS));
     free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv), free(a.lse);
     free(g.a), free(g.b), free(g.c);
 }

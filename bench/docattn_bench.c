@@ -40,22 +40,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 enum { REPEATS = 5, TILE = 64 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return v[n / 2];
-}
 
 static uint64_t g_rng = 0x243F6A8885A308D3ull;
 static double urand(void) { /* splitmix64 -> [0, 1) */
@@ -151,7 +138,7 @@ static const char *kind_name[NKIND] = {"dense", "plain", "doc", "doc-blocked"};
 static double run(const att_ctx *a, kind kd, int backward) {
     kern_attn_impl was = kern_attention_set_impl(kd == DOC_BLOCKED ? KERN_ATTN_BLAS : KERN_ATTN_AUTO);
     if (kd == DOC_BLOCKED) kd = DOC;
-    double t0 = now();
+    double t0 = bench_now();
     if (kd == DENSE) {
         kern_attention_fwd(a->o, a->q, a->k, a->v, a->b, a->S, a->H, a->Hk, a->Dh);
         if (backward)
@@ -162,7 +149,7 @@ static double run(const att_ctx *a, kind kd, int backward) {
         if (backward)
             kern_docattn_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, doc, a->b, a->S, a->H, a->Hk, a->Dh);
     }
-    double t = now() - t0;
+    double t = bench_now() - t0;
     kern_attention_set_impl(was);
     return t;
 }
@@ -196,9 +183,10 @@ static void bench(int64_t S) {
     printf("  sum l^2 / S^2 = %.3f   64x64 tile pairs visited / dense causal = %.3f\n", ideal, tiles);
     for (int bw = 0; bw < 2; bw++) {
         printf("  %-8s", bw ? "fwd+bwd" : "fwd");
-        for (int kd = 0; kd < nkind; kd++) printf("  %s %7.1f ms", kind_name[kd], 1e3 * median(t[bw][kd], REPEATS));
-        printf("   doc/dense %.3f  doc/plain %.3f", median(rd[bw], REPEATS), median(rp[bw], REPEATS));
-        if (nkind == NKIND) printf("  fused doc speed-up %.2fx", median(rb[bw], REPEATS));
+        for (int kd = 0; kd < nkind; kd++)
+            printf("  %s %7.1f ms", kind_name[kd], 1e3 * bench_median(t[bw][kd], REPEATS));
+        printf("   doc/dense %.3f  doc/plain %.3f", bench_median(rd[bw], REPEATS), bench_median(rp[bw], REPEATS));
+        if (nkind == NKIND) printf("  fused doc speed-up %.2fx", bench_median(rb[bw], REPEATS));
         printf("\n");
     }
     free(doc), free(a.q), free(a.k), free(a.v), free(a.o), free(a.dout), free(a.dq), free(a.dk), free(a.dv);

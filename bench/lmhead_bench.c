@@ -27,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
+
 /* ---- the previous implementation, the baseline ------------------------------------------ */
 
 static int64_t baseline_chunk_rows(int64_t V) {
@@ -114,22 +116,6 @@ static void baseline_lm_head_loss_bwd(float *dx, float *dw, const float *x, cons
 
 /* ---- timing --------------------------------------------------------------------------------------- */
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static float *alloc_f(int64_t n) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!p) {
@@ -164,28 +150,28 @@ static void bench_shape(int64_t N, int64_t V, int64_t D, int repeats) {
     for (int k = 0; k < T_N; k++) t[k] = malloc((size_t)repeats * sizeof(double));
     float lo = 0, ln = 0;
     for (int r = -1; r < repeats; r++) { /* r = -1: warm-up */
-        double t0 = now();
+        double t0 = bench_now();
         baseline_lm_head_loss_fwd(&lo, x, w, tgt, N, V, D);
-        double t1 = now();
+        double t1 = bench_now();
         kern_lm_head_loss_fwd(&ln, x, w, tgt, N, V, D);
-        double t2 = now();
+        double t2 = bench_now();
         baseline_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, scale);
-        double t3 = now();
+        double t3 = bench_now();
         kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, scale);
-        double t4 = now();
+        double t4 = bench_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)Vr, (int)D, 1.0f, x, (int)D, w, (int)D, 0.0f,
                     c, (int)Vr);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)D, (int)Vr, 1.0f, c, (int)Vr, w, (int)D,
                     0.0f, gx, (int)D);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Vr, (int)D, (int)N, 1.0f, c, (int)Vr, x, (int)D, 0.0f,
                     gw, (int)D);
-        double t5 = now();
+        double t5 = bench_now();
         if (r < 0) continue;
         t[T_OLD_F][r] = t1 - t0, t[T_NEW_F][r] = t2 - t1, t[T_OLD_B][r] = t3 - t2, t[T_NEW_B][r] = t4 - t3;
         t[T_GEMM][r] = (t5 - t4) * (double)V / (double)Vr; /* scaled to the whole vocabulary */
     }
     double nvd = (double)N * (double)V * (double)D * 1e-9, m[T_N];
-    for (int k = 0; k < T_N; k++) m[k] = median(t[k], repeats);
+    for (int k = 0; k < T_N; k++) m[k] = bench_median(t[k], repeats);
     double sg = 6 * nvd / m[T_GEMM]; /* sgemm GFLOP/s */
     double of = m[T_OLD_F], nf = m[T_NEW_F], ob = m[T_OLD_B], nb = m[T_NEW_B];
     const char *pass[3] = {"fwd", "bwd", "fwd+bwd"};
