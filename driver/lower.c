@@ -420,6 +420,7 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c) 
     ir_config_set(m, "device", s->mesh.device[0] ? s->mesh.device : "cpu");
     cfg_double(m, "device_mem", s->mesh.device_mem);
     ir_config_set_int(m, "nics_per_node", s->mesh.nics_per_node);
+    if (s->mesh.cores_per_node > 0) ir_config_set_int(m, "cores_per_node", s->mesh.cores_per_node);
     copy_device_peaks(m, s);
     /* Host memory and its link, only for a step that uses them (pass
      * offload), so that other steps print as they always did.  Link kind

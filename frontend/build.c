@@ -40,6 +40,7 @@ static const fe_keydef mesh_keys[] = {
     {"nodes", FE_K_COUNT, I64(mesh.nodes), "nodes 2"},
     {"devices_per_node", FE_K_COUNT, I64(mesh.devices_per_node), "devices_per_node 4"},
     {"nics_per_node", FE_K_COUNT, I64(mesh.nics_per_node), "nics_per_node 1"},
+    {"cores_per_node", FE_K_COUNT, I64(mesh.cores_per_node), "cores_per_node 4"},
     {"placement", FE_K_PLACEMENT, NAME(mesh.placement), "placement round_robin"},
     {"device", FE_K_NAME, NAME(mesh.device), "device a100_80gb"},
     {"memory", FE_K_BYTES, F(mesh.device_mem), 0, "memory 80GB"},

@@ -72,6 +72,11 @@ typedef struct fe_mesh {
      * devices of a node share them.  Default devices_per_node: one per
      * device, as in DGX-class nodes. */
     int64_t nics_per_node;
+    /* CPU cores per node that its ranks run on (CPU target), when fewer
+     * than the ranks: they share them, and the cost model stretches their
+     * work by devices_per_node / cores_per_node.  0 (default): a core or
+     * more per rank. */
+    int64_t cores_per_node;
     /* Where the launcher puts ranks: "consecutive" (default: rank r on
      * node r / devices_per_node, as `mpirun --map-by slot` and `srun
      * --distribution=block` place them), "round_robin" (node r % nodes:

@@ -73,6 +73,7 @@ static void print_mesh(FILE *out, const fe_mesh *m) {
     fprintf(out, "mesh %s {\n", m->name);
     fprintf(out, "  nodes %" PRId64 "\n  devices_per_node %" PRId64 "\n  nics_per_node %" PRId64 "\n", m->nodes,
             m->devices_per_node, m->nics_per_node);
+    if (m->cores_per_node > 0) fprintf(out, "  cores_per_node %" PRId64 "\n", m->cores_per_node);
     bool word = !strcmp(m->placement, "consecutive") || !strcmp(m->placement, "round_robin");
     fprintf(out, word ? "  placement %s\n" : "  placement \"%s\"\n", m->placement);
     fprintf(out, "  device %s\n  memory %s\n", m->device, fe_fmt_unit(m->device_mem, FE_U_BYTES, mem, sizeof mem));

@@ -76,6 +76,7 @@ static const fe_range fe_ranges[] = {
     {"mesh.host_memory", 1 << 20, 1125899906842624.0, false, false, "in [1MiB, 1024TiB]",
      "the host memory of one node that offloaded values may use; GPU servers hold 0.5-4 TB", NULL},
     {"mesh.nics_per_node", 1, 1 << 20, false, false, "in [1, 1048576]", NULL, "positive"},
+    {"mesh.cores_per_node", 1, 1 << 20, false, false, "in [1, 1048576]", NULL, "positive"},
     {"link.bandwidth", 1e6, 1e15, false, false, "in [1MB/s, 1000TB/s]",
      "per direction; links run from about 1GB/s (ethernet) to 900GB/s (NVLink)", NULL},
     {"link.latency", 0, 1, false, false, "in [0s, 1s]",
