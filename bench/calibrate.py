@@ -8,7 +8,9 @@ From an existing build directory (BUILD/baspc, BUILD/basp-opt,
 BUILD/data/mkcorpus):
 
   1. compiles the tiny examples with `baspc -o` (examples/tiny_llama.basp and
-     examples/tiny_gqa_8.basp, each at its own seq_len and at 4x it), re-meshed
+     examples/tiny_gqa_8.basp, each at its own seq_len and at 4x it) and the
+     emulated cluster's model (bench/cluster_model.basp at 1024 and 2048
+     tokens, micro-batch 1), re-meshed
      onto one node of R ranks (default: the machine's cores) as plain Ulysses,
      so every layer has real all-to-alls; R <= cores, because with more ranks
      than cores a rank's time is mostly waiting to be scheduled, which no
@@ -27,7 +29,7 @@ BUILD/data/mkcorpus):
      over every (run, compute op kind), and α, β over every (run,
      collective kind) — all ranks share the machine's memory, so the spec's
      links are one shared-memory MPI transport;
-  5. prints the fitted values (and the preset line for frontend/presets.c),
+  5. prints the fitted values (and the preset line for layout/presets.c),
      then per run a table of predicted vs measured ms per step by op kind,
      the step time and the all-to-all share, with the errors — under the
      fitted values, and under the device preset --preset alone (the spec with
@@ -50,7 +52,7 @@ ROOT = os.path.dirname(HERE)
 GEMM = {"linear", "linear_bwd", "lm_head_loss", "lm_head_loss_bwd"}
 ATTN = {"attention", "attention_bwd"}
 COLL = {"all_to_all", "all_gather", "reduce_scatter", "all_reduce", "send", "recv"}
-# The cpu preset's figures (frontend/presets.c), kept as the reference the
+# The cpu preset's figures (layout/presets.c), kept as the reference the
 # fractions scale.
 PEAK, MEM_BW = 1e11, 2e10
 
@@ -64,6 +66,10 @@ RUNS = [
     ("tiny_llama s512", "examples/tiny_llama.basp", ["train.seq_len=512"]),
     ("tiny_gqa_8", "examples/tiny_gqa_8.basp", []),
     ("tiny_gqa_8 s1024", "examples/tiny_gqa_8.basp", ["train.seq_len=1024"]),
+    # the emulated cluster's model (bench/cluster_study.py) at two of its
+    # lengths: attention-heavy steps with MiB-scale exchanges
+    ("cluster_small s1024", "bench/cluster_model.basp", ["train.micro_batch=1", "train.seq_len=1024"]),
+    ("cluster_small s2048", "bench/cluster_model.basp", ["train.micro_batch=1", "train.seq_len=2048"]),
 ]
 
 
@@ -108,7 +114,8 @@ def compile_run(build, work, name, spec, overrides, ranks):
     """Builds one run's executable; returns its description with the IR."""
     tag = re.sub(r"\W", "_", name)
     sets = []
-    for o in overrides + ["mesh.nodes=1", f"mesh.devices_per_node={ranks}", "layout.batch_aware=off"]:
+    for o in overrides + ["mesh.nodes=1", f"mesh.devices_per_node={ranks}", f"mesh.cores_per_node={ranks}",
+                          "layout.batch_aware=off"]:
         sets += ["--set", o]
     exe = os.path.join(work, tag)
     sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets, "-o", exe])
@@ -314,7 +321,7 @@ def main():
     print(f"  mem_bw_fraction {mbf:.4g} ({MEM_BW * mbf / 1e9:.3g} GB/s), op_overhead {ovh * 1e6:.3g} us, "
           f"exp_rate {er / 1e9:.3g} G/s, "
           f"collectives alpha {alpha * 1e6:.3g} us, beta -> {bw / 1e9:.3g} GB/s")
-    print("  as a device preset (frontend/presets.c):")
+    print("  as a device preset (layout/presets.c):")
     print(f'    {{"cpu_calibrated", 16 * GiB, {PEAK:g}, {PEAK:g}, {MEM_BW:g}, {{"shm", {bw:.3g}, {alpha:.3g}, 1.0}}, '
           f'{{"tcp", 10e9 / 8, 50e-6, 1.0}}, {cf:.3g}, {af:.3g}, {mbf:.3g}, {ovh:.3g}, {er:.3g}}},')
     report = dict(f, ranks=a.ranks, repeats=a.repeats, steps=a.steps, runs=[])

@@ -168,13 +168,80 @@ static double nic_share(const ir_module *m, int senders) {
     return nics > 0 && senders > nics ? senders / nics : 1;
 }
 
+/* Ranks of a node sharing its cores (CPU target, mesh cores_per_node):
+ * the factor by which their work, and the copies that run on those cores,
+ * stretch.  1 on GPUs and when every rank has a core. */
+static double core_share(const ir_module *m) {
+    ir_mem_target t;
+    if (ir_mem_target_of(m, &t) && t.cuda) return 1;
+    double cores = cfg_double(m, "cores_per_node", 0), ranks = m->mesh.devices_per_node;
+    return cores > 0 && ranks > cores ? ranks / cores : 1;
+}
+
+/* ---- what collectives achieve, per link kind (docs/link-model.md) --------
+ * An all-to-all does not reach a link's nominal bandwidth, and its latency
+ * is not P-1 link latencies.  Per link kind, from published nccl-tests and
+ * NCCL measurements and from our own (docs/link-model.md has the tables,
+ * the sources and the validation, bench/results/validation/):
+ *   eff     the large-message share of peak an all-to-all reaches: 0.80 on
+ *           NVLink (255 GB/s of 300 on 8 A100s, 335 of 450 on 4 H100s) and
+ *           on IB with one NIC per GPU (37.8 GB/s busbw on 2 x 8 A100s with
+ *           8 HDR NICs: 20.2 GB/s per GPU, 0.81); 0.86 on the emulated
+ *           cluster's shaped TCP links (bench_a2a, 8 ranks on 2 nodes, 4-16
+ *           MiB per rank: 0.83-0.86);
+ *   share   when several GPUs send through one NIC, the fraction of a fair
+ *           share each achieves: measured 0.33, 0.36 and 0.67; the median
+ *           0.36 used;
+ *   call, peer  latency: a fixed cost per call and one per peer, the peers
+ *           on the network and those inside the node served at once (the
+ *           slower side counts).  1 KiB took 9.34 us on 8 A100s in a node,
+ *           29.84 us on 2 nodes x 1 and 49.75 us on 2 x 8 (Azure NDmv4):
+ *           NVLink 1.33 us per peer; IB 27.0 us per call + 2.84 us per
+ *           off-node peer.  Other kinds (MPI over shared memory or TCP) take
+ *           the link's latency per peer.
+ * eff also applies to the ring collectives and point-to-point transfers
+ * (link_ab): the large-message share of a link the library reaches.
+ * The per-peer latency is what makes mid-size messages slow (the
+ * message-size curve of nccl-tests): at 128 KiB per peer on 8 x 8 H800s
+ * (NDR) it predicts 369 us against 338 measured.  The spec's own
+ * efficiency still applies (the lower of the two).  Both backends also
+ * pack the send buffer and unpack the receive buffer (rt_comm.c, the CUDA
+ * pack kernels): two passes over each side in device memory (config
+ * cost.a2a_copies = off leaves them out, to compare with benchmarks of the
+ * exchange alone). */
+typedef struct link_kind {
+    double eff, share;
+    double call, peer; /* peer < 0: the link's latency */
+} link_kind;
+
+/* A link kind or a link preset named after it (nvlink3, ib_ndr, ...). */
+static bool kind_is(const char *kind, const char *family) {
+    size_t n = strlen(family);
+    return !strncmp(kind, family, n) && (kind[n] == '\0' || kind[n] == '_' || (kind[n] >= '0' && kind[n] <= '9'));
+}
+
+static link_kind link_kind_of(const ir_link *l) {
+    if (kind_is(l->kind, "nvlink")) return (link_kind){0.80, 1, 0, 1.33e-6};
+    if (kind_is(l->kind, "ib") || kind_is(l->kind, "roce") || kind_is(l->kind, "ethernet"))
+        return (link_kind){0.80, 0.36, 27.0e-6, 2.84e-6};
+    if (!strcmp(l->kind, "tcp")) return (link_kind){0.86, 1, 0, -1};
+    return (link_kind){1, 1, 0, -1};
+}
+
+/* The inter link when asked for and the mesh has one, else the intra link. */
+static const ir_link *link_of(const ir_module *m, bool inter) {
+    return inter && m->mesh.inter.bandwidth > 0 ? &m->mesh.inter : &m->mesh.intra;
+}
+
 /* α (s) and β (s/byte) of a link; a link with no bandwidth (a one-node mesh
  * names no inter link) falls back to the intra link. */
 static void link_ab(const ir_module *m, bool inter, double *alpha, double *beta) {
-    const ir_link *l = inter && m->mesh.inter.bandwidth > 0 ? &m->mesh.inter : &m->mesh.intra;
-    double eff = l->efficiency > 0 ? l->efficiency : 1;
+    const ir_link *l = link_of(m, inter);
+    double eff = l->efficiency > 0 ? l->efficiency : 1, kind = link_kind_of(l).eff;
+    eff = kind < eff ? kind : eff; /* what the collective library reaches on this kind of link */
     *alpha = l->latency;
     *beta = l->bandwidth > 0 ? 1.0 / (l->bandwidth * eff) : 0;
+    if (!strcmp(l->kind, "shm")) *beta *= core_share(m); /* copied by the ranks' cores */
 }
 
 /* Two-level all-to-all over a set on n nodes with p ranks per node, c bytes
@@ -191,64 +258,85 @@ static double hierarchical_a2a(const ir_module *m, span s, double bytes_sent, in
     return (p - 1) * (ai + n * c * bi) + (n - 1) * (ae + p * c * be);
 }
 
-/* ---- achieved all-to-all bandwidth (docs/link-model.md) ------------------
- * An all-to-all does not reach a link's nominal bandwidth.  Per link kind,
- * from published nccl-tests and NCCL measurements (docs/link-model.md has
- * the table and the sources):
- *   eff     the large-message share of peak an all-to-all reaches: 0.80 on
- *           NVLink (255 GB/s of 300 on 8 A100s, 335 of 450 on H100) and on
- *           IB with one NIC per GPU (HDR 0.53–0.81, NDR up to 0.97 per pair);
- *   m_half  the per-peer message size at which half of that is reached:
- *           NVLink 3 0.3 MiB, NVLink 4 0.5 MiB, IB 128 KiB;
- *   share   when several GPUs send through one NIC, the fraction of a fair
- *           share each achieves: measured 0.33, 0.36 and 0.67; 0.5 used.
- * The spec's own efficiency still applies (the lower of the two).  Links of
- * other kinds (tcp, shm, pcie: the emulated cluster, calibrated by
- * bench/calibrate.py) keep the plain α-β model.  Both backends also pack
- * the send buffer and unpack the receive buffer (rt_comm.c, the CUDA pack
- * kernels): two passes over each side in device memory. */
-typedef struct a2a_link {
-    double eff, m_half, share;
-} a2a_link;
-
-static a2a_link a2a_link_of(const ir_link *l) {
-    a2a_link a = {1, 0, 1};
-    if (!strcmp(l->kind, "nvlink"))
-        a = (a2a_link){0.80, (l->bandwidth > 350e9 ? 0.5 : 0.3) * 1048576.0, 1};
-    else if (!strcmp(l->kind, "ib") || !strcmp(l->kind, "roce"))
-        a = (a2a_link){0.80, 131072.0, 0.5};
-    return a;
-}
-
-/* β of an all-to-all over a link for chunks of c bytes per peer, with
- * `share` > 1 transfers per NIC. */
-static double a2a_beta(const ir_module *m, bool inter, double c, double nics_share) {
-    const ir_link *l = inter && m->mesh.inter.bandwidth > 0 ? &m->mesh.inter : &m->mesh.intra;
-    a2a_link a = a2a_link_of(l);
+/* Seconds for `peers` messages of c bytes each over a link, with
+ * `nics_share` > 1 transfers per NIC.  Shared memory is copied by the
+ * ranks' cores, so it stretches with them. */
+static double a2a_part(const ir_module *m, bool inter, int peers, double c, double nics_share) {
+    const ir_link *l = link_of(m, inter);
+    link_kind a = link_kind_of(l);
+    if (peers <= 0 || l->bandwidth <= 0) return 0;
     double eff = l->efficiency > 0 && l->efficiency < a.eff ? l->efficiency : a.eff;
-    double size = a.m_half > 0 && c > 0 ? c / (c + a.m_half) : 1;
     double share = nics_share > 1 ? nics_share / a.share : 1;
-    return l->bandwidth > 0 ? share / (l->bandwidth * eff * size) : 0;
+    if (!strcmp(l->kind, "shm")) share *= core_share(m);
+    return peers * ((a.peer < 0 ? l->latency : a.peer) + c * share / (l->bandwidth * eff));
 }
 
 /* The pack and unpack copies of an all-to-all: the local send and receive
  * buffers each read and written once more in device memory. */
 static double a2a_copies(const ir_module *m, const ir_op *op, const pass_cost_params *prm) {
     double peak, bw, exps, bytes = 0;
+    if (!cfg_bool(m, "cost.a2a_copies", true)) return 0;
     device_peaks(m, &peak, &bw, &exps);
     for (int k = 0; k < op->nin && k < op->nout; k++)
         bytes += 2 * (local_bytes(m, op->in[k]) + local_bytes(m, op->out[k]));
-    return bw > 0 ? bytes / (bw * prm->mem_bw_fraction) : 0;
+    return bw > 0 ? bytes * core_share(m) / (bw * prm->mem_bw_fraction) : 0;
 }
 
+/* A flat all-to-all: the messages bound for other nodes cross the network
+ * while the rest move inside the node, both at once, so the slower side
+ * sets the time (nccl-tests' reading of busbw, docs/link-model.md); plus
+ * the call's fixed latency and the pack/unpack copies. */
 static double all_to_all_seconds(const ir_module *m, const ir_op *op, const pass_cost_params *prm, span s, double sent,
                                  int P) {
     if (prm->hierarchical_a2a && s.crosses && s.nodes < P)
         return hierarchical_a2a(m, s, sent, P) + a2a_copies(m, op, prm);
-    double a, b;
-    link_ab(m, s.crosses, &a, &b);
-    b = a2a_beta(m, s.crosses, sent / (P - 1), s.crosses ? nic_share(m, s.a2a_senders) : 1);
-    return (P - 1) * a + sent * b + a2a_copies(m, op, prm);
+    double c = sent / (P - 1);
+    int off = s.crosses ? P - s.per_node : 0; /* peers of the most crowded node's ranks elsewhere */
+    double t_net = a2a_part(m, true, off, c, nic_share(m, s.a2a_senders));
+    double t_local = a2a_part(m, false, P - 1 - off, c, 1);
+    double call = link_kind_of(link_of(m, s.crosses)).call;
+    return call + fmax(t_net, t_local) + a2a_copies(m, op, prm);
+}
+
+/* β of a ring collective whose sets cross nodes.  NCCL runs a ring as
+ * several channels and puts them on different NICs, so one set's ring uses
+ * up to as many of a node's NICs as it has ranks there (all-gather on 2 x 8
+ * A100s with 8 HDR NICs per node: busbw 186 GB/s, [ndmv4]); the rings of
+ * `senders` crossing sets share them.  The edges inside a node run at the
+ * intra link's rate, so the slower of the two sets the pace. */
+static double ring_beta(const ir_module *m, span s, double inter_beta) {
+    double nics = cfg_double(m, "nics_per_node", m->mesh.devices_per_node);
+    double lanes = fmin(nics, s.per_node);
+    return inter_beta * (lanes > 0 ? s.ring_senders / lanes : 1);
+}
+
+/* A ring collective of `sent` bytes per rank over P ranks whose sets cross
+ * nodes: the crossing edges at ring_beta and the node-local edges at the
+ * intra link's rate, both at once.  NCCL (cuda target) runs rings, whose
+ * crossing edge carries all `sent` bytes.  Open MPI (cpu target) reduces
+ * by recursive halving and doubling, whose steps between nodes come last
+ * and first, so a node boundary carries (n-1)/n of the data per pass where
+ * a ring's edge carries (P-1)/P: MPI_Allreduce of 1 and 3.1 MiB on the 2 x 4
+ * emulated cluster took 4.5 and 17.5 ms, about the data once through the
+ * shaped link, against 1.75 times it for a ring (bench_allreduce,
+ * bench/results/validation/emulated_a2a.md). */
+static double ring_crossing(const ir_module *m, span s, double sent, int P, double inter_beta) {
+    double ai, bi, cross = sent;
+    link_ab(m, false, &ai, &bi);
+    ir_mem_target t;
+    if (!(ir_mem_target_of(m, &t) && t.cuda) && s.nodes > 1 && P > 1)
+        cross = sent * ((s.nodes - 1.0) / s.nodes) / ((P - 1.0) / P);
+    return fmax(sent * bi, cross * ring_beta(m, s, inter_beta));
+}
+
+/* Latency steps of a ring collective: P - 1 for NCCL's rings, the
+ * ceil(log2 P) steps of MPI's recursive algorithms on the cpu target. */
+static int ring_steps(const ir_module *m, int P) {
+    ir_mem_target t;
+    if (ir_mem_target_of(m, &t) && t.cuda) return P - 1;
+    int k = 0;
+    while ((1 << k) < P) k++;
+    return k;
 }
 
 static double collective_seconds(const ir_module *m, const ir_op *op, const pass_cost_params *prm, double *bytes) {
@@ -259,8 +347,8 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     span s = group_span(m, g);
     double a, b;
     link_ab(m, s.crosses, &a, &b);
-    if (s.crosses) b *= nic_share(m, s.ring_senders);
     const ir_op_desc *d = ir_op_desc_of(op->code);
+    if (s.crosses && d->comm != IR_COMM_RING) b *= nic_share(m, s.ring_senders);
     if (d->comm == IR_COMM_SEND || d->comm == IR_COMM_RECV) {
         /* Counted once, on the send; the receive waits for it. */
         *bytes = d->comm == IR_COMM_SEND ? local_bytes(m, op->in[0]) : 0;
@@ -270,7 +358,9 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     *bytes = t.bytes_sent;
     if (d->comm == IR_COMM_ALL_TO_ALL) return all_to_all_seconds(m, op, prm, s, t.bytes_sent, P);
     /* A ring collective: ring_latencies latencies per step of P - 1 steps. */
-    return d->comm == IR_COMM_RING ? d->ring_latencies * (P - 1) * a + t.bytes_sent * b : 0;
+    if (d->comm != IR_COMM_RING) return 0;
+    double lat = d->ring_latencies * ring_steps(m, P) * a;
+    return lat + (s.crosses ? ring_crossing(m, s, t.bytes_sent, P, b) : t.bytes_sent * b);
 }
 
 /* ---- attention: the kernel that runs it ------------------------------------ */
@@ -325,10 +415,19 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
     c.bytes = w.bytes;
     double tf = peak > 0 ? c.flops / (peak * pass_attention_fraction(m, op, p)) : 0;
     if (exp_rate > 0) tf += c.exps / exp_rate;
-    double block = tf / R, t = block + (R - 1) * fmax(block, ring_hop(m, op, w.hop_bytes));
+    tf *= core_share(m); /* ranks sharing cores take turns; the hops are the link's */
+    /* The CUDA backend moves the next block on its communication stream
+     * while the current one computes; MPI on the CPU moves a large message
+     * only inside MPI calls (no progress thread), so the hop completes in the
+     * wait after the block: measured on the emulated cluster, ring layouts
+     * ran 10-30% slower than overlapped hops predict (bench/results/choice/). */
+    ir_mem_target tgt;
+    bool overlap = ir_mem_target_of(m, &tgt) && tgt.cuda;
+    double block = tf / R, hop = ring_hop(m, op, w.hop_bytes);
+    double t = block + (R - 1) * (overlap ? fmax(block, hop) : block + hop);
     if (w.tail_hops) t += R * ring_hop(m, op, w.tail_bytes);
-    double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
-    c.seconds = (t > tm ? t : tm) + p->op_overhead;
+    double tm = bw > 0 ? c.bytes * core_share(m) / (bw * p->mem_bw_fraction) : 0;
+    c.seconds = (t > tm ? t : tm) + p->op_overhead * core_share(m);
     return c;
 }
 
@@ -343,7 +442,8 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
 static double host_copy_seconds(const ir_module *m, double bytes) {
     double bw = cfg_double(m, "host_bw", 0), eff = cfg_double(m, "host_efficiency", 1);
     if (bw <= 0) return 0;
-    return cfg_double(m, "host_latency", 0) + bytes / (bw * (eff > 0 ? eff : 1));
+    /* on the CPU target the "host link" is a memcpy by the rank's core */
+    return cfg_double(m, "host_latency", 0) + bytes * core_share(m) / (bw * (eff > 0 ? eff : 1));
 }
 
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p) {
@@ -382,7 +482,8 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
     double tf = peak > 0 ? c.flops / (peak * frac) : 0;
     if (exp_rate > 0) tf += c.exps / exp_rate;
     double tm = bw > 0 ? c.bytes / (bw * p->mem_bw_fraction) : 0;
-    c.seconds = (tf > tm ? tf : tm) + p->op_overhead; /* roofline: the slower of the two */
+    /* roofline: the slower of the two; ranks sharing cores take turns */
+    c.seconds = ((tf > tm ? tf : tm) + p->op_overhead) * core_share(m);
     return c;
 }
 

@@ -6,8 +6,10 @@
  * passes the (k, v) blocks around the ring: at step s it works on the block
  * of position me - s while the block of step s + 1 arrives from the
  * previous rank (MPI_Irecv/Isend posted before the block's kernel, waited
- * after it, so the transfer overlaps the computation); the partial results
- * merge by log-sum-exp (kern_ring_block_fwd).  Every step pairs one send
+ * after it; MPI moves a large message only inside its calls, so most of
+ * the transfer happens in the wait, and the cost model charges block plus
+ * hop on the CPU); the partial results merge by log-sum-exp
+ * (kern_ring_block_fwd).  Every step pairs one send
  * with one receive on each rank, so the ring cannot deadlock.
  *
  * The backward passes (k, v) the same way together with the block's
