@@ -169,15 +169,50 @@ static int allowed_choices(const fe_spec *spec, layout_choice **out) {
     return n;
 }
 
-/* The fastest, the larger G within 1%; why in `why`. */
-static int fastest(const layout_choice *c, const double *t, int n, char *why, size_t nwhy) {
+/* How much of a layout the cost model takes on trust: 0 Ulysses, with its
+ * all-to-all variants (two-level, a plugin's): an exchange around cuDNN's
+ * attention on CUDA, the layouts the model is best measured on; 1 Ulysses
+ * x Ring; 2 ring (basp's per-block kernels, and hops whose overlap with
+ * the blocks depends on the backend). */
+static int simplicity(const layout_choice *c) {
+    switch (c->seq) {
+    case LAYOUT_RING: return 2;
+    case LAYOUT_HYBRID: return 1;
+    default: return 0;
+    }
+}
+
+/* The choice among n with predicted times t (INFINITY: unusable): of those
+ * within the model's error `err` of the fastest, which it cannot tell
+ * apart, the simplest (simplicity); of those the fastest, the larger G
+ * within 1%.  -1 when none is usable. */
+static int prefer(const layout_choice *c, const double *t, int n, double err) {
     double best = INFINITY;
     for (int i = 0; i < n; i++) best = fmin(best, t[i]);
+    if (!isfinite(best)) return -1;
+    int rank = 3;
+    for (int i = 0; i < n; i++)
+        if (t[i] <= best * (1 + err) && simplicity(&c[i]) < rank) rank = simplicity(&c[i]);
+    double fast = INFINITY;
+    for (int i = 0; i < n; i++)
+        if (t[i] <= best * (1 + err) && simplicity(&c[i]) == rank) fast = fmin(fast, t[i]);
     int pick = -1;
     for (int i = 0; i < n; i++)
-        if (t[i] <= best * 1.01 &&
+        if (simplicity(&c[i]) == rank && t[i] <= fast * 1.01 &&
             (pick < 0 || c[i].groups > c[pick].groups || (c[i].groups == c[pick].groups && t[i] < t[pick])))
             pick = i;
+    return pick;
+}
+
+/* The model's measured error for the spec's device (layout/presets.c). */
+static double spec_model_error(const fe_spec *spec) {
+    const layout_device_preset *dev = layout_device_lookup(spec->mesh.device[0] ? spec->mesh.device : "cpu");
+    return dev ? dev->model_error : 0;
+}
+
+/* prefer(), and why in `why`. */
+static int fastest(const fe_spec *spec, const layout_choice *c, const double *t, int n, char *why, size_t nwhy) {
+    int pick = prefer(c, t, n, spec_model_error(spec));
     if (pick < 0 || !why) return pick;
     char name[64];
     layout_choice_name(&c[pick], name, sizeof name);
@@ -210,7 +245,7 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
         sup_diag_saved saved = sup_diag_silence();
         for (int i = 0; i < n; i++) t[i] = predict_step(spec, &c[i]);
         sup_diag_restore(saved);
-        pick = fastest(c, t, n, buf, sizeof buf);
+        pick = fastest(spec, c, t, n, buf, sizeof buf);
         if (pick >= 0 && !isfinite(t[pick])) pick = -1;
         free(t);
     }
@@ -370,16 +405,22 @@ static void plan_layouts(plan_ctx *x) {
 
 static bool usable(const pass_plan_candidate *c) { return c->legal && c->fits && isfinite(c->step_ms); }
 
-/* The fastest usable candidate keeping the global batch; failing that, the
- * fastest usable one of any batch (a layout that runs beats none). */
-static int choose(const pass_plan_result *r, bool any_batch) {
-    int best = -1;
+/* The usable candidate keeping the global batch that prefer() takes (the
+ * same rule as `auto` lowering, pass_layout_resolve), or with err 0 the
+ * fastest; failing that, the same of any batch (a layout that runs beats
+ * none). */
+static int choose(const pass_plan_result *r, bool any_batch, double err) {
+    layout_choice *c = malloc(sizeof *c * (size_t)(r->n + 1));
+    double *t = malloc(sizeof *t * (size_t)(r->n + 1));
     for (int i = 0; i < r->n; i++) {
-        const pass_plan_candidate *c = &r->cand[i];
-        if (!usable(c) || (!any_batch && !c->keeps_batch)) continue;
-        if (best < 0 || c->step_ms < r->cand[best].step_ms) best = i;
+        const pass_plan_candidate *x = &r->cand[i];
+        c[i] = x->choice;
+        t[i] = usable(x) && (any_batch || x->keeps_batch) ? x->step_ms : INFINITY;
     }
-    return best;
+    int pick = prefer(c, t, r->n, err);
+    free(c);
+    free(t);
+    return pick;
 }
 
 /* A candidate predicted within the model's error of the chosen one: the
@@ -393,17 +434,19 @@ static void within_reason(const pass_plan_result *r, pass_plan_candidate *c, con
     for (int i = 1; i < 4; i++)
         if (fabs(dc[i] - dw[i]) > fabs(dc[k] - dw[k])) k = i;
     snprintf(c->reason, sizeof c->reason,
-             "within the model's %.0f%% error of %s: %.1f ms/step, +%.1f%%; differs most in %s (%+.1f ms): "
+             "within the model's %.0f%% error of %s: %.1f ms/step, %+.1f%%; differs most in %s (%+.1f ms): "
              "measure both to decide",
              100 * r->model_error, w->name, c->step_ms, 100.0 * (c->step_ms / w->step_ms - 1.0), part[k],
              dc[k] - dw[k]);
 }
 
-/* Says why every other usable candidate lost, and why the chosen one won. */
-static void explain(pass_plan_result *r) {
+/* Says why every other usable candidate lost, and why the chosen one won;
+ * f is the fastest, which the chosen one is unless a simpler layout was
+ * predicted within the model's error of it. */
+static void explain(pass_plan_result *r, int f) {
     int b = r->chosen, usable_n = 0;
     if (b < 0) return;
-    const pass_plan_candidate *w = &r->cand[b];
+    const pass_plan_candidate *w = &r->cand[b], *fast = &r->cand[f >= 0 ? f : b];
     for (int i = 0; i < r->n; i++) {
         pass_plan_candidate *c = &r->cand[i];
         if (!usable(c)) continue;
@@ -414,7 +457,7 @@ static void explain(pass_plan_result *r) {
                      "changes the global batch: %lld sequences per step instead of %lld (%.0f tokens per rank)",
                      (long long)(c->micro_batch * r->accum), (long long)(r->micro_batch * r->accum),
                      c->tokens_per_rank);
-        else if ((c->within_error = c->step_ms <= w->step_ms * (1 + r->model_error)))
+        else if ((c->within_error = c->step_ms <= fast->step_ms * (1 + r->model_error)))
             within_reason(r, c, w);
         else
             snprintf(c->reason, sizeof c->reason, "slower: %.1f ms/step, +%.1f%% over %s", c->step_ms,
@@ -423,6 +466,11 @@ static void explain(pass_plan_result *r) {
     if (!w->keeps_batch)
         snprintf(r->why, sizeof r->why, "nothing keeping the global batch fits; this one runs %lld sequences per step",
                  (long long)w->micro_batch);
+    else if (fast != w)
+        snprintf(r->why, sizeof r->why,
+                 "the simplest of the layouts predicted within the model's %.0f%% error of the fastest (%s, %.1f "
+                 "ms/step): %.1f ms/step, %.0f%% in all-to-all",
+                 100 * r->model_error, fast->name, fast->step_ms, w->step_ms, 100.0 * w->a2a_fraction);
     else
         snprintf(r->why, sizeof r->why,
                  "lowest predicted step time of %d layout(s) that fit and keep the global batch: %.1f ms/step, %.0f%% "
@@ -439,9 +487,10 @@ static void explain(pass_plan_result *r) {
 static void plan_candidates(plan_ctx *x) {
     plan_layouts(x);
     if (x->docs) pass_plan_apply_docs(x->r, x->spec, x->docs);
-    x->r->chosen = choose(x->r, false);
-    if (x->r->chosen < 0) x->r->chosen = choose(x->r, true);
-    explain(x->r);
+    bool any = false;
+    x->r->chosen = choose(x->r, false, x->r->model_error);
+    if (x->r->chosen < 0) x->r->chosen = choose(x->r, any = true, x->r->model_error);
+    explain(x->r, choose(x->r, any, 0));
 }
 
 static void header(pass_plan_result *r, const fe_spec *spec) {
@@ -456,8 +505,7 @@ static void header(pass_plan_result *r, const fe_spec *spec) {
                    : 1;
     r->seq_len = spec->train.seq_len;
     r->device_mem = spec->mesh.device_mem;
-    const layout_device_preset *dev = layout_device_lookup(spec->mesh.device[0] ? spec->mesh.device : "cpu");
-    r->model_error = dev ? dev->model_error : 0;
+    r->model_error = spec_model_error(spec);
     r->offload = strcmp(spec->train.offload, "none") != 0;
     r->docs.spec_documents = spec->train.documents;
     r->chosen = -1;
@@ -642,6 +690,12 @@ static cJSON *candidate_json(const pass_plan_candidate *c) {
     cJSON_AddBoolToObject(o, "available", c->available);
     cJSON_AddBoolToObject(o, "within_error", c->within_error);
     cJSON_AddStringToObject(o, "reason", c->reason);
+    /* the settings that build this candidate (ulysses-sp also changes the batch) */
+    char sets[8][LAYOUT_SET_MAX];
+    int nsets = layout_choice_sets(&c->choice, sets, 7);
+    if (!c->keeps_batch) snprintf(sets[nsets++], LAYOUT_SET_MAX, "train.micro_batch=%lld", (long long)c->micro_batch);
+    cJSON *set = cJSON_AddArrayToObject(o, "set");
+    for (int k = 0; k < nsets; k++) cJSON_AddItemToArray(set, cJSON_CreateString(sets[k]));
     if (c->legal && c->offload[0] && strcmp(c->offload, "none") != 0) {
         cJSON_AddStringToObject(o, "offload", c->offload);
         cJSON_AddNumberToObject(o, "host_copy_ms", c->host_ms);

@@ -252,6 +252,18 @@ bool layout_seq_parse(const char *name, layout_seq *out) {
     return false;
 }
 
+int layout_choice_sets(const layout_choice *c, char out[][LAYOUT_SET_MAX], int max) {
+    int n = 0;
+    if (n < max) snprintf(out[n++], LAYOUT_SET_MAX, "layout.sequence=%s", layout_seq_name(c->seq));
+    if (c->seq == LAYOUT_HYBRID && n < max) snprintf(out[n++], LAYOUT_SET_MAX, "layout.ring_degree=%d", c->ring_degree);
+    if (n < max) snprintf(out[n++], LAYOUT_SET_MAX, "layout.a2a=%s", c->variant ? c->variant->word : "flat");
+    if (n < max && c->groups > 1)
+        snprintf(out[n++], LAYOUT_SET_MAX, "layout.batch_aware=groups %d", c->groups);
+    else if (n < max)
+        snprintf(out[n++], LAYOUT_SET_MAX, "layout.batch_aware=off");
+    return n;
+}
+
 void layout_choice_name(const layout_choice *c, char *buf, size_t n) {
     char base[64]; /* "hybrid R=" + 11 digits + tl */
     char tl[40] = "";

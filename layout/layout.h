@@ -80,6 +80,11 @@ bool layout_seq_parse(const char *name, layout_seq *out);
 /* "ulysses", "ulysses+two_level", "ring", "hybrid R=2"; with G > 1 prefixed
  * by "batch-aware G=g" ("batch-aware G=2", "batch-aware G=2 ring"). */
 void layout_choice_name(const layout_choice *c, char *buf, size_t n);
+/* The spec settings that select c, as `--set` arguments
+ * ("layout.sequence=hybrid", "layout.ring_degree=2", "layout.a2a=flat",
+ * "layout.batch_aware=groups 2"): fills out[0..], returns how many. */
+#define LAYOUT_SET_MAX 64
+int layout_choice_sets(const layout_choice *c, char out[][LAYOUT_SET_MAX], int max);
 
 /* ---- the strategy registry ---------------------------------------------------
  * One row per strategy, in the compilation context (support.h).  Every row
