@@ -29,9 +29,11 @@ BUILD/data/mkcorpus, BUILD/bench/bench_a2a):
      with apt-get when missing, skipped with a warning when that fails).
 
 Figures: a run's step and all-to-all times are medians over its steps after
-the warm-up (rank 0's wall time, as --metrics reports them); a point's figure
-is the median over rounds, and the Ulysses / batch-aware ratio is the median
-of the per-round ratios.  Both layouts start from the same seed and see the
+the warm-up (rank 0's wall time, as --metrics reports them); a layout's
+figures at a point are those of its least-disturbed round (the one with the
+shortest step: other processes on the shared cores only add time, and a
+burst of them can cover a whole run), and the Ulysses / batch-aware ratios
+are ratios of those figures.  Both layouts start from the same seed and see the
 same batches, so their losses must agree step by step within
 tests/train/equiv.py's LOSS_RTOL; the study checks it for every run.
 
@@ -97,6 +99,13 @@ def spec_values(baspc, path, sets=()):
     return vals
 
 
+def cores_per_node(nodes):
+    """The cores each emulated node's ranks share: bench/cluster --pin splits
+    the machine's CPUs evenly over the nodes (one each on 2 cores), and
+    unpinned ranks share all of them alike."""
+    return max(1, (os.cpu_count() or 1) // nodes)
+
+
 def exchange_bytes(v, k):
     """Per-rank bytes of one attention exchange, the rank's whole buffer.
 
@@ -159,7 +168,7 @@ def layout_of(baspc, spec, sets):
 # ---- inside the cluster -----------------------------------------------------------
 
 # ---- what the studies on the emulated cluster share (strategy_study.py,
-# packing_study.py) ----------------------------------------------------------
+# packing_study.py, choice_study.py) ------------------------------------------
 
 def study_setup(ap, args, tool, repeats, steps):
     """Checks a study's common arguments and tools: returns a dict with
@@ -212,7 +221,8 @@ def study_run(plan, bandwidth, name, tool):
 
 
 def inner(plan_path):
-    """Runs the measurement plan; called by bench/cluster --exec inside node 0."""
+    """Runs the measurement plan; called by bench/cluster --exec inside node 0.
+    A run may carry "mpirun_args", placed before -np on $BASP_MPIRUN's line."""
     with open(plan_path) as f:
         plan = json.load(f)
     mpirun, node0 = os.environ["BASP_MPIRUN"], os.environ["BASP_MPIRUN_NODE0"]
@@ -236,8 +246,10 @@ def inner(plan_path):
             if os.path.exists(p):
                 os.remove(p)
         t0 = time.monotonic()
-        r = sh([mpirun, "-np", np_, run["binary"], "--data", plan["corpus"], "--steps", str(run["steps"]),
-                "--quiet", "--split-wait", "--metrics", run["metrics"], "--profile", run["profile"]], check=False)
+        # a run's "mpirun_args" (e.g. --map-by node for round-robin placement) go to the launcher
+        r = sh([mpirun] + run.get("mpirun_args", []) + ["-np", np_, run["binary"], "--data", plan["corpus"],
+                "--steps", str(run["steps"]), "--quiet", "--split-wait", "--metrics", run["metrics"],
+                "--profile", run["profile"]], check=False)
         if r.returncode:
             sys.stderr.write(r.stdout[-3000:] + r.stderr[-3000:])
             sys.exit(f"cluster_study: training run {run['tag']} failed (status {r.returncode})")
@@ -256,6 +268,11 @@ def inner(plan_path):
 
 
 # ---- the report ------------------------------------------------------------------------
+
+def least(rounds):
+    """The figures of the least-disturbed round: the one with the shortest step."""
+    return min(rounds, key=lambda x: x["step_ms"])
+
 
 def med(xs):
     xs = list(xs)
@@ -368,6 +385,7 @@ def main():
         device = "cpu_calibrated" if known else None
     base_sets = [f"mesh.inter.bandwidth={bw_bits / 1e6:g}Mb/s"] + ([f"mesh.device={device}"] if device else [])
     v = spec_values(baspc, spec, base_sets)
+    base_sets.append(f"mesh.cores_per_node={cores_per_node(int(v['mesh.nodes']))}")
     nodes, rpn = int(v["mesh.nodes"]), int(v["mesh.devices_per_node"])
     ranks, s0 = nodes * rpn, int(v["train.seq_len"])
     device = v["mesh.device"]
@@ -402,13 +420,11 @@ def main():
             g, k = layout_of(baspc, spec, sets)
             sched = json.loads(sh([baspc, spec, "-q", "--schedule", "--json"]
                                   + [a for x in sets for a in ("--set", x)]).stdout)
-            # the model as specified (the spec's nics_per_node 1: a node's
-            # ranks share its one link), and with the one thing it does not
-            # model here: the ranks of a node share one core
+            # the model as specified: the spec's nics_per_node 1 (a node's
+            # ranks share its one link) and cores_per_node (they share its
+            # cores); nothing adjusted by hand
             pred = predict(baspc, spec, sets)
-            per_core = ranks / (os.cpu_count() or 1)
-            adj = {"a2a_ms": pred["a2a_ms"], "step_ms": pred["compute_ms"] * per_core + pred["comm_ms"]}
-            cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred, "adj": adj,
+            cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred, "adj": pred,
                                  "a2a_bytes": sched["all_to_all"]["bytes_per_rank"],
                                  "a2a_inter_bytes": sched["all_to_all"]["inter_node_bytes_per_rank"]}
     plans = {}
@@ -501,12 +517,13 @@ def main():
     for sweep, b, s in points:
         u, ba = per[(b, s, "ulysses")], per[(b, s, "batch_aware")]
         cu, cb = cfgs[(b, s, "ulysses")], cfgs[(b, s, "batch_aware")]
-        su, sb = med(x["step_ms"] for x in u), med(x["step_ms"] for x in ba)
-        au, ab = med(x["a2a_ms"] for x in u), med(x["a2a_ms"] for x in ba)
-        step_ratio = med(x["step_ms"] / y["step_ms"] for x, y in zip(u, ba))
-        a2a_ratio = med(x["a2a_ms"] / y["a2a_ms"] if y["a2a_ms"] > 0 else float("inf") for x, y in zip(u, ba))
-        xu, xb = med(x["xchg_ms"] for x in u), med(x["xchg_ms"] for x in ba)
-        xchg_ratio = med(x["xchg_ms"] / y["xchg_ms"] if y["xchg_ms"] > 0 else float("inf") for x, y in zip(u, ba))
+        fu, fb = least(u), least(ba)
+        su, sb = fu["step_ms"], fb["step_ms"]
+        au, ab = fu["a2a_ms"], fb["a2a_ms"]
+        step_ratio = su / sb
+        a2a_ratio = au / ab if ab > 0 else float("inf")
+        xu, xb = fu["xchg_ms"], fb["xchg_ms"]
+        xchg_ratio = xu / xb if xb > 0 else float("inf")
         rows.append({"sweep": sweep, "B": b, "S": s, "G": cb["G"], "K": cb["K"],
                      "ulysses_step_ms": su, "ba_step_ms": sb, "step_ratio": step_ratio,
                      "ulysses_step_range": (min(x["step_ms"] for x in u), max(x["step_ms"] for x in u)),
@@ -514,8 +531,8 @@ def main():
                      "ulysses_a2a_ms": au, "ba_a2a_ms": ab, "a2a_ratio": a2a_ratio,
                      "ulysses_xchg_ms": xu, "ba_xchg_ms": xb, "xchg_ratio": xchg_ratio,
                      "ulysses_a2a_share": au / su, "ba_a2a_share": ab / sb,
-                     "ulysses_allreduce_ms": med(x["allreduce_ms"] for x in u),
-                     "ba_allreduce_ms": med(x["allreduce_ms"] for x in ba),
+                     "ulysses_allreduce_ms": fu["allreduce_ms"],
+                     "ba_allreduce_ms": fb["allreduce_ms"],
                      "ulysses_a2a_mib": cu["a2a_bytes"] / 2**20, "ulysses_a2a_inter_mib": cu["a2a_inter_bytes"] / 2**20,
                      "ba_a2a_mib": cb["a2a_bytes"] / 2**20, "ba_a2a_inter_mib": cb["a2a_inter_bytes"] / 2**20,
                      "pred": {"ulysses": cu["pred"], "batch_aware": cb["pred"]},
@@ -601,7 +618,8 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
              f"{v['model.hidden']}, {v['model.layers']} layers, {v['model.heads']} heads × {v['model.head_dim']} "
              f"({v['model.kv_heads']} KV), ffn {v['model.ffn']}, vocab {v['model.vocab']}, fp32, ZeRO-{v['train.zero']}; "
              f"{v['mesh.nodes']} nodes × {v['mesh.devices_per_node']} ranks.  {steps} steps per run, the first "
-             f"{warmup} left out; medians over {repeats} round(s), Ulysses and batch-aware alternating.\n")
+             f"{warmup} left out; each layout's least-disturbed of {repeats} round(s), Ulysses and batch-aware "
+             "alternating.\n")
     L.append("Machine: " + f"{machine['nproc']} cores ({machine['cpu']}), {machine['openmpi']}, Linux "
              f"{machine['kernel']}; load average {machine['load_at_start']} at the start, {machine['load_at_end']} at "
              f"the end (other jobs share the cores).  Emulated nodes: {', '.join(machine['hosts'])}; "
@@ -610,8 +628,8 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
     L.append("## Measured\n")
     L.append("Step and all-to-all (a2a) times are rank 0's wall times per step (`--metrics`); a2a includes waiting "
              "for the slowest peer of the group, **exchange** is the all-to-all alone (the runs use `--split-wait`: "
-             "each collective starts at a barrier of its group, whose time is the wait).  Ratios are medians of "
-             "per-round Ulysses / batch-aware ratios.  "
+             "each collective starts at a barrier of its group, whose time is the wait).  A layout's figures are "
+             "those of its round with the shortest step; ratios are ratios of those.  "
              "`a2a MiB/rank` is what a rank sends per step in all-to-alls (across nodes in brackets).\n")
     L.append("| sweep | B | S | batch-aware G×K | Ulysses step ms | batch-aware step ms | step U/BA | Ulysses a2a ms (share) "
              "| batch-aware a2a ms (share) | a2a U/BA | exchange ms U / BA | exchange U/BA "
@@ -640,27 +658,27 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
     L.append("## Cost model against the measurements\n")
     L.append(f"`baspc --passes=…,cost` on the same spec and overrides (device `{device}`, inter link "
              f"{args.bandwidth}, `nics_per_node {v.get('mesh.nics_per_node', '?')}`: the node's one link is shared "
-             f"by its {v['mesh.devices_per_node']} ranks).  **model**: as specified.  **adjusted**: the one thing "
-             f"the model does not know about this machine put in by hand — {v['mesh.nodes']}×"
-             f"{v['mesh.devices_per_node']} ranks share {machine['nproc']} cores (compute × "
-             f"{int(v['mesh.nodes']) * int(v['mesh.devices_per_node']) / machine['nproc']:g}).  Error = "
-             f"(predicted − measured) / measured.\n")
-    L.append("| sweep | B | S | layout | measured step ms | model step ms (err) | adjusted step ms (err) "
-             "| measured a2a exchange ms | model a2a ms (err) | adjusted a2a ms (err) |")
-    L.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+             f"by its {v['mesh.devices_per_node']} ranks, and `cores_per_node {cores_per_node(int(v['mesh.nodes']))}`: "
+             f"they share the node's cores); nothing adjusted by hand.  Error = (predicted − measured) / "
+             f"measured.\n")
+    L.append("| sweep | B | S | layout | measured step ms | model step ms (err) "
+             "| measured a2a exchange ms | model a2a ms (err) |")
+    L.append("|---|---:|---:|---|---:|---:|---:|---:|")
+    errs = []
     for r in rows:
         for lay, key in (("Ulysses", "ulysses"), ("batch-aware", "batch_aware")):
             pre = "ulysses" if key == "ulysses" else "ba"
             ms, ma = r[f"{pre}_step_ms"], r[f"{pre}_xchg_ms"]  # the model has no wait for a slow peer
-            p, a = r["pred"][key], r["adj"][key]
+            p = r["pred"][key]
+            errs.append(abs(p["step_ms"] / ms - 1))
             L.append(f"| {r['sweep']} | {r['B']} | {r['S']} | {lay} | {ms:.0f} | {p['step_ms']:.0f} ({pct_err(p['step_ms'], ms)}) "
-                     f"| {a['step_ms']:.0f} ({pct_err(a['step_ms'], ms)}) | {ma:.1f} | {p['a2a_ms']:.1f} "
-                     f"({pct_err(p['a2a_ms'], ma)}) | {a['a2a_ms']:.1f} ({pct_err(a['a2a_ms'], ma)}) |")
+                     f"| {ma:.1f} | {p['a2a_ms']:.1f} ({pct_err(p['a2a_ms'], ma)}) |")
     L.append("")
-    L.append("Predicted Ulysses / batch-aware step ratio (model; adjusted) next to the measured one: " + "; ".join(
-        f"B={r['B']} S={r['S']}: {r['pred']['ulysses']['step_ms'] / r['pred']['batch_aware']['step_ms']:.2f}; "
-        f"{r['adj']['ulysses']['step_ms'] / r['adj']['batch_aware']['step_ms']:.2f} vs {r['step_ratio']:.2f}"
-        for r in rows) + ".\n")
+    L.append(f"Step time: mean absolute error {100 * statistics.mean(errs):.1f}%, largest {100 * max(errs):.1f}% "
+             f"over the {len(errs)} points.\n")
+    L.append("Predicted Ulysses / batch-aware step ratio next to the measured one: " + "; ".join(
+        f"B={r['B']} S={r['S']}: {r['pred']['ulysses']['step_ms'] / r['pred']['batch_aware']['step_ms']:.2f} "
+        f"vs {r['step_ratio']:.2f}" for r in rows) + ".\n")
     L.append("Planner's choice per point (`baspc --plan --json`): " + "; ".join(
         f"B={k.split('_')[0][1:]} S={k.split('_')[1][1:]}: {p['chosen']}" for k, p in plans.items()) + ".\n")
     if a2a_md:
