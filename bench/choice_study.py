@@ -33,7 +33,7 @@ nodes (`mesh.placement=round_robin`, launched with `mpirun --map-by node`)
      within-error mark, the pick and the measured fastest; and a summary of
      the pick's measured step against the best (pass: at most 1.05×) with
      the control's spread, |a − b| / mean of the pick's two binaries'
-     medians (flagged above 3%: the noise floor of that configuration).
+     figures (flagged above 3%: the noise floor of that configuration).
 
 Figures are rank 0's step times from --metrics: a run's figure is the median
 over its steps after the warm-up, a candidate's the least of its rounds'

@@ -32,7 +32,7 @@ FLOP counts per rank and step (2 FLOPs per multiply-add):
                                  the pairs); backward 2.5× forward
 Each GEMM's FLOPs are timed at the sgemm speed of its own shape and
 transposition as the kernels call it (attention at its 64×128 block shapes,
-the LM head at its 64-row chunks), so the efficiency measures what the step
+the LM head at its 256 × 256 blocks), so the efficiency measures what the step
 spends beyond its GEMMs: element-wise kernels, the optimizer, collectives
 and, with more ranks than cores, waiting for a core.
 
@@ -53,12 +53,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Block and chunk sizes of the kernels whose GEMM shapes are timed; they
-# mirror BQ/BK in runtime/host/kern_attention.c and chunk_rows() in
-# runtime/host/kern_lmhead.c.  A mismatch changes only which sgemm shape a
-# FLOP is timed at, not the FLOP count.
+# mirror BQ/BK in runtime/host/kern_attention.c and CM_LM_HEAD_ROWS /
+# CM_LM_HEAD_COLS in common/common.h (the LM head: chunks of 256 rows,
+# one sgemm per block of at most 256 vocabulary columns).  A mismatch
+# changes only which sgemm shape a FLOP is timed at, not the FLOP count.
 ATTN_BQ, ATTN_BK = 64, 128
-LMHEAD_ROWS = 64
-LMHEAD_LOGITS_FLOATS = 4 << 20
+LMHEAD_ROWS, LMHEAD_COLS = 256, 256
 
 
 # ---- the IR: per-rank shapes ---------------------------------------------------
@@ -147,16 +147,17 @@ def step_gemms(ir_text):
             n = prod(local[operands[1]]) // i
             add(n, i, o, "nt")
             add(i, o, n, "tn")
-        elif op in ("lm_head_loss", "lm_head_loss_bwd"):  # x[N, D], w[V, D], in chunks of rows
+        elif op in ("lm_head_loss", "lm_head_loss_bwd"):  # x[N, D], w[V, D], chunks of rows x blocks of columns
             v, dd = local[operands[1]]
             n = prod(local[operands[0]]) // dd
-            rows = max(1, min(LMHEAD_ROWS, LMHEAD_LOGITS_FLOATS // v))
-            chunks = [rows] * (n // rows) + ([n % rows] if n % rows else [])
-            for c in chunks:
-                add(c, v, dd, "nt")  # logits = x · wᵀ (recomputed by the backward)
-                if op == "lm_head_loss_bwd":
-                    add(c, dd, v, "nn")  # dx = dlogits · w
-                    add(v, dd, c, "tn")  # dw += dlogitsᵀ · x
+            rows = [LMHEAD_ROWS] * (n // LMHEAD_ROWS) + ([n % LMHEAD_ROWS] if n % LMHEAD_ROWS else [])
+            cols = [LMHEAD_COLS] * (v // LMHEAD_COLS) + ([v % LMHEAD_COLS] if v % LMHEAD_COLS else [])
+            for c in rows:
+                for vc in cols:
+                    add(c, vc, dd, "nt")  # a block of logits = x · wᵀ (recomputed by the backward)
+                    if op == "lm_head_loss_bwd":
+                        add(c, dd, vc, "nn")  # dx += dlogits · w
+                        add(vc, dd, c, "tn")  # dw = dlogitsᵀ · x
         elif op in ("attention", "attention_bwd"):  # [b, S, H, Dh], S whole on every rank
             b, s, h, dh = types[0] if op == "attention" else local[operands[1]]
             fwd = 2.0 * b * h * s * s * dh
