@@ -232,6 +232,9 @@ def main():
                          "batch-aware go first equally often)")
     ap.add_argument("--workdir", help="binaries, corpus and metrics (default: BUILD/bench/step_bench)")
     ap.add_argument("--json", help="also write every measured figure to this file")
+    ap.add_argument("--one-rank", action="store_true",
+                    help="only the 1-rank configuration: the step against its GEMMs at sgemm speed, e.g. for the "
+                         "real-shape specs of bench/real_shapes/")
     args = ap.parse_args()
     if args.steps <= args.warmup or args.repeats < 1:
         ap.error("need --steps > --warmup and --repeats >= 1")
@@ -258,7 +261,7 @@ def main():
         {"name": "1rank", "label": "1 rank", "set": ["mesh.nodes=1", "mesh.devices_per_node=1"]},
         {"name": "ulysses", "label": "Ulysses", "set": ["layout.batch_aware=off"]},
         {"name": "batch_aware", "label": "batch-aware", "set": []},  # the spec's own layout (auto)
-    ]
+    ][:1 if args.one_rank else 3]
     for cfg in configs:
         sets = [a for s in cfg["set"] for a in ("--set", s)]
         cfg["binary"] = os.path.join(workdir, cfg["name"])
@@ -290,8 +293,8 @@ def main():
     def med(cfg, key):
         return statistics.median(x[key] for x in cfg["rounds"])
 
-    ul, ba = configs[1], configs[2]
-    ratios = [u["step_ms"] / b["step_ms"] for u, b in zip(ul["rounds"], ba["rounds"])]
+    ul, ba = (configs[1], configs[2]) if len(configs) == 3 else (None, None)
+    ratios = [u["step_ms"] / b["step_ms"] for u, b in zip(ul["rounds"], ba["rounds"])] if ul else []
     print(f"\nmodel {os.path.basename(args.spec)}: " + ", ".join(f"{k} {v}" for k, v in model.items()))
     print(f"{cores} core(s), OPENBLAS_NUM_THREADS=1, {args.steps} steps per run "
           f"(first {args.warmup} left out), medians of {args.repeats} rounds\n")
@@ -313,9 +316,10 @@ def main():
     # Load from other processes comes and goes over seconds, so besides the
     # median of the per-round ratios give the ratio of each layout's fastest
     # run: the closest this machine gets to an unloaded comparison.
-    fastest = min(x["step_ms"] for x in ul["rounds"]) / min(x["step_ms"] for x in ba["rounds"])
-    print(f"\nUlysses / batch-aware step time: {statistics.median(ratios):.3f} median of per-round ratios "
-          f"(range {min(ratios):.3f}–{max(ratios):.3f}); {fastest:.3f} fastest run / fastest run")
+    fastest = min(x["step_ms"] for x in ul["rounds"]) / min(x["step_ms"] for x in ba["rounds"]) if ul else None
+    if ul:
+        print(f"\nUlysses / batch-aware step time: {statistics.median(ratios):.3f} median of per-round ratios "
+              f"(range {min(ratios):.3f}–{max(ratios):.3f}); {fastest:.3f} fastest run / fastest run")
     print(f"benchmark wall time: {time.monotonic() - t_start:.0f} s")
 
     if args.json:
