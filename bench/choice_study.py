@@ -16,8 +16,8 @@ nodes (`mesh.placement=round_robin`, launched with `mpirun --map-by node`)
      spec's inter-node link set to the emulated bandwidth, sequence, a2a and
      batch_aware auto) for its candidates and its choice, and compiles one
      binary for every candidate that is legal, fits, keeps the global batch
-     and is available — from the candidate's `set` overrides, or, where
-     baspc gives none, from its name — plus the planner's pick a second time
+     and is available — from the candidate's `set` overrides — plus the
+     planner's pick a second time
      as a control; each binary's lowered layout (the IR's config lines) is
      checked against the candidate;
   2. brings up the emulated cluster (bench/cluster: 2 nodes × 4 ranks, each
@@ -107,24 +107,11 @@ def parse_name(name):
             "G": int(m.group(1) or 1)}
 
 
-def name_sets(name):
-    """The --set overrides of a candidate, derived from its name."""
-    lay = parse_name(name)
-    if lay is None:
-        return None
-    sets = [f"layout.sequence={lay['sequence']}"]
-    if lay["R"]:
-        sets.append(f"layout.ring_degree={lay['R']}")
-    sets.append(f"layout.a2a={lay['a2a']}")
-    sets.append(f"layout.batch_aware=groups {lay['G']}" if lay["G"] > 1 else "layout.batch_aware=off")
-    return sets
-
-
 def candidate_sets(c):
-    """(overrides, where from): baspc's `set` array when it gives one, else the name's."""
-    if isinstance(c.get("set"), list) and c["set"]:
-        return [str(s) for s in c["set"]], "baspc"
-    return name_sets(c["name"]), "name"
+    """The --set overrides that build candidate c: baspc's `set` array."""
+    if not (isinstance(c.get("set"), list) and c["set"]):
+        sys.exit(f"choice_study: baspc --plan --json gives no `set` for candidate '{c['name']}': rebuild baspc")
+    return [str(s) for s in c["set"]]
 
 
 def lowered(baspc, spec, sets):
@@ -165,14 +152,11 @@ def prepare_config(st, name, bandwidth, sets, mpirun_args):
     os.makedirs(wdir, exist_ok=True)
     cands = []
     for c in keep:
-        csets, src = candidate_sets(c)
-        if csets is None:
-            cs.log(f"warning: {name}: cannot derive overrides for candidate '{c['name']}'; left out")
-            continue
+        csets = candidate_sets(c)
         bad = check_lowered(c, lowered(baspc, spec, base + csets))
         if bad:
             sys.exit(f"choice_study: {name}: {bad} (overrides {csets})")
-        cands.append({"name": c["name"], "sets": csets, "sets_from": src, "G": c["groups"], "K": c["group_size"],
+        cands.append({"name": c["name"], "sets": csets, "G": c["groups"], "K": c["group_size"],
                       "pred_ms": c["step_ms"], "within_error": bool(c.get("within_error")),
                       "pick": c["name"] == p.get("chosen"), "control": False, "planner": c})
     pick = next((c for c in cands if c["pick"]), None)
@@ -226,7 +210,7 @@ def print_plan(cfgs, plans):
         for c in cfg["candidates"]:
             mark = "*" if c["pick"] else "~" if c["within_error"] else " "
             print(f"  {mark} {c['name']:36s} G={c['G']} K={c['K']}  predicted {c['pred_ms']:8.1f} ms  "
-                  f"[{c['sets_from']}] {' '.join(c['sets'])}")
+                  f"{' '.join(c['sets'])}")
         if cfg["dropped"]:
             print(f"    not run (illegal, does not fit, changes the batch or unavailable): {', '.join(cfg['dropped'])}")
     for bw, plan in plans.items():

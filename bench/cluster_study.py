@@ -424,7 +424,7 @@ def main():
             # ranks share its one link) and cores_per_node (they share its
             # cores); nothing adjusted by hand
             pred = predict(baspc, spec, sets)
-            cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred, "adj": pred,
+            cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred,
                                  "a2a_bytes": sched["all_to_all"]["bytes_per_rank"],
                                  "a2a_inter_bytes": sched["all_to_all"]["inter_node_bytes_per_rank"]}
     plans = {}
@@ -535,8 +535,7 @@ def main():
                      "ba_allreduce_ms": fb["allreduce_ms"],
                      "ulysses_a2a_mib": cu["a2a_bytes"] / 2**20, "ulysses_a2a_inter_mib": cu["a2a_inter_bytes"] / 2**20,
                      "ba_a2a_mib": cb["a2a_bytes"] / 2**20, "ba_a2a_inter_mib": cb["a2a_inter_bytes"] / 2**20,
-                     "pred": {"ulysses": cu["pred"], "batch_aware": cb["pred"]},
-                     "adj": {"ulysses": cu["adj"], "batch_aware": cb["adj"]}})
+                     "pred": {"ulysses": cu["pred"], "batch_aware": cb["pred"]}})
 
     # 4. write the results
     wall = time.monotonic() - t_start
@@ -571,15 +570,13 @@ def write_csv(out, rows):
     keys = ["sweep", "B", "S", "G", "K", "ulysses_step_ms", "ba_step_ms", "step_ratio", "ulysses_a2a_ms",
             "ba_a2a_ms", "a2a_ratio", "ulysses_xchg_ms", "ba_xchg_ms", "xchg_ratio", "ulysses_a2a_share", "ba_a2a_share", "ulysses_allreduce_ms", "ba_allreduce_ms",
             "ulysses_a2a_mib", "ulysses_a2a_inter_mib", "ba_a2a_mib", "ba_a2a_inter_mib"]
-    pk = ["pred_ulysses_step_ms", "pred_ba_step_ms", "pred_ulysses_a2a_ms", "pred_ba_a2a_ms",
-          "adj_ulysses_step_ms", "adj_ba_step_ms", "adj_ulysses_a2a_ms", "adj_ba_a2a_ms"]
+    pk = ["pred_ulysses_step_ms", "pred_ba_step_ms", "pred_ulysses_a2a_ms", "pred_ba_a2a_ms"]
     with open(os.path.join(out, "results.csv"), "w") as f:
         f.write(",".join(keys + pk) + "\n")
         for r in rows:
             vals = [r[k] for k in keys]
-            for src in ("pred", "adj"):
-                vals += [r[src]["ulysses"]["step_ms"], r[src]["batch_aware"]["step_ms"],
-                         r[src]["ulysses"]["a2a_ms"], r[src]["batch_aware"]["a2a_ms"]]
+            vals += [r["pred"]["ulysses"]["step_ms"], r["pred"]["batch_aware"]["step_ms"],
+                     r["pred"]["ulysses"]["a2a_ms"], r["pred"]["batch_aware"]["a2a_ms"]]
             f.write(",".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in vals) + "\n")
 
 
@@ -701,8 +698,8 @@ def plots(out, rows, loss_runs, a2a, loss_pt):
                                       ("seq", "S", "sequence length S (tokens, B = 2)", "seq_scaling")):
         rs = [r for r in rows if r["sweep"] == sweep]
         data = "".join(f"{r[xkey]} {r['ulysses_step_ms']:.3f} {r['ba_step_ms']:.3f} {r['ulysses_a2a_ms']:.3f} "
-                       f"{r['ba_a2a_ms']:.3f} {r['step_ratio']:.4f} {r['adj']['ulysses']['step_ms']:.3f} "
-                       f"{r['adj']['batch_aware']['step_ms']:.3f}\n" for r in rs)
+                       f"{r['ba_a2a_ms']:.3f} {r['step_ratio']:.4f} {r['pred']['ulysses']['step_ms']:.3f} "
+                       f"{r['pred']['batch_aware']['step_ms']:.3f}\n" for r in rs)
         xt = ", ".join(f'"{r[xkey]}" {r[xkey]}' for r in rs)
         script = f"""
 set multiplot layout 1,2 title "Ulysses vs batch-aware on an emulated 2 nodes x 4 ranks (medians)"

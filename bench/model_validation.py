@@ -23,8 +23,7 @@ here), with the point's overrides (another NVLink or NIC bandwidth, another
 link kind).  nccl-tests times the library's exchange alone, while the cost
 model of an all-to-all adds the pack and unpack copies of basp's runtime;
 published points are therefore predicted with the copies off (`config
-cost.a2a_copies = off`; where this baspc does not know that key yet, the copies
-are made free with an unbounded `device_mem_bw`, and results.md says so).
+cost.a2a_copies = off`).
 
 How a published figure becomes a time (nccl-tests, doc/PERFORMANCE.md): the
 table's `size` is the per-rank buffer of an all-to-all and the whole output
@@ -346,7 +345,6 @@ class Ctx:
     def __init__(self, baspc, workdir):
         self.baspc, self.workdir = baspc, workdir
         self.presets = {}
-        self.copies_mode = None  # 'key' or 'mem_bw'
         self.serial = 0
 
     def path(self, name):
@@ -388,7 +386,7 @@ def link_line(which, link):
             f"latency = {link['latency']:.6g}, efficiency = {link['efficiency']:.6g}")
 
 
-def collective_module(ctx, p, copies, copies_mode):
+def collective_module(ctx, p, copies):
     """The .bir text of one collective over all n x g ranks, and the bytes it
     models (the published size rounded to whole bf16 elements per peer)."""
     links = preset_links(ctx, p.device)
@@ -398,8 +396,6 @@ def collective_module(ctx, p, copies, copies_mode):
     lines = ["module @validate", f"config device = {p.device}"]
     if not copies:
         lines.append("config cost.a2a_copies = off")
-        if copies_mode == "mem_bw":
-            lines.append("config device_mem_bw = 1e+30")
     if p.nics:
         lines.append(f"config nics_per_node = {p.nics}")
     if p.cores:
@@ -448,7 +444,7 @@ def predict_trace(path, value, extra_args):
 
 
 def predict_collective(ctx, p, copies):
-    text, modelled = collective_module(ctx, p, copies, ctx.copies_mode)
+    text, modelled = collective_module(ctx, p, copies)
     path = ctx.path(f"{p.key}{'-copies' if copies else ''}.bir")
     with open(path, "w") as f:
         f.write(text)
@@ -456,20 +452,14 @@ def predict_collective(ctx, p, copies):
 
 
 def probe_copies(ctx):
-    """Whether this baspc honours `cost.a2a_copies = off`: the same all-to-all
-    with the key and without it, on the cpu preset (whose memory bandwidth
-    makes the copies large).  Else the copies are made free through
-    device_mem_bw."""
+    """Checks that this baspc honours `cost.a2a_copies = off`: the same
+    all-to-all with the key and without it, on the cpu preset (whose memory
+    bandwidth makes the copies large)."""
     p = Point("probe", "", "", "all_to_all", 1, 2, 4 * MiB, 1, "M", False, "", device="cpu")
     on, _ = predict_collective(ctx, p, copies=True)
-    ctx.copies_mode = "key"
     off, _ = predict_collective(ctx, p, copies=False)
-    if off < on * 0.999:
-        return
-    ctx.copies_mode = "mem_bw"
-    free, _ = predict_collective(ctx, p, copies=False)
-    if not free < on * 0.999:
-        sys.exit("model_validation: neither cost.a2a_copies = off nor device_mem_bw removes the all-to-all's copies")
+    if not off < on * 0.999:
+        sys.exit("model_validation: this baspc ignores `config cost.a2a_copies = off`: rebuild it")
 
 
 # ---- formatting -----------------------------------------------------------
@@ -572,14 +562,8 @@ def write_md(path, points, ctx, argv):
              "measurements), predicted by the cost model (`baspc MODULE.bir --trace`) and compared "
              "with the measured time: error = (predicted − measured) / measured.  Negative errors are "
              "predictions that are too fast.\n")
-    if ctx.copies_mode == "key":
-        L.append("The published points time NCCL's exchange alone, so they are predicted with the "
-                 "runtime's pack/unpack copies off (`config cost.a2a_copies = off`).\n")
-    else:
-        L.append("The published points time NCCL's exchange alone, so they are predicted without the "
-                 "runtime's pack/unpack copies.  This baspc does not know `config cost.a2a_copies` yet, "
-                 "so the copies are made free through an unbounded device memory bandwidth "
-                 "(`config device_mem_bw = 1e+30`), which leaves the exchange unchanged.\n")
+    L.append("The published points time NCCL's exchange alone, so they are predicted with the "
+             "runtime's pack/unpack copies off (`config cost.a2a_copies = off`).\n")
     L.append("| " + " | ".join(["#", "point", "source", "hardware", "op", "n × g", "size", "measured", "M/D",
                                   "predicted", "error", "fitted"]) + " |")
     L.append("|" + "---|" * 12)
@@ -670,8 +654,7 @@ def main():
     argv = [a if not a.startswith(ROOT + os.sep) else os.path.relpath(a, ROOT) for a in sys.argv[1:]]
     write_md(os.path.join(args.out, "results.md"), points, ctx, argv)
     print_table(points)
-    note = "cost.a2a_copies = off" if ctx.copies_mode == "key" else "device_mem_bw = 1e+30 (cost.a2a_copies unknown)"
-    print(f"\nall-to-all copies excluded through {note}; results in {os.path.relpath(args.out)}/")
+    print(f"\nall-to-all copies excluded through cost.a2a_copies = off; results in {os.path.relpath(args.out)}/")
 
 
 if __name__ == "__main__":

@@ -168,12 +168,18 @@ static double nic_share(const ir_module *m, int senders) {
     return nics > 0 && senders > nics ? senders / nics : 1;
 }
 
+/* Whether the module runs on the CUDA backend (NCCL, streams) rather than
+ * the CPU one (MPI). */
+static bool on_cuda(const ir_module *m) {
+    ir_mem_target t;
+    return ir_mem_target_of(m, &t) && t.cuda;
+}
+
 /* Ranks of a node sharing its cores (CPU target, mesh cores_per_node):
  * the factor by which their work, and the copies that run on those cores,
  * stretch.  1 on GPUs and when every rank has a core. */
 static double core_share(const ir_module *m) {
-    ir_mem_target t;
-    if (ir_mem_target_of(m, &t) && t.cuda) return 1;
+    if (on_cuda(m)) return 1;
     double cores = cfg_double(m, "cores_per_node", 0), ranks = m->mesh.devices_per_node;
     return cores > 0 && ranks > cores ? ranks / cores : 1;
 }
@@ -265,10 +271,10 @@ static double a2a_part(const ir_module *m, bool inter, int peers, double c, doub
     const ir_link *l = link_of(m, inter);
     link_kind a = link_kind_of(l);
     if (peers <= 0 || l->bandwidth <= 0) return 0;
-    double eff = l->efficiency > 0 && l->efficiency < a.eff ? l->efficiency : a.eff;
+    double alpha, beta; /* the link's latency; β at the kind's efficiency, shared memory stretched */
+    link_ab(m, inter, &alpha, &beta);
     double share = nics_share > 1 ? nics_share / a.share : 1;
-    if (!strcmp(l->kind, "shm")) share *= core_share(m);
-    return peers * ((a.peer < 0 ? l->latency : a.peer) + c * share / (l->bandwidth * eff));
+    return peers * ((a.peer < 0 ? alpha : a.peer) + c * share * beta);
 }
 
 /* The pack and unpack copies of an all-to-all: the local send and receive
@@ -323,17 +329,14 @@ static double ring_beta(const ir_module *m, span s, double inter_beta) {
 static double ring_crossing(const ir_module *m, span s, double sent, int P, double inter_beta) {
     double ai, bi, cross = sent;
     link_ab(m, false, &ai, &bi);
-    ir_mem_target t;
-    if (!(ir_mem_target_of(m, &t) && t.cuda) && s.nodes > 1 && P > 1)
-        cross = sent * ((s.nodes - 1.0) / s.nodes) / ((P - 1.0) / P);
+    if (!on_cuda(m) && s.nodes > 1 && P > 1) cross = sent * ((s.nodes - 1.0) / s.nodes) / ((P - 1.0) / P);
     return fmax(sent * bi, cross * ring_beta(m, s, inter_beta));
 }
 
 /* Latency steps of a ring collective: P - 1 for NCCL's rings, the
  * ceil(log2 P) steps of MPI's recursive algorithms on the cpu target. */
 static int ring_steps(const ir_module *m, int P) {
-    ir_mem_target t;
-    if (ir_mem_target_of(m, &t) && t.cuda) return P - 1;
+    if (on_cuda(m)) return P - 1;
     int k = 0;
     while ((1 << k) < P) k++;
     return k;
@@ -357,7 +360,7 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     pass_traffic t = pass_op_traffic(m, op);
     *bytes = t.bytes_sent;
     if (d->comm == IR_COMM_ALL_TO_ALL) return all_to_all_seconds(m, op, prm, s, t.bytes_sent, P);
-    /* A ring collective: ring_latencies latencies per step of P - 1 steps. */
+    /* A ring collective: ring_latencies latencies per step (ring_steps). */
     if (d->comm != IR_COMM_RING) return 0;
     double lat = d->ring_latencies * ring_steps(m, P) * a;
     return lat + (s.crosses ? ring_crossing(m, s, t.bytes_sent, P, b) : t.bytes_sent * b);
@@ -365,8 +368,7 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
 
 /* ---- attention: the kernel that runs it ------------------------------------ */
 cm_attn_impl pass_attention_impl(const ir_module *m, const ir_op *op) {
-    ir_mem_target t;
-    bool cuda = ir_mem_target_of(m, &t) && t.cuda;
+    bool cuda = on_cuda(m);
     bool ring = op->code == IR_RING_ATTENTION || op->code == IR_RING_ATTENTION_BWD;
     bool docs = ir_config_int(m, "documents", 0) != 0;
     return cm_attention_impl(cuda, ring, docs, strcmp(pu_cfg(m, "cost.attention_impl", "auto"), "own") != 0);
@@ -421,8 +423,7 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
      * only inside MPI calls (no progress thread), so the hop completes in the
      * wait after the block: measured on the emulated cluster, ring layouts
      * ran 10-30% slower than overlapped hops predict (bench/results/choice/). */
-    ir_mem_target tgt;
-    bool overlap = ir_mem_target_of(m, &tgt) && tgt.cuda;
+    bool overlap = on_cuda(m);
     double block = tf / R, hop = ring_hop(m, op, w.hop_bytes);
     double t = block + (R - 1) * (overlap ? fmax(block, hop) : block + hop);
     if (w.tail_hops) t += R * ring_hop(m, op, w.tail_bytes);
