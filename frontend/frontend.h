@@ -33,7 +33,7 @@ enum { FE_NAME_MAX = 64 };
 /* mesh.placement's text: a word, or a list of every rank's node. */
 enum { FE_PLACEMENT_MAX = 4096 };
 /* Upper bound on model.layers (lowering takes about a second at this depth). */
-enum { FE_MAX_LAYERS = 1024 };
+enum { FE_MAX_LAYERS = 1024, FE_MAX_ATTENTION_CHUNKS = 8 };
 
 typedef enum {
     FE_BA_AUTO,   /* any legal G: the planner's choice (driver/plan.c) */
@@ -124,6 +124,12 @@ typedef struct fe_train {
      * pass_mlp_chunk_auto), unfused when the step fits with it, else
      * fe_mlp_chunk_alst. */
     int64_t mlp_chunk;
+    /* Head-chunked attention (passes/pass_ulysses.c): the attention layer
+     * runs its exchanges and kernels over this many chunks of the heads,
+     * one after another, so that only one chunk's full-sequence tensors
+     * are alive at a time; 1 (default): unchunked.  Divides heads and
+     * kv_heads; sequence ulysses only. */
+    int64_t attention_chunks;
     char recompute[16]; /* none | selective | full | auto ; default none */
     /* What lives in host memory between its forward and its backward
      * (passes/pass_offload.c): none | activations | optimizer | all | auto;

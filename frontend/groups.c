@@ -16,14 +16,19 @@
 static const char *seq_text(const fe_layout *l) { return l->sequence[0] ? l->sequence : "ulysses"; }
 static const char *a2a_text(const fe_layout *l) { return l->a2a[0] ? l->a2a : "flat"; }
 
+/* With head-chunked attention the heads one chunk exchanges are what the
+ * layout rules split over a group (train.attention_chunks). */
 layout_dims fe_layout_dims(const fe_spec *spec) {
+    int64_t C = spec->train.attention_chunks > 1 ? spec->train.attention_chunks : 1;
+    int64_t Hk = spec->model.kv_heads ? spec->model.kv_heads : spec->model.heads;
+    if (spec->model.heads % C || Hk % C) C = 1; /* reported by sema (chunk_rules) */
     return (layout_dims){.N = fe_world(spec),
                          .nodes = spec->mesh.nodes,
                          .dpn = spec->mesh.devices_per_node,
                          .B = spec->train.micro_batch,
                          .S = spec->train.seq_len,
-                         .H = spec->model.heads,
-                         .Hk = spec->model.kv_heads ? spec->model.kv_heads : spec->model.heads};
+                         .H = spec->model.heads / C,
+                         .Hk = Hk / C};
 }
 
 bool fe_layout_allows(const fe_spec *spec, const layout_choice *c) {
@@ -40,6 +45,7 @@ bool fe_layout_allows(const fe_spec *spec, const layout_choice *c) {
         break;
     case FE_BA_AUTO: break;
     }
+    if (spec->train.attention_chunks > 1 && c->seq != LAYOUT_ULYSSES) return false; /* chunks: Ulysses only */
     layout_seq seq;
     if (strcmp(seq_text(l), "auto") && (!layout_seq_parse(seq_text(l), &seq) || seq != c->seq)) return false;
     if (c->seq == LAYOUT_HYBRID && l->ring_degree > 0 && c->ring_degree != l->ring_degree) return false;
@@ -153,6 +159,17 @@ static sup_loc choice_loc(const fe_spec *spec, const layout_choice *c, bool comm
     return loc;
 }
 
+/* With head chunks the rules judge one chunk's heads: say so, where the
+ * chunk count is given. */
+static void chunk_note(const fe_spec *spec, const layout_dims *d) {
+    int64_t C = spec->train.attention_chunks;
+    if (C <= 1 || !fe_given(spec, "train.attention_chunks")) return;
+    sup_note(fe_spec_loc(spec, "train.attention_chunks"),
+             "with attention_chunks %" PRId64 " each exchange splits one chunk's %" PRId64 " heads (%" PRId64
+             " kv heads); fewer chunks split more heads",
+             C, d->H, d->Hk);
+}
+
 /* An exactly named layout: legal, or one error with the fix and the legal G. */
 static bool check_concrete(const fe_spec *spec, const layout_choice *c) {
     layout_dims d = fe_layout_dims(spec);
@@ -173,6 +190,7 @@ static bool check_concrete(const fe_spec *spec, const layout_choice *c) {
     else
         sup_error(loc, "illegal layout '%s': %s", name, why);
     if (fix[0]) sup_note(loc, "%s", fix);
+    chunk_note(spec, &d);
     sup_buf b = {0};
     if (legal_text(spec, c, plain && spec->layout.batch_aware == FE_BA_OFF ? 2 : 1, &b))
         sup_note(loc, "legal here: batch_aware groups %s", b.data);
@@ -205,6 +223,7 @@ static bool check_open(const fe_spec *spec) {
         sup_error(loc, "no legal layout with sequence %s and a2a %s for N=%" PRId64 " ranks", seq_text(l), a2a_text(l),
                   d.N);
     why_each(spec, l->batch_aware == FE_BA_ON ? 2 : 1, loc);
+    chunk_note(spec, &d);
     if (l->batch_aware == FE_BA_ON && !layout_illegal(&d, &u, NULL, 0))
         sup_note(loc, "use 'batch_aware off' (plain Ulysses) or 'auto', or raise micro_batch");
     else

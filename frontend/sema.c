@@ -99,6 +99,8 @@ static const fe_range fe_ranges[] = {
      "positive"},
     {"train.seed", 0, FE_INF, false, false, "zero or positive", NULL, NULL},
     {"train.mlp_chunk", 0, FE_INF, false, false, "zero (off) or positive (tokens)", NULL, NULL},
+    {"train.attention_chunks", 1, FE_MAX_ATTENTION_CHUNKS, false, false, "in [1, 8]",
+     "1 runs attention unchunked; more chunks keep less of the attention layer alive at once", NULL},
     {"train.eot_token", 0, FE_INF, false, false, "a token id (zero or positive)", NULL, NULL},
 };
 
@@ -217,6 +219,7 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.grad_clip")) t->grad_clip = 1.0;
     if (!fe_given(s, "train.steps")) t->steps = 10;
     if (!fe_given(s, "train.seed")) t->seed = 1234;
+    if (!fe_given(s, "train.attention_chunks")) t->attention_chunks = 1;
     if (!fe_given(s, "train.recompute")) snprintf(t->recompute, sizeof t->recompute, "none");
     if (!fe_given(s, "train.offload")) snprintf(t->offload, sizeof t->offload, "none");
     if (!fe_given(s, "train.packing")) snprintf(t->packing, sizeof t->packing, "balanced");
@@ -319,6 +322,29 @@ static void offload_rules(checker *c) {
     err(c, loc, "offload %s needs a host link, but the mesh has none", s->train.offload);
     if (fe_given(s, "mesh.host")) sup_note(at(c, "mesh.host"), "the mesh's host link is 'none' here");
     sup_note(loc, "give the mesh a host link ('link host pcie5') or write 'offload none'");
+}
+
+/* Head chunks hold whole kv groups: C divides kv_heads (and so heads),
+ * and only the Ulysses exchange is chunked. */
+static void chunk_rules(checker *c) {
+    const fe_spec *s = c->s;
+    int64_t C = s->train.attention_chunks, Hk = s->model.kv_heads > 0 ? s->model.kv_heads : s->model.heads;
+    if (C <= 1) return;
+    sup_loc loc = at(c, "train.attention_chunks");
+    if (Hk % C || s->model.heads % C) {
+        err(c, loc, "attention_chunks %" PRId64 " does not divide kv_heads (%" PRId64 ") and heads (%" PRId64 ")", C,
+            Hk, s->model.heads);
+        sup_buf b = {0};
+        for (int64_t d = 1; d <= Hk && d <= FE_MAX_ATTENTION_CHUNKS; d++)
+            if (Hk % d == 0 && s->model.heads % d == 0) sup_buf_printf(&b, "%s%" PRId64, b.len ? ", " : "", d);
+        sup_note(loc, "each chunk holds whole kv groups: use one of %s", b.data);
+        sup_buf_free(&b);
+        return;
+    }
+    if (strcmp(s->layout.sequence, "ulysses") && strcmp(s->layout.sequence, "auto")) {
+        err(c, loc, "attention_chunks %" PRId64 " needs sequence ulysses, not %s", C, s->layout.sequence);
+        sup_note(loc, "ring attention already holds one block of the sequence at a time; write 'attention_chunks 1'");
+    }
 }
 
 static void model_rules(checker *c) {
@@ -578,6 +604,7 @@ bool fe_check(fe_spec *spec) {
     static const char *const offloads[] = {"none", "activations", "optimizer", "all", "auto"};
     one_of(&c, "train.offload", spec->train.offload, offloads, 5);
     offload_rules(&c);
+    chunk_rules(&c);
     static const char *const packings[] = {"sequential", "balanced"};
     one_of(&c, "train.packing", spec->train.packing, packings, 2);
     static const char *const schedules[] = {"constant", "cosine", "linear", "wsd"};

@@ -40,7 +40,7 @@
 #include "../common/common.h"
 #include "../support/support.h"
 
-enum { IR_NAME_MAX = 64, IR_MAX_RANK = CM_MAX_RANK, IR_MAX_IN = 6, IR_MAX_OUT = 4, IR_MAX_ATTRS = 12 };
+enum { IR_NAME_MAX = 64, IR_MAX_RANK = CM_MAX_RANK, IR_MAX_IN = 8, IR_MAX_OUT = 4, IR_MAX_ATTRS = 12 };
 
 struct ir_module;
 

@@ -50,18 +50,25 @@ static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k,
                 q->name, (long long)q->type.dims[2], (long long)uq, k->name, (long long)k->type.dims[2], (long long)uk);
 }
 
+static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse);
+
+/* attention(q, k, v) -> o [, lse]: with the second result the row
+ * statistics are a value of the step (head-chunked attention), not the
+ * runtime's per-output table. */
 static void verify_attention(ir_vctx *c, const ir_op *op) {
     const ir_value *q = ir_vv(c, op->in[0]);
     check_attention_in(c, q, ir_vv(c, op->in[1]), ir_vv(c, op->in[2]));
     ir_vsame_type(c, q, ir_vv(c, op->out[0]));
+    if (op->nout == 2) check_lse(c, q, ir_vv(c, op->out[1]));
 }
 
-/* attention_bwd(do, q, k, v, o) -> (dq, dk, dv) */
+/* attention_bwd(do, q, k, v, o [, lse]) -> (dq, dk, dv) */
 static void verify_attention_bwd(ir_vctx *c, const ir_op *op) {
     const ir_value *q = ir_vv(c, op->in[1]), *k = ir_vv(c, op->in[2]), *v = ir_vv(c, op->in[3]);
     check_attention_in(c, q, k, v);
     ir_vsame_type(c, q, ir_vv(c, op->in[0]));
     ir_vsame_type(c, q, ir_vv(c, op->in[4]));
+    if (op->nin == 6) check_lse(c, q, ir_vv(c, op->in[5]));
     ir_vsame_type(c, q, ir_vv(c, op->out[0]));
     ir_vsame_type(c, k, ir_vv(c, op->out[1]));
     ir_vsame_type(c, v, ir_vv(c, op->out[2]));
@@ -87,7 +94,8 @@ static bool check_ring_in(ir_vctx *c, const ir_op *op, const ir_value *q, const 
     return true;
 }
 
-/* lse f32 [B,S,H], laid out like q's first three dims. */
+/* lse f32 [B,S,H], laid out like q's first three dims (an uneven head
+ * split in q's units). */
 static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse) {
     if (!ir_vwant_rank(c, lse, 3, "[B,S,H]")) return;
     ir_vwant_dtype(c, lse, IR_F32);
@@ -97,6 +105,9 @@ static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse) {
         ir_vwant_dim(c, lse, i, q->type.dims[i], what);
         ir_vwant_shard(c, lse, i, q->type.shard[i], " (lse is laid out like q)");
     }
+    if (lse->type.unit[2] != q->type.unit[2])
+        ir_verr(c, sup_noloc(), "%%%s splits its heads in units of %lld, %%%s in units of %lld: lse is laid out like q",
+                lse->name, (long long)lse->type.unit[2], q->name, (long long)q->type.unit[2]);
 }
 
 static void check_ring_attention(ir_vctx *c, const ir_op *op, bool bwd) {
@@ -134,7 +145,7 @@ static void ws_cpu_attention_common(const ir_module *m, const ir_op *op, int64_t
     int64_t nr = q->rank == 4 ? ir_type_max_local_dim(m, q, 0) * q->dims[1] * ir_type_max_local_dim(m, q, 2) : 0;
     if (ir_config_int(m, "documents", 0) == 0) {
         if (bwd && q->rank == 4) ir_ws_raise(&w[CM_WS_CPU_DSTATS], 8 * q->dims[1]);
-        if (!bwd) w[CM_WS_CPU_LSE] += 4 * nr;
+        if (!bwd && op->nout == 1) w[CM_WS_CPU_LSE] += 4 * nr; /* else the lse value holds them */
         return;
     }
     int64_t st = (bwd ? 8 : 4) * nr, ps = q->rank == 4 ? 8 * q->dims[1] : 0;
@@ -179,7 +190,7 @@ static void ws_cuda_attention_common(const ir_module *m, const ir_op *op, int64_
     if (!docs) {
         if (bwd) ir_ws_raise(&w[CM_WS_CUDA_ATTN], 8 * nr);
         ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(b, S, ir_type_max_local_dim(m, q, 2), q->dims[3]));
-        if (!bwd) w[CM_WS_CUDA_CUDNN_STATS] += 4 * nr;
+        if (!bwd && op->nout == 1) w[CM_WS_CUDA_CUDNN_STATS] += 4 * nr; /* else the lse value holds them */
         return;
     }
     ir_ws_raise(&w[CM_WS_CUDA_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
@@ -312,7 +323,12 @@ static void emit_attention_common(ir_emit *e, bool bwd) {
         ir_emit_fail(e, "%" PRId64 " local q heads do not share %" PRId64 " local kv heads evenly", H, Hkv);
         return;
     }
-    ir_emit_call(e);
+    /* The row statistics as a value (lse result / operand): the _lse call. */
+    bool lse = bwd ? e->op->nin == 6 : e->op->nout == 2;
+    if (lse)
+        e->call(e, bwd ? "rt_attention_bwd_lse" : "rt_attention_lse");
+    else
+        ir_emit_call(e);
     for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
     for (int i = 0; i < e->op->nin; i++) ir_emit_f32(e, ir_emit_in(e, i));
     ir_emit_row0(e, q);
@@ -365,15 +381,16 @@ static void emit_ring_attention_bwd(ir_emit *e) { emit_ring_attention_common(e, 
 
 /* ---- descriptors ---------------------------------------------------------------- */
 
-/* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] ; causal */
+/* q[B,S,H,Dh] k,v[B,S,Hk,Dh] -> [B,S,H,Dh] [, lse f32 [B,S,H]] ; causal */
 const ir_op_desc ir_op_attention = {
     .name = "attention",
     .kind = IR_K_COMPUTE,
     .min_in = 3,
     .max_in = 3,
     .min_out = 1,
-    .max_out = 1,
+    .max_out = 2,
     .verify = verify_attention,
+    .f32_outs = 2,
     .ws_cpu = ws_cpu_attention,
     .ws_cuda = ws_cuda_attention,
     .attention = true,
@@ -382,12 +399,12 @@ const ir_op_desc ir_op_attention = {
     .emit = emit_attention,
 };
 
-/* do, q, k, v, o -> dq, dk, dv */
+/* do, q, k, v, o [, lse] -> dq, dk, dv */
 const ir_op_desc ir_op_attention_bwd = {
     .name = "attention_bwd",
     .kind = IR_K_COMPUTE,
     .min_in = 5,
-    .max_in = 5,
+    .max_in = 6,
     .min_out = 3,
     .max_out = 3,
     .verify = verify_attention_bwd,

@@ -119,10 +119,10 @@ static void ir_verify_value_type(ir_vctx *c, const ir_value *val) {
         if (t->shard[d] == -1)
             ir_verr(c, val->loc, "value %%%s: dim %d has a split unit (:%lld) but is whole", val->name, d,
                     (long long)t->unit[d]);
-        if (val->kind != IR_V_RESULT || t->rank != 4 || d != 2)
+        if (val->kind != IR_V_RESULT || (t->rank != 4 && t->rank != 3) || d != 2)
             ir_verr(c, val->loc,
-                    "value %%%s: only the head dim (dim 2) of a rank-4 attention exchange result may "
-                    "be split unevenly (:%lld on dim %d)",
+                    "value %%%s: only the head dim (dim 2) of a rank-4 attention exchange result (or of "
+                    "attention's rank-3 row statistics) may be split unevenly (:%lld on dim %d)",
                     val->name, (long long)t->unit[d], d);
     }
     for (int d = 0; d < t->rank; d++) {

@@ -157,6 +157,11 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
         pu_remark(opt, "ring: the sequence is already sharded (group @sp exists); skipped");
         return true;
     }
+    if (pu_attention_chunks(m) > 1) {
+        sup_error(sup_noloc(), "ring: attention_chunks = %lld applies to Ulysses only (sequence is '%s')",
+                  (long long)pu_attention_chunks(m), seq);
+        return false;
+    }
     int natt = pu_count_ops(m, IR_ATTENTION);
     if (natt == 0) {
         pu_remark(opt, "ring: no attention in the module; skipped");

@@ -72,6 +72,182 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp) {
     pass_insert_after(e, i, &after);
 }
 
+/* ---- head-chunked attention (config attention_chunks = C > 1) -------------------
+ * The exchange, the attention and the exchange back run once per chunk of
+ * H/C heads (Hk/C kv heads: whole kv groups), one chunk after the other,
+ * so only one chunk's full-sequence tensors are alive at a time:
+ *
+ *   %qr.c1, %kr.c1, %v.c1 = head_slice %qr, %kr, %v {chunk = 1, chunks = C}
+ *   %qr.c1.heads, ... = all_to_all %qr.c1, %kr.c1, %v.c1 {split = 2, concat = 1}
+ *   %o.c1.heads, %o.c1.lse = attention %qr.c1.heads, %kr.c1.heads, %v.c1.heads
+ *   %o.c1 = all_to_all %o.c1.heads {split = 1, concat = 2}
+ *   ...
+ *   %o = head_concat %o.c0, ..., %o.c{C-1} {chunks = C}
+ *
+ * The backward keeps nothing in the head layout: per chunk it slices and
+ * exchanges q, k, v, o and d_o again (two calls: q, k, v with the kv
+ * fan-out; o and d_o), runs attention_bwd with the forward's row
+ * statistics (%o.cN.lse, a value of the step, so the memory plan and the
+ * offload pass see them), exchanges dq, dk, dv back and concatenates. */
+enum { UL_MAX_CHUNKS = 8 };
+
+/* The forward chunks of one attention, for its backward. */
+typedef struct ul_chunked {
+    int qr;                 /* the forward's q operand (the backward reads the same value) */
+    int lse[UL_MAX_CHUNKS]; /* per chunk: the row statistics */
+} ul_chunked;
+
+static ir_type chunk_type(const ir_module *m, int v, int C) {
+    ir_type t = m->values[v].type;
+    t.dims[2] /= C;
+    return t;
+}
+
+static ir_op head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like) {
+    ir_op op = ir_op_make(IR_HEAD_SLICE);
+    for (int k = 0; k < n; k++) {
+        ir_op_add_input(&op, ins[k]);
+        ir_op_add_output(&op, outs[k]);
+    }
+    ir_attr_set_int(&op, "chunk", c);
+    ir_attr_set_int(&op, "chunks", C);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+static ir_op head_concat_op(const int *ins, int C, int out, const ir_op *like) {
+    ir_op op = ir_op_make(IR_HEAD_CONCAT);
+    for (int k = 0; k < C; k++) ir_op_add_input(&op, ins[k]);
+    ir_op_add_output(&op, out);
+    ir_attr_set_int(&op, "chunks", C);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+/* Chunk c of each of vals[0..n): sliced values (suffix .c<c>) and their
+ * head-layout twins; records the slice and the exchange before op i. */
+static void slice_and_exchange(ir_module *m, pass_edits *e, int i, int sp, const int *vals, int n, int c, int C,
+                               int *heads, const ir_op *like) {
+    int sl[4];
+    char suffix[16];
+    snprintf(suffix, sizeof suffix, ".c%d", c);
+    for (int k = 0; k < n; k++) {
+        sl[k] = pass_value_derived(m, vals[k], suffix, chunk_type(m, vals[k], C));
+        heads[k] = pass_value_derived(m, sl[k], ".heads", pass_heads_type(m->values[sl[k]].type, sp, 1));
+    }
+    ir_op s = head_slice_op(vals, sl, n, c, C, like);
+    pass_insert_before(e, i, &s);
+    ir_op x = pass_exchange(sp, n, sl, heads, true, 1, like);
+    pass_insert_before(e, i, &x);
+}
+
+/* lse f32 [B,S,H/C] laid out like the chunk's q in the head layout. */
+static ir_type lse_type(const ir_module *m, int qh) {
+    ir_type t = m->values[qh].type;
+    t.rank = 3;
+    t.dtype = IR_F32;
+    return t;
+}
+
+static void wrap_attention_chunked(ir_module *m, pass_edits *e, int i, int sp, int C, ul_chunked *rec) {
+    ir_op att = m->ops[i];
+    int oc[UL_MAX_CHUNKS];
+    rec->qr = att.in[0];
+    for (int c = 0; c < C; c++) {
+        int h[3];
+        slice_and_exchange(m, e, i, sp, att.in, 3, c, C, h, &att);
+        char suffix[16];
+        snprintf(suffix, sizeof suffix, ".c%d", c);
+        oc[c] = pass_value_derived(m, att.out[0], suffix, chunk_type(m, att.out[0], C));
+        int oh = pass_value_derived(m, oc[c], ".heads", pass_heads_type(m->values[oc[c]].type, sp, 1));
+        rec->lse[c] = pass_value_derived(m, oc[c], ".lse", lse_type(m, h[0]));
+        ir_op a = att; /* its attributes (causal, layer, phase) */
+        a.nin = a.nout = 0;
+        for (int k = 0; k < 3; k++) ir_op_add_input(&a, h[k]);
+        ir_op_add_output(&a, oh);
+        ir_op_add_output(&a, rec->lse[c]);
+        pass_insert_before(e, i, &a);
+        ir_op back = pass_exchange(sp, 1, &oh, &oc[c], false, 1, &att);
+        pass_insert_before(e, i, &back);
+    }
+    ir_op cat = head_concat_op(oc, C, att.out[0], &att);
+    pass_insert_before(e, i, &cat);
+    pass_edits_remove(e, i);
+}
+
+static void wrap_attention_bwd_chunked(ir_module *m, pass_edits *e, int i, int sp, int C, const ul_chunked *rec) {
+    ir_op ab = m->ops[i];
+    int d[3][UL_MAX_CHUNKS]; /* dq, dk, dv chunks */
+    for (int c = 0; c < C; c++) {
+        int qkv[3] = {ab.in[1], ab.in[2], ab.in[3]}, od[2] = {ab.in[4], ab.in[0]}, hq[3], ho[2], dh[3];
+        slice_and_exchange(m, e, i, sp, qkv, 3, c, C, hq, &ab);
+        slice_and_exchange(m, e, i, sp, od, 2, c, C, ho, &ab);
+        char suffix[16];
+        snprintf(suffix, sizeof suffix, ".c%d", c);
+        ir_op b = ab;
+        b.nin = b.nout = 0;
+        int ins[6] = {ho[1], hq[0], hq[1], hq[2], ho[0], rec->lse[c]};
+        for (int k = 0; k < 6; k++) ir_op_add_input(&b, ins[k]);
+        for (int k = 0; k < 3; k++) {
+            d[k][c] = pass_value_derived(m, ab.out[k], suffix, chunk_type(m, ab.out[k], C));
+            dh[k] = pass_value_derived(m, d[k][c], ".heads", pass_heads_type(m->values[d[k][c]].type, sp, 1));
+            ir_op_add_output(&b, dh[k]);
+        }
+        pass_insert_before(e, i, &b);
+        int dc[3] = {d[0][c], d[1][c], d[2][c]};
+        ir_op back = pass_exchange(sp, 3, dh, dc, false, 1, &ab);
+        pass_insert_before(e, i, &back);
+    }
+    for (int k = 0; k < 3; k++) {
+        ir_op cat = head_concat_op(d[k], C, ab.out[k], &ab);
+        pass_insert_before(e, i, &cat);
+    }
+    pass_edits_remove(e, i);
+}
+
+/* After the exchanges got their fan-outs and units: each lse is laid out
+ * like its chunk's q in the head layout. */
+static void fix_lse(ir_module *m) {
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ATTENTION || op->nout != 2) continue;
+        const ir_type *q = &m->values[op->in[0]].type;
+        ir_type *l = &m->values[op->out[1]].type;
+        l->dims[2] = q->dims[2];
+        l->unit[2] = q->unit[2];
+    }
+}
+
+/* Wraps every attention and attention_bwd in C head chunks.  False (after
+ * an error) when a backward has no chunked forward. */
+static bool wrap_chunked(ir_module *m, int sp, int C, int natt) {
+    ul_chunked *rec = sup_xcalloc((size_t)natt, sizeof *rec);
+    int n = 0;
+    pass_edits edits = {0};
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ATTENTION && n < natt) wrap_attention_chunked(m, &edits, i, sp, C, &rec[n++]);
+    pass_edits_apply(m, &edits);
+    bool ok = true;
+    for (int i = 0; i < m->nops && ok; i++) {
+        if (m->ops[i].code != IR_ATTENTION_BWD) continue;
+        const ul_chunked *r = NULL;
+        for (int k = 0; k < n && !r; k++)
+            if (rec[k].qr == m->ops[i].in[1]) r = &rec[k];
+        if (!r) {
+            sup_error(sup_noloc(),
+                      "ulysses: attention_bwd %%%s reads a q that no attention forward read; cannot "
+                      "chunk it",
+                      m->values[m->ops[i].out[0]].name);
+            ok = false;
+        } else {
+            wrap_attention_bwd_chunked(m, &edits, i, sp, C, r);
+        }
+    }
+    pass_edits_apply(m, &edits);
+    free(rec);
+    return ok;
+}
+
 /* K = 1: every all-to-all on @sp is an identity.  The surviving value takes
  * the removed one's name when it was its ".heads" twin, so the IR keeps the
  * names of the unsharded step. */
@@ -94,6 +270,22 @@ static int remove_exchanges(ir_module *m, int sp) {
             if (m->values[v].type.shard[k] == sp) m->values[v].type.shard[k] = -1;
     ir_renumber(m);
     return removed;
+}
+
+/* Config attention_chunks: at most UL_MAX_CHUNKS, dividing the heads and
+ * the kv heads (chunks hold whole kv groups); ring attention is not
+ * chunked. */
+static bool check_chunks(const ir_module *m, int C) {
+    if (C <= 1) return true;
+    pu_dims d = pu_model_dims(m);
+    int64_t Hk = d.Hk > 0 ? d.Hk : d.H;
+    if (C > UL_MAX_CHUNKS || d.H % C || Hk % C) {
+        sup_error(sup_noloc(),
+                  "ulysses: attention_chunks = %d must be at most %d and divide heads (%lld) and kv_heads (%lld)", C,
+                  UL_MAX_CHUNKS, (long long)d.H, (long long)Hk);
+        return false;
+    }
+    return true;
 }
 
 /* An error naming why K ranks cannot split, and the G that would be legal. */
@@ -145,18 +337,28 @@ bool pass_ulysses(ir_module *m, const pass_options *opt) {
     }
     int N = ir_world(m), G = pu_batch_groups(m, opt, "ulysses"), K = N / G;
     if (!check_split(m, G)) return false;
+    int C = (int)pu_attention_chunks(m);
+    if (C > UL_MAX_CHUNKS || !check_chunks(m, C)) return false;
     sp = pu_sequence_group(m, G);
-    pass_edits edits = {0};
-    for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &edits, i, sp);
-    pass_edits_apply(m, &edits);
-    for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION_BWD) wrap_attention_bwd(m, &edits, i, sp);
-    pass_edits_apply(m, &edits); /* renumbers */
+    if (C > 1) {
+        if (!wrap_chunked(m, sp, C, natt)) return false;
+    } else {
+        pass_edits edits = {0};
+        for (int i = 0; i < m->nops; i++)
+            if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &edits, i, sp);
+        pass_edits_apply(m, &edits);
+        for (int i = 0; i < m->nops; i++)
+            if (m->ops[i].code == IR_ATTENTION_BWD) wrap_attention_bwd(m, &edits, i, sp);
+        pass_edits_apply(m, &edits); /* renumbers */
+    }
     pass_fix_virtual_heads(m, sp);
+    if (C > 1) fix_lse(m);
     ir_config_set_int(m, "sp_size", K);
     ir_config_set_int(m, "batch_groups", G);
     pu_remark(opt, "ulysses: sequence sharded over @sp (%d ranks); %d attention(s) wrapped in all-to-alls", K, natt);
+    if (C > 1)
+        pu_remark(opt, "ulysses: attention in %d head chunks of %lld heads (%lld kv) each, one after another", C,
+                  (long long)(pu_model_dims(m).H / C), (long long)(pass_layout_dims(m).Hk));
     if (K == 1)
         pu_remark(opt, "ulysses: K=1 is pure data parallelism; removed %d all-to-all(s) (identities)",
                   remove_exchanges(m, sp));

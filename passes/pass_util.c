@@ -96,15 +96,24 @@ bool pu_heads_uneven(const ir_module *m, int K) {
     return layout_heads_uneven(&d, K);
 }
 
+/* With head-chunked attention (config attention_chunks) the heads of one
+ * chunk: what each exchange splits over the group. */
 layout_dims pass_layout_dims(const ir_module *m) {
     pu_dims d = pu_model_dims(m);
+    int64_t Hk = d.Hk > 0 ? d.Hk : d.H, C = pu_attention_chunks(m);
+    if (d.H % C || Hk % C) C = 1; /* the ulysses pass refuses such chunks */
     return (layout_dims){.N = ir_world(m),
                          .nodes = m->mesh.nodes,
                          .dpn = m->mesh.devices_per_node,
                          .B = d.B,
                          .S = d.S,
-                         .H = d.H,
-                         .Hk = d.Hk > 0 ? d.Hk : d.H};
+                         .H = d.H / C,
+                         .Hk = Hk / C};
+}
+
+int64_t pu_attention_chunks(const ir_module *m) {
+    int64_t C = ir_config_int(m, "attention_chunks", 1);
+    return C > 1 ? C : 1;
 }
 
 layout_choice pass_layout_of(const ir_module *m) {
@@ -211,13 +220,15 @@ static void fix_exchange(ir_module *m, ir_op *op, int K, int64_t Hk, bool uneven
     }
 }
 
+/* The kv heads are those of one head chunk (pass_layout_dims), which is
+ * what each exchange of head-chunked attention splits. */
 void pass_fix_virtual_heads(ir_module *m, int sp) {
     int K = m->groups[sp].set_size;
-    pu_dims d = pu_model_dims(m);
+    layout_dims d = pass_layout_dims(m);
     bool uneven = pu_heads_uneven(m, K);
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ALL_TO_ALL && ir_op_group(&m->ops[i]) == sp)
-            fix_exchange(m, &m->ops[i], K, d.Hk > 0 ? d.Hk : d.H, uneven);
+            fix_exchange(m, &m->ops[i], K, d.Hk, uneven);
 }
 
 void pass_shard_batch(ir_module *m, int sp, int dp) {

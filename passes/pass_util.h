@@ -48,6 +48,8 @@ pu_dims pu_model_dims(const ir_module *m);
 
 /* layout_heads_uneven on the module's dimensions (pass_layout_dims). */
 bool pu_heads_uneven(const ir_module *m, int K);
+/* Config attention_chunks: the head chunks attention runs in (1: unchunked). */
+int64_t pu_attention_chunks(const ir_module *m);
 
 /* Swaps groups a and b in the module's list, and every reference to them
  * (shards, group attributes): the order groups are printed in. */

@@ -2,6 +2,7 @@
  * pure kern_ function (host/rt_host.h) and adds its wall time to a per-kind
  * counter, so the end-of-run report splits the step into kernels and
  * collectives. */
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,53 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
     int32_t *doc = cpu_attn_docs(rt, row0, b, S);
     RT_TIMED(CM_K_ATTENTION_BWD, kern_docattn_bwd(dq, dk, dv, dout, q, k, v, o, doc, b, S, H, Hkv, Dh));
     free(doc);
+}
+
+void rt_attention_lse(rt_ctx *rt, float *o, float *lse, const float *q, const float *k, const float *v, int64_t row0,
+                      int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    cpu_attention_say(rt, Dh);
+    if (!rt->docs) {
+        RT_TIMED(CM_K_ATTENTION, kern_attention_fwd_lse(o, lse, q, k, v, b, S, H, Hkv, Dh));
+        return;
+    }
+    int32_t *doc = cpu_attn_docs(rt, row0, b, S);
+    RT_TIMED(CM_K_ATTENTION, kern_docattn_fwd(o, NULL, q, k, v, doc, b, S, H, Hkv, Dh));
+    free(doc);
+}
+
+/* The document kernels recompute their statistics (kern_docattn_bwd reads
+ * none): lse is read only without documents. */
+void rt_attention_bwd_lse(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
+                          int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    if (!rt->docs) {
+        const float *l = cpu_state(rt)->lse_off ? NULL : lse;
+        RT_TIMED(CM_K_ATTENTION_BWD, kern_attention_bwd_lse(dq, dk, dv, dout, q, k, v, o, l, b, S, H, Hkv, Dh));
+        return;
+    }
+    int32_t *doc = cpu_attn_docs(rt, row0, b, S);
+    RT_TIMED(CM_K_ATTENTION_BWD, kern_docattn_bwd(dq, dk, dv, dout, q, k, v, o, doc, b, S, H, Hkv, Dh));
+    free(doc);
+}
+
+void rt_head_slice(rt_ctx *rt, float *y, const float *x, int64_t rows, int64_t H, int64_t Hc, int64_t Dh, int64_t h0) {
+    double t0 = rt_now();
+    size_t row = sizeof(float) * (size_t)(Hc * Dh);
+    for (int64_t r = 0; r < rows; r++) memcpy(y + r * Hc * Dh, x + (r * H + h0) * Dh, row);
+    rt_kern_count(rt, CM_K_HEAD_SLICE, t0);
+}
+
+void rt_head_concat(rt_ctx *rt, float *y, int64_t rows, int64_t Hc, int64_t Dh, int64_t n, ...) {
+    double t0 = rt_now();
+    va_list ap;
+    va_start(ap, n);
+    size_t row = sizeof(float) * (size_t)(Hc * Dh);
+    for (int64_t c = 0; c < n; c++) {
+        const float *x = va_arg(ap, const float *);
+        for (int64_t r = 0; r < rows; r++) memcpy(y + (r * n + c) * Hc * Dh, x + r * Hc * Dh, row);
+    }
+    va_end(ap);
+    rt_kern_count(rt, CM_K_HEAD_CONCAT, t0);
 }
 
 void rt_swiglu(rt_ctx *rt, float *y, const float *g, const float *u, int64_t n) {

@@ -80,6 +80,9 @@ cudaError_t kcu_swiglu_fwd(kcu_bf16 *y, const kcu_bf16 *g, const kcu_bf16 *u, in
 cudaError_t kcu_swiglu_bwd(kcu_bf16 *dg, kcu_bf16 *du, const kcu_bf16 *dy, const kcu_bf16 *g, const kcu_bf16 *u,
                            int64_t n, cudaStream_t st);
 cudaError_t kcu_add(kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n, cudaStream_t st);
+/* rows rows of width elements: y[r*ldy + i] = x[r*ldx + i] (head chunks). */
+cudaError_t kcu_copy_rows(kcu_bf16 *y, int64_t ldy, const kcu_bf16 *x, int64_t ldx, int64_t rows, int64_t width,
+                          cudaStream_t st);
 /* y[N,M] = x + b[M]; db[M] = the sum of dy[N,M] over its rows (fp32 sums) */
 cudaError_t kcu_bias_add(kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *b, int64_t N, int64_t M, cudaStream_t st);
 cudaError_t kcu_bias_add_bwd(kcu_bf16 *db, const kcu_bf16 *dy, int64_t N, int64_t M, cudaStream_t st);

@@ -492,6 +492,23 @@ extern "C" cudaError_t kcu_add(kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b
     return cudaGetLastError();
 }
 
+// ---- head chunks ----------------------------------------------------------------------------
+// rows x width elements between two row strides: one thread per element
+// (the copies are a few per attention; memory-bound either way).
+__global__ void k_copy_rows(bf16 *y, int64_t ldy, const bf16 *x, int64_t ldx, int64_t rows, int64_t width) {
+    int64_t n = rows * width;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / width, c = i - r * width;
+        y[r * ldy + c] = x[r * ldx + c];
+    }
+}
+
+extern "C" cudaError_t kcu_copy_rows(kcu_bf16 *y, int64_t ldy, const kcu_bf16 *x, int64_t ldx, int64_t rows,
+                                     int64_t width, cudaStream_t st) {
+    k_copy_rows<<<grid_for(rows * width), THREADS, 0, st>>>(BF(y), ldy, CBF(x), ldx, rows, width);
+    return cudaGetLastError();
+}
+
 // ---- optimizer ------------------------------------------------------------------------------
 // n elements, in place on w32, m, v; p = bf16(w32).  Scalars from the host
 // (in double there, as kern_adamw).

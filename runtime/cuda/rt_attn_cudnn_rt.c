@@ -386,3 +386,39 @@ bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kc
     }
     return true;
 }
+
+bool cuda_dnn_fwd_lse(rt_ctx *rt, kcu_bf16 *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                      int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    if (!d) return false;
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
+    if (!cuda_dnn_usable(rt, x)) return false;
+    if (cuda_cudnn_fwd(d->c, &s, o, lse, q, k, v, cuda_dnn_ws(rt, &s)) != 0)
+        return cuda_dnn_exec_failed(rt, x, "forward");
+    if (cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->fwd_checked) {
+        x->fwd_checked = true;
+        if (!cuda_dnn_check_fwd(rt, x, o, q, k, v)) return false;
+    }
+    return true;
+}
+
+/* A shape whose forward cuDNN refused or failed its check is refused here
+ * too (cuda_dnn_usable), so lse is read only where a cuDNN forward wrote it. */
+bool cuda_dnn_bwd_lse(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                      const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *lse, int64_t b, int64_t S,
+                      int64_t H, int64_t Hkv, int64_t Dh) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    if (!d) return false;
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
+    if (!cuda_dnn_usable(rt, x)) return false;
+    if (cuda_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, lse, cuda_dnn_ws(rt, &s)) != 0)
+        return cuda_dnn_exec_failed(rt, x, "backward");
+    if (cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->bwd_checked) {
+        x->bwd_checked = true;
+        const kcu_bf16 *got[3] = {dq, dk, dv};
+        if (!cuda_dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
+    }
+    return true;
+}

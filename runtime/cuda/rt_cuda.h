@@ -199,6 +199,13 @@ bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
 bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
                   int64_t Dh);
+/* The same with the statistics in the step's lse value (rt_attention_lse),
+ * not the table: nothing is keyed or consumed. */
+bool cuda_dnn_fwd_lse(rt_ctx *rt, kcu_bf16 *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                      int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+bool cuda_dnn_bwd_lse(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                      const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *lse, int64_t b, int64_t S,
+                      int64_t H, int64_t Hkv, int64_t Dh);
 void cuda_dnn_forget(rt_ctx *rt, const void *o);
 void cuda_dnn_moved(rt_ctx *rt, const void *o, const void *to);
 /* Device bytes the statistics hold (counted as workspace, like RT_WS_*). */

@@ -7,6 +7,7 @@
  * unless --profile asked for per-op times (then each op waits for the
  * device, which slows the step). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -301,19 +302,28 @@ void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const fl
     RT_TIMED(CM_K_ATTENTION, kcu_attention_fwd(B16(o), CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh, CS));
 }
 
-void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                      const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                      int64_t Dh) {
-    cuda_check_attn(H, Hkv, Dh);
-    cm_attn_impl impl = rt_backend_attention_impl(rt, false);
+/* The backward on basp's kernels (documents, or no cuDNN for the shape). */
+static void cuda_attention_bwd_own(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                   const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S,
+                                   int64_t H, int64_t Hkv, int64_t Dh) {
     if (rt->docs) {
         RT_TIMED(CM_K_ATTENTION_BWD, cuda_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
                                                       CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
         return;
     }
+    float *ws = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
+    RT_TIMED(CM_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
+                                                   CB16(o), b, S, H, Hkv, Dh, ws, CS));
+}
+
+void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                      int64_t Dh) {
+    cuda_check_attn(H, Hkv, Dh);
+    cm_attn_impl impl = rt_backend_attention_impl(rt, false);
 #ifdef BASP_HAVE_CUDNN
     double t0 = rt_now();
-    if (impl == CM_ATTN_CUDNN &&
+    if (!rt->docs && impl == CM_ATTN_CUDNN &&
         cuda_dnn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v), CB16(o), b, S, H, Hkv, Dh)) {
         cuda_timed_end(rt, CM_K_ATTENTION_BWD, t0);
         return;
@@ -321,9 +331,61 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
 #else
     (void)impl;
 #endif
-    float *ws = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));
-    RT_TIMED(CM_K_ATTENTION_BWD, kcu_attention_bwd(B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v),
-                                                   CB16(o), b, S, H, Hkv, Dh, ws, CS));
+    cuda_attention_bwd_own(rt, dq, dk, dv, dout, q, k, v, o, row0, b, S, H, Hkv, Dh);
+}
+
+/* The statistics as the step's lse value: cuDNN writes and reads them
+ * there; where cuDNN does not run the shape, the basp kernels recompute
+ * them in the backward (lse is then not written). */
+void rt_attention_lse(rt_ctx *rt, float *o, float *lse, const float *q, const float *k, const float *v, int64_t row0,
+                      int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+#ifdef BASP_HAVE_CUDNN
+    if (!rt->docs && rt_backend_attention_impl(rt, false) == CM_ATTN_CUDNN) {
+        cuda_check_attn(H, Hkv, Dh);
+        double t0 = rt_now();
+        if (cuda_dnn_fwd_lse(rt, B16(o), lse, CB16(q), CB16(k), CB16(v), b, S, H, Hkv, Dh)) {
+            cuda_timed_end(rt, CM_K_ATTENTION, t0);
+            return;
+        }
+    }
+#endif
+    (void)lse;
+    rt_attention(rt, o, q, k, v, row0, b, S, H, Hkv, Dh);
+}
+
+void rt_attention_bwd_lse(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
+                          int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+#ifdef BASP_HAVE_CUDNN
+    if (!rt->docs && rt_backend_attention_impl(rt, false) == CM_ATTN_CUDNN) {
+        cuda_check_attn(H, Hkv, Dh);
+        double t0 = rt_now();
+        if (cuda_dnn_bwd_lse(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v), CB16(o), lse, b, S,
+                             H, Hkv, Dh)) {
+            cuda_timed_end(rt, CM_K_ATTENTION_BWD, t0);
+            return;
+        }
+    }
+#endif
+    (void)lse;
+    cuda_check_attn(H, Hkv, Dh);
+    cuda_attention_bwd_own(rt, dq, dk, dv, dout, q, k, v, o, row0, b, S, H, Hkv, Dh);
+}
+
+/* ---- head chunks ------------------------------------------------------------------- */
+void rt_head_slice(rt_ctx *rt, float *y, const float *x, int64_t rows, int64_t H, int64_t Hc, int64_t Dh, int64_t h0) {
+    RT_TIMED(CM_K_HEAD_SLICE, kcu_copy_rows(B16(y), Hc * Dh, CB16(x) + h0 * Dh, H * Dh, rows, Hc * Dh, CS));
+}
+
+void rt_head_concat(rt_ctx *rt, float *y, int64_t rows, int64_t Hc, int64_t Dh, int64_t n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    for (int64_t c = 0; c < n; c++) {
+        const float *x = va_arg(ap, const float *);
+        RT_TIMED(CM_K_HEAD_CONCAT,
+                 kcu_copy_rows(B16(y) + c * Hc * Dh, n * Hc * Dh, CB16(x), Hc * Dh, rows, Hc * Dh, CS));
+    }
+    va_end(ap);
 }
 
 /* ---- element-wise ------------------------------------------------------------------ */

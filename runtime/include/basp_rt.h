@@ -266,6 +266,23 @@ void rt_attention_bwd(rt_ctx *rt, float *dq, float *dk, float *dv, const float *
                       const float *v, const float *o, int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv,
                       int64_t Dh);
 
+/* The same with the row statistics as a value of the step (head-chunked
+ * attention): the forward writes each row's log-sum-exp to lse (fp32,
+ * [b,H,S] order, b*H*S floats), the backward reads it.  A backend that
+ * cannot use it for a shape recomputes it; the results are those of the
+ * calls above. */
+void rt_attention_lse(rt_ctx *rt, float *o, float *lse, const float *q, const float *k, const float *v, int64_t row0,
+                      int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+void rt_attention_bwd_lse(rt_ctx *rt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *o, const float *lse, int64_t row0, int64_t b,
+                          int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+
+/* Head chunks (IR ops head_slice, head_concat): x [rows,H,Dh] ->
+ * y [rows,Hc,Dh] = heads h0 .. h0+Hc-1 of every row; and y [rows,n*Hc,Dh]
+ * from the n chunks x0..x{n-1} [rows,Hc,Dh] (n float pointers follow). */
+void rt_head_slice(rt_ctx *rt, float *y, const float *x, int64_t rows, int64_t H, int64_t Hc, int64_t Dh, int64_t h0);
+void rt_head_concat(rt_ctx *rt, float *y, int64_t rows, int64_t Hc, int64_t Dh, int64_t n, ...);
+
 /* Ring attention over the R ranks of group g (IR ops ring_attention,
  * ring_attention_bwd): q, o, do, dq [b,S,H,Dh] and k, v, dk, dv
  * [b,S,Hkv,Dh] are this rank's slice of S tokens (position r of the ring
