@@ -43,16 +43,18 @@ enum { CM_MAX_RANK = 6 };
  * keep for their backwards, which add up over the forwards instead. */
 
 /* CPU (runtime/host/kern_basic.c kern_scratch; ROPE is the table
- * kern_rope_table keeps itself, outside kern_scratch). */
+ * kern_rope_table keeps itself, outside kern_scratch).  Each row is
+ * X(name, what): what the slot holds, in the words `baspc --memory` prints. */
 /* clang-format off */
-#define CM_WS_CPU_SLOTS(X)                                                                                         \
-    X(LOGITS) /* kern_lmhead.c: one row chunk's logits and its row statistics */                                    \
-    X(ROPE)   /* kern_basic.c: the RoPE table (and positions) */                                                    \
-    X(MLP)    /* kern_mlp.c: g, u and s of one chunk of rows */                                                     \
-    X(DSTATS) /* kern_docattn.c: the row statistics; kern_attention.c's backward: one head's lse, D */            \
-    X(DPOS)   /* kern_docattn.c: the positions 0 .. S-1 (int64, 2 floats each) */
+#define CM_WS_CPU_SLOTS(X)                                                                                          \
+    X(LOGITS,  "LM head: one chunk of rows' logits and row statistics") /* kern_lmhead.c */                         \
+    X(ROPE,    "the RoPE table and positions") /* kern_basic.c */                                                   \
+    X(MLP,     "tiled MLP: g, u and s of one chunk of rows") /* kern_mlp.c */                                       \
+    X(DSTATS,  "attention: row statistics (backward: one head's lse, D)") /* kern_docattn.c, kern_attention.c */    \
+    X(DPOS,    "packed documents: the positions 0 .. S-1 (int64)") /* kern_docattn.c */
+#define CM_WS_CPU_SUMS(X) \
+    X(LSE, "attention: each forward's row log-sum-exp, kept for its backward") /* ir_op_attn.c */
 /* clang-format on */
-#define CM_WS_CPU_SUMS(X) X(LSE) /* the attention forwards' row log-sum-exp, one per forward op (ir_op_attn.c) */
 
 /* The CPU LM head (kern_lmhead.c): chunks of CM_LM_HEAD_ROWS rows, blocks
  * of at most CM_LM_HEAD_COLS vocabulary columns (a multiple of 16); its
@@ -67,24 +69,29 @@ static inline int64_t cm_lm_head_ws_floats(int64_t V) { return (int64_t)CM_LM_HE
  * hold the collectives' staging; compute and communication run
  * concurrently, so they never share one. */
 /* clang-format off */
-#define CM_WS_CUDA_SLOTS(X)                                                                                        \
-    X(SEND) X(RECV) X(COMM) /* communication stream */                                                             \
-    X(F32)                  /* fp32 sums: [V,D] / [D] gradients, the LM head's [N,D] dx */                         \
-    X(LOGITS) X(DL) X(ROWS) /* lm head chunks, per-row losses */                                                   \
-    X(ATTN)                 /* attention backward row statistics */                                                \
-    X(SLICE)                /* ZeRO-1 gradient slice */                                                            \
-    X(ROPE)                 /* the rotation table */                                                               \
-    X(MLP)                  /* the tiled MLP's chunk of g, u, s */                                                 \
-    X(RING)                 /* ring attention: kv blocks, fp32 running state */                                    \
-    X(POS)                  /* the sequence order's positions (device int64 [seq_len]) */                          \
-    X(DOC)                  /* packed documents: this call's ids / positions */                                    \
-    X(CUDNN)                /* cuDNN attention: dQ accumulator and plan workspace */                               \
-    X(LSE)                  /* lm head: the forward's row log-sum-exp, kept for the backward */
+#define CM_WS_CUDA_SLOTS(X)                                                                                         \
+    X(SEND,   "all-to-all: send staging")                                                                           \
+    X(RECV,   "all-to-all: receive staging")                                                                        \
+    X(COMM,   "all-gather / reduce-scatter staging")                                                                \
+    X(F32,    "fp32 sums: embedding [V,D] and norm [D] gradients, the LM head's dx and dw")                         \
+    X(LOGITS, "LM head: fp32 logits of one chunk")                                                                  \
+    X(DL,     "LM head backward: bf16 dlogits of one chunk")                                                        \
+    X(ROWS,   "LM head: per-row losses")                                                                            \
+    X(ATTN,   "attention (basp kernels): fp32 row statistics and running state")                                    \
+    X(SLICE,  "ZeRO-1: gradient slice")                                                                             \
+    X(ROPE,   "the RoPE rotation table")                                                                            \
+    X(MLP,    "tiled MLP: g, u and s of one chunk of rows")                                                         \
+    X(RING,   "ring attention: kv blocks, fp32 running state")                                                      \
+    X(POS,    "the sequence order's positions (int64 [seq_len])")                                                   \
+    X(DOC,    "packed documents: this call's ids and positions")                                                    \
+    X(CUDNN,  "cuDNN attention: dQ accumulator and plan workspace")                                                 \
+    X(LSE,    "LM head: the forward's row log-sum-exp, kept for the backward")
+#define CM_WS_CUDA_SUMS(X) \
+    X(CUDNN_STATS, "cuDNN attention: each forward's softmax statistics, kept for its backward") /* ir_op_attn.c */
 /* clang-format on */
-#define CM_WS_CUDA_SUMS(X) X(CUDNN_STATS) /* cuDNN's softmax statistics per attention forward (ir_op_attn.c) */
 
-#define CM_WS_CPU_ENUM_(name)  CM_WS_CPU_##name,
-#define CM_WS_CUDA_ENUM_(name) CM_WS_CUDA_##name,
+#define CM_WS_CPU_ENUM_(name, what)  CM_WS_CPU_##name,
+#define CM_WS_CUDA_ENUM_(name, what) CM_WS_CUDA_##name,
 typedef enum { CM_WS_CPU_SLOTS(CM_WS_CPU_ENUM_) CM_WS_CPU_NSLOTS } cm_ws_cpu_slot;
 /* The sums continue the numbering: an array of CM_WS_CPU_N entries holds
  * every row, the runtime's arrays only the first CM_WS_CPU_NSLOTS. */

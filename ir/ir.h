@@ -540,8 +540,26 @@ int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t);
 bool ir_op_stages(const ir_module *m, const ir_op *op);
 void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2]);
 /* Kernel workspace outside the arena (the LM head's logits chunk, the RoPE
- * table), the largest over the step's ops. */
+ * table): the sum of ir_mem_work_slots' bytes. */
 int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t);
+/* The same workspace by slot: one entry per row of the target's rows in
+ * common/common.h (CM_WS_CPU_SLOTS then CM_WS_CPU_SUMS, or the CUDA ones),
+ * in their order.  A slot is the largest request of any op; a SUMS row
+ * (statistics the attention forwards keep for their backwards) the sum of
+ * its ops' requests. */
+enum { IR_MEM_WORK_MAX = (int)CM_WS_CPU_N > (int)CM_WS_CUDA_N ? (int)CM_WS_CPU_N : (int)CM_WS_CUDA_N };
+typedef struct ir_mem_work_slot {
+    const char *name; /* the row's name: "F32", "LOGITS" */
+    const char *what; /* what it holds: the row's description */
+    int64_t bytes;    /* the slot's size (a SUMS row: the sum) */
+    bool sum;         /* a SUMS row */
+    /* A slot: the first op whose request is `bytes`; a SUMS row: the first
+     * op adding to it; -1 when no op asks for it. */
+    int op;
+    int nops; /* a SUMS row: the ops adding to it (0 for a slot) */
+} ir_mem_work_slot;
+/* Fills slot[0 .. n) (IR_MEM_WORK_MAX entries at most) and returns n. */
+int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slot);
 /* The loss the runtime reads after the step: the value named `loss`, else
  * the all_reduce of an lm_head_loss; -1 if none. */
 int ir_mem_loss_value(const ir_module *m);

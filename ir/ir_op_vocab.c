@@ -78,8 +78,8 @@ static void ws_cpu_lm_head(const ir_module *m, const ir_op *op, int64_t *w) {
 }
 
 /* Rows (or, for the backward, vocabulary columns) of one LM-head chunk:
- * kcu_lm_head_chunk(N, V) and kcu_lm_head_vchunk(N, V) = lm_chunk(V, N)
- * in runtime/cuda/kcu_gemm.cu. */
+ * kcu_lm_head_chunk(N, V) and kcu_lm_head_vchunk(R, V) = lm_chunk(V, R)
+ * for blocks of R rows in runtime/cuda/kcu_gemm.cu. */
 static int64_t lm_chunk(int64_t N, int64_t V) {
     int64_t c = ((int64_t)256 << 20) / (6 * (V > 0 ? V : 1));
     if (c >= 64) c = c / 64 * 64;
@@ -87,8 +87,20 @@ static int64_t lm_chunk(int64_t N, int64_t V) {
     return c < N ? c : (N > 0 ? N : 1);
 }
 
+/* Rows per block of the CUDA backward (kcu_lm_head_xchunk(N, V, D)): all
+ * N rows while N <= V + r, else r, the rows of ~256 MiB of fp32 [r, D]. */
+static int64_t lm_xchunk(int64_t N, int64_t V, int64_t D) {
+    int64_t r = ((int64_t)256 << 20) / (4 * (D > 0 ? D : 1));
+    if (r >= 64) r = r / 64 * 64;
+    if (r < 1) r = 1;
+    int64_t n = N > 0 ? N : 1;
+    return n <= (V > 0 ? V : 0) + r ? n : r;
+}
+
 /* The CUDA LM head, forward: [chunk, V] logits, the row losses and
- * statistics; backward: also [N, vchunk] logits and dlogits, fp32 dx [N, D]. */
+ * statistics; backward, in blocks of xc rows: also [xc, vchunk] logits and
+ * dlogits, one block's fp32 dx [xc, D], and with more than one block dw's
+ * fp32 sum [V, D] after it. */
 static void ws_cuda_lm_head_common(const ir_module *m, const ir_op *op, int64_t *w, bool bwd) {
     int64_t N = ir_op_rows_of(m, op->in[0]), V = m->values[op->in[1]].type.dims[0];
     int64_t D = m->values[op->in[1]].type.dims[1], c = lm_chunk(N, V), n = N > 0 ? N : 1;
@@ -98,10 +110,10 @@ static void ws_cuda_lm_head_common(const ir_module *m, const ir_op *op, int64_t 
         ir_ws_raise(&w[CM_WS_CUDA_ROWS], 4 * n);
         return;
     }
-    int64_t vc = lm_chunk(V, N);
-    ir_ws_raise(&w[CM_WS_CUDA_LOGITS], 4 * n * vc);
-    ir_ws_raise(&w[CM_WS_CUDA_DL], 2 * n * vc);
-    ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * n * D);
+    int64_t xc = lm_xchunk(N, V, D), vc = lm_chunk(V, xc);
+    ir_ws_raise(&w[CM_WS_CUDA_LOGITS], 4 * xc * vc);
+    ir_ws_raise(&w[CM_WS_CUDA_DL], 2 * xc * vc);
+    ir_ws_raise(&w[CM_WS_CUDA_F32], 4 * (xc * D + (xc < N ? V * D : 0)));
 }
 
 static void ws_cuda_lm_head(const ir_module *m, const ir_op *op, int64_t *w) {

@@ -61,6 +61,31 @@ static int top_cmp(const void *a, const void *b) {
     return (x->v > y->v) - (x->v < y->v);
 }
 
+/* The workspace by slot: the nonzero rows, each with the op that raised it
+ * to its size, largest first (equal sizes in row order). */
+static void report_work(const ir_module *m, ir_mem_target t, pass_mem_report *r) {
+    ir_mem_work_slot slot[IR_MEM_WORK_MAX];
+    int n = ir_mem_work_slots(m, t, slot);
+    r->nwork = 0;
+    for (int k = 0; k < n; k++) {
+        if (slot[k].bytes <= 0) continue;
+        pass_mem_work w = {.slot = slot[k].name,
+                           .what = slot[k].what,
+                           .bytes = slot[k].bytes,
+                           .sum = slot[k].sum,
+                           .nops = slot[k].nops,
+                           .op = slot[k].op};
+        if (w.op >= 0) {
+            const ir_op *op = &m->ops[w.op];
+            snprintf(w.opcode, sizeof w.opcode, "%s", ir_op_desc_of(op->code)->name);
+            snprintf(w.value, sizeof w.value, "%s", op->nout > 0 ? m->values[op->out[0]].name : "");
+        }
+        int i = r->nwork++;
+        for (; i > 0 && r->work[i - 1].bytes < w.bytes; i--) r->work[i] = r->work[i - 1];
+        r->work[i] = w;
+    }
+}
+
 /* The report of a planned module. */
 static void report_planned(const ir_module *m, pass_mem_report *r) {
     ir_mem_target t;
@@ -71,6 +96,7 @@ static void report_planned(const ir_module *m, pass_mem_report *r) {
     r->arena_bytes = cfg_i64(m, "mem.peak", 0);
     r->work_bytes = ir_mem_work_bytes(m, t);
     r->peak_bytes = r->arena_bytes + r->work_bytes;
+    report_work(m, t, r);
 
     int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);
@@ -242,6 +268,29 @@ static void print_arena(const pass_mem_report *r, FILE *out) {
             fmt_b(r->work_bytes, c, sizeof c));
 }
 
+/* Which op made a workspace slot its size: "op 812 attention_bwd (%dq)",
+ * or for a SUMS row "sum over 32 attention forwards". */
+static const char *work_source(const pass_mem_work *w, char *buf, size_t n) {
+    if (w->sum)
+        snprintf(buf, n, "sum over %d %s forward%s", w->nops, w->opcode, w->nops == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "op %d %s (%%%s)", w->op, w->opcode, w->value);
+    return buf;
+}
+
+/* The workspace outside the arena by slot, after the arena line. */
+static void print_work(const pass_mem_report *r, FILE *out) {
+    if (r->nwork == 0) return;
+    fprintf(out, "workspace outside the arena, by slot:\n");
+    for (int i = 0; i < r->nwork; i++) {
+        const pass_mem_work *w = &r->work[i];
+        char f[32], src[IR_NAME_MAX + 80];
+        fprintf(out, "  %-14s %16" PRId64 " %11s %6.1f%%  %s; %s\n", w->slot, w->bytes, fmt_b(w->bytes, f, sizeof f),
+                r->peak_bytes > 0 ? 100.0 * (double)w->bytes / (double)r->peak_bytes : 0.0, w->what,
+                work_source(w, src, sizeof src));
+    }
+}
+
 void pass_memory_print(const pass_mem_report *r, FILE *out) {
     char a[32], b[32];
     fprintf(out, "memory: %s on %d rank(s), %s target%s: %s per rank", r->module, r->world, r->cuda ? "cuda" : "cpu",
@@ -273,6 +322,7 @@ void pass_memory_print(const pass_mem_report *r, FILE *out) {
     print_row(out, "peak", r->peak_bytes, r->peak_bytes);
     fputc('\n', out);
     print_arena(r, out);
+    print_work(r, out);
     if (r->ntop > 0) {
         fprintf(out, "\nlargest buffers%s:\n", r->no_reuse ? "" : " at the peak op");
         for (int i = 0; i < r->ntop; i++)
@@ -321,6 +371,24 @@ void pass_memory_json(const pass_mem_report *r, FILE *out) {
         cJSON_AddStringToObject(t, "category", ir_mem_cat_name(r->top[i].cat));
         cJSON_AddNumberToObject(t, "bytes", (double)r->top[i].bytes);
         cJSON_AddItemToArray(top, t);
+    }
+    cJSON *work = cJSON_AddArrayToObject(o, "workspace");
+    for (int i = 0; i < r->nwork; i++) {
+        const pass_mem_work *w = &r->work[i];
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "slot", w->slot);
+        cJSON_AddNumberToObject(t, "bytes", (double)w->bytes);
+        cJSON_AddStringToObject(t, "what", w->what);
+        cJSON *op = cJSON_AddObjectToObject(t, "op");
+        if (w->sum) {
+            cJSON_AddNumberToObject(op, "sum_over", w->nops);
+            cJSON_AddStringToObject(op, "op", w->opcode);
+        } else if (w->op >= 0) {
+            cJSON_AddNumberToObject(op, "index", w->op);
+            cJSON_AddStringToObject(op, "op", w->opcode);
+            cJSON_AddStringToObject(op, "value", w->value);
+        }
+        cJSON_AddItemToArray(work, t);
     }
     if (r->nsuggest > 0) {
         cJSON *sg = cJSON_AddArrayToObject(o, "suggestions");

@@ -319,6 +319,17 @@ typedef struct pass_mem_suggestion {
     bool fits;
 } pass_mem_suggestion;
 
+/* One slot of the kernel workspace (ir_mem_work_slots), and the op that
+ * raised it to its size. */
+typedef struct pass_mem_work {
+    const char *slot, *what; /* the row of common/common.h: name, what it holds */
+    int64_t bytes;
+    bool sum; /* a SUMS row: the sum over nops ops (the first is op) */
+    int nops;
+    int op;                              /* a slot: the first op whose request is bytes; -1: none */
+    char opcode[32], value[IR_NAME_MAX]; /* op's opcode and first output */
+} pass_mem_work;
+
 typedef struct pass_mem_report {
     char module[IR_NAME_MAX];
     bool cuda; /* the plan's target */
@@ -354,7 +365,9 @@ typedef struct pass_mem_report {
     bool host_fits;
     int ntop;
     pass_mem_value top[PASS_MEM_TOP]; /* the largest buffers live at the peak op */
-    int nsuggest;                     /* filled by pass_memory_suggest (driver/) */
+    int nwork;
+    pass_mem_work work[IR_MEM_WORK_MAX]; /* work_bytes by slot: the nonzero ones, largest first */
+    int nsuggest;                        /* filled by pass_memory_suggest (driver/) */
     pass_mem_suggestion suggest[PASS_MEM_SUGGEST];
 } pass_mem_report;
 
@@ -369,6 +382,8 @@ void pass_memory_print(const pass_mem_report *r, FILE *out);
  *  "breakdown": {"params", "grads", "optimizer", "activations", "comm",
  *                "workspace"}, "unused_bytes", "no_reuse_bytes",
  *  "device_mem", "fits", "top": [{"name", "category", "bytes"}],
+ *  "workspace": [{"slot", "bytes", "what", "op": {"index", "op", "value"}
+ *                 or, for a SUMS row, {"sum_over", "op"}}],
  *  "suggestions": [{"change", "peak_bytes_per_rank", "fits"}] (when computed),
  *  "memory_plan", and without it "planned_arena_bytes", "staging_bytes"} */
 void pass_memory_json(const pass_mem_report *r, FILE *out);

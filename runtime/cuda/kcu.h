@@ -141,17 +141,20 @@ cudaError_t kcu_mlp_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dwg, kcu_bf16 
  * (fp32 [chunk, V] in ws->logits), never [N, V]. */
 typedef struct kcu_lmhead_ws {
     int64_t chunk;  /* rows per chunk of the forward and the statistics pass (kcu_lm_head_chunk) */
-    int64_t vchunk; /* vocabulary columns per chunk of the backward (kcu_lm_head_vchunk) */
-    float *logits;  /* forward [chunk, V]; backward [max(chunk * V, N * vchunk)] */
-    kcu_bf16 *dl;   /* [N, vchunk], backward */
+    int64_t xchunk; /* rows per block of the backward (kcu_lm_head_xchunk(N, V, D)) */
+    int64_t vchunk; /* vocabulary columns per chunk of the backward (kcu_lm_head_vchunk(xchunk, V)) */
+    float *logits;  /* forward [chunk, V]; backward [max(chunk * V, xchunk * vchunk)] */
+    kcu_bf16 *dl;   /* [xchunk, vchunk], backward */
     float *rowloss; /* [N], forward */
     float *lse;     /* [N] row log-sum-exp: written by the forward unless NULL, read by the backward */
     int lse_valid;  /* backward: lse already holds these rows' statistics (else computed first) */
-    float *dx32;    /* [N, D], backward */
+    float *dx32;    /* [xchunk, D], backward: one block's dx */
+    float *dw32;    /* [V, D], backward when xchunk < N: dw summed over the blocks (else unused) */
     int *err;       /* device flag: a target >= V */
 } kcu_lmhead_ws;
 int64_t kcu_lm_head_chunk(int64_t N, int64_t V);
 int64_t kcu_lm_head_vchunk(int64_t N, int64_t V);
+int64_t kcu_lm_head_xchunk(int64_t N, int64_t V, int64_t D);
 /* loss[0] (fp32, device) = sum over n with tgt[n] >= 0 of logsumexp(l_n) - l_n[tgt[n]],
  * l_n = x[n,:] @ w^T ; x[N,D], w[V,D] */
 cudaError_t kcu_lm_head_loss_fwd(cublasHandle_t h, float *loss, const kcu_bf16 *x, const kcu_bf16 *w,

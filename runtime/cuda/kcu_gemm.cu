@@ -141,12 +141,25 @@ extern "C" int64_t kcu_lm_head_chunk(int64_t N, int64_t V) {
 }
 
 // Vocabulary columns per chunk of the backward: the fp32 logits and bf16
-// dlogits of all N rows for those columns stay under the same ~256 MiB.
+// dlogits of one block of N rows (kcu_lm_head_xchunk) for those columns
+// stay under the same ~256 MiB.
 extern "C" int64_t kcu_lm_head_vchunk(int64_t N, int64_t V) {
     int64_t c = ((int64_t)256 << 20) / (6 * (N > 0 ? N : 1));
     if (c >= 64) c = c / 64 * 64;
     if (c < 1) c = 1;
     return c < V ? c : (V > 0 ? V : 1);
+}
+
+// Rows per block of the backward, whose dx is summed over the vocabulary
+// in fp32 [rows, D].  All N rows in one block while that is no larger than
+// the alternative: blocks of ~256 MiB of fp32 dx rows (in multiples of 64)
+// plus dw summed over the blocks in fp32 [V, D], i.e. while N <= V + block.
+extern "C" int64_t kcu_lm_head_xchunk(int64_t N, int64_t V, int64_t D) {
+    int64_t r = ((int64_t)256 << 20) / (4 * (D > 0 ? D : 1));
+    if (r >= 64) r = r / 64 * 64;
+    if (r < 1) r = 1;
+    int64_t n = N > 0 ? N : 1;
+    return n <= (V > 0 ? V : 0) + r ? n : r;
 }
 
 static __device__ __forceinline__ float warp_max(float v) {
@@ -252,20 +265,54 @@ extern "C" cudaError_t kcu_lm_head_loss_fwd(cublasHandle_t h, float *loss, const
     return cudaGetLastError();
 }
 
-// The backward goes over the vocabulary in chunks of vc columns, all N rows
-// at a time: dw's rows for those columns come out of one GEMM over all
-// tokens (written once, in bf16), and only dx [N, D] is summed across
-// chunks in fp32.  Summing dw [V, D] in fp32 over chunks of rows instead
-// reads and writes the whole fp32 [V, D] once per chunk: 51 times 4 GiB for
-// Llama-3.1-8B at 16K tokens (128256 x 4096), about 40 ms of memory traffic
-// a step on an H200, against 47 passes over 256 MiB (dx) here.  The
-// softmax needs each row's log-sum-exp over the whole vocabulary first:
-// the forward's (ws->lse, lse_valid), else a statistics pass over chunks of
-// rows as in the forward.
+// One block of rows n0 .. n0+r of the backward, over the vocabulary in
+// chunks of vc columns: dw's rows for those columns come out of one GEMM
+// over the block's rows, and dx [r, D] is summed across the chunks in
+// fp32, then written in bf16.  dw32 NULL (one block, r = N): dw is written
+// once, in bf16; else it is summed over the blocks in dw32 [V, D].
+static cudaError_t lm_head_bwd_rows(cublasHandle_t h, bf16 *dx, bf16 *dw, float *dw32, const bf16 *xb, const bf16 *wb,
+                                    const int32_t *tgt, int64_t n0, int64_t r, int64_t V, int64_t D, float scale,
+                                    const kcu_lmhead_ws *ws, cudaStream_t st) {
+    const bf16 *xr = xb + n0 * D;
+    for (int64_t v0 = 0; v0 < V; v0 += ws->vchunk) {
+        int64_t vc = V - v0 < ws->vchunk ? V - v0 : ws->vchunk;
+        const bf16 *wc = wb + v0 * D;
+        // logits[r, vc] = x[n0 .. n0+r] @ w[v0 .. v0+vc]^T
+        KCU_BLAS(gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, vc, r, D, wc, D, xr, D, 0.f, ws->logits, CUDA_R_32F, vc));
+        k_ce_bwd_cols<<<(unsigned)r, 256, 0, st>>>(ws->logits, ws->lse + n0, tgt + n0, V, v0, vc, scale,
+                                                   (bf16 *)ws->dl);
+        // dw[v0 .. v0+vc, D] (+)= dl^T @ x[n0 .. n0+r]
+        if (dw32)
+            KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, D, vc, r, xr, D, ws->dl, vc, n0 ? 1.f : 0.f, dw32 + v0 * D,
+                          CUDA_R_32F, D));
+        else
+            KCU_BLAS(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, D, vc, r, xr, D, ws->dl, vc, 0.f, dw + v0 * D, CUDA_R_16BF, D));
+        // dx32[r, D] (+)= dl @ w[v0 .. v0+vc]
+        KCU_BLAS(
+            gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, D, r, vc, wc, D, ws->dl, vc, v0 ? 1.f : 0.f, ws->dx32, CUDA_R_32F, D));
+    }
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : kcu_f32_to_bf16((kcu_bf16 *)(dx + n0 * D), ws->dx32, r * D, st);
+}
+
+// The backward goes over blocks of ws->xchunk rows, each over the
+// vocabulary in chunks (lm_head_bwd_rows).  Summing dw [V, D] in fp32 over
+// small chunks of rows would read and write the whole fp32 [V, D] once per
+// chunk: 51 times 4 GiB for Llama-3.1-8B at 16K tokens in 320-row chunks
+// (128256 x 4096), about 40 ms of memory traffic a step on an H200.  So up
+// to V + one block of rows (kcu_lm_head_xchunk) all N rows form one block:
+// dw needs no fp32 sum, and dx's [N, D] is no larger than dw's would be.
+// Past that, ~256 MiB blocks of rows bound dx's fp32 sum, and dw's costs
+// one read and write of [V, D] fp32 per block: at D = 4096 (16K-row
+// blocks) about 2% of the time the block's three GEMMs of 2 x 16K x V x D
+// flops take on an H100 or H200.  The softmax needs each row's log-sum-exp
+// over the whole vocabulary first: the forward's (ws->lse, lse_valid), else
+// a statistics pass over chunks of rows as in the forward.
 extern "C" cudaError_t kcu_lm_head_loss_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *x,
                                             const kcu_bf16 *w, const int32_t *tgt, int64_t N, int64_t V, int64_t D,
                                             double scale, const kcu_lmhead_ws *ws, cudaStream_t st) {
-    if (!fits_int(N, V, D) || V <= 0 || ws->vchunk < 1) return cudaErrorInvalidValue;
+    if (!fits_int(N, V, D) || V <= 0 || ws->vchunk < 1 || ws->xchunk < 1) return cudaErrorInvalidValue;
+    if (ws->xchunk < N && !ws->dw32) return cudaErrorInvalidValue;
     if (N == 0) return cudaMemsetAsync(dw, 0, (size_t)(V * D) * sizeof(kcu_bf16), st);
     const bf16 *xb = (const bf16 *)x, *wb = (const bf16 *)w;
     if (!ws->lse_valid) {
@@ -275,19 +322,12 @@ extern "C" cudaError_t kcu_lm_head_loss_bwd(cublasHandle_t h, kcu_bf16 *dx, kcu_
             k_ce_fwd<<<(unsigned)c, 256, 0, st>>>(ws->logits, tgt + n0, V, (float *)NULL, ws->lse + n0, ws->err);
         }
     }
-    for (int64_t v0 = 0; v0 < V; v0 += ws->vchunk) {
-        int64_t vc = V - v0 < ws->vchunk ? V - v0 : ws->vchunk;
-        const bf16 *wc = wb + v0 * D;
-        // logits[N, vc] = x @ w[v0 .. v0+vc]^T
-        KCU_BLAS(gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, vc, N, D, wc, D, xb, D, 0.f, ws->logits, CUDA_R_32F, vc));
-        k_ce_bwd_cols<<<(unsigned)N, 256, 0, st>>>(ws->logits, ws->lse, tgt, V, v0, vc, (float)scale, (bf16 *)ws->dl);
-        // dw[v0 .. v0+vc, D] = dl^T @ x, over all N rows at once
-        KCU_BLAS(
-            gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, D, vc, N, xb, D, ws->dl, vc, 0.f, (bf16 *)dw + v0 * D, CUDA_R_16BF, D));
-        // dx32[N, D] (+)= dl @ w[v0 .. v0+vc]
-        KCU_BLAS(
-            gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, D, N, vc, wc, D, ws->dl, vc, v0 ? 1.f : 0.f, ws->dx32, CUDA_R_32F, D));
+    float *dw32 = ws->xchunk < N ? ws->dw32 : NULL;
+    for (int64_t n0 = 0; n0 < N; n0 += ws->xchunk) {
+        int64_t r = N - n0 < ws->xchunk ? N - n0 : ws->xchunk;
+        cudaError_t e =
+            lm_head_bwd_rows(h, (bf16 *)dx, (bf16 *)dw, dw32, xb, wb, tgt, n0, r, V, D, (float)scale, ws, st);
+        if (e != cudaSuccess) return e;
     }
-    cudaError_t e = cudaGetLastError();
-    return e != cudaSuccess ? e : kcu_f32_to_bf16(dx, ws->dx32, N * D, st);
+    return dw32 ? kcu_f32_to_bf16(dw, dw32, V * D, st) : cudaSuccess;
 }

@@ -412,15 +412,20 @@ void rt_add(rt_ctx *rt, float *y, const float *a, const float *b, int64_t n) {
  * statistics are written before any later kernel reads them. */
 static kcu_lmhead_ws cuda_lmhead_ws(rt_ctx *rt, const void *x, int64_t N, int64_t V, int64_t D, bool bwd) {
     rt_cuda_state *cu = cuda_state(rt);
-    kcu_lmhead_ws ws = {.chunk = kcu_lm_head_chunk(N, V), .vchunk = kcu_lm_head_vchunk(N, V), .err = cu->d_err};
-    int64_t n = N > 0 ? N : 1, logits = ws.chunk * V;
-    if (bwd && N * ws.vchunk > logits) logits = N * ws.vchunk;
+    int64_t n = N > 0 ? N : 1, xc = kcu_lm_head_xchunk(N, V, D);
+    kcu_lmhead_ws ws = {
+        .chunk = kcu_lm_head_chunk(N, V), .xchunk = xc, .vchunk = kcu_lm_head_vchunk(xc, V), .err = cu->d_err};
+    int64_t logits = ws.chunk * V;
+    if (bwd && xc * ws.vchunk > logits) logits = xc * ws.vchunk;
     ws.logits = cuda_ws(rt, CM_WS_CUDA_LOGITS, (size_t)logits * sizeof(float));
     ws.lse = cuda_ws(rt, CM_WS_CUDA_LSE, (size_t)n * sizeof(float));
     bool same = cu->lse_valid && cu->lse_x == x && cu->lse_n == N && cu->lse_v == V && cu->lse_d == D;
     if (bwd) {
-        ws.dl = cuda_ws(rt, CM_WS_CUDA_DL, (size_t)(n * ws.vchunk) * sizeof(kcu_bf16));
-        ws.dx32 = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)(n * D) * sizeof(float));
+        ws.dl = cuda_ws(rt, CM_WS_CUDA_DL, (size_t)(xc * ws.vchunk) * sizeof(kcu_bf16));
+        /* One block's fp32 dx, then (several blocks) dw's fp32 sum. */
+        int64_t f32 = xc * D + (xc < N ? V * D : 0);
+        ws.dx32 = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)f32 * sizeof(float));
+        ws.dw32 = xc < N ? ws.dx32 + xc * D : NULL;
         ws.lse_valid = same;
         cu->lse_valid = false;
     } else {

@@ -9,6 +9,7 @@
  *   bias_add)
  *   rmsnorm, linear, embedding bwd, bias_add bwd          2e-2  (fp32 sums, bf16 output)
  *   attention fwd/bwd, lm-head dx/dw                      3e-2  (bf16 intermediates P, dS, dlogits)
+ *   lm-head dx/dw in row blocks against one block         8e-3  (one bf16 rounding of fp32 sums grouped by block)
  *   tiled mlp fwd/bwd                                     3e-2  (bf16 g, u, s per chunk; bf16 sums over chunks)
  *   lm-head loss (fp32 scalar), sum of squares            2e-3 relative
  *   adamw master weights (fp32)                           1e-5 relative to max |w|
@@ -270,6 +271,47 @@ static void test_mlp(void) {
     free(x), free(wg), free(wu), free(wd), free(dy), free(y), free(dx), free(dwg), free(dwu), free(dwd);
 }
 
+/* The backward in one block of all N rows (dw straight in bf16), then in
+ * blocks of 32 rows (32, 32, 6), dw summed over the blocks in fp32: each
+ * against the CPU reference, and the blocks against the one block within
+ * one bf16 rounding (8e-3 of the max; dw's fp32 sums are grouped by block,
+ * dx's and the logits are the same sums). */
+static void lm_head_bwd_cases(cublasHandle_t h, kcu_lmhead_ws ws, kcu_bf16 *odx, kcu_bf16 *odw, const kcu_bf16 *x,
+                              const kcu_bf16 *w, const int32_t *dt, const float *dx, const float *dw, int64_t N,
+                              int64_t V, int64_t D) {
+    float *one[2] = {NULL, NULL};
+    for (int blocked = 0; blocked < 2; blocked++) {
+        /* with the forward's row statistics, then with its own statistics
+         * pass over garbage left in lse */
+        for (int own = 0; own < 2; own++) {
+            char name[2][80];
+            for (int k = 0; k < 2; k++)
+                snprintf(name[k], sizeof name[k], "lm_head bwd %s%s", k ? "dw" : "dx",
+                         own       ? (blocked ? " (blocks, own stats)" : " (own stats)")
+                         : blocked ? " (blocks)"
+                                   : "");
+            ws.xchunk = blocked ? 32 : N, ws.lse_valid = !own;
+            if (own) KCU_CHECK_EXIT(cudaMemset(ws.lse, 0x7f, N * 4));
+            KCU_CHECK_EXIT(cudaMemset(odx, 0xff, N * D * 2)); /* NaN: an unwritten row fails */
+            KCU_CHECK_EXIT(cudaMemset(odw, 0xff, V * D * 2));
+            KCU_CHECK_EXIT(kcu_lm_head_loss_bwd(h, odx, odw, x, w, dt, N, V, D, 1.0 / 256, &ws, 0));
+            check_gpu(name[0], odx, dx, N * D, 3e-2);
+            check_gpu(name[1], odw, dw, V * D, 3e-2);
+            if (own) continue;
+            float *got[2] = {down(odx, N * D), down(odw, V * D)};
+            for (int k = 0; k < 2; k++) {
+                if (!blocked) {
+                    one[k] = got[k];
+                    continue;
+                }
+                snprintf(name[k], sizeof name[k], "lm_head bwd %s blocks/one", k ? "dw" : "dx");
+                check(name[k], got[k], one[k], k ? V * D : N * D, 8e-3);
+                free(got[k]), free(one[k]);
+            }
+        }
+    }
+}
+
 static void test_lm_head(void) {
     int64_t N = 70, V = 1000, D = 64;
     cublasHandle_t h;
@@ -281,27 +323,21 @@ static void test_lm_head(void) {
     KCU_CHECK_EXIT(cudaMemcpy(dt, tgt, sizeof tgt, cudaMemcpyHostToDevice));
     kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, V * D), *odx = dzeros(N * D), *odw = dzeros(V * D);
     /* several chunks of rows and of vocabulary columns, the last ones partial */
-    kcu_lmhead_ws ws = {.chunk = 32, .vchunk = 384};
+    kcu_lmhead_ws ws = {.chunk = 32, .xchunk = N, .vchunk = 384};
     ws.logits = dalloc(N * 384 * 4 > 32 * V * 4 ? N * 384 * 4 : 32 * V * 4), ws.dl = dalloc(N * 384 * 2);
     ws.rowloss = dalloc(N * 4), ws.lse = dalloc(N * 4), ws.dx32 = dalloc(N * D * 4), ws.err = dalloc(sizeof(int));
+    ws.dw32 = dalloc(V * D * 4);
     float *dloss = dalloc(4), gl;
     kern_lm_head_loss_fwd(&loss, x, w, tgt, N, V, D);
     KCU_CHECK_EXIT(kcu_lm_head_loss_fwd(h, dloss, dx_, dw_, dt, N, V, D, &ws, 0));
     KCU_CHECK_EXIT(cudaMemcpy(&gl, dloss, 4, cudaMemcpyDeviceToHost));
     check("lm_head loss", &gl, &loss, 1, 2e-3);
     kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, 1.0 / 256);
-    /* with the forward's row statistics, then with its own statistics pass
-     * over garbage left in lse */
-    for (int own = 0; own < 2; own++) {
-        ws.lse_valid = !own;
-        if (own) KCU_CHECK_EXIT(cudaMemset(ws.lse, 0x7f, N * 4));
-        KCU_CHECK_EXIT(kcu_lm_head_loss_bwd(h, odx, odw, dx_, dw_, dt, N, V, D, 1.0 / 256, &ws, 0));
-        check_gpu(own ? "lm_head bwd dx (own stats)" : "lm_head bwd dx", odx, dx, N * D, 3e-2);
-        check_gpu(own ? "lm_head bwd dw (own stats)" : "lm_head bwd dw", odw, dw, V * D, 3e-2);
-    }
+    lm_head_bwd_cases(h, ws, odx, odw, dx_, dw_, dt, dx, dw, N, V, D);
     cublasDestroy(h);
     cudaFree(dt), cudaFree(dx_), cudaFree(dw_), cudaFree(odx), cudaFree(odw), cudaFree(dloss);
     cudaFree(ws.logits), cudaFree(ws.dl), cudaFree(ws.rowloss), cudaFree(ws.lse), cudaFree(ws.dx32), cudaFree(ws.err);
+    cudaFree(ws.dw32);
     free(x), free(w), free(dx), free(dw);
 }
 
