@@ -167,6 +167,7 @@ typedef struct pass_maxseq_result {
     char model[IR_NAME_MAX], device[FE_NAME_MAX];
     int world;
     int64_t micro_batch;
+    int64_t attention_chunks; /* the spec's train.attention_chunks, every row's */
     double device_mem;
     bool cuda;
     /* The spec offloads (train.offload): each recompute setting gets a row

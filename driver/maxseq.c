@@ -202,6 +202,7 @@ bool pass_max_seq_len(const fe_spec *spec, bool cuda, pass_maxseq_result *r) {
     snprintf(r->model, sizeof r->model, "%s", spec->model.name);
     r->world = (int)fe_world(spec);
     r->micro_batch = spec->train.micro_batch;
+    r->attention_chunks = spec->train.attention_chunks > 1 ? spec->train.attention_chunks : 1;
     r->device_mem = spec->mesh.device_mem;
     r->cuda = cuda;
     r->offload = strcmp(spec->train.offload, "none") != 0;
@@ -220,6 +221,8 @@ void pass_maxseq_print(const pass_maxseq_result *r, FILE *out) {
     fprintf(out, "longest seq_len that fits: %s on %d rank(s) of %s (%s, %s target), micro_batch %" PRId64 "\n",
             r->model, r->world, r->device, sup_fmt_bytes(r->device_mem, cap, sizeof cap), r->cuda ? "cuda" : "cpu",
             r->micro_batch);
+    if (r->attention_chunks > 1)
+        fprintf(out, "attention in %" PRId64 " head chunks (train.attention_chunks) in every row\n", r->attention_chunks);
     int lw = 18; /* the layout column: wider for "batch-aware G=2 hybrid R=2" */
     for (int i = 0; i < r->n; i++)
         lw = (int)strlen(r->rows[i].layout) + 1 > lw ? (int)strlen(r->rows[i].layout) + 1 : lw;
@@ -257,6 +260,7 @@ void pass_maxseq_json(const pass_maxseq_result *r, FILE *out) {
     cJSON_AddNumberToObject(o, "device_mem", r->device_mem);
     cJSON_AddStringToObject(o, "target", r->cuda ? "cuda" : "cpu");
     cJSON_AddNumberToObject(o, "micro_batch", (double)r->micro_batch);
+    cJSON_AddNumberToObject(o, "attention_chunks", (double)r->attention_chunks);
     cJSON_AddNumberToObject(o, "host_mem", r->host_mem);
     cJSON *rows = cJSON_AddArrayToObject(o, "rows");
     for (int i = 0; i < r->n; i++) {

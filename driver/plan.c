@@ -51,7 +51,7 @@ typedef struct plan_ctx {
 static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline);
 
 /* train.mlp_chunk auto: the MLP unfused when the step, built with it, fits
- * device_mem (and, with recompute auto, fits with recompute none: the
+ * device_mem and the host's memory (and, with recompute auto, fits with recompute none: the
  * tiled MLP recomputes two GEMMs, cheaper than selective recomputation),
  * else DeepSpeed ALST's tiling.  The unfused MLP keeps g, u and s ([tokens,
  * ffn] each) for its backward; the tiled one recomputes g and u there,
@@ -71,7 +71,9 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
     pass_mem_report r;
     bool planned = m && pass_memory_report(m, &r);
     const char *chosen = m ? ir_config_get(m, "recompute.chosen") : NULL;
-    bool fits = planned && r.fits && (!chosen || strcmp(chosen, "none") == 0);
+    /* The host too: offloaded, the unfused MLP's saved g, u, s are host memory. */
+    bool host_ok = !planned || r.host_fits;
+    bool fits = planned && r.fits && host_ok && (!chosen || strcmp(chosen, "none") == 0);
     if (why) {
         char pb[32], cb[32];
         sup_fmt_bytes(planned ? (double)r.peak_bytes : 0, pb, sizeof pb);
@@ -83,6 +85,8 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
             snprintf(why, nwhy, "unfused: device memory unknown");
         else if (fits)
             snprintf(why, nwhy, "unfused: %s per rank fits %s", pb, cb);
+        else if (r.fits && !host_ok)
+            snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused does not fit the host's memory", (long long)alst);
         else if (r.fits)
             snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused fits %s only with recompute %s", (long long)alst,
                      cb, chosen);

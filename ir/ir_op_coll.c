@@ -184,13 +184,24 @@ static int64_t outer_elems(const ir_module *m, int v, int d) {
     return o;
 }
 
-/* runtime/cpu/rt_comm.c packs all the pairs' inputs (x fanout) to send and
- * receives all outputs (x fanin). */
+/* How many times pair k's operand is sent (fanout) or its result received
+ * (fanin): the ratio of its split (concat) dim's sizes, as the runtime
+ * reads it (rt_a2a_plan): a pair that does not grow, q beside the fanned-
+ * out k and v, is sent once. */
+static int64_t pair_fan(const ir_module *m, const ir_op *op, int k, bool send) {
+    int d = (int)ir_attr_int(op, send ? "split" : "concat", -1);
+    const ir_type *x = &m->values[op->in[k]].type, *y = &m->values[op->out[k]].type;
+    if (ir_attr_int(op, send ? "fanout" : "fanin", 1) <= 1 || d < 0 || d >= x->rank || d >= y->rank) return 1;
+    int64_t a = send ? y->dims[d] : x->dims[d], b = send ? x->dims[d] : y->dims[d];
+    return b > 0 && a > b ? a / b : 1;
+}
+
+/* runtime/cpu/rt_comm.c packs all the pairs' inputs (each x its fanout) to
+ * send and receives all outputs (each x its fanin). */
 static void staging_all_to_all(const ir_module *m, const ir_op *op, int64_t e[2]) {
-    int64_t fo = ir_attr_int(op, "fanout", 1), fi = ir_attr_int(op, "fanin", 1);
     for (int k = 0; k < op->nin && k < op->nout; k++) {
-        e[0] += ir_op_local_elems(m, op->in[k]) * (fo > 1 ? fo : 1);
-        e[1] += ir_op_local_elems(m, op->out[k]) * (fi > 1 ? fi : 1);
+        e[0] += ir_op_local_elems(m, op->in[k]) * pair_fan(m, op, k, true);
+        e[1] += ir_op_local_elems(m, op->out[k]) * pair_fan(m, op, k, false);
     }
 }
 
