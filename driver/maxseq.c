@@ -222,7 +222,8 @@ void pass_maxseq_print(const pass_maxseq_result *r, FILE *out) {
             r->model, r->world, r->device, sup_fmt_bytes(r->device_mem, cap, sizeof cap), r->cuda ? "cuda" : "cpu",
             r->micro_batch);
     if (r->attention_chunks > 1)
-        fprintf(out, "attention in %" PRId64 " head chunks (train.attention_chunks) in every row\n", r->attention_chunks);
+        fprintf(out, "attention in %" PRId64 " head chunks (train.attention_chunks) in every row\n",
+                r->attention_chunks);
     int lw = 18; /* the layout column: wider for "batch-aware G=2 hybrid R=2" */
     for (int i = 0; i < r->n; i++)
         lw = (int)strlen(r->rows[i].layout) + 1 > lw ? (int)strlen(r->rows[i].layout) + 1 : lw;

@@ -86,7 +86,8 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
         else if (fits)
             snprintf(why, nwhy, "unfused: %s per rank fits %s", pb, cb);
         else if (r.fits && !host_ok)
-            snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused does not fit the host's memory", (long long)alst);
+            snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused does not fit the host's memory",
+                     (long long)alst);
         else if (r.fits)
             snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused fits %s only with recompute %s", (long long)alst,
                      cb, chosen);
