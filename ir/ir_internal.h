@@ -17,4 +17,15 @@ int ir_name_index_find(const ir_name_index *ix, const char *name, ir_name_of nam
 void ir_name_index_add(ir_name_index *ix, int i, ir_name_of names, const void *ctx);
 void ir_name_index_free(ir_name_index *ix);
 
+/* A buffer as the memory plan's check sees it: bytes [off, off + bytes) of
+ * one arena, live over ops [start, end] (start >= -1, end <= nops). */
+typedef struct ir_mem_box {
+    int64_t off, bytes;
+    int start, end;
+} ir_mem_box;
+/* True when no two boxes whose lifetimes meet share a byte (ir_memplan.c:
+ * the placement's index, so O(n log nops) where comparing pairs by offset
+ * is quadratic once many buffers reuse the same bytes). */
+bool ir_mem_boxes_disjoint(int nops, const ir_mem_box *b, int n);
+
 #endif

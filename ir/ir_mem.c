@@ -5,6 +5,7 @@
  * everything that reads one (the verifier, codegen, the cost model,
  * `baspc --memory`) takes its sizes and lifetimes from here, so that they
  * cannot disagree. */
+#include "ir_internal.h"
 #include "ir_op.h"
 
 #include <stdlib.h>
@@ -335,9 +336,32 @@ static int mem_regions(ir_vctx *c, ir_mem_target t, mem_item *it) {
     return n;
 }
 
+/* True when the items may share bytes while live: a check of each arena
+ * that is near-linear, so that the pairwise search below (quadratic where
+ * buffers reuse the same bytes layer after layer) runs only to report.
+ * Items it cannot judge (an empty or overflowing size, a lifetime outside
+ * the ops) count as a clash and go to the search. */
+static bool mem_may_clash(const ir_module *m, const mem_item *it, int n) {
+    ir_mem_box *box = sup_xmalloc(sizeof *box * (size_t)(n > 0 ? n : 1));
+    bool clash = false;
+    for (int host = 0; host <= 1 && !clash; host++) {
+        int nb = 0;
+        for (int i = 0; i < n && !clash; i++) {
+            if (it[i].host != host) continue;
+            clash = it[i].bytes <= 0 || it[i].off < 0 || it[i].off > INT64_MAX - it[i].bytes || it[i].start < -1 ||
+                    it[i].end > m->nops || it[i].start > it[i].end;
+            box[nb++] = (ir_mem_box){it[i].off, it[i].bytes, it[i].start, it[i].end};
+        }
+        clash = clash || !ir_mem_boxes_disjoint(m->nops, box, nb);
+    }
+    free(box);
+    return clash;
+}
+
 /* Every buffer placed, aligned, inside the arena, and no two buffers whose
  * live ranges meet share a byte.  Items sorted by offset; each is compared
- * with the later ones that start before it ends. */
+ * with the later ones that start before it ends (when mem_may_clash finds
+ * that some may). */
 void ir_verify_mem(ir_vctx *c) {
     const ir_module *m = c->m;
     bool any = false;
@@ -378,6 +402,7 @@ void ir_verify_mem(ir_vctx *c) {
         it[n++] = (mem_item){v, val->mem_off, bytes, start[v], end[v], ir_mem_on_host(m, v)};
     }
     qsort(it, (size_t)n, sizeof *it, item_by_off);
+    bool clash = mem_may_clash(m, it, n);
     for (int i = 0; i < n; i++) {
         char a[IR_NAME_MAX + 40], b[IR_NAME_MAX + 40];
         sup_loc loc = it[i].v >= 0 ? m->values[it[i].v].loc : sup_noloc();
@@ -387,7 +412,7 @@ void ir_verify_mem(ir_vctx *c) {
                     item_name(m, &it[i], a, sizeof a), (long long)it[i].off, (long long)it[i].bytes,
                     it[i].host ? "host " : "", (long long)top, it[i].host ? "mem.host_peak" : "mem.peak");
         int64_t stop = it[i].bytes < 0 || it[i].off > INT64_MAX - it[i].bytes ? INT64_MAX : it[i].off + it[i].bytes;
-        for (int j = i + 1; j < n && it[j].host == it[i].host && it[j].off < stop; j++) {
+        for (int j = i + 1; clash && j < n && it[j].host == it[i].host && it[j].off < stop; j++) {
             if (it[j].start > it[i].end || it[i].start > it[j].end) continue;
             int lo = it[i].start > it[j].start ? it[i].start : it[j].start;
             ir_verr(c, it[j].v >= 0 ? m->values[it[j].v].loc : loc,

@@ -17,7 +17,7 @@
  *
  * Values in host memory (ir_mem_on_host: what offload writes) are placed
  * the same way in a host arena of their own; the two never share bytes. */
-#include "ir.h"
+#include "ir_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +225,21 @@ static void mp_place(mp_index *x, mp_item *it) {
     }
     it->off = best >= 0 ? best : at;
     if (it->bytes > 0) mp_index_walk(x, it->start, it->end, mp_record, &(mp_range){it->off, it->off + it->bytes});
+}
+
+bool ir_mem_boxes_disjoint(int nops, const ir_mem_box *b, int n) {
+    mp_index x;
+    mp_index_init(&x, nops);
+    bool ok = true;
+    for (int k = 0; k < n && ok; k++) {
+        int64_t lo = b[k].off, hi = b[k].off + b[k].bytes;
+        x.nbuf = x.nruns = 0;
+        mp_index_walk(&x, b[k].start, b[k].end, mp_gather, NULL);
+        for (int j = 0; j < x.nbuf && ok; j++) ok = x.buf[j].hi <= lo || x.buf[j].lo >= hi;
+        if (ok) mp_index_walk(&x, b[k].start, b[k].end, mp_record, &(mp_range){lo, hi});
+    }
+    mp_index_free(&x);
+    return ok;
 }
 
 /* Live bytes per category at each op; returns the op with the largest sum

@@ -45,8 +45,10 @@ static void same_other_dims(ir_vctx *c, const ir_value *x, const ir_value *y, in
     char what[160], d[96];
     for (int i = 0; i < x->type.rank; i++) {
         if (i == a || i == b) continue;
-        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, d, sizeof d), i);
-        ir_vwant_dim(c, y, i, x->type.dims[i], what);
+        if (y->type.dims[i] != x->type.dims[i]) { /* described only for the report */
+            snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, d, sizeof d), i);
+            ir_vwant_dim(c, y, i, x->type.dims[i], what);
+        }
         ir_vwant_shard(c, y, i, x->type.shard[i], " (a collective changes only the dims it names)");
         if (x->type.unit[i] != y->type.unit[i])
             ir_verr(c, sup_noloc(),
@@ -152,9 +154,11 @@ static void check_gather_scatter(ir_vctx *c, const ir_op *op, int g, bool gather
         ir_vwant_shard(c, x, d, gather ? g : -1, why);
         ir_vwant_shard(c, y, d, gather ? -1 : g, why);
     }
-    char what[160], ds[96];
-    snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, ds, sizeof ds), d);
-    ir_vwant_dim(c, y, d, x->type.dims[d], what);
+    if (y->type.dims[d] != x->type.dims[d]) { /* described only for the report */
+        char what[160], ds[96];
+        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, x, ds, sizeof ds), d);
+        ir_vwant_dim(c, y, d, x->type.dims[d], what);
+    }
     same_other_dims(c, x, y, d, d);
 }
 

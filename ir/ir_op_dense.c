@@ -19,8 +19,10 @@ static void check_linear_fwd(ir_vctx *c, const ir_op *op, const ir_value *x, con
     int lead = r - (int)cn, trail = rw - (int)cn;
     char what[160], d[96];
     for (int j = 0; j < cn; j++) {
-        snprintf(what, sizeof what, "%s dim %d (contracted)", ir_vdesc(c, x, d, sizeof d), lead + j);
-        ir_vwant_dim(c, w, j, x->type.dims[lead + j], what);
+        if (w->type.dims[j] != x->type.dims[lead + j]) { /* described only for the report */
+            snprintf(what, sizeof what, "%s dim %d (contracted)", ir_vdesc(c, x, d, sizeof d), lead + j);
+            ir_vwant_dim(c, w, j, x->type.dims[lead + j], what);
+        }
         ir_vwant_shard(c, x, lead + j, -1, " (contracted dims must be whole)");
     }
     if (y->type.rank != lead + trail) {
@@ -31,8 +33,10 @@ static void check_linear_fwd(ir_vctx *c, const ir_op *op, const ir_value *x, con
     }
     ir_vsame_dims(c, x, 0, lead, y, "");
     for (int j = 0; j < trail; j++) {
-        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, w, d, sizeof d), (int)cn + j);
-        ir_vwant_dim(c, y, lead + j, w->type.dims[cn + j], what);
+        if (y->type.dims[lead + j] != w->type.dims[cn + j]) {
+            snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, w, d, sizeof d), (int)cn + j);
+            ir_vwant_dim(c, y, lead + j, w->type.dims[cn + j], what);
+        }
         ir_vwant_shard(c, y, lead + j, -1, "");
     }
 }
@@ -59,7 +63,7 @@ static bool check_rmsnorm_in(ir_vctx *c, const ir_value *x, const ir_value *w) {
         ir_verr(c, sup_noloc(), "%s must have rank at least 1", ir_vdesc(c, x, d, sizeof d));
         return false;
     }
-    if (ir_vwant_rank(c, w, 1, "[D]")) {
+    if (ir_vwant_rank(c, w, 1, "[D]") && w->type.dims[0] != x->type.dims[r - 1]) {
         char what[128], d[96];
         snprintf(what, sizeof what, "the last dim of %s", ir_vdesc(c, x, d, sizeof d));
         ir_vwant_dim(c, w, 0, x->type.dims[r - 1], what);
@@ -98,8 +102,10 @@ static void check_bias_add(ir_vctx *c, const ir_op *op, bool bwd) {
     }
     char what[160], d[96];
     for (int k = 0; k < rb; k++) {
-        snprintf(what, sizeof what, "dim %d of %s", r - rb + k, ir_vdesc(c, x, d, sizeof d));
-        ir_vwant_dim(c, b, k, x->type.dims[r - rb + k], what);
+        if (b->type.dims[k] != x->type.dims[r - rb + k]) { /* described only for the report */
+            snprintf(what, sizeof what, "dim %d of %s", r - rb + k, ir_vdesc(c, x, d, sizeof d));
+            ir_vwant_dim(c, b, k, x->type.dims[r - rb + k], what);
+        }
         ir_vwant_shard(c, x, r - rb + k, -1, " (a bias is added over whole trailing dims)");
         ir_vwant_shard(c, b, k, -1, " (a bias is used whole)");
     }

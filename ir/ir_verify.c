@@ -92,9 +92,29 @@ static int ir_cmp_names(const void *a, const void *b, void *module) {
     return strcmp(v[*(const int *)a].name, v[*(const int *)b].name);
 }
 
+/* True when two values share a name: one pass over a hash table of the
+ * names (FNV-1a, open addressing), so that the sort below, which orders the
+ * reports, runs only for a module that has something to report. */
+static bool ir_any_duplicate_name(const ir_module *m) {
+    uint32_t cap = 64;
+    while (cap < 2u * (uint32_t)m->nvalues) cap *= 2;
+    int *slot = sup_xmalloc(cap * sizeof *slot);
+    memset(slot, 0xff, cap * sizeof *slot);
+    bool dup = false;
+    for (int v = 0; v < m->nvalues && !dup; v++) {
+        uint32_t h = 2166136261u;
+        for (const char *s = m->values[v].name; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+        for (h &= cap - 1; slot[h] >= 0 && !dup; h = (h + 1) & (cap - 1))
+            dup = strcmp(m->values[slot[h]].name, m->values[v].name) == 0;
+        if (!dup) slot[h] = v;
+    }
+    free(slot);
+    return dup;
+}
+
 static void ir_verify_value_names(ir_vctx *c) {
     const ir_module *m = c->m;
-    if (m->nvalues < 2) return;
+    if (m->nvalues < 2 || !ir_any_duplicate_name(m)) return;
     int *idx = sup_xmalloc((size_t)m->nvalues * sizeof *idx);
     for (int v = 0; v < m->nvalues; v++) idx[v] = v;
     qsort_r(idx, (size_t)m->nvalues, sizeof *idx, ir_cmp_names, (void *)m);

@@ -185,8 +185,9 @@ static void ir_verify_coll_sets(ir_gctx *x) {
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         const ir_op_desc *info = ir_op_desc_of(op->code);
+        if (!info || info->kind != IR_K_COLL) continue;
         const ir_attr *ga = ir_attr_get(op, "group");
-        if (!info || info->kind != IR_K_COLL || !ga || ga->kind != IR_A_GROUP) continue;
+        if (!ga || ga->kind != IR_A_GROUP) continue;
         x->c->op = i;
         for (int k = 0; k < op->nin + op->nout; k++) {
             const ir_value *val = &m->values[k < op->nin ? op->in[k] : op->out[k - op->nin]];

@@ -78,8 +78,10 @@ bool ir_vwant_shard(ir_vctx *c, const ir_value *v, int d, int g, const char *why
 void ir_vsame_dims(ir_vctx *c, const ir_value *a, int from, int to, const ir_value *b, const char *why) {
     char what[160], da[96];
     for (int d = from; d < to; d++) {
-        snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, a, da, sizeof da), d);
-        ir_vwant_dim(c, b, d, a->type.dims[d], what);
+        if (b->type.dims[d] != a->type.dims[d]) { /* described only for the report: formatting costs */
+            snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, a, da, sizeof da), d);
+            ir_vwant_dim(c, b, d, a->type.dims[d], what);
+        }
         ir_vwant_shard(c, b, d, a->type.shard[d], why);
     }
 }
@@ -94,6 +96,7 @@ void ir_vsame_shape(ir_vctx *c, const ir_value *a, const ir_value *b) {
     }
     char what[160], da[96];
     for (int d = 0; d < a->type.rank; d++) {
+        if (b->type.dims[d] == a->type.dims[d]) continue; /* described only for the report */
         snprintf(what, sizeof what, "%s dim %d", ir_vdesc(c, a, da, sizeof da), d);
         ir_vwant_dim(c, b, d, a->type.dims[d], what);
     }

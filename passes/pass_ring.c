@@ -36,6 +36,7 @@
 typedef struct ring_ctx {
     int sp, ul, ring; /* ul = -1 for sequence ring */
     int64_t F;        /* kv fan-out inside @ul */
+    int *twin, ntwin; /* pass_heads_twins over @ul once the forward is wrapped (NULL when ul = -1) */
 } ring_ctx;
 
 /* @ring: set (s, u) = {base + r*U + u : r = 0..R-1} for sp set s. */
@@ -90,9 +91,7 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
 
 /* The forward twin of a value the backward reads: its ".heads" exchange
  * result over @ul (U > 1), else the value itself. */
-static int heads_twin(const ir_module *m, const ring_ctx *c, int v) {
-    return c->ul >= 0 ? pass_heads_twin(m, c->ul, v) : v;
-}
+static int heads_twin(const ring_ctx *c, int v) { return c->twin && v >= 0 && v < c->ntwin ? c->twin[v] : v; }
 
 /* attention_bwd(do, q, k, v, o) -> dq, dk, dv at index i becomes
  * ring_attention_bwd(do, q, k, v, o, lse), wrapped when U > 1. */
@@ -107,7 +106,7 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
         d_o = doh;
     }
     ir_op_add_input(&rb, d_o);
-    for (int k = 1; k < 5; k++) ir_op_add_input(&rb, heads_twin(m, c, ab.in[k]));
+    for (int k = 1; k < 5; k++) ir_op_add_input(&rb, heads_twin(c, ab.in[k]));
     ir_op_add_input(&rb, lse);
     for (int k = 0; k < 3; k++) {
         hs[k] = ab.out[k];
@@ -124,11 +123,15 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
     }
 }
 
-/* The lse made by the ring_attention whose output is o (the forward's). */
-static int lse_of(const ir_module *m, int o) {
-    for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_RING_ATTENTION && m->ops[i].out[0] == o) return m->ops[i].out[1];
-    return -1;
+/* lse[o]: the lse made by the first ring_attention whose output is o (the
+ * forward's), -1 when none; one array so the backward finds each at once. */
+static int *lse_by_output(const ir_module *m) {
+    int *lse = sup_xmalloc((size_t)(m->nvalues > 0 ? m->nvalues : 1) * sizeof *lse);
+    for (int v = 0; v < m->nvalues; v++) lse[v] = -1;
+    for (int i = m->nops - 1; i >= 0; i--) /* latest first: the first op's lse is written last */
+        if (m->ops[i].code == IR_RING_ATTENTION && m->ops[i].out[0] >= 0 && m->ops[i].out[0] < m->nvalues)
+            lse[m->ops[i].out[0]] = m->ops[i].out[1];
+    return lse;
 }
 
 /* Builds @sp (and @ul, @ring when U > 1) and shards the sequence; @sp is
@@ -180,16 +183,27 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &c, &edits, i);
     pass_edits_apply(m, &edits);
+    c.twin = c.ul >= 0 ? pass_heads_twins(m, c.ul) : NULL;
+    c.ntwin = m->nvalues;
+    int *lse_of = lse_by_output(m), nv = m->nvalues;
+    bool ok = true;
     for (int i = 0; i < m->nops; i++) {
         if (m->ops[i].code != IR_ATTENTION_BWD) continue;
-        int lse = lse_of(m, heads_twin(m, &c, m->ops[i].in[4]));
+        int o = heads_twin(&c, m->ops[i].in[4]);
+        int lse = o >= 0 && o < nv ? lse_of[o] : -1;
         if (lse < 0) {
             sup_error(sup_noloc(), "ring: attention_bwd reads %%%s, which no ring_attention produced",
                       m->values[m->ops[i].in[4]].name);
-            free(edits.items);
-            return false;
+            ok = false;
+            break;
         }
         wrap_attention_bwd(m, &c, &edits, i, lse);
+    }
+    free(c.twin);
+    free(lse_of);
+    if (!ok) {
+        free(edits.items);
+        return false;
     }
     pass_edits_apply(m, &edits);
     ir_config_set_int(m, "sp_size", K);

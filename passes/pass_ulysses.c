@@ -52,9 +52,9 @@ static void wrap_attention(ir_module *m, pass_edits *e, int i, int sp) {
     pass_insert_after(e, i, &after);
 }
 
-/* Wraps the attention_bwd at index i (the forward exchanges must be in the
- * schedule already: pass_heads_twin finds them there). */
-static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp) {
+/* Wraps the attention_bwd at index i; twin: pass_heads_twins of the
+ * schedule with the forward exchanges in it. */
+static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp, const int *twin) {
     ir_op ab = m->ops[i];
     int d_o = ab.in[0];
     int doh = pass_value_derived(m, d_o, ".heads", pass_heads_type(m->values[d_o].type, sp, 1));
@@ -62,7 +62,7 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp) {
     pass_insert_before(e, i, &before);
     ir_op *op = &m->ops[i];
     op->in[0] = doh;
-    for (int k = 1; k < 5; k++) op->in[k] = pass_heads_twin(m, sp, ab.in[k]);
+    for (int k = 1; k < 5; k++) op->in[k] = twin[ab.in[k]];
     int hs[3];
     for (int k = 0; k < 3; k++) {
         hs[k] = pass_value_derived(m, ab.out[k], ".heads", pass_heads_type(m->values[ab.out[k]].type, sp, 1));
@@ -252,19 +252,45 @@ static bool wrap_chunked(ir_module *m, int sp, int C, int natt) {
  * the removed one's name when it was its ".heads" twin, so the IR keeps the
  * names of the unsharded step. */
 static int remove_exchanges(ir_module *m, int sp) {
+    /* rep[v]: the value that stands for v once the exchanges are gone.  An
+     * exchange's output is read only after it, so resolving every read
+     * through rep (chains included: an output's input was resolved first)
+     * rewires what replacing the uses after each exchange would, in one
+     * sweep instead of one per exchange. */
+    int *rep = sup_xmalloc((size_t)(m->nvalues > 0 ? m->nvalues : 1) * sizeof *rep);
+    bool *drop = sup_xcalloc((size_t)m->nops + 1, sizeof *drop);
+    for (int v = 0; v < m->nvalues; v++) rep[v] = v;
     int removed = 0;
-    for (int i = m->nops - 1; i >= 0; i--) {
-        ir_op op = m->ops[i];
-        if (op.code != IR_ALL_TO_ALL || ir_op_group(&op) != sp) continue;
-        for (int k = 0; k < op.nin && k < op.nout; k++) {
-            ir_replace_uses(m, op.out[k], op.in[k], i);
-            const char *in = m->values[op.in[k]].name, *out = m->values[op.out[k]].name;
-            size_t n = strlen(out);
-            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0) ir_value_swap_names(m, op.in[k], op.out[k]);
-        }
-        ir_op_remove(m, i);
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp) continue;
+        for (int k = 0; k < op->nin && k < op->nout; k++) rep[op->out[k]] = rep[op->in[k]];
+        drop[i] = true;
         removed++;
     }
+    /* Renaming runs latest exchange first, as the names were always traded. */
+    for (int i = m->nops - 1; i >= 0; i--) {
+        if (!drop[i]) continue;
+        const ir_op *op = &m->ops[i];
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            const char *in = m->values[op->in[k]].name, *out = m->values[op->out[k]].name;
+            size_t n = strlen(out);
+            if (strncmp(in, out, n) == 0 && strcmp(in + n, ".heads") == 0)
+                ir_value_swap_names(m, op->in[k], op->out[k]);
+        }
+    }
+    int kept = 0;
+    for (int i = 0; i < m->nops; i++) {
+        if (drop[i]) continue;
+        ir_op *op = &m->ops[i];
+        for (int k = 0; k < op->nin; k++)
+            if (op->in[k] >= 0 && op->in[k] < m->nvalues) op->in[k] = rep[op->in[k]];
+        if (kept != i) m->ops[kept] = *op;
+        kept++;
+    }
+    m->nops = kept;
+    free(rep);
+    free(drop);
     for (int v = 0; v < m->nvalues; v++)
         for (int k = 0; k < m->values[v].type.rank; k++)
             if (m->values[v].type.shard[k] == sp) m->values[v].type.shard[k] = -1;
@@ -347,8 +373,10 @@ bool pass_ulysses(ir_module *m, const pass_options *opt) {
         for (int i = 0; i < m->nops; i++)
             if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &edits, i, sp);
         pass_edits_apply(m, &edits);
+        int *twin = pass_heads_twins(m, sp);
         for (int i = 0; i < m->nops; i++)
-            if (m->ops[i].code == IR_ATTENTION_BWD) wrap_attention_bwd(m, &edits, i, sp);
+            if (m->ops[i].code == IR_ATTENTION_BWD) wrap_attention_bwd(m, &edits, i, sp, twin);
+        free(twin);
         pass_edits_apply(m, &edits); /* renumbers */
     }
     pass_fix_virtual_heads(m, sp);

@@ -268,6 +268,30 @@ int pass_heads_twin(const ir_module *m, int sp, int v) {
     return v;
 }
 
+/* pass_heads_twin for every value at once (a malloc'd array of m->nvalues):
+ * the first matching exchange in schedule order wins, as in the scan, so a
+ * pass wrapping every backward looks each twin up instead of rescanning. */
+int *pass_heads_twins(const ir_module *m, int sp) {
+    int n = m->nvalues;
+    int *twin = sup_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *twin);
+    bool *set = sup_xcalloc((size_t)(n > 0 ? n : 1), sizeof *set);
+    for (int v = 0; v < n; v++) twin[v] = v;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code != IR_ALL_TO_ALL || ir_op_group(op) != sp) continue;
+        int64_t split = ir_attr_int(op, "split", 0);
+        for (int k = 0; k < op->nin && k < op->nout; k++) {
+            int from = split == 2 ? op->in[k] : split == 1 ? op->out[k] : -1;
+            int to = split == 2 ? op->out[k] : op->in[k];
+            if (from < 0 || from >= n || set[from]) continue;
+            twin[from] = to;
+            set[from] = true;
+        }
+    }
+    free(set);
+    return twin;
+}
+
 /* ---- deferred insertion ---------------------------------------------------- */
 static void pass_edit_add(pass_edits *e, int gap, int after, const ir_op *op) {
     SUP_GROW(e->items, e->n, e->cap);

@@ -161,6 +161,8 @@ ir_type pass_heads_type(ir_type t, int sp, int64_t fanout);
  * the output of an all_to_all reading v (split 2), or the input of one
  * producing v (split 1); v itself when there is none. */
 int pass_heads_twin(const ir_module *m, int sp, int v);
+/* The same for every value: a malloc'd array of m->nvalues twins. */
+int *pass_heads_twins(const ir_module *m, int sp);
 /* Recomputes, for every all_to_all on group `sp`, the virtual-head sizes and
  * the fanout/fanin attributes for the group's current set size (see
  * pass_ulysses.c for the GQA scheme). */
