@@ -5,6 +5,7 @@
                           [--steps 20] [--repeats 5] [--workdir DIR] [--json FILE]
     bench/memory_bench.py --build BUILD maxseq [--micro-batch 2 1] [--offload] [--json FILE]
                           [--markdown FILE]
+    bench/memory_bench.py --build BUILD chunks [--model llama3_1_8b] [--json FILE] [--markdown FILE]
 
 recompute: the step-time cost of activation recomputation and offload on the CPU.
   SPEC (default bench/small_cpu.basp) is compiled with train.recompute none,
@@ -27,6 +28,15 @@ maxseq: the longest sequence whose memory plan fits, for the six example
   8 x H200 (2 TB of host memory per node, PCIe 5: the presets), a table of
   the Ulysses rows, each recompute setting without / with offload, beside
   DeepSpeed ALST's published figures.
+
+chunks: head-chunked attention at the memory frontier: MODEL (default
+  Llama-3.1-8B) at micro-batch 1, ZeRO-3, bf16, train.offload all and
+  recompute full, Ulysses, on the --offload clusters, for every
+  train.attention_chunks in 1, 2, 4, 8 that the model and the group allow:
+  the longest seq_len (`--max-seq-len --json`), its peak and host arena per
+  rank, and the cost model's predicted step at that length (`--plan --json`,
+  the Ulysses row), beside the published figures (DeepSpeed ALST 500K on one
+  H100 and 3.7M on 8; UPipe 5M on 8 x H100).
 
 Standard library only.  OPENBLAS_NUM_THREADS=1 for every process started.
 """
@@ -200,6 +210,54 @@ def offload_table(a, results):
             f.write(text)
 
 
+def chunks(a):
+    baspc = os.path.join(a.build, "baspc")
+    spec = os.path.join(ROOT, "examples", a.model + ".basp")
+    results = []
+    for cname, cset in OFFLOAD_CLUSTERS:
+        for c in (1, 2, 4, 8):
+            s = cset + ["train.micro_batch=1", "train.global_batch=1", "train.zero=3", "train.precision=bf16",
+                        "train.offload=all", "layout.batch_aware=off", "train.attention_chunks=%d" % c]
+            p = subprocess.run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s),
+                               capture_output=True, text=True, env=env())
+            if p.returncode not in (0, 1) or not p.stdout.strip():  # chunks the group cannot split: an error
+                err = [x for x in p.stderr.splitlines() if "error:" in x] or ["exit %d" % p.returncode]
+                results.append({"cluster": cname, "chunks": c, "error": err[0].split("error: ", 1)[-1]})
+                continue
+            out = json.loads(p.stdout)
+            row = [w for w in out["rows"] if w["layout"] == "ulysses" and w["recompute"] == "full"
+                   and w["offload"] == "all"][0]
+            r = {"cluster": cname, "chunks": c, "max_seq_len": row["max_seq_len"], "peak": row["peak_bytes_per_rank"],
+                 "host_bytes_per_rank": row["host_bytes_per_rank"]}
+            if row["max_seq_len"]:
+                plan = json.loads(run([baspc, spec, "-q", "--plan", "--json", "--target=cuda"] +
+                                      sets(s + ["train.recompute=full", "train.seq_len=%d" % row["max_seq_len"]]),
+                                      ok=(0, 1)))
+                u = [x for x in plan["candidates"] if x["name"] == "ulysses" and x["groups"] == 1][0]
+                r["step_ms"] = u["step_ms"]
+            results.append(r)
+            print("%s chunks %d done" % (cname, c), file=sys.stderr)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    lines = ["| %s, offload all, recompute full | chunks | longest seq_len | peak per rank | host arena per rank | "
+             "predicted step |" % a.model, "|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append("| %s | %d | – (%s) | | | |" % (r["cluster"], r["chunks"], r["error"]))
+        elif not r["max_seq_len"]:
+            lines.append("| %s | %d | - | | | |" % (r["cluster"], r["chunks"]))
+        else:
+            lines.append("| %s | %d | %s | %.1f GiB | %.0f GiB | %.0f s |" % (
+                r["cluster"], r["chunks"], fmt_tokens(r["max_seq_len"]), r["peak"] / 2**30,
+                r["host_bytes_per_rank"] / 2**30, r["step_ms"] / 1e3))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(text)
+
+
 def fmt_tokens(n):
     if n >= 1 << 20 and n % (1 << 10) == 0:
         return "%.2fM" % (n / float(1 << 20))
@@ -224,11 +282,17 @@ def main():
     m.add_argument("--markdown")
     m.add_argument("--offload", action="store_true",
                    help="offload all (activations and optimizer): rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
+    k = sub.add_parser("chunks")
+    k.add_argument("--model", default="llama3_1_8b", choices=MODELS)
+    k.add_argument("--json")
+    k.add_argument("--markdown")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     if a.what == "recompute":
         a.spec = os.path.abspath(a.spec)
         recompute(a)
+    elif a.what == "chunks":
+        chunks(a)
     else:
         maxseq(a)
 
