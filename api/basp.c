@@ -77,7 +77,25 @@ basp_module *basp_lower(const basp_spec *spec) {
         sup_remark(sup_noloc(), "layout: %s: %d group(s) of K=%lld ranks [chosen: %s]", name, c.groups, (long long)K,
                    why);
     }
-    if (spec->train.mlp_chunk != FE_MLP_AUTO) return pass_lower_with(spec, &c);
+    basp_spec *chunked = NULL;
+    if (spec->train.attention_chunks == FE_CHUNKS_AUTO) {
+        /* The head chunks, by building the step with each count (driver/plan.c). */
+        char cwhy[320];
+        int64_t C;
+        chunked = drv_chunks_settled(spec, &c, plan_for_cuda(spec), NULL, cwhy, sizeof cwhy, &C);
+        sup_remark(sup_noloc(), "attention: auto: %s", cwhy);
+        if (!chunked) {
+            sup_error(sup_noloc(), "attention: auto: the spec with train.attention_chunks=%lld does not check",
+                      (long long)C);
+            return NULL;
+        }
+        spec = chunked;
+    }
+    if (spec->train.mlp_chunk != FE_MLP_AUTO) {
+        basp_module *m = pass_lower_with(spec, &c);
+        fe_spec_free(chunked);
+        return m;
+    }
     /* The MLP, by building the step with it unfused (driver/plan.c). */
     char why[256];
     int64_t chunk;
@@ -86,6 +104,7 @@ basp_module *basp_lower(const basp_spec *spec) {
     basp_module *m = own ? pass_lower_with(own, &c) : NULL;
     if (!own) sup_error(sup_noloc(), "mlp: auto: the spec with train.mlp_chunk=%lld does not check", (long long)chunk);
     fe_spec_free(own);
+    fe_spec_free(chunked);
     return m;
 }
 

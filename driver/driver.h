@@ -130,6 +130,13 @@ ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda)
 /* The tokens per MLP chunk to build spec with (layout c, NULL: the spec's;
  * pipeline NULL: the default): spec's own train.mlp_chunk, or for auto 0
  * (unfused) when the step fits with it, else ALST's tiling; `why` says so. */
+/* train.attention_chunks auto (FE_CHUNKS_AUTO): the fewest head chunks whose
+ * step fits the device and the host (driver/plan.c); a concrete value is
+ * returned as it is.  drv_chunks_settled: spec with it settled. */
+int64_t pass_chunks_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                         size_t nwhy);
+fe_spec *drv_chunks_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                            size_t nwhy, int64_t *chunks);
 int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                             size_t nwhy);
 /* spec with train.mlp_chunk settled: a copy with pass_mlp_chunk_auto's

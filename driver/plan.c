@@ -100,19 +100,80 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
     return fits ? 0 : alst;
 }
 
+/* train.attention_chunks auto: the fewest head chunks (1, 2, 4, 8: those
+ * dividing the heads and the kv heads, whose chunk the layout can split;
+ * more than 1 only for Ulysses) whose step, built with them, fits the
+ * device and the host; when none fits, the most of them (the least
+ * memory).  More chunks cost more exchange calls, smaller messages and the
+ * backward's second exchange of q, k, v and o, so the fewest that fit are
+ * the fastest that fit.  `why` (may be NULL) says which and why. */
+int64_t pass_chunks_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                         size_t nwhy) {
+    if (spec->train.attention_chunks != FE_CHUNKS_AUTO) return spec->train.attention_chunks;
+    int64_t Hk = spec->model.kv_heads > 0 ? spec->model.kv_heads : spec->model.heads, chosen = 1, legal = 1;
+    bool fits = false;
+    sup_buf b = {0};
+    for (int64_t C = 1; C <= FE_MAX_ATTENTION_CHUNKS && !fits; C *= 2) {
+        if (spec->model.heads % C || Hk % C) break;
+        if (C > 1 && c && c->seq != LAYOUT_ULYSSES) break;
+        sup_diag_saved saved = sup_diag_silence();
+        fe_spec *s = fe_spec_patched(spec, &(fe_spec_patch){.attention_chunks = C});
+        layout_dims d = s ? fe_layout_dims(s) : (layout_dims){0};
+        ir_module *m = s && (!c || !layout_illegal(&d, c, NULL, 0)) ? build_choice(s, c, cuda, pipeline) : NULL;
+        sup_diag_restore(saved);
+        pass_mem_report r;
+        bool planned = m && pass_memory_report(m, &r);
+        ir_module_free(m);
+        fe_spec_free(s);
+        if (!planned) break; /* this many chunks cannot split (nor can more) */
+        legal = C;
+        fits = r.fits && r.host_fits;
+        char pb[32];
+        sup_buf_printf(&b, "%s%lld: %s", b.len ? ", " : "", (long long)C,
+                       sup_fmt_bytes((double)r.peak_bytes, pb, sizeof pb));
+        if (fits) chosen = C;
+    }
+    if (!fits) chosen = legal;
+    if (why)
+        snprintf(why, nwhy, "%lld head chunk(s): %s (peak per rank by chunks: %s)", (long long)chosen,
+                 fits ? "the fewest whose step fits" : "none fits; the most that split", b.len ? b.data : "none built");
+    sup_buf_free(&b);
+    return chosen;
+}
+
+fe_spec *drv_chunks_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                            size_t nwhy, int64_t *chunks) {
+    *chunks = pass_chunks_auto(spec, c, cuda, pipeline, why, nwhy);
+    sup_diag_saved saved = sup_diag_silence();
+    fe_spec *s = fe_spec_patched(spec, &(fe_spec_patch){.attention_chunks = *chunks});
+    sup_diag_restore(saved);
+    return s;
+}
+
 /* The lowered module for the target, run through `pipeline` (NULL: its
  * strategy's, which ends with memplan: the cost model then reads the
- * candidate's memory plan).  An auto MLP is chosen first. */
+ * candidate's memory plan).  Auto head chunks, then an auto MLP, are
+ * chosen first. */
 static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline) {
-    fe_spec *mine = NULL;
+    fe_spec *mine = NULL, *chunked = NULL;
+    if (s->train.attention_chunks == FE_CHUNKS_AUTO) {
+        int64_t C;
+        chunked = drv_chunks_settled(s, c, cuda, pipeline, NULL, 0, &C);
+        if (!chunked) return NULL;
+        s = chunked;
+    }
     if (s->train.mlp_chunk == FE_MLP_AUTO) {
         int64_t chunk;
         mine = drv_mlp_settled(s, c, cuda, pipeline, NULL, 0, &chunk);
-        if (!mine) return NULL;
+        if (!mine) {
+            fe_spec_free(chunked);
+            return NULL;
+        }
         s = mine;
     }
     ir_module *m = c ? pass_lower_with(s, c) : pass_lower(s);
     fe_spec_free(mine);
+    fe_spec_free(chunked);
     if (!m) return NULL;
     ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
     pass_options o = pass_default_options();

@@ -57,6 +57,7 @@ typedef enum {
     FE_K_BATCH,     /* auto | on | off | groups N | N */
     FE_K_LINK,      /* link intra|inter KIND (mesh only, special syntax) */
     FE_K_PLACEMENT, /* a name, or a "string" listing every rank's node */
+    FE_K_CHUNKS,    /* a whole number from 1 to FE_MAX_ATTENTION_CHUNKS, or auto (FE_CHUNKS_AUTO) */
 } fe_key_kind;
 
 typedef struct fe_keydef {

@@ -67,7 +67,7 @@ static const fe_keydef train_keys[] = {
     {"steps", FE_K_COUNT, I64(train.steps), "steps 100"},
     {"seed", FE_K_COUNT, I64(train.seed), "seed 1234"},
     {"mlp_chunk", FE_K_COUNT, I64(train.mlp_chunk), "mlp_chunk 4096"},
-    {"attention_chunks", FE_K_COUNT, I64(train.attention_chunks), "attention_chunks 4"},
+    {"attention_chunks", FE_K_CHUNKS, I64(train.attention_chunks), "attention_chunks 4"},
     {"recompute", FE_K_NAME, NAME(train.recompute), "recompute selective"},
     {"offload", FE_K_NAME, NAME(train.offload), "offload activations"},
     {"documents", FE_K_BOOL, F(train.documents), 0, "documents on"},

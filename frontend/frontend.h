@@ -34,6 +34,9 @@ enum { FE_NAME_MAX = 64 };
 enum { FE_PLACEMENT_MAX = 4096 };
 /* Upper bound on model.layers (lowering takes about a second at this depth). */
 enum { FE_MAX_LAYERS = 1024, FE_MAX_ATTENTION_CHUNKS = 8 };
+/* train.attention_chunks auto: chosen when the step is built (driver/plan.c
+ * drv_chunks_settled). */
+#define FE_CHUNKS_AUTO ((int64_t)-1)
 
 typedef enum {
     FE_BA_AUTO,   /* any legal G: the planner's choice (driver/plan.c) */
@@ -128,7 +131,8 @@ typedef struct fe_train {
      * runs its exchanges and kernels over this many chunks of the heads,
      * one after another, so that only one chunk's full-sequence tensors
      * are alive at a time; 1 (default): unchunked.  Divides heads and
-     * kv_heads; sequence ulysses only. */
+     * kv_heads; sequence ulysses only.  FE_CHUNKS_AUTO: the fewest chunks
+     * whose step fits, chosen when the step is built. */
     int64_t attention_chunks;
     char recompute[16]; /* none | selective | full | auto ; default none */
     /* What lives in host memory between its forward and its backward
@@ -206,9 +210,10 @@ typedef struct fe_spec_patch {
     const char *offload;   /* train.offload */
     bool set_mlp_chunk;    /* train.mlp_chunk = mlp_chunk (0 is a value: unfused) */
     int64_t mlp_chunk;
-    int64_t nodes;       /* mesh.nodes */
-    int64_t micro_batch; /* train.micro_batch */
-    int64_t seq_len;     /* train.seq_len */
+    int64_t attention_chunks; /* train.attention_chunks (>= 1) */
+    int64_t nodes;            /* mesh.nodes */
+    int64_t micro_batch;      /* train.micro_batch */
+    int64_t seq_len;          /* train.seq_len */
 } fe_spec_patch;
 /* A copy of spec with p applied (NULL: none), each key stored as the same
  * key given with --set would be (so fe_check counts it as given), then

@@ -200,6 +200,7 @@ static bool patch_apply(fe_spec *c, const fe_spec_patch *p) {
     if (ok && p->recompute) ok = patch_name(c, "train.recompute", p->recompute);
     if (ok && p->offload) ok = patch_name(c, "train.offload", p->offload);
     if (ok && p->set_mlp_chunk) ok = patch_int(c, "train.mlp_chunk", p->mlp_chunk);
+    if (ok && p->attention_chunks) ok = patch_int(c, "train.attention_chunks", p->attention_chunks);
     if (ok && p->nodes) ok = patch_int(c, "mesh.nodes", p->nodes);
     if (ok && p->micro_batch) ok = patch_int(c, "train.micro_batch", p->micro_batch);
     if (ok && p->seq_len) ok = patch_int(c, "train.seq_len", p->seq_len);
@@ -240,6 +241,7 @@ void fe_spec_patch_format(const fe_spec_patch *p, char *buf, size_t n) {
     if (p->recompute) fmt_key(buf, n, &len, "train.recompute", p->recompute);
     if (p->offload) fmt_key(buf, n, &len, "train.offload", p->offload);
     if (p->set_mlp_chunk) fmt_int(buf, n, &len, "train.mlp_chunk", p->mlp_chunk);
+    if (p->attention_chunks) fmt_int(buf, n, &len, "train.attention_chunks", p->attention_chunks);
     if (p->nodes) fmt_int(buf, n, &len, "mesh.nodes", p->nodes);
     if (p->micro_batch) fmt_int(buf, n, &len, "train.micro_batch", p->micro_batch);
     if (p->seq_len) fmt_int(buf, n, &len, "train.seq_len", p->seq_len);

@@ -94,7 +94,10 @@ static void print_train(FILE *out, const fe_spec *spec) {
     fprintf(out, "  lr %s\n  steps %" PRId64 "\n  seed %" PRId64 "\n  recompute %s\n", fmt_num(t->lr, lr, sizeof lr),
             t->steps, t->seed, t->recompute);
     fprintf(out, "  offload %s\n", t->offload);
-    fprintf(out, "  attention_chunks %" PRId64 "\n", t->attention_chunks);
+    if (t->attention_chunks == FE_CHUNKS_AUTO)
+        fprintf(out, "  attention_chunks auto\n");
+    else
+        fprintf(out, "  attention_chunks %" PRId64 "\n", t->attention_chunks);
     /* auto has no word: left out, it parses back to auto */
     if (t->mlp_chunk == FE_MLP_AUTO)
         fprintf(out, "  # mlp_chunk: chosen when built (unfused if the step fits, else %" PRId64 ")\n",

@@ -99,8 +99,6 @@ static const fe_range fe_ranges[] = {
      "positive"},
     {"train.seed", 0, FE_INF, false, false, "zero or positive", NULL, NULL},
     {"train.mlp_chunk", 0, FE_INF, false, false, "zero (off) or positive (tokens)", NULL, NULL},
-    {"train.attention_chunks", 1, FE_MAX_ATTENTION_CHUNKS, false, false, "in [1, 8]",
-     "1 runs attention unchunked; more chunks keep less of the attention layer alive at once", NULL},
     {"train.eot_token", 0, FE_INF, false, false, "a token id (zero or positive)", NULL, NULL},
 };
 
@@ -329,7 +327,7 @@ static void offload_rules(checker *c) {
 static void chunk_rules(checker *c) {
     const fe_spec *s = c->s;
     int64_t C = s->train.attention_chunks, Hk = s->model.kv_heads > 0 ? s->model.kv_heads : s->model.heads;
-    if (C <= 1) return;
+    if (C <= 1) return; /* 1, or auto: the builder takes only chunk counts that split */
     sup_loc loc = at(c, "train.attention_chunks");
     if (Hk % C || s->model.heads % C) {
         err(c, loc, "attention_chunks %" PRId64 " does not divide kv_heads (%" PRId64 ") and heads (%" PRId64 ")", C,

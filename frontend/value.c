@@ -35,6 +35,7 @@ static const char *wants(fe_key_kind k) {
     case FE_K_TIME: return "a duration";
     case FE_K_BATCH: return "auto, on, off or groups N";
     case FE_K_PLACEMENT: return "consecutive, round_robin or a \"list\" of every rank's node";
+    case FE_K_CHUNKS: return "a whole number from 1 to 8, or auto";
     default: return "a value";
     }
 }
@@ -133,6 +134,27 @@ static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const f
     return mismatch(ctx, kd, v);
 }
 
+/* attention_chunks: auto, or 1 .. FE_MAX_ATTENTION_CHUNKS (only the word
+ * stores FE_CHUNKS_AUTO). */
+static bool store_chunks(fe_pctx *ctx, const fe_keydef *kd, int64_t *dst, const fe_value *v) {
+    if (v->kind == FE_V_IDENT && !strcmp(v->str, "auto")) {
+        *dst = FE_CHUNKS_AUTO;
+        return true;
+    }
+    int64_t n;
+    if (v->kind == FE_V_IDENT) return mismatch(ctx, kd, v);
+    if (!to_int(ctx, kd, v, &n)) return false;
+    if (n < 1 || n > FE_MAX_ATTENTION_CHUNKS) {
+        sup_error(v->loc, "'%s' must be 1 to %d or auto, not %lld", kd->name, FE_MAX_ATTENTION_CHUNKS, (long long)n);
+        sup_note(v->loc, "1 runs attention unchunked; more chunks keep less of the attention layer alive at once; "
+                         "auto takes the fewest whose step fits");
+        fe_b_error(ctx);
+        return false;
+    }
+    *dst = n;
+    return true;
+}
+
 static bool store_unit(fe_pctx *ctx, const fe_keydef *kd, double *dst, const fe_value *v, fe_unit_class want) {
     if (v->kind != FE_V_NUM || v->unit != want) return mismatch(ctx, kd, v);
     if (!isfinite(v->num)) return not_finite(ctx, kd, v);
@@ -193,6 +215,7 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
     case FE_K_BW: ok = store_unit(ctx, kd, (double *)p, v, FE_U_BW); break;
     case FE_K_TIME: ok = store_unit(ctx, kd, (double *)p, v, FE_U_TIME); break;
     case FE_K_BATCH: ok = store_batch(ctx, kd, &ctx->spec->layout, v); break;
+    case FE_K_CHUNKS: ok = store_chunks(ctx, kd, (int64_t *)p, v); break;
     case FE_K_PLACEMENT:
         if (v->kind != FE_V_IDENT && v->kind != FE_V_STR) return mismatch(ctx, kd, v);
         ok = fe_b_copy_name(ctx, p, kd->size, v->str, v->loc);
