@@ -27,7 +27,9 @@ maxseq: the longest sequence whose memory plan fits, for the six example
   With --offload: train.offload all (activations and the optimizer) on 1 and 8 x H100-80GB and
   8 x H200 (2 TB of host memory per node, PCIe 5: the presets), a table of
   the Ulysses rows, each recompute setting without / with offload, beside
-  DeepSpeed ALST's published figures.
+  DeepSpeed ALST's published figures.  --chunks adds the full, offload-all
+  row with the most head chunks the model and the group split
+  (train.attention_chunks 8, 4 or 2).
 
 chunks: head-chunked attention at the memory frontier: MODEL (default
   Llama-3.1-8B) at micro-batch 1, ZeRO-3, bf16, train.offload all and
@@ -154,6 +156,8 @@ def maxseq(a):
                 out = json.loads(run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s),
                                      ok=(0, 1)))
                 out.update({"cluster": cname, "example": model})
+                if a.offload and a.chunks:
+                    out["chunked"] = most_chunks(baspc, spec, s)
                 results.append(out)
                 print("%s %s mb %d done" % (model, cname, mb), file=sys.stderr)
     if a.json:
@@ -183,11 +187,30 @@ def maxseq(a):
             f.write(text)
 
 
+def most_chunks(baspc, spec, s):
+    """The Ulysses row with recompute full and offload all at the most head
+    chunks the model and the group split (8, 4, then 2): its longest
+    seq_len and host arena."""
+    for c in (8, 4, 2):
+        p = subprocess.run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] +
+                           sets(s + ["train.attention_chunks=%d" % c]), capture_output=True, text=True, env=env())
+        if p.returncode not in (0, 1) or not p.stdout.strip():
+            continue  # this many chunks cannot split here
+        for w in json.loads(p.stdout)["rows"]:
+            if w["layout"] == "ulysses" and w["recompute"] == "full" and w["offload"] == "all":
+                return {"chunks": c, "max_seq_len": w["max_seq_len"], "host_bytes_per_rank": w["host_bytes_per_rank"]}
+    return None
+
+
 def offload_table(a, results):
     """One row per model and cluster (Ulysses, the G=1 rows): the longest
     seq_len per recompute setting, without / with offload all."""
-    lines = ["| model | cluster | micro-batch | none | selective | full | host arena per rank (full, offload) |",
-             "|---|---|---|---|---|---|---|"]
+    head = "| model | cluster | micro-batch | none | selective | full | host arena per rank (full, offload) |"
+    rule = "|---|---|---|---|---|---|---|"
+    if a.chunks:
+        head += " full, offload, head chunks | host arena per rank (chunks) |"
+        rule += "---|---|"
+    lines = [head, rule]
     for r in results:
         by = {(w["recompute"], w["offload"]): w for w in r["rows"] if w["layout"] == "ulysses"}
 
@@ -200,9 +223,17 @@ def offload_table(a, results):
             return "%s%s" % (fmt_tokens(w["max_seq_len"]), "+" if w["at_cap"] else "")
         full = by.get(("full", "all"))
         host = "%.0f GiB" % (full["host_bytes_per_rank"] / 2**30) if full and full["max_seq_len"] else "-"
-        lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (
+        row = "| %s | %s | %d | %s | %s | %s | %s |" % (
             r["example"], r["cluster"], r["micro_batch"],
-            *["%s / %s" % (cell(m, "none"), cell(m, "all")) for m in ("none", "selective", "full")], host))
+            *["%s / %s" % (cell(m, "none"), cell(m, "all")) for m in ("none", "selective", "full")], host)
+        if a.chunks:
+            k = r.get("chunked")
+            if k and k["max_seq_len"]:
+                row += " %s (%d chunks) | %.0f GiB |" % (fmt_tokens(k["max_seq_len"]), k["chunks"],
+                                                        k["host_bytes_per_rank"] / 2**30)
+            else:
+                row += " - | - |"
+        lines.append(row)
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:
@@ -282,6 +313,8 @@ def main():
     m.add_argument("--markdown")
     m.add_argument("--offload", action="store_true",
                    help="offload all (activations and optimizer): rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
+    m.add_argument("--chunks", action="store_true",
+                   help="with --offload: also the full, offload-all row at the most head chunks that split (8, 4, 2)")
     k = sub.add_parser("chunks")
     k.add_argument("--model", default="llama3_1_8b", choices=MODELS)
     k.add_argument("--json")

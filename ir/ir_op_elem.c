@@ -20,14 +20,14 @@ static void verify_rope(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, 
 
 /* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
 
-/* The CPU RoPE (runtime/host/kern_basic.c): the cos/sin table of the local
- * positions; with explicit positions (the ring's zig-zag order, packed
- * documents) also a copy of them. */
+/* The CPU RoPE (runtime/host/kern_basic.c rope_table_get): the cos/sin
+ * table of the local positions and one float more; with explicit positions
+ * (the ring's zig-zag order, packed documents) also a copy of them. */
 static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w) {
     if (op->nin < 1 || m->values[op->in[0]].type.rank != 4) return;
     bool docs = ir_config_int(m, "documents", 0) != 0;
     const ir_type *x = &m->values[op->in[0]].type;
-    int64_t S = ir_type_max_local_dim(m, x, 1), b = S * x->dims[3] * 4;
+    int64_t S = ir_type_max_local_dim(m, x, 1), b = (S * x->dims[3] + 1) * 4;
     if (ir_config_int(m, "seq_ring", 0) > 1 || docs) /* the table keeps a copy of the positions */
         b += 8 * S;
     ir_ws_raise(&w[CM_WS_CPU_ROPE], b);

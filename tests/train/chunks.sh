@@ -16,8 +16,8 @@
 #     kv gradients are summed in another order: those cases are the
 #     single-rank equivalence tests of CMakeLists.txt, within its
 #     tolerances.)  The chunked IR must hold C head_slice-exchange-attention
-#     groups per layer, and the run's measured arena (and host arena) must
-#     be the plan's (`baspc --memory --json`).
+#     groups per layer, the run's measured arena must be the plan's and its
+#     workspace outside the arena at most the plan's (`baspc --memory --json`).
 set -euo pipefail
 
 mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
@@ -66,6 +66,15 @@ same() {
         planned=$(tr -d '\n\t ' <"$p.mem.json" | json_num arena_bytes)
         if [[ -z $arena || $arena != "$planned" ]]; then
             echo "FAIL $l: chunked arena measured ${arena:-?}, planned ${planned:-?}"
+            fails=$((fails + 1))
+        fi
+        # The workspace outside the arena: never more than the plan's (which
+        # also counts the scratch a kernel this CPU does not pick may take).
+        local ws pws
+        ws=$(tail -1 "$p.jsonl" | json_num mem_workspace_bytes)
+        pws=$(tr -d '\n\t ' <"$p.mem.json" | sed -n 's/.*"workspace":\([0-9]*\)[,}].*/\1/p' | head -1)
+        if [[ -z $ws || -z $pws ]] || ((ws > pws)); then
+            echo "FAIL $l: chunked workspace measured ${ws:-?}, planned ${pws:-?} (the plan must bound it)"
             fails=$((fails + 1))
         fi
         if ! cmp -s "$n.weights" "$p.weights" || ! cmp -s "$n.grads" "$p.grads" ||
