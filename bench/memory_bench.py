@@ -198,7 +198,8 @@ def most_chunks(baspc, spec, s):
             continue  # this many chunks cannot split here
         for w in json.loads(p.stdout)["rows"]:
             if w["layout"] == "ulysses" and w["recompute"] == "full" and w["offload"] == "all":
-                return {"chunks": c, "max_seq_len": w["max_seq_len"], "host_bytes_per_rank": w["host_bytes_per_rank"]}
+                return {"chunks": c, "max_seq_len": w["max_seq_len"], "host_bytes_per_rank": w["host_bytes_per_rank"],
+                        "at_cap": w["at_cap"]}
     return None
 
 
@@ -229,8 +230,9 @@ def offload_table(a, results):
         if a.chunks:
             k = r.get("chunked")
             if k and k["max_seq_len"]:
-                row += " %s (%d chunks) | %.0f GiB |" % (fmt_tokens(k["max_seq_len"]), k["chunks"],
-                                                        k["host_bytes_per_rank"] / 2**30)
+                cap = "+" if k.get("at_cap", k["max_seq_len"] >= 1 << 24) else ""  # 2^24: the longest tried
+                row += " %s%s (%d chunks) | %.0f GiB |" % (fmt_tokens(k["max_seq_len"]), cap, k["chunks"],
+                                                          k["host_bytes_per_rank"] / 2**30)
             else:
                 row += " - | - |"
         lines.append(row)
