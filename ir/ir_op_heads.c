@@ -18,9 +18,13 @@
 /* The chunk attributes: 1 <= chunk < chunks (head_slice) or chunks = the
  * operand count (head_concat).  Returns chunks, 0 when bad (reported). */
 static int64_t check_chunks(ir_vctx *c, const ir_op *op, bool slice) {
-    int64_t C = ir_attr_int(op, "chunks", 0), k = ir_attr_int(op, "chunk", 0);
+    int64_t C = ir_attr_int(op, "chunks", 0), k = ir_attr_int(op, "chunk", -1);
     if (C < 1) {
         ir_verr(c, sup_noloc(), "needs a 'chunks = C' attribute (C >= 1)");
+        return 0;
+    }
+    if (slice && !ir_attr_get(op, "chunk")) {
+        ir_verr(c, sup_noloc(), "needs a 'chunk = c' attribute: which of the %" PRId64 " chunks", C);
         return 0;
     }
     if (slice && (k < 0 || k >= C)) {
