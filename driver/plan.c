@@ -101,8 +101,8 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
 }
 
 /* train.attention_chunks auto: the fewest head chunks (1, 2, 4, 8: those
- * dividing the heads and the kv heads, whose chunk the layout can split;
- * more than 1 only for Ulysses) whose step, built with them, fits the
+ * dividing the heads and the kv heads, whose chunk the layout can split)
+ * whose step, built with them, fits the
  * device and the host; when none fits, the most of them (the least
  * memory).  More chunks cost more exchange calls, smaller messages and the
  * backward's second exchange of q, k, v and o, so the fewest that fit are
@@ -115,7 +115,6 @@ int64_t pass_chunks_auto(const fe_spec *spec, const layout_choice *c, bool cuda,
     sup_buf b = {0};
     for (int64_t C = 1; C <= FE_MAX_ATTENTION_CHUNKS && !fits; C *= 2) {
         if (spec->model.heads % C || Hk % C) break;
-        if (C > 1 && c && c->seq != LAYOUT_ULYSSES) break;
         sup_diag_saved saved = sup_diag_silence();
         fe_spec *s = fe_spec_patched(spec, &(fe_spec_patch){.attention_chunks = C});
         layout_dims d = s ? fe_layout_dims(s) : (layout_dims){0};

@@ -131,7 +131,7 @@ typedef struct fe_train {
      * runs its exchanges and kernels over this many chunks of the heads,
      * one after another, so that only one chunk's full-sequence tensors
      * are alive at a time; 1 (default): unchunked.  Divides heads and
-     * kv_heads; sequence ulysses only.  FE_CHUNKS_AUTO: the fewest chunks
+     * kv_heads (Ulysses, ring and hybrid).  FE_CHUNKS_AUTO: the fewest chunks
      * whose step fits, chosen when the step is built. */
     int64_t attention_chunks;
     char recompute[16]; /* none | selective | full | auto ; default none */

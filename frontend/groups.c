@@ -45,7 +45,6 @@ bool fe_layout_allows(const fe_spec *spec, const layout_choice *c) {
         break;
     case FE_BA_AUTO: break;
     }
-    if (spec->train.attention_chunks > 1 && c->seq != LAYOUT_ULYSSES) return false; /* chunks: Ulysses only */
     layout_seq seq;
     if (strcmp(seq_text(l), "auto") && (!layout_seq_parse(seq_text(l), &seq) || seq != c->seq)) return false;
     if (c->seq == LAYOUT_HYBRID && l->ring_degree > 0 && c->ring_degree != l->ring_degree) return false;

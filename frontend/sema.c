@@ -322,8 +322,7 @@ static void offload_rules(checker *c) {
     sup_note(loc, "give the mesh a host link ('link host pcie5') or write 'offload none'");
 }
 
-/* Head chunks hold whole kv groups: C divides kv_heads (and so heads),
- * and only the Ulysses exchange is chunked. */
+/* Head chunks hold whole kv groups: C divides kv_heads (and so heads). */
 static void chunk_rules(checker *c) {
     const fe_spec *s = c->s;
     int64_t C = s->train.attention_chunks, Hk = s->model.kv_heads > 0 ? s->model.kv_heads : s->model.heads;
@@ -338,10 +337,6 @@ static void chunk_rules(checker *c) {
         sup_note(loc, "each chunk holds whole kv groups: use one of %s", b.data);
         sup_buf_free(&b);
         return;
-    }
-    if (strcmp(s->layout.sequence, "ulysses") && strcmp(s->layout.sequence, "auto")) {
-        err(c, loc, "attention_chunks %" PRId64 " needs sequence ulysses, not %s", C, s->layout.sequence);
-        sup_note(loc, "ring attention already holds one block of the sequence at a time; write 'attention_chunks 1'");
     }
 }
 

@@ -123,6 +123,134 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
     }
 }
 
+/* ---- head chunks (config attention_chunks = C > 1) --------------------------
+ * As in pass_ulysses.c: the ring attention of each chunk of H/C heads (Hk/C
+ * kv heads) runs in turn, wrapped in its @ul exchanges when U > 1, and the
+ * chunks are concatenated; the backward slices (and exchanges) q, k, v, o
+ * and d_o again per chunk and reads that chunk's lse. */
+typedef struct ring_chunked {
+    int qr;                 /* the forward's q operand (the backward reads the same value) */
+    int lse[PU_MAX_CHUNKS]; /* per chunk: ring attention's lse */
+} ring_chunked;
+
+/* Chunk ch of vals[0..n) (kv[k]: a kv operand, fanned out inside @ul):
+ * sliced, and with U > 1 exchanged into @ul's head layout; heads[k] is
+ * what the ring op reads.  Records the ops before op i. */
+static void ring_slice(ir_module *m, const ring_ctx *c, pass_edits *e, int i, const int *vals, const bool *kv, int n,
+                       int ch, int C, int *heads, const ir_op *like) {
+    int sl[4];
+    bool fan = false;
+    char suffix[16];
+    snprintf(suffix, sizeof suffix, ".c%d", ch);
+    for (int k = 0; k < n; k++) {
+        sl[k] = pass_value_derived(m, vals[k], suffix, pu_chunk_type(m, vals[k], C));
+        heads[k] =
+            c->ul < 0 ? sl[k] : pass_value_derived(m, sl[k], ".heads", heads_type(c, m->values[sl[k]].type, kv[k]));
+        fan |= kv[k];
+    }
+    ir_op s = pu_head_slice_op(vals, sl, n, ch, C, like);
+    pass_insert_before(e, i, &s);
+    if (c->ul < 0) return;
+    ir_op x = pass_exchange(c->ul, n, sl, heads, true, fan ? c->F : 1, like);
+    pass_insert_before(e, i, &x);
+}
+
+static void wrap_attention_chunked(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int C, ring_chunked *rec) {
+    ir_op att = m->ops[i];
+    int oc[PU_MAX_CHUNKS];
+    static const bool kv[3] = {false, true, true};
+    rec->qr = att.in[0];
+    for (int ch = 0; ch < C; ch++) {
+        int h[3];
+        ring_slice(m, c, e, i, att.in, kv, 3, ch, C, h, &att);
+        char suffix[16];
+        snprintf(suffix, sizeof suffix, ".c%d", ch);
+        oc[ch] = pass_value_derived(m, att.out[0], suffix, pu_chunk_type(m, att.out[0], C));
+        int oh =
+            c->ul < 0 ? oc[ch] : pass_value_derived(m, oc[ch], ".heads", heads_type(c, m->values[oc[ch]].type, false));
+        rec->lse[ch] = pass_value_derived(m, oc[ch], ".lse", lse_type(&m->values[oh].type));
+        ir_op ra = ir_op_make(IR_RING_ATTENTION);
+        for (int k = 0; k < 3; k++) ir_op_add_input(&ra, h[k]);
+        ir_op_add_output(&ra, oh);
+        ir_op_add_output(&ra, rec->lse[ch]);
+        ir_attr_set_group(&ra, "group", c->ring);
+        pu_tag_like(&ra, &att);
+        pass_insert_before(e, i, &ra);
+        if (c->ul >= 0) {
+            ir_op back = pass_exchange(c->ul, 1, &oh, &oc[ch], false, 1, &att);
+            pass_insert_before(e, i, &back);
+        }
+    }
+    ir_op cat = pu_head_concat_op(oc, C, att.out[0], &att);
+    pass_insert_before(e, i, &cat);
+    pass_edits_remove(e, i);
+}
+
+static void wrap_attention_bwd_chunked(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int C,
+                                       const ring_chunked *rec) {
+    ir_op ab = m->ops[i];
+    int d[3][PU_MAX_CHUNKS];
+    static const bool kv3[3] = {false, true, true}, kv2[2] = {false, false};
+    for (int ch = 0; ch < C; ch++) {
+        int qkv[3] = {ab.in[1], ab.in[2], ab.in[3]}, od[2] = {ab.in[4], ab.in[0]}, hq[3], ho[2], dh[3];
+        ring_slice(m, c, e, i, qkv, kv3, 3, ch, C, hq, &ab);
+        ring_slice(m, c, e, i, od, kv2, 2, ch, C, ho, &ab);
+        char suffix[16];
+        snprintf(suffix, sizeof suffix, ".c%d", ch);
+        ir_op rb = ir_op_make(IR_RING_ATTENTION_BWD);
+        int ins[6] = {ho[1], hq[0], hq[1], hq[2], ho[0], rec->lse[ch]};
+        for (int k = 0; k < 6; k++) ir_op_add_input(&rb, ins[k]);
+        for (int k = 0; k < 3; k++) {
+            d[k][ch] = pass_value_derived(m, ab.out[k], suffix, pu_chunk_type(m, ab.out[k], C));
+            dh[k] = c->ul < 0
+                        ? d[k][ch]
+                        : pass_value_derived(m, d[k][ch], ".heads", heads_type(c, m->values[d[k][ch]].type, k > 0));
+            ir_op_add_output(&rb, dh[k]);
+        }
+        ir_attr_set_group(&rb, "group", c->ring);
+        pu_tag_like(&rb, &ab);
+        pass_insert_before(e, i, &rb);
+        if (c->ul >= 0) {
+            int dc[3] = {d[0][ch], d[1][ch], d[2][ch]};
+            ir_op back = pass_exchange(c->ul, 3, dh, dc, false, c->F, &ab);
+            pass_insert_before(e, i, &back);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        ir_op cat = pu_head_concat_op(d[k], C, ab.out[k], &ab);
+        pass_insert_before(e, i, &cat);
+    }
+    pass_edits_remove(e, i);
+}
+
+/* Every attention and attention_bwd in C head chunks; false (reported)
+ * when a backward has no chunked forward. */
+static bool wrap_chunked(ir_module *m, const ring_ctx *c, int C, int natt) {
+    ring_chunked *rec = sup_xcalloc((size_t)natt, sizeof *rec);
+    int n = 0;
+    pass_edits edits = {0};
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ATTENTION && n < natt) wrap_attention_chunked(m, c, &edits, i, C, &rec[n++]);
+    pass_edits_apply(m, &edits);
+    bool ok = true;
+    for (int i = 0; i < m->nops && ok; i++) {
+        if (m->ops[i].code != IR_ATTENTION_BWD) continue;
+        const ring_chunked *r = NULL;
+        for (int k = 0; k < n && !r; k++)
+            if (rec[k].qr == m->ops[i].in[1]) r = &rec[k];
+        if (!r) {
+            sup_error(sup_noloc(), "ring: attention_bwd %%%s reads a q that no attention forward read; cannot chunk it",
+                      m->values[m->ops[i].out[0]].name);
+            ok = false;
+        } else {
+            wrap_attention_bwd_chunked(m, c, &edits, i, C, r);
+        }
+    }
+    pass_edits_apply(m, &edits);
+    free(rec);
+    return ok;
+}
+
 /* lse[o]: the lse made by the first ring_attention whose output is o (the
  * forward's), -1 when none; one array so the backward finds each at once. */
 static int *lse_by_output(const ir_module *m) {
@@ -150,6 +278,18 @@ static ring_ctx ring_layout(ir_module *m, int N, int G, int K, int R) {
     return c;
 }
 
+/* The config the ring layout leaves, and its remark. */
+static bool ring_finish(ir_module *m, const pass_options *opt, const ring_ctx *c, int natt, int G, int K, int R) {
+    ir_config_set_int(m, "sp_size", K);
+    ir_config_set_int(m, "batch_groups", G);
+    ir_config_set_int(m, "ring_size", R);
+    ir_config_set_int(m, "seq_ring", R);
+    int C = (int)pu_attention_chunks(m);
+    pu_remark(opt, "ring: sequence sharded over @sp (%d ranks) in zig-zag order; %d attention(s) as a ring of %d%s%s",
+              K, natt, R, c->ul >= 0 ? " with Ulysses inside @ul" : "", C > 1 ? ", in head chunks" : "");
+    return true;
+}
+
 bool pass_ring(ir_module *m, const pass_options *opt) {
     const char *seq = pu_cfg(m, "sequence", "ulysses");
     if (strcmp(seq, "ring") && strcmp(seq, "hybrid")) {
@@ -159,11 +299,6 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
     if (ir_group_find(m, "sp") >= 0 || pu_count_ops(m, IR_RING_ATTENTION)) {
         pu_remark(opt, "ring: the sequence is already sharded (group @sp exists); skipped");
         return true;
-    }
-    if (pu_attention_chunks(m) > 1) {
-        sup_error(sup_noloc(), "ring: attention_chunks = %lld applies to Ulysses only (sequence is '%s')",
-                  (long long)pu_attention_chunks(m), seq);
-        return false;
     }
     int natt = pu_count_ops(m, IR_ATTENTION);
     if (natt == 0) {
@@ -179,6 +314,20 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
         return false;
     }
     ring_ctx c = ring_layout(m, N, G, K, R);
+    int C = (int)pu_attention_chunks(m);
+    if (C > 1) {
+        pu_dims md = pu_model_dims(m);
+        int64_t Hk = md.Hk > 0 ? md.Hk : md.H;
+        if (C > PU_MAX_CHUNKS || md.H % C || Hk % C) {
+            sup_error(sup_noloc(),
+                      "ring: attention_chunks = %d must be at most %d and divide heads (%lld) and "
+                      "kv_heads (%lld)",
+                      C, PU_MAX_CHUNKS, (long long)md.H, (long long)Hk);
+            return false;
+        }
+        if (!wrap_chunked(m, &c, C, natt)) return false;
+        return ring_finish(m, opt, &c, natt, G, K, R);
+    }
     pass_edits edits = {0};
     for (int i = 0; i < m->nops; i++)
         if (m->ops[i].code == IR_ATTENTION) wrap_attention(m, &c, &edits, i);
@@ -206,11 +355,5 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
         return false;
     }
     pass_edits_apply(m, &edits);
-    ir_config_set_int(m, "sp_size", K);
-    ir_config_set_int(m, "batch_groups", G);
-    ir_config_set_int(m, "ring_size", R);
-    ir_config_set_int(m, "seq_ring", R);
-    pu_remark(opt, "ring: sequence sharded over @sp (%d ranks) in zig-zag order; %d attention(s) as a ring of %d%s", K,
-              natt, R, c.ul >= 0 ? " with Ulysses inside @ul" : "");
-    return true;
+    return ring_finish(m, opt, &c, natt, G, K, R);
 }

@@ -89,40 +89,13 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp, const
  * fan-out; o and d_o), runs attention_bwd with the forward's row
  * statistics (%o.cN.lse, a value of the step, so the memory plan and the
  * offload pass see them), exchanges dq, dk, dv back and concatenates. */
-enum { UL_MAX_CHUNKS = 8 };
+enum { UL_MAX_CHUNKS = PU_MAX_CHUNKS };
 
 /* The forward chunks of one attention, for its backward. */
 typedef struct ul_chunked {
     int qr;                 /* the forward's q operand (the backward reads the same value) */
     int lse[UL_MAX_CHUNKS]; /* per chunk: the row statistics */
 } ul_chunked;
-
-static ir_type chunk_type(const ir_module *m, int v, int C) {
-    ir_type t = m->values[v].type;
-    t.dims[2] /= C;
-    return t;
-}
-
-static ir_op head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like) {
-    ir_op op = ir_op_make(IR_HEAD_SLICE);
-    for (int k = 0; k < n; k++) {
-        ir_op_add_input(&op, ins[k]);
-        ir_op_add_output(&op, outs[k]);
-    }
-    ir_attr_set_int(&op, "chunk", c);
-    ir_attr_set_int(&op, "chunks", C);
-    pu_tag_like(&op, like);
-    return op;
-}
-
-static ir_op head_concat_op(const int *ins, int C, int out, const ir_op *like) {
-    ir_op op = ir_op_make(IR_HEAD_CONCAT);
-    for (int k = 0; k < C; k++) ir_op_add_input(&op, ins[k]);
-    ir_op_add_output(&op, out);
-    ir_attr_set_int(&op, "chunks", C);
-    pu_tag_like(&op, like);
-    return op;
-}
 
 /* Chunk c of each of vals[0..n): sliced values (suffix .c<c>) and their
  * head-layout twins; records the slice and the exchange before op i. */
@@ -132,10 +105,10 @@ static void slice_and_exchange(ir_module *m, pass_edits *e, int i, int sp, const
     char suffix[16];
     snprintf(suffix, sizeof suffix, ".c%d", c);
     for (int k = 0; k < n; k++) {
-        sl[k] = pass_value_derived(m, vals[k], suffix, chunk_type(m, vals[k], C));
+        sl[k] = pass_value_derived(m, vals[k], suffix, pu_chunk_type(m, vals[k], C));
         heads[k] = pass_value_derived(m, sl[k], ".heads", pass_heads_type(m->values[sl[k]].type, sp, 1));
     }
-    ir_op s = head_slice_op(vals, sl, n, c, C, like);
+    ir_op s = pu_head_slice_op(vals, sl, n, c, C, like);
     pass_insert_before(e, i, &s);
     ir_op x = pass_exchange(sp, n, sl, heads, true, 1, like);
     pass_insert_before(e, i, &x);
@@ -158,7 +131,7 @@ static void wrap_attention_chunked(ir_module *m, pass_edits *e, int i, int sp, i
         slice_and_exchange(m, e, i, sp, att.in, 3, c, C, h, &att);
         char suffix[16];
         snprintf(suffix, sizeof suffix, ".c%d", c);
-        oc[c] = pass_value_derived(m, att.out[0], suffix, chunk_type(m, att.out[0], C));
+        oc[c] = pass_value_derived(m, att.out[0], suffix, pu_chunk_type(m, att.out[0], C));
         int oh = pass_value_derived(m, oc[c], ".heads", pass_heads_type(m->values[oc[c]].type, sp, 1));
         rec->lse[c] = pass_value_derived(m, oc[c], ".lse", lse_type(m, h[0]));
         ir_op a = att; /* its attributes (causal, layer, phase) */
@@ -170,7 +143,7 @@ static void wrap_attention_chunked(ir_module *m, pass_edits *e, int i, int sp, i
         ir_op back = pass_exchange(sp, 1, &oh, &oc[c], false, 1, &att);
         pass_insert_before(e, i, &back);
     }
-    ir_op cat = head_concat_op(oc, C, att.out[0], &att);
+    ir_op cat = pu_head_concat_op(oc, C, att.out[0], &att);
     pass_insert_before(e, i, &cat);
     pass_edits_remove(e, i);
 }
@@ -189,7 +162,7 @@ static void wrap_attention_bwd_chunked(ir_module *m, pass_edits *e, int i, int s
         int ins[6] = {ho[1], hq[0], hq[1], hq[2], ho[0], rec->lse[c]};
         for (int k = 0; k < 6; k++) ir_op_add_input(&b, ins[k]);
         for (int k = 0; k < 3; k++) {
-            d[k][c] = pass_value_derived(m, ab.out[k], suffix, chunk_type(m, ab.out[k], C));
+            d[k][c] = pass_value_derived(m, ab.out[k], suffix, pu_chunk_type(m, ab.out[k], C));
             dh[k] = pass_value_derived(m, d[k][c], ".heads", pass_heads_type(m->values[d[k][c]].type, sp, 1));
             ir_op_add_output(&b, dh[k]);
         }
@@ -199,7 +172,7 @@ static void wrap_attention_bwd_chunked(ir_module *m, pass_edits *e, int i, int s
         pass_insert_before(e, i, &back);
     }
     for (int k = 0; k < 3; k++) {
-        ir_op cat = head_concat_op(d[k], C, ab.out[k], &ab);
+        ir_op cat = pu_head_concat_op(d[k], C, ab.out[k], &ab);
         pass_insert_before(e, i, &cat);
     }
     pass_edits_remove(e, i);

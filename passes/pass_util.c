@@ -111,6 +111,33 @@ layout_dims pass_layout_dims(const ir_module *m) {
                          .Hk = Hk / C};
 }
 
+ir_type pu_chunk_type(const ir_module *m, int v, int C) {
+    ir_type t = m->values[v].type;
+    t.dims[2] /= C;
+    return t;
+}
+
+ir_op pu_head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like) {
+    ir_op op = ir_op_make(IR_HEAD_SLICE);
+    for (int k = 0; k < n; k++) {
+        ir_op_add_input(&op, ins[k]);
+        ir_op_add_output(&op, outs[k]);
+    }
+    ir_attr_set_int(&op, "chunk", c);
+    ir_attr_set_int(&op, "chunks", C);
+    pu_tag_like(&op, like);
+    return op;
+}
+
+ir_op pu_head_concat_op(const int *ins, int C, int out, const ir_op *like) {
+    ir_op op = ir_op_make(IR_HEAD_CONCAT);
+    for (int k = 0; k < C; k++) ir_op_add_input(&op, ins[k]);
+    ir_op_add_output(&op, out);
+    ir_attr_set_int(&op, "chunks", C);
+    pu_tag_like(&op, like);
+    return op;
+}
+
 int64_t pu_attention_chunks(const ir_module *m) {
     int64_t C = ir_config_int(m, "attention_chunks", 1);
     return C > 1 ? C : 1;

@@ -50,6 +50,13 @@ pu_dims pu_model_dims(const ir_module *m);
 bool pu_heads_uneven(const ir_module *m, int K);
 /* Config attention_chunks: the head chunks attention runs in (1: unchunked). */
 int64_t pu_attention_chunks(const ir_module *m);
+/* Head chunks (pass_ulysses.c, pass_ring.c): v's type with C times fewer
+ * heads (dim 2); the head_slice of chunk c of ins[0..n) into outs, and the
+ * head_concat of C chunks into out, tagged like `like`. */
+enum { PU_MAX_CHUNKS = 8 };
+ir_type pu_chunk_type(const ir_module *m, int v, int C);
+ir_op pu_head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like);
+ir_op pu_head_concat_op(const int *ins, int C, int out, const ir_op *like);
 
 /* Swaps groups a and b in the module's list, and every reference to them
  * (shards, group attributes): the order groups are printed in. */

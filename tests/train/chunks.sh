@@ -5,7 +5,7 @@
 #   chunks.sh same BASPC MPIRUN CORPUS DOCS SPEC WORKDIR
 #     For layouts of SPEC (a model whose chunks never share a kv head across
 #     ranks: MHA, or GQA with at least K kv heads per chunk) on 4 ranks
-#     (2 nodes x 2) covering Ulysses and batch-aware, ZeRO 0-3, recompute
+#     (2 nodes x 2) covering Ulysses (flat and two-level), batch-aware, ring and hybrid, ZeRO 0-3, recompute
 #     none, selective and full, offload, overlap, packed documents and
 #     accumulation, builds the program with attention_chunks 1 and with the
 #     case's chunks, trains 3 steps each and requires the --metrics losses
@@ -32,6 +32,9 @@ same() {
         "chunks=2;layout.batch_aware=groups 2;train.zero=3;train.overlap=on"
         "chunks=2;layout.batch_aware=off;train.zero=1;docs"
         "chunks=2;model.kv_heads=4;layout.batch_aware=groups 2;train.zero=0"
+        "chunks=2;layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.zero=3;train.recompute=full"
+        "chunks=4;layout.sequence=ring;layout.batch_aware=off;train.zero=1"
+        "chunks=2;layout.a2a=two_level;layout.batch_aware=off;train.zero=2"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
@@ -57,7 +60,7 @@ same() {
         # Per layer: C forward chunks (and C recomputed ones), C backward
         # chunks of two slices each.
         slices=$(grep -c '= head_slice ' "$p.ir" || true)
-        attns=$(grep -c '= attention ' "$p.ir" || true)
+        attns=$(grep -cE '= (ring_)?attention ' "$p.ir" || true)
         if grep -q "= head_slice " "$n.ir" || ((slices < 2 * attns || attns % C)); then
             echo "FAIL $l: $attns attention(s), $slices head_slice(s) with $C chunks (unchunked must have none)"
             fails=$((fails + 1))
