@@ -51,8 +51,9 @@ typedef struct plan_ctx {
 static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline);
 
 /* train.mlp_chunk auto: the MLP unfused when the step, built with it, fits
- * device_mem and the host's memory (and, with recompute auto, fits with recompute none: the
- * tiled MLP recomputes two GEMMs, cheaper than selective recomputation),
+ * device_mem and the host's memory (and, with recompute auto, fits with
+ * recompute none: the tiled MLP recomputes two GEMMs, cheaper than
+ * selective recomputation),
  * else DeepSpeed ALST's tiling.  The unfused MLP keeps g, u and s ([tokens,
  * ffn] each) for its backward; the tiled one recomputes g and u there,
  * which cost 9% of Llama-3.2-1B's step at 8K tokens on an H200 and about
@@ -102,9 +103,8 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
 
 /* train.attention_chunks auto: the fewest head chunks (1, 2, 4, 8: those
  * dividing the heads and the kv heads, whose chunk the layout can split)
- * whose step, built with them, fits the
- * device and the host; when none fits, the most of them (the least
- * memory).  More chunks cost more exchange calls, smaller messages and the
+ * whose step, built with them, fits the device and the host; when none
+ * fits, the most of them (the least memory).  More chunks cost more exchange calls, smaller messages and the
  * backward's second exchange of q, k, v and o, so the fewest that fit are
  * the fastest that fit.  `why` (may be NULL) says which and why. */
 int64_t pass_chunks_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
