@@ -180,26 +180,32 @@ def maxseq(a):
                 return "%s%s" % (fmt_tokens(w["max_seq_len"]), "+" if w["at_cap"] else "")
             lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (r["example"], r["cluster"], r["micro_batch"], layout,
                                                               cell("none"), cell("selective"), cell("full")))
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(text)
+    write_table(a, lines)
+
+
+def full_offload_row(baspc, spec, s):
+    """`--max-seq-len --json` with the settings s: (the Ulysses row with
+    recompute full and offload all, None) or (None, baspc's error) when it
+    refuses them (head chunks the model or the group cannot split)."""
+    p = subprocess.run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s),
+                       capture_output=True, text=True, env=env())
+    if p.returncode not in (0, 1) or not p.stdout.strip():
+        err = [x for x in p.stderr.splitlines() if "error:" in x] or ["exit %d" % p.returncode]
+        return None, err[0].split("error: ", 1)[-1]
+    for w in json.loads(p.stdout)["rows"]:
+        if w["layout"] == "ulysses" and w["recompute"] == "full" and w["offload"] == "all":
+            return w, None
+    return None, "no Ulysses row with recompute full and offload all"
 
 
 def most_chunks(baspc, spec, s):
-    """The Ulysses row with recompute full and offload all at the most head
-    chunks the model and the group split (8, 4, then 2): its longest
-    seq_len and host arena."""
+    """That row at the most head chunks the model and the group split (8, 4,
+    then 2): its longest seq_len and host arena."""
     for c in (8, 4, 2):
-        p = subprocess.run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] +
-                           sets(s + ["train.attention_chunks=%d" % c]), capture_output=True, text=True, env=env())
-        if p.returncode not in (0, 1) or not p.stdout.strip():
-            continue  # this many chunks cannot split here
-        for w in json.loads(p.stdout)["rows"]:
-            if w["layout"] == "ulysses" and w["recompute"] == "full" and w["offload"] == "all":
-                return {"chunks": c, "max_seq_len": w["max_seq_len"], "host_bytes_per_rank": w["host_bytes_per_rank"],
-                        "at_cap": w["at_cap"]}
+        w, _ = full_offload_row(baspc, spec, s + ["train.attention_chunks=%d" % c])
+        if w:
+            return {"chunks": c, "max_seq_len": w["max_seq_len"], "host_bytes_per_rank": w["host_bytes_per_rank"],
+                    "at_cap": w["at_cap"]}
     return None
 
 
@@ -236,11 +242,7 @@ def offload_table(a, results):
             else:
                 row += " - | - |"
         lines.append(row)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(text)
+    write_table(a, lines)
 
 
 def chunks(a):
@@ -251,15 +253,10 @@ def chunks(a):
         for c in (1, 2, 4, 8):
             s = cset + ["train.micro_batch=1", "train.global_batch=1", "train.zero=3", "train.precision=bf16",
                         "train.offload=all", "layout.batch_aware=off", "train.attention_chunks=%d" % c]
-            p = subprocess.run([baspc, spec, "-q", "--max-seq-len", "--json", "--target=cuda"] + sets(s),
-                               capture_output=True, text=True, env=env())
-            if p.returncode not in (0, 1) or not p.stdout.strip():  # chunks the group cannot split: an error
-                err = [x for x in p.stderr.splitlines() if "error:" in x] or ["exit %d" % p.returncode]
-                results.append({"cluster": cname, "chunks": c, "error": err[0].split("error: ", 1)[-1]})
+            row, err = full_offload_row(baspc, spec, s)
+            if not row:
+                results.append({"cluster": cname, "chunks": c, "error": err})
                 continue
-            out = json.loads(p.stdout)
-            row = [w for w in out["rows"] if w["layout"] == "ulysses" and w["recompute"] == "full"
-                   and w["offload"] == "all"][0]
             r = {"cluster": cname, "chunks": c, "max_seq_len": row["max_seq_len"], "peak": row["peak_bytes_per_rank"],
                  "host_bytes_per_rank": row["host_bytes_per_rank"]}
             if row["max_seq_len"]:
@@ -284,6 +281,11 @@ def chunks(a):
             lines.append("| %s | %d | %s | %.1f GiB | %.0f GiB | %.0f s |" % (
                 r["cluster"], r["chunks"], fmt_tokens(r["max_seq_len"]), r["peak"] / 2**30,
                 r["host_bytes_per_rank"] / 2**30, r["step_ms"] / 1e3))
+    write_table(a, lines)
+
+
+def write_table(a, lines):
+    """Prints the markdown table, and writes it to --markdown when given."""
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:

@@ -128,10 +128,6 @@ static void wrap_attention_bwd(ir_module *m, const ring_ctx *c, pass_edits *e, i
  * kv heads) runs in turn, wrapped in its @ul exchanges when U > 1, and the
  * chunks are concatenated; the backward slices (and exchanges) q, k, v, o
  * and d_o again per chunk and reads that chunk's lse. */
-typedef struct ring_chunked {
-    int qr;                 /* the forward's q operand (the backward reads the same value) */
-    int lse[PU_MAX_CHUNKS]; /* per chunk: ring attention's lse */
-} ring_chunked;
 
 /* Chunk ch of vals[0..n) (kv[k]: a kv operand, fanned out inside @ul):
  * sliced, and with U > 1 exchanged into @ul's head layout; heads[k] is
@@ -155,7 +151,8 @@ static void ring_slice(ir_module *m, const ring_ctx *c, pass_edits *e, int i, co
     pass_insert_before(e, i, &x);
 }
 
-static void wrap_attention_chunked(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int C, ring_chunked *rec) {
+static void wrap_attention_chunked(ir_module *m, const void *ctx, pass_edits *e, int i, int C, pu_chunked *rec) {
+    const ring_ctx *c = ctx;
     ir_op att = m->ops[i];
     int oc[PU_MAX_CHUNKS];
     static const bool kv[3] = {false, true, true};
@@ -186,8 +183,9 @@ static void wrap_attention_chunked(ir_module *m, const ring_ctx *c, pass_edits *
     pass_edits_remove(e, i);
 }
 
-static void wrap_attention_bwd_chunked(ir_module *m, const ring_ctx *c, pass_edits *e, int i, int C,
-                                       const ring_chunked *rec) {
+static void wrap_attention_bwd_chunked(ir_module *m, const void *ctx, pass_edits *e, int i, int C,
+                                       const pu_chunked *rec) {
+    const ring_ctx *c = ctx;
     ir_op ab = m->ops[i];
     int d[3][PU_MAX_CHUNKS];
     static const bool kv3[3] = {false, true, true}, kv2[2] = {false, false};
@@ -221,34 +219,6 @@ static void wrap_attention_bwd_chunked(ir_module *m, const ring_ctx *c, pass_edi
         pass_insert_before(e, i, &cat);
     }
     pass_edits_remove(e, i);
-}
-
-/* Every attention and attention_bwd in C head chunks; false (reported)
- * when a backward has no chunked forward. */
-static bool wrap_chunked(ir_module *m, const ring_ctx *c, int C, int natt) {
-    ring_chunked *rec = sup_xcalloc((size_t)natt, sizeof *rec);
-    int n = 0;
-    pass_edits edits = {0};
-    for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION && n < natt) wrap_attention_chunked(m, c, &edits, i, C, &rec[n++]);
-    pass_edits_apply(m, &edits);
-    bool ok = true;
-    for (int i = 0; i < m->nops && ok; i++) {
-        if (m->ops[i].code != IR_ATTENTION_BWD) continue;
-        const ring_chunked *r = NULL;
-        for (int k = 0; k < n && !r; k++)
-            if (rec[k].qr == m->ops[i].in[1]) r = &rec[k];
-        if (!r) {
-            sup_error(sup_noloc(), "ring: attention_bwd %%%s reads a q that no attention forward read; cannot chunk it",
-                      m->values[m->ops[i].out[0]].name);
-            ok = false;
-        } else {
-            wrap_attention_bwd_chunked(m, c, &edits, i, C, r);
-        }
-    }
-    pass_edits_apply(m, &edits);
-    free(rec);
-    return ok;
 }
 
 /* lse[o]: the lse made by the first ring_attention whose output is o (the
@@ -316,16 +286,8 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
     ring_ctx c = ring_layout(m, N, G, K, R);
     int C = (int)pu_attention_chunks(m);
     if (C > 1) {
-        pu_dims md = pu_model_dims(m);
-        int64_t Hk = md.Hk > 0 ? md.Hk : md.H;
-        if (C > PU_MAX_CHUNKS || md.H % C || Hk % C) {
-            sup_error(sup_noloc(),
-                      "ring: attention_chunks = %d must be at most %d and divide heads (%lld) and "
-                      "kv_heads (%lld)",
-                      C, PU_MAX_CHUNKS, (long long)md.H, (long long)Hk);
-            return false;
-        }
-        if (!wrap_chunked(m, &c, C, natt)) return false;
+        const pu_chunker k = {"ring", &c, wrap_attention_chunked, wrap_attention_bwd_chunked};
+        if (!pu_check_chunks(m, C, "ring") || !pu_wrap_chunked(m, &k, C)) return false;
         return ring_finish(m, opt, &c, natt, G, K, R);
     }
     pass_edits edits = {0};

@@ -89,13 +89,6 @@ static void wrap_attention_bwd(ir_module *m, pass_edits *e, int i, int sp, const
  * fan-out; o and d_o), runs attention_bwd with the forward's row
  * statistics (%o.cN.lse, a value of the step, so the memory plan and the
  * offload pass see them), exchanges dq, dk, dv back and concatenates. */
-enum { UL_MAX_CHUNKS = PU_MAX_CHUNKS };
-
-/* The forward chunks of one attention, for its backward. */
-typedef struct ul_chunked {
-    int qr;                 /* the forward's q operand (the backward reads the same value) */
-    int lse[UL_MAX_CHUNKS]; /* per chunk: the row statistics */
-} ul_chunked;
 
 /* Chunk c of each of vals[0..n): sliced values (suffix .c<c>) and their
  * head-layout twins; records the slice and the exchange before op i. */
@@ -122,9 +115,10 @@ static ir_type lse_type(const ir_module *m, int qh) {
     return t;
 }
 
-static void wrap_attention_chunked(ir_module *m, pass_edits *e, int i, int sp, int C, ul_chunked *rec) {
+static void wrap_attention_chunked(ir_module *m, const void *ctx, pass_edits *e, int i, int C, pu_chunked *rec) {
+    int sp = *(const int *)ctx;
     ir_op att = m->ops[i];
-    int oc[UL_MAX_CHUNKS];
+    int oc[PU_MAX_CHUNKS];
     rec->qr = att.in[0];
     for (int c = 0; c < C; c++) {
         int h[3];
@@ -148,9 +142,11 @@ static void wrap_attention_chunked(ir_module *m, pass_edits *e, int i, int sp, i
     pass_edits_remove(e, i);
 }
 
-static void wrap_attention_bwd_chunked(ir_module *m, pass_edits *e, int i, int sp, int C, const ul_chunked *rec) {
+static void wrap_attention_bwd_chunked(ir_module *m, const void *ctx, pass_edits *e, int i, int C,
+                                       const pu_chunked *rec) {
+    int sp = *(const int *)ctx;
     ir_op ab = m->ops[i];
-    int d[3][UL_MAX_CHUNKS]; /* dq, dk, dv chunks */
+    int d[3][PU_MAX_CHUNKS]; /* dq, dk, dv chunks */
     for (int c = 0; c < C; c++) {
         int qkv[3] = {ab.in[1], ab.in[2], ab.in[3]}, od[2] = {ab.in[4], ab.in[0]}, hq[3], ho[2], dh[3];
         slice_and_exchange(m, e, i, sp, qkv, 3, c, C, hq, &ab);
@@ -189,36 +185,6 @@ static void fix_lse(ir_module *m) {
         l->dims[2] = q->dims[2];
         l->unit[2] = q->unit[2];
     }
-}
-
-/* Wraps every attention and attention_bwd in C head chunks.  False (after
- * an error) when a backward has no chunked forward. */
-static bool wrap_chunked(ir_module *m, int sp, int C, int natt) {
-    ul_chunked *rec = sup_xcalloc((size_t)natt, sizeof *rec);
-    int n = 0;
-    pass_edits edits = {0};
-    for (int i = 0; i < m->nops; i++)
-        if (m->ops[i].code == IR_ATTENTION && n < natt) wrap_attention_chunked(m, &edits, i, sp, C, &rec[n++]);
-    pass_edits_apply(m, &edits);
-    bool ok = true;
-    for (int i = 0; i < m->nops && ok; i++) {
-        if (m->ops[i].code != IR_ATTENTION_BWD) continue;
-        const ul_chunked *r = NULL;
-        for (int k = 0; k < n && !r; k++)
-            if (rec[k].qr == m->ops[i].in[1]) r = &rec[k];
-        if (!r) {
-            sup_error(sup_noloc(),
-                      "ulysses: attention_bwd %%%s reads a q that no attention forward read; cannot "
-                      "chunk it",
-                      m->values[m->ops[i].out[0]].name);
-            ok = false;
-        } else {
-            wrap_attention_bwd_chunked(m, &edits, i, sp, C, r);
-        }
-    }
-    pass_edits_apply(m, &edits);
-    free(rec);
-    return ok;
 }
 
 /* K = 1: every all-to-all on @sp is an identity.  The surviving value takes
@@ -271,22 +237,6 @@ static int remove_exchanges(ir_module *m, int sp) {
     return removed;
 }
 
-/* Config attention_chunks: at most UL_MAX_CHUNKS, dividing the heads and
- * the kv heads (chunks hold whole kv groups); ring attention is not
- * chunked. */
-static bool check_chunks(const ir_module *m, int C) {
-    if (C <= 1) return true;
-    pu_dims d = pu_model_dims(m);
-    int64_t Hk = d.Hk > 0 ? d.Hk : d.H;
-    if (C > UL_MAX_CHUNKS || d.H % C || Hk % C) {
-        sup_error(sup_noloc(),
-                  "ulysses: attention_chunks = %d must be at most %d and divide heads (%lld) and kv_heads (%lld)", C,
-                  UL_MAX_CHUNKS, (long long)d.H, (long long)Hk);
-        return false;
-    }
-    return true;
-}
-
 /* An error naming why K ranks cannot split, and the G that would be legal. */
 static bool check_split(ir_module *m, int G) {
     layout_dims d = pass_layout_dims(m);
@@ -337,10 +287,11 @@ bool pass_ulysses(ir_module *m, const pass_options *opt) {
     int N = ir_world(m), G = pu_batch_groups(m, opt, "ulysses"), K = N / G;
     if (!check_split(m, G)) return false;
     int C = (int)pu_attention_chunks(m);
-    if (C > UL_MAX_CHUNKS || !check_chunks(m, C)) return false;
+    if (!pu_check_chunks(m, C, "ulysses")) return false;
     sp = pu_sequence_group(m, G);
     if (C > 1) {
-        if (!wrap_chunked(m, sp, C, natt)) return false;
+        const pu_chunker k = {"ulysses", &sp, wrap_attention_chunked, wrap_attention_bwd_chunked};
+        if (!pu_wrap_chunked(m, &k, C)) return false;
     } else {
         pass_edits edits = {0};
         for (int i = 0; i < m->nops; i++)

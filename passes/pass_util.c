@@ -138,6 +138,45 @@ ir_op pu_head_concat_op(const int *ins, int C, int out, const ir_op *like) {
     return op;
 }
 
+bool pu_check_chunks(const ir_module *m, int C, const char *pass) {
+    if (C <= 1) return true;
+    pu_dims d = pu_model_dims(m);
+    int64_t Hk = d.Hk > 0 ? d.Hk : d.H;
+    if (C <= PU_MAX_CHUNKS && d.H % C == 0 && Hk % C == 0) return true;
+    sup_error(sup_noloc(), "%s: attention_chunks = %d must be at most %d and divide heads (%lld) and kv_heads (%lld)",
+              pass, C, PU_MAX_CHUNKS, (long long)d.H, (long long)Hk);
+    return false;
+}
+
+bool pu_wrap_chunked(ir_module *m, const pu_chunker *k, int C) {
+    int natt = pu_count_ops(m, IR_ATTENTION), n = 0;
+    pu_chunked *rec = sup_xcalloc((size_t)(natt > 0 ? natt : 1), sizeof *rec);
+    pass_edits edits = {0};
+    for (int i = 0; i < m->nops; i++)
+        if (m->ops[i].code == IR_ATTENTION && n < natt) k->fwd(m, k->ctx, &edits, i, C, &rec[n++]);
+    pass_edits_apply(m, &edits);
+    /* by_q[v]: the record of the forward whose q is value v, -1 if none */
+    int *by_q = sup_xmalloc((size_t)(m->nvalues > 0 ? m->nvalues : 1) * sizeof *by_q);
+    for (int v = 0; v < m->nvalues; v++) by_q[v] = -1;
+    for (int r = n - 1; r >= 0; r--) by_q[rec[r].qr] = r; /* the first forward wins */
+    bool ok = true;
+    for (int i = 0; i < m->nops && ok; i++) {
+        if (m->ops[i].code != IR_ATTENTION_BWD) continue;
+        int q = m->ops[i].in[1], r = q >= 0 && q < m->nvalues ? by_q[q] : -1;
+        if (r < 0) {
+            sup_error(sup_noloc(), "%s: attention_bwd %%%s reads a q that no attention forward read; cannot chunk it",
+                      k->pass, m->values[m->ops[i].out[0]].name);
+            ok = false;
+        } else {
+            k->bwd(m, k->ctx, &edits, i, C, &rec[r]);
+        }
+    }
+    pass_edits_apply(m, &edits); /* on failure too: the pass fails with the module */
+    free(by_q);
+    free(rec);
+    return ok;
+}
+
 int64_t pu_attention_chunks(const ir_module *m) {
     int64_t C = ir_config_int(m, "attention_chunks", 1);
     return C > 1 ? C : 1;

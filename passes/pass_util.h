@@ -57,6 +57,27 @@ enum { PU_MAX_CHUNKS = 8 };
 ir_type pu_chunk_type(const ir_module *m, int v, int C);
 ir_op pu_head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like);
 ir_op pu_head_concat_op(const int *ins, int C, int out, const ir_op *like);
+/* Config attention_chunks against the model: at most PU_MAX_CHUNKS,
+ * dividing the heads and the kv heads (chunks hold whole kv groups); false
+ * after an error naming `pass`. */
+bool pu_check_chunks(const ir_module *m, int C, const char *pass);
+/* The forward chunks of one attention, for its backward. */
+typedef struct pu_chunked {
+    int qr;                 /* the forward's q operand (its backward reads the same value) */
+    int lse[PU_MAX_CHUNKS]; /* per chunk: the row statistics */
+} pu_chunked;
+/* A pass's chunked wraps of one attention (op i) and of one attention_bwd,
+ * recorded in e; ctx is the pass's own. */
+typedef struct pu_chunker {
+    const char *pass;
+    const void *ctx;
+    void (*fwd)(ir_module *m, const void *ctx, pass_edits *e, int i, int C, pu_chunked *rec);
+    void (*bwd)(ir_module *m, const void *ctx, pass_edits *e, int i, int C, const pu_chunked *rec);
+} pu_chunker;
+/* Wraps every attention in C head chunks, then every attention_bwd with
+ * the chunks of the forward that read its q; false (reported) when a
+ * backward has none. */
+bool pu_wrap_chunked(ir_module *m, const pu_chunker *k, int C);
 
 /* Swaps groups a and b in the module's list, and every reference to them
  * (shards, group attributes): the order groups are printed in. */

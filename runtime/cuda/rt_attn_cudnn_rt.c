@@ -335,22 +335,48 @@ static bool cuda_dnn_exec_failed(rt_ctx *rt, cuda_dnn_shape_state *x, const char
     return false;
 }
 
-bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
-                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    rt_cuda_state *cu = cuda_state(rt);
-    struct cuda_dnn *d = cu->dnn;
-    if (!d) return false;
-    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
-    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
-    if (!cuda_dnn_usable(rt, x)) return false;
-    cuda_dnn_stats *e = cuda_dnn_stats_slot(rt, o, &s);
-    if (!e) return false;
-    if (cuda_cudnn_fwd(d->c, &s, o, e->dev, q, k, v, cuda_dnn_ws(rt, &s)) != 0)
+/* The state of shape s when cuDNN may run it, else NULL. */
+static cuda_dnn_shape_state *cuda_dnn_usable_shape(rt_ctx *rt, const cuda_cudnn_shape *s) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    cuda_dnn_shape_state *x = d ? cuda_dnn_shape(d, *s) : NULL;
+    return x && cuda_dnn_usable(rt, x) ? x : NULL;
+}
+
+/* cuDNN's forward with its statistics at stats, checked against the basp
+ * kernels once per shape (BASP_ATTENTION=auto). */
+static bool cuda_dnn_run_fwd(rt_ctx *rt, cuda_dnn_shape_state *x, const cuda_cudnn_shape *s, kcu_bf16 *o, float *stats,
+                             const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    if (cuda_cudnn_fwd(d->c, s, o, stats, q, k, v, cuda_dnn_ws(rt, s)) != 0)
         return cuda_dnn_exec_failed(rt, x, "forward");
-    if (cu->attn_mode == CUDA_ATTN_AUTO && !x->fwd_checked) {
+    if (cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->fwd_checked) {
         x->fwd_checked = true;
         if (!cuda_dnn_check_fwd(rt, x, o, q, k, v)) return false;
     }
+    return true;
+}
+
+/* cuDNN's backward from the statistics at stats, checked once per shape. */
+static bool cuda_dnn_run_bwd(rt_ctx *rt, cuda_dnn_shape_state *x, const cuda_cudnn_shape *s, kcu_bf16 *dq, kcu_bf16 *dk,
+                             kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k,
+                             const kcu_bf16 *v, const kcu_bf16 *o, const float *stats) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    if (cuda_cudnn_bwd(d->c, s, dq, dk, dv, dout, q, k, v, o, stats, cuda_dnn_ws(rt, s)) != 0)
+        return cuda_dnn_exec_failed(rt, x, "backward");
+    if (cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->bwd_checked) {
+        x->bwd_checked = true;
+        const kcu_bf16 *got[3] = {dq, dk, dv};
+        if (!cuda_dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
+    }
+    return true;
+}
+
+bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
+                  int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
+    cuda_dnn_stats *e = x ? cuda_dnn_stats_slot(rt, o, &s) : NULL;
+    if (!e || !cuda_dnn_run_fwd(rt, x, &s, o, e->dev, q, k, v)) return false;
     e->valid = true;
     return true;
 }
@@ -358,12 +384,10 @@ bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
 bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
                   int64_t Dh) {
-    rt_cuda_state *cu = cuda_state(rt);
-    struct cuda_dnn *d = cu->dnn;
-    if (!d) return false;
     cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
-    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
-    if (!cuda_dnn_usable(rt, x)) return false;
+    cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
+    if (!x) return false;
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
     cuda_dnn_stats *e = cuda_dnn_stats_find(d, o);
     if (!e || !e->valid || memcmp(&e->s, &s, sizeof s) != 0) {
         /* Its forward did not run through cuDNN (no memory for the
@@ -374,33 +398,18 @@ bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kc
         d->warned_nostats = true;
         return false;
     }
-    if (cuda_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, e->dev, cuda_dnn_ws(rt, &s)) != 0)
-        return cuda_dnn_exec_failed(rt, x, "backward");
     /* Consumed: the next forward may take the entry (stream order keeps
-     * this backward's read before that forward's write). */
+     * this backward's read before that forward's write); a failure refuses
+     * the shape, so no backward reads the entry again either way. */
     e->valid = false;
-    if (cu->attn_mode == CUDA_ATTN_AUTO && !x->bwd_checked) {
-        x->bwd_checked = true;
-        const kcu_bf16 *got[3] = {dq, dk, dv};
-        if (!cuda_dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
-    }
-    return true;
+    return cuda_dnn_run_bwd(rt, x, &s, dq, dk, dv, dout, q, k, v, o, e->dev);
 }
 
 bool cuda_dnn_fwd_lse(rt_ctx *rt, kcu_bf16 *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    struct cuda_dnn *d = cuda_state(rt)->dnn;
-    if (!d) return false;
     cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
-    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
-    if (!cuda_dnn_usable(rt, x)) return false;
-    if (cuda_cudnn_fwd(d->c, &s, o, lse, q, k, v, cuda_dnn_ws(rt, &s)) != 0)
-        return cuda_dnn_exec_failed(rt, x, "forward");
-    if (cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->fwd_checked) {
-        x->fwd_checked = true;
-        if (!cuda_dnn_check_fwd(rt, x, o, q, k, v)) return false;
-    }
-    return true;
+    cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
+    return x && cuda_dnn_run_fwd(rt, x, &s, o, lse, q, k, v);
 }
 
 /* A shape whose forward cuDNN refused or failed its check is refused here
@@ -408,17 +417,7 @@ bool cuda_dnn_fwd_lse(rt_ctx *rt, kcu_bf16 *o, float *lse, const kcu_bf16 *q, co
 bool cuda_dnn_bwd_lse(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
                       const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *lse, int64_t b, int64_t S,
                       int64_t H, int64_t Hkv, int64_t Dh) {
-    struct cuda_dnn *d = cuda_state(rt)->dnn;
-    if (!d) return false;
     cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
-    cuda_dnn_shape_state *x = cuda_dnn_shape(d, s);
-    if (!cuda_dnn_usable(rt, x)) return false;
-    if (cuda_cudnn_bwd(d->c, &s, dq, dk, dv, dout, q, k, v, o, lse, cuda_dnn_ws(rt, &s)) != 0)
-        return cuda_dnn_exec_failed(rt, x, "backward");
-    if (cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->bwd_checked) {
-        x->bwd_checked = true;
-        const kcu_bf16 *got[3] = {dq, dk, dv};
-        if (!cuda_dnn_check_bwd(rt, x, got, dout, q, k, v, o)) return false;
-    }
-    return true;
+    cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
+    return x && cuda_dnn_run_bwd(rt, x, &s, dq, dk, dv, dout, q, k, v, o, lse);
 }
