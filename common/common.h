@@ -243,6 +243,67 @@ int layout_pack_groups(layout_slot *slots, int ns, int64_t B, int groups, double
 double layout_pack_imbalance(const layout_slot *slots, int ns, int64_t B, int groups, double linear,
                              double *group_cost);
 
+/* ---- dynamic batch-aware groups (cm_assign.c) -----------------------------------
+ * With `batch_aware dynamic` every micro-step splits the N ranks into groups
+ * of sizes K_i (sum K_i = N; not necessarily equal, not necessarily dividing
+ * N), each group one row of K_i * T tokens sharded over its K_i ranks, and
+ * assigns the micro-step's pieces (documents of 1 .. seq_len tokens,
+ * together exactly N * T tokens) to the rows.  The runtime runs it every
+ * micro-step on every rank (the same answer everywhere: no randomness, ties
+ * broken by index), the planner on sampled lengths. */
+typedef struct layout_dyn_shape {
+    int world;        /* N ranks */
+    int node_size;    /* ranks per node (rank r on node r / node_size) */
+    int64_t T;        /* tokens per rank: a group of K ranks holds K * T */
+    const int *sizes; /* the sizes a group may have: ascending, distinct, in 1 .. world, some sum of them world */
+    int nsizes;
+    double linear; /* layout_doc_linear of the model */
+    /* Per-rank cost of a group's exchange per token it holds, times
+     * (K - 1) / K, in layout_doc_cost's units; 0 = not modelled. */
+    double comm;
+    /* Or, when not NULL, per allowed size (indexed like sizes): a group's
+     * per-rank exchange cost per token each rank holds, in the same units
+     * (the cost model's, size by size: a group that crosses nodes pays its
+     * slower link); comm is then unused. */
+    const double *size_comm;
+} layout_dyn_shape;
+
+typedef struct layout_dyn_group {
+    int first, size;   /* ranks [first, first + size) */
+    int slot0, nslots; /* its pieces: slots[slot0 .. slot0 + nslots), by column; their row is the group's index */
+    double cost;       /* predicted per rank: its pieces' layout_doc_cost over size, plus the exchange */
+} layout_dyn_group;
+
+/* One micro-step's groups: pieces (each 1 .. the largest size * T tokens,
+ * together exactly world * T) into groups whose rows are exactly full.
+ * The groups tile the ranks (group i holds ranks [first, first + size),
+ * numbered by first rank, each size one of sh->sizes); the slots are
+ * sorted by (row, col), row the group's index and col the offset in its
+ * row of size * T tokens.  Every token of every piece is placed once.  The
+ * aim is the least maximum of the groups' per-rank cost (the step waits
+ * for the slowest), then few cuts: a piece is kept whole where the groups
+ * allow it and cut (into consecutive parts [src, src + a), [src + a, ..),
+ * each a document of its own) only where no row has room for all of it,
+ * at most one cut per group.  Long pieces' groups grow past the least
+ * size that holds them (up to the whole world) where that evens out the
+ * cost: with comm = 0 a larger group costs nothing more, and the exchange
+ * term saturates at comm * T per rank (a dearer exchange across nodes is
+ * not modelled).  A group of at most node_size ranks never straddles a
+ * node boundary when first-fit decreasing finds such a placement (always
+ * when the sizes and node_size are powers of two).  Deterministic: the
+ * same answer on every rank, whatever the pieces' order.  groups: room
+ * for world entries; slots: room for n + world entries.  Returns the
+ * number of groups, -1 on bad arguments (NULL pointers, n < 0, world, T
+ * or node_size < 1, linear or comm negative or not finite, sizes not
+ * ascending in 1 .. world or with no sum equal to world, a piece of no
+ * tokens or longer than the largest size * T, the tokens not world * T)
+ * or out of memory; *nslots receives the slot count (0 on failure). */
+int layout_dyn_assign(const layout_dyn_shape *sh, const layout_doc *pieces, int n, layout_dyn_group *groups,
+                      layout_slot *slots, int *nslots);
+/* Max over mean of the groups' per-rank cost, each group weighted by its
+ * ranks: 1 is perfect balance (0 for no groups). */
+double layout_dyn_imbalance(const layout_dyn_group *groups, int ngroups);
+
 #ifdef __cplusplus
 }
 #endif
