@@ -65,6 +65,12 @@ static bool plan_for_cuda(const basp_spec *spec);
 basp_module *basp_lower(const basp_spec *spec) {
     basp_ctx();
     if (!spec) return NULL;
+    if (spec->layout.batch_aware == FE_BA_DYNAMIC) {
+        sup_error(fe_spec_loc(spec, "layout.batch_aware"),
+                  "batch_aware dynamic has no single lowered step: it is a family of variants, one per group size");
+        sup_note(fe_spec_loc(spec, "layout.batch_aware"), "use --emit=ir to see every variant after its passes");
+        return NULL;
+    }
     layout_choice c;
     if (!fe_layout_concrete(spec, &c)) {
         char why[512], name[64];
@@ -173,10 +179,27 @@ bool basp_run_pipeline(basp_module *m, const char *passes, const basp_pass_optio
     return pass_run_pipeline(m, passes ? passes : own, &po);
 }
 
+/* batch_aware dynamic: built by the driver, variant by variant. */
+static basp_module *compile_dynamic(const basp_spec *spec, const char *passes, const basp_pass_options *opt) {
+    if (passes) {
+        sup_error(sup_noloc(), "--passes: batch_aware dynamic runs each variant's own pipeline; leave --passes out");
+        return NULL;
+    }
+    if (plan_for_cuda(spec)) {
+        sup_error(fe_spec_loc(spec, "layout.batch_aware"),
+                  "batch_aware dynamic runs on the CPU backend only (its groups are rebound every micro-step over "
+                  "MPI); compile with --target cpu and precision fp32");
+        return NULL;
+    }
+    pass_options po = to_pass_options(opt);
+    return drv_dynamic_compile(spec, &po);
+}
+
 basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt, basp_fit fit) {
-    basp_module *m = basp_lower(spec);
+    basp_module *m =
+        spec && spec->layout.batch_aware == FE_BA_DYNAMIC ? compile_dynamic(spec, passes, opt) : basp_lower(spec);
     if (!m) return NULL;
-    if (!basp_run_pipeline(m, passes, opt)) {
+    if (spec->layout.batch_aware != FE_BA_DYNAMIC && !basp_run_pipeline(m, passes, opt)) {
         ir_module_free(m);
         return NULL;
     }

@@ -248,7 +248,10 @@ static void cg_groups(sup_buf *b, const cg_names *n) {
     for (int g = 0; g < m->ngroups; g++) {
         sup_buf_printf(b, "    [%s] = {", n->group[g]);
         cg_cstr(b, m->groups[g].name);
-        sup_buf_printf(b, ", %d, %d, ranks_%s},\n", m->groups[g].nsets, m->groups[g].set_size, n->group[g] + 2);
+        sup_buf_printf(b, ", %d, %d, ranks_%s", m->groups[g].nsets, m->groups[g].set_size, n->group[g] + 2);
+        if (m->groups[g].block) /* positions of a block bound per micro-step (batch_aware dynamic) */
+            sup_buf_printf(b, ", .block = %d", m->groups[g].block);
+        sup_buf_puts(b, "},\n");
     }
     sup_buf_puts(b, "};\n\n");
 }
@@ -489,8 +492,47 @@ static void cg_mem_fields(sup_buf *b, const cg_names *n) {
                        ir_config_int(m, "mem.host_stage_offset", 0), ir_config_int(m, "mem.host_stage_bytes", 0));
 }
 
+/* batch_aware dynamic: the table of variants (their sizes from config
+ * dyn_sizes, each with its inputs, loss and step function). */
+static void cg_variants(sup_buf *b, const cg_names *n) {
+    const ir_module *m = n->m;
+    int sizes[64], ns = cg_dyn_sizes(m, sizes, 64), nc = 0;
+    int64_t T = ir_config_int(m, "dyn_tokens", 0);
+    double comm[64]; /* config dyn_comm: one per size, the assignment's exchange costs */
+    for (const char *s = ir_config_get(m, "dyn_comm"); s && *s && nc < 64;) {
+        char *end;
+        comm[nc] = strtod(s, &end);
+        if (end == s) break;
+        nc++, s = end;
+    }
+    sup_buf_puts(b, "/* The variants of the dynamic step: one per group size, each a group's micro-step on one\n"
+                    " * row of size * dyn_tokens tokens; the runtime runs the one of this rank's group. */\n");
+    sup_buf_puts(b, "static const rt_variant variants[] = {\n");
+    for (int k = 0; k < ns; k++) {
+        char name[64], key[64];
+        int v[3];
+        static const char *const what[] = {"tokens", "targets", "loss"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "v%d.%s", sizes[k], what[i]);
+            v[i] = ir_value_find(m, name);
+            if (v[i] < 0 || !n->value[v[i]][0])
+                sup_error(sup_noloc(), "codegen: variant %d has no %%%s", sizes[k], name);
+        }
+        snprintf(key, sizeof key, "v%d.seq_ring", sizes[k]);
+        sup_buf_printf(b, "    {.size = %d, .seq_len = %" PRId64 ", .seq_ring = %" PRId64 ",", sizes[k], sizes[k] * T,
+                       ir_config_int(m, key, 0));
+        for (int i = 0; i < 3; i++) sup_buf_printf(b, " .%s = %s,", what[i], v[i] >= 0 ? n->value[v[i]] : "-1");
+        char num[48];
+        sup_buf_printf(b, " .step = step_v%d, .comm = %s},\n", sizes[k],
+                       cg_fmt_double(k < nc ? comm[k] : 0, num, sizeof num));
+    }
+    sup_buf_puts(b, "};\n\n");
+}
+
 static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt, bool eval) {
     const ir_module *m = n->m;
+    bool dyn = cg_dyn_sizes(m, NULL, 0) > 0;
+    if (dyn) cg_variants(b, n);
     sup_buf_puts(b, "static const rt_program program = {\n    .model = ");
     cg_cstr(b, m->name);
     sup_buf_puts(b, ",\n    .spec = ");
@@ -516,7 +558,17 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
     cg_mem_fields(b, n);
     int64_t accum = ir_config_int(m, "accum", 1);
     if (accum > 1) sup_buf_printf(b, "    .accum = %lld, .apply = apply_step,\n", (long long)accum);
-    sup_buf_puts(b, eval ? "    .step = step, .eval = eval_step,\n};\n\n" : "    .step = step, .eval = 0,\n};\n\n");
+    if (dyn) {
+        if (accum <= 1) sup_buf_puts(b, "    .apply = apply_step,\n");
+        char num[48];
+        sup_buf_printf(b, "    .nvariants = %d, .variants = variants, .dyn_tokens = %" PRId64 ", .dyn_linear = %s,\n",
+                       cg_dyn_sizes(m, NULL, 0), ir_config_int(m, "dyn_tokens", 0),
+                       cg_fmt_double(cg_config_double(m, "dyn_linear"), num, sizeof num));
+        sup_buf_printf(b,
+                       "    .step = step_v%d, .eval = 0, /* no forward-only program: --val-data is refused */\n};\n\n",
+                       cg_dyn_first(m));
+    } else
+        sup_buf_puts(b, eval ? "    .step = step, .eval = eval_step,\n};\n\n" : "    .step = step, .eval = 0,\n};\n\n");
     sup_buf_puts(b, "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
 }
 
@@ -620,6 +672,8 @@ static bool cg_check_lowered(const ir_module *m) {
     int unsharded = 0, first_attn = -1, unreduced = 0, first_opt = -1;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
+        /* a dynamic variant of one rank is data parallel: its rows differ by the assignment */
+        if (ir_attr_int(op, "variant", 0) == 1) continue;
         if (op->code == IR_ATTENTION && op->nin >= 1 && !cg_sharded(m, op->in[0])) {
             if (!unsharded++) first_attn = i;
         }
@@ -678,7 +732,7 @@ static bool cg_emit_planned(const ir_module *m, const sup_context *ctx, const ch
     bool ok = cg_check_values(&n);
     ok &= cg_emit_step(&n, &b);
     sup_buf_puts(&b, "\n");
-    bool eval = cg_emit_eval(&n, cg_loss(&n), &b);
+    bool eval = cg_dyn_sizes(m, NULL, 0) == 0 && cg_emit_eval(&n, cg_loss(&n), &b);
     sup_buf_puts(&b, "\n");
     cg_program(&b, &n, spec, nopt, eval);
     ok &= sup_error_count() == errors;

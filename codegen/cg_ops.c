@@ -235,8 +235,55 @@ static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool
     return ok;
 }
 
+int cg_dyn_sizes(const ir_module *m, int *sizes, int max) {
+    const char *s = ir_config_get(m, "dyn_sizes");
+    int n = 0;
+    while (s && *s) {
+        char *end;
+        long k = strtol(s, &end, 10);
+        if (end == s) {
+            s++;
+            continue;
+        }
+        if (sizes && n < max) sizes[n] = (int)k;
+        n++;
+        s = end;
+    }
+    return n;
+}
+
+int cg_dyn_first(const ir_module *m) {
+    int k = 0;
+    cg_dyn_sizes(m, &k, 1);
+    return k;
+}
+
+/* batch_aware dynamic: one function per variant (its ops), the apply phase. */
+static bool cg_emit_dynamic(const cg_names *n, sup_buf *b) {
+    const ir_module *m = n->m;
+    int sizes[64], ns = cg_dyn_sizes(m, sizes, 64);
+    bool *keep = sup_xcalloc((size_t)m->nops + 1, sizeof(bool)), ok = true;
+    for (int k = 0; k < ns; k++) {
+        for (int i = 0; i < m->nops; i++) keep[i] = ir_attr_int(&m->ops[i], "variant", 0) == sizes[k];
+        sup_buf_printf(b,
+                       "/* The micro-step of a group of %d rank(s): its forward and backward, the gradients added\n"
+                       " * to the accumulators every variant shares (the ops of variant %d). */\n",
+                       sizes[k], sizes[k]);
+        char fn[32];
+        snprintf(fn, sizeof fn, "step_v%d", sizes[k]);
+        ok &= cg_emit_fn(n, b, fn, keep, NULL);
+        sup_buf_puts(b, "\n");
+    }
+    for (int i = 0; i < m->nops; i++) keep[i] = !strcmp(ir_op_phase(&m->ops[i]), "opt");
+    sup_buf_puts(b, "/* The apply phase, once per optimizer step after the micro-steps (the ops of phase opt). */\n");
+    ok &= cg_emit_fn(n, b, "apply_step", keep, NULL);
+    free(keep);
+    return ok;
+}
+
 bool cg_emit_step(const cg_names *n, sup_buf *b) {
     const ir_module *m = n->m;
+    if (cg_dyn_sizes(m, NULL, 0) > 0) return cg_emit_dynamic(n, b);
     int64_t accum = ir_config_int(m, "accum", 1);
     if (accum <= 1) {
         sup_buf_puts(b, "/* One training step: one runtime call per IR op, in schedule order. */\n");

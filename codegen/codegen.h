@@ -66,6 +66,10 @@ void cg_names_free(cg_names *n);
  * its IR line as a comment — to `b`.  Reports every op it cannot map and
  * returns false if there was any. */
 bool cg_emit_step(const cg_names *n, sup_buf *b);
+/* batch_aware dynamic: the variants' sizes (config dyn_sizes) into sizes
+ * (may be NULL), their count (0: a static step); the first size. */
+int cg_dyn_sizes(const ir_module *m, int *sizes, int max);
+int cg_dyn_first(const ir_module *m);
 /* The forward-only program `eval_step` (validation); false (and a comment
  * saying why) when the module's forward ops do not compute the loss alone. */
 bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b);

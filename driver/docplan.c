@@ -34,7 +34,7 @@
 
 #include "common/common.h"
 
-enum { PLAN_STEPS = 64 };
+enum { PLAN_STEPS = DRV_PLAN_STEPS };
 
 /* ---- reading the lengths ------------------------------------------------------ */
 
@@ -201,7 +201,7 @@ static uint64_t mix(uint64_t x) {
 /* Step t's documents: lengths drawn with replacement, each cut into pieces
  * of at most S (so every piece is equally likely, as in the runtime's
  * table of pieces), the last one cut so that the step holds B*S tokens. */
-static int draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_doc *out) {
+int pass_doc_draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_doc *out) {
     int n = 0;
     int64_t need = B * S, total = 0;
     for (uint64_t j = 0; total < need; j++) {
@@ -238,7 +238,7 @@ static void sample(const pass_doc_lengths *d, int64_t B, int64_t S, int G, layou
     double w = 0, im = 0;
     int steps = 0;
     for (int t = 0; docs && slots && t < PLAN_STEPS; t++) {
-        int n = draw(d, t, B, S, docs);
+        int n = pass_doc_draw(d, t, B, S, docs);
         int ns = layout_pack(docs, n, B, S, how, linear, slots);
         if (ns <= 0) continue;
         if (how == LAYOUT_PACK_BALANCED && G > 1) layout_pack_groups(slots, ns, B, G, linear);

@@ -27,6 +27,12 @@ ir_module *pass_lower(const fe_spec *spec);
  * leaves something to choose. */
 ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice);
 
+/* batch_aware dynamic (dynamic.c): one variant per group size, each built
+ * through its pipeline, merged into one module (the variants' micro-step
+ * ops tagged `variant = K`, one apply phase) and memory planned; NULL after
+ * diagnostics. */
+ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po);
+
 /* ---- planner (plan.c) -------------------------------------------------------
  * Enumerates every legal layout of a spec (layout_candidates: each G
  * dividing N and B times Ulysses, two-level Ulysses, ring and hybrid R),
@@ -55,6 +61,7 @@ typedef struct pass_plan_candidate {
     bool keeps_batch;  /* same global batch as the spec (false: ulysses-sp) */
     bool available;    /* the passes that build it exist in this compiler */
     bool within_error; /* predicted within the model's error of the chosen one */
+    bool dynamic;      /* batch_aware dynamic with the group sizes in name (plan_dynamic) */
     char reason[256];  /* why it was not chosen (illegal, not available, does not fit,
                              changes the global batch, slower); "" for the chosen one */
 } pass_plan_candidate;
@@ -99,6 +106,24 @@ bool pass_doc_lengths_read(const char *path, const fe_spec *spec, pass_doc_lengt
 bool pass_doc_lengths_parse(const char *path, const unsigned char *buf, size_t n, const fe_spec *spec,
                             pass_doc_lengths *out);
 void pass_doc_lengths_free(pass_doc_lengths *d);
+/* Sampled step t's documents as the runtime draws them (lengths with
+ * replacement, cut into pieces of at most S, the last one cut so that the
+ * step holds B*S tokens) into out (room for B*S); their count.  The planner
+ * predicts with DRV_PLAN_STEPS of them. */
+enum { DRV_PLAN_STEPS = 64 };
+int pass_doc_draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_doc *out);
+
+/* batch_aware dynamic's predicted step (dynamic.c) for a checked dynamic
+ * spec: built (drv_dynamic_compile) and costed per variant; with docs, the
+ * expectation over DRV_PLAN_STEPS sampled micro-steps assigned as the
+ * runtime assigns them, else B documents of seq_len tokens.  False when it
+ * does not build. */
+typedef struct drv_dyn_estimate {
+    double step_ms, dense_ms, a2a_ms, attn_ms, comm_ms, imbalance, mem_bytes;
+    bool fits;
+    char sizes[48]; /* the variants' group sizes, "1 2 4" */
+} drv_dyn_estimate;
+bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv_dyn_estimate *out);
 /* Predicts each measured candidate's step with rows packed from documents
  * of these lengths, sequential and balanced (docplan.c). */
 void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_doc_lengths *d);

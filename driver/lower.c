@@ -325,6 +325,7 @@ static const char *batch_aware_name(fe_batch_aware ba) {
     case FE_BA_ON: return "on";
     case FE_BA_OFF: return "off";
     case FE_BA_GROUPS: return "groups";
+    case FE_BA_DYNAMIC: return "dynamic";
     default: return "auto";
     }
 }

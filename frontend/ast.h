@@ -58,6 +58,7 @@ typedef enum {
     FE_K_LINK,      /* link intra|inter KIND (mesh only, special syntax) */
     FE_K_PLACEMENT, /* a name, or a "string" listing every rank's node */
     FE_K_CHUNKS,    /* a whole number from 1 to FE_MAX_ATTENTION_CHUNKS, or auto (FE_CHUNKS_AUTO) */
+    FE_K_LIST,      /* a whole number or a "string" of them, stored as text into a char[] */
 } fe_key_kind;
 
 typedef struct fe_keydef {
@@ -178,6 +179,8 @@ void fe_hf_name(const char *path, char *out, size_t n);
 /* The sequence-parallel layout rules; adds to *nerr and returns false when
  * the layout is illegal. */
 bool fe_check_layout(const fe_spec *spec, int *nerr);
+/* batch_aware dynamic's own rules (dynamic.c); called by fe_check_layout. */
+bool fe_check_dynamic(const fe_spec *spec);
 
 /* ---- printing (print.c) ------------------------------------------------- */
 /* Formats v in the largest unit of `cls` that reads back exactly. */

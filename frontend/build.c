@@ -80,6 +80,7 @@ static const fe_keydef layout_keys[] = {
     {"batch_aware", FE_K_BATCH, F(layout.batch_aware), 0, "batch_aware auto"},
     {"ring_degree", FE_K_COUNT, I64(layout.ring_degree), "ring_degree 2"},
     {"a2a", FE_K_NAME, NAME(layout.a2a), "a2a flat"},
+    {"group_sizes", FE_K_LIST, NAME(layout.group_sizes), "group_sizes \"1 2 4\""},
 };
 /* Offsets relative to the fe_link; build.c adds the link's own offset. */
 static const fe_keydef link_keys[] = {

@@ -39,10 +39,11 @@ enum { FE_MAX_LAYERS = 1024, FE_MAX_ATTENTION_CHUNKS = 8 };
 #define FE_CHUNKS_AUTO ((int64_t)-1)
 
 typedef enum {
-    FE_BA_AUTO,   /* any legal G: the planner's choice (driver/plan.c) */
-    FE_BA_ON,     /* like auto among G > 1; an error when none is legal */
-    FE_BA_OFF,    /* plain Ulysses over all N ranks */
-    FE_BA_GROUPS, /* exactly `groups` groups */
+    FE_BA_AUTO,    /* any legal G: the planner's choice (driver/plan.c) */
+    FE_BA_ON,      /* like auto among G > 1; an error when none is legal */
+    FE_BA_OFF,     /* plain Ulysses over all N ranks */
+    FE_BA_GROUPS,  /* exactly `groups` groups */
+    FE_BA_DYNAMIC, /* groups chosen per micro-step by the documents' lengths (frontend/dynamic.c) */
 } fe_batch_aware;
 
 typedef struct fe_model {
@@ -157,6 +158,9 @@ typedef struct fe_layout {
     int64_t groups;      /* for FE_BA_GROUPS */
     int64_t ring_degree; /* R, sequence hybrid only; 0 when not given */
     char a2a[32];        /* flat (default) | auto | a registered variant's word (two_level) */
+    /* batch_aware dynamic: the group sizes its variants are built for, as
+     * written ("1 2 4" or "1,2,4"); empty = every legal size (fe_dynamic_sizes). */
+    char group_sizes[128];
 } fe_layout;
 
 /* Where each key was written, for diagnostics raised after parsing (passes
@@ -222,6 +226,23 @@ fe_spec *fe_spec_patched(const fe_spec *spec, const fe_spec_patch *p);
 /* The patch as the user would ask for it: "train.zero=3", several joined
  * by " --set " ("" for an empty patch). */
 void fe_spec_patch_format(const fe_spec_patch *p, char *buf, size_t n);
+
+/* ---- batch_aware dynamic (dynamic.c) ----
+ * Every micro-step splits the N ranks into groups of sizes K_i, each one row
+ * of K_i * T tokens of whole documents (T = micro_batch * seq_len / N, the
+ * tokens each rank holds), the longest documents on the largest groups.  The
+ * step is a family of variants, one per group size K, each the layout of one
+ * block of K ranks (Ulysses over K, or a ring of K) with ZeRO over all N. */
+enum { FE_DYN_MAX_SIZES = 16 };
+/* The tokens each rank holds in every variant. */
+int64_t fe_dynamic_tokens(const fe_spec *spec);
+/* The group sizes of a checked dynamic spec, ascending; their count. */
+int fe_dynamic_sizes(const fe_spec *spec, int *sizes);
+/* Variant K's layout: one group (G = 1) over a block of K ranks, the
+ * spec's family (ring: a ring of K; K = 1: no exchange), and its dimensions
+ * for the layout rules (N = K, one row of K * T tokens). */
+layout_choice fe_dynamic_choice(const fe_spec *spec, int K);
+layout_dims fe_dynamic_dims(const fe_spec *spec, int K);
 
 /* Fills defaults and checks every rule; returns false (with diagnostics) when
  * the spec is not legal. */

@@ -44,6 +44,7 @@ bool fe_layout_allows(const fe_spec *spec, const layout_choice *c) {
         if (c->groups < 2) return false;
         break;
     case FE_BA_AUTO: break;
+    case FE_BA_DYNAMIC: return false; /* no static layout: the variants are built by driver/dynamic.c */
     }
     layout_seq seq;
     if (strcmp(seq_text(l), "auto") && (!layout_seq_parse(seq_text(l), &seq) || seq != c->seq)) return false;
@@ -252,6 +253,11 @@ static bool check_ring_degree(const fe_spec *spec) {
 
 bool fe_check_layout(const fe_spec *spec, int *nerr) {
     layout_choice c;
+    if (spec->layout.batch_aware == FE_BA_DYNAMIC || fe_given(spec, "layout.group_sizes")) {
+        bool ok = fe_check_dynamic(spec);
+        if (!ok) (*nerr)++;
+        return ok;
+    }
     bool ok = check_ring_degree(spec);
     if (ok) ok = fe_layout_concrete(spec, &c) ? check_concrete(spec, &c) : check_open(spec);
     if (!ok) (*nerr)++;

@@ -118,12 +118,13 @@ static void print_train(FILE *out, const fe_spec *spec) {
 }
 
 static void print_layout(FILE *out, const fe_layout *l) {
-    static const char *const modes[] = {"auto", "on", "off"};
+    static const char *const modes[] = {"auto", "on", "off", "groups", "dynamic"};
     fprintf(out, "layout {\n  sequence %s\n", l->sequence);
     if (l->ring_degree > 0) fprintf(out, "  ring_degree %" PRId64 "\n", l->ring_degree);
     /* The default flat exchange is left out, so that specs written before
      * two-level existed print as they did. */
     if (l->a2a[0] && strcmp(l->a2a, "flat")) fprintf(out, "  a2a %s\n", l->a2a);
+    if (l->group_sizes[0]) fprintf(out, "  group_sizes \"%s\"\n", l->group_sizes);
     if (l->batch_aware == FE_BA_GROUPS)
         fprintf(out, "  batch_aware groups %" PRId64 "\n}\n", l->groups);
     else

@@ -33,9 +33,10 @@ static const char *wants(fe_key_kind k) {
     case FE_K_BYTES: return "a memory size";
     case FE_K_BW: return "a bandwidth";
     case FE_K_TIME: return "a duration";
-    case FE_K_BATCH: return "auto, on, off or groups N";
+    case FE_K_BATCH: return "auto, on, off, dynamic or groups N";
     case FE_K_PLACEMENT: return "consecutive, round_robin or a \"list\" of every rank's node";
     case FE_K_CHUNKS: return "a whole number from 1 to 8, or auto";
+    case FE_K_LIST: return "a whole number or a \"list\" of them";
     default: return "a value";
     }
 }
@@ -88,20 +89,21 @@ static bool to_int(fe_pctx *ctx, const fe_keydef *kd, const fe_value *v, int64_t
 
 static bool store_batch(fe_pctx *ctx, const fe_keydef *kd, fe_layout *l, const fe_value *v) {
     if (v->kind == FE_V_IDENT) {
-        static const char *const modes[] = {"auto", "on", "off"};
-        for (int i = 0; i < 3; i++) {
+        static const char *const modes[] = {"auto", "on", "off", "dynamic"};
+        static const fe_batch_aware mode_of[] = {FE_BA_AUTO, FE_BA_ON, FE_BA_OFF, FE_BA_DYNAMIC};
+        for (int i = 0; i < 4; i++) {
             if (!strcmp(v->str, modes[i])) {
-                l->batch_aware = i == 0 ? FE_BA_AUTO : i == 1 ? FE_BA_ON : FE_BA_OFF;
+                l->batch_aware = mode_of[i];
                 l->groups = 0;
                 return true;
             }
         }
-        const char *near = sup_closest(v->str, (const char *const *)modes, 3);
+        const char *near = sup_closest(v->str, (const char *const *)modes, 4);
         sup_error(v->loc, "unknown batch_aware mode '%s'", v->str);
         if (near)
             sup_note(v->loc, "did you mean '%s'?", near);
         else
-            sup_note(v->loc, "use auto, on, off or groups N");
+            sup_note(v->loc, "use auto, on, off, dynamic or groups N");
         fe_b_error(ctx);
         return false;
     }
@@ -219,6 +221,16 @@ bool fe_b_store(fe_pctx *ctx, const fe_keydef *kd, const char *lockey, sup_loc k
     case FE_K_PLACEMENT:
         if (v->kind != FE_V_IDENT && v->kind != FE_V_STR) return mismatch(ctx, kd, v);
         ok = fe_b_copy_name(ctx, p, kd->size, v->str, v->loc);
+        break;
+    case FE_K_LIST:
+        if (v->kind == FE_V_NUM && v->is_int && v->unit == FE_U_NONE && v->inum >= 0) {
+            char num[32];
+            snprintf(num, sizeof num, "%lld", (long long)v->inum);
+            ok = fe_b_copy_name(ctx, p, kd->size, num, v->loc);
+        } else if (v->kind == FE_V_STR)
+            ok = fe_b_copy_name(ctx, p, kd->size, v->str, v->loc);
+        else
+            return mismatch(ctx, kd, v);
         break;
     case FE_K_LINK: break;
     }

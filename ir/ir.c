@@ -154,6 +154,11 @@ ir_module *ir_module_clone(const ir_module *m) {
 
 int ir_world(const ir_module *m) { return m->mesh.nodes * m->mesh.devices_per_node; }
 
+int ir_seq_world(const ir_module *m) {
+    int64_t k = ir_config_int(m, "dyn_block", 0);
+    return k > 0 && k <= ir_world(m) ? (int)k : ir_world(m);
+}
+
 int ir_local_of(const ir_module *m, int r) {
     int dpn = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
     if (!m->mesh.node_of || r < 0 || r >= ir_world(m)) return r % dpn;
@@ -227,6 +232,8 @@ int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const 
     }
     ir_group *gr = &m->groups[g];
     free(gr->ranks);
+    int64_t block = ir_config_int(m, "dyn_block", 0);
+    gr->block = block > 0 && strcmp(name, "world") != 0 ? (int)block : 0;
     gr->nsets = nsets < 0 ? 0 : nsets;
     gr->set_size = set_size < 0 ? 0 : set_size;
     size_t n = (size_t)gr->nsets * (size_t)gr->set_size;
@@ -242,7 +249,7 @@ int ir_group_find(const ir_module *m, const char *name) {
 }
 
 int ir_group_add_contiguous(ir_module *m, const char *name, int nsets) {
-    int world = ir_world(m);
+    int world = strcmp(name, "world") ? ir_seq_world(m) : ir_world(m);
     if (nsets < 1 || world < 1 || world % nsets) return -1;
     int *r = sup_xmalloc((size_t)world * sizeof(int));
     for (int i = 0; i < world; i++) r[i] = i;
@@ -252,7 +259,7 @@ int ir_group_add_contiguous(ir_module *m, const char *name, int nsets) {
 }
 
 int ir_group_add_strided(ir_module *m, const char *name, int stride) {
-    int world = ir_world(m);
+    int world = strcmp(name, "world") ? ir_seq_world(m) : ir_world(m);
     if (stride < 1 || world < 1 || world % stride) return -1;
     int size = world / stride;
     int *r = sup_xmalloc((size_t)world * sizeof(int));

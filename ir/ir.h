@@ -276,7 +276,12 @@ ir_op_work ir_op_work_of(const struct ir_module *m, const ir_op *op);
 typedef struct ir_group {
     char name[IR_NAME_MAX]; /* without the @ */
     int nsets, set_size;
-    int *ranks;  /* nsets * set_size ranks, set s = ranks[s*set_size .. +set_size) */
+    int *ranks; /* nsets * set_size ranks, set s = ranks[s*set_size .. +set_size) */
+    /* 0: the sets partition the world's ranks.  K > 0: a block group of a
+     * dynamic variant (batch_aware dynamic): the sets partition the
+     * positions 0..K-1 of a block of K consecutive ranks that the runtime
+     * chooses every micro-step; position i is rank first + i. */
+    int block;
     sup_loc loc; /* where it was defined (textual IR), else noloc */
 } ir_group;
 
@@ -328,6 +333,10 @@ ir_module *ir_module_new(const char *name);
 void ir_module_free(ir_module *m);
 ir_module *ir_module_clone(const ir_module *m);
 int ir_world(const ir_module *m); /* nodes * devices_per_node */
+/* The ranks the sequence layout spans: config dyn_block = K (one variant of
+ * batch_aware dynamic: a block of K ranks; every group but @world that the
+ * module adds is then a block group) or, without it, the world. */
+int ir_seq_world(const ir_module *m);
 /* The node holding world rank r: the mesh's placement, else (consecutive
  * placement, or a rank outside the mesh in hand-written IR) r /
  * devices_per_node.  The one definition of the mesh geometry that the cost

@@ -368,7 +368,7 @@ static int p_rank_set(ir_parser *p, int **ranks, int *n, int *cap) {
     return p_expect_punct(p, ']') ? size : -1;
 }
 
-/* group := 'group' GROUP '=' '{' set (',' set)* '}' NL */
+/* group := 'group' GROUP '=' ('block' INT)? '{' set (',' set)* '}' NL */
 static bool p_group(ir_parser *p) {
     char name[IR_NAME_MAX];
     ir_lex_next(&p->lx);
@@ -382,7 +382,13 @@ static bool p_group(ir_parser *p) {
         return false;
     }
     ir_lex_next(&p->lx);
-    if (!p_expect_punct(p, '=') || !p_expect_punct(p, '{')) return false;
+    if (!p_expect_punct(p, '=')) return false;
+    int64_t block = 0;
+    if (ir_tok_is(CUR, T_IDENT, "block")) {
+        ir_lex_next(&p->lx);
+        if (!p_int(p, 1, 1 << 24, "a block size", &block)) return false;
+    }
+    if (!p_expect_punct(p, '{')) return false;
     int *ranks = NULL, n = 0, cap = 0, nsets = 0, set_size = 0;
     do {
         ir_tok set_tok = *CUR;
@@ -401,6 +407,7 @@ static bool p_group(ir_parser *p) {
     if (ok) {
         int g = ir_group_add(p->m, name, nsets, set_size, ranks);
         p->m->groups[g].loc = ir_tok_loc(&p->lx, &name_tok);
+        p->m->groups[g].block = (int)block;
         ok = p_expect_eol(p, "the group");
     }
     free(ranks);

@@ -115,7 +115,9 @@ static void ir_print_link(sup_buf *b, const char *which, const ir_link *l) {
 }
 
 static void ir_print_group(sup_buf *b, const ir_group *g) {
-    sup_buf_printf(b, "group @%s = {", g->name);
+    sup_buf_printf(b, "group @%s = ", g->name);
+    if (g->block > 0) sup_buf_printf(b, "block %d ", g->block);
+    sup_buf_puts(b, "{");
     for (int s = 0; s < g->nsets; s++) {
         sup_buf_puts(b, s ? ",[" : "[");
         for (int j = 0; j < g->set_size; j++) sup_buf_printf(b, "%s%d", j ? "," : "", g->ranks[s * g->set_size + j]);

@@ -75,6 +75,15 @@ static void ir_verify_groups(ir_vctx *c) {
             continue;
         }
         if (world < 1) continue;
+        if (g->block > 0) { /* a dynamic variant's group: over the positions of its block */
+            if (g->block > world || (int64_t)g->nsets * g->set_size != g->block)
+                ir_verr(c, g->loc,
+                        "group @%s: %d sets of %d ranks do not cover its block of %d (at most the world's %d)", g->name,
+                        g->nsets, g->set_size, g->block, world);
+            else
+                ir_verify_group_ranks(c, g, g->block);
+            continue;
+        }
         if ((int64_t)g->nsets * g->set_size != world) {
             ir_verr(c, g->loc, "group @%s: %d sets of %d ranks do not cover the world of %d ranks", g->name, g->nsets,
                     g->set_size, world);
@@ -442,6 +451,7 @@ bool ir_verify(const ir_module *m, const char *context) {
     if (c.errors == 0) /* blocks are positions in valid groups */
         ir_verify_groups_joint(&c);
     if (c.errors == 0) ir_verify_seq_order(&c);
+    if (c.errors == 0) ir_verify_variants(&c);
     if (c.errors == 0) ir_verify_async(&c);
     if (c.errors == 0) /* liveness needs valid defs and uses */
         ir_verify_mem(&c);

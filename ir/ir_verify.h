@@ -34,6 +34,11 @@ void ir_verify_seq_order(ir_vctx *c);
  * the blocks it does not exchange.  Needs valid groups, values and ops. */
 void ir_verify_groups_joint(ir_vctx *c);
 
+/* A module of batch_aware dynamic's variants (ops tagged variant = K):
+ * contiguous runs, values and block groups kept to their variant, the same
+ * world collectives in every variant (ir_verify_variants.c). */
+void ir_verify_variants(ir_vctx *c);
+
 /* Started collectives (async = 1) and their waits (ir_verify_async.c). */
 void ir_verify_async(ir_vctx *c);
 

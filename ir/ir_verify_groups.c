@@ -14,7 +14,10 @@
  *     the set sizes multiply to the world);
  *   - a collective over g reads and writes, on every dim it does not
  *     exchange, blocks that all ranks of each set of g agree on: the
- *     position in the group sharding that dim is the same across the set. */
+ *     position in the group sharding that dim is the same across the set.
+ * A dynamic variant's block groups (ir_group.block = K) relate to each
+ * other over the positions of their block, never to world groups: the
+ * checks pair only groups of the same span. */
 #include "ir_verify.h"
 
 #include <stdlib.h>
@@ -27,6 +30,12 @@ typedef struct ir_gctx {
     signed char *agree; /* agree[g * ngroups + h]: 1 when h's position is constant on g's sets, 0 not, -1 unknown */
     bool *told;         /* told[g * ngroups + h]: a disagreement of this pair was reported */
 } ir_gctx;
+
+/* The ranks group g's sets cover: its block, or the world. */
+static int ir_span(const ir_gctx *x, int g) {
+    int b = x->c->m->groups[g].block;
+    return b > 0 ? b : x->world;
+}
 
 /* Position of every rank in every group (the groups are valid here). */
 static void ir_group_positions(ir_gctx *x) {
@@ -70,32 +79,35 @@ static void ir_check_cover(ir_gctx *x, const ir_value *val, const int *gs, int k
     const ir_module *m = x->c->m;
     char names[160], a[96], b[96];
     ir_groups_str(m, gs, k, names, sizeof names);
+    int span = ir_span(x, gs[0]);
+    for (int i = 1; i < k; i++)
+        if (ir_span(x, gs[i]) != span) return; /* a block group beside a world group: not related */
     int64_t blocks = 1;
     for (int i = 0; i < k; i++) blocks *= m->groups[gs[i]].set_size;
-    if (blocks > x->world || x->world % blocks) {
+    if (blocks > span || span % blocks) {
         ir_verr(x->c, val->loc,
                 "value %%%s is sharded by %s, whose set sizes multiply to %lld blocks: the %d "
                 "ranks cannot hold them evenly",
-                val->name, names, (long long)blocks, x->world);
+                val->name, names, (long long)blocks, span);
         return;
     }
     int *holder = sup_xmalloc((size_t)blocks * sizeof *holder), *count = sup_xcalloc((size_t)blocks, sizeof *count);
     int dup = -1, dup_rank = -1;
-    for (int r = 0; r < x->world; r++) {
+    for (int r = 0; r < span; r++) {
         int64_t idx = 0;
         for (int i = 0; i < k; i++)
             idx = idx * m->groups[gs[i]].set_size + x->pos[(size_t)gs[i] * (size_t)x->world + (size_t)r];
         if (count[idx]++ == 0)
             holder[idx] = r;
-        else if (count[idx] > x->world / blocks && dup < 0)
+        else if (count[idx] > span / blocks && dup < 0)
             dup = (int)idx, dup_rank = r;
     }
     if (dup >= 0) {
         int64_t missing = 0;
-        while (missing < blocks && count[missing] >= x->world / blocks) missing++;
+        while (missing < blocks && count[missing] >= span / blocks) missing++;
         ir_block_str(m, gs, k, dup, a, sizeof a);
         ir_block_str(m, gs, k, missing, b, sizeof b);
-        if (x->world == blocks)
+        if (span == blocks)
             ir_verr(x->c, val->loc,
                     "value %%%s is sharded by %s, but together they do not give every rank its own "
                     "block: ranks %d and %d both hold block %s and no rank holds block %s (each rank's positions in "
@@ -106,7 +118,7 @@ static void ir_check_cover(ir_gctx *x, const ir_value *val, const int *gs, int k
                     "value %%%s is sharded by %s, but together they do not cover it evenly: more "
                     "than %d ranks hold block %s (ranks %d and %d among them) and fewer hold block %s (rebuild the "
                     "groups together)",
-                    val->name, names, x->world / (int)blocks, a, holder[dup], dup_rank, b);
+                    val->name, names, span / (int)blocks, a, holder[dup], dup_rank, b);
     }
     free(holder);
     free(count);
@@ -155,7 +167,7 @@ static void ir_check_kept_dim(ir_gctx *x, const ir_op *op, int g, const ir_value
     const ir_module *m = x->c->m;
     int h = val->type.shard[d], set = 0;
     size_t key = (size_t)g * (size_t)m->ngroups + (size_t)h;
-    if (h < 0 || h == g || x->agree[key] == 1) return;
+    if (h < 0 || h == g || x->agree[key] == 1 || ir_span(x, g) != ir_span(x, h)) return;
     if (x->agree[key] < 0) x->agree[key] = ir_sets_agree(x, g, h, &set) ? 1 : 0;
     if (x->agree[key] == 1 || x->told[key]) return;
     x->told[key] = true;
@@ -204,7 +216,7 @@ void ir_verify_groups_joint(ir_vctx *c) {
     if (m->ngroups < 2 || world < 2) return;
     size_t ng = (size_t)m->ngroups;
     ir_gctx x = {.c = c, .world = world};
-    x.pos = sup_xmalloc(ng * (size_t)world * sizeof *x.pos);
+    x.pos = sup_xcalloc(ng * (size_t)world, sizeof *x.pos);
     x.agree = sup_xmalloc(ng * ng);
     x.told = sup_xcalloc(ng * ng, sizeof *x.told);
     memset(x.agree, -1, ng * ng);

@@ -215,9 +215,41 @@ static void report_slots(const ir_module *m, pass_mem_report *r) {
     free(cat);
 }
 
+/* batch_aware dynamic: each variant's arena top (pass_mem_report). */
+static void report_variants(const ir_module *m, pass_mem_report *r) {
+    ir_mem_target t;
+    if (!ir_mem_target_of(m, &t)) return;
+    int64_t base = 0;
+    for (int v = 0; v < m->nvalues; v++) {
+        const ir_value *val = &m->values[v];
+        if (val->kind != IR_V_RESULT && val->mem_off >= 0 && !ir_mem_on_host(m, v))
+            base =
+                base > val->mem_off + ir_mem_value_bytes(m, v, t) ? base : val->mem_off + ir_mem_value_bytes(m, v, t);
+    }
+    for (int i = 0; i < m->nops; i++) {
+        int K = (int)ir_attr_int(&m->ops[i], "variant", 0), k = 0;
+        if (K <= 0) continue;
+        while (k < r->nvariants && r->variant_size[k] != K) k++;
+        if (k == r->nvariants) {
+            if (k == 16) continue;
+            r->variant_size[r->nvariants] = K, r->variant_top[r->nvariants++] = base;
+        }
+        const ir_op *op = &m->ops[i];
+        for (int o = 0; o < op->nout; o++) {
+            int v = op->out[o];
+            if (v < 0 || m->values[v].mem_off < 0 || ir_mem_on_host(m, v)) continue;
+            int64_t top = m->values[v].mem_off + ir_mem_value_bytes(m, v, t);
+            if (top > r->variant_top[k]) r->variant_top[k] = top;
+        }
+    }
+}
+
 static void report_of(const ir_module *m, pass_mem_report *r) {
     report_planned(m, r);
-    if (!sup_ctx()->memory_plan) report_slots(m, r);
+    if (!sup_ctx()->memory_plan)
+        report_slots(m, r);
+    else
+        report_variants(m, r);
 }
 
 bool pass_memory_report(const ir_module *m, pass_mem_report *r) {
@@ -266,6 +298,13 @@ static void print_arena(const pass_mem_report *r, FILE *out) {
     fprintf(out, "arena: %s (one buffer per value, no reuse: %s); workspace outside the arena: %s\n",
             fmt_b(r->arena_bytes, a, sizeof a), fmt_b(r->no_reuse_bytes, b, sizeof b),
             fmt_b(r->work_bytes, c, sizeof c));
+    if (r->nvariants > 0) { /* the arena is the largest variant's; each is laid over the same bytes */
+        fprintf(out, "variants (batch_aware dynamic), the arena each micro-step reaches:");
+        for (int k = 0; k < r->nvariants; k++)
+            fprintf(out, "%s groups of %d: %s", k ? "," : "", r->variant_size[k],
+                    fmt_b(r->variant_top[k], a, sizeof a));
+        fprintf(out, "\n");
+    }
 }
 
 /* Which op made a workspace slot its size: "op 812 attention_bwd (%dq)",
@@ -349,6 +388,15 @@ void pass_memory_json(const pass_mem_report *r, FILE *out) {
     cJSON_AddNumberToObject(o, "world", r->world);
     cJSON_AddNumberToObject(o, "peak_bytes_per_rank", (double)r->peak_bytes);
     cJSON_AddNumberToObject(o, "arena_bytes", (double)r->arena_bytes);
+    if (r->nvariants > 0) {
+        cJSON *vs = cJSON_AddArrayToObject(o, "variants");
+        for (int k = 0; k < r->nvariants; k++) {
+            cJSON *v = cJSON_CreateObject();
+            cJSON_AddNumberToObject(v, "size", r->variant_size[k]);
+            cJSON_AddNumberToObject(v, "arena_top_bytes", (double)r->variant_top[k]);
+            cJSON_AddItemToArray(vs, v);
+        }
+    }
     cJSON *p = cJSON_AddObjectToObject(o, "peak_op");
     if (r->peak_op >= 0) {
         cJSON_AddNumberToObject(p, "index", r->peak_op);

@@ -34,7 +34,7 @@ static void shard_batch(ir_module *m, int dp) {
 
 /* G = 1: nothing to partition.  Says why, in the words of the config. */
 static void keep_one_group(const ir_module *m, const pass_options *opt) {
-    int N = ir_world(m);
+    int N = ir_seq_world(m);
     pu_dims d = pu_model_dims(m);
     const char *what = strcmp(pu_cfg(m, "sequence", "ulysses"), "ulysses") ? "one sequence-parallel group" : "Ulysses";
     if (!strcmp(pu_cfg(m, "batch_aware", "auto"), "off"))
@@ -59,7 +59,7 @@ static void legal_groups(const ir_module *m, const layout_choice *c, char *buf, 
 
 bool pass_batch_aware(ir_module *m, const pass_options *opt) {
     layout_choice c = pass_layout_of(m);
-    int N = ir_world(m), G = c.groups;
+    int N = ir_seq_world(m), G = c.groups;
     if (ir_group_find(m, "sp") >= 0 || ir_group_find(m, "dp") >= 0) {
         pu_remark(opt, "batch-aware: the module already has @sp or @dp (batch-aware runs before the sequence "
                        "pass); unchanged");

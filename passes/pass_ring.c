@@ -275,7 +275,7 @@ bool pass_ring(ir_module *m, const pass_options *opt) {
         pu_remark(opt, "ring: no attention in the module; skipped");
         return true;
     }
-    int N = ir_world(m), G = pu_batch_groups(m, opt, "ring"), K = N / G;
+    int N = ir_seq_world(m), G = pu_batch_groups(m, opt, "ring"), K = N / G;
     int R = strcmp(seq, "ring") == 0 ? K : pass_layout_of(m).ring_degree;
     const char *why = pass_layout_illegal(m, G, R);
     if (why) {

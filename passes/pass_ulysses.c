@@ -252,7 +252,7 @@ static bool check_split(ir_module *m, int G) {
         size_t len = strlen(gs);
         snprintf(gs + len, sizeof gs - len, "%s%lld", len ? ", " : "", (long long)g[i]);
     }
-    int N = ir_world(m);
+    int N = ir_seq_world(m);
     if (G == 1)
         sup_error(sup_noloc(), "ulysses: cannot shard over all %d ranks: %s", N, why);
     else
@@ -284,7 +284,7 @@ bool pass_ulysses(ir_module *m, const pass_options *opt) {
         pu_remark(opt, "ulysses: no attention in the module; skipped");
         return true;
     }
-    int N = ir_world(m), G = pu_batch_groups(m, opt, "ulysses"), K = N / G;
+    int N = ir_seq_world(m), G = pu_batch_groups(m, opt, "ulysses"), K = N / G;
     if (!check_split(m, G)) return false;
     int C = (int)pu_attention_chunks(m);
     if (!pu_check_chunks(m, C, "ulysses")) return false;

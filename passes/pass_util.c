@@ -44,7 +44,7 @@ int pu_sequence_group(ir_module *m, int G) {
 }
 
 int pu_batch_groups(const ir_module *m, const pass_options *opt, const char *pass) {
-    int dp = ir_group_find(m, "dp"), N = ir_world(m);
+    int dp = ir_group_find(m, "dp"), N = ir_seq_world(m);
     if (dp < 0 && pass_layout_of(m).groups > 1)
         pu_remark(opt, "%s: config groups = %d but no @dp (batch-aware has not run); one group of %d ranks", pass,
                   pass_layout_of(m).groups, N);
@@ -102,7 +102,7 @@ layout_dims pass_layout_dims(const ir_module *m) {
     pu_dims d = pu_model_dims(m);
     int64_t Hk = d.Hk > 0 ? d.Hk : d.H, C = pu_attention_chunks(m);
     if (d.H % C || Hk % C) C = 1; /* the ulysses pass refuses such chunks */
-    return (layout_dims){.N = ir_world(m),
+    return (layout_dims){.N = ir_seq_world(m),
                          .nodes = m->mesh.nodes,
                          .dpn = m->mesh.devices_per_node,
                          .B = d.B,
@@ -187,7 +187,7 @@ layout_choice pass_layout_of(const ir_module *m) {
     if (c.groups < 1) c.groups = 1; /* lowered specs before layout/ wrote groups = 0 for "not chosen" */
     layout_seq_parse(pu_cfg(m, "sequence", "ulysses"), &c.seq);
     c.variant = layout_variant_find("a2a", pu_cfg(m, "a2a", "flat"));
-    int64_t K = ir_world(m) / c.groups;
+    int64_t K = ir_seq_world(m) / c.groups;
     c.ring_degree = (int)ir_config_int(m, "ring_degree", c.seq == LAYOUT_RING ? K : 1);
     return c;
 }

@@ -39,6 +39,7 @@
 typedef struct zctx {
     ir_module *m;
     int world, N, stage, accum;
+    bool dynamic;
     int first_adamw; /* index of the first adamw op (the apply phase's reductions go before it) */
     int gathers, reductions, sharded, replicated;
     pass_edits edits; /* inserted ops, applied at the end: indices below are
@@ -196,7 +197,7 @@ static void reduce_grad(zctx *z, int dw, int d, int adamw) {
     ir_module *m = z->m;
     int p = m->values[dw].def;
     if (p < 0) return; /* not computed in this step: nothing to reduce */
-    if (z->accum > 1) {
+    if (z->accum > 1 || z->dynamic) {
         accumulate_grad(z, dw, d, p, adamw);
         return;
     }
@@ -256,7 +257,10 @@ bool pass_zero(ir_module *m, const pass_options *opt) {
     zctx z = {.m = m,
               .stage = (int)ir_config_int(m, "zero", 0),
               .N = ir_world(m),
-              .accum = (int)ir_config_int(m, "accum", 1)};
+              .accum = (int)ir_config_int(m, "accum", 1),
+              /* a dynamic variant always has the micro-step / apply form:
+               * every variant's micro-step adds into the same accumulators */
+              .dynamic = ir_config_int(m, "dyn_block", 0) > 0};
     if (z.stage < 0 || z.stage > 3) {
         sup_error(sup_noloc(), "zero: stage %d is not one of 0, 1, 2, 3", z.stage);
         return false;
@@ -287,7 +291,7 @@ bool pass_zero(ir_module *m, const pass_options *opt) {
               "zero: stage %d over @world (%d ranks): %d parameter(s) sharded, %d replicated; %d all-gather(s), "
               "%d gradient reduction(s)",
               z.stage, z.N, z.sharded, z.replicated, z.gathers, z.reductions);
-    if (z.accum > 1)
+    if (z.accum > 1 || z.dynamic)
         pu_remark(opt, "zero: %d micro-steps per optimizer step: gradients accumulated, %s", z.accum,
                   z.stage >= 2 ? "reduce-scattered into the shard every micro-step (replicated ones reduced once "
                                  "per step)"

@@ -371,6 +371,12 @@ typedef struct pass_mem_report {
     pass_mem_work work[IR_MEM_WORK_MAX]; /* work_bytes by slot: the nonzero ones, largest first */
     int nsuggest;                        /* filled by pass_memory_suggest (driver/) */
     pass_mem_suggestion suggest[PASS_MEM_SUGGEST];
+    /* batch_aware dynamic: per variant (group size), the highest arena byte
+     * its micro-step reaches: the whole-step buffers' and the tops of the
+     * values its ops define.  The arena is the largest of them. */
+    int nvariants;
+    int variant_size[16];
+    int64_t variant_top[16];
 } pass_mem_report;
 
 /* False when the module cannot be planned (the reason was reported). */

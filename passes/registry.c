@@ -354,7 +354,7 @@ static bool layout_built(const ir_module *m, const char *names) {
     const char *word = ir_config_get(m, "a2a");
     if (!c.variant && word && strcmp(word, "flat")) return true; /* an unregistered word: pass_pipeline_of says so */
     const layout_strategy *s = layout_strategy_of(&c);
-    int N = ir_world(m), G = c.groups < 1 ? 1 : c.groups;
+    int N = ir_seq_world(m), G = c.groups < 1 ? 1 : c.groups;
     if (!s || !in_list(names, "batch-aware") || !all_in(s->passes, names) || !all_in(s->after_zero, names) || N % G)
         return true;
     char why[256], name[96];

@@ -252,9 +252,17 @@ static void print_header(const ir_module *m, FILE *out) {
         const ir_group *g = &m->groups[gi];
         sup_buf b = {0};
         fmt_group(&b, g);
-        fprintf(out, "  @%-8s %3d set(s) of %-3d %s\n", g->name, g->nsets, g->set_size, b.data);
+        fprintf(out, "  @%-8s %3d set(s) of %-3d %s%s\n", g->name, g->nsets, g->set_size, b.data,
+                g->block ? "  positions in a block of consecutive ranks placed per micro-step (shown at rank 0)" : "");
         sup_buf_free(&b);
     }
+    const char *dyn = ir_config_get(m, "dyn_sizes");
+    if (dyn)
+        fprintf(out,
+                "batch_aware dynamic: variants for groups of %s rank(s); in each micro-step a rank runs the rows of "
+                "its group's variant (the values named vK.), then the opt rows once a step; the totals add every "
+                "variant once\n",
+                dyn);
     int a = (int)ir_config_int(m, "accum", 1);
     if (a > 1)
         fprintf(out,

@@ -72,6 +72,9 @@ typedef struct rt_options {
     int nval;
     int64_t val_every;  /* --val-every N (0: after the last step only) */
     int64_t val_tokens; /* --val-tokens T (0: the default, up to 16 batches) */
+    /* batch_aware dynamic (core/rt_dyn.c, data/rt_docs.c). */
+    const char *assignments; /* --assignments FILE: every micro-step's groups and documents, JSON lines */
+    const char *pieces;      /* --pieces FILE: train on the documents such a file lists (packed documents) */
 } rt_options;
 
 /* ---- token corpora: what the context holds (data/ reads them) ---------------- */
@@ -130,7 +133,11 @@ typedef struct rt_docs rt_docs; /* data/rt_docs.c */
 struct rt_backend_state;
 
 struct rt_ctx {
+    /* The program running: the compiled one (base), or during a micro-step
+     * of batch_aware dynamic the variant this rank's group runs. */
     const rt_program *p;
+    const rt_program *base;
+    struct rt_dyn *dyn; /* batch_aware dynamic's state (rt_dyn.c), NULL for a static layout */
     rt_options opt;
     int rank, world;
     /* Per group: the communicator of this rank's set, the set and position. */
@@ -329,6 +336,25 @@ void rt_opt_begin_step(rt_ctx *rt);
 double rt_grad_norm(rt_ctx *rt);
 /* Micro-steps per optimizer step (1 without accumulation). */
 static inline int64_t rt_accum(const rt_ctx *rt) { return rt->p->accum > 1 ? rt->p->accum : 1; }
+/* The step has an apply phase of its own (accumulation, or dynamic variants). */
+static inline bool rt_split_step(const rt_ctx *rt) { return rt_accum(rt) > 1 || rt->base->nvariants > 0; }
+
+/* ---- batch_aware dynamic (rt_dyn.c) ---------------------------------------------------
+ * rt_dyn_init (collective, after the arena) makes each variant's program
+ * (the base with the variant's row, groups, inputs, loss and step);
+ * rt_dyn_begin before micro-step j (0-based over the run: t * A + m) packs
+ * its documents into the groups (rt_docs_step), checks that every rank
+ * computed the same assignment, binds the block groups of this rank's
+ * variant to its group's ranks and makes rt->p that variant; rt_dyn_end
+ * returns to the base.  Rank 0 logs each micro-step to --assignments. */
+void rt_dyn_init(rt_ctx *rt);
+void rt_dyn_begin(rt_ctx *rt, int64_t t, int64_t j);
+void rt_dyn_end(rt_ctx *rt);
+/* --metrics: the arena high-water mark each variant's micro-steps reached
+ * (variant_arena_peak_bytes, by group size). */
+struct cJSON;
+void rt_dyn_metrics(const rt_ctx *rt, struct cJSON *o);
+void rt_dyn_fini(rt_ctx *rt);
 
 /* ---- training loop (rt_loop.c) ------------------------------------------------------ */
 /* Banner, the steps, logging and metrics, the final report and saves;

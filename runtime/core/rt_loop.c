@@ -23,7 +23,8 @@ static const char *rt_layout_name(const rt_program *p) {
 }
 
 static void rt_print_group(const rt_group_desc *g) {
-    printf("  @%-8s %d set(s) of %d  {", g->name, g->nsets, g->set_size);
+    printf("  @%-8s %d set(s) of %d  %s{", g->name, g->nsets, g->set_size,
+           g->block ? "in a block of consecutive ranks chosen per micro-step: positions " : "");
     for (int s = 0; s < g->nsets && s < 8; s++) {
         printf("%s[", s ? " " : "");
         for (int i = 0; i < g->set_size && i < 16; i++) printf("%s%d", i ? "," : "", g->ranks[s * g->set_size + i]);
@@ -61,8 +62,13 @@ static void rt_banner(rt_ctx *rt) {
     }
     printf("basp: model %s (%s), %.3fM parameters, vocab %lld\n", p->model, p->spec ? p->spec : "?",
            (double)nparams / 1e6, (long long)p->vocab);
-    printf("world %d = %d node(s) × %d | %s: G=%d group(s) × K=%d rank(s) | zero %d\n", p->world, p->nodes,
-           p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
+    if (p->nvariants > 0) {
+        printf("world %d = %d node(s) × %d | batch-aware dynamic: groups of", p->world, p->nodes, p->devices_per_node);
+        for (int k = 0; k < p->nvariants; k++) printf("%s %d", k ? "," : "", p->variants[k].size);
+        printf(" rank(s) chosen per micro-step, %lld tokens per rank | zero %d\n", (long long)p->dyn_tokens, p->zero);
+    } else
+        printf("world %d = %d node(s) × %d | %s: G=%d group(s) × K=%d rank(s) | zero %d\n", p->world, p->nodes,
+               p->devices_per_node, rt_layout_name(p), p->batch_groups, p->sp_size, p->zero);
     char blas[192], blas_warn[640];
     if (!rt_blas_describe(blas, sizeof blas, blas_warn, sizeof blas_warn)) fprintf(stderr, "warning: %s\n", blas_warn);
     printf("%s\n", blas);
@@ -150,19 +156,24 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     rt->step_bytes = 0;
     rt_mem_begin_step(rt);
     rt_opt_begin_step(rt);
-    if (A > 1) rt_accum_zero(rt);
+    if (rt_split_step(rt)) rt_accum_zero(rt);
     rt->step_counted = rt->docs ? rt_docs_step_counted(rt, t) : A * p->micro_batch * p->seq_len;
     rt_step_stats s = {0};
     double loss_sum = 0, t0 = 0;
     for (int64_t m = 0; m < A; m++) {
         rt->micro = m;
-        if (m > 0) rt_mem_begin_step(rt); /* the last micro-step's activations are dead */
+        if (m > 0) rt_mem_begin_step(rt);            /* the last micro-step's activations are dead */
+        if (rt->dyn) rt_dyn_begin(rt, t, t * A + m); /* rt->p: this rank's variant */
         rt_data_fill(rt, t);
         if (m == 0) t0 = rt_now();
-        p->step(rt);
+        rt->p->step(rt);
         rt_comm_finish_step(rt);
         float part;
-        rt_host_read(rt, p->loss, &part);
+        rt_host_read(rt, rt->p->loss, &part);
+        if (rt->dyn) { /* the plan ends the variant's loss with its micro-step (ir_mem_live) */
+            rt_mem_release(rt, rt->p->loss);
+            rt_dyn_end(rt);
+        }
         loss_sum += part;
         if (rt->docs) {
             rt_docs_info d;
@@ -174,7 +185,7 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
         }
     }
     rt->micro = 0;
-    if (A > 1) {
+    if (rt_split_step(rt)) {
         p->apply(rt);
         rt_comm_finish_step(rt);
     }
@@ -225,6 +236,7 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "mem_peak_bytes", (double)(rt->mem_hw + ws));
     cJSON_AddNumberToObject(o, "mem_arena_bytes", (double)rt->arena_bytes);
     cJSON_AddNumberToObject(o, "mem_arena_peak_bytes", (double)rt->mem_hw);
+    rt_dyn_metrics(rt, o);
     cJSON_AddNumberToObject(o, "mem_workspace_bytes", (double)ws);
     if (rt->host_bytes) {
         cJSON_AddNumberToObject(o, "mem_host_bytes", (double)rt->host_bytes);

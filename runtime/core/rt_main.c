@@ -89,6 +89,10 @@ static void rt_usage(FILE *f, const char *prog, const rt_program *p) {
             "  --log-every N        print every N-th step (default 1; first and last always)\n"
             "  --metrics FILE       one JSON object per step (step, loss, grad_norm, lr, step_ms, a2a_ms,\n"
             "                       comm_bytes, tokens_per_s)\n"
+            "  --assignments FILE   batch_aware dynamic: every micro-step's groups and their documents, JSON\n"
+            "                       lines (scripts/plot_assignments.py draws them)\n"
+            "  --pieces FILE        packed documents: train on the documents such a file lists, micro-step by\n"
+            "                       micro-step, instead of drawing them\n"
             "  --profile FILE       after training, rank 0's counters as JSON (per kernel and collective\n"
             "                       kind: calls, seconds, bytes; median step and all-to-all ms)\n"
             "  --trace-run FILE     the measured timeline of one step as a Chrome trace (per rank: every\n"
@@ -158,9 +162,9 @@ static bool rt_opt_is(const char *a, const char *name) {
 
 /* The options whose value names a file or directory: an empty one is refused. */
 static bool rt_path_option(const char *name) {
-    static const char *const paths[] = {"--data",           "--text",     "--val-data",     "--init-from",
-                                        "--metrics",        "--profile",  "--save-weights", "--save-grads",
-                                        "--checkpoint-dir", "--trace-run"};
+    static const char *const paths[] = {"--data",    "--text",        "--val-data",       "--init-from",
+                                        "--metrics", "--profile",     "--save-weights",   "--save-grads",
+                                        "--pieces",  "--assignments", "--checkpoint-dir", "--trace-run"};
     for (size_t k = 0; k < sizeof paths / sizeof *paths; k++)
         if (!strcmp(name, paths[k])) return true;
     return false;
@@ -279,21 +283,22 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
             o->resume = a[8] == '=' ? a + 9 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
             continue;
         }
-        static const char *const with_value[] = {"--data",       "--text",
-                                                 "--steps",      "--lr",
-                                                 "--seed",       "--metrics",
-                                                 "--log-every",  "--save-weights",
-                                                 "--save-grads", "--init-from",
-                                                 "--profile",    "--checkpoint-dir",
-                                                 "--save-every", "--keep-checkpoints",
-                                                 "--timeout",    "--schedule",
-                                                 "--warmup",     "--min-lr",
-                                                 "--wsd-decay",  "--weight-decay",
-                                                 "--beta1",      "--beta2",
-                                                 "--eps",        "--grad-clip",
-                                                 "--sampler",    "--val-data",
-                                                 "--val-every",  "--val-tokens",
-                                                 "--trace-run",  "--trace-step"};
+        static const char *const with_value[] = {"--data",        "--text",
+                                                 "--steps",       "--lr",
+                                                 "--seed",        "--metrics",
+                                                 "--log-every",   "--save-weights",
+                                                 "--save-grads",  "--init-from",
+                                                 "--profile",     "--checkpoint-dir",
+                                                 "--save-every",  "--keep-checkpoints",
+                                                 "--timeout",     "--schedule",
+                                                 "--warmup",      "--min-lr",
+                                                 "--wsd-decay",   "--weight-decay",
+                                                 "--beta1",       "--beta2",
+                                                 "--eps",         "--grad-clip",
+                                                 "--sampler",     "--val-data",
+                                                 "--val-every",   "--val-tokens",
+                                                 "--trace-run",   "--trace-step",
+                                                 "--assignments", "--pieces"};
         const char *name = NULL;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             if (rt_opt_is(a, with_value[k])) name = with_value[k];
@@ -326,6 +331,10 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
             o->text = v;
         else if (!strcmp(name, "--metrics"))
             o->metrics = v;
+        else if (!strcmp(name, "--assignments"))
+            o->assignments = v;
+        else if (!strcmp(name, "--pieces"))
+            o->pieces = v;
         else if (!strcmp(name, "--profile"))
             o->profile = v;
         else if (!strcmp(name, "--trace-run"))
@@ -381,6 +390,13 @@ static void rt_check_tables(const rt_program *p) {
     RT_CHECK(p->ngroups >= 1 && p->groups, "program has no process groups");
     for (int g = 0; g < p->ngroups; g++) {
         const rt_group_desc *gd = &p->groups[g];
+        if (gd->block > 0) { /* a dynamic variant's: positions of a block, bound per micro-step */
+            RT_CHECK(gd->block <= p->world && gd->nsets >= 1 && gd->set_size >= 1 &&
+                         gd->nsets * gd->set_size == gd->block,
+                     "group %s: %d sets of %d do not partition its block of %d", gd->name, gd->nsets, gd->set_size,
+                     gd->block);
+            continue;
+        }
         RT_CHECK(gd->nsets >= 1 && gd->set_size >= 1 && gd->nsets * gd->set_size == p->world,
                  "group %s: %d sets of %d do not partition %d ranks", gd->name, gd->nsets, gd->set_size, p->world);
         for (int r = 0; r < p->world; r++) rt_pos_of_rank(p, g, r); /* dies when r is missing */
@@ -433,7 +449,7 @@ static int rt_host_threads(const rt_ctx *rt) {
 rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     rt_ctx *rt = RT_MALLOC(sizeof *rt);
     memset(rt, 0, sizeof *rt);
-    rt->p = p;
+    rt->p = rt->base = p;
     rt->opt = *o;
     rt->lr = rt_lr_at(&o->optim, o->lr, 0, o->steps);
     rt->val_batch = rt->val_best_step = -1;
@@ -447,12 +463,17 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
     rt->gpos = RT_MALLOC(sizeof(int) * (size_t)p->ngroups);
     for (int g = 0; g < p->ngroups; g++) {
         const rt_group_desc *gd = &p->groups[g];
+        if (gd->block > 0) { /* bound by rt_dyn_begin */
+            rt->comm[g] = MPI_COMM_NULL, rt->gset[g] = rt->gpos[g] = 0;
+            continue;
+        }
         for (int i = 0; i < gd->nsets * gd->set_size; i++)
             if (gd->ranks[i] == rt->rank) rt->gset[g] = i / gd->set_size, rt->gpos[g] = i % gd->set_size;
         RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, rt->gset[g], rt->gpos[g], &rt->comm[g]));
     }
     rt_backend_init(rt);
     rt_arena_build(rt);
+    rt_dyn_init(rt);
     /* --init-from overwrites every parameter (the loader demands all of
      * them), so drawing the initial weights would be wasted work. */
     if (!o->init_from && !o->resume) rt_init_params(rt, (uint64_t)o->seed);
@@ -462,7 +483,9 @@ rt_ctx *rt_ctx_create(const rt_program *p, const rt_options *o) {
 void rt_ctx_destroy(rt_ctx *rt) {
     if (!rt) return;
     rt_comm_finish_step(rt);
-    for (int g = 0; g < rt->p->ngroups; g++) MPI_Comm_free(&rt->comm[g]);
+    rt_dyn_fini(rt); /* frees the block groups' communicators */
+    for (int g = 0; g < rt->p->ngroups; g++)
+        if (rt->p->groups[g].block == 0) MPI_Comm_free(&rt->comm[g]);
     free(rt->comm);
     free(rt->gset);
     free(rt->gpos);
@@ -576,6 +599,7 @@ static bool rt_check_outputs(const rt_options *o, char *err, size_t errlen) {
            rt_check_out_file("--save-weights", o->save_weights, err, errlen) &&
            rt_check_out_file("--save-grads", o->save_grads, err, errlen) &&
            rt_check_out_file("--metrics", o->metrics, err, errlen) &&
+           rt_check_out_file("--assignments", o->assignments, err, errlen) &&
            rt_check_out_file("--profile", o->profile, err, errlen) &&
            rt_check_out_file("--trace-run", o->trace_run, err, errlen);
 }

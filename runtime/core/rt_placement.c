@@ -29,7 +29,7 @@ static int rt_compiled_node(const rt_program *p, int r) {
 static int rt_split_set(const rt_program *p, const char *hosts, int *set) {
     for (int g = 0; g < p->ngroups; g++) {
         const rt_group_desc *gd = &p->groups[g];
-        for (int s = 0; s < gd->nsets; s++) {
+        for (int s = 0; s < gd->nsets && gd->block == 0; s++) { /* a block group is placed per micro-step */
             const int *r = &gd->ranks[s * gd->set_size];
             bool one_node = true, one_host = true;
             for (int j = 1; j < gd->set_size; j++) {

@@ -189,7 +189,8 @@ static void rt_fill_input(rt_ctx *rt, int v, int64_t t, int shift) {
              "input %s must be i32[%lld,%lld]", d->name, (long long)p->micro_batch, (long long)p->seq_len);
     int64_t ld[RT_MAX_RANK], off[RT_MAX_RANK];
     rt_local_dims(rt, v, ld);
-    rt_global_offset(p, v, rt->rank, off);
+    for (int i = 0; i < d->rank; i++) /* this rank's block: its positions as bound now (dynamic groups too) */
+        off[i] = d->shard[i] < 0 ? 0 : rt_dim_start(p, d, i, rt->gpos[d->shard[i]]);
     int32_t *out = RT_MALLOC((size_t)d->local_elems * sizeof(int32_t));
     int64_t *seq = RT_MALLOC((size_t)ld[1] * sizeof(int64_t));
     rt_seq_positions(rt, off[1], ld[1], seq);

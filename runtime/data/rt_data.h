@@ -142,6 +142,10 @@ void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int6
 /* The token (shift 0) or target (shift 1; -1 = not counted) at natural
  * position i of row `row` of this step. */
 int32_t rt_docs_token(const rt_ctx *rt, int64_t row, int64_t i, int shift);
+/* batch_aware dynamic: the packed micro-step's groups (number by first
+ * rank), the one holding this rank, and the placed pieces (row = group). */
+const layout_dyn_group *rt_docs_groups(const rt_ctx *rt, int *ngroups, int *mine, const layout_slot **slots,
+                                       int *nslots);
 typedef struct rt_docs_info {
     int64_t ndocs, nsplit, nskipped; /* the table: pieces, documents cut, lone end-of-text tokens */
     int64_t step_docs, counted;      /* this step: documents (pieces) placed, targets counted */

@@ -47,7 +47,25 @@ typedef struct rt_group_desc {
     const char *name;
     int nsets, set_size;
     const int *ranks;
+    /* 0: ranks are world ranks.  K > 0: a group of a batch_aware dynamic
+     * variant; ranks are positions 0..K-1 of the block of K consecutive
+     * ranks that runs the variant, bound every micro-step (core/rt_dyn.c). */
+    int block;
 } rt_group_desc;
+
+struct rt_ctx;
+/* One variant of a batch_aware dynamic step: the micro-step of a group of
+ * `size` ranks holding one row of seq_len = size * dyn_tokens tokens. */
+typedef struct rt_variant {
+    int size;
+    int64_t seq_len;
+    int seq_ring; /* the ring's zig-zag order (ring variants: size), else 0 */
+    int tokens, targets, loss;
+    void (*step)(struct rt_ctx *rt);
+    /* Its exchange's cost per token a rank holds, in the assignment's
+     * units (layout_dyn_shape.size_comm), from the cost model. */
+    double comm;
+} rt_variant;
 
 typedef enum { RT_VCAT_DEFAULT = 0, RT_VCAT_PARAMS, RT_VCAT_GRADS, RT_VCAT_INPUTS, RT_VCAT_ACTS } rt_value_mem;
 
@@ -197,6 +215,16 @@ typedef struct rt_program {
     /* Its forward-only program (validation: the loss of one batch, no
      * backward or update), derived by the compiler; 0 when there is none. */
     void (*eval)(rt_ctx *rt);
+    /* batch_aware dynamic (0 variants: a static layout): every micro-step
+     * assigns its documents to groups of the variants' sizes, each rank
+     * holding dyn_tokens tokens, and each rank runs its group's variant
+     * (core/rt_dyn.c); step is then unused, apply runs once per step. */
+    int nvariants;
+    const rt_variant *variants;
+    int64_t dyn_tokens;
+    /* The assignment's per-token work beside attention, in its units
+     * (layout_dyn_shape.linear), from the cost model. */
+    double dyn_linear;
     /* AdamW and the schedule; NULL: rt_optim_defaults (a constant lr,
      * betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, clipping at 1.0). */
     const rt_optim_desc *optim;

@@ -58,6 +58,10 @@ setup() {
     # every step at zero, so a checkpoint needs nothing more.
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/acc_basp_z2" "${m4[@]}" --set "layout.batch_aware=groups 2" \
         --set train.zero=2 --set train.global_batch=6
+    # batch_aware dynamic: each micro-step's groups come from (seed, step),
+    # so a resumed run assigns and trains the same.
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/dyn_z2" "${m4[@]}" --set layout.batch_aware=dynamic \
+        --set train.zero=2 --set train.global_batch=4 --set train.documents=on --set train.eot_token=0
 }
 
 # accnote W EXPECT: resuming a checkpoint of another global batch warns.

@@ -13,7 +13,7 @@
 
 enum { W = 0, SP = 1, DP = 2 };
 static const int r_world[] = {0, 1, 2, 3}, r_sp[] = {0, 1, 2, 3}, r_dp[] = {0, 2, 1, 3};
-static const rt_group_desc groups[] = {{"world", 1, 4, r_world}, {"sp", 2, 2, r_sp}, {"dp", 2, 2, r_dp}};
+static const rt_group_desc groups[] = {{"world", 1, 4, r_world, 0}, {"sp", 2, 2, r_sp, 0}, {"dp", 2, 2, r_dp, 0}};
 
 enum {
     X,

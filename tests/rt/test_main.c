@@ -11,7 +11,7 @@ enum { B = 4, S = 16, V = 256, D = 8 };
 enum { TOK, TGT, W, X, LP, LOSS, DX, DWH, DWT, DW, DWS, NV };
 
 static const int ranks[] = {0, 1, 2, 3};
-static const rt_group_desc groups[] = {{"world", 1, 4, ranks}};
+static const rt_group_desc groups[] = {{"world", 1, 4, ranks, 0}};
 #define ACT(name, r, d0, d1, s0, n)                                                                                    \
     { name, RT_ACT, RT_F32, r, {d0, d1, D}, {s0, -1, -1}, n }
 static const rt_value_desc values[NV] = {

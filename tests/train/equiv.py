@@ -58,31 +58,33 @@ def compare_tensors(kind, ref, got, rtol):
     return bad
 
 
-def batch_tokens(a, name, sets):
-    """micro_batch x seq_len of the spec with these overrides."""
+def spec_ints(a, name, sets):
+    """The train block's whole numbers of the spec with these overrides."""
     out = os.path.join(a.workdir, name + ".spec")
     run([a.baspc, a.spec, "--print-spec"] + a.baspc_arg + [w for s in sets for w in ("--set", s)], out)
-    spec = [l.split() for l in open(out)]
-    bs = 1
-    for key in ("micro_batch", "seq_len"):
-        bs *= int([w[1] for w in spec if w[:1] == [key]][0])
-    return bs
+    return {w[0]: int(w[1]) for w in (l.split() for l in open(out)) if len(w) == 2 and w[1].isdigit()}
 
 
-def build_and_train(a, name, np_, sets, val_tokens):
+def batch_tokens(a, name, sets):
+    """micro_batch x seq_len of the spec with these overrides."""
+    t = spec_ints(a, name, sets)
+    return t["micro_batch"] * t["seq_len"]
+
+
+def build_and_train(a, name, np_, sets, val_tokens, extra=()):
     exe = os.path.join(a.workdir, name)
     cmd = [a.baspc, a.spec, "-q", "-o", exe] + a.baspc_arg
     for s in sets:
         cmd += ["--set", s]
     run(cmd, exe + ".build.log")
     # Validation on the training data's first tokens, halfway and at the end
-    # (the weights differ between the two).
+    # (the weights differ between the two); batch_aware dynamic has none.
+    val = ["--val-data", a.data, "--val-tokens", str(val_tokens), "--val-every", str(max(a.steps // 2, 1))]
     env_cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
                "-x", "OPENBLAS_NUM_THREADS=1", exe, "--data", a.data, "--steps", str(a.steps),
                "--seed", str(a.seed if name != "ref" else a.ref_seed),
                "--metrics", exe + ".jsonl", "--save-weights", exe + ".weights",
-               "--save-grads", exe + ".grads", "--log-every", str(a.steps),
-               "--val-data", a.data, "--val-tokens", str(val_tokens), "--val-every", str(max(a.steps // 2, 1))]
+               "--save-grads", exe + ".grads", "--log-every", str(a.steps)] + (val if val_tokens else []) + list(extra)
     run(env_cmd, exe + ".train.log")
     recs = [json.loads(l) for l in open(exe + ".jsonl") if l.strip()]
     losses = [r["loss"] for r in recs]
@@ -121,6 +123,39 @@ def cached_reference(a, sets, val_tokens):
             [(r["step"], r["val_loss"]) for r in recs if "val_loss" in r])
 
 
+def check_assignments(path, np_, want):
+    """The dynamic run's --assignments: every micro-step's groups tile the
+    ranks; `want` (e.g. "3,2,1") must appear as one micro-step's sizes."""
+    bad, seen = [], set()
+    for line in open(path):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        sizes = [g["size"] for g in r["groups"]]
+        firsts = [g["first"] for g in r["groups"]]
+        if sum(sizes) != np_ or firsts != [sum(sizes[:i]) for i in range(len(sizes))]:
+            bad.append("step %d micro %d: groups %s do not tile %d ranks" % (r["step"], r["micro"], sizes, np_))
+        seen.add(",".join(str(s) for s in sorted(sizes, reverse=True)))
+    print("  groups  seen (sizes per micro-step): %s" % "; ".join(sorted(seen)))
+    if want and want not in seen:
+        bad.append("no micro-step had groups of %s ranks (seen: %s)" % (want, sorted(seen)))
+    return bad
+
+
+def dynamic_runs(a):
+    """batch_aware dynamic: the layout run first (it logs each micro-step's
+    documents), then one rank training on exactly those documents
+    (--pieces): one row of micro_batch * seq_len tokens per micro-step."""
+    t = spec_ints(a, "layout", a.set + a.layout)
+    bs, micro_steps = t["micro_batch"] * t["seq_len"], t.get("global_batch", t["micro_batch"]) // t["micro_batch"]
+    assign = os.path.join(a.workdir, "layout.assign.jsonl")
+    got = build_and_train(a, "layout", a.np, a.set + a.layout, 0, ["--assignments", assign])
+    one = ["mesh.nodes=1", "mesh.devices_per_node=1", "train.micro_batch=1", "train.seq_len=%d" % bs,
+           "train.global_batch=%d" % micro_steps, "layout.batch_aware=off"]
+    ref = build_and_train(a, "ref", 1, a.set + one, 0, ["--pieces", assign])
+    return ref, got, check_assignments(assign, a.np, a.want_groups)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--baspc", required=True)
@@ -138,21 +173,27 @@ def main():
     p.add_argument("--workdir", required=True)
     p.add_argument("--expect-mismatch", action="store_true")
     p.add_argument("--ref-cache", default=None, help="share one-rank references in this directory")
+    p.add_argument("--dynamic", action="store_true",
+                   help="batch_aware dynamic: the reference trains on the documents the layout run logged")
+    p.add_argument("--want-groups", default="", help="with --dynamic: sizes one micro-step must have, e.g. 3,2,1")
     a = p.parse_args()
     if a.ref_seed is None:
         a.ref_seed = a.seed
     os.makedirs(a.workdir, exist_ok=True)
 
     one = ["mesh.nodes=1", "mesh.devices_per_node=1"]
-    # Two batches of the larger micro-batch: whole batches for both runs
-    # (the same windows when one micro-batch divides the other).
-    val_tokens = 2 * max(batch_tokens(a, "ref", a.set + one), batch_tokens(a, "layout", a.set + a.layout))
-    ref = cached_reference(a, a.set + one, val_tokens)
-    got = build_and_train(a, "layout", a.np, a.set + a.layout, val_tokens)
+    bad = []
+    if a.dynamic:
+        ref, got, bad = dynamic_runs(a)
+    else:
+        # Two batches of the larger micro-batch: whole batches for both runs
+        # (the same windows when one micro-batch divides the other).
+        val_tokens = 2 * max(batch_tokens(a, "ref", a.set + one), batch_tokens(a, "layout", a.set + a.layout))
+        ref = cached_reference(a, a.set + one, val_tokens)
+        got = build_and_train(a, "layout", a.np, a.set + a.layout, val_tokens)
 
     print("%s on %d ranks (%s) vs 1 rank, %d steps" % (os.path.basename(a.spec), a.np,
                                                        " ".join(a.set + a.layout), a.steps))
-    bad = []
     rl, gl = ref[0], got[0]
     if len(rl) != a.steps or len(gl) != a.steps:
         bad.append("expected %d losses, got %d (ref) and %d (layout)" % (a.steps, len(rl), len(gl)))
@@ -165,7 +206,9 @@ def main():
     print("  loss    %3d steps,   worst relative error %.3g, tolerance %.1g (first %.6f, last %.6f)"
           % (len(rl), worst, LOSS_RTOL, rl[0] if rl else 0, rl[-1] if rl else 0))
     rv, gv = ref[3], got[3]
-    if len(rv) != 2 or [x[0] for x in rv] != [x[0] for x in gv]:
+    if a.dynamic:
+        pass  # no forward-only program: the runs validate nothing
+    elif len(rv) != 2 or [x[0] for x in rv] != [x[0] for x in gv]:
         bad.append("validation after steps %s (ref) and %s (layout), wanted 2" % (rv, gv))
     worst = 0.0
     for (step, y), (_, x) in zip(rv, gv):
