@@ -426,7 +426,7 @@ def main(argv=None):
                 % (a.width, a.height))
     if a.out is None and not a.summary:
         p.error("name the PNG to write (OUT), or pass --summary")
-    try:
+    def work():
         if a.out is not None:
             check_output(a.metrics, a.out)
         train, val, counts = read_metrics(a.metrics)
@@ -438,14 +438,24 @@ def main(argv=None):
             plot(a, train, val)
             nval = sum(v is not None for _, v in val)
             print("%s: %d training steps%s" % (a.out, len(train), ", %d validations" % nval if nval else ""))
+
+    return guarded("plot_metrics", work)
+
+
+def guarded(tool, work):
+    """Runs work(); a refused input or output, running out of memory or an
+    interrupt becomes one line on standard error and the exit status (also
+    plot_assignments.py's)."""
+    try:
+        work()
     except PlotError as e:
-        print("plot_metrics: error: %s" % e, file=sys.stderr)
+        print("%s: error: %s" % (tool, e), file=sys.stderr)
         return 1
     except MemoryError:
-        print("plot_metrics: error: out of memory", file=sys.stderr)
+        print("%s: error: out of memory" % tool, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("plot_metrics: interrupted", file=sys.stderr)
+        print("%s: interrupted" % tool, file=sys.stderr)
         return 130
     return 0
 
