@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """packing_study.py — packed documents on an emulated 2 × 4 cluster: Ulysses,
-batch-aware with sequential packing and batch-aware with balanced packing.
+batch-aware with sequential packing, batch-aware with balanced packing and
+batch_aware dynamic (with --micro-batch 1, where no static batch-aware layout
+is legal: Ulysses, ring, Ulysses x Ring R=2 and batch_aware dynamic).
 
     bench/packing_study.py [--build DIR] [--quick] [--out DIR] [--bandwidth 2gbit]
                            [--repeats R] [--steps N] [--warmup W] [--seq-len S] [--micro-batch B]
+                           [--mix dclm|L:P,...]
+
+--mix draws the documents' lengths from a histogram instead of the stand-in
+below; `dclm` is DCLM-Baseline's (DCLM_MIX).  bench/results/dynamic/ holds
+its runs (docs/dynamic.md, "Measured").
 
 One command, as root, from an existing build directory (BUILD/baspc,
 BUILD/data/mkcorpus).  The data is documents of a long tail: the length mix
@@ -52,10 +59,27 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import cluster_study as cs  # noqa: E402
 
+# DCLM-Baseline's sequence lengths after Dataset Decomposition (Pouransari et
+# al., NeurIPS 2024, arXiv 2405.13226; the README of
+# github.com/apple/ml-dataset-decomposition, "Step 4": sequences per bucket of
+# a 34.5B-token DCLM-Baseline subset): the share of sequences of 256, 512, 1K,
+# 2K, 4K and 8K tokens (36.8, 31.0, 19.2, 8.2, 3.3, 1.5%; of tokens 10.8,
+# 18.2, 22.5, 19.2, 15.7, 13.7%).  A published corpus's histogram, up to 8K.
+DCLM_MIX = "256:0.368,512:0.310,1024:0.192,2048:0.082,4096:0.033,8192:0.015"
+
 CONFIGS = [  # (name, planner candidate, packing index, --set overrides)
     ("ulysses", "ulysses", 0, ["layout.batch_aware=off", "train.packing=sequential"]),
     ("batch-aware G=2, sequential", "batch-aware G=2", 0, ["layout.batch_aware=groups 2", "train.packing=sequential"]),
     ("batch-aware G=2, balanced", "batch-aware G=2", 1, ["layout.batch_aware=groups 2", "train.packing=balanced"]),
+    ("batch-aware dynamic", "batch-aware dynamic", 1, ["layout.batch_aware=dynamic"]),
+]
+# micro_batch 1: no static batch-aware layout is legal; the static
+# layouts left are Ulysses, ring and Ulysses x Ring over all 8 ranks.
+CONFIGS_B1 = [
+    ("ulysses", "ulysses", 1, ["layout.batch_aware=off"]),
+    ("ring", "ring", 1, ["layout.batch_aware=off", "layout.sequence=ring"]),
+    ("hybrid R=2", "hybrid R=2", 1, ["layout.batch_aware=off", "layout.sequence=hybrid", "layout.ring_degree=2"]),
+    ("batch-aware dynamic", "batch-aware dynamic", 1, ["layout.batch_aware=dynamic"]),
 ]
 
 
@@ -67,7 +91,12 @@ def predictions(baspc, spec, base, data):
     """The planner's candidates with packed documents of data's lengths."""
     r = cs.sh([baspc, spec, "-q", "--plan", "--json", "--doc-lengths", data] + sets_args(base), check=False)
     try:
-        return {c["name"]: c for c in json.loads(r.stdout)["candidates"]}
+        cands = {c["name"]: c for c in json.loads(r.stdout)["candidates"]}
+        # batch_aware dynamic: the row of every legal group size (the binary's default set)
+        dyn = [c for c in cands.values() if c.get("dynamic")]
+        if dyn:
+            cands["batch-aware dynamic"] = dyn[0]
+        return cands
     except (ValueError, KeyError):
         sys.exit(f"packing_study: baspc --plan failed:\n{r.stderr[-2000:]}")
 
@@ -84,7 +113,14 @@ def main():
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--micro-batch", type=int, default=4, help="rows per step (G = 2 groups of B/2 rows)")
+    ap.add_argument("--mix", default="", help="document lengths and probabilities, L:P,... (tests/train/mkdocs.py "
+                    "--mix; default: its long tail scaled by 10); --mix dclm: DCLM-Baseline's histogram (below)")
     args = ap.parse_args()
+    if args.mix == "dclm":
+        args.mix = DCLM_MIX
+    global CONFIGS
+    if args.micro_batch == 1:
+        CONFIGS = CONFIGS_B1
     st = cs.study_setup(ap, args, "packing_study", 3, 8)
     repeats, steps, warmup, bw, known = st["repeats"], st["steps"], st["warmup"], st["bw"], st["known"]
     baspc, mkcorpus, spec, workdir = st["baspc"], st["mkcorpus"], st["spec"], st["workdir"]
@@ -93,11 +129,14 @@ def main():
             "train.documents=on", "train.eot_token=0"] + (["mesh.device=cpu_calibrated"] if known else [])
     t0 = time.monotonic()
 
-    corpus, text, data = (os.path.join(workdir, f) for f in ("corpus.bin", "corpus.txt", "docs.bin"))
+    tag = "docs_" + re.sub(r"[^0-9a-z]+", "_", args.mix)[:40] if args.mix else "docs"
+    corpus, text, data = (os.path.join(workdir, f) for f in ("corpus.bin", "corpus.txt", tag + ".bin"))
     if not os.path.exists(data):
-        cs.sh([mkcorpus, corpus, text])
-        cs.sh([sys.executable, os.path.join(ROOT, "tests", "train", "mkdocs.py"), text, data, "--scale", "10",
-               "--tokens", "2000000"])
+        if not os.path.exists(corpus):
+            cs.sh([mkcorpus, corpus, text])
+        mix = ["--mix", args.mix] if args.mix else ["--scale", "10"]
+        cs.sh([sys.executable, os.path.join(ROOT, "tests", "train", "mkdocs.py"), text, data, "--tokens", "3000000"]
+              + mix)
     cands = predictions(baspc, spec, base, data)
     cfg = {}
     for name, cand, k, sets in CONFIGS:
@@ -107,10 +146,9 @@ def main():
         c = cands[cand]
         pred = c["step_ms_sequential"] if k == 0 else c["step_ms_balanced"]
         imb = c["imbalance_sequential"] if k == 0 else c["imbalance_balanced"]
-        adj = (pred - c["comm_ms"]) * 8 / (os.cpu_count() or 1) + c["comm_ms"]
-        cfg[name] = {"tag": tag, "binary": binary, "pred_ms": pred, "pred_adj_ms": adj, "pred_imbalance": imb,
+        cfg[name] = {"tag": tag, "binary": binary, "pred_ms": pred, "pred_imbalance": imb,
                      "dense_ms": c["dense_step_ms"], "attention_ms": c["attention_ms"]}
-        cs.log(f"{name:30s} predicted {pred:.1f} ms ({adj:.1f} on the shared cores), imbalance {imb:.2f}")
+        cs.log(f"{name:30s} predicted {pred:.1f} ms, imbalance {imb:.2f}")
 
     runs = []
     for r in range(repeats):
@@ -134,38 +172,44 @@ def report(args, cfg, res, warmup, base, wall, repeats, steps):
         per.setdefault(name, []).append(statistics.median(x["step_ms"] for x in w))
         imb.setdefault(name, []).extend(x["imbalance"] for x in w)
         losses.setdefault(name, []).append([x["loss"] for x in run["steps_data"]])
+    # the static layouts drawing the same rows: Ulysses and the second one
+    # (batch-aware sequential, or ring) must train to equal losses
+    same = CONFIGS[1][0]
     rtol, bad = cs.loss_rtol(), []
-    a, b = losses["ulysses"][0], losses["batch-aware G=2, sequential"][0]
-    for i, (x, y) in enumerate(zip(b, a)):
+    for i, (x, y) in enumerate(zip(losses[same][0], losses["ulysses"][0])):
         if abs(x - y) > rtol * abs(y):
             bad.append(f"step {i + 1}: {x} vs {y}")
     meas = {n: statistics.median(v) for n, v in per.items()}
     ref = meas["ulysses"]
-    rows, csv = [], ["config,predicted_ms,predicted_adjusted_ms,measured_ms,min_ms,max_ms,predicted_imbalance,"
-                     "measured_imbalance,error_pct"]
+    tokens = args.micro_batch * args.seq_len
+    rows, csv = [], ["config,predicted_ms,measured_ms,min_ms,max_ms,predicted_imbalance,measured_imbalance,"
+                     "error_pct,tokens_per_s,vs_ulysses"]
     for name, *_ in CONFIGS:
         c, mm = cfg[name], meas[name]
-        err = 100 * (c["pred_adj_ms"] - mm) / mm
+        err = 100 * (c["pred_ms"] - mm) / mm
         mi = statistics.mean(imb[name])
-        rows.append(f"| {name} | {c['pred_ms']:.1f} | {c['pred_adj_ms']:.1f} | {mm:.1f} "
-                    f"({min(per[name]):.1f}–{max(per[name]):.1f}) | {err:+.0f}% | {c['pred_imbalance']:.2f} | "
-                    f"{mi:.2f} | {ref / mm:.2f}x |")
-        csv.append(f"{name},{c['pred_ms']:.3f},{c['pred_adj_ms']:.3f},{mm:.3f},{min(per[name]):.3f},"
-                   f"{max(per[name]):.3f},{c['pred_imbalance']:.4f},{mi:.4f},{err:.1f}")
+        rows.append(f"| {name} | {c['pred_ms']:.1f} | {mm:.1f} ({min(per[name]):.1f}–{max(per[name]):.1f}) | "
+                    f"{err:+.0f}% | {c['pred_imbalance']:.2f} | {mi:.2f} | {1e3 * tokens / mm:.0f} | "
+                    f"{ref / mm:.2f}x |")
+        csv.append(f"{name},{c['pred_ms']:.3f},{mm:.3f},{min(per[name]):.3f},{max(per[name]):.3f},"
+                   f"{c['pred_imbalance']:.4f},{mi:.4f},{err:.1f},{1e3 * tokens / mm:.1f},{ref / mm:.4f}")
+    data = (f"documents of the lengths `{args.mix}` (tests/train/mkdocs.py --mix; when it is `dclm`: "
+            "DCLM-Baseline's sequence-length histogram after Dataset Decomposition, arXiv 2405.13226)"
+            if args.mix else "tests/train/mkdocs.py's long tail scaled by 10 (60% of documents 40–240 tokens, "
+            "30% 240–800, 10% 800–4000, log-uniform within each band), a stand-in, not a measured corpus")
     md = [f"# Packed documents on an emulated 2 × 4 cluster ({args.bandwidth} between nodes)", "",
           f"`{' '.join(['bench/packing_study.py'] + sys.argv[1:])}` — {wall:.0f} s, {repeats} rounds of {steps} "
-          f"steps (first {warmup} left out), medians over steps, then rounds; overrides: `{' '.join(base)}`.", "",
-          "Data: tests/train/mkdocs.py's long tail scaled by 10 (60% of documents 40–240 tokens, 30% 240–800, "
-          "10% 800–4000, log-uniform within each band), a stand-in, not a measured corpus.  Imbalance is the "
-          "max over mean of the groups' work (Σ l² + linear·l) per step, averaged over steps (the runtime's "
-          "`imbalance` metric; the prediction's from 64 sampled steps).  The prediction is "
-          "`baspc --plan --doc-lengths`'; the adjusted column multiplies its compute by the "
-          f"{os.cpu_count()} cores' share of 8 ranks, as strategy_study.py does.", "",
-          "| configuration | predicted step ms | predicted, 8 ranks on the cores | measured step ms (range) | error "
-          "| predicted imbalance | measured imbalance | vs Ulysses |",
+          f"steps (first {warmup} left out), medians over steps, then rounds, the configurations interleaved "
+          f"in rotating order; overrides: `{' '.join(base)}`.", "",
+          f"Data: {data}.  Imbalance is the max over mean of the groups' predicted work per step, averaged over "
+          "steps (the runtime's `imbalance` metric; the prediction's from 64 sampled steps).  The prediction is "
+          "`baspc --plan --doc-lengths`' (the cost model counts the 8 ranks sharing the 2 cores: "
+          "`cores_per_node`).", "",
+          "| configuration | predicted step ms | measured step ms (range) | error | predicted imbalance | "
+          "measured imbalance | tokens/s | vs Ulysses |",
           "|---|---|---|---|---|---|---|---|"] + rows + [
-          "", "Ulysses and batch-aware with sequential packing train on the same rows; their losses are equal "
-          "within LOSS_RTOL at every step: " + ("yes." if not bad else "NO:\n\n    " + "\n    ".join(bad[:10]))]
+          "", f"Ulysses and {same} train on the same rows; their losses are equal within LOSS_RTOL at every step: "
+          + ("yes." if not bad else "NO:\n\n    " + "\n    ".join(bad[:10]))]
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     with open(os.path.join(args.out, "results.csv"), "w") as f:
