@@ -124,6 +124,14 @@ typedef struct drv_dyn_estimate {
     char sizes[48]; /* the variants' group sizes, "1 2 4" */
 } drv_dyn_estimate;
 bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv_dyn_estimate *out);
+/* --plan's rows of batch_aware dynamic (packed documents, the CPU target):
+ * the spec's group sizes, or every legal size and the powers of two, each
+ * predicted; added after the static choice, which they do not change; a
+ * dynamic spec then takes the fastest of them (r->chosen, r->why). */
+void drv_plan_dynamic(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *r, int *cap);
+/* Appends a candidate for `choice` to r (cap: its room), filled as the
+ * planner fills one before building it. */
+pass_plan_candidate *drv_plan_add(pass_plan_result *r, int *cap, const layout_choice *choice);
 /* Predicts each measured candidate's step with rows packed from documents
  * of these lengths, sequential and balanced (docplan.c). */
 void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_doc_lengths *d);

@@ -419,3 +419,101 @@ ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po) {
     }
     return m;
 }
+
+/* ---- --plan's rows -------------------------------------------------------- */
+typedef struct dyn_plan {
+    const fe_spec *spec;
+    const pass_doc_lengths *docs;
+    pass_plan_result *r;
+    int *cap;
+} dyn_plan;
+
+/* As the planner's: legal, fits, predicted. */
+static bool dyn_usable(const pass_plan_candidate *c) { return c->legal && c->fits && isfinite(c->step_ms); }
+
+/* One row of batch_aware dynamic with group sizes `sizes` ("" = every
+ * legal size), predicted by drv_dynamic_estimate. */
+static void plan_dynamic_row(const dyn_plan *x, const char *sizes) {
+    layout_choice none = layout_ulysses(0);
+    pass_plan_candidate *c = drv_plan_add(x->r, x->cap, &none);
+    c->dynamic = true;
+    c->available = true;
+    fe_spec *s = fe_spec_copy(x->spec);
+    s->layout.batch_aware = FE_BA_DYNAMIC;
+    snprintf(s->layout.group_sizes, sizeof s->layout.group_sizes, "%s", sizes);
+    drv_dyn_estimate e;
+    if (!fe_check(s)) {
+        snprintf(c->name, sizeof c->name, "batch-aware dynamic %s", sizes[0] ? sizes : "");
+        snprintf(c->reason, sizeof c->reason, "illegal: batch_aware dynamic's rules (baspc --check with it says why)");
+    } else if (!drv_dynamic_estimate(s, x->docs, &e)) {
+        snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout");
+    } else {
+        snprintf(c->name, sizeof c->name, "batch-aware dynamic %.40s", e.sizes);
+        c->legal = true, c->fits = e.fits;
+        c->groups = 0;
+        c->group_size = atoi(strrchr(e.sizes, ' ') ? strrchr(e.sizes, ' ') + 1 : e.sizes);
+        c->peers = c->group_size - 1;
+        c->step_ms = e.step_ms, c->a2a_ms = e.a2a_ms, c->attn_ms = e.attn_ms, c->comm_ms = e.comm_ms;
+        c->a2a_fraction = e.step_ms > 0 ? e.a2a_ms / e.step_ms : 0;
+        c->mem_bytes_per_rank = e.mem_bytes;
+        c->dense_step_ms = x->docs ? e.dense_ms : NAN;
+        c->docs_ms[0] = c->docs_ms[1] = x->docs ? e.step_ms : NAN;
+        c->imbalance[0] = c->imbalance[1] = x->docs ? e.imbalance : NAN;
+        snprintf(c->offload, sizeof c->offload, "none");
+    }
+    fe_spec_free(s);
+}
+
+/* batch_aware dynamic (packed documents, the CPU target): the spec's sizes,
+ * or every legal size and the powers of two among them.  Added after the
+ * static choice, which they do not change; a dynamic spec then takes the
+ * fastest of them. */
+void drv_plan_dynamic(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *r, int *cap) {
+    if (!spec->train.documents || cuda || r->world < 2) return;
+    const dyn_plan x = {spec, docs, r, cap};
+    int first = r->n;
+    if (spec->layout.group_sizes[0]) {
+        plan_dynamic_row(&x, spec->layout.group_sizes);
+    } else {
+        plan_dynamic_row(&x, "");
+        char pow2[64] = "";
+        for (int K = 1; K <= r->world; K *= 2) {
+            size_t len = strlen(pow2);
+            snprintf(pow2 + len, sizeof pow2 - len, "%s%d", len ? " " : "", K);
+        }
+        if (strcmp(pow2, r->cand[first].name + strlen("batch-aware dynamic "))) plan_dynamic_row(&x, pow2);
+    }
+    int best = -1;
+    for (int i = first; i < r->n; i++)
+        if (dyn_usable(&r->cand[i]) && (best < 0 || r->cand[i].step_ms < r->cand[best].step_ms)) best = i;
+    const pass_plan_candidate *st = r->chosen >= 0 ? &r->cand[r->chosen] : NULL;
+    bool dyn = spec->layout.batch_aware == FE_BA_DYNAMIC;
+    for (int i = first; i < r->n; i++) {
+        pass_plan_candidate *c = &r->cand[i];
+        if (!dyn_usable(c) || (dyn && i == best)) continue;
+        if (dyn)
+            snprintf(c->reason, sizeof c->reason, "slower: %.1f ms/step, +%.1f%% over %s", c->step_ms,
+                     100.0 * (c->step_ms / r->cand[best].step_ms - 1.0), r->cand[best].name);
+        else
+            snprintf(c->reason, sizeof c->reason,
+                     "not the spec's layout: %.2fx %s's speed; --set layout.batch_aware=dynamic (and its group_sizes) "
+                     "uses it",
+                     st ? st->step_ms / c->step_ms : 0, st ? st->name : "the static choice");
+    }
+    if (!dyn || best < 0) return;
+    for (int i = 0; i < first; i++) { /* the static rows: for comparison */
+        pass_plan_candidate *c = &r->cand[i];
+        char old[sizeof c->reason];
+        snprintf(old, sizeof old, "%s", c->reason);
+        snprintf(c->reason, sizeof c->reason, "the spec asks for batch_aware dynamic%s%.200s", old[0] ? "; " : "", old);
+        c->within_error = false;
+    }
+    if (st)
+        snprintf(r->why, sizeof r->why,
+                 "the spec's batch_aware dynamic, the fastest of its group-size sets: %.1f ms/step, %.2fx the best "
+                 "static layout (%s, %.1f ms/step)",
+                 r->cand[best].step_ms, st->step_ms / r->cand[best].step_ms, st->name, st->step_ms);
+    else
+        snprintf(r->why, sizeof r->why, "the spec's batch_aware dynamic: %.1f ms/step", r->cand[best].step_ms);
+    r->chosen = best;
+}

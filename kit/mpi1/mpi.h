@@ -15,6 +15,7 @@ extern "C" {
 #endif
 
 typedef int MPI_Comm;
+typedef int MPI_Group; /* 0: the one process's group */
 typedef int MPI_Datatype; /* the element size in bytes, times 16, plus a kind */
 typedef int MPI_Op;
 typedef int MPI_Info;
@@ -73,6 +74,11 @@ int MPI_Comm_size(MPI_Comm comm, int *size);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out);
 int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *out);
 int MPI_Comm_free(MPI_Comm *comm);
+/* Groups of the one process (batch_aware dynamic binds its groups with them). */
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *out);
+int MPI_Group_free(MPI_Group *group);
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *out);
 
 int MPI_Barrier(MPI_Comm comm);
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm);

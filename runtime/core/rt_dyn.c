@@ -24,7 +24,7 @@
 #include "rt_core.h"
 
 typedef struct rt_dyn_comm {
-    int group, first;
+    int group, key; /* key: the block's first rank * block + the set */
     MPI_Comm comm;
 } rt_dyn_comm;
 
@@ -91,7 +91,7 @@ static MPI_Comm rt_dyn_comm_of(rt_ctx *rt, int g, int first, int pos, int *set, 
     rt_dyn *d = rt->dyn;
     int key = first * gd->block + *set; /* one communicator per set of each placed block */
     for (int i = 0; i < d->ncache; i++)
-        if (d->cache[i].group == g && d->cache[i].first == key) return d->cache[i].comm;
+        if (d->cache[i].group == g && d->cache[i].key == key) return d->cache[i].comm;
     int *ranks = RT_MALLOC(sizeof(int) * (size_t)gd->set_size);
     for (int i = 0; i < gd->set_size; i++) ranks[i] = first + gd->ranks[*set * gd->set_size + i];
     MPI_Group world, grp;

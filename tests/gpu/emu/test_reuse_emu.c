@@ -26,7 +26,7 @@
 enum { N = 64 };
 enum { W = 0 };
 static const int r_world[] = {0, 1};
-static const rt_group_desc groups[] = {{"world", 1, 2, r_world}};
+static const rt_group_desc groups[] = {{"world", 1, 2, r_world, 0}};
 
 enum { P, Q, TOK, TGT, A, Y, B, S, T, R, E, F, G, NV };
 static rt_value_desc vals[NV];
