@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 typedef int MPI_Comm;
-typedef int MPI_Group; /* 0: the one process's group */
+typedef int MPI_Group;    /* 0: the one process's group */
 typedef int MPI_Datatype; /* the element size in bytes, times 16, plus a kind */
 typedef int MPI_Op;
 typedef int MPI_Info;
