@@ -40,7 +40,6 @@ import collections
 import json
 import math
 import os
-import stat
 import sys
 
 # The PNG writer, the bitmap font and the same-file rule live in plot_metrics.py, next to this file.
@@ -65,25 +64,6 @@ def colour(size):
 
 
 # ---- reading the assignments file ------------------------------------------
-
-def read_bytes(path):
-    """The whole file; refused when missing, a directory or not a regular file (a FIFO would block)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise PlotError("%s: no such file" % path)
-    except (OSError, ValueError) as e:
-        raise PlotError("%s: cannot read: %s" % (path, getattr(e, "strerror", None) or e))
-    if stat.S_ISDIR(st.st_mode):
-        raise PlotError("%s: is a directory" % path)
-    if not stat.S_ISREG(st.st_mode):
-        raise PlotError("%s: not a regular file (a FIFO, socket or device)" % path)
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise PlotError("%s: cannot read: %s" % (path, e.strerror or e))
-
 
 def parse(raw):
     """(object, None), or (None, why the line is not a JSON object)."""
@@ -161,7 +141,7 @@ def read_record(r, where):
 
 def read_assignments(path):
     """(records in file order, the rank count, whether a cut-short last line was skipped)."""
-    lines = read_bytes(path).split(b"\n")
+    lines = pm.read_bytes(path).split(b"\n")
     cut = lines.pop()  # the bytes after the last newline: a line cut short, or nothing
     recs, ranks, skipped = [], None, False
     for n, raw in enumerate(lines + ([cut] if cut.strip() else []), 1):

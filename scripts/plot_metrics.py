@@ -231,9 +231,9 @@ def number(r, key, where, nullable):
     return v
 
 
-def read_metrics(path):
-    """(train, val, counts): (step, value or None) pairs in file order, and
-    what was skipped."""
+def read_bytes(path):
+    """The whole file; refused when missing, a directory or not a regular
+    file (a FIFO would block).  Also plot_assignments.py's."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -246,9 +246,15 @@ def read_metrics(path):
         raise PlotError("%s: not a regular file (a FIFO, socket or device)" % path)
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as e:
         raise PlotError("%s: cannot read: %s" % (path, e.strerror or e))
+
+
+def read_metrics(path):
+    """(train, val, counts): (step, value or None) pairs in file order, and
+    what was skipped."""
+    data = read_bytes(path)
     lines = data.split(b"\n")
     cut = lines.pop() if lines else b""  # the bytes after the last newline: a line cut short, or nothing
     train, val, counts = [], [], {"events": 0, "other": 0, "cut": 0}

@@ -48,15 +48,16 @@ def pixels(w, h, rows, c):
     return [(x, y) for y in range(h) for x in range(w) if tuple(rows[y][3 * x:3 * x + 3]) == c]
 
 
-def plot(*args):
-    r = subprocess.run([sys.executable, PLOT, *args], capture_output=True, text=True, timeout=60,
+def plot(*args, script=PLOT):
+    """Runs the plotting script (test_plot_assignments.py's too)."""
+    r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=60,
                        stdin=subprocess.DEVNULL)
     assert "Traceback" not in r.stderr, r.stderr
     return r
 
 
-def refused(want, *args, status=1):
-    r = plot(*args)
+def refused(want, *args, status=1, script=PLOT):
+    r = plot(*args, script=script)
     assert r.returncode == status and want in r.stderr, (args, r.returncode, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 or status == 2, r.stderr
 

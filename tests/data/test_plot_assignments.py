@@ -19,13 +19,13 @@ only.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLOT = os.path.join(HERE, "..", "..", "scripts", "plot_assignments.py")
 sys.path.insert(0, HERE)
+import test_plot  # noqa: E402  data.plot_metrics's runner
 from test_plot import decode, pixels  # noqa: E402  the PNG decoder of data.plot_metrics
 
 # The script's fixed palette: a group of K ranks takes entry K-1.
@@ -60,16 +60,11 @@ def synthetic(d):
 
 
 def plot(*args):
-    r = subprocess.run([sys.executable, PLOT, *args], capture_output=True, text=True, timeout=60,
-                       stdin=subprocess.DEVNULL)
-    assert "Traceback" not in r.stderr, r.stderr
-    return r
+    return test_plot.plot(*args, script=PLOT)
 
 
 def refused(want, *args, status=1):
-    r = plot(*args)
-    assert r.returncode == status and want in r.stderr, (args, r.returncode, r.stderr)
-    assert len(r.stderr.strip().splitlines()) == 1 or status == 2, r.stderr
+    test_plot.refused(want, *args, status=status, script=PLOT)
 
 
 def drawing(d, path):
