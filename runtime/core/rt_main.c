@@ -376,6 +376,18 @@ static int rt_parse_args(int argc, char **argv, const rt_program *p, rt_options 
             return 2;
         }
     }
+    if (o->assignments && p->nvariants == 0) {
+        snprintf(err, errlen,
+                 "--assignments logs the groups of batch_aware dynamic; this program was compiled with a static "
+                 "layout (its groups are in the banner)");
+        return 2;
+    }
+    if (o->pieces && !p->documents) {
+        snprintf(err, errlen,
+                 "--pieces replays packed documents; this program was compiled without 'documents on' (one token "
+                 "stream)");
+        return 2;
+    }
     if (o->epoch && p->documents) {
         snprintf(err, errlen,
                  "--sampler epoch visits the windows of one token stream; packed documents (compiled "

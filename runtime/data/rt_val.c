@@ -74,6 +74,12 @@ bool rt_val_load(rt_ctx *rt, char *err, size_t errlen) {
     rt->val_batch = -1;
     rt->val_best_step = rt->val_last_step = rt->val_saved_step = -1;
     if (!o->nval) return true;
+    if (!p->eval && p->nvariants > 0) {
+        snprintf(err, errlen,
+                 "--val-data: batch_aware dynamic has no forward-only program yet; validate with a static layout's "
+                 "binary (--init-from this run's --save-weights or checkpoint)");
+        return false;
+    }
     if (!p->eval) {
         snprintf(err, errlen,
                  "--val-data: this program has no forward-only program to validate with (built by a "
