@@ -492,6 +492,21 @@ static void cg_mem_fields(sup_buf *b, const cg_names *n) {
                        ir_config_int(m, "mem.host_stage_offset", 0), ir_config_int(m, "mem.host_stage_bytes", 0));
 }
 
+/* batch_aware dynamic: the index of the variant of all N ranks, which
+ * validates, or -1; and its loss value. */
+static int cg_dyn_eval_variant(const ir_module *m) {
+    int sizes[64], ns = cg_dyn_sizes(m, sizes, 64);
+    for (int k = 0; k < ns && k < 64; k++)
+        if (sizes[k] == ir_world(m)) return k;
+    return -1;
+}
+
+static int cg_dyn_world_loss(const ir_module *m) {
+    char name[32];
+    snprintf(name, sizeof name, "v%d.loss", ir_world(m));
+    return ir_value_find(m, name);
+}
+
 /* batch_aware dynamic: the table of variants (their sizes from config
  * dyn_sizes, each with its inputs, loss and step function). */
 static void cg_variants(sup_buf *b, const cg_names *n) {
@@ -564,9 +579,13 @@ static void cg_program(sup_buf *b, const cg_names *n, const char *spec, int nopt
         sup_buf_printf(b, "    .nvariants = %d, .variants = variants, .dyn_tokens = %" PRId64 ", .dyn_linear = %s,\n",
                        cg_dyn_sizes(m, NULL, 0), ir_config_int(m, "dyn_tokens", 0),
                        cg_fmt_double(cg_config_double(m, "dyn_linear"), num, sizeof num));
-        sup_buf_printf(b,
-                       "    .step = step_v%d, .eval = 0, /* no forward-only program: --val-data is refused */\n};\n\n",
-                       cg_dyn_first(m));
+        if (eval) /* the variant of all N ranks' forward (cg_dyn_eval_variant) */
+            sup_buf_printf(b, "    .step = step_v%d, .eval = eval_step, .eval_variant = %d,\n};\n\n", cg_dyn_first(m),
+                           cg_dyn_eval_variant(m));
+        else
+            sup_buf_printf(
+                b, "    .step = step_v%d, .eval = 0, /* no group of all ranks: --val-data is refused */\n};\n\n",
+                cg_dyn_first(m));
     } else
         sup_buf_puts(b, eval ? "    .step = step, .eval = eval_step,\n};\n\n" : "    .step = step, .eval = 0,\n};\n\n");
     sup_buf_puts(b, "int main(int argc, char **argv) { return rt_main(argc, argv, &program); }\n");
@@ -732,7 +751,11 @@ static bool cg_emit_planned(const ir_module *m, const sup_context *ctx, const ch
     bool ok = cg_check_values(&n);
     ok &= cg_emit_step(&n, &b);
     sup_buf_puts(&b, "\n");
-    bool eval = cg_dyn_sizes(m, NULL, 0) == 0 && cg_emit_eval(&n, cg_loss(&n), &b);
+    /* batch_aware dynamic validates with the variant of all N ranks, if it
+     * has one: every batch one row of B*S tokens, as one rank would */
+    bool eval = cg_dyn_sizes(m, NULL, 0) == 0
+                    ? cg_emit_eval(&n, cg_loss(&n), &b)
+                    : cg_dyn_eval_variant(m) >= 0 && cg_emit_eval(&n, cg_dyn_world_loss(m), &b);
     sup_buf_puts(&b, "\n");
     cg_program(&b, &n, spec, nopt, eval);
     ok &= sup_error_count() == errors;

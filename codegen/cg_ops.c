@@ -322,6 +322,10 @@ bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b) {
         free(keep);
         return false;
     }
+    /* batch_aware dynamic: the loss's own variant alone (the others' forward
+     * ops are no part of this program) */
+    int64_t variant = m->values[loss].def >= 0 ? ir_attr_int(&m->ops[m->values[loss].def], "variant", 0) : 0;
+    for (int i = 0; variant > 0 && i < m->nops; i++) keep[i] &= ir_attr_int(&m->ops[i], "variant", 0) == variant;
     /* An offload left out still ends the lives of the values it read last. */
     bool *frees = sup_xcalloc((size_t)m->nops + 1, sizeof *frees);
     int nkept = 0;

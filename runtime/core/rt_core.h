@@ -350,6 +350,9 @@ static inline bool rt_split_step(const rt_ctx *rt) { return rt_accum(rt) > 1 || 
 void rt_dyn_init(rt_ctx *rt);
 void rt_dyn_begin(rt_ctx *rt, int64_t t, int64_t j);
 void rt_dyn_end(rt_ctx *rt);
+/* A validation: the variant of all N ranks (program->eval_variant) on the
+ * block from rank 0, until rt_dyn_end. */
+void rt_dyn_eval_begin(rt_ctx *rt);
 /* --metrics: the arena high-water mark each variant's micro-steps reached
  * (variant_arena_peak_bytes, by group size). */
 struct cJSON;

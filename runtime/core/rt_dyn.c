@@ -39,6 +39,7 @@ typedef struct rt_dyn {
      * variant's micro-steps reached (--metrics, train.memplan.measured_dyn). */
     size_t base_hw, outer_hw, *hw;
     int cur;
+    bool evaluating; /* a validation's forward: not a micro-step's high-water mark */
 } rt_dyn;
 
 void rt_dyn_init(rt_ctx *rt) {
@@ -150,6 +151,23 @@ static void rt_dyn_log(rt_ctx *rt, int64_t t, int64_t m, const layout_dyn_group 
     fflush(f);
 }
 
+/* Variant k on the block of ranks from `first`: its block groups bound,
+ * rt->p its program, the high-water mark its own from the start-up's. */
+static void rt_dyn_bind(rt_ctx *rt, int k, int first) {
+    rt_dyn *d = rt->dyn;
+    int K = rt->base->variants[k].size;
+    for (int gi = 0; gi < rt->base->ngroups; gi++) {
+        if (rt->base->groups[gi].block != K) continue;
+        int set, at;
+        rt->comm[gi] = rt_dyn_comm_of(rt, gi, first, rt->rank - first, &set, &at);
+        rt->gset[gi] = set, rt->gpos[gi] = at;
+    }
+    rt->p = &d->vp[k];
+    d->cur = k;
+    d->outer_hw = rt->mem_hw; /* this micro-step's own high-water mark, from the start-up one */
+    rt->mem_hw = d->base_hw;
+}
+
 void rt_dyn_begin(rt_ctx *rt, int64_t t, int64_t j) {
     rt_dyn *d = rt->dyn;
     rt->p = rt->base;
@@ -169,21 +187,21 @@ void rt_dyn_begin(rt_ctx *rt, int64_t t, int64_t j) {
     int k = 0;
     while (k < rt->base->nvariants && rt->base->variants[k].size != g->size) k++;
     RT_CHECK(k < rt->base->nvariants, "the assignment made a group of %d ranks, which no variant runs", g->size);
-    for (int gi = 0; gi < rt->base->ngroups; gi++) {
-        if (rt->base->groups[gi].block != g->size) continue;
-        int set, at;
-        rt->comm[gi] = rt_dyn_comm_of(rt, gi, g->first, rt->rank - g->first, &set, &at);
-        rt->gset[gi] = set, rt->gpos[gi] = at;
-    }
-    rt->p = &d->vp[k];
-    d->cur = k;
-    d->outer_hw = rt->mem_hw; /* this micro-step's own high-water mark, from the start-up one */
-    rt->mem_hw = d->base_hw;
+    rt_dyn_bind(rt, k, g->first);
+}
+
+void rt_dyn_eval_begin(rt_ctx *rt) {
+    int k = rt->base->eval_variant;
+    RT_CHECK(k >= 0 && k < rt->base->nvariants && rt->base->variants[k].size == rt->world,
+             "the program validates with variant %d, which is not one group of all %d ranks", k, rt->world);
+    rt_dyn_bind(rt, k, 0);
+    rt->dyn->evaluating = true;
 }
 
 void rt_dyn_end(rt_ctx *rt) {
     rt_dyn *d = rt->dyn;
-    if (rt->mem_hw > d->hw[d->cur]) d->hw[d->cur] = rt->mem_hw;
+    if (rt->mem_hw > d->hw[d->cur] && !d->evaluating) d->hw[d->cur] = rt->mem_hw;
+    d->evaluating = false;
     if (d->outer_hw > rt->mem_hw) rt->mem_hw = d->outer_hw;
     rt->p = rt->base;
 }

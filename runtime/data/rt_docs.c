@@ -164,12 +164,16 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
     rt->docs = d;
     d->step = -1;
     d->linear = layout_doc_linear(p->hidden, p->heads, p->kv_heads, p->head_dim, p->ffn);
+    /* Documents are cut at seq_len; a dynamic program's validation rows are
+     * one row of micro_batch * seq_len (rt_dyn_eval_begin), its documents
+     * cut at that, as one rank with such rows cuts them. */
+    int64_t cut = p->nvariants > 0 && rt->data == &rt->val ? p->micro_batch * p->seq_len : p->seq_len;
     int64_t cap = 0, start = 0, neot = 0;
     for (int64_t i = 0; i < rt->data->ntokens; i++) {
         if ((i & 0xfffff) == 0xfffff) rt_data_release(rt, i - 0xfffff, i + 1); /* every 1M tokens */
         if (rt_token(rt, i) != p->eot_token) continue;
         neot++;
-        docs_add(d, &cap, start, i + 1 - start, p->seq_len);
+        docs_add(d, &cap, start, i + 1 - start, cut);
         start = i + 1;
     }
     if (neot == 0) {
@@ -180,7 +184,7 @@ bool rt_docs_load(rt_ctx *rt, const char *path, char *err, size_t errlen) {
         return false;
     }
     rt_data_release(rt, 0, rt->data->ntokens);
-    if (start < rt->data->ntokens) docs_add(d, &cap, start, rt->data->ntokens - start, p->seq_len);
+    if (start < rt->data->ntokens) docs_add(d, &cap, start, rt->data->ntokens - start, cut);
     if (d->ndocs == 0) {
         snprintf(err, errlen, "%s: documents on, but every document is empty (%lld end-of-text tokens in a row)", path,
                  (long long)neot);
@@ -235,10 +239,9 @@ static int docs_draw(const rt_ctx *rt, int64_t t) {
     return n;
 }
 
-/* Fills the per-token tables from the slots. */
-static void docs_tables(rt_ctx *rt) {
+/* Fills the per-token tables from the slots (rows of S tokens). */
+static void docs_tables(rt_ctx *rt, int64_t S) {
     rt_docs *d = rt->docs;
-    int64_t S = rt->base->seq_len;
     int32_t id = 0;
     d->counted = 0;
     for (int i = 0; i < d->nslots; i++) {
@@ -362,15 +365,17 @@ static void docs_pack(rt_ctx *rt, int n) {
         return;
     }
     int G = p->batch_groups > 0 ? p->batch_groups : 1;
+    /* A dynamic program validates with its variant of all N ranks: one row
+     * of B*S tokens per batch (rt_dyn_eval_begin). */
+    int64_t B = p->nvariants > 0 ? 1 : p->micro_batch, S = p->nvariants > 0 ? p->micro_batch * p->seq_len : p->seq_len;
     layout_packing how = p->packing == RT_PACK_BALANCED ? LAYOUT_PACK_BALANCED : LAYOUT_PACK_SEQUENTIAL;
-    d->nslots = layout_pack(d->draw, n, p->micro_batch, p->seq_len, how, d->linear, d->slots);
-    RT_CHECK(d->nslots > 0, "packing %d documents into %lld rows of %lld failed", n, (long long)p->micro_batch,
-             (long long)p->seq_len);
+    d->nslots = layout_pack(d->draw, n, B, S, how, d->linear, d->slots);
+    RT_CHECK(d->nslots > 0, "packing %d documents into %lld rows of %lld failed", n, (long long)B, (long long)S);
     if (how == LAYOUT_PACK_BALANCED && G > 1)
-        RT_CHECK(layout_pack_groups(d->slots, d->nslots, p->micro_batch, G, d->linear) == 0,
-                 "ordering %lld rows for %d groups failed", (long long)p->micro_batch, G);
-    d->imbalance = layout_pack_imbalance(d->slots, d->nslots, p->micro_batch, G, d->linear, NULL);
-    docs_tables(rt);
+        RT_CHECK(layout_pack_groups(d->slots, d->nslots, B, G, d->linear) == 0,
+                 "ordering %lld rows for %d groups failed", (long long)B, G);
+    d->imbalance = layout_pack_imbalance(d->slots, d->nslots, B, G, d->linear, NULL);
+    docs_tables(rt, S);
 }
 
 void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc, int64_t *pos) {

@@ -76,8 +76,9 @@ bool rt_val_load(rt_ctx *rt, char *err, size_t errlen) {
     if (!o->nval) return true;
     if (!p->eval && p->nvariants > 0) {
         snprintf(err, errlen,
-                 "--val-data: batch_aware dynamic has no forward-only program yet; validate with a static layout's "
-                 "binary (--init-from this run's --save-weights or checkpoint)");
+                 "--val-data: batch_aware dynamic validates as one group of all %d ranks, which its group_sizes do "
+                 "not allow (add %d, or validate with a static layout's binary from this run's checkpoint)",
+                 p->world, p->world);
         return false;
     }
     if (!p->eval) {
@@ -113,6 +114,7 @@ bool rt_val_due(const rt_ctx *rt, int64_t t, int64_t steps) {
 }
 
 double rt_validate(rt_ctx *rt, double *ms) {
+    if (rt->dyn) rt_dyn_eval_begin(rt); /* batch_aware dynamic: the variant of all ranks */
     const rt_program *p = rt->p;
     /* The step's counters stay the step's: the profile and the step line
      * count training alone. */
@@ -152,6 +154,7 @@ double rt_validate(rt_ctx *rt, double *ms) {
     rt->data = &rt->train;
     rt->docs = train_docs;
     rt_mem_begin_step(rt);
+    if (rt->dyn) rt_dyn_end(rt);
     rt->total = total;
     rt->step_a2a_sec = a2a, rt->step_a2a_wait_sec = a2a_wait;
     rt->step_bytes = bytes;

@@ -225,6 +225,9 @@ typedef struct rt_program {
     /* The assignment's per-token work beside attention, in its units
      * (layout_dyn_shape.linear), from the cost model. */
     double dyn_linear;
+    /* The variant eval (validation) runs: the one of all N ranks, one row
+     * of micro_batch * seq_len tokens per batch. */
+    int eval_variant;
     /* AdamW and the schedule; NULL: rt_optim_defaults (a constant lr,
      * betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, clipping at 1.0). */
     const rt_optim_desc *optim;

@@ -26,9 +26,11 @@ setup() {
     # document of 1000 tokens (longer than a row and than a whole step).
     "$baspc" "$specdir/tiny_mha.basp" -q -o "$w/docs4" --set mesh.nodes=2 --set mesh.devices_per_node=2 \
         --set train.documents=on --set train.eot_token=0
-    # batch_aware dynamic (train.cli.dynamic_val_data)
+    # batch_aware dynamic without a group of all 4 ranks, which validates
+    # (train.cli.dynamic_val_data)
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/dyn4" --set mesh.nodes=2 --set mesh.devices_per_node=2 \
-        --set train.documents=on --set train.eot_token=0 --set layout.batch_aware=dynamic
+        --set train.documents=on --set train.eot_token=0 --set layout.batch_aware=dynamic \
+        --set 'layout.group_sizes="1,2"'
     python3 -c 'import struct,sys; t=[1+i%200 for i in range(999)]+[0]; open(sys.argv[1],"wb").write(struct.pack("<256i",20240520,1,len(t),*[0]*253)+struct.pack("<%dH"%len(t),*t))' "$w/one_long_doc.bin"
     # Documents for validation: about 2100 tokens, which fill fewer whole
     # batches of 128 in file order than 2100 / 128 (each batch's last

@@ -145,14 +145,17 @@ def check_assignments(path, np_, want):
 def dynamic_runs(a):
     """batch_aware dynamic: the layout run first (it logs each micro-step's
     documents), then one rank training on exactly those documents
-    (--pieces): one row of micro_batch * seq_len tokens per micro-step."""
+    (--pieces): one row of micro_batch * seq_len tokens per micro-step.
+    Both validate on two batches of B * S tokens, one row each (the dynamic
+    program validates as one group of all ranks)."""
     t = spec_ints(a, "layout", a.set + a.layout)
     bs, micro_steps = t["micro_batch"] * t["seq_len"], t.get("global_batch", t["micro_batch"]) // t["micro_batch"]
     assign = os.path.join(a.workdir, "layout.assign.jsonl")
-    got = build_and_train(a, "layout", a.np, a.set + a.layout, 0, ["--assignments", assign])
+    val = 0 if a.no_val else 2 * bs
+    got = build_and_train(a, "layout", a.np, a.set + a.layout, val, ["--assignments", assign])
     one = ["mesh.nodes=1", "mesh.devices_per_node=1", "train.micro_batch=1", "train.seq_len=%d" % bs,
            "train.global_batch=%d" % micro_steps, "layout.batch_aware=off"]
-    ref = build_and_train(a, "ref", 1, a.set + one, 0, ["--pieces", assign])
+    ref = build_and_train(a, "ref", 1, a.set + one, val, ["--pieces", assign])
     return ref, got, check_assignments(assign, a.np, a.want_groups)
 
 
@@ -176,6 +179,8 @@ def main():
     p.add_argument("--dynamic", action="store_true",
                    help="batch_aware dynamic: the reference trains on the documents the layout run logged")
     p.add_argument("--want-groups", default="", help="with --dynamic: sizes one micro-step must have, e.g. 3,2,1")
+    p.add_argument("--no-val", action="store_true",
+                   help="with --dynamic: no validation (group_sizes without a group of all ranks)")
     a = p.parse_args()
     if a.ref_seed is None:
         a.ref_seed = a.seed
@@ -206,8 +211,8 @@ def main():
     print("  loss    %3d steps,   worst relative error %.3g, tolerance %.1g (first %.6f, last %.6f)"
           % (len(rl), worst, LOSS_RTOL, rl[0] if rl else 0, rl[-1] if rl else 0))
     rv, gv = ref[3], got[3]
-    if a.dynamic:
-        pass  # no forward-only program: the runs validate nothing
+    if a.no_val:
+        pass  # the sizes hold no group of all ranks, which validates
     elif len(rv) != 2 or [x[0] for x in rv] != [x[0] for x in gv]:
         bad.append("validation after steps %s (ref) and %s (layout), wanted 2" % (rv, gv))
     worst = 0.0
