@@ -30,12 +30,13 @@ stops with a message when it is missing.  Standard library otherwise.
 
 import argparse
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import time
+
+from machine import cpu_model  # bench/machine.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -46,14 +47,6 @@ LINE = re.compile(r"attention S=(\d+)\s.*sgemm\s+([0-9.]+) \| fwd\s+([0-9.]+) \|
 VS_BLAS = re.compile(r"fused / blas-blocked: fwd ([0-9.]+)x\s+fwd\+bwd ([0-9.]+)x")
 
 
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def write_results(out, md, csv):

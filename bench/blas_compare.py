@@ -24,10 +24,11 @@ Standard library only.
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
+
+from machine import cpu_model  # bench/machine.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = [
@@ -43,15 +44,6 @@ SHAPES = [
 ]
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def run(tool, shape):

@@ -30,6 +30,8 @@ import statistics
 import subprocess
 import time
 
+from machine import cpu_model  # bench/machine.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "examples", "tiny_llama.basp")
 LAYOUTS = (("ulysses", "off"), ("batch_aware auto", "auto"))
@@ -50,15 +52,6 @@ def run_once(baspc, args, timeout):
     return wall, cpu
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def cases(layers):

@@ -283,13 +283,6 @@ static bool dyn_costs_of(const ir_module *merged, dyn_costs *c) {
         if (a2a) c->a2a_ms[k] += ms;
         if (coll) c->comm_ms[k] += ms;
     }
-    const char *x = ir_config_get(m, "dyn_comm"), *lin = ir_config_get(m, "dyn_linear"); /* absent while built */
-    c->linear = lin ? atof(lin) : 0;
-    for (int k = 0; k < c->n; k++) {
-        char *end;
-        c->comm[k] = x ? strtod(x, &end) : 0;
-        if (x) x = end;
-    }
     ir_module_free(m);
     return ok && c->n > 0;
 }
@@ -310,6 +303,19 @@ static void dyn_units(const fe_spec *spec, const dyn_costs *c, double *linear, d
     double rest = (c->micro_ms[k] - c->attn_ms[k] - c->a2a_ms[k]) / T;
     *linear = unit > 0 && rest > 0 ? rest / unit : 0;
     for (int i = 0; i < c->n; i++) x[i] = unit > 0 ? c->a2a_ms[i] / T / unit : 0;
+}
+
+/* The assignment's units as the module carries them (config dyn_linear,
+ * dyn_comm: rounded as written, so that the planner assigns exactly as the
+ * runtime will). */
+static void dyn_units_of(const ir_module *m, dyn_costs *c) {
+    const char *x = ir_config_get(m, "dyn_comm"), *lin = ir_config_get(m, "dyn_linear");
+    c->linear = lin ? atof(lin) : 0;
+    for (int k = 0; k < c->n; k++) {
+        char *end;
+        c->comm[k] = x ? strtod(x, &end) : 0;
+        if (x) x = end;
+    }
 }
 
 /* One micro-step's groups for pieces (assigned as the runtime does): the
@@ -342,13 +348,15 @@ static double dyn_micro(const fe_spec *spec, const dyn_costs *c, const layout_do
     return worst;
 }
 
+static ir_module *dyn_compile(const fe_spec *spec, const pass_options *po, dyn_costs *c);
+
 bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv_dyn_estimate *out) {
     memset(out, 0, sizeof *out);
     pass_options po = pass_default_options();
     po.quiet = true;
-    ir_module *m = drv_dynamic_compile(spec, &po);
     dyn_costs c;
-    if (!m || !dyn_costs_of(m, &c)) {
+    ir_module *m = dyn_compile(spec, &po, &c);
+    if (!m || c.n == 0) {
         ir_module_free(m);
         return false;
     }
@@ -387,7 +395,9 @@ bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv
     return true;
 }
 
-ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po) {
+/* drv_dynamic_compile, and the per-variant costs it took the assignment's
+ * units from (*c; the planner's estimate reuses them). */
+static ir_module *dyn_compile(const fe_spec *spec, const pass_options *po, dyn_costs *c) {
     int sizes[FE_DYN_MAX_SIZES];
     int n = fe_dynamic_sizes(spec, sizes);
     if (n < 1) return NULL;
@@ -405,19 +415,26 @@ ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po) {
         ir_module_free(m);
         return NULL;
     }
-    dyn_costs c;
-    if (dyn_costs_of(m, &c)) {
+    if (dyn_costs_of(m, c)) {
         double x[FE_DYN_MAX_SIZES], linear;
         char costs[sizeof m->config[0].value] = "", num[40];
-        dyn_units(spec, &c, &linear, x);
+        dyn_units(spec, c, &linear, x);
         ir_config_set(m, "dyn_linear", sup_fmt_double(linear, num, sizeof num));
-        for (int k = 0; k < c.n; k++) { /* 5 digits: 16 sizes fit the config's value */
+        for (int k = 0; k < c->n; k++) { /* 5 digits: 16 sizes fit the config's value */
             size_t len = strlen(costs);
             snprintf(costs + len, sizeof costs - len, "%s%.5g", k ? " " : "", x[k]);
         }
         ir_config_set(m, "dyn_comm", costs);
+        dyn_units_of(m, c);
+    } else {
+        c->n = 0;
     }
     return m;
+}
+
+ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po) {
+    dyn_costs c;
+    return dyn_compile(spec, po, &c);
 }
 
 /* ---- --plan's rows -------------------------------------------------------- */

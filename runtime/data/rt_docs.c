@@ -239,22 +239,25 @@ static int docs_draw(const rt_ctx *rt, int64_t t) {
     return n;
 }
 
-/* Fills the per-token tables from the slots (rows of S tokens). */
-static void docs_tables(rt_ctx *rt, int64_t S) {
+/* Fills the per-token tables from the slots (rows of S tokens); with
+ * only >= 0, row `only` alone, as row 0 (batch_aware dynamic: this rank's
+ * group's).  The counted targets are every row's. */
+static void docs_tables(rt_ctx *rt, int64_t S, int64_t only) {
     rt_docs *d = rt->docs;
     int32_t id = 0;
     d->counted = 0;
     for (int i = 0; i < d->nslots; i++) {
         const layout_slot *s = &d->slots[i];
         if (i == 0 || s->row != d->slots[i - 1].row) id = 0;
+        d->counted += s->len - 1;
+        if (only >= 0 && s->row != only) continue;
         for (int64_t j = 0; j < s->len; j++) {
-            int64_t at = s->row * S + s->col + j;
+            int64_t at = (only >= 0 ? 0 : s->row * S) + s->col + j;
             d->doc[at] = id;
             d->pos[at] = j;
             d->tok[at] = rt_token(rt, s->src + j);
             d->tgt[at] = j + 1 < s->len ? rt_token(rt, s->src + j + 1) : -1;
         }
-        d->counted += s->len - 1;
         id++;
     }
 }
@@ -332,21 +335,7 @@ static void docs_pack_dynamic(rt_ctx *rt, int n) {
     for (int g = 0; g < d->ngroups; g++)
         if (rt->rank >= d->groups[g].first && rt->rank < d->groups[g].first + d->groups[g].size) d->mine = g;
     RT_CHECK(d->mine >= 0, "rank %d is in no group of the assignment", rt->rank);
-    d->counted = 0;
-    int32_t id = 0;
-    for (int i = 0; i < d->nslots; i++) {
-        const layout_slot *s = &d->slots[i];
-        d->counted += s->len - 1;
-        if (s->row != d->mine) continue;
-        for (int64_t j = 0; j < s->len; j++) {
-            int64_t at = s->col + j;
-            d->doc[at] = id;
-            d->pos[at] = j;
-            d->tok[at] = rt_token(rt, s->src + j);
-            d->tgt[at] = j + 1 < s->len ? rt_token(rt, s->src + j + 1) : -1;
-        }
-        id++;
-    }
+    docs_tables(rt, 0, d->mine);
 }
 
 const layout_dyn_group *rt_docs_groups(const rt_ctx *rt, int *ngroups, int *mine, const layout_slot **slots,
@@ -375,7 +364,7 @@ static void docs_pack(rt_ctx *rt, int n) {
         RT_CHECK(layout_pack_groups(d->slots, d->nslots, B, G, d->linear) == 0,
                  "ordering %lld rows for %d groups failed", (long long)B, G);
     d->imbalance = layout_pack_imbalance(d->slots, d->nslots, B, G, d->linear, NULL);
-    docs_tables(rt, S);
+    docs_tables(rt, S, -1);
 }
 
 void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc, int64_t *pos) {
