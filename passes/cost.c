@@ -44,6 +44,7 @@ pass_cost_params pass_cost_default_params(const ir_module *m) {
      * bookkeeping): negligible for large ops, most of the time of tiny ones. */
     p.op_overhead = cfg_double(m, "cost.op_overhead", 0.0);
     p.hierarchical_a2a = cfg_bool(m, "cost.hierarchical_a2a", false);
+    p.shared_core_overlap = cfg_double(m, "cost.shared_core_overlap", -1);
     /* The CUDA backend's host update (optimizer offloaded): the gradient
      * widened, AdamW on the fp32 master and moments, the weight narrowed,
      * on the host's cores.  Measured: Llama-3.2-1B's 1.24 G parameters in
@@ -184,6 +185,26 @@ static double core_share(const ir_module *m) {
     return cores > 0 && ranks > cores ? ranks / cores : 1;
 }
 
+/* Of `wire` seconds a rank waits on the inter-node network, those the
+ * other ranks sharing its core (core_share r > 1) fill with their own
+ * compute.  The r ranks of a core reach a collective one after another, the
+ * core taking them in turn; while the first ones' transfers are on the
+ * wire, the later ones still compute.  With arrivals spread evenly, a rank
+ * finds on average (r - 1) / 2 of the r ranks' turns still to come: the
+ * share (r - 1) / (2r), 0.375 for 4 ranks per core.  That work no longer
+ * contends for the core afterwards, so pass_streams_place takes it off the
+ * compute after the collective, as far as it reaches before the next one
+ * (a collective alone hides nothing); the collective keeps its own time.
+ * Not fitted; checked on the emulated cluster's steps and the choice
+ * study's 71 runs (docs/link-model.md, "Ranks sharing cores").  Config
+ * cost.shared_core_overlap overrides it. */
+static double shared_core_hidden(const ir_module *m, const pass_cost_params *p, double wire) {
+    double r = core_share(m);
+    if (r <= 1) return 0;
+    double phi = p->shared_core_overlap >= 0 ? p->shared_core_overlap : (r - 1) / (2 * r);
+    return phi * wire;
+}
+
 /* ---- what collectives achieve, per link kind (docs/link-model.md) --------
  * An all-to-all does not reach a link's nominal bandwidth, and its latency
  * is not P-1 link latencies.  Per link kind, from published nccl-tests and
@@ -218,6 +239,9 @@ static double core_share(const ir_module *m) {
 typedef struct link_kind {
     double eff, share;
     double call, peer; /* peer < 0: the link's latency */
+    double ring_eff;   /* the large-message share a ring collective reaches */
+    double ring_step;  /* NCCL's latency per ring step on this link (< 0: the link's latency) */
+    double alone;      /* of eff, what a node's only rank reaches through its NIC */
 } link_kind;
 
 /* A link kind or a link preset named after it (nvlink3, ib_ndr, ...). */
@@ -227,11 +251,12 @@ static bool kind_is(const char *kind, const char *family) {
 }
 
 static link_kind link_kind_of(const ir_link *l) {
-    if (kind_is(l->kind, "nvlink")) return (link_kind){0.80, 1, 0, 1.33e-6};
+    if (kind_is(l->kind, "nvlink")) return (link_kind){0.80, 1, 0, 1.33e-6, 0.845, 0.6e-6, 1};
     if (kind_is(l->kind, "ib") || kind_is(l->kind, "roce") || kind_is(l->kind, "ethernet"))
-        return (link_kind){0.80, 0.36, 27.0e-6, 2.84e-6};
-    if (!strcmp(l->kind, "tcp")) return (link_kind){0.86, 1, 0, -1};
-    return (link_kind){1, 1, 0, -1};
+        return (link_kind){0.80, 0.36, 27.0e-6, 2.84e-6, 0.885, 2.7e-6, 0.77};
+    if (kind_is(l->kind, "pcie")) return (link_kind){1, 1, 0, -1, 1, 1.0e-6, 1};
+    if (!strcmp(l->kind, "tcp")) return (link_kind){0.86, 1, 0, -1, 0.86, -1, 1};
+    return (link_kind){1, 1, 0, -1, 1, -1, 1};
 }
 
 /* The inter link when asked for and the mesh has one, else the intra link. */
@@ -241,13 +266,29 @@ static const ir_link *link_of(const ir_module *m, bool inter) {
 
 /* α (s) and β (s/byte) of a link; a link with no bandwidth (a one-node mesh
  * names no inter link) falls back to the intra link. */
-static void link_ab(const ir_module *m, bool inter, double *alpha, double *beta) {
+static void link_ab_of(const ir_module *m, bool inter, bool ring, double *alpha, double *beta) {
     const ir_link *l = link_of(m, inter);
-    double eff = l->efficiency > 0 ? l->efficiency : 1, kind = link_kind_of(l).eff;
+    link_kind k = link_kind_of(l);
+    double eff = l->efficiency > 0 ? l->efficiency : 1, kind = ring ? k.ring_eff : k.eff;
     eff = kind < eff ? kind : eff; /* what the collective library reaches on this kind of link */
     *alpha = l->latency;
     *beta = l->bandwidth > 0 ? 1.0 / (l->bandwidth * eff) : 0;
     if (!strcmp(l->kind, "shm")) *beta *= core_share(m); /* copied by the ranks' cores */
+}
+
+static void link_ab(const ir_module *m, bool inter, double *alpha, double *beta) {
+    link_ab_of(m, inter, false, alpha, beta);
+}
+
+/* Factor on the network's β when a node's one rank is the only one
+ * sending across (GPU target: one rank per node in its sets, and one set
+ * per node crossing): that GPU both sends and receives through the NIC
+ * alone (link_kind.alone, measured on 2 x 1 A100s; NCCL's own tuning
+ * discounts the same case, ppn < 2). */
+static double node_alone(const ir_module *m, span s) {
+    if (!s.crosses || s.per_node != 1 || s.a2a_senders > 1 || !on_cuda(m)) return 1;
+    double a = link_kind_of(link_of(m, true)).alone;
+    return a > 0 ? 1 / a : 1;
 }
 
 /* Two-level all-to-all over a set on n nodes with p ranks per node, c bytes
@@ -255,13 +296,14 @@ static void link_ab(const ir_module *m, bool inter, double *alpha, double *beta)
  * peers the n chunks bound for that peer's counterparts (one per node),
  * then each rank exchanges with its counterpart on each of the n-1 other
  * nodes the p chunks of its node bound there, one message per node. */
-static double hierarchical_a2a(const ir_module *m, span s, double bytes_sent, int P) {
+static double hierarchical_a2a(const ir_module *m, span s, double bytes_sent, int P, double *net) {
     double ai, bi, ae, be;
     link_ab(m, false, &ai, &bi);
     link_ab(m, true, &ae, &be);
     be *= nic_share(m, s.a2a_senders); /* every rank has a counterpart on each other node */
     double c = bytes_sent / (P - 1), n = s.nodes, p = s.per_node;
-    return (p - 1) * (ai + n * c * bi) + (n - 1) * (ae + p * c * be);
+    *net = (n - 1) * (ae + p * c * be);
+    return (p - 1) * (ai + n * c * bi) + *net;
 }
 
 /* Seconds for `peers` messages of c bytes each over a link, with
@@ -293,14 +335,17 @@ static double a2a_copies(const ir_module *m, const ir_op *op, const pass_cost_pa
  * sets the time (nccl-tests' reading of busbw, docs/link-model.md); plus
  * the call's fixed latency and the pack/unpack copies. */
 static double all_to_all_seconds(const ir_module *m, const ir_op *op, const pass_cost_params *prm, span s, double sent,
-                                 int P) {
+                                 int P, double *wire) {
     if (prm->hierarchical_a2a && s.crosses && s.nodes < P)
-        return hierarchical_a2a(m, s, sent, P) + a2a_copies(m, op, prm);
+        return hierarchical_a2a(m, s, sent, P, wire) + a2a_copies(m, op, prm);
     double c = sent / (P - 1);
     int off = s.crosses ? P - s.per_node : 0; /* peers of the most crowded node's ranks elsewhere */
-    double t_net = a2a_part(m, true, off, c, nic_share(m, s.a2a_senders));
+    double t_net = a2a_part(m, true, off, c, nic_share(m, s.a2a_senders)) * node_alone(m, s);
     double t_local = a2a_part(m, false, P - 1 - off, c, 1);
     double call = link_kind_of(link_of(m, s.crosses)).call;
+    /* the node-local part and the copies keep the core busy; beyond them
+     * the rank waits on the network */
+    *wire = s.crosses ? call + fmax(0, t_net - t_local) : 0;
     return call + fmax(t_net, t_local) + a2a_copies(m, op, prm);
 }
 
@@ -326,11 +371,32 @@ static double ring_beta(const ir_module *m, span s, double inter_beta) {
  * emulated cluster took 4.5 and 17.5 ms, about the data once through the
  * shaped link, against 1.75 times it for a ring (bench_allreduce,
  * bench/results/validation/emulated_a2a.md). */
-static double ring_crossing(const ir_module *m, span s, double sent, int P, double inter_beta) {
+static double ring_crossing(const ir_module *m, span s, double sent, int P, double inter_beta, double *wire) {
     double ai, bi, cross = sent;
-    link_ab(m, false, &ai, &bi);
+    link_ab_of(m, false, true, &ai, &bi);
     if (!on_cuda(m) && s.nodes > 1 && P > 1) cross = sent * ((s.nodes - 1.0) / s.nodes) / ((P - 1.0) / P);
-    return fmax(sent * bi, cross * ring_beta(m, s, inter_beta));
+    double t_net = cross * ring_beta(m, s, inter_beta) * node_alone(m, s);
+    *wire = fmax(0, t_net - sent * bi);
+    return fmax(sent * bi, t_net);
+}
+
+/* The latency of a ring collective under NCCL (cuda target), as NCCL's own
+ * tuning model has it (src/graph/tuning.cc, ring with the LL protocol that
+ * it picks for small messages): 6.6 us per call, then per step the intra
+ * link's latency (NVLink 0.6 us, PCIe 1.0), the steps that cross a node
+ * boundary the network's 2.7 us, and once the ring crosses nodes no step
+ * faster than the network proxy's 2 us overhead (NCCL's figure for AMD EPYC
+ * hosts, as on NDmv4; 1 us on Intel ones).  A pass has P - 1 steps, n - 1
+ * of them crossing; an all-reduce (two passes) crosses 2n times. */
+static double nccl_ring_latency(const ir_module *m, span s, int P, int passes) {
+    const double base = 6.6e-6, net_step = 2.7e-6, proxy = 2.0e-6;
+    const ir_link *l = link_of(m, false);
+    double intra = link_kind_of(l).ring_step;
+    if (intra < 0) intra = l->latency;
+    int steps = passes * (P - 1), inter = !s.crosses ? 0 : passes > 1 ? passes * s.nodes : s.nodes - 1;
+    if (inter > steps) inter = steps;
+    if (s.crosses && intra < proxy) intra = proxy;
+    return base + (steps - inter) * intra + inter * net_step;
 }
 
 /* Latency steps of a ring collective: P - 1 for NCCL's rings, the
@@ -342,8 +408,14 @@ static int ring_steps(const ir_module *m, int P) {
     return k;
 }
 
-static double collective_seconds(const ir_module *m, const ir_op *op, const pass_cost_params *prm, double *bytes) {
+/* Seconds of a collective on the slowest rank; *wire the part of them its
+ * rank spends waiting on the inter-node network rather than working on its
+ * core (latencies and the bytes beyond what the node-local side moves at
+ * once), which the ranks sharing that core use (shared_core_hidden). */
+static double collective_seconds(const ir_module *m, const ir_op *op, const pass_cost_params *prm, double *bytes,
+                                 double *wire) {
     int gi = ir_op_group(op);
+    *wire = 0;
     if (gi < 0 || gi >= m->ngroups || m->groups[gi].set_size <= 1) return 0;
     const ir_group *g = &m->groups[gi];
     int P = g->set_size;
@@ -355,15 +427,26 @@ static double collective_seconds(const ir_module *m, const ir_op *op, const pass
     if (d->comm == IR_COMM_SEND || d->comm == IR_COMM_RECV) {
         /* Counted once, on the send; the receive waits for it. */
         *bytes = d->comm == IR_COMM_SEND ? local_bytes(m, op->in[0]) : 0;
-        return d->comm == IR_COMM_SEND ? a + *bytes * b : 0;
+        double t = d->comm == IR_COMM_SEND ? a + *bytes * b : 0;
+        *wire = s.crosses ? t : 0;
+        return t;
     }
     pass_traffic t = pass_op_traffic(m, op);
     *bytes = t.bytes_sent;
-    if (d->comm == IR_COMM_ALL_TO_ALL) return all_to_all_seconds(m, op, prm, s, t.bytes_sent, P);
-    /* A ring collective: ring_latencies latencies per step (ring_steps). */
+    if (d->comm == IR_COMM_ALL_TO_ALL) return all_to_all_seconds(m, op, prm, s, t.bytes_sent, P, wire);
+    /* A ring collective: NCCL's latency model on cuda, else ring_latencies
+     * latencies per step (ring_steps). */
     if (d->comm != IR_COMM_RING) return 0;
-    double lat = d->ring_latencies * ring_steps(m, P) * a;
-    return lat + (s.crosses ? ring_crossing(m, s, t.bytes_sent, P, b) : t.bytes_sent * b);
+    double lat =
+        on_cuda(m) ? nccl_ring_latency(m, s, P, (int)d->ring_latencies) : d->ring_latencies * ring_steps(m, P) * a;
+    if (!s.crosses) {
+        link_ab_of(m, false, true, &a, &b);
+        return lat + t.bytes_sent * b;
+    }
+    link_ab_of(m, true, true, &a, &b);
+    double x = ring_crossing(m, s, t.bytes_sent, P, b, wire);
+    *wire += lat;
+    return lat + x;
 }
 
 /* ---- attention: the kernel that runs it ------------------------------------ */
@@ -395,13 +478,15 @@ double pass_attention_fraction(const ir_module *m, const ir_op *op, const pass_c
  * one transfer (ir_op_work.hop_bytes); what the next block must wait for
  * (tail_bytes) adds R hops that do not overlap. */
 /* Seconds to send `bytes` one hop around the ring group of op. */
-static double ring_hop(const ir_module *m, const ir_op *op, double bytes) {
+static double ring_hop(const ir_module *m, const ir_op *op, double bytes, bool *crosses) {
     int gi = ir_op_group(op);
+    *crosses = false;
     if (gi < 0 || gi >= m->ngroups || m->groups[gi].set_size <= 1) return 0;
     span s = group_span(m, &m->groups[gi]);
     double a, b;
     link_ab(m, s.crosses, &a, &b);
     if (s.crosses) b *= nic_share(m, s.ring_senders);
+    *crosses = s.crosses;
     return a + bytes * b;
 }
 
@@ -423,10 +508,13 @@ static pass_op_cost ring_cost(const ir_module *m, const ir_op *op, const pass_co
      * only inside MPI calls (no progress thread), so the hop completes in the
      * wait after the block: measured on the emulated cluster, ring layouts
      * ran 10-30% slower than overlapped hops predict (bench/results/choice/). */
-    bool overlap = on_cuda(m);
-    double block = tf / R, hop = ring_hop(m, op, w.hop_bytes);
+    bool overlap = on_cuda(m), crosses;
+    double block = tf / R, hop = ring_hop(m, op, w.hop_bytes, &crosses);
     double t = block + (R - 1) * (overlap ? fmax(block, hop) : block + hop);
-    if (w.tail_hops) t += R * ring_hop(m, op, w.tail_bytes);
+    double tail = w.tail_hops ? R * ring_hop(m, op, w.tail_bytes, &crosses) : 0;
+    t += tail;
+    /* the hops the rank waits for, not overlapped with its own blocks */
+    if (!overlap && crosses) t -= fmin(shared_core_hidden(m, p, (R - 1) * hop + tail), (R - 1) * block);
     double tm = bw > 0 ? c.bytes * core_share(m) / (bw * p->mem_bw_fraction) : 0;
     c.seconds = (t > tm ? t : tm) + p->op_overhead * core_share(m);
     return c;
@@ -459,7 +547,9 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
     }
     if (d->comm != IR_COMM_NONE) {
         c.comm = true;
-        c.seconds = collective_seconds(m, op, p, &c.bytes);
+        double wire;
+        c.seconds = collective_seconds(m, op, p, &c.bytes, &wire);
+        c.shared = shared_core_hidden(m, p, wire);
         return c;
     }
     if (d->kind == IR_K_MEM) return c; /* free: bookkeeping only */
@@ -499,7 +589,7 @@ pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cos
 
 /* ---- two streams (passes.h) ------------------------------------------------ */
 void pass_streams_init(pass_streams *s, const ir_module *m) {
-    s->compute = s->comm = 0;
+    s->compute = s->comm = s->since_comm = s->credit = 0;
     s->ready = sup_xcalloc((size_t)m->nvalues + 1, sizeof(double));
     ir_mem_target t;
     s->host_started = ir_mem_target_of(m, &t) && t.cuda;
@@ -510,7 +600,22 @@ void pass_streams_free(pass_streams *s) {
     s->ready = NULL;
 }
 
-double pass_streams_place(pass_streams *s, const ir_op *op, double sec, bool comm) {
+double pass_streams_place(pass_streams *s, const ir_op *op, pass_op_cost *c) {
+    bool comm = c->comm;
+    if (comm) {
+        /* what the core's other ranks do while this rank waits on the
+         * network is compute this rank's next phase no longer contends
+         * with; unused, it lapses at the next collective after compute */
+        if (s->since_comm > 0) s->credit = 0;
+        s->credit += c->shared;
+        s->since_comm = 0;
+    } else if (op->code != IR_WAIT) {
+        double h = fmin(s->credit, c->seconds);
+        s->since_comm += c->seconds;
+        c->seconds -= h;
+        s->credit -= h;
+    }
+    double sec = c->seconds;
     /* An op reading a started op's result starts after it: a wait for a
      * collective's (before any reader, the verifier's rule), the first
      * reader for a host copy's. */
@@ -549,8 +654,11 @@ pass_cost_report pass_cost_estimate_time(const ir_module *m, const pass_cost_par
          * the apply phase's (phase = opt) once.  Started collectives are
          * waited in the micro-step that starts them (the verifier's rule),
          * so accum identical micro-steps take accum times one. */
-        if (accum > 1 && strcmp(ir_op_phase(&m->ops[i]), "opt") != 0) c.seconds *= accum;
-        pass_streams_place(&st, &m->ops[i], c.seconds, c.comm);
+        if (accum > 1 && strcmp(ir_op_phase(&m->ops[i]), "opt") != 0) {
+            c.seconds *= accum;
+            c.shared *= accum;
+        }
+        pass_streams_place(&st, &m->ops[i], &c);
         if (c.comm)
             r.comm_s += c.seconds;
         else

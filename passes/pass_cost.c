@@ -136,9 +136,10 @@ void pass_trace_json(const ir_module *m, const pass_cost_params *p, FILE *out) {
             for (int i = 0; i < m->nops; i++) {
                 bool opt = strcmp(ir_op_phase(&m->ops[i]), "opt") == 0;
                 if (accum > 1 && opt != (pass == accum)) continue;
-                double t0 = pass_streams_place(&st, &m->ops[i], cost[i].seconds, cost[i].comm);
+                pass_op_cost c = cost[i];
+                double t0 = pass_streams_place(&st, &m->ops[i], &c);
                 if (m->ops[i].code == IR_FREE || m->ops[i].code == IR_WAIT) continue;
-                cJSON *e = trace_event(m, &m->ops[i], &cost[i], r, t0 * 1e6);
+                cJSON *e = trace_event(m, &m->ops[i], &c, r, t0 * 1e6);
                 if (accum > 1 && !opt) cJSON_AddNumberToObject(cJSON_GetObjectItem(e, "args"), "micro_step", pass);
                 cJSON_AddItemToArray(ev, e);
             }

@@ -229,7 +229,12 @@ typedef struct pass_cost_params {
     double mem_bw_fraction; /* achievable fraction of memory bandwidth (default 0.7) */
     double op_overhead;     /* fixed seconds per compute op: launch, call, timers (default 0) */
     bool hierarchical_a2a;  /* two-level all-to-all when a group spans nodes */
-    double host_update_s;   /* seconds per parameter element of the CUDA backend's host AdamW
+    /* of the time a rank sharing its core waits on the inter-node network,
+     * the share the core's other ranks fill (cpu target, cores_per_node;
+     * config cost.shared_core_overlap; default -1: (r - 1) / (2r) for r
+     * ranks per core) */
+    double shared_core_overlap;
+    double host_update_s; /* seconds per parameter element of the CUDA backend's host AdamW
                                 (train.offload optimizer/all; default 1.35e-9) */
 } pass_cost_params;
 pass_cost_params pass_cost_default_params(const ir_module *m); /* reads config cost.* keys */
@@ -248,6 +253,10 @@ typedef struct pass_op_cost {
     double bytes;   /* bytes moved per rank (memory traffic or bytes sent) */
     double exps;    /* exponentials evaluated per rank (compute ops) */
     bool comm;      /* a collective or point-to-point op */
+    /* Seconds the other ranks sharing this rank's core fill with compute
+     * while it waits on the network in this collective (0 unless ranks
+     * share cores); pass_streams_place takes them off the compute after it. */
+    double shared;
 } pass_op_cost;
 pass_op_cost pass_op_cost_of(const ir_module *m, const ir_op *op, const pass_cost_params *p);
 
@@ -283,15 +292,19 @@ pass_cost_report pass_cost_estimate(const ir_module *m, const pass_cost_params *
  * serial sum, to the bit. */
 typedef struct pass_streams {
     double compute, comm; /* when each stream is next free */
+    double since_comm;    /* compute seconds placed since the last collective */
+    double credit;        /* of the collectives before: wait that the core's other ranks filled */
     double *ready;        /* per value: when a started op's result is complete */
     bool host_started;    /* the cuda target: host copies are started ops */
 } pass_streams;
 void pass_streams_init(pass_streams *s, const ir_module *m);
 void pass_streams_free(pass_streams *s);
-/* Places op (sec seconds, c.comm from pass_op_cost_of) and returns its
- * start; it ends sec later on its stream (a wait: when the compute stream
- * resumes). */
-double pass_streams_place(pass_streams *s, const ir_op *op, double sec, bool comm);
+/* Places op (its cost c from pass_op_cost_of) and returns its start; it
+ * ends c->seconds later on its stream (a wait: when the compute stream
+ * resumes).  Ranks sharing a core (cost.c, shared_core_hidden): the
+ * c->shared seconds of a collective are taken off the compute ops after
+ * it, as far as they reach before the next collective. */
+double pass_streams_place(pass_streams *s, const ir_op *op, pass_op_cost *c);
 static inline double pass_streams_end(const pass_streams *s) { return s->compute > s->comm ? s->compute : s->comm; }
 /* The times of pass_cost_estimate only (memory fields 0, fits true): no
  * memory plan is made, which is most of the work on an unplanned module.

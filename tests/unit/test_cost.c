@@ -209,7 +209,7 @@ static void test_exp_rate(void) {
 /* nics_per_node 1: the 4 ranks of a node that all send off the node in the
  * @cross all-to-all share one NIC (beta x 4, and each gets 0.36 of its fair
  * share), while the @world all-reduce has one NIC per node instead of 4
- * (its 4096 B across at beta_inter 1.25e-10). */
+ * (its 4096 B across at IB's ring efficiency, 1e10 * 0.885 B/s). */
 static void test_nic_share(void) {
     char ir[4096];
     snprintf(ir, sizeof ir, "module @costnic\nconfig nics_per_node = 1\n%s", strchr(hand_ir, '\n') + 1);
@@ -218,7 +218,7 @@ static void test_nic_share(void) {
     if (!m || !m4) return;
     CHECK_NEAR(cost_of(m, "bh", false).seconds, COST_BH(4 / 0.36));
     CHECK_NEAR(cost_of(m, "ah", false).seconds, cost_of(m4, "ah", false).seconds); /* inside a node */
-    CHECK_NEAR(cost_of(m, "gs", false).seconds, 6 * 1e-5 + 4096 * 1.25e-10);
+    CHECK_NEAR(cost_of(m, "gs", false).seconds, 6 * 1e-5 + 4096 / (1e10 * 0.885));
     ir_module_free(m);
     ir_module_free(m4);
 }
@@ -457,6 +457,116 @@ static void test_attention_rates(void) {
     CHECK(layout_attention_fraction("h100_sxm", CM_ATTN_CUDNN, false, 64, 4096) == a);
 }
 
+/* Ranks sharing a core (cpu target, cores_per_node 1: 4 ranks per core,
+ * share (4 - 1) / 8 = 0.375): while a rank waits on the tcp link in the
+ * @cross all-to-all, the core's other ranks compute, so the compute after
+ * it is shorter by that share of the wait, as far as it reaches before the
+ * next collective.  c = 256 B per peer: 2 peers over tcp at 1e8 * 0.86 B/s
+ * (its 4 senders per node have 4 NICs), 1 over shared memory at 1e9 B/s
+ * stretched x 4, which keeps the core busy: wire = t_net - t_local. */
+static const char *shared_ir = "module @costshared\n"
+                               "config device_peak_flops = 1e+12\n"
+                               "config device_mem_bw = 1e+11\n"
+                               "config cores_per_node = 1\n"
+                               "mesh nodes = 2, devices_per_node = 4\n"
+                               "link intra kind = shm, bandwidth = 1e+09, latency = 0, efficiency = 1\n"
+                               "link inter kind = tcp, bandwidth = 1e+08, latency = 0, efficiency = 1\n"
+                               "group @cross = {[0,1,4,5],[2,3,6,7]}\n"
+                               "param %w : f32[64,8]\n"
+                               "param %w2 : f32[64,32]\n"
+                               "input %x : bf16[4,16,64]\n"
+                               "input %b : bf16[2,16@cross,8,8]\n"
+                               "%bh = all_to_all %b {group = @cross, split = 2, concat = 1} : bf16[2,16,8@cross,8]\n"
+                               "%y = linear %x, %w {contract = 1, phase = fwd} : bf16[4,16,8]\n"
+                               "%b2 = all_to_all %b {group = @cross, split = 2, concat = 1} : bf16[2,16,8@cross,8]\n"
+                               "%y2 = linear %x, %w2 {contract = 1, phase = fwd} : bf16[4,16,32]\n";
+
+static void test_shared_cores(void) {
+    ir_module *m = ir_parse_string("shared", shared_ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (!m) return;
+    double wire = 2 * 256 / (1e8 * 0.86) - 256 * 4 / 1e9;
+    pass_op_cost a = cost_of(m, "bh", false), y = cost_of(m, "y", false), y2 = cost_of(m, "y2", false);
+    CHECK(a.comm);
+    CHECK_NEAR(a.shared, 0.375 * wire);
+    /* memory-bound: 8192 + 2048 + 1024 B at 1e11 * 0.7, x 4; compute-bound:
+     * 2 * 64 * 64 * 32 FLOPs at 1e12 * 0.5, x 4 */
+    CHECK_NEAR(y.seconds, 11264 / 7e10 * 4);
+    CHECK_NEAR(y2.seconds, 262144 / 5e11 * 4);
+    /* %y (0.64 us) is all hidden by the first exchange's 1.85 us, whose
+     * rest lapses at the second; %y2 (2.10 us) loses 1.85 us; the
+     * exchanges keep their own time */
+    CHECK(y.seconds < a.shared && y2.seconds > a.shared);
+    pass_cost_params p = pass_cost_default_params(m);
+    pass_cost_report r = pass_cost_estimate_time(m, &p);
+    CHECK_NEAR(r.comm_s, 2 * a.seconds);
+    CHECK_NEAR(r.compute_s, y2.seconds - a.shared);
+    CHECK_NEAR(r.step_s, 2 * a.seconds + y2.seconds - a.shared);
+    /* config cost.shared_core_overlap overrides the share; 0 hides nothing */
+    p.shared_core_overlap = 0;
+    CHECK_NEAR(pass_op_cost_of(m, op_named(m, "bh"), &p).shared, 0);
+    CHECK_NEAR(pass_cost_estimate_time(m, &p).step_s, 2 * a.seconds + y.seconds + y2.seconds);
+    ir_module_free(m);
+    /* one core per rank: nothing to share */
+    char ir[4096];
+    snprintf(ir, sizeof ir, "%s", shared_ir);
+    char *at = strstr(ir, "config cores_per_node = 1");
+    memcpy(at, "config cores_per_node = 4", strlen("config cores_per_node = 4"));
+    m = ir_parse_string("own", ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (m) CHECK_NEAR(cost_of(m, "bh", false).shared, 0);
+    ir_module_free(m);
+}
+
+/* NCCL (cuda target).  Ring latency from NCCL's tuning model: 6.6 us a
+ * call, 0.6 us per NVLink step inside a node; across nodes each of the n-1
+ * crossing steps 2.7 us and the others no faster than the proxy's 2 us.
+ * Rings reach 0.845 of NVLink and 0.885 of IB.  A node's only sender
+ * through its NIC reaches 0.77 of the IB all-to-all efficiency. */
+static const char *nccl_ir = "module @costnccl\n"
+                             "config mem.target = cuda\n"
+                             "config device_peak_flops = 1e+12\n"
+                             "config device_mem_bw = 1e+11\n"
+                             "config cost.a2a_copies = off\n"
+                             "mesh nodes = 2, devices_per_node = 4\n"
+                             "link intra kind = nvlink, bandwidth = 1e+11, latency = 1e-06, efficiency = 1\n"
+                             "link inter kind = ib, bandwidth = 1e+10, latency = 1e-05, efficiency = 1\n"
+                             "group @world = {[0,1,2,3,4,5,6,7]}\n"
+                             "group @node = {[0,1,2,3],[4,5,6,7]}\n"
+                             "group @pair = {[0,4],[1,5],[2,6],[3,7]}\n"
+                             "param %w : f32[64@world,32]\n"
+                             "param %wn : f32[64@node,32]\n"
+                             "input %p : bf16[2@pair,2,64]\n"
+                             "%gw = all_gather %w {group = @world, dim = 0} : f32[64,32]\n"
+                             "%gn = all_gather %wn {group = @node, dim = 0} : f32[64,32]\n"
+                             "%ap = all_to_all %p {group = @pair, split = 1, concat = 0} : bf16[2,2@pair,64]\n";
+
+static void test_nccl(void) {
+    ir_module *m = ir_parse_string("nccl", nccl_ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (!m) return;
+    /* @node: 4 ranks, 3 NVLink steps; 3 x 2048 B at 1e11 * 0.845 */
+    CHECK_NEAR(cost_of(m, "gn", false).seconds, 6.6e-6 + 3 * 0.6e-6 + 6144 / (1e11 * 0.845));
+    /* @world: 7 steps, 1 crossing; 7 x 1024 B, the crossing edges over the
+     * node's 4 NICs at 1e10 * 0.885, the NVLink edges at once */
+    CHECK_NEAR(cost_of(m, "gw", false).seconds,
+               6.6e-6 + 6 * 2e-6 + 2.7e-6 + fmax(7168 / (1e11 * 0.845), 7168 / (1e10 * 0.885) / 4));
+    /* @pair: 4 ranks of each node send across (4 NICs): the IB call and
+     * one 128 B message at 1e10 * 0.8 */
+    double pair = 27e-6 + 2.84e-6 + 128 / 8e9;
+    CHECK_NEAR(cost_of(m, "ap", false).seconds, pair);
+    ir_module_free(m);
+    /* one rank per node: the message through the NIC alone, / 0.77 */
+    char ir[4096];
+    snprintf(ir, sizeof ir, "%s", nccl_ir);
+    char *at = strstr(ir, "mesh nodes = 2, devices_per_node = 4");
+    memcpy(at, "mesh nodes = 8, devices_per_node = 1", strlen("mesh nodes = 8, devices_per_node = 1"));
+    m = ir_parse_string("alone", ir);
+    CHECK(m && ir_verify(m, "test"));
+    if (m) CHECK_NEAR(cost_of(m, "ap", false).seconds, 27e-6 + (2.84e-6 + 128 / 8e9) / 0.77);
+    ir_module_free(m);
+}
+
 int main(void) {
     basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
     test_hand_formulas();
@@ -469,6 +579,8 @@ int main(void) {
     test_ring_attention();
     test_host_copies();
     test_attention_rates();
+    test_shared_cores();
+    test_nccl();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
 }
