@@ -457,6 +457,20 @@ static void test_attention_rates(void) {
     CHECK(layout_attention_fraction("h100_sxm", CM_ATTN_CUDNN, false, 64, 4096) == a);
 }
 
+/* ir with its line `from` changed to `to` (the same length), parsed and
+ * verified; NULL (a failed check) otherwise. */
+static ir_module *parse_edited(const char *ir, const char *from, const char *to) {
+    char text[4096];
+    snprintf(text, sizeof text, "%s", ir);
+    char *at = strstr(text, from);
+    CHECK(at && strlen(from) == strlen(to));
+    if (!at || strlen(from) != strlen(to)) return NULL;
+    memcpy(at, to, strlen(to));
+    ir_module *m = ir_parse_string("edited", text);
+    CHECK(m && ir_verify(m, "test"));
+    return m;
+}
+
 /* Ranks sharing a core (cpu target, cores_per_node 1: 4 ranks per core,
  * share (4 - 1) / 8 = 0.375): while a rank waits on the tcp link in the
  * @cross all-to-all, the core's other ranks compute, so the compute after
@@ -508,12 +522,7 @@ static void test_shared_cores(void) {
     CHECK_NEAR(pass_cost_estimate_time(m, &p).step_s, 2 * a.seconds + y.seconds + y2.seconds);
     ir_module_free(m);
     /* one core per rank: nothing to share */
-    char ir[4096];
-    snprintf(ir, sizeof ir, "%s", shared_ir);
-    char *at = strstr(ir, "config cores_per_node = 1");
-    memcpy(at, "config cores_per_node = 4", strlen("config cores_per_node = 4"));
-    m = ir_parse_string("own", ir);
-    CHECK(m && ir_verify(m, "test"));
+    m = parse_edited(shared_ir, "config cores_per_node = 1", "config cores_per_node = 4");
     if (m) CHECK_NEAR(cost_of(m, "bh", false).shared, 0);
     ir_module_free(m);
 }
@@ -557,12 +566,7 @@ static void test_nccl(void) {
     CHECK_NEAR(cost_of(m, "ap", false).seconds, pair);
     ir_module_free(m);
     /* one rank per node: the message through the NIC alone, / 0.77 */
-    char ir[4096];
-    snprintf(ir, sizeof ir, "%s", nccl_ir);
-    char *at = strstr(ir, "mesh nodes = 2, devices_per_node = 4");
-    memcpy(at, "mesh nodes = 8, devices_per_node = 1", strlen("mesh nodes = 8, devices_per_node = 1"));
-    m = ir_parse_string("alone", ir);
-    CHECK(m && ir_verify(m, "test"));
+    m = parse_edited(nccl_ir, "mesh nodes = 2, devices_per_node = 4", "mesh nodes = 8, devices_per_node = 1");
     if (m) CHECK_NEAR(cost_of(m, "ap", false).seconds, 27e-6 + (2.84e-6 + 128 / 8e9) / 0.77);
     ir_module_free(m);
 }
