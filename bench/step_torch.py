@@ -90,12 +90,16 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1 or args.steps <= args.warmup:
         ap.error("--rounds must be at least 1 and --steps more than --warmup")
+    # the runs start in their work directory: every path absolute
+    args.build, args.spec, args.out = (os.path.abspath(p) for p in (args.build, args.spec, args.out))
     baspc, mkcorpus = os.path.join(args.build, "baspc"), os.path.join(args.build, "data", "mkcorpus")
     for tool in (baspc, mkcorpus):
         if not os.access(tool, os.X_OK):
             sys.exit(f"step_torch: {tool} not found: build basp first")
+    # one directory per spec and set of overrides: binaries are named by S alone
     workdir = os.path.join(args.build, "bench", "step_torch",
-                           "_".join(kv.replace("=", "-") for kv in args.basp_set) or "spec")
+                           "_".join([os.path.splitext(os.path.basename(args.spec))[0]] +
+                                    [kv.replace("=", "-") for kv in args.basp_set]))
     os.makedirs(workdir, exist_ok=True)
     corpus = os.path.join(workdir, "corpus.bin")
     if not os.path.exists(corpus):
@@ -131,7 +135,8 @@ def main():
     model_txt = "torch.nn Llama"
     if args.torch_impl == "hf":
         import importlib.metadata
-        model_txt = f"transformers {importlib.metadata.version('transformers')} LlamaForCausalLM"
+        model_txt = (f"transformers {importlib.metadata.version('transformers')} LlamaForCausalLM "
+                     "(Qwen2ForCausalLM for q/k/v biases)")
     md = ["# One-rank CPU training step: basp against PyTorch, fp32, one thread", "",
           f"`{' '.join(['bench/step_torch.py'] + sys.argv[1:])}` — {time.monotonic() - t0:.0f} s, {args.rounds} "
           f"rounds of {args.steps} steps (the first {args.warmup} left out), medians; model "
