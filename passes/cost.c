@@ -226,8 +226,15 @@ static double shared_core_hidden(const ir_module *m, const pass_cost_params *p, 
  *           NVLink 1.33 us per peer; IB 27.0 us per call + 2.84 us per
  *           off-node peer.  Other kinds (MPI over shared memory or TCP) take
  *           the link's latency per peer.
- * eff also applies to the ring collectives and point-to-point transfers
- * (link_ab): the large-message share of a link the library reaches.
+ *   ring_eff  the same for a ring collective, which streams large chunks
+ *           per channel: all-gather at 1 GiB on 8 A100s, 254 GB/s busbw of
+ *           300 (0.845), and on 2 x 8 over 8 HDR NICs, 22.1 of 25 GB/s
+ *           each (0.885); elsewhere eff;
+ *   ring_step NCCL's per-step latency of a ring (nccl_ring_latency);
+ *   alone   the share of eff a node's only sender reaches through its NIC:
+ *           15.5 GB/s per GPU on 2 x 1 A100s against 20.2 on 2 x 8 (0.77).
+ * eff also applies to point-to-point transfers (link_ab): the
+ * large-message share of a link the library reaches.
  * The per-peer latency is what makes mid-size messages slow (the
  * message-size curve of nccl-tests): at 128 KiB per peer on 8 x 8 H800s
  * (NDR) it predicts 369 us against 338 measured.  The spec's own
