@@ -41,12 +41,8 @@ typedef struct as_slot {
 } as_slot;
 
 typedef struct as_state {
-    int world, node_size, ng, free; /* ranks, ranks per node, groups so far, ranks in no group yet */
-    int64_t T;
-    double linear, comm;
-    const double *size_comm; /* per allowed size, or NULL: comm * (k - 1) / k */
-    const int *sizes;
-    int nsizes;
+    layout_dyn_shape sh;  /* the caller's: world, sizes, costs (size_comm, or comm * (k - 1) / k) */
+    int ng, free;         /* groups so far, ranks in no group yet */
     unsigned char *tiles; /* tiles[r]: r ranks split into allowed sizes */
     int *size;            /* per group (up to world of them) */
     int64_t *fill;
@@ -104,7 +100,7 @@ static void as_heapify(as_heap *hp) {
     for (int i = hp->n / 2 - 1; i >= 0; i--) as_sift_down(hp, i);
 }
 
-static int64_t as_room(const as_state *st, int g) { return (int64_t)st->size[g] * st->T - st->fill[g]; }
+static int64_t as_room(const as_state *st, int g) { return (int64_t)st->size[g] * st->sh.T - st->fill[g]; }
 
 /* Most room first: the key of a room heap. */
 static double as_room_key(const as_state *st, int g) { return -(double)as_room(st, g); }
@@ -122,16 +118,16 @@ static int as_doc_cmp(const void *a, const void *b) {
  * tile; 0 when none.  Tiling the rest matters where 1 is not allowed: with
  * sizes {2, 4}, one free rank could never be used. */
 static int as_pick_size(const as_state *st, int cur, int64_t kmin) {
-    int lo = 0, hi = st->nsizes; /* the first size > cur and >= kmin */
+    int lo = 0, hi = st->sh.nsizes; /* the first size > cur and >= kmin */
     while (lo < hi) {
-        int mid = (lo + hi) / 2, s = st->sizes[mid];
+        int mid = (lo + hi) / 2, s = st->sh.sizes[mid];
         if (s <= cur || s < kmin)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (int i = lo; i < st->nsizes && st->sizes[i] - cur <= st->free; i++)
-        if (st->tiles[st->free - (st->sizes[i] - cur)]) return st->sizes[i];
+    for (int i = lo; i < st->sh.nsizes && st->sh.sizes[i] - cur <= st->free; i++)
+        if (st->tiles[st->free - (st->sh.sizes[i] - cur)]) return st->sh.sizes[i];
     return 0;
 }
 
@@ -145,23 +141,23 @@ static int as_new_group(as_state *st, int size) {
 static void as_put(as_state *st, int g, int64_t src, int64_t len) {
     st->out[st->nout++] = (as_slot){g, st->fill[g], src, len};
     st->fill[g] += len;
-    st->cost[g] += layout_doc_cost(len, st->linear);
+    st->cost[g] += layout_doc_cost(len, st->sh.linear);
 }
 
 /* The per-rank exchange cost of a group of k ranks (an allowed size):
  * size_comm's, or comm * T * (k - 1) / k. */
 static double as_x(const as_state *st, int k) {
-    if (!st->size_comm) return st->comm * (double)st->T * (k - 1) / k;
+    if (!st->sh.size_comm) return st->sh.comm * (double)st->sh.T * (k - 1) / k;
     int i = 0;
-    while (i + 1 < st->nsizes && st->sizes[i] < k) i++;
-    return st->size_comm[i] * (double)st->T;
+    while (i + 1 < st->sh.nsizes && st->sh.sizes[i] < k) i++;
+    return st->sh.size_comm[i] * (double)st->sh.T;
 }
 
 /* What a group of k ranks holding fill tokens of the given cost is
  * expected to cost per rank: its pieces, its room filled at m per token
  * (the short pieces' cost per token), its exchange. */
 static double as_estimate(const as_state *st, int k, int64_t fill, double cost) {
-    double room = (double)k * (double)st->T - (double)fill;
+    double room = (double)k * (double)st->sh.T - (double)fill;
     return (cost + room * st->m) / k + as_x(st, k);
 }
 
@@ -171,17 +167,18 @@ static double as_estimate(const as_state *st, int k, int64_t fill, double cost) 
  * piece outweighs the exchange) it falls with k, so k >= a / (c - T m -
  * comm T); otherwise the smallest size is the cheapest. */
 static int as_open_size(const as_state *st, int64_t len, double dc, double c) {
-    if (st->size_comm) { /* no closed form: the smallest allowed size within c */
-        int k = as_pick_size(st, 0, (len + st->T - 1) / st->T);
+    if (st->sh.size_comm) { /* no closed form: the smallest allowed size within c */
+        int k = as_pick_size(st, 0, (len + st->sh.T - 1) / st->sh.T);
         while (k && as_estimate(st, k, len, dc) > c) k = as_pick_size(st, 0, (int64_t)k + 1);
         return k;
     }
-    double base = (double)st->T * (st->m + st->comm), a = dc - (double)len * st->m - st->comm * (double)st->T;
-    int64_t kmin = (len + st->T - 1) / st->T;
+    double base = (double)st->sh.T * (st->m + st->sh.comm),
+           a = dc - (double)len * st->m - st->sh.comm * (double)st->sh.T;
+    int64_t kmin = (len + st->sh.T - 1) / st->sh.T;
     if (a > 0) {
         if (!(c > base)) return 0;
         double kc = ceil(a / (c - base));
-        if (kc > st->world) return 0;
+        if (kc > st->sh.world) return 0;
         if (kc > kmin) kmin = (int64_t)kc;
     }
     int k = as_pick_size(st, 0, kmin);
@@ -191,7 +188,7 @@ static int as_open_size(const as_state *st, int64_t len, double dc, double c) {
 /* The size group g must have to take len more tokens: its own, or the
  * least allowed one above that the free ranks allow; 0 when none. */
 static int as_join_size(const as_state *st, int g, int64_t len) {
-    int64_t need = (st->fill[g] + len + st->T - 1) / st->T;
+    int64_t need = (st->fill[g] + len + st->sh.T - 1) / st->sh.T;
     return need <= st->size[g] ? st->size[g] : as_pick_size(st, st->size[g], need);
 }
 
@@ -214,17 +211,17 @@ static void as_take(as_state *st, int g, int k, int64_t len, double dc) {
  * piece waits. */
 static double as_form(as_state *st, int nlong, double c) {
     as_heap rh = {st->heap_a, 0, st->rkey};
-    int s0 = st->sizes[0];
-    double worst = (double)st->T * st->m + as_x(st, s0);
-    st->ng = 0, st->free = st->world;
+    int s0 = st->sh.sizes[0];
+    double worst = (double)st->sh.T * st->m + as_x(st, s0);
+    st->ng = 0, st->free = st->sh.world;
     for (int i = 0; i < nlong; i++) {
         layout_doc d = st->q[i];
-        double dc = layout_doc_cost(d.len, st->linear);
+        double dc = layout_doc_cost(d.len, st->sh.linear);
         int g = rh.n ? rh.h[0] : -1, kj = g >= 0 ? as_join_size(st, g, d.len) : 0;
         int grow = kj ? kj - st->size[g] : 0, ko = as_open_size(st, d.len, dc, c);
         bool join = kj && as_estimate(st, kj, st->fill[g] + d.len, st->cost[g] + dc) <= c && (!ko || grow < ko);
         if (!join && !ko) { /* beyond c */
-            ko = as_pick_size(st, 0, (d.len + st->T - 1) / st->T);
+            ko = as_pick_size(st, 0, (d.len + st->sh.T - 1) / st->sh.T);
             join = kj && (!ko || grow <= ko);
         }
         if (join) {
@@ -264,15 +261,15 @@ static void as_target(as_state *st, int n, int nlong) {
     }
     double total = 0, shortlen = 0, shortcost = 0, hi = 0;
     for (int i = 0; i < n; i++) {
-        double c = layout_doc_cost(st->q[i].len, st->linear);
+        double c = layout_doc_cost(st->q[i].len, st->sh.linear);
         total += c;
         if (i >= nlong) shortlen += (double)st->q[i].len, shortcost += c;
     }
     st->m = shortlen > 0 ? shortcost / shortlen : 0;
-    double lo = 0.5 * fmax(total / st->world, (double)st->T * st->m);
+    double lo = 0.5 * fmax(total / st->sh.world, (double)st->sh.T * st->m);
     for (int i = 0; i < nlong; i++) {
-        int64_t len = st->q[i].len, k = (len + st->T - 1) / st->T;
-        hi = fmax(hi, as_estimate(st, (int)k, len, layout_doc_cost(len, st->linear)));
+        int64_t len = st->q[i].len, k = (len + st->sh.T - 1) / st->sh.T;
+        hi = fmax(hi, as_estimate(st, (int)k, len, layout_doc_cost(len, st->sh.linear)));
     }
     double r = 1.01, span; /* the grid's ratio: squared until r^16 spans lo .. hi */
     for (;;) {
@@ -310,7 +307,7 @@ static int as_settle(as_state *st, int n, int nlong) {
     }
     st->rest_len = st->rest_cost = 0;
     for (int i = 0; i < nq; i++)
-        st->rest_len += (double)st->q[i].len, st->rest_cost += layout_doc_cost(st->q[i].len, st->linear);
+        st->rest_len += (double)st->q[i].len, st->rest_cost += layout_doc_cost(st->q[i].len, st->sh.linear);
     st->m = st->rest_len > 0 ? st->rest_cost / st->rest_len : 0;
     return nq;
 }
@@ -321,8 +318,8 @@ static int as_settle(as_state *st, int n, int nlong) {
  * room a group gains holds them at the same rate, so no estimate but the
  * growing group's changes. */
 static void as_grow(as_state *st) {
-    int s0 = st->sizes[0];
-    double base = (double)st->T * st->m + as_x(st, s0);
+    int s0 = st->sh.sizes[0];
+    double base = (double)st->sh.T * st->m + as_x(st, s0);
     as_heap hp = {st->heap_a, 0, st->key}; /* dearest first */
     for (int g = 0; g < st->ng; g++)
         st->key[g] = -as_estimate(st, st->size[g], st->fill[g], st->cost[g]), hp.h[hp.n++] = g;
@@ -419,11 +416,11 @@ static bool as_fill(as_state *st, int nq) {
         int64_t take = d.len < as_room(st, g) ? d.len : as_room(st, g);
         as_put(st, g, d.src, take);
         st->rest_len -= (double)take;
-        st->rest_cost -= layout_doc_cost(d.len, st->linear);
+        st->rest_cost -= layout_doc_cost(d.len, st->sh.linear);
         if (take < d.len) {
             st->q[i] = (layout_doc){d.src + take, d.len - take};
             st->qkey[i] = -(double)(d.len - take);
-            st->rest_cost += layout_doc_cost(d.len - take, st->linear);
+            st->rest_cost += layout_doc_cost(d.len - take, st->sh.linear);
             as_sift_down(&qh, 0);
         } else {
             as_pop(&qh);
@@ -444,9 +441,9 @@ static bool as_fill(as_state *st, int nq) {
 
 /* st->ord gets the groups by size, largest first (ties: lower index). */
 static void as_order_by_size(as_state *st) {
-    memset(st->cnt, 0, sizeof *st->cnt * (size_t)(st->world + 1));
+    memset(st->cnt, 0, sizeof *st->cnt * (size_t)(st->sh.world + 1));
     for (int g = 0; g < st->ng; g++) st->cnt[st->size[g]]++;
-    for (int s = st->world, at = 0; s >= 1; s--) {
+    for (int s = st->sh.world, at = 0; s >= 1; s--) {
         int c = st->cnt[s];
         st->cnt[s] = at, at += c;
     }
@@ -459,7 +456,7 @@ static void as_order_by_size(as_state *st) {
  * of each node.  Where that fails, every group back to back (a legal
  * tiling, some groups across a boundary). */
 static void as_place(as_state *st) {
-    int ns = st->node_size, nodes = (st->world + ns - 1) / ns, pos = 0, k = 0;
+    int ns = st->sh.node_size, nodes = (st->sh.world + ns - 1) / ns, pos = 0, k = 0;
     as_order_by_size(st);
     for (; k < st->ng && st->size[st->ord[k]] > ns; k++) st->first[st->ord[k]] = pos, pos += st->size[st->ord[k]];
     for (int j = 0; j < nodes; j++) st->nodenext[j] = j * ns > pos ? j * ns : pos;
@@ -470,7 +467,7 @@ static void as_place(as_state *st) {
         int g = st->ord[i], s = st->size[g];
         if (i > k && s != st->size[st->ord[i - 1]]) j = 0;
         while (j < nodes) {
-            int end = (j + 1) * ns < st->world ? (j + 1) * ns : st->world;
+            int end = (j + 1) * ns < st->sh.world ? (j + 1) * ns : st->sh.world;
             if (end - st->nodenext[j] >= s) break;
             j++;
         }
@@ -488,9 +485,9 @@ static void as_place(as_state *st) {
  * sort by group is enough. */
 static int as_emit(as_state *st, layout_dyn_group *groups, layout_slot *slots) {
     int *byfirst = st->cnt, *idx = st->ord, ng = 0;
-    for (int r = 0; r < st->world; r++) byfirst[r] = -1;
+    for (int r = 0; r < st->sh.world; r++) byfirst[r] = -1;
     for (int g = 0; g < st->ng; g++) byfirst[st->first[g]] = g;
-    for (int r = 0; r < st->world; r++) {
+    for (int r = 0; r < st->sh.world; r++) {
         int g = byfirst[r];
         if (g < 0) continue;
         idx[g] = ng;
@@ -502,7 +499,7 @@ static int as_emit(as_state *st, layout_dyn_group *groups, layout_slot *slots) {
         const as_slot *o = &st->out[i];
         int r = idx[o->g];
         slots[byfirst[r]++] = (layout_slot){r, o->col, o->src, o->len};
-        groups[r].cost += layout_doc_cost(o->len, st->linear);
+        groups[r].cost += layout_doc_cost(o->len, st->sh.linear);
     }
     for (int g = 0; g < ng; g++) {
         int K = groups[g].size;
@@ -524,7 +521,7 @@ static void as_queue(as_state *st, const layout_doc *pieces, int n) {
 static bool as_heuristic(as_state *st, const layout_doc *pieces, int n) {
     as_queue(st, pieces, n);
     int nlong = 0;
-    while (nlong < n && st->q[nlong].len > st->T) nlong++;
+    while (nlong < n && st->q[nlong].len > st->sh.T) nlong++;
     st->home = st->heap_q;
     as_target(st, n, nlong);
     int nq = as_settle(st, n, nlong);
@@ -536,7 +533,7 @@ static bool as_heuristic(as_state *st, const layout_doc *pieces, int n) {
  * the static batch-aware layout of that size, with its rows balanced. */
 static bool as_uniform(as_state *st, const layout_doc *pieces, int n, int K) {
     as_queue(st, pieces, n);
-    st->ng = 0, st->free = st->world;
+    st->ng = 0, st->free = st->sh.world;
     while (st->free > 0) as_new_group(st, K);
     st->home = st->heap_q;
     for (int i = 0; i < n; i++) st->home[i] = -1;
@@ -562,9 +559,9 @@ static int as_best_uniform(as_state *st, const layout_doc *pieces, int n, double
     int64_t longest = 0;
     for (int i = 0; i < n; i++) longest = pieces[i].len > longest ? pieces[i].len : longest;
     *best = INFINITY;
-    for (int i = 0; i < st->nsizes; i++) {
-        int K = st->sizes[i];
-        if (st->world % K || (int64_t)K * st->T < longest) continue;
+    for (int i = 0; i < st->sh.nsizes; i++) {
+        int K = st->sh.sizes[i];
+        if (st->sh.world % K || (int64_t)K * st->sh.T < longest) continue;
         if (!as_uniform(st, pieces, n, K)) return 0;
         *best = as_max_cost(st);
         return K;
@@ -594,7 +591,7 @@ static bool as_valid(const layout_dyn_shape *sh, const layout_doc *pieces, int n
 
 /* Carves the scratch of st out of one allocation (p NULL: only counts). */
 static size_t as_carve(as_state *st, char *p, int n) {
-    size_t W = (size_t)st->world, at = 0;
+    size_t W = (size_t)st->sh.world, at = 0;
 #define AS_TAKE(field, count)                                                                                          \
     do {                                                                                                               \
         if (p) st->field = (void *)(p + at);                                                                           \
@@ -624,26 +621,19 @@ int layout_dyn_assign(const layout_dyn_shape *sh, const layout_doc *pieces, int 
                       layout_slot *slots, int *nslots) {
     if (nslots) *nslots = 0;
     if (!groups || !slots || !nslots || !as_valid(sh, pieces, n)) return -1;
-    as_state st = {.world = sh->world,
-                   .node_size = sh->node_size,
-                   .free = sh->world,
-                   .T = sh->T,
-                   .linear = sh->linear,
-                   .comm = sh->comm,
-                   .size_comm = sh->size_comm,
-                   .sizes = sh->sizes,
-                   .nsizes = sh->nsizes};
+    as_state st = {.sh = *sh, .free = sh->world};
     char *mem = malloc(as_carve(&st, NULL, n));
     if (!mem) return -1;
     as_carve(&st, mem, n);
     /* tiles[r]: r ranks split into allowed sizes (unbounded coin change). */
     st.tiles[0] = 1;
-    for (int r = 1; r <= st.world; r++) {
+    for (int r = 1; r <= st.sh.world; r++) {
         st.tiles[r] = 0;
-        for (int i = 0; i < st.nsizes && st.sizes[i] <= r && !st.tiles[r]; i++) st.tiles[r] = st.tiles[r - st.sizes[i]];
+        for (int i = 0; i < st.sh.nsizes && st.sh.sizes[i] <= r && !st.tiles[r]; i++)
+            st.tiles[r] = st.tiles[r - st.sh.sizes[i]];
     }
     int ng = -1;
-    if (st.tiles[st.world]) { /* else the world itself cannot be split: bad sizes */
+    if (st.tiles[st.sh.world]) { /* else the world itself cannot be split: bad sizes */
         double best;
         /* The uniform partition first, then the heuristic; the better of
          * them is built last (again, when the uniform one wins). */

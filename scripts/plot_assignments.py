@@ -396,22 +396,14 @@ def arguments(argv):
                                 epilog="Null imbalances are left out; a cut-short last line is skipped with a "
                                 "warning; OUT must not be the assignments file.")
     p.add_argument("assignments", help="the training binary's --assignments file")
-    p.add_argument("out", nargs="?", help="the PNG to write (via OUT.tmp)")
-    p.add_argument("--summary", action="store_true", help="print what the file holds; write no image")
-    p.add_argument("--title", default="")
-    p.add_argument("--width", type=int, default=800, help="pixels, 320 to 5000 (default 800)")
-    p.add_argument("--height", type=int, default=450, help="pixels, 160 to 5000 (default 450)")
+    pm.image_arguments(p)
     p.add_argument("--last", type=int, metavar="N", help="only the last N micro-steps (default: all)")
     p.add_argument("--imbalance", action=argparse.BooleanOptionalAction, default=True,
                    help="the imbalance panel under the groups (default: drawn)")
     a = p.parse_args(argv)
-    if not 320 <= a.width <= 5000 or not 160 <= a.height <= 5000:
-        p.error("--width %d --height %d: the width runs from 320 to 5000 pixels, the height from 160 to 5000"
-                % (a.width, a.height))
+    pm.check_image_arguments(p, a)
     if a.last is not None and a.last < 1:
         p.error("--last %d: give at least 1 micro-step" % a.last)
-    if a.out is None and not a.summary:
-        p.error("name the PNG to write (OUT), or pass --summary")
     return a
 
 

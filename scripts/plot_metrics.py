@@ -412,6 +412,23 @@ def plot(a, train, val):
     c.png(a.out)
 
 
+def image_arguments(p):
+    """OUT and the options every plot script shares (after its input)."""
+    p.add_argument("out", nargs="?", help="the PNG to write (via OUT.tmp)")
+    p.add_argument("--summary", action="store_true", help="print what the file holds; write no image")
+    p.add_argument("--title", default="")
+    p.add_argument("--width", type=int, default=800, help="pixels, 320 to 5000 (default 800)")
+    p.add_argument("--height", type=int, default=450, help="pixels, 160 to 5000 (default 450)")
+
+
+def check_image_arguments(p, a):
+    if not 320 <= a.width <= 5000 or not 160 <= a.height <= 5000:
+        p.error("--width %d --height %d: the width runs from 320 to 5000 pixels, the height from 160 to 5000"
+                % (a.width, a.height))
+    if a.out is None and not a.summary:
+        p.error("name the PNG to write (OUT), or pass --summary")
+
+
 def main(argv=None):
     try:
         sys.stdout.reconfigure(errors="backslashreplace")
@@ -421,17 +438,9 @@ def main(argv=None):
                                 epilog="Null (non-finite) losses are left out; a cut-short last line is skipped "
                                 "with a warning; OUT must not be the metrics file.")
     p.add_argument("metrics", help="the training binary's --metrics file")
-    p.add_argument("out", nargs="?", help="the PNG to write (via OUT.tmp)")
-    p.add_argument("--summary", action="store_true", help="print what the file holds; write no image")
-    p.add_argument("--title", default="")
-    p.add_argument("--width", type=int, default=800, help="pixels, 320 to 5000 (default 800)")
-    p.add_argument("--height", type=int, default=450, help="pixels, 160 to 5000 (default 450)")
+    image_arguments(p)
     a = p.parse_args(argv)
-    if not 320 <= a.width <= 5000 or not 160 <= a.height <= 5000:
-        p.error("--width %d --height %d: the width runs from 320 to 5000 pixels, the height from 160 to 5000"
-                % (a.width, a.height))
-    if a.out is None and not a.summary:
-        p.error("name the PNG to write (OUT), or pass --summary")
+    check_image_arguments(p, a)
     def work():
         if a.out is not None:
             check_output(a.metrics, a.out)
