@@ -49,7 +49,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-GEMM = {"linear", "linear_bwd", "lm_head_loss", "lm_head_loss_bwd"}
+GEMM = {"linear", "linear_bwd", "lm_head_loss", "lm_head_loss_bwd", "lm_head_loss_grad"}
 ATTN = {"attention", "attention_bwd"}
 COLL = {"all_to_all", "all_gather", "reduce_scatter", "all_reduce", "send", "recv"}
 # The cpu preset's figures (layout/presets.c), kept as the reference the

@@ -13,10 +13,16 @@
  * rate of these GEMM shapes does not change past that; it keeps the
  * [N, V] operand in memory at V = 128256).
  *
- * FLOPs: both implementations do exactly the model's minimum, the GEMMs'
- * 2 N V D forward and 6 N V D backward (logits formed once, dx, dw), so
- * GFLOP/s are those counts over the measured time, and the fraction that
- * rate over the sgemm rate; exponentials are not counted. */
+ * FLOPs: both implementations do the GEMMs' 2 N V D forward and 6 N V D
+ * backward (the logits again, dx, dw), so GFLOP/s are those counts over the
+ * measured time, and the fraction that rate over the sgemm rate;
+ * exponentials are not counted.
+ *
+ * The row "fused" times the op a training step runs (the fuse-loss pass):
+ * kern_lm_head_loss_grad, loss, dx and dw in one pass that forms the logits
+ * once, against the current forward + backward pair of the same repeat.
+ * Both are credited with 6 N V D, the step's minimum GEMM work, so its
+ * fraction is of the rate at which sgemm alone would do that work. */
 #include "rt_host.h"
 
 #include <cblas.h>
@@ -135,7 +141,7 @@ static float *frand(int64_t n, float amp) {
     return p;
 }
 
-enum { T_OLD_F, T_NEW_F, T_OLD_B, T_NEW_B, T_GEMM, T_N };
+enum { T_OLD_F, T_NEW_F, T_OLD_B, T_NEW_B, T_GEMM, T_FUSED, T_N };
 
 static void bench_shape(int64_t N, int64_t V, int64_t D, int repeats) {
     int64_t Vr = V < 32000 ? V : 32000; /* the sgemm reference's vocabulary rows */
@@ -148,7 +154,7 @@ static void bench_shape(int64_t N, int64_t V, int64_t D, int repeats) {
     }
     double scale = 1.0 / (double)N, *t[T_N];
     for (int k = 0; k < T_N; k++) t[k] = malloc((size_t)repeats * sizeof(double));
-    float lo = 0, ln = 0;
+    float lo = 0, ln = 0, lf = 0;
     for (int r = -1; r < repeats; r++) { /* r = -1: warm-up */
         double t0 = bench_now();
         baseline_lm_head_loss_fwd(&lo, x, w, tgt, N, V, D);
@@ -166,7 +172,10 @@ static void bench_shape(int64_t N, int64_t V, int64_t D, int repeats) {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Vr, (int)D, (int)N, 1.0f, c, (int)Vr, x, (int)D, 0.0f,
                     gw, (int)D);
         double t5 = bench_now();
+        kern_lm_head_loss_grad(&lf, dx, dw, x, w, tgt, N, V, D, scale);
+        double t6 = bench_now();
         if (r < 0) continue;
+        t[T_FUSED][r] = t6 - t5;
         t[T_OLD_F][r] = t1 - t0, t[T_NEW_F][r] = t2 - t1, t[T_OLD_B][r] = t3 - t2, t[T_NEW_B][r] = t4 - t3;
         t[T_GEMM][r] = (t5 - t4) * (double)V / (double)Vr; /* scaled to the whole vocabulary */
     }
@@ -185,7 +194,10 @@ static void bench_shape(int64_t N, int64_t V, int64_t D, int repeats) {
         printf("| %s | %s | %s | %.1f (%.2f) | %.1f (%.2f) | %.2f |\n", shape, rate, pass[k], fl[k] / to[k],
                fl[k] / to[k] / sg, fl[k] / tn[k], fl[k] / tn[k] / sg, to[k] / tn[k]);
     }
-    printf("| | | loss | %.7g | %.7g | rel. diff %.1e |\n", lo, ln, fabs(lo - ln) / fabs(lo));
+    double pair = nf + nb, fused = m[T_FUSED];
+    printf("| | | fused (6 N V D) | pair %.1f (%.2f) | fused %.1f (%.2f) | %.2f |\n", 6 * nvd / pair,
+           6 * nvd / pair / sg, 6 * nvd / fused, 6 * nvd / fused / sg, pair / fused);
+    printf("| | | loss | %.7g | %.7g | rel. diff %.1e; fused %.7g |\n", lo, ln, fabs(lo - ln) / fabs(lo), lf);
     fflush(stdout);
     for (int k = 0; k < T_N; k++) free(t[k]);
     free(x), free(w), free(dx), free(dw), free(c), free(gx), free(gw), free(tgt);
@@ -209,7 +221,8 @@ int main(int argc, char **argv) {
            openblas_get_config ? openblas_get_config() : "not OpenBLAS",
            openblas_get_corename ? openblas_get_corename() : "?", kern_attn_simd_width(), CM_LM_HEAD_ROWS,
            CM_LM_HEAD_COLS, repeats);
-    printf("GFLOP/s (fraction of the sgemm rate); speed-up = previous time / current time\n\n");
+    printf("GFLOP/s (fraction of the sgemm rate); speed-up = previous time / current time (fused: the current "
+           "pair's time / the fused time)\n\n");
     printf("| N x V x D | sgemm | pass | previous | current | speed-up |\n");
     printf("|---|---|---|---|---|---|\n");
     for (int i = 0; i < nshapes; i++) {

@@ -147,15 +147,15 @@ def step_gemms(ir_text):
             n = prod(local[operands[1]]) // i
             add(n, i, o, "nt")
             add(i, o, n, "tn")
-        elif op in ("lm_head_loss", "lm_head_loss_bwd"):  # x[N, D], w[V, D], chunks of rows x blocks of columns
+        elif op in ("lm_head_loss", "lm_head_loss_bwd", "lm_head_loss_grad"):  # x[N, D], w[V, D], chunks x blocks
             v, dd = local[operands[1]]
             n = prod(local[operands[0]]) // dd
             rows = [LMHEAD_ROWS] * (n // LMHEAD_ROWS) + ([n % LMHEAD_ROWS] if n % LMHEAD_ROWS else [])
             cols = [LMHEAD_COLS] * (v // LMHEAD_COLS) + ([v % LMHEAD_COLS] if v % LMHEAD_COLS else [])
             for c in rows:
                 for vc in cols:
-                    add(c, vc, dd, "nt")  # a block of logits = x · wᵀ (recomputed by the backward)
-                    if op == "lm_head_loss_bwd":
+                    add(c, vc, dd, "nt")  # a block of logits = x · wᵀ (again in a separate backward)
+                    if op != "lm_head_loss":  # the backward, or the fused loss and gradient
                         add(c, dd, vc, "nn")  # dx += dlogits · w
                         add(vc, dd, c, "tn")  # dw = dlogitsᵀ · x
         elif op in ("attention", "attention_bwd"):  # [b, S, H, Dh], S whole on every rank

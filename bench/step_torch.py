@@ -6,6 +6,7 @@ thread each, side by side in one run.
     bench/step_torch.py [--build DIR] [--spec bench/small_cpu.basp]
                         [--seqs 1024,2048,8192] [--rounds 3] [--steps 6]
                         [--warmup 2] [--basp-set KEY=VALUE ...]
+                        [--basp-alt KEY=VALUE ...]
                         [--torch-impl plain|hf] [--out DIR]
 
 For every sequence length S (micro-batch 1), basp's program is compiled
@@ -16,7 +17,11 @@ bench/torch_step.py --device cpu --dtype fp32 --threads 1 on the same model
 block, batch and sequence, --steps steps.  --basp-set adds a `--set` to
 basp's compile (train.mlp_chunk=0: the unfused MLP, which keeps g and u
 for the backward as PyTorch does, instead of the tiled default that
-recomputes them).  --torch-impl hf times transformers' LlamaForCausalLM
+recomputes them).  --basp-alt adds a second basp program, compiled with
+these `--set`s on top, timed in the same rounds right after the first
+(e.g. --basp-alt train.fuse_loss=off: the LM head's loss and gradient as
+two ops); the table gains its step and its time over the first's.
+--torch-impl hf times transformers' LlamaForCausalLM
 (attn_implementation="sdpa") instead of the torch.nn Llama; it needs
 transformers as well.  The two alternate which goes first
 from round to round; each run's step time is the median over the steps
@@ -84,6 +89,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--basp-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a --set for basp's compile (repeatable)")
+    ap.add_argument("--basp-alt", action="append", default=[], metavar="KEY=VALUE",
+                    help="a --set for a second basp program timed beside the first (repeatable)")
     ap.add_argument("--torch-impl", choices=("plain", "hf"), default="plain",
                     help="PyTorch's model: the torch.nn Llama (default) or transformers' (hf)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "step_torch"))
@@ -107,13 +114,16 @@ def main():
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     mpirun = sb.mpirun_prefix(1)
     seqs = [int(s) for s in args.seqs.split(",")]
-    binaries = {}
+    binaries, alts = {}, {}
     for S in seqs:
-        b = os.path.join(workdir, f"basp_{S}")
-        sb.run([baspc, args.spec, "-q", "-o", b, "--set", "mesh.nodes=1", "--set", "mesh.devices_per_node=1",
-                "--set", "train.micro_batch=1", "--set", f"train.seq_len={S}"] +
-               [a for kv in args.basp_set for a in ("--set", kv)])
-        binaries[S] = b
+        for name, extra, into in ((f"basp_{S}", [], binaries), (f"basp_alt_{S}", args.basp_alt, alts)):
+            if into is alts and not args.basp_alt:
+                continue
+            b = os.path.join(workdir, name)
+            sb.run([baspc, args.spec, "-q", "-o", b, "--set", "mesh.nodes=1", "--set", "mesh.devices_per_node=1",
+                    "--set", "train.micro_batch=1", "--set", f"train.seq_len={S}"] +
+                   [a for kv in args.basp_set + extra for a in ("--set", kv)])
+            into[S] = b
     t0 = time.monotonic()
     runs, tv = {}, "?"
     for r in range(args.rounds):
@@ -124,14 +134,21 @@ def main():
             else:
                 t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl)
                 b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
-            runs.setdefault(S, []).append((b, t))
-            print(f"[round {r + 1}] S={S}: basp {b:.1f} ms, PyTorch {t:.1f} ms, PyTorch/basp {t / b:.2f}", flush=True)
+            a = basp_step(alts[S], corpus, args.steps, args.warmup, workdir, env, mpirun) if alts else None
+            runs.setdefault(S, []).append((b, t, a))
+            alt = f", basp alt {a:.1f} ms, alt/basp {a / b:.2f}" if alts else ""
+            print(f"[round {r + 1}] S={S}: basp {b:.1f} ms, PyTorch {t:.1f} ms, PyTorch/basp {t / b:.2f}{alt}",
+                  flush=True)
     med = statistics.median
-    rows, csv = [], ["seq,basp_step_ms,torch_step_ms,torch_over_basp"]
+    rows, csv = [], ["seq,basp_step_ms,torch_step_ms,torch_over_basp" + (",alt_step_ms,alt_over_basp" if alts else "")]
     for S, rs in sorted(runs.items()):
-        b, t, ratio = med(x for x, _ in rs), med(y for _, y in rs), med(y / x for x, y in rs)
-        rows.append(f"| {S} | {b:.1f} | {t:.1f} | **{ratio:.2f}×** |")
-        csv.append(f"{S},{b:.2f},{t:.2f},{ratio:.3f}")
+        b, t, ratio = med(x for x, _, _ in rs), med(y for _, y, _ in rs), med(y / x for x, y, _ in rs)
+        alt_md = alt_csv = ""
+        if alts:
+            a, aratio = med(z for _, _, z in rs), med(z / x for x, _, z in rs)
+            alt_md, alt_csv = f" {a:.1f} | {aratio:.3f}× |", f",{a:.2f},{aratio:.4f}"
+        rows.append(f"| {S} | {b:.1f} | {t:.1f} | **{ratio:.2f}×** |{alt_md}")
+        csv.append(f"{S},{b:.2f},{t:.2f},{ratio:.3f}{alt_csv}")
     model_txt = "torch.nn Llama"
     if args.torch_impl == "hf":
         import importlib.metadata
@@ -142,9 +159,11 @@ def main():
           f"rounds of {args.steps} steps (the first {args.warmup} left out), medians; model "
           f"`{os.path.relpath(args.spec, ROOT)}` at micro-batch 1; {at.cpu_model()}; PyTorch {tv} "
           f"(bench/torch_step.py --impl {args.torch_impl}: {model_txt}, SDPA, AdamW, fp32, one thread); basp: OpenBLAS at one "
-          f"thread{', ' + ' '.join(args.basp_set) if args.basp_set else ', the spec as it is'}; load average at "
-          f"the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
-          "| S | basp step ms | PyTorch step ms | PyTorch / basp |", "|---:|---:|---:|---:|"] + rows
+          f"thread{', ' + ' '.join(args.basp_set) if args.basp_set else ', the spec as it is'}"
+          f"{'; basp alt: ' + ' '.join(args.basp_alt) + ' on top, timed right after basp in each round' if alts else ''}"
+          f"; load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
+          "| S | basp step ms | PyTorch step ms | PyTorch / basp |" + (" basp alt step ms | alt / basp |" if alts else ""),
+          "|---:|---:|---:|---:|" + ("---:|---:|" if alts else "")] + rows
     at.write_results(args.out, md, csv)
 
 

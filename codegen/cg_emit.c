@@ -336,8 +336,8 @@ static int cg_special(const cg_names *n, const char *name, ir_dtype dtype, int r
     return v;
 }
 
-/* The loss: the value named `loss`, else the all_reduce of an lm_head_loss
- * partial sum (what lower produces). */
+/* The loss: the value named `loss`, else the all_reduce of a partial loss
+ * sum (ir_is_partial_loss: what lower and the fuse-loss pass produce). */
 static int cg_loss(const cg_names *n) {
     const ir_module *m = n->m;
     int v = cg_special(n, "loss", IR_F32, 0);
@@ -345,8 +345,7 @@ static int cg_loss(const cg_names *n) {
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         if (op->code != IR_ALL_REDUCE) continue;
-        int def = m->values[op->in[0]].def;
-        if (def >= 0 && def < m->nops && m->ops[def].code == IR_LM_HEAD_LOSS) return op->out[0];
+        if (ir_is_partial_loss(m, op->in[0])) return op->out[0];
     }
     return -1;
 }

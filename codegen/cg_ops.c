@@ -20,6 +20,7 @@ typedef struct cg_op_ctx {
     const ir_op *op;
     sup_buf *b;
     bool ok;
+    bool forward_only; /* the validation program (ir_emit.forward_only) */
 } cg_op_ctx;
 
 /* ---- diagnostics and operand access ---------------------------------------- */
@@ -121,6 +122,7 @@ static void cg_op(cg_op_ctx *c) {
         .config_double = cg_e_config_double,
         .config_int = cg_e_config_int,
         .fail = cg_e_fail,
+        .forward_only = c->forward_only,
     };
     d->emit(&e);
 }
@@ -159,10 +161,11 @@ static void cg_comment(sup_buf *b, const char *indent, const char *text) {
 }
 
 /* A banner each time the layer or the phase changes, to keep the long
- * schedule navigable. */
-static void cg_banner(sup_buf *b, const ir_op *op, int *layer, const char **phase) {
+ * schedule navigable; the forward-only program is all forward (the ops
+ * the loss comes from included, whatever their phase). */
+static void cg_banner(sup_buf *b, const ir_op *op, int *layer, const char **phase, bool fwd_only) {
     int l = ir_op_layer(op);
-    const char *p = ir_op_phase(op);
+    const char *p = fwd_only && *ir_op_phase(op) ? "fwd" : ir_op_phase(op);
     /* An untagged op (hand-written IR) stays in the current section. */
     if (!ir_attr_get(op, "layer") && !*p && *layer != -2) return;
     if (l == *layer && !strcmp(p, *phase)) return;
@@ -203,8 +206,10 @@ static void cg_frees(cg_op_ctx *c, const int *start, const int *end) {
 
 /* One C function: the ops with keep[i] (all when keep is NULL) in schedule
  * order, each under its IR line, with the frees of the step's live ranges;
- * an op not kept whose frees[i] is set emits its frees alone. */
-static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool *keep, const bool *frees) {
+ * an op not kept whose frees[i] is set emits its frees alone.  fwd_only: the
+ * forward-only program (cg_emit_eval). */
+static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool *keep, const bool *frees,
+                       bool fwd_only) {
     const ir_module *m = n->m;
     char *text;
     char **lines = cg_op_lines(m, &text);
@@ -216,12 +221,12 @@ static bool cg_emit_fn(const cg_names *n, sup_buf *b, const char *fn, const bool
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
     for (int i = 0; i < m->nops; i++) {
-        cg_op_ctx c = {n, m, i, &m->ops[i], b, true};
+        cg_op_ctx c = {n, m, i, &m->ops[i], b, true, fwd_only};
         if (keep && !keep[i]) {
             if (frees && frees[i]) cg_frees(&c, start, end);
             continue;
         }
-        cg_banner(b, c.op, &layer, &phase);
+        cg_banner(b, c.op, &layer, &phase, fwd_only);
         cg_comment(b, "    ", lines[i] ? lines[i] : "?");
         cg_op(&c);
         cg_frees(&c, start, end);
@@ -271,12 +276,12 @@ static bool cg_emit_dynamic(const cg_names *n, sup_buf *b) {
                        sizes[k], sizes[k]);
         char fn[32];
         snprintf(fn, sizeof fn, "step_v%d", sizes[k]);
-        ok &= cg_emit_fn(n, b, fn, keep, NULL);
+        ok &= cg_emit_fn(n, b, fn, keep, NULL, false);
         sup_buf_puts(b, "\n");
     }
     for (int i = 0; i < m->nops; i++) keep[i] = !strcmp(ir_op_phase(&m->ops[i]), "opt");
     sup_buf_puts(b, "/* The apply phase, once per optimizer step after the micro-steps (the ops of phase opt). */\n");
-    ok &= cg_emit_fn(n, b, "apply_step", keep, NULL);
+    ok &= cg_emit_fn(n, b, "apply_step", keep, NULL, false);
     free(keep);
     return ok;
 }
@@ -287,7 +292,7 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
     int64_t accum = ir_config_int(m, "accum", 1);
     if (accum <= 1) {
         sup_buf_puts(b, "/* One training step: one runtime call per IR op, in schedule order. */\n");
-        return cg_emit_fn(n, b, "step", NULL, NULL);
+        return cg_emit_fn(n, b, "step", NULL, NULL, false);
     }
     /* Gradient accumulation: the runtime runs step() once per micro-step
      * (its inputs filled with that micro-batch, the accumulators zeroed
@@ -299,10 +304,10 @@ bool cg_emit_step(const cg_names *n, sup_buf *b) {
                    "/* One micro-step of %lld per optimizer step: the forward and backward, the gradients\n"
                    " * accumulated (the ops of phases fwd and bwd, in schedule order). */\n",
                    (long long)accum);
-    bool ok = cg_emit_fn(n, b, "step", micro, NULL);
+    bool ok = cg_emit_fn(n, b, "step", micro, NULL, false);
     sup_buf_puts(b, "\n/* The apply phase, once per optimizer step after the micro-steps: the accumulated\n"
                     " * gradients reduced and the update (the ops of phase opt). */\n");
-    ok &= cg_emit_fn(n, b, "apply_step", apply, NULL);
+    ok &= cg_emit_fn(n, b, "apply_step", apply, NULL, false);
     free(micro);
     free(apply);
     return ok;
@@ -334,7 +339,7 @@ bool cg_emit_eval(const cg_names *n, int loss, sup_buf *b) {
                    "/* The forward-only program (validation), derived from step: its %d forward op(s) of %d,\n"
                    " * no backward, optimizer, gradient reduction or offload; the step's buffers. */\n",
                    nkept, m->nops);
-    bool ok = cg_emit_fn(n, b, "eval_step", keep, frees);
+    bool ok = cg_emit_fn(n, b, "eval_step", keep, frees, true);
     free(keep);
     free(frees);
     return ok;

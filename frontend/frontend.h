@@ -148,6 +148,9 @@ typedef struct fe_train {
     /* Start ZeRO's weight gathers early so that compute hides them
      * (passes/pass_overlap.c); default off. */
     bool overlap;
+    /* The LM head's loss and its gradient in one op, the logits formed once
+     * (passes/pass_fuse_loss.c); default on. */
+    bool fuse_loss;
     int64_t eot_token;
     char packing[16];
 } fe_train;

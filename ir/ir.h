@@ -186,6 +186,10 @@ struct ir_op_desc {
      * indices are known to be valid. */
     void (*verify)(struct ir_vctx *c, const ir_op *op);
 
+    /* Result 0 is the rank's partial loss sum, which the loss's all_reduce
+     * reads (lm_head_loss, lm_head_loss_grad; ir_is_loss_op). */
+    bool partial_loss;
+
     /* ---- memory (ir_mem.c) ---- */
     /* Outputs that are weight gradients, bit k for output k: the ops that
      * turn activations into a parameter-shaped result (ir_weight_flags). */
@@ -267,6 +271,9 @@ struct ir_emit {
     int64_t (*config_int)(ir_emit *e, const char *key);
     /* Reports that the op cannot be emitted (the first report per op counts). */
     void (*fail)(ir_emit *e, const char *msg);
+    /* The forward-only program (validation, ir_forward_program): an op
+     * fused with its backward emits its forward alone. */
+    bool forward_only;
 };
 
 /* The work of op on one rank (its descriptor's work, else the default). */
@@ -570,8 +577,11 @@ typedef struct ir_mem_work_slot {
 /* Fills slot[0 .. n) (IR_MEM_WORK_MAX entries at most) and returns n. */
 int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slot);
 /* The loss the runtime reads after the step: the value named `loss`, else
- * the all_reduce of an lm_head_loss; -1 if none. */
+ * the all_reduce of a partial loss sum (ir_is_partial_loss); -1 if none. */
 int ir_mem_loss_value(const ir_module *m);
+/* Value v is the rank's partial loss sum: result 0 of an op whose
+ * descriptor says partial_loss (lm_head_loss, lm_head_loss_grad). */
+bool ir_is_partial_loss(const ir_module *m, int v);
 /* Live ranges: value v is live over ops [start[v], end[v]] (closed: an
  * op's operands and results are live together).  Whole-step values get
  * start = -1 and end = nops; values without a buffer get start = end = -2. */

@@ -92,8 +92,7 @@ int ir_mem_loss_value(const ir_module *m) {
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         if (op->code != IR_ALL_REDUCE || op->nin < 1 || op->nout < 1) continue;
-        int def = m->values[op->in[0]].def;
-        if (def >= 0 && def < m->nops && m->ops[def].code == IR_LM_HEAD_LOSS) return op->out[0];
+        if (ir_is_partial_loss(m, op->in[0])) return op->out[0];
     }
     return -1;
 }
@@ -277,8 +276,7 @@ void ir_mem_live(const ir_module *m, int *start, int *end) {
         const ir_op *op = &m->ops[i];
         int64_t K = ir_attr_int(op, "variant", 0);
         if (K <= 0 || op->code != IR_ALL_REDUCE || op->nin < 1 || op->nout < 1 || op->in[0] < 0) continue;
-        int def = m->values[op->in[0]].def;
-        if (def < 0 || def >= m->nops || m->ops[def].code != IR_LM_HEAD_LOSS) continue;
+        if (!ir_is_partial_loss(m, op->in[0])) continue;
         int last = i;
         while (last + 1 < m->nops && ir_attr_int(&m->ops[last + 1], "variant", 0) == K) last++;
         if (op->out[0] >= 0 && end[op->out[0]] < last) end[op->out[0]] = last;

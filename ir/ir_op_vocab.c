@@ -62,6 +62,17 @@ static void verify_lm_head_loss_bwd(ir_vctx *c, const ir_op *op) {
     ir_vsame_shape(c, w, ir_vv(c, op->out[1]));
 }
 
+/* lm_head_loss_grad(x, w, tgt) -> (loss, dx, dw): the two above in one. */
+static void verify_lm_head_loss_grad(ir_vctx *c, const ir_op *op) {
+    const ir_value *x = ir_vv(c, op->in[0]), *w = ir_vv(c, op->in[1]);
+    if (!check_lm_head_in(c, x, w, ir_vv(c, op->in[2]))) return;
+    const ir_value *loss = ir_vv(c, op->out[0]);
+    ir_vwant_rank(c, loss, 0, "(a scalar)");
+    ir_vwant_dtype(c, loss, IR_F32);
+    ir_vsame_type(c, x, ir_vv(c, op->out[1]));
+    ir_vsame_shape(c, w, ir_vv(c, op->out[2]));
+}
+
 /* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
 
 /* embedding_bwd on CUDA: the fp32 [V, D] gradient sum. */
@@ -124,6 +135,12 @@ static void ws_cuda_lm_head_bwd(const ir_module *m, const ir_op *op, int64_t *w)
     ws_cuda_lm_head_common(m, op, w, true);
 }
 
+/* The fused op runs the forward's kernel, then the backward's. */
+static void ws_cuda_lm_head_grad(const ir_module *m, const ir_op *op, int64_t *w) {
+    ws_cuda_lm_head_common(m, op, w, false);
+    ws_cuda_lm_head_common(m, op, w, true);
+}
+
 /* ---- work (the cost model's inputs) --------------------------------------------- */
 
 /* An embedding reads only the rows it looks up (about its output). */
@@ -156,6 +173,14 @@ static ir_op_work work_lm_head_common(const ir_module *m, const ir_op *op, doubl
 
 static ir_op_work work_lm_head(const ir_module *m, const ir_op *op) { return work_lm_head_common(m, op, 2); }
 static ir_op_work work_lm_head_bwd(const ir_module *m, const ir_op *op) { return work_lm_head_common(m, op, 6); }
+
+/* Fused: the backward's work, which forms the logits once, on the CPU; on
+ * GPUs the forward's as well (its two kernels run, rt_lm_head_loss_grad). */
+static ir_op_work work_lm_head_grad(const ir_module *m, const ir_op *op) {
+    ir_mem_target t;
+    bool cuda = ir_mem_target_of(m, &t) && t.cuda;
+    return work_lm_head_common(m, op, cuda ? 8 : 6);
+}
 
 /* ---- runtime call (codegen) ------------------------------------------------------- */
 
@@ -202,7 +227,10 @@ static void emit_loss_scale(ir_emit *e) {
     e->loss_scale(e, (A > 1 ? A : 1) * B * S);
 }
 
-/* lm_head_loss(x, w, tgt) -> loss ; lm_head_loss_bwd(x, w, tgt) -> dx, dw. */
+/* lm_head_loss(x, w, tgt) -> loss ; lm_head_loss_bwd(x, w, tgt) -> dx, dw ;
+ * lm_head_loss_grad(x, w, tgt) -> loss, dx, dw.  In a forward-only program
+ * (validation) the fused op is the forward alone: rt_lm_head_loss, its
+ * loss. */
 static void emit_lm_head_common(ir_emit *e, bool bwd) {
     const ir_value *x = ir_emit_in(e, 0), *w = ir_emit_in(e, 1), *tgt = ir_emit_in(e, 2);
     if (!ir_emit_rank(e, w, 2) || !ir_emit_whole(e, w, 0, 2, "the head weight")) return;
@@ -211,15 +239,19 @@ static void emit_lm_head_common(ir_emit *e, bool bwd) {
         ir_emit_fail(e, "%%%s does not hold one row of %" PRId64 " per local target", x->name, w->type.dims[1]);
         return;
     }
-    ir_emit_call(e);
-    for (int o = 0; o < e->op->nout; o++) ir_emit_f32(e, ir_emit_out(e, o));
+    bool loss_only = e->forward_only && e->op->code == IR_LM_HEAD_LOSS_GRAD;
+    if (loss_only)
+        e->call(e, "rt_lm_head_loss");
+    else
+        ir_emit_call(e);
+    for (int o = 0; o < (loss_only ? 1 : e->op->nout); o++) ir_emit_f32(e, ir_emit_out(e, o));
     ir_emit_f32(e, x);
     ir_emit_f32(e, w);
     ir_emit_i32(e, tgt);
     ir_emit_int(e, N);
     ir_emit_int(e, w->type.dims[0]);
     ir_emit_int(e, w->type.dims[1]);
-    if (bwd) emit_loss_scale(e);
+    if (bwd && !loss_only) emit_loss_scale(e);
     ir_emit_end(e);
 }
 
@@ -267,6 +299,7 @@ const ir_op_desc ir_op_lm_head_loss = {
     .min_out = 1,
     .max_out = 1,
     .verify = verify_lm_head_loss,
+    .partial_loss = true,
     .ws_cpu = ws_cpu_lm_head,
     .ws_cuda = ws_cuda_lm_head,
     .work = work_lm_head,
@@ -288,5 +321,23 @@ const ir_op_desc ir_op_lm_head_loss_bwd = {
     .ws_cuda = ws_cuda_lm_head_bwd,
     .work = work_lm_head_bwd,
     .rt_fn = "rt_lm_head_loss_bwd",
+    .emit = emit_lm_head_bwd,
+};
+
+/* x, w, tgt -> loss, dx, dw (passes/pass_fuse_loss.c) */
+const ir_op_desc ir_op_lm_head_loss_grad = {
+    .name = "lm_head_loss_grad",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 3,
+    .max_out = 3,
+    .verify = verify_lm_head_loss_grad,
+    .partial_loss = true,
+    .wgrad_outs = 1u << 2 /* dw */,
+    .ws_cpu = ws_cpu_lm_head,
+    .ws_cuda = ws_cuda_lm_head_grad,
+    .work = work_lm_head_grad,
+    .rt_fn = "rt_lm_head_loss_grad",
     .emit = emit_lm_head_bwd,
 };

@@ -15,6 +15,14 @@ const ir_op_desc *ir_op_desc_of(ir_opcode op) {
     return ir_op_table[op];
 }
 
+bool ir_is_partial_loss(const ir_module *m, int v) {
+    if (v < 0 || v >= m->nvalues) return false;
+    int def = m->values[v].def;
+    if (def < 0 || def >= m->nops || m->ops[def].nout < 1 || m->ops[def].out[0] != v) return false;
+    const ir_op_desc *d = ir_op_desc_of(m->ops[def].code);
+    return d && d->partial_loss;
+}
+
 int ir_opcode_lookup(const char *name) {
     for (int i = 0; i < IR_NUM_OPS; i++)
         if (strcmp(ir_op_table[i]->name, name) == 0) return i;

@@ -84,9 +84,13 @@ bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op) {
 }
 
 /* A reduction this pass may wait for late: a reduce-scatter in place or an
- * all-reduce, outside the apply phase (where nothing computes). */
+ * all-reduce, outside the apply phase (where nothing computes).  The
+ * loss's all-reduce is no gradient reduction: the validation program runs
+ * it as well (ir_forward_program), without the backward that would hold
+ * its wait, so it completes where it is. */
 static bool movable_reduction(const ir_module *m, const ir_op *op) {
     if (ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op)) return false;
+    if (ir_is_partial_loss(m, op->in[0])) return false;
     if (op->code == IR_ALL_REDUCE) return true;
     return op->code == IR_REDUCE_SCATTER && in_place(m, op->out[0], (int)ir_attr_int(op, "dim", -1));
 }

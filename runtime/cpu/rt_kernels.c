@@ -306,3 +306,8 @@ void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const
                          int64_t N, int64_t V, int64_t D, double scale) {
     RT_TIMED(CM_K_LM_HEAD_LOSS_BWD, kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, scale));
 }
+
+void rt_lm_head_loss_grad(rt_ctx *rt, float *loss, float *dx, float *dw, const float *x, const float *w,
+                          const int32_t *tgt, int64_t N, int64_t V, int64_t D, double scale) {
+    RT_TIMED(CM_K_LM_HEAD_LOSS_GRAD, kern_lm_head_loss_grad(loss, dx, dw, x, w, tgt, N, V, D, scale));
+}

@@ -449,6 +449,25 @@ void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const
                                                          N, V, D, scale, &ws, CS));
 }
 
+/* The forward, then the backward on the statistics it leaves (one logits
+ * GEMM fewer than a statistics pass).  The backward's workspaces are taken
+ * first: they are the larger, and growing a slot after the forward took it
+ * would free what the forward was given. */
+static cudaError_t cuda_lm_head_grad(rt_ctx *rt, float *loss, float *dx, float *dw, const float *x, const float *w,
+                                     const int32_t *tgt, int64_t N, int64_t V, int64_t D, double scale) {
+    kcu_lmhead_ws b = cuda_lmhead_ws(rt, x, N, V, D, true), f = cuda_lmhead_ws(rt, x, N, V, D, false);
+    b.lse_valid = 1; /* the forward below writes these rows' statistics */
+    cuda_state(rt)->lse_valid = false;
+    cudaError_t e = kcu_lm_head_loss_fwd(cuda_state(rt)->blas, loss, CB16(x), CB16(w), tgt, N, V, D, &f, CS);
+    if (e != cudaSuccess) return e;
+    return kcu_lm_head_loss_bwd(cuda_state(rt)->blas, B16(dx), B16(dw), CB16(x), CB16(w), tgt, N, V, D, scale, &b, CS);
+}
+
+void rt_lm_head_loss_grad(rt_ctx *rt, float *loss, float *dx, float *dw, const float *x, const float *w,
+                          const int32_t *tgt, int64_t N, int64_t V, int64_t D, double scale) {
+    RT_TIMED(CM_K_LM_HEAD_LOSS_GRAD, cuda_lm_head_grad(rt, loss, dx, dw, x, w, tgt, N, V, D, scale));
+}
+
 void rt_mlp(rt_ctx *rt, float *y, const float *x, const float *wg, const float *wu, const float *wd, int64_t N,
             int64_t D, int64_t F, int64_t chunk) {
     kcu_bf16 *ws = cuda_ws(rt, CM_WS_CUDA_MLP, (size_t)kcu_mlp_ws_elems(N, F, chunk) * sizeof(kcu_bf16));

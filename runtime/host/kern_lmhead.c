@@ -21,6 +21,11 @@
  * two sizes >= min(ROWS, D) and one of COLS.  Kept logits beat recomputing
  * them over a 1 MiB-L2 block (8 N V D FLOPs): 0.92 against 0.76 of the
  * sgemm rate (bench/lmhead_bench.c); 256 rows beat 128 (0.86) and match 512.
+ *
+ * Forward and backward in one (kern_lm_head_loss_grad, the op the
+ * fuse-loss pass makes): the backward's statistics pass also sums the
+ * loss, so a training step forms the logits once, 6 N V D FLOPs in all
+ * instead of the separate forward's 2 N V D more.
  * Semantics and shapes: rt_host.h. */
 #include "rt_host.h"
 
@@ -131,21 +136,27 @@ void kern_lm_head_loss_fwd(float *loss, const float *x, const float *w, const in
     loss[0] = (float)total;
 }
 
-void kern_lm_head_loss_bwd(float *dx, float *dw, const float *x, const float *w, const int32_t *tgt, int64_t N,
-                           int64_t V, int64_t D, double scale) {
+/* The backward; with loss not NULL also the forward's loss, from the same
+ * row statistics (kern_lm_head_loss_grad). */
+static void lm_head_grad(float *loss, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
+                         int64_t N, int64_t V, int64_t D, double scale) {
     check_dims(N, V, D);
-    if (D == 0) return;
-    if (N == 0) {
-        memset(dw, 0, (size_t)(V * D) * sizeof(float));
+    if (N == 0 || D == 0) { /* no logits GEMM to share: the forward's loss alone */
+        if (loss) kern_lm_head_loss_fwd(loss, x, w, tgt, N, V, D);
+        if (D > 0) memset(dw, 0, (size_t)(V * D) * sizeof(float));
         return;
     }
     for (int64_t n = 0; n < N; n++) target_of(tgt, n, V);
     lm_ws s = lm_workspace(V);
     const kern_attn_simd_ops *ops = kern_attn_simd();
+    double total = 0.0;
     for (int64_t n0 = 0; n0 < N; n0 += ROWS) {
         int64_t c = N - n0 < ROWS ? N - n0 : ROWS;
         chunk_logsumexp(&s, ops, x, w, tgt, n0, c, V, D, true);
-        for (int64_t r = 0; r < c; r++) s.f[r] = tgt[n0 + r] < 0 ? 0.0f : (float)scale;
+        for (int64_t r = 0; r < c; r++) {
+            s.f[r] = tgt[n0 + r] < 0 ? 0.0f : (float)scale;
+            if (tgt[n0 + r] >= 0) total += s.M[r] + log(s.L[r]) - s.T[r];
+        }
         for (int64_t v0 = 0; v0 < V; v0 += COLS) {
             int64_t vc = V - v0 < COLS ? V - v0 : COLS, ld = pad16(vc);
             float *blk = slice_block(&s, c, v0);
@@ -161,4 +172,15 @@ void kern_lm_head_loss_bwd(float *dx, float *dw, const float *x, const float *w,
                         x + n0 * D, (int)D, n0 == 0 ? 0.0f : 1.0f, dw + v0 * D, (int)D);
         }
     }
+    if (loss) loss[0] = (float)total;
+}
+
+void kern_lm_head_loss_bwd(float *dx, float *dw, const float *x, const float *w, const int32_t *tgt, int64_t N,
+                           int64_t V, int64_t D, double scale) {
+    lm_head_grad(NULL, dx, dw, x, w, tgt, N, V, D, scale);
+}
+
+void kern_lm_head_loss_grad(float *loss, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
+                            int64_t N, int64_t V, int64_t D, double scale) {
+    lm_head_grad(loss, dx, dw, x, w, tgt, N, V, D, scale);
 }

@@ -239,6 +239,10 @@ void kern_lm_head_loss_fwd(float *loss, const float *x, const float *w, const in
  * (dw overwritten). */
 void kern_lm_head_loss_bwd(float *dx, float *dw, const float *x, const float *w, const int32_t *tgt, int64_t N,
                            int64_t V, int64_t D, double scale);
+/* Both at once: loss[0] as kern_lm_head_loss_fwd, dx and dw as
+ * kern_lm_head_loss_bwd, the logits formed once. */
+void kern_lm_head_loss_grad(float *loss, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
+                            int64_t N, int64_t V, int64_t D, double scale);
 
 /* ---- optimizer (kern_adamw.c) -------------------------------------------- */
 /* One AdamW step (decoupled weight decay, bias-corrected moments) on n

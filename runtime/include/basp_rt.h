@@ -356,6 +356,12 @@ void rt_lm_head_loss(rt_ctx *rt, float *loss, const float *x, const float *w, co
  * packed documents rt_loss_scale(rt): 1 / this step's counted targets). */
 void rt_lm_head_loss_bwd(rt_ctx *rt, float *dx, float *dw, const float *x, const float *w, const int32_t *tgt,
                          int64_t N, int64_t V, int64_t D, double scale);
+/* Both in one call (the op lm_head_loss_grad): loss[0] as rt_lm_head_loss,
+ * dx and dw as rt_lm_head_loss_bwd.  The CPU forms the logits once (the
+ * backward's pass sums the loss too); the GPU runs the two kernels, the
+ * backward reusing the forward's row statistics. */
+void rt_lm_head_loss_grad(rt_ctx *rt, float *loss, float *dx, float *dw, const float *x, const float *w,
+                          const int32_t *tgt, int64_t N, int64_t V, int64_t D, double scale);
 /* 1 / the number of targets this step counts (all ranks' together). */
 double rt_loss_scale(rt_ctx *rt);
 

@@ -667,7 +667,37 @@ static void test_lm_head_blocked(double xamp) {
     compare(name, dx, rdx, c.N * c.D, 1e-4, 1e-4 * c.scale * 0.7);
     snprintf(name, sizeof name, "lm_head bwd blocked dw, x*%g", xamp);
     compare(name, dw, rdw, c.V * c.D, 1e-4, 1e-4 * c.scale * xamp);
-    free(c.x), free(c.w), free(c.tgt), free(dx), free(dw), free(rdx), free(rdw);
+    /* The fused loss and gradient (the fuse-loss pass's op), against the
+     * same double references with the same tolerances. */
+    float floss, *fdx = fgarbage(c.N * c.D), *fdw = fgarbage(c.V * c.D);
+    kern_lm_head_loss_grad(&floss, fdx, fdw, c.x, c.w, c.tgt, c.N, c.V, c.D, c.scale);
+    snprintf(name, sizeof name, "lm_head grad blocked loss, x*%g", xamp);
+    compare(name, &floss, &want, 1, 1e-6, 0);
+    snprintf(name, sizeof name, "lm_head grad blocked dx, x*%g", xamp);
+    compare(name, fdx, rdx, c.N * c.D, 1e-4, 1e-4 * c.scale * 0.7);
+    snprintf(name, sizeof name, "lm_head grad blocked dw, x*%g", xamp);
+    compare(name, fdw, rdw, c.V * c.D, 1e-4, 1e-4 * c.scale * xamp);
+    /* ... and bit for bit the two separate kernels: the same blocks, the
+     * same sums in the same order (a fused step trains as an unfused one). */
+    check_equal_bits("lm_head grad loss = fwd", &floss, &loss, 1);
+    check_equal_bits("lm_head grad dx = bwd", fdx, dx, c.N * c.D);
+    check_equal_bits("lm_head grad dw = bwd", fdw, dw, c.V * c.D);
+    free(c.x), free(c.w), free(c.tgt), free(dx), free(dw), free(fdx), free(fdw), free(rdx), free(rdw);
+}
+
+/* The fused op where no logits GEMM runs: no rows (dw zeroed, loss 0) and
+ * no hidden dims (every logit 0: each counted row's loss is log V). */
+static void test_lm_head_grad_empty(void) {
+    int32_t tgt[3] = {2, -1, 0};
+    float loss = -1, w[4 * 2], dw[4 * 2], x[3 * 2] = {0}, dx[3 * 2];
+    for (int i = 0; i < 8; i++) w[i] = 0.5f, dw[i] = 7.0f;
+    kern_lm_head_loss_grad(&loss, dx, dw, x, w, tgt, 0, 4, 2, 1.0);
+    double zero = 0, zeros[8] = {0};
+    compare("lm_head grad N=0 loss", &loss, &zero, 1, 0, 0);
+    compare("lm_head grad N=0 dw zeroed", dw, zeros, 8, 0, 0);
+    kern_lm_head_loss_grad(&loss, dx, dw, x, w, tgt, 3, 4, 0, 1.0);
+    double want = 2 * log(4.0);
+    compare("lm_head grad D=0 loss", &loss, &want, 1, 1e-6, 0);
 }
 
 static void test_lm_head(void) {
@@ -706,6 +736,7 @@ static void test_lm_head(void) {
     free(f.x), free(f.w), free(f.tgt), free(dx), free(dw);
     test_lm_head_blocked(1.0);
     test_lm_head_blocked(60.0);
+    test_lm_head_grad_empty();
 }
 
 /* ---- adamw, sumsq -------------------------------------------------------------------------------------- */
