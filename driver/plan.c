@@ -175,14 +175,19 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
     fe_spec_free(chunked);
     if (!m) return NULL;
     ir_config_set(m, "mem.target", cuda ? "cuda" : "cpu");
+    /* A trial verifies the finished step once, not after every pass as the
+     * compile does: a pass that breaks the IR still fails the trial, and
+     * the verifier, half of a deep step's build, runs once instead of once
+     * per pass (bench/results/compile/). */
     pass_options o = pass_default_options();
     o.quiet = true;
+    o.verify = false;
     char own[512];
     if (!pipeline && !pass_pipeline_of(m, own, sizeof own)) {
         ir_module_free(m);
         return NULL;
     }
-    if (!pass_run_pipeline(m, pipeline ? pipeline : own, &o)) {
+    if (!pass_run_pipeline(m, pipeline ? pipeline : own, &o) || !ir_verify(m, "after a trial build's pipeline")) {
         ir_module_free(m);
         return NULL;
     }
