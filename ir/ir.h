@@ -187,7 +187,7 @@ struct ir_op_desc {
     void (*verify)(struct ir_vctx *c, const ir_op *op);
 
     /* Result 0 is the rank's partial loss sum, which the loss's all_reduce
-     * reads (lm_head_loss, lm_head_loss_grad; ir_is_loss_op). */
+     * reads (lm_head_loss, lm_head_loss_grad; ir_is_partial_loss). */
     bool partial_loss;
 
     /* ---- memory (ir_mem.c) ---- */

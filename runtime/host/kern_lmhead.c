@@ -24,8 +24,8 @@
  *
  * Forward and backward in one (kern_lm_head_loss_grad, the op the
  * fuse-loss pass makes): the backward's statistics pass also sums the
- * loss, so a training step forms the logits once, 6 N V D FLOPs in all
- * instead of the separate forward's 2 N V D more.
+ * loss, so a training step forms the logits once: 6 N V D FLOPs in all,
+ * where a separate forward adds 2 N V D.
  * Semantics and shapes: rt_host.h. */
 #include "rt_host.h"
 
