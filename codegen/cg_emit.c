@@ -339,15 +339,8 @@ static int cg_special(const cg_names *n, const char *name, ir_dtype dtype, int r
 /* The loss: the value named `loss`, else the all_reduce of a partial loss
  * sum (ir_is_partial_loss: what lower and the fuse-loss pass produce). */
 static int cg_loss(const cg_names *n) {
-    const ir_module *m = n->m;
     int v = cg_special(n, "loss", IR_F32, 0);
-    if (v >= 0) return v;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (op->code != IR_ALL_REDUCE) continue;
-        if (ir_is_partial_loss(m, op->in[0])) return op->out[0];
-    }
-    return -1;
+    return v >= 0 ? v : ir_loss_all_reduce(n->m);
 }
 
 static void cg_index_field(sup_buf *b, const cg_names *n, const char *field, int v) {

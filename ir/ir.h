@@ -582,6 +582,8 @@ int ir_mem_loss_value(const ir_module *m);
 /* Value v is the rank's partial loss sum: result 0 of an op whose
  * descriptor says partial_loss (lm_head_loss, lm_head_loss_grad). */
 bool ir_is_partial_loss(const ir_module *m, int v);
+/* The result of the first all_reduce of a partial loss sum; -1 if none. */
+int ir_loss_all_reduce(const ir_module *m);
 /* Live ranges: value v is live over ops [start[v], end[v]] (closed: an
  * op's operands and results are live together).  Whole-step values get
  * start = -1 and end = nops; values without a buffer get start = end = -2. */

@@ -88,13 +88,7 @@ int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t) {
 
 int ir_mem_loss_value(const ir_module *m) {
     int v = ir_value_find(m, "loss");
-    if (v >= 0 && ir_mem_has_buffer(m, v)) return v;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        if (op->code != IR_ALL_REDUCE || op->nin < 1 || op->nout < 1) continue;
-        if (ir_is_partial_loss(m, op->in[0])) return op->out[0];
-    }
-    return -1;
+    return v >= 0 && ir_mem_has_buffer(m, v) ? v : ir_loss_all_reduce(m);
 }
 
 bool *ir_weight_flags(const ir_module *m) {

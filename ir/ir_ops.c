@@ -23,6 +23,15 @@ bool ir_is_partial_loss(const ir_module *m, int v) {
     return d && d->partial_loss;
 }
 
+int ir_loss_all_reduce(const ir_module *m) {
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        if (op->code == IR_ALL_REDUCE && op->nin >= 1 && op->nout >= 1 && ir_is_partial_loss(m, op->in[0]))
+            return op->out[0];
+    }
+    return -1;
+}
+
 int ir_opcode_lookup(const char *name) {
     for (int i = 0; i < IR_NUM_OPS; i++)
         if (strcmp(ir_op_table[i]->name, name) == 0) return i;

@@ -75,20 +75,14 @@ static void fuse(ir_module *m, pass_edits *e, int f, int b) {
     op.nout = 3;
     op.out[1] = m->ops[b].out[0];
     op.out[2] = m->ops[b].out[1];
-    ir_attr_remove(&op, "layer");
-    ir_attr_remove(&op, "phase");
-    pu_tag_like(&op, &m->ops[b]);
+    pu_tag_like(&op, &m->ops[b]); /* layer and phase replaced where they stand */
     if (m->ops[b].in[1] != op.in[1]) drop_own_gather(m, e, m->ops[b].in[1], b);
     /* The loss's all_reduce and ZeRO's release of the head, between the
      * two, now follow the backward's first op: they run in its phase, so
      * that the backward's early collectives may start under the fused op
      * (pass_overlap.c stops at a change of phase). */
     for (int i = f + 1; i < b; i++)
-        if (!strcmp(ir_op_phase(&m->ops[i]), "fwd")) {
-            ir_attr_remove(&m->ops[i], "layer");
-            ir_attr_remove(&m->ops[i], "phase");
-            pu_tag_like(&m->ops[i], &m->ops[b]);
-        }
+        if (!strcmp(ir_op_phase(&m->ops[i]), "fwd")) pu_tag_like(&m->ops[i], &m->ops[b]);
     pass_insert_before(e, f, &op);
     pass_edits_remove(e, f);
     pass_edits_remove(e, b);
