@@ -12,10 +12,23 @@ static void ir_bug(const char *what) {
     abort();
 }
 
-static uint32_t ir_hash(const char *s);
+/* FNV-1a over n bytes (the name index, the intern table). */
+static uint32_t ir_hash_n(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t k = 0; k < n; k++) h = (h ^ (unsigned char)s[k]) * 16777619u;
+    return h;
+}
+
+static uint32_t ir_hash(const char *s) { return ir_hash_n(s, strlen(s)); }
 static const char *ir_value_name_of(const void *m, int v) { return ((const ir_module *)m)->values[v].name; }
 
-static void ir_copy_name(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
+/* src cut to cap - 1 characters (as snprintf would, without its cost: a
+ * build copies a name per value). */
+static void ir_copy_name(char *dst, size_t cap, const char *src) {
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    if (n) memcpy(dst, src, n);
+    dst[n] = '\0';
+}
 
 /* ---- types -------------------------------------------------------------- */
 static const char *const ir_dtype_names[] = {"f32", "bf16", "f16", "i32"};
@@ -208,8 +221,9 @@ void ir_config_set_int(ir_module *m, const char *key, int64_t v) {
 }
 
 const char *ir_config_get(const ir_module *m, const char *key) {
+    /* The cost model asks per op; the first character settles most keys. */
     for (int i = 0; i < m->nconfig; i++)
-        if (strcmp(m->config[i].key, key) == 0) return m->config[i].value;
+        if (m->config[i].key[0] == key[0] && strcmp(m->config[i].key, key) == 0) return m->config[i].value;
     return NULL;
 }
 
@@ -357,12 +371,20 @@ void ir_group_remove(ir_module *m, int g) {
 }
 
 /* ---- values ------------------------------------------------------------- */
+static int ir_value_push(ir_module *m, const char *name, ir_value_kind kind, ir_type type, bool absent);
+
 int ir_value_add(ir_module *m, const char *name, ir_value_kind kind, ir_type type) {
     if (!name || !*name || strlen(name) >= IR_NAME_MAX || ir_value_find(m, name) >= 0) return -1;
-    return ir_value_append(m, name, kind, type);
+    return ir_value_push(m, name, kind, type, true);
 }
 
 int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type type) {
+    return ir_value_push(m, name, kind, type, false);
+}
+
+/* Appends a value; `absent`: the caller has looked its name up and it is
+ * not there (a build adds 10^5 values at depth: one lookup each, not two). */
+static int ir_value_push(ir_module *m, const char *name, ir_value_kind kind, ir_type type, bool absent) {
     SUP_GROW(m->values, m->nvalues, m->capvalues);
     ir_value *v = &m->values[m->nvalues];
     memset(v, 0, sizeof *v);
@@ -374,7 +396,7 @@ int ir_value_append(ir_module *m, const char *name, ir_value_kind kind, ir_type 
     int i = m->nvalues++;
     /* A duplicate (only the parser makes one, for the verifier to report)
      * stays out of the index: find returns the first value of a name. */
-    if (ir_value_find(m, v->name) < 0) ir_name_index_add(&m->vnames, i, ir_value_name_of, m);
+    if (absent || ir_value_find(m, v->name) < 0) ir_name_index_add(&m->vnames, i, ir_value_name_of, m);
     return i;
 }
 
@@ -427,7 +449,7 @@ void ir_value_fresh_name(const ir_module *m, const char *base, char out[IR_NAME_
 int ir_value_add_fresh(ir_module *m, const char *base, ir_type type) {
     char name[IR_NAME_MAX];
     ir_value_fresh_name(m, base, name);
-    return ir_value_add(m, name, IR_V_RESULT, type);
+    return ir_value_push(m, name, IR_V_RESULT, type, true);
 }
 
 void ir_op_tag(ir_op *op, int layer, const char *phase) {
@@ -485,14 +507,62 @@ void ir_op_add_output(ir_op *op, int value) {
 }
 
 /* ---- attributes --------------------------------------------------------- */
+/* The intern table: open addressing over the strings' hashes, never shrunk;
+ * the compiler is single-threaded. */
+static struct {
+    const char **slots;
+    size_t cap, n;
+} ir_interned;
+
+static void ir_intern_grow(void) {
+    size_t cap = ir_interned.cap ? 2 * ir_interned.cap : 256;
+    const char **slots = sup_xcalloc(cap, sizeof *slots);
+    for (size_t k = 0; k < ir_interned.cap; k++) {
+        const char *t = ir_interned.slots[k];
+        if (!t) continue;
+        size_t h = ir_hash_n(t, strlen(t)) & (cap - 1);
+        while (slots[h]) h = (h + 1) & (cap - 1);
+        slots[h] = t;
+    }
+    free(ir_interned.slots);
+    ir_interned.slots = slots;
+    ir_interned.cap = cap;
+}
+
+const char *ir_intern(const char *s, size_t cap) {
+    if (!s) s = "";
+    size_t n = strnlen(s, cap > 0 ? cap - 1 : 0);
+    if (2 * (ir_interned.n + 1) > ir_interned.cap) ir_intern_grow();
+    size_t h = ir_hash_n(s, n) & (ir_interned.cap - 1);
+    for (const char *t; (t = ir_interned.slots[h]); h = (h + 1) & (ir_interned.cap - 1))
+        if (strncmp(t, s, n) == 0 && t[n] == '\0') return t;
+    /* One byte before the text says whether it is an identifier: the
+     * verifier asks for every attribute of every op after every pass. */
+    char *copy = sup_xmalloc(n + 2);
+    memcpy(copy + 1, s, n);
+    copy[n + 1] = '\0';
+    copy[0] = (char)ir_is_ident(copy + 1);
+    ir_interned.slots[h] = copy + 1;
+    ir_interned.n++;
+    return copy + 1;
+}
+
+bool ir_interned_is_ident(const char *s) { return s[-1] != 0; }
+
+/* Keys are interned, so the same key is usually the same pointer; the first
+ * character settles most other comparisons. */
+static bool ir_key_is(const char *key, const char *want) {
+    return key == want || (key[0] == want[0] && strcmp(key, want) == 0);
+}
+
 /* Finds `key` or appends a fresh attribute for it. */
 static ir_attr *ir_attr_slot(ir_op *op, const char *key) {
     for (int a = 0; a < op->nattrs; a++)
-        if (strcmp(op->attrs[a].key, key) == 0) return &op->attrs[a];
+        if (ir_key_is(op->attrs[a].key, key)) return &op->attrs[a];
     if (op->nattrs >= IR_MAX_ATTRS) ir_bug("too many op attributes");
     ir_attr *at = &op->attrs[op->nattrs++];
     memset(at, 0, sizeof *at);
-    ir_copy_name(at->key, sizeof at->key, key);
+    at->key = ir_intern(key, IR_ATTR_KEY_MAX);
     return at;
 }
 
@@ -511,7 +581,7 @@ void ir_attr_set_float(ir_op *op, const char *key, double v) {
 void ir_attr_set_ident(ir_op *op, const char *key, const char *s) {
     ir_attr *a = ir_attr_slot(op, key);
     a->kind = IR_A_IDENT;
-    ir_copy_name(a->s, sizeof a->s, s);
+    a->s = ir_intern(s, IR_NAME_MAX);
 }
 
 void ir_attr_set_group(ir_op *op, const char *key, int group) {
@@ -522,13 +592,13 @@ void ir_attr_set_group(ir_op *op, const char *key, int group) {
 
 const ir_attr *ir_attr_get(const ir_op *op, const char *key) {
     for (int a = 0; a < op->nattrs; a++)
-        if (strcmp(op->attrs[a].key, key) == 0) return &op->attrs[a];
+        if (ir_key_is(op->attrs[a].key, key)) return &op->attrs[a];
     return NULL;
 }
 
 void ir_attr_remove(ir_op *op, const char *key) {
     for (int a = 0; a < op->nattrs; a++) {
-        if (strcmp(op->attrs[a].key, key) == 0) {
+        if (ir_key_is(op->attrs[a].key, key)) {
             memmove(&op->attrs[a], &op->attrs[a + 1], (size_t)(op->nattrs - a - 1) * sizeof *op->attrs);
             op->nattrs--;
             return;
@@ -583,12 +653,6 @@ void ir_renumber(ir_module *m) {
 }
 
 /* ---- name index (values; the parser) ------------------------------------------------ */
-static uint32_t ir_hash(const char *s) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
-
 int ir_name_index_find(const ir_name_index *ix, const char *name, ir_name_of names, const void *ctx) {
     if (!ix->cap) return -1;
     for (uint32_t h = ir_hash(name) & (uint32_t)(ix->cap - 1);; h = (h + 1) & (uint32_t)(ix->cap - 1)) {

@@ -151,12 +151,20 @@ typedef struct ir_value {
 /* ---- attributes ---------------------------------------------------------- */
 typedef enum { IR_A_INT, IR_A_FLOAT, IR_A_IDENT, IR_A_GROUP } ir_attr_kind;
 
+/* Keys and identifier values are interned (ir_intern): one copy of each
+ * distinct string for the process, so an op stays small (passes copy and
+ * insert into op arrays of 10^5 ops at depth) and a key compares by
+ * pointer first.  Keys keep at most IR_ATTR_KEY_MAX - 1 characters and
+ * identifier values IR_NAME_MAX - 1, as the textual form allows. */
+enum { IR_ATTR_KEY_MAX = 24 };
 typedef struct ir_attr {
-    char key[24];
+    const char *key; /* interned */
     ir_attr_kind kind;
-    int64_t i;           /* IR_A_INT; group index for IR_A_GROUP */
-    double f;            /* IR_A_FLOAT */
-    char s[IR_NAME_MAX]; /* IR_A_IDENT */
+    union {
+        int64_t i;     /* IR_A_INT; group index for IR_A_GROUP */
+        double f;      /* IR_A_FLOAT */
+        const char *s; /* IR_A_IDENT, interned */
+    };
 } ir_attr;
 
 /* ---- ops ------------------------------------------------------------------ */
@@ -614,5 +622,12 @@ bool ir_mem_planned(const ir_module *m);
  * are names that start with a letter or '_' (ir_is_ident). */
 bool ir_is_name(const char *s);
 bool ir_is_ident(const char *s);
+
+/* The process-wide copy of `s` cut to cap - 1 characters (attribute keys
+ * and identifier values): equal strings give the same pointer, which lives
+ * until the process ends. */
+const char *ir_intern(const char *s, size_t cap);
+/* ir_is_ident of a string ir_intern returned, without reading it again. */
+bool ir_interned_is_ident(const char *s);
 
 #endif

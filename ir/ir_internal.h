@@ -24,8 +24,12 @@ typedef struct ir_mem_box {
     int start, end;
 } ir_mem_box;
 /* True when no two boxes whose lifetimes meet share a byte (ir_memplan.c:
- * the placement's index, so O(n log nops) where comparing pairs by offset
- * is quadratic once many buffers reuse the same bytes). */
+ * a sweep over the ops, O(n log n), where comparing pairs by offset is
+ * quadratic once many buffers reuse the same bytes).  Boxes need bytes > 0
+ * and start <= end. */
 bool ir_mem_boxes_disjoint(int nops, const ir_mem_box *b, int n);
+/* Empties ir_mem_plan's cache of recent plans (tests: a plan made afresh
+ * to compare the cached one with). */
+void ir_mem_plan_forget(void);
 
 #endif

@@ -227,18 +227,96 @@ static void mp_place(mp_index *x, mp_item *it) {
     if (it->bytes > 0) mp_index_walk(x, it->start, it->end, mp_record, &(mp_range){it->off, it->off + it->bytes});
 }
 
+/* ---- the plan's check ------------------------------------------------------------
+ * A sweep over the ops, independent of the placement above: the boxes
+ * live at one op are pairwise disjoint while the check holds, so they are
+ * ordered by offset, and a box entering clashes with one of them exactly
+ * when it clashes with its neighbours in that order (the one below it and
+ * the one above).  The live boxes are kept by their rank in offset order
+ * in a Fenwick tree of counts, which finds those neighbours in O(log n). */
+typedef struct mp_sweep {
+    int n;
+    int *tree; /* Fenwick tree over ranks 1..n: how many live boxes */
+    int *at;   /* rank -> the live box there, plus one (0: none) */
+} mp_sweep;
+
+typedef struct mp_key {
+    int64_t key;
+    int box;
+} mp_key;
+
+static int mp_key_cmp(const void *x, const void *y) {
+    const mp_key *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->box - b->box;
+}
+
+/* The boxes' indices ordered by `field` of each (ties by index). */
+static int *mp_boxes_by(const ir_mem_box *b, int n, int field) {
+    mp_key *k = sup_xmalloc(sizeof *k * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) k[i] = (mp_key){field == 0 ? b[i].off : field == 1 ? b[i].start : b[i].end, i};
+    qsort(k, (size_t)n, sizeof *k, mp_key_cmp);
+    int *order = sup_xmalloc(sizeof *order * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) order[i] = k[i].box;
+    free(k);
+    return order;
+}
+
+static void mp_fenwick_add(mp_sweep *w, int r, int d) {
+    for (; r <= w->n; r += r & -r) w->tree[r] += d;
+}
+
+static int mp_fenwick_prefix(const mp_sweep *w, int r) {
+    int c = 0;
+    for (; r > 0; r -= r & -r) c += w->tree[r];
+    return c;
+}
+
+/* The rank of the k-th live box in offset order (k >= 1). */
+static int mp_fenwick_kth(const mp_sweep *w, int k) {
+    int r = 0, step = 1;
+    while (2 * step <= w->n) step *= 2;
+    for (; step > 0; step /= 2)
+        if (r + step <= w->n && w->tree[r + step] < k) r += step, k -= w->tree[r];
+    return r + 1;
+}
+
 bool ir_mem_boxes_disjoint(int nops, const ir_mem_box *b, int n) {
-    mp_index x;
-    mp_index_init(&x, nops);
+    (void)nops;
+    mp_sweep w = {n, sup_xcalloc((size_t)n + 1, sizeof(int)), sup_xcalloc((size_t)n + 1, sizeof(int))};
+    int *by_off = mp_boxes_by(b, n, 0), *by_start = mp_boxes_by(b, n, 1), *by_end = mp_boxes_by(b, n, 2);
+    int *rank = sup_xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int k = 0; k < n; k++) rank[by_off[k]] = k + 1;
     bool ok = true;
-    for (int k = 0; k < n && ok; k++) {
-        int64_t lo = b[k].off, hi = b[k].off + b[k].bytes;
-        x.nbuf = x.nruns = 0;
-        mp_index_walk(&x, b[k].start, b[k].end, mp_gather, NULL);
-        for (int j = 0; j < x.nbuf && ok; j++) ok = x.buf[j].hi <= lo || x.buf[j].lo >= hi;
-        if (ok) mp_index_walk(&x, b[k].start, b[k].end, mp_record, &(mp_range){lo, hi});
+    int live = 0;
+    for (int k = 0, e = 0; k < n && ok; k++) {
+        const ir_mem_box *x = &b[by_start[k]];
+        for (; e < n && b[by_end[e]].end < x->start; e++) { /* ended before x starts: started before it too */
+            int r = rank[by_end[e]];
+            if (w.at[r] != by_end[e] + 1) continue;
+            mp_fenwick_add(&w, r, -1);
+            w.at[r] = 0;
+            live--;
+        }
+        int r = rank[by_start[k]], below = mp_fenwick_prefix(&w, r - 1);
+        if (below > 0) { /* the live box just below x in offset order */
+            const ir_mem_box *y = &b[w.at[mp_fenwick_kth(&w, below)] - 1];
+            ok = y->off + y->bytes <= x->off;
+        }
+        if (ok && below < live) { /* and the one just above */
+            const ir_mem_box *y = &b[w.at[mp_fenwick_kth(&w, below + 1)] - 1];
+            ok = x->off + x->bytes <= y->off;
+        }
+        mp_fenwick_add(&w, r, 1);
+        w.at[r] = by_start[k] + 1;
+        live++;
     }
-    mp_index_free(&x);
+    free(w.tree);
+    free(w.at);
+    free(rank);
+    free(by_off);
+    free(by_start);
+    free(by_end);
     return ok;
 }
 
@@ -287,7 +365,158 @@ static int64_t mp_place_all(const ir_module *m, mp_item *items, int n, int64_t *
     return peak;
 }
 
-bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st) {
+/* ---- the result, and the plans of modules seen before ------------------------
+ * A compile plans the same step several times: recompute auto's trial of
+ * `none` and then the memplan pass (offload and overlap often change
+ * nothing between them), and the trial builds of mlp_chunk auto and of the
+ * layout's candidates before the compile builds the same step again.  A
+ * plan is a function of the ops, the values' kinds and types, the groups,
+ * the mesh, the target and the config (the planner reads `offload`), so
+ * the last few plans are kept under a 128-bit fingerprint of exactly those
+ * and a module with the same fingerprint gets the same plan without placing
+ * its buffers again: planning 1024 layers costs about 0.15 s, the
+ * fingerprint a few ms.  Left out of the fingerprint: value names, source
+ * locations and the config keys the plan writes (mem.*) or a trial writes
+ * after planning (recompute.chosen), none of which the planner reads. */
+typedef struct mp_result {
+    int64_t *off; /* per value: its offset, -1 without a buffer */
+    int nvalues;
+    ir_mem_stats st;
+    int64_t opt_off, opt_bytes, comm_off, comm[2], stage_off, stage_bytes;
+    bool cuda, has_host;
+} mp_result;
+
+typedef struct mp_fp {
+    uint64_t a, b;
+} mp_fp;
+
+static uint64_t mp_mix(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static void mp_fp_word(mp_fp *f, uint64_t x) {
+    f->a = (f->a ^ mp_mix(x)) * 0x100000001b3ull;
+    f->b = (f->b + mp_mix(x ^ 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+}
+
+static void mp_fp_str(mp_fp *f, const char *s) {
+    uint64_t w = 0;
+    int k = 0;
+    for (; *s; s++) {
+        w = w << 8 | (unsigned char)*s;
+        if (++k == 8) mp_fp_word(f, w), w = 0, k = 0;
+    }
+    mp_fp_word(f, w ^ (uint64_t)k << 56);
+}
+
+/* Attribute keys and identifier values are interned (ir_intern), so their
+ * pointers stand for their text within the process, as the cache does. */
+static mp_fp mp_fingerprint(const ir_module *m, ir_mem_target t) {
+    mp_fp f = {0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull};
+    mp_fp_word(&f, (uint64_t)t.cuda << 63 ^ (uint64_t)t.align);
+    mp_fp_word(&f, (uint64_t)m->nops << 32 ^ (uint32_t)m->nvalues);
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        mp_fp_word(&f,
+                   (uint64_t)op->code << 32 ^ (uint64_t)op->nin << 16 ^ (uint64_t)op->nout << 8 ^ (uint64_t)op->nattrs);
+        for (int k = 0; k < op->nin; k++) mp_fp_word(&f, (uint64_t)(uint32_t)op->in[k]);
+        for (int k = 0; k < op->nout; k++) mp_fp_word(&f, (uint64_t)(uint32_t)op->out[k] << 32);
+        for (int a = 0; a < op->nattrs; a++) {
+            const ir_attr *at = &op->attrs[a];
+            mp_fp_word(&f, (uint64_t)(uintptr_t)at->key ^ (uint64_t)at->kind << 60);
+            mp_fp_word(&f, (uint64_t)at->i); /* the union's bits: i, f or the interned s */
+        }
+    }
+    for (int v = 0; v < m->nvalues; v++) {
+        const ir_value *val = &m->values[v];
+        mp_fp_word(&f, (uint64_t)val->kind << 40 ^ (uint64_t)val->type.dtype << 32 ^ (uint64_t)val->type.rank);
+        mp_fp_word(&f, (uint64_t)(uint32_t)val->def);
+        for (int d = 0; d < val->type.rank && d < IR_MAX_RANK; d++) {
+            mp_fp_word(&f, (uint64_t)val->type.dims[d]);
+            mp_fp_word(&f, (uint64_t)(uint32_t)val->type.shard[d] << 32 ^ (uint64_t)val->type.unit[d]);
+        }
+    }
+    for (int g = 0; g < m->ngroups; g++) {
+        const ir_group *gr = &m->groups[g];
+        mp_fp_word(&f, (uint64_t)gr->nsets << 40 ^ (uint64_t)gr->set_size << 20 ^ (uint64_t)gr->block);
+        for (int k = 0; k < gr->nsets * gr->set_size; k++) mp_fp_word(&f, (uint64_t)(uint32_t)gr->ranks[k]);
+    }
+    int world = m->mesh.nodes * m->mesh.devices_per_node;
+    mp_fp_word(&f, (uint64_t)m->mesh.nodes << 32 ^ (uint32_t)m->mesh.devices_per_node);
+    for (int r = 0; m->mesh.node_of && r < world; r++) mp_fp_word(&f, (uint64_t)(uint32_t)m->mesh.node_of[r]);
+    for (int c = 0; c < m->nconfig; c++) {
+        const char *k = m->config[c].key;
+        if (!strncmp(k, "mem.", 4) || !strcmp(k, "recompute.chosen")) continue;
+        mp_fp_str(&f, k);
+        mp_fp_str(&f, m->config[c].value);
+    }
+    return f;
+}
+
+enum { MP_CACHED = 4 };
+static struct {
+    mp_fp fp[MP_CACHED];
+    mp_result r[MP_CACHED];
+    int n, next; /* entries held; the one to replace next */
+} mp_cache;
+
+static const mp_result *mp_cache_find(mp_fp f, const ir_module *m) {
+    for (int k = 0; k < mp_cache.n; k++)
+        if (mp_cache.fp[k].a == f.a && mp_cache.fp[k].b == f.b && mp_cache.r[k].nvalues == m->nvalues)
+            return &mp_cache.r[k];
+    return NULL;
+}
+
+static void mp_cache_put(mp_fp f, const mp_result *r) {
+    int k = mp_cache.n < MP_CACHED ? mp_cache.n++ : mp_cache.next;
+    mp_cache.next = (k + 1) % MP_CACHED;
+    free(mp_cache.r[k].off);
+    mp_cache.fp[k] = f;
+    mp_cache.r[k] = *r;
+    mp_cache.r[k].off = sup_xmalloc(sizeof *r->off * (size_t)(r->nvalues + 1));
+    memcpy(mp_cache.r[k].off, r->off, sizeof *r->off * (size_t)r->nvalues);
+}
+
+void ir_mem_plan_forget(void) {
+    for (int k = 0; k < mp_cache.n; k++) free(mp_cache.r[k].off);
+    memset(&mp_cache, 0, sizeof mp_cache);
+}
+
+/* Writes the plan into m: the values' offsets and the config mem.* keys. */
+static void mp_apply(ir_module *m, const mp_result *r) {
+    for (int v = 0; v < m->nvalues; v++) m->values[v].mem_off = r->off[v];
+    ir_config_set(m, "mem.target", r->cuda ? "cuda" : "cpu");
+    ir_config_set_int(m, "mem.peak", r->st.arena);
+    ir_config_set_int(m, "mem.peak_op", r->st.peak_op);
+    ir_config_set_int(m, "mem.opt_offset", r->opt_off);
+    ir_config_set_int(m, "mem.opt_bytes", r->opt_bytes);
+    ir_config_set_int(m, "mem.comm_offset", r->comm_off);
+    ir_config_set_int(m, "mem.comm_bytes0", r->comm[0]);
+    ir_config_set_int(m, "mem.comm_bytes1", r->comm[1]);
+    /* The host arena's keys only when something lives there, so that a
+     * step without offload prints as it always did. */
+    if (r->has_host) {
+        ir_config_set_int(m, "mem.host_peak", r->st.host_arena);
+        ir_config_set_int(m, "mem.host_peak_op", r->st.host_peak_op);
+    } else {
+        ir_config_remove(m, "mem.host_peak");
+        ir_config_remove(m, "mem.host_peak_op");
+    }
+    if (r->stage_bytes > 0) {
+        ir_config_set_int(m, "mem.host_stage_offset", r->stage_off);
+        ir_config_set_int(m, "mem.host_stage_bytes", r->stage_bytes);
+    } else {
+        ir_config_remove(m, "mem.host_stage_offset");
+        ir_config_remove(m, "mem.host_stage_bytes");
+    }
+}
+
+/* Places every buffer of m; false (reported) when a size overflows. */
+static bool mp_compute(const ir_module *m, ir_mem_target t, mp_result *res) {
     int *start = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     int *end = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1));
     ir_mem_live(m, start, end);
@@ -300,8 +529,8 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st) {
     bool ok = true;
     if (opt_bytes < 0 || comm[0] < 0 || comm[1] < 0 || comm[0] > INT64_MAX - comm[1])
         ok = mp_fail_overflow(opt_bytes < 0 ? "the optimizer state" : "a collective's staging area");
+    for (int v = 0; v < m->nvalues; v++) res->off[v] = -1;
     for (int v = 0; ok && v < m->nvalues; v++) {
-        m->values[v].mem_off = -1;
         if (start[v] == -2) continue;
         int64_t b = ir_mem_value_bytes(m, v, t);
         if (b < 0) {
@@ -326,47 +555,45 @@ bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st) {
         ok = peak >= 0 && host_peak >= 0;
     }
     if (ok) {
-        int64_t opt_off = 0, comm_off = 0, stage_off = 0, live_max, host_live_max = 0;
+        int64_t live_max, host_live_max = 0;
+        res->opt_off = res->comm_off = res->stage_off = 0;
         for (int k = 0; k < n; k++) {
             if (items[k].v >= 0)
-                m->values[items[k].v].mem_off = items[k].off;
+                res->off[items[k].v] = items[k].off;
             else if (items[k].v == -1)
-                opt_off = items[k].off;
+                res->opt_off = items[k].off;
             else if (items[k].v == -2)
-                comm_off = items[k].off;
+                res->comm_off = items[k].off;
             else
-                stage_off = items[k].off;
+                res->stage_off = items[k].off;
         }
         int pop = mp_peak_op(m, items, ndev, &live_max);
         int host_pop = nhost ? mp_peak_op(m, items + ndev, nhost, &host_live_max) : -1;
-        ir_config_set(m, "mem.target", t.cuda ? "cuda" : "cpu");
-        ir_config_set_int(m, "mem.peak", peak);
-        ir_config_set_int(m, "mem.peak_op", pop);
-        ir_config_set_int(m, "mem.opt_offset", opt_off);
-        ir_config_set_int(m, "mem.opt_bytes", opt_bytes);
-        ir_config_set_int(m, "mem.comm_offset", comm_off);
-        ir_config_set_int(m, "mem.comm_bytes0", comm[0]);
-        ir_config_set_int(m, "mem.comm_bytes1", comm[1]);
-        /* The host arena's keys only when something lives there, so that a
-         * step without offload prints as it always did. */
-        if (nhost) {
-            ir_config_set_int(m, "mem.host_peak", host_peak);
-            ir_config_set_int(m, "mem.host_peak_op", host_pop);
-        } else {
-            ir_config_remove(m, "mem.host_peak");
-            ir_config_remove(m, "mem.host_peak_op");
-        }
-        if (stage_bytes > 0) {
-            ir_config_set_int(m, "mem.host_stage_offset", stage_off);
-            ir_config_set_int(m, "mem.host_stage_bytes", stage_bytes);
-        } else {
-            ir_config_remove(m, "mem.host_stage_offset");
-            ir_config_remove(m, "mem.host_stage_bytes");
-        }
-        if (st) *st = (ir_mem_stats){peak, live_max, pop, naive, host_peak, host_live_max, host_naive, host_pop};
+        res->st = (ir_mem_stats){peak, live_max, pop, naive, host_peak, host_live_max, host_naive, host_pop};
+        res->opt_bytes = opt_bytes;
+        res->comm[0] = comm[0], res->comm[1] = comm[1];
+        res->stage_bytes = stage_bytes;
+        res->cuda = t.cuda;
+        res->has_host = nhost > 0;
     }
     free(items);
     free(start);
     free(end);
+    return ok;
+}
+
+bool ir_mem_plan(ir_module *m, ir_mem_target t, ir_mem_stats *st) {
+    mp_fp f = mp_fingerprint(m, t);
+    const mp_result *hit = mp_cache_find(f, m);
+    mp_result own = {.off = sup_xmalloc(sizeof(int64_t) * (size_t)(m->nvalues + 1)), .nvalues = m->nvalues};
+    bool ok = hit || mp_compute(m, t, &own);
+    if (ok) {
+        if (!hit) mp_cache_put(f, &own);
+        mp_apply(m, hit ? hit : &own);
+        if (st) *st = (hit ? hit : &own)->st;
+    } else {
+        for (int v = 0; v < m->nvalues; v++) m->values[v].mem_off = -1;
+    }
+    free(own.off);
     return ok;
 }

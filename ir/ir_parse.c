@@ -432,7 +432,7 @@ static bool p_decl(ir_parser *p, ir_value_kind kind) {
 
 /* attr := IDENT '=' (INT | FLOAT | IDENT | GROUP) */
 static bool p_attr(ir_parser *p, ir_op *op) {
-    char key[sizeof op->attrs->key];
+    char key[IR_ATTR_KEY_MAX];
     if (CUR->kind != T_IDENT) return p_expected(p, "an attribute name");
     if (!ir_tok_name(CUR, key, sizeof key)) {
         ir_lex_error(&p->lx, CUR, "attribute name is longer than %zu characters", sizeof key - 1);

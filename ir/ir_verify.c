@@ -237,11 +237,13 @@ typedef struct ir_vstate {
 static void ir_verify_attrs(ir_vctx *c, const ir_op *op) {
     for (int a = 0; a < op->nattrs; a++) {
         const ir_attr *at = &op->attrs[a];
-        if (!ir_is_ident(at->key)) ir_verr(c, sup_noloc(), "attribute name '%s' is not an identifier", at->key);
+        /* keys and identifier values are interned (ir_intern): equal text,
+         * equal pointers */
+        if (!ir_interned_is_ident(at->key))
+            ir_verr(c, sup_noloc(), "attribute name '%s' is not an identifier", at->key);
         for (int b = 0; b < a; b++)
-            if (strcmp(op->attrs[b].key, at->key) == 0)
-                ir_verr(c, sup_noloc(), "attribute '%s' is given twice", at->key);
-        if (at->kind == IR_A_IDENT && (!ir_is_ident(at->s) || !strcmp(at->s, "inf") || !strcmp(at->s, "nan")))
+            if (op->attrs[b].key == at->key) ir_verr(c, sup_noloc(), "attribute '%s' is given twice", at->key);
+        if (at->kind == IR_A_IDENT && (!ir_interned_is_ident(at->s) || !strcmp(at->s, "inf") || !strcmp(at->s, "nan")))
             ir_verr(c, sup_noloc(), "attribute '%s': '%s' is not a valid identifier value", at->key, at->s);
         if (at->kind == IR_A_GROUP && (at->i < 0 || at->i >= c->m->ngroups))
             ir_verr(c, sup_noloc(), "attribute '%s' names a group that does not exist (index %lld)", at->key,

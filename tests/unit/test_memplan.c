@@ -7,12 +7,18 @@
  * layers, where this is quadratic); every offset, the regions' offsets and
  * the arena must be the same, on example specs lowered through the default
  * pipeline (recompute none, selective and full; ZeRO 1 and 3; cpu and cuda
- * targets; one and two sequences per group). */
+ * targets; one and two sequences per group).
+ *
+ * Also: the plan's check (ir_mem_boxes_disjoint) against the pairwise
+ * definition on random boxes, and the cache of recent plans: a module
+ * changed in any way the plan depends on gets the plan made afresh, not
+ * the cached one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/basp_context.h"
+#include "ir/ir_internal.h"
 #include "driver/driver.h"
 #include "passes/passes.h"
 
@@ -118,6 +124,128 @@ static void check_spec(const char *file, const char *const *sets, int nsets, boo
     fe_spec_free(s);
 }
 
+/* ---- the check of a plan ---------------------------------------------------- */
+static uint64_t rng = 88172645463325252ull;
+static int64_t rnd(int64_t n) { /* xorshift64 */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (int64_t)(rng % (uint64_t)n);
+}
+
+static bool pairwise_disjoint(const ir_mem_box *b, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (b[i].start <= b[j].end && b[j].start <= b[i].end && b[i].off < b[j].off + b[j].bytes &&
+                b[j].off < b[i].off + b[i].bytes)
+                return false;
+    return true;
+}
+
+/* Small ranges of offsets and ops, so that touching, nested and equal boxes
+ * are common; half the sets are built disjoint (each box moved above the
+ * live ones it meets) so that both answers are tested. */
+static void check_boxes(void) {
+    int agree = 0, clashing = 0;
+    for (int trial = 0; trial < 4000; trial++) {
+        int n = 1 + (int)rnd(40), nops = 1 + (int)rnd(30);
+        ir_mem_box b[40];
+        for (int i = 0; i < n; i++) {
+            int s = (int)rnd(nops + 2) - 1, e = s + (int)rnd(nops + 1 - s);
+            b[i] = (ir_mem_box){rnd(64), 1 + rnd(16), s, e};
+            if (trial % 2)
+                for (int j = 0; j < i; j++)
+                    if (!pairwise_disjoint((ir_mem_box[]){b[j], b[i]}, 2)) b[i].off = b[j].off + b[j].bytes, j = -1;
+        }
+        bool want = pairwise_disjoint(b, n), got = ir_mem_boxes_disjoint(nops, b, n);
+        if (got != want && agree >= 0) {
+            fprintf(stderr, "boxes, trial %d (%d boxes): the sweep says %s, the pairs %s\n", trial, n,
+                    got ? "disjoint" : "a clash", want ? "disjoint" : "a clash");
+            agree = -1;
+        }
+        agree += agree >= 0;
+        clashing += !want;
+    }
+    CHECK(agree == 4000);
+    CHECK(clashing > 1000 && clashing < 3000); /* both answers, often */
+}
+
+/* ---- the cache of recent plans ---------------------------------------------- */
+/* m's plan for t, asked right after m0's for the cpu target, equals the
+ * plan made afresh. */
+static void check_replanned(const ir_module *m0, ir_module *m, ir_mem_target t, const char *what) {
+    ir_module *p0 = ir_module_clone(m0);
+    ir_mem_stats s0, s1, s2;
+    CHECK(ir_mem_plan(p0, ir_mem_target_named(false), &s0)); /* m0's plan, now in the cache */
+    ir_module *fresh = ir_module_clone(m);
+    CHECK(ir_mem_plan(m, t, &s1));
+    ir_mem_plan_forget();
+    CHECK(ir_mem_plan(fresh, t, &s2));
+    int wrong = 0;
+    for (int v = 0; v < m->nvalues; v++) wrong += m->values[v].mem_off != fresh->values[v].mem_off;
+    if (wrong || s1.arena != s2.arena || s1.peak_op != s2.peak_op)
+        fprintf(stderr, "plan cache, %s: %d offset(s) differ, arena %lld against %lld afresh\n", what, wrong,
+                (long long)s1.arena, (long long)s2.arena);
+    CHECK(wrong == 0 && s1.arena == s2.arena && s1.peak_op == s2.peak_op && s1.host_arena == s2.host_arena);
+    /* and the change mattered: the same plan as m0's would not tell */
+    int differ = 0;
+    for (int v = 0; v < m->nvalues && v < p0->nvalues; v++) differ += m->values[v].mem_off != p0->values[v].mem_off;
+    CHECK(differ > 0 || s0.arena != s1.arena || m->nvalues != p0->nvalues || s0.host_arena != s1.host_arena);
+    ir_module_free(fresh);
+    ir_module_free(p0);
+}
+
+static void check_cache(void) {
+    fe_spec *s = fe_parse_file(BASP_EXAMPLES "/tiny_llama.basp");
+    CHECK(s && fe_override(s, "model.layers=3") && fe_check(s));
+    ir_module *m0 = s ? drv_build(s, NULL, false) : NULL;
+    CHECK(m0 != NULL);
+    if (!m0) return;
+    ir_config_set(m0, "offload", "none"); /* the default, said: below only its value changes */
+    ir_mem_target cpu = ir_mem_target_named(false), cuda = ir_mem_target_named(true);
+    /* the same module: the cached plan, the same offsets */
+    ir_module *m = ir_module_clone(m0);
+    ir_mem_stats a, b;
+    CHECK(ir_mem_plan(m, cpu, &a) && ir_mem_plan(m, cpu, &b) && a.arena == b.arena);
+    ir_module_free(m);
+    /* a larger activation (a value's type) */
+    m = ir_module_clone(m0);
+    int big = -1;
+    for (int v = 0; v < m->nvalues; v++)
+        if (m->values[v].kind == IR_V_RESULT && m->values[v].type.rank >= 2 &&
+            (big < 0 || ir_mem_value_bytes(m, v, cpu) > ir_mem_value_bytes(m, big, cpu)))
+            big = v;
+    CHECK(big >= 0);
+    if (big >= 0) m->values[big].type.dims[0] *= 3;
+    check_replanned(m0, m, cpu, "a value's dims");
+    ir_module_free(m);
+    /* the target */
+    m = ir_module_clone(m0);
+    check_replanned(m0, m, cuda, "the cuda target");
+    ir_module_free(m);
+    /* an op's operand: a late op reads an early activation instead of a
+     * late one of the same type, so the early one lives to the end */
+    m = ir_module_clone(m0);
+    int moved = 0;
+    for (int i = m->nops - 1; i >= 0 && !moved; i--)
+        for (int k = 0; k < m->ops[i].nin && !moved; k++) {
+            int w = m->ops[i].in[k];
+            if (m->values[w].kind != IR_V_RESULT || m->values[w].def < m->nops / 2) continue;
+            for (int v = 0; v < m->nvalues && !moved; v++)
+                if (m->values[v].kind == IR_V_RESULT && m->values[v].def >= 0 && m->values[v].def < m->nops / 8 &&
+                    !memcmp(&m->values[v].type, &m->values[w].type, sizeof m->values[w].type))
+                    m->ops[i].in[k] = v, moved = 1;
+        }
+    CHECK(moved);
+    check_replanned(m0, m, cpu, "an op's operand");
+    ir_module_free(m);
+    /* the config the plan reads: offload of the optimizer state */
+    m = ir_module_clone(m0);
+    ir_config_set(m, "offload", "optimizer");
+    check_replanned(m0, m, cpu, "config offload");
+    ir_module_free(m);
+    ir_module_free(m0);
+    fe_spec_free(s);
+}
+
 int main(void) {
     basp_ctx(); /* the registries the frontend and the pipeline read, filled as the library starts */
     sup_diag_saved saved = sup_diag_silence();
@@ -137,8 +265,10 @@ int main(void) {
     const char *z3[] = {"train.recompute=full", "train.zero=3", "model.layers=8"};
     check_spec("llama3_1_8b.basp", z3, 3, true);
     check_spec("qwen2_5_3b.basp", z3 + 1, 2, false);
+    check_boxes();
+    check_cache();
     sup_diag_restore(saved);
-    printf("%d plan(s) compared\n", checked);
+    printf("%d plan(s) compared; the check of a plan and the cache of plans tested\n", checked);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
 }
