@@ -24,7 +24,8 @@ maxseq: the longest sequence whose memory plan fits, for the six example
   `baspc SPEC --max-seq-len --json`.  Writes a JSON file of every row and a
   markdown table of the longest seq_len per model, cluster, layout and
   recompute setting.
-  With --offload: train.offload all (activations and the optimizer) on 1 and 8 x H100-80GB and
+  With --offload: train.offload all (activations, the optimizer and, under
+  ZeRO, the parameters) on 1 and 8 x H100-80GB and
   8 x H200 (2 TB of host memory per node, PCIe 5: the presets), a table of
   the Ulysses rows, each recompute setting without / with offload, beside
   DeepSpeed ALST's published figures.  --chunks adds the full, offload-all
@@ -316,7 +317,7 @@ def main():
     m.add_argument("--json")
     m.add_argument("--markdown")
     m.add_argument("--offload", action="store_true",
-                   help="offload all (activations and optimizer): rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
+                   help="offload all (activations, optimizer and, under ZeRO, the parameters): rows without and with it, on 1 and 8 x H100-80GB and 8 x H200")
     m.add_argument("--chunks", action="store_true",
                    help="with --offload: also the full, offload-all row at the most head chunks that split (8, 4, 2)")
     k = sub.add_parser("chunks")

@@ -521,9 +521,15 @@ ir_mem_target ir_mem_target_named(bool cuda);
  * results some op defines). */
 bool ir_mem_has_buffer(const ir_module *m, int v);
 /* True when v's buffer lives in host memory rather than on the device: a
- * result its defining op's descriptor marks host_outs (offload).  The plan
- * places such buffers in a second arena (config mem.host_peak). */
+ * result its defining op's descriptor marks host_outs (offload), or a
+ * parameter when the parameters are offloaded (ir_mem_params_on_host).
+ * The plan places such buffers in a second arena (config mem.host_peak). */
 bool ir_mem_on_host(const ir_module *m, int v);
+/* True when the parameters live in host memory (config offload.params = 1,
+ * which pass offload sets under ZeRO-3 with `offload all`): each gather
+ * reads a fetched device copy of its shard, and AdamW updates them on the
+ * host, so the optimizer must be offloaded too (the verifier checks). */
+bool ir_mem_params_on_host(const ir_module *m);
 /* Aligned bytes of v's buffer on target t (0 without a buffer); -1 when the
  * size overflows int64. */
 int64_t ir_mem_value_bytes(const ir_module *m, int v, ir_mem_target t);

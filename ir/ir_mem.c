@@ -39,8 +39,11 @@ bool ir_mem_has_buffer(const ir_module *m, int v) {
     return val->kind != IR_V_RESULT || (val->def >= 0 && val->def < m->nops);
 }
 
+bool ir_mem_params_on_host(const ir_module *m) { return ir_config_int(m, "offload.params", 0) == 1; }
+
 bool ir_mem_on_host(const ir_module *m, int v) {
     int d = m->values[v].def;
+    if (m->values[v].kind == IR_V_PARAM) return ir_mem_params_on_host(m);
     if (m->values[v].kind != IR_V_RESULT || d < 0 || d >= m->nops) return false;
     const ir_op *op = &m->ops[d];
     const ir_op_desc *desc = ir_op_desc_of(op->code);

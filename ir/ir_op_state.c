@@ -50,14 +50,14 @@ static void verify_offload(ir_vctx *c, const ir_op *op) {
     ir_vsame_type(c, x, ir_vv(c, op->out[0]));
 }
 
-/* fetch x.host -> x: the copy back to the device, of the same type; its
- * operand is an offload's result. */
+/* fetch x.host -> x: the copy to the device, of the same type; its operand
+ * is an offload's result or an offloaded parameter. */
 static void verify_fetch(ir_vctx *c, const ir_op *op) {
     const ir_value *h = ir_vv(c, op->in[0]);
     if (!ir_mem_on_host(c->m, op->in[0]))
         ir_verr(c, sup_noloc(),
-                "fetch copies a value in host memory back to the device; %%%s lives on the device "
-                "(only offload's results live in host memory)",
+                "fetch copies a value in host memory to the device; %%%s lives on the device "
+                "(only offload's results, and parameters with offload.params = 1, live in host memory)",
                 h->name);
     ir_vsame_type(c, h, ir_vv(c, op->out[0]));
 }

@@ -390,16 +390,15 @@ static void ir_verify_uneven_uses(ir_vctx *c, const ir_op *op) {
 /* Host memory is read only by the ops made for it (fetch) and released by
  * free: a kernel or a collective cannot read it on the device.  With the
  * optimizer offloaded (ir_mem_opt_on_host) the update runs on the host, so
- * adamw may take its gradient from there. */
+ * adamw may take its gradient, and its parameter, from there. */
 static void ir_verify_host_reads(ir_vctx *c, const ir_op *op, const ir_op_desc *info) {
     if (info->reads_host || op->code == IR_FREE) return;
     bool host_update = op->code == IR_ADAMW && ir_mem_opt_on_host(c->m);
     for (int k = 0; k < op->nin; k++)
-        if (!(host_update && k == 1) && op->in[k] >= 0 && op->in[k] < c->m->nvalues && ir_mem_on_host(c->m, op->in[k]))
-            ir_verr(c, sup_noloc(),
-                    "reads %%%s, which lives in host memory (an offload's result): fetch it back "
-                    "to the device first",
-                    c->m->values[op->in[k]].name);
+        if (!(host_update && k <= 1) && op->in[k] >= 0 && op->in[k] < c->m->nvalues && ir_mem_on_host(c->m, op->in[k]))
+            ir_verr(c, sup_noloc(), "reads %%%s, which lives in host memory (%s): fetch it to the device first",
+                    c->m->values[op->in[k]].name,
+                    c->m->values[op->in[k]].kind == IR_V_PARAM ? "an offloaded parameter" : "an offload's result");
 }
 
 static void ir_verify_ops(ir_vctx *c) {
@@ -444,9 +443,23 @@ static void ir_verify_ops(ir_vctx *c) {
     free(st.freed_at);
 }
 
+/* Offloaded parameters (config offload.params) are updated where they live:
+ * on the host, by the optimizer's host update. */
+static void ir_verify_param_offload(ir_vctx *c) {
+    const char *s = ir_config_get(c->m, "offload.params");
+    if (!s) return;
+    if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+        ir_verr(c, sup_noloc(), "config offload.params must be 0 or 1, found '%s'", s);
+    else if (ir_mem_params_on_host(c->m) && !ir_mem_opt_on_host(c->m))
+        ir_verr(c, sup_noloc(),
+                "config offload.params = 1 puts the parameters in host memory, where only the optimizer's host "
+                "update can write them: it needs config offload optimizer or all");
+}
+
 bool ir_verify(const ir_module *m, const char *context) {
     ir_vctx c = {m, context, 0, -1};
     ir_verify_mesh(&c);
+    ir_verify_param_offload(&c);
     ir_verify_groups(&c);
     ir_verify_values(&c);
     ir_verify_ops(&c);

@@ -159,6 +159,9 @@ static void report_planned(const ir_module *m, pass_mem_report *r) {
     r->host_bytes = cfg_i64(m, "mem.host_peak", 0);
     r->host_opt = ir_mem_opt_on_host(m) ? opt : 0;
     r->host_stage = cfg_i64(m, "mem.host_stage_bytes", 0);
+    r->host_params = 0;
+    for (int v = 0; v < m->nvalues && ir_mem_params_on_host(m); v++)
+        if (m->values[v].kind == IR_V_PARAM) r->host_params += ir_mem_value_bytes(m, v, t);
     r->ranks_per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
     r->host_mem = cfg_double(m, "host_mem");
     r->host_fits = r->host_mem <= 0 || (double)r->host_bytes * r->ranks_per_node <= r->host_mem;
@@ -339,11 +342,13 @@ void pass_memory_print(const pass_mem_report *r, FILE *out) {
     else
         fprintf(out, ": fits (device memory unknown)\n");
     if (r->host_bytes > 0) {
-        char parts[160], c[32], d[32];
-        int64_t acts = r->host_bytes - r->host_opt - r->host_stage;
-        snprintf(parts, sizeof parts, "%s%s%s%s%s%s", acts > 0 ? "offloaded values " : "",
+        char parts[200], c[32], d[32], e[32];
+        int64_t acts = r->host_bytes - r->host_opt - r->host_stage - r->host_params;
+        snprintf(parts, sizeof parts, "%s%s%s%s%s%s%s%s", acts > 0 ? "offloaded values " : "",
                  acts > 0 ? fmt_b(acts, c, sizeof c) : "",
-                 r->host_opt > 0 ? (acts > 0 ? ", optimizer state " : "optimizer state ") : "",
+                 r->host_params > 0 ? (acts > 0 ? ", parameters " : "parameters ") : "",
+                 r->host_params > 0 ? fmt_b(r->host_params, e, sizeof e) : "",
+                 r->host_opt > 0 ? (acts > 0 || r->host_params > 0 ? ", optimizer state " : "optimizer state ") : "",
                  r->host_opt > 0 ? fmt_b(r->host_opt, d, sizeof d) : "", r->host_stage > 0 ? ", staging " : "",
                  r->host_stage > 0 ? fmt_b(r->host_stage, b, sizeof b) : "");
         fprintf(out, "host memory: %s per rank (%s), ", fmt_b(r->host_bytes, a, sizeof a), parts);
@@ -456,6 +461,7 @@ void pass_memory_json(const pass_mem_report *r, FILE *out) {
         cJSON_AddNumberToObject(o, "host_bytes_per_node", (double)r->host_bytes * r->ranks_per_node);
         cJSON_AddNumberToObject(o, "host_optimizer_bytes", (double)r->host_opt);
         cJSON_AddNumberToObject(o, "host_staging_bytes", (double)r->host_stage);
+        if (r->host_params > 0) cJSON_AddNumberToObject(o, "host_param_bytes", (double)r->host_params);
         cJSON_AddNumberToObject(o, "host_mem", r->host_mem);
         cJSON_AddBoolToObject(o, "host_fits", r->host_fits);
     }

@@ -1,8 +1,9 @@
-/* pass_offload.c — activation offload to host memory (config `offload`:
- * none | activations | optimizer | all | auto; spec key train.offload).  The
+/* pass_offload.c — offload to host memory (config `offload`: none |
+ * activations | optimizer | all | auto; spec key train.offload).  The
  * optimizer's part (optimizer, all) is the memory plan's placement of its
  * state in the host arena (ir_mem_opt_on_host) and the runtime's update
- * there; this pass moves the activations (activations, all).
+ * there; this pass moves the activations (activations, all), the gradients
+ * the host update reads (optimizer, all) and the parameters (all).
  *
  * Without it every forward value the backward reads stays on the device
  * from its forward to its backward: at the turn from forward to backward
@@ -29,6 +30,9 @@
  * saved activation.  Values read first by the backward outside the layers
  * (the final norm's and the LM head's, whose backward follows the forward
  * at once) stay: a round trip there frees nothing at the peak.
+ *
+ * With `all` the parameters move too where only gathers read them
+ * (offload_params).
  *
  * The CPU backend copies in line where the pass puts them.  The CUDA
  * backend copies on its communication stream beside the kernels, and the
@@ -177,6 +181,57 @@ static void plan_all(const ir_module *m, bool acts, bool grads, bool prefetch, o
     free(cat);
 }
 
+/* The parameters to host memory, ZeRO-Infinity's parameter offload (mode
+ * all): possible when every read of a parameter is a gather (train.zero 1
+ * or more: ZeRO-3 gathers per layer, ZeRO-1/2 once a step) or its AdamW,
+ * which with the optimizer offloaded runs on the host.  Each
+ * gather then reads a device copy of its shard fetched right before it,
+ * which dies at the gather; the device holds only the gathered weights of
+ * the layer at work.  Returns the parameters moved (their bytes in *bytes),
+ * or -1 with `why` saying what reads a parameter directly. */
+static int offload_params(ir_module *m, double *bytes, char *why, size_t nwhy) {
+    int gathers = 0;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        for (int k = 0; k < op->nin; k++) {
+            if (op->in[k] < 0 || m->values[op->in[k]].kind != IR_V_PARAM) continue;
+            if ((op->code == IR_ALL_GATHER || op->code == IR_ADAMW) && k == 0) {
+                gathers += op->code == IR_ALL_GATHER;
+                continue;
+            }
+            snprintf(why, nwhy,
+                     "%s reads %%%s directly (with train.zero 1 or more every parameter is gathered before use)",
+                     ir_op_desc_of(op->code)->name, m->values[op->in[k]].name);
+            return -1;
+        }
+    }
+    ir_mem_target t;
+    ir_mem_target_of(m, &t);
+    int n = m->nops, k = 0, moved = 0;
+    for (int v = 0; v < m->nvalues; v++)
+        if (m->values[v].kind == IR_V_PARAM) moved++, *bytes += (double)ir_mem_value_bytes(m, v, t);
+    ir_op *ops = sup_xmalloc(sizeof *ops * (size_t)(n + gathers + 1));
+    for (int i = 0; i < n; i++) {
+        ir_op op = m->ops[i];
+        int w = op.nin > 0 ? op.in[0] : -1;
+        if (op.code == IR_ALL_GATHER && w >= 0 && m->values[w].kind == IR_V_PARAM) {
+            char base[IR_NAME_MAX + 8];
+            snprintf(base, sizeof base, "%.54s.dev", m->values[w].name);
+            int dev = ir_value_add_fresh(m, base, m->values[w].type);
+            ops[k++] = copy_op(IR_FETCH, w, dev, &op);
+            op.in[0] = dev;
+        }
+        ops[k++] = op;
+    }
+    free(m->ops);
+    m->ops = ops;
+    m->nops = k;
+    m->capops = n + gathers + 1;
+    ir_renumber(m);
+    ir_config_set(m, "offload.params", "1");
+    return moved;
+}
+
 /* Applies mode (activations, optimizer or all) to m, fetching one block
  * early with prefetch; the config says which (ir_mem_opt_on_host reads
  * it). */
@@ -216,6 +271,18 @@ static bool offload_apply_as(ir_module *m, const char *mode, bool prefetch, cons
                   "offload: optimizer: AdamW's state in host memory, the update on the host; %d gradient(s), %s "
                   "per rank, to host memory once computed",
                   ngrads, sup_fmt_bytes(gbytes, c, sizeof c));
+    if (strcmp(mode, "all") == 0) {
+        char why[160];
+        double pbytes = 0;
+        int nparams = offload_params(m, &pbytes, why, sizeof why);
+        if (nparams < 0)
+            pu_remark(opt, "offload: parameters stay on the device: %s", why);
+        else
+            pu_remark(opt,
+                      "offload: parameters: %d in host memory, %s per rank; each gather reads a copy of its shard "
+                      "fetched right before it",
+                      nparams, sup_fmt_bytes(pbytes, b, sizeof b));
+    }
     return true;
 }
 
@@ -330,7 +397,7 @@ bool pass_offload(ir_module *m, const pass_options *opt) {
                   mode);
         return false;
     }
-    if (pu_count_ops(m, IR_OFFLOAD) > 0) {
+    if (pu_count_ops(m, IR_OFFLOAD) > 0 || ir_mem_params_on_host(m)) {
         pu_remark(opt, "offload: the module already offloads; left as is");
         return true;
     }

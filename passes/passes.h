@@ -375,6 +375,7 @@ typedef struct pass_mem_report {
      * host_mem (config host_mem, 0 if unknown), and whether it fits. */
     int64_t host_bytes;
     int64_t host_opt, host_stage; /* of host_bytes: the optimizer state, the update's staging */
+    int64_t host_params;          /* of host_bytes: the parameters (offload.params) */
     int ranks_per_node;
     double host_mem;
     bool host_fits;

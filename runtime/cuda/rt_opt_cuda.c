@@ -6,7 +6,8 @@
  * (rt_program.opt_on_host) the same update on the host, ZeRO-Offload's
  * way: the bf16 gradient comes down, the CPU's AdamW kernel updates the
  * fp32 master and moments in the pinned host arena, and the bf16 weight
- * goes back up. */
+ * goes back up (or stays on the host, beside them, when the parameters are
+ * offloaded too). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,7 +174,9 @@ static void cuda_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, boo
     rt_parallel_for(rt, n, CUDA_HOST_MIN, cuda_update_run, &u);
     u.phase = 2;
     rt_parallel_for(rt, n, CUDA_HOST_MIN, cuda_update_run, &u);
-    CU_CHECK(cudaMemcpyAsync(cuda_use(rt, param), h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice, cu->cs));
+    /* Offloaded parameters (offload.params) live in the host arena too. */
+    enum cudaMemcpyKind up = rt->p->values[param].on_host ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice;
+    CU_CHECK(cudaMemcpyAsync(cuda_use(rt, param), h, (size_t)n * sizeof *h, up, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
 

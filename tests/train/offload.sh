@@ -14,6 +14,8 @@
 #     the --save-weights / --save-grads files to be identical, byte for
 #     byte.  An activations or all IR must fetch what it offloads; with the
 #     optimizer offloaded, gradients go to the host and are not fetched;
+#     with all, the parameters live on the host (config offload.params = 1)
+#     and every gather of one reads a copy fetched for it;
 #     a none IR does neither; the run's measured host arena peak
 #     (mem_host_peak_bytes) must be the plan's host arena
 #     (`baspc --memory --json` host_bytes_per_rank) exactly, and its device
@@ -59,11 +61,25 @@ same() {
         local n="$W/l$i.none" p="$W/l$i.$mode" offs fetches acts=1 grads=1
         [[ $mode == optimizer ]] && acts=0
         [[ $mode == activations ]] && grads=0
+        # With all, the parameters go too where every read of them is a
+        # gather (offload.params = 1): each gather reads a fetched copy.
+        local pfetch=0 direct=0 par
+        for par in $(sed -n 's/^param %\([^ ]*\) .*/\1/p' "$p.ir"); do
+            pfetch=$((pfetch + $(grep -c "= fetch %$par {" "$p.ir" || true)))
+            direct=$((direct + $(grep -c "= all_gather %$par {" "$p.ir" || true)))
+        done
         offs=$(grep -c '= offload ' "$p.ir" || true)
-        fetches=$(grep -c '= fetch ' "$p.ir" || true)
+        fetches=$(($(grep -c '= fetch ' "$p.ir" || true) - pfetch))
         if (( (fetches > 0) != acts || (!grads && offs != fetches) || (grads && offs < fetches) )) ||
            grep -q '= offload \|= fetch ' "$n.ir"; then
             echo "FAIL $l: offload $mode: $offs offload(s), $fetches fetch(es) (none must have neither)"
+            fails=$((fails + 1))
+        fi
+        if [[ $mode == all ]] && ! { grep -q '^config offload.params = 1$' "$p.ir" && ((pfetch > 0 && direct == 0)); }; then
+            echo "FAIL $l: offload all: parameters not in host memory ($pfetch fetched for a gather, $direct gathered directly)"
+            fails=$((fails + 1))
+        elif [[ $mode != all ]] && ((pfetch > 0)); then
+            echo "FAIL $l: offload $mode: $pfetch parameter fetch(es)"
             fails=$((fails + 1))
         fi
         local want got arena planned
@@ -84,7 +100,7 @@ same() {
             echo "FAIL $l: offload $mode: losses, weights or gradients differ from none"
             fails=$((fails + 1))
         else
-            echo "ok   $l: $mode: $offs value(s) offloaded, host arena $got bytes per rank (planned $want); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
+            echo "ok   $l: $mode: $offs value(s) offloaded, $pfetch parameter fetch(es), host arena $got bytes per rank (planned $want); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
         fi
         i=$((i + 1))
     done
