@@ -72,9 +72,10 @@ basp_module *basp_lower(const basp_spec *spec) {
         return NULL;
     }
     layout_choice c;
+    drv_mlp_choice mlp = {0}; /* the MLP the layout's choice settled, if it did */
     if (!fe_layout_concrete(spec, &c)) {
         char why[512], name[64];
-        if (!pass_layout_resolve(spec, plan_for_cuda(spec), &c, why, sizeof why)) {
+        if (!pass_layout_resolve(spec, plan_for_cuda(spec), &c, why, sizeof why, &mlp)) {
             sup_error(fe_spec_loc(spec, "layout"), "no legal layout of those the layout block allows can be built");
             return NULL;
         }
@@ -102,10 +103,17 @@ basp_module *basp_lower(const basp_spec *spec) {
         fe_spec_free(chunked);
         return m;
     }
-    /* The MLP, by building the step with it unfused (driver/plan.c). */
+    /* The MLP, by building the step with it unfused (driver/plan.c), unless
+     * the layout's choice did so for the chosen layout already. */
     char why[256];
-    int64_t chunk;
-    basp_spec *own = drv_mlp_settled(spec, &c, plan_for_cuda(spec), NULL, why, sizeof why, &chunk);
+    int64_t chunk = mlp.chunk;
+    basp_spec *own;
+    if (mlp.known && !chunked) {
+        snprintf(why, sizeof why, "%s", mlp.why);
+        own = drv_mlp_patched(spec, chunk);
+    } else {
+        own = drv_mlp_settled(spec, &c, plan_for_cuda(spec), NULL, why, sizeof why, &chunk);
+    }
     sup_remark(sup_noloc(), "mlp: auto: %s", why);
     basp_module *m = own ? pass_lower_with(own, &c) : NULL;
     if (!own) sup_error(sup_noloc(), "mlp: auto: the spec with train.mlp_chunk=%lld does not check", (long long)chunk);

@@ -152,7 +152,19 @@ bool pass_plan(const fe_spec *spec, pass_plan_result *out);
  * mesh without link bandwidths has nothing to cost: the largest legal G.
  * `why` (may be NULL) receives the explanation.  False when no allowed
  * layout is legal and buildable.  Diagnostics of the trials are silenced. */
-bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy);
+/* With train.mlp_chunk auto, each candidate's step is timed with the MLP
+ * the compile would settle for it (drv_mlp_settled, the full pipeline, the
+ * spec's memory target), and `mlp` (may be NULL) receives that decision for
+ * the layout chosen, so that the compile takes it without building the step
+ * once more; mlp->known is false where no decision was made (one legal
+ * layout, no link bandwidths, attention_chunks auto: the compile settles). */
+typedef struct drv_mlp_choice {
+    bool known;
+    int64_t chunk;
+    char why[256];
+} drv_mlp_choice;
+bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy,
+                         drv_mlp_choice *mlp);
 bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
 /* The module the compiler builds for `spec` with the typed change `patch`
  * applied (NULL: none; fe_spec_patched, which checks it again),
@@ -160,9 +172,6 @@ bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
  * diagnostics left as they are (silence them around the call for trial
  * builds).  NULL when a step fails. */
 ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda);
-/* The tokens per MLP chunk to build spec with (layout c, NULL: the spec's;
- * pipeline NULL: the default): spec's own train.mlp_chunk, or for auto 0
- * (unfused) when the step fits with it, else ALST's tiling; `why` says so. */
 /* train.attention_chunks auto (FE_CHUNKS_AUTO): the fewest head chunks whose
  * step fits the device and the host (driver/plan.c); a concrete value is
  * returned as it is.  drv_chunks_settled: spec with it settled. */
@@ -170,6 +179,9 @@ int64_t pass_chunks_auto(const fe_spec *spec, const layout_choice *c, bool cuda,
                          size_t nwhy);
 fe_spec *drv_chunks_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                             size_t nwhy, int64_t *chunks);
+/* The tokens per MLP chunk to build spec with (layout c, NULL: the spec's;
+ * pipeline NULL: the default): spec's own train.mlp_chunk, or for auto 0
+ * (unfused) when the step fits with it, else ALST's tiling; `why` says so. */
 int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                             size_t nwhy);
 /* spec with train.mlp_chunk settled: a copy with pass_mlp_chunk_auto's
@@ -178,6 +190,9 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
  * both the planner's builds and the compiler's lowering settle auto. */
 fe_spec *drv_mlp_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                          size_t nwhy, int64_t *chunk);
+/* spec with train.mlp_chunk = chunk, checked again quietly (a decision
+ * drv_mlp_settled made earlier); NULL when that does not check. */
+fe_spec *drv_mlp_patched(const fe_spec *spec, int64_t chunk);
 void pass_plan_free(pass_plan_result *r);
 /* A table, a "chosen: NAME (why)" line, and the suggestion when nothing fits. */
 void pass_plan_print(const pass_plan_result *r, FILE *out);

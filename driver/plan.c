@@ -59,14 +59,25 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
  * which cost 9% of Llama-3.2-1B's step at 8K tokens on an H200 and about
  * 10% of a small CPU model's (bench/README.md).  `why` (may be NULL) says
  * which and why. */
+static int64_t mlp_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                        size_t nwhy, ir_module **unfused);
+
 int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                             size_t nwhy) {
+    return mlp_auto(spec, c, cuda, pipeline, why, nwhy, NULL);
+}
+
+/* pass_mlp_chunk_auto; when it settles on the unfused MLP and `unfused` is
+ * not NULL, *unfused receives the step it built to decide (else NULL). */
+static int64_t mlp_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                        size_t nwhy, ir_module **unfused) {
+    if (unfused) *unfused = NULL;
     int64_t alst = fe_mlp_chunk_alst(spec);
     if (spec->train.mlp_chunk != FE_MLP_AUTO || alst == 0)
         return spec->train.mlp_chunk == FE_MLP_AUTO ? 0 : spec->train.mlp_chunk;
-    const fe_spec_patch unfused = {.set_mlp_chunk = true, .mlp_chunk = 0};
+    const fe_spec_patch flat = {.set_mlp_chunk = true, .mlp_chunk = 0};
     sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
-    fe_spec *s0 = fe_spec_patched(spec, &unfused);
+    fe_spec *s0 = fe_spec_patched(spec, &flat);
     ir_module *m = s0 ? build_choice(s0, c, cuda, pipeline) : NULL;
     sup_diag_restore(saved);
     pass_mem_report r;
@@ -96,7 +107,10 @@ int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cu
             snprintf(why, nwhy, "tiled, %lld tokens per chunk: unfused needs %s per rank of %s", (long long)alst, pb,
                      cb);
     }
-    ir_module_free(m);
+    if (fits && unfused)
+        *unfused = m;
+    else
+        ir_module_free(m);
     fe_spec_free(s0);
     return fits ? 0 : alst;
 }
@@ -197,7 +211,11 @@ static ir_module *build_choice(const fe_spec *s, const layout_choice *c, bool cu
 fe_spec *drv_mlp_settled(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                          size_t nwhy, int64_t *chunk) {
     *chunk = pass_mlp_chunk_auto(spec, c, cuda, pipeline, why, nwhy);
-    const fe_spec_patch p = {.set_mlp_chunk = true, .mlp_chunk = *chunk};
+    return drv_mlp_patched(spec, *chunk);
+}
+
+fe_spec *drv_mlp_patched(const fe_spec *spec, int64_t chunk) {
+    const fe_spec_patch p = {.set_mlp_chunk = true, .mlp_chunk = chunk};
     sup_diag_saved saved = sup_diag_silence(); /* the spec's warnings were said once */
     fe_spec *s = fe_spec_patched(spec, &p);
     sup_diag_restore(saved);
@@ -212,18 +230,52 @@ ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda)
 }
 
 /* ---- resolving auto ----------------------------------------------------------- */
-static double predict_step(const fe_spec *spec, const layout_choice *c) {
-    /* without recompute and memplan: the step's ops as the cost model
-     * times them (they change memory, not which layout is faster) */
+/* True when the memory-only passes (recompute, offload) left m's ops as
+ * they were: recompute none (or auto's none) and offload none.  memplan
+ * then only placed them, so m's ops are those the pipeline without the
+ * memory passes builds, and the cost model, which reads ops and config but
+ * no plan, times both the same. */
+static bool memory_passes_idle(const ir_module *m) {
+    const char *rc = ir_config_get(m, "recompute.chosen"), *off = ir_config_get(m, "offload");
+    if (!rc) rc = ir_config_get(m, "recompute");
+    return (!rc || !strcmp(rc, "none")) && (!off || !strcmp(off, "none"));
+}
+
+/* Choice c's step as the cost model times it, built without recompute and
+ * memplan (they change memory, not which layout is faster).  An auto MLP is
+ * settled first as the compile settles it (mlp_auto with the full pipeline
+ * and the spec's memory target, into *mlp), so that the step timed is the
+ * one the compile builds and the compile can take the decision.  The
+ * unfused step that decision built is timed as it is when the memory passes
+ * left its ops alone and it was planned for the cpu target, as the timed
+ * build is (the same ops, the same times: one build fewer). */
+static double predict_step(const fe_spec *spec, const layout_choice *c, bool cuda, drv_mlp_choice *mlp) {
     char pipe[512];
     pass_pipeline(layout_strategy_of(c), false, pipe, sizeof pipe);
-    ir_module *m = build_choice(spec, c, false, pipe);
+    fe_spec *settled = NULL;
+    ir_module *m = NULL;
+    mlp->known = false;
+    if (spec->train.mlp_chunk == FE_MLP_AUTO && spec->train.attention_chunks != FE_CHUNKS_AUTO) {
+        mlp->chunk = mlp_auto(spec, c, cuda, NULL, mlp->why, sizeof mlp->why, cuda ? NULL : &m);
+        settled = drv_mlp_patched(spec, mlp->chunk);
+        if (!settled) {
+            ir_module_free(m);
+            return INFINITY;
+        }
+        mlp->known = true;
+        if (m && !memory_passes_idle(m)) {
+            ir_module_free(m);
+            m = NULL;
+        }
+    }
+    if (!m) m = build_choice(settled ? settled : spec, c, false, pipe);
     double t = INFINITY;
     if (m) {
         pass_cost_params p = pass_cost_default_params(m);
         t = pass_cost_estimate_time(m, &p).step_s;
     }
     ir_module_free(m);
+    fe_spec_free(settled);
     return t;
 }
 
@@ -297,11 +349,12 @@ static int fastest(const fe_spec *spec, const layout_choice *c, const double *t,
     return pick;
 }
 
-bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy) {
-    (void)cuda; /* times do not depend on the memory target */
+bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy,
+                         drv_mlp_choice *mlp) {
     layout_choice *c;
     int n = allowed_choices(spec, &c), pick = -1;
     char buf[512];
+    drv_mlp_choice *settled = sup_xcalloc((size_t)n + 1, sizeof *settled);
     bool links = spec->mesh.intra.bandwidth > 0 && (spec->mesh.nodes <= 1 || spec->mesh.inter.bandwidth > 0);
     if (n == 1) {
         pick = 0;
@@ -313,7 +366,7 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
     } else if (n > 1) {
         double *t = malloc(sizeof *t * (size_t)n);
         sup_diag_saved saved = sup_diag_silence();
-        for (int i = 0; i < n; i++) t[i] = predict_step(spec, &c[i]);
+        for (int i = 0; i < n; i++) t[i] = predict_step(spec, &c[i], cuda, &settled[i]);
         sup_diag_restore(saved);
         pick = fastest(spec, c, t, n, buf, sizeof buf);
         if (pick >= 0 && !isfinite(t[pick])) pick = -1;
@@ -322,7 +375,9 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
     if (pick >= 0) {
         *out = c[pick];
         if (why) snprintf(why, nwhy, "%s", buf);
+        if (mlp) *mlp = settled[pick];
     }
+    free(settled);
     free(c);
     return pick >= 0;
 }
@@ -333,7 +388,7 @@ bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, cha
 ir_module *pass_lower(const fe_spec *spec) {
     if (!spec) return NULL;
     layout_choice c;
-    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0)) return NULL;
+    if (!fe_layout_concrete(spec, &c) && !pass_layout_resolve(spec, false, &c, NULL, 0, NULL)) return NULL;
     return pass_lower_with(spec, &c);
 }
 

@@ -161,11 +161,12 @@ static void ir_verify_value_type(ir_vctx *c, const ir_value *val) {
             ir_verr(c, val->loc, "value %%%s: dim %d has size %lld (must be at least 1)", val->name, d, (long long)n);
             continue;
         }
-        if (elems < 0 || elems > INT64_MAX / n) {
+        int64_t more; /* no division: this runs for every dim of every value after every pass */
+        if (elems < 0 || __builtin_mul_overflow(elems, n, &more)) {
             ir_verr(c, val->loc, "value %%%s: element count overflows", val->name);
             elems = -1;
         } else
-            elems *= n;
+            elems = more;
         if (g == -1) continue;
         if (g < 0 || g >= m->ngroups) {
             ir_verr(c, val->loc, "value %%%s: dim %d is sharded by a group that does not exist (index %d)", val->name,

@@ -58,6 +58,11 @@ setup() {
     # every step at zero, so a checkpoint needs nothing more.
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/acc_basp_z2" "${m4[@]}" --set "layout.batch_aware=groups 2" \
         --set train.zero=2 --set train.global_batch=6
+    # Everything offloaded (ZeRO-3, offload all): the parameters, AdamW's
+    # state and the gradients live in the host arena, and a checkpoint reads
+    # and writes them there.
+    "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/gqa_uly_z3_offall" "${m4[@]}" --set layout.batch_aware=off \
+        --set train.zero=3 --set train.recompute=full --set train.offload=all
     # batch_aware dynamic: each micro-step's groups come from (seed, step),
     # so a resumed run assigns and trains the same.
     "$baspc" "$specdir/tiny_gqa.basp" -q -o "$w/dyn_z2" "${m4[@]}" --set layout.batch_aware=dynamic \
