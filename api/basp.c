@@ -86,7 +86,7 @@ basp_module *basp_lower(const basp_spec *spec) {
     }
     basp_spec *chunked = NULL;
     if (spec->train.attention_chunks == FE_CHUNKS_AUTO) {
-        /* The head chunks, by building the step with each count (driver/plan.c). */
+        /* The head chunks, by building the step with each count (driver/settle.c). */
         char cwhy[320];
         int64_t C;
         chunked = drv_chunks_settled(spec, &c, plan_for_cuda(spec), NULL, cwhy, sizeof cwhy, &C);
@@ -103,7 +103,7 @@ basp_module *basp_lower(const basp_spec *spec) {
         fe_spec_free(chunked);
         return m;
     }
-    /* The MLP, by building the step with it unfused (driver/plan.c), unless
+    /* The MLP, by building the step with it unfused (driver/settle.c), unless
      * the layout's choice did so for the chosen layout already. */
     char why[256];
     int64_t chunk = mlp.chunk;

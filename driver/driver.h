@@ -22,7 +22,7 @@
  * work from textual IR alone. */
 ir_module *pass_lower(const fe_spec *spec);
 /* Lowers with this layout (config sequence, ring_degree, a2a, groups;
- * lower.c).  pass_lower (plan.c) uses the spec's
+ * lower.c).  pass_lower (settle.c) uses the spec's
  * own layout, or the planner's choice (pass_layout_resolve) when the spec
  * leaves something to choose. */
 ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice);
@@ -166,6 +166,19 @@ typedef struct drv_mlp_choice {
 bool pass_layout_resolve(const fe_spec *spec, bool cuda, layout_choice *out, char *why, size_t nwhy,
                          drv_mlp_choice *mlp);
 bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
+/* The lowered module of spec with layout c (NULL: the spec's) for the
+ * target, run through `pipeline` (NULL: its strategy's, which ends with
+ * memplan); auto head chunks, then an auto MLP, settled first; verified once
+ * at the end.  Diagnostics as they are (settle.c; the planner's table and
+ * the auto settings build their trials with it). */
+ir_module *drv_build_choice(const fe_spec *s, const layout_choice *c, bool cuda, const char *pipeline);
+/* The choice among n layouts with predicted times t (INFINITY: unusable):
+ * of those within the model's error `err` of the fastest the simplest
+ * (Ulysses, then Ulysses x Ring, then ring), of those the fastest, the
+ * larger G within 1%; -1 when none is usable.  drv_model_error: the
+ * device preset's measured error of the cost model (0 when unknown). */
+int drv_prefer(const layout_choice *c, const double *t, int n, double err);
+double drv_model_error(const fe_spec *spec);
 /* The module the compiler builds for `spec` with the typed change `patch`
  * applied (NULL: none; fe_spec_patched, which checks it again),
  * pass_lower, config mem.target (cuda or cpu), the default pipeline, with
@@ -173,7 +186,7 @@ bool pass_plan_target(const fe_spec *spec, bool cuda, pass_plan_result *out);
  * builds).  NULL when a step fails. */
 ir_module *drv_build(const fe_spec *spec, const fe_spec_patch *patch, bool cuda);
 /* train.attention_chunks auto (FE_CHUNKS_AUTO): the fewest head chunks whose
- * step fits the device and the host (driver/plan.c); a concrete value is
+ * step fits the device and the host (driver/settle.c); a concrete value is
  * returned as it is.  drv_chunks_settled: spec with it settled. */
 int64_t pass_chunks_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                          size_t nwhy);

@@ -34,12 +34,12 @@ enum { FE_NAME_MAX = 64 };
 enum { FE_PLACEMENT_MAX = 4096 };
 /* Upper bound on model.layers (lowering takes about a second at this depth). */
 enum { FE_MAX_LAYERS = 1024, FE_MAX_ATTENTION_CHUNKS = 8 };
-/* train.attention_chunks auto: chosen when the step is built (driver/plan.c
+/* train.attention_chunks auto: chosen when the step is built (driver/settle.c
  * drv_chunks_settled). */
 #define FE_CHUNKS_AUTO ((int64_t)-1)
 
 typedef enum {
-    FE_BA_AUTO,    /* any legal G: the planner's choice (driver/plan.c) */
+    FE_BA_AUTO,    /* any legal G: the planner's choice (driver/settle.c) */
     FE_BA_ON,      /* like auto among G > 1; an error when none is legal */
     FE_BA_OFF,     /* plain Ulysses over all N ranks */
     FE_BA_GROUPS,  /* exactly `groups` groups */
@@ -124,7 +124,7 @@ typedef struct fe_train {
     int64_t seed;  /* default 1234 */
     /* Tokens per chunk of the fused, tiled MLP (0: the unfused MLP, whose
      * [tokens, ffn] intermediates live until the backward); default
-     * FE_MLP_AUTO: chosen when the step is built (driver/plan.c
+     * FE_MLP_AUTO: chosen when the step is built (driver/settle.c
      * pass_mlp_chunk_auto), unfused when the step fits with it, else
      * fe_mlp_chunk_alst. */
     int64_t mlp_chunk;
@@ -262,7 +262,7 @@ layout_dims fe_layout_dims(const fe_spec *spec);
  * and a2a as written, or any for auto; hybrid with the given ring_degree. */
 bool fe_layout_allows(const fe_spec *spec, const layout_choice *c);
 /* The spec's own layout when it names one exactly (no auto anywhere);
- * false when the planner must choose (driver/plan.c). */
+ * false when the planner must choose (driver/settle.c). */
 bool fe_layout_concrete(const fe_spec *spec, layout_choice *out);
 
 /* Called with the path of every file the frontend reads (the spec, each

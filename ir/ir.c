@@ -507,34 +507,35 @@ void ir_op_add_output(ir_op *op, int value) {
 }
 
 /* ---- attributes --------------------------------------------------------- */
-/* The intern table: open addressing over the strings' hashes, never shrunk;
- * the compiler is single-threaded. */
-static struct {
-    const char **slots;
-    size_t cap, n;
-} ir_interned;
+struct ir_context *ir_ctx(void) {
+    sup_context *ctx = sup_ctx();
+    if (!ctx->ir) ctx->ir = sup_xcalloc(1, sizeof *ctx->ir);
+    return ctx->ir;
+}
 
-static void ir_intern_grow(void) {
-    size_t cap = ir_interned.cap ? 2 * ir_interned.cap : 256;
+/* The intern table (ir_context): open addressing over the texts' hashes. */
+static void ir_intern_grow(struct ir_context *x) {
+    size_t cap = x->cap ? 2 * x->cap : 256;
     const char **slots = sup_xcalloc(cap, sizeof *slots);
-    for (size_t k = 0; k < ir_interned.cap; k++) {
-        const char *t = ir_interned.slots[k];
+    for (size_t k = 0; k < x->cap; k++) {
+        const char *t = x->interned[k];
         if (!t) continue;
         size_t h = ir_hash_n(t, strlen(t)) & (cap - 1);
         while (slots[h]) h = (h + 1) & (cap - 1);
         slots[h] = t;
     }
-    free(ir_interned.slots);
-    ir_interned.slots = slots;
-    ir_interned.cap = cap;
+    free(x->interned);
+    x->interned = slots;
+    x->cap = cap;
 }
 
 const char *ir_intern(const char *s, size_t cap) {
+    struct ir_context *x = ir_ctx();
     if (!s) s = "";
     size_t n = strnlen(s, cap > 0 ? cap - 1 : 0);
-    if (2 * (ir_interned.n + 1) > ir_interned.cap) ir_intern_grow();
-    size_t h = ir_hash_n(s, n) & (ir_interned.cap - 1);
-    for (const char *t; (t = ir_interned.slots[h]); h = (h + 1) & (ir_interned.cap - 1))
+    if (2 * (x->n + 1) > x->cap) ir_intern_grow(x);
+    size_t h = ir_hash_n(s, n) & (x->cap - 1);
+    for (const char *t; (t = x->interned[h]); h = (h + 1) & (x->cap - 1))
         if (strncmp(t, s, n) == 0 && t[n] == '\0') return t;
     /* One byte before the text says whether it is an identifier: the
      * verifier asks for every attribute of every op after every pass. */
@@ -542,8 +543,8 @@ const char *ir_intern(const char *s, size_t cap) {
     memcpy(copy + 1, s, n);
     copy[n + 1] = '\0';
     copy[0] = (char)ir_is_ident(copy + 1);
-    ir_interned.slots[h] = copy + 1;
-    ir_interned.n++;
+    x->interned[h] = copy + 1;
+    x->n++;
     return copy + 1;
 }
 

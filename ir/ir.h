@@ -152,7 +152,7 @@ typedef struct ir_value {
 typedef enum { IR_A_INT, IR_A_FLOAT, IR_A_IDENT, IR_A_GROUP } ir_attr_kind;
 
 /* Keys and identifier values are interned (ir_intern): one copy of each
- * distinct string for the process, so an op stays small (passes copy and
+ * distinct string in the compilation context, so an op stays small (passes copy and
  * insert into op arrays of 10^5 ops at depth) and a key compares by
  * pointer first.  Keys keep at most IR_ATTR_KEY_MAX - 1 characters and
  * identifier values IR_NAME_MAX - 1, as the textual form allows. */
@@ -629,9 +629,9 @@ bool ir_mem_planned(const ir_module *m);
 bool ir_is_name(const char *s);
 bool ir_is_ident(const char *s);
 
-/* The process-wide copy of `s` cut to cap - 1 characters (attribute keys
- * and identifier values): equal strings give the same pointer, which lives
- * until the process ends. */
+/* The one copy of `s` cut to cap - 1 characters (attribute keys and
+ * identifier values) in the compilation context: equal strings give the
+ * same pointer, which lives as long as the context (the process). */
 const char *ir_intern(const char *s, size_t cap);
 /* ir_is_ident of a string ir_intern returned, without reading it again. */
 bool ir_interned_is_ident(const char *s);

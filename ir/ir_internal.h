@@ -32,4 +32,16 @@ bool ir_mem_boxes_disjoint(int nops, const ir_mem_box *b, int n);
  * to compare the cached one with). */
 void ir_mem_plan_forget(void);
 
+/* What ir/ keeps between calls, in the compilation context (sup_ctx()->ir,
+ * created on first use): the intern table of attribute keys and identifier
+ * values (ir.c: open addressing, never shrunk) and ir_mem_plan's recent
+ * plans (ir_memplan.c). */
+struct ir_plan_cache;
+struct ir_context {
+    const char **interned;
+    size_t cap, n;
+    struct ir_plan_cache *plans;
+};
+struct ir_context *ir_ctx(void);
+
 #endif

@@ -16,7 +16,11 @@
  * percent.
  *
  * Values in host memory (ir_mem_on_host: what offload writes) are placed
- * the same way in a host arena of their own; the two never share bytes. */
+ * the same way in a host arena of their own; the two never share bytes.
+ *
+ * Also here: the verifier's check of a plan (ir_mem_boxes_disjoint, a sweep
+ * of its own, not this placement's index) and the cache of recent plans
+ * (the same step is planned several times in one compile). */
 #include "ir_internal.h"
 
 #include <stdlib.h>
@@ -437,7 +441,8 @@ static mp_fp mp_fingerprint(const ir_module *m, ir_mem_target t) {
         mp_fp_word(&f, (uint64_t)(uint32_t)val->def);
         for (int d = 0; d < val->type.rank && d < IR_MAX_RANK; d++) {
             mp_fp_word(&f, (uint64_t)val->type.dims[d]);
-            mp_fp_word(&f, (uint64_t)(uint32_t)val->type.shard[d] << 32 ^ (uint64_t)val->type.unit[d]);
+            mp_fp_word(&f, (uint64_t)(uint32_t)val->type.shard[d]);
+            mp_fp_word(&f, (uint64_t)val->type.unit[d]);
         }
     }
     for (int g = 0; g < m->ngroups; g++) {
@@ -457,33 +462,42 @@ static mp_fp mp_fingerprint(const ir_module *m, ir_mem_target t) {
     return f;
 }
 
+/* In the compilation context (ir_context.plans), created on first use. */
 enum { MP_CACHED = 4 };
-static struct {
+struct ir_plan_cache {
     mp_fp fp[MP_CACHED];
     mp_result r[MP_CACHED];
     int n, next; /* entries held; the one to replace next */
-} mp_cache;
+};
+
+static struct ir_plan_cache *mp_cache(void) {
+    struct ir_context *x = ir_ctx();
+    if (!x->plans) x->plans = sup_xcalloc(1, sizeof *x->plans);
+    return x->plans;
+}
 
 static const mp_result *mp_cache_find(mp_fp f, const ir_module *m) {
-    for (int k = 0; k < mp_cache.n; k++)
-        if (mp_cache.fp[k].a == f.a && mp_cache.fp[k].b == f.b && mp_cache.r[k].nvalues == m->nvalues)
-            return &mp_cache.r[k];
+    struct ir_plan_cache *c = mp_cache();
+    for (int k = 0; k < c->n; k++)
+        if (c->fp[k].a == f.a && c->fp[k].b == f.b && c->r[k].nvalues == m->nvalues) return &c->r[k];
     return NULL;
 }
 
 static void mp_cache_put(mp_fp f, const mp_result *r) {
-    int k = mp_cache.n < MP_CACHED ? mp_cache.n++ : mp_cache.next;
-    mp_cache.next = (k + 1) % MP_CACHED;
-    free(mp_cache.r[k].off);
-    mp_cache.fp[k] = f;
-    mp_cache.r[k] = *r;
-    mp_cache.r[k].off = sup_xmalloc(sizeof *r->off * (size_t)(r->nvalues + 1));
-    memcpy(mp_cache.r[k].off, r->off, sizeof *r->off * (size_t)r->nvalues);
+    struct ir_plan_cache *c = mp_cache();
+    int k = c->n < MP_CACHED ? c->n++ : c->next;
+    c->next = (k + 1) % MP_CACHED;
+    free(c->r[k].off);
+    c->fp[k] = f;
+    c->r[k] = *r;
+    c->r[k].off = sup_xmalloc(sizeof *r->off * (size_t)(r->nvalues + 1));
+    memcpy(c->r[k].off, r->off, sizeof *r->off * (size_t)r->nvalues);
 }
 
 void ir_mem_plan_forget(void) {
-    for (int k = 0; k < mp_cache.n; k++) free(mp_cache.r[k].off);
-    memset(&mp_cache, 0, sizeof mp_cache);
+    struct ir_plan_cache *c = mp_cache();
+    for (int k = 0; k < c->n; k++) free(c->r[k].off);
+    memset(c, 0, sizeof *c);
 }
 
 /* Writes the plan into m: the values' offsets and the config mem.* keys. */

@@ -202,6 +202,7 @@ typedef struct sup_context {
     struct sup_source *sources; /* sup_source_add's */
     char read_why[160];         /* why the last sup_read_file failed, when errno cannot say */
     /* the registries of the folders above: NULL until first used */
+    struct ir_context *ir; /* ir/: interned attribute texts, recent memory plans */
     struct layout_registry *layouts;
     struct pass_registry *passes;
     struct basp_registry *api;

@@ -9,6 +9,9 @@ import argparse, os, re, sys
 
 FOLDERS = ["frontend", "layout", "ir", "passes", "driver", "codegen", "api", "support", "tools"]
 DECL = re.compile(r"^\s*static\s+(?:_Thread_local\s+)?([^();{]*?)\b([A-Za-z_]\w*)\s*(\[[^]]*\])?\s*(=|;)")
+# A static of an anonymous struct or union type whose body spans lines:
+# `static struct {` at the start of a line, the variable after its `}`.
+ANON = re.compile(r"^static\s+(?:const\s+)?(struct|union)\s*\{[^()]*$")
 
 def mutable(type_words):
     # "const T *p" is a mutable pointer; "T *const p" and "const T x" are not.
@@ -33,6 +36,12 @@ def main():
                 path = os.path.join(dirpath, f)
                 rel = os.path.relpath(path, root)
                 for no, line in enumerate(open(path, errors="replace"), 1):
+                    a = ANON.match(line)
+                    if a and "const" not in line.split(a.group(1))[0]:
+                        key = "%s:<anonymous %s at line %d>" % (rel, a.group(1), no)
+                        found.add(key)
+                        if key not in allowed: bad.append("%s:%d: %s" % (rel, no, line.strip()))
+                        continue
                     m = DECL.match(line)
                     if not m or not mutable(m.group(1)): continue
                     key = "%s:%s" % (rel, m.group(2))
