@@ -19,17 +19,8 @@
  * ffn] each) for its backward; the tiled one recomputes g and u there,
  * which cost 9% of Llama-3.2-1B's step at 8K tokens on an H200 and about
  * 10% of a small CPU model's (bench/README.md).  `why` (may be NULL) says
- * which and why. */
-static int64_t mlp_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
-                        size_t nwhy, ir_module **unfused);
-
-int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
-                            size_t nwhy) {
-    return mlp_auto(spec, c, cuda, pipeline, why, nwhy, NULL);
-}
-
-/* pass_mlp_chunk_auto; when it settles on the unfused MLP and `unfused` is
- * not NULL, *unfused receives the step it built to decide (else NULL). */
+ * which and why.  When it settles on the unfused MLP and `unfused` is not
+ * NULL, *unfused receives the step it built to decide (else NULL). */
 static int64_t mlp_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
                         size_t nwhy, ir_module **unfused) {
     if (unfused) *unfused = NULL;
@@ -74,6 +65,11 @@ static int64_t mlp_auto(const fe_spec *spec, const layout_choice *c, bool cuda, 
         ir_module_free(m);
     fe_spec_free(s0);
     return fits ? 0 : alst;
+}
+
+int64_t pass_mlp_chunk_auto(const fe_spec *spec, const layout_choice *c, bool cuda, const char *pipeline, char *why,
+                            size_t nwhy) {
+    return mlp_auto(spec, c, cuda, pipeline, why, nwhy, NULL);
 }
 
 /* train.attention_chunks auto: the fewest head chunks (1, 2, 4, 8: those
