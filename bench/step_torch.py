@@ -7,7 +7,7 @@ thread each, side by side in one run.
                         [--seqs 1024,2048,8192] [--rounds 3] [--steps 6]
                         [--warmup 2] [--basp-set KEY=VALUE ...]
                         [--basp-alt KEY=VALUE ...]
-                        [--torch-impl plain|hf] [--out DIR]
+                        [--torch-impl plain|hf] [--torch-compile] [--out DIR]
 
 For every sequence length S (micro-batch 1), basp's program is compiled
 from the spec on one rank (`--set mesh.nodes=1 --set mesh.devices_per_node=1
@@ -23,7 +23,9 @@ these `--set`s on top, timed in the same rounds right after the first
 two ops); the table gains its step and its time over the first's.
 --torch-impl hf times transformers' LlamaForCausalLM
 (attn_implementation="sdpa") instead of the torch.nn Llama; it needs
-transformers as well.  The two alternate which goes first
+transformers as well.  --torch-compile runs PyTorch's forward and loss
+through torch.compile (torch_step.py --compile; inductor, default mode):
+the first steps compile, so give --warmup at least 1.  The two alternate which goes first
 from round to round; each run's step time is the median over the steps
 after --warmup, the table the medians over rounds and the median of the
 per-round ratios PyTorch / basp (above 1: basp is faster).  Writes
@@ -61,11 +63,11 @@ def basp_step(binary, corpus, steps, warmup, workdir, env, mpirun):
     return statistics.median(r["step_ms"] for r in rows)
 
 
-def torch_step(spec, S, steps, warmup, workdir, env, impl):
+def torch_step(spec, S, steps, warmup, workdir, env, impl, compiled=False):
     out = os.path.join(workdir, f"torch_{impl}_{S}.json")
     cmd = [sys.executable, os.path.join(HERE, "torch_step.py"), "--model", spec, "--device", "cpu", "--dtype",
            "fp32", "--threads", "1", "--batch", "1", "--seq", str(S), "--steps", str(steps), "--impl", impl,
-           "--json", out]
+           "--json", out] + (["--compile"] if compiled else [])
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode == 77:
         sys.exit("step_torch: PyTorch is not importable from this python (a benchmark-only dependency)")
@@ -93,6 +95,8 @@ def main():
                     help="a --set for a second basp program timed beside the first (repeatable)")
     ap.add_argument("--torch-impl", choices=("plain", "hf"), default="plain",
                     help="PyTorch's model: the torch.nn Llama (default) or transformers' (hf)")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="PyTorch's forward and loss through torch.compile (the first steps compile: --warmup >= 1)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "step_torch"))
     args = ap.parse_args()
     if args.rounds < 1 or args.steps <= args.warmup:
@@ -130,9 +134,11 @@ def main():
         for i, S in enumerate(seqs):
             if (r + i) % 2 == 0:
                 b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
-                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl)
+                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl,
+                                   args.torch_compile)
             else:
-                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl)
+                t, tv = torch_step(args.spec, S, args.steps, args.warmup, workdir, env, args.torch_impl,
+                                   args.torch_compile)
                 b = basp_step(binaries[S], corpus, args.steps, args.warmup, workdir, env, mpirun)
             a = basp_step(alts[S], corpus, args.steps, args.warmup, workdir, env, mpirun) if alts else None
             runs.setdefault(S, []).append((b, t, a))
@@ -158,7 +164,8 @@ def main():
           f"`{' '.join(['bench/step_torch.py'] + sys.argv[1:])}` — {time.monotonic() - t0:.0f} s, {args.rounds} "
           f"rounds of {args.steps} steps (the first {args.warmup} left out), medians; model "
           f"`{os.path.relpath(args.spec, ROOT)}` at micro-batch 1; {at.cpu_model()}; PyTorch {tv} "
-          f"(bench/torch_step.py --impl {args.torch_impl}: {model_txt}, SDPA, AdamW, fp32, one thread); basp: OpenBLAS at one "
+          f"(bench/torch_step.py --impl {args.torch_impl}: {model_txt}, SDPA, AdamW, fp32, one thread"
+          f"{', torch.compile (inductor)' if args.torch_compile else ''}); basp: OpenBLAS at one "
           f"thread{', ' + ' '.join(args.basp_set) if args.basp_set else ', the spec as it is'}"
           f"{'; basp alt: ' + ' '.join(args.basp_alt) + ' on top, timed right after basp in each round' if alts else ''}"
           f"; load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
