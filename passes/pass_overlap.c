@@ -36,7 +36,10 @@
  *     changes, with a remark.
  * Only collectives that work in their operands' own buffers move (every dim
  * before the gathered or scattered one has one entry; both runtimes' start
- * forms); small reductions are not bucketed together.
+ * forms); small reductions are not bucketed together.  A gather of a
+ * parameter shard fetched from host memory right before it (offload all:
+ * `%w.dev = fetch %w`) moves with that fetch, which goes right before the
+ * start.
  *
  * Results: the same collectives on the same bytes, and the CPU runtime sums
  * a reduction started or not with the same algorithm, so the step computes
@@ -76,11 +79,23 @@ static bool in_place(const ir_module *m, int v, int d) {
     return true;
 }
 
-/* A gather this pass may start early: of a parameter, landing in place.
- * pass_overlap_sp.c times its segments without these. */
+/* The op right before the gather at u when it fetches the gather's shard
+ * of a parameter from host memory (offloaded parameters: pass offload puts
+ * `%w.dev = fetch %w` there), else -1.  The two move together. */
+static int fetched_shard(const ir_module *m, int u) {
+    const ir_op *g = &m->ops[u], *f = u > 0 ? &m->ops[u - 1] : NULL;
+    if (!f || f->code != IR_FETCH || f->nout != 1 || f->nin != 1 || f->out[0] != g->in[0]) return -1;
+    return m->values[f->in[0]].kind == IR_V_PARAM ? u - 1 : -1;
+}
+
+/* A gather this pass may start early: of a parameter (or its shard fetched
+ * right before it from host memory), landing in place.  pass_overlap_sp.c
+ * times its segments without these. */
 bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op) {
     if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op)) return false;
-    return m->values[op->in[0]].kind == IR_V_PARAM && in_place(m, op->in[0], (int)ir_attr_int(op, "dim", -1));
+    int w = op->in[0], u = (int)(op - m->ops);
+    bool param = m->values[w].kind == IR_V_PARAM || (u >= 0 && u < m->nops && fetched_shard(m, u) >= 0);
+    return param && in_place(m, w, (int)ir_attr_int(op, "dim", -1));
 }
 
 /* A reduction this pass may wait for late: a reduce-scatter in place or an
@@ -189,8 +204,17 @@ static void move_gathers(ovctx *o) {
         int s = choose_start(o, u, floor_gap, &hidden);
         floor_gap = s;
         if (hidden <= 0) continue; /* nothing to hide it under */
-        double b = value_bytes(m, m->ops[u].out[0]);
+        /* A shard fetched from host memory moves with its gather, right
+         * before the start; its copy is live from there to the gather. */
+        int f = fetched_shard(m, u);
+        double b = value_bytes(m, m->ops[u].out[0]) + (f >= 0 ? value_bytes(m, m->ops[u].in[0]) : 0);
         add_extra(o, s, u, b);
+        if (f >= 0) {
+            ir_op fetch = m->ops[f];
+            pu_tag_like(&fetch, &m->ops[s]);
+            pass_insert_before(&o->edits, s, &fetch);
+            pass_edits_remove(&o->edits, f);
+        }
         /* The layer of where it now runs, so that the schedule's sections
          * stay contiguous (the phase is the same). */
         ir_op start = m->ops[u];

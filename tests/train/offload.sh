@@ -5,8 +5,8 @@
 #
 #   offload.sh same BASPC MPIRUN CORPUS SPEC WORKDIR
 #     For layouts of SPEC on 4 ranks (2 nodes x 2) covering batch-aware,
-#     Ulysses, ring and hybrid, ZeRO 0-3 and recompute none, selective and
-#     full, builds the program with offload none and with the layout's mode
+#     Ulysses, ring and hybrid, ZeRO 0-3, recompute none, selective and
+#     full, and overlap (started gathers of fetched parameter shards), builds the program with offload none and with the layout's mode
 #     (activations unless it says mode=optimizer or mode=all), trains 3
 #     steps each and validates (--val-data: the forward-only program, which
 #     leaves the offloads out), and requires the --metrics losses, gradient
@@ -37,6 +37,7 @@ same() {
         "layout.batch_aware=groups 2;train.zero=2;train.recompute=none;mode=optimizer"
         "layout.sequence=ring;layout.batch_aware=off;train.zero=3;train.recompute=full;mode=all"
         "layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.zero=1;mode=all"
+        "layout.batch_aware=off;train.zero=3;train.recompute=full;train.overlap=on;mode=all"
     )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
