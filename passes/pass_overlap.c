@@ -91,11 +91,16 @@ static int fetched_shard(const ir_module *m, int u) {
 /* A gather this pass may start early: of a parameter (or its shard fetched
  * right before it from host memory), landing in place.  pass_overlap_sp.c
  * times its segments without these. */
-bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op) {
+bool pass_overlap_movable_gather(const ir_module *m, int i, int *fetch) {
+    const ir_op *op = &m->ops[i];
+    int f = -1;
+    if (fetch) *fetch = -1;
     if (op->code != IR_ALL_GATHER || ir_op_async(op) || op->nin != 1 || op->nout != 1 || in_opt(op)) return false;
-    int w = op->in[0], u = (int)(op - m->ops);
-    bool param = m->values[w].kind == IR_V_PARAM || (u >= 0 && u < m->nops && fetched_shard(m, u) >= 0);
-    return param && in_place(m, w, (int)ir_attr_int(op, "dim", -1));
+    int w = op->in[0];
+    bool param = m->values[w].kind == IR_V_PARAM || (f = fetched_shard(m, i)) >= 0;
+    if (!param || !in_place(m, w, (int)ir_attr_int(op, "dim", -1))) return false;
+    if (fetch) *fetch = f;
+    return true;
 }
 
 /* A reduction this pass may wait for late: a reduce-scatter in place or an
@@ -198,7 +203,8 @@ static void move_gathers(ovctx *o) {
     ir_module *m = o->m;
     int floor_gap = 0;
     for (int u = 0; u < m->nops; u++) {
-        if (!pass_overlap_movable_gather(m, &m->ops[u])) continue;
+        int f;
+        if (!pass_overlap_movable_gather(m, u, &f)) continue;
         o->gathers++;
         double hidden;
         int s = choose_start(o, u, floor_gap, &hidden);
@@ -206,7 +212,6 @@ static void move_gathers(ovctx *o) {
         if (hidden <= 0) continue; /* nothing to hide it under */
         /* A shard fetched from host memory moves with its gather, right
          * before the start; its copy is live from there to the gather. */
-        int f = fetched_shard(m, u);
         double b = value_bytes(m, m->ops[u].out[0]) + (f >= 0 ? value_bytes(m, m->ops[u].in[0]) : 0);
         add_extra(o, s, u, b);
         if (f >= 0) {

@@ -291,8 +291,13 @@ int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_s
          * start early runs off the critical path: the segments are timed
          * without it (timed in place, it would queue behind the started
          * exchange and hide nothing).  The walk's own predicate, so the
-         * two cannot disagree about which gathers move. */
-        if (pass_overlap_movable_gather(m, &m->ops[i])) c.sec[i] = 0, c.comm[i] = false;
+         * two cannot disagree about which gathers move; a shard fetched
+         * for the gather moves with it. */
+        int f;
+        if (pass_overlap_movable_gather(m, i, &f)) {
+            c.sec[i] = 0, c.comm[i] = false;
+            if (f >= 0) c.sec[f] = 0, c.comm[f] = false;
+        }
         zero_across |= ir_op_desc_of(m->ops[i].code)->comm == IR_COMM_RING && oc.comm &&
                        pass_op_traffic(m, &m->ops[i]).inter_bytes > 0;
         for (int k = 0; k < m->ops[i].nout; k++) c.def[m->ops[i].out[k]] = i;

@@ -92,8 +92,10 @@ typedef struct pass_ovsp_stats {
     int link_kept;  /* kept whole: across nodes, where ZeRO's collectives cross too */
 } pass_ovsp_stats;
 int pass_overlap_exchanges(ir_module *m, const pass_cost_params *cp, pass_ovsp_stats *st);
-/* pass_overlap.c: a ZeRO gather of a weight that its walk starts early
- * (blocking, of a parameter, landing in place, outside the apply phase). */
-bool pass_overlap_movable_gather(const ir_module *m, const ir_op *op);
+/* pass_overlap.c: op i is a ZeRO gather of a weight that its walk starts
+ * early (blocking, of a parameter, landing in place, outside the apply
+ * phase); *fetch (may be NULL) receives the op fetching its shard from host
+ * memory right before it, which moves with it, or -1. */
+bool pass_overlap_movable_gather(const ir_module *m, int i, int *fetch);
 
 #endif

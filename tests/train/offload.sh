@@ -6,7 +6,8 @@
 #   offload.sh same BASPC MPIRUN CORPUS SPEC WORKDIR
 #     For layouts of SPEC on 4 ranks (2 nodes x 2) covering batch-aware,
 #     Ulysses, ring and hybrid, ZeRO 0-3, recompute none, selective and
-#     full, and overlap (started gathers of fetched parameter shards), builds the program with offload none and with the layout's mode
+#     full, and overlap (started gathers of fetched parameter shards),
+#     builds the program with offload none and with the layout's mode
 #     (activations unless it says mode=optimizer or mode=all), trains 3
 #     steps each and validates (--val-data: the forward-only program, which
 #     leaves the offloads out), and requires the --metrics losses, gradient
@@ -66,8 +67,8 @@ same() {
         # gather (offload.params = 1): each gather reads a fetched copy.
         local pfetch=0 direct=0 par
         for par in $(sed -n 's/^param %\([^ ]*\) .*/\1/p' "$p.ir"); do
-            pfetch=$((pfetch + $(grep -c "= fetch %$par {" "$p.ir" || true)))
-            direct=$((direct + $(grep -c "= all_gather %$par {" "$p.ir" || true)))
+            pfetch=$((pfetch + $(grep -cF "= fetch %$par {" "$p.ir" || true)))
+            direct=$((direct + $(grep -cF "= all_gather %$par {" "$p.ir" || true)))
         done
         offs=$(grep -c '= offload ' "$p.ir" || true)
         fetches=$(($(grep -c '= fetch ' "$p.ir" || true) - pfetch))
