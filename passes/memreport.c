@@ -160,7 +160,8 @@ static void report_planned(const ir_module *m, pass_mem_report *r) {
     r->host_opt = ir_mem_opt_on_host(m) ? opt : 0;
     r->host_stage = cfg_i64(m, "mem.host_stage_bytes", 0);
     r->host_params = 0;
-    for (int v = 0; v < m->nvalues && ir_mem_params_on_host(m); v++)
+    bool params_on_host = ir_mem_params_on_host(m); /* a config lookup: once, not per value */
+    for (int v = 0; v < m->nvalues && params_on_host; v++)
         if (m->values[v].kind == IR_V_PARAM) r->host_params += ir_mem_value_bytes(m, v, t);
     r->ranks_per_node = m->mesh.devices_per_node > 0 ? m->mesh.devices_per_node : 1;
     r->host_mem = cfg_double(m, "host_mem");

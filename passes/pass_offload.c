@@ -190,15 +190,11 @@ static void plan_all(const ir_module *m, bool acts, bool grads, bool prefetch, o
  * the layer at work.  Returns the parameters moved (their bytes in *bytes),
  * or -1 with `why` saying what reads a parameter directly. */
 static int offload_params(ir_module *m, double *bytes, char *why, size_t nwhy) {
-    int gathers = 0;
     for (int i = 0; i < m->nops; i++) {
         const ir_op *op = &m->ops[i];
         for (int k = 0; k < op->nin; k++) {
             if (op->in[k] < 0 || m->values[op->in[k]].kind != IR_V_PARAM) continue;
-            if ((op->code == IR_ALL_GATHER || op->code == IR_ADAMW) && k == 0) {
-                gathers += op->code == IR_ALL_GATHER;
-                continue;
-            }
+            if ((op->code == IR_ALL_GATHER || op->code == IR_ADAMW) && k == 0) continue;
             snprintf(why, nwhy,
                      "%s reads %%%s directly (with train.zero 1 or more every parameter is gathered before use)",
                      ir_op_desc_of(op->code)->name, m->values[op->in[k]].name);
@@ -207,27 +203,22 @@ static int offload_params(ir_module *m, double *bytes, char *why, size_t nwhy) {
     }
     ir_mem_target t;
     ir_mem_target_of(m, &t);
-    int n = m->nops, k = 0, moved = 0;
+    int moved = 0;
     for (int v = 0; v < m->nvalues; v++)
         if (m->values[v].kind == IR_V_PARAM) moved++, *bytes += (double)ir_mem_value_bytes(m, v, t);
-    ir_op *ops = sup_xmalloc(sizeof *ops * (size_t)(n + gathers + 1));
-    for (int i = 0; i < n; i++) {
-        ir_op op = m->ops[i];
-        int w = op.nin > 0 ? op.in[0] : -1;
-        if (op.code == IR_ALL_GATHER && w >= 0 && m->values[w].kind == IR_V_PARAM) {
-            char base[IR_NAME_MAX + 8];
-            snprintf(base, sizeof base, "%.54s.dev", m->values[w].name);
-            int dev = ir_value_add_fresh(m, base, m->values[w].type);
-            ops[k++] = copy_op(IR_FETCH, w, dev, &op);
-            op.in[0] = dev;
-        }
-        ops[k++] = op;
+    pass_edits e = {0};
+    for (int i = 0; i < m->nops; i++) {
+        ir_op *op = &m->ops[i];
+        int w = op->nin > 0 ? op->in[0] : -1;
+        if (op->code != IR_ALL_GATHER || w < 0 || m->values[w].kind != IR_V_PARAM) continue;
+        char base[IR_NAME_MAX + 8];
+        snprintf(base, sizeof base, "%.54s.dev", m->values[w].name);
+        int dev = ir_value_add_fresh(m, base, m->values[w].type);
+        ir_op fetch = copy_op(IR_FETCH, w, dev, op);
+        pass_insert_before(&e, i, &fetch);
+        op->in[0] = dev;
     }
-    free(m->ops);
-    m->ops = ops;
-    m->nops = k;
-    m->capops = n + gathers + 1;
-    ir_renumber(m);
+    pass_edits_apply(m, &e); /* renumbers */
     ir_config_set(m, "offload.params", "1");
     return moved;
 }
