@@ -113,7 +113,7 @@ enum { CM_WS_CUDA_SUMS_FROM_ = CM_WS_CUDA_NSLOTS - 1, CM_WS_CUDA_SUMS(CM_WS_CUDA
     X(LM_HEAD_LOSS, lm_head_loss) X(LM_HEAD_LOSS_BWD, lm_head_loss_bwd) X(ADAMW, adamw) X(MLP, mlp)                \
     X(MLP_BWD, mlp_bwd) X(BIAS_ADD, bias_add) X(BIAS_ADD_BWD, bias_add_bwd) X(RING_ATTENTION, ring_attention)     \
     X(RING_ATTENTION_BWD, ring_attention_bwd) X(HEAD_SLICE, head_slice) X(HEAD_CONCAT, head_concat)     \
-    X(LM_HEAD_LOSS_GRAD, lm_head_loss_grad)
+    X(LM_HEAD_LOSS_GRAD, lm_head_loss_grad) X(ADD_RMSNORM, add_rmsnorm) X(ADD_RMSNORM_BWD, add_rmsnorm_bwd)
 /* clang-format on */
 #define CM_K_ENUM_(kind, name) CM_K_##kind,
 typedef enum { CM_KERNEL_KINDS(CM_K_ENUM_) CM_K_N } cm_kernel_kind;

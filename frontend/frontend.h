@@ -151,6 +151,9 @@ typedef struct fe_train {
     /* The LM head's loss and its gradient in one op, the logits formed once
      * (passes/pass_fuse_loss.c); default on. */
     bool fuse_loss;
+    /* Each residual add and the norm next to it in one op, forward and
+     * backward (passes/pass_fuse_elem.c); default on. */
+    bool fuse_elem;
     int64_t eot_token;
     char packing[16];
 } fe_train;

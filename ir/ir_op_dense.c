@@ -1,6 +1,7 @@
 /* ir_op_dense.c — the ops with a weight over the last dims of an
  * activation: linear (a contraction, attr contract), rmsnorm and bias_add,
- * each with its backward. */
+ * each with its backward, and add_rmsnorm (a residual add fused into the
+ * norm after it) with its backward. */
 #include "ir_op.h"
 
 #include <inttypes.h>
@@ -115,6 +116,21 @@ static void check_bias_add(ir_vctx *c, const ir_op *op, bool bwd) {
 static void verify_bias_add(ir_vctx *c, const ir_op *op) { check_bias_add(c, op, false); }
 static void verify_bias_add_bwd(ir_vctx *c, const ir_op *op) { check_bias_add(c, op, true); }
 
+/* add_rmsnorm(a, b, w) -> (s, y): s = a + b, y = rmsnorm(s, w). */
+static void verify_add_rmsnorm(ir_vctx *c, const ir_op *op) {
+    const ir_value *a = ir_vv(c, op->in[0]), *w = ir_vv(c, op->in[2]);
+    check_rmsnorm_in(c, a, w);
+    ir_vsame_type(c, a, ir_vv(c, op->in[1]));
+    ir_vsame_type(c, a, ir_vv(c, op->out[0]));
+    ir_vsame_type(c, a, ir_vv(c, op->out[1]));
+}
+
+/* add_rmsnorm_bwd(dy, s, w, dr) -> (ds, dw): ds = dr + rmsnorm_bwd's dx. */
+static void verify_add_rmsnorm_bwd(ir_vctx *c, const ir_op *op) {
+    verify_rmsnorm_bwd(c, op);
+    ir_vsame_type(c, ir_vv(c, op->in[1]), ir_vv(c, op->in[3]));
+}
+
 /* ---- kernel workspace (ir_mem_work_bytes) ----------------------------------------- */
 
 /* rmsnorm_bwd on CUDA: the fp32 sum of the weight gradient. */
@@ -178,6 +194,31 @@ static void emit_rmsnorm_common(ir_emit *e, bool bwd) {
 
 static void emit_rmsnorm(ir_emit *e) { emit_rmsnorm_common(e, false); }
 static void emit_rmsnorm_bwd(ir_emit *e) { emit_rmsnorm_common(e, true); }
+
+/* add_rmsnorm(a, b, w) -> s, y: rt_add_rmsnorm(s, y, a, b, w, N, D, eps);
+ * add_rmsnorm_bwd(dy, s, w, dr) -> ds, dw: rt_add_rmsnorm_bwd(ds, dw, dy,
+ * s, w, dr, N, D, eps).  D = the last dim, whole. */
+static void emit_add_rmsnorm_common(ir_emit *e, bool bwd) {
+    const ir_value *x = ir_emit_in(e, bwd ? 1 : 0), *w = ir_emit_in(e, 2);
+    int r = x->type.rank;
+    if (r < 1) {
+        ir_emit_fail(e, "%%%s is a scalar; rmsnorm normalises a last dim", x->name);
+        return;
+    }
+    if (!ir_emit_whole(e, x, r - 1, r, "the normalised dim") || !ir_emit_whole(e, w, 0, 1, "the norm weight")) return;
+    ir_emit_call(e);
+    ir_emit_f32(e, ir_emit_out(e, 0));
+    ir_emit_f32(e, ir_emit_out(e, 1));
+    for (int i = 0; i < 4; i++)
+        if (i < e->op->nin) ir_emit_f32(e, ir_emit_in(e, i));
+    ir_emit_int(e, ir_emit_lprod(e, x, 0, r - 1));
+    ir_emit_int(e, x->type.dims[r - 1]);
+    ir_emit_dbl(e, ir_emit_attr_or_config(e, "eps", "norm_eps"));
+    ir_emit_end(e);
+}
+
+static void emit_add_rmsnorm(ir_emit *e) { emit_add_rmsnorm_common(e, false); }
+static void emit_add_rmsnorm_bwd(ir_emit *e) { emit_add_rmsnorm_common(e, true); }
 
 /* linear(x, w) -> y ; linear_bwd(dy, x, w) -> dx, dw ; attr contract = c:
  * N = leading rank-c local dims of x, I = x's trailing c dims, O = w's dims
@@ -289,6 +330,36 @@ const ir_op_desc ir_op_rmsnorm_bwd = {
     .ws_cuda = ws_cuda_rmsnorm_bwd,
     .rt_fn = "rt_rmsnorm_bwd",
     .emit = emit_rmsnorm_bwd,
+};
+
+/* a, b [B,S,D], w[D] -> s = a + b, y = rmsnorm(s, w): the residual add and
+ * the norm after it in one pass over the rows (passes/pass_fuse_elem.c) */
+const ir_op_desc ir_op_add_rmsnorm = {
+    .name = "add_rmsnorm",
+    .kind = IR_K_COMPUTE,
+    .min_in = 3,
+    .max_in = 3,
+    .min_out = 2,
+    .max_out = 2,
+    .verify = verify_add_rmsnorm,
+    .rt_fn = "rt_add_rmsnorm",
+    .emit = emit_add_rmsnorm,
+};
+
+/* dy, s, w, dr -> ds = dr + rmsnorm_bwd(dy, s, w)'s dx, dw: the norm's
+ * backward with the residual's gradient added as each row is written */
+const ir_op_desc ir_op_add_rmsnorm_bwd = {
+    .name = "add_rmsnorm_bwd",
+    .kind = IR_K_COMPUTE,
+    .min_in = 4,
+    .max_in = 4,
+    .min_out = 2,
+    .max_out = 2,
+    .verify = verify_add_rmsnorm_bwd,
+    .wgrad_outs = 1u << 1 /* dw */,
+    .ws_cuda = ws_cuda_rmsnorm_bwd,
+    .rt_fn = "rt_add_rmsnorm_bwd",
+    .emit = emit_add_rmsnorm_bwd,
 };
 
 /* x[..., t..] + b[t..]: a bias over x's trailing dims (Qwen's q/k/v biases,

@@ -30,6 +30,16 @@ void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N,
     RT_TIMED(CM_K_RMSNORM, kern_rmsnorm_fwd(y, x, w, N, D, eps));
 }
 
+void rt_add_rmsnorm(rt_ctx *rt, float *s, float *y, const float *a, const float *b, const float *w, int64_t N,
+                    int64_t D, double eps) {
+    RT_TIMED(CM_K_ADD_RMSNORM, kern_add_rmsnorm_fwd(s, y, a, b, w, N, D, eps));
+}
+
+void rt_add_rmsnorm_bwd(rt_ctx *rt, float *ds, float *dw, const float *dy, const float *s, const float *w,
+                        const float *dr, int64_t N, int64_t D, double eps) {
+    RT_TIMED(CM_K_ADD_RMSNORM_BWD, kern_add_rmsnorm_bwd(ds, dw, dy, s, w, dr, N, D, eps));
+}
+
 void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                     int64_t D, double eps) {
     RT_TIMED(CM_K_RMSNORM_BWD, kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, eps));

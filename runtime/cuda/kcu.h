@@ -67,6 +67,14 @@ cudaError_t kcu_rmsnorm_fwd(kcu_bf16 *y, const kcu_bf16 *x, const kcu_bf16 *w, i
 /* dx[N,D], dw[D] (summed over rows in fp32 in ws32 [D]) from dy[N,D] */
 cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x, const kcu_bf16 *w,
                             int64_t N, int64_t D, double eps, float *ws32, cudaStream_t st);
+/* s = a + b, y = rmsnorm(s) * w in one pass per row; and ds = dr + the dx of
+ * kcu_rmsnorm_bwd (dw as there): the numbers of kcu_add and kcu_rmsnorm_*
+ * one after the other (the norm reads s rounded to bf16; dx is rounded
+ * before dr is added). */
+cudaError_t kcu_add_rmsnorm_fwd(kcu_bf16 *s, kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b, const kcu_bf16 *w,
+                                int64_t N, int64_t D, double eps, cudaStream_t st);
+cudaError_t kcu_add_rmsnorm_bwd(kcu_bf16 *ds, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *s, const kcu_bf16 *w,
+                                const kcu_bf16 *dr, int64_t N, int64_t D, double eps, float *ws32, cudaStream_t st);
 
 /* ---- rope ------------------------------------------------------------------------ */
 /* y, x [b,S,H,Dh]: pair (i, i+Dh/2) of token s rotated by +angle (sign 1) or

@@ -196,6 +196,23 @@ extern "C" cudaError_t kcu_embedding_bwd(kcu_bf16 *dw, const kcu_bf16 *dout, con
 // ---- rmsnorm ------------------------------------------------------------------------
 // y[N,D]: one block per row
 // vec: groups of 8 (D a multiple of 8, every pointer 16-byte aligned).
+
+// y = x * r * w over one row, each thread its columns (those it summed).
+static __device__ __forceinline__ void scale_row(bf16 *yr, const bf16 *xr, const bf16 *w, int64_t D, float r,
+                                                 bool vec) {
+    int64_t step = vec ? blockDim.x * VEC : blockDim.x;
+    for (int64_t d = threadIdx.x * (vec ? VEC : 1); d < D; d += step) {
+        if (vec) {
+            float f[VEC], g[VEC];
+            ld8(xr, d, f), ld8(w, d, g);
+            for (int k = 0; k < VEC; k++) f[k] = f[k] * r * g[k];
+            st8(yr, d, f);
+        } else {
+            yr[d] = tobf(ldf(xr, d) * r * ldf(w, d));
+        }
+    }
+}
+
 __global__ void k_rmsnorm_fwd(bf16 *y, const bf16 *x, const bf16 *w, int64_t D, float eps, bool vec) {
     const bf16 *xr = x + blockIdx.x * D;
     bf16 *yr = y + blockIdx.x * D;
@@ -210,25 +227,41 @@ __global__ void k_rmsnorm_fwd(bf16 *y, const bf16 *x, const bf16 *w, int64_t D, 
             ss += ldf(xr, d) * ldf(xr, d);
         }
     }
-    float r = rsqrtf(block_sum(ss) / (float)D + eps);
+    scale_row(yr, xr, w, D, rsqrtf(block_sum(ss) / (float)D + eps), vec);
+}
+
+// s[N,D] = a + b and y = rmsnorm(s) * w: k_add then k_rmsnorm_fwd in one
+// pass per row.  The norm reads s as stored (rounded to bf16), so the numbers
+// are those of the two kernels; each thread reads back only what it wrote.
+__global__ void k_add_rmsnorm_fwd(bf16 *s, bf16 *y, const bf16 *a, const bf16 *b, const bf16 *w, int64_t D, float eps,
+                                  bool vec) {
+    const bf16 *ar = a + blockIdx.x * D, *br = b + blockIdx.x * D;
+    bf16 *sr = s + blockIdx.x * D, *yr = y + blockIdx.x * D;
+    int64_t step = vec ? blockDim.x * VEC : blockDim.x;
+    float ss = 0.f;
     for (int64_t d = threadIdx.x * (vec ? VEC : 1); d < D; d += step) {
         if (vec) {
             float f[VEC], g[VEC];
-            ld8(xr, d, f), ld8(w, d, g);
-            for (int k = 0; k < VEC; k++) f[k] = f[k] * r * g[k];
-            st8(yr, d, f);
+            ld8(ar, d, f), ld8(br, d, g);
+            for (int k = 0; k < VEC; k++) f[k] = __bfloat162float(tobf(f[k] + g[k])), ss += f[k] * f[k];
+            st8(sr, d, f);
         } else {
-            yr[d] = tobf(ldf(xr, d) * r * ldf(w, d));
+            float v = __bfloat162float(tobf(ldf(ar, d) + ldf(br, d)));
+            sr[d] = tobf(v);
+            ss += v * v;
         }
     }
+    scale_row(yr, sr, w, D, rsqrtf(block_sum(ss) / (float)D + eps), vec);
 }
 
 // dx[N,D]; dw partial sums: blocks stride over rows, each sums its rows' dw
 // in shared memory (D floats) and adds them to ws32[D] once.
 //   dx_j = r w_j dy_j - x_j r^3 / D * sum_k dy_k w_k x_k ;  dw_j = sum_n dy_nj x_nj r_n
 // (vec: as the forward's; a thread owns the same 8 columns in every row.)
-__global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf16 *w, int64_t N, int64_t D, float eps,
-                              float *ws32, bool vec) {
+// With dr (add_rmsnorm_bwd) dx_j, rounded to bf16 as k_rmsnorm_bwd stores
+// it, plus dr_j: the numbers of k_rmsnorm_bwd then k_add.
+__global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf16 *w, const bf16 *dr, int64_t N,
+                              int64_t D, float eps, float *ws32, bool vec) {
     extern __shared__ float dwsh[];
     int w8 = vec ? VEC : 1;
     int64_t step = blockDim.x * w8;
@@ -257,6 +290,14 @@ __global__ void k_rmsnorm_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, const bf1
             for (int k = 0; k < w8; k++) {
                 o[k] = r * wv[k] * g[k] - c * xv[k];
                 dwsh[d + k] += g[k] * xv[k] * r; // each thread owns its columns: no race
+            }
+            if (dr) {
+                float q[VEC];
+                if (vec)
+                    ld8(dr + n * D, d, q);
+                else
+                    q[0] = ldf(dr, n * D + d);
+                for (int k = 0; k < w8; k++) o[k] = __bfloat162float(tobf(o[k])) + q[k];
             }
             if (vec)
                 st8(dx + n * D, d, o);
@@ -290,19 +331,37 @@ static cudaError_t rmsnorm_bwd_smem(size_t dyn) {
     return cudaFuncSetAttribute(k_rmsnorm_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
 }
 
-extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x,
-                                       const kcu_bf16 *w, int64_t N, int64_t D, double eps, float *ws32,
-                                       cudaStream_t st) {
+static cudaError_t rmsnorm_bwd(bf16 *dx, kcu_bf16 *dw, const bf16 *dy, const bf16 *x, const bf16 *w, const bf16 *dr,
+                               int64_t N, int64_t D, double eps, float *ws32, cudaStream_t st) {
     cudaError_t e = rmsnorm_bwd_smem((size_t)D * sizeof(float));
     if (e != cudaSuccess) return e;
     e = cudaMemsetAsync(ws32, 0, (size_t)D * sizeof(float), st);
     if (e != cudaSuccess) return e;
     unsigned blocks = (unsigned)(N < 512 ? (N > 0 ? N : 1) : 512);
-    bool vec = D % VEC == 0 && aligned16(dx, dy, x, w);
-    k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(BF(dx), CBF(dy), CBF(x), CBF(w), N, D, (float)eps,
-                                                                      ws32, vec);
+    bool vec = D % VEC == 0 && aligned16(dx, dy, x, w, dr);
+    k_rmsnorm_bwd<<<blocks, THREADS, (size_t)D * sizeof(float), st>>>(dx, dy, x, w, dr, N, D, (float)eps, ws32, vec);
     e = cudaGetLastError();
     return e != cudaSuccess ? e : kcu_f32_to_bf16(dw, ws32, D, st);
+}
+
+extern "C" cudaError_t kcu_rmsnorm_bwd(kcu_bf16 *dx, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *x,
+                                       const kcu_bf16 *w, int64_t N, int64_t D, double eps, float *ws32,
+                                       cudaStream_t st) {
+    return rmsnorm_bwd(BF(dx), dw, CBF(dy), CBF(x), CBF(w), NULL, N, D, eps, ws32, st);
+}
+
+extern "C" cudaError_t kcu_add_rmsnorm_fwd(kcu_bf16 *s, kcu_bf16 *y, const kcu_bf16 *a, const kcu_bf16 *b,
+                                           const kcu_bf16 *w, int64_t N, int64_t D, double eps, cudaStream_t st) {
+    bool vec = D % VEC == 0 && aligned16(s, y, a, b, w);
+    if (N > 0)
+        k_add_rmsnorm_fwd<<<(unsigned)N, THREADS, 0, st>>>(BF(s), BF(y), CBF(a), CBF(b), CBF(w), D, (float)eps, vec);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_add_rmsnorm_bwd(kcu_bf16 *ds, kcu_bf16 *dw, const kcu_bf16 *dy, const kcu_bf16 *s,
+                                           const kcu_bf16 *w, const kcu_bf16 *dr, int64_t N, int64_t D, double eps,
+                                           float *ws32, cudaStream_t st) {
+    return rmsnorm_bwd(BF(ds), dw, CBF(dy), CBF(s), CBF(w), CBF(dr), N, D, eps, ws32, st);
 }
 
 // ---- rope -------------------------------------------------------------------------------

@@ -45,6 +45,18 @@ void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const flo
     RT_TIMED(CM_K_RMSNORM_BWD, kcu_rmsnorm_bwd(B16(dx), B16(dw), CB16(dy), CB16(x), CB16(w), N, D, eps, ws, CS));
 }
 
+void rt_add_rmsnorm(rt_ctx *rt, float *s, float *y, const float *a, const float *b, const float *w, int64_t N,
+                    int64_t D, double eps) {
+    RT_TIMED(CM_K_ADD_RMSNORM, kcu_add_rmsnorm_fwd(B16(s), B16(y), CB16(a), CB16(b), CB16(w), N, D, eps, CS));
+}
+
+void rt_add_rmsnorm_bwd(rt_ctx *rt, float *ds, float *dw, const float *dy, const float *s, const float *w,
+                        const float *dr, int64_t N, int64_t D, double eps) {
+    float *ws = cuda_ws(rt, CM_WS_CUDA_F32, (size_t)D * sizeof(float));
+    RT_TIMED(CM_K_ADD_RMSNORM_BWD,
+             kcu_add_rmsnorm_bwd(B16(ds), B16(dw), CB16(dy), CB16(s), CB16(w), CB16(dr), N, D, eps, ws, CS));
+}
+
 void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O) {
     RT_TIMED(CM_K_LINEAR, kcu_linear_fwd(cuda_state(rt)->blas, B16(y), CB16(x), CB16(w), N, I, O));
 }

@@ -99,8 +99,8 @@ void kern_rmsnorm_fwd(float *y, const float *x, const float *w, int64_t N, int64
  *   dx_j = r w_j dy_j - x_j r^3 / D * sum_k dy_k w_k x_k
  *   dw_j = sum_n dy_nj x_nj r_n
  * dw is accumulated in double across rows (N can be tens of thousands). */
-void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t D,
-                      double eps) {
+static void rmsnorm_bwd_rows(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *dr,
+                             int64_t N, int64_t D, double eps) {
     double *acc = calloc((size_t)(D > 0 ? D : 1), sizeof(double));
     if (!acc) {
         fprintf(stderr, "basp: rmsnorm_bwd: out of memory\n");
@@ -113,13 +113,37 @@ void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, con
         double dot = 0.0;
         for (int64_t d = 0; d < D; d++) dot += (double)gr[d] * w[d] * xr[d];
         float a = (float)r, c = (float)(dot * r * r * r / (double)D);
-        for (int64_t d = 0; d < D; d++) {
-            dxr[d] = a * w[d] * gr[d] - c * xr[d];
-            acc[d] += (double)gr[d] * xr[d] * r;
+        for (int64_t d = 0; d < D; d++) acc[d] += (double)gr[d] * xr[d] * r;
+        if (dr) { /* the residual's gradient added as the row is written */
+            const float *rr = dr + n * D;
+            for (int64_t d = 0; d < D; d++) {
+                float v = a * w[d] * gr[d] - c * xr[d];
+                dxr[d] = rr[d] + v;
+            }
+        } else {
+            for (int64_t d = 0; d < D; d++) dxr[d] = a * w[d] * gr[d] - c * xr[d];
         }
     }
     for (int64_t d = 0; d < D; d++) dw[d] = (float)acc[d];
     free(acc);
+}
+
+void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t D,
+                      double eps) {
+    rmsnorm_bwd_rows(dx, dw, dy, x, w, NULL, N, D, eps);
+}
+
+void kern_add_rmsnorm_bwd(float *ds, float *dw, const float *dy, const float *s, const float *w, const float *dr,
+                          int64_t N, int64_t D, double eps) {
+    rmsnorm_bwd_rows(ds, dw, dy, s, w, dr, N, D, eps);
+}
+
+void kern_add_rmsnorm_fwd(float *s, float *y, const float *a, const float *b, const float *w, int64_t N, int64_t D,
+                          double eps) {
+    for (int64_t n = 0; n < N; n++) { /* the sum is normalised while its row is in cache */
+        kern_add(s + n * D, a + n * D, b + n * D, D);
+        kern_rmsnorm_fwd(y + n * D, s + n * D, w, 1, D, eps);
+    }
 }
 
 /* ---- rope ------------------------------------------------------------------ */

@@ -62,6 +62,14 @@ void kern_rmsnorm_fwd(float *y, const float *x, const float *w, int64_t N, int64
 /* dx[N,D], dw[D] (summed over the N rows, overwritten) from dy[N,D] */
 void kern_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N, int64_t D,
                       double eps);
+/* The residual add fused into the norm after it: s = a + b, y = rmsnorm(s),
+ * row by row while the row is in cache; and its backward, ds = dr + the dx
+ * of kern_rmsnorm_bwd (dw as there).  Bit for bit kern_add then
+ * kern_rmsnorm_fwd, and kern_rmsnorm_bwd then kern_add (ds may be dr). */
+void kern_add_rmsnorm_fwd(float *s, float *y, const float *a, const float *b, const float *w, int64_t N, int64_t D,
+                          double eps);
+void kern_add_rmsnorm_bwd(float *ds, float *dw, const float *dy, const float *s, const float *w, const float *dr,
+                          int64_t N, int64_t D, double eps);
 
 /* ---- rope (kern_basic.c) ------------------------------------------------- */
 /* Llama 3 frequency scaling of the inverse frequencies, exactly as Hugging

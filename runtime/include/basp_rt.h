@@ -264,6 +264,14 @@ void rt_embedding_bwd(rt_ctx *rt, float *dw, const float *dout, const int32_t *t
 void rt_rmsnorm(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t D, double eps);
 void rt_rmsnorm_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t N,
                     int64_t D, double eps);
+/* The residual add and the norm after it (the op add_rmsnorm): s[N,D] = a + b,
+ * y = s / rms(s) * w.  Its backward (add_rmsnorm_bwd): ds = dr + rmsnorm_bwd's
+ * dx of dy, dw as rt_rmsnorm_bwd's.  The numbers of rt_add and rt_rmsnorm(_bwd)
+ * called one after the other (passes/pass_fuse_elem.c). */
+void rt_add_rmsnorm(rt_ctx *rt, float *s, float *y, const float *a, const float *b, const float *w, int64_t N,
+                    int64_t D, double eps);
+void rt_add_rmsnorm_bwd(rt_ctx *rt, float *ds, float *dw, const float *dy, const float *s, const float *w,
+                        const float *dr, int64_t N, int64_t D, double eps);
 
 /* y[N,O] = x[N,I] @ w[I,O] */
 void rt_linear(rt_ctx *rt, float *y, const float *x, const float *w, int64_t N, int64_t I, int64_t O);

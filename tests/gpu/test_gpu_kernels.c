@@ -105,6 +105,16 @@ static void check_gpu(const char *name, const kcu_bf16 *d, const float *ref, int
     free(g);
 }
 
+/* Two device tensors equal bit for bit. */
+static void check_same(const char *name, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n) {
+    float *x = down(a, n), *y = down(b, n);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += memcmp(&x[i], &y[i], sizeof(float)) != 0;
+    printf("%-28s %lld of %lld differ  %s\n", name, (long long)bad, (long long)n, bad ? "FAIL" : "ok");
+    failures += bad != 0;
+    free(x), free(y);
+}
+
 /* ---- cases ----------------------------------------------------------------------- */
 static void test_elementwise(void) {
     int64_t n = 10007;
@@ -153,6 +163,42 @@ static void test_embedding(void) {
 }
 
 /* D 320: 8 columns per access; D 100: one at a time. */
+/* The residual add fused into the norm (passes/pass_fuse_elem.c): against
+ * the CPU kernels at the norm's tolerance, and equal bit for bit to the add
+ * and the norm run one after the other (dx: each row is one block's; dw
+ * sums blocks with atomics, in no fixed order, so it is held to the
+ * tolerance).  D 320 and 100 as test_rmsnorm. */
+static void test_add_rmsnorm(int64_t D) {
+    int64_t N = 77, n = N * D;
+    char name[6][40];
+    const char *what[6] = {"s", "y", "ds", "dw", "= add, rmsnorm", "= rmsnorm_bwd, add"};
+    for (int k = 0; k < 6; k++) snprintf(name[k], 40, "add_rmsnorm %s D%lld", what[k], (long long)D);
+    float *a = rnd(n, 2), *b = rnd(n, 1), *w = rnd(D, 1), *dy = rnd(n, 1), *dr = rnd(n, 1);
+    float *s = malloc(n * 4), *y = malloc(n * 4), *ds = malloc(n * 4), *dw = malloc(D * 4);
+    kcu_bf16 *a_ = up(a, n), *b_ = up(b, n), *w_ = up(w, D), *dy_ = up(dy, n), *dr_ = up(dr, n);
+    kcu_bf16 *s_ = dzeros(n), *y_ = dzeros(n), *s2 = dzeros(n), *y2 = dzeros(n), *dw_ = dzeros(D);
+    float *ws = dalloc(D * 4);
+    kern_add_rmsnorm_fwd(s, y, a, b, w, N, D, 1e-5);
+    KCU_CHECK_EXIT(kcu_add_rmsnorm_fwd(s_, y_, a_, b_, w_, N, D, 1e-5, 0));
+    check_gpu(name[0], s_, s, n, 1e-2);
+    check_gpu(name[1], y_, y, n, 2e-2);
+    KCU_CHECK_EXIT(kcu_add(s2, a_, b_, n, 0));
+    KCU_CHECK_EXIT(kcu_rmsnorm_fwd(y2, s2, w_, N, D, 1e-5, 0));
+    check_same(name[4], y_, y2, n);
+    check_same("add_rmsnorm s = add", s_, s2, n);
+    float *sb = down(s_, n); /* the backward of the sum as the device holds it */
+    kern_add_rmsnorm_bwd(ds, dw, dy, sb, w, dr, N, D, 1e-5);
+    KCU_CHECK_EXIT(kcu_add_rmsnorm_bwd(y_, dw_, dy_, s_, w_, dr_, N, D, 1e-5, ws, 0));
+    check_gpu(name[2], y_, ds, n, 2e-2);
+    check_gpu(name[3], dw_, dw, D, 2e-2);
+    KCU_CHECK_EXIT(kcu_rmsnorm_bwd(s2, dw_, dy_, s_, w_, N, D, 1e-5, ws, 0));
+    KCU_CHECK_EXIT(kcu_add(y2, dr_, s2, n, 0));
+    check_same(name[5], y_, y2, n);
+    cudaFree(a_), cudaFree(b_), cudaFree(w_), cudaFree(dy_), cudaFree(dr_), cudaFree(s_), cudaFree(y_);
+    cudaFree(s2), cudaFree(y2), cudaFree(dw_), cudaFree(ws);
+    free(a), free(b), free(w), free(dy), free(dr), free(s), free(y), free(ds), free(dw), free(sb);
+}
+
 static void test_rmsnorm(int64_t D) {
     int64_t N = 77;
     char name[3][40];
@@ -613,6 +659,8 @@ int main(void) {
     test_embedding();
     test_rmsnorm(320);
     test_rmsnorm(100);
+    test_add_rmsnorm(320);
+    test_add_rmsnorm(100);
     test_rope(16);
     test_rope(12);
     test_linear();

@@ -168,6 +168,56 @@ static void test_rmsnorm(void) {
     free(c.x), free(c.w), free(c.y), free(c.r), free(want), free(dx), free(dw);
 }
 
+/* The residual add fused into the norm (passes/pass_fuse_elem.c).  With
+ * L = <rmsnorm(s), r> + <s, q>, dL/ds = rmsnorm_bwd's dx of dy = r, plus q:
+ * add_rmsnorm_bwd's ds with dr = q. */
+typedef struct add_rms_ctx {
+    rms_ctx n;
+    float *q;
+} add_rms_ctx;
+static double add_rms_loss(void *p) {
+    add_rms_ctx *c = p;
+    return rms_loss(&c->n) + proj(c->n.x, c->q, c->n.N * c->n.D);
+}
+
+static void test_add_rmsnorm(void) {
+    printf("add_rmsnorm\n");
+    int64_t N = 5, D = 40, n = N * D;
+    float *a = frand(n, -2, 2), *b = frand(n, -1, 1), *w = frand(D, 0.5, 1.5);
+    float *s = fgarbage(n), *y = fgarbage(n), *s2 = fgarbage(n), *y2 = fgarbage(n);
+    kern_add_rmsnorm_fwd(s, y, a, b, w, N, D, 1e-5);
+    double *want = malloc((size_t)n * sizeof(double));
+    for (int64_t r = 0; r < N; r++) { /* the sum in double, normalised in double */
+        double ss = 0;
+        for (int64_t d = 0; d < D; d++)
+            ss += ((double)a[r * D + d] + b[r * D + d]) * ((double)a[r * D + d] + b[r * D + d]);
+        double inv = 1.0 / sqrt(ss / (double)D + 1e-5);
+        for (int64_t d = 0; d < D; d++) want[r * D + d] = ((double)a[r * D + d] + b[r * D + d]) * inv * w[d];
+    }
+    compare("add_rmsnorm y vs reference", y, want, n, 1e-5, 1e-6);
+    /* ... and bit for bit the add, then the norm: a fused step trains as an
+     * unfused one (train.fuse_elem.same) */
+    kern_add(s2, a, b, n);
+    kern_rmsnorm_fwd(y2, s2, w, N, D, 1e-5);
+    check_equal_bits("add_rmsnorm s = add", s, s2, n);
+    check_equal_bits("add_rmsnorm y = add then rmsnorm", y, y2, n);
+
+    add_rms_ctx c = {{s2, w, fgarbage(n), frand(n, -1, 1), N, D, 1e-5}, frand(n, -1, 1)};
+    float *ds = fgarbage(n), *dw = fgarbage(D), *dx = fgarbage(n), *dw2 = fgarbage(D), *ds2 = fgarbage(n);
+    kern_add_rmsnorm_bwd(ds, dw, c.n.r, c.n.x, w, c.q, N, D, 1e-5);
+    fd_check("add_rmsnorm_bwd ds (fd)", c.n.x, n, ds, add_rms_loss, &c, FD_EPS);
+    fd_check("add_rmsnorm_bwd dw (fd)", w, D, dw, add_rms_loss, &c, FD_EPS);
+    kern_rmsnorm_bwd(dx, dw2, c.n.r, c.n.x, w, N, D, 1e-5);
+    kern_add(ds2, c.q, dx, n);
+    check_equal_bits("add_rmsnorm_bwd ds = bwd then add", ds, ds2, n);
+    check_equal_bits("add_rmsnorm_bwd dw = rmsnorm_bwd", dw, dw2, D);
+    memcpy(ds2, c.q, (size_t)n * sizeof(float)); /* in place: ds over dr */
+    kern_add_rmsnorm_bwd(ds2, dw2, c.n.r, c.n.x, w, ds2, N, D, 1e-5);
+    check_equal_bits("add_rmsnorm_bwd ds in place of dr", ds2, ds, n);
+    free(a), free(b), free(w), free(s), free(y), free(s2), free(y2), free(want), free(c.n.y), free(c.n.r), free(c.q);
+    free(ds), free(dw), free(dx), free(dw2), free(ds2);
+}
+
 /* ---- rope ------------------------------------------------------------------------------ */
 
 typedef struct rope_ctx {
@@ -800,6 +850,7 @@ int main(void) {
     printf("kernel checks: rtol %.0e, atol %.0e, fd step %.0e\n", RTOL, ATOL, FD_EPS);
     test_embedding();
     test_rmsnorm();
+    test_add_rmsnorm();
     test_rope();
     test_swiglu_add();
     test_linear();

@@ -24,7 +24,7 @@ import sys
 COLL = {"all_to_all", "all_gather", "reduce_scatter", "all_reduce", "send", "recv", "offload", "fetch"}
 KERNELS = {"embedding", "embedding_bwd", "rmsnorm", "rmsnorm_bwd", "linear", "linear_bwd", "rope", "rope_bwd",
            "attention", "attention_bwd", "swiglu", "swiglu_bwd", "add", "lm_head_loss", "lm_head_loss_bwd",
-           "lm_head_loss_grad", "adamw",
+           "lm_head_loss_grad", "add_rmsnorm", "add_rmsnorm_bwd", "adamw",
            "mlp", "mlp_bwd", "bias_add", "bias_add_bwd", "ring_attention", "ring_attention_bwd"}
 BLOCKS = {"ring_attention", "ring_attention_bwd"}  # one event per block, not per call
 ATTENTION = {"attention", "attention_bwd"} | BLOCKS

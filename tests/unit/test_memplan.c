@@ -222,18 +222,22 @@ static void check_cache(void) {
     check_replanned(m0, m, cuda, "the cuda target");
     ir_module_free(m);
     /* an op's operand: a late op reads an early activation instead of a
-     * late one of the same type, so the early one lives to the end */
+     * late one of the same type, so the early one, dead before the middle
+     * of the step until then, lives to the end */
     m = ir_module_clone(m0);
-    int moved = 0;
+    int moved = 0, *last = calloc((size_t)m->nvalues, sizeof *last);
+    for (int i = 0; i < m->nops; i++)
+        for (int k = 0; k < m->ops[i].nin; k++) last[m->ops[i].in[k]] = i;
     for (int i = m->nops - 1; i >= 0 && !moved; i--)
         for (int k = 0; k < m->ops[i].nin && !moved; k++) {
             int w = m->ops[i].in[k];
             if (m->values[w].kind != IR_V_RESULT || m->values[w].def < m->nops / 2) continue;
             for (int v = 0; v < m->nvalues && !moved; v++)
                 if (m->values[v].kind == IR_V_RESULT && m->values[v].def >= 0 && m->values[v].def < m->nops / 8 &&
-                    !memcmp(&m->values[v].type, &m->values[w].type, sizeof m->values[w].type))
+                    last[v] < m->nops / 2 && !memcmp(&m->values[v].type, &m->values[w].type, sizeof m->values[w].type))
                     m->ops[i].in[k] = v, moved = 1;
         }
+    free(last);
     CHECK(moved);
     check_replanned(m0, m, cpu, "an op's operand");
     ir_module_free(m);

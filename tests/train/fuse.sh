@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# fuse.sh — a fusion pass's fused ops compute what the separate ops compute.
+#
+#   fuse.sh same KEY BASPC MPIRUN CORPUS DOCS SPEC WORKDIR
+#     KEY: loss (train.fuse_loss, passes/pass_fuse_loss.c: the LM head's
+#     loss and gradient in one op) or elem (train.fuse_elem,
+#     passes/pass_fuse_elem.c: each residual add and the RMSNorm next to it
+#     in one op, forward and backward).
+#     For layouts of SPEC covering one rank, batch-aware, Ulysses, ring,
+#     hybrid, ZeRO 0-3, recomputation with offload, overlap, gradient
+#     accumulation and packed documents (DOCS: a token file with
+#     end-of-text tokens 0) — for elem also selective recomputation, head
+#     chunks, the fused MLP, parameter offload and batch_aware dynamic —
+#     builds the program with train.fuse_KEY off and on and trains 3 steps
+#     each with a validation after every step, and requires the losses,
+#     gradient norms and validation losses of --metrics and the
+#     --save-weights / --save-grads files to be identical, byte for byte:
+#     the fused kernels do the separate kernels' arithmetic in the same
+#     order (tests/kernels: "lm_head grad ... = fwd / bwd", "add_rmsnorm ...
+#     = add then rmsnorm").
+#     loss: the "on" IR must hold one lm_head_loss_grad and no lm_head_loss
+#     or lm_head_loss_bwd, the "off" IR none; with ZeRO-3 the "on" IR
+#     gathers the head (SPEC's tied embedding table, or its lm_head) once,
+#     the "off" IR twice.
+#     elem: the "on" IR must hold an add_rmsnorm_bwd for each of SPEC's two
+#     norms per layer and at least one add_rmsnorm per layer (recompute
+#     adds clones), in each variant of a dynamic program, the "off" IR none.
+set -euo pipefail
+
+mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
+
+# The fields that must agree (not the timings).
+fields() {
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["step"], r.get("loss"), r.get("grad_norm"), r.get("val_loss"))' "$1"
+}
+
+# The IR checks of each KEY: on, off, layout; prints what failed.
+ir_check_loss() {
+    local p=$1 n=$2 l=$3 fused sep gathers_on gathers_off
+    fused=$(grep -c '= lm_head_loss_grad ' "$p" || true)
+    sep=$(grep -c '= lm_head_loss \|= lm_head_loss_bwd ' "$p" || true)
+    if [[ $fused != 1 || $sep != 0 ]] || grep -q 'lm_head_loss_grad' "$n"; then
+        echo "fuse_loss on: $fused fused op(s) and $sep separate one(s) (off must have no fused op)"
+    fi
+    gathers_on=$(grep -c '= all_gather %\(lm_head\|embed\) ' "$p" || true)
+    gathers_off=$(grep -c '= all_gather %\(lm_head\|embed\) ' "$n" || true)
+    if [[ $l == *zero=3* ]] && [[ $gathers_on != 1 || $gathers_off != 2 ]]; then
+        echo "ZeRO-3 gathers the head $gathers_on time(s) fused, $gathers_off unfused (want 1 and 2)"
+    fi
+}
+
+ir_check_elem() {
+    local p=$1 n=$2 layers variants fwd bwd
+    # batch_aware dynamic: each variant (attr variant = K) is a step of its own
+    variants=$(grep -o 'variant = [0-9]*' "$p" | sort -u | wc -l)
+    layers=$(($(grep -c '^param %l[0-9]*\.mlp_norm ' "$p" || true) * (variants > 0 ? variants : 1)))
+    fwd=$(grep -c '= add_rmsnorm ' "$p" || true)
+    bwd=$(grep -c '= add_rmsnorm_bwd ' "$p" || true)
+    if [[ $layers == 0 || $bwd != $((2 * layers)) || $fwd -lt $layers ]] || grep -q 'add_rmsnorm' "$n"; then
+        echo "fuse_elem on: $fwd add_rmsnorm and $bwd add_rmsnorm_bwd for $layers layer(s) in all variants (off must have none)"
+    fi
+}
+
+same() {
+    local layouts=(
+        "np=1"
+        "layout.batch_aware=groups 2;train.zero=3"
+        "layout.batch_aware=off;train.zero=1;train.global_batch=4"
+        "layout.sequence=ring;layout.batch_aware=off;train.zero=2"
+        "layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.zero=0"
+        "layout.batch_aware=groups 2;train.zero=3;train.recompute=full;train.offload=activations"
+        "layout.batch_aware=groups 2;train.zero=3;train.overlap=on"
+        "layout.batch_aware=groups 2;train.zero=2;train.documents=on;train.eot_token=0;data=docs"
+    )
+    [[ $KEY == elem ]] && layouts+=(
+        "layout.batch_aware=off;train.zero=1;train.recompute=selective;train.attention_chunks=2"
+        "layout.batch_aware=groups 2;train.mlp_chunk=32;train.recompute=full"
+        "layout.batch_aware=off;train.zero=3;train.offload=all;train.recompute=full"
+        "layout.batch_aware=dynamic;train.zero=1;train.documents=on;train.eot_token=0;data=docs"
+    )
+    local i=0 fails=0
+    for l in "${layouts[@]}"; do
+        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) data="$CORPUS" np=4
+        IFS=';' read -ra kv <<<"$l"
+        for s in "${kv[@]}"; do
+            case $s in
+            data=docs) data="$DOCS" ;;
+            np=1) np=1 && sets=(--set mesh.nodes=1 --set mesh.devices_per_node=1) ;;
+            *) sets+=(--set "$s") ;;
+            esac
+        done
+        for o in off on; do
+            local p="$W/l$i.$o"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.fuse_$KEY=$o" -o "$p.train"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.fuse_$KEY=$o" --emit=ir -o "$p.ir"
+            mpi -np "$np" "$p.train" --data "$data" --steps 3 --val-data "$data" --val-every 1 --val-tokens 300 \
+                --metrics "$p.jsonl" --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
+        done
+        local n="$W/l$i.off" p="$W/l$i.on" bad
+        bad=$("ir_check_$KEY" "$p.ir" "$n.ir" "$l")
+        if [[ -n $bad ]]; then
+            echo "FAIL $l: $bad"
+            fails=$((fails + 1))
+        fi
+        if ! grep -q '"val_loss"' "$p.jsonl"; then
+            echo "FAIL $l: no validation loss in the fused run's metrics"
+            fails=$((fails + 1))
+        elif ! cmp -s "$n.weights" "$p.weights" || ! cmp -s "$n.grads" "$p.grads" ||
+            ! cmp -s <(fields "$n.jsonl") <(fields "$p.jsonl"); then
+            echo "FAIL $l: fuse_$KEY on: losses, validation losses, weights or gradients differ from off"
+            diff <(fields "$n.jsonl") <(fields "$p.jsonl") || true
+            fails=$((fails + 1))
+        else
+            echo "ok   $l: losses $(fields "$p.jsonl" | cut -d' ' -f2 | tr '\n' ' ')"
+        fi
+        i=$((i + 1))
+    done
+    [[ $fails == 0 ]]
+}
+
+cmd=$1
+shift
+case $cmd in
+same)
+    KEY=$1 BASPC=$2 MPIRUN=$3 CORPUS=$4 DOCS=$5 SPEC=$6 W=$7
+    [[ $KEY == loss || $KEY == elem ]] || { echo "fuse.sh: KEY is loss or elem, not '$KEY'" >&2 && exit 2; }
+    rm -rf "$W" && mkdir -p "$W"
+    same
+    ;;
+*)
+    echo "usage: fuse.sh same KEY BASPC MPIRUN CORPUS DOCS SPEC WORKDIR" >&2
+    exit 2
+    ;;
+esac
