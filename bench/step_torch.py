@@ -6,7 +6,7 @@ thread each, side by side in one run.
     bench/step_torch.py [--build DIR] [--spec bench/small_cpu.basp]
                         [--seqs 1024,2048,8192] [--rounds 3] [--steps 6]
                         [--warmup 2] [--basp-set KEY=VALUE ...]
-                        [--basp-alt KEY=VALUE ...]
+                        [--basp-alt KEY=VALUE ...] [--basp-alt-build DIR]
                         [--torch-impl plain|hf] [--torch-compile] [--out DIR]
 
 For every sequence length S (micro-batch 1), basp's program is compiled
@@ -21,6 +21,9 @@ recomputes them).  --basp-alt adds a second basp program, compiled with
 these `--set`s on top, timed in the same rounds right after the first
 (e.g. --basp-alt train.fuse_loss=off: the LM head's loss and gradient as
 two ops); the table gains its step and its time over the first's.
+--basp-alt-build DIR compiles that second program with DIR's baspc (another
+commit's build: its compiler and its runtime), with or without --basp-alt,
+so a change is timed against the code before it in the same rounds.
 --torch-impl hf times transformers' LlamaForCausalLM
 (attn_implementation="sdpa") instead of the torch.nn Llama; it needs
 transformers as well.  --torch-compile runs PyTorch's forward and loss
@@ -93,6 +96,8 @@ def main():
                     help="a --set for basp's compile (repeatable)")
     ap.add_argument("--basp-alt", action="append", default=[], metavar="KEY=VALUE",
                     help="a --set for a second basp program timed beside the first (repeatable)")
+    ap.add_argument("--basp-alt-build", metavar="DIR",
+                    help="compile the second basp program with DIR's baspc (another commit's build)")
     ap.add_argument("--torch-impl", choices=("plain", "hf"), default="plain",
                     help="PyTorch's model: the torch.nn Llama (default) or transformers' (hf)")
     ap.add_argument("--torch-compile", action="store_true",
@@ -104,7 +109,9 @@ def main():
     # the runs start in their work directory: every path absolute
     args.build, args.spec, args.out = (os.path.abspath(p) for p in (args.build, args.spec, args.out))
     baspc, mkcorpus = os.path.join(args.build, "baspc"), os.path.join(args.build, "data", "mkcorpus")
-    for tool in (baspc, mkcorpus):
+    alt_baspc = os.path.join(os.path.abspath(args.basp_alt_build), "baspc") if args.basp_alt_build else baspc
+    want_alt = bool(args.basp_alt or args.basp_alt_build)
+    for tool in (baspc, mkcorpus, alt_baspc):
         if not os.access(tool, os.X_OK):
             sys.exit(f"step_torch: {tool} not found: build basp first")
     # one directory per spec and set of overrides: binaries are named by S alone
@@ -121,10 +128,10 @@ def main():
     binaries, alts = {}, {}
     for S in seqs:
         for name, extra, into in ((f"basp_{S}", [], binaries), (f"basp_alt_{S}", args.basp_alt, alts)):
-            if into is alts and not args.basp_alt:
+            if into is alts and not want_alt:
                 continue
             b = os.path.join(workdir, name)
-            sb.run([baspc, args.spec, "-q", "-o", b, "--set", "mesh.nodes=1", "--set", "mesh.devices_per_node=1",
+            sb.run([alt_baspc if into is alts else baspc, args.spec, "-q", "-o", b, "--set", "mesh.nodes=1", "--set", "mesh.devices_per_node=1",
                     "--set", "train.micro_batch=1", "--set", f"train.seq_len={S}"] +
                    [a for kv in args.basp_set + extra for a in ("--set", kv)])
             into[S] = b
@@ -167,7 +174,9 @@ def main():
           f"(bench/torch_step.py --impl {args.torch_impl}: {model_txt}, SDPA, AdamW, fp32, one thread"
           f"{', torch.compile (inductor)' if args.torch_compile else ''}); basp: OpenBLAS at one "
           f"thread{', ' + ' '.join(args.basp_set) if args.basp_set else ', the spec as it is'}"
-          f"{'; basp alt: ' + ' '.join(args.basp_alt) + ' on top, timed right after basp in each round' if alts else ''}"
+          f"{'; basp alt: ' + (' '.join(args.basp_alt) + ' on top') if args.basp_alt else ''}"
+          f"{(', ' if args.basp_alt else '; basp alt: ') + 'compiled by ' + args.basp_alt_build if args.basp_alt_build else ''}"
+          f"{', timed right after basp in each round' if alts else ''}"
           f"; load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
           "| S | basp step ms | PyTorch step ms | PyTorch / basp |" + (" basp alt step ms | alt / basp |" if alts else ""),
           "|---:|---:|---:|---:|" + ("---:|---:|" if alts else "")] + rows
