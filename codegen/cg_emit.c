@@ -462,9 +462,30 @@ static void cg_features(sup_buf *b, const ir_module *m) {
         sup_buf_printf(b, "    .layout = \"%s\",\n", st->title);
 }
 
+/* The CUDA device workspaces' places in their shared region
+ * (ir/ir_mem_work.c); a slot outside it: offset -1.  The same with or
+ * without a memory plan: the region does not depend on the arena's. */
+static void cg_work_fields(sup_buf *b, const cg_names *n) {
+    if (n->ctx->target != SUP_TARGET_CUDA) return;
+    ir_mem_work_slot slot[IR_MEM_WORK_MAX];
+    int ns = ir_mem_work_slots(n->m, ir_mem_target_named(true), slot);
+    int64_t region = ir_mem_work_region(slot, ns);
+    if (region <= 0) return;
+    sup_buf_printf(b,
+                   "    .ws_region_bytes = %" PRId64 ", .ws_nslots = %d, /* the device workspaces' shared region */\n",
+                   region, (int)CM_WS_CUDA_NSLOTS);
+    for (int pass = 0; pass < 2; pass++) {
+        sup_buf_puts(b, pass ? "    .ws_slot_bytes = (const int64_t[]){" : "    .ws_slot_off = (const int64_t[]){");
+        for (int k = 0; k < CM_WS_CUDA_NSLOTS; k++)
+            sup_buf_printf(b, "%s%" PRId64, k ? ", " : "", pass ? slot[k].bytes : slot[k].off);
+        sup_buf_puts(b, "},\n");
+    }
+}
+
 /* The memory plan's whole-arena facts (every value's offset is in its row). */
 static void cg_mem_fields(sup_buf *b, const cg_names *n) {
     const ir_module *m = n->m;
+    cg_work_fields(b, n);
     if (ir_mem_opt_on_host(m)) /* with or without a plan */
         sup_buf_puts(b, "    .opt_on_host = 1, /* AdamW's state in the host arena, the update on the host */\n");
     if (!n->ctx->memory_plan) {

@@ -570,13 +570,18 @@ int64_t ir_mem_host_stage_bytes(const ir_module *m, ir_mem_target t);
 bool ir_op_stages(const ir_module *m, const ir_op *op);
 void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2]);
 /* Kernel workspace outside the arena (the LM head's logits chunk, the RoPE
- * table): the sum of ir_mem_work_slots' bytes. */
+ * table): the shared region of ir_mem_work_slots (CUDA) plus the bytes of
+ * every slot outside it. */
 int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t);
 /* The same workspace by slot: one entry per row of the target's rows in
  * common/common.h (CM_WS_CPU_SLOTS then CM_WS_CPU_SUMS, or the CUDA ones),
  * in their order.  A slot is the largest request of any op; a SUMS row
  * (statistics the attention forwards keep for their backwards) the sum of
- * its ops' requests. */
+ * its ops' requests.  On CUDA the slots that hold nothing from one op to
+ * the next share one region where no two in use at once overlap
+ * (ir_mem_work.c): `off` is a slot's place in it, -1 for an allocation of
+ * its own (every CPU slot, the CUDA slots that keep their contents, the
+ * SUMS rows). */
 enum { IR_MEM_WORK_MAX = (int)CM_WS_CPU_N > (int)CM_WS_CUDA_N ? (int)CM_WS_CPU_N : (int)CM_WS_CUDA_N };
 typedef struct ir_mem_work_slot {
     const char *name; /* the row's name: "F32", "LOGITS" */
@@ -586,10 +591,13 @@ typedef struct ir_mem_work_slot {
     /* A slot: the first op whose request is `bytes`; a SUMS row: the first
      * op adding to it; -1 when no op asks for it. */
     int op;
-    int nops; /* a SUMS row: the ops adding to it (0 for a slot) */
+    int nops;    /* a SUMS row: the ops adding to it (0 for a slot) */
+    int64_t off; /* in the shared region, or -1 (see above) */
 } ir_mem_work_slot;
 /* Fills slot[0 .. n) (IR_MEM_WORK_MAX entries at most) and returns n. */
 int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slot);
+/* The shared region's bytes: the end of its last slot (0: none shared). */
+int64_t ir_mem_work_region(const ir_mem_work_slot *slot, int n);
 /* The loss the runtime reads after the step: the value named `loss`, else
  * the all_reduce of a partial loss sum (ir_is_partial_loss); -1 if none. */
 int ir_mem_loss_value(const ir_module *m);

@@ -179,60 +179,6 @@ void ir_mem_comm_bytes(const ir_module *m, ir_mem_target t, int64_t out[2]) {
     }
 }
 
-/* The rows' names and descriptions, in the order of their numbering. */
-#define MEM_WS_NAME_(name, what) #name,
-#define MEM_WS_WHAT_(name, what) what,
-static const char *const mem_ws_cpu_name[] = {CM_WS_CPU_SLOTS(MEM_WS_NAME_) CM_WS_CPU_SUMS(MEM_WS_NAME_)};
-static const char *const mem_ws_cpu_what[] = {CM_WS_CPU_SLOTS(MEM_WS_WHAT_) CM_WS_CPU_SUMS(MEM_WS_WHAT_)};
-static const char *const mem_ws_cuda_name[] = {CM_WS_CUDA_SLOTS(MEM_WS_NAME_) CM_WS_CUDA_SUMS(MEM_WS_NAME_)};
-static const char *const mem_ws_cuda_what[] = {CM_WS_CUDA_SLOTS(MEM_WS_WHAT_) CM_WS_CUDA_SUMS(MEM_WS_WHAT_)};
-#undef MEM_WS_NAME_
-#undef MEM_WS_WHAT_
-_Static_assert(sizeof mem_ws_cpu_name / sizeof *mem_ws_cpu_name == CM_WS_CPU_N, "one name per CPU row");
-_Static_assert(sizeof mem_ws_cuda_name / sizeof *mem_ws_cuda_name == CM_WS_CUDA_N, "one name per CUDA row");
-
-/* Kernel workspace outside the arena by slot (ir_op.h): each slot grown to
- * the largest request of the step's ops (their descriptors' ws_cpu /
- * ws_cuda say what they ask for and why), each SUMS row the sum of its
- * ops' requests.  Every op asks into an array of its own, so that the
- * op behind each slot's size can be named.  CPU: the kernels' own
- * grow-only buffers (runtime/host/kern_*.c).  CUDA: the device workspaces
- * (runtime/cuda/rt_cuda.h cm_ws_cuda_slot), which also hold the
- * collectives' staging (the cuda plan has no staging region in the arena). */
-int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slot) {
-    int n = t.cuda ? CM_WS_CUDA_N : CM_WS_CPU_N, sums = t.cuda ? CM_WS_CUDA_NSLOTS : CM_WS_CPU_NSLOTS;
-    for (int k = 0; k < n; k++)
-        slot[k] = (ir_mem_work_slot){.name = t.cuda ? mem_ws_cuda_name[k] : mem_ws_cpu_name[k],
-                                     .what = t.cuda ? mem_ws_cuda_what[k] : mem_ws_cpu_what[k],
-                                     .sum = k >= sums,
-                                     .op = -1};
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
-        void (*ws)(const ir_module *, const ir_op *, int64_t *) = t.cuda ? d->ws_cuda : d->ws_cpu;
-        if (!ws) continue;
-        int64_t req[IR_MEM_WORK_MAX] = {0};
-        ws(m, &m->ops[i], req);
-        for (int k = 0; k < n; k++) {
-            if (req[k] <= 0) continue;
-            if (slot[k].sum) {
-                slot[k].bytes += req[k];
-                if (slot[k].nops++ == 0) slot[k].op = i;
-            } else if (req[k] > slot[k].bytes) {
-                slot[k].bytes = req[k], slot[k].op = i;
-            }
-        }
-    }
-    return n;
-}
-
-int64_t ir_mem_work_bytes(const ir_module *m, ir_mem_target t) {
-    ir_mem_work_slot slot[IR_MEM_WORK_MAX];
-    int64_t total = 0;
-    int n = ir_mem_work_slots(m, t, slot);
-    for (int k = 0; k < n; k++) total += slot[k].bytes;
-    return total;
-}
-
 void ir_mem_live(const ir_module *m, int *start, int *end) {
     for (int v = 0; v < m->nvalues; v++) {
         if (!ir_mem_has_buffer(m, v)) {

@@ -67,14 +67,18 @@ static void report_work(const ir_module *m, ir_mem_target t, pass_mem_report *r)
     ir_mem_work_slot slot[IR_MEM_WORK_MAX];
     int n = ir_mem_work_slots(m, t, slot);
     r->nwork = 0;
+    r->work_region = ir_mem_work_region(slot, n);
+    r->work_shared_sum = 0;
     for (int k = 0; k < n; k++) {
         if (slot[k].bytes <= 0) continue;
+        if (slot[k].off >= 0) r->work_shared_sum += slot[k].bytes;
         pass_mem_work w = {.slot = slot[k].name,
                            .what = slot[k].what,
                            .bytes = slot[k].bytes,
                            .sum = slot[k].sum,
                            .nops = slot[k].nops,
-                           .op = slot[k].op};
+                           .op = slot[k].op,
+                           .off = slot[k].off};
         if (w.op >= 0) {
             const ir_op *op = &m->ops[w.op];
             snprintf(w.opcode, sizeof w.opcode, "%s", ir_op_desc_of(op->code)->name);
@@ -325,12 +329,20 @@ static const char *work_source(const pass_mem_work *w, char *buf, size_t n) {
 static void print_work(const pass_mem_report *r, FILE *out) {
     if (r->nwork == 0) return;
     fprintf(out, "workspace outside the arena, by slot:\n");
+    if (r->work_region > 0) {
+        char a[32], b[32];
+        fprintf(out,
+                "  (the slots with an offset share one region of %s, where slots never in use at once overlap; "
+                "their sum is %s)\n",
+                fmt_b(r->work_region, a, sizeof a), fmt_b(r->work_shared_sum, b, sizeof b));
+    }
     for (int i = 0; i < r->nwork; i++) {
         const pass_mem_work *w = &r->work[i];
-        char f[32], src[IR_NAME_MAX + 80];
-        fprintf(out, "  %-14s %16" PRId64 " %11s %6.1f%%  %s; %s\n", w->slot, w->bytes, fmt_b(w->bytes, f, sizeof f),
+        char f[32], src[IR_NAME_MAX + 80], at[48] = "";
+        if (w->off >= 0) snprintf(at, sizeof at, "; at offset %" PRId64, w->off);
+        fprintf(out, "  %-14s %16" PRId64 " %11s %6.1f%%  %s; %s%s\n", w->slot, w->bytes, fmt_b(w->bytes, f, sizeof f),
                 r->peak_bytes > 0 ? 100.0 * (double)w->bytes / (double)r->peak_bytes : 0.0, w->what,
-                work_source(w, src, sizeof src));
+                work_source(w, src, sizeof src), at);
     }
 }
 
@@ -426,12 +438,17 @@ void pass_memory_json(const pass_mem_report *r, FILE *out) {
         cJSON_AddNumberToObject(t, "bytes", (double)r->top[i].bytes);
         cJSON_AddItemToArray(top, t);
     }
+    if (r->work_region > 0) {
+        cJSON_AddNumberToObject(o, "workspace_region_bytes", (double)r->work_region);
+        cJSON_AddNumberToObject(o, "workspace_shared_sum_bytes", (double)r->work_shared_sum);
+    }
     cJSON *work = cJSON_AddArrayToObject(o, "workspace");
     for (int i = 0; i < r->nwork; i++) {
         const pass_mem_work *w = &r->work[i];
         cJSON *t = cJSON_CreateObject();
         cJSON_AddStringToObject(t, "slot", w->slot);
         cJSON_AddNumberToObject(t, "bytes", (double)w->bytes);
+        if (w->off >= 0) cJSON_AddNumberToObject(t, "offset", (double)w->off);
         cJSON_AddStringToObject(t, "what", w->what);
         cJSON *op = cJSON_AddObjectToObject(t, "op");
         if (w->sum) {

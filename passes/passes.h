@@ -343,6 +343,7 @@ typedef struct pass_mem_work {
     int nops;
     int op;                              /* a slot: the first op whose request is bytes; -1: none */
     char opcode[32], value[IR_NAME_MAX]; /* op's opcode and first output */
+    int64_t off;                         /* in the shared region (CUDA), -1: an allocation of its own */
 } pass_mem_work;
 
 typedef struct pass_mem_report {
@@ -383,7 +384,10 @@ typedef struct pass_mem_report {
     pass_mem_value top[PASS_MEM_TOP]; /* the largest buffers live at the peak op */
     int nwork;
     pass_mem_work work[IR_MEM_WORK_MAX]; /* work_bytes by slot: the nonzero ones, largest first */
-    int nsuggest;                        /* filled by pass_memory_suggest (driver/) */
+    /* CUDA: the region the shared slots are placed in, and their sum (what
+     * an allocation per slot would take); 0 without shared slots. */
+    int64_t work_region, work_shared_sum;
+    int nsuggest; /* filled by pass_memory_suggest (driver/) */
     pass_mem_suggestion suggest[PASS_MEM_SUGGEST];
     /* batch_aware dynamic: per variant (group size), the highest arena byte
      * its micro-step reaches: the whole-step buffers' and the tops of the

@@ -66,6 +66,36 @@ static void cuda_init_nccl(rt_ctx *rt, rt_cuda_state *cu) {
         NCCL_CHECK(ncclCommSplit(cu->world, rt->gset[g], rt->gpos[g], &cu->comm[g], NULL));
 }
 
+static const char *const cuda_ws_names[CM_WS_CUDA_NSLOTS] = {
+#define CUDA_WS_NAME_(name, what) #name,
+    CM_WS_CUDA_SLOTS(CUDA_WS_NAME_)
+#undef CUDA_WS_NAME_
+};
+
+/* The slots the program places in one region (ir/ir_mem_work.c): one
+ * allocation, each slot at its offset and of its planned size. */
+static void cuda_ws_region(rt_ctx *rt, rt_cuda_state *cu) {
+    const rt_program *p = rt->p;
+    if (p->ws_region_bytes <= 0) return;
+    RT_CHECK(p->ws_nslots == CM_WS_CUDA_NSLOTS && p->ws_slot_off && p->ws_slot_bytes,
+             "the program's device workspace table has %d slots where this runtime has %d: rebuild the "
+             "program with the baspc of this runtime",
+             p->ws_nslots, (int)CM_WS_CUDA_NSLOTS);
+    cudaError_t e = cudaMalloc((void **)&cu->ws_region, (size_t)p->ws_region_bytes);
+    RT_CHECK(e == cudaSuccess, "cannot allocate the %.1f MiB device workspace region: %s",
+             (double)p->ws_region_bytes / (1 << 20), cudaGetErrorString(e));
+    for (int k = 0; k < CM_WS_CUDA_NSLOTS; k++) {
+        int64_t off = p->ws_slot_off[k], n = p->ws_slot_bytes[k];
+        if (off < 0) continue;
+        RT_CHECK(n >= 0 && off <= p->ws_region_bytes - n,
+                 "device workspace %s: [%lld, +%lld) outside the %lld-byte region", cuda_ws_names[k], (long long)off,
+                 (long long)n, (long long)p->ws_region_bytes);
+        cu->ws[k] = cu->ws_region + off;
+        cu->ws_bytes[k] = (size_t)n;
+        cu->ws_in_region[k] = true;
+    }
+}
+
 void rt_backend_init(rt_ctx *rt) {
     /* NCCL collectives are asynchronous on the comm stream: an MPI barrier
      * before them would not measure a device-side wait. */
@@ -80,6 +110,7 @@ void rt_backend_init(rt_ctx *rt) {
      * this backend runs on the communication stream (rt_comm_cuda.c). */
     if (rt->p->started) snprintf(rt->progress_note, sizeof rt->progress_note, "they run on the communication stream");
     cuda_pick_device(rt, cu);
+    cuda_ws_region(rt, cu);
     CU_CHECK(cudaStreamCreateWithFlags(&cu->cs, cudaStreamNonBlocking));
     CU_CHECK(cudaStreamCreateWithFlags(&cu->ms, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&cu->blas));
@@ -123,7 +154,9 @@ void rt_backend_fini(rt_ctx *rt) {
 #ifdef BASP_HAVE_CUDNN
     cuda_dnn_fini(rt); /* before the compute stream its handle uses goes */
 #endif
-    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++) CU_CHECK(cudaFree(cu->ws[i]));
+    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++)
+        if (!cu->ws_in_region[i]) CU_CHECK(cudaFree(cu->ws[i]));
+    CU_CHECK(cudaFree(cu->ws_region));
     for (int i = 0; i < cu->cap_sends; i++) CU_CHECK(cudaFree(cu->stage[i]));
     CU_CHECK(cudaFree(cu->d_err));
     CU_CHECK(cudaFree(cu->d_norm));
@@ -352,7 +385,9 @@ const char *rt_backend_timing_note(const rt_ctx *rt) {
 size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
     const rt_cuda_state *cu = rt->be;
     size_t n = 0;
-    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++) n += cu->ws_bytes[i];
+    n += (size_t)(cu->ws_region ? rt->p->ws_region_bytes : 0);
+    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++)
+        if (!cu->ws_in_region[i]) n += cu->ws_bytes[i];
     for (int i = 0; i < cu->cap_sends; i++) n += cu->stage_bytes[i];
 #ifdef BASP_HAVE_CUDNN
     n += cuda_dnn_bytes(rt); /* the attention forwards' softmax statistics */
@@ -365,6 +400,14 @@ void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
     if (bytes > cu->ws_bytes[slot]) {
         /* No kernel or collective on either stream may still use the old one. */
         CU_CHECK(cudaDeviceSynchronize());
+        if (cu->ws_in_region[slot]) { /* the plan's size was short: never overlap another slot */
+            fprintf(stderr,
+                    "rank %d: warning: device workspace %s: a kernel asks %.1f MiB where the memory plan gave it "
+                    "%.1f MiB; it gets an allocation of its own, outside the planned peak\n",
+                    rt->rank, cuda_ws_names[slot], (double)bytes / (1 << 20), (double)cu->ws_bytes[slot] / (1 << 20));
+            cu->ws_in_region[slot] = false;
+            cu->ws[slot] = NULL;
+        }
         CU_CHECK(cudaFree(cu->ws[slot]));
         cudaError_t e = cudaMalloc(&cu->ws[slot], bytes);
         RT_CHECK(e == cudaSuccess, "cannot allocate a %.1f MiB device workspace: %s", (double)bytes / (1 << 20),

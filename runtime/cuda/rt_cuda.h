@@ -117,6 +117,10 @@ struct rt_backend_state {
     size_t *slot_bytes; /* per value */
     void *ws[CM_WS_CUDA_NSLOTS];
     size_t ws_bytes[CM_WS_CUDA_NSLOTS];
+    /* The program's shared workspace region (rt_program.ws_region_bytes),
+     * and the slots placed in it; a slot a kernel outgrows leaves it. */
+    char *ws_region;
+    bool ws_in_region[CM_WS_CUDA_NSLOTS];
     int *d_err;     /* device flag: a token or target outside the vocabulary */
     double *d_norm; /* per opt pair: sum of squares of the gradient */
     /* The rotation table's key (as the CPU kernel caches it). */

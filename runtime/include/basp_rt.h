@@ -176,6 +176,15 @@ typedef struct rt_program {
      * until rt_free; generated code frees every buffer after its last reader.
      * 0 = no plan: every value and tensor of state gets its own slot. */
     int64_t mem_arena_bytes, mem_opt_offset, mem_comm_offset, mem_comm_bytes[2];
+    /* The CUDA backend's device workspaces (common/common.h
+     * CM_WS_CUDA_SLOTS, ws_nslots of them): slot k at ws_slot_off[k] of one
+     * region of ws_region_bytes, ws_slot_bytes[k] long; slots the step never
+     * uses at once overlap there (ir/ir_mem_work.c).  A slot at offset -1,
+     * and every slot when ws_region_bytes is 0, has an allocation of its
+     * own, grown on demand.  The CPU backend ignores them. */
+    int64_t ws_region_bytes;
+    int ws_nslots;
+    const int64_t *ws_slot_off, *ws_slot_bytes;
     /* The host arena of the plan (values with on_host), 0 when nothing is
      * offloaded (or without a plan: one slot per host value). */
     int64_t mem_host_bytes;

@@ -330,6 +330,12 @@ def main():
             if "no cuDNN softmax statistics" in log_text:
                 reuse_bad = reuse_bad or "FAILED: an attention backward found no cuDNN softmax statistics " \
                                          "for its forward (%s)" % runlog
+            # A kernel that asks a shared workspace slot for more than the
+            # plan placed (ir/ir_mem_work.c) leaves the region: correct, but
+            # past the planned peak, so the plan's size was wrong.
+            if "warning: device workspace" in log_text:
+                reuse_bad = reuse_bad or "FAILED: a device workspace outgrew its place in the planned region " \
+                                         "(%s)" % runlog
             if "time by kind" in log_text and "kernels run asynchronously" not in log_text:
                 reuse_bad = reuse_bad or "FAILED: the CUDA run's time-by-kind table does not say it holds launch " \
                                          "times (%s)" % runlog

@@ -10,9 +10,11 @@
  * targets; one and two sequences per group).
  *
  * Also: the plan's check (ir_mem_boxes_disjoint) against the pairwise
- * definition on random boxes, and the cache of recent plans: a module
+ * definition on random boxes; the cache of recent plans: a module
  * changed in any way the plan depends on gets the plan made afresh, not
- * the cached one. */
+ * the cached one; and the CUDA workspaces' shared region
+ * (ir/ir_mem_work.c) against its rule, with each slot's uses found the
+ * direct way: two slots whose bytes meet are never in use at one op. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,85 @@ static void check_plan(const ir_module *m, const char *what) {
 }
 
 static int checked;
+
+/* ---- the CUDA workspaces' shared region ------------------------------------ */
+/* Whether slot k is in use at op j, by the rule of ir/ir_mem_work.c: op i
+ * asks for it and j is i, or op i is a collective and j lies between it
+ * and the first later op that waits for one of its results (a kernel, an
+ * optimizer update or a wait), found by scanning forward. */
+static bool work_in_use(const ir_module *m, int k, int j) {
+    for (int i = 0; i <= j; i++) {
+        const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
+        int64_t req[IR_MEM_WORK_MAX] = {0};
+        if (!d->ws_cuda) continue;
+        d->ws_cuda(m, &m->ops[i], req);
+        if (req[k] <= 0) continue;
+        if (i == j) return true;
+        if (d->kind != IR_K_COLL) continue;
+        int until = m->nops - 1;
+        for (int r = i + 1; r < m->nops && until == m->nops - 1; r++) {
+            const ir_op *op = &m->ops[r];
+            ir_op_kind kind = ir_op_desc_of(op->code)->kind;
+            if (kind != IR_K_COMPUTE && kind != IR_K_OPT && op->code != IR_WAIT) continue;
+            for (int a = 0; a < op->nin; a++)
+                for (int b = 0; b < m->ops[i].nout; b++)
+                    if (op->in[a] == m->ops[i].out[b]) until = r;
+        }
+        if (j <= until) return true;
+    }
+    return false;
+}
+
+static int work_checked, work_shared;
+
+static void check_work(const ir_module *m, const char *what) {
+    ir_mem_work_slot slot[IR_MEM_WORK_MAX];
+    int n = ir_mem_work_slots(m, ir_mem_target_named(true), slot);
+    int64_t region = ir_mem_work_region(slot, n), sum = 0, end = 0;
+    int bad = 0;
+    for (int k = 0; k < n; k++) {
+        bool own = k >= CM_WS_CUDA_NSLOTS || k == CM_WS_CUDA_ROPE || k == CM_WS_CUDA_POS || k == CM_WS_CUDA_LSE ||
+                   k == CM_WS_CUDA_SLICE || k == CM_WS_CUDA_RING || slot[k].bytes <= 0;
+        if (own != (slot[k].off < 0))
+            bad++, fprintf(stderr, "%s: slot %s placed %lld\n", what, slot[k].name, (long long)slot[k].off);
+        if (slot[k].off < 0) continue;
+        sum += slot[k].bytes;
+        if (slot[k].off % 256) bad++;
+        if (slot[k].off + slot[k].bytes > end) end = slot[k].off + slot[k].bytes;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            if (slot[a].off < 0 || slot[b].off < 0 || slot[a].off >= slot[b].off + slot[b].bytes ||
+                slot[b].off >= slot[a].off + slot[a].bytes)
+                continue;
+            work_shared++;
+            for (int j = 0; j < m->nops; j++)
+                if (work_in_use(m, a, j) && work_in_use(m, b, j)) {
+                    fprintf(stderr, "%s: slots %s and %s share bytes and are both in use at op %d\n", what,
+                            slot[a].name, slot[b].name, j);
+                    bad++;
+                    break;
+                }
+        }
+    CHECK(bad == 0 && region == end && region <= sum);
+    int64_t own_bytes = 0;
+    for (int k = 0; k < n; k++) own_bytes += slot[k].off < 0 ? slot[k].bytes : 0;
+    CHECK(ir_mem_work_bytes(m, ir_mem_target_named(true)) == region + own_bytes);
+    work_checked++;
+}
+
+static void check_work_spec(const char *file, const char *const *sets, int nsets) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", BASP_EXAMPLES, file);
+    fe_spec *s = fe_parse_file(path);
+    bool ok = s != NULL;
+    for (int i = 0; i < nsets && ok; i++) ok = fe_override(s, sets[i]);
+    ir_module *m = ok && fe_check(s) ? drv_build(s, NULL, true) : NULL;
+    CHECK(m != NULL);
+    if (m) check_work(m, file);
+    ir_module_free(m);
+    fe_spec_free(s);
+}
 
 static void check_spec(const char *file, const char *const *sets, int nsets, bool cuda) {
     char path[512], what[512];
@@ -269,10 +350,28 @@ int main(void) {
     const char *z3[] = {"train.recompute=full", "train.zero=3", "model.layers=8"};
     check_spec("llama3_1_8b.basp", z3, 3, true);
     check_spec("qwen2_5_3b.basp", z3 + 1, 2, false);
+    /* The shared workspace region: ZeRO-3 gathers started early (their
+     * staging in use until the weight's reader), head-chunked exchanges
+     * overlapping the next chunk's attention, ring and hybrid layouts, the
+     * tiled MLP and the LM head's slots. */
+    const char *w1[] = {"train.zero=3", "train.overlap=on", "layout.batch_aware=off"};
+    const char *w2[] = {"model.heads=8",          "model.kv_heads=4", "model.head_dim=8",    "train.attention_chunks=2",
+                        "layout.batch_aware=off", "train.zero=3",     "train.recompute=full"};
+    const char *w3[] = {"layout.sequence=hybrid", "layout.ring_degree=2", "layout.batch_aware=off"};
+    const char *w4[] = {"train.mlp_chunk=32", "train.zero=1", "train.overlap=on"};
+    const char *w5[] = {"layout.sequence=ring", "layout.batch_aware=off", "train.zero=2"};
+    check_work_spec("tiny_llama.basp", w1, 3);
+    check_work_spec("tiny_llama.basp", w2, 7);
+    check_work_spec("tiny_gqa_8.basp", w3, 3);
+    check_work_spec("tiny_llama.basp", w4, 3);
+    check_work_spec("tiny_llama.basp", w5, 3);
+    CHECK(work_checked == 5 && work_shared > 0); /* some slots do share */
     check_boxes();
     check_cache();
     sup_diag_restore(saved);
-    printf("%d plan(s) compared; the check of a plan and the cache of plans tested\n", checked);
+    printf("%d plan(s) compared; %d workspace region(s) checked (%d pair(s) of slots sharing bytes); the check of a "
+           "plan and the cache of plans tested\n",
+           checked, work_checked, work_shared);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
 }
