@@ -10,7 +10,12 @@
 // the consumer's stream happens to run first.  The opposite case needs the
 // producer's stream to run early: CUEMU_EAGER_STREAM=N makes the N-th
 // stream the program creates (1-based) run its work as soon as it is
-// queued, after only what it waits for.
+// queued, after only what it waits for.  Neither splits one stream's work
+// around another's: CUEMU_INTERLEAVE=N runs the N-th stream's next op
+// (when its waits are met) after each op another stream runs, so that (say)
+// a collective's packing, a kernel on the compute stream and the
+// collective's send follow one another, and two streams that share bytes
+// without an event between them clobber each other.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,11 +26,19 @@
 
 #include "cuemu_internal.h"
 
+// One queued op; a stream wait (cudaStreamWaitEvent) says what it waits for.
+struct cuemu_op {
+    std::function<void()> fn;
+    CUstream_st *wait_src = nullptr;
+    uint64_t wait_seq = 0;
+};
+
 struct CUstream_st {
-    std::deque<std::function<void()>> q;
+    std::deque<cuemu_op> q;
     uint64_t queued = 0, done = 0; // ops ever queued, ops run
     bool running = false;
-    bool eager = false; // CUEMU_EAGER_STREAM
+    bool eager = false;      // CUEMU_EAGER_STREAM
+    bool interleave = false; // CUEMU_INTERLEAVE
 };
 
 struct CUevent_st {
@@ -40,6 +53,8 @@ namespace {
 CUstream_st legacy; // stream 0
 std::vector<CUstream_st *> all = {&legacy};
 int created = 0;
+CUstream_st *interleaved = nullptr; // CUEMU_INTERLEAVE's stream
+bool nudging = false;
 
 CUstream_st *S(cudaStream_t st) {
     if (!st || st == cudaStreamLegacy || st == cudaStreamPerThread) return &legacy;
@@ -54,6 +69,31 @@ double now() {
 
 // Runs s's queue until `upto` ops have run.  A stream waiting for itself
 // through its own queue would hang a GPU; here it is reported.
+void run_until(CUstream_st *s, uint64_t upto);
+
+// Runs s's next op.
+void run_one(CUstream_st *s) {
+    cuemu_op op = std::move(s->q.front());
+    s->q.pop_front();
+    op.fn();
+    s->done++;
+}
+
+// CUEMU_INTERLEAVE: the interleaved stream's next op, unless it is a wait
+// for a stream that is running and not yet there (that stream would have to
+// run from inside itself).
+void nudge(CUstream_st *s) {
+    CUstream_st *t = interleaved;
+    if (!t || t == s || nudging || t->running || t->q.empty()) return;
+    const cuemu_op &next = t->q.front();
+    if (next.wait_src && next.wait_src->running && next.wait_src->done < next.wait_seq) return;
+    nudging = true;
+    t->running = true;
+    run_one(t);
+    t->running = false;
+    nudging = false;
+}
+
 void run_until(CUstream_st *s, uint64_t upto) {
     if (s->running && s->done < upto) {
         cuemu_warn("a stream waits for work queued after the wait on that same stream (would hang)");
@@ -61,22 +101,23 @@ void run_until(CUstream_st *s, uint64_t upto) {
     }
     s->running = true;
     while (s->done < upto && !s->q.empty()) {
-        std::function<void()> op = std::move(s->q.front());
-        s->q.pop_front();
-        op();
-        s->done++;
+        run_one(s);
+        nudge(s);
     }
     s->running = false;
 }
 
 } // namespace
 
-void cuemu_enqueue(cudaStream_t st, std::function<void()> op) {
-    CUstream_st *s = S(st);
+namespace {
+void enqueue(CUstream_st *s, cuemu_op op) {
     s->q.push_back(std::move(op));
     s->queued++;
     if (s->eager && !s->running) run_until(s, s->queued);
 }
+} // namespace
+
+void cuemu_enqueue(cudaStream_t st, std::function<void()> op) { enqueue(S(st), cuemu_op{std::move(op)}); }
 
 void cuemu_flush(cudaStream_t st) {
     CUstream_st *s = S(st);
@@ -101,8 +142,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
     if (!st) return cudaErrorInvalidValue;
     *st = new CUstream_st();
     all.push_back(*st);
-    const char *eager = getenv("CUEMU_EAGER_STREAM");
-    (*st)->eager = eager && atoi(eager) == ++created;
+    const char *eager = getenv("CUEMU_EAGER_STREAM"), *inter = getenv("CUEMU_INTERLEAVE");
+    created++;
+    (*st)->eager = eager && atoi(eager) == created;
+    if (inter && atoi(inter) == created) interleaved = *st;
     return cudaSuccess;
 }
 
@@ -113,6 +156,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t st) {
     run_until(st, st->queued); // a GPU finishes a destroyed stream's work
     for (size_t i = 0; i < all.size(); i++)
         if (all[i] == st) all.erase(all.begin() + (long)i);
+    if (interleaved == st) interleaved = nullptr;
     delete st;
     return cudaSuccess;
 }
@@ -179,7 +223,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags) 
     if (!e->s) return cudaSuccess;
     CUstream_st *src = e->s;
     uint64_t seq = e->seq;
-    cuemu_enqueue(st, [src, seq]() { run_until(src, seq); });
+    enqueue(S(st), cuemu_op{[src, seq]() { run_until(src, seq); }, src, seq});
     return cudaSuccess;
 }
 
