@@ -13,9 +13,12 @@
  *
  * When a slot is in use: at each op whose descriptor asks for it; for a
  * collective, which runs on the communication stream behind the compute
- * work issued before it, from the op to its first reader that makes the
- * compute stream wait for it (a kernel, an optimizer update or a wait:
- * cuda_use), or to the end of the step when none does.  Slots whose
+ * work issued before it, from the op until the compute stream waits for it
+ * or for any later collective (the communication stream runs them in
+ * order): up to, not including, the first op that reads a result of it or
+ * of a later collective and makes the compute stream wait (a kernel, an
+ * optimizer update or a wait: cuda_use, before the op's own work), or to
+ * the end of the step when none does.  Slots whose
  * contents outlive an op never share: the RoPE table and the sequence
  * positions (cached across calls), the LM head's row statistics (kept from
  * its forward to its backward), ZeRO-1's gradient slice (the host update
@@ -65,14 +68,30 @@ static int *work_first_wait(const ir_module *m) {
     return first;
 }
 
+/* Per op, the first op at which the compute stream has waited for it or
+ * for a later collective (m->nops: never): for a collective the earliest
+ * waiting reader of its results or of any later collective's, for any
+ * other op -1. */
+static int *work_waited(const ir_module *m) {
+    int *first = work_first_wait(m), *waited = sup_xmalloc(sizeof(int) * (size_t)(m->nops + 1));
+    int later = m->nops; /* the earliest wait for a collective at or after i */
+    for (int i = m->nops - 1; i >= 0; i--) {
+        const ir_op *op = &m->ops[i];
+        waited[i] = -1;
+        if (ir_op_desc_of(op->code)->kind != IR_K_COLL) continue;
+        for (int k = 0; k < op->nout; k++)
+            if (op->out[k] >= 0 && op->out[k] < m->nvalues && first[op->out[k]] < later) later = first[op->out[k]];
+        waited[i] = later;
+    }
+    free(first);
+    return waited;
+}
+
 /* The last op at which op i's workspace is in use (see the top). */
-static int work_until(const ir_module *m, int i, const int *first) {
-    const ir_op *op = &m->ops[i];
-    if (ir_op_desc_of(op->code)->kind != IR_K_COLL) return i;
-    int until = m->nops;
-    for (int k = 0; k < op->nout; k++)
-        if (op->out[k] >= 0 && op->out[k] < m->nvalues && first[op->out[k]] < until) until = first[op->out[k]];
-    return until < m->nops ? until : m->nops - 1;
+static int work_until(const ir_module *m, int i, const int *waited) {
+    if (waited[i] < 0) return i;
+    int until = waited[i] - 1; /* the waiting op runs after the collective */
+    return until < i ? i : until < m->nops ? until : m->nops - 1;
 }
 
 /* Sets bits [a, b] of a bitset. */
@@ -143,7 +162,7 @@ int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slo
                                      .off = -1};
     int nw = (m->nops + 63) / 64;
     uint64_t *use[IR_MEM_WORK_MAX] = {0};
-    int *first = t.cuda ? work_first_wait(m) : NULL;
+    int *waited = t.cuda ? work_waited(m) : NULL;
     for (int i = 0; i < m->nops; i++) {
         const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
         void (*ws)(const ir_module *, const ir_op *, int64_t *) = t.cuda ? d->ws_cuda : d->ws_cpu;
@@ -160,13 +179,13 @@ int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slo
             if (req[k] > slot[k].bytes) slot[k].bytes = req[k], slot[k].op = i;
             if (t.cuda && !work_cuda_own(k)) {
                 if (!use[k]) use[k] = sup_xcalloc((size_t)nw + 1, sizeof(uint64_t));
-                bits_set(use[k], i, work_until(m, i, first));
+                bits_set(use[k], i, work_until(m, i, waited));
             }
         }
     }
     if (t.cuda) work_place(slot, n, use, nw, t.align);
     for (int k = 0; k < n; k++) free(use[k]);
-    free(first);
+    free(waited);
     return n;
 }
 

@@ -12,8 +12,9 @@
  * Fused, the sum is normalised while its row is in cache (one read of x1
  * fewer), and the norm's gradient is never written to be read back by
  * the add (a write and two reads fewer, and one [tokens, hidden] buffer
- * fewer for the memory plan).  At real shapes the adds and norms are
- * ~3% of a CPU step (bench/results/step_torch/fused_elem).
+ * fewer for the memory plan).  At real shapes the adds and norms were
+ * 2.5% of a CPU step, and half of that is saved
+ * (bench/results/step_torch/fused_elem).
  *
  * Output:
  *     %l.x1, %l.h2 = add_rmsnorm %x, %l.attn, %l.mlp_norm

@@ -109,9 +109,10 @@ static int checked;
 
 /* ---- the CUDA workspaces' shared region ------------------------------------ */
 /* Whether slot k is in use at op j, by the rule of ir/ir_mem_work.c: op i
- * asks for it and j is i, or op i is a collective and j lies between it
- * and the first later op that waits for one of its results (a kernel, an
- * optimizer update or a wait), found by scanning forward. */
+ * asks for it and j is i, or op i is a collective and j lies from it up to,
+ * not including, the first later op that waits (a kernel, an optimizer
+ * update or a wait) for one of its results or of a later collective's,
+ * found by scanning forward. */
 static bool work_in_use(const ir_module *m, int k, int j) {
     for (int i = 0; i <= j; i++) {
         const ir_op_desc *d = ir_op_desc_of(m->ops[i].code);
@@ -121,16 +122,17 @@ static bool work_in_use(const ir_module *m, int k, int j) {
         if (req[k] <= 0) continue;
         if (i == j) return true;
         if (d->kind != IR_K_COLL) continue;
-        int until = m->nops - 1;
-        for (int r = i + 1; r < m->nops && until == m->nops - 1; r++) {
+        int waited = m->nops; /* the first waiting op */
+        for (int r = i + 1; r < m->nops && waited == m->nops; r++) {
             const ir_op *op = &m->ops[r];
             ir_op_kind kind = ir_op_desc_of(op->code)->kind;
             if (kind != IR_K_COMPUTE && kind != IR_K_OPT && op->code != IR_WAIT) continue;
-            for (int a = 0; a < op->nin; a++)
-                for (int b = 0; b < m->ops[i].nout; b++)
-                    if (op->in[a] == m->ops[i].out[b]) until = r;
+            for (int a = 0; a < op->nin; a++) {
+                int def = op->in[a] >= 0 ? m->values[op->in[a]].def : -1;
+                if (def >= i && ir_op_desc_of(m->ops[def].code)->kind == IR_K_COLL) waited = r;
+            }
         }
-        if (j <= until) return true;
+        if (j < waited) return true;
     }
     return false;
 }
@@ -182,6 +184,41 @@ static void check_work_spec(const char *file, const char *const *sets, int nsets
     ir_module *m = ok && fe_check(s) ? drv_build(s, NULL, true) : NULL;
     CHECK(m != NULL);
     if (m) check_work(m, file);
+    ir_module_free(m);
+    fe_spec_free(s);
+}
+
+/* A kernel that asks for the fp32 sums' slot while an exchange is in
+ * flight: tiny_llama's step with its first add_rmsnorm_bwd moved right
+ * after the first all_to_all, before anything waits for the exchange.  The
+ * exchange's staging and F32 must not share bytes (in the steps as
+ * lowered every collective is waited for before the next op that uses
+ * another slot, so only a step like this one tells the rule's window from
+ * the collective's own op). */
+static void check_work_window(void) {
+    fe_spec *s = fe_parse_file(BASP_EXAMPLES "/tiny_llama.basp");
+    ir_module *m = s && fe_check(s) ? drv_build(s, NULL, true) : NULL;
+    CHECK(m != NULL);
+    if (!m) return;
+    int a = -1, f = -1;
+    for (int i = 0; i < m->nops && (a < 0 || f < 0); i++) {
+        if (a < 0 && m->ops[i].code == IR_ALL_TO_ALL) a = i;
+        if (a >= 0 && i > a + 1 && m->ops[i].code == IR_ADD_RMSNORM_BWD) f = i;
+    }
+    CHECK(a >= 0 && f > a + 1);
+    if (a >= 0 && f > a + 1) {
+        ir_op moved = m->ops[f];
+        memmove(&m->ops[a + 2], &m->ops[a + 1], sizeof(ir_op) * (size_t)(f - a - 1));
+        m->ops[a + 1] = moved;
+        ir_renumber(m);
+        check_work(m, "tiny_llama.basp, a norm's backward inside an exchange");
+        ir_mem_work_slot slot[IR_MEM_WORK_MAX];
+        ir_mem_work_slots(m, ir_mem_target_named(true), slot);
+        const ir_mem_work_slot *f32 = &slot[CM_WS_CUDA_F32];
+        for (int k = CM_WS_CUDA_SEND; k <= CM_WS_CUDA_RECV; k++)
+            CHECK(f32->off >= 0 && slot[k].off >= 0 &&
+                  (slot[k].off >= f32->off + f32->bytes || f32->off >= slot[k].off + slot[k].bytes));
+    }
     ir_module_free(m);
     fe_spec_free(s);
 }
@@ -365,7 +402,8 @@ int main(void) {
     check_work_spec("tiny_gqa_8.basp", w3, 3);
     check_work_spec("tiny_llama.basp", w4, 3);
     check_work_spec("tiny_llama.basp", w5, 3);
-    CHECK(work_checked == 5 && work_shared > 0); /* some slots do share */
+    check_work_window();
+    CHECK(work_checked == 6 && work_shared > 0); /* some slots do share */
     check_boxes();
     check_cache();
     sup_diag_restore(saved);
