@@ -60,9 +60,54 @@ typedef struct off_plan {
     int first;  /* the first backward reader: reads from here on take the fetched copy */
 } off_plan;
 
+/* What the plans read of the step, from one pass over it (the plans would
+ * otherwise scan the rest of the step once per value: quadratic in the
+ * layers).  Per value: its last forward reader before its first backward
+ * reader, and that reader (-1: none); per adamw op, the last op before it
+ * reading its gradient (-1: none); per layer, the first op of its backward
+ * (-1: none). */
+typedef struct off_index {
+    int *last_fwd, *first_bwd, *grad_last, *bwd_start;
+    int nlayers;
+} off_index;
+
+static off_index index_of(const ir_module *m) {
+    int nl = 0;
+    for (int i = 0; i < m->nops; i++)
+        if (ir_op_layer(&m->ops[i]) + 1 > nl) nl = ir_op_layer(&m->ops[i]) + 1;
+    off_index x = {sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1)),
+                   sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1)),
+                   sup_xmalloc(sizeof(int) * (size_t)(m->nops + 1)), sup_xmalloc(sizeof(int) * (size_t)(nl + 1)), nl};
+    int *last = sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1)); /* each value's latest reader so far */
+    for (int v = 0; v < m->nvalues; v++) x.last_fwd[v] = x.first_bwd[v] = last[v] = -1;
+    for (int l = 0; l < nl; l++) x.bwd_start[l] = -1;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        bool bwd = strcmp(ir_op_phase(op), "bwd") == 0;
+        int layer = ir_op_layer(op);
+        if (bwd && layer >= 0 && x.bwd_start[layer] < 0) x.bwd_start[layer] = i;
+        x.grad_last[i] = op->code == IR_ADAMW && op->nin == 2 && op->in[1] >= 0 ? last[op->in[1]] : -1;
+        for (int k = 0; k < op->nin; k++) {
+            int v = op->in[k];
+            if (v < 0 || v >= m->nvalues) continue;
+            last[v] = i;
+            if (x.first_bwd[v] >= 0) continue;
+            if (bwd)
+                x.first_bwd[v] = i;
+            else
+                x.last_fwd[v] = i;
+        }
+    }
+    free(last);
+    return x;
+}
+
+static void index_free(off_index *x) { free(x->last_fwd), free(x->first_bwd), free(x->grad_last), free(x->bwd_start); }
+
 /* The first op at or after `from` of layer `layer`'s backward. */
-static int bwd_block_start(const ir_module *m, int layer, int from) {
-    for (int i = from; i < m->nops; i++)
+static int bwd_block_start(const ir_module *m, const off_index *x, int layer, int from) {
+    if (layer >= 0 && layer < x->nlayers && x->bwd_start[layer] >= from) return x->bwd_start[layer];
+    for (int i = from; i < m->nops; i++) /* from inside the layer's backward: rare */
         if (ir_op_layer(&m->ops[i]) == layer && strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0) return i;
     return -1;
 }
@@ -79,21 +124,15 @@ static int bwd_block_before(const ir_module *m, int b) {
 
 /* Where value v would move, or false when it stays on the device; with
  * prefetch the fetch comes one backward block early. */
-static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, bool prefetch, off_plan *p) {
+static bool plan_value(const ir_module *m, const off_index *x, const ir_mem_cat *cat, int v, bool prefetch,
+                       off_plan *p) {
     const ir_value *val = &m->values[v];
     if (val->kind != IR_V_RESULT || cat[v] != IR_MEM_ACTS || val->def < 0 || ir_mem_on_host(m, v) ||
         strcmp(ir_op_phase(&m->ops[val->def]), "fwd") != 0)
         return false;
-    int last_fwd = val->def, first_bwd = -1;
-    for (int i = val->def + 1; i < m->nops && first_bwd < 0; i++) {
-        if (!pu_reads(&m->ops[i], v)) continue;
-        if (strcmp(ir_op_phase(&m->ops[i]), "bwd") == 0)
-            first_bwd = i;
-        else
-            last_fwd = i;
-    }
+    int first_bwd = x->first_bwd[v], last_fwd = x->last_fwd[v] > val->def ? x->last_fwd[v] : val->def;
     if (first_bwd < 0 || ir_op_layer(&m->ops[first_bwd]) < 0) return false;
-    int before = bwd_block_start(m, ir_op_layer(&m->ops[first_bwd]), last_fwd + 1);
+    int before = bwd_block_start(m, x, ir_op_layer(&m->ops[first_bwd]), last_fwd + 1);
     if (before < 0 || before > first_bwd || before <= last_fwd + 1) return false;
     int early = prefetch ? bwd_block_before(m, before) : before;
     if (early > last_fwd + 1) before = early;
@@ -108,7 +147,7 @@ static bool plan_value(const ir_module *m, const ir_mem_cat *cat, int v, bool pr
  * fetches it back.  ZeRO-1's whole gradient of a sharded parameter stays:
  * the update slices it on the device.  Gradient accumulators (accum > 1)
  * live the whole run and stay too. */
-static bool plan_grad(const ir_module *m, int adamw, off_plan *p) {
+static bool plan_grad(const ir_module *m, const off_index *x, int adamw, off_plan *p) {
     const ir_op *a = &m->ops[adamw];
     int w = a->in[0], g = a->in[1];
     const ir_value *gv = &m->values[g];
@@ -116,9 +155,7 @@ static bool plan_grad(const ir_module *m, int adamw, off_plan *p) {
         return false;
     for (int d = 0; d < gv->type.rank; d++)
         if (gv->type.shard[d] != m->values[w].type.shard[d]) return false;
-    int last = gv->def;
-    for (int i = gv->def + 1; i < adamw; i++)
-        if (pu_reads(&m->ops[i], g)) last = i;
+    int last = x->grad_last[adamw] > gv->def ? x->grad_last[adamw] : gv->def;
     *p = (off_plan){last, -1, adamw};
     return true;
 }
@@ -132,30 +169,32 @@ static ir_op copy_op(ir_opcode code, int in, int out, const ir_op *like) {
     return op;
 }
 
-/* Rebuilds the op list with the copies in place: fetches before op i, op
- * i with its backward reads rewired (to the fetched copy, or for a
- * gradient to the host copy), offloads after it. */
+/* The copies in place: each op's backward reads rewired (to the fetched
+ * copy, or for a gradient to the host copy), then through pass_edits
+ * fetches before their op and offloads after theirs, each gap in value
+ * order (the "after" ones recorded last value first: pass_edits puts the
+ * latest recorded first). */
 static void insert_copies(ir_module *m, const off_plan *plan, const int *host, const int *dev, int nvals) {
-    int n = m->nops, cap = n + 2 * nvals + 1, k = 0;
-    ir_op *ops = sup_xmalloc(sizeof *ops * (size_t)cap);
-    for (int i = 0; i < n; i++) {
-        for (int v = 0; v < nvals; v++)
-            if (plan[v].after >= 0 && plan[v].before == i) ops[k++] = copy_op(IR_FETCH, host[v], dev[v], &m->ops[i]);
-        ir_op op = m->ops[i];
-        for (int j = 0; j < op.nin; j++) {
-            int v = op.in[j];
-            if (v < nvals && plan[v].after >= 0 && i >= plan[v].first)
-                op.in[j] = plan[v].before >= 0 ? dev[v] : host[v];
+    for (int i = 0; i < m->nops; i++) {
+        ir_op *op = &m->ops[i];
+        for (int j = 0; j < op->nin; j++) {
+            int v = op->in[j];
+            if (v >= 0 && v < nvals && plan[v].after >= 0 && i >= plan[v].first)
+                op->in[j] = plan[v].before >= 0 ? dev[v] : host[v];
         }
-        ops[k++] = op;
-        for (int v = 0; v < nvals; v++)
-            if (plan[v].after == i) ops[k++] = copy_op(IR_OFFLOAD, v, host[v], &m->ops[i]);
     }
-    free(m->ops);
-    m->ops = ops;
-    m->nops = k;
-    m->capops = cap;
-    ir_renumber(m);
+    pass_edits e = {0};
+    for (int v = 0; v < nvals; v++)
+        if (plan[v].after >= 0 && plan[v].before >= 0) {
+            ir_op f = copy_op(IR_FETCH, host[v], dev[v], &m->ops[plan[v].before]);
+            pass_insert_before(&e, plan[v].before, &f);
+        }
+    for (int v = nvals - 1; v >= 0; v--)
+        if (plan[v].after >= 0) {
+            ir_op o = copy_op(IR_OFFLOAD, v, host[v], &m->ops[plan[v].after]);
+            pass_insert_after(&e, plan[v].after, &o);
+        }
+    pass_edits_apply(m, &e);
 }
 
 /* What moves: plan[v] for every value v (after = -1: stays), with counts
@@ -166,18 +205,20 @@ static void plan_all(const ir_module *m, bool acts, bool grads, bool prefetch, o
     ir_mem_target t;
     ir_mem_target_of(m, &t);
     ir_mem_cat *cat = ir_mem_value_cats(m);
+    off_index x = index_of(m);
     for (int v = 0; v < m->nvalues; v++) plan[v] = (off_plan){-1, -1, -1};
     for (int v = 0; acts && v < m->nvalues; v++)
-        if (plan_value(m, cat, v, prefetch, &plan[v])) (*moved)++, *bytes += (double)ir_mem_value_bytes(m, v, t);
+        if (plan_value(m, &x, cat, v, prefetch, &plan[v])) (*moved)++, *bytes += (double)ir_mem_value_bytes(m, v, t);
     for (int i = 0; grads && i < m->nops; i++) {
         off_plan p;
         if (m->ops[i].code != IR_ADAMW || m->ops[i].nin != 2 || plan[m->ops[i].in[1]].after >= 0 ||
-            !plan_grad(m, i, &p))
+            !plan_grad(m, &x, i, &p))
             continue;
         int g = m->ops[i].in[1];
         plan[g] = p;
         (*ngrads)++, *gbytes += (double)ir_mem_value_bytes(m, g, t);
     }
+    index_free(&x);
     free(cat);
 }
 
