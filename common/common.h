@@ -98,6 +98,10 @@ typedef enum { CM_WS_CPU_SLOTS(CM_WS_CPU_ENUM_) CM_WS_CPU_NSLOTS } cm_ws_cpu_slo
 enum { CM_WS_CPU_SUMS_FROM_ = CM_WS_CPU_NSLOTS - 1, CM_WS_CPU_SUMS(CM_WS_CPU_ENUM_) CM_WS_CPU_N };
 typedef enum { CM_WS_CUDA_SLOTS(CM_WS_CUDA_ENUM_) CM_WS_CUDA_NSLOTS } cm_ws_cuda_slot;
 enum { CM_WS_CUDA_SUMS_FROM_ = CM_WS_CUDA_NSLOTS - 1, CM_WS_CUDA_SUMS(CM_WS_CUDA_ENUM_) CM_WS_CUDA_N };
+/* Each row's name and what it holds (cm_tables.c): baspc --memory's words
+ * and the runtime's. */
+extern const char *const cm_ws_cpu_names[CM_WS_CPU_N], *const cm_ws_cpu_what[CM_WS_CPU_N];
+extern const char *const cm_ws_cuda_names[CM_WS_CUDA_N], *const cm_ws_cuda_what[CM_WS_CUDA_N];
 #undef CM_WS_CPU_ENUM_
 #undef CM_WS_CUDA_ENUM_
 

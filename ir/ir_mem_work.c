@@ -35,18 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The rows' names and descriptions, in the order of their numbering. */
-#define MEM_WS_NAME_(name, what) #name,
-#define MEM_WS_WHAT_(name, what) what,
-static const char *const mem_ws_cpu_name[] = {CM_WS_CPU_SLOTS(MEM_WS_NAME_) CM_WS_CPU_SUMS(MEM_WS_NAME_)};
-static const char *const mem_ws_cpu_what[] = {CM_WS_CPU_SLOTS(MEM_WS_WHAT_) CM_WS_CPU_SUMS(MEM_WS_WHAT_)};
-static const char *const mem_ws_cuda_name[] = {CM_WS_CUDA_SLOTS(MEM_WS_NAME_) CM_WS_CUDA_SUMS(MEM_WS_NAME_)};
-static const char *const mem_ws_cuda_what[] = {CM_WS_CUDA_SLOTS(MEM_WS_WHAT_) CM_WS_CUDA_SUMS(MEM_WS_WHAT_)};
-#undef MEM_WS_NAME_
-#undef MEM_WS_WHAT_
-_Static_assert(sizeof mem_ws_cpu_name / sizeof *mem_ws_cpu_name == CM_WS_CPU_N, "one name per CPU row");
-_Static_assert(sizeof mem_ws_cuda_name / sizeof *mem_ws_cuda_name == CM_WS_CUDA_N, "one name per CUDA row");
-
 /* A CUDA slot that keeps its contents across ops: never shared. */
 static bool work_cuda_own(int k) {
     return k == CM_WS_CUDA_ROPE || k == CM_WS_CUDA_POS || k == CM_WS_CUDA_LSE || k == CM_WS_CUDA_SLICE ||
@@ -155,8 +143,8 @@ static void work_place(ir_mem_work_slot *slot, int n, uint64_t *const *use, int 
 int ir_mem_work_slots(const ir_module *m, ir_mem_target t, ir_mem_work_slot *slot) {
     int n = t.cuda ? CM_WS_CUDA_N : CM_WS_CPU_N, sums = t.cuda ? CM_WS_CUDA_NSLOTS : CM_WS_CPU_NSLOTS;
     for (int k = 0; k < n; k++)
-        slot[k] = (ir_mem_work_slot){.name = t.cuda ? mem_ws_cuda_name[k] : mem_ws_cpu_name[k],
-                                     .what = t.cuda ? mem_ws_cuda_what[k] : mem_ws_cpu_what[k],
+        slot[k] = (ir_mem_work_slot){.name = t.cuda ? cm_ws_cuda_names[k] : cm_ws_cpu_names[k],
+                                     .what = t.cuda ? cm_ws_cuda_what[k] : cm_ws_cpu_what[k],
                                      .sum = k >= sums,
                                      .op = -1,
                                      .off = -1};

@@ -62,16 +62,21 @@ static int top_cmp(const void *a, const void *b) {
 }
 
 /* The workspace by slot: the nonzero rows, each with the op that raised it
- * to its size, largest first (equal sizes in row order). */
+ * to its size, largest first (equal sizes in row order); and the whole
+ * workspace, ir_mem_work_bytes, from the same slots. */
 static void report_work(const ir_module *m, ir_mem_target t, pass_mem_report *r) {
     ir_mem_work_slot slot[IR_MEM_WORK_MAX];
     int n = ir_mem_work_slots(m, t, slot);
     r->nwork = 0;
     r->work_region = ir_mem_work_region(slot, n);
     r->work_shared_sum = 0;
+    r->work_bytes = r->work_region; /* ir_mem_work_bytes, from these slots */
     for (int k = 0; k < n; k++) {
         if (slot[k].bytes <= 0) continue;
-        if (slot[k].off >= 0) r->work_shared_sum += slot[k].bytes;
+        if (slot[k].off >= 0)
+            r->work_shared_sum += slot[k].bytes;
+        else
+            r->work_bytes += slot[k].bytes;
         pass_mem_work w = {.slot = slot[k].name,
                            .what = slot[k].what,
                            .bytes = slot[k].bytes,
@@ -98,9 +103,8 @@ static void report_planned(const ir_module *m, pass_mem_report *r) {
     r->world = ir_world(m);
     snprintf(r->module, sizeof r->module, "%s", m->name);
     r->arena_bytes = cfg_i64(m, "mem.peak", 0);
-    r->work_bytes = ir_mem_work_bytes(m, t);
+    report_work(m, t, r); /* and r->work_bytes, from the same slots */
     r->peak_bytes = r->arena_bytes + r->work_bytes;
-    report_work(m, t, r);
 
     int64_t comm[2];
     ir_mem_comm_bytes(m, t, comm);

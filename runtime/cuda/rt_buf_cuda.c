@@ -66,12 +66,6 @@ static void cuda_init_nccl(rt_ctx *rt, rt_cuda_state *cu) {
         NCCL_CHECK(ncclCommSplit(cu->world, rt->gset[g], rt->gpos[g], &cu->comm[g], NULL));
 }
 
-static const char *const cuda_ws_names[CM_WS_CUDA_NSLOTS] = {
-#define CUDA_WS_NAME_(name, what) #name,
-    CM_WS_CUDA_SLOTS(CUDA_WS_NAME_)
-#undef CUDA_WS_NAME_
-};
-
 /* The slots the program places in one region (ir/ir_mem_work.c): one
  * allocation, each slot at its offset and of its planned size. */
 static void cuda_ws_region(rt_ctx *rt, rt_cuda_state *cu) {
@@ -88,7 +82,7 @@ static void cuda_ws_region(rt_ctx *rt, rt_cuda_state *cu) {
         int64_t off = p->ws_slot_off[k], n = p->ws_slot_bytes[k];
         if (off < 0) continue;
         RT_CHECK(n >= 0 && off <= p->ws_region_bytes - n,
-                 "device workspace %s: [%lld, +%lld) outside the %lld-byte region", cuda_ws_names[k], (long long)off,
+                 "device workspace %s: [%lld, +%lld) outside the %lld-byte region", cm_ws_cuda_names[k], (long long)off,
                  (long long)n, (long long)p->ws_region_bytes);
         cu->ws[k] = cu->ws_region + off;
         cu->ws_bytes[k] = (size_t)n;
@@ -404,7 +398,8 @@ void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
             fprintf(stderr,
                     "rank %d: warning: device workspace %s: a kernel asks %.1f MiB where the memory plan gave it "
                     "%.1f MiB; it gets an allocation of its own, outside the planned peak\n",
-                    rt->rank, cuda_ws_names[slot], (double)bytes / (1 << 20), (double)cu->ws_bytes[slot] / (1 << 20));
+                    rt->rank, cm_ws_cuda_names[slot], (double)bytes / (1 << 20),
+                    (double)cu->ws_bytes[slot] / (1 << 20));
             cu->ws_in_region[slot] = false;
             cu->ws[slot] = NULL;
         }

@@ -57,6 +57,11 @@ five times the tolerance on a GPU; and since AdamW's step is about lr per
 element whatever the gradient's size, the loss -- an average over the
 whole model -- barely notices.
 
+--plant workspace:half halves every device workspace slot's planned size in
+the generated program (rt_program.ws_slot_bytes), and expects the run to
+say so: a kernel outgrowing its slot gets a buffer of its own and the
+warning this script fails a run on; exit 0 when it does, 1 when not.
+
 --plant frozen:PARAM (e.g. frozen:l1.wk) removes PARAM's `rt_adamw` call
 from the generated C program of the CUDA build, so PARAM never trains,
 and then expects the comparison to fail: exit 0 when the per-tensor checks
@@ -126,6 +131,17 @@ def reuse_waits(log, np):
         if m:
             got[int(m.group(1))] = (m.group(2) == "memory plan", int(m.group(3)))
     return [got.get(r, (False, 0)) for r in range(np)]
+
+
+def plant_workspace(c):
+    """Halves every slot size of the program's workspace region table."""
+    src = open(c).read()
+    m = re.search(r"\.ws_slot_bytes = \(const int64_t\[\]\)\{([^}]*)\}", src)
+    if not m:
+        sys.exit("--plant workspace:half: no workspace table in %s" % c)
+    half = ", ".join(str(int(x) // 2) for x in m.group(1).split(","))
+    open(c, "w").write(src[:m.start(1)] + half + src[m.end(1):])
+    print("planted bug: every device workspace slot planned at half its size (%s)" % c)
 
 
 def plant_frozen(c, param):
@@ -204,6 +220,8 @@ def build_cuda(a, exe, layout, log):
     kind, param = a.plant.split(":", 1) if a.plant else (None, None)
     if kind == "frozen":
         plant_frozen(c, param)
+    elif kind == "workspace":
+        plant_workspace(c)
     run(cmd, log + ".cc")
 
 
@@ -254,11 +272,13 @@ def main():
                     help="require the CUDA run's peak memory to stay within baspc --memory --target=cuda's")
     ap.add_argument("--documents", action="store_true",
                     help="train on packed documents (mkdocs.py data, train.documents=on, eot token 0)")
-    ap.add_argument("--plant", metavar="frozen:PARAM",
-                    help="remove PARAM's adamw call from the CUDA program and expect the comparison to fail")
+    ap.add_argument("--plant", metavar="frozen:PARAM|workspace:half",
+                    help="remove PARAM's adamw call from the CUDA program, or halve its workspace slots, and expect "
+                         "the comparison to fail")
     a = ap.parse_args()
-    if a.plant and (not a.plant.startswith("frozen:") or len(a.plant) == len("frozen:")):
-        ap.error("--plant takes frozen:PARAM")
+    if a.plant and a.plant != "workspace:half" and (not a.plant.startswith("frozen:") or
+                                                   len(a.plant) == len("frozen:")):
+        ap.error("--plant takes frozen:PARAM or workspace:half")
     loss_rtol, grad_rtol, weight_rtol, update_rtol = TOLERANCES[a.tolerances]
     update_rtol = a.update_rtol if a.update_rtol is not None else update_rtol
     loss_rtol = a.rtol if a.rtol is not None else loss_rtol
@@ -352,6 +372,13 @@ def main():
         print("step %3d  cpu %.6f  cuda %.6f  rel %.2e%s" % (i + 1, c, g, rel, flag))
     if len(cpu) != a.steps or len(gpu) != a.steps:
         print("expected %d steps, got cpu %d, cuda %d" % (a.steps, len(cpu), len(gpu)))
+        return 1
+    if a.plant == "workspace:half":
+        print(reuse_bad or "no workspace warning")
+        if reuse_bad and "device workspace outgrew" in reuse_bad:
+            print("the halved workspace was caught, as expected")
+            return 0
+        print("FAILED: the planted workspace sizes went unnoticed")
         return 1
     if reuse_bad:
         print(reuse_bad)
