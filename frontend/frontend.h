@@ -154,6 +154,11 @@ typedef struct fe_train {
     /* Each residual add and the norm next to it in one op, forward and
      * backward (passes/pass_fuse_elem.c); default on. */
     bool fuse_elem;
+    /* Each attention forward's softmax statistics a value of the step that
+     * its backward reads, placed by the memory plan and movable by offload
+     * (passes/pass_attention_lse.c); default on.  Off: the backends keep
+     * them per output address outside the arena. */
+    bool attention_lse;
     int64_t eot_token;
     char packing[16];
 } fe_train;

@@ -11,7 +11,7 @@
 #     accumulation and packed documents (DOCS: a token file with
 #     end-of-text tokens 0) — for elem also selective recomputation, head
 #     chunks, the fused MLP, parameter offload and batch_aware dynamic —
-#     builds the program with train.fuse_KEY off and on and trains 3 steps
+#     builds the program with the KEY's setting off and on and trains 3 steps
 #     each with a validation after every step, and requires the losses,
 #     gradient norms and validation losses of --metrics and the
 #     --save-weights / --save-grads files to be identical, byte for byte:
@@ -25,6 +25,12 @@
 #     elem: the "on" IR must hold an add_rmsnorm_bwd for each of SPEC's two
 #     norms per layer and at least one add_rmsnorm per layer (recompute
 #     adds clones), in each variant of a dynamic program, the "off" IR none.
+#   KEY lse: train.attention_lse (passes/pass_attention_lse.c: each
+#     attention forward's softmax statistics a value its backward reads, in
+#     the arena, instead of the backend's entry per output address); the
+#     same layouts and selective recomputation.  The "on" IR must give every
+#     attention forward an lse output and every attention_bwd an lse input
+#     (packed documents: none), the "off" IR none.
 set -euo pipefail
 
 mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
@@ -51,6 +57,23 @@ ir_check_loss() {
     if [[ $l == *zero=3* ]] && [[ $gathers_on != 1 || $gathers_off != 2 ]]; then
         echo "ZeRO-3 gathers the head $gathers_on time(s) fused, $gathers_off unfused (want 1 and 2)"
     fi
+}
+
+ir_check_lse() {
+    local p=$1 n=$2 l=$3 att with bwd bwdl
+    att=$(grep -c '= attention ' "$p" || true)
+    with=$(grep -c '\.lse[a-z0-9.]* = attention ' "$p" || true)
+    bwd=$(grep -c '= attention_bwd ' "$p" || true)
+    bwdl=$(grep -c '= attention_bwd .*\.lse[a-z0-9.]* {' "$p" || true)
+    if [[ $l == *documents=on* ]]; then
+        [[ $with == 0 ]] || echo "attention_lse on with documents: $with attention(s) with an lse (want none)"
+    elif [[ $l == *sequence=ring* || $l == *sequence=hybrid* ]]; then
+        # ring attention carries its statistics whatever the setting
+        [[ $att == 0 ]] || echo "ring layout with $att plain attention(s)"
+    elif [[ $att == 0 || $with != "$att" || $bwd == 0 || $bwdl != "$bwd" ]]; then
+        echo "attention_lse on: $with of $att attention forward(s) and $bwdl of $bwd backward(s) with an lse"
+    fi
+    if grep -q '\.lse[a-z0-9.]* = attention ' "$n"; then echo "attention_lse off: an attention with an lse output"; fi
 }
 
 ir_check_elem() {
@@ -82,6 +105,10 @@ same() {
         "layout.batch_aware=off;train.zero=3;train.offload=all;train.recompute=full"
         "layout.batch_aware=dynamic;train.zero=1;train.documents=on;train.eot_token=0;data=docs"
     )
+    [[ $KEY == lse ]] && layouts+=(
+        "layout.batch_aware=off;train.zero=1;train.recompute=selective"
+        "layout.batch_aware=groups 2;train.zero=0;train.recompute=none;train.offload=activations"
+    )
     local i=0 fails=0
     for l in "${layouts[@]}"; do
         local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) data="$CORPUS" np=4
@@ -95,8 +122,8 @@ same() {
         done
         for o in off on; do
             local p="$W/l$i.$o"
-            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.fuse_$KEY=$o" -o "$p.train"
-            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.fuse_$KEY=$o" --emit=ir -o "$p.ir"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.$NAME=$o" -o "$p.train"
+            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.$NAME=$o" --emit=ir -o "$p.ir"
             mpi -np "$np" "$p.train" --data "$data" --steps 3 --val-data "$data" --val-every 1 --val-tokens 300 \
                 --metrics "$p.jsonl" --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
         done
@@ -111,7 +138,7 @@ same() {
             fails=$((fails + 1))
         elif ! cmp -s "$n.weights" "$p.weights" || ! cmp -s "$n.grads" "$p.grads" ||
             ! cmp -s <(fields "$n.jsonl") <(fields "$p.jsonl"); then
-            echo "FAIL $l: fuse_$KEY on: losses, validation losses, weights or gradients differ from off"
+            echo "FAIL $l: $NAME on: losses, validation losses, weights or gradients differ from off"
             diff <(fields "$n.jsonl") <(fields "$p.jsonl") || true
             fails=$((fails + 1))
         else
@@ -127,7 +154,11 @@ shift
 case $cmd in
 same)
     KEY=$1 BASPC=$2 MPIRUN=$3 CORPUS=$4 DOCS=$5 SPEC=$6 W=$7
-    [[ $KEY == loss || $KEY == elem ]] || { echo "fuse.sh: KEY is loss or elem, not '$KEY'" >&2 && exit 2; }
+    case $KEY in
+    loss | elem) NAME=fuse_$KEY ;;
+    lse) NAME=attention_lse ;;
+    *) echo "fuse.sh: KEY is loss, elem or lse, not '$KEY'" >&2 && exit 2 ;;
+    esac
     rm -rf "$W" && mkdir -p "$W"
     same
     ;;
