@@ -54,8 +54,8 @@ static void check_attention_in(ir_vctx *c, const ir_value *q, const ir_value *k,
 static void check_lse(ir_vctx *c, const ir_value *q, const ir_value *lse);
 
 /* attention(q, k, v) -> o [, lse]: with the second result the row
- * statistics are a value of the step (head-chunked attention), not the
- * runtime's per-output table. */
+ * statistics are a value of the step (passes/pass_attention_lse.c, and
+ * head-chunked attention), not the runtime's per-output table. */
 static void verify_attention(ir_vctx *c, const ir_op *op) {
     const ir_value *q = ir_vv(c, op->in[0]);
     check_attention_in(c, q, ir_vv(c, op->in[1]), ir_vv(c, op->in[2]));

@@ -26,9 +26,16 @@
  *   ... = attention_bwd %d.o.heads, %qr.heads, %kr.heads, %v.heads, %o.heads, %o.heads.lse
  * %o.heads.lse is f32 [B, S, H] laid out like q's first three dims (the
  * kernels' [b, H, S] rows; ir_op_attn.c check_lse).  Each backward reads
- * the statistics of the forward that wrote its o; a forward whose output no
- * backward reads (the validation program, a hand-written module) is left as
- * it is.
+ * the statistics of the forward that wrote its o from its own q, k and v
+ * (several backwards of one forward read the same value); a forward whose
+ * output no such backward reads (a hand-written module) is left as it is.
+ * The validation program, derived from the step afterwards (ir_forward.c),
+ * keeps the forward with both results.
+ *
+ * A TIME pass (passes.def): it changes the ops the cost model reads (the
+ * attention ops move the statistics' bytes), so the planner's timed builds
+ * run it too and time the ops the compile builds (driver/settle.c reuses a
+ * full build for timing when recompute and offload left it alone).
  *
  * Left as is with packed documents (config documents): their kernels
  * recompute the statistics in the backward and keep none, on both backends.
@@ -37,14 +44,6 @@
 #include "pass_util.h"
 
 #include <stdlib.h>
-
-/* lse f32 [B,S,H] laid out like q's first three dims. */
-static ir_type lse_type(const ir_module *m, int q) {
-    ir_type t = m->values[q].type;
-    t.rank = 3;
-    t.dtype = IR_F32;
-    return t;
-}
 
 bool pass_attention_lse(ir_module *m, const pass_options *opt) {
     if (ir_config_int(m, "attention_lse", 1) == 0) {
@@ -56,7 +55,7 @@ bool pass_attention_lse(ir_module *m, const pass_options *opt) {
         return true;
     }
     /* fwd_of[v]: the unchunked attention forward whose output is v, or -1 */
-    int nv = m->nvalues, added = 0, reads = 0;
+    int nv = m->nvalues, added = 0, reads = 0, other = 0;
     int *fwd_of = sup_xmalloc((size_t)(nv > 0 ? nv : 1) * sizeof *fwd_of);
     int *lse_of = sup_xmalloc((size_t)(m->nops > 0 ? m->nops : 1) * sizeof *lse_of);
     for (int v = 0; v < nv; v++) fwd_of[v] = -1;
@@ -70,13 +69,17 @@ bool pass_attention_lse(ir_module *m, const pass_options *opt) {
         if (b->code != IR_ATTENTION_BWD || b->nin != 5 || b->in[4] < 0 || b->in[4] >= nv) continue;
         int f = fwd_of[b->in[4]];
         if (f < 0) continue;
+        const ir_op *fw = &m->ops[f];
+        if (b->in[1] != fw->in[0] || b->in[2] != fw->in[1] || b->in[3] != fw->in[2]) {
+            other++; /* statistics of other q, k, v: the backward recomputes its own */
+            continue;
+        }
         if (lse_of[f] < 0) { /* the forward's first backward adds its output */
-            lse_of[f] = pass_value_derived(m, m->ops[f].out[0], ".lse", lse_type(m, m->ops[f].in[0]));
+            lse_of[f] = pass_value_derived(m, m->ops[f].out[0], ".lse", pu_lse_type(&m->values[m->ops[f].in[0]].type));
             ir_op_add_output(&m->ops[f], lse_of[f]);
-            m->values[lse_of[f]].def = f;
             added++;
         }
-        ir_op_add_input(&m->ops[i], lse_of[f]);
+        ir_op_add_input(b, lse_of[f]);
         reads++;
     }
     free(fwd_of);
@@ -84,5 +87,9 @@ bool pass_attention_lse(ir_module *m, const pass_options *opt) {
     if (added) ir_renumber(m);
     pu_remark(opt, "attention-lse: %d attention forward(s) keep their statistics as values for %d backward(s)", added,
               reads);
+    if (other)
+        pu_remark(opt,
+                  "attention-lse: %d backward(s) of another q, k or v than their output's forward left as they are",
+                  other);
     return true;
 }

@@ -57,13 +57,6 @@ static ir_type heads_type(const ring_ctx *c, ir_type t, bool kv) {
     return h;
 }
 
-/* lse f32 [B,S,H] laid out like q's first three dims. */
-static ir_type lse_type(const ir_type *q) {
-    ir_type t = ir_type_make(IR_F32, 3, q->dims);
-    for (int d = 0; d < 3; d++) t.shard[d] = q->shard[d];
-    return t;
-}
-
 /* attention(q, k, v) -> o at index i becomes ring_attention (-> o, lse),
  * wrapped in the @ul exchanges when U > 1. */
 static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i) {
@@ -79,7 +72,7 @@ static void wrap_attention(ir_module *m, const ring_ctx *c, pass_edits *e, int i
         ir_op after = pass_exchange(c->ul, 1, &oh, &o, false, 1, &att);
         pass_insert_after(e, i, &after);
     }
-    int lse = pass_value_derived(m, o, ".lse", lse_type(&m->values[oh].type));
+    int lse = pass_value_derived(m, o, ".lse", pu_lse_type(&m->values[oh].type));
     ir_op ra = ir_op_make(IR_RING_ATTENTION);
     for (int k = 0; k < 3; k++) ir_op_add_input(&ra, outs[k]);
     ir_op_add_output(&ra, oh);
@@ -165,7 +158,7 @@ static void wrap_attention_chunked(ir_module *m, const void *ctx, pass_edits *e,
         oc[ch] = pass_value_derived(m, att.out[0], suffix, pu_chunk_type(m, att.out[0], C));
         int oh =
             c->ul < 0 ? oc[ch] : pass_value_derived(m, oc[ch], ".heads", heads_type(c, m->values[oc[ch]].type, false));
-        rec->lse[ch] = pass_value_derived(m, oc[ch], ".lse", lse_type(&m->values[oh].type));
+        rec->lse[ch] = pass_value_derived(m, oc[ch], ".lse", pu_lse_type(&m->values[oh].type));
         ir_op ra = ir_op_make(IR_RING_ATTENTION);
         for (int k = 0; k < 3; k++) ir_op_add_input(&ra, h[k]);
         ir_op_add_output(&ra, oh);

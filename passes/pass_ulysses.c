@@ -107,14 +107,6 @@ static void slice_and_exchange(ir_module *m, pass_edits *e, int i, int sp, const
     pass_insert_before(e, i, &x);
 }
 
-/* lse f32 [B,S,H/C] laid out like the chunk's q in the head layout. */
-static ir_type lse_type(const ir_module *m, int qh) {
-    ir_type t = m->values[qh].type;
-    t.rank = 3;
-    t.dtype = IR_F32;
-    return t;
-}
-
 static void wrap_attention_chunked(ir_module *m, const void *ctx, pass_edits *e, int i, int C, pu_chunked *rec) {
     int sp = *(const int *)ctx;
     ir_op att = m->ops[i];
@@ -127,7 +119,7 @@ static void wrap_attention_chunked(ir_module *m, const void *ctx, pass_edits *e,
         snprintf(suffix, sizeof suffix, ".c%d", c);
         oc[c] = pass_value_derived(m, att.out[0], suffix, pu_chunk_type(m, att.out[0], C));
         int oh = pass_value_derived(m, oc[c], ".heads", pass_heads_type(m->values[oc[c]].type, sp, 1));
-        rec->lse[c] = pass_value_derived(m, oc[c], ".lse", lse_type(m, h[0]));
+        rec->lse[c] = pass_value_derived(m, oc[c], ".lse", pu_lse_type(&m->values[h[0]].type));
         ir_op a = att; /* its attributes (causal, layer, phase) */
         a.nin = a.nout = 0;
         for (int k = 0; k < 3; k++) ir_op_add_input(&a, h[k]);

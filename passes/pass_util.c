@@ -117,6 +117,12 @@ ir_type pu_chunk_type(const ir_module *m, int v, int C) {
     return t;
 }
 
+ir_type pu_lse_type(const ir_type *q) {
+    ir_type t = ir_type_make(IR_F32, 3, q->dims);
+    for (int d = 0; d < 3; d++) t.shard[d] = q->shard[d], t.unit[d] = q->unit[d];
+    return t;
+}
+
 ir_op pu_head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like) {
     ir_op op = ir_op_make(IR_HEAD_SLICE);
     for (int k = 0; k < n; k++) {

@@ -55,6 +55,10 @@ int64_t pu_attention_chunks(const ir_module *m);
  * head_concat of C chunks into out, tagged like `like`. */
 enum { PU_MAX_CHUNKS = 8 };
 ir_type pu_chunk_type(const ir_module *m, int v, int C);
+/* An attention's row statistics (its lse value): f32 [B,S,H] laid out like
+ * q's first three dims (pass_ulysses.c, pass_ring.c, pass_attention_lse.c;
+ * the verifier's rule in ir/ir_op_attn.c). */
+ir_type pu_lse_type(const ir_type *q);
 ir_op pu_head_slice_op(const int *ins, const int *outs, int n, int c, int C, const ir_op *like);
 ir_op pu_head_concat_op(const int *ins, int C, int out, const ir_op *like);
 /* Config attention_chunks against the model: at most PU_MAX_CHUNKS,

@@ -203,6 +203,7 @@ static void cpu_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
     rt_mem_touch(rt, dst);
     double t0 = rt_now();
     memcpy(rt->buf[dst], rt->buf[src], (size_t)s->local_elems * 4);
+    cpu_lse_moved(rt, rt->buf[src], rt->buf[dst]); /* an attention output's statistics follow it */
     rt_coll_count(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH, s->local_elems * 4, rt_now() - t0);
 }
 

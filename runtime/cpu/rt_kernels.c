@@ -169,6 +169,22 @@ static float *cpu_lse_slot(rt_cpu_state *cs, const float *o, int64_t b, int64_t 
     return e->lse;
 }
 
+/* An offload or a fetch copied o's bytes to `to` (runtime/cpu/rt_buf_cpu.c):
+ * the statistics follow the copy, which is what the backward reads, and
+ * whatever entry `to` had is dropped, since its contents are gone.  The
+ * entry at `to`, if any, takes o's old key, so that the entries stay as
+ * many as before (the plan counts one per attention forward op). */
+void cpu_lse_moved(rt_ctx *rt, const float *o, const float *to) {
+    rt_cpu_state *cs = cpu_state(rt);
+    if (o == to) return;
+    struct cpu_attn_lse *e = cpu_lse_find(cs, o), *t = cpu_lse_find(cs, to);
+    if (t) {
+        t->o = o;
+        memset(t->shape, 0, sizeof t->shape); /* describes nothing now */
+    }
+    if (e) e->o = to;
+}
+
 /* The statistics of the forward that wrote o with this shape, or NULL. */
 static const float *cpu_lse_of(rt_cpu_state *cs, const float *o, int64_t b, int64_t S, int64_t H, int64_t Dh) {
     const struct cpu_attn_lse *e = cpu_lse_find(cs, o);

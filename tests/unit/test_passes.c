@@ -472,7 +472,7 @@ static void test_registry(void) {
         pipe,
         "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,attention-lse,recompute,offload,overlap,memplan"));
     pass_pipeline(mine, false, pipe, sizeof pipe);
-    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,overlap"));
+    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,attention-lse,overlap"));
     layout_choice c = layout_ulysses(1);
     c.variant = mine;
     CHECK(!pass_layout_available(&c));
