@@ -9,7 +9,16 @@
  * backward, with the ratio cuDNN time / basp time (below 1: cuDNN faster);
  * its plans are built before timing.
  *
- *   gpu_attention_bench [--peak TFLOPS] [--reps N] [--max-seq S]
+ * Then the kernels of the two long-context modes, which basp's own CUDA
+ * kernels run (runtime/cuda/kcu_ring.cu): one ring step's block (a ring of
+ * two: the local half of the sequence's queries against the other half's
+ * keys, all visible, fp32 running results; FLOPs 4 * H * (S/2)^2 * Dh),
+ * and packed documents (the whole sequence in documents of 1024 tokens, or
+ * S/4 below 4096, causal within each; FLOPs the causal half of each
+ * document's 4 * H * l^2 * Dh), forward and backward (2.5 times the
+ * forward's FLOPs, the recomputed row statistics not counted).
+ *
+ *   gpu_attention_bench [--peak TFLOPS] [--reps N] [--min-seq S] [--max-seq S]
  *
  * FLOPs counted as the causal half of the dense ones: forward 2 matmuls,
  * 4 * b * H * S^2 * Dh / 2; backward 2.5 times that (5 matmuls; the
@@ -49,6 +58,11 @@ static kcu_bf16 *dev_random(int64_t n) {
 typedef struct bench_buf {
     kcu_bf16 *q, *k, *v, *o, *dout, *dq, *dk, *dv;
     float *ws;
+    /* ring blocks and documents: fp32 running output, statistics, row dots
+     * and gradient accumulators; positions and document ids */
+    float *o32, *lse, *D, *dq32, *dk32, *dv32;
+    int64_t *pos;
+    int32_t *doc;
 #ifdef BASP_HAVE_CUDNN
     cuda_cudnn *dnn; /* NULL: no cuDNN timings */
     float *stats;    /* [b,H,S] fp32 */
@@ -56,7 +70,7 @@ typedef struct bench_buf {
 #endif
 } bench_buf;
 
-enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD };
+enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD, RING_FWD, RING_BWD, DOC_FWD, DOC_BWD };
 
 static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
 #ifdef BASP_HAVE_CUDNN
@@ -71,7 +85,20 @@ static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, in
     }
     if (what == DNN_FWD || what == DNN_BWD) return;
 #endif
-    if (what == BWD)
+    int64_t h = S / 2; /* the ring block's query and key rows */
+    if (what == RING_FWD)
+        KCU_CHECK_EXIT(kcu_ring_block_fwd(B->o32, B->lse, B->q, B->k + h * Hkv * Dh, B->v + h * Hkv * Dh, 1, h, h, H,
+                                          Hkv, Dh, NULL, NULL, 0));
+    else if (what == RING_BWD)
+        KCU_CHECK_EXIT(kcu_ring_block_bwd(B->dq32, B->dk32, B->dv32, B->dout, B->q, B->k + h * Hkv * Dh,
+                                          B->v + h * Hkv * Dh, B->lse, B->D, 1, h, h, H, Hkv, Dh, NULL, NULL, 0));
+    else if (what == DOC_FWD)
+        KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(B->o32, B->lse, B->q, B->k, B->v, 1, S, S, H, Hkv, Dh, B->pos, B->pos,
+                                              B->doc, B->doc, 0));
+    else if (what == DOC_BWD)
+        KCU_CHECK_EXIT(kcu_ring_block_bwd_doc(B->dq32, B->dk32, B->dv32, B->dout, B->q, B->k, B->v, B->lse, B->D, 1, S,
+                                              S, H, Hkv, Dh, B->pos, B->pos, B->doc, B->doc, 0));
+    else if (what == BWD)
         KCU_CHECK_EXIT(
             kcu_attention_bwd(B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, 1, S, H, Hkv, Dh, B->ws, 0));
     else
@@ -79,7 +106,7 @@ static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, in
                                               S, H, Hkv, Dh, 0));
 }
 
-/* Median milliseconds of one kernel (FWD_TC, FWD_SCALAR, BWD, DNN_FWD or DNN_BWD). */
+/* Median milliseconds of one kernel (the enum above). */
 static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
     cudaEvent_t a, b;
     KCU_CHECK_EXIT(cudaEventCreate(&a));
@@ -122,6 +149,58 @@ static void bench_cudnn(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t
 }
 #endif
 
+/* The running results a ring or document forward updates: o 0 and lse 0,
+ * as if after an earlier block (cudaMemset cannot write the -inf of a
+ * fresh start); the kernels' time does not depend on the values, and the
+ * repeated calls only keep merging finite results. */
+static void ring_reset(bench_buf *B, int64_t S, int64_t H, int64_t Dh) {
+    KCU_CHECK_EXIT(cudaMemset(B->o32, 0, (size_t)(S * H * Dh) * 4));
+    KCU_CHECK_EXIT(cudaMemset(B->lse, 0, (size_t)(S * H) * 4));
+}
+
+/* The ring block's and the documents' kernels at one shape. */
+static void bench_ring_docs(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak) {
+    int64_t nq = S * H * Dh, nk = S * Hkv * Dh, len = S >= 4096 ? 1024 : S / 4;
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->o32, (size_t)nq * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->lse, (size_t)(S * H) * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->D, (size_t)(S * H) * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->dq32, (size_t)nq * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->dk32, (size_t)nk * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->dv32, (size_t)nk * 4));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->pos, (size_t)S * 8));
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->doc, (size_t)S * 4));
+    int64_t *pos = malloc((size_t)S * 8);
+    int32_t *doc = malloc((size_t)S * 4);
+    for (int64_t i = 0; i < S; i++) pos[i] = i, doc[i] = (int32_t)(i / len);
+    KCU_CHECK_EXIT(cudaMemcpy(B->pos, pos, (size_t)S * 8, cudaMemcpyHostToDevice));
+    KCU_CHECK_EXIT(cudaMemcpy(B->doc, doc, (size_t)S * 4, cudaMemcpyHostToDevice));
+    free(pos), free(doc);
+    KCU_CHECK_EXIT(cudaMemset(B->dq32, 0, (size_t)nq * 4));
+    KCU_CHECK_EXIT(cudaMemset(B->dk32, 0, (size_t)nk * 4));
+    KCU_CHECK_EXIT(cudaMemset(B->dv32, 0, (size_t)nk * 4));
+    KCU_CHECK_EXIT(kcu_ring_rowdot(B->D, B->dout, B->q, 1, S, H, Dh, 0)); /* any finite row dots */
+    int64_t h = S / 2;
+    double flr = 4.0 * (double)H * (double)h * (double)h * (double)Dh;
+    double fld = 4.0 * (double)H * (double)(S / len) * (double)len * (double)len * (double)Dh / 2.0;
+    ring_reset(B, S, H, Dh);
+    float rf = time_ms(B, RING_FWD, S, H, Hkv, Dh, reps), rb = time_ms(B, RING_BWD, S, H, Hkv, Dh, reps);
+    ring_reset(B, S, H, Dh);
+    float df = time_ms(B, DOC_FWD, S, H, Hkv, Dh, reps), db = time_ms(B, DOC_BWD, S, H, Hkv, Dh, reps);
+    double trf = flr / (rf * 1e-3) / 1e12, trb = 2.5 * flr / (rb * 1e-3) / 1e12;
+    double tdf = fld / (df * 1e-3) / 1e12, tdb = 2.5 * fld / (db * 1e-3) / 1e12;
+    printf("ring block Dh=%-3lld Sq=Sk=%-6lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)  bwd %8.2f ms %7.1f "
+           "TFLOP/s (%4.1f%%)\n",
+           (long long)Dh, (long long)h, (long long)H, (long long)Hkv, rf, trf, 100 * trf / peak, rb, trb,
+           100 * trb / peak);
+    printf("documents Dh=%-3lld S=%-6lld doc=%-5lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)  bwd %8.2f ms "
+           "%7.1f TFLOP/s (%4.1f%%)\n",
+           (long long)Dh, (long long)S, (long long)len, (long long)H, (long long)Hkv, df, tdf, 100 * tdf / peak, db,
+           tdb, 100 * tdb / peak);
+    fflush(stdout);
+    cudaFree(B->o32), cudaFree(B->lse), cudaFree(B->D), cudaFree(B->dq32), cudaFree(B->dk32), cudaFree(B->dv32);
+    cudaFree(B->pos), cudaFree(B->doc);
+}
+
 static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak) {
     bench_buf B = *dnn;
     int64_t nq = S * H * Dh, nk = S * Hkv * Dh;
@@ -143,6 +222,7 @@ static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t
 #ifdef BASP_HAVE_CUDNN
     bench_cudnn(&B, S, H, Hkv, Dh, reps, peak, fl, f, g);
 #endif
+    bench_ring_docs(&B, S, H, Hkv, Dh, reps, peak);
     cudaFree(B.q), cudaFree(B.k), cudaFree(B.v), cudaFree(B.o), cudaFree(B.dout), cudaFree(B.dq), cudaFree(B.dk);
     cudaFree(B.dv), cudaFree(B.ws);
 }
@@ -150,7 +230,7 @@ static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t
 int main(int argc, char **argv) {
     double peak = 989.0;
     int reps = 5;
-    int64_t max_seq = 16384;
+    int64_t min_seq = 4096, max_seq = 16384;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--peak"))
             peak = atof(argv[i + 1]);
@@ -158,6 +238,8 @@ int main(int argc, char **argv) {
             reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-seq"))
             max_seq = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--min-seq"))
+            min_seq = atoll(argv[i + 1]);
     }
     if (reps < 1) reps = 1;
     int n = 0;
@@ -171,7 +253,8 @@ int main(int argc, char **argv) {
     dnn.dnn = cuda_cudnn_create(0, why, sizeof why);
     if (!dnn.dnn) printf("cuDNN attention not timed: %s\n", why);
 #endif
-    for (int64_t S = 4096; S <= max_seq; S *= 2) {
+    if (min_seq < 64) min_seq = 64;
+    for (int64_t S = min_seq; S <= max_seq; S *= 2) {
         bench_one(&dnn, S, 32, 8, 64, reps, peak);
         bench_one(&dnn, S, 16, 8, 128, reps, peak);
     }
