@@ -82,6 +82,7 @@ void cpu_async_shutdown(rt_ctx *rt);
 /* ---- attention (rt_kernels.c) ------------------------------------------------------- */
 /* The attention forwards' kept statistics, freed. */
 void cpu_lse_fini(rt_ctx *rt);
+/* An offload or fetch copied o to `to`: its statistics follow the copy. */
 void cpu_lse_moved(rt_ctx *rt, const float *o, const float *to);
 /* Rank 0 names the CPU attention kernels, once (dense, packed documents
  * and ring attention alike). */

@@ -130,9 +130,12 @@ static int32_t *cpu_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S) {
  * address; the backward of that output finds it there and skips the pass
  * that would recompute it (about a fifth of its time).  An output's bytes
  * hold that output until its backward has read it (the memory plan keeps
- * o live), so the entry of the forward that last wrote o is o's.  The
+ * o live), so the entry of the forward that last wrote o is o's; an
+ * offload's copies carry it along (cpu_lse_moved).  The
  * entries live outside the arena; the plan counts one per attention
- * forward op (ir_op_attn.c, CM_WS_CPU_LSE). */
+ * forward op (ir_op_attn.c, CM_WS_CPU_LSE).  Compiled programs pass the
+ * statistics as a value instead (rt_attention_lse, pass attention-lse);
+ * these entries serve rt_attention, i.e. train.attention_lse off. */
 struct cpu_attn_lse {
     const float *o;
     float *lse;
