@@ -193,14 +193,10 @@ static basp_module *compile_dynamic(const basp_spec *spec, const char *passes, c
         sup_error(sup_noloc(), "--passes: batch_aware dynamic runs each variant's own pipeline; leave --passes out");
         return NULL;
     }
-    if (plan_for_cuda(spec)) {
-        sup_error(fe_spec_loc(spec, "layout.batch_aware"),
-                  "batch_aware dynamic runs on the CPU backend only (its groups are rebound every micro-step over "
-                  "MPI); compile with --target cpu and precision fp32");
-        return NULL;
-    }
     pass_options po = to_pass_options(opt);
-    return drv_dynamic_compile(spec, &po);
+    const sup_context *ctx = basp_ctx();
+    return drv_dynamic_compile(spec, ctx->target_explicit ? (ctx->target == SUP_TARGET_CUDA ? "cuda" : "cpu") : NULL,
+                               &po);
 }
 
 basp_module *basp_compile(const basp_spec *spec, const char *passes, const basp_pass_options *opt, basp_fit fit) {

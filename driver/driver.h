@@ -29,9 +29,10 @@ ir_module *pass_lower_with(const fe_spec *spec, const layout_choice *choice);
 
 /* batch_aware dynamic (dynamic.c): one variant per group size, each built
  * through its pipeline, merged into one module (the variants' micro-step
- * ops tagged `variant = K`, one apply phase) and memory planned; NULL after
- * diagnostics. */
-ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po);
+ * ops tagged `variant = K`, one apply phase) and memory planned for target
+ * ("cpu" or "cuda"; NULL: the module's own rule, ir_mem_target_of); NULL
+ * after diagnostics. */
+ir_module *drv_dynamic_compile(const fe_spec *spec, const char *target, const pass_options *po);
 
 /* ---- planner (plan.c) -------------------------------------------------------
  * Enumerates every legal layout of a spec (layout_candidates: each G
@@ -123,8 +124,8 @@ typedef struct drv_dyn_estimate {
     bool fits;
     char sizes[48]; /* the variants' group sizes, "1 2 4" */
 } drv_dyn_estimate;
-bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv_dyn_estimate *out);
-/* --plan's rows of batch_aware dynamic (packed documents, the CPU target):
+bool drv_dynamic_estimate(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, drv_dyn_estimate *out);
+/* --plan's rows of batch_aware dynamic (packed documents):
  * the spec's group sizes, or every legal size and the powers of two, each
  * predicted; added after the static choice, which they do not change; a
  * dynamic spec then takes the fastest of them (r->chosen, r->why). */

@@ -31,7 +31,7 @@
 
 /* Variant K's module through the pipeline, memplan left out; NULL after
  * diagnostics. */
-static ir_module *dyn_variant(const fe_spec *spec, int K, const pass_options *po) {
+static ir_module *dyn_variant(const fe_spec *spec, int K, const char *target, const pass_options *po) {
     fe_spec s = *spec; /* read only by lowering: a shallow copy with the row's shape */
     int64_t T = fe_dynamic_tokens(spec);
     int64_t A = spec->train.global_batch > spec->train.micro_batch && spec->train.micro_batch > 0
@@ -44,6 +44,7 @@ static ir_module *dyn_variant(const fe_spec *spec, int K, const pass_options *po
     ir_module *m = pass_lower_with(&s, &c);
     if (!m) return NULL;
     ir_config_set_int(m, "dyn_block", K);
+    if (target) ir_config_set(m, "mem.target", target); /* an explicit --target, as basp_run_pipeline sets it */
     char pipe[512];
     bool ok = pass_pipeline_of(m, pipe, sizeof pipe);
     char *mp = ok ? strstr(pipe, ",memplan") : NULL;
@@ -348,14 +349,14 @@ static double dyn_micro(const fe_spec *spec, const dyn_costs *c, const layout_do
     return worst;
 }
 
-static ir_module *dyn_compile(const fe_spec *spec, const pass_options *po, dyn_costs *c);
+static ir_module *dyn_compile(const fe_spec *spec, const char *target, const pass_options *po, dyn_costs *c);
 
-bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv_dyn_estimate *out) {
+bool drv_dynamic_estimate(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, drv_dyn_estimate *out) {
     memset(out, 0, sizeof *out);
     pass_options po = pass_default_options();
     po.quiet = true;
     dyn_costs c;
-    ir_module *m = dyn_compile(spec, &po, &c);
+    ir_module *m = dyn_compile(spec, cuda ? "cuda" : "cpu", &po, &c);
     if (!m || c.n == 0) {
         ir_module_free(m);
         return false;
@@ -397,13 +398,13 @@ bool drv_dynamic_estimate(const fe_spec *spec, const pass_doc_lengths *docs, drv
 
 /* drv_dynamic_compile, and the per-variant costs it took the assignment's
  * units from (*c; the planner's estimate reuses them). */
-static ir_module *dyn_compile(const fe_spec *spec, const pass_options *po, dyn_costs *c) {
+static ir_module *dyn_compile(const fe_spec *spec, const char *target, const pass_options *po, dyn_costs *c) {
     int sizes[FE_DYN_MAX_SIZES];
     int n = fe_dynamic_sizes(spec, sizes);
     if (n < 1) return NULL;
     ir_module *vs[FE_DYN_MAX_SIZES] = {0};
     bool ok = true;
-    for (int i = 0; i < n && ok; i++) ok = (vs[i] = dyn_variant(spec, sizes[i], po)) != NULL;
+    for (int i = 0; i < n && ok; i++) ok = (vs[i] = dyn_variant(spec, sizes[i], target, po)) != NULL;
     ir_module *m = ok ? dyn_merged(vs, sizes, n, spec) : NULL;
     for (int i = 0; i < n; i++) ir_module_free(vs[i]);
     if (!m) return NULL;
@@ -432,9 +433,9 @@ static ir_module *dyn_compile(const fe_spec *spec, const pass_options *po, dyn_c
     return m;
 }
 
-ir_module *drv_dynamic_compile(const fe_spec *spec, const pass_options *po) {
+ir_module *drv_dynamic_compile(const fe_spec *spec, const char *target, const pass_options *po) {
     dyn_costs c;
-    return dyn_compile(spec, po, &c);
+    return dyn_compile(spec, target, po, &c);
 }
 
 /* ---- --plan's rows -------------------------------------------------------- */
@@ -443,6 +444,7 @@ typedef struct dyn_plan {
     const pass_doc_lengths *docs;
     pass_plan_result *r;
     int *cap;
+    bool cuda;
 } dyn_plan;
 
 /* As the planner's: legal, fits, predicted. */
@@ -462,7 +464,7 @@ static void plan_dynamic_row(const dyn_plan *x, const char *sizes) {
     if (!fe_check(s)) {
         snprintf(c->name, sizeof c->name, "batch-aware dynamic %s", sizes[0] ? sizes : "");
         snprintf(c->reason, sizeof c->reason, "illegal: batch_aware dynamic's rules (baspc --check with it says why)");
-    } else if (!drv_dynamic_estimate(s, x->docs, &e)) {
+    } else if (!drv_dynamic_estimate(s, x->cuda, x->docs, &e)) {
         snprintf(c->reason, sizeof c->reason, "the compiler rejects this layout");
     } else {
         snprintf(c->name, sizeof c->name, "batch-aware dynamic %.40s", e.sizes);
@@ -481,13 +483,13 @@ static void plan_dynamic_row(const dyn_plan *x, const char *sizes) {
     fe_spec_free(s);
 }
 
-/* batch_aware dynamic (packed documents, the CPU target): the spec's sizes,
+/* batch_aware dynamic (packed documents): the spec's sizes,
  * or every legal size and the powers of two among them.  Added after the
  * static choice, which they do not change; a dynamic spec then takes the
  * fastest of them. */
 void drv_plan_dynamic(const fe_spec *spec, bool cuda, const pass_doc_lengths *docs, pass_plan_result *r, int *cap) {
-    if (!spec->train.documents || cuda || r->world < 2) return;
-    const dyn_plan x = {spec, docs, r, cap};
+    if (!spec->train.documents || r->world < 2) return;
+    const dyn_plan x = {spec, docs, r, cap, cuda};
     int first = r->n;
     if (spec->layout.group_sizes[0]) {
         plan_dynamic_row(&x, spec->layout.group_sizes);

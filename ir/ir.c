@@ -235,6 +235,19 @@ int64_t ir_config_int(const ir_module *m, const char *key, int64_t def) {
     return *end ? def : (int64_t)v;
 }
 
+/* A batch_aware dynamic variant's op (attr variant = K) reads the keys
+ * that differ between variants as vK.key (driver/dynamic.c); any other op,
+ * or a key the variants share, reads key itself. */
+int64_t ir_op_config_int(const ir_module *m, const ir_op *op, const char *key, int64_t def) {
+    int64_t K = op ? ir_attr_int(op, "variant", 0) : 0;
+    if (K > 0) {
+        char vk[80];
+        snprintf(vk, sizeof vk, "v%lld.%s", (long long)K, key);
+        if (ir_config_get(m, vk)) return ir_config_int(m, vk, def);
+    }
+    return ir_config_int(m, key, def);
+}
+
 /* ---- groups ------------------------------------------------------------- */
 int ir_group_add(ir_module *m, const char *name, int nsets, int set_size, const int *ranks) {
     int g = ir_group_find(m, name);

@@ -377,6 +377,9 @@ void ir_config_set_int(ir_module *m, const char *key, int64_t v);
 const char *ir_config_get(const ir_module *m, const char *key); /* NULL if absent */
 /* Integer config value; `def` when absent or not an integer. */
 int64_t ir_config_int(const ir_module *m, const char *key, int64_t def);
+/* ir_config_int as op sees it: a batch_aware dynamic variant's op (attr
+ * variant = K) reads vK.key where the variants differ (seq_len, seq_ring). */
+int64_t ir_op_config_int(const ir_module *m, const ir_op *op, const char *key, int64_t def);
 
 /* Groups.  ir_group_add copies `ranks`; replaces the sets if the name exists.
  * Returns the group index. */

@@ -227,10 +227,10 @@ static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
 static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     ir_ws_raise(&w[CM_WS_CUDA_RING], 4 * ir_op_local_elems(m, op->in[0]) + 8 * ir_op_local_elems(m, op->in[1]) + 256);
-    ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
+    ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs)
-        ir_ws_raise(&w[CM_WS_CUDA_DOC],
-                    4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) * ir_config_int(m, "seq_len", 0));
+        ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
+                                            ir_op_config_int(m, op, "seq_len", 0));
 }
 
 /* Backward: D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks. */
@@ -239,10 +239,10 @@ static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
     int64_t nkv = ir_op_local_elems(m, op->in[2]);
     ir_ws_raise(&w[CM_WS_CUDA_RING],
                 4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) + 24 * nkv + 256);
-    ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
+    ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs)
-        ir_ws_raise(&w[CM_WS_CUDA_DOC],
-                    4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) * ir_config_int(m, "seq_len", 0));
+        ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *
+                                            ir_op_config_int(m, op, "seq_len", 0));
 }
 
 /* ---- work (the cost model's inputs) --------------------------------------------- */

@@ -28,7 +28,7 @@ static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     const ir_type *x = &m->values[op->in[0]].type;
     int64_t S = ir_type_max_local_dim(m, x, 1), b = (S * x->dims[3] + 1) * 4;
-    if (ir_config_int(m, "seq_ring", 0) > 1 || docs) /* the table keeps a copy of the positions */
+    if (ir_op_config_int(m, op, "seq_ring", 0) > 1 || docs) /* the table keeps a copy of the positions */
         b += 8 * S;
     ir_ws_raise(&w[CM_WS_CPU_ROPE], b);
 }
@@ -39,11 +39,11 @@ static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w) {
 static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     const ir_type *x = &m->values[op->in[0]].type;
-    bool zigzag = ir_config_int(m, "seq_ring", 0) > 1;
-    int64_t rows = zigzag || docs ? ir_config_int(m, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
+    bool zigzag = ir_op_config_int(m, op, "seq_ring", 0) > 1;
+    int64_t rows = zigzag || docs ? ir_op_config_int(m, op, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
     if (x->rank != 4) return;
     ir_ws_raise(&w[CM_WS_CUDA_ROPE], 4 * rows * x->dims[3] + 1);
-    if (zigzag) ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_config_int(m, "seq_len", 0));
+    if (zigzag) ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs) ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
 }
 

@@ -55,6 +55,18 @@ const char *rt_backend_timing_note(const rt_ctx *rt);
  * cost model prices; --trace-run names it on every attention event. */
 cm_attn_impl rt_backend_attention_impl(rt_ctx *rt, bool ring);
 
+/* ---- batch_aware dynamic (core/rt_dyn.c) -----------------------------------------
+ * rt_backend_dyn_groups: on every rank, before a micro-step (or a
+ * validation) binds its groups gs, which are the same on every rank: the
+ * backend readies its own communicators for the block groups placed there
+ * (CUDA: NCCL's, one per placed set, made the first time a placement occurs
+ * by ncclCommSplit over the world, which every rank calls in the same
+ * order; the CPU: nothing, core's MPI communicators serve).
+ * rt_backend_dyn_bind: block group g now runs on the ranks from `first`
+ * (core has set rt->comm[g], gset[g] and gpos[g]). */
+void rt_backend_dyn_groups(rt_ctx *rt, const layout_dyn_group *gs, int ng);
+void rt_backend_dyn_bind(rt_ctx *rt, int g, int first);
+
 /* ---- buffers --------------------------------------------------------------------
  * rt_backend_buffer: value v's buffer for the op about to use it (rt_f32 and
  * rt_i32 have checked v); makes it live (rt_mem_touch) and orders it after

@@ -13,7 +13,9 @@
  * Communicators are made once per (group, first rank) with
  * MPI_Comm_create_group — collective over the new communicator's ranks
  * only, which all reach it in the same micro-step in the same group order —
- * and kept for later micro-steps. */
+ * and kept for later micro-steps; a backend with communicators of its own
+ * (CUDA's NCCL) makes and binds them in rt_backend_dyn_groups and
+ * rt_backend_dyn_bind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,7 @@
 
 #include "../data/rt_data.h"
 #include "../obs/rt_obs.h"
-#include "rt_core.h"
+#include "rt_backend.h"
 
 typedef struct rt_dyn_comm {
     int group, key; /* key: the block's first rank * block + the set */
@@ -161,6 +163,7 @@ static void rt_dyn_bind(rt_ctx *rt, int k, int first) {
         int set, at;
         rt->comm[gi] = rt_dyn_comm_of(rt, gi, first, rt->rank - first, &set, &at);
         rt->gset[gi] = set, rt->gpos[gi] = at;
+        rt_backend_dyn_bind(rt, gi, first);
     }
     rt->p = &d->vp[k];
     d->cur = k;
@@ -178,6 +181,7 @@ void rt_dyn_begin(rt_ctx *rt, int64_t t, int64_t j) {
     const layout_slot *sl;
     const layout_dyn_group *gs = rt_docs_groups(rt, &ng, &mine, &sl, &ns);
     rt_dyn_check_same(rt, rt_dyn_hash(gs, ng, sl, ns), j);
+    rt_backend_dyn_groups(rt, gs, ng);
     if (d->log) {
         rt_docs_info info;
         rt_docs_stats(rt, &info);
@@ -194,6 +198,8 @@ void rt_dyn_eval_begin(rt_ctx *rt) {
     int k = rt->base->eval_variant;
     RT_CHECK(k >= 0 && k < rt->base->nvariants && rt->base->variants[k].size == rt->world,
              "the program validates with variant %d, which is not one group of all %d ranks", k, rt->world);
+    const layout_dyn_group all = {0, rt->world, 0, 0, 0};
+    rt_backend_dyn_groups(rt, &all, 1);
     rt_dyn_bind(rt, k, 0);
     rt->dyn->evaluating = true;
 }

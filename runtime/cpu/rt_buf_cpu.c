@@ -38,6 +38,11 @@ void rt_backend_init(rt_ctx *rt) {
     cs->lse_off = e && strcmp(e, "0") == 0;
 }
 
+/* The CPU backend communicates over core's MPI communicators (rt_dyn.c). */
+void rt_backend_dyn_groups(rt_ctx *rt, const layout_dyn_group *gs, int ng) { (void)rt, (void)gs, (void)ng; }
+
+void rt_backend_dyn_bind(rt_ctx *rt, int g, int first) { (void)rt, (void)g, (void)first; }
+
 void rt_backend_fini(rt_ctx *rt) {
     rt_cpu_state *cs = cpu_state(rt);
     cpu_lse_fini(rt);

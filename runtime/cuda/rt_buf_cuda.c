@@ -24,7 +24,8 @@
  * NCCL is bootstrapped over MPI: rank 0 creates the unique id, MPI_Bcast
  * sends it, ncclCommInitRank builds the world communicator, and each group
  * gets one communicator per set with ncclCommSplit (color = set, key =
- * position), matching the MPI communicators of rt_main.c. */
+ * position), matching the MPI communicators of rt_main.c; a dynamic
+ * variant's block groups get theirs per placement (rt_comm_cuda.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,8 +63,11 @@ static void cuda_init_nccl(rt_ctx *rt, rt_cuda_state *cu) {
     RT_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
     NCCL_CHECK(ncclCommInitRank(&cu->world, rt->world, id, rt->rank));
     cu->comm = RT_MALLOC(sizeof(ncclComm_t) * (size_t)rt->p->ngroups);
-    for (int g = 0; g < rt->p->ngroups; g++) /* collective over the world, same order everywhere */
-        NCCL_CHECK(ncclCommSplit(cu->world, rt->gset[g], rt->gpos[g], &cu->comm[g], NULL));
+    for (int g = 0; g < rt->p->ngroups; g++) { /* collective over the world, same order everywhere */
+        cu->comm[g] = NULL;                    /* a block group's: bound per micro-step (rt_comm_cuda.c) */
+        if (rt->p->groups[g].block == 0)
+            NCCL_CHECK(ncclCommSplit(cu->world, rt->gset[g], rt->gpos[g], &cu->comm[g], NULL));
+    }
 }
 
 /* The slots the program places in one region (ir/ir_mem_work.c): one
@@ -138,7 +142,9 @@ void rt_backend_fini(rt_ctx *rt) {
         fprintf(stderr, "cuda reuse: rank %d: %s, %lld compute-stream waits, %lld communication-stream waits\n",
                 rt->rank, rt->planned ? "memory plan" : "one slot per value", (long long)cu->reuse_waits[0],
                 (long long)cu->reuse_waits[1]);
-    for (int g = 0; g < rt->p->ngroups; g++) NCCL_CHECK(ncclCommDestroy(cu->comm[g]));
+    for (int g = 0; g < rt->p->ngroups; g++)
+        if (rt->p->groups[g].block == 0) NCCL_CHECK(ncclCommDestroy(cu->comm[g]));
+    cuda_dyn_fini(rt);
     NCCL_CHECK(ncclCommDestroy(cu->world));
     for (int v = 0; v < rt->p->nvalues; v++) CU_CHECK(cudaEventDestroy(cu->ready[v]));
     for (int i = 0; i < cu->cap_timers; i++) {

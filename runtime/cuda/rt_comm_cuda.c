@@ -365,3 +365,84 @@ void rt_comm_finish_step(rt_ctx *rt) {
     RT_CHECK(!err, "a token or target id outside the vocabulary [0, %lld) reached the device kernels",
              (long long)rt->p->vocab);
 }
+
+/* ---- batch_aware dynamic: the block groups' communicators ---------------------------
+ * A block group's sets name positions of whichever K ranks a micro-step
+ * gives its variant (core/rt_dyn.c).  NCCL needs a communicator per placed
+ * set; each is made the first time its placement occurs, by one
+ * ncclCommSplit over the world per block group with new placements: every
+ * rank sees the same groups each micro-step, so every rank calls the same
+ * splits in the same order (a rank outside the new placements passes
+ * NCCL_SPLIT_NOCOLOR), and all of them know which placements exist.
+ * Splitting over the world rather than bootstrapping each set from a
+ * unique id sent over its MPI communicator costs every rank the call, but
+ * needs no new id exchange; a run meets few placements (sizes times first
+ * ranks at most), each made once. */
+typedef struct cuda_dyn_comm {
+    int g, first;
+    ncclComm_t comm;
+} cuda_dyn_comm;
+
+/* The set holding block position pos of group g, and pos's place in it. */
+static void cuda_block_pos(const rt_group_desc *gd, int pos, int *set, int *at) {
+    *set = *at = 0;
+    for (int i = 0; i < gd->nsets * gd->set_size; i++)
+        if (gd->ranks[i] == pos) *set = i / gd->set_size, *at = i % gd->set_size;
+}
+
+void rt_backend_dyn_groups(rt_ctx *rt, const layout_dyn_group *gs, int ng) {
+    rt_cuda_state *cu = cuda_state(rt);
+    const rt_program *p = rt->base;
+    int W = rt->world;
+    if (!cu->dyn_seen) {
+        cu->dyn_seen = RT_MALLOC((size_t)p->ngroups * (size_t)W);
+        memset(cu->dyn_seen, 0, (size_t)p->ngroups * (size_t)W);
+    }
+    for (int g = 0; g < p->ngroups; g++) {
+        const rt_group_desc *gd = &p->groups[g];
+        if (gd->block <= 0) continue;
+        bool fresh = false;
+        int color = NCCL_SPLIT_NOCOLOR, key = 0, mine = -1;
+        for (int i = 0; i < ng; i++) {
+            int f = gs[i].first;
+            if (gs[i].size != gd->block || cu->dyn_seen[(size_t)g * W + f]) continue;
+            fresh = true;
+            if (rt->rank >= f && rt->rank < f + gs[i].size) {
+                int set, at;
+                cuda_block_pos(gd, rt->rank - f, &set, &at);
+                color = f * gd->block + set, key = at, mine = f; /* unique: the groups are disjoint */
+            }
+        }
+        if (!fresh) continue;
+        ncclComm_t c = NULL;
+        NCCL_CHECK(ncclCommSplit(cu->world, color, key, &c, NULL));
+        for (int i = 0; i < ng; i++)
+            if (gs[i].size == gd->block) cu->dyn_seen[(size_t)g * W + gs[i].first] = 1;
+        if (mine < 0) continue;
+        RT_CHECK(c, "group %s: ncclCommSplit made no communicator for the ranks from %d", gd->name, mine);
+        if (cu->ndyn == cu->cap_dyn) {
+            cu->cap_dyn = cu->cap_dyn ? 2 * cu->cap_dyn : 16;
+            cu->dyn = realloc(cu->dyn, sizeof *cu->dyn * (size_t)cu->cap_dyn);
+            RT_CHECK(cu->dyn, "out of memory");
+        }
+        cu->dyn[cu->ndyn++] = (cuda_dyn_comm){g, mine, c};
+    }
+}
+
+void rt_backend_dyn_bind(rt_ctx *rt, int g, int first) {
+    rt_cuda_state *cu = cuda_state(rt);
+    for (int i = 0; i < cu->ndyn; i++)
+        if (cu->dyn[i].g == g && cu->dyn[i].first == first) {
+            cu->comm[g] = cu->dyn[i].comm;
+            return;
+        }
+    RT_CHECK(false, "group %s at ranks from %d: no NCCL communicator was made (rt_backend_dyn_groups not called)",
+             rt->base->groups[g].name, first);
+}
+
+void cuda_dyn_fini(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
+    for (int i = 0; i < cu->ndyn; i++) NCCL_CHECK(ncclCommDestroy(cu->dyn[i].comm));
+    free(cu->dyn), free(cu->dyn_seen);
+    cu->dyn = NULL, cu->dyn_seen = NULL, cu->ndyn = cu->cap_dyn = 0;
+}

@@ -92,7 +92,14 @@ struct rt_backend_state {
     cudaStream_t cs, ms;
     cublasHandle_t blas;
     ncclComm_t world;
-    ncclComm_t *comm;       /* per group: this rank's set */
+    ncclComm_t *comm; /* per group: this rank's set (a block group's: the bound placement's) */
+    /* batch_aware dynamic: the block groups' communicators, one per placed
+     * set this rank is in (rt_comm_cuda.c), and which placements (block
+     * group g at first rank f: dyn_seen[g * world + f]) have been made:
+     * the same on every rank, since every rank sees every micro-step's groups. */
+    struct cuda_dyn_comm *dyn;
+    int ndyn, cap_dyn;
+    unsigned char *dyn_seen;
     cudaEvent_t issued;     /* recorded on cs when a collective starts */
     cudaEvent_t comm_done;  /* recorded on ms after each collective */
     cudaEvent_t ring_ev[2]; /* ring attention: its kv and accumulator exchanges done (made on first use) */
@@ -128,6 +135,7 @@ struct rt_backend_state {
     double rope_theta;
     kern_rope_scaling rope_sc;
     bool rope_scaled, rope_valid;
+    int64_t pos_S, pos_ring; /* what the position table (cuda_seq_pos) holds: 0 = nothing */
     /* This step's collective timers and deferred sends. */
     cuda_timer *timers;
     int ntimers, cap_timers;
@@ -174,6 +182,8 @@ void cuda_coll_done(rt_ctx *rt, int v, bool output);
 /* v is freed while deferred sends still read its bytes: they read a copy
  * made now on ms instead (rt_comm_cuda.c). */
 void cuda_stage_sends(rt_ctx *rt, int v);
+/* batch_aware dynamic: frees the block groups' communicators (rt_comm_cuda.c). */
+void cuda_dyn_fini(rt_ctx *rt);
 /* The original position of every sequence index (rt_seq_positions) as a
  * device int64 [seq_len] table, uploaded once. */
 const int64_t *cuda_seq_pos(rt_ctx *rt);

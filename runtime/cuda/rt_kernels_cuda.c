@@ -107,13 +107,16 @@ const int64_t *cuda_seq_pos(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     int64_t S = rt->p->seq_len;
     size_t bytes = sizeof(int64_t) * (size_t)(S > 0 ? S : 1);
-    if (cu->ws_bytes[CM_WS_CUDA_POS] >= bytes) return cu->ws[CM_WS_CUDA_POS];
+    /* Keyed by the row and the ring: batch_aware dynamic's variants differ in both. */
+    if (cu->pos_S == S && cu->pos_ring == rt->p->seq_ring) return cu->ws[CM_WS_CUDA_POS];
     int64_t *host = RT_MALLOC(bytes);
     rt_seq_positions(rt, 0, S, host);
+    CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
     int64_t *dev = cuda_ws(rt, CM_WS_CUDA_POS, bytes);
     CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cu->cs));
     CU_CHECK(cudaStreamSynchronize(cu->cs));
     free(host);
+    cu->pos_S = S, cu->pos_ring = rt->p->seq_ring;
     return dev;
 }
 

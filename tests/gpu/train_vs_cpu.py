@@ -201,6 +201,28 @@ def memory_mismatch(a, layout, metrics):
     return None
 
 
+def dynamic_groups(a):
+    """batch_aware dynamic: the CUDA run must have placed the same groups
+    with the same pieces as the CPU run in every micro-step (else the two
+    trained on differently cut documents and their comparison means
+    nothing), and used every size of --want-sizes.  None when so, else the
+    message."""
+    logs = {}
+    for target in ("cpu", "cuda"):
+        path = os.path.join(a.workdir, target + ".groups.jsonl")
+        logs[target] = [[(g["first"], g["size"], g["pieces"]) for g in json.loads(l)["groups"]]
+                        for l in open(path) if l.strip()]
+    if logs["cpu"] != logs["cuda"]:
+        return "FAILED: the CPU and CUDA runs assigned different groups (%s.groups.jsonl)" % os.path.join(a.workdir, "*")
+    seen = sorted({(f, k) for step in logs["cuda"] for f, k, _ in step})
+    sizes = {k for _, k in seen}
+    print("dynamic groups: %d micro-steps, placements (first, size) %s" % (len(logs["cuda"]), seen))
+    missing = [k for k in map(int, a.want_sizes.split(",")) if k not in sizes]
+    if missing:
+        return "FAILED: no micro-step had a group of %s rank(s)" % ", ".join(map(str, missing))
+    return None
+
+
 def build_cuda(a, exe, layout, log):
     """The CUDA program exe: from baspc, or, with --cuda-build or a plant,
     from the generated C program (patched by the plant)."""
@@ -272,6 +294,9 @@ def main():
                     help="require the CUDA run's peak memory to stay within baspc --memory --target=cuda's")
     ap.add_argument("--documents", action="store_true",
                     help="train on packed documents (mkdocs.py data, train.documents=on, eot token 0)")
+    ap.add_argument("--want-sizes", metavar="K,K,...",
+                    help="batch_aware dynamic: both runs log their groups (--assignments); they must be the same, "
+                         "and every size listed must occur")
     ap.add_argument("--plant", metavar="frozen:PARAM|workspace:half",
                     help="remove PARAM's adamw call from the CUDA program, or halve its workspace slots, and expect "
                          "the comparison to fail")
@@ -322,7 +347,8 @@ def main():
         bs = [int(w[1]) for w in spec if w[:1] == ["micro_batch"]][0] * [int(w[1]) for w in spec if w[:1] == ["seq_len"]][0]
         run([a.mpirun, "-np", str(a.np), exe, "--data", data, "--steps", str(a.steps), "--quiet",
              "--metrics", out + ".jsonl", "--save-weights", out + ".weights", "--save-grads", out + ".grads",
-             "--val-data", data, "--val-tokens", str(2 * bs)],
+             "--val-data", data, "--val-tokens", str(2 * bs)]
+            + (["--assignments", out + ".groups.jsonl"] if a.want_sizes else []),
             runlog)
         vals[target] = [json.loads(l)["val_loss"] for l in open(out + ".jsonl") if '"val_loss"' in l]
         if target == "cpu":
@@ -361,6 +387,7 @@ def main():
                                          "times (%s)" % runlog
         if target == "cuda" and a.memory_exact:
             reuse_bad = reuse_bad or memory_mismatch(a, layout, out + ".jsonl")
+    reuse_bad = reuse_bad or (dynamic_groups(a) if a.want_sizes else None)
     cpu, gpu = curves["cpu"], curves["cuda"]
     loss_bad, worst = [], (0.0, 0)
     for i, (c, g) in enumerate(zip(cpu, gpu)):
