@@ -37,7 +37,8 @@ tokens, default 4096) it
      steps, --repeats rounds in rotating order; every binary draws the same
      documents at the same step (same seed), so step times pair up;
   3. writes results.md, results.csv and raw.json to --out (default
-     bench/results/packing/): median step times, the mean group imbalance
+     bench/results/packing/): mean step times (the same documents at each
+     step in every configuration; median over rounds), the mean group imbalance
      the runtime logged, the predictions beside them, and checks that the
      two sequential runs have equal losses (same rows: equiv.py's LOSS_RTOL).
 
@@ -165,11 +166,19 @@ def main():
 
 
 def report(args, cfg, res, warmup, base, wall, repeats, steps):
-    per, imb, losses = {}, {}, {}
+    # A step's time follows the documents it draws (a step holding an 8K
+    # document costs several times one of short ones), and every
+    # configuration draws the same documents at the same step: the mean over
+    # the steps is the throughput, and pairs up across configurations.  The
+    # median step would drop the dear steps and favour a layout that is
+    # slow on exactly those.  Rounds differ only by noise: their median.
+    per, med, step_ms, imb, losses = {}, {}, {}, {}, {}
     for run in res["runs"]:
         name = run["key"][0]
         w = run["steps_data"][warmup:]
-        per.setdefault(name, []).append(statistics.median(x["step_ms"] for x in w))
+        per.setdefault(name, []).append(statistics.mean(x["step_ms"] for x in w))
+        med.setdefault(name, []).append(statistics.median(x["step_ms"] for x in w))
+        step_ms.setdefault(name, []).append([round(x["step_ms"], 3) for x in w])
         imb.setdefault(name, []).extend(x["imbalance"] for x in w)
         losses.setdefault(name, []).append([x["loss"] for x in run["steps_data"]])
     # the static layouts drawing the same rows: Ulysses and the second one
@@ -182,16 +191,16 @@ def report(args, cfg, res, warmup, base, wall, repeats, steps):
     meas = {n: statistics.median(v) for n, v in per.items()}
     ref = meas["ulysses"]
     tokens = args.micro_batch * args.seq_len
-    rows, csv = [], ["config,predicted_ms,measured_ms,min_ms,max_ms,predicted_imbalance,measured_imbalance,"
-                     "error_pct,tokens_per_s,vs_ulysses"]
+    rows, csv = [], ["config,predicted_ms,measured_ms,min_ms,max_ms,median_step_ms,predicted_imbalance,"
+                     "measured_imbalance,error_pct,tokens_per_s,vs_ulysses"]
     for name, *_ in CONFIGS:
-        c, mm = cfg[name], meas[name]
+        c, mm, md_ = cfg[name], meas[name], statistics.median(med[name])
         err = 100 * (c["pred_ms"] - mm) / mm
         mi = statistics.mean(imb[name])
         rows.append(f"| {name} | {c['pred_ms']:.1f} | {mm:.1f} ({min(per[name]):.1f}–{max(per[name]):.1f}) | "
-                    f"{err:+.0f}% | {c['pred_imbalance']:.2f} | {mi:.2f} | {1e3 * tokens / mm:.0f} | "
+                    f"{err:+.0f}% | {md_:.1f} | {c['pred_imbalance']:.2f} | {mi:.2f} | {1e3 * tokens / mm:.0f} | "
                     f"{ref / mm:.2f}x |")
-        csv.append(f"{name},{c['pred_ms']:.3f},{mm:.3f},{min(per[name]):.3f},{max(per[name]):.3f},"
+        csv.append(f"{name},{c['pred_ms']:.3f},{mm:.3f},{min(per[name]):.3f},{max(per[name]):.3f},{md_:.3f},"
                    f"{c['pred_imbalance']:.4f},{mi:.4f},{err:.1f},{1e3 * tokens / mm:.1f},{ref / mm:.4f}")
     data = (f"documents of the lengths `{args.mix}` (tests/train/mkdocs.py --mix; when it is `dclm`: "
             "DCLM-Baseline's sequence-length histogram after Dataset Decomposition, arXiv 2405.13226)"
@@ -199,15 +208,16 @@ def report(args, cfg, res, warmup, base, wall, repeats, steps):
             "30% 240–800, 10% 800–4000, log-uniform within each band), a stand-in, not a measured corpus")
     md = [f"# Packed documents on an emulated 2 × 4 cluster ({args.bandwidth} between nodes)", "",
           f"`{' '.join(['bench/packing_study.py'] + sys.argv[1:])}` — {wall:.0f} s, {repeats} rounds of {steps} "
-          f"steps (first {warmup} left out), medians over steps, then rounds, the configurations interleaved "
-          f"in rotating order; overrides: `{' '.join(base)}`.", "",
+          f"steps (first {warmup} left out), the mean step of each round (every configuration draws the same "
+          f"documents at each step: the mean is the throughput), then the median over rounds, the configurations "
+          f"interleaved in rotating order; overrides: `{' '.join(base)}`.", "",
           f"Data: {data}.  Imbalance is the max over mean of the groups' predicted work per step, averaged over "
           "steps (the runtime's `imbalance` metric; the prediction's from 64 sampled steps).  The prediction is "
           "`baspc --plan --doc-lengths`' (the cost model counts the 8 ranks sharing the 2 cores: "
           "`cores_per_node`).", "",
-          "| configuration | predicted step ms | measured step ms (range) | error | predicted imbalance | "
-          "measured imbalance | tokens/s | vs Ulysses |",
-          "|---|---|---|---|---|---|---|---|"] + rows + [
+          "| configuration | predicted step ms | measured mean step ms (range over rounds) | error | median step "
+          "ms | predicted imbalance | measured imbalance | tokens/s | vs Ulysses |",
+          "|---|---|---|---|---|---|---|---|---|"] + rows + [
           "", f"Ulysses and {same} train on the same rows; their losses are equal within LOSS_RTOL at every step: "
           + ("yes." if not bad else "NO:\n\n    " + "\n    ".join(bad[:10]))]
     with open(os.path.join(args.out, "results.md"), "w") as f:
@@ -215,7 +225,7 @@ def report(args, cfg, res, warmup, base, wall, repeats, steps):
     with open(os.path.join(args.out, "results.csv"), "w") as f:
         f.write("\n".join(csv) + "\n")
     with open(os.path.join(args.out, "raw.json"), "w") as f:
-        json.dump({"cfg": cfg, "per_round_ms": per}, f, indent=1)
+        json.dump({"cfg": cfg, "per_round_ms": per, "per_round_median_ms": med, "step_ms": step_ms}, f, indent=1)
     print("\n".join(md))
     if bad:
         sys.exit("packing_study: losses differ beyond LOSS_RTOL")
