@@ -37,14 +37,13 @@
  *     take the H200's figure.
  *   cpu 0.62: the emulated 2 x 4 cluster, nominal preset (bench/
  *     cluster_study.py), errs -62% to +13% per point.
- *   cpu_calibrated 0.27: the emulated 2 x 4 cluster.  Its steps of
- *     Ulysses and batch-aware are now predicted within -3%..+13% (bench/
- *     results/cluster/), and 66 of the choice study's 71 runs of every
- *     candidate within 15% (bench/results/choice/); the band stays at the
- *     27% it was set from (the cluster study's largest miss before the
- *     model counted the compute of ranks sharing a core), since rings and
- *     flat Ulysses through the shaped TCP links still miss by up to -66%
- *     (packet loss the model does not have).
+ *   cpu_calibrated 0.27: the emulated 2 x 4 cluster on the machine it
+ *     was fitted on.  Its steps of Ulysses and batch-aware are predicted
+ *     within -21%..+7% (bench/results/cluster/), and 51 of the choice
+ *     study's 71 runs of every candidate within 15%, all but the rings
+ *     within 27% (bench/results/choice/); rings through the shaped TCP
+ *     links under round-robin placement miss by up to -70% (packet loss
+ *     the model does not have).
  *
  * Link presets, for `link inter ib_ndr` with no numbers (explicit bandwidth,
  * latency or efficiency still win).  Bandwidth is per direction:
@@ -105,27 +104,32 @@ static const layout_device_preset presets[] = {
      MEMCPY,
      0.62},
     /* Fitted by `bench/calibrate.py --build build --repeats 3` on the
-     * 2-core development machine, quiet (2 ranks, medians of 3 repeats x
-     * 30 steps of the four tiny runs and the emulated cluster's model at
-     * 1024 and 2048 tokens; bench/results/calibration/): the cpu preset's
-     * nominal peaks with the fitted GEMM, attention and memory fractions,
-     * per-op overhead and exponential rate.  The shared-memory link is
-     * bench_a2a's rate for 2 ranks on 2 cores at 1-16 MiB (2.3-4.1 GB/s:
-     * bench/results/validation/emulated_a2a.md); the fit's own beta (0.66
+     * 2-core development machine (an Intel Xeon with AVX-512, OpenBLAS's
+     * SkylakeX kernels), quiet (2 ranks, medians of 3 repeats x 30 steps
+     * of the four tiny runs and the emulated cluster's model at 1024 and
+     * 2048 tokens; bench/results/calibration/): the cpu preset's nominal
+     * peaks with the fitted GEMM (159 GFLOP/s), attention (157 GFLOP/s)
+     * and memory fractions, per-op overhead and exponential rate.  The
+     * shared-memory link is bench_a2a's rate for 2 ranks on 2 cores at 4
+     * and 16 MiB (6.3 and 5.9 GB/s sent per rank); the fit's own beta (1.8
      * GB/s) also holds the ranks' waits for each other.  The inter link
-     * stays nominal: one machine has no network. */
+     * stays nominal: one machine has no network.  The fit before this one,
+     * on an AMD EPYC machine (GEMMs 79 and attention 92 GFLOP/s, shm 3.0
+     * GB/s), over-predicted this machine's steps by 44-88% at 2 ranks and
+     * the emulated cluster's by 25-88%: a CPU preset describes the machine
+     * it was fitted on. */
     {"cpu_calibrated",
      16 * GiB,
      1e11,
      1e11,
      2e10,
-     {"shm", 3.0e9, 0, 1.0},
+     {"shm", 6.0e9, 0, 1.0},
      {"tcp", 10e9 / 8, 50e-6, 1.0},
-     0.792,
-     0.924,
-     0.956,
-     1.68e-6,
-     1.01e9,
+     1.59,
+     1.57,
+     6.37,
+     3.32e-6,
+     2.38e9,
      64 * GiB,
      MEMCPY,
      0.27},
