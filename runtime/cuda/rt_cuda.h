@@ -185,7 +185,8 @@ void cuda_stage_sends(rt_ctx *rt, int v);
 /* batch_aware dynamic: frees the block groups' communicators (rt_comm_cuda.c). */
 void cuda_dyn_fini(rt_ctx *rt);
 /* The original position of every sequence index (rt_seq_positions) as a
- * device int64 [seq_len] table, uploaded once. */
+ * device int64 [seq_len] table, uploaded again only when the row or the
+ * ring changes (batch_aware dynamic's variants). */
 const int64_t *cuda_seq_pos(rt_ctx *rt);
 /* The device has finished all work: every fence is satisfied. */
 void cuda_synced(rt_ctx *rt);
