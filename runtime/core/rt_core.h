@@ -358,6 +358,9 @@ void rt_dyn_eval_begin(rt_ctx *rt);
 struct cJSON;
 void rt_dyn_metrics(const rt_ctx *rt, struct cJSON *o);
 void rt_dyn_fini(rt_ctx *rt);
+/* Block group gd's set holding block position pos, and pos's place in it
+ * (shared by core's MPI binding and a backend's own communicators). */
+void rt_dyn_block_pos(const rt_group_desc *gd, int pos, int *set, int *at);
 
 /* ---- training loop (rt_loop.c) ------------------------------------------------------ */
 /* Banner, the steps, logging and metrics, the final report and saves;

@@ -84,13 +84,17 @@ void rt_dyn_fini(rt_ctx *rt) {
     rt->dyn = NULL;
 }
 
+void rt_dyn_block_pos(const rt_group_desc *gd, int pos, int *set, int *at) {
+    *set = *at = 0;
+    for (int i = 0; i < gd->nsets * gd->set_size; i++)
+        if (gd->ranks[i] == pos) *set = i / gd->set_size, *at = i % gd->set_size;
+}
+
 /* The communicator of group g's set holding position `pos` of the block at
  * `first` (made on first use); *set, *at: the set and pos's place in it. */
 static MPI_Comm rt_dyn_comm_of(rt_ctx *rt, int g, int first, int pos, int *set, int *at) {
     const rt_group_desc *gd = &rt->base->groups[g];
-    *set = *at = 0;
-    for (int i = 0; i < gd->nsets * gd->set_size; i++)
-        if (gd->ranks[i] == pos) *set = i / gd->set_size, *at = i % gd->set_size;
+    rt_dyn_block_pos(gd, pos, set, at);
     rt_dyn *d = rt->dyn;
     int key = first * gd->block + *set; /* one communicator per set of each placed block */
     for (int i = 0; i < d->ncache; i++)

@@ -383,13 +383,6 @@ typedef struct cuda_dyn_comm {
     ncclComm_t comm;
 } cuda_dyn_comm;
 
-/* The set holding block position pos of group g, and pos's place in it. */
-static void cuda_block_pos(const rt_group_desc *gd, int pos, int *set, int *at) {
-    *set = *at = 0;
-    for (int i = 0; i < gd->nsets * gd->set_size; i++)
-        if (gd->ranks[i] == pos) *set = i / gd->set_size, *at = i % gd->set_size;
-}
-
 void rt_backend_dyn_groups(rt_ctx *rt, const layout_dyn_group *gs, int ng) {
     rt_cuda_state *cu = cuda_state(rt);
     const rt_program *p = rt->base;
@@ -409,7 +402,7 @@ void rt_backend_dyn_groups(rt_ctx *rt, const layout_dyn_group *gs, int ng) {
             fresh = true;
             if (rt->rank >= f && rt->rank < f + gs[i].size) {
                 int set, at;
-                cuda_block_pos(gd, rt->rank - f, &set, &at);
+                rt_dyn_block_pos(gd, rt->rank - f, &set, &at);
                 color = f * gd->block + set, key = at, mine = f; /* unique: the groups are disjoint */
             }
         }
