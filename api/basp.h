@@ -37,6 +37,10 @@ void basp_set_diagnostics(FILE *sink, bool quiet); /* sink NULL = stderr; quiet 
 int basp_error_count(void);
 
 /* ---- specs ---- */
+/* Adds the devices of a device file (JSON, frontend/devfile.c; written by
+ * bench/calibrate.py --device-file) to the presets that specs name with
+ * `device NAME`; before the spec is checked.  False after errors. */
+bool basp_load_device_file(const char *path);
 basp_spec *basp_spec_parse_file(const char *path); /* parse, not yet checked */
 basp_spec *basp_spec_parse_string(const char *name, const char *text);
 bool basp_spec_set(basp_spec *spec, const char *assignment); /* "block.key=value" */

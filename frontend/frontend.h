@@ -259,6 +259,16 @@ layout_dims fe_dynamic_dims(const fe_spec *spec, int K);
  * the spec is not legal. */
 bool fe_check(fe_spec *spec);
 
+/* Reads a device file (devfile.c: {"devices": [{"name": ..., "like": ...,
+ * figures}]}) and adds its devices to the presets a spec can name
+ * (layout_device_add).  False, after located errors, when the file cannot
+ * be read, is not that JSON, has an unknown field or a bad figure, or names
+ * a device already defined; the devices before the first error are added. */
+bool fe_device_file_load(const char *path);
+/* The same for text already in memory, registered as source `name`
+ * (fuzz_devfile). */
+bool fe_device_text_load(const char *name, const char *text, size_t len);
+
 /* Where "block.key" was written, or the location of the block, or noloc. */
 sup_loc fe_spec_loc(const fe_spec *spec, const char *key);
 

@@ -289,11 +289,12 @@ static void mesh_defaults(checker *c) {
     if (!fe_given(c->s, "mesh.nics_per_node")) m->nics_per_node = m->devices_per_node;
     const fe_device_preset *p = layout_device_lookup(m->device);
     if (!p) {
-        int n;
-        const fe_device_preset *all = layout_device_presets(&n);
-        const char *names[16];
-        for (int i = 0; i < n && i < 16; i++) names[i] = all[i].name;
-        one_of(c, "mesh.device", m->device, names, n < 16 ? n : 16);
+        int n, na, k = 0;
+        const fe_device_preset *all = layout_device_presets(&n), *added = layout_devices_added(&na);
+        const char *names[16 + LAYOUT_MAX_DEVICES];
+        for (int i = 0; i < n && k < 16; i++) names[k++] = all[i].name;
+        for (int i = 0; i < na; i++) names[k++] = added[i].name;
+        one_of(c, "mesh.device", m->device, names, k);
         return;
     }
     if (!fe_given(c->s, "mesh.memory")) m->device_mem = p->mem_bytes;

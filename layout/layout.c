@@ -21,6 +21,11 @@ struct layout_registry {
     int n;         /* rows registered */
     int nfamilies; /* of them the families': rows [0, nfamilies) */
     char why[224]; /* the last reason (layout_reason), until the next */
+    /* Devices added at run time (layout_device_add: baspc --device-file),
+     * each with its own copy of its name. */
+    layout_device_preset dev[LAYOUT_MAX_DEVICES];
+    char dev_name[LAYOUT_MAX_DEVICES][LAYOUT_DEVICE_NAME_MAX];
+    int ndev;
 };
 enum { NFAMILIES = 3 };
 
@@ -280,4 +285,47 @@ void layout_choice_name(const layout_choice *c, char *buf, size_t n) {
         snprintf(buf, n, "batch-aware G=%d", c->groups);
     else
         snprintf(buf, n, "batch-aware G=%d %s", c->groups, base);
+}
+
+/* ---- devices added at run time ------------------------------------------------------ */
+const layout_device_preset *layout_device_lookup(const char *name) {
+    struct layout_registry *r = registry();
+    for (int i = 0; i < r->ndev && name; i++)
+        if (!strcmp(r->dev[i].name, name)) return &r->dev[i];
+    int n;
+    const layout_device_preset *p = layout_device_presets(&n);
+    for (int i = 0; i < n && name; i++)
+        if (!strcmp(p[i].name, name)) return &p[i];
+    return NULL;
+}
+
+const layout_device_preset *layout_devices_added(int *n) {
+    struct layout_registry *r = registry();
+    if (n) *n = r->ndev;
+    return r->dev;
+}
+
+void layout_devices_reset(void) { registry()->ndev = 0; }
+
+bool layout_device_add(const layout_device_preset *d, char *err, size_t nerr) {
+    struct layout_registry *r = registry();
+    size_t len = d->name ? strlen(d->name) : 0;
+    if (len == 0 || len >= LAYOUT_DEVICE_NAME_MAX || strspn(d->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len ||
+        d->name[0] < 'a' || d->name[0] > 'z')
+        return bad_row(err, nerr,
+                       "device name '%s': a lower-case letter, then lower-case letters, digits and '_' (at most "
+                       "63 characters)",
+                       d->name ? d->name : "");
+    if (layout_device_lookup(d->name))
+        return bad_row(err, nerr, "device '%s' is already defined (each name once, built-in presets included)",
+                       d->name);
+    if (r->ndev == LAYOUT_MAX_DEVICES) {
+        snprintf(err, nerr, "device '%s': too many devices defined (at most %d)", d->name, LAYOUT_MAX_DEVICES);
+        return false;
+    }
+    memcpy(r->dev_name[r->ndev], d->name, len + 1);
+    r->dev[r->ndev] = *d;
+    r->dev[r->ndev].name = r->dev_name[r->ndev];
+    r->ndev++;
+    return true;
 }

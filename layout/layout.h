@@ -173,8 +173,21 @@ typedef struct layout_device_preset {
      * planner's "within the model's error" band. */
     double model_error;
 } layout_device_preset;
+/* A device by name: one added at run time, else a built-in preset; NULL
+ * for neither. */
 const layout_device_preset *layout_device_lookup(const char *name);
+/* The built-in presets (presets.c). */
 const layout_device_preset *layout_device_presets(int *n);
+/* Devices added at run time (baspc --device-file, frontend/devfile.c),
+ * kept in the compilation context: a measured machine described without
+ * rebuilding the compiler.  layout_device_add copies d (and its name); it
+ * refuses a malformed name, a name already defined (built-in presets
+ * included) and more than LAYOUT_MAX_DEVICES, saying why in err. */
+enum { LAYOUT_MAX_DEVICES = 16, LAYOUT_DEVICE_NAME_MAX = 64 };
+bool layout_device_add(const layout_device_preset *d, char *err, size_t nerr);
+const layout_device_preset *layout_devices_added(int *n);
+/* Forgets the devices added (tests and fuzzers, between runs). */
+void layout_devices_reset(void);
 /* Link presets by kind (nvlink3, nvlink4, pcie4, pcie5, ib_hdr, ib_ndr,
  * ethernet_100g).  NULL for other kinds. */
 const layout_link *layout_link_lookup(const char *kind);

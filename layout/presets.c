@@ -163,14 +163,6 @@ const layout_device_preset *layout_device_presets(int *n) {
     return presets;
 }
 
-const layout_device_preset *layout_device_lookup(const char *name) {
-    int n;
-    const layout_device_preset *p = layout_device_presets(&n);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(p[i].name, name)) return &p[i];
-    return NULL;
-}
-
 /* ---- attention kernels' rates ----------------------------------------------
  * Fraction of the bf16 dense peak reached by one causal attention op, by
  * implementation (common.h, cm_attention_impl), head dim and sequence

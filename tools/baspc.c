@@ -68,6 +68,9 @@ static void usage(FILE *out) {
             "  --list-passes            list the registered passes\n"
             "  --load-pass-plugin=FILE  load a pass plugin: its passes and layout strategies\n"
             "                           (repeatable; docs/writing-a-pass.md)\n"
+            "  --device-file FILE       add the devices of a JSON device file (measured figures,\n"
+            "                           e.g. bench/calibrate.py --device-file) to the presets a\n"
+            "                           spec's `device NAME` can name (repeatable; docs/language.md)\n"
             "  --keep-c                 when building, keep the C program as FILE.c\n"
             "  --no-memory-plan         build a program that gives every value its own buffer\n"
             "                           (no reuse): the reference for the memory plan; --memory\n"
@@ -102,6 +105,8 @@ typedef struct options {
     const char *trace;  /* --trace FILE: predicted timeline of one step */
     const char **sets;
     int nsets;
+    const char **devfiles; /* --device-file FILE, in order */
+    int ndevfiles;
     action act;
     int emit_given;
     int json, quiet, keep_c, verbose;
@@ -173,6 +178,7 @@ static int load_plugins(int argc, char **argv, options *o) {
  * (reported later: report_usage), 3 for --list-passes (after the plugins). */
 static int parse_args(int argc, char **argv, options *o) {
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
+    o->devfiles = calloc((size_t)argc + 1, sizeof *o->devfiles);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -248,6 +254,11 @@ static int parse_args(int argc, char **argv, options *o) {
                 o->sets[o->nsets++] = argv[++i];
         } else if (!strncmp(a, "--set=", 6))
             o->sets[o->nsets++] = a + 6;
+        else if (!strcmp(a, "--device-file")) {
+            if (i + 1 >= argc) return die_usage(o, "missing value after", a);
+            o->devfiles[o->ndevfiles++] = argv[++i];
+        } else if (!strncmp(a, "--device-file=", 14))
+            o->devfiles[o->ndevfiles++] = a + 14;
         else if (a[0] == '-' && a[1] != '\0')
             return die_usage(o, "unknown option", a);
         else if (o->spec)
@@ -385,6 +396,7 @@ static bool plan_io(int argc, char **argv, options *o) {
     sup_io_input(&o->io, is_ir_file(o->spec) ? "the IR file" : "the spec", o->spec);
     sup_io_input(&o->io, "--doc-lengths", o->doc_lengths);
     for (int i = 1; i < argc; i++) sup_io_input(&o->io, "--load-pass-plugin", plugin_arg(argc, argv, &i));
+    for (int i = 0; i < o->ndevfiles; i++) sup_io_input(&o->io, "--device-file", o->devfiles[i]);
     return !o->io.clashed;
 }
 
@@ -414,6 +426,7 @@ int main(int argc, char **argv) {
     int r = parse_args(argc, argv, &o);
     if (r == 1) {
         free(o.sets);
+        free(o.devfiles);
         return 0;
     }
     basp_set_diagnostics(NULL, o.quiet);
@@ -422,11 +435,14 @@ int main(int argc, char **argv) {
     if (r == 0 && !plan_io(argc, argv, &o)) {
         sup_io_free(&o.io);
         free(o.sets);
+        free(o.devfiles);
         return 1;
     }
     int lr = load_plugins(argc, argv, &o);
+    for (int i = 0; lr == 0 && r == 0 && i < o.ndevfiles; i++)
+        if (!basp_load_device_file(o.devfiles[i])) lr = 1;
     if (lr == 1)
-        r = 1; /* the plugin's error says it all */
+        r = 1; /* the plugin's or device file's error says it all */
     else if (r == 2 || lr == 2)
         r = report_usage(&o);
     else if (r == 3)
@@ -434,6 +450,7 @@ int main(int argc, char **argv) {
     if (r || !o.spec) {
         sup_io_free(&o.io);
         free(o.sets);
+        free(o.devfiles);
         return r;
     } /* done, or failed */
     basp_set_verbosity(o.verbose ? 2 : o.quiet ? 0 : 1);
@@ -449,5 +466,6 @@ int main(int argc, char **argv) {
         rc = run(&o, stdout);
     sup_io_free(&o.io);
     free(o.sets);
+    free(o.devfiles);
     return rc;
 }
