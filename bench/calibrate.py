@@ -18,7 +18,8 @@ BUILD/data/mkcorpus):
   2. trains each for STEPS steps with --profile, REPEATS times interleaved,
      and keeps per op kind the median over the repeats of the ms per step;
   3. runs the cost pass (`basp-opt --passes=cost` on the IR that
-     `baspc --passes=batch-aware,ulysses,place,zero --emit=ir` prints) with
+     `baspc --emit=ir` prints: the program's own pipeline, fusions
+     included, so the op kinds priced are the op kinds timed) with
      probe parameters, which separate each op's model into its parts: GEMM
      FLOPs, attention FLOPs, bytes moved, exponentials, op count; the
      collectives' α count and bytes on the wire;
@@ -29,12 +30,24 @@ BUILD/data/mkcorpus):
      over every (run, compute op kind), and α, β over every (run,
      collective kind) — all ranks share the machine's memory, so the spec's
      links are one shared-memory MPI transport;
-  5. prints the fitted values (and the preset line for layout/presets.c),
+  5. measures how much of its share of a core a rank keeps when --share
+     ranks take turns on one (the emulated cluster runs 4 per core): one
+     copy of the cluster's model alone on the last CPU, then --share copies
+     at once there (the device's shared_core_efficiency);
+  6. prints the fitted values (and the preset line for layout/presets.c),
      then per run a table of predicted vs measured ms per step by op kind,
      the step time and the all-to-all share, with the errors — under the
      fitted values, and under the device preset --preset alone (the spec with
      `device PRESET` and no link lines, as a user would write it), which is
-     the check that the preset kept in the compiler predicts this machine.
+     the check that the preset kept in the compiler predicts this machine;
+  7. with --device-file FILE, writes the fit as a device file: a device
+     NAME (--device-name, default measured_cpu) like the --preset device,
+     with the fitted GEMM, attention and memory fractions, per-op overhead,
+     exponential rate and shared-core efficiency.  `baspc --device-file FILE` then plans with the
+     machine as measured now (`device NAME` in the spec, or --set
+     mesh.device=NAME); the links stay the preset's (its shared-memory
+     rate is bench_a2a's, not this fit's β, which also holds the ranks'
+     waits for each other).
 
 Standard library only; OPENBLAS_NUM_THREADS=1 for every rank.
 """
@@ -119,8 +132,9 @@ def compile_run(build, work, name, spec, overrides, ranks):
         sets += ["--set", o]
     exe = os.path.join(work, tag)
     sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets, "-o", exe])
-    ir = sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets,
-             "--passes=batch-aware,ulysses,place,zero", "--emit=ir"])
+    # the IR of the program that runs: its own pipeline (fusions included),
+    # so the ops the cost pass prices are the ops the profile times
+    ir = sh([os.path.join(build, "baspc"), os.path.join(ROOT, spec), *sets, "-q", "--emit=ir"])
     return {"name": name, "spec": spec, "sets": sets, "exe": exe, "ir": ir, "ranks": ranks, "reps": []}
 
 
@@ -136,6 +150,46 @@ def measure_once(r, work, steps):
     return {"meas": {k: 1e3 * v["seconds"] / p["steps"] for k, v in p["ops"].items()},
             "calls": {k: v["calls"] / p["steps"] for k, v in p["ops"].items()},
             "mean_step_ms": 1e3 * p["total_s"] / p["steps"], "step_ms": p["median_step_ms"]}
+
+
+def shared_core(build, work, steps, share, repeats):
+    """The fraction of its share of a core a rank keeps when `share` ranks
+    take turns on it: one copy of the emulated cluster's model (one rank,
+    1024 tokens) alone on the machine's last CPU, then `share` copies at
+    once on that CPU, REPEATS times interleaved; share x the lone step over
+    the shared step, medians.  Below 1 because every switch leaves the next
+    rank a cache the others have refilled."""
+    exe = os.path.join(work, "shared_core")
+    sets = ["mesh.nodes=1", "mesh.devices_per_node=1", "train.micro_batch=1", "train.seq_len=1024"]
+    sh([os.path.join(build, "baspc"), os.path.join(ROOT, "bench", "cluster_model.basp"), "-q", "-o", exe,
+        *[a for x in sets for a in ("--set", x)]])
+    cpu = str((os.cpu_count() or 1) - 1)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+
+    def step_ms(metrics):
+        with open(metrics) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        return median([r["step_ms"] for r in rows[1:]])  # the first step warms up
+
+    def start(i):
+        m = os.path.join(work, f"shared_core.{i}.jsonl")
+        return m, subprocess.Popen(["taskset", "-c", cpu, exe, "--data", os.path.join(work, "corpus.bin"), "--steps",
+                                    str(steps), "--quiet", "--metrics", m], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def finish(procs):
+        for m, p in procs:
+            if p.wait():
+                sys.exit(f"error: {exe} failed:\n{p.stderr.read()}")
+        return [step_ms(m) for m, _ in procs]
+
+    alone, shared = [], []
+    for _ in range(repeats):
+        alone += finish([start(0)])
+        shared += finish([start(i) for i in range(share)])
+    eff = share * median(alone) / median(shared)
+    return {"shared_core_efficiency": min(eff, 1.0), "alone_ms": median(alone), "shared_ms": median(shared),
+            "share": share}
 
 
 def median(xs):
@@ -165,8 +219,8 @@ def preset_prediction(build, r, preset):
     path = r["exe"] + ".preset.basp"
     with open(path, "w") as f:
         f.write(text)
-    out = sh([os.path.join(build, "baspc"), path, *r["sets"], "-q",
-              "--passes=batch-aware,ulysses,place,zero,cost", "--emit=ir"])
+    ir = sh([os.path.join(build, "baspc"), path, *r["sets"], "-q", "--emit=ir"])
+    out = sh([os.path.join(build, "basp-opt"), "-", "--passes=cost"], input=ir)
     kinds = {}
     for line in out.splitlines():
         m = OP_RE.search(line)
@@ -286,6 +340,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="runs of each example, interleaved (default 3)")
     ap.add_argument("--workdir", default="/tmp/basp-calibrate")
     ap.add_argument("--json", help="write the fitted values and the tables here")
+    ap.add_argument("--device-file", help="write the fit as a device file for baspc --device-file")
+    ap.add_argument("--share", type=int, default=4,
+                    help="ranks per core of the shared-core measurement (default 4, the emulated cluster's)")
+    ap.add_argument("--device-name", default="measured_cpu", help="its device's name (default measured_cpu)")
     ap.add_argument("--ranks", type=int, default=min(os.cpu_count() or 2, 4),
                     help="ranks per run (default: the machine's cores, at most 4; at least 2)")
     ap.add_argument("--preset", default="cpu_calibrated",
@@ -313,6 +371,8 @@ def main():
         summarise(r)
 
     f = fit(build, runs)
+    print(f"shared core: {a.share} copies of one rank on CPU {(os.cpu_count() or 1) - 1}", file=sys.stderr)
+    f.update(shared_core(build, a.workdir, 8, a.share, a.repeats))
     cf, af, mbf, ovh, er, alpha, bw = (f[k] for k in ("compute_fraction", "attention_fraction", "mem_bw_fraction",
                                                       "op_overhead_s", "exp_rate", "alpha_s", "bandwidth_Bps"))
     print(f"fitted on {a.ranks} ranks, {os.cpu_count()} cores, medians of {a.repeats} repeats x {a.steps} steps:")
@@ -321,9 +381,12 @@ def main():
     print(f"  mem_bw_fraction {mbf:.4g} ({MEM_BW * mbf / 1e9:.3g} GB/s), op_overhead {ovh * 1e6:.3g} us, "
           f"exp_rate {er / 1e9:.3g} G/s, "
           f"collectives alpha {alpha * 1e6:.3g} us, beta -> {bw / 1e9:.3g} GB/s")
+    print(f"  shared core: {f['share']} ranks on one core keep {f['shared_core_efficiency']:.3f} of their share "
+          f"each (one alone {f['alone_ms']:.1f} ms a step, {f['share']} at once {f['shared_ms']:.1f} ms)")
     print("  as a device preset (layout/presets.c):")
     print(f'    {{"cpu_calibrated", 16 * GiB, {PEAK:g}, {PEAK:g}, {MEM_BW:g}, {{"shm", {bw:.3g}, {alpha:.3g}, 1.0}}, '
-          f'{{"tcp", 10e9 / 8, 50e-6, 1.0}}, {cf:.3g}, {af:.3g}, {mbf:.3g}, {ovh:.3g}, {er:.3g}}},')
+          f'{{"tcp", 10e9 / 8, 50e-6, 1.0}}, {cf:.3g}, {af:.3g}, {mbf:.3g}, {ovh:.3g}, {er:.3g}, '
+          f'64 * GiB, MEMCPY, MODEL_ERROR, {f["shared_core_efficiency"]:.3g}}},')
     report = dict(f, ranks=a.ranks, repeats=a.repeats, steps=a.steps, runs=[])
     for r in runs:
         pred = {k: v / 1e3 for k, v in cost_by_kind(build, r["ir"], cf, mbf, alpha, bw, af=af, ovh=ovh, exp_rate=er).items()}
@@ -343,8 +406,26 @@ def main():
             print(f"| {row['name']} | {100 * row['preset']['step_err']:+.0f}% | "
                   f"{row['preset']['share_err_pp']:+.1f} pp |")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+        with open(a.json, "w") as out:
+            json.dump(report, out, indent=1)
+    if a.device_file:
+        write_device_file(a.device_file, a.device_name, a.preset or "cpu", f, a)
+
+
+def write_device_file(path, name, like, f, a):
+    """The fit as a device file (frontend/devfile.c's format)."""
+    dev = {"name": name, "like": like, "compute_fraction": f["compute_fraction"],
+           "attention_fraction": f["attention_fraction"], "mem_bw_fraction": f["mem_bw_fraction"],
+           "op_overhead": f["op_overhead_s"]}
+    if f["exp_rate"] > 0:
+        dev["exp_rate"] = f["exp_rate"]
+    dev["shared_core_efficiency"] = f["shared_core_efficiency"]
+    doc = {"devices": [dev]}
+    with open(path, "w") as out:
+        json.dump(doc, out, indent=1)
+        out.write("\n")
+    print(f"device file {path}: device {name} (like {like}), fitted on {a.ranks} ranks, "
+          f"{a.repeats} repeats x {a.steps} steps")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 One command, as root, from an existing build directory (BUILD/baspc,
 BUILD/data/mkcorpus, BUILD/bench/bench_a2a):
 
+  0. calibrates the machine as it is now (bench/calibrate.py, about 35 s;
+     --no-calibrate skips it): its device file gives a second column of
+     predictions, the model with this day's rates, beside the preset's;
   1. compiles bench/cluster_model.basp (or --spec) for every point of two
      sweeps — micro-batch B = 1, 2, 4, 8 at the spec's sequence length, and
      sequence lengths 512 … 4096 at B = 2 — once as plain Ulysses
@@ -147,14 +150,34 @@ COST_RE = re.compile(r"cost: step ([0-9.]+) ms \(compute ([0-9.]+) ms, communica
                      r"all-to-all ([0-9.]+) ms")
 
 
-def predict(baspc, spec, sets):
-    """The cost pass's step, compute, communication and all-to-all ms."""
-    args = [a for s in sets for a in ("--set", s)]
-    r = sh([baspc, spec, "--passes=batch-aware,ulysses,ring,two-level,place,zero,cost", "--emit=ir", "-o", os.devnull] + args)
+def predict(baspc, spec, sets, extra=()):
+    """The cost pass's step, compute, communication and all-to-all ms, on the
+    IR of the program that runs (its own pipeline, fusions and overlap
+    included: `baspc --emit=ir`, then `basp-opt --passes=cost`).  extra:
+    more baspc arguments (--device-file FILE)."""
+    args = list(extra) + [a for s in sets for a in ("--set", s)]
+    ir = sh([baspc, spec, "-q", "--emit=ir"] + args).stdout
+    r = sh([os.path.join(os.path.dirname(baspc), "basp-opt"), "-", "--passes=cost", "-o", os.devnull], input=ir)
     m = COST_RE.search(r.stderr + r.stdout)
     if not m:
         sys.exit(f"cluster_study: no cost remark from baspc for {sets}:\n{r.stderr}")
     return dict(zip(("step_ms", "compute_ms", "comm_ms", "a2a_ms"), map(float, m.groups())))
+
+
+def calibrate_now(build, workdir, like):
+    """bench/calibrate.py on this machine now (2 ranks on the cores, before
+    the cluster comes up): its fit as a device file, and the fit itself."""
+    w = os.path.join(workdir, "calibrate")
+    dev_file, js = os.path.join(w, "measured_now.json"), os.path.join(w, "calibration.json")
+    log("calibrating the machine as it is now (bench/calibrate.py, about 35 s)")
+    t0 = time.monotonic()
+    sh([sys.executable, os.path.join(HERE, "calibrate.py"), "--build", build, "--workdir", w, "--preset",
+        like or "cpu", "--device-file", dev_file, "--device-name", "measured_now", "--json", js])
+    with open(js) as f:
+        fit = json.load(f)
+    return {"device": "measured_now", "device_file": dev_file, "seconds": time.monotonic() - t0,
+            "fit": {k: fit[k] for k in ("compute_fraction", "attention_fraction", "mem_bw_fraction",
+                                         "op_overhead_s", "exp_rate")}}
 
 
 def layout_of(baspc, spec, sets):
@@ -341,6 +364,9 @@ def main():
     ap.add_argument("--loss-steps", type=int, help="steps of the loss-curve runs (default 40; --quick 12)")
     ap.add_argument("--device", help="device preset for the predictions (default: cpu_calibrated when "
                                      "baspc knows it, else the spec's)")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="skip the calibration before the cluster comes up (bench/calibrate.py, about 35 s), "
+                         "whose device file gives the second column of predictions: the machine as measured now")
     ap.add_argument("--no-pin", action="store_true",
                     help="let every node's ranks run on every CPU (default: bench/cluster --pin, each emulated "
                          "node on CPUs of its own, as separate machines would be)")
@@ -403,6 +429,13 @@ def main():
         if (b, s) not in uniq:
             uniq.append((b, s))
 
+    # 0. the machine as it is now: a CPU preset holds the rates of the day it
+    # was fitted, and this container's moved by 5-25% between days
+    calib = None
+    if not args.no_calibrate:
+        calib = calibrate_now(build, workdir, device)
+    now_args = ["--device-file", calib["device_file"]] if calib else []
+
     # 1. binaries and predictions
     corpus = os.path.join(workdir, "corpus.bin")
     if not os.path.exists(corpus):
@@ -424,7 +457,8 @@ def main():
             # ranks share its one link) and cores_per_node (they share its
             # cores); nothing adjusted by hand
             pred = predict(baspc, spec, sets)
-            cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred,
+            pred_now = predict(baspc, spec, sets + [f"mesh.device={calib['device']}"], now_args) if calib else None
+            cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred, "pred_now": pred_now,
                                  "a2a_bytes": sched["all_to_all"]["bytes_per_rank"],
                                  "a2a_inter_bytes": sched["all_to_all"]["inter_node_bytes_per_rank"]}
     plans = {}
@@ -535,7 +569,8 @@ def main():
                      "ba_allreduce_ms": fb["allreduce_ms"],
                      "ulysses_a2a_mib": cu["a2a_bytes"] / 2**20, "ulysses_a2a_inter_mib": cu["a2a_inter_bytes"] / 2**20,
                      "ba_a2a_mib": cb["a2a_bytes"] / 2**20, "ba_a2a_inter_mib": cb["a2a_inter_bytes"] / 2**20,
-                     "pred": {"ulysses": cu["pred"], "batch_aware": cb["pred"]}})
+                     "pred": {"ulysses": cu["pred"], "batch_aware": cb["pred"]},
+                     "pred_now": {"ulysses": cu["pred_now"], "batch_aware": cb["pred_now"]} if calib else None})
 
     # 4. write the results
     wall = time.monotonic() - t_start
@@ -551,11 +586,12 @@ def main():
                     f.write(f"{where},{line}\n")
         a2a_md = a2a_table(res["a2a"])
     md = report(rows, machine, command, args, device, repeats, steps, warmup, loss_steps, wall, rtol, loss_maxrel,
-                loss_bad, a2a_md, v, (lb, ls), plans)
+                loss_bad, a2a_md, v, (lb, ls), plans, calib)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "raw.json"), "w") as f:
-        json.dump({"command": command, "machine": machine, "device": device, "rows": rows, "plans": plans,
+        json.dump({"command": command, "machine": machine, "device": device, "calibration": calib, "rows": rows,
+                   "plans": plans,
                    "rounds": {f"{k[0]},{k[1]},{k[2]}": x for k, x in per.items()}, "loss_curves": loss_runs,
                    "a2a": res["a2a"]}, f, indent=1)
     if have_plots:
@@ -570,13 +606,16 @@ def write_csv(out, rows):
     keys = ["sweep", "B", "S", "G", "K", "ulysses_step_ms", "ba_step_ms", "step_ratio", "ulysses_a2a_ms",
             "ba_a2a_ms", "a2a_ratio", "ulysses_xchg_ms", "ba_xchg_ms", "xchg_ratio", "ulysses_a2a_share", "ba_a2a_share", "ulysses_allreduce_ms", "ba_allreduce_ms",
             "ulysses_a2a_mib", "ulysses_a2a_inter_mib", "ba_a2a_mib", "ba_a2a_inter_mib"]
-    pk = ["pred_ulysses_step_ms", "pred_ba_step_ms", "pred_ulysses_a2a_ms", "pred_ba_a2a_ms"]
+    pk = ["pred_ulysses_step_ms", "pred_ba_step_ms", "pred_ulysses_a2a_ms", "pred_ba_a2a_ms",
+          "pred_now_ulysses_step_ms", "pred_now_ba_step_ms"]
     with open(os.path.join(out, "results.csv"), "w") as f:
         f.write(",".join(keys + pk) + "\n")
         for r in rows:
             vals = [r[k] for k in keys]
             vals += [r["pred"]["ulysses"]["step_ms"], r["pred"]["batch_aware"]["step_ms"],
                      r["pred"]["ulysses"]["a2a_ms"], r["pred"]["batch_aware"]["a2a_ms"]]
+            now = r.get("pred_now")
+            vals += [now["ulysses"]["step_ms"], now["batch_aware"]["step_ms"]] if now else ["", ""]
             f.write(",".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in vals) + "\n")
 
 
@@ -608,7 +647,7 @@ def a2a_table(a2a):
 
 
 def report(rows, machine, command, args, device, repeats, steps, warmup, loss_steps, wall, rtol, loss_maxrel,
-           loss_bad, a2a_md, v, loss_pt, plans):
+           loss_bad, a2a_md, v, loss_pt, plans, calib=None):
     L = []
     L.append("# Ulysses vs batch-aware on an emulated 2-node cluster\n")
     L.append(f"Command: `{command}` ({wall / 60:.1f} min).  Model `{os.path.relpath(args.spec, ROOT)}`: hidden "
@@ -653,26 +692,42 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
     if loss_bad:
         L.append("Mismatches: " + "; ".join(loss_bad[:10]) + "\n")
     L.append("## Cost model against the measurements\n")
-    L.append(f"`baspc --passes=…,cost` on the same spec and overrides (device `{device}`, inter link "
-             f"{args.bandwidth}, `nics_per_node {v.get('mesh.nics_per_node', '?')}`: the node's one link is shared "
-             f"by its {v['mesh.devices_per_node']} ranks, and `cores_per_node {cores_per_node(int(v['mesh.nodes']))}`: "
-             f"they share the node's cores); nothing adjusted by hand.  Error = (predicted − measured) / "
-             f"measured.\n")
-    L.append("| sweep | B | S | layout | measured step ms | model step ms (err) "
-             "| measured a2a exchange ms | model a2a ms (err) |")
-    L.append("|---|---:|---:|---|---:|---:|---:|---:|")
-    errs = []
+    L.append(f"The cost pass on the IR each binary was built from (`baspc --emit=ir`, then `basp-opt --passes=cost`), "
+             f"same spec and overrides (inter link {args.bandwidth}, `nics_per_node {v.get('mesh.nics_per_node', '?')}`: "
+             f"the node's one link is shared by its {v['mesh.devices_per_node']} ranks, and `cores_per_node "
+             f"{cores_per_node(int(v['mesh.nodes']))}`: they share the node's cores); nothing adjusted by hand.  "
+             f"**preset**: device `{device}` as the compiler ships it.  ")
+    if calib:
+        L.append(f"**measured now**: the device file `bench/calibrate.py` wrote at the start of this study "
+                 f"({calib['seconds']:.0f} s, 2 ranks on the 2 cores before the cluster came up: GEMMs "
+                 f"{calib['fit']['compute_fraction'] * 100:.0f}, attention {calib['fit']['attention_fraction'] * 100:.0f} "
+                 f"GFLOP/s, memory {calib['fit']['mem_bw_fraction'] * 20:.1f} GB/s, per-op overhead "
+                 f"{calib['fit']['op_overhead_s'] * 1e6:.2f} µs), `baspc --device-file`: the same model with this "
+                 f"day's rates.  ")
+    L.append("Error = (predicted − measured) / measured.\n")
+    now_h = " | measured now: step ms (err)" if calib else ""
+    L.append("| sweep | B | S | layout | measured step ms | preset: step ms (err)" + now_h +
+             " | measured a2a exchange ms | preset: a2a ms (err) |")
+    L.append("|---|---:|---:|---|---:|---:|" + ("---:|" if calib else "") + "---:|---:|")
+    errs, errs_now = [], []
     for r in rows:
         for lay, key in (("Ulysses", "ulysses"), ("batch-aware", "batch_aware")):
             pre = "ulysses" if key == "ulysses" else "ba"
             ms, ma = r[f"{pre}_step_ms"], r[f"{pre}_xchg_ms"]  # the model has no wait for a slow peer
             p = r["pred"][key]
             errs.append(abs(p["step_ms"] / ms - 1))
-            L.append(f"| {r['sweep']} | {r['B']} | {r['S']} | {lay} | {ms:.0f} | {p['step_ms']:.0f} ({pct_err(p['step_ms'], ms)}) "
-                     f"| {ma:.1f} | {p['a2a_ms']:.1f} ({pct_err(p['a2a_ms'], ma)}) |")
+            now = ""
+            if calib:
+                pn = r["pred_now"][key]["step_ms"]
+                errs_now.append(abs(pn / ms - 1))
+                now = f" | {pn:.0f} ({pct_err(pn, ms)})"
+            L.append(f"| {r['sweep']} | {r['B']} | {r['S']} | {lay} | {ms:.0f} | {p['step_ms']:.0f} ({pct_err(p['step_ms'], ms)})"
+                     f"{now} | {ma:.1f} | {p['a2a_ms']:.1f} ({pct_err(p['a2a_ms'], ma)}) |")
     L.append("")
-    L.append(f"Step time: mean absolute error {100 * statistics.mean(errs):.1f}%, largest {100 * max(errs):.1f}% "
-             f"over the {len(errs)} points.\n")
+    for name, e in (("preset", errs), ("measured now", errs_now)):
+        if e:
+            L.append(f"Step time, {name}: mean absolute error {100 * statistics.mean(e):.1f}%, largest "
+                     f"{100 * max(e):.1f}%, {sum(x > 0.15 for x in e)} of the {len(e)} points beyond 15%.\n")
     L.append("Predicted Ulysses / batch-aware step ratio next to the measured one: " + "; ".join(
         f"B={r['B']} S={r['S']}: {r['pred']['ulysses']['step_ms'] / r['pred']['batch_aware']['step_ms']:.2f} "
         f"vs {r['step_ratio']:.2f}" for r in rows) + ".\n")

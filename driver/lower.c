@@ -356,6 +356,7 @@ static void copy_device_peaks(ir_module *m, const fe_spec *s) {
     if (p->mem_bw_fraction > 0) cfg_double(m, "cost.mem_bw_fraction", p->mem_bw_fraction);
     if (p->exp_rate > 0) cfg_double(m, "device_exp_rate", p->exp_rate);
     if (p->op_overhead > 0) cfg_double(m, "cost.op_overhead", p->op_overhead);
+    if (p->shared_core_efficiency > 0) cfg_double(m, "cost.shared_core_efficiency", p->shared_core_efficiency);
 }
 
 /* The resolved layout: concrete keys only (the planner has chosen for any

@@ -135,6 +135,7 @@ static void device_fields(devfile *f, const cJSON *dev, int index) {
                                         "exp_rate",
                                         "host_memory",
                                         "model_error",
+                                        "shared_core_efficiency",
                                         "intra",
                                         "inter",
                                         "host",
@@ -182,6 +183,7 @@ static void device_fields(devfile *f, const cJSON *dev, int index) {
     number(f, dev, from, "", "op_overhead", &d.op_overhead, 0, 1);
     number(f, dev, from, "", "exp_rate", &d.exp_rate, 0, 1e15);
     number(f, dev, from, "", "model_error", &d.model_error, 0, 0.99);
+    number(f, dev, from, "", "shared_core_efficiency", &d.shared_core_efficiency, 0.01, 1);
     link(f, dev, from, "intra", &d.intra);
     link(f, dev, from, "inter", &d.inter);
     link(f, dev, from, "host", &d.host);

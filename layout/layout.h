@@ -172,6 +172,13 @@ typedef struct layout_device_preset {
      * kind of device (a fraction; presets.c names the measurements): the
      * planner's "within the model's error" band. */
     double model_error;
+    /* CPU ranks sharing a core (mesh cores_per_node < devices_per_node)
+     * take turns on it, and each runs slower than its share: the cache
+     * refills after every switch.  The fraction of its share a rank keeps
+     * (config cost.shared_core_efficiency; bench/calibrate.py measures it:
+     * R copies of one program on one core against one alone); 0 = 1, not
+     * measured. */
+    double shared_core_efficiency;
 } layout_device_preset;
 /* A device by name: one added at run time, else a built-in preset; NULL
  * for neither. */

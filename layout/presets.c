@@ -84,10 +84,10 @@
     { "memcpy", 10e9, 1e-6, 1.0 }
 
 static const layout_device_preset presets[] = {
-    {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 1e12, PCIE4, 0.12},
-    {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 2e12, PCIE4, 0.12},
-    {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5, 0.12},
-    {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5, 0.12},
+    {"a100_40gb", 40 * GiB, 312e12, 19.5e12, 1555e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 1e12, PCIE4, 0.12, 0},
+    {"a100_80gb", 80 * GiB, 312e12, 19.5e12, 2039e9, NVLINK3, IB_HDR, 0, 0, 0, 0, 0, 2e12, PCIE4, 0.12, 0},
+    {"h100_sxm", 80 * GiB, 989e12, 67e12, 3.35e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5, 0.12, 0},
+    {"h200", 141e9, 989e12, 67e12, 4.8e12, NVLINK4, IB_NDR, 0, 0, 0, 0, 0, 2e12, PCIE5, 0.12, 0},
     {"cpu",
      16 * GiB,
      1e11,
@@ -102,7 +102,8 @@ static const layout_device_preset presets[] = {
      0,
      64 * GiB,
      MEMCPY,
-     0.62},
+     0.62,
+     0},
     /* Fitted by `bench/calibrate.py --build build --repeats 3` on the
      * 2-core development machine (an Intel Xeon with AVX-512, OpenBLAS's
      * SkylakeX kernels), quiet (2 ranks, medians of 3 repeats x 30 steps
@@ -132,7 +133,8 @@ static const layout_device_preset presets[] = {
      2.38e9,
      64 * GiB,
      MEMCPY,
-     0.27},
+     0.27,
+     0},
 };
 
 static const layout_link link_presets[] = {

@@ -176,13 +176,25 @@ static bool on_cuda(const ir_module *m) {
     return ir_mem_target_of(m, &t) && t.cuda;
 }
 
-/* Ranks of a node sharing its cores (CPU target, mesh cores_per_node):
- * the factor by which their work, and the copies that run on those cores,
- * stretch.  1 on GPUs and when every rank has a core. */
-static double core_share(const ir_module *m) {
+/* Ranks of a node per core (CPU target, mesh cores_per_node > 0 and fewer
+ * than the node's ranks); 1 on GPUs and when every rank has a core. */
+static double core_ranks(const ir_module *m) {
     if (on_cuda(m)) return 1;
     double cores = cfg_double(m, "cores_per_node", 0), ranks = m->mesh.devices_per_node;
     return cores > 0 && ranks > cores ? ranks / cores : 1;
+}
+
+/* The factor by which the work of ranks sharing a core, and the copies
+ * that run on those cores, stretch: r ranks take turns, and each keeps only
+ * cost.shared_core_efficiency of its 1/r share (a rank finds the cache
+ * refilled by the others after each switch; the device's figure, measured
+ * by bench/calibrate.py: 0.91 for 4 copies of the emulated cluster's model
+ * on one core of the development machine). */
+static double core_share(const ir_module *m) {
+    double r = core_ranks(m);
+    if (r <= 1) return 1;
+    double eff = cfg_double(m, "cost.shared_core_efficiency", 1);
+    return r / (eff > 0 && eff <= 1 ? eff : 1);
 }
 
 /* Of `wire` seconds a rank waits on the inter-node network, those the
@@ -199,7 +211,7 @@ static double core_share(const ir_module *m) {
  * study's 71 runs (docs/link-model.md, "Ranks sharing cores").  Config
  * cost.shared_core_overlap overrides it. */
 static double shared_core_hidden(const ir_module *m, const pass_cost_params *p, double wire) {
-    double r = core_share(m);
+    double r = core_ranks(m);
     if (r <= 1) return 0;
     double phi = p->shared_core_overlap >= 0 ? p->shared_core_overlap : (r - 1) / (2 * r);
     return phi * wire;

@@ -28,6 +28,7 @@ static void check(const layout_device_preset *d) {
     for (size_t i = 0; i < sizeof frac / sizeof frac[0]; i++)
         if (!isfinite(frac[i]) || frac[i] < 0) abort();
     if (!(d->model_error >= 0 && d->model_error < 1)) abort();
+    if (!(d->shared_core_efficiency >= 0 && d->shared_core_efficiency <= 1)) abort();
     check_link(&d->intra), check_link(&d->inter), check_link(&d->host);
     int n;
     const layout_device_preset *built = layout_device_presets(&n);

@@ -457,15 +457,14 @@ static void test_attention_rates(void) {
     CHECK(layout_attention_fraction("h100_sxm", CM_ATTN_CUDNN, false, 64, 4096) == a);
 }
 
-/* ir with its line `from` changed to `to` (the same length), parsed and
- * verified; NULL (a failed check) otherwise. */
+/* ir with its text `from` changed to `to`, parsed and verified; NULL (a
+ * failed check) otherwise. */
 static ir_module *parse_edited(const char *ir, const char *from, const char *to) {
     char text[4096];
-    snprintf(text, sizeof text, "%s", ir);
-    char *at = strstr(text, from);
-    CHECK(at && strlen(from) == strlen(to));
-    if (!at || strlen(from) != strlen(to)) return NULL;
-    memcpy(at, to, strlen(to));
+    const char *at = strstr(ir, from);
+    CHECK(at != NULL);
+    if (!at) return NULL;
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - ir), ir, to, at + strlen(from));
     ir_module *m = ir_parse_string("edited", text);
     CHECK(m && ir_verify(m, "test"));
     return m;
@@ -524,6 +523,22 @@ static void test_shared_cores(void) {
     /* one core per rank: nothing to share */
     m = parse_edited(shared_ir, "config cores_per_node = 1", "config cores_per_node = 4");
     if (m) CHECK_NEAR(cost_of(m, "bh", false).shared, 0);
+    ir_module_free(m);
+    /* each rank keeps 0.8 of its quarter of the core: its compute stretches
+     * by 4 / 0.8 = 5 (and the shared-memory copies with it); the share of
+     * the wait the others fill stays (4 - 1) / 8 of it */
+    m = parse_edited(shared_ir, "config cores_per_node = 1",
+                     "config cores_per_node = 1\nconfig cost.shared_core_efficiency = 0.8");
+    if (m) {
+        CHECK_NEAR(cost_of(m, "y", false).seconds, 11264 / 7e10 * 5);
+        CHECK_NEAR(cost_of(m, "y2", false).seconds, 262144 / 5e11 * 5);
+        CHECK_NEAR(cost_of(m, "bh", false).shared, 0.375 * (2 * 256 / (1e8 * 0.86) - 256 * 5 / 1e9));
+    }
+    ir_module_free(m);
+    /* ... and with a core per rank it changes nothing */
+    m = parse_edited(shared_ir, "config cores_per_node = 1",
+                     "config cores_per_node = 4\nconfig cost.shared_core_efficiency = 0.8");
+    if (m) CHECK_NEAR(cost_of(m, "y2", false).seconds, 262144 / 5e11);
     ir_module_free(m);
 }
 
