@@ -3,16 +3,16 @@
  *
  * A preset in layout/presets.c describes the machine it was measured on; a
  * fitted CPU preset describes it on the day it was fitted (the development
- * container's rates moved by 5-25% between days).  bench/calibrate.py
+ * container's rates moved by 10-20% between days).  bench/calibrate.py
  * --device-file writes what it fits on this machine now, and a spec names
  * it like any preset (`device NAME`, `--set mesh.device=NAME`), so the
  * planner and the cost model use measured figures without a rebuilt
  * compiler.  The format:
  *
  *     {"devices": [{"name": "xeon_today", "like": "cpu_calibrated",
- *                   "compute_fraction": 1.43, "attention_fraction": 1.49,
- *                   "mem_bw_fraction": 7.45, "op_overhead": 3.76e-6,
- *                   "exp_rate": 1.96e9,
+ *                   "compute_fraction": 1.37, "attention_fraction": 1.45,
+ *                   "mem_bw_fraction": 1.92, "op_overhead": 1.28e-6,
+ *                   "exp_rate": 1.93e9, "shared_core_efficiency": 0.9,
  *                   "intra": {"kind": "shm", "bandwidth": 6e9, "latency": 0}}]}
  *
  * Every field but name is optional and defaults to the `like` preset's

@@ -188,7 +188,7 @@ static double core_ranks(const ir_module *m) {
  * that run on those cores, stretch: r ranks take turns, and each keeps only
  * cost.shared_core_efficiency of its 1/r share (a rank finds the cache
  * refilled by the others after each switch; the device's figure, measured
- * by bench/calibrate.py: 0.91 for 4 copies of the emulated cluster's model
+ * by bench/calibrate.py: 0.90 for 4 copies of the emulated cluster's model
  * on one core of the development machine). */
 static double core_share(const ir_module *m) {
     double r = core_ranks(m);
