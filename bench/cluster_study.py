@@ -7,7 +7,7 @@
 One command, as root, from an existing build directory (BUILD/baspc,
 BUILD/data/mkcorpus, BUILD/bench/bench_a2a):
 
-  0. calibrates the machine as it is now (bench/calibrate.py, about 35 s;
+  0. calibrates the machine as it is now (bench/calibrate.py, about 50 s;
      --no-calibrate skips it): its device file gives a second column of
      predictions, the model with this day's rates, beside the preset's;
   1. compiles bench/cluster_model.basp (or --spec) for every point of two
@@ -169,7 +169,7 @@ def calibrate_now(build, workdir, like):
     the cluster comes up): its fit as a device file, and the fit itself."""
     w = os.path.join(workdir, "calibrate")
     dev_file, js = os.path.join(w, "measured_now.json"), os.path.join(w, "calibration.json")
-    log("calibrating the machine as it is now (bench/calibrate.py, about 35 s)")
+    log("calibrating the machine as it is now (bench/calibrate.py, about 50 s)")
     t0 = time.monotonic()
     sh([sys.executable, os.path.join(HERE, "calibrate.py"), "--build", build, "--workdir", w, "--preset",
         like or "cpu", "--device-file", dev_file, "--device-name", "measured_now", "--json", js])
@@ -177,7 +177,7 @@ def calibrate_now(build, workdir, like):
         fit = json.load(f)
     return {"device": "measured_now", "device_file": dev_file, "seconds": time.monotonic() - t0,
             "fit": {k: fit[k] for k in ("compute_fraction", "attention_fraction", "mem_bw_fraction",
-                                         "op_overhead_s", "exp_rate")}}
+                                         "op_overhead_s", "exp_rate", "shared_core_efficiency")}}
 
 
 def layout_of(baspc, spec, sets):
@@ -365,7 +365,7 @@ def main():
     ap.add_argument("--device", help="device preset for the predictions (default: cpu_calibrated when "
                                      "baspc knows it, else the spec's)")
     ap.add_argument("--no-calibrate", action="store_true",
-                    help="skip the calibration before the cluster comes up (bench/calibrate.py, about 35 s), "
+                    help="skip the calibration before the cluster comes up (bench/calibrate.py, about 50 s), "
                          "whose device file gives the second column of predictions: the machine as measured now")
     ap.add_argument("--no-pin", action="store_true",
                     help="let every node's ranks run on every CPU (default: bench/cluster --pin, each emulated "
@@ -430,7 +430,7 @@ def main():
             uniq.append((b, s))
 
     # 0. the machine as it is now: a CPU preset holds the rates of the day it
-    # was fitted, and this container's moved by 5-25% between days
+    # was fitted, and this container's moved by 10-20% between days
     calib = None
     if not args.no_calibrate:
         calib = calibrate_now(build, workdir, device)
@@ -702,8 +702,9 @@ def report(rows, machine, command, args, device, repeats, steps, warmup, loss_st
                  f"({calib['seconds']:.0f} s, 2 ranks on the 2 cores before the cluster came up: GEMMs "
                  f"{calib['fit']['compute_fraction'] * 100:.0f}, attention {calib['fit']['attention_fraction'] * 100:.0f} "
                  f"GFLOP/s, memory {calib['fit']['mem_bw_fraction'] * 20:.1f} GB/s, per-op overhead "
-                 f"{calib['fit']['op_overhead_s'] * 1e6:.2f} µs), `baspc --device-file`: the same model with this "
-                 f"day's rates.  ")
+                 f"{calib['fit']['op_overhead_s'] * 1e6:.2f} µs, 4 ranks on a core each keeping "
+                 f"{calib['fit']['shared_core_efficiency']:.2f} of their turn), `baspc --device-file`: the same model "
+                 f"with this day's rates.  ")
     L.append("Error = (predicted − measured) / measured.\n")
     now_h = " | measured now: step ms (err)" if calib else ""
     L.append("| sweep | B | S | layout | measured step ms | preset: step ms (err)" + now_h +
