@@ -22,14 +22,16 @@ void basp_set_diagnostics(FILE *sink, bool quiet) {
 
 int basp_error_count(void) { return sup_error_count(); }
 
-/* The spec's words for strategies come from the registry (layout/), so the
- * library is started (basp's own strategies registered) before the first
- * spec is read. */
+/* Devices live in the registry (layout/) too, so the library is started
+ * before they are added. */
 bool basp_load_device_file(const char *path) {
     basp_ctx();
     return fe_device_file_load(path);
 }
 
+/* The spec's words for strategies come from the registry (layout/), so the
+ * library is started (basp's own strategies registered) before the first
+ * spec is read. */
 basp_spec *basp_spec_parse_file(const char *path) {
     basp_ctx();
     return fe_parse_file_unchecked(path);

@@ -42,10 +42,11 @@ BUILD/data/mkcorpus):
      the check that the preset kept in the compiler predicts this machine;
   7. with --device-file FILE, writes the fit as a device file: a device
      NAME (--device-name, default measured_cpu) like the --preset device,
-     with the fitted GEMM, attention and memory fractions, per-op overhead,
-     exponential rate and shared-core efficiency.  `baspc --device-file FILE` then plans with the
-     machine as measured now (`device NAME` in the spec, or --set
-     mesh.device=NAME); the links stay the preset's (its shared-memory
+     with the fitted GEMM, attention and memory fractions, per-op
+     overhead, exponential rate and shared-core efficiency.  `baspc
+     --device-file FILE` then plans with the machine as measured now
+     (`device NAME` in the spec, or --set mesh.device=NAME); the links
+     stay the preset's (its shared-memory
      rate is bench_a2a's, not this fit's β, which also holds the ranks'
      waits for each other).
 

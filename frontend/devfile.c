@@ -35,16 +35,10 @@ typedef struct devfile {
     bool failed;
 } devfile;
 
-/* The location of the first "key" in the text at or after byte `from` (the
- * file's start when absent): cJSON keeps no positions, and a key's first
- * occurrence after its device's start is where the reader looks. */
-static sup_loc key_loc(const devfile *f, size_t from, const char *key) {
-    char quoted[80];
-    snprintf(quoted, sizeof quoted, "\"%s\"", key);
-    const char *at = strstr(f->text + from, quoted);
-    sup_loc l = {f->path, 1, 1, at ? (int)strlen(quoted) : 1};
-    if (!at) at = f->text + from;
-    for (const char *p = f->text; p < at; p++) {
+/* The location of byte `at` of the text, `len` bytes long. */
+static sup_loc loc_at(const devfile *f, const char *at, int len) {
+    sup_loc l = {f->path, 1, 1, len};
+    for (const char *p = f->text; p < at && *p; p++) {
         if (*p == '\n') {
             l.line++;
             l.col = 1;
@@ -52,6 +46,16 @@ static sup_loc key_loc(const devfile *f, size_t from, const char *key) {
             l.col++;
     }
     return l;
+}
+
+/* The location of the first "key" in the text at or after byte `from` (the
+ * byte `from` when absent): cJSON keeps no positions, and a key's first
+ * occurrence after its device's start is where the reader looks. */
+static sup_loc key_loc(const devfile *f, size_t from, const char *key) {
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const char *at = strstr(f->text + from, quoted);
+    return at ? loc_at(f, at, (int)strlen(quoted)) : loc_at(f, f->text + from, 1);
 }
 
 static void dev_error(devfile *f, sup_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -220,16 +224,7 @@ bool fe_device_text_load(const char *name, const char *text, size_t len) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(f.text, len, &end, false);
     if (!root) {
-        size_t off = end ? (size_t)(end - f.text) : 0;
-        sup_loc l = {f.path, 1, 1, 1};
-        for (size_t i = 0; i < off && f.text[i]; i++) {
-            if (f.text[i] == '\n') {
-                l.line++;
-                l.col = 1;
-            } else
-                l.col++;
-        }
-        sup_error(l, "malformed JSON in device file");
+        sup_error(loc_at(&f, end ? end : f.text, 1), "malformed JSON in device file");
         return false;
     }
     rt_json_dup dup;

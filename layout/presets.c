@@ -15,9 +15,11 @@
  *   cpu:  a nominal multi-core host for the CPU/MPI backend: 16 GiB, 1e11
  *         flop/s, 2e10 B/s (shared memory between ranks, TCP between nodes).
  *   cpu_calibrated: the cpu preset with the efficiencies
- *         bench/calibrate.py fitted on the development machine and the
- *         shared-memory link bench_a2a measured there (measurements, not
- *         datasheet figures).
+ *         bench/calibrate.py fitted on the development machine (its
+ *         shared-core efficiency included) and the shared-memory link
+ *         bench_a2a measured there (measurements, not datasheet figures).
+ *         A machine measured elsewhere comes as a device file (baspc
+ *         --device-file, frontend/devfile.c), not as a row here.
  * The A100/H100 "40GB"/"80GB" parts expose 40960/81920 MiB, i.e. GiB; the
  * H200's 141GB is decimal.  Default inter-node links: 200Gb/s HDR InfiniBand
  * for A100 systems (DGX A100: 8x200Gb/s HDR, one per GPU), 400Gb/s NDR for
