@@ -150,13 +150,16 @@ COST_RE = re.compile(r"cost: step ([0-9.]+) ms \(compute ([0-9.]+) ms, communica
                      r"all-to-all ([0-9.]+) ms")
 
 
-def predict(baspc, spec, sets, extra=()):
+def program_ir(baspc, spec, sets, extra=()):
+    """The IR of the program these overrides build (its own pipeline,
+    fusions and overlap included).  extra: more baspc arguments
+    (--device-file FILE)."""
+    return sh([baspc, spec, "-q", "--emit=ir"] + list(extra) + [a for s in sets for a in ("--set", s)]).stdout
+
+
+def predict(baspc, ir, sets):
     """The cost pass's step, compute, communication and all-to-all ms, on the
-    IR of the program that runs (its own pipeline, fusions and overlap
-    included: `baspc --emit=ir`, then `basp-opt --passes=cost`).  extra:
-    more baspc arguments (--device-file FILE)."""
-    args = list(extra) + [a for s in sets for a in ("--set", s)]
-    ir = sh([baspc, spec, "-q", "--emit=ir"] + args).stdout
+    IR of the program that runs (`basp-opt --passes=cost`)."""
     r = sh([os.path.join(os.path.dirname(baspc), "basp-opt"), "-", "--passes=cost", "-o", os.devnull], input=ir)
     m = COST_RE.search(r.stderr + r.stdout)
     if not m:
@@ -180,10 +183,8 @@ def calibrate_now(build, workdir, like):
                                          "op_overhead_s", "exp_rate", "shared_core_efficiency")}}
 
 
-def layout_of(baspc, spec, sets):
-    """(G, K) the pipeline lowers to, from the IR's config lines."""
-    args = [a for s in sets for a in ("--set", s)]
-    ir = sh([baspc, spec, "-q", "--emit=ir"] + args).stdout
+def layout_of(ir):
+    """(G, K) the pipeline lowered to, from the IR's config lines."""
     cfg = dict(re.findall(r"^config (\S+) = (\S+)", ir, re.M))
     return int(cfg.get("batch_groups", "1")), int(cfg.get("sp_size", "1"))
 
@@ -450,14 +451,16 @@ def main():
             tag = f"{lay}_b{b}_s{s}"
             binary = os.path.join(workdir, tag)
             sh([baspc, spec, "-q", "-o", binary] + [a for x in sets for a in ("--set", x)])
-            g, k = layout_of(baspc, spec, sets)
+            ir = program_ir(baspc, spec, sets)
+            g, k = layout_of(ir)
             sched = json.loads(sh([baspc, spec, "-q", "--schedule", "--json"]
                                   + [a for x in sets for a in ("--set", x)]).stdout)
             # the model as specified: the spec's nics_per_node 1 (a node's
             # ranks share its one link) and cores_per_node (they share its
             # cores); nothing adjusted by hand
-            pred = predict(baspc, spec, sets)
-            pred_now = predict(baspc, spec, sets + [f"mesh.device={calib['device']}"], now_args) if calib else None
+            pred = predict(baspc, ir, sets)
+            pred_now = predict(baspc, program_ir(baspc, spec, sets + [f"mesh.device={calib['device']}"], now_args),
+                               sets) if calib else None
             cfgs[(b, s, lay)] = {"tag": tag, "binary": binary, "G": g, "K": k, "pred": pred, "pred_now": pred_now,
                                  "a2a_bytes": sched["all_to_all"]["bytes_per_rank"],
                                  "a2a_inter_bytes": sched["all_to_all"]["inter_node_bytes_per_rank"]}

@@ -37,15 +37,7 @@ typedef struct devfile {
 
 /* The location of byte `at` of the text, `len` bytes long. */
 static sup_loc loc_at(const devfile *f, const char *at, int len) {
-    sup_loc l = {f->path, 1, 1, len};
-    for (const char *p = f->text; p < at && *p; p++) {
-        if (*p == '\n') {
-            l.line++;
-            l.col = 1;
-        } else
-            l.col++;
-    }
-    return l;
+    return fe_text_loc(f->path, f->text, (size_t)(at - f->text), len);
 }
 
 /* The location of the first "key" in the text at or after byte `from` (the

@@ -268,6 +268,10 @@ bool fe_device_file_load(const char *path);
 /* The same for text already in memory, registered as source `name`
  * (fuzz_devfile). */
 bool fe_device_text_load(const char *name, const char *text, size_t len);
+/* The location of byte `off` of text (line and column, 1-based), `len`
+ * bytes long, in source `file`: for the JSON readers (hfjson.c,
+ * devfile.c), whose parser keeps no positions. */
+sup_loc fe_text_loc(const char *file, const char *text, size_t off, int len);
 
 /* Where "block.key" was written, or the location of the block, or noloc. */
 sup_loc fe_spec_loc(const fe_spec *spec, const char *key);

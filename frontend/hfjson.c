@@ -70,17 +70,16 @@ static const char *json_type(const cJSON *j) {
 
 static bool absent(const cJSON *j) { return !j || cJSON_IsNull(j); }
 
-/* Line and column of byte `off` in text, for malformed-json messages. */
-static void line_col(const char *text, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
+sup_loc fe_text_loc(const char *file, const char *text, size_t off, int len) {
+    sup_loc l = {file, 1, 1, len};
     for (size_t i = 0; i < off && text[i]; i++) {
         if (text[i] == '\n') {
-            (*line)++;
-            *col = 1;
+            l.line++;
+            l.col = 1;
         } else
-            (*col)++;
+            l.col++;
     }
+    return l;
 }
 
 static bool hf_error(fe_pctx *ctx, sup_loc loc, const char *path, const char *field, const char *want,
@@ -345,9 +344,8 @@ static cJSON *parse_json(fe_pctx *ctx, const char *path, sup_loc loc) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!root) {
-        int line, col;
-        line_col(text, end ? (size_t)(end - text) : 0, &line, &col);
-        sup_error(loc, "malformed JSON in '%s' at line %d, column %d", path, line, col);
+        sup_loc at = fe_text_loc(NULL, text, end ? (size_t)(end - text) : 0, 1);
+        sup_error(loc, "malformed JSON in '%s' at line %d, column %d", path, at.line, at.col);
         sup_note(loc, "fix the file, or export it again with transformers' save_pretrained()");
         fe_b_error(ctx);
     } else if (!cJSON_IsObject(root)) {
