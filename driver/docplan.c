@@ -3,14 +3,15 @@
  * packed from documents of a given length distribution, for sequential
  * and balanced packing.
  *
- * With a document mask, a row's attention work is sum_i l_i^2 over its
- * documents instead of S^2 (causal: both halve), and everything else is
+ * With a document mask, a row's attention work is about sum_i l_i^2 over
+ * its documents instead of S^2 (causal: both halve), and everything else is
  * per token, the same in every row.  A batch-aware group processes its
  * B/G rows; the step waits for the slowest group.  So, for a layout whose
  * dense step is T (attention ops Ta of it):
  *
- *   step = (T - Ta) + Ta * E[ max_g f_g ],   f_g = sum over the documents
- *          in group g's rows of l^2 / ((B/G) * S^2)
+ *   step = (T - Ta) + Ta * E[ max_g f_g ],   f_g = the attention tiles
+ *          group g's rows visit over (B/G) dense causal rows' (about the
+ *          sum over its documents of l^2 / ((B/G) * S^2))
  *
  * the expectation over PLAN_STEPS sampled steps, drawn and packed as the
  * runtime does: documents longer than S cut into pieces of S, drawn with
@@ -18,9 +19,10 @@
  * pieces one by one, here a document brings all its pieces at once), the
  * last one cut so that a step holds B*S tokens; then layout_pack, and
  * layout_pack_groups for balanced packing.
- * Not modelled: the 64 x 64 tile granularity of the masked kernels (a tile
- * on a document boundary costs a whole tile), and the balance of a ring's
- * blocks, whose zig-zag order balances the causal mask but not documents. */
+ * The attention work is counted at the masked kernels' 64 x 64 tile
+ * granularity (worst_group: a tile on a document boundary costs a whole
+ * tile), not as sum l^2.  Not modelled: the balance of a ring's blocks,
+ * whose zig-zag order balances the causal mask but not documents. */
 #include "driver.h"
 
 #include <errno.h>
@@ -216,16 +218,48 @@ int pass_doc_draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout
     return n;
 }
 
+/* The masked kernels' work at their tile granularity.  The document
+ * kernels (runtime/host/kern_docattn.c; the CUDA ones' tiles are no larger)
+ * work in 64 x 64 (query, key) tiles and skip a tile only when none of its
+ * keys is visible to any of its queries, so a tile on a document boundary
+ * costs a whole tile.  Query tile i's first visible key is the start of the
+ * document of its first query (documents lie back to back, so every key
+ * tile from there to the diagonal holds a key of that document): it visits
+ * tiles start / 64 .. i.  A row's tiles over the dense causal row's
+ * T (T + 1) / 2 are its share of the dense attention work: bench_docattn
+ * measured forward + backward at 0.132 and 0.259 of dense where this share
+ * was 0.136 and 0.246 and sum l^2 / S^2 only 0.114 and 0.208
+ * (bench/README.md, "docattn_bench.c"). */
+enum { PLAN_TILE = 64 };
+
+double drv_doc_tile_share(const layout_slot *s, int ns, int64_t S) {
+    if (S <= 0) return 1;
+    int64_t *start = sup_xmalloc(sizeof *start * (size_t)S), T = (S + PLAN_TILE - 1) / PLAN_TILE;
+    for (int64_t c = 0; c < S; c++) start[c] = c; /* a column no slot covers: a document of its own */
+    for (int i = 0; i < ns; i++)
+        for (int64_t c = s[i].col; c < s[i].col + s[i].len && c < S; c++) start[c] = s[i].col;
+    double tiles = 0;
+    for (int64_t t = 0; t < T; t++) tiles += (double)(t - start[t * PLAN_TILE] / PLAN_TILE + 1);
+    free(start);
+    return tiles / ((double)T * (double)(T + 1) / 2);
+}
+
 /* The attention work of the slowest group over the dense causal rows':
- * the groups' sum l^2 (layout_pack_imbalance's costs with linear 0). */
+ * the mean over its B/G rows of their tile shares. */
 static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, int G) {
-    double *c = malloc(sizeof *c * (size_t)G), mx = 0;
-    if (!c || layout_pack_imbalance(s, ns, B, G, 0, c) <= 0) {
-        free(c);
-        return 1;
+    layout_slot *row = sup_xmalloc(sizeof *row * (size_t)(ns > 0 ? ns : 1));
+    double mx = 0;
+    for (int g = 0; g < G; g++) {
+        double c = 0;
+        for (int64_t r = g * (B / G); r < (g + 1) * (B / G); r++) {
+            int n = 0;
+            for (int i = 0; i < ns; i++)
+                if (s[i].row == r) row[n++] = s[i];
+            c += drv_doc_tile_share(row, n, S);
+        }
+        mx = fmax(mx, c / (double)(B / G));
     }
-    for (int g = 0; g < G; g++) mx = fmax(mx, c[g] / ((double)(B / G) * (double)S * (double)S));
-    free(c);
+    free(row);
     return mx;
 }
 

@@ -113,6 +113,11 @@ void pass_doc_lengths_free(pass_doc_lengths *d);
  * predicts with DRV_PLAN_STEPS of them. */
 enum { DRV_PLAN_STEPS = 64 };
 int pass_doc_draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout_doc *out);
+/* The share of one row's dense causal attention that the document-masked
+ * kernels do for the documents at slots s[0..ns) of that row (their col and
+ * len; row is not read), a row of S tokens: the 64 x 64 tiles they visit
+ * over the dense row's (docplan.c). */
+double drv_doc_tile_share(const layout_slot *s, int ns, int64_t S);
 
 /* batch_aware dynamic's predicted step (dynamic.c) for a checked dynamic
  * spec: built (drv_dynamic_compile) and costed per variant; with docs, the

@@ -338,9 +338,9 @@ static double dyn_micro(const fe_spec *spec, const dyn_costs *c, const layout_do
     for (int i = 0; i < ng; i++) {
         int k = 0;
         while (k < c->n && c->size[k] != g[i].size) k++;
-        double w = 0, row = (double)g[i].size * (double)T;
-        for (int s = g[i].slot0; s < g[i].slot0 + g[i].nslots; s++) w += (double)sl[s].len * (double)sl[s].len;
-        double t = c->micro_ms[k] - c->attn_ms[k] + c->attn_ms[k] * w / (row * row);
+        /* the group's row of size x T tokens, at the masked kernels' tiles */
+        double w = drv_doc_tile_share(sl + g[i].slot0, g[i].nslots, (int64_t)g[i].size * T);
+        double t = c->micro_ms[k] - c->attn_ms[k] + c->attn_ms[k] * w;
         if (t > worst) worst = t, *slow = k;
     }
     *imbalance = ng > 0 ? layout_dyn_imbalance(g, ng) : 1;
