@@ -72,7 +72,7 @@ def pipeline(baspc):
     """The default pass pipeline, as baspc --help names it."""
     out = cs.sh([baspc, "--help"], check=False).stdout
     m = re.search(r"default pipeline\s*\n?\s*\(([a-z,\-]+)\)", out)
-    return m.group(1) if m else "batch-aware,ulysses,ring,two-level,place,zero,fuse-loss,fuse-elem,attention-lse,recompute"
+    return m.group(1) if m else "batch-aware,ulysses,ring,two-level,place,zero,fuse-loss,fuse-elem,fuse-rope,attention-lse,recompute"
 
 
 def traffic(baspc, spec, sets):

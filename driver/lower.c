@@ -415,6 +415,7 @@ static void copy_config(ir_module *m, const fe_spec *s, const layout_choice *c) 
     if (s->train.overlap) ir_config_set_int(m, "overlap", 1);
     if (!s->train.fuse_loss) ir_config_set_int(m, "fuse_loss", 0); /* absent: on */
     if (!s->train.fuse_elem) ir_config_set_int(m, "fuse_elem", 0);
+    if (!s->train.fuse_rope) ir_config_set_int(m, "fuse_rope", 0);
     if (!s->train.attention_lse) ir_config_set_int(m, "attention_lse", 0);
     if (s->train.attention_chunks > 1) ir_config_set_int(m, "attention_chunks", s->train.attention_chunks);
     if (s->train.documents) { /* absent: one token stream, no document masks */

@@ -74,6 +74,7 @@ static const fe_keydef train_keys[] = {
     {"overlap", FE_K_BOOL, F(train.overlap), 0, "overlap on"},
     {"fuse_loss", FE_K_BOOL, F(train.fuse_loss), 0, "fuse_loss off"},
     {"fuse_elem", FE_K_BOOL, F(train.fuse_elem), 0, "fuse_elem off"},
+    {"fuse_rope", FE_K_BOOL, F(train.fuse_rope), 0, "fuse_rope off"},
     {"attention_lse", FE_K_BOOL, F(train.attention_lse), 0, "attention_lse off"},
     {"eot_token", FE_K_COUNT, I64(train.eot_token), "eot_token 50256"},
     {"packing", FE_K_NAME, NAME(train.packing), "packing balanced"},

@@ -154,6 +154,10 @@ typedef struct fe_train {
     /* Each residual add and the norm next to it in one op, forward and
      * backward (passes/pass_fuse_elem.c); default on. */
     bool fuse_elem;
+    /* Each RoPE rotation done by the sequence exchange next to it, while it
+     * packs q and k (backward: while it unpacks their gradients)
+     * (passes/pass_fuse_rope.c); default on. */
+    bool fuse_rope;
     /* Each attention forward's softmax statistics a value of the step that
      * its backward reads, placed by the memory plan and movable by offload
      * (passes/pass_attention_lse.c); default on.  Off: the backends keep

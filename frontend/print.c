@@ -115,6 +115,7 @@ static void print_train(FILE *out, const fe_spec *spec) {
     if (t->overlap) fprintf(out, "  overlap on\n");
     if (!t->fuse_loss) fprintf(out, "  fuse_loss off\n"); /* on, the default, is left out */
     if (!t->fuse_elem) fprintf(out, "  fuse_elem off\n");
+    if (!t->fuse_rope) fprintf(out, "  fuse_rope off\n");
     if (!t->attention_lse) fprintf(out, "  attention_lse off\n");
     if (t->documents) fprintf(out, "  documents on\n  eot_token %" PRId64 "\n  packing %s\n", t->eot_token, t->packing);
     fprintf(out, "}\n");

@@ -222,6 +222,7 @@ static void train_defaults(fe_spec *s) {
     if (!fe_given(s, "train.offload")) snprintf(t->offload, sizeof t->offload, "none");
     if (!fe_given(s, "train.fuse_loss")) t->fuse_loss = true;
     if (!fe_given(s, "train.fuse_elem")) t->fuse_elem = true;
+    if (!fe_given(s, "train.fuse_rope")) t->fuse_rope = true;
     if (!fe_given(s, "train.attention_lse")) t->attention_lse = true;
     if (!fe_given(s, "train.packing")) snprintf(t->packing, sizeof t->packing, "balanced");
     if (!fe_given(s, "layout.sequence")) snprintf(s->layout.sequence, sizeof s->layout.sequence, "ulysses");

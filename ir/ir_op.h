@@ -57,6 +57,12 @@ static inline void ir_ws_raise(int64_t *slot, int64_t b) {
     if (b > *slot) *slot = b;
 }
 
+/* RoPE's workspace for rotating value v ([b,s,H,Dh]) in op op: the rope
+ * ops' (ir_op_elem.c), and the exchange's that rotates as it packs
+ * (ir_op_coll.c). */
+void ir_ws_cpu_rope_of(const ir_module *m, const ir_op *op, const ir_value *v, int64_t *w);
+void ir_ws_cuda_rope_of(const ir_module *m, const ir_op *op, const ir_value *v, int64_t *w);
+
 /* n * k, or -1 on overflow (n, k >= 0). */
 static inline int64_t ir_mem_mul(int64_t n, int64_t k) { return k != 0 && n > INT64_MAX / k ? -1 : n * k; }
 

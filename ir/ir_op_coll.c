@@ -4,6 +4,8 @@
  * exactly as the collective says (rule 5 of ir/README.md). */
 #include "ir_op.h"
 
+#include <inttypes.h>
+
 /* ---- verify (ir/README.md rule 5) -------------------------------------------- */
 
 /* An integer attr in [0, rank); -1 (reported) when missing or out of range. */
@@ -92,6 +94,45 @@ static void want_nested(ir_vctx *c, const ir_value *coarse, const ir_value *fine
             concat ? "whole" : "sharded by it", concat ? "G x it" : "G", concat ? "G" : "G x it", gn);
 }
 
+/* RoPE done by the exchange (pass fuse-rope): bit k of attr rope rotates
+ * pair k's operand as it is packed, bit k of rope_bwd rotates its result
+ * back as it is unpacked.  The rotated side is [b,s,H,Dh], Dh even and
+ * whole, exchanged seq -> heads (split 2, concat 1) or back (split 1,
+ * concat 2), and every rotated side of one exchange has one b and s, as
+ * the runtime takes one slice's positions for them all. */
+static void check_rope(ir_vctx *c, const ir_op *op, int split, int concat) {
+    int64_t fwd = ir_attr_int(op, "rope", 0), bwd = ir_attr_int(op, "rope_bwd", 0), all = (1 << op->nin) - 1;
+    if (!fwd && !bwd) return;
+    if (fwd < 0 || bwd < 0 || (fwd & ~all) || (bwd & ~all) || (fwd && bwd)) {
+        ir_verr(c, sup_noloc(),
+                "rope = %" PRId64 ", rope_bwd = %" PRId64 ": each is a mask of this exchange's %d pair(s) "
+                "(bit k: pair k), and one exchange rotates one way",
+                fwd, bwd, op->nin);
+        return;
+    }
+    if (fwd ? split != 2 || concat != 1 : split != 1 || concat != 2) {
+        ir_verr(c, sup_noloc(), "%s rotates [b,s,H,Dh] values exchanged %s, not split %d, concat %d",
+                fwd ? "rope" : "rope_bwd",
+                fwd ? "seq -> heads (split 2, concat 1)" : "heads -> seq (split 1, concat 2)", split, concat);
+        return;
+    }
+    const ir_value *first = NULL;
+    for (int k = 0; k < op->nin; k++) {
+        if (!((fwd | bwd) >> k & 1)) continue;
+        const ir_value *v = ir_vv(c, fwd ? op->in[k] : op->out[k]);
+        if (v->type.rank != 4 || v->type.dims[3] % 2 || v->type.shard[3] >= 0)
+            ir_verr(c, sup_noloc(), "%%%s is rotated by the exchange, so it must be [b,s,H,Dh] with Dh even and whole",
+                    v->name);
+        else if (first && (v->type.dims[0] != first->type.dims[0] || v->type.dims[1] != first->type.dims[1] ||
+                           v->type.shard[0] != first->type.shard[0] || v->type.shard[1] != first->type.shard[1]))
+            ir_verr(c, sup_noloc(),
+                    "%%%s and %%%s are rotated by one exchange, so they need one batch and sequence "
+                    "layout",
+                    first->name, v->name);
+        first = first ? first : v;
+    }
+}
+
 /* all_to_all x_i -> y_i over g: concat dim goes from sharded by g to whole,
  * split dim from whole to sharded by g; or, nested, from G x g to G and from
  * G to G x g. */
@@ -106,6 +147,7 @@ static void check_all_to_all(ir_vctx *c, const ir_op *op, int g) {
     if (fanout > 1 && fanin > 1) ir_verr(c, sup_noloc(), "fanout and fanin cannot both be greater than 1");
     if (split >= 0 && split == concat) ir_verr(c, sup_noloc(), "split and concat are the same dim (%d)", split);
     if (split < 0 || concat < 0 || split == concat || g < 0) return;
+    check_rope(c, op, split, concat);
     for (int i = 0; i < op->nin; i++) {
         const ir_value *x = ir_vv(c, op->in[i]), *y = ir_vv(c, op->out[i]);
         if (!same_kind(c, x, y)) continue;
@@ -222,11 +264,33 @@ static void staging_reduce_scatter(const ir_module *m, const ir_op *op, int64_t 
 }
 
 /* CUDA: the same staging in bf16, in device workspaces of its own. */
+/* The first value an exchange rotates (attr rope or rope_bwd), or NULL. */
+static const ir_value *rotated(const ir_module *m, const ir_op *op) {
+    int64_t fwd = ir_attr_int(op, "rope", 0), bwd = ir_attr_int(op, "rope_bwd", 0);
+    for (int k = 0; k < op->nin && k < op->nout; k++)
+        if ((fwd | bwd) >> k & 1) return &m->values[fwd ? op->in[k] : op->out[k]];
+    return NULL;
+}
+
 static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w) {
     int64_t e[2] = {0, 0};
     staging_all_to_all(m, op, e);
     ir_ws_raise(&w[CM_WS_CUDA_SEND], 2 * e[0]);
     ir_ws_raise(&w[CM_WS_CUDA_RECV], 2 * e[1]);
+    /* Rotating while it packs, the exchange takes RoPE's table of every
+     * position 0 .. seq_len-1 and the slice's positions (b x s), besides
+     * what the rope kernel it runs after a summed unpack takes. */
+    const ir_value *v = rotated(m, op);
+    if (!v || v->type.rank != 4) return;
+    ir_ws_cuda_rope_of(m, op, v, w);
+    ir_ws_raise(&w[CM_WS_CUDA_ROPE], 4 * ir_op_config_int(m, op, "seq_len", 0) * v->type.dims[3] + 1);
+    ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * ir_type_max_local_dim(m, &v->type, 0) * ir_type_max_local_dim(m, &v->type, 1));
+}
+
+/* The CPU exchange rotates with the rope kernels' own cached table. */
+static void ws_cpu_all_to_all(const ir_module *m, const ir_op *op, int64_t *w) {
+    const ir_value *v = rotated(m, op);
+    if (v) ir_ws_cpu_rope_of(m, op, v, w);
 }
 
 static void ws_cuda_all_gather(const ir_module *m, const ir_op *op, int64_t *w) {
@@ -264,9 +328,16 @@ static bool int_attr(ir_emit *e, const char *key, int64_t *v) {
     return false;
 }
 
+/* An exchange that rotates (fuse-rope) calls rt_all_to_all_rope(_start)
+ * with the pairs it rotates and the rotated slice's row0, pos0 and theta,
+ * as rt_rope would get them (emit_rope). */
 static void emit_all_to_all(ir_emit *e) {
-    int64_t split, concat;
-    ir_emit_call(e);
+    int64_t split, concat, rope = ir_attr_int(e->op, "rope", 0), rope_bwd = ir_attr_int(e->op, "rope_bwd", 0);
+    const ir_value *v = rotated(e->m, e->op);
+    if (v)
+        e->call(e, ir_op_async(e->op) ? "rt_all_to_all_rope_start" : "rt_all_to_all_rope");
+    else
+        ir_emit_call(e);
     if (!emit_group_arg(e) || !int_attr(e, "split", &split) || !int_attr(e, "concat", &concat)) return;
     ir_emit_int(e, split);
     ir_emit_int(e, concat);
@@ -275,6 +346,16 @@ static void emit_all_to_all(ir_emit *e) {
     ir_emit_int(e, e->op->nin);
     e->values(e, e->op->in, e->op->nin);
     e->values(e, e->op->out, e->op->nout);
+    if (v) {
+        ir_emit_int(e, rope);
+        ir_emit_int(e, rope_bwd);
+        ir_emit_row0(e, v);
+        if (v->type.shard[1] >= 0)
+            e->group_pos(e, v->type.shard[1], ir_type_max_local_dim(e->m, &v->type, 1));
+        else
+            ir_emit_int(e, 0);
+        ir_emit_dbl(e, ir_emit_attr_or_config(e, "theta", "rope_theta"));
+    }
     ir_emit_end(e);
 }
 
@@ -333,6 +414,7 @@ const ir_op_desc ir_op_all_to_all = {
     .verify = verify_all_to_all,
     .keeps_weight = true,
     .staging = staging_all_to_all,
+    .ws_cpu = ws_cpu_all_to_all,
     .ws_cuda = ws_cuda_all_to_all,
     .comm = IR_COMM_ALL_TO_ALL,
     .rt_fn = "rt_all_to_all",

@@ -23,28 +23,36 @@ static void verify_rope(ir_vctx *c, const ir_op *op) { check_elementwise(c, op, 
 /* The CPU RoPE (runtime/host/kern_basic.c rope_table_get): the cos/sin
  * table of the local positions and one float more; with explicit positions
  * (the ring's zig-zag order, packed documents) also a copy of them. */
-static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w) {
-    if (op->nin < 1 || m->values[op->in[0]].type.rank != 4) return;
+void ir_ws_cpu_rope_of(const ir_module *m, const ir_op *op, const ir_value *v, int64_t *w) {
+    if (v->type.rank != 4) return;
     bool docs = ir_config_int(m, "documents", 0) != 0;
-    const ir_type *x = &m->values[op->in[0]].type;
+    const ir_type *x = &v->type;
     int64_t S = ir_type_max_local_dim(m, x, 1), b = (S * x->dims[3] + 1) * 4;
     if (ir_op_config_int(m, op, "seq_ring", 0) > 1 || docs) /* the table keeps a copy of the positions */
         b += 8 * S;
     ir_ws_raise(&w[CM_WS_CPU_ROPE], b);
 }
 
+static void ws_cpu_rope(const ir_module *m, const ir_op *op, int64_t *w) {
+    if (op->nin >= 1) ir_ws_cpu_rope_of(m, op, &m->values[op->in[0]], w);
+}
+
 /* The CUDA RoPE: the rotation table (in the ring's zig-zag order, and
  * within packed documents, one table covers all seq_len positions), the
  * zig-zag positions, and with documents every row's positions within them. */
-static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w) {
+void ir_ws_cuda_rope_of(const ir_module *m, const ir_op *op, const ir_value *v, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
-    const ir_type *x = &m->values[op->in[0]].type;
+    const ir_type *x = &v->type;
     bool zigzag = ir_op_config_int(m, op, "seq_ring", 0) > 1;
     int64_t rows = zigzag || docs ? ir_op_config_int(m, op, "seq_len", 0) : ir_type_max_local_dim(m, x, 1);
     if (x->rank != 4) return;
     ir_ws_raise(&w[CM_WS_CUDA_ROPE], 4 * rows * x->dims[3] + 1);
     if (zigzag) ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs) ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * ir_type_max_local_dim(m, x, 0) * ir_type_max_local_dim(m, x, 1));
+}
+
+static void ws_cuda_rope(const ir_module *m, const ir_op *op, int64_t *w) {
+    if (op->nin >= 1) ir_ws_cuda_rope_of(m, op, &m->values[op->in[0]], w);
 }
 
 /* ---- work (the cost model's inputs) --------------------------------------------- */

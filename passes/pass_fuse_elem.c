@@ -84,35 +84,9 @@ static void fuse_forward(ir_module *m, pass_edits *e, int a, int r) {
     pass_edits_remove(e, a);
 }
 
-/* Per value, its readers other than frees: how many, the last one, and the
- * free that releases it (-1: none), from one pass over the step. */
-typedef struct fe_uses {
-    int *nread, *reader, *freed;
-} fe_uses;
-
-static fe_uses uses_of(const ir_module *m) {
-    fe_uses u = {sup_xcalloc((size_t)m->nvalues + 1, sizeof(int)), sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1)),
-                 sup_xmalloc(sizeof(int) * (size_t)(m->nvalues + 1))};
-    for (int v = 0; v < m->nvalues; v++) u.reader[v] = u.freed[v] = -1;
-    for (int i = 0; i < m->nops; i++) {
-        const ir_op *op = &m->ops[i];
-        for (int k = 0; k < op->nin; k++) {
-            int v = op->in[k];
-            if (v < 0 || v >= m->nvalues || (k > 0 && v == op->in[k - 1])) continue; /* add %a, %a reads once */
-            if (op->code == IR_FREE) {
-                u.freed[v] = i;
-            } else {
-                u.nread[v]++;
-                u.reader[v] = i;
-            }
-        }
-    }
-    return u;
-}
-
 /* The backward pair starting at rmsnorm_bwd r: the index of the add that
  * is the only reader of its dx (frees aside), or -1. */
-static int backward_add(const ir_module *m, const fe_uses *u, int r) {
+static int backward_add(const ir_module *m, const pu_uses *u, int r) {
     int dx = m->ops[r].out[0], a = u->reader[dx];
     if (u->nread[dx] != 1 || a <= r || m->ops[a].code != IR_ADD) return -1;
     const ir_op *add = &m->ops[a];
@@ -123,7 +97,7 @@ static int backward_add(const ir_module *m, const fe_uses *u, int r) {
 
 /* `%ds, %dw = add_rmsnorm_bwd %dy, %s, %w, %dr` at r in place of the norm's
  * backward r and the add a; dx's free goes too. */
-static void fuse_backward(ir_module *m, pass_edits *e, const fe_uses *u, int r, int a) {
+static void fuse_backward(ir_module *m, pass_edits *e, const pu_uses *u, int r, int a) {
     int dx = m->ops[r].out[0];
     const ir_op *add = &m->ops[a];
     ir_op op = m->ops[r];
@@ -143,7 +117,7 @@ bool pass_fuse_elem(ir_module *m, const pass_options *opt) {
         return true;
     }
     pass_edits e = {0};
-    fe_uses u = uses_of(m);
+    pu_uses u = pu_uses_of(m);
     int fwd = 0, bwd = 0;
     /* An add is fused at most once: a forward sum read by two norms (never
      * in a lowered step) pairs with the first. */
@@ -160,7 +134,8 @@ bool pass_fuse_elem(ir_module *m, const pass_options *opt) {
             bwd++;
         }
     }
-    free(taken), free(u.nread), free(u.reader), free(u.freed);
+    free(taken);
+    pu_uses_free(&u);
     pass_edits_apply(m, &e);
     if (fwd + bwd)
         pu_remark(

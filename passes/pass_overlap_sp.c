@@ -77,21 +77,33 @@ static bool kernel(const ir_op *op) {
 }
 
 /* The exchange x with only pair b (blocking), or with every pair but b
- * (started). */
+ * (started); the pairs it rotates (fuse-rope's masks) renumbered. */
 static ir_op part_of(const ir_op *x, int b, bool started) {
     ir_op p = *x;
+    int64_t rope = ir_attr_int(x, "rope", 0), rope_bwd = ir_attr_int(x, "rope_bwd", 0), pr = 0, pb = 0;
     p.nin = p.nout = 0;
     for (int k = 0; k < x->nin; k++)
         if ((k == b) != started) {
+            pr |= (rope >> k & 1) << p.nin;
+            pb |= (rope_bwd >> k & 1) << p.nin;
             p.in[p.nin++] = x->in[k];
             p.out[p.nout++] = x->out[k];
         }
+    const ir_attr *theta = ir_attr_get(x, "theta");
+    bool rotates = rope || rope_bwd;
+    if (rotates) { /* the part's own pairs, before async, layer and phase */
+        ir_attr_remove(&p, "rope"), ir_attr_remove(&p, "rope_bwd"), ir_attr_remove(&p, "theta");
+        ir_attr_remove(&p, "layer"), ir_attr_remove(&p, "phase");
+        if (pr) ir_attr_set_int(&p, "rope", pr);
+        if (pb) ir_attr_set_int(&p, "rope_bwd", pb);
+        if ((pr || pb) && theta) p.attrs[p.nattrs++] = *theta;
+    }
     if (started) {
         ir_attr_remove(&p, "layer");
         ir_attr_remove(&p, "phase");
         ir_attr_set_int(&p, "async", 1);
-        pu_tag_like(&p, x);
     }
+    if (started || rotates) pu_tag_like(&p, x);
     return p;
 }
 

@@ -85,6 +85,31 @@ bool pu_reads(const ir_op *op, int v) {
     return false;
 }
 
+pu_uses pu_uses_of(const ir_module *m) {
+    size_t n = (size_t)m->nvalues + 1;
+    pu_uses u = {sup_xcalloc(n, sizeof(int)), sup_xmalloc(sizeof(int) * n), sup_xmalloc(sizeof(int) * n),
+                 sup_xmalloc(sizeof(int) * n)};
+    for (int v = 0; v < m->nvalues; v++) u.reader[v] = u.freed[v] = u.def[v] = -1;
+    for (int i = 0; i < m->nops; i++) {
+        const ir_op *op = &m->ops[i];
+        for (int k = 0; k < op->nout; k++)
+            if (op->out[k] >= 0 && op->out[k] < m->nvalues) u.def[op->out[k]] = i;
+        for (int k = 0; k < op->nin; k++) {
+            int v = op->in[k];
+            if (v < 0 || v >= m->nvalues || (k > 0 && v == op->in[k - 1])) continue;
+            if (op->code == IR_FREE) {
+                u.freed[v] = i;
+            } else {
+                u.nread[v]++;
+                u.reader[v] = i;
+            }
+        }
+    }
+    return u;
+}
+
+void pu_uses_free(pu_uses *u) { free(u->nread), free(u->reader), free(u->freed), free(u->def); }
+
 int pu_first_use(const ir_module *m, int v, int start) {
     for (int i = start; i < m->nops; i++)
         if (pu_reads(&m->ops[i], v)) return i;

@@ -34,6 +34,15 @@ int pu_count_ops(const ir_module *m, ir_opcode code);
 int pu_first_use(const ir_module *m, int v, int start);
 /* True when op reads value v. */
 bool pu_reads(const ir_op *op, int v);
+/* Per value, from one walk over the step: its readers other than frees
+ * (how many: an op reading it twice counts once when the operands are
+ * adjacent, `add %a, %a`; and the last one), the free that releases it
+ * and the op defining it (-1: none).  The fusion passes' rules read them. */
+typedef struct pu_uses {
+    int *nread, *reader, *freed, *def;
+} pu_uses;
+pu_uses pu_uses_of(const ir_module *m);
+void pu_uses_free(pu_uses *u);
 
 /* A remark, unless the options ask for quiet. */
 void pu_remark(const pass_options *opt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

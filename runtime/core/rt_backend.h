@@ -15,7 +15,7 @@
  *     rt_rope(_bwd), rt_attention(_bwd), rt_ring_attention(_bwd),
  *     rt_swiglu(_bwd), rt_mlp(_bwd), rt_bias_add(_bwd), rt_add,
  *     rt_lm_head_loss(_bwd), each counted with rt_kern_count; the
- *     collectives rt_all_to_all, rt_all_gather, rt_reduce_scatter,
+ *     collectives rt_all_to_all, rt_all_to_all_rope, rt_all_gather, rt_reduce_scatter,
  *     rt_all_reduce (each also as _start), rt_wait, rt_send, rt_recv, each
  *     counted with rt_coll_count; the copies rt_offload, rt_fetch.
  *
@@ -174,6 +174,11 @@ int64_t rt_a2a_recv_base(const rt_a2a_geom *G, int p);
 /* Checks the fused exchange (n pairs, fanout/fanin) and plans each pair. */
 void rt_a2a_plan_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                      const int *outs, rt_a2a_geom *G);
+/* Checks the pairs an exchange rotates (rt_all_to_all_rope: bit k of rope,
+ * rope_bwd) and returns the rotated side's local batch, sequence and head
+ * sizes (-1 when none is rotated). */
+void rt_a2a_rope_check(rt_ctx *rt, const rt_a2a_geom *G, int n, int rope, int rope_bwd, int64_t *b, int64_t *s,
+                       int64_t *Dh);
 /* The per-peer counts and displacements (elements) of the fused exchange
  * of the n pairs G over a set of K ranks, this one at position me: chunk q
  * holds the n pairs' pieces for peer q one after the other.  cnt (4K

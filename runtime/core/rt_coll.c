@@ -181,6 +181,29 @@ void rt_a2a_plan_all(rt_ctx *rt, int g, int split, int concat, int fanout, int f
     }
 }
 
+void rt_a2a_rope_check(rt_ctx *rt, const rt_a2a_geom *G, int n, int rope, int rope_bwd, int64_t *b, int64_t *s,
+                       int64_t *Dh) {
+    RT_CHECK(!(rope & rope_bwd) && (rope | rope_bwd) >> n == 0, "all_to_all: rope pairs 0x%x / 0x%x of %d", rope,
+             rope_bwd, n);
+    *b = *s = *Dh = -1;
+    for (int i = 0; i < n; i++) {
+        bool fwd = rope >> i & 1, bwd = rope_bwd >> i & 1;
+        if (!fwd && !bwd) continue;
+        const rt_value_desc *v = fwd ? G[i].xd : G[i].yd;
+        RT_CHECK(v->rank == 4 && G[i].split == (fwd ? 2 : 1) && G[i].concat == (fwd ? 1 : 2) && G[i].I == v->dims[3] &&
+                     v->dims[3] % 2 == 0 && G[i].M == 1,
+                 "all_to_all %s: RoPE fused into an exchange needs [b,s,H,Dh] (Dh even and whole) exchanged "
+                 "%s",
+                 v->name, fwd ? "seq -> heads (split 2, concat 1)" : "heads -> seq (split 1, concat 2)");
+        int64_t ld[RT_MAX_RANK];
+        rt_local_dims(rt, (int)(v - rt->p->values), ld);
+        int64_t lb = ld[0], ls = ld[1];
+        RT_CHECK(*b < 0 || (*b == lb && *s == ls && *Dh == v->dims[3]),
+                 "all_to_all %s: the rotated values of one exchange differ in batch, sequence or head size", v->name);
+        *b = lb, *s = ls, *Dh = v->dims[3];
+    }
+}
+
 /* Both backends lay out their send and receive staging alike: chunk q
  * holds the n pairs' pieces for peer q one after the other. */
 rt_a2a_sizes rt_a2a_counts(const rt_a2a_geom *G, int n, int K, int me, int64_t *cnt) {

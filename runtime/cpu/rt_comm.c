@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../data/rt_data.h"
+#include "../host/rt_host.h"
 #include "rt_cpu.h"
 
 static void cpu_count(rt_ctx *rt, rt_coll_kind k, int64_t bytes, double t0) {
@@ -65,6 +67,104 @@ static void cpu_a2a_unpack(const rt_a2a_geom *G, char *y, const char *src, int p
         }
 }
 
+/* ---- RoPE in the exchange (rt_all_to_all_rope) -------------------------------------
+ * The rotated side of a pair is [b, s, H, Dh] sharded along s (checked by
+ * rt_a2a_rope_check): a run of I = Dh elements is one head of one token,
+ * token (o, xa) of the operand in the pack of a seq -> heads exchange
+ * (dim a is the sequence, M = 1), token (o, ya) of the result in the
+ * unpack of a heads -> seq one.  Each batch row's angles are the host
+ * kernels' cached table of its positions (kern_rope_rows), the very floats
+ * rt_rope would use, so a run rotated here equals rt_rope's bit for bit.
+ * The rows are walked batch row by batch row, every peer's chunk inside,
+ * so the table is made once per row even when each row has positions of
+ * its own (packed documents). */
+typedef struct cpu_a2a_rope {
+    int fwd, bwd; /* bit k: pair k rotated while packed / rotated back while unpacked */
+    int64_t row0, pos0, b, s, Dh;
+    double theta;
+    int64_t *pos; /* [b, s] explicit positions (documents, the ring's order); NULL: pos0 + si */
+    kern_rope_scaling sc_buf;
+    const kern_rope_scaling *sc;
+} cpu_a2a_rope;
+
+static void cpu_a2a_rope_init(rt_ctx *rt, cpu_a2a_rope *R, const rt_a2a_geom *G, int n, int rope, int rope_bwd,
+                              int64_t row0, int64_t pos0, double theta) {
+    *R = (cpu_a2a_rope){.fwd = rope, .bwd = rope_bwd, .row0 = row0, .pos0 = pos0, .theta = theta};
+    if (!rope && !rope_bwd) return;
+    rt_a2a_rope_check(rt, G, n, rope, rope_bwd, &R->b, &R->s, &R->Dh);
+    R->sc = cpu_rope_scaling_of(rt->p, &R->sc_buf);
+    if (rt->docs || rt->p->seq_ring > 1) {
+        R->pos = RT_MALLOC(sizeof(int64_t) * (size_t)(R->b * R->s > 0 ? R->b * R->s : 1));
+        rt_rope_positions(rt, row0, R->b, pos0, R->s, R->pos);
+    }
+}
+
+/* Batch row o's table, [s, Dh/2] each. */
+static void cpu_a2a_rope_row(const cpu_a2a_rope *R, int64_t o, const float **cs, const float **sn) {
+    kern_rope_rows(cs, sn, R->s, R->Dh, R->pos ? R->pos + o * R->s : NULL, R->pos0, R->theta, R->sc);
+}
+
+/* Pair i's pieces of every chunk, rotated: dst + off[q] is peer q's piece
+ * (cpu_a2a_pack's layout). */
+static void cpu_a2a_pack_rope(const rt_a2a_geom *G, char *dst, const int64_t *off, const char *x, int K,
+                              const cpu_a2a_rope *R) {
+    int64_t half = R->Dh / 2, I = G->I;
+    const float *xf = (const float *)(const void *)x;
+    for (int64_t o = 0; o < G->O; o++) {
+        const float *cs, *sn;
+        cpu_a2a_rope_row(R, o, &cs, &sn);
+        for (int q = 0; q < K; q++) {
+            int64_t base = rt_a2a_send_base(G, q), ns = rt_dim_len(G->p, G->yd, G->split, (int)G->spos0 + q);
+            float *d = (float *)(void *)(dst + off[q] * 4) + o * G->lxc * ns * I;
+            for (int64_t ka = 0; ka < G->lxc; ka++)
+                for (int64_t kb = 0; kb < ns; kb++, d += I) {
+                    int64_t xb = (base + kb) / G->fo - G->xs0;
+                    kern_rope_run(d, xf + ((o * G->xa + ka) * G->xb + xb) * I, I, cs + ka * half, sn + ka * half, 1.0f);
+                }
+        }
+    }
+}
+
+/* Pair i's pieces of every received chunk (src + off[p]: peer p's), rotated
+ * back into y (no fanin: each entry of y arrives once). */
+static void cpu_a2a_unpack_rope(const rt_a2a_geom *G, char *y, const char *src, const int64_t *off, int K,
+                                const cpu_a2a_rope *R) {
+    int64_t half = R->Dh / 2, I = G->I;
+    float *yf = (float *)(void *)y;
+    for (int64_t o = 0; o < G->O; o++) {
+        const float *cs, *sn;
+        cpu_a2a_rope_row(R, o, &cs, &sn);
+        for (int p = 0; p < K; p++) {
+            int64_t base = rt_a2a_recv_base(G, p), nc = rt_dim_len(G->p, G->xd, G->concat, (int)G->cpos0 + p);
+            const float *s = (const float *)(const void *)(src + off[p] * 4) + o * G->nvy * nc * I;
+            for (int64_t ka = 0; ka < G->nvy; ka++)
+                for (int64_t kb = 0; kb < nc; kb++, s += I) {
+                    int64_t yb = base + kb - G->yc0;
+                    kern_rope_run(yf + ((o * G->ya + ka) * G->yb + yb) * I, s, I, cs + ka * half, sn + ka * half,
+                                  -1.0f);
+                }
+        }
+    }
+}
+
+/* y [b, s, H, Dh] rotated back in place, every head of every token: after
+ * a summing unpack (fanin), as rt_rope_bwd after the exchange would.  Not
+ * through rt_rope_bwd itself: a started exchange unpacks inside rt_wait,
+ * where a kernel call's progress of the collectives in flight must not
+ * run again. */
+static void cpu_a2a_rope_back(float *y, int64_t H, const cpu_a2a_rope *R) {
+    int64_t half = R->Dh / 2;
+    for (int64_t o = 0; o < R->b; o++) {
+        const float *cs, *sn;
+        cpu_a2a_rope_row(R, o, &cs, &sn);
+        for (int64_t si = 0; si < R->s; si++)
+            for (int64_t h = 0; h < H; h++) {
+                float *r = y + ((o * R->s + si) * H + h) * R->Dh;
+                kern_rope_run(r, r, R->Dh, cs + si * half, sn + si * half, -1.0f);
+            }
+    }
+}
+
 /* One exchange from its pack to its unpack: the blocking call does all of
  * it at once; a started one (IR async = 1) is posted here and unpacked at
  * its wait (rt_async.c calls cpu_a2a_finish), so everything the unpack and
@@ -76,8 +176,9 @@ typedef struct cpu_a2a_xfer {
     int n, K;
     int outs[RT_A2A_MAX];
     rt_a2a_geom G[RT_A2A_MAX];
-    int64_t *cnt; /* per peer: send counts, send displacements, receive counts, receive displacements */
-    int *ic;      /* the same as MPI's ints, for an MPI_Alltoallv (NULL when every chunk has one size) */
+    cpu_a2a_rope R; /* the pairs rotated (none for rt_all_to_all) */
+    int64_t *cnt;   /* per peer: send counts, send displacements, receive counts, receive displacements */
+    int *ic;        /* the same as MPI's ints, for an MPI_Alltoallv (NULL when every chunk has one size) */
     char *rbuf;
     int64_t sent; /* elements sent to other ranks */
 } cpu_a2a_xfer;
@@ -87,7 +188,6 @@ typedef struct cpu_a2a_xfer {
 static void cpu_a2a_post(rt_ctx *rt, cpu_a2a_xfer *X, int g, int split, int concat, int fanout, int fanin, int n,
                          const int *ins, const int *outs, MPI_Request *req) {
     int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
-    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X->G);
     X->n = n, X->K = K, X->ic = NULL;
     memcpy(X->outs, outs, sizeof(int) * (size_t)n);
     /* Per-peer counts and displacements (elements). */
@@ -99,13 +199,16 @@ static void cpu_a2a_post(rt_ctx *rt, cpu_a2a_xfer *X, int g, int split, int conc
     X->sent = z.sent;
     char *sbuf = cpu_scratch(rt, 0, (size_t)(stot ? stot : 1) * 4);
     char *rbuf = X->rbuf = cpu_scratch(rt, 1, (size_t)(rtot ? rtot : 1) * 4);
-    for (int q = 0; q < K; q++) {
-        int64_t off = sdis[q];
-        for (int i = 0; i < n; i++) {
-            cpu_a2a_pack(&X->G[i], sbuf + off * 4, rt->buf[ins[i]], q);
-            off += rt_a2a_send_count(&X->G[i], q);
-        }
+    int64_t *off = RT_MALLOC(sizeof(int64_t) * (size_t)K); /* pair i's piece in each chunk */
+    for (int q = 0; q < K; q++) off[q] = sdis[q];
+    for (int i = 0; i < n; i++) {
+        if (X->R.fwd >> i & 1)
+            cpu_a2a_pack_rope(&X->G[i], sbuf, off, rt->buf[ins[i]], K, &X->R);
+        else
+            for (int q = 0; q < K; q++) cpu_a2a_pack(&X->G[i], sbuf + off[q] * 4, rt->buf[ins[i]], q);
+        for (int q = 0; q < K; q++) off[q] += rt_a2a_send_count(&X->G[i], q);
     }
+    free(off);
     if (req) *req = MPI_REQUEST_NULL;
     if (K == 1) {
         memcpy(rbuf, sbuf, (size_t)stot * 4);
@@ -136,27 +239,49 @@ static void cpu_a2a_post(rt_ctx *rt, cpu_a2a_xfer *X, int g, int split, int conc
 /* The received chunks into the results (the exchange has completed). */
 static void cpu_a2a_unpack_all(rt_ctx *rt, const cpu_a2a_xfer *X) {
     const int64_t *rdis = X->cnt + 3 * X->K;
+    const cpu_a2a_rope *R = &X->R;
+    int64_t *off = RT_MALLOC(sizeof(int64_t) * (size_t)X->K); /* pair i's piece inside each peer's chunk */
+    for (int p = 0; p < X->K; p++) off[p] = rdis[p];
     for (int i = 0; i < X->n; i++) {
         const rt_a2a_geom *G = &X->G[i];
-        if (G->fi > 1) memset(rt->buf[X->outs[i]], 0, (size_t)rt->p->values[X->outs[i]].local_elems * 4);
-        for (int p = 0; p < X->K; p++) { /* pair i's piece inside peer p's chunk */
-            int64_t o = rdis[p];
-            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&X->G[j], p);
-            cpu_a2a_unpack(G, rt->buf[X->outs[i]], X->rbuf + o * 4, p);
+        float *y = rt->buf[X->outs[i]];
+        if (G->fi > 1) memset(y, 0, (size_t)rt->p->values[X->outs[i]].local_elems * 4);
+        if ((R->bwd >> i & 1) && G->fi == 1) {
+            cpu_a2a_unpack_rope(G, (char *)y, X->rbuf, off, X->K, R);
+        } else {
+            for (int p = 0; p < X->K; p++) cpu_a2a_unpack(G, (char *)y, X->rbuf + off[p] * 4, p);
+            /* summed partial gradients are rotated once, after the sum */
+            if (R->bwd >> i & 1) cpu_a2a_rope_back(y, G->yb, R);
         }
+        for (int p = 0; p < X->K; p++) off[p] += rt_a2a_recv_count(G, p);
     }
+    free(off);
+    free(R->pos);
     free(X->cnt);
     free(X->ic);
 }
 
-void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                   const int *outs) {
+/* The blocking exchange, rotating the pairs R names. */
+static void cpu_a2a_blocking(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                             const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
     for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
     cpu_a2a_xfer X;
+    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X.G);
+    cpu_a2a_rope_init(rt, &X.R, X.G, n, rope, rope_bwd, row0, pos0, theta);
     cpu_a2a_post(rt, &X, g, split, concat, fanout, fanin, n, ins, outs, NULL);
     cpu_a2a_unpack_all(rt, &X);
     cpu_count(rt, RT_C_ALL_TO_ALL, X.sent * 4, t0);
+}
+
+void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                   const int *outs) {
+    cpu_a2a_blocking(rt, g, split, concat, fanout, fanin, n, ins, outs, 0, 0, 0, 0, 0.0);
+}
+
+void rt_all_to_all_rope(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                        const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
+    cpu_a2a_blocking(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta);
 }
 
 /* rt_async.c's completion of a started exchange, at its wait. */
@@ -167,15 +292,27 @@ static void cpu_a2a_finish(rt_ctx *rt, void *arg) {
     free(X);
 }
 
-void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                         const int *outs) {
+static void cpu_a2a_started(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                            const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
     for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
     cpu_a2a_xfer *X = RT_MALLOC(sizeof *X);
     MPI_Request req;
+    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X->G);
+    cpu_a2a_rope_init(rt, &X->R, X->G, n, rope, rope_bwd, row0, pos0, theta);
     cpu_a2a_post(rt, X, g, split, concat, fanout, fanin, n, ins, outs, &req);
     cpu_state(rt)->scratch_held = true;
     cpu_async_add(rt, req, n, outs, RT_C_ALL_TO_ALL, X->sent * 4, t0, cpu_a2a_finish, X);
+}
+
+void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                         const int *outs) {
+    cpu_a2a_started(rt, g, split, concat, fanout, fanin, n, ins, outs, 0, 0, 0, 0, 0.0);
+}
+
+void rt_all_to_all_rope_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                              const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
+    cpu_a2a_started(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta);
 }
 
 /* ---- all_gather / reduce_scatter (checks and shapes: core/rt_coll.c) ------------ */

@@ -63,6 +63,12 @@ static inline rt_cpu_state *cpu_state(const rt_ctx *rt) { return rt->be; }
  * ir/ir_mem.c, and this backend's disagree), or a grow-only buffer. */
 void *cpu_scratch(rt_ctx *rt, int which, size_t bytes);
 
+/* ---- kernels (rt_kernels.c) ------------------------------------------------------
+ * The program's RoPE scaling for the host kernels: buf filled, or NULL for
+ * none (the exchange's fused rotation uses it too, rt_comm.c). */
+struct kern_rope_scaling;
+const struct kern_rope_scaling *cpu_rope_scaling_of(const rt_program *p, struct kern_rope_scaling *buf);
+
 /* ---- started collectives (rt_async.c) ----------------------------------------------
  * A collective just started (rt_comm.c) with request req (null when it
  * completed at once), whose results are outs[0..nouts): in flight until a

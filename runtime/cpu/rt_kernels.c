@@ -57,7 +57,7 @@ void rt_linear_bwd(rt_ctx *rt, float *dx, float *dw, const float *dy, const floa
 /* The scaling is a property of the model, not of one call: it comes from the
  * program table, so the generated rope calls are the same with or without
  * it. */
-static const kern_rope_scaling *cpu_rope_scaling_of(const rt_program *p, kern_rope_scaling *buf) {
+const kern_rope_scaling *cpu_rope_scaling_of(const rt_program *p, kern_rope_scaling *buf) {
     if (p->rope_scaling != RT_ROPE_LLAMA3) return NULL;
     *buf = (kern_rope_scaling){p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
                                p->rope_original_max_pos};

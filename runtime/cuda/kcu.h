@@ -124,6 +124,21 @@ typedef struct kcu_a2a {
 } kcu_a2a;
 cudaError_t kcu_a2a_pack(void *dst, const void *x, const kcu_a2a *g, int esize, cudaStream_t st);
 cudaError_t kcu_a2a_unpack(void *y, const void *src, const kcu_a2a *g, int esize, cudaStream_t st);
+/* The same with RoPE fused in (basp_rt.h rt_all_to_all_rope), bf16 only:
+ * every chunk row is one token's head (I = Dh, even) and is rotated while
+ * it is copied, as kcu_rope_pos rotates it, bit for bit (sign 1 in a pack
+ * of the seq -> heads exchange, -1 in an unpack of heads -> seq).  The
+ * rotated side is x for a pack, y for an unpack; its row at outer index o
+ * and index a along dim a (the sequence) has position pos[o * pstride + a]
+ * (device int64; pstride 0: one row of positions for every o), looked up
+ * in cs, sn [P, Dh/2], the table of positions 0..P-1; a position outside
+ * [0, P) gives NaN.  The unpack takes f == 1 only (else
+ * cudaErrorInvalidValue): under fanin the caller sums with kcu_a2a_unpack
+ * and rotates y afterwards with kcu_rope_pos, which may work in place. */
+cudaError_t kcu_a2a_pack_rope(void *dst, const void *x, const kcu_a2a *g, const float *cs, const float *sn, int64_t P,
+                              const int64_t *pos, int64_t pstride, float sign, cudaStream_t st);
+cudaError_t kcu_a2a_unpack_rope(void *y, const void *src, const kcu_a2a *g, const float *cs, const float *sn, int64_t P,
+                                const int64_t *pos, int64_t pstride, float sign, cudaStream_t st);
 
 /* ---- GEMMs (kcu_gemm.cu): cuBLAS, bf16 in, fp32 compute, on the handle's stream ---- */
 /* y[N,O] = x[N,I] @ w[I,O] */
@@ -243,7 +258,8 @@ cudaError_t kcu_ring_block_bwd_doc(float *dq, float *dk, float *dv, const kcu_bf
 /* kcu_rope with token s at position pos[s] (device int64 [S]): cs, sn
  * [P, Dh/2] is the table of positions 0..P-1 (kern_rope_table with S = P,
  * pos0 = 0), so one table serves every permutation of the sequence and the
- * angles are the CPU kernel's floats.  A position outside [0, P) gives NaN. */
+ * angles are the CPU kernel's floats.  A position outside [0, P) gives NaN.
+ * y may alias x (each pair is read and written by one thread). */
 cudaError_t kcu_rope_pos(kcu_bf16 *y, const kcu_bf16 *x, const float *cs, const float *sn, int64_t P,
                          const int64_t *pos, int64_t b, int64_t S, int64_t H, int64_t Dh, float sign, cudaStream_t st);
 

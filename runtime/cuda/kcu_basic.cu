@@ -1,6 +1,7 @@
 // kcu_basic.cu — element-wise and row-wise CUDA kernels: conversions,
 // embedding, RMSNorm, RoPE, SwiGLU, add, AdamW, the sum of squares, and the
-// data movement of the collectives (box copy, all_to_all pack/unpack).
+// data movement of the collectives (box copy, all_to_all pack/unpack, the
+// latter also with RoPE fused in).
 // C interface and semantics: kcu.h; the reference is ../host/kern_*.c.
 //
 // Storage is bf16, arithmetic fp32; long sums (norm rows, gradient norms)
@@ -365,13 +366,26 @@ extern "C" cudaError_t kcu_add_rmsnorm_bwd(kcu_bf16 *ds, kcu_bf16 *dw, const kcu
 }
 
 // ---- rope -------------------------------------------------------------------------------
-// Rotates the pair (i, i+half) of the row at off by (c, s); the one rotation
-// of both rope kernels.
+// The one rotation of every rope kernel (k_rope, k_rope_pos, k_a2a_rope):
+// (x0, x1) by (c, s).  The rounding is spelled out, x * c fused and the
+// other product rounded (what nvcc made of the plain expression in the
+// 8-pair path on sm_90; the one-pair path fused the other way round), so
+// that every kernel and both paths give the same bits whatever the
+// compiler would contract: the exchange with RoPE fused in must equal
+// rope then the exchange bit for bit.
+static __device__ __forceinline__ float rope_y0(float x0, float x1, float c, float s) {
+    return __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+}
+static __device__ __forceinline__ float rope_y1(float x0, float x1, float c, float s) {
+    return __fmaf_rn(x1, c, __fmul_rn(x0, s));
+}
+
+// Rotates the pair (i, i+half) of the row at off by (c, s).
 static __device__ __forceinline__ void rope_pair(bf16 *y, const bf16 *x, int64_t off, int64_t i, int64_t half, float c,
                                                  float s) {
     float x0 = ldf(x, off + i), x1 = ldf(x, off + i + half);
-    y[off + i] = tobf(x0 * c - x1 * s);
-    y[off + i + half] = tobf(x1 * c + x0 * s);
+    y[off + i] = tobf(rope_y0(x0, x1, c, s));
+    y[off + i + half] = tobf(rope_y1(x0, x1, c, s));
 }
 
 // Pairs i .. i+7 of a row at off, with their 8 cosines c and sines s (sign applied here).
@@ -381,8 +395,8 @@ static __device__ __forceinline__ void rope8(bf16 *y, const bf16 *x, int64_t off
     ld8(x, off + i, x0), ld8(x, off + i + half, x1);
     for (int k = 0; k < VEC; k++) {
         float sk = sign * s[k];
-        y0[k] = x0[k] * c[k] - x1[k] * sk;
-        y1[k] = x1[k] * c[k] + x0[k] * sk;
+        y0[k] = rope_y0(x0[k], x1[k], c[k], sk);
+        y1[k] = rope_y1(x0[k], x1[k], c[k], sk);
     }
     st8(y, off + i, y0), st8(y, off + i + half, y1);
 }
@@ -420,23 +434,31 @@ extern "C" cudaError_t kcu_rope(kcu_bf16 *y, const kcu_bf16 *x, const float *cs,
 // The same with token si at position pos[si]: row pos[si] of the table of
 // positions 0..P-1.  A position outside it gives NaN (a loud error, not a
 // silently unrotated token).
+// Pair i (vec: pairs i .. i+7) of the row at off, rotated by row p of the
+// table cs, sn [P, half]; the one lookup of k_rope_pos and k_a2a_rope.
+static __device__ __forceinline__ void rope_at(bf16 *y, const bf16 *x, int64_t off, int64_t i, int64_t half,
+                                               const float *cs, const float *sn, int64_t P, int64_t p, float sign,
+                                               bool vec) {
+    bool in = p >= 0 && p < P;
+    if (vec) {
+        float c[VEC], s[VEC];
+        if (in)
+            ld8f(cs, p * half + i, c), ld8f(sn, p * half + i, s);
+        else
+            for (int k = 0; k < VEC; k++) c[k] = s[k] = NAN;
+        rope8(y, x, off, i, half, c, s, sign);
+    } else {
+        float c = in ? cs[p * half + i] : NAN, s = in ? sign * sn[p * half + i] : NAN;
+        rope_pair(y, x, off, i, half, c, s);
+    }
+}
+
 __global__ void k_rope_pos(bf16 *y, const bf16 *x, const float *cs, const float *sn, int64_t P, const int64_t *pos,
                            int64_t b, int64_t S, int64_t H, int64_t Dh, float sign, bool vec) {
     int64_t half = Dh / 2, per = vec ? VEC : 1, groups = half / per;
     GRID_STRIDE(idx, b * S * H * groups) {
-        int64_t i = idx % groups * per, row = idx / groups, p = pos[(row / H) % S];
-        bool in = p >= 0 && p < P;
-        if (vec) {
-            float c[VEC], s[VEC];
-            if (in)
-                ld8f(cs, p * half + i, c), ld8f(sn, p * half + i, s);
-            else
-                for (int k = 0; k < VEC; k++) c[k] = s[k] = NAN;
-            rope8(y, x, row * Dh, i, half, c, s, sign);
-        } else {
-            float c = in ? cs[p * half + i] : NAN, s = in ? sign * sn[p * half + i] : NAN;
-            rope_pair(y, x, row * Dh, i, half, c, s);
-        }
+        int64_t i = idx % groups * per, row = idx / groups;
+        rope_at(y, x, row * Dh, i, half, cs, sn, P, pos[(row / H) % S], sign, vec);
     }
 }
 
@@ -756,4 +778,59 @@ extern "C" cudaError_t kcu_a2a_unpack(void *y, const void *src, const kcu_a2a *g
         return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
+}
+
+// ---- all_to_all with RoPE fused in --------------------------------------------------------
+// The rotated side's row (in elements) of chunk row r, and the index into
+// pos of that row's token (o, a): x's row for a pack, y's for an unpack.
+// A pack maps the split dim through (base + k) / f, an unpack the concat
+// dim; that is dim a when pack == a_split.
+static __device__ __forceinline__ int64_t a2a_side_row(const kcu_a2a &g, int64_t r, bool pack, int64_t pstride,
+                                                       int64_t *tok) {
+    a2a_row c = a2a_split(g, r);
+    bool map_a = pack == (g.a_split != 0);
+    int64_t ia = map_a ? (g.base + c.ka) / g.f - g.off : c.ka;
+    int64_t ib = map_a ? c.kb : (g.base + c.kb) / g.f - g.off;
+    int64_t na = pack ? g.xa : g.ya, nb = pack ? g.xb : g.yb;
+    *tok = c.o * pstride + ia;
+    return (((c.o * na + ia) * g.M + c.m) * nb + ib) * g.I;
+}
+
+// One thread per rotated pair (or 8 pairs: vec) of every chunk row, with
+// k_rope_pos's table lookup and its rope_pair / rope8, so that the numbers
+// are kcu_rope_pos's bit for bit; only where they are read from and
+// written to differs (a pack reads x, writes the chunk; an unpack the
+// reverse).
+__global__ void k_a2a_rope(bf16 *dst, const bf16 *src, kcu_a2a g, int64_t rows, bool pack, const float *cs,
+                           const float *sn, int64_t P, const int64_t *pos, int64_t pstride, float sign, bool vec) {
+    int64_t half = g.I / 2, per = vec ? VEC : 1, groups = half / per;
+    GRID_STRIDE(idx, rows * groups) {
+        int64_t i = idx % groups * per, r = idx / groups, tok;
+        int64_t side = a2a_side_row(g, r, pack, pstride, &tok);
+        const bf16 *x = pack ? src + side : src + r * g.I;
+        bf16 *y = pack ? dst + r * g.I : dst + side;
+        rope_at(y, x, 0, i, half, cs, sn, P, pos[tok], sign, vec);
+    }
+}
+
+static cudaError_t a2a_rope(bool pack, void *dst, const void *src, const kcu_a2a *g, const float *cs, const float *sn,
+                            int64_t P, const int64_t *pos, int64_t pstride, float sign, cudaStream_t st) {
+    if (g->I % 2 || P <= 0 || (!pack && g->f > 1)) return cudaErrorInvalidValue;
+    int64_t rows = g->O * g->ca * g->M * g->cb;
+    if (rows <= 0 || g->I <= 0) return cudaSuccess;
+    bool vec = rope_vec(dst, src, cs, sn, g->I);
+    int64_t n = rows * (g->I / 2 / (vec ? VEC : 1));
+    k_a2a_rope<<<grid_for(n), THREADS, 0, st>>>(BF(dst), CBF(src), *g, rows, pack, cs, sn, P, pos, pstride, sign, vec);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_a2a_pack_rope(void *dst, const void *x, const kcu_a2a *g, const float *cs, const float *sn,
+                                         int64_t P, const int64_t *pos, int64_t pstride, float sign, cudaStream_t st) {
+    return a2a_rope(true, dst, x, g, cs, sn, P, pos, pstride, sign, st);
+}
+
+extern "C" cudaError_t kcu_a2a_unpack_rope(void *y, const void *src, const kcu_a2a *g, const float *cs, const float *sn,
+                                           int64_t P, const int64_t *pos, int64_t pstride, float sign,
+                                           cudaStream_t st) {
+    return a2a_rope(false, y, src, g, cs, sn, P, pos, pstride, sign, st);
 }

@@ -166,6 +166,8 @@ void rt_backend_fini(rt_ctx *rt) {
     CU_CHECK(cudaEventDestroy(cu->comm_done));
     for (int i = 0; i < 2; i++)
         if (cu->ring_ev[i]) CU_CHECK(cudaEventDestroy(cu->ring_ev[i]));
+    for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++)
+        if (cu->ws_ms_ev[i]) CU_CHECK(cudaEventDestroy(cu->ws_ms_ev[i]));
     CUBLAS_CHECK(cublasDestroy(cu->blas));
     CU_CHECK(cudaStreamDestroy(cu->cs));
     CU_CHECK(cudaStreamDestroy(cu->ms));
@@ -420,8 +422,24 @@ void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
 
 void *cuda_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes) {
     void *dev = cuda_ws(rt, slot, bytes > 0 ? bytes : 1);
+    cuda_ws_write_cs(rt, slot);
     if (bytes > 0) CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cuda_state(rt)->cs));
     return dev;
+}
+
+void cuda_ws_read_ms(rt_ctx *rt, cm_ws_cuda_slot slot) {
+    rt_cuda_state *cu = cuda_state(rt);
+    if (!cu->ws_ms_ev[slot]) CU_CHECK(cudaEventCreateWithFlags(&cu->ws_ms_ev[slot], cudaEventDisableTiming));
+    CU_CHECK(cudaEventRecord(cu->ws_ms_ev[slot], cu->ms));
+    cu->ws_ms_read[slot] = true;
+}
+
+/* Once cs has waited, everything it runs later follows the read too. */
+void cuda_ws_write_cs(rt_ctx *rt, cm_ws_cuda_slot slot) {
+    rt_cuda_state *cu = cuda_state(rt);
+    if (!cu->ws_ms_read[slot]) return;
+    CU_CHECK(cudaStreamWaitEvent(cu->cs, cu->ws_ms_ev[slot], 0));
+    cu->ws_ms_read[slot] = false;
 }
 
 /* ---- buffers: opaque device pointers ----------------------------------------------
@@ -484,6 +502,7 @@ void cuda_coll_done(rt_ctx *rt, int v, bool output) {
 
 void cuda_synced(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
+    memset(cu->ws_ms_read, 0, sizeof cu->ws_ms_read);
     for (int v = 0; v < rt->p->nvalues; v++) {
         cu->pending[v] = false;
         cu->life[v].acc = cu->life[v].dirty = 0;

@@ -6,11 +6,14 @@
  * kernels build one contiguous chunk per peer, grouped ncclSend/ncclRecv
  * exchange them (per peer counts, so uneven splits need nothing special),
  * unpack kernels place (or, under fanin, sum) them.  Data travel as bf16 (fp32 for scalars).
+ * rt_all_to_all_rope rotates in those kernels (kcu_a2a_pack_rope,
+ * kcu_a2a_unpack_rope), reading the RoPE table and positions on ms.
  * Each collective's time is measured with CUDA events and added to the
  * counters when the step finishes. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../data/rt_data.h"
 #include "rt_cuda.h"
 
 static ncclDataType_t cuda_nccl_type(const rt_value_desc *d) {
@@ -70,12 +73,122 @@ static kcu_a2a cuda_unpack_geom(const rt_a2a_geom *G, int p) {
     return k;
 }
 
-void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                   const int *outs) {
+/* RoPE fused into an exchange (rt_all_to_all_rope): bit k of rope (of
+ * rope_bwd) rotates pair k while it is packed (unpacked).  The rotated
+ * sides share b, s and Dh; token (bi, si) has position
+ * pos[bi * pstride + si] (pstride = s) in the table cs, sn of positions
+ * 0 .. P-1.  All zero for a plain exchange. */
+typedef struct cuda_a2a_rope {
+    int rope, rope_bwd;
+    int64_t b, s, Dh, P, pstride;
+    const float *cs, *sn;
+    const int64_t *pos;
+} cuda_a2a_rope;
+
+/* core's checks of the rotated pairs (rt_a2a_rope_check: [b, s, H, Dh]
+ * with Dh whole and even, the exchange of the direction, one b, s and Dh
+ * for all), and the element size the kernels rotate. */
+static void cuda_rope_check(rt_ctx *rt, const rt_a2a_geom *G, int n, cuda_a2a_rope *R) {
+    rt_a2a_rope_check(rt, G, n, R->rope, R->rope_bwd, &R->b, &R->s, &R->Dh);
+    for (int k = 0; k < n; k++) {
+        if (!((R->rope | R->rope_bwd) >> k & 1)) continue;
+        const rt_value_desc *d = R->rope >> k & 1 ? G[k].xd : G[k].yd;
+        RT_CHECK(cuda_esize(d) == 2,
+                 "all_to_all %s: the CUDA backend rotates bf16 activations only (this value has %d-byte elements)",
+                 d->name, cuda_esize(d));
+    }
+}
+
+/* The table of positions 0 .. seq_len-1 and every rotated token's position
+ * (rt_rope_positions: within its document with packed documents, else the
+ * sequence order's, the ring's zig-zag included) in CM_WS_CUDA_DOC, both
+ * in place on cs before the exchange's communication stream follows it.
+ * The table at position p is the one rt_rope builds from pos0 (the angle
+ * is computed in double from the integer position), so the numbers agree. */
+static void cuda_rope_setup(rt_ctx *rt, cuda_a2a_rope *R, int64_t row0, int64_t pos0, double theta) {
+    R->P = rt->p->seq_len;
+    const float *t = cuda_rope_table(rt, R->P, R->Dh, 0, theta);
+    R->cs = t, R->sn = t + R->P * (R->Dh / 2);
+    int64_t n = R->b * R->s;
+    int64_t *host = RT_MALLOC(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    rt_rope_positions(rt, row0, R->b, pos0, R->s, host);
+    for (int64_t i = 0; i < n; i++)
+        RT_CHECK(host[i] >= 0 && host[i] < R->P,
+                 "all_to_all with RoPE: token %lld of the slice from %lld has position %lld, outside the sequence of "
+                 "%lld",
+                 (long long)i, (long long)pos0, (long long)host[i], (long long)R->P);
+    R->pos = cuda_upload(rt, CM_WS_CUDA_DOC, host, sizeof(int64_t) * (size_t)n);
+    R->pstride = R->s;
+    free(host);
+}
+
+/* ms has just queued its reads of the table and positions: cs must not
+ * overwrite them before those run. */
+static void cuda_rope_read(rt_ctx *rt) {
+    cuda_ws_read_ms(rt, CM_WS_CUDA_ROPE);
+    cuda_ws_read_ms(rt, CM_WS_CUDA_DOC);
+}
+
+/* Chunk q: the n pairs' pieces for peer q, one after the other. */
+static void cuda_a2a_pack_all(rt_ctx *rt, const rt_a2a_geom *G, int n, int K, const int *ins, char *sbuf,
+                              const int64_t *sdis, int es, const cuda_a2a_rope *R) {
+    cudaStream_t ms = cuda_state(rt)->ms;
+    for (int q = 0; q < K; q++) {
+        int64_t off = sdis[q];
+        for (int i = 0; i < n; i++) {
+            kcu_a2a k = cuda_pack_geom(&G[i], q);
+            char *dst = sbuf + off * es;
+            if (R->rope >> i & 1)
+                CU_CHECK(kcu_a2a_pack_rope(dst, rt->buf[ins[i]], &k, R->cs, R->sn, R->P, R->pos, R->pstride, 1.0f, ms));
+            else
+                CU_CHECK(kcu_a2a_pack(dst, rt->buf[ins[i]], &k, es, ms));
+            off += rt_a2a_send_count(&G[i], q);
+        }
+    }
+    if (R->rope) cuda_rope_read(rt);
+}
+
+/* Under fanin the rotation cannot go into the unpack (the F partial
+ * gradients are summed first): y [b, s, H, Dh] is rotated back in place
+ * afterwards (kcu_rope_pos reads and writes each pair in one thread),
+ * counted as the rope_bwd kernel it replaces. */
+static void cuda_rope_in_place(rt_ctx *rt, kcu_bf16 *y, int64_t H, const cuda_a2a_rope *R) {
+    double t0 = rt_now();
+    int64_t n = R->s * H * R->Dh;
+    for (int64_t bi = 0; bi < R->b; bi++) /* each batch row with its own positions */
+        CU_CHECK(kcu_rope_pos(y + bi * n, y + bi * n, R->cs, R->sn, R->P, R->pos + bi * R->pstride, 1, R->s, H, R->Dh,
+                              -1.0f, cuda_state(rt)->ms));
+    rt_kern_count(rt, CM_K_ROPE_BWD, t0);
+}
+
+/* Pair i's piece inside each peer p's chunk goes to outs[i]. */
+static void cuda_a2a_unpack_all(rt_ctx *rt, const rt_a2a_geom *G, int n, int K, const int *outs, char *rbuf,
+                                const int64_t *rdis, int es, const cuda_a2a_rope *R) {
+    cudaStream_t ms = cuda_state(rt)->ms;
+    for (int i = 0; i < n; i++) {
+        bool rot = R->rope_bwd >> i & 1, fused = rot && G[i].fi == 1;
+        if (G[i].fi > 1) CU_CHECK(cudaMemsetAsync(rt->buf[outs[i]], 0, cuda_bytes(&rt->p->values[outs[i]]), ms));
+        for (int p = 0; p < K; p++) {
+            int64_t o = rdis[p];
+            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&G[j], p);
+            kcu_a2a k = cuda_unpack_geom(&G[i], p);
+            if (fused)
+                CU_CHECK(kcu_a2a_unpack_rope(rt->buf[outs[i]], rbuf + o * es, &k, R->cs, R->sn, R->P, R->pos,
+                                             R->pstride, -1.0f, ms));
+            else
+                CU_CHECK(kcu_a2a_unpack(rt->buf[outs[i]], rbuf + o * es, &k, es, ms));
+        }
+        /* heads -> seq: dim b of the geometry is y's head dim */
+        if (rot && !fused) cuda_rope_in_place(rt, rt->buf[outs[i]], G[i].yb, R);
+    }
+    if (R->rope_bwd) cuda_rope_read(rt);
+}
+
+/* The exchange of rt_all_to_all and rt_all_to_all_rope, planned (G). */
+static void cuda_all_to_all(rt_ctx *rt, int g, int n, const int *ins, const int *outs, const rt_a2a_geom *G,
+                            const cuda_a2a_rope *R) {
     rt_cuda_state *cu = cuda_state(rt);
     int K = rt_coll_set_size(rt, g), me = rt->gpos[g];
-    rt_a2a_geom G[RT_A2A_MAX];
-    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
     const rt_value_desc *d0 = &rt->p->values[ins[0]];
     int es = cuda_esize(d0);
     int64_t *scnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K, *rdis = rcnt + K;
@@ -85,14 +198,7 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
     for (int i = 0; i < n; i++) cuda_coll_use(rt, ins[i]), cuda_coll_use(rt, outs[i]);
     char *sbuf = cuda_ws(rt, CM_WS_CUDA_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
     char *rbuf = cuda_ws(rt, CM_WS_CUDA_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
-    for (int q = 0; q < K; q++) { /* chunk q: the n pairs' pieces for peer q, one after the other */
-        int64_t off = sdis[q];
-        for (int i = 0; i < n; i++) {
-            kcu_a2a k = cuda_pack_geom(&G[i], q);
-            CU_CHECK(kcu_a2a_pack(sbuf + off * es, rt->buf[ins[i]], &k, es, cu->ms));
-            off += rt_a2a_send_count(&G[i], q);
-        }
-    }
+    cuda_a2a_pack_all(rt, G, n, K, ins, sbuf, sdis, es, R);
     ncclDataType_t t = cuda_nccl_type(d0);
     CU_CHECK(cudaMemcpyAsync(rbuf + rdis[me] * es, sbuf + sdis[me] * es, (size_t)scnt[me] * (size_t)es,
                              cudaMemcpyDeviceToDevice, cu->ms));
@@ -105,17 +211,30 @@ void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fan
         }
         NCCL_CHECK(ncclGroupEnd());
     }
-    for (int i = 0; i < n; i++) {
-        if (G[i].fi > 1) CU_CHECK(cudaMemsetAsync(rt->buf[outs[i]], 0, cuda_bytes(&rt->p->values[outs[i]]), cu->ms));
-        for (int p = 0; p < K; p++) { /* pair i's piece inside peer p's chunk */
-            int64_t o = rdis[p];
-            for (int j = 0; j < i; j++) o += rt_a2a_recv_count(&G[j], p);
-            kcu_a2a k = cuda_unpack_geom(&G[i], p);
-            CU_CHECK(kcu_a2a_unpack(rt->buf[outs[i]], rbuf + o * es, &k, es, cu->ms));
-        }
-    }
+    cuda_a2a_unpack_all(rt, G, n, K, outs, rbuf, rdis, es, R);
     free(scnt);
     cuda_coll_end(rt, timer, ins, n, outs, n, sent * es);
+}
+
+void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                   const int *outs) {
+    rt_a2a_geom G[RT_A2A_MAX];
+    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
+    cuda_a2a_rope none = {0};
+    cuda_all_to_all(rt, g, n, ins, outs, G, &none);
+}
+
+/* The table and positions are set up on cs before the exchange begins
+ * (cuda_coll_begin makes ms follow them); the rotations run in the pack
+ * and unpack kernels on ms, timed as the exchange. */
+void rt_all_to_all_rope(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                        const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
+    rt_a2a_geom G[RT_A2A_MAX];
+    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, G);
+    cuda_a2a_rope R = {.rope = rope, .rope_bwd = rope_bwd};
+    cuda_rope_check(rt, G, n, &R);
+    if (rope | rope_bwd) cuda_rope_setup(rt, &R, row0, pos0, theta);
+    cuda_all_to_all(rt, g, n, ins, outs, G, &R);
 }
 
 /* ---- all_gather / reduce_scatter / all_reduce ----------------------------------------- */
@@ -331,6 +450,10 @@ void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_all_g
 void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                          const int *outs) {
     rt_all_to_all(rt, g, split, concat, fanout, fanin, n, ins, outs);
+}
+void rt_all_to_all_rope_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                              const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
+    rt_all_to_all_rope(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta);
 }
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out) { rt_reduce_scatter(rt, g, dim, in, out); }
 void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out) { rt_all_reduce(rt, g, in, out); }

@@ -136,6 +136,11 @@ struct rt_backend_state {
     kern_rope_scaling rope_sc;
     bool rope_scaled, rope_valid;
     int64_t pos_S, pos_ring; /* what the position table (cuda_seq_pos) holds: 0 = nothing */
+    /* Workspace slots read on ms (an exchange with RoPE fused in reads the
+     * rotation table and the positions there): the event after the last
+     * such read, which cs waits for before it writes the slot again. */
+    cudaEvent_t ws_ms_ev[CM_WS_CUDA_NSLOTS];
+    bool ws_ms_read[CM_WS_CUDA_NSLOTS];
     /* This step's collective timers and deferred sends. */
     cuda_timer *timers;
     int ntimers, cap_timers;
@@ -162,9 +167,18 @@ int cuda_esize(const rt_value_desc *d);
 void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes);
 /* Copies `bytes` of host memory into workspace `slot` on cs and returns
  * the device copy: ordered after the kernels on cs that still read the
- * slot's old contents, and before those queued after it; the host bytes
+ * slot's old contents (and after a read of them on ms: cuda_ws_write_cs),
+ * and before those queued after it; the host bytes
  * are read at the call (staged), so the caller may free them at once. */
 void *cuda_upload(rt_ctx *rt, cm_ws_cuda_slot slot, const void *host, size_t bytes);
+/* Workspace read on the communication stream: the kernels on cs use the
+ * slots, so cs must not overwrite a slot that ms still reads.
+ * cuda_ws_read_ms records, after the work just queued on ms, that it
+ * reads `slot`; cuda_ws_write_cs, called before cs writes the slot
+ * (cuda_upload, the cached RoPE table), makes cs wait for
+ * that read. */
+void cuda_ws_read_ms(rt_ctx *rt, cm_ws_cuda_slot slot);
+void cuda_ws_write_cs(rt_ctx *rt, cm_ws_cuda_slot slot);
 /* cs waits for every collective issued so far. */
 void cuda_wait_comm(rt_ctx *rt);
 /* Device pointer of value v for a kernel on cs (waits for its collective,
@@ -188,6 +202,10 @@ void cuda_dyn_fini(rt_ctx *rt);
  * device int64 [seq_len] table, uploaded again only when the row or the
  * ring changes (batch_aware dynamic's variants). */
 const int64_t *cuda_seq_pos(rt_ctx *rt);
+/* The RoPE rotation table cs, sn [S, Dh/2] of positions pos0 .. pos0+S-1
+ * (kern_rope_table with the program's scaling) on the device, in
+ * CM_WS_CUDA_ROPE: uploaded again only when the key changes. */
+const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta);
 /* The device has finished all work: every fence is satisfied. */
 void cuda_synced(rt_ctx *rt);
 

@@ -78,7 +78,7 @@ static bool cuda_rope_key(const rt_cuda_state *cu, int64_t S, int64_t Dh, int64_
 
 /* cs, sn [S, Dh/2] on the device, recomputed only when the key changes
  * (q and k, forward and backward of every layer share one). */
-static const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta) {
+const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta) {
     rt_cuda_state *cu = cuda_state(rt);
     const rt_program *p = rt->p;
     kern_rope_scaling sc = {p->rope_factor, p->rope_low_freq_factor, p->rope_high_freq_factor,
@@ -88,6 +88,7 @@ static const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t p
     if (cuda_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[CM_WS_CUDA_ROPE];
     float *host = RT_MALLOC(2 * n * sizeof(float) + 1);
     kern_rope_table(host, host + n, S, Dh, pos0, theta, scp);
+    cuda_ws_write_cs(rt, CM_WS_CUDA_ROPE);   /* an exchange with RoPE fused in may read it on ms */
     CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
     float *dev = cuda_ws(rt, CM_WS_CUDA_ROPE, 2 * n * sizeof(float) + 1);
     /* On cs, and waited for: a legacy-stream cudaMemcpy from pageable memory

@@ -139,6 +139,11 @@ int64_t rt_docs_step_counted(rt_ctx *rt, int64_t t);
  * start+s-1: doc [b,s] the document number within the row, pos [b,s] the
  * position within the document (either may be NULL). */
 void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int32_t *doc, int64_t *pos);
+/* RoPE's position of every token of the slice rows row0 .. row0+b-1, module-
+ * order sequence indices start .. start+s-1 (pos [b,s]): with packed
+ * documents its position within its document, otherwise its position in
+ * the sequence (rt_seq_positions: the ring's zig-zag order). */
+void rt_rope_positions(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int64_t *pos);
 /* The token (shift 0) or target (shift 1; -1 = not counted) at natural
  * position i of row `row` of this step. */
 int32_t rt_docs_token(const rt_ctx *rt, int64_t row, int64_t i, int shift);

@@ -382,6 +382,15 @@ void rt_doc_slice(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int6
     free(nat);
 }
 
+void rt_rope_positions(const rt_ctx *rt, int64_t row0, int64_t b, int64_t start, int64_t s, int64_t *pos) {
+    if (rt->docs) {
+        rt_doc_slice(rt, row0, b, start, s, NULL, pos);
+        return;
+    }
+    rt_seq_positions(rt, start, s, pos);
+    for (int64_t bi = 1; bi < b; bi++) memcpy(pos + bi * s, pos, sizeof(int64_t) * (size_t)s);
+}
+
 int32_t rt_docs_token(const rt_ctx *rt, int64_t row, int64_t i, int shift) {
     const rt_docs *d = rt->docs;
     int64_t at = row * rt->p->seq_len + i;

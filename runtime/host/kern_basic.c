@@ -297,15 +297,15 @@ static void rope_apply(float *y, const float *x, int64_t b, int64_t S, int64_t H
             const float *cs = t->cs + si * half, *sn = t->sn + si * half;
             for (int64_t h = 0; h < H; h++) {
                 int64_t off = ((bi * S + si) * H + h) * Dh;
-                const float *xr = x + off;
-                float *yr = y + off;
-                for (int64_t i = 0; i < half; i++) {
-                    float x0 = xr[i], x1 = xr[i + half], s = sign * sn[i];
-                    yr[i] = x0 * cs[i] - x1 * s;
-                    yr[i + half] = x1 * cs[i] + x0 * s;
-                }
+                kern_rope_run(y + off, x + off, Dh, cs, sn, sign);
             }
         }
+}
+
+void kern_rope_rows(const float **cs, const float **sn, int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0,
+                    double theta, const kern_rope_scaling *scaling) {
+    const rope_table *t = rope_table_get(S, Dh, pos, pos0, theta, scaling);
+    *cs = t->cs, *sn = t->sn;
 }
 
 void kern_rope_fwd(float *y, const float *x, int64_t b, int64_t S, int64_t H, int64_t Dh, int64_t pos0, double theta,

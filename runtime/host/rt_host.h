@@ -315,6 +315,24 @@ void kern_rope_fwd_pos(float *y, const float *x, int64_t b, int64_t S, int64_t H
 void kern_rope_bwd_pos(float *dx, const float *dy, int64_t b, int64_t S, int64_t H, int64_t Dh, const int64_t *pos,
                        double theta, const kern_rope_scaling *scaling);
 
+/* ---- rope one run at a time (kern_basic.c): the exchange's packing ---------------- */
+/* The cached rotation table of kern_rope_fwd (_pos) for S tokens at positions
+ * pos[S] (pos0 + si when pos is NULL): *cs, *sn [S, Dh/2], valid until the
+ * next rope call. */
+void kern_rope_rows(const float **cs, const float **sn, int64_t S, int64_t Dh, const int64_t *pos, int64_t pos0,
+                    double theta, const kern_rope_scaling *scaling);
+/* One head's Dh elements rotated by the angles cs, sn [Dh/2] of its token
+ * (sign 1) or back (sign -1): the arithmetic of every CPU rotation, so a
+ * run rotated here equals kern_rope_fwd's bit for bit.  y may alias x. */
+static inline void kern_rope_run(float *y, const float *x, int64_t Dh, const float *cs, const float *sn, float sign) {
+    int64_t half = Dh / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float x0 = x[i], x1 = x[i + half], s = sign * sn[i];
+        y[i] = x0 * cs[i] - x1 * s;
+        y[i + half] = x1 * cs[i] + x0 * s;
+    }
+}
+
 /* ---- ring blocks with document ids (kern_ring.c) ---------------------------------- */
 /* kern_ring_block_fwd/bwd with a second mask condition for packed rows: key j
  * is visible to query i iff (kpos == NULL or kpos[j] <= qpos[i]) and

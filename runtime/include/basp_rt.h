@@ -397,6 +397,17 @@ void rt_adamw(rt_ctx *rt, int param, int grad);
  * entries (virtual v = real v/F); fanin F: the reverse, the F copies summed. */
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                    const int *outs);
+/* The exchange with RoPE fused into it (the fuse-rope pass): pair k's
+ * operand is rotated as rt_rope rotates it (bit k of `rope`) while it is
+ * packed, or pair k's result is rotated back as rt_rope_bwd does (bit k of
+ * `rope_bwd`) while it is unpacked.  The rotated side of a pair is
+ * [b, s, H, Dh], sharded along s and whole in Dh (the operand of a
+ * seq -> heads exchange, split 2 and concat 1; the result of the heads ->
+ * seq one); row0, pos0 and theta are rt_rope's for that side.  The results
+ * equal rt_rope then rt_all_to_all (rt_all_to_all then rt_rope_bwd) bit for
+ * bit; the rotated values are never stored on their own. */
+void rt_all_to_all_rope(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                        const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta);
 void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out);
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out); /* sum */
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out);              /* sum */
@@ -408,6 +419,8 @@ void rt_all_reduce(rt_ctx *rt, int g, int in, int out);              /* sum */
 void rt_all_gather_start(rt_ctx *rt, int g, int dim, int in, int out);
 void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                          const int *outs);
+void rt_all_to_all_rope_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                              const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta);
 void rt_reduce_scatter_start(rt_ctx *rt, int g, int dim, int in, int out);
 void rt_all_reduce_start(rt_ctx *rt, int g, int in, int out);
 void rt_wait(rt_ctx *rt, int n, const int *vals);

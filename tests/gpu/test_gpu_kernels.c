@@ -14,6 +14,8 @@
  *   lm-head loss (fp32 scalar), sum of squares            2e-3 relative
  *   adamw master weights (fp32)                           1e-5 relative to max |w|
  *   box copy, all_to_all pack/unpack                      exact (0); fanin sums 1e-2
+ *   all_to_all pack/unpack with RoPE fused, against the   bit for bit
+ *   plain pack of rope(x) / rope_bwd of the plain unpack
  * Attention runs twice per shape: q, k of scale 1 (flat softmax) and of
  * scale 3 (peaked), where a causal-mask or tile-boundary error is far
  * above the tolerance.  At Dh 64 and 128 both forward kernels are checked
@@ -480,6 +482,161 @@ static void test_a2a(void) {
     a2a_case("nested fanout 2", (kcu_a2a){2, 1, 8, 3, 2, 3, 2, 3, 2, 6, 2, 2, 0});
 }
 
+/* ---- the all_to_all with RoPE fused in (kcu_a2a_pack_rope, _unpack_rope) ----
+ * x [b, s, H, Dh] is this rank's slice of the sequence among K ranks.  The
+ * seq -> heads pack of every peer's chunk (fanout fo: H kv heads as H*fo
+ * virtual ones) must equal the plain pack of rope(x), and the heads -> seq
+ * unpack of K received chunks into y [b, s, H, Dh] must equal the plain
+ * unpack followed by rope_bwd, bit for bit; so must a pack into a buffer
+ * that is not 16-byte aligned (one pair per thread where the reference
+ * takes 8: kcu_basic.cu spells out the rounding so that both agree).  The reference rotations are
+ * the runtime's: kcu_rope with the table from pos0 where every row has
+ * positions pos0 + si (the fused kernels read the table of 0 .. P-1 and
+ * one row of positions from pos0, pstride 0), kcu_rope_pos row by row
+ * where each row has its own (packed documents; pstride s, as the runtime
+ * always passes).  Positions differ from
+ * token to token, so a wrong row, position or table lookup changes values. */
+typedef struct a2a_rope_shape {
+    int64_t b, s, H, Dh, K, fo;
+    bool docs;
+} a2a_rope_shape;
+
+typedef struct a2a_rope_env {
+    a2a_rope_shape sh;
+    int64_t P, pos0, pstride;
+    float *tab0, *tabP; /* device: [s, Dh/2] x 2 from pos0, [P, Dh/2] x 2 from 0 */
+    int64_t *pos;       /* device: 0 .. P-1 (no documents) or [b, s] per row */
+} a2a_rope_env;
+
+static float *dtable(int64_t S, int64_t Dh, int64_t pos0) {
+    kern_rope_scaling sc = {8.0, 1.0, 4.0, 64};
+    float *t = malloc((size_t)(S * Dh) * 4), *d = dalloc((size_t)(S * Dh) * 4);
+    kern_rope_table(t, t + S * Dh / 2, S, Dh, pos0, 500000.0, &sc);
+    KCU_CHECK_EXIT(cudaMemcpy(d, t, (size_t)(S * Dh) * 4, cudaMemcpyHostToDevice));
+    free(t);
+    return d;
+}
+
+static a2a_rope_env a2a_rope_setup(a2a_rope_shape sh) {
+    a2a_rope_env e = {.sh = sh, .P = sh.s * sh.K + 40, .pos0 = 29};
+    int64_t np = sh.docs ? sh.b * sh.s : e.P;
+    int64_t *pos = malloc((size_t)np * 8);
+    for (int64_t i = 0; i < np; i++) /* documents: scattered positions, another pattern per row */
+        pos[i] = sh.docs ? (i % sh.s * 7 + i / sh.s * 13 + 3) % e.P : i;
+    e.pos = dalloc((size_t)np * 8);
+    KCU_CHECK_EXIT(cudaMemcpy(e.pos, pos, (size_t)np * 8, cudaMemcpyHostToDevice));
+    free(pos);
+    e.tab0 = dtable(sh.s, sh.Dh, e.pos0);
+    e.tabP = dtable(e.P, sh.Dh, 0);
+    e.pstride = sh.docs ? sh.s : 0;
+    return e;
+}
+
+static const int64_t *a2a_rope_pos(const a2a_rope_env *e) { return e->sh.docs ? e->pos : e->pos + e->pos0; }
+
+/* y = x rotated as rt_rope (sign 1) or rt_rope_bwd (-1) rotates it. */
+static void a2a_rope_ref(const a2a_rope_env *e, kcu_bf16 *y, const kcu_bf16 *x, float sign) {
+    int64_t b = e->sh.b, s = e->sh.s, H = e->sh.H, Dh = e->sh.Dh, n = s * H * Dh;
+    if (!e->sh.docs) {
+        KCU_CHECK_EXIT(kcu_rope(y, x, e->tab0, e->tab0 + s * Dh / 2, b, s, H, Dh, sign, 0));
+        return;
+    }
+    for (int64_t bi = 0; bi < b; bi++)
+        KCU_CHECK_EXIT(kcu_rope_pos(y + bi * n, x + bi * n, e->tabP, e->tabP + e->P * Dh / 2, e->P, e->pos + bi * s, 1,
+                                    s, H, Dh, sign, 0));
+}
+
+/* seq -> heads: split 2 (heads), concat 1 (sequence); chunk q holds peer q's heads of every local token. */
+static void a2a_rope_pack_case(const a2a_rope_env *e, const char *tag) {
+    a2a_rope_shape sh = e->sh;
+    int64_t ns = sh.H * sh.fo / sh.K, nx = sh.b * sh.s * sh.H * sh.Dh, chunk = sh.b * sh.s * ns * sh.Dh;
+    float *x = rnd(nx, 1);
+    kcu_bf16 *dx = up(x, nx), *rx = dzeros(nx), *ref = dzeros(chunk * sh.K), *got = dzeros(chunk * sh.K);
+    kcu_bf16 *odd = dzeros(chunk * sh.K + 1); /* odd + 1 is not 16-byte aligned: one pair per thread */
+    a2a_rope_ref(e, rx, dx, 1.0f);
+    for (int64_t q = 0; q < sh.K; q++) {
+        kcu_a2a g = {sh.b, 1, sh.Dh, sh.s, sh.H, sh.s * sh.K, ns, sh.s, ns, q * ns, sh.fo, 0, 0};
+        const float *cs = e->tabP, *sn = e->tabP + e->P * sh.Dh / 2;
+        KCU_CHECK_EXIT(kcu_a2a_pack(ref + q * chunk, rx, &g, 2, 0));
+        KCU_CHECK_EXIT(kcu_a2a_pack_rope(got + q * chunk, dx, &g, cs, sn, e->P, a2a_rope_pos(e), e->pstride, 1.0f, 0));
+        KCU_CHECK_EXIT(
+            kcu_a2a_pack_rope(odd + 1 + q * chunk, dx, &g, cs, sn, e->P, a2a_rope_pos(e), e->pstride, 1.0f, 0));
+    }
+    char name[80];
+    snprintf(name, sizeof name, "a2a pack rope %s", tag);
+    check_same(name, got, ref, chunk * sh.K);
+    snprintf(name, sizeof name, "a2a pack rope unaligned %s", tag);
+    check_same(name, odd + 1, ref, chunk * sh.K);
+    cudaFree(dx), cudaFree(rx), cudaFree(ref), cudaFree(got), cudaFree(odd), free(x);
+}
+
+/* heads -> seq: split 1 (sequence), concat 2 (heads); chunk p holds peer p's heads of this rank's tokens. */
+static void a2a_rope_unpack_case(const a2a_rope_env *e, const char *tag) {
+    a2a_rope_shape sh = e->sh;
+    int64_t nc = sh.H / sh.K, ny = sh.b * sh.s * sh.H * sh.Dh, chunk = sh.b * sh.s * nc * sh.Dh;
+    float *c = rnd(chunk * sh.K, 1);
+    kcu_bf16 *dc = up(c, chunk * sh.K), *plain = dzeros(ny), *ref = dzeros(ny), *got = dzeros(ny);
+    for (int64_t p = 0; p < sh.K; p++) {
+        kcu_a2a g = {sh.b, 1, sh.Dh, sh.s * sh.K, nc, sh.s, sh.H, sh.s, nc, p * nc, 1, 0, 1};
+        KCU_CHECK_EXIT(kcu_a2a_unpack(plain, dc + p * chunk, &g, 2, 0));
+        KCU_CHECK_EXIT(kcu_a2a_unpack_rope(got, dc + p * chunk, &g, e->tabP, e->tabP + e->P * sh.Dh / 2, e->P,
+                                           a2a_rope_pos(e), e->pstride, -1.0f, 0));
+    }
+    a2a_rope_ref(e, ref, plain, -1.0f);
+    char name[80];
+    snprintf(name, sizeof name, "a2a unpack rope %s", tag);
+    check_same(name, got, ref, ny);
+    cudaFree(dc), cudaFree(plain), cudaFree(ref), cudaFree(got), free(c);
+}
+
+/* Under fanin the runtime sums with the plain unpack, then rotates y in
+ * place with kcu_rope_pos: in place must equal out of place, and the
+ * fused unpack must refuse f > 1. */
+static void a2a_rope_fanin_case(const a2a_rope_env *e, const char *tag) {
+    a2a_rope_shape sh = e->sh;
+    int64_t n = sh.b * sh.s * sh.H * sh.Dh, half = sh.Dh / 2;
+    float *y = rnd(n, 1);
+    kcu_bf16 *dy = up(y, n), *ref = dzeros(n), *cur = dzeros(n);
+    kcu_a2a g = {sh.b, 1, sh.Dh, sh.s * sh.K, 1, sh.s, sh.H, sh.s, 1, 0, 2, 0, 1};
+    cudaError_t bad = kcu_a2a_unpack_rope(cur, dy, &g, e->tabP, e->tabP + e->P * half, e->P, e->pos, 0, -1.0f, 0);
+    char name[80];
+    snprintf(name, sizeof name, "a2a unpack rope fanin %s", tag);
+    printf("%-28s %s  %s\n", name, cudaGetErrorString(bad), bad == cudaErrorInvalidValue ? "ok" : "FAIL");
+    failures += bad != cudaErrorInvalidValue;
+    int64_t rows = e->pstride ? sh.b : 1, b = e->pstride ? 1 : sh.b, m = sh.s * sh.H * sh.Dh;
+    KCU_CHECK_EXIT(cudaMemcpy(cur, dy, (size_t)n * 2, cudaMemcpyDeviceToDevice));
+    for (int64_t bi = 0; bi < rows; bi++) {
+        const int64_t *pos = a2a_rope_pos(e) + bi * e->pstride;
+        KCU_CHECK_EXIT(kcu_rope_pos(ref + bi * m, dy + bi * m, e->tabP, e->tabP + e->P * half, e->P, pos, b, sh.s, sh.H,
+                                    sh.Dh, -1.0f, 0));
+        KCU_CHECK_EXIT(kcu_rope_pos(cur + bi * m, cur + bi * m, e->tabP, e->tabP + e->P * half, e->P, pos, b, sh.s,
+                                    sh.H, sh.Dh, -1.0f, 0));
+    }
+    snprintf(name, sizeof name, "rope_pos in place %s", tag);
+    check_same(name, cur, ref, n);
+    cudaFree(dy), cudaFree(ref), cudaFree(cur), free(y);
+}
+
+static void test_a2a_rope(void) {
+    /* b, s, H, Dh, K, fo, docs: Dh 64 and 128 (8 pairs per thread), 12 (one
+     * pair per thread); the fanout shape's backward is a fanin one */
+    a2a_rope_shape shapes[] = {{2, 6, 4, 64, 2, 1, false}, {2, 5, 8, 128, 4, 1, true}, {2, 7, 4, 128, 2, 1, false},
+                               {2, 4, 2, 64, 4, 2, true},  {2, 3, 3, 12, 3, 1, false}, {2, 4, 6, 12, 3, 1, true}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        a2a_rope_shape sh = shapes[i];
+        char tag[48];
+        snprintf(tag, sizeof tag, "H%lld Dh%lld K%lld%s%s", (long long)sh.H, (long long)sh.Dh, (long long)sh.K,
+                 sh.fo > 1 ? " fo2" : "", sh.docs ? " doc" : "");
+        a2a_rope_env e = a2a_rope_setup(sh);
+        a2a_rope_pack_case(&e, tag);
+        if (sh.fo > 1)
+            a2a_rope_fanin_case(&e, tag);
+        else
+            a2a_rope_unpack_case(&e, tag);
+        cudaFree(e.tab0), cudaFree(e.tabP), cudaFree(e.pos);
+    }
+}
+
 /* qk: the scale of q and k.  With 1 the softmax is nearly flat, so one key
  * too many or too few (a causal-mask or tile-boundary error) moves a row's
  * output by only ~1/S; with 3 the scores spread over several units and such
@@ -670,6 +827,7 @@ int main(void) {
     test_adamw();
     test_copy_box();
     test_a2a();
+    test_a2a_rope();
     /* Forcing the tensor-core forward at a head dim it has no kernel for is
      * refused, not run. */
     kcu_bf16 *t = dzeros(4 * 32);

@@ -25,6 +25,17 @@
 #     elem: the "on" IR must hold an add_rmsnorm_bwd for each of SPEC's two
 #     norms per layer and at least one add_rmsnorm per layer (recompute
 #     adds clones), in each variant of a dynamic program, the "off" IR none.
+#   KEY rope: train.fuse_rope (passes/pass_fuse_rope.c: each RoPE rotation
+#     done by the sequence exchange next to it as it packs, or unpacks in
+#     the backward); the same layouts, and two-level exchanges, a kv
+#     fan-out (Ulysses over 8 ranks: 2 KV heads each sent to 4; over 4
+#     with overlap, so a started exchange sums and rotates back at its
+#     wait), Llama 3
+#     RoPE scaling, hybrid with documents (the ring's zig-zag positions
+#     within documents) and batch_aware dynamic.  The "on" IR must have no
+#     rope or rope_bwd op left and its exchanges rotate (rope = 3, rope_bwd
+#     = 3, or their split parts under overlap); where no exchange rotates
+#     (one rank, the pure ring) the two IRs must be the same program.
 #   KEY lse: train.attention_lse (passes/pass_attention_lse.c: each
 #     attention forward's softmax statistics a value its backward reads, in
 #     the arena, instead of the backend's entry per output address); the
@@ -81,6 +92,44 @@ ir_check_lse() {
     fi
 }
 
+ir_check_rope() {
+    local p=$1 n=$2 l=$3 left fwd bwd
+    if rope_untouched "$l"; then
+        cmp -s <(grep -v '^config fuse_rope ' "$p") <(grep -v '^config fuse_rope ' "$n") ||
+            echo "fuse_rope on changed a program it must leave alone"
+        return
+    fi
+    # rotations left next to an exchange (batch_aware dynamic's variants
+    # of one rank per group keep theirs: they have no exchange)
+    left=$(python3 -c '
+import re, sys
+defs, uses = {}, []
+for line in open(sys.argv[1]):
+    m = re.match(r"(%\S.*?) = (\w+) (.*?) \{", line)
+    if not m:
+        continue
+    outs = [v.strip() for v in m.group(1).split(",")]
+    ins = re.findall(r"%[\w.]+", m.group(3))
+    for v in outs:
+        defs[v] = m.group(2)
+    uses.append((m.group(2), ins))
+print(sum(1 for op, ins in uses for v in ins
+          if (op == "all_to_all" and defs.get(v) == "rope") or (op == "rope_bwd" and defs.get(v) == "all_to_all")))
+' "$p")
+    fwd=$(grep -c '= all_to_all .*[{ ]rope = ' "$p" || true)
+    bwd=$(grep -c '= all_to_all .*rope_bwd = ' "$p" || true)
+    if [[ $left != 0 || $fwd == 0 || $bwd == 0 ]]; then
+        echo "fuse_rope on: $left rotation(s) left next to an exchange, $fwd exchange(s) rotating, $bwd rotating back"
+    fi
+    if grep -q '= all_to_all .*rope' "$n"; then
+        echo "fuse_rope off: an exchange that rotates"
+    fi
+}
+
+# Layouts with no sequence exchange (one rank, the pure ring): pass
+# fuse-rope has nothing to fuse.
+rope_untouched() { [[ $1 == np=1 || $1 == *sequence=ring* ]]; }
+
 # Layouts where pass attention-lse has nothing to do (ring attention, packed documents).
 lse_untouched() { [[ $1 == *sequence=ring* || $1 == *sequence=hybrid* || $1 == *documents=on* ]]; }
 
@@ -113,6 +162,13 @@ same() {
         "layout.batch_aware=off;train.zero=3;train.offload=all;train.recompute=full"
         "layout.batch_aware=dynamic;train.zero=1;train.documents=on;train.eot_token=0;data=docs"
     )
+    [[ $KEY == rope ]] && layouts+=(
+        "np=8;layout.a2a=two_level;layout.batch_aware=off;train.zero=1"
+        "mesh.nodes=1;mesh.devices_per_node=4;layout.batch_aware=off;train.zero=3;train.overlap=on;train.recompute=full"
+        "model.rope_scaling=llama3;layout.batch_aware=off;train.zero=2"
+        "layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.documents=on;train.eot_token=0;data=docs"
+        "layout.batch_aware=dynamic;train.zero=1;train.documents=on;train.eot_token=0;data=docs"
+    )
     [[ $KEY == lse ]] && layouts+=(
         "layout.batch_aware=off;train.zero=1;train.recompute=selective"
         "layout.batch_aware=groups 2;train.zero=0;train.recompute=none;train.offload=activations"
@@ -125,6 +181,7 @@ same() {
             case $s in
             data=docs) data="$DOCS" ;;
             np=1) np=1 && sets=(--set mesh.nodes=1 --set mesh.devices_per_node=1) ;;
+            np=8) np=8 && sets=(--set mesh.nodes=2 --set mesh.devices_per_node=4) ;;
             *) sets+=(--set "$s") ;;
             esac
         done
@@ -137,7 +194,8 @@ same() {
             echo "FAIL $l: $bad"
             fails=$((fails + 1))
         fi
-        if [[ $KEY == lse ]] && lse_untouched "$l"; then # one program: nothing to train twice
+        if { [[ $KEY == lse ]] && lse_untouched "$l"; } || { [[ $KEY == rope ]] && rope_untouched "$l"; }; then
+            # one program: nothing to train twice
             [[ -n $bad ]] || echo "ok   $l: the same program on and off"
             i=$((i + 1))
             continue
@@ -170,9 +228,9 @@ case $cmd in
 same)
     KEY=$1 BASPC=$2 MPIRUN=$3 CORPUS=$4 DOCS=$5 SPEC=$6 W=$7
     case $KEY in
-    loss | elem) NAME=fuse_$KEY ;;
+    loss | elem | rope) NAME=fuse_$KEY ;;
     lse) NAME=attention_lse ;;
-    *) echo "fuse.sh: KEY is loss, elem or lse, not '$KEY'" >&2 && exit 2 ;;
+    *) echo "fuse.sh: KEY is loss, elem, rope or lse, not '$KEY'" >&2 && exit 2 ;;
     esac
     rm -rf "$W" && mkdir -p "$W"
     same

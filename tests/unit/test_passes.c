@@ -399,9 +399,10 @@ static void test_pass_table(void) {
             }
         }
     }
-    CHECK(!strcmp(skeleton, "batch-aware, <its passes>, place, zero, <its after-zero passes>, fuse-loss, fuse-elem, "
-                            "attention-lse, recompute, "
-                            "offload, overlap, memplan"));
+    CHECK(!strcmp(skeleton,
+                  "batch-aware, <its passes>, place, zero, <its after-zero passes>, fuse-loss, fuse-elem, fuse-rope, "
+                  "attention-lse, recompute, "
+                  "offload, overlap, memplan"));
     const char *docs[] = {"passes/README.md", "docs/ARCHITECTURE.md", "docs/writing-a-pass.md"};
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         char path[1024];
@@ -468,11 +469,10 @@ static void test_registry(void) {
     const layout_strategy *mine = layout_variant_find("a2a", "mine");
     char pipe[512];
     pass_pipeline(mine, true, pipe, sizeof pipe);
-    CHECK(!strcmp(
-        pipe,
-        "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,attention-lse,recompute,offload,overlap,memplan"));
+    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,fuse-rope,attention-lse,recompute,"
+                        "offload,overlap,memplan"));
     pass_pipeline(mine, false, pipe, sizeof pipe);
-    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,attention-lse,overlap"));
+    CHECK(!strcmp(pipe, "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,fuse-rope,attention-lse,overlap"));
     layout_choice c = layout_ulysses(1);
     c.variant = mine;
     CHECK(!pass_layout_available(&c));
@@ -487,27 +487,28 @@ static void test_registry(void) {
     char name[64];
     layout_choice_name(&all[2], name, sizeof name);
     CHECK(!strcmp(name, "ulysses+mine"));
-    CHECK(!strcmp(pass_default_pipeline(), "batch-aware,ulysses,ring,two-level,mine,place,zero,fuse-loss,fuse-elem,"
-                                           "attention-lse,recompute,offload,overlap,memplan"));
+    CHECK(!strcmp(pass_default_pipeline(),
+                  "batch-aware,ulysses,ring,two-level,mine,place,zero,fuse-loss,fuse-elem,fuse-rope,"
+                  "attention-lse,recompute,offload,overlap,memplan"));
     /* a module's pipeline comes from its config; a word nobody registered
      * (its plugin not loaded) is an error, not the flat pipeline */
     ir_module *m = ir_module_new("cfg");
     ir_config_set(m, "sequence", "ulysses");
     ir_config_set(m, "a2a", "mine");
-    CHECK(
-        pass_pipeline_of(m, pipe, sizeof pipe) &&
-        !strcmp(
-            pipe,
-            "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,attention-lse,recompute,offload,overlap,memplan"));
+    CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
+          !strcmp(pipe, "batch-aware,ulysses,mine,place,zero,fuse-loss,fuse-elem,fuse-rope,attention-lse,recompute,"
+                        "offload,overlap,memplan"));
     ir_config_set(m, "a2a", "two_level");
     CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
-          !strcmp(pipe, "batch-aware,ulysses,two-level,place,zero,fuse-loss,fuse-elem,attention-lse,recompute,offload,"
-                        "overlap,memplan"));
+          !strcmp(
+              pipe,
+              "batch-aware,ulysses,two-level,place,zero,fuse-loss,fuse-elem,fuse-rope,attention-lse,recompute,offload,"
+              "overlap,memplan"));
     ir_config_set(m, "sequence", "hybrid");
     ir_config_set(m, "a2a", "flat");
     CHECK(pass_pipeline_of(m, pipe, sizeof pipe) &&
-          !strcmp(pipe,
-                  "batch-aware,ring,place,zero,fuse-loss,fuse-elem,attention-lse,recompute,offload,overlap,memplan"));
+          !strcmp(pipe, "batch-aware,ring,place,zero,fuse-loss,fuse-elem,fuse-rope,attention-lse,recompute,offload,"
+                        "overlap,memplan"));
     ir_config_set(m, "a2a", "hpz");
     CHECK(!pass_pipeline_of(m, pipe, sizeof pipe));
     ir_module_free(m);

@@ -110,6 +110,8 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 #define __expf expf /* glibc declares its own __expf and __logf */
 #define __logf logf
 static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); } /* one rounding, as on a GPU */
+static inline float __fmul_rn(float a, float b) { return a * b; }
 template <class A, class B> static inline typename std::common_type<A, B>::type min(A a, B b) { return a < b ? a : b; }
 template <class A, class B> static inline typename std::common_type<A, B>::type max(A a, B b) { return a < b ? b : a; }
 
