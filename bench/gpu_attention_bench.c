@@ -18,13 +18,19 @@
  * document's 4 * H * l^2 * Dh), forward and backward (2.5 times the
  * forward's FLOPs, the recomputed row statistics not counted).
  *
- *   gpu_attention_bench [--peak TFLOPS] [--reps N] [--min-seq S] [--max-seq S]
+ * Last, the Ulysses exchange's packing of q and k for 8 peers (bench_pack):
+ * RoPE apart (kcu_rope, then kcu_a2a_pack per chunk) against RoPE fused in
+ * (kcu_a2a_pack_rope, pass fuse-rope), at sequences up to 4 * --max-seq, in
+ * GB/s of the bytes each must move and against --bw.
+ *
+ *   gpu_attention_bench [--peak TFLOPS] [--bw GB/s] [--reps N] [--min-seq S] [--max-seq S]
  *
  * FLOPs counted as the causal half of the dense ones: forward 2 matmuls,
  * 4 * b * H * S^2 * Dh / 2; backward 2.5 times that (5 matmuls; the
  * recomputed statistics pass is not counted, as is usual).  Median of
  * --reps timed runs after one warm-up, timed with CUDA events.  --peak is
- * the bf16 dense peak used for the percentage (default 989, H100/H200 SXM).
+ * the bf16 dense peak used for the percentage (default 989, H100/H200 SXM);
+ * --bw the memory bandwidth (default 3350, H100 SXM; 4800 on an H200).
  * Exits 77 when no GPU is visible. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -32,6 +38,7 @@
 #include <string.h>
 
 #include "kcu.h"
+#include "../host/rt_host.h" /* kern_rope_table: via runtime/cuda on the include path */
 #ifdef BASP_HAVE_CUDNN
 #include "rt_attn_cudnn.h"
 #endif
@@ -201,6 +208,87 @@ static void bench_ring_docs(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int
     cudaFree(B->pos), cudaFree(B->doc);
 }
 
+/* ---- the Ulysses exchange's packing, RoPE apart and fused in ----------------------
+ * One rank's forward packing of q and k for K peers at sequence S: x [1, S/K,
+ * H, Dh] sent as K chunks of H/K heads (the seq -> heads exchange).  Apart:
+ * kcu_rope into a rotated copy, then kcu_a2a_pack of each chunk (the
+ * runtime's rt_rope then rt_all_to_all); fused: kcu_a2a_pack_rope of each
+ * chunk (rt_all_to_all_rope).  Bytes moved: apart, q and k read and written
+ * twice; fused, once (the table is L2-resident).  GB/s are those bytes over
+ * the time, against --bw (device memory bandwidth, GB/s). */
+typedef struct pack_buf {
+    kcu_bf16 *x[2], *r[2], *send;
+    float *cs, *sn;
+    int64_t *pos;
+    int64_t s, H[2], Dh, K;
+} pack_buf;
+
+static void pack_launch(const pack_buf *P, bool fused) {
+    for (int t = 0; t < 2; t++) {
+        int64_t H = P->H[t], hk = H / P->K;
+        if (!fused) KCU_CHECK_EXIT(kcu_rope(P->r[t], P->x[t], P->cs, P->sn, 1, P->s, H, P->Dh, 1.0f, 0));
+        for (int64_t q = 0; q < P->K; q++) {
+            kcu_a2a g = {1, 1, P->Dh, P->s, H, 0, hk, P->s, hk, q * hk, 1, 0, 0};
+            kcu_bf16 *dst = P->send + (t ? P->s * P->H[0] * P->Dh : 0) + q * P->s * hk * P->Dh;
+            if (fused)
+                KCU_CHECK_EXIT(kcu_a2a_pack_rope(dst, P->x[t], &g, P->cs, P->sn, P->s, P->pos, P->s, 1.0f, 0));
+            else
+                KCU_CHECK_EXIT(kcu_a2a_pack(dst, P->r[t], &g, 2, 0));
+        }
+    }
+}
+
+static float pack_ms(const pack_buf *P, bool fused, int reps) {
+    cudaEvent_t a, b;
+    KCU_CHECK_EXIT(cudaEventCreate(&a));
+    KCU_CHECK_EXIT(cudaEventCreate(&b));
+    float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
+    for (int r = -1; r < reps; r++) {
+        KCU_CHECK_EXIT(cudaEventRecord(a, 0));
+        pack_launch(P, fused);
+        KCU_CHECK_EXIT(cudaEventRecord(b, 0));
+        KCU_CHECK_EXIT(cudaEventSynchronize(b));
+        if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
+    }
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
+    float med = ms[reps / 2];
+    free(ms);
+    KCU_CHECK_EXIT(cudaEventDestroy(a));
+    KCU_CHECK_EXIT(cudaEventDestroy(b));
+    return med;
+}
+
+static void bench_pack(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int64_t K, int reps, double bw) {
+    pack_buf P = {.s = S / K, .H = {H, Hkv}, .Dh = Dh, .K = K};
+    if (P.s < 1 || H % K || Hkv % K) return;
+    int64_t n = P.s * (H + Hkv) * Dh, half = Dh / 2;
+    for (int t = 0; t < 2; t++) {
+        P.x[t] = dev_random(P.s * P.H[t] * Dh);
+        KCU_CHECK_EXIT(cudaMalloc((void **)&P.r[t], (size_t)(P.s * P.H[t] * Dh) * 2));
+    }
+    KCU_CHECK_EXIT(cudaMalloc((void **)&P.send, (size_t)n * 2));
+    float *tab = malloc(sizeof(float) * (size_t)(2 * P.s * half));
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)P.s);
+    kern_rope_table(tab, tab + P.s * half, P.s, Dh, 0, 10000.0, NULL);
+    for (int64_t i = 0; i < P.s; i++) pos[i] = i;
+    KCU_CHECK_EXIT(cudaMalloc((void **)&P.cs, sizeof(float) * (size_t)(2 * P.s * half)));
+    KCU_CHECK_EXIT(cudaMemcpy(P.cs, tab, sizeof(float) * (size_t)(2 * P.s * half), cudaMemcpyHostToDevice));
+    P.sn = P.cs + P.s * half;
+    KCU_CHECK_EXIT(cudaMalloc((void **)&P.pos, sizeof(int64_t) * (size_t)P.s));
+    KCU_CHECK_EXIT(cudaMemcpy(P.pos, pos, sizeof(int64_t) * (size_t)P.s, cudaMemcpyHostToDevice));
+    free(tab), free(pos);
+    float apart = pack_ms(&P, false, reps), fused = pack_ms(&P, true, reps);
+    double once = 2.0 * 2.0 * (double)n; /* bytes: read and write q and k once, bf16 */
+    printf("exchange packing Dh=%-3lld S=%-6lld K=%lld H=%lld/%lld (%lld tokens per rank)  rope+pack %7.3f ms %6.0f "
+           "GB/s (%4.1f%% of %.0f)  fused %7.3f ms %6.0f GB/s (%4.1f%%)  %.2fx\n",
+           (long long)Dh, (long long)S, (long long)K, (long long)H, (long long)Hkv, (long long)P.s, apart,
+           2 * once / (apart * 1e-3) / 1e9, 100 * 2 * once / (apart * 1e-3) / 1e9 / bw, bw, fused,
+           once / (fused * 1e-3) / 1e9, 100 * once / (fused * 1e-3) / 1e9 / bw, apart / fused);
+    fflush(stdout);
+    for (int t = 0; t < 2; t++) cudaFree(P.x[t]), cudaFree(P.r[t]);
+    cudaFree(P.send), cudaFree(P.cs), cudaFree(P.pos);
+}
+
 static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak) {
     bench_buf B = *dnn;
     int64_t nq = S * H * Dh, nk = S * Hkv * Dh;
@@ -228,12 +316,14 @@ static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t
 }
 
 int main(int argc, char **argv) {
-    double peak = 989.0;
+    double peak = 989.0, bw = 3350.0;
     int reps = 5;
     int64_t min_seq = 4096, max_seq = 16384;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--peak"))
             peak = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bw"))
+            bw = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps"))
             reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-seq"))
@@ -257,6 +347,11 @@ int main(int argc, char **argv) {
     for (int64_t S = min_seq; S <= max_seq; S *= 2) {
         bench_one(&dnn, S, 32, 8, 64, reps, peak);
         bench_one(&dnn, S, 16, 8, 128, reps, peak);
+    }
+    /* Llama-3.2-1B's and Llama-3.1-8B's q and k over 8 ranks */
+    for (int64_t S = min_seq; S <= 4 * max_seq; S *= 4) {
+        bench_pack(S, 32, 8, 64, 8, reps, bw);
+        bench_pack(S, 32, 8, 128, 8, reps, bw);
     }
 #ifdef BASP_HAVE_CUDNN
     cuda_cudnn_destroy(dnn.dnn);
