@@ -46,17 +46,8 @@
 #     attention carries its statistics anyway, and packed documents) the
 #     two IRs must be the same program, which is then not trained twice.
 set -euo pipefail
-
-mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
-
-# The fields that must agree (not the timings).
-fields() {
-    python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["step"], r.get("loss"), r.get("grad_norm"), r.get("val_loss"))' "$1"
-}
+# shellcheck source-path=SCRIPTDIR source=same_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/same_lib.sh"
 
 # The IR checks of each KEY: on, off, layout; prints what failed.
 ir_check_loss() {
@@ -173,53 +164,42 @@ same() {
         "layout.batch_aware=off;train.zero=1;train.recompute=selective"
         "layout.batch_aware=groups 2;train.zero=0;train.recompute=none;train.offload=activations"
     )
-    local i=0 fails=0
-    for l in "${layouts[@]}"; do
-        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) data="$CORPUS" np=4
-        IFS=';' read -ra kv <<<"$l"
-        for s in "${kv[@]}"; do
-            case $s in
-            data=docs) data="$DOCS" ;;
-            np=1) np=1 && sets=(--set mesh.nodes=1 --set mesh.devices_per_node=1) ;;
-            np=8) np=8 && sets=(--set mesh.nodes=2 --set mesh.devices_per_node=4) ;;
-            *) sets+=(--set "$s") ;;
-            esac
-        done
-        local n="$W/l$i.off" p="$W/l$i.on" bad
-        for o in off on; do
-            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.$NAME=$o" --emit=ir -o "$W/l$i.$o.ir"
-        done
-        bad=$("ir_check_$KEY" "$p.ir" "$n.ir" "$l")
-        if [[ -n $bad ]]; then
-            echo "FAIL $l: $bad"
-            fails=$((fails + 1))
-        fi
-        if { [[ $KEY == lse ]] && lse_untouched "$l"; } || { [[ $KEY == rope ]] && rope_untouched "$l"; }; then
-            # one program: nothing to train twice
-            [[ -n $bad ]] || echo "ok   $l: the same program on and off"
-            i=$((i + 1))
-            continue
-        fi
-        for o in off on; do
-            local q="$W/l$i.$o"
-            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.$NAME=$o" -o "$q.train"
-            mpi -np "$np" "$q.train" --data "$data" --steps 3 --val-data "$data" --val-every 1 --val-tokens 300 \
-                --metrics "$q.jsonl" --save-weights "$q.weights" --save-grads "$q.grads" >"$q.log"
-        done
-        if ! grep -q '"val_loss"' "$p.jsonl"; then
-            echo "FAIL $l: no validation loss in the fused run's metrics"
-            fails=$((fails + 1))
-        elif ! cmp -s "$n.weights" "$p.weights" || ! cmp -s "$n.grads" "$p.grads" ||
-            ! cmp -s <(fields "$n.jsonl") <(fields "$p.jsonl"); then
-            echo "FAIL $l: $NAME on: losses, validation losses, weights or gradients differ from off"
-            diff <(fields "$n.jsonl") <(fields "$p.jsonl") || true
-            fails=$((fails + 1))
-        else
-            echo "ok   $l: losses $(fields "$p.jsonl" | cut -d' ' -f2 | tr '\n' ' ')"
-        fi
-        i=$((i + 1))
+    each_layout same_one "${layouts[@]}"
+}
+
+# np=1: one rank; np=8: 8 ranks as 2 nodes x 4.
+layout_key() {
+    case $1 in
+    np=1) np=1 && sets=(--set mesh.nodes=1 --set mesh.devices_per_node=1) ;;
+    np=8) np=8 && sets=(--set mesh.nodes=2 --set mesh.devices_per_node=4) ;;
+    *) return 1 ;;
+    esac
+}
+
+# same_one LAYOUT Q: the IR checks of KEY, and the off and on runs.
+same_one() {
+    local l=$1 q=$2 o bad
+    layout "$l"
+    for o in off on; do
+        compile --set "train.$NAME=$o" --emit=ir -o "$q.$o.ir"
     done
-    [[ $fails == 0 ]]
+    bad=$("ir_check_$KEY" "$q.on.ir" "$q.off.ir" "$l")
+    [[ -z $bad ]] || fail "$bad"
+    if { [[ $KEY == lse ]] && lse_untouched "$l"; } || { [[ $KEY == rope ]] && rope_untouched "$l"; }; then
+        # one program: nothing to train twice
+        [[ -n $bad ]] || ok "the same program on and off"
+        return
+    fi
+    for o in off on; do
+        compile --set "train.$NAME=$o" -o "$q.$o.train"
+        train "$q.$o" --val-data "$data" --val-every 1 --val-tokens 300
+    done
+    if ! grep -q '"val_loss"' "$q.on.jsonl"; then
+        fail "no validation loss in the fused run's metrics"
+    else
+        agree "$q.off" "$q.on" "$NAME on: losses, validation losses, weights or gradients differ from off" \
+            "losses $(fields "$q.on.jsonl" | cut -d' ' -f2 | tr '\n' ' ')"
+    fi
 }
 
 cmd=$1

@@ -17,8 +17,8 @@
 #     layout says "whole": there the pass keeps them whole); the
 #     "off" IR starts none.
 set -euo pipefail
-
-mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
+# shellcheck source-path=SCRIPTDIR source=same_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/same_lib.sh"
 
 same() {
     local layouts=(
@@ -31,57 +31,48 @@ same() {
         "layout.batch_aware=groups 2;train.zero=0"
         "mesh.nodes=1;layout.batch_aware=off;train.zero=3;train.global_batch=4;np=2"
     )
-    local i=0 fails=0
-    for l in "${layouts[@]}"; do
-        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2) data="$CORPUS" np=4 whole=0
-        IFS=';' read -ra kv <<<"$l"
-        for s in "${kv[@]}"; do
-            case $s in
-            data=docs) data="$DOCS" ;;
-            whole) whole=1 ;;
-            np=*) np=${s#np=} && sets+=(--set "mesh.devices_per_node=$np") ;;
-            *) sets+=(--set "$s") ;;
-            esac
-        done
-        for o in off on; do
-            local p="$W/l$i.$o"
-            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.overlap=$o" -o "$p.train"
-            "$BASPC" "$SPEC" -q "${sets[@]}" --set "train.overlap=$o" --emit=ir -o "$p.ir"
-            mpi -np "$np" "$p.train" --data "$data" --steps 3 --metrics "$p.jsonl" \
-                --save-weights "$p.weights" --save-grads "$p.grads" >"$p.log"
-        done
-        local n="$W/l$i.off" p="$W/l$i.on" starts waits fused split
-        starts=$(grep -c 'async = 1' "$p.ir" || true)
-        waits=$(grep -c '^wait ' "$p.ir" || true)
-        if [[ $starts == 0 || $starts != "$waits" ]] || grep -q 'async = 1\|^wait ' "$n.ir"; then
-            echo "FAIL $l: overlap on: $starts started collective(s), $waits wait(s) (off must have none)"
-            fails=$((fails + 1))
-        fi
-        # Fused exchanges (q, k, v in one all_to_all) are split, part started.
-        fused=$(grep -c '^%[^=]*, %[^=]* = all_to_all' "$n.ir" || true)
-        split=$(grep -c '= all_to_all .*async = 1' "$p.ir" || true)
-        # "whole": exchanges that cross nodes, where ZeRO's collectives
-        # cross too, stay whole (passes/README.md, "overlap"); the ones
-        # inside a node find no split that pays.
-        if ((fused > 0 && split == 0 && !whole)) || ((whole && split > 0)); then
-            echo "FAIL $l: overlap on: $split of the $fused fused exchange(s) split"
-            fails=$((fails + 1))
-        fi
-        # 2 ranks with a CPU each run the MPI progress thread (MPI_THREAD_MULTIPLE).
-        if [[ $np == 2 ]] && (($(nproc) >= 2)) && ! grep -q 'MPI progress thread on' "$p.log"; then
-            echo "FAIL $l: the banner does not say the progress thread runs: $(grep '^overlap:' "$p.log")"
-            fails=$((fails + 1))
-        fi
-        if ! cmp "$n.weights" "$p.weights" || ! cmp "$n.grads" "$p.grads" ||
-           ! cmp <(cut -d, -f1-3 "$n.jsonl") <(cut -d, -f1-3 "$p.jsonl"); then
-            echo "FAIL $l: overlap on: losses, weights or gradients differ from off"
-            fails=$((fails + 1))
-        else
-            echo "ok   $l: $starts collective(s) started ($split exchange(s)); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
-        fi
-        i=$((i + 1))
+    each_layout same_one "${layouts[@]}"
+}
+
+# np=N: N ranks on each node; whole: the exchanges stay whole.
+layout_key() {
+    case $1 in
+    whole) whole=1 ;;
+    np=*) np=${1#np=} && sets+=(--set "mesh.devices_per_node=$np") ;;
+    *) return 1 ;;
+    esac
+}
+
+# same_one LAYOUT Q: the off and on runs and the "on" IR's started
+# collectives and split exchanges.
+same_one() {
+    local l=$1 q=$2 whole=0 o n p starts waits fused split
+    layout "$l"
+    for o in off on; do
+        build "$q.$o" --set "train.overlap=$o"
+        train "$q.$o"
     done
-    [[ $fails == 0 ]]
+    n=$q.off p=$q.on
+    starts=$(grep -c 'async = 1' "$p.ir" || true)
+    waits=$(grep -c '^wait ' "$p.ir" || true)
+    if [[ $starts == 0 || $starts != "$waits" ]] || grep -q 'async = 1\|^wait ' "$n.ir"; then
+        fail "overlap on: $starts started collective(s), $waits wait(s) (off must have none)"
+    fi
+    # Fused exchanges (q, k, v in one all_to_all) are split, part started.
+    fused=$(grep -c '^%[^=]*, %[^=]* = all_to_all' "$n.ir" || true)
+    split=$(grep -c '= all_to_all .*async = 1' "$p.ir" || true)
+    # "whole": exchanges that cross nodes, where ZeRO's collectives
+    # cross too, stay whole (passes/README.md, "overlap"); the ones
+    # inside a node find no split that pays.
+    if ((fused > 0 && split == 0 && !whole)) || ((whole && split > 0)); then
+        fail "overlap on: $split of the $fused fused exchange(s) split"
+    fi
+    # 2 ranks with a CPU each run the MPI progress thread (MPI_THREAD_MULTIPLE).
+    if [[ $np == 2 ]] && (($(nproc) >= 2)) && ! grep -q 'MPI progress thread on' "$p.log"; then
+        fail "the banner does not say the progress thread runs: $(grep '^overlap:' "$p.log")"
+    fi
+    agree "$n" "$p" "overlap on: losses, weights or gradients differ from off" \
+        "$starts collective(s) started ($split exchange(s)); losses $(cut -d, -f2 "$n.jsonl" | tr '\n' ' ')"
 }
 
 cmd=$1

@@ -15,8 +15,8 @@
 #     dominate), the planned arena (config mem.peak of --emit=ir) must fall
 #     strictly from none to selective to full.
 set -euo pipefail
-
-mpi() { "$MPIRUN" --allow-run-as-root --oversubscribe "$@"; }
+# shellcheck source-path=SCRIPTDIR source=same_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/same_lib.sh"
 
 planned() { "$BASPC" "$@" -q --emit=ir | sed -n 's/^config mem.peak = //p'; }
 
@@ -26,34 +26,30 @@ same() {
         "layout.batch_aware=groups 2;train.zero=3"
         "layout.batch_aware=off;train.seq_len=512"
     )
-    local i=0 fails=0
-    for l in "${layouts[@]}"; do
-        local sets=(--set mesh.nodes=2 --set mesh.devices_per_node=2)
-        IFS=';' read -ra kv <<<"$l"
-        for s in "${kv[@]}"; do sets+=(--set "$s"); done
-        for mode in none selective full; do
-            local p="$W/l$i.$mode" ms=(--set "train.recompute=$mode")
-            "$BASPC" "$SPEC" -q "${sets[@]}" "${ms[@]}" -o "$p.train"
-            "$BASPC" "$SPEC" -q "${sets[@]}" "${ms[@]}" --emit=ir -o "$p.ir"
-            local nrc nrc_a2a
-            nrc=$(grep -c 'recompute = 1' "$p.ir" || true)
-            nrc_a2a=$(grep 'recompute = 1' "$p.ir" | grep -c '= all_to_all' || true)
-            if [[ $mode == none && $nrc != 0 ]] || [[ $mode != none && $nrc == 0 ]] ||
-               [[ $mode == full && $l == *groups* && $nrc_a2a == 0 ]]; then
-                echo "FAIL $l: recompute $mode: $nrc recomputed op(s), $nrc_a2a all-to-all(s)"
-                fails=$((fails + 1))
-            fi
-            mpi -np 4 "$p.train" --data "$CORPUS" --steps 3 --quiet --metrics "$p.jsonl" \
-                --save-weights "$p.weights" --save-grads "$p.grads" >/dev/null
-        done
-        for mode in selective full; do
-            local p="$W/l$i.$mode" n="$W/l$i.none"
-            if ! cmp "$n.weights" "$p.weights" || ! cmp "$n.grads" "$p.grads"; then
-                echo "FAIL $l: recompute $mode: weights or gradients differ from none"
-                fails=$((fails + 1))
-            fi
-        done
-        python3 - "$W/l$i" "$l" <<'EOF' || fails=$((fails + 1))
+    each_layout same_one "${layouts[@]}"
+}
+
+# same_one LAYOUT Q: the none, selective and full runs, their IR's
+# recomputed ops, and their losses, arenas and step times.
+same_one() {
+    local l=$1 q=$2 mode nrc nrc_a2a
+    layout "$l"
+    for mode in none selective full; do
+        build "$q.$mode" --set "train.recompute=$mode"
+        nrc=$(grep -c 'recompute = 1' "$q.$mode.ir" || true)
+        nrc_a2a=$(grep 'recompute = 1' "$q.$mode.ir" | grep -c '= all_to_all' || true)
+        if [[ $mode == none && $nrc != 0 ]] || [[ $mode != none && $nrc == 0 ]] ||
+           [[ $mode == full && $l == *groups* && $nrc_a2a == 0 ]]; then
+            fail "recompute $mode: $nrc recomputed op(s), $nrc_a2a all-to-all(s)"
+        fi
+        train "$q.$mode" --quiet
+    done
+    for mode in selective full; do
+        same_bits "$q.none" "$q.$mode" || fail "recompute $mode: weights or gradients differ from none"
+    done
+    # Loss and gradient norm step by step, and each mode's arena and median
+    # step time: this prints the layout's ok or FAIL line itself.
+    python3 - "$q" "$l" <<'EOF' || fails=$((fails + 1))
 import json, re, statistics, sys
 p, layout = sys.argv[1], sys.argv[2]
 ok = True
@@ -74,9 +70,6 @@ for m, r in runs.items():
     print(f"     {m:9s} arena {arena[m]:9d} B  median step {statistics.median(x['step_ms'] for x in r):7.2f} ms")
 sys.exit(0 if ok else 1)
 EOF
-        i=$((i + 1))
-    done
-    [[ $fails == 0 ]]
 }
 
 arena() {
