@@ -20,7 +20,8 @@
  *
  * Last, the Ulysses exchange's packing of q and k for 8 peers (bench_pack):
  * RoPE apart (kcu_rope, then kcu_a2a_pack per chunk) against RoPE fused in
- * (kcu_a2a_pack_rope, pass fuse-rope), at sequences up to 4 * --max-seq, in
+ * (kcu_a2a_pack_rope, pass fuse-rope), at sequences from 4 * --min-seq to
+ * 4 * --max-seq, in
  * GB/s of the bytes each must move and against --bw.
  *
  *   gpu_attention_bench [--peak TFLOPS] [--bw GB/s] [--reps N] [--min-seq S] [--max-seq S]
@@ -349,7 +350,7 @@ int main(int argc, char **argv) {
         bench_one(&dnn, S, 16, 8, 128, reps, peak);
     }
     /* Llama-3.2-1B's and Llama-3.1-8B's q and k over 8 ranks */
-    for (int64_t S = min_seq; S <= 4 * max_seq; S *= 4) {
+    for (int64_t S = 4 * min_seq; S <= 4 * max_seq; S *= 4) {
         bench_pack(S, 32, 8, 64, 8, reps, bw);
         bench_pack(S, 32, 8, 128, 8, reps, bw);
     }

@@ -27,7 +27,9 @@
 #     adds clones), in each variant of a dynamic program, the "off" IR none.
 #   KEY rope: train.fuse_rope (passes/pass_fuse_rope.c: each RoPE rotation
 #     done by the sequence exchange next to it as it packs, or unpacks in
-#     the backward); the same layouts, and two-level exchanges, a kv
+#     the backward); the same layouts (but plain hybrid and batch-aware
+#     ZeRO-3, trained below with documents and with recompute and overlap),
+#     and two-level exchanges, a kv
 #     fan-out (Ulysses over 8 ranks: 2 KV heads each sent to 4; over 4
 #     with overlap, so a started exchange sums and rotates back at its
 #     wait), Llama 3
@@ -160,6 +162,14 @@ same() {
         "layout.sequence=hybrid;layout.ring_degree=2;layout.batch_aware=off;train.documents=on;train.eot_token=0;data=docs"
         "layout.batch_aware=dynamic;train.zero=1;train.documents=on;train.eot_token=0;data=docs"
     )
+    if [[ $KEY == rope ]]; then # hybrid is trained with documents, batch-aware ZeRO-3 with recompute and overlap
+        local keep=() x
+        for x in "${layouts[@]}"; do
+            [[ $x == "layout.batch_aware=groups 2;train.zero=3" || $x == layout.sequence=hybrid*train.zero=0 ]] ||
+                keep+=("$x")
+        done
+        layouts=("${keep[@]}")
+    fi
     [[ $KEY == lse ]] && layouts+=(
         "layout.batch_aware=off;train.zero=1;train.recompute=selective"
         "layout.batch_aware=groups 2;train.zero=0;train.recompute=none;train.offload=activations"
