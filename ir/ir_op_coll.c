@@ -278,13 +278,19 @@ static void ws_cuda_all_to_all(const ir_module *m, const ir_op *op, int64_t *w) 
     ir_ws_raise(&w[CM_WS_CUDA_SEND], 2 * e[0]);
     ir_ws_raise(&w[CM_WS_CUDA_RECV], 2 * e[1]);
     /* Rotating while it packs, the exchange takes RoPE's table of every
-     * position 0 .. seq_len-1 and the slice's positions (b x s), besides
-     * what the rope kernel it runs after a summed unpack takes. */
+     * position 0 .. seq_len-1 and the positions: with packed documents the
+     * slice's (b x s, uploaded), else the cached sequence order (seq_len),
+     * besides what the rope kernel it runs after a summed unpack takes. */
     const ir_value *v = rotated(m, op);
     if (!v || v->type.rank != 4) return;
     ir_ws_cuda_rope_of(m, op, v, w);
-    ir_ws_raise(&w[CM_WS_CUDA_ROPE], 4 * ir_op_config_int(m, op, "seq_len", 0) * v->type.dims[3] + 1);
-    ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * ir_type_max_local_dim(m, &v->type, 0) * ir_type_max_local_dim(m, &v->type, 1));
+    int64_t S = ir_op_config_int(m, op, "seq_len", 0);
+    ir_ws_raise(&w[CM_WS_CUDA_ROPE], 4 * S * v->type.dims[3] + 1);
+    if (ir_config_int(m, "documents", 0) != 0)
+        ir_ws_raise(&w[CM_WS_CUDA_DOC],
+                    8 * ir_type_max_local_dim(m, &v->type, 0) * ir_type_max_local_dim(m, &v->type, 1));
+    else
+        ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * S);
 }
 
 /* The CPU exchange rotates with the rope kernels' own cached table. */

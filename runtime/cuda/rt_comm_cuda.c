@@ -76,13 +76,15 @@ static kcu_a2a cuda_unpack_geom(const rt_a2a_geom *G, int p) {
 /* RoPE fused into an exchange (rt_all_to_all_rope): bit k of rope (of
  * rope_bwd) rotates pair k while it is packed (unpacked).  The rotated
  * sides share b, s and Dh; token (bi, si) has position
- * pos[bi * pstride + si] (pstride = s) in the table cs, sn of positions
+ * pos[bi * pstride + si] (pstride s, or 0 when every row has the same
+ * positions) in the table cs, sn of positions
  * 0 .. P-1.  All zero for a plain exchange. */
 typedef struct cuda_a2a_rope {
     int rope, rope_bwd;
     int64_t b, s, Dh, P, pstride;
     const float *cs, *sn;
     const int64_t *pos;
+    cm_ws_cuda_slot slot; /* the workspace pos lies in */
 } cuda_a2a_rope;
 
 /* core's checks of the rotated pairs (rt_a2a_rope_check: [b, s, H, Dh]
@@ -99,16 +101,27 @@ static void cuda_rope_check(rt_ctx *rt, const rt_a2a_geom *G, int n, cuda_a2a_ro
     }
 }
 
-/* The table of positions 0 .. seq_len-1 and every rotated token's position
- * (rt_rope_positions: within its document with packed documents, else the
- * sequence order's, the ring's zig-zag included) in CM_WS_CUDA_DOC, both
- * in place on cs before the exchange's communication stream follows it.
- * The table at position p is the one rt_rope builds from pos0 (the angle
- * is computed in double from the integer position), so the numbers agree. */
+/* The table of positions 0 .. seq_len-1 and every rotated token's
+ * position, both in place on cs before the exchange's communication stream
+ * follows it.  The table at position p is the one rt_rope builds from pos0
+ * (the angle is computed in double from the integer position), so the
+ * numbers agree.  Without packed documents every batch row has the same
+ * positions, the slice's entries of the cached sequence order
+ * (cuda_seq_pos: the ring's zig-zag order included), read with pstride 0:
+ * nothing is uploaded per exchange.  With documents each token's position
+ * within its document (rt_rope_positions) goes up to CM_WS_CUDA_DOC. */
 static void cuda_rope_setup(rt_ctx *rt, cuda_a2a_rope *R, int64_t row0, int64_t pos0, double theta) {
     R->P = rt->p->seq_len;
     const float *t = cuda_rope_table(rt, R->P, R->Dh, 0, theta);
     R->cs = t, R->sn = t + R->P * (R->Dh / 2);
+    if (!rt->docs) {
+        RT_CHECK(pos0 >= 0 && pos0 + R->s <= R->P,
+                 "all_to_all with RoPE: the slice [%lld, +%lld) is outside the "
+                 "sequence of %lld",
+                 (long long)pos0, (long long)R->s, (long long)R->P);
+        R->pos = cuda_seq_pos(rt) + pos0, R->pstride = 0, R->slot = CM_WS_CUDA_POS;
+        return;
+    }
     int64_t n = R->b * R->s;
     int64_t *host = RT_MALLOC(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
     rt_rope_positions(rt, row0, R->b, pos0, R->s, host);
@@ -118,15 +131,15 @@ static void cuda_rope_setup(rt_ctx *rt, cuda_a2a_rope *R, int64_t row0, int64_t 
                  "%lld",
                  (long long)i, (long long)pos0, (long long)host[i], (long long)R->P);
     R->pos = cuda_upload(rt, CM_WS_CUDA_DOC, host, sizeof(int64_t) * (size_t)n);
-    R->pstride = R->s;
+    R->pstride = R->s, R->slot = CM_WS_CUDA_DOC;
     free(host);
 }
 
 /* ms has just queued its reads of the table and positions: cs must not
  * overwrite them before those run. */
-static void cuda_rope_read(rt_ctx *rt) {
+static void cuda_rope_read(rt_ctx *rt, const cuda_a2a_rope *R) {
     cuda_ws_read_ms(rt, CM_WS_CUDA_ROPE);
-    cuda_ws_read_ms(rt, CM_WS_CUDA_DOC);
+    cuda_ws_read_ms(rt, R->slot);
 }
 
 /* Chunk q: the n pairs' pieces for peer q, one after the other. */
@@ -145,7 +158,7 @@ static void cuda_a2a_pack_all(rt_ctx *rt, const rt_a2a_geom *G, int n, int K, co
             off += rt_a2a_send_count(&G[i], q);
         }
     }
-    if (R->rope) cuda_rope_read(rt);
+    if (R->rope) cuda_rope_read(rt, R);
 }
 
 /* Under fanin the rotation cannot go into the unpack (the F partial
@@ -181,7 +194,7 @@ static void cuda_a2a_unpack_all(rt_ctx *rt, const rt_a2a_geom *G, int n, int K, 
         /* heads -> seq: dim b of the geometry is y's head dim */
         if (rot && !fused) cuda_rope_in_place(rt, rt->buf[outs[i]], G[i].yb, R);
     }
-    if (R->rope_bwd) cuda_rope_read(rt);
+    if (R->rope_bwd) cuda_rope_read(rt, R);
 }
 
 /* The exchange of rt_all_to_all and rt_all_to_all_rope, planned (G). */

@@ -112,6 +112,7 @@ const int64_t *cuda_seq_pos(rt_ctx *rt) {
     if (cu->pos_S == S && cu->pos_ring == rt->p->seq_ring) return cu->ws[CM_WS_CUDA_POS];
     int64_t *host = RT_MALLOC(bytes);
     rt_seq_positions(rt, 0, S, host);
+    cuda_ws_write_cs(rt, CM_WS_CUDA_POS);    /* an exchange with RoPE fused in may read it on ms */
     CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the old table may still be in use */
     int64_t *dev = cuda_ws(rt, CM_WS_CUDA_POS, bytes);
     CU_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cu->cs));
