@@ -114,15 +114,16 @@ static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, in
                                               S, H, Hkv, Dh, 0));
 }
 
-/* Median milliseconds of one kernel (the enum above). */
-static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
+/* Median milliseconds of run(arg) over reps, after one warm-up, timed
+ * with CUDA events on the default stream. */
+static float median_ms(void (*run)(const void *), const void *arg, int reps) {
     cudaEvent_t a, b;
     KCU_CHECK_EXIT(cudaEventCreate(&a));
     KCU_CHECK_EXIT(cudaEventCreate(&b));
     float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
     for (int r = -1; r < reps; r++) {
         KCU_CHECK_EXIT(cudaEventRecord(a, 0));
-        launch(B, what, S, H, Hkv, Dh);
+        run(arg);
         KCU_CHECK_EXIT(cudaEventRecord(b, 0));
         KCU_CHECK_EXIT(cudaEventSynchronize(b));
         if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
@@ -133,6 +134,24 @@ static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, 
     KCU_CHECK_EXIT(cudaEventDestroy(a));
     KCU_CHECK_EXIT(cudaEventDestroy(b));
     return med;
+}
+
+/* One kernel (the enum above) at one shape, for median_ms. */
+typedef struct launch_arg {
+    bench_buf *B;
+    int what;
+    int64_t S, H, Hkv, Dh;
+} launch_arg;
+
+static void launch_one(const void *p) {
+    const launch_arg *l = p;
+    launch(l->B, l->what, l->S, l->H, l->Hkv, l->Dh);
+}
+
+/* Median milliseconds of one kernel (the enum above). */
+static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps) {
+    launch_arg l = {B, what, S, H, Hkv, Dh};
+    return median_ms(launch_one, &l, reps);
 }
 
 #ifdef BASP_HAVE_CUDNN
@@ -239,25 +258,8 @@ static void pack_launch(const pack_buf *P, bool fused) {
     }
 }
 
-static float pack_ms(const pack_buf *P, bool fused, int reps) {
-    cudaEvent_t a, b;
-    KCU_CHECK_EXIT(cudaEventCreate(&a));
-    KCU_CHECK_EXIT(cudaEventCreate(&b));
-    float *ms = malloc(sizeof(float) * (size_t)(reps + 1));
-    for (int r = -1; r < reps; r++) {
-        KCU_CHECK_EXIT(cudaEventRecord(a, 0));
-        pack_launch(P, fused);
-        KCU_CHECK_EXIT(cudaEventRecord(b, 0));
-        KCU_CHECK_EXIT(cudaEventSynchronize(b));
-        if (r >= 0) KCU_CHECK_EXIT(cudaEventElapsedTime(&ms[r], a, b));
-    }
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
-    float med = ms[reps / 2];
-    free(ms);
-    KCU_CHECK_EXIT(cudaEventDestroy(a));
-    KCU_CHECK_EXIT(cudaEventDestroy(b));
-    return med;
-}
+static void pack_apart(const void *P) { pack_launch(P, false); }
+static void pack_fused(const void *P) { pack_launch(P, true); }
 
 static void bench_pack(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int64_t K, int reps, double bw) {
     pack_buf P = {.s = S / K, .H = {H, Hkv}, .Dh = Dh, .K = K};
@@ -278,7 +280,7 @@ static void bench_pack(int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int64_t K,
     KCU_CHECK_EXIT(cudaMalloc((void **)&P.pos, sizeof(int64_t) * (size_t)P.s));
     KCU_CHECK_EXIT(cudaMemcpy(P.pos, pos, sizeof(int64_t) * (size_t)P.s, cudaMemcpyHostToDevice));
     free(tab), free(pos);
-    float apart = pack_ms(&P, false, reps), fused = pack_ms(&P, true, reps);
+    float apart = median_ms(pack_apart, &P, reps), fused = median_ms(pack_fused, &P, reps);
     double once = 2.0 * 2.0 * (double)n; /* bytes: read and write q and k once, bf16 */
     printf("exchange packing Dh=%-3lld S=%-6lld K=%lld H=%lld/%lld (%lld tokens per rank)  rope+pack %7.3f ms %6.0f "
            "GB/s (%4.1f%% of %.0f)  fused %7.3f ms %6.0f GB/s (%4.1f%%)  %.2fx\n",

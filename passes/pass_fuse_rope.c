@@ -70,10 +70,11 @@ static double config_theta(const ir_module *m) {
     return s ? strtod(s, NULL) : 10000.0;
 }
 
-/* The rotation's theta, and whether the exchange's rotations so far (its
- * attr, or one fused earlier in this pass: want) use another. */
-static bool theta_agrees(const ir_module *m, const ir_op *r, double *want) {
-    double t = attr_num(r, "theta", config_theta(m));
+/* The rotation's theta (def: the module's), and whether the exchange's
+ * rotations so far (its attr, or one fused earlier in this pass: want) use
+ * another. */
+static bool theta_agrees(const ir_op *r, double def, double *want) {
+    double t = attr_num(r, "theta", def);
     if (*want >= 0 && *want != t) return false;
     *want = t;
     return true;
@@ -97,6 +98,7 @@ typedef struct fr_state {
     ir_op *x;      /* per op: the exchange as rewritten so far (copies) */
     bool *changed; /* per op: x[i] differs from the module's */
     double *theta; /* per op: its rotations' theta, -1 none yet */
+    double theta0; /* the module's rope_theta */
     int fwd, bwd;  /* rotations fused */
 } fr_state;
 
@@ -106,7 +108,7 @@ static void fuse_forward(const ir_module *m, const pu_uses *u, fr_state *st, pas
     int y = r->out[0], a = u->reader[y];
     if (u->nread[y] != 1 || a <= i || !exchange_way(&m->ops[a], true) || !same_place(r, &m->ops[a])) return;
     int k = pair_of(&st->x[a], y, true);
-    if (k < 0 || freed_between(m, r->in[0], i, a) || !theta_agrees(m, r, &st->theta[a])) return;
+    if (k < 0 || freed_between(m, r->in[0], i, a) || !theta_agrees(r, st->theta0, &st->theta[a])) return;
     st->x[a].in[k] = r->in[0];
     ir_attr_set_int(&st->x[a], "rope", ir_attr_int(&st->x[a], "rope", 0) | (1 << k));
     st->changed[a] = true;
@@ -121,7 +123,7 @@ static void fuse_backward(const ir_module *m, const pu_uses *u, fr_state *st, pa
     int dy = r->in[0], a = u->def[dy];
     if (a < 0 || a >= i || u->nread[dy] != 1 || !exchange_way(&m->ops[a], false) || !same_place(r, &m->ops[a])) return;
     int k = pair_of(&st->x[a], dy, false);
-    if (k < 0 || !theta_agrees(m, r, &st->theta[a])) return;
+    if (k < 0 || !theta_agrees(r, st->theta0, &st->theta[a])) return;
     st->x[a].out[k] = r->out[0];
     ir_attr_set_int(&st->x[a], "rope_bwd", ir_attr_int(&st->x[a], "rope_bwd", 0) | (1 << k));
     st->changed[a] = true;
@@ -145,13 +147,17 @@ bool pass_fuse_rope(ir_module *m, const pass_options *opt) {
         return true;
     }
     pu_uses u = pu_uses_of(m);
-    fr_state st = {sup_xmalloc(sizeof(ir_op) * ((size_t)m->nops + 1)), sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
-                   sup_xmalloc(sizeof(double) * ((size_t)m->nops + 1)), 0, 0};
+    fr_state st = {sup_xmalloc(sizeof(ir_op) * ((size_t)m->nops + 1)),
+                   sup_xcalloc((size_t)m->nops + 1, sizeof(bool)),
+                   sup_xmalloc(sizeof(double) * ((size_t)m->nops + 1)),
+                   config_theta(m),
+                   0,
+                   0};
     for (int i = 0; i < m->nops; i++) {
         st.x[i] = m->ops[i];
         st.theta[i] = -1;
         if (m->ops[i].code == IR_ALL_TO_ALL && (ir_attr_get(&m->ops[i], "rope") || ir_attr_get(&m->ops[i], "rope_bwd")))
-            st.theta[i] = attr_num(&m->ops[i], "theta", config_theta(m));
+            st.theta[i] = attr_num(&m->ops[i], "theta", st.theta0);
     }
     pass_edits e = {0};
     for (int i = 0; i < m->nops; i++) {

@@ -261,29 +261,6 @@ static void cpu_a2a_unpack_all(rt_ctx *rt, const cpu_a2a_xfer *X) {
     free(X->ic);
 }
 
-/* The blocking exchange, rotating the pairs R names. */
-static void cpu_a2a_blocking(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                             const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
-    for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
-    double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
-    cpu_a2a_xfer X;
-    rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X.G);
-    cpu_a2a_rope_init(rt, &X.R, X.G, n, rope, rope_bwd, row0, pos0, theta);
-    cpu_a2a_post(rt, &X, g, split, concat, fanout, fanin, n, ins, outs, NULL);
-    cpu_a2a_unpack_all(rt, &X);
-    cpu_count(rt, RT_C_ALL_TO_ALL, X.sent * 4, t0);
-}
-
-void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                   const int *outs) {
-    cpu_a2a_blocking(rt, g, split, concat, fanout, fanin, n, ins, outs, 0, 0, 0, 0, 0.0);
-}
-
-void rt_all_to_all_rope(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                        const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
-    cpu_a2a_blocking(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta);
-}
-
 /* rt_async.c's completion of a started exchange, at its wait. */
 static void cpu_a2a_finish(rt_ctx *rt, void *arg) {
     cpu_a2a_xfer *X = arg;
@@ -292,27 +269,45 @@ static void cpu_a2a_finish(rt_ctx *rt, void *arg) {
     free(X);
 }
 
-static void cpu_a2a_started(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
-                            const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
+/* Every form of the exchange: blocking (unpacked here) or started (its
+ * record kept until the wait unpacks it), rotating the pairs rope and
+ * rope_bwd name (none for rt_all_to_all). */
+static void cpu_a2a(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                    const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta, bool start) {
     for (int i = 0; i < n; i++) rt_mem_touch(rt, ins[i]), rt_mem_touch(rt, outs[i]);
     double t0 = rt_coll_begin(rt, g, RT_C_ALL_TO_ALL);
-    cpu_a2a_xfer *X = RT_MALLOC(sizeof *X);
+    cpu_a2a_xfer here, *X = start ? RT_MALLOC(sizeof *X) : &here;
     MPI_Request req;
     rt_a2a_plan_all(rt, g, split, concat, fanout, fanin, n, ins, outs, X->G);
     cpu_a2a_rope_init(rt, &X->R, X->G, n, rope, rope_bwd, row0, pos0, theta);
-    cpu_a2a_post(rt, X, g, split, concat, fanout, fanin, n, ins, outs, &req);
+    cpu_a2a_post(rt, X, g, split, concat, fanout, fanin, n, ins, outs, start ? &req : NULL);
+    if (!start) {
+        cpu_a2a_unpack_all(rt, X);
+        cpu_count(rt, RT_C_ALL_TO_ALL, X->sent * 4, t0);
+        return;
+    }
     cpu_state(rt)->scratch_held = true;
     cpu_async_add(rt, req, n, outs, RT_C_ALL_TO_ALL, X->sent * 4, t0, cpu_a2a_finish, X);
 }
 
+void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                   const int *outs) {
+    cpu_a2a(rt, g, split, concat, fanout, fanin, n, ins, outs, 0, 0, 0, 0, 0.0, false);
+}
+
+void rt_all_to_all_rope(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
+                        const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
+    cpu_a2a(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta, false);
+}
+
 void rt_all_to_all_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                          const int *outs) {
-    cpu_a2a_started(rt, g, split, concat, fanout, fanin, n, ins, outs, 0, 0, 0, 0, 0.0);
+    cpu_a2a(rt, g, split, concat, fanout, fanin, n, ins, outs, 0, 0, 0, 0, 0.0, true);
 }
 
 void rt_all_to_all_rope_start(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
                               const int *outs, int rope, int rope_bwd, int64_t row0, int64_t pos0, double theta) {
-    cpu_a2a_started(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta);
+    cpu_a2a(rt, g, split, concat, fanout, fanin, n, ins, outs, rope, rope_bwd, row0, pos0, theta, true);
 }
 
 /* ---- all_gather / reduce_scatter (checks and shapes: core/rt_coll.c) ------------ */
