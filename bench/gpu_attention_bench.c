@@ -9,10 +9,13 @@
  * backward, with the ratio cuDNN time / basp time (below 1: cuDNN faster);
  * its plans are built before timing.
  *
- * Then the kernels of the two long-context modes, which basp's own CUDA
- * kernels run (runtime/cuda/kcu_ring.cu): one ring step's block (a ring of
- * two: the local half of the sequence's queries against the other half's
- * keys, all visible, fp32 running results; FLOPs 4 * H * (S/2)^2 * Dh),
+ * Then the kernels of the two long-context modes (runtime/cuda/kcu_ring.cu):
+ * one ring step's block (a ring of two: the local half of the sequence's
+ * queries against the other half's keys, all visible, fp32 running
+ * results; FLOPs 4 * H * (S/2)^2 * Dh), on basp's block kernel and, with
+ * cuDNN, as the runtime runs it there (rt_ring_split.c: one full cuDNN
+ * sub-block and the merge, or the statistics' window, the sub-block's
+ * backward and the three accumulations), with the ratio to basp's time;
  * and packed documents (the whole sequence in documents of 1024 tokens, or
  * S/4 below 4096, causal within each; FLOPs the causal half of each
  * document's 4 * H * l^2 * Dh), forward and backward (2.5 times the
@@ -78,22 +81,38 @@ typedef struct bench_buf {
 #endif
 } bench_buf;
 
-enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD, RING_FWD, RING_BWD, DOC_FWD, DOC_BWD };
+enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD, DNN_RING_FWD, DNN_RING_BWD, RING_FWD, RING_BWD, DOC_FWD, DOC_BWD };
 
 static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
 #ifdef BASP_HAVE_CUDNN
-    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh};
+    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh, 0, 0};
     int r = 0;
     if (what == DNN_FWD) r = cuda_cudnn_fwd(B->dnn, &sh, B->o, B->stats, B->q, B->k, B->v, B->dnn_ws);
     if (what == DNN_BWD)
         r = cuda_cudnn_bwd(B->dnn, &sh, B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, B->stats, B->dnn_ws);
+    int64_t h = S / 2; /* the ring block's query and key rows */
+    /* the ring block as the runtime runs it with cuDNN (rt_ring_split.c):
+     * one full sub-block of h rows, then the merge (forward) or the
+     * statistics' window and the three accumulations (backward) */
+    cuda_cudnn_shape rs = {1, h, H, Hkv, Dh, S, 1};
+    const kcu_bf16 *rk = B->k + h * Hkv * Dh, *rv = B->v + h * Hkv * Dh;
+    if (what == DNN_RING_FWD && (r = cuda_cudnn_fwd(B->dnn, &rs, B->o, B->stats, B->q, rk, rv, B->dnn_ws)) == 0)
+        KCU_CHECK_EXIT(kcu_ring_merge(B->o32, B->lse, B->o, B->stats, 1, h, 0, h, H, Dh, 0));
+    if (what == DNN_RING_BWD) {
+        KCU_CHECK_EXIT(kcu_ring_lse_rows(B->stats, B->lse, 1, h, 0, h, H, 0));
+        r = cuda_cudnn_bwd(B->dnn, &rs, B->dq, B->dk, B->dv, B->dout, B->q, rk, rv, B->o, B->stats, B->dnn_ws);
+        KCU_CHECK_EXIT(kcu_ring_acc_rows(B->dq32, B->dq, 1, h, 0, h, H * Dh, 0));
+        KCU_CHECK_EXIT(kcu_ring_acc_rows(B->dk32, B->dk, 1, h, 0, h, Hkv * Dh, 0));
+        KCU_CHECK_EXIT(kcu_ring_acc_rows(B->dv32, B->dv, 1, h, 0, h, Hkv * Dh, 0));
+    }
     if (r != 0) {
         fprintf(stderr, "cuDNN attention failed: %s\n", cuda_cudnn_error(B->dnn));
         exit(1);
     }
-    if (what == DNN_FWD || what == DNN_BWD) return;
-#endif
+    if (what >= DNN_FWD && what <= DNN_RING_BWD) return;
+#else
     int64_t h = S / 2; /* the ring block's query and key rows */
+#endif
     if (what == RING_FWD)
         KCU_CHECK_EXIT(kcu_ring_block_fwd(B->o32, B->lse, B->q, B->k + h * Hkv * Dh, B->v + h * Hkv * Dh, 1, h, h, H,
                                           Hkv, Dh, NULL, NULL, 0));
@@ -155,22 +174,26 @@ static float time_ms(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, 
 }
 
 #ifdef BASP_HAVE_CUDNN
-/* cuDNN's forward and backward beside the basp kernels' (f, g ms). */
-static void bench_cudnn(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, int reps, double peak, double fl,
-                        float f, float g) {
-    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh};
+/* cuDNN's forward and backward (what: DNN_FWD or DNN_RING_FWD, the
+ * backward after it) at shape sh beside the basp kernels' f and g ms; fl:
+ * the forward's FLOPs.  The ring block (rt_ring_split.c) is one full
+ * sub-block with its merge, or its statistics' window, backward and
+ * accumulations. */
+static void bench_dnn(bench_buf *B, const cuda_cudnn_shape *sh, int what, const char *label, int64_t S, int reps,
+                      double peak, double fl, float f, float g) {
     if (!B->dnn) return;
-    if (cuda_cudnn_prepare(B->dnn, &sh) != 0) {
-        printf("  cuDNN: not supported at this shape: %s\n", cuda_cudnn_error(B->dnn));
+    if (cuda_cudnn_prepare(B->dnn, sh) != 0) {
+        printf("  cuDNN%s: not supported at this shape: %s\n", label, cuda_cudnn_error(B->dnn));
         return;
     }
-    KCU_CHECK_EXIT(cudaMalloc((void **)&B->stats, (size_t)(H * S) * 4));
-    KCU_CHECK_EXIT(cudaMalloc(&B->dnn_ws, cuda_cudnn_ws_bytes(B->dnn, &sh) + 1));
-    float cf = time_ms(B, DNN_FWD, S, H, Hkv, Dh, reps), cb = time_ms(B, DNN_BWD, S, H, Hkv, Dh, reps);
+    KCU_CHECK_EXIT(cudaMalloc((void **)&B->stats, (size_t)(sh->H * S) * 4));
+    KCU_CHECK_EXIT(cudaMalloc(&B->dnn_ws, cuda_cudnn_ws_bytes(B->dnn, sh) + 1));
+    float cf = time_ms(B, what, S, sh->H, sh->Hkv, sh->Dh, reps);
+    float cb = time_ms(B, what + 1, S, sh->H, sh->Hkv, sh->Dh, reps);
     double tf = fl / (cf * 1e-3) / 1e12, tb = 2.5 * fl / (cb * 1e-3) / 1e12;
-    printf("  cuDNN %-21s fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%, %.2fx the basp time)  bwd %8.2f ms %7.1f TFLOP/s "
+    printf("  cuDNN%-22s fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%, %.2fx the basp time)  bwd %8.2f ms %7.1f TFLOP/s "
            "(%4.1f%%, %.2fx)\n",
-           "", cf, tf, 100 * tf / peak, cf / f, cb, tb, 100 * tb / peak, cb / g);
+           label, cf, tf, 100 * tf / peak, cf / f, cb, tb, 100 * tb / peak, cb / g);
     fflush(stdout);
     cudaFree(B->stats), cudaFree(B->dnn_ws);
 }
@@ -213,12 +236,19 @@ static void bench_ring_docs(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int
     float rf = time_ms(B, RING_FWD, S, H, Hkv, Dh, reps), rb = time_ms(B, RING_BWD, S, H, Hkv, Dh, reps);
     ring_reset(B, S, H, Dh);
     float df = time_ms(B, DOC_FWD, S, H, Hkv, Dh, reps), db = time_ms(B, DOC_BWD, S, H, Hkv, Dh, reps);
+#ifdef BASP_HAVE_CUDNN
+    ring_reset(B, S, H, Dh);
+#endif
     double trf = flr / (rf * 1e-3) / 1e12, trb = 2.5 * flr / (rb * 1e-3) / 1e12;
     double tdf = fld / (df * 1e-3) / 1e12, tdb = 2.5 * fld / (db * 1e-3) / 1e12;
     printf("ring block Dh=%-3lld Sq=Sk=%-6lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)  bwd %8.2f ms %7.1f "
            "TFLOP/s (%4.1f%%)\n",
            (long long)Dh, (long long)h, (long long)H, (long long)Hkv, rf, trf, 100 * trf / peak, rb, trb,
            100 * trb / peak);
+#ifdef BASP_HAVE_CUDNN
+    cuda_cudnn_shape rs = {1, h, H, Hkv, Dh, S, 1};
+    bench_dnn(B, &rs, DNN_RING_FWD, " ring block, merged", S, reps, peak, flr, rf, rb);
+#endif
     printf("documents Dh=%-3lld S=%-6lld doc=%-5lld H=%lld/%lld  fwd %8.2f ms %7.1f TFLOP/s (%4.1f%%)  bwd %8.2f ms "
            "%7.1f TFLOP/s (%4.1f%%)\n",
            (long long)Dh, (long long)S, (long long)len, (long long)H, (long long)Hkv, df, tdf, 100 * tdf / peak, db,
@@ -311,7 +341,8 @@ static void bench_one(bench_buf *dnn, int64_t S, int64_t H, int64_t Hkv, int64_t
            100 * tb / peak);
     fflush(stdout);
 #ifdef BASP_HAVE_CUDNN
-    bench_cudnn(&B, S, H, Hkv, Dh, reps, peak, fl, f, g);
+    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh, 0, 0};
+    bench_dnn(&B, &sh, DNN_FWD, "", S, reps, peak, fl, f, g);
 #endif
     bench_ring_docs(&B, S, H, Hkv, Dh, reps, peak);
     cudaFree(B.q), cudaFree(B.k), cudaFree(B.v), cudaFree(B.o), cudaFree(B.dout), cudaFree(B.dq), cudaFree(B.dk);

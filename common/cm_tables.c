@@ -23,5 +23,6 @@ const char *const cm_attn_impl_names[CM_ATTN_N] = {CM_ATTN_IMPLS(CM_ATTN_NAME_)}
 
 cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn) {
     if (!cuda) return CM_ATTN_CPU;
-    return ring || documents || !cudnn ? CM_ATTN_CUDA_BASP : CM_ATTN_CUDNN;
+    if (documents || !cudnn) return CM_ATTN_CUDA_BASP;
+    return ring ? CM_ATTN_CUDNN_RING : CM_ATTN_CUDNN;
 }

@@ -134,18 +134,20 @@ extern const char *const cm_kernel_names[CM_K_N];
 #define CM_ATTN_IMPLS(X)                                                                                           \
     X(CPU, "cpu")             /* basp's CPU kernels (fused or blocked) */                                         \
     X(CUDNN, "cudnn")         /* cuDNN's fused attention (plain causal attention) */                              \
-    X(CUDA_BASP, "cuda-basp") /* basp's CUDA kernels: ring blocks, document masks, no cuDNN */
+    X(CUDNN_RING, "cudnn-ring") /* ring blocks as cuDNN sub-blocks merged by basp's kernels */                    \
+    X(CUDA_BASP, "cuda-basp") /* basp's CUDA kernels: document masks, no cuDNN */
 /* clang-format on */
 #define CM_ATTN_ENUM_(impl, name) CM_ATTN_##impl,
 typedef enum { CM_ATTN_IMPLS(CM_ATTN_ENUM_) CM_ATTN_N } cm_attn_impl;
 #undef CM_ATTN_ENUM_
 extern const char *const cm_attn_impl_names[CM_ATTN_N];
-/* The implementation of one attention op: on the CUDA target (cuda) a ring
- * block (ring: ring_attention, its backward) and attention over packed
- * documents (documents) run basp's kernels, and so does everything when
- * cuDNN cannot be used (cudnn false: built without it, its set-up failed,
- * or BASP_ATTENTION=own); plain causal attention runs cuDNN.  CPU: the
- * CPU kernels. */
+/* The implementation of one attention op: on the CUDA target (cuda)
+ * attention over packed documents (documents) runs basp's kernels, and so
+ * does everything when cuDNN cannot be used (cudnn false: built without
+ * it, its set-up failed, or BASP_ATTENTION=own); plain causal attention
+ * runs cuDNN, and a ring block (ring: ring_attention, its backward) cuDNN
+ * on its full and causal sub-blocks (runtime/cuda/rt_ring_split.c).  CPU:
+ * the CPU kernels. */
 cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn);
 
 /* ---- JSON: no repeated keys (cm_json.c) -------------------------------------

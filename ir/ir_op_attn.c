@@ -221,24 +221,47 @@ static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
     e[1] = 2 * kv + ir_op_local_elems(m, op->in[5]);
 }
 
+static int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
+
+/* Without documents the runtime may run the ring's blocks as cuDNN
+ * sub-blocks (runtime/cuda/rt_ring_split.c): after the ring's own part,
+ * 256-byte aligned, one sub-block's bf16 outputs (o, or dq, dk, dv) and
+ * fp32 statistics [b,H,S], and cuDNN's workspace for a sub-block of at
+ * most the rank's S rows.  q: the op's q value, nkv: one kv block's
+ * elements. */
+static int64_t ring_split_ws(const ir_module *m, const ir_op *op, int q, int64_t nkv, bool bwd, int64_t *w) {
+    bool docs = ir_config_int(m, "documents", 0) != 0;
+    if (docs) return 256;
+    const ir_type *t = &m->values[q].type;
+    int64_t nq = ir_op_local_elems(m, q), nr = t->rank == 4 ? nq / t->dims[3] : nq;
+    if (t->rank == 4)
+        ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(ir_type_max_local_dim(m, t, 0), ir_type_max_local_dim(m, t, 1),
+                                                   ir_type_max_local_dim(m, t, 2), t->dims[3]));
+    return 2 * nq + (bwd ? 4 * nkv : 0) + 4 * nr + 256;
+}
+
 /* The CUDA ring: an fp32 running output and two bf16 (k, v) blocks; the
  * zig-zag positions; with documents every ring position's ids (the rows'
  * whole sequence). */
 static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
-    ir_ws_raise(&w[CM_WS_CUDA_RING], 4 * ir_op_local_elems(m, op->in[0]) + 8 * ir_op_local_elems(m, op->in[1]) + 256);
+    int64_t nkv = ir_op_local_elems(m, op->in[1]);
+    ir_ws_raise(&w[CM_WS_CUDA_RING], align256(4 * ir_op_local_elems(m, op->in[0]) + 8 * nkv) +
+                                         ring_split_ws(m, op, op->in[0], nkv, false, w));
     ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs)
         ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
                                             ir_op_config_int(m, op, "seq_len", 0));
 }
 
-/* Backward: D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks. */
+/* Backward: D, fp32 dq; two bf16 (k, v) and two fp32 (dk, dv) blocks;
+ * the sub-blocks' part as above. */
 static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     int64_t nkv = ir_op_local_elems(m, op->in[2]);
     ir_ws_raise(&w[CM_WS_CUDA_RING],
-                4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) + 24 * nkv + 256);
+                align256(4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) + 24 * nkv) +
+                    ring_split_ws(m, op, op->in[1], nkv, true, w));
     ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs)
         ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *

@@ -41,7 +41,7 @@ for f in "$repo"/runtime/cuda/kcu_*.cu; do
 done | xargs -P "$jobs" -I{} sh -c '{}'
 # Host code against the one-process MPI.
 for f in "$repo"/runtime/{core,data,ckpt,obs}/*.c "$repo"/common/*.c \
-  "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c \
+  "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c "$repo"/runtime/cuda/rt_ring_split.c \
   "${cudnn_src[@]}"; do
   echo "$cc -O2 -std=c17 ${defs[*]} -I$repo/kit/mpi1 ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'
@@ -50,11 +50,14 @@ ar rcs "$kit/rt/libbasp_rt_cuda.a" "$work"/*.o
 
 # The GPU programs, linked as the kit links generated programs (BASP_LIBS).
 read -r -a libs <<<"$BASP_LIBS"
-link() { # OUT SOURCE
-  $cc -O2 -std=c17 "${defs[@]}" "${inc[@]}" -I"$repo/kit/blas" "$2" -o "$kit/bin/$1" "$kit/rt/libbasp_rt_cuda.a" \
-    "$kit/rt/libbasp_kernels.a" "${libs[@]}"
+link() { # OUT SOURCE...
+  local out=$1
+  shift
+  $cc -O2 -std=c17 "${defs[@]}" "${inc[@]}" -I"$repo/kit/blas" -I"$repo/tests/gpu" "$@" -o "$kit/bin/$out" \
+    "$kit/rt/libbasp_rt_cuda.a" "$kit/rt/libbasp_kernels.a" "${libs[@]}"
 }
-link test_gpu_kernels "$repo/tests/gpu/test_gpu_kernels.c"
+link test_gpu_kernels "$repo/tests/gpu/test_gpu_kernels.c" "$repo/tests/gpu/gpu_attn_cases.c" \
+  "$repo/tests/gpu/gpu_test_util.c"
 link gpu_attention_bench "$repo/bench/gpu_attention_bench.c"
 link gpu_gemm_bench "$repo/bench/gpu_gemm_bench.c"
 link gpu_probe "$repo/tests/gpu/gpu_probe.c"

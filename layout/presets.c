@@ -195,8 +195,13 @@ const layout_device_preset *layout_device_presets(int *n) {
  *     Derived from a published figure, not measured here.
  *   cuda-basp on the A100: the H200's fractions (basp's kernels use the
  *     tensor cores through mma.sync, which both generations run).  Estimate.
- * Ring blocks and packed-document attention on CUDA run basp's kernels
- * (cm_attention_impl), so they take the cuda-basp rows. */
+ * Packed-document attention on CUDA runs basp's kernels (cm_attention_impl),
+ * so it takes the cuda-basp rows.  Ring blocks run cuDNN on sub-blocks of
+ * half the rank's slice (the zig-zag order's runs: runtime/cuda/
+ * rt_ring_split.c), so cudnn-ring takes the cudnn rows at half the length
+ * the cost model passes.  Estimate: the sub-blocks and their merge kernels
+ * have not been timed on a GPU yet (scripts/gpu-check's kernels part
+ * times them). */
 typedef struct attn_rate {
     const char *gpu; /* "hopper" (h200, h100_sxm), "ampere" (a100_*), "any" */
     cm_attn_impl impl;
@@ -252,6 +257,10 @@ static double rate_at(const char *gpu, cm_attn_impl impl, bool bwd, int head_dim
 double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd, int64_t head_dim, int64_t seq) {
     const char *gpu = device ? gpu_class(device) : NULL;
     if (!gpu || head_dim <= 0 || seq <= 0) return 0;
+    if (impl == CM_ATTN_CUDNN_RING) { /* cuDNN on the sub-blocks: half the slice */
+        impl = CM_ATTN_CUDNN;
+        seq = seq / 2 > 0 ? seq / 2 : 1;
+    }
     /* the measured head dims, 64 and 128, bracket the ones people train */
     double f64 = rate_at(gpu, impl, bwd, 64, (double)seq), f128 = rate_at(gpu, impl, bwd, 128, (double)seq);
     if (f64 < 0 || f128 < 0) return 0;

@@ -255,6 +255,22 @@ cudaError_t kcu_ring_block_bwd_doc(float *dq, float *dk, float *dv, const kcu_bf
                                    const kcu_bf16 *k, const kcu_bf16 *v, const float *lse, const float *D, int64_t b,
                                    int64_t Sq, int64_t Sk, int64_t H, int64_t Hk, int64_t Dh, const int64_t *qpos,
                                    const int64_t *kpos, const int32_t *qdoc, const int32_t *kdoc, cudaStream_t st);
+/* Ring blocks computed as sub-blocks by another attention (cuDNN's fused
+ * graphs: runtime/cuda/rt_ring_split.c), on a window of L rows r0 ..
+ * r0+L-1 of each of the b sequences of [b, ld, ...] storage (r0 + L <= ld):
+ * kcu_ring_merge folds a sub-block's bf16 output ob (o's layout, the
+ * window's rows) and fp32 statistics st [b,H,L] (natural log, cuDNN's
+ * layout) into the running fp32 (o [b,ld,H,Dh], lse [b,ld,H]), as one
+ * more key block would (kcu_ring_block_fwd); a row whose st is -inf is
+ * left as it is.  kcu_ring_lse_rows copies the window of lse [b,ld,H] out
+ * as st [b,H,L].  kcu_ring_acc_rows adds the window of bf16 x into the fp32
+ * accumulator acc, both [b,ld,W]. */
+cudaError_t kcu_ring_merge(float *o, float *lse, const kcu_bf16 *ob, const float *st, int64_t b, int64_t ld, int64_t r0,
+                           int64_t L, int64_t H, int64_t Dh, cudaStream_t s);
+cudaError_t kcu_ring_lse_rows(float *st, const float *lse, int64_t b, int64_t ld, int64_t r0, int64_t L, int64_t H,
+                              cudaStream_t s);
+cudaError_t kcu_ring_acc_rows(float *acc, const kcu_bf16 *x, int64_t b, int64_t ld, int64_t r0, int64_t L, int64_t W,
+                              cudaStream_t s);
 /* kcu_rope with token s at position pos[s] (device int64 [S]): cs, sn
  * [P, Dh/2] is the table of positions 0..P-1 (kern_rope_table with S = P,
  * pos0 = 0), so one table serves every permutation of the sequence and the

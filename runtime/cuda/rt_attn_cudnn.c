@@ -242,12 +242,15 @@ typedef struct cuda_dnn_layout {
     cuda_dnn_dims qfull; /* a packed [b,H,S,Dh] intermediate (dQ accumulator, per-q-head dK, dV) */
 } cuda_dnn_layout;
 
+/* The rows of q, k, v and o storage per sequence (the shape's ld). */
+static int64_t cuda_dnn_ld(const cuda_cudnn_shape *s) { return s->ld > 0 ? s->ld : s->S; }
+
 static cuda_dnn_layout cuda_dnn_layout_of(const cuda_cudnn_shape *s) {
-    int64_t b = s->b, S = s->S, H = s->H, G = s->Hkv, D = s->Dh;
+    int64_t b = s->b, S = s->S, H = s->H, G = s->Hkv, D = s->Dh, ld = cuda_dnn_ld(s);
     cuda_dnn_layout L = {
-        .q = {{b, H, S, D}, {S * H * D, D, H * D, 1}},
-        .kv = {{b, G, S, D}, {S * G * D, D, G * D, 1}},
-        .kvt = {{b, G, D, S}, {S * G * D, D, 1, G * D}},
+        .q = {{b, H, S, D}, {ld * H * D, D, H * D, 1}},
+        .kv = {{b, G, S, D}, {ld * G * D, D, G * D, 1}},
+        .kvt = {{b, G, D, S}, {ld * G * D, D, 1, G * D}},
         .rows = {{b, H, S, 1}, {H * S, S, 1, 1}},
         .sc = {{b, H, S, S}, {H * S * S, S * S, S, 1}},
         .sct = {{b, H, S, S}, {H * S * S, S * S, 1, S}},
@@ -271,14 +274,20 @@ static cudnnBackendDescriptor_t cuda_dnn_causal(cuda_dnn_graph *g, const cuda_dn
     return y;
 }
 
-/* Masked, scaled scores (q kᵀ) * scale from q and kᵀ. */
+/* Scaled scores (q kᵀ) * scale from q and kᵀ, masked unless neg is NULL
+ * (a full block: no mask, as the frontend's SDPA without causal). */
 static cudnnBackendDescriptor_t cuda_dnn_scores(cuda_dnn_graph *g, const cuda_dnn_layout *L, cudnnBackendDescriptor_t q,
                                                 cudnnBackendDescriptor_t kt, cudnnBackendDescriptor_t scale,
                                                 cudnnBackendDescriptor_t neg) {
     cudnnBackendDescriptor_t s = cuda_dnn_virt(g, CUDNN_DATA_FLOAT, L->sc);
     cuda_dnn_matmul(g, q, kt, s);
     s = cuda_dnn_pwf(g, CUDNN_POINTWISE_MUL, s, scale, L->sc);
-    return cuda_dnn_causal(g, L, s, neg);
+    return neg ? cuda_dnn_causal(g, L, s, neg) : s;
+}
+
+/* The mask's fill value, a graph input only when the shape is causal. */
+static cudnnBackendDescriptor_t cuda_dnn_neg(cuda_dnn_graph *g, const cuda_cudnn_shape *sh) {
+    return sh->full ? NULL : cuda_dnn_scalar(g, UID_NEG);
 }
 
 /* Forward: S = (Q Kᵀ) scale, masked; M = rowmax S; E = exp(S - M);
@@ -289,7 +298,7 @@ static void cuda_dnn_build_fwd(cuda_dnn_graph *g, const cuda_cudnn_shape *sh) {
     cudnnBackendDescriptor_t q = cuda_dnn_tensor(g, UID_Q, bf, L.q, 0), kt = cuda_dnn_tensor(g, UID_K, bf, L.kvt, 0);
     cudnnBackendDescriptor_t v = cuda_dnn_tensor(g, UID_V, bf, L.kv, 0), o = cuda_dnn_tensor(g, UID_O, bf, L.q, 0);
     cudnnBackendDescriptor_t stats = cuda_dnn_tensor(g, UID_STATS, f, L.rows, 0);
-    cudnnBackendDescriptor_t scale = cuda_dnn_scalar(g, UID_SCALE), neg = cuda_dnn_scalar(g, UID_NEG);
+    cudnnBackendDescriptor_t scale = cuda_dnn_scalar(g, UID_SCALE), neg = cuda_dnn_neg(g, sh);
     cudnnBackendDescriptor_t s = cuda_dnn_scores(g, &L, q, kt, scale, neg);
     cudnnBackendDescriptor_t mx = cuda_dnn_virt(g, f, L.rows), z = cuda_dnn_virt(g, f, L.rows);
     cuda_dnn_reduce(g, CUDNN_REDUCE_TENSOR_MAX, s, mx);
@@ -330,7 +339,7 @@ static void cuda_dnn_build_bwd(cuda_dnn_graph *g, const cuda_cudnn_shape *sh) {
     cudnnBackendDescriptor_t vt = cuda_dnn_tensor(g, UID_V, bf, L.kvt, 0), o = cuda_dnn_tensor(g, UID_O, bf, L.q, 0);
     cudnnBackendDescriptor_t dout = cuda_dnn_tensor(g, UID_DO, bf, L.q, 0), dq = cuda_dnn_tensor(g, UID_DQ, bf, L.q, 0);
     cudnnBackendDescriptor_t stats = cuda_dnn_tensor(g, UID_STATS, f, L.rows, 0);
-    cudnnBackendDescriptor_t scale = cuda_dnn_scalar(g, UID_SCALE), neg = cuda_dnn_scalar(g, UID_NEG);
+    cudnnBackendDescriptor_t scale = cuda_dnn_scalar(g, UID_SCALE), neg = cuda_dnn_neg(g, sh);
     cudnnBackendDescriptor_t one = cuda_dnn_scalar(g, UID_ONE);
     cudnnBackendDescriptor_t dqacc = cuda_dnn_tensor(g, UID_DQ_ACC, f, L.qfull, T_F16X16);
     /* D = rowsum(dO * O) */
@@ -542,7 +551,8 @@ int64_t cuda_cudnn_ws_bound(int64_t b, int64_t S, int64_t H, int64_t Dh) {
 }
 
 static bool cuda_dnn_same(const cuda_cudnn_shape *a, const cuda_cudnn_shape *b) {
-    return a->b == b->b && a->S == b->S && a->H == b->H && a->Hkv == b->Hkv && a->Dh == b->Dh;
+    return a->b == b->b && a->S == b->S && a->H == b->H && a->Hkv == b->Hkv && a->Dh == b->Dh &&
+           cuda_dnn_ld(a) == cuda_dnn_ld(b) && !a->full == !b->full;
 }
 
 static cuda_dnn_entry *cuda_dnn_find(const cuda_cudnn *c, const cuda_cudnn_shape *s) {
@@ -556,8 +566,10 @@ static size_t cuda_dnn_align(size_t n) { return (n + 255) / 256 * 256; }
 /* Builds and plans both graphs of a new entry; false with e->err. */
 static bool cuda_dnn_build_entry(cuda_cudnn *c, cuda_dnn_entry *e) {
     const cuda_cudnn_shape *s = &e->s;
-    if (s->b < 1 || s->S < 1 || s->Hkv < 1 || s->H % s->Hkv != 0 || s->Dh % 8 != 0 || s->Dh > 128) {
-        snprintf(e->err, sizeof e->err, "shape outside the fused attention's range (Dh a multiple of 8 up to 128)");
+    if (s->b < 1 || s->S < 1 || s->Hkv < 1 || s->H % s->Hkv != 0 || s->Dh % 8 != 0 || s->Dh > 128 ||
+        cuda_dnn_ld(s) < s->S) {
+        snprintf(e->err, sizeof e->err,
+                 "shape outside the fused attention's range (Dh a multiple of 8 up to 128, ld >= S)");
         return false;
     }
     const char *fault = cuda_cudnn_known_fault(s);
@@ -586,6 +598,10 @@ static bool cuda_dnn_build_entry(cuda_cudnn *c, cuda_dnn_entry *e) {
 
 int cuda_cudnn_check_ops(const cuda_cudnn_shape *s, char *why, size_t nwhy) {
     int nops[2] = {0, 0};
+    if (cuda_dnn_ld(s) < s->S) {
+        snprintf(why, nwhy, "ld %lld is under S %lld: the rows would overlap", (long long)s->ld, (long long)s->S);
+        return -1;
+    }
     for (int i = 0; i < 2; i++) {
         cuda_dnn_graph g = {.next_uid = UID_FIRST_VIRTUAL};
         if (i == 0)
@@ -676,7 +692,7 @@ int cuda_cudnn_fwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *o, float 
     if (!e) return -1;
     int64_t uid[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG};
     void *ptr[] = {(void *)q, (void *)k, (void *)v, o, stats, &c->scale, &c->neg};
-    return cuda_dnn_execute(c, &e->fwd, 7, uid, ptr, ws);
+    return cuda_dnn_execute(c, &e->fwd, s->full ? 6 : 7, uid, ptr, ws); /* a full block has no mask value */
 }
 
 int cuda_cudnn_bwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
@@ -692,9 +708,10 @@ int cuda_cudnn_bwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *dq, kcu_b
         return -1;
     }
     void *plan_ws = (char *)ws + e->dq_acc;
-    int64_t uid[] = {UID_Q,   UID_K,  UID_V,  UID_O,  UID_STATS, UID_SCALE, UID_NEG,
-                     UID_ONE, UID_DO, UID_DQ, UID_DK, UID_DV,    UID_DQ_ACC};
-    void *ptr[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)stats, &c->scale, &c->neg, &c->one, (void *)dout,
-                   dq,        dk,        dv,        ws};
-    return cuda_dnn_execute(c, &e->bwd, 13, uid, ptr, plan_ws);
+    /* the mask value last: a full block's graph has none */
+    int64_t uid[] = {UID_Q,  UID_K,  UID_V,  UID_O,  UID_STATS,  UID_SCALE, UID_ONE,
+                     UID_DO, UID_DQ, UID_DK, UID_DV, UID_DQ_ACC, UID_NEG};
+    void *ptr[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)stats, &c->scale, &c->one, (void *)dout,
+                   dq,        dk,        dv,        ws,        &c->neg};
+    return cuda_dnn_execute(c, &e->bwd, s->full ? 12 : 13, uid, ptr, plan_ws);
 }

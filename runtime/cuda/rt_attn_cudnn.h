@@ -4,7 +4,8 @@
  * attention benchmark.  Only built with cuDNN (BASP_HAVE_CUDNN).
  *
  * Semantics are kcu_attention_fwd/_bwd's (kcu.h): bf16 q, o, dq [b,S,H,Dh]
- * and k, v, dk, dv [b,S,Hkv,Dh], contiguous; scale 1/sqrt(Dh); causal; q
+ * and k, v, dk, dv [b,S,Hkv,Dh], contiguous (or S rows of [b,ld,..]: the
+ * shape's ld); scale 1/sqrt(Dh); causal (or not: the shape's full); q
  * head h reads kv head h / (H/Hkv); dq, dk, dv are overwritten.  The
  * forward also writes the softmax statistics the backward consumes: fp32
  * stats [b,H,S] (row max + log of the row sum of exp, natural log, of the
@@ -28,8 +29,16 @@ extern "C" {
 
 typedef struct cuda_cudnn cuda_cudnn;
 
+/* b sequences of S queries and S keys, H q and Hkv kv heads of Dh.  Two
+ * fields serve ring attention's sub-blocks (rt_ring_split.c), where q, k, v
+ * and o are S rows inside longer [b, ld, heads, Dh] buffers; both 0 (a
+ * shape's other users leave them so) mean the plain causal attention:
+ *   ld    rows per sequence of the q/k/v/o (dq/dk/dv/dout) storage, 0: S;
+ *   full  1: no causal mask (every key before every query), 0: causal,
+ *         key j visible to query i iff j <= i. */
 typedef struct cuda_cudnn_shape {
     int64_t b, S, H, Hkv, Dh;
+    int64_t ld, full;
 } cuda_cudnn_shape;
 
 /* Why the loaded cuDNN must not run these graphs (for shape s, or at all
@@ -62,7 +71,8 @@ size_t cuda_cudnn_ws_bytes(const cuda_cudnn *c, const cuda_cudnn_shape *s);
  * such accumulator, two fp32 row vectors and 1 MiB.  ir/ir_mem.c
  * (cw_cudnn_ws) plans exactly this; keep the two in step. */
 int64_t cuda_cudnn_ws_bound(int64_t b, int64_t S, int64_t H, int64_t Dh);
-/* o, stats [b,H,S] fp32 from q, k, v; ws: cuda_cudnn_ws_bytes bytes. */
+/* o, stats [b,H,S] fp32 (packed, whatever ld) from q, k, v; ws:
+ * cuda_cudnn_ws_bytes bytes. */
 int cuda_cudnn_fwd(cuda_cudnn *c, const cuda_cudnn_shape *s, kcu_bf16 *o, float *stats, const kcu_bf16 *q,
                    const kcu_bf16 *k, const kcu_bf16 *v, void *ws);
 /* dq, dk, dv from dout and the forward's q, k, v, o and stats. */

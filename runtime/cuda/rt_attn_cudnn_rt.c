@@ -373,7 +373,7 @@ static bool cuda_dnn_run_bwd(rt_ctx *rt, cuda_dnn_shape_state *x, const cuda_cud
 
 bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh, 0, 0};
     cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
     cuda_dnn_stats *e = x ? cuda_dnn_stats_slot(rt, o, &s) : NULL;
     if (!e || !cuda_dnn_run_fwd(rt, x, &s, o, e->dev, q, k, v)) return false;
@@ -384,7 +384,7 @@ bool cuda_dnn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k,
 bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
                   const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t b, int64_t S, int64_t H, int64_t Hkv,
                   int64_t Dh) {
-    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh, 0, 0};
     cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
     if (!x) return false;
     struct cuda_dnn *d = cuda_state(rt)->dnn;
@@ -407,7 +407,7 @@ bool cuda_dnn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kc
 
 bool cuda_dnn_fwd_lse(rt_ctx *rt, kcu_bf16 *o, float *lse, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
                       int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
-    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh, 0, 0};
     cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
     return x && cuda_dnn_run_fwd(rt, x, &s, o, lse, q, k, v);
 }
@@ -417,7 +417,53 @@ bool cuda_dnn_fwd_lse(rt_ctx *rt, kcu_bf16 *o, float *lse, const kcu_bf16 *q, co
 bool cuda_dnn_bwd_lse(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
                       const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *lse, int64_t b, int64_t S,
                       int64_t H, int64_t Hkv, int64_t Dh) {
-    cuda_cudnn_shape s = {b, S, H, Hkv, Dh};
+    cuda_cudnn_shape s = {b, S, H, Hkv, Dh, 0, 0};
     cuda_dnn_shape_state *x = cuda_dnn_usable_shape(rt, &s);
     return x && cuda_dnn_run_bwd(rt, x, &s, dq, dk, dv, dout, q, k, v, o, lse);
 }
+
+/* ---- ring attention's sub-blocks (rt_ring_split.c) ------------------------------------ */
+static cuda_cudnn_shape cuda_dnn_sub_shape(const cuda_ring_sub *sb) {
+    return (cuda_cudnn_shape){sb->b, sb->L, sb->H, sb->Hkv, sb->Dh, sb->ld, sb->full};
+}
+
+/* The sub-block's graphs, built and planned once (cuDNN's verdict is
+ * cached per shape in the handle's plans); the numbers are checked by the
+ * ring's own one-time check, per ring op shape. */
+static bool cuda_dnn_sub_prepare(rt_ctx *rt, const cuda_ring_sub *sb, char *why, size_t nwhy) {
+    struct cuda_dnn *d = cuda_state(rt)->dnn;
+    cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
+    if (!d) {
+        snprintf(why, nwhy, "cuDNN is not set up");
+        return false;
+    }
+    if (cuda_cudnn_prepare(d->c, &s) != 0) {
+        snprintf(why, nwhy, "cuDNN cannot run its %s sub-blocks of %lld rows: %s", sb->full ? "full" : "causal",
+                 (long long)sb->L, cuda_cudnn_error(d->c));
+        return false;
+    }
+    return true;
+}
+
+static void cuda_dnn_sub_fwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q,
+                             const kcu_bf16 *k, const kcu_bf16 *v) {
+    cuda_cudnn *c = cuda_state(rt)->dnn->c;
+    cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
+    RT_CHECK(cuda_cudnn_fwd(c, &s, o, st, q, k, v, cuda_dnn_ws(rt, &s)) == 0,
+             "ring attention: cuDNN's forward of a %s sub-block of %lld rows failed: %s (BASP_ATTENTION=own runs the "
+             "basp kernels)",
+             sb->full ? "full" : "causal", (long long)sb->L, cuda_cudnn_error(c));
+}
+
+static void cuda_dnn_sub_bwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
+                             const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                             const kcu_bf16 *o, const float *st) {
+    cuda_cudnn *c = cuda_state(rt)->dnn->c;
+    cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
+    RT_CHECK(cuda_cudnn_bwd(c, &s, dq, dk, dv, dout, q, k, v, o, st, cuda_dnn_ws(rt, &s)) == 0,
+             "ring attention: cuDNN's backward of a %s sub-block of %lld rows failed: %s (BASP_ATTENTION=own runs the "
+             "basp kernels)",
+             sb->full ? "full" : "causal", (long long)sb->L, cuda_cudnn_error(c));
+}
+
+const cuda_ring_ops cuda_dnn_ring_ops = {cuda_dnn_sub_prepare, cuda_dnn_sub_fwd, cuda_dnn_sub_bwd};

@@ -63,7 +63,9 @@
  * they build and pass a one-time check against the basp kernels, CUDNN
  * requires them, OWN is the basp kernels (kcu_attention*.cu). */
 typedef enum { CUDA_ATTN_UNSET, CUDA_ATTN_AUTO, CUDA_ATTN_CUDNN, CUDA_ATTN_OWN } cuda_attn_mode;
-struct cuda_dnn; /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
+struct cuda_dnn;              /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
+struct cuda_ring_split_state; /* rt_ring_split.c: per-shape verdicts, the blocks' runs */
+typedef struct cuda_ring_ops cuda_ring_ops;
 
 /* The streams, as bits of the per-value masks below. */
 enum { CUDA_CS = 1, CUDA_MS = 2 };
@@ -157,6 +159,10 @@ struct rt_backend_state {
     bool lse_valid;
     cuda_attn_mode attn_mode;
     struct cuda_dnn *dnn; /* cuDNN attention state (NULL: not used) */
+    /* Ring attention's sub-blocks (rt_ring_split.c): their attention when
+     * set (a test's), else cuDNN's where it runs; the verdicts and runs. */
+    const cuda_ring_ops *ring_ops;
+    struct cuda_ring_split_state *ring_split;
 };
 
 static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
@@ -216,7 +222,62 @@ void cuda_synced(rt_ctx *rt);
 double cuda_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n);
 void cuda_host_widen(const rt_ctx *rt, void *buf, int64_t n);
 
+/* ---- ring attention's blocks as fused sub-blocks (rt_ring_split.c) ----------------
+ * A sub-block: q rows [qr, qr+L) of this rank's block against k/v rows
+ * [kr, kr+L) of another's, of buffers [b, ld, heads, Dh] (the ring's S is
+ * ld); full: every key visible, else causal (the same run of positions).
+ * The ops get pointers already at the windows' first rows.  fwd: o (bf16,
+ * q's layout) and st [b,H,L] (fp32 softmax statistics, natural log);
+ * bwd: dq, dk, dv (bf16, overwritten) against the final o and its
+ * statistics st.  A failed fwd/bwd ends the run (prepare said it could);
+ * prepare returns false with why when the shape cannot run. */
+typedef struct cuda_ring_sub {
+    int64_t b, L, ld, H, Hkv, Dh;
+    bool full;
+} cuda_ring_sub;
+
+struct cuda_ring_ops {
+    bool (*prepare)(rt_ctx *rt, const cuda_ring_sub *sb, char *why, size_t nwhy);
+    void (*fwd)(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q, const kcu_bf16 *k,
+                const kcu_bf16 *v);
+    void (*bwd)(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
+                const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *st);
+};
+
+/* One ring op's use of them: cuda_ring_split_begin decides (no packed
+ * documents, sub-block attention available, the blocks split into full
+ * and causal sub-blocks, the shape not refused) and fills sp; the op then
+ * takes cuda_ring_split_ws more bytes of its workspace, handed over with
+ * cuda_ring_split_bind, and runs each block through cuda_ring_split_fwd /
+ * _bwd instead of kcu_ring_block_fwd / _bwd (qpos, kpos: the block's
+ * device positions, for the check and a fallback); the forward ends with
+ * cuda_ring_split_fwd_end. */
+typedef struct cuda_ring_split {
+    const cuda_ring_ops *ops;
+    struct cuda_split_shape *shape;
+    int R, me, nrun;
+    int64_t b, S, H, Hkv, Dh, L;
+    bool check, failed;        /* this op checks against the basp kernels; they took over */
+    kcu_bf16 *t_q, *t_k, *t_v; /* one sub-block's o (forward) or dq, dk, dv */
+    float *t_st;               /* its statistics */
+    float *ref_o, *ref_lse;    /* the forward's check: the basp kernels' running state */
+} cuda_ring_split;
+
+bool cuda_ring_split_begin(rt_ctx *rt, cuda_ring_split *sp, int g, int64_t b, int64_t S, int64_t H, int64_t Hkv,
+                           int64_t Dh, bool bwd);
+size_t cuda_ring_split_ws(const cuda_ring_split *sp, bool bwd);
+void cuda_ring_split_bind(cuda_ring_split *sp, void *ws, bool bwd);
+void cuda_ring_split_fwd(rt_ctx *rt, cuda_ring_split *sp, int src, float *o, float *lse, const kcu_bf16 *q,
+                         const kcu_bf16 *k, const kcu_bf16 *v, const int64_t *qpos, const int64_t *kpos);
+void cuda_ring_split_fwd_end(rt_ctx *rt, cuda_ring_split *sp, float *o, float *lse);
+void cuda_ring_split_bwd(rt_ctx *rt, cuda_ring_split *sp, int src, float *dq, float *dk, float *dv,
+                         const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                         const kcu_bf16 *o, const float *lse, const float *D, const int64_t *qpos, const int64_t *kpos);
+void cuda_ring_split_fini(rt_ctx *rt);
+
 #ifdef BASP_HAVE_CUDNN
+/* cuDNN's fused graphs as the ring's sub-block attention (rt_attn_cudnn_rt.c). */
+extern const cuda_ring_ops cuda_dnn_ring_ops;
 /* ---- cuDNN attention in the runtime (rt_attn_cudnn_rt.c) -------------------------
  * cuda_dnn_init creates the handle on the compute stream: false with why
  * when cuDNN cannot be used.  cuda_dnn_fwd / _bwd run the call through

@@ -19,7 +19,11 @@
  * With packed documents every rank knows the whole step's document ids
  * (rt_doc_slice), so the ids of every ring position's block are looked up
  * and uploaded once per op on cs, never sent; the block kernels add "same
- * document" to the mask. */
+ * document" to the mask.
+ *
+ * Without documents, where cuDNN runs attention, each block is a few of
+ * its fused calls on windows of the block instead of basp's block kernel
+ * (rt_ring_split.c): the ring around them is the same. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -81,6 +85,10 @@ static const int32_t *cuda_ring_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_
     return dev;
 }
 
+/* Workspace offsets: the sub-blocks' temporaries start 256-byte aligned
+ * (cuDNN's tensors declare 16). */
+static size_t cuda_ring_align(size_t n) { return (n + 255) / 256 * 256; }
+
 static void cuda_ring_time(rt_ctx *rt, cm_kernel_kind kind, double t0) {
     if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
     rt_kern_count(rt, kind, t0);
@@ -92,7 +100,11 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
     cuda_ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh);
-    char *ws = cuda_ws(rt, CM_WS_CUDA_RING, nq * 4 + 4 * nkv * 2 + 256);
+    cuda_ring_split sp;
+    bool split = cuda_ring_split_begin(rt, &sp, g, b, S, H, Hkv, Dh, false);
+    size_t base = cuda_ring_align(nq * 4 + 4 * nkv * 2);
+    char *ws = cuda_ws(rt, CM_WS_CUDA_RING, base + (split ? cuda_ring_split_ws(&sp, false) : 256));
+    if (split) cuda_ring_split_bind(&sp, ws + base, false);
     float *o32 = (float *)(void *)ws;
     kcu_bf16 *kvb = (kcu_bf16 *)(void *)(ws + nq * 4);
     const int64_t *pos = cuda_seq_pos(rt);
@@ -108,12 +120,17 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
             cuda_ring_exchange(rt, g, (void *const *)nxt, (const void *const *)cur, 2, nkv, ncclBfloat16, done,
                                (int64_t)(2 * nkv * 2));
         int src = (me - s + R) % R; /* the ring position whose block this is */
-        CU_CHECK(kcu_ring_block_fwd_doc(o32, lse, CB16(q), cur[0], cur[1], b, S, S, H, Hkv, Dh, pos + (int64_t)me * S,
-                                        pos + (int64_t)src * S, cuda_ring_block_docs(docs, b, S, me),
-                                        cuda_ring_block_docs(docs, b, S, src), cu->cs));
+        if (split)
+            cuda_ring_split_fwd(rt, &sp, src, o32, lse, CB16(q), cur[0], cur[1], pos + (int64_t)me * S,
+                                pos + (int64_t)src * S);
+        else
+            CU_CHECK(kcu_ring_block_fwd_doc(
+                o32, lse, CB16(q), cur[0], cur[1], b, S, S, H, Hkv, Dh, pos + (int64_t)me * S, pos + (int64_t)src * S,
+                cuda_ring_block_docs(docs, b, S, me), cuda_ring_block_docs(docs, b, S, src), cu->cs));
         if (s < R - 1) CU_CHECK(cudaStreamWaitEvent(cu->cs, done, 0));
         cur[0] = nxt[0], cur[1] = nxt[1];
     }
+    if (split) cuda_ring_split_fwd_end(rt, &sp, o32, lse);
     CU_CHECK(kcu_f32_to_bf16(B16(o), o32, (int64_t)nq, cu->cs));
     cuda_ring_time(rt, CM_K_RING_ATTENTION, t0);
 }
@@ -125,7 +142,11 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     cuda_ring_check(H, Hkv, Dh);
     int R = rt_coll_set_size(rt, g), me = rt->gpos[g];
     size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh), nr = (size_t)(b * S * H);
-    char *ws = cuda_ws(rt, CM_WS_CUDA_RING, nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4 + 256);
+    cuda_ring_split sp;
+    bool split = cuda_ring_split_begin(rt, &sp, g, b, S, H, Hkv, Dh, true);
+    size_t base = cuda_ring_align(nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4);
+    char *ws = cuda_ws(rt, CM_WS_CUDA_RING, base + (split ? cuda_ring_split_ws(&sp, true) : 256));
+    if (split) cuda_ring_split_bind(&sp, ws + base, true);
     float *D = (float *)(void *)ws, *dq32 = D + nr;
     kcu_bf16 *kvb = (kcu_bf16 *)(void *)(dq32 + nq);
     float *acc0 = (float *)(void *)(kvb + 4 * nkv); /* two slots of (dk, dv) */
@@ -144,10 +165,14 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
             cuda_ring_exchange(rt, g, (void *const *)nxt, (const void *const *)cur, 2, nkv, ncclBfloat16, kv_done,
                                (int64_t)(2 * nkv * 2));
         int src = (me - s + R) % R;
-        CU_CHECK(kcu_ring_block_bwd_doc(dq32, acc[0], acc[1], CB16(dout), CB16(q), cur[0], cur[1], lse, D, b, S, S, H,
-                                        Hkv, Dh, pos + (int64_t)me * S, pos + (int64_t)src * S,
-                                        cuda_ring_block_docs(docs, b, S, me), cuda_ring_block_docs(docs, b, S, src),
-                                        cu->cs));
+        if (split)
+            cuda_ring_split_bwd(rt, &sp, src, dq32, acc[0], acc[1], CB16(dout), CB16(q), cur[0], cur[1], CB16(o), lse,
+                                D, pos + (int64_t)me * S, pos + (int64_t)src * S);
+        else
+            CU_CHECK(kcu_ring_block_bwd_doc(dq32, acc[0], acc[1], CB16(dout), CB16(q), cur[0], cur[1], lse, D, b, S, S,
+                                            H, Hkv, Dh, pos + (int64_t)me * S, pos + (int64_t)src * S,
+                                            cuda_ring_block_docs(docs, b, S, me), cuda_ring_block_docs(docs, b, S, src),
+                                            cu->cs));
         if (R > 1) { /* the accumulators go on once this rank's share is in */
             float *other = acc[0] == acc0 ? acc0 + 2 * nkv : acc0;
             float *gdst[2] = {other, other + nkv};

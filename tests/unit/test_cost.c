@@ -435,7 +435,10 @@ static void test_host_copies(void) {
 static void test_attention_rates(void) {
     CHECK(cm_attention_impl(false, true, true, true) == CM_ATTN_CPU);
     CHECK(cm_attention_impl(true, false, false, true) == CM_ATTN_CUDNN);
-    CHECK(cm_attention_impl(true, true, false, true) == CM_ATTN_CUDA_BASP);
+    CHECK(cm_attention_impl(true, true, false, true) == CM_ATTN_CUDNN_RING);
+    CHECK(cm_attention_impl(true, true, true, true) == CM_ATTN_CUDA_BASP);
+    CHECK(cm_attention_impl(true, true, false, false) == CM_ATTN_CUDA_BASP);
+    CHECK(!strcmp(cm_attn_impl_names[CM_ATTN_CUDNN_RING], "cudnn-ring"));
     CHECK(cm_attention_impl(true, false, true, true) == CM_ATTN_CUDA_BASP);
     CHECK(cm_attention_impl(true, false, false, false) == CM_ATTN_CUDA_BASP);
     CHECK(!strcmp(cm_attn_impl_names[CM_ATTN_CUDA_BASP], "cuda-basp"));
@@ -455,6 +458,10 @@ static void test_attention_rates(void) {
     CHECK(layout_attention_fraction("cpu", CM_ATTN_CPU, false, 64, 4096) == 0);
     CHECK(layout_attention_fraction("h200", CM_ATTN_CPU, false, 64, 4096) == 0);
     CHECK(layout_attention_fraction("h100_sxm", CM_ATTN_CUDNN, false, 64, 4096) == a);
+    /* a ring block runs cuDNN on sub-blocks of half the rank's slice */
+    CHECK(layout_attention_fraction("h200", CM_ATTN_CUDNN_RING, false, 64, 8192) == a);
+    CHECK(layout_attention_fraction("h200", CM_ATTN_CUDNN_RING, true, 128, 32768) ==
+          layout_attention_fraction("h200", CM_ATTN_CUDNN, true, 128, 16384));
 }
 
 /* ir with its text `from` changed to `to`, parsed and verified; NULL (a

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_cuda.h"
+#include "emu_test.h"
 
 enum { B = 2, S = 8, H = 4, HKV = 1, DH = 16 };
 enum { W = 0 };
@@ -33,13 +33,7 @@ static rt_value_desc vals[NV];
 static int failures;
 
 static void def(int v, const char *name, rt_value_kind kind, rt_dtype dt, int rank, const int64_t *dims, int sdim) {
-    rt_value_desc *d = &vals[v];
-    d->name = name, d->kind = kind, d->dtype = dt, d->rank = rank;
-    d->local_elems = 1;
-    for (int i = 0; i < rank; i++) {
-        d->dims[i] = dims[i], d->shard[i] = i == sdim ? W : -1;
-        d->local_elems *= i == sdim ? dims[i] / 2 : dims[i];
-    }
+    emu_def(vals, v, name, kind, dt, rank, dims, sdim);
 }
 
 static rt_program prog = {.model = "test_a2a_rope",
