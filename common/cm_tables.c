@@ -23,6 +23,6 @@ const char *const cm_attn_impl_names[CM_ATTN_N] = {CM_ATTN_IMPLS(CM_ATTN_NAME_)}
 
 cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn) {
     if (!cuda) return CM_ATTN_CPU;
-    if (documents || !cudnn) return CM_ATTN_CUDA_BASP;
-    return ring ? CM_ATTN_CUDNN_RING : CM_ATTN_CUDNN;
+    if (!cudnn || (documents && ring)) return CM_ATTN_CUDA_BASP;
+    return ring ? CM_ATTN_CUDNN_RING : documents ? CM_ATTN_CUDNN_DOCS : CM_ATTN_CUDNN;
 }

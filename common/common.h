@@ -85,6 +85,7 @@ static inline int64_t cm_lm_head_ws_floats(int64_t V) { return (int64_t)CM_LM_HE
     X(POS,    "the sequence order's positions (int64 [seq_len])")                                                   \
     X(DOC,    "packed documents: this call's ids and positions")                                                    \
     X(CUDNN,  "cuDNN attention: dQ accumulator and plan workspace")                                                 \
+    X(DOCS,   "packed documents on cuDNN: one padded batch's q, k, v, o (dO, dq, dk, dv), statistics, offsets")        \
     X(LSE,    "LM head: the forward's row log-sum-exp, kept for the backward")
 #define CM_WS_CUDA_SUMS(X) \
     X(CUDNN_STATS, "cuDNN attention: each forward's softmax statistics, kept for its backward") /* ir_op_attn.c */
@@ -135,6 +136,7 @@ extern const char *const cm_kernel_names[CM_K_N];
     X(CPU, "cpu")             /* basp's CPU kernels (fused or blocked) */                                         \
     X(CUDNN, "cudnn")         /* cuDNN's fused attention (plain causal attention) */                              \
     X(CUDNN_RING, "cudnn-ring") /* ring blocks as cuDNN sub-blocks merged by basp's kernels */                    \
+    X(CUDNN_DOCS, "cudnn-docs") /* packed documents as cuDNN calls on padded batches of one length */            \
     X(CUDA_BASP, "cuda-basp") /* basp's CUDA kernels: document masks, no cuDNN */
 /* clang-format on */
 #define CM_ATTN_ENUM_(impl, name) CM_ATTN_##impl,
@@ -142,12 +144,13 @@ typedef enum { CM_ATTN_IMPLS(CM_ATTN_ENUM_) CM_ATTN_N } cm_attn_impl;
 #undef CM_ATTN_ENUM_
 extern const char *const cm_attn_impl_names[CM_ATTN_N];
 /* The implementation of one attention op: on the CUDA target (cuda)
- * attention over packed documents (documents) runs basp's kernels, and so
- * does everything when cuDNN cannot be used (cudnn false: built without
- * it, its set-up failed, or BASP_ATTENTION=own); plain causal attention
- * runs cuDNN, and a ring block (ring: ring_attention, its backward) cuDNN
- * on its full and causal sub-blocks (runtime/cuda/rt_ring_split.c).  CPU:
- * the CPU kernels. */
+ * everything runs basp's kernels when cuDNN cannot be used (cudnn false:
+ * built without it, its set-up failed, or BASP_ATTENTION=own), and so do
+ * ring blocks over packed documents (ring and documents); otherwise plain
+ * causal attention runs cuDNN, a ring block (ring: ring_attention, its
+ * backward) cuDNN on its full and causal sub-blocks
+ * (runtime/cuda/rt_ring_split.c), attention over packed documents cuDNN on
+ * padded batches of documents (rt_doc_split.c).  CPU: the CPU kernels. */
 cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn);
 
 /* ---- JSON: no repeated keys (cm_json.c) -------------------------------------

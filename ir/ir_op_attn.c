@@ -175,6 +175,20 @@ static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh) {
     return acc + (acc + 8 * rows + ((int64_t)1 << 20));
 }
 
+static int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
+
+/* Packed documents on cuDNN (runtime/cuda/rt_doc_split.c): a padded
+ * batch of at most R = max(2 b S, 128) rows (DOC_ROWS_PER, DOC_MIN_LEN
+ * there): the (offset, length) table of at most 2 b S entries, then q, k,
+ * v, o (and dO, dq, dk, dv with the backward) of R rows and the fp32
+ * statistics, each part 256-aligned; cuDNN's workspace for R rows. */
+static void docs_split_ws(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, bool bwd, int64_t *w) {
+    int64_t R = 2 * b * S > 128 ? 2 * b * S : 128;
+    int64_t parts = align256(2 * R * H * Dh) + align256(2 * R * Hkv * Dh);
+    ir_ws_raise(&w[CM_WS_CUDA_DOCS], align256(32 * b * S) + (bwd ? 4 : 2) * parts + 4 * R * H);
+    ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(1, R, H, Dh));
+}
+
 /* Attention's device workspace: the backward's two fp32 row statistics per
  * (b, s, h); with packed documents (cuda_docattn_*) fp32 o and lse
  * forward, lse, D and fp32 dq, dk, dv backward, and the positions and the
@@ -198,6 +212,7 @@ static void ws_cuda_attention_common(const ir_module *m, const ir_op *op, int64_
     }
     ir_ws_raise(&w[CM_WS_CUDA_ATTN], bwd ? 4 * (2 * nr + nq + 2 * nkv) : 4 * (nq + nr));
     ir_ws_raise(&w[CM_WS_CUDA_DOC], 8 * S + 4 * b * S);
+    docs_split_ws(b, S, ir_type_max_local_dim(m, q, 2), ir_type_max_local_dim(m, k, 2), q->dims[3], bwd, w);
 }
 
 static void ws_cuda_attention(const ir_module *m, const ir_op *op, int64_t *w) {
@@ -220,8 +235,6 @@ static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
     e[0] = 2 * kv;
     e[1] = 2 * kv + ir_op_local_elems(m, op->in[5]);
 }
-
-static int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
 /* Without documents the runtime may run the ring's blocks as cuDNN
  * sub-blocks (runtime/cuda/rt_ring_split.c): after the ring's own part,

@@ -41,7 +41,7 @@ for f in "$repo"/runtime/cuda/kcu_*.cu; do
 done | xargs -P "$jobs" -I{} sh -c '{}'
 # Host code against the one-process MPI.
 for f in "$repo"/runtime/{core,data,ckpt,obs}/*.c "$repo"/common/*.c \
-  "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c "$repo"/runtime/cuda/rt_ring_split.c \
+  "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c "$repo"/runtime/cuda/rt_{ring,doc}_split.c \
   "${cudnn_src[@]}"; do
   echo "$cc -O2 -std=c17 ${defs[*]} -I$repo/kit/mpi1 ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'

@@ -195,13 +195,20 @@ const layout_device_preset *layout_device_presets(int *n) {
  *     Derived from a published figure, not measured here.
  *   cuda-basp on the A100: the H200's fractions (basp's kernels use the
  *     tensor cores through mma.sync, which both generations run).  Estimate.
- * Packed-document attention on CUDA runs basp's kernels (cm_attention_impl),
- * so it takes the cuda-basp rows.  Ring blocks run cuDNN on sub-blocks of
- * half the rank's slice (the zig-zag order's runs: runtime/cuda/
- * rt_ring_split.c), so cudnn-ring takes the cudnn rows at half the length
- * the cost model passes.  Estimate: the sub-blocks and their merge kernels
- * have not been timed on a GPU yet (scripts/gpu-check's kernels part
- * times them). */
+ * Ring blocks run cuDNN on sub-blocks of half the rank's slice (the
+ * zig-zag order's runs: runtime/cuda/rt_ring_split.c), so cudnn-ring takes
+ * the cudnn rows at half the length the cost model passes.  Packed
+ * documents run cuDNN on batches of documents zero-padded to a power of
+ * two (rt_doc_split.c): cudnn-docs takes the cudnn rows at the row's
+ * length times DOCS_PADDING (the padding costs at most 2x, 1.33x for
+ * lengths spread evenly on a log scale), and the backward also divides by
+ * DOCS_RECOMPUTE (it recomputes the forward: 1/2.5 of its FLOPs at about
+ * 0.85 of the backward's time per FLOP).  Ring blocks over packed
+ * documents keep basp's kernels: the cuda-basp rows.  Estimates: neither
+ * split has been timed on a GPU yet (scripts/gpu-check's kernels part
+ * times the ring's sub-blocks). */
+#define DOCS_PADDING   0.75
+#define DOCS_RECOMPUTE 1.35
 typedef struct attn_rate {
     const char *gpu; /* "hopper" (h200, h100_sxm), "ampere" (a100_*), "any" */
     cm_attn_impl impl;
@@ -260,6 +267,10 @@ double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd
     if (impl == CM_ATTN_CUDNN_RING) { /* cuDNN on the sub-blocks: half the slice */
         impl = CM_ATTN_CUDNN;
         seq = seq / 2 > 0 ? seq / 2 : 1;
+    }
+    if (impl == CM_ATTN_CUDNN_DOCS) { /* padded batches; the backward recomputes the forward */
+        double f = layout_attention_fraction(device, CM_ATTN_CUDNN, bwd, head_dim, seq);
+        return bwd ? f * DOCS_PADDING / DOCS_RECOMPUTE : f * DOCS_PADDING;
     }
     /* the measured head dims, 64 and 128, bracket the ones people train */
     double f64 = rate_at(gpu, impl, bwd, 64, (double)seq), f128 = rate_at(gpu, impl, bwd, 128, (double)seq);

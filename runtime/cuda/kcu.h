@@ -271,6 +271,16 @@ cudaError_t kcu_ring_lse_rows(float *st, const float *lse, int64_t b, int64_t ld
                               cudaStream_t s);
 cudaError_t kcu_ring_acc_rows(float *acc, const kcu_bf16 *x, int64_t b, int64_t ld, int64_t r0, int64_t L, int64_t W,
                               cudaStream_t s);
+/* Packed documents as padded batches (runtime/cuda/rt_doc_split.c): nb
+ * documents of at most L rows of width W; document j is rows off[j] ..
+ * off[j]+len[j]-1 of src / dst (row stride W), off and len device int64
+ * [nb], len 0 for a padding entry.  kcu_doc_gather writes dst [nb, L, W]
+ * with each document's rows first and zeros after; kcu_doc_scatter copies
+ * the first len[j] rows of src [nb, L, W] back to the documents' rows. */
+cudaError_t kcu_doc_gather(kcu_bf16 *dst, const kcu_bf16 *src, const int64_t *off, const int64_t *len, int64_t nb,
+                           int64_t L, int64_t W, cudaStream_t s);
+cudaError_t kcu_doc_scatter(kcu_bf16 *dst, const kcu_bf16 *src, const int64_t *off, const int64_t *len, int64_t nb,
+                            int64_t L, int64_t W, cudaStream_t s);
 /* kcu_rope with token s at position pos[s] (device int64 [S]): cs, sn
  * [P, Dh/2] is the table of positions 0..P-1 (kern_rope_table with S = P,
  * pos0 = 0), so one table serves every permutation of the sequence and the

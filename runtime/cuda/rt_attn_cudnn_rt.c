@@ -423,14 +423,14 @@ bool cuda_dnn_bwd_lse(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, cons
 }
 
 /* ---- ring attention's sub-blocks (rt_ring_split.c) ------------------------------------ */
-static cuda_cudnn_shape cuda_dnn_sub_shape(const cuda_ring_sub *sb) {
+static cuda_cudnn_shape cuda_dnn_sub_shape(const cuda_sub *sb) {
     return (cuda_cudnn_shape){sb->b, sb->L, sb->H, sb->Hkv, sb->Dh, sb->ld, sb->full};
 }
 
 /* The sub-block's graphs, built and planned once (cuDNN's verdict is
  * cached per shape in the handle's plans); the numbers are checked by the
  * ring's own one-time check, per ring op shape. */
-static bool cuda_dnn_sub_prepare(rt_ctx *rt, const cuda_ring_sub *sb, char *why, size_t nwhy) {
+static bool cuda_dnn_sub_prepare(rt_ctx *rt, const cuda_sub *sb, char *why, size_t nwhy) {
     struct cuda_dnn *d = cuda_state(rt)->dnn;
     cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
     if (!d) {
@@ -445,7 +445,7 @@ static bool cuda_dnn_sub_prepare(rt_ctx *rt, const cuda_ring_sub *sb, char *why,
     return true;
 }
 
-static void cuda_dnn_sub_fwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q,
+static void cuda_dnn_sub_fwd(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q,
                              const kcu_bf16 *k, const kcu_bf16 *v) {
     cuda_cudnn *c = cuda_state(rt)->dnn->c;
     cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
@@ -455,7 +455,7 @@ static void cuda_dnn_sub_fwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *o, f
              sb->full ? "full" : "causal", (long long)sb->L, cuda_cudnn_error(c));
 }
 
-static void cuda_dnn_sub_bwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
+static void cuda_dnn_sub_bwd(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
                              const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
                              const kcu_bf16 *o, const float *st) {
     cuda_cudnn *c = cuda_state(rt)->dnn->c;
@@ -466,4 +466,4 @@ static void cuda_dnn_sub_bwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *dq, 
              sb->full ? "full" : "causal", (long long)sb->L, cuda_cudnn_error(c));
 }
 
-const cuda_ring_ops cuda_dnn_ring_ops = {cuda_dnn_sub_prepare, cuda_dnn_sub_fwd, cuda_dnn_sub_bwd};
+const cuda_sub_ops cuda_dnn_sub_ops = {cuda_dnn_sub_prepare, cuda_dnn_sub_fwd, cuda_dnn_sub_bwd};

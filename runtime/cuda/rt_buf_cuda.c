@@ -155,6 +155,7 @@ void rt_backend_fini(rt_ctx *rt) {
     cuda_dnn_fini(rt); /* before the compute stream its handle uses goes */
 #endif
     cuda_ring_split_fini(rt);
+    cuda_doc_split_fini(rt);
     for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++)
         if (!cu->ws_in_region[i]) CU_CHECK(cudaFree(cu->ws[i]));
     CU_CHECK(cudaFree(cu->ws_region));

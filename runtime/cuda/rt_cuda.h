@@ -65,7 +65,7 @@
 typedef enum { CUDA_ATTN_UNSET, CUDA_ATTN_AUTO, CUDA_ATTN_CUDNN, CUDA_ATTN_OWN } cuda_attn_mode;
 struct cuda_dnn;              /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
 struct cuda_ring_split_state; /* rt_ring_split.c: per-shape verdicts, the blocks' runs */
-typedef struct cuda_ring_ops cuda_ring_ops;
+typedef struct cuda_sub_ops cuda_sub_ops;
 
 /* The streams, as bits of the per-value masks below. */
 enum { CUDA_CS = 1, CUDA_MS = 2 };
@@ -159,10 +159,12 @@ struct rt_backend_state {
     bool lse_valid;
     cuda_attn_mode attn_mode;
     struct cuda_dnn *dnn; /* cuDNN attention state (NULL: not used) */
-    /* Ring attention's sub-blocks (rt_ring_split.c): their attention when
-     * set (a test's), else cuDNN's where it runs; the verdicts and runs. */
-    const cuda_ring_ops *ring_ops;
+    /* Ring attention's sub-blocks and packed documents on another
+     * attention (rt_ring_split.c, rt_doc_split.c): that attention when set
+     * (a test's), else cuDNN's where it runs; their verdicts and runs. */
+    const cuda_sub_ops *sub_ops;
     struct cuda_ring_split_state *ring_split;
+    struct cuda_split_shapes *doc_split;
 };
 
 static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
@@ -222,27 +224,46 @@ void cuda_synced(rt_ctx *rt);
 double cuda_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n);
 void cuda_host_widen(const rt_ctx *rt, void *buf, int64_t n);
 
-/* ---- ring attention's blocks as fused sub-blocks (rt_ring_split.c) ----------------
- * A sub-block: q rows [qr, qr+L) of this rank's block against k/v rows
- * [kr, kr+L) of another's, of buffers [b, ld, heads, Dh] (the ring's S is
- * ld); full: every key visible, else causal (the same run of positions).
- * The ops get pointers already at the windows' first rows.  fwd: o (bf16,
- * q's layout) and st [b,H,L] (fp32 softmax statistics, natural log);
- * bwd: dq, dk, dv (bf16, overwritten) against the final o and its
- * statistics st.  A failed fwd/bwd ends the run (prepare said it could);
- * prepare returns false with why when the shape cannot run. */
-typedef struct cuda_ring_sub {
+/* ---- attention on sub-blocks (rt_ring_split.c, rt_doc_split.c) -------------------
+ * The ring's blocks and packed documents run as plain attentions of
+ * another implementation (cuDNN's fused graphs) on parts of the op.  A
+ * sub-block: b sequences of L queries against L keys, each L rows of
+ * buffers [b, ld, heads, Dh] (the ring's windows: ld its S; the documents'
+ * padded copies: ld = L); full: every key visible, else causal.  The ops
+ * get pointers already at the windows' first rows.  fwd: o (bf16, q's
+ * layout) and st [b,H,L] (fp32 softmax statistics, natural log); bwd: dq,
+ * dk, dv (bf16, overwritten) against the final o and its statistics st.  A
+ * failed fwd/bwd ends the run (prepare said it could); prepare returns
+ * false with why when the shape cannot run.  The attention is
+ * cuda_state(rt)->sub_ops when set (a test's), else cuDNN's where
+ * cm_attention_impl says it runs. */
+typedef struct cuda_sub {
     int64_t b, L, ld, H, Hkv, Dh;
     bool full;
-} cuda_ring_sub;
+} cuda_sub;
 
-struct cuda_ring_ops {
-    bool (*prepare)(rt_ctx *rt, const cuda_ring_sub *sb, char *why, size_t nwhy);
-    void (*fwd)(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q, const kcu_bf16 *k,
+struct cuda_sub_ops {
+    bool (*prepare)(rt_ctx *rt, const cuda_sub *sb, char *why, size_t nwhy);
+    void (*fwd)(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q, const kcu_bf16 *k,
                 const kcu_bf16 *v);
-    void (*bwd)(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
+    void (*bwd)(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
                 const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *st);
 };
+
+/* A split attention's verdict per op shape: untried, checked (forward /
+ * backward) or refused (rt_ring_split.c, rt_doc_split.c). */
+enum { CUDA_SPLIT_NEW, CUDA_SPLIT_OK, CUDA_SPLIT_OWN };
+typedef struct cuda_split_shape {
+    int64_t b, S, H, Hkv, Dh;
+    int state;
+    bool fwd_checked, bwd_checked;
+} cuda_split_shape;
+typedef struct cuda_split_shapes {
+    cuda_split_shape *sh;
+    int n, cap;
+} cuda_split_shapes;
+/* The shape's entry in t, made (untried) on first use. */
+cuda_split_shape *cuda_split_shape_of(cuda_split_shapes *t, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 
 /* One ring op's use of them: cuda_ring_split_begin decides (no packed
  * documents, sub-block attention available, the blocks split into full
@@ -253,8 +274,8 @@ struct cuda_ring_ops {
  * device positions, for the check and a fallback); the forward ends with
  * cuda_ring_split_fwd_end. */
 typedef struct cuda_ring_split {
-    const cuda_ring_ops *ops;
-    struct cuda_split_shape *shape;
+    const cuda_sub_ops *ops;
+    cuda_split_shape *shape;
     int R, me, nrun;
     int64_t b, S, H, Hkv, Dh, L;
     bool check, failed;        /* this op checks against the basp kernels; they took over */
@@ -274,10 +295,33 @@ void cuda_ring_split_bwd(rt_ctx *rt, cuda_ring_split *sp, int src, float *dq, fl
                          const kcu_bf16 *dout, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
                          const kcu_bf16 *o, const float *lse, const float *D, const int64_t *qpos, const int64_t *kpos);
 void cuda_ring_split_fini(rt_ctx *rt);
+/* The sub-block attention of this run, or NULL (rt_ring_split.c): the
+ * test's, else cuDNN's when cm_attention_impl gives `want` for the op. */
+const cuda_sub_ops *cuda_sub_ops_for(rt_ctx *rt, cm_attn_impl want);
+
+/* Packed documents (rt_doc_split.c): attention over the rows' documents as
+ * plain causal attention of each document, documents of one padded length
+ * in one call.  true when done; false when the caller runs basp's document
+ * kernels (no sub-block attention, a document layout it does not take, or
+ * the shape refused by its one-time check).  The forward's statistics are
+ * not kept: the backward recomputes them with a forward of its own (o is
+ * read only by the one-time check). */
+bool cuda_doc_split_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, int64_t row0,
+                        int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+bool cuda_doc_split_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout, const kcu_bf16 *q,
+                        const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t row0, int64_t b, int64_t S,
+                        int64_t H, int64_t Hkv, int64_t Dh);
+void cuda_doc_split_fini(rt_ctx *rt);
+/* basp's document kernels (rt_kernels_cuda.c): the reference of the check. */
+cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                             int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
+cudaError_t cuda_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
+                             const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t row0,
+                             int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 
 #ifdef BASP_HAVE_CUDNN
 /* cuDNN's fused graphs as the ring's sub-block attention (rt_attn_cudnn_rt.c). */
-extern const cuda_ring_ops cuda_dnn_ring_ops;
+extern const cuda_sub_ops cuda_dnn_sub_ops;
 /* ---- cuDNN attention in the runtime (rt_attn_cudnn_rt.c) -------------------------
  * cuda_dnn_init creates the handle on the compute stream: false with why
  * when cuDNN cannot be used.  cuda_dnn_fwd / _bwd run the call through

@@ -203,8 +203,8 @@ static cuda_rowdocs cuda_attn_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_t 
     return (cuda_rowdocs){(const int64_t *)(void *)dev, (const int32_t *)(void *)(dev + pb)};
 }
 
-static cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
-                                    int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v,
+                             int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int64_t nq = b * S * H * Dh, nr = b * S * H;
     cuda_rowdocs d = cuda_attn_docs(rt, row0, b, S);
     float *o32 = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)(nq + nr) * sizeof(float)), *lse = o32 + nq;
@@ -216,9 +216,9 @@ static cudaError_t cuda_docattn_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, 
 
 /* The statistics pass (lse only) as kern_docattn_bwd: nothing is kept
  * from the forward. */
-static cudaError_t cuda_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
-                                    const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o,
-                                    int64_t row0, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+cudaError_t cuda_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
+                             const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, int64_t row0,
+                             int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     int64_t nq = b * S * H * Dh, nkv = b * S * Hkv * Dh, nr = b * S * H;
     cuda_rowdocs d = cuda_attn_docs(rt, row0, b, S);
     float *lse = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)(2 * nr + nq + 2 * nkv) * sizeof(float));
@@ -248,14 +248,18 @@ static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
     RT_CHECK(m != CUDA_ATTN_UNSET, "BASP_ATTENTION=%s: expected auto, cudnn or own", s);
     char why[600] = "", line[1024];
 #ifdef BASP_HAVE_CUDNN
-    if (m != CUDA_ATTN_OWN && !rt->docs && !cuda_dnn_init(rt, why, sizeof why)) {
+    if (m != CUDA_ATTN_OWN && !cuda_dnn_init(rt, why, sizeof why)) {
         RT_CHECK(m != CUDA_ATTN_CUDNN, "attention: BASP_ATTENTION=cudnn, but cuDNN cannot be used: %s", why);
         m = CUDA_ATTN_OWN;
     }
     char ver[32];
     cuda_dnn_version(ver, sizeof ver);
-    if (rt->docs)
-        snprintf(line, sizeof line, "basp kernels (packed documents: cuDNN is not used for them)");
+    if (rt->docs && m != CUDA_ATTN_OWN)
+        snprintf(line, sizeof line,
+                 "cuDNN %s fused on packed documents (batches of one padded length, each shape checked once "
+                 "against basp's document kernels; ring blocks with documents on basp's kernels; "
+                 "BASP_ATTENTION=%s)",
+                 ver, m == CUDA_ATTN_AUTO ? "auto" : "cudnn");
     else if (m == CUDA_ATTN_AUTO)
         snprintf(line, sizeof line,
                  "cuDNN %s fused (graph per shape, each checked once against the basp kernels; "
@@ -273,7 +277,25 @@ static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
              rt->docs             ? "packed documents"
              : m == CUDA_ATTN_OWN ? "BASP_ATTENTION=own"
                                   : "built without cuDNN");
+#ifdef BASP_CUEMU
+    /* The emulator's stand-in for cuDNN on the ring's sub-blocks and on
+     * packed documents (tests/gpu/emu/cuemu_sub_ops.c), with the one-time
+     * checks of BASP_ATTENTION=auto; plain attention stays on the basp
+     * kernels (this build has no cuDNN graphs). */
+    extern const cuda_sub_ops cuemu_sub_ops, cuemu_sub_ops_flipped;
+    const char *sub = getenv("CUEMU_SUB_OPS");
+    if (sub && *sub && m != CUDA_ATTN_OWN) {
+        cu->sub_ops = !strcmp(sub, "flipped") ? &cuemu_sub_ops_flipped : &cuemu_sub_ops;
+        snprintf(line, sizeof line,
+                 "basp kernels, and as the stand-in for cuDNN on the ring's sub-blocks and packed documents "
+                 "(CUEMU_SUB_OPS=%s)",
+                 sub);
+    } else {
+        m = CUDA_ATTN_OWN;
+    }
+#else
     m = CUDA_ATTN_OWN;
+#endif
 #endif
     (void)why;
     if (rt->rank == 0) {
@@ -290,20 +312,22 @@ cm_attn_impl rt_backend_attention_impl(rt_ctx *rt, bool ring) {
     return cm_attention_impl(true, ring, rt->docs != NULL, cuda_attn_impl(rt) != CUDA_ATTN_OWN);
 }
 
-#ifdef BASP_HAVE_CUDNN
 /* The end of RT_TIMED for calls that did not go through it. */
 static void cuda_timed_end(rt_ctx *rt, cm_kernel_kind kind, double t0) {
     if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
     rt_kern_count(rt, kind, t0);
 }
-#endif
 
 void rt_attention(rt_ctx *rt, float *o, const float *q, const float *k, const float *v, int64_t row0, int64_t b,
                   int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
     cuda_check_attn(H, Hkv, Dh);
     cm_attn_impl impl = rt_backend_attention_impl(rt, false);
     if (rt->docs) {
-        RT_TIMED(CM_K_ATTENTION, cuda_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
+        double t0 = rt_now();
+        if (cuda_doc_split_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh))
+            cuda_timed_end(rt, CM_K_ATTENTION, t0);
+        else
+            RT_TIMED(CM_K_ATTENTION, cuda_docattn_fwd(rt, B16(o), CB16(q), CB16(k), CB16(v), row0, b, S, H, Hkv, Dh));
         return;
     }
 #ifdef BASP_HAVE_CUDNN
@@ -324,8 +348,13 @@ static void cuda_attention_bwd_own(rt_ctx *rt, float *dq, float *dk, float *dv, 
                                    const float *k, const float *v, const float *o, int64_t row0, int64_t b, int64_t S,
                                    int64_t H, int64_t Hkv, int64_t Dh) {
     if (rt->docs) {
-        RT_TIMED(CM_K_ATTENTION_BWD, cuda_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
-                                                      CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
+        double t0 = rt_now();
+        if (cuda_doc_split_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k), CB16(v), CB16(o), row0, b,
+                               S, H, Hkv, Dh))
+            cuda_timed_end(rt, CM_K_ATTENTION_BWD, t0);
+        else
+            RT_TIMED(CM_K_ATTENTION_BWD, cuda_docattn_bwd(rt, B16(dq), B16(dk), B16(dv), CB16(dout), CB16(q), CB16(k),
+                                                          CB16(v), CB16(o), row0, b, S, H, Hkv, Dh));
         return;
     }
     float *ws = cuda_ws(rt, CM_WS_CUDA_ATTN, (size_t)kcu_attention_bwd_ws(b, S, H) * sizeof(float));

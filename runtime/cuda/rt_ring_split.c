@@ -39,10 +39,10 @@
  * summation order; 2e-2 is a 2% weight).  NaN or Inf on one side only is a
  * mismatch.
  *
- * The sub-block attention is cuda_state(rt)->ring_ops when set (the
+ * The sub-block attention is cuda_state(rt)->sub_ops when set (the
  * cuemu test puts basp's own kernels there: rt_ring_split's merging and
  * windows run on the CPU), else cuDNN's when BASP_ATTENTION lets cuDNN
- * run (cm_attention_impl: CM_ATTN_CUDNN_RING). */
+ * run (cm_attention_impl: CM_ATTN_CUDNN_RING; cuda_sub_ops_for). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,19 +53,11 @@
 
 enum { SPLIT_MAX_RUNS = 8 };
 enum { SUB_NONE, SUB_FULL, SUB_CAUSAL, SUB_PARTIAL };
-enum { SPLIT_NEW, SPLIT_OK, SPLIT_OWN };
 
-/* Per op shape: untried, checked or refused. */
-typedef struct cuda_split_shape {
-    int64_t b, S, H, Hkv, Dh;
-    int state;
-    bool fwd_checked, bwd_checked;
-} cuda_split_shape;
-
+/* The verdicts, and the runs of every ring position for (seq_len,
+ * seq_ring, S): [R][nrun]. */
 struct cuda_ring_split_state {
-    cuda_split_shape *sh;
-    int nsh, capsh;
-    /* the runs of every ring position, for (seq_len, seq_ring, S): [R][nrun] */
+    cuda_split_shapes shapes;
     int64_t key_seq, key_ring, key_S;
     int key_R, nrun;
     int64_t L;
@@ -77,7 +69,7 @@ void cuda_ring_split_fini(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     struct cuda_ring_split_state *s = cu->ring_split;
     if (!s) return;
-    free(s->sh), free(s->run_row), free(s->run_pos), free(s);
+    free(s->shapes.sh), free(s->run_row), free(s->run_pos), free(s);
     cu->ring_split = NULL;
 }
 
@@ -132,29 +124,27 @@ static int split_kind(int64_t qa, int64_t ka, int64_t L) {
     return SUB_PARTIAL;
 }
 
-static cuda_split_shape *split_shape(struct cuda_ring_split_state *s, int64_t b, int64_t S, int64_t H, int64_t Hkv,
-                                     int64_t Dh) {
-    for (int i = 0; i < s->nsh; i++) {
-        cuda_split_shape *x = &s->sh[i];
+cuda_split_shape *cuda_split_shape_of(cuda_split_shapes *t, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    for (int i = 0; i < t->n; i++) {
+        cuda_split_shape *x = &t->sh[i];
         if (x->b == b && x->S == S && x->H == H && x->Hkv == Hkv && x->Dh == Dh) return x;
     }
-    if (s->nsh == s->capsh) {
-        s->capsh = s->capsh ? 2 * s->capsh : 4;
-        s->sh = realloc(s->sh, sizeof *s->sh * (size_t)s->capsh);
-        RT_CHECK(s->sh, "out of host memory");
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 4;
+        t->sh = realloc(t->sh, sizeof *t->sh * (size_t)t->cap);
+        RT_CHECK(t->sh, "out of host memory");
     }
-    cuda_split_shape *x = &s->sh[s->nsh++];
-    *x = (cuda_split_shape){b, S, H, Hkv, Dh, SPLIT_NEW, false, false};
+    cuda_split_shape *x = &t->sh[t->n++];
+    *x = (cuda_split_shape){b, S, H, Hkv, Dh, CUDA_SPLIT_NEW, false, false};
     return x;
 }
 
-/* The sub-block attention this run uses, or NULL. */
-static const cuda_ring_ops *split_ops(rt_ctx *rt) {
+const cuda_sub_ops *cuda_sub_ops_for(rt_ctx *rt, cm_attn_impl want) {
     rt_cuda_state *cu = cuda_state(rt);
-    if (cu->ring_ops) return cu->ring_ops;
-    if (rt_backend_attention_impl(rt, true) != CM_ATTN_CUDNN_RING) return NULL;
+    if (cu->sub_ops) return cu->sub_ops;
+    if (rt_backend_attention_impl(rt, want == CM_ATTN_CUDNN_RING) != want) return NULL;
 #ifdef BASP_HAVE_CUDNN
-    return &cuda_dnn_ring_ops;
+    return &cuda_dnn_sub_ops;
 #else
     return NULL;
 #endif
@@ -162,7 +152,7 @@ static const cuda_ring_ops *split_ops(rt_ctx *rt) {
 
 /* The shape goes to the basp kernels for good; rank 0 says why, once. */
 static void split_refuse(rt_ctx *rt, cuda_split_shape *x, const char *why) {
-    x->state = SPLIT_OWN;
+    x->state = CUDA_SPLIT_OWN;
     RT_CHECK(cuda_state(rt)->attn_mode != CUDA_ATTN_CUDNN,
              "ring attention: BASP_ATTENTION=cudnn, but cuDNN cannot run b=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: %s",
              (long long)x->b, (long long)x->S, (long long)x->H, (long long)x->Hkv, (long long)x->Dh, why);
@@ -176,13 +166,13 @@ static void split_refuse(rt_ctx *rt, cuda_split_shape *x, const char *why) {
 bool cuda_ring_split_begin(rt_ctx *rt, cuda_ring_split *sp, int g, int64_t b, int64_t S, int64_t H, int64_t Hkv,
                            int64_t Dh, bool bwd) {
     memset(sp, 0, sizeof *sp);
-    const cuda_ring_ops *ops = rt->docs ? NULL : split_ops(rt);
+    const cuda_sub_ops *ops = rt->docs ? NULL : cuda_sub_ops_for(rt, CM_ATTN_CUDNN_RING);
     if (!ops) return false;
     struct cuda_ring_split_state *s = split_state(rt);
-    cuda_split_shape *x = split_shape(s, b, S, H, Hkv, Dh);
-    if (x->state == SPLIT_OWN) return false;
+    cuda_split_shape *x = cuda_split_shape_of(&s->shapes, b, S, H, Hkv, Dh);
+    if (x->state == CUDA_SPLIT_OWN) return false;
     int R = rt_coll_set_size(rt, g);
-    if (x->state == SPLIT_NEW) {
+    if (x->state == CUDA_SPLIT_NEW) {
         if (!split_runs(rt, s, S, R)) {
             split_refuse(rt, x, "its blocks are not runs of consecutive positions of one length");
             return false;
@@ -199,13 +189,13 @@ bool cuda_ring_split_begin(rt_ctx *rt, cuda_ring_split *sp, int g, int64_t b, in
             }
         }
         char why[600] = "";
-        cuda_ring_sub probe[2] = {{b, s->L, S, H, Hkv, Dh, false}, {b, s->L, S, H, Hkv, Dh, true}};
+        cuda_sub probe[2] = {{b, s->L, S, H, Hkv, Dh, false}, {b, s->L, S, H, Hkv, Dh, true}};
         for (int i = 0; i < 2; i++)
             if (!ops->prepare(rt, &probe[i], why, sizeof why)) {
                 split_refuse(rt, x, why);
                 return false;
             }
-        x->state = SPLIT_OK;
+        x->state = CUDA_SPLIT_OK;
     } else if (!split_runs(rt, s, S, R)) {
         return false; /* the order changed since (another dynamic variant): not checked for it */
     }
@@ -251,11 +241,11 @@ static int64_t run_pos(const rt_ctx *rt, int r, int i) {
 
 /* The sub-block of q run qi of this rank against k run ki of position src
  * (-1: nothing to compute). */
-static int split_sub(const rt_ctx *rt, const cuda_ring_split *sp, int src, int qi, int ki, cuda_ring_sub *sb,
-                     int64_t *qr, int64_t *kr) {
+static int split_sub(const rt_ctx *rt, const cuda_ring_split *sp, int src, int qi, int ki, cuda_sub *sb, int64_t *qr,
+                     int64_t *kr) {
     int kind = split_kind(run_pos(rt, sp->me, qi), run_pos(rt, src, ki), sp->L);
     if (kind == SUB_NONE) return -1;
-    *sb = (cuda_ring_sub){sp->b, sp->L, sp->S, sp->H, sp->Hkv, sp->Dh, kind == SUB_FULL};
+    *sb = (cuda_sub){sp->b, sp->L, sp->S, sp->H, sp->Hkv, sp->Dh, kind == SUB_FULL};
     *qr = run_row(rt, sp->me, qi), *kr = run_row(rt, src, ki);
     return kind;
 }
@@ -267,7 +257,7 @@ static void split_fwd_block(rt_ctx *rt, const cuda_ring_split *sp, int src, floa
     size_t wq = (size_t)(sp->H * sp->Dh), wk = (size_t)(sp->Hkv * sp->Dh);
     for (int qi = 0; qi < sp->nrun; qi++)
         for (int ki = 0; ki < sp->nrun; ki++) {
-            cuda_ring_sub sb;
+            cuda_sub sb;
             int64_t qr, kr;
             if (split_sub(rt, sp, src, qi, ki, &sb, &qr, &kr) < 0) continue;
             sp->ops->fwd(rt, &sb, sp->t_q + qr * wq, sp->t_st, q + qr * wq, k + kr * wk, v + kr * wk);
@@ -379,7 +369,7 @@ static void split_bwd_block(rt_ctx *rt, const cuda_ring_split *sp, int src, floa
     for (int qi = 0; qi < sp->nrun; qi++) {
         bool have_st = false;
         for (int ki = 0; ki < sp->nrun; ki++) {
-            cuda_ring_sub sb;
+            cuda_sub sb;
             int64_t qr, kr;
             if (split_sub(rt, sp, src, qi, ki, &sb, &qr, &kr) < 0) continue;
             if (!have_st) CU_CHECK(kcu_ring_lse_rows(sp->t_st, lse, sp->b, sp->S, qr, sp->L, sp->H, cs));

@@ -370,6 +370,11 @@ def main():
             # times, and the run must say so rather than pass them off as
             # each kind's work.
             log_text = open(runlog).read()
+            # What ran the attention, and any warning of the run (a shape
+            # a one-time check refused), for the test's output.
+            for line in log_text.splitlines():
+                if line.startswith(("attention:", "warning:")):
+                    print("cuda run: %s" % line)
             # An attention backward without its forward's cuDNN statistics
             # (say, on an offloaded and fetched output) runs the basp
             # kernels: right, but some ten times slower on a GPU.

@@ -439,7 +439,8 @@ static void test_attention_rates(void) {
     CHECK(cm_attention_impl(true, true, true, true) == CM_ATTN_CUDA_BASP);
     CHECK(cm_attention_impl(true, true, false, false) == CM_ATTN_CUDA_BASP);
     CHECK(!strcmp(cm_attn_impl_names[CM_ATTN_CUDNN_RING], "cudnn-ring"));
-    CHECK(cm_attention_impl(true, false, true, true) == CM_ATTN_CUDA_BASP);
+    CHECK(cm_attention_impl(true, false, true, true) == CM_ATTN_CUDNN_DOCS);
+    CHECK(cm_attention_impl(true, false, true, false) == CM_ATTN_CUDA_BASP);
     CHECK(cm_attention_impl(true, false, false, false) == CM_ATTN_CUDA_BASP);
     CHECK(!strcmp(cm_attn_impl_names[CM_ATTN_CUDA_BASP], "cuda-basp"));
     /* bench/results/gpu/summary.txt: cuDNN Dh 128 S 16K 629.6 / 570.9 TFLOP/s of 989 */
@@ -462,6 +463,10 @@ static void test_attention_rates(void) {
     CHECK(layout_attention_fraction("h200", CM_ATTN_CUDNN_RING, false, 64, 8192) == a);
     CHECK(layout_attention_fraction("h200", CM_ATTN_CUDNN_RING, true, 128, 32768) ==
           layout_attention_fraction("h200", CM_ATTN_CUDNN, true, 128, 16384));
+    /* packed documents: padded batches, the backward with its recomputed forward */
+    CHECK_NEAR(layout_attention_fraction("h200", CM_ATTN_CUDNN_DOCS, false, 64, 4096), 0.75 * a);
+    CHECK_NEAR(layout_attention_fraction("h200", CM_ATTN_CUDNN_DOCS, true, 64, 4096),
+               0.75 / 1.35 * layout_attention_fraction("h200", CM_ATTN_CUDNN, true, 64, 4096));
 }
 
 /* ir with its text `from` changed to `to`, parsed and verified; NULL (a

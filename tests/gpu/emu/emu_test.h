@@ -4,6 +4,10 @@
 #define BASP_EMU_TEST_H
 #include "rt_cuda.h"
 
+/* cuemu_sub_ops.c: basp's kernels as the split attentions' sub-block
+ * attention, and the same with full and causal swapped (a planted fault). */
+extern const cuda_sub_ops cuemu_sub_ops, cuemu_sub_ops_flipped;
+
 /* Value v of vals: rank dims, sharded over group 0's 2 ranks along dim
  * sdim (-1: replicated). */
 static inline void emu_def(rt_value_desc *vals, int v, const char *name, rt_value_kind kind, rt_dtype dt, int rank,

@@ -2,7 +2,7 @@
  * (runtime/cuda/rt_ring_split.c) on 2 ranks under cuemu, against the
  * basp block kernels.  On a GPU the sub-blocks are cuDNN's fused graphs;
  * cuemu has no cuDNN, so this test gives the split an attention of its
- * own made of basp's kernels (ref_ops below: the windows packed, a block
+ * own made of basp's kernels (cuemu_sub_ops.c: the windows packed, a block
  * kernel from an empty state, its output rounded to bf16 and its lse laid
  * out as cuDNN's statistics).  What it checks is everything around the
  * sub-blocks: the runs found in the sequence order, the full / causal /
@@ -40,7 +40,6 @@ static const rt_group_desc groups[] = {{"world", 1, 2, r_world, 0}};
 enum { TOK, TGT, LOSS, Q, K, V, DO, O0, L0, DQ0, DK0, DV0, O1, L1, DQ1, DK1, DV1, NV };
 static rt_value_desc vals[NV];
 static int failures;
-static bool planted;
 
 static void def(int v, const char *name, rt_value_kind kind, rt_dtype dt, int rank, const int64_t *dims, int sdim) {
     emu_def(vals, v, name, kind, dt, rank, dims, sdim);
@@ -101,119 +100,6 @@ static void fill(rt_ctx *rt, int v, double scale) {
     free(h);
 }
 
-/* ---- the split's sub-block attention, made of basp's kernels ----------------------------- */
-/* Device buffers of one call, freed at its end (after a synchronize). */
-typedef struct {
-    void *p[16];
-    int n;
-} scratch;
-
-static void *grab(scratch *s, size_t bytes) {
-    void *p = NULL;
-    CU_CHECK(cudaMalloc(&p, bytes));
-    s->p[s->n++] = p;
-    return p;
-}
-
-static void release(scratch *s) {
-    CU_CHECK(cudaDeviceSynchronize());
-    for (int i = 0; i < s->n; i++) CU_CHECK(cudaFree(s->p[i]));
-    s->n = 0;
-}
-
-/* The window's b x L rows of width w (ld rows apart) to or from a packed
- * [b, L, w] buffer. */
-static void window(cudaStream_t st, kcu_bf16 *dst, const kcu_bf16 *src, const cuda_ring_sub *sb, int64_t w,
-                   bool to_window) {
-    for (int64_t bi = 0; bi < sb->b; bi++) {
-        size_t wb = sizeof(kcu_bf16) * (size_t)w;
-        kcu_bf16 *d = to_window ? dst + bi * sb->ld * w : dst + bi * sb->L * w;
-        const kcu_bf16 *s = to_window ? src + bi * sb->L * w : src + bi * sb->ld * w;
-        CU_CHECK(cudaMemcpyAsync(d, s, wb * (size_t)sb->L, cudaMemcpyDeviceToDevice, st));
-    }
-}
-
-/* Positions 0 .. L-1 on both sides (the causal diagonal), or no key
- * positions (everything visible); with the planted bug always causal. */
-static const int64_t *ref_pos(scratch *s, cudaStream_t st, int64_t L) {
-    int64_t *h = malloc(sizeof(int64_t) * (size_t)L);
-    for (int64_t i = 0; i < L; i++) h[i] = i;
-    int64_t *d = grab(s, sizeof(int64_t) * (size_t)L);
-    CU_CHECK(cudaMemcpyAsync(d, h, sizeof(int64_t) * (size_t)L, cudaMemcpyHostToDevice, st));
-    CU_CHECK(cudaStreamSynchronize(st));
-    free(h);
-    return d;
-}
-
-static bool ref_prepare(rt_ctx *rt, const cuda_ring_sub *sb, char *why, size_t nwhy) {
-    (void)rt, (void)sb, (void)why, (void)nwhy;
-    return true;
-}
-
-static void ref_fwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q, const kcu_bf16 *k,
-                    const kcu_bf16 *v) {
-    cudaStream_t cs = cuda_state(rt)->cs;
-    scratch s = {.n = 0};
-    int64_t wq = sb->H * sb->Dh, wk = sb->Hkv * sb->Dh, nq = sb->b * sb->L * wq, nk = sb->b * sb->L * wk;
-    int64_t nr = sb->b * sb->L * sb->H;
-    kcu_bf16 *qp = grab(&s, 2 * (size_t)nq), *kp = grab(&s, 2 * (size_t)nk), *vp = grab(&s, 2 * (size_t)nk);
-    kcu_bf16 *ob = grab(&s, 2 * (size_t)nq);
-    float *o32 = grab(&s, 4 * (size_t)nq), *lse = grab(&s, 4 * (size_t)nr);
-    window(cs, qp, q, sb, wq, false), window(cs, kp, k, sb, wk, false), window(cs, vp, v, sb, wk, false);
-    CU_CHECK(cudaMemsetAsync(o32, 0, 4 * (size_t)nq, cs));
-    CU_CHECK(kcu_fill_f32(lse, -INFINITY, nr, cs));
-    const int64_t *pos = ref_pos(&s, cs, sb->L);
-    bool causal = !sb->full || planted;
-    CU_CHECK(kcu_ring_block_fwd(o32, lse, qp, kp, vp, sb->b, sb->L, sb->L, sb->H, sb->Hkv, sb->Dh, pos,
-                                causal ? pos : NULL, cs));
-    CU_CHECK(kcu_f32_to_bf16(ob, o32, nq, cs));
-    window(cs, o, ob, sb, wq, true);
-    CU_CHECK(kcu_ring_lse_rows(st, lse, sb->b, sb->L, 0, sb->L, sb->H, cs));
-    release(&s);
-}
-
-static void ref_bwd(rt_ctx *rt, const cuda_ring_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, const kcu_bf16 *dout,
-                    const kcu_bf16 *q, const kcu_bf16 *k, const kcu_bf16 *v, const kcu_bf16 *o, const float *st) {
-    cudaStream_t cs = cuda_state(rt)->cs;
-    scratch s = {.n = 0};
-    int64_t wq = sb->H * sb->Dh, wk = sb->Hkv * sb->Dh, nq = sb->b * sb->L * wq, nk = sb->b * sb->L * wk;
-    int64_t nr = sb->b * sb->L * sb->H;
-    kcu_bf16 *p[5], *g[3];
-    const kcu_bf16 *in[5] = {dout, q, o, k, v};
-    for (int i = 0; i < 5; i++) {
-        p[i] = grab(&s, 2 * (size_t)(i < 3 ? nq : nk));
-        window(cs, p[i], in[i], sb, i < 3 ? wq : wk, false);
-    }
-    float *f[3], *D = grab(&s, 4 * (size_t)nr), *lse = grab(&s, 4 * (size_t)nr);
-    for (int i = 0; i < 3; i++) {
-        f[i] = grab(&s, 4 * (size_t)(i ? nk : nq));
-        g[i] = grab(&s, 2 * (size_t)(i ? nk : nq));
-        CU_CHECK(cudaMemsetAsync(f[i], 0, 4 * (size_t)(i ? nk : nq), cs));
-    }
-    /* st [b,H,L] back to the block kernels' [b,L,H], on the host */
-    float *hs = malloc(4 * (size_t)nr), *hl = malloc(4 * (size_t)nr);
-    CU_CHECK(cudaStreamSynchronize(cs));
-    CU_CHECK(cudaMemcpy(hs, st, 4 * (size_t)nr, cudaMemcpyDeviceToHost));
-    for (int64_t bi = 0; bi < sb->b; bi++)
-        for (int64_t h = 0; h < sb->H; h++)
-            for (int64_t i = 0; i < sb->L; i++) hl[(bi * sb->L + i) * sb->H + h] = hs[(bi * sb->H + h) * sb->L + i];
-    CU_CHECK(cudaMemcpy(lse, hl, 4 * (size_t)nr, cudaMemcpyHostToDevice));
-    free(hs), free(hl);
-    CU_CHECK(kcu_ring_rowdot(D, p[0], p[2], sb->b, sb->L, sb->H, sb->Dh, cs));
-    const int64_t *pos = ref_pos(&s, cs, sb->L);
-    bool causal = !sb->full || planted;
-    CU_CHECK(kcu_ring_block_bwd(f[0], f[1], f[2], p[0], p[1], p[3], p[4], lse, D, sb->b, sb->L, sb->L, sb->H, sb->Hkv,
-                                sb->Dh, pos, causal ? pos : NULL, cs));
-    kcu_bf16 *out[3] = {dq, dk, dv};
-    for (int i = 0; i < 3; i++) {
-        CU_CHECK(kcu_f32_to_bf16(g[i], f[i], i ? nk : nq, cs));
-        window(cs, out[i], g[i], sb, i ? wk : wq, true);
-    }
-    release(&s);
-}
-
-static const cuda_ring_ops ref_ops = {ref_prepare, ref_fwd, ref_bwd};
-
 /* ---- the runs and the comparison ------------------------------------------------------------ */
 /* Forward and backward into run r's values. */
 static void ring(rt_ctx *rt, int r) {
@@ -265,7 +151,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *mode = argc > 1 ? argv[1] : "zigzag";
     if (!strcmp(mode, "natural")) prog.seq_ring = 0;
-    planted = !strncmp(mode, "planted", 7);
+    bool planted = !strncmp(mode, "planted", 7);
     bool check = strcmp(mode, "planted_nocheck") != 0;
     define_values();
     rt_options o = {.steps = 1, .seed = 7, .lr = 1e-3, .log_every = 1, .optim = rt_optim_defaults};
@@ -275,7 +161,7 @@ int main(int argc, char **argv) {
     /* BASP_ATTENTION=auto checks once per shape; own never checks */
     cu->attn_mode = check ? CUDA_ATTN_AUTO : CUDA_ATTN_OWN;
     ring(rt, 0);
-    cu->ring_ops = &ref_ops;
+    cu->sub_ops = planted ? &cuemu_sub_ops_flipped : &cuemu_sub_ops;
     for (int pass = 0; pass < 2; pass++) {
         ring(rt, 1);
         char when[64];
@@ -285,7 +171,7 @@ int main(int argc, char **argv) {
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rt->rank == 0) printf("test_ring_split_emu %s: %s (%d failure(s))\n", mode, total ? "FAILED" : "ok", total);
-    cu->ring_ops = NULL;
+    cu->sub_ops = NULL;
     rt_ctx_destroy(rt);
     MPI_Finalize();
     return total ? 1 : 0;

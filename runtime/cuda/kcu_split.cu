@@ -1,9 +1,11 @@
-// kcu_ring_merge.cu — ring attention's blocks computed as sub-blocks by
-// another attention (cuDNN: rt_ring_split.c): the merge of a sub-block
-// into the ring's fp32 running state, the statistics' window and the
-// accumulation of bf16 shares.  C interface: kcu.h.  Apart from
-// kcu_ring.cu so that a program using only these (the GPU kernel test)
-// does not link the block kernels' device code.
+// kcu_split.cu — the helpers of the attentions split into calls of another
+// attention (cuDNN): ring attention's sub-blocks (rt_ring_split.c: the
+// merge of a sub-block into the ring's fp32 running state, the statistics'
+// window, the accumulation of bf16 shares) and packed documents
+// (rt_doc_split.c: documents gathered into zero-padded batches, results
+// scattered back).  C interface: kcu.h.  Apart from kcu_ring.cu so that a
+// program using only these (the GPU kernel test) does not link the block
+// kernels' device code.
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
@@ -95,5 +97,38 @@ extern "C" cudaError_t kcu_ring_acc_rows(float *acc, const kcu_bf16 *x, int64_t 
                                          int64_t W, cudaStream_t s) {
     if (!window_ok(b, ld, r0, L, W)) return cudaErrorInvalidValue;
     k_ring_acc_rows<<<grid_for(b * L * W), 256, 0, s>>>(acc, (const bf16 *)x, b, ld, r0, L, W);
+    return cudaGetLastError();
+}
+
+// ---- packed documents in padded batches ---------------------------------------------------
+__global__ void k_doc_gather(bf16 *dst, const bf16 *src, const int64_t *off, const int64_t *len, int64_t nb, int64_t L,
+                             int64_t W) {
+    int64_t n = nb * L * W;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t j = e / W / L, i = e / W % L;
+        dst[e] = i < len[j] ? src[(off[j] + i) * W + e % W] : __float2bfloat16(0.f);
+    }
+}
+
+__global__ void k_doc_scatter(bf16 *dst, const bf16 *src, const int64_t *off, const int64_t *len, int64_t nb, int64_t L,
+                              int64_t W) {
+    int64_t n = nb * L * W;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t j = e / W / L, i = e / W % L;
+        if (i < len[j]) dst[(off[j] + i) * W + e % W] = src[e];
+    }
+}
+
+extern "C" cudaError_t kcu_doc_gather(kcu_bf16 *dst, const kcu_bf16 *src, const int64_t *off, const int64_t *len,
+                                      int64_t nb, int64_t L, int64_t W, cudaStream_t s) {
+    if (nb <= 0 || L <= 0 || W <= 0) return cudaErrorInvalidValue;
+    k_doc_gather<<<grid_for(nb * L * W), 256, 0, s>>>((bf16 *)dst, (const bf16 *)src, off, len, nb, L, W);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_doc_scatter(kcu_bf16 *dst, const kcu_bf16 *src, const int64_t *off, const int64_t *len,
+                                       int64_t nb, int64_t L, int64_t W, cudaStream_t s) {
+    if (nb <= 0 || L <= 0 || W <= 0) return cudaErrorInvalidValue;
+    k_doc_scatter<<<grid_for(nb * L * W), 256, 0, s>>>((bf16 *)dst, (const bf16 *)src, off, len, nb, L, W);
     return cudaGetLastError();
 }
