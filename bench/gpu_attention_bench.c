@@ -19,7 +19,11 @@
  * and packed documents (the whole sequence in documents of 1024 tokens, or
  * S/4 below 4096, causal within each; FLOPs the causal half of each
  * document's 4 * H * l^2 * Dh), forward and backward (2.5 times the
- * forward's FLOPs, the recomputed row statistics not counted).
+ * forward's FLOPs, the recomputed row statistics not counted); with cuDNN
+ * also the documents as the runtime runs them there (rt_doc_split.c: one
+ * batch of S/len documents, already in place here, so without the gathers
+ * and scatters, and the backward without the forward the runtime
+ * recomputes before it).
  *
  * Last, the Ulysses exchange's packing of q and k for 8 peers (bench_pack):
  * RoPE apart (kcu_rope, then kcu_a2a_pack per chunk) against RoPE fused in
@@ -75,7 +79,8 @@ typedef struct bench_buf {
     int64_t *pos;
     int32_t *doc;
 #ifdef BASP_HAVE_CUDNN
-    cuda_cudnn *dnn; /* NULL: no cuDNN timings */
+    cuda_cudnn *dnn;      /* NULL: no cuDNN timings */
+    cuda_cudnn_shape dsh; /* the shape DNN_FWD / DNN_BWD run */
     float *stats;    /* [b,H,S] fp32 */
     void *dnn_ws;
 #endif
@@ -85,11 +90,11 @@ enum { FWD_TC, FWD_SCALAR, BWD, DNN_FWD, DNN_BWD, DNN_RING_FWD, DNN_RING_BWD, RI
 
 static void launch(bench_buf *B, int what, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
 #ifdef BASP_HAVE_CUDNN
-    cuda_cudnn_shape sh = {1, S, H, Hkv, Dh, 0, 0};
+    const cuda_cudnn_shape *sh = &B->dsh;
     int r = 0;
-    if (what == DNN_FWD) r = cuda_cudnn_fwd(B->dnn, &sh, B->o, B->stats, B->q, B->k, B->v, B->dnn_ws);
+    if (what == DNN_FWD) r = cuda_cudnn_fwd(B->dnn, sh, B->o, B->stats, B->q, B->k, B->v, B->dnn_ws);
     if (what == DNN_BWD)
-        r = cuda_cudnn_bwd(B->dnn, &sh, B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, B->stats, B->dnn_ws);
+        r = cuda_cudnn_bwd(B->dnn, sh, B->dq, B->dk, B->dv, B->dout, B->q, B->k, B->v, B->o, B->stats, B->dnn_ws);
     int64_t h = S / 2; /* the ring block's query and key rows */
     /* the ring block as the runtime runs it with cuDNN (rt_ring_split.c):
      * one full sub-block of h rows, then the merge (forward) or the
@@ -186,6 +191,7 @@ static void bench_dnn(bench_buf *B, const cuda_cudnn_shape *sh, int what, const 
         printf("  cuDNN%s: not supported at this shape: %s\n", label, cuda_cudnn_error(B->dnn));
         return;
     }
+    B->dsh = *sh;
     KCU_CHECK_EXIT(cudaMalloc((void **)&B->stats, (size_t)(sh->H * S) * 4));
     KCU_CHECK_EXIT(cudaMalloc(&B->dnn_ws, cuda_cudnn_ws_bytes(B->dnn, sh) + 1));
     float cf = time_ms(B, what, S, sh->H, sh->Hkv, sh->Dh, reps);
@@ -253,6 +259,13 @@ static void bench_ring_docs(bench_buf *B, int64_t S, int64_t H, int64_t Hkv, int
            "%7.1f TFLOP/s (%4.1f%%)\n",
            (long long)Dh, (long long)S, (long long)len, (long long)H, (long long)Hkv, df, tdf, 100 * tdf / peak, db,
            tdb, 100 * tdb / peak);
+#ifdef BASP_HAVE_CUDNN
+    /* rt_doc_split.c's batch of S/len documents of len rows: here already
+     * in place, so its gathers and scatters are left out, and its backward
+     * (which the runtime runs after a recomputed forward) alone */
+    cuda_cudnn_shape ds = {S / len, len, H, Hkv, Dh, 0, 0};
+    bench_dnn(B, &ds, DNN_FWD, " documents, batched", S, reps, peak, fld, df, db);
+#endif
     fflush(stdout);
     cudaFree(B->o32), cudaFree(B->lse), cudaFree(B->D), cudaFree(B->dq32), cudaFree(B->dk32), cudaFree(B->dv32);
     cudaFree(B->pos), cudaFree(B->doc);
