@@ -81,7 +81,7 @@ typedef struct bench_buf {
 #ifdef BASP_HAVE_CUDNN
     cuda_cudnn *dnn;      /* NULL: no cuDNN timings */
     cuda_cudnn_shape dsh; /* the shape DNN_FWD / DNN_BWD run */
-    float *stats;    /* [b,H,S] fp32 */
+    float *stats;         /* [b,H,S] fp32 */
     void *dnn_ws;
 #endif
 } bench_buf;

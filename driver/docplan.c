@@ -19,10 +19,13 @@
  * pieces one by one, here a document brings all its pieces at once), the
  * last one cut so that a step holds B*S tokens; then layout_pack, and
  * layout_pack_groups for balanced packing.
- * The attention work is counted at the masked kernels' 64 x 64 tile
- * granularity (worst_group: a tile on a document boundary costs a whole
- * tile), not as sum l^2.  Not modelled: the balance of a ring's blocks,
- * whose zig-zag order balances the causal mask but not documents. */
+ * The attention work is counted by the kernels that run it: at the
+ * masked kernels' 64 x 64 tile granularity (a tile on a document boundary
+ * costs a whole tile), not as sum l^2; on the cuda target without a ring,
+ * where cuDNN runs the documents in zero-padded batches, as sum L^2 of
+ * the padded lengths (drv_doc_attn_share).  Not modelled: the balance of a
+ * ring's blocks, whose zig-zag order balances the causal mask but not
+ * documents. */
 #include "driver.h"
 
 #include <errno.h>
@@ -244,9 +247,27 @@ double drv_doc_tile_share(const layout_slot *s, int ns, int64_t S) {
     return tiles / ((double)T * (double)(T + 1) / 2);
 }
 
+/* With padded (cudnn-docs: the cuda target without a ring) the same for
+ * cuDNN on padded batches (runtime/cuda/rt_doc_split.c): each document costs the
+ * causal attention of its padded length, sum L'^2 over S^2, less the
+ * allowance the cost model's rate already takes for the padding
+ * (LAYOUT_DOCS_PADDING).  cuDNN's rate is taken at the row's length, not
+ * each batch's (shorter runs slower: not modelled). */
+double drv_doc_attn_share(const layout_slot *s, int ns, int64_t S, bool padded) {
+    if (!padded) return drv_doc_tile_share(s, ns, S);
+    if (S <= 0) return 1;
+    double w = 0;
+    for (int i = 0; i < ns; i++) {
+        double L = (double)layout_docs_padded(s[i].len);
+        w += L * L;
+    }
+    return LAYOUT_DOCS_PADDING * w / ((double)S * (double)S);
+}
+
 /* The attention work of the slowest group over the dense causal rows':
- * the mean over its B/G rows of their tile shares. */
-static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, int G) {
+ * the mean over its B/G rows of their shares (padded: cuDNN's batches,
+ * else the masked kernels' tiles). */
+static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, int G, bool padded) {
     layout_slot *row = sup_xmalloc(sizeof *row * (size_t)(ns > 0 ? ns : 1));
     double mx = 0;
     for (int g = 0; g < G; g++) {
@@ -255,7 +276,7 @@ static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, in
             int n = 0;
             for (int i = 0; i < ns; i++)
                 if (s[i].row == r) row[n++] = s[i];
-            c += drv_doc_tile_share(row, n, S);
+            c += drv_doc_attn_share(row, n, S, padded);
         }
         mx = fmax(mx, c / (double)(B / G));
     }
@@ -266,7 +287,7 @@ static double worst_group(const layout_slot *s, int ns, int64_t B, int64_t S, in
 /* E[max_g f_g] and the mean imbalance (max over mean of l^2 + linear*l)
  * for G groups and one packing, over the sampled steps. */
 static void sample(const pass_doc_lengths *d, int64_t B, int64_t S, int G, layout_packing how, double linear,
-                   double *work, double *imbalance) {
+                   bool padded, double *work, double *imbalance) {
     layout_doc *docs = malloc(sizeof *docs * (size_t)(B * S));
     layout_slot *slots = malloc(sizeof *slots * (size_t)(B * S + B));
     double w = 0, im = 0;
@@ -276,7 +297,7 @@ static void sample(const pass_doc_lengths *d, int64_t B, int64_t S, int G, layou
         int ns = layout_pack(docs, n, B, S, how, linear, slots);
         if (ns <= 0) continue;
         if (how == LAYOUT_PACK_BALANCED && G > 1) layout_pack_groups(slots, ns, B, G, linear);
-        w += worst_group(slots, ns, B, S, G);
+        w += worst_group(slots, ns, B, S, G, padded);
         im += layout_pack_imbalance(slots, ns, B, G, linear, NULL);
         steps++;
     }
@@ -307,7 +328,7 @@ void pass_plan_apply_docs(pass_plan_result *r, const fe_spec *spec, const pass_d
         if (!c->legal || !isfinite(c->step_ms) || !c->keeps_batch || c->groups < 1 || B % c->groups) continue;
         for (int k = 0; k < 2; k++) {
             double w, im;
-            sample(d, B, S, c->groups, (layout_packing)k, linear, &w, &im);
+            sample(d, B, S, c->groups, (layout_packing)k, linear, r->cuda && c->choice.seq == LAYOUT_ULYSSES, &w, &im);
             c->docs_ms[k] = c->step_ms - c->attn_ms + c->attn_ms * w;
             c->imbalance[k] = im;
         }

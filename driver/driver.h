@@ -118,6 +118,11 @@ int pass_doc_draw(const pass_doc_lengths *d, int t, int64_t B, int64_t S, layout
  * len; row is not read), a row of S tokens: the 64 x 64 tiles they visit
  * over the dense row's (docplan.c). */
 double drv_doc_tile_share(const layout_slot *s, int ns, int64_t S);
+/* The share by the kernels that run the row: with padded (cudnn-docs: the
+ * cuda target without a ring) cuDNN's zero-padded batches, the sum of the
+ * padded lengths' squares over S^2 less the padding allowance of the rate
+ * (LAYOUT_DOCS_PADDING); else drv_doc_tile_share. */
+double drv_doc_attn_share(const layout_slot *s, int ns, int64_t S, bool padded);
 
 /* batch_aware dynamic's predicted step (dynamic.c) for a checked dynamic
  * spec: built (drv_dynamic_compile) and costed per variant; with docs, the

@@ -321,8 +321,8 @@ static void dyn_units_of(const ir_module *m, dyn_costs *c) {
 
 /* One micro-step's groups for pieces (assigned as the runtime does): the
  * slowest group's time, its variant index, and the imbalance. */
-static double dyn_micro(const fe_spec *spec, const dyn_costs *c, const layout_doc *pieces, int n, int *slow,
-                        double *imbalance) {
+static double dyn_micro(const fe_spec *spec, const dyn_costs *c, bool padded, const layout_doc *pieces, int n,
+                        int *slow, double *imbalance) {
     int64_t N = fe_world(spec), T = fe_dynamic_tokens(spec);
     layout_dyn_shape sh = {.world = (int)N,
                            .node_size = (int)spec->mesh.devices_per_node,
@@ -338,8 +338,9 @@ static double dyn_micro(const fe_spec *spec, const dyn_costs *c, const layout_do
     for (int i = 0; i < ng; i++) {
         int k = 0;
         while (k < c->n && c->size[k] != g[i].size) k++;
-        /* the group's row of size x T tokens, at the masked kernels' tiles */
-        double w = drv_doc_tile_share(sl + g[i].slot0, g[i].nslots, (int64_t)g[i].size * T);
+        /* the group's row of size x T tokens, by the kernels that run it
+         * (drv_doc_attn_share: cuDNN's padded batches or the masked tiles) */
+        double w = drv_doc_attn_share(sl + g[i].slot0, g[i].nslots, (int64_t)g[i].size * T, padded);
         double t = c->micro_ms[k] - c->attn_ms[k] + c->attn_ms[k] * w;
         if (t > worst) worst = t, *slow = k;
     }
@@ -367,12 +368,15 @@ bool drv_dynamic_estimate(const fe_spec *spec, bool cuda, const pass_doc_lengths
     ir_module_free(m);
     int64_t B = spec->train.micro_batch, S = spec->train.seq_len;
     int64_t A = spec->train.global_batch > B && B > 0 ? spec->train.global_batch / B : 1;
+    /* cuDNN's padded batches run the documents on the cuda target, except
+     * in ring groups (cm_attention_impl) */
+    bool padded = cuda && strcmp(spec->layout.sequence, "ring") != 0 && strcmp(spec->layout.sequence, "hybrid") != 0;
     layout_doc *p = sup_xmalloc(sizeof *p * (size_t)(B * S + 1));
     /* dense: B documents of S tokens each */
     for (int64_t i = 0; i < B; i++) p[i] = (layout_doc){i * S, S};
     int slow = 0;
     double imb;
-    out->dense_ms = (double)A * dyn_micro(spec, &c, p, (int)B, &slow, &imb) + c.apply_ms;
+    out->dense_ms = (double)A * dyn_micro(spec, &c, padded, p, (int)B, &slow, &imb) + c.apply_ms;
     out->step_ms = out->dense_ms;
     out->imbalance = imb;
     double a2a = c.a2a_ms[slow], attn = c.attn_ms[slow], comm = c.comm_ms[slow];
@@ -381,7 +385,7 @@ bool drv_dynamic_estimate(const fe_spec *spec, bool cuda, const pass_doc_lengths
         a2a = attn = comm = 0;
         for (int s = 0; s < DRV_PLAN_STEPS; s++) {
             int n = pass_doc_draw(docs, s, B, S, p);
-            t += dyn_micro(spec, &c, p, n, &slow, &imb);
+            t += dyn_micro(spec, &c, padded, p, n, &slow, &imb);
             im += imb;
             a2a += c.a2a_ms[slow], attn += c.attn_ms[slow], comm += c.comm_ms[slow];
         }

@@ -200,14 +200,12 @@ const layout_device_preset *layout_device_presets(int *n) {
  * the cudnn rows at half the length the cost model passes.  Packed
  * documents run cuDNN on batches of documents zero-padded to a power of
  * two (rt_doc_split.c): cudnn-docs takes the cudnn rows at the row's
- * length times DOCS_PADDING (the padding costs at most 2x, 1.33x for
- * lengths spread evenly on a log scale), and the backward also divides by
+ * length times LAYOUT_DOCS_PADDING (layout.h), and the backward also divides by
  * DOCS_RECOMPUTE (it recomputes the forward: 1/2.5 of its FLOPs at about
  * 0.85 of the backward's time per FLOP).  Ring blocks over packed
  * documents keep basp's kernels: the cuda-basp rows.  Estimates: neither
  * split has been timed on a GPU yet (scripts/gpu-check's kernels part
  * times the ring's sub-blocks). */
-#define DOCS_PADDING   0.75
 #define DOCS_RECOMPUTE 1.35
 typedef struct attn_rate {
     const char *gpu; /* "hopper" (h200, h100_sxm), "ampere" (a100_*), "any" */
@@ -261,6 +259,12 @@ static double rate_at(const char *gpu, cm_attn_impl impl, bool bwd, int head_dim
     return (1 - w) * (bwd ? lo->bwd : lo->fwd) + w * (bwd ? hi->bwd : hi->fwd);
 }
 
+int64_t layout_docs_padded(int64_t len) {
+    int64_t p = 128;
+    while (p < len) p *= 2;
+    return p;
+}
+
 double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd, int64_t head_dim, int64_t seq) {
     const char *gpu = device ? gpu_class(device) : NULL;
     if (!gpu || head_dim <= 0 || seq <= 0) return 0;
@@ -270,7 +274,7 @@ double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd
     }
     if (impl == CM_ATTN_CUDNN_DOCS) { /* padded batches; the backward recomputes the forward */
         double f = layout_attention_fraction(device, CM_ATTN_CUDNN, bwd, head_dim, seq);
-        return bwd ? f * DOCS_PADDING / DOCS_RECOMPUTE : f * DOCS_PADDING;
+        return bwd ? f * LAYOUT_DOCS_PADDING / DOCS_RECOMPUTE : f * LAYOUT_DOCS_PADDING;
     }
     /* the measured head dims, 64 and 128, bracket the ones people train */
     double f64 = rate_at(gpu, impl, bwd, 64, (double)seq), f128 = rate_at(gpu, impl, bwd, 128, (double)seq);
