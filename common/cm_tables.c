@@ -21,6 +21,12 @@ const char *const cm_ws_cuda_what[CM_WS_CUDA_N] = {CM_WS_CUDA_SLOTS(CM_WS_WHAT_)
 const char *const cm_attn_impl_names[CM_ATTN_N] = {CM_ATTN_IMPLS(CM_ATTN_NAME_)};
 #undef CM_ATTN_NAME_
 
+int64_t cm_docs_padded(int64_t len) {
+    int64_t p = 128;
+    while (p < len) p *= 2;
+    return p;
+}
+
 cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn) {
     if (!cuda) return CM_ATTN_CPU;
     if (!cudnn || (documents && ring)) return CM_ATTN_CUDA_BASP;

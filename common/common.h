@@ -152,6 +152,12 @@ extern const char *const cm_attn_impl_names[CM_ATTN_N];
  * (runtime/cuda/rt_ring_split.c), attention over packed documents cuDNN on
  * padded batches of documents (rt_doc_split.c).  CPU: the CPU kernels. */
 cm_attn_impl cm_attention_impl(bool cuda, bool ring, bool documents, bool cudnn);
+/* The padded length of a document of len tokens in cudnn-docs' batches
+ * (runtime/cuda/rt_doc_split.c): the power of two at or above len, at
+ * least 128 (cuDNN's tiles; releases up to 9.15 take only multiples of
+ * 128).  The memory plan (ir/ir_op_attn.c) and the planner
+ * (driver/docplan.c) pad the same. */
+int64_t cm_docs_padded(int64_t len);
 
 /* ---- JSON: no repeated keys (cm_json.c) -------------------------------------
  * The one rule every JSON reader of basp applies after parsing: no object

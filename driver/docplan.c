@@ -258,7 +258,7 @@ double drv_doc_attn_share(const layout_slot *s, int ns, int64_t S, bool padded) 
     if (S <= 0) return 1;
     double w = 0;
     for (int i = 0; i < ns; i++) {
-        double L = (double)layout_docs_padded(s[i].len);
+        double L = (double)cm_docs_padded(s[i].len);
         w += L * L;
     }
     return LAYOUT_DOCS_PADDING * w / ((double)S * (double)S);

@@ -178,12 +178,13 @@ static int64_t cudnn_ws(int64_t b, int64_t S, int64_t H, int64_t Dh) {
 static int64_t align256(int64_t n) { return (n + 255) / 256 * 256; }
 
 /* Packed documents on cuDNN (runtime/cuda/rt_doc_split.c): a padded
- * batch of at most R = max(2 b S, 128) rows (DOC_ROWS_PER, DOC_MIN_LEN
- * there): the (offset, length) table of at most 2 b S entries, then q, k,
- * v, o (and dO, dq, dk, dv with the backward) of R rows and the fp32
- * statistics, each part 256-aligned; cuDNN's workspace for R rows. */
+ * batch of at most R = max(b S, the padded length of S: a power of two,
+ * at least 128) rows: the (offset, length) table of at most 2 b S
+ * entries, then q, k, v, o (and dO, dq, dk, dv with the backward) of R rows
+ * and the fp32 statistics, each part 256-aligned; cuDNN's workspace for R
+ * rows. */
 static void docs_split_ws(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, bool bwd, int64_t *w) {
-    int64_t R = 2 * b * S > 128 ? 2 * b * S : 128;
+    int64_t top = cm_docs_padded(S), R = b * S > top ? b * S : top;
     int64_t parts = align256(2 * R * H * Dh) + align256(2 * R * Hkv * Dh);
     ir_ws_raise(&w[CM_WS_CUDA_DOCS], align256(32 * b * S) + (bwd ? 4 : 2) * parts + 4 * R * H);
     ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(1, R, H, Dh));

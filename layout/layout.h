@@ -207,11 +207,9 @@ const layout_link *layout_link_presets(int *n);
  * ends.  0 when the device has no figures for impl. */
 double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd, int64_t head_dim, int64_t seq);
 /* Packed documents on cuDNN (cudnn-docs) are zero-padded to a power of
- * two: the allowance layout_attention_fraction takes for it when the
- * lengths are not known (at most 2x, 1.33x for lengths spread evenly on a
- * log scale), and the padded length of a document (at least 128, as
- * runtime/cuda/rt_doc_split.c pads). */
+ * two (cm_docs_padded): the allowance layout_attention_fraction takes for
+ * it when the lengths are not known (at most 2x, 1.33x for lengths spread
+ * evenly on a log scale). */
 #define LAYOUT_DOCS_PADDING 0.75
-int64_t layout_docs_padded(int64_t len);
 
 #endif

@@ -259,12 +259,6 @@ static double rate_at(const char *gpu, cm_attn_impl impl, bool bwd, int head_dim
     return (1 - w) * (bwd ? lo->bwd : lo->fwd) + w * (bwd ? hi->bwd : hi->fwd);
 }
 
-int64_t layout_docs_padded(int64_t len) {
-    int64_t p = 128;
-    while (p < len) p *= 2;
-    return p;
-}
-
 double layout_attention_fraction(const char *device, cm_attn_impl impl, bool bwd, int64_t head_dim, int64_t seq) {
     const char *gpu = device ? gpu_class(device) : NULL;
     if (!gpu || head_dim <= 0 || seq <= 0) return 0;

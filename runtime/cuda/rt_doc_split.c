@@ -6,17 +6,17 @@
  * sees only the earlier tokens of its own document: each document is a
  * plain causal attention of its own length l.  Documents are gathered into
  * zero-padded batches [n, L, heads, Dh] by padded length L (the power of
- * two at or above l, at least DOC_MIN_LEN: a few plans serve every mix of
- * lengths), one fused call per batch, and the first l rows of each result
+ * two at or above l, at least 128: cm_docs_padded; a few plans serve every
+ * mix of lengths), one fused call per batch, and the first l rows of each result
  * scattered back.  The padding is exact, not approximate: a real query
  * (row < l) sees only keys at or before it, all real; a padding row's
  * output is dropped; in the backward the padding rows' dO is 0, so their
  * P dO, dP = dO Vᵀ and D = rowsum(dO O) are 0, and they add nothing to dK,
  * dV or any real row.  Padding entries (the batch count rounded up to a
  * power of two, for the same reason) are all zeros.  A batch holds at most
- * DOC_ROWS_PER * b * S rows, or one document (bounded workspace:
- * ir/ir_op_attn.c plans the same); a length with more documents takes
- * several calls.
+ * b * S rows, or one document of the largest padded length (bounded
+ * workspace: ir/ir_op_attn.c plans the same); a length with more documents
+ * takes several calls.
  *
  * The backward recomputes each batch's forward for its statistics (cuDNN's
  * backward needs them; the op carries none), about 40% more than the
@@ -42,9 +42,6 @@
 
 #include "../data/rt_data.h"
 #include "rt_cuda.h"
-
-enum { DOC_MIN_LEN = 128 }; /* cuDNN's tiles; <= 9.15 takes only multiples of 128 */
-enum { DOC_ROWS_PER = 2 };  /* a batch's rows: at most this many times the op's b * S */
 
 void cuda_doc_split_fini(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
@@ -127,19 +124,20 @@ static bool doc_plan_make(rt_ctx *rt, doc_plan *P, int64_t row0, int64_t b, int6
     memset(P, 0, sizeof *P);
     int64_t *off, *len, n;
     bool ok = doc_runs(rt, row0, b, S, &off, &len, &n);
-    int64_t cap = DOC_ROWS_PER * b * S;
+    /* a batch's rows: at most the op's b * S, or one document's padded length */
+    int64_t top = cm_docs_padded(S), placed = 0;
+    int64_t cap = b * S > top ? b * S : top;
     P->tab = RT_MALLOC(sizeof(int64_t) * (size_t)(4 * n + 2));
     int64_t *eoff = RT_MALLOC(sizeof(int64_t) * (size_t)(2 * n + 1)),
             *elen = RT_MALLOC(sizeof(int64_t) * (size_t)(2 * n + 1));
     int capb = 0;
-    int64_t top = pow2_at_least(S) > DOC_MIN_LEN ? pow2_at_least(S) : DOC_MIN_LEN, placed = 0;
-    for (int64_t L = DOC_MIN_LEN; ok && L <= top; L *= 2) {
+    for (int64_t L = cm_docs_padded(1); ok && L <= top; L *= 2) {
         int64_t per = 1; /* documents per batch at this length: a power of two, per * L <= cap */
         while (2 * per * L <= cap) per *= 2;
         for (int64_t i = 0; i < n;) {
             int64_t cnt = 0, first = P->nent;
             for (; i < n && cnt < per; i++)
-                if (pow2_at_least(len[i] > DOC_MIN_LEN ? len[i] : DOC_MIN_LEN) == L)
+                if (cm_docs_padded(len[i]) == L)
                     eoff[P->nent] = off[i], elen[P->nent] = len[i], P->nent++, cnt++, placed++;
             if (!cnt) continue;
             int64_t nb = pow2_at_least(cnt);
