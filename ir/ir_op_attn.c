@@ -240,18 +240,22 @@ static void staging_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
 /* Without documents the runtime may run the ring's blocks as cuDNN
  * sub-blocks (runtime/cuda/rt_ring_split.c): after the ring's own part,
  * 256-byte aligned, one sub-block's bf16 outputs (o, or dq, dk, dv) and
- * fp32 statistics [b,H,S], and cuDNN's workspace for a sub-block of at
- * most the rank's S rows.  q: the op's q value, nkv: one kv block's
+ * fp32 statistics [b,H,S] (ring_split_ws: bytes of CM_WS_CUDA_RING), and
+ * cuDNN's workspace for a sub-block of at most the rank's S rows
+ * (ring_split_cudnn_ws).  q: the op's q value, nkv: one kv block's
  * elements. */
-static int64_t ring_split_ws(const ir_module *m, const ir_op *op, int q, int64_t nkv, bool bwd, int64_t *w) {
-    bool docs = ir_config_int(m, "documents", 0) != 0;
-    if (docs) return 256;
+static int64_t ring_split_ws(const ir_module *m, int q, int64_t nkv, bool bwd) {
+    if (ir_config_int(m, "documents", 0) != 0) return 256;
     const ir_type *t = &m->values[q].type;
     int64_t nq = ir_op_local_elems(m, q), nr = t->rank == 4 ? nq / t->dims[3] : nq;
-    if (t->rank == 4)
+    return 2 * nq + (bwd ? 4 * nkv : 0) + 4 * nr + 256;
+}
+
+static void ring_split_cudnn_ws(const ir_module *m, int q, int64_t *w) {
+    const ir_type *t = &m->values[q].type;
+    if (ir_config_int(m, "documents", 0) == 0 && t->rank == 4)
         ir_ws_raise(&w[CM_WS_CUDA_CUDNN], cudnn_ws(ir_type_max_local_dim(m, t, 0), ir_type_max_local_dim(m, t, 1),
                                                    ir_type_max_local_dim(m, t, 2), t->dims[3]));
-    return 2 * nq + (bwd ? 4 * nkv : 0) + 4 * nr + 256;
 }
 
 /* The CUDA ring: an fp32 running output and two bf16 (k, v) blocks; the
@@ -260,8 +264,9 @@ static int64_t ring_split_ws(const ir_module *m, const ir_op *op, int q, int64_t
 static void ws_cuda_ring_attention(const ir_module *m, const ir_op *op, int64_t *w) {
     bool docs = ir_config_int(m, "documents", 0) != 0;
     int64_t nkv = ir_op_local_elems(m, op->in[1]);
-    ir_ws_raise(&w[CM_WS_CUDA_RING], align256(4 * ir_op_local_elems(m, op->in[0]) + 8 * nkv) +
-                                         ring_split_ws(m, op, op->in[0], nkv, false, w));
+    ir_ws_raise(&w[CM_WS_CUDA_RING],
+                align256(4 * ir_op_local_elems(m, op->in[0]) + 8 * nkv) + ring_split_ws(m, op->in[0], nkv, false));
+    ring_split_cudnn_ws(m, op->in[0], w);
     ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs)
         ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[0]].type, 0) *
@@ -275,7 +280,8 @@ static void ws_cuda_ring_attention_bwd(const ir_module *m, const ir_op *op, int6
     int64_t nkv = ir_op_local_elems(m, op->in[2]);
     ir_ws_raise(&w[CM_WS_CUDA_RING],
                 align256(4 * ir_op_local_elems(m, op->in[5]) + 4 * ir_op_local_elems(m, op->in[1]) + 24 * nkv) +
-                    ring_split_ws(m, op, op->in[1], nkv, true, w));
+                    ring_split_ws(m, op->in[1], nkv, true));
+    ring_split_cudnn_ws(m, op->in[1], w);
     ir_ws_raise(&w[CM_WS_CUDA_POS], 8 * ir_op_config_int(m, op, "seq_len", 0));
     if (docs)
         ir_ws_raise(&w[CM_WS_CUDA_DOC], 4 * ir_type_max_local_dim(m, &m->values[op->in[1]].type, 0) *

@@ -16,8 +16,7 @@ typedef __nv_bfloat16 bf16;
 
 static __device__ __forceinline__ float ldf(const bf16 *p, int64_t i) { return __bfloat162float(p[i]); }
 
-// A window: rows r0 .. r0+L-1 of each of the b sequences of [b, ld, ...]
-// storage.  Each thread takes one element, grid-stride.
+// Blocks of 256 threads, each thread one element, grid-stride.
 static unsigned grid_for(int64_t n) {
     int64_t g = (n + 255) / 256;
     return (unsigned)(g < 4096 ? g : 4096);
@@ -32,6 +31,8 @@ static __device__ __forceinline__ void merge_weights(float la, float lb, float *
     *ca = wa / s, *cb = wb / s, *lnew = m + logf(s);
 }
 
+// A window: rows r0 .. r0+L-1 of each of the b sequences of [b, ld, ...]
+// storage.
 __global__ void k_ring_merge_o(float *o, const float *lse, const bf16 *ob, const float *st, int64_t b, int64_t ld,
                                int64_t r0, int64_t L, int H, int Dh) {
     int64_t n = b * L * H * Dh;

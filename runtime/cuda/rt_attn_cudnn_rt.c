@@ -422,14 +422,14 @@ bool cuda_dnn_bwd_lse(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, cons
     return x && cuda_dnn_run_bwd(rt, x, &s, dq, dk, dv, dout, q, k, v, o, lse);
 }
 
-/* ---- ring attention's sub-blocks (rt_ring_split.c) ------------------------------------ */
+/* ---- the split attentions' sub-blocks (rt_ring_split.c, rt_doc_split.c) ----------------- */
 static cuda_cudnn_shape cuda_dnn_sub_shape(const cuda_sub *sb) {
     return (cuda_cudnn_shape){sb->b, sb->L, sb->H, sb->Hkv, sb->Dh, sb->ld, sb->full};
 }
 
 /* The sub-block's graphs, built and planned once (cuDNN's verdict is
  * cached per shape in the handle's plans); the numbers are checked by the
- * ring's own one-time check, per ring op shape. */
+ * splits' own one-time checks. */
 static bool cuda_dnn_sub_prepare(rt_ctx *rt, const cuda_sub *sb, char *why, size_t nwhy) {
     struct cuda_dnn *d = cuda_state(rt)->dnn;
     cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
@@ -445,14 +445,24 @@ static bool cuda_dnn_sub_prepare(rt_ctx *rt, const cuda_sub *sb, char *why, size
     return true;
 }
 
+/* The sub-block's plan (prepared by the split before: a lookup) and its
+ * workspace, sized by that plan. */
+static void *cuda_dnn_sub_ws(rt_ctx *rt, const cuda_sub *sb, const cuda_cudnn_shape *s) {
+    cuda_cudnn *c = cuda_state(rt)->dnn->c;
+    RT_CHECK(cuda_cudnn_prepare(c, s) == 0, "attention: cuDNN has no plan for a %s sub-block of %lld x %lld rows: %s",
+             sb->full ? "full" : "causal", (long long)sb->b, (long long)sb->L, cuda_cudnn_error(c));
+    return cuda_dnn_ws(rt, s);
+}
+
 static void cuda_dnn_sub_fwd(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *o, float *st, const kcu_bf16 *q,
                              const kcu_bf16 *k, const kcu_bf16 *v) {
     cuda_cudnn *c = cuda_state(rt)->dnn->c;
     cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
-    RT_CHECK(cuda_cudnn_fwd(c, &s, o, st, q, k, v, cuda_dnn_ws(rt, &s)) == 0,
-             "ring attention: cuDNN's forward of a %s sub-block of %lld rows failed: %s (BASP_ATTENTION=own runs the "
-             "basp kernels)",
-             sb->full ? "full" : "causal", (long long)sb->L, cuda_cudnn_error(c));
+    void *ws = cuda_dnn_sub_ws(rt, sb, &s);
+    RT_CHECK(cuda_cudnn_fwd(c, &s, o, st, q, k, v, ws) == 0,
+             "attention: cuDNN's forward of a %s sub-block of %lld x %lld rows failed: %s (BASP_ATTENTION=own runs "
+             "the basp kernels)",
+             sb->full ? "full" : "causal", (long long)sb->b, (long long)sb->L, cuda_cudnn_error(c));
 }
 
 static void cuda_dnn_sub_bwd(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv,
@@ -460,10 +470,11 @@ static void cuda_dnn_sub_bwd(rt_ctx *rt, const cuda_sub *sb, kcu_bf16 *dq, kcu_b
                              const kcu_bf16 *o, const float *st) {
     cuda_cudnn *c = cuda_state(rt)->dnn->c;
     cuda_cudnn_shape s = cuda_dnn_sub_shape(sb);
-    RT_CHECK(cuda_cudnn_bwd(c, &s, dq, dk, dv, dout, q, k, v, o, st, cuda_dnn_ws(rt, &s)) == 0,
-             "ring attention: cuDNN's backward of a %s sub-block of %lld rows failed: %s (BASP_ATTENTION=own runs the "
-             "basp kernels)",
-             sb->full ? "full" : "causal", (long long)sb->L, cuda_cudnn_error(c));
+    void *ws = cuda_dnn_sub_ws(rt, sb, &s);
+    RT_CHECK(cuda_cudnn_bwd(c, &s, dq, dk, dv, dout, q, k, v, o, st, ws) == 0,
+             "attention: cuDNN's backward of a %s sub-block of %lld x %lld rows failed: %s (BASP_ATTENTION=own runs "
+             "the basp kernels)",
+             sb->full ? "full" : "causal", (long long)sb->b, (long long)sb->L, cuda_cudnn_error(c));
 }
 
 const cuda_sub_ops cuda_dnn_sub_ops = {cuda_dnn_sub_prepare, cuda_dnn_sub_fwd, cuda_dnn_sub_bwd};

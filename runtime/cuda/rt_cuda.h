@@ -65,6 +65,7 @@
 typedef enum { CUDA_ATTN_UNSET, CUDA_ATTN_AUTO, CUDA_ATTN_CUDNN, CUDA_ATTN_OWN } cuda_attn_mode;
 struct cuda_dnn;              /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
 struct cuda_ring_split_state; /* rt_ring_split.c: per-shape verdicts, the blocks' runs */
+struct cuda_doc_split_state;  /* rt_doc_split.c: per-shape verdicts, the batch shapes checked */
 typedef struct cuda_sub_ops cuda_sub_ops;
 
 /* The streams, as bits of the per-value masks below. */
@@ -164,7 +165,7 @@ struct rt_backend_state {
      * (a test's), else cuDNN's where it runs; their verdicts and runs. */
     const cuda_sub_ops *sub_ops;
     struct cuda_ring_split_state *ring_split;
-    struct cuda_split_shapes *doc_split;
+    struct cuda_doc_split_state *doc_split;
 };
 
 static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
@@ -320,7 +321,7 @@ cudaError_t cuda_docattn_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *d
                              int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh);
 
 #ifdef BASP_HAVE_CUDNN
-/* cuDNN's fused graphs as the ring's sub-block attention (rt_attn_cudnn_rt.c). */
+/* cuDNN's fused graphs as the split attentions' sub-block attention (rt_attn_cudnn_rt.c). */
 extern const cuda_sub_ops cuda_dnn_sub_ops;
 /* ---- cuDNN attention in the runtime (rt_attn_cudnn_rt.c) -------------------------
  * cuda_dnn_init creates the handle on the compute stream: false with why

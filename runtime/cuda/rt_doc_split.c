@@ -19,15 +19,16 @@
  * takes several calls.
  *
  * The backward recomputes each batch's forward for its statistics (cuDNN's
- * backward needs them; the op carries none), about 40% more than the
- * backward alone.
+ * backward needs them; the op carries none): 40% more FLOPs than the
+ * backward alone (layout/presets.c's DOCS_RECOMPUTE: 35% more time).
  *
  * Not taken (basp's kernels run the op): a sequence in the ring's order
  * (ring blocks with documents keep the block kernels), a document that is
  * not one run of the row, or no sub-block attention.
  *
- * The check.  The first forward and backward op of each shape also run
- * basp's document kernels into temporaries and compare o, then dq, dk, dv:
+ * The check.  A forward or backward op with a batch shape (n, L) not yet
+ * checked in its direction (doc_check_wanted) also runs basp's document
+ * kernels into temporaries and compares o, then dq, dk, dv:
  * within 5e-2 of the tensor's max |basp| (bf16 P and dS: plain attention's
  * tolerance; a wrong gather, length or mask is far above).  A mismatch
  * prints one warning, puts basp's results in place and keeps the shape on
@@ -43,20 +44,49 @@
 #include "../data/rt_data.h"
 #include "rt_cuda.h"
 
+/* The op shapes' verdicts, and the batch shapes (nb, L, direction) the
+ * one-time check has compared: cuDNN runs batch shapes, and each is
+ * checked once, as plain attention's shapes are. */
+struct cuda_doc_split_state {
+    cuda_split_shapes shapes;
+    int64_t (*seen)[3];
+    int nseen, capseen;
+};
+
 void cuda_doc_split_fini(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     if (!cu->doc_split) return;
-    free(cu->doc_split->sh), free(cu->doc_split);
+    free(cu->doc_split->shapes.sh), free(cu->doc_split->seen), free(cu->doc_split);
     cu->doc_split = NULL;
 }
 
-static cuda_split_shape *doc_shape(rt_ctx *rt, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+static struct cuda_doc_split_state *doc_state(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     if (!cu->doc_split) {
         cu->doc_split = calloc(1, sizeof *cu->doc_split);
         RT_CHECK(cu->doc_split, "out of host memory");
     }
-    return cuda_split_shape_of(cu->doc_split, b, S, H, Hkv, Dh);
+    return cu->doc_split;
+}
+
+static cuda_split_shape *doc_shape(rt_ctx *rt, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
+    return cuda_split_shape_of(&doc_state(rt)->shapes, b, S, H, Hkv, Dh);
+}
+
+/* Whether batch shape (nb, L) has been checked in direction dir; with
+ * mark, it is from now on. */
+static bool doc_seen(rt_ctx *rt, int64_t nb, int64_t L, int64_t dir, bool mark) {
+    struct cuda_doc_split_state *s = doc_state(rt);
+    for (int i = 0; i < s->nseen; i++)
+        if (s->seen[i][0] == nb && s->seen[i][1] == L && s->seen[i][2] == dir) return true;
+    if (!mark) return false;
+    if (s->nseen == s->capseen) {
+        s->capseen = s->capseen ? 2 * s->capseen : 16;
+        s->seen = realloc(s->seen, sizeof *s->seen * (size_t)s->capseen);
+        RT_CHECK(s->seen, "out of host memory");
+    }
+    s->seen[s->nseen][0] = nb, s->seen[s->nseen][1] = L, s->seen[s->nseen][2] = dir, s->nseen++;
+    return false;
 }
 
 static void doc_refuse(rt_ctx *rt, cuda_split_shape *x, const char *why) {
@@ -160,6 +190,15 @@ static bool doc_plan_make(rt_ctx *rt, doc_plan *P, int64_t row0, int64_t b, int6
 }
 
 static void doc_plan_free(doc_plan *P) { free(P->batch), free(P->tab); }
+
+/* This op checks (BASP_ATTENTION=auto) when one of its batch shapes has
+ * not been checked in this direction; they all count as checked after. */
+static bool doc_check_wanted(rt_ctx *rt, const doc_plan *P, int dir) {
+    if (cuda_state(rt)->attn_mode != CUDA_ATTN_AUTO) return false;
+    bool fresh = false;
+    for (int i = 0; i < P->nbatch; i++) fresh = !doc_seen(rt, P->batch[i].nb, P->batch[i].L, dir, true) || fresh;
+    return fresh;
+}
 
 /* The workspace: the table, then the batch buffers of P->rows rows (q, k,
  * v, o; with the backward dout, dq, dk, dv too) and the statistics. */
@@ -282,8 +321,7 @@ bool cuda_doc_split_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf
     doc_plan P;
     const cuda_sub_ops *ops = doc_begin(rt, &x, &P, row0, b, S, H, Hkv, Dh);
     if (!ops) return false;
-    bool check = cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->fwd_checked;
-    x->fwd_checked = true;
+    bool check = doc_check_wanted(rt, &P, 0);
     int64_t nq = b * S * H * Dh;
     kcu_bf16 *ref = check ? doc_tmp(nq) : NULL;
     if (check && !ref) {
@@ -316,8 +354,7 @@ bool cuda_doc_split_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, co
     doc_plan P;
     const cuda_sub_ops *ops = doc_begin(rt, &x, &P, row0, b, S, H, Hkv, Dh);
     if (!ops) return false;
-    bool check = cuda_state(rt)->attn_mode == CUDA_ATTN_AUTO && !x->bwd_checked;
-    x->bwd_checked = true;
+    bool check = doc_check_wanted(rt, &P, 1);
     int64_t n[3] = {b * S * H * Dh, b * S * Hkv * Dh, b * S * Hkv * Dh};
     kcu_bf16 *ref[3] = {NULL, NULL, NULL};
     bool have = true;

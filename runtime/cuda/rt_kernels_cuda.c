@@ -281,7 +281,8 @@ static cuda_attn_mode cuda_attn_impl(rt_ctx *rt) {
     /* The emulator's stand-in for cuDNN on the ring's sub-blocks and on
      * packed documents (tests/gpu/emu/cuemu_sub_ops.c), with the one-time
      * checks of BASP_ATTENTION=auto; plain attention stays on the basp
-     * kernels (this build has no cuDNN graphs). */
+     * kernels (this build has no cuDNN graphs), though the rule
+     * (rt_backend_attention_impl, --trace-run) names cuDNN for it. */
     extern const cuda_sub_ops cuemu_sub_ops, cuemu_sub_ops_flipped;
     const char *sub = getenv("CUEMU_SUB_OPS");
     if (sub && *sub && m != CUDA_ATTN_OWN) {

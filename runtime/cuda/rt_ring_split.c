@@ -12,8 +12,9 @@
  *   the diagonal  when ka == qa          (plain causal attention of L),
  *   nothing       when ka > qa + L - 1   (skipped),
  * and anything else (runs of different lengths, a shifted diagonal) is a
- * mask the fused graphs do not take: such a ring, and packed documents,
- * keep the basp kernels for the whole op.  So a block is a few fused calls
+ * mask the fused graphs do not take: such a ring keeps the basp kernels
+ * (the shape for the rest of the run when its first op meets it), and so
+ * do ring blocks over packed documents.  So a block is a few fused calls
  * on windows of the q, k, v buffers (the shape's ld: no copies), each
  * followed by a small merge kernel:
  *   forward: the sub-block's bf16 output and fp32 statistics [b,H,L]
@@ -31,7 +32,7 @@
  * kernels and compare: the forward keeps a second running state and
  * compares o and lse after the last block; the backward compares each
  * block's dq, dk, dv shares (computed into zeroed temporaries by both),
- * then adds the verdict's.  A mismatch prints one warning, puts the basp
+ * then computes the verdict's share again into the accumulators.  A mismatch prints one warning, puts the basp
  * kernels' results in place and keeps them for the shape.  Tolerances: o,
  * dq, dk, dv within 5e-2 of the tensor's max |basp| (the bf16 rounding of
  * P, dS and the outputs, as for plain attention); lse within 2e-2 absolute
@@ -51,7 +52,7 @@
 #include "../data/rt_data.h"
 #include "rt_cuda.h"
 
-enum { SPLIT_MAX_RUNS = 8 };
+enum { SPLIT_MAX_RUNS = 8 }; /* pieces per block: the zig-zag order has 2; more would be a ring of tiny calls */
 enum { SUB_NONE, SUB_FULL, SUB_CAUSAL, SUB_PARTIAL };
 
 /* The verdicts, and the runs of every ring position for (seq_len,
@@ -63,6 +64,7 @@ struct cuda_ring_split_state {
     int64_t L;
     int64_t *run_row, *run_pos;
     bool runs_ok;
+    const char *runs_why; /* why not, when not */
 };
 
 void cuda_ring_split_fini(rt_ctx *rt) {
@@ -88,15 +90,23 @@ static struct cuda_ring_split_state *split_state(rt_ctx *rt) {
  * chunks R-1 and R, one maximal run of two chunks).  True when every block
  * has the same number of pieces, at most SPLIT_MAX_RUNS; cached per
  * sequence order. */
-static bool split_runs(rt_ctx *rt, struct cuda_ring_split_state *s, int64_t S, int R) {
+static bool split_kind_ok(const struct cuda_ring_split_state *s, int R);
+
+static bool split_runs(rt_ctx *rt, struct cuda_ring_split_state *s, int64_t S, int R, const char **why) {
     const rt_program *p = rt->p;
-    if (s->key_seq == p->seq_len && s->key_ring == p->seq_ring && s->key_S == S && s->key_R == R) return s->runs_ok;
+    if (s->key_seq == p->seq_len && s->key_ring == p->seq_ring && s->key_S == S && s->key_R == R) {
+        *why = s->runs_why;
+        return s->runs_ok;
+    }
     s->key_seq = p->seq_len, s->key_ring = p->seq_ring, s->key_S = S, s->key_R = R;
     s->runs_ok = false;
     free(s->run_row), free(s->run_pos);
     s->run_row = RT_MALLOC(sizeof(int64_t) * SPLIT_MAX_RUNS * (size_t)R);
     s->run_pos = RT_MALLOC(sizeof(int64_t) * SPLIT_MAX_RUNS * (size_t)R);
-    if ((int64_t)R * S > p->seq_len || S < 1) return false;
+    if ((int64_t)R * S > p->seq_len || S < 1) {
+        *why = s->runs_why = "its blocks are not slices of the sequence";
+        return false;
+    }
     int64_t n = (int64_t)R * S, L = S;
     int64_t *pos = RT_MALLOC(sizeof(int64_t) * (size_t)n);
     rt_seq_positions(rt, 0, n, pos);
@@ -112,8 +122,13 @@ static bool split_runs(rt_ctx *rt, struct cuda_ring_split_state *s, int64_t S, i
         if (ok) s->run_row[r * SPLIT_MAX_RUNS + k] = i % S, s->run_pos[r * SPLIT_MAX_RUNS + k] = pos[i];
     }
     free(pos);
-    s->nrun = (int)(S / L), s->L = L, s->runs_ok = ok;
-    return ok;
+    s->nrun = (int)(S / L), s->L = L;
+    s->runs_why = !ok                    ? "its blocks are not runs of consecutive positions of one length"
+                  : !split_kind_ok(s, R) ? "a block pair's runs meet on a shifted diagonal"
+                                         : NULL;
+    s->runs_ok = s->runs_why == NULL;
+    *why = s->runs_why;
+    return s->runs_ok;
 }
 
 /* How a run of L queries from position qa sees a run of L keys from ka. */
@@ -122,6 +137,18 @@ static int split_kind(int64_t qa, int64_t ka, int64_t L) {
     if (ka == qa) return SUB_CAUSAL;
     if (ka > qa + L - 1) return SUB_NONE;
     return SUB_PARTIAL;
+}
+
+/* Every mask a block of this ring meets is full, causal or empty. */
+static bool split_kind_ok(const struct cuda_ring_split_state *s, int R) {
+    for (int64_t i = 0; i < (int64_t)R * s->nrun * R * s->nrun; i++) {
+        int64_t qi = i / (R * s->nrun), ki = i % (R * s->nrun);
+        int qr = (int)(qi / s->nrun), kr = (int)(ki / s->nrun);
+        int64_t qa = s->run_pos[qr * SPLIT_MAX_RUNS + qi % s->nrun];
+        int64_t ka = s->run_pos[kr * SPLIT_MAX_RUNS + ki % s->nrun];
+        if (split_kind(qa, ka, s->L) == SUB_PARTIAL) return false;
+    }
+    return true;
 }
 
 cuda_split_shape *cuda_split_shape_of(cuda_split_shapes *t, int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh) {
@@ -172,33 +199,23 @@ bool cuda_ring_split_begin(rt_ctx *rt, cuda_ring_split *sp, int g, int64_t b, in
     cuda_split_shape *x = cuda_split_shape_of(&s->shapes, b, S, H, Hkv, Dh);
     if (x->state == CUDA_SPLIT_OWN) return false;
     int R = rt_coll_set_size(rt, g);
-    if (x->state == CUDA_SPLIT_NEW) {
-        if (!split_runs(rt, s, S, R)) {
-            split_refuse(rt, x, "its blocks are not runs of consecutive positions of one length");
+    /* The runs (and so L) follow the sequence order, which a dynamic
+     * variant may change for the same shape: checked for each order.  An
+     * order that does not split leaves this op to the block kernels, and
+     * refuses the shape if it is the shape's first. */
+    const char *runs_why = NULL;
+    if (!split_runs(rt, s, S, R, &runs_why)) {
+        if (x->state == CUDA_SPLIT_NEW) split_refuse(rt, x, runs_why);
+        return false;
+    }
+    char why[600] = ""; /* cuDNN's plans, built once per sub-block shape (then looked up) */
+    cuda_sub probe[2] = {{b, s->L, S, H, Hkv, Dh, false}, {b, s->L, S, H, Hkv, Dh, true}};
+    for (int i = 0; i < 2; i++)
+        if (!ops->prepare(rt, &probe[i], why, sizeof why)) {
+            split_refuse(rt, x, why);
             return false;
         }
-        /* every mask a block of this ring meets must be full or causal */
-        for (int64_t i = 0; i < (int64_t)R * s->nrun * R * s->nrun; i++) {
-            int64_t qi = i / (R * s->nrun), ki = i % (R * s->nrun);
-            int qr = (int)(qi / s->nrun), kr = (int)(ki / s->nrun);
-            int64_t qa = s->run_pos[qr * SPLIT_MAX_RUNS + qi % s->nrun];
-            int64_t ka = s->run_pos[kr * SPLIT_MAX_RUNS + ki % s->nrun];
-            if (split_kind(qa, ka, s->L) == SUB_PARTIAL) {
-                split_refuse(rt, x, "a block pair's runs meet on a shifted diagonal");
-                return false;
-            }
-        }
-        char why[600] = "";
-        cuda_sub probe[2] = {{b, s->L, S, H, Hkv, Dh, false}, {b, s->L, S, H, Hkv, Dh, true}};
-        for (int i = 0; i < 2; i++)
-            if (!ops->prepare(rt, &probe[i], why, sizeof why)) {
-                split_refuse(rt, x, why);
-                return false;
-            }
-        x->state = CUDA_SPLIT_OK;
-    } else if (!split_runs(rt, s, S, R)) {
-        return false; /* the order changed since (another dynamic variant): not checked for it */
-    }
+    x->state = CUDA_SPLIT_OK;
     *sp = (cuda_ring_split){.ops = ops,
                             .shape = x,
                             .R = R,
@@ -244,6 +261,7 @@ static int64_t run_pos(const rt_ctx *rt, int r, int i) {
 static int split_sub(const rt_ctx *rt, const cuda_ring_split *sp, int src, int qi, int ki, cuda_sub *sb, int64_t *qr,
                      int64_t *kr) {
     int kind = split_kind(run_pos(rt, sp->me, qi), run_pos(rt, src, ki), sp->L);
+    RT_CHECK(kind != SUB_PARTIAL, "ring attention: a sub-block on a shifted diagonal (split_runs let it through)");
     if (kind == SUB_NONE) return -1;
     *sb = (cuda_sub){sp->b, sp->L, sp->S, sp->H, sp->Hkv, sp->Dh, kind == SUB_FULL};
     *qr = run_row(rt, sp->me, qi), *kr = run_row(rt, src, ki);

@@ -24,37 +24,37 @@
  * an error changes rows by a large fraction of max |o|. */
 static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t Dh, float qk) {
     int64_t nq = b * S * H * Dh, nk = b * S * Hkv * Dh;
-    float *q = rnd(nq, qk), *k = rnd(nk, qk), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *q = gt_rnd(nq, qk), *k = gt_rnd(nk, qk), *v = gt_rnd(nk, 1), *dout = gt_rnd(nq, 1);
     float *o = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
-    kcu_bf16 *dq_ = up(q, nq), *dk_ = up(k, nk), *dv_ = up(v, nk), *ddo = up(dout, nq);
-    kcu_bf16 *oo = dzeros(nq), *odq = dzeros(nq), *odk = dzeros(nk), *odv = dzeros(nk);
-    float *ws = dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
+    kcu_bf16 *dq_ = gt_up(q, nq), *dk_ = gt_up(k, nk), *dv_ = gt_up(v, nk), *ddo = gt_up(dout, nq);
+    kcu_bf16 *oo = gt_dzeros(nq), *odq = gt_dzeros(nq), *odk = gt_dzeros(nk), *odv = gt_dzeros(nk);
+    float *ws = gt_dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
     char name[64];
     kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh);
     KCU_CHECK_EXIT(kcu_attention_fwd(oo, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
     snprintf(name, sizeof name, "attention fwd Dh%d H%d/%d S%d x%g", (int)Dh, (int)H, (int)Hkv, (int)S, qk);
-    check_gpu(name, oo, o, nq, 3e-2);
+    gt_check_gpu(name, oo, o, nq, 3e-2);
     if (kcu_attention_tc_smem(Dh)) { /* both forward kernels: tensor cores and scalar */
         kcu_attn_impl other[] = {KCU_ATTN_TC, KCU_ATTN_SCALAR};
         const char *oname[] = {"tc", "scalar"};
         for (int i = 0; i < 2; i++) {
-            kcu_bf16 *ox = dzeros(nq);
+            kcu_bf16 *ox = gt_dzeros(nq);
             KCU_CHECK_EXIT(kcu_attention_fwd_impl(other[i], ox, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
             snprintf(name, sizeof name, "attention fwd %s Dh%d x%g", oname[i], (int)Dh, qk);
-            check_gpu(name, ox, o, nq, 3e-2);
+            gt_check_gpu(name, ox, o, nq, 3e-2);
             cudaFree(ox);
         }
     }
     /* the backward reads the forward's output: give both sides the same o */
-    float *ob = down(oo, nq);
+    float *ob = gt_down(oo, nq);
     kern_attention_bwd(dq, dk, dv, dout, q, k, v, ob, b, S, H, Hkv, Dh);
     KCU_CHECK_EXIT(kcu_attention_bwd(odq, odk, odv, ddo, dq_, dk_, dv_, oo, b, S, H, Hkv, Dh, ws, 0));
     snprintf(name, sizeof name, "attention bwd dq Dh%d x%g", (int)Dh, qk);
-    check_gpu(name, odq, dq, nq, 3e-2);
+    gt_check_gpu(name, odq, dq, nq, 3e-2);
     snprintf(name, sizeof name, "attention bwd dk Dh%d x%g", (int)Dh, qk);
-    check_gpu(name, odk, dk, nk, 3e-2);
+    gt_check_gpu(name, odk, dk, nk, 3e-2);
     snprintf(name, sizeof name, "attention bwd dv Dh%d x%g", (int)Dh, qk);
-    check_gpu(name, odv, dv, nk, 3e-2);
+    gt_check_gpu(name, odv, dv, nk, 3e-2);
     cudaFree(dq_), cudaFree(dk_), cudaFree(dv_), cudaFree(ddo), cudaFree(oo), cudaFree(odq), cudaFree(odk);
     cudaFree(odv), cudaFree(ws);
     free(q), free(k), free(v), free(dout), free(o), free(dq), free(dk), free(dv), free(ob);
@@ -62,7 +62,7 @@ static void test_attention(int64_t b, int64_t S, int64_t H, int64_t Hkv, int64_t
 
 /* ---- the ring's merge kernels ------------------------------------------------------------- */
 static float *dup32(const float *x, int64_t n) {
-    float *d = dalloc(sizeof(float) * (size_t)n);
+    float *d = gt_dalloc(sizeof(float) * (size_t)n);
     KCU_CHECK_EXIT(cudaMemcpy(d, x, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
     return d;
 }
@@ -91,7 +91,7 @@ static void check_inf(const char *name, const float *got, const float *ref, int6
     bool ok = !bad && err <= tol * mx;
     printf("%-28s max err %.3e of max %.3e, %lld infinities differ  %s\n", name, err, mx, (long long)bad,
            ok ? "ok" : "FAIL");
-    failures += !ok;
+    gt_failures += !ok;
 }
 
 /* A window of L rows from r0 of b sequences of ld rows: running (o, lse)
@@ -102,7 +102,7 @@ static void check_inf(const char *name, const float *got, const float *ref, int6
 static void test_ring_merge(void) {
     enum { b = 2, ld = 96, r0 = 32, L = 48, H = 3, Dh = 16 };
     int64_t nq = b * ld * H * Dh, nr = b * ld * H, ns = b * H * L;
-    float *o = rnd(nq, 1), *lse = rnd(nr, 2), *ob = rnd(nq, 1), *st = rnd(ns, 2);
+    float *o = gt_rnd(nq, 1), *lse = gt_rnd(nr, 2), *ob = gt_rnd(nq, 1), *st = gt_rnd(ns, 2);
     for (int64_t i = 0; i < nr; i += 7) lse[i] = -INFINITY, memset(o + i * Dh, 0, sizeof(float) * Dh);
     for (int64_t i = 0; i < ns; i += 5) st[i] = -INFINITY;
     float *eo = malloc(sizeof(float) * (size_t)nq), *el = malloc(sizeof(float) * (size_t)nr);
@@ -120,8 +120,8 @@ static void test_ring_merge(void) {
                 for (int64_t d = 0; d < Dh; d++)
                     eo[row * Dh + d] = (float)((o[row * Dh + d] * wa + ob[row * Dh + d] * wb) / (wa + wb));
             }
-    float *d_o = dup32(o, nq), *d_l = dup32(lse, nr), *d_st = dup32(st, ns), *d_st2 = dalloc(4 * (size_t)ns);
-    kcu_bf16 *d_ob = up(ob, nq);
+    float *d_o = dup32(o, nq), *d_l = dup32(lse, nr), *d_st = dup32(st, ns), *d_st2 = gt_dalloc(4 * (size_t)ns);
+    kcu_bf16 *d_ob = gt_up(ob, nq);
     KCU_CHECK_EXIT(kcu_ring_lse_rows(d_st2, d_l, b, ld, r0, L, H, 0));
     KCU_CHECK_EXIT(kcu_ring_merge(d_o, d_l, d_ob, d_st, b, ld, r0, L, H, Dh, 0));
     float *go = down32(d_o, nq), *gl = down32(d_l, nr), *gs = down32(d_st2, ns);
@@ -129,7 +129,7 @@ static void test_ring_merge(void) {
     check_inf("ring merge lse", gl, el, nr, 1e-5);
     check_inf("ring lse rows", gs, est, ns, 0);
     /* accumulate: acc (fp32) += the window of ob (bf16) */
-    float *acc = rnd(nq, 1), *eacc = malloc(sizeof(float) * (size_t)nq), *d_acc = dup32(acc, nq);
+    float *acc = gt_rnd(nq, 1), *eacc = malloc(sizeof(float) * (size_t)nq), *d_acc = dup32(acc, nq);
     memcpy(eacc, acc, sizeof(float) * (size_t)nq);
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < L * H * Dh; i++) eacc[(bi * ld + r0) * H * Dh + i] += ob[(bi * ld + r0) * H * Dh + i];
@@ -139,7 +139,7 @@ static void test_ring_merge(void) {
     cudaError_t bad = kcu_ring_merge(d_o, d_l, d_ob, d_st, b, ld, ld - L + 1, L, H, Dh, 0); /* past the end */
     printf("%-28s %s  %s\n", "ring merge past ld", cudaGetErrorString(bad),
            bad == cudaErrorInvalidValue ? "ok" : "FAIL");
-    failures += bad != cudaErrorInvalidValue;
+    gt_failures += bad != cudaErrorInvalidValue;
     cudaFree(d_o), cudaFree(d_l), cudaFree(d_st), cudaFree(d_st2), cudaFree(d_ob), cudaFree(d_acc);
     free(o), free(lse), free(ob), free(st), free(eo), free(el), free(est), free(go), free(gl), free(gs);
     free(acc), free(eacc), free(gacc);
@@ -181,12 +181,12 @@ static void check_stats(const char *name, const float *dstats, const float *ref,
     }
     bool ok = worst <= 1e-3;
     printf("%-28s max err %.3e (relative to 1 + |lse|, tol 1e-03)  %s\n", name, worst, ok ? "ok" : "FAIL");
-    failures += !ok;
+    gt_failures += !ok;
     free(g);
 }
 
 static kcu_bf16 *dnan(int64_t n) { /* bf16 0xffff: NaN */
-    kcu_bf16 *d = dalloc((size_t)n * 2);
+    kcu_bf16 *d = gt_dalloc((size_t)n * 2);
     KCU_CHECK_EXIT(cudaMemset(d, 0xff, (size_t)n * 2));
     return d;
 }
@@ -203,32 +203,32 @@ static void test_cudnn_attention(cuda_cudnn *c, const cuda_cudnn_shape *sh, floa
     }
     if (cuda_cudnn_prepare(c, sh) != 0) {
         printf("cudnn attention %-16s not supported: %s  FAIL\n", tag, cuda_cudnn_error(c));
-        failures++;
+        gt_failures++;
         return;
     }
-    float *q = rnd(nq, qk), *k = rnd(nk, qk), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *q = gt_rnd(nq, qk), *k = gt_rnd(nk, qk), *v = gt_rnd(nk, 1), *dout = gt_rnd(nq, 1);
     float *o = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
-    kcu_bf16 *dq_ = up(q, nq), *dk_ = up(k, nk), *dv_ = up(v, nk), *ddo = up(dout, nq);
+    kcu_bf16 *dq_ = gt_up(q, nq), *dk_ = gt_up(k, nk), *dv_ = gt_up(v, nk), *ddo = gt_up(dout, nq);
     kcu_bf16 *oc = dnan(nq), *ob = dnan(nq), *cq = dnan(nq), *ck = dnan(nk), *cv = dnan(nk);
     kcu_bf16 *bq = dnan(nq), *bk = dnan(nk), *bv = dnan(nk);
-    float *stats = dalloc((size_t)(b * H * S) * 4), *ws = dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
-    void *cws = dalloc(cuda_cudnn_ws_bytes(c, sh));
+    float *stats = gt_dalloc((size_t)(b * H * S) * 4), *ws = gt_dalloc((size_t)kcu_attention_bwd_ws(b, S, H) * 4);
+    void *cws = gt_dalloc(cuda_cudnn_ws_bytes(c, sh));
     if (cuda_cudnn_fwd(c, sh, oc, stats, dq_, dk_, dv_, cws) != 0) {
         printf("cudnn attention fwd %s: %s  FAIL\n", tag, cuda_cudnn_error(c));
-        failures++;
+        gt_failures++;
     }
     KCU_CHECK_EXIT(kcu_attention_fwd(ob, dq_, dk_, dv_, b, S, H, Hkv, Dh, 0));
     kern_attention_fwd(o, q, k, v, b, S, H, Hkv, Dh);
     snprintf(name, sizeof name, "cudnn fwd %s", tag);
-    check_gpu(name, oc, o, nq, 3e-2);
-    float *gb = down(ob, nq), *gc = down(oc, nq), *lse = ref_lse(q, k, b, S, H, Hkv, Dh);
-    check("cudnn fwd vs basp", gc, gb, nq, 5e-2);
+    gt_check_gpu(name, oc, o, nq, 3e-2);
+    float *gb = gt_down(ob, nq), *gc = gt_down(oc, nq), *lse = ref_lse(q, k, b, S, H, Hkv, Dh);
+    gt_check("cudnn fwd vs basp", gc, gb, nq, 5e-2);
     check_stats("cudnn stats", stats, lse, b * H * S);
     /* both backwards read cuDNN's o, the reference too */
     kern_attention_bwd(dq, dk, dv, dout, q, k, v, gc, b, S, H, Hkv, Dh);
     if (cuda_cudnn_bwd(c, sh, cq, ck, cv, ddo, dq_, dk_, dv_, oc, stats, cws) != 0) {
         printf("cudnn attention bwd %s: %s  FAIL\n", tag, cuda_cudnn_error(c));
-        failures++;
+        gt_failures++;
     }
     KCU_CHECK_EXIT(kcu_attention_bwd(bq, bk, bv, ddo, dq_, dk_, dv_, oc, b, S, H, Hkv, Dh, ws, 0));
     kcu_bf16 *got[3] = {cq, ck, cv}, *basp[3] = {bq, bk, bv};
@@ -237,10 +237,10 @@ static void test_cudnn_attention(cuda_cudnn *c, const cuda_cudnn_shape *sh, floa
     for (int i = 0; i < 3; i++) {
         int64_t n = i ? nk : nq;
         snprintf(name, sizeof name, "cudnn bwd %s %s", nm[i], tag);
-        check_gpu(name, got[i], ref[i], n, 3e-2);
-        float *x = down(got[i], n), *y = down(basp[i], n);
+        gt_check_gpu(name, got[i], ref[i], n, 3e-2);
+        float *x = gt_down(got[i], n), *y = gt_down(basp[i], n);
         snprintf(name, sizeof name, "cudnn bwd %s vs basp", nm[i]);
-        check(name, x, y, n, 5e-2);
+        gt_check(name, x, y, n, 5e-2);
         free(x), free(y);
     }
     kcu_bf16 *dev[] = {dq_, dk_, dv_, ddo, oc, ob, cq, ck, cv, bq, bk, bv};
@@ -259,15 +259,15 @@ static float *win(const float *x, int64_t b, int64_t ld, int64_t r, int64_t L, i
 /* A device output's window against ref, and every row outside it still NaN. */
 static void check_win(const char *name, const kcu_bf16 *d, const float *ref, int64_t b, int64_t ld, int64_t r,
                       int64_t L, int64_t w) {
-    float *all = down(d, b * ld * w), *x = win(all, b, ld, r, L, w);
-    check(name, x, ref, b * L * w, 3e-2);
+    float *all = gt_down(d, b * ld * w), *x = win(all, b, ld, r, L, w);
+    gt_check(name, x, ref, b * L * w, 3e-2);
     int64_t touched = 0;
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t i = 0; i < ld * w; i++)
             if ((i / w < r || i / w >= r + L) && !isnan(all[bi * ld * w + i])) touched++;
     printf("%-28s %lld elements outside the window written  %s\n", "  (window)", (long long)touched,
            touched ? "FAIL" : "ok");
-    failures += touched != 0;
+    gt_failures += touched != 0;
     free(all), free(x);
 }
 
@@ -288,10 +288,10 @@ static void test_cudnn_ring_sub(cuda_cudnn *c, int64_t b, int64_t L, int64_t H, 
     }
     if (cuda_cudnn_prepare(c, &sh) != 0) {
         printf("cudnn %-22s not supported: %s  FAIL\n", tag, cuda_cudnn_error(c));
-        failures++;
+        gt_failures++;
         return;
     }
-    float *q = rnd(nq, 3), *k = rnd(nk, 3), *v = rnd(nk, 1), *dout = rnd(nq, 1);
+    float *q = gt_rnd(nq, 3), *k = gt_rnd(nk, 3), *v = gt_rnd(nk, 1), *dout = gt_rnd(nq, 1);
     float *qw = win(q, b, ld, qr, L, wq), *kw = win(k, b, ld, kr, L, wk), *vw = win(v, b, ld, kr, L, wk);
     float *dw = win(dout, b, ld, qr, L, wq);
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)L);
@@ -299,13 +299,13 @@ static void test_cudnn_ring_sub(cuda_cudnn *c, int64_t b, int64_t L, int64_t H, 
     float *o = calloc((size_t)(b * L * wq), 4), *lse = malloc(4 * (size_t)nr);
     for (int64_t i = 0; i < nr; i++) lse[i] = -INFINITY;
     kern_ring_block_fwd(o, lse, qw, kw, vw, b, L, L, H, Hkv, Dh, pos, full ? NULL : pos);
-    kcu_bf16 *d_q = up(q, nq), *d_k = up(k, nk), *d_v = up(v, nk), *d_do = up(dout, nq), *d_o = dnan(nq);
+    kcu_bf16 *d_q = gt_up(q, nq), *d_k = gt_up(k, nk), *d_v = gt_up(v, nk), *d_do = gt_up(dout, nq), *d_o = dnan(nq);
     kcu_bf16 *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
-    float *st = dalloc(4 * (size_t)nr);
-    void *ws = dalloc(cuda_cudnn_ws_bytes(c, &sh));
+    float *st = gt_dalloc(4 * (size_t)nr);
+    void *ws = gt_dalloc(cuda_cudnn_ws_bytes(c, &sh));
     int rc = cuda_cudnn_fwd(c, &sh, d_o + qr * wq, st, d_q + qr * wq, d_k + kr * wk, d_v + kr * wk, ws);
     snprintf(name, sizeof name, "cudnn fwd %s", tag);
-    if (rc) printf("%s: %s  FAIL\n", name, cuda_cudnn_error(c)), failures++;
+    if (rc) printf("%s: %s  FAIL\n", name, cuda_cudnn_error(c)), gt_failures++;
     check_win(name, d_o, o, b, ld, qr, L, wq);
     /* statistics [b,H,L] against the reference lse [b,L,H] */
     float *gst = malloc(4 * (size_t)nr), *ref = malloc(4 * (size_t)nr);
@@ -316,7 +316,7 @@ static void test_cudnn_ring_sub(cuda_cudnn *c, int64_t b, int64_t L, int64_t H, 
             for (int64_t i = 0; i < L; i++) ref[(bi * H + h) * L + i] = lse[(bi * L + i) * H + h];
     check_stats("  (statistics)", st, ref, nr);
     /* backward from cuDNN's o and statistics: the reference reads the same */
-    float *go = down(d_o, nq), *gow = win(go, b, ld, qr, L, wq), *D = malloc(4 * (size_t)nr);
+    float *go = gt_down(d_o, nq), *gow = win(go, b, ld, qr, L, wq), *D = malloc(4 * (size_t)nr);
     float *lse2 = malloc(4 * (size_t)nr);
     for (int64_t bi = 0; bi < b; bi++)
         for (int64_t h = 0; h < H; h++)
@@ -327,7 +327,7 @@ static void test_cudnn_ring_sub(cuda_cudnn *c, int64_t b, int64_t L, int64_t H, 
     kern_ring_block_bwd(dq, dk, dv, dw, qw, kw, vw, lse2, D, b, L, L, H, Hkv, Dh, pos, full ? NULL : pos);
     rc = cuda_cudnn_bwd(c, &sh, d_dq + qr * wq, d_dk + kr * wk, d_dv + kr * wk, d_do + qr * wq, d_q + qr * wq,
                         d_k + kr * wk, d_v + kr * wk, d_o + qr * wq, st, ws);
-    if (rc) printf("cudnn bwd %s: %s  FAIL\n", tag, cuda_cudnn_error(c)), failures++;
+    if (rc) printf("cudnn bwd %s: %s  FAIL\n", tag, cuda_cudnn_error(c)), gt_failures++;
     snprintf(name, sizeof name, "cudnn bwd dq %s", tag);
     check_win(name, d_dq, dq, b, ld, qr, L, wq);
     snprintf(name, sizeof name, "cudnn bwd dk %s", tag);
@@ -352,7 +352,7 @@ static void test_cudnn(void) {
     cuda_cudnn *c = cuda_cudnn_create(0, why, sizeof why);
     if (!c) {
         printf("cudnn attention: cannot create a handle: %s  FAIL\n", why);
-        failures++;
+        gt_failures++;
         return;
     }
     cuda_cudnn_shape shapes[] = {{1, 256, 8, 2, 64, 0, 0},

@@ -6,22 +6,22 @@
 
 #include "gpu_test.h"
 
-int failures;
+int gt_failures;
 
 static uint64_t rng = 88172645463325252ULL;
-float frand(void) { /* uniform in [-1, 1) */
+float gt_frand(void) { /* uniform in [-1, 1) */
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
 /* n random values of scale s, rounded to bf16 so both sides see them. */
-float *rnd(int64_t n, float s) {
+float *gt_rnd(int64_t n, float s) {
     float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(kcu_host_to_bf16(s * frand()));
+    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(kcu_host_to_bf16(s * gt_frand()));
     return x;
 }
 
-kcu_bf16 *up(const float *x, int64_t n) {
+kcu_bf16 *gt_up(const float *x, int64_t n) {
     kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2), *d;
     for (int64_t i = 0; i < n; i++) h[i] = kcu_host_to_bf16(x[i]);
     KCU_CHECK_EXIT(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
@@ -30,21 +30,21 @@ kcu_bf16 *up(const float *x, int64_t n) {
     return d;
 }
 
-kcu_bf16 *dzeros(int64_t n) {
+kcu_bf16 *gt_dzeros(int64_t n) {
     kcu_bf16 *d;
     KCU_CHECK_EXIT(cudaMalloc((void **)&d, (size_t)(n ? n : 1) * 2));
     KCU_CHECK_EXIT(cudaMemset(d, 0, (size_t)(n ? n : 1) * 2));
     return d;
 }
 
-void *dalloc(size_t bytes) {
+void *gt_dalloc(size_t bytes) {
     void *d;
     KCU_CHECK_EXIT(cudaMalloc(&d, bytes ? bytes : 1));
     KCU_CHECK_EXIT(cudaMemset(d, 0, bytes ? bytes : 1));
     return d;
 }
 
-float *down(const kcu_bf16 *d, int64_t n) {
+float *gt_down(const kcu_bf16 *d, int64_t n) {
     kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2);
     float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
     KCU_CHECK_EXIT(cudaDeviceSynchronize());
@@ -54,7 +54,7 @@ float *down(const kcu_bf16 *d, int64_t n) {
     return x;
 }
 
-void check(const char *name, const float *got, const float *ref, int64_t n, double tol) {
+void gt_check(const char *name, const float *got, const float *ref, int64_t n, double tol) {
     double err = 0, mx = 1e-30;
     for (int64_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - ref[i]);
@@ -63,21 +63,21 @@ void check(const char *name, const float *got, const float *ref, int64_t n, doub
     }
     bool ok = err <= tol * mx;
     printf("%-28s max err %.3e of max %.3e (%.2e, tol %.0e)  %s\n", name, err, mx, err / mx, tol, ok ? "ok" : "FAIL");
-    failures += !ok;
+    gt_failures += !ok;
 }
 
-void check_gpu(const char *name, const kcu_bf16 *d, const float *ref, int64_t n, double tol) {
-    float *g = down(d, n);
-    check(name, g, ref, n, tol);
+void gt_check_gpu(const char *name, const kcu_bf16 *d, const float *ref, int64_t n, double tol) {
+    float *g = gt_down(d, n);
+    gt_check(name, g, ref, n, tol);
     free(g);
 }
 
 /* Two device tensors equal bit for bit. */
-void check_same(const char *name, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n) {
-    float *x = down(a, n), *y = down(b, n);
+void gt_check_same(const char *name, const kcu_bf16 *a, const kcu_bf16 *b, int64_t n) {
+    float *x = gt_down(a, n), *y = gt_down(b, n);
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) bad += memcmp(&x[i], &y[i], sizeof(float)) != 0;
     printf("%-28s %lld of %lld differ  %s\n", name, (long long)bad, (long long)n, bad ? "FAIL" : "ok");
-    failures += bad != 0;
+    gt_failures += bad != 0;
     free(x), free(y);
 }

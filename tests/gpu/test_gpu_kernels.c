@@ -42,26 +42,26 @@
 /* ---- cases ----------------------------------------------------------------------- */
 static void test_elementwise(void) {
     int64_t n = 10007;
-    float *a = rnd(n, 3), *b = rnd(n, 3), *dy = rnd(n, 1), *y = malloc(n * 4), *y2 = malloc(n * 4);
-    kcu_bf16 *da = up(a, n), *db = up(b, n), *ddy = up(dy, n), *dy1 = dzeros(n), *dy2 = dzeros(n);
+    float *a = gt_rnd(n, 3), *b = gt_rnd(n, 3), *dy = gt_rnd(n, 1), *y = malloc(n * 4), *y2 = malloc(n * 4);
+    kcu_bf16 *da = gt_up(a, n), *db = gt_up(b, n), *ddy = gt_up(dy, n), *dy1 = gt_dzeros(n), *dy2 = gt_dzeros(n);
     kern_add(y, a, b, n);
     KCU_CHECK_EXIT(kcu_add(dy1, da, db, n, 0));
-    check_gpu("add", dy1, y, n, 1e-2); /* 16-byte groups, then the last 10007 % 8 one by one */
+    gt_check_gpu("add", dy1, y, n, 1e-2); /* 16-byte groups, then the last 10007 % 8 one by one */
     kern_add(y, a + 1, b + 1, n - 1);
     KCU_CHECK_EXIT(kcu_add(dy1 + 1, da + 1, db + 1, n - 1, 0));
-    check_gpu("add (not 16-byte aligned)", dy1 + 1, y, n - 1, 1e-2);
+    gt_check_gpu("add (not 16-byte aligned)", dy1 + 1, y, n - 1, 1e-2);
     kern_swiglu_fwd(y, a, b, n);
     KCU_CHECK_EXIT(kcu_swiglu_fwd(dy1, da, db, n, 0));
-    check_gpu("swiglu fwd", dy1, y, n, 1e-2);
+    gt_check_gpu("swiglu fwd", dy1, y, n, 1e-2);
     kern_swiglu_bwd(y, y2, dy, a, b, n);
     KCU_CHECK_EXIT(kcu_swiglu_bwd(dy1, dy2, ddy, da, db, n, 0));
-    check_gpu("swiglu bwd dg", dy1, y, n, 1e-2);
-    check_gpu("swiglu bwd du", dy2, y2, n, 1e-2);
-    double *acc = dalloc(sizeof(double)), got;
+    gt_check_gpu("swiglu bwd dg", dy1, y, n, 1e-2);
+    gt_check_gpu("swiglu bwd du", dy2, y2, n, 1e-2);
+    double *acc = gt_dalloc(sizeof(double)), got;
     KCU_CHECK_EXIT(kcu_sumsq(da, n, acc, 0));
     KCU_CHECK_EXIT(cudaMemcpy(&got, acc, sizeof got, cudaMemcpyDeviceToHost));
     float g1 = (float)got, r1 = (float)kern_sumsq(a, n);
-    check("sumsq", &g1, &r1, 1, 2e-3);
+    gt_check("sumsq", &g1, &r1, 1, 2e-3);
     cudaFree(acc), cudaFree(da), cudaFree(db), cudaFree(ddy), cudaFree(dy1), cudaFree(dy2);
     free(a), free(b), free(dy), free(y), free(y2);
 }
@@ -70,18 +70,18 @@ static void test_embedding(void) {
     int64_t N = 300, V = 97, D = 48;
     int32_t tok[300];
     for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 11) % V);
-    float *w = rnd(V * D, 1), *dout = rnd(N * D, 1), *out = malloc(N * D * 4), *dw = malloc(V * D * 4);
-    int32_t *dtok = dalloc(sizeof tok);
-    int *err = dalloc(sizeof(int));
+    float *w = gt_rnd(V * D, 1), *dout = gt_rnd(N * D, 1), *out = malloc(N * D * 4), *dw = malloc(V * D * 4);
+    int32_t *dtok = gt_dalloc(sizeof tok);
+    int *err = gt_dalloc(sizeof(int));
     KCU_CHECK_EXIT(cudaMemcpy(dtok, tok, sizeof tok, cudaMemcpyHostToDevice));
-    kcu_bf16 *dw_ = up(w, V * D), *ddout = up(dout, N * D), *dout_ = dzeros(N * D), *ddw = dzeros(V * D);
-    float *ws = dalloc(V * D * 4);
+    kcu_bf16 *dw_ = gt_up(w, V * D), *ddout = gt_up(dout, N * D), *dout_ = gt_dzeros(N * D), *ddw = gt_dzeros(V * D);
+    float *ws = gt_dalloc(V * D * 4);
     kern_embedding_fwd(out, tok, w, N, V, D);
     KCU_CHECK_EXIT(kcu_embedding_fwd(dout_, dtok, dw_, N, V, D, err, 0));
-    check_gpu("embedding fwd", dout_, out, N * D, 1e-2);
+    gt_check_gpu("embedding fwd", dout_, out, N * D, 1e-2);
     kern_embedding_bwd(dw, dout, tok, N, V, D);
     KCU_CHECK_EXIT(kcu_embedding_bwd(ddw, ddout, dtok, N, V, D, ws, err, 0));
-    check_gpu("embedding bwd", ddw, dw, V * D, 2e-2);
+    gt_check_gpu("embedding bwd", ddw, dw, V * D, 2e-2);
     cudaFree(dtok), cudaFree(err), cudaFree(dw_), cudaFree(ddout), cudaFree(dout_), cudaFree(ddw), cudaFree(ws);
     free(w), free(dout), free(out), free(dw);
 }
@@ -97,27 +97,27 @@ static void test_add_rmsnorm(int64_t D) {
     char name[6][40];
     const char *what[6] = {"s", "y", "ds", "dw", "= add, rmsnorm", "= rmsnorm_bwd, add"};
     for (int k = 0; k < 6; k++) snprintf(name[k], 40, "add_rmsnorm %s D%lld", what[k], (long long)D);
-    float *a = rnd(n, 2), *b = rnd(n, 1), *w = rnd(D, 1), *dy = rnd(n, 1), *dr = rnd(n, 1);
+    float *a = gt_rnd(n, 2), *b = gt_rnd(n, 1), *w = gt_rnd(D, 1), *dy = gt_rnd(n, 1), *dr = gt_rnd(n, 1);
     float *s = malloc(n * 4), *y = malloc(n * 4), *ds = malloc(n * 4), *dw = malloc(D * 4);
-    kcu_bf16 *a_ = up(a, n), *b_ = up(b, n), *w_ = up(w, D), *dy_ = up(dy, n), *dr_ = up(dr, n);
-    kcu_bf16 *s_ = dzeros(n), *y_ = dzeros(n), *s2 = dzeros(n), *y2 = dzeros(n), *dw_ = dzeros(D);
-    float *ws = dalloc(D * 4);
+    kcu_bf16 *a_ = gt_up(a, n), *b_ = gt_up(b, n), *w_ = gt_up(w, D), *dy_ = gt_up(dy, n), *dr_ = gt_up(dr, n);
+    kcu_bf16 *s_ = gt_dzeros(n), *y_ = gt_dzeros(n), *s2 = gt_dzeros(n), *y2 = gt_dzeros(n), *dw_ = gt_dzeros(D);
+    float *ws = gt_dalloc(D * 4);
     kern_add_rmsnorm_fwd(s, y, a, b, w, N, D, 1e-5);
     KCU_CHECK_EXIT(kcu_add_rmsnorm_fwd(s_, y_, a_, b_, w_, N, D, 1e-5, 0));
-    check_gpu(name[0], s_, s, n, 1e-2);
-    check_gpu(name[1], y_, y, n, 2e-2);
+    gt_check_gpu(name[0], s_, s, n, 1e-2);
+    gt_check_gpu(name[1], y_, y, n, 2e-2);
     KCU_CHECK_EXIT(kcu_add(s2, a_, b_, n, 0));
     KCU_CHECK_EXIT(kcu_rmsnorm_fwd(y2, s2, w_, N, D, 1e-5, 0));
-    check_same(name[4], y_, y2, n);
-    check_same("add_rmsnorm s = add", s_, s2, n);
-    float *sb = down(s_, n); /* the backward of the sum as the device holds it */
+    gt_check_same(name[4], y_, y2, n);
+    gt_check_same("add_rmsnorm s = add", s_, s2, n);
+    float *sb = gt_down(s_, n); /* the backward of the sum as the device holds it */
     kern_add_rmsnorm_bwd(ds, dw, dy, sb, w, dr, N, D, 1e-5);
     KCU_CHECK_EXIT(kcu_add_rmsnorm_bwd(y_, dw_, dy_, s_, w_, dr_, N, D, 1e-5, ws, 0));
-    check_gpu(name[2], y_, ds, n, 2e-2);
-    check_gpu(name[3], dw_, dw, D, 2e-2);
+    gt_check_gpu(name[2], y_, ds, n, 2e-2);
+    gt_check_gpu(name[3], dw_, dw, D, 2e-2);
     KCU_CHECK_EXIT(kcu_rmsnorm_bwd(s2, dw_, dy_, s_, w_, N, D, 1e-5, ws, 0));
     KCU_CHECK_EXIT(kcu_add(y2, dr_, s2, n, 0));
-    check_same(name[5], y_, y2, n);
+    gt_check_same(name[5], y_, y2, n);
     cudaFree(a_), cudaFree(b_), cudaFree(w_), cudaFree(dy_), cudaFree(dr_), cudaFree(s_), cudaFree(y_);
     cudaFree(s2), cudaFree(y2), cudaFree(dw_), cudaFree(ws);
     free(a), free(b), free(w), free(dy), free(dr), free(s), free(y), free(ds), free(dw), free(sb);
@@ -129,17 +129,18 @@ static void test_rmsnorm(int64_t D) {
     snprintf(name[0], 40, "rmsnorm fwd D%lld", (long long)D);
     snprintf(name[1], 40, "rmsnorm bwd dx D%lld", (long long)D);
     snprintf(name[2], 40, "rmsnorm bwd dw D%lld", (long long)D);
-    float *x = rnd(N * D, 2), *w = rnd(D, 1), *dy = rnd(N * D, 1);
+    float *x = gt_rnd(N * D, 2), *w = gt_rnd(D, 1), *dy = gt_rnd(N * D, 1);
     float *y = malloc(N * D * 4), *dx = malloc(N * D * 4), *dw = malloc(D * 4);
-    kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, D), *ddy = up(dy, N * D), *o1 = dzeros(N * D), *o2 = dzeros(D);
-    float *ws = dalloc(D * 4);
+    kcu_bf16 *dx_ = gt_up(x, N * D), *dw_ = gt_up(w, D), *ddy = gt_up(dy, N * D), *o1 = gt_dzeros(N * D),
+             *o2 = gt_dzeros(D);
+    float *ws = gt_dalloc(D * 4);
     kern_rmsnorm_fwd(y, x, w, N, D, 1e-5);
     KCU_CHECK_EXIT(kcu_rmsnorm_fwd(o1, dx_, dw_, N, D, 1e-5, 0));
-    check_gpu(name[0], o1, y, N * D, 2e-2);
+    gt_check_gpu(name[0], o1, y, N * D, 2e-2);
     kern_rmsnorm_bwd(dx, dw, dy, x, w, N, D, 1e-5);
     KCU_CHECK_EXIT(kcu_rmsnorm_bwd(o1, o2, ddy, dx_, dw_, N, D, 1e-5, ws, 0));
-    check_gpu(name[1], o1, dx, N * D, 2e-2);
-    check_gpu(name[2], o2, dw, D, 2e-2);
+    gt_check_gpu(name[1], o1, dx, N * D, 2e-2);
+    gt_check_gpu(name[2], o2, dw, D, 2e-2);
     cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(o1), cudaFree(o2), cudaFree(ws);
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
 }
@@ -151,17 +152,17 @@ static void test_rope(int64_t Dh) {
     snprintf(name[0], 40, "rope fwd (llama3) Dh%lld", (long long)Dh);
     snprintf(name[1], 40, "rope bwd (llama3) Dh%lld", (long long)Dh);
     kern_rope_scaling sc = {8.0, 1.0, 4.0, 64}; /* all three bands at Dh 16 */
-    float *x = rnd(n, 1), *y = malloc(n * 4), *tab = malloc(S * Dh * 4);
+    float *x = gt_rnd(n, 1), *y = malloc(n * 4), *tab = malloc(S * Dh * 4);
     kern_rope_table(tab, tab + S * Dh / 2, S, Dh, pos0, 500000.0, &sc);
-    float *dtab = dalloc(S * Dh * 4);
+    float *dtab = gt_dalloc(S * Dh * 4);
     KCU_CHECK_EXIT(cudaMemcpy(dtab, tab, S * Dh * 4, cudaMemcpyHostToDevice));
-    kcu_bf16 *dx = up(x, n), *dy = dzeros(n);
+    kcu_bf16 *dx = gt_up(x, n), *dy = gt_dzeros(n);
     kern_rope_fwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
     KCU_CHECK_EXIT(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, 1.0f, 0));
-    check_gpu(name[0], dy, y, n, 1e-2);
+    gt_check_gpu(name[0], dy, y, n, 1e-2);
     kern_rope_bwd(y, x, b, S, H, Dh, pos0, 500000.0, &sc);
     KCU_CHECK_EXIT(kcu_rope(dy, dx, dtab, dtab + S * Dh / 2, b, S, H, Dh, -1.0f, 0));
-    check_gpu(name[1], dy, y, n, 1e-2);
+    gt_check_gpu(name[1], dy, y, n, 1e-2);
     cudaFree(dtab), cudaFree(dx), cudaFree(dy);
     free(x), free(y), free(tab);
 }
@@ -170,17 +171,17 @@ static void test_linear(void) {
     int64_t N = 96, I = 80, O = 112;
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) exit(1);
-    float *x = rnd(N * I, 1), *w = rnd(I * O, 1), *dy = rnd(N * O, 1);
+    float *x = gt_rnd(N * I, 1), *w = gt_rnd(I * O, 1), *dy = gt_rnd(N * O, 1);
     float *y = malloc(N * O * 4), *dx = malloc(N * I * 4), *dw = malloc(I * O * 4);
-    kcu_bf16 *dx_ = up(x, N * I), *dw_ = up(w, I * O), *ddy = up(dy, N * O);
-    kcu_bf16 *oy = dzeros(N * O), *odx = dzeros(N * I), *odw = dzeros(I * O);
+    kcu_bf16 *dx_ = gt_up(x, N * I), *dw_ = gt_up(w, I * O), *ddy = gt_up(dy, N * O);
+    kcu_bf16 *oy = gt_dzeros(N * O), *odx = gt_dzeros(N * I), *odw = gt_dzeros(I * O);
     kern_linear_fwd(y, x, w, N, I, O);
     KCU_CHECK_EXIT(kcu_linear_fwd(h, oy, dx_, dw_, N, I, O));
-    check_gpu("linear fwd", oy, y, N * O, 2e-2);
+    gt_check_gpu("linear fwd", oy, y, N * O, 2e-2);
     kern_linear_bwd(dx, dw, dy, x, w, N, I, O);
     KCU_CHECK_EXIT(kcu_linear_bwd(h, odx, odw, ddy, dx_, dw_, N, I, O));
-    check_gpu("linear bwd dx", odx, dx, N * I, 2e-2);
-    check_gpu("linear bwd dw", odw, dw, I * O, 2e-2);
+    gt_check_gpu("linear bwd dx", odx, dx, N * I, 2e-2);
+    gt_check_gpu("linear bwd dw", odw, dw, I * O, 2e-2);
     cublasDestroy(h);
     cudaFree(dx_), cudaFree(dw_), cudaFree(ddy), cudaFree(oy), cudaFree(odx), cudaFree(odw);
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
@@ -189,15 +190,16 @@ static void test_linear(void) {
 /* q/k/v biases: [N, M] + b[M] and the column sums of dy. */
 static void test_bias_add(void) {
     int64_t N = 300, M = 96;
-    float *x = rnd(N * M, 1), *b = rnd(M, 1), *dy = rnd(N * M, 1);
+    float *x = gt_rnd(N * M, 1), *b = gt_rnd(M, 1), *dy = gt_rnd(N * M, 1);
     float *y = malloc(N * M * 4), *db = malloc(M * 4);
-    kcu_bf16 *gx = up(x, N * M), *gb = up(b, M), *gdy = up(dy, N * M), *oy = dzeros(N * M), *odb = dzeros(M);
+    kcu_bf16 *gx = gt_up(x, N * M), *gb = gt_up(b, M), *gdy = gt_up(dy, N * M), *oy = gt_dzeros(N * M),
+             *odb = gt_dzeros(M);
     kern_bias_add_fwd(y, x, b, N, M);
     KCU_CHECK_EXIT(kcu_bias_add(oy, gx, gb, N, M, 0));
-    check_gpu("bias_add fwd", oy, y, N * M, 1e-2);
+    gt_check_gpu("bias_add fwd", oy, y, N * M, 1e-2);
     kern_bias_add_bwd(db, dy, N, M);
     KCU_CHECK_EXIT(kcu_bias_add_bwd(odb, gdy, N, M, 0));
-    check_gpu("bias_add bwd db", odb, db, M, 2e-2);
+    gt_check_gpu("bias_add bwd db", odb, db, M, 2e-2);
     cudaFree(gx), cudaFree(gb), cudaFree(gdy), cudaFree(oy), cudaFree(odb);
     free(x), free(b), free(dy), free(y), free(db);
 }
@@ -208,31 +210,31 @@ static void test_mlp(void) {
     int64_t N = 70, D = 48, F = 80;
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) exit(1);
-    float *x = rnd(N * D, 1), *wg = rnd(D * F, 0.3f), *wu = rnd(D * F, 0.3f), *wd = rnd(F * D, 0.3f);
-    float *dy = rnd(N * D, 1), *y = malloc(N * D * 4), *dx = malloc(N * D * 4);
+    float *x = gt_rnd(N * D, 1), *wg = gt_rnd(D * F, 0.3f), *wu = gt_rnd(D * F, 0.3f), *wd = gt_rnd(F * D, 0.3f);
+    float *dy = gt_rnd(N * D, 1), *y = malloc(N * D * 4), *dx = malloc(N * D * 4);
     float *dwg = malloc(D * F * 4), *dwu = malloc(D * F * 4), *dwd = malloc(F * D * 4);
-    kcu_bf16 *gx = up(x, N * D), *gwg = up(wg, D * F), *gwu = up(wu, D * F), *gwd = up(wd, F * D);
-    kcu_bf16 *gdy = up(dy, N * D), *oy = dzeros(N * D), *odx = dzeros(N * D);
-    kcu_bf16 *odwg = dzeros(D * F), *odwu = dzeros(D * F), *odwd = dzeros(F * D);
+    kcu_bf16 *gx = gt_up(x, N * D), *gwg = gt_up(wg, D * F), *gwu = gt_up(wu, D * F), *gwd = gt_up(wd, F * D);
+    kcu_bf16 *gdy = gt_up(dy, N * D), *oy = gt_dzeros(N * D), *odx = gt_dzeros(N * D);
+    kcu_bf16 *odwg = gt_dzeros(D * F), *odwu = gt_dzeros(D * F), *odwd = gt_dzeros(F * D);
     int64_t chunks[] = {32, 0};
     for (int k = 0; k < 2; k++) {
         int64_t c = chunks[k];
-        kcu_bf16 *ws = dzeros(kcu_mlp_ws_elems(N, F, c));
+        kcu_bf16 *ws = gt_dzeros(kcu_mlp_ws_elems(N, F, c));
         char name[48];
         kern_mlp_fwd(y, x, wg, wu, wd, N, D, F, c);
         KCU_CHECK_EXIT(kcu_mlp_fwd(h, oy, gx, gwg, gwu, gwd, N, D, F, c, ws, 0));
         snprintf(name, sizeof name, "mlp fwd chunk %lld", (long long)c);
-        check_gpu(name, oy, y, N * D, 3e-2);
+        gt_check_gpu(name, oy, y, N * D, 3e-2);
         kern_mlp_bwd(dx, dwg, dwu, dwd, dy, x, wg, wu, wd, N, D, F, c);
         KCU_CHECK_EXIT(kcu_mlp_bwd(h, odx, odwg, odwu, odwd, gdy, gx, gwg, gwu, gwd, N, D, F, c, ws, 0));
         snprintf(name, sizeof name, "mlp bwd dx chunk %lld", (long long)c);
-        check_gpu(name, odx, dx, N * D, 3e-2);
+        gt_check_gpu(name, odx, dx, N * D, 3e-2);
         snprintf(name, sizeof name, "mlp bwd dw_gate chunk %lld", (long long)c);
-        check_gpu(name, odwg, dwg, D * F, 3e-2);
+        gt_check_gpu(name, odwg, dwg, D * F, 3e-2);
         snprintf(name, sizeof name, "mlp bwd dw_up chunk %lld", (long long)c);
-        check_gpu(name, odwu, dwu, D * F, 3e-2);
+        gt_check_gpu(name, odwu, dwu, D * F, 3e-2);
         snprintf(name, sizeof name, "mlp bwd dw_down chunk %lld", (long long)c);
-        check_gpu(name, odwd, dwd, F * D, 3e-2);
+        gt_check_gpu(name, odwd, dwd, F * D, 3e-2);
         cudaFree(ws);
     }
     cublasDestroy(h);
@@ -265,17 +267,17 @@ static void lm_head_bwd_cases(cublasHandle_t h, kcu_lmhead_ws ws, kcu_bf16 *odx,
             KCU_CHECK_EXIT(cudaMemset(odx, 0xff, N * D * 2)); /* NaN: an unwritten row fails */
             KCU_CHECK_EXIT(cudaMemset(odw, 0xff, V * D * 2));
             KCU_CHECK_EXIT(kcu_lm_head_loss_bwd(h, odx, odw, x, w, dt, N, V, D, 1.0 / 256, &ws, 0));
-            check_gpu(name[0], odx, dx, N * D, 3e-2);
-            check_gpu(name[1], odw, dw, V * D, 3e-2);
+            gt_check_gpu(name[0], odx, dx, N * D, 3e-2);
+            gt_check_gpu(name[1], odw, dw, V * D, 3e-2);
             if (own) continue;
-            float *got[2] = {down(odx, N * D), down(odw, V * D)};
+            float *got[2] = {gt_down(odx, N * D), gt_down(odw, V * D)};
             for (int k = 0; k < 2; k++) {
                 if (!blocked) {
                     one[k] = got[k];
                     continue;
                 }
                 snprintf(name[k], sizeof name[k], "lm_head bwd %s blocks/one", k ? "dw" : "dx");
-                check(name[k], got[k], one[k], k ? V * D : N * D, 8e-3);
+                gt_check(name[k], got[k], one[k], k ? V * D : N * D, 8e-3);
                 free(got[k]), free(one[k]);
             }
         }
@@ -288,20 +290,21 @@ static void test_lm_head(void) {
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) exit(1);
     int32_t tgt[70];
     for (int i = 0; i < N; i++) tgt[i] = i % 9 == 4 ? -1 : (int32_t)((i * 131) % V);
-    float *x = rnd(N * D, 1), *w = rnd(V * D, 1), *dx = malloc(N * D * 4), *dw = malloc(V * D * 4), loss;
-    int32_t *dt = dalloc(sizeof tgt);
+    float *x = gt_rnd(N * D, 1), *w = gt_rnd(V * D, 1), *dx = malloc(N * D * 4), *dw = malloc(V * D * 4), loss;
+    int32_t *dt = gt_dalloc(sizeof tgt);
     KCU_CHECK_EXIT(cudaMemcpy(dt, tgt, sizeof tgt, cudaMemcpyHostToDevice));
-    kcu_bf16 *dx_ = up(x, N * D), *dw_ = up(w, V * D), *odx = dzeros(N * D), *odw = dzeros(V * D);
+    kcu_bf16 *dx_ = gt_up(x, N * D), *dw_ = gt_up(w, V * D), *odx = gt_dzeros(N * D), *odw = gt_dzeros(V * D);
     /* several chunks of rows and of vocabulary columns, the last ones partial */
     kcu_lmhead_ws ws = {.chunk = 32, .xchunk = N, .vchunk = 384};
-    ws.logits = dalloc(N * 384 * 4 > 32 * V * 4 ? N * 384 * 4 : 32 * V * 4), ws.dl = dalloc(N * 384 * 2);
-    ws.rowloss = dalloc(N * 4), ws.lse = dalloc(N * 4), ws.dx32 = dalloc(N * D * 4), ws.err = dalloc(sizeof(int));
-    ws.dw32 = dalloc(V * D * 4);
-    float *dloss = dalloc(4), gl;
+    ws.logits = gt_dalloc(N * 384 * 4 > 32 * V * 4 ? N * 384 * 4 : 32 * V * 4), ws.dl = gt_dalloc(N * 384 * 2);
+    ws.rowloss = gt_dalloc(N * 4), ws.lse = gt_dalloc(N * 4), ws.dx32 = gt_dalloc(N * D * 4),
+    ws.err = gt_dalloc(sizeof(int));
+    ws.dw32 = gt_dalloc(V * D * 4);
+    float *dloss = gt_dalloc(4), gl;
     kern_lm_head_loss_fwd(&loss, x, w, tgt, N, V, D);
     KCU_CHECK_EXIT(kcu_lm_head_loss_fwd(h, dloss, dx_, dw_, dt, N, V, D, &ws, 0));
     KCU_CHECK_EXIT(cudaMemcpy(&gl, dloss, 4, cudaMemcpyDeviceToHost));
-    check("lm_head loss", &gl, &loss, 1, 2e-3);
+    gt_check("lm_head loss", &gl, &loss, 1, 2e-3);
     kern_lm_head_loss_bwd(dx, dw, x, w, tgt, N, V, D, 1.0 / 256);
     lm_head_bwd_cases(h, ws, odx, odw, dx_, dw_, dt, dx, dw, N, V, D);
     cublasDestroy(h);
@@ -313,17 +316,17 @@ static void test_lm_head(void) {
 
 static void test_adamw(void) {
     int64_t n = 5003; /* 625 groups of 8, then 3 one by one */
-    float *p = rnd(n, 1), *m = calloc(n, 4), *v = calloc(n, 4), *g = rnd(n, 0.1f);
-    kcu_bf16 *dp = up(p, n), *dg = up(g, n);
-    float *dw = dalloc(n * 4), *dm = dalloc(n * 4), *dv = dalloc(n * 4), *got = malloc(n * 4);
+    float *p = gt_rnd(n, 1), *m = calloc(n, 4), *v = calloc(n, 4), *g = gt_rnd(n, 0.1f);
+    kcu_bf16 *dp = gt_up(p, n), *dg = gt_up(g, n);
+    float *dw = gt_dalloc(n * 4), *dm = gt_dalloc(n * 4), *dv = gt_dalloc(n * 4), *got = malloc(n * 4);
     KCU_CHECK_EXIT(cudaMemcpy(dw, p, n * 4, cudaMemcpyHostToDevice));
     for (int t = 1; t <= 3; t++) {
         kern_adamw(p, m, v, g, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5);
         KCU_CHECK_EXIT(kcu_adamw(dp, dw, dm, dv, dg, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5, 0));
     }
     KCU_CHECK_EXIT(cudaMemcpy(got, dw, n * 4, cudaMemcpyDeviceToHost));
-    check("adamw master (3 steps)", got, p, n, 1e-5);
-    check_gpu("adamw bf16 param", dp, p, n, 1e-2);
+    gt_check("adamw master (3 steps)", got, p, n, 1e-5);
+    gt_check_gpu("adamw bf16 param", dp, p, n, 1e-2);
     cudaFree(dp), cudaFree(dg), cudaFree(dw), cudaFree(dm), cudaFree(dv);
     free(p), free(m), free(v), free(g), free(got);
 }
@@ -334,13 +337,13 @@ static void test_copy_box(void) {
     kcu_box bx = {
         .nd = 3, .box = {2, 3, 4}, .sdims = {4, 5, 6}, .soff = {1, 2, 1}, .ddims = {2, 3, 8}, .doff = {0, 0, 3}};
     int64_t ns = 4 * 5 * 6, nd = 2 * 3 * 8;
-    float *src = rnd(ns, 1), *ref = calloc((size_t)nd, 4);
+    float *src = gt_rnd(ns, 1), *ref = calloc((size_t)nd, 4);
     for (int64_t a = 0; a < 2; a++)
         for (int64_t b = 0; b < 3; b++)
             for (int64_t c = 0; c < 4; c++) ref[(a * 3 + b) * 8 + 3 + c] = src[((1 + a) * 5 + 2 + b) * 6 + 1 + c];
-    kcu_bf16 *ds = up(src, ns), *dd = dzeros(nd);
+    kcu_bf16 *ds = gt_up(src, ns), *dd = gt_dzeros(nd);
     KCU_CHECK_EXIT(kcu_copy_box(dd, ds, &bx, 2, 0));
-    check_gpu("copy_box (bf16)", dd, ref, nd, 0);
+    gt_check_gpu("copy_box (bf16)", dd, ref, nd, 0);
     cudaFree(ds), cudaFree(dd), free(src), free(ref);
 }
 
@@ -376,19 +379,19 @@ static void host_unpack(float *y, const float *src, const kcu_a2a *g) {
 
 static void a2a_case(const char *name, kcu_a2a g) {
     int64_t nx = g.O * g.xa * g.M * g.xb * g.I, ny = g.O * g.ya * g.M * g.yb * g.I, nc = g.O * g.ca * g.M * g.cb * g.I;
-    float *x = rnd(nx, 1), *c = rnd(nc, 1), *ref = calloc((size_t)(nc > ny ? nc : ny), 4);
-    kcu_bf16 *dx = up(x, nx), *dc = up(c, nc), *dout = dzeros(nc > ny ? nc : ny);
+    float *x = gt_rnd(nx, 1), *c = gt_rnd(nc, 1), *ref = calloc((size_t)(nc > ny ? nc : ny), 4);
+    kcu_bf16 *dx = gt_up(x, nx), *dc = gt_up(c, nc), *dout = gt_dzeros(nc > ny ? nc : ny);
     char full[64];
     host_pack(ref, x, &g);
     KCU_CHECK_EXIT(kcu_a2a_pack(dout, dx, &g, 2, 0));
     snprintf(full, sizeof full, "a2a pack %s", name);
-    check_gpu(full, dout, ref, nc, 0);
+    gt_check_gpu(full, dout, ref, nc, 0);
     memset(ref, 0, (size_t)ny * 4);
     KCU_CHECK_EXIT(cudaMemset(dout, 0, (size_t)ny * 2));
     host_unpack(ref, c, &g);
     KCU_CHECK_EXIT(kcu_a2a_unpack(dout, dc, &g, 2, 0));
     snprintf(full, sizeof full, "a2a unpack %s", name);
-    check_gpu(full, dout, ref, ny, g.f > 1 ? 1e-2 : 0); /* fanin: bf16 atomic sums */
+    gt_check_gpu(full, dout, ref, ny, g.f > 1 ? 1e-2 : 0); /* fanin: bf16 atomic sums */
     cudaFree(dx), cudaFree(dc), cudaFree(dout), free(x), free(c), free(ref);
 }
 
@@ -432,7 +435,7 @@ typedef struct a2a_rope_env {
 
 static float *dtable(int64_t S, int64_t Dh, int64_t pos0) {
     kern_rope_scaling sc = {8.0, 1.0, 4.0, 64};
-    float *t = malloc((size_t)(S * Dh) * 4), *d = dalloc((size_t)(S * Dh) * 4);
+    float *t = malloc((size_t)(S * Dh) * 4), *d = gt_dalloc((size_t)(S * Dh) * 4);
     kern_rope_table(t, t + S * Dh / 2, S, Dh, pos0, 500000.0, &sc);
     KCU_CHECK_EXIT(cudaMemcpy(d, t, (size_t)(S * Dh) * 4, cudaMemcpyHostToDevice));
     free(t);
@@ -445,7 +448,7 @@ static a2a_rope_env a2a_rope_setup(a2a_rope_shape sh) {
     int64_t *pos = malloc((size_t)np * 8);
     for (int64_t i = 0; i < np; i++) /* documents: scattered positions, another pattern per row */
         pos[i] = sh.docs ? (i % sh.s * 7 + i / sh.s * 13 + 3) % e.P : i;
-    e.pos = dalloc((size_t)np * 8);
+    e.pos = gt_dalloc((size_t)np * 8);
     KCU_CHECK_EXIT(cudaMemcpy(e.pos, pos, (size_t)np * 8, cudaMemcpyHostToDevice));
     free(pos);
     e.tab0 = dtable(sh.s, sh.Dh, e.pos0);
@@ -472,9 +475,9 @@ static void a2a_rope_ref(const a2a_rope_env *e, kcu_bf16 *y, const kcu_bf16 *x, 
 static void a2a_rope_pack_case(const a2a_rope_env *e, const char *tag) {
     a2a_rope_shape sh = e->sh;
     int64_t ns = sh.H * sh.fo / sh.K, nx = sh.b * sh.s * sh.H * sh.Dh, chunk = sh.b * sh.s * ns * sh.Dh;
-    float *x = rnd(nx, 1);
-    kcu_bf16 *dx = up(x, nx), *rx = dzeros(nx), *ref = dzeros(chunk * sh.K), *got = dzeros(chunk * sh.K);
-    kcu_bf16 *odd = dzeros(chunk * sh.K + 1); /* odd + 1 is not 16-byte aligned: one pair per thread */
+    float *x = gt_rnd(nx, 1);
+    kcu_bf16 *dx = gt_up(x, nx), *rx = gt_dzeros(nx), *ref = gt_dzeros(chunk * sh.K), *got = gt_dzeros(chunk * sh.K);
+    kcu_bf16 *odd = gt_dzeros(chunk * sh.K + 1); /* odd + 1 is not 16-byte aligned: one pair per thread */
     a2a_rope_ref(e, rx, dx, 1.0f);
     for (int64_t q = 0; q < sh.K; q++) {
         kcu_a2a g = {sh.b, 1, sh.Dh, sh.s, sh.H, sh.s * sh.K, ns, sh.s, ns, q * ns, sh.fo, 0, 0};
@@ -486,9 +489,9 @@ static void a2a_rope_pack_case(const a2a_rope_env *e, const char *tag) {
     }
     char name[80];
     snprintf(name, sizeof name, "a2a pack rope %s", tag);
-    check_same(name, got, ref, chunk * sh.K);
+    gt_check_same(name, got, ref, chunk * sh.K);
     snprintf(name, sizeof name, "a2a pack rope unaligned %s", tag);
-    check_same(name, odd + 1, ref, chunk * sh.K);
+    gt_check_same(name, odd + 1, ref, chunk * sh.K);
     cudaFree(dx), cudaFree(rx), cudaFree(ref), cudaFree(got), cudaFree(odd), free(x);
 }
 
@@ -496,8 +499,8 @@ static void a2a_rope_pack_case(const a2a_rope_env *e, const char *tag) {
 static void a2a_rope_unpack_case(const a2a_rope_env *e, const char *tag) {
     a2a_rope_shape sh = e->sh;
     int64_t nc = sh.H / sh.K, ny = sh.b * sh.s * sh.H * sh.Dh, chunk = sh.b * sh.s * nc * sh.Dh;
-    float *c = rnd(chunk * sh.K, 1);
-    kcu_bf16 *dc = up(c, chunk * sh.K), *plain = dzeros(ny), *ref = dzeros(ny), *got = dzeros(ny);
+    float *c = gt_rnd(chunk * sh.K, 1);
+    kcu_bf16 *dc = gt_up(c, chunk * sh.K), *plain = gt_dzeros(ny), *ref = gt_dzeros(ny), *got = gt_dzeros(ny);
     for (int64_t p = 0; p < sh.K; p++) {
         kcu_a2a g = {sh.b, 1, sh.Dh, sh.s * sh.K, nc, sh.s, sh.H, sh.s, nc, p * nc, 1, 0, 1};
         KCU_CHECK_EXIT(kcu_a2a_unpack(plain, dc + p * chunk, &g, 2, 0));
@@ -507,7 +510,7 @@ static void a2a_rope_unpack_case(const a2a_rope_env *e, const char *tag) {
     a2a_rope_ref(e, ref, plain, -1.0f);
     char name[80];
     snprintf(name, sizeof name, "a2a unpack rope %s", tag);
-    check_same(name, got, ref, ny);
+    gt_check_same(name, got, ref, ny);
     cudaFree(dc), cudaFree(plain), cudaFree(ref), cudaFree(got), free(c);
 }
 
@@ -517,14 +520,14 @@ static void a2a_rope_unpack_case(const a2a_rope_env *e, const char *tag) {
 static void a2a_rope_fanin_case(const a2a_rope_env *e, const char *tag) {
     a2a_rope_shape sh = e->sh;
     int64_t n = sh.b * sh.s * sh.H * sh.Dh, half = sh.Dh / 2;
-    float *y = rnd(n, 1);
-    kcu_bf16 *dy = up(y, n), *ref = dzeros(n), *cur = dzeros(n);
+    float *y = gt_rnd(n, 1);
+    kcu_bf16 *dy = gt_up(y, n), *ref = gt_dzeros(n), *cur = gt_dzeros(n);
     kcu_a2a g = {sh.b, 1, sh.Dh, sh.s * sh.K, 1, sh.s, sh.H, sh.s, 1, 0, 2, 0, 1};
     cudaError_t bad = kcu_a2a_unpack_rope(cur, dy, &g, e->tabP, e->tabP + e->P * half, e->P, e->pos, 0, -1.0f, 0);
     char name[80];
     snprintf(name, sizeof name, "a2a unpack rope fanin %s", tag);
     printf("%-28s %s  %s\n", name, cudaGetErrorString(bad), bad == cudaErrorInvalidValue ? "ok" : "FAIL");
-    failures += bad != cudaErrorInvalidValue;
+    gt_failures += bad != cudaErrorInvalidValue;
     int64_t rows = e->pstride ? sh.b : 1, b = e->pstride ? 1 : sh.b, m = sh.s * sh.H * sh.Dh;
     KCU_CHECK_EXIT(cudaMemcpy(cur, dy, (size_t)n * 2, cudaMemcpyDeviceToDevice));
     for (int64_t bi = 0; bi < rows; bi++) {
@@ -535,7 +538,7 @@ static void a2a_rope_fanin_case(const a2a_rope_env *e, const char *tag) {
                                     sh.H, sh.Dh, -1.0f, 0));
     }
     snprintf(name, sizeof name, "rope_pos in place %s", tag);
-    check_same(name, cur, ref, n);
+    gt_check_same(name, cur, ref, n);
     cudaFree(dy), cudaFree(ref), cudaFree(cur), free(y);
 }
 
@@ -585,13 +588,13 @@ int main(void) {
     test_a2a_rope();
     /* Forcing the tensor-core forward at a head dim it has no kernel for is
      * refused, not run. */
-    kcu_bf16 *t = dzeros(4 * 32);
+    kcu_bf16 *t = gt_dzeros(4 * 32);
     cudaError_t bad = kcu_attention_fwd_impl(KCU_ATTN_TC, t, t, t, t, 1, 4, 1, 1, 32, 0);
     printf("%-28s %s  %s\n", "attention fwd tc Dh32", cudaGetErrorString(bad),
            bad == cudaErrorInvalidValue ? "ok" : "FAIL");
-    failures += bad != cudaErrorInvalidValue;
+    gt_failures += bad != cudaErrorInvalidValue;
     cudaFree(t);
     gpu_attn_cases();
-    printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
-    return failures ? 1 : 0;
+    printf("%s: %d failure(s)\n", gt_failures ? "FAILED" : "passed", gt_failures);
+    return gt_failures ? 1 : 0;
 }

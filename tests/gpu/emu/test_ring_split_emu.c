@@ -19,10 +19,11 @@
  * with the one-time check: BASP_ATTENTION=auto's behaviour), and compares:
  *   zigzag, natural: o, dq, dk, dv within 1e-2 of max |basp| and lse within
  *     1e-3 absolute (each sub-block's output is rounded to bf16 once before
- *     the fp32 sums: 2^-9 relative; measured below 4e-3 and 3e-6);
- *   planted: the split's attention ignores `full` (every sub-block causal):
- *     the check must refuse the shape and put the basp kernels' results in
- *     place, so everything equals the basp run bit for bit;
+ *     the fp32 sums: 2^-9 relative; measured 2e-3 to 5e-3, and 1e-6);
+ *   planted: the split's attention swaps full and causal
+ *     (cuemu_sub_ops_flipped): the check must refuse the shape and put the
+ *     basp kernels' results in place, so everything equals the basp run bit
+ *     for bit;
  *   planted_nocheck: the same bug with the check off must differ by more
  *     than the tolerances (the comparison can fail). */
 #include <math.h>
