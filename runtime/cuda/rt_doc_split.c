@@ -148,8 +148,8 @@ static bool doc_runs(rt_ctx *rt, int64_t row0, int64_t b, int64_t S, int64_t **o
 }
 
 /* Groups the documents by padded length, each group cut into batches of
- * at most DOC_ROWS_PER * b * S rows, their entry counts rounded up to a
- * power of two. */
+ * at most max(b * S, the longest padded length) rows, their entry counts
+ * rounded up to a power of two. */
 static bool doc_plan_make(rt_ctx *rt, doc_plan *P, int64_t row0, int64_t b, int64_t S) {
     memset(P, 0, sizeof *P);
     int64_t *off, *len, n;
