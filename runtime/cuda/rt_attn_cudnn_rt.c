@@ -229,49 +229,19 @@ static cuda_dnn_stats *cuda_dnn_stats_slot(rt_ctx *rt, const void *o, const cuda
 }
 
 /* ---- the one-time check against the basp kernels --------------------------------------- */
-/* Device scratch for the check, or NULL (the allocation error cleared). */
-static void *cuda_dnn_tmp(size_t bytes) {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    return p;
-}
-
-/* max |a - ref| <= 5e-2 max |ref| over n device bf16 elements (the file's
- * header: why 5e-2); *rel gets the ratio.  NaN/Inf fail. */
-static bool cuda_dnn_close(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel) {
-    kcu_bf16 *h = malloc(sizeof(kcu_bf16) * 2 * (size_t)n);
-    RT_CHECK(h, "out of host memory for the attention check (%lld elements)", (long long)n);
-    CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
-    CU_CHECK(cudaMemcpy(h, a, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    CU_CHECK(cudaMemcpy(h + n, ref, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    double err = 0, mx = 1e-30;
-    bool finite = true;
-    for (int64_t i = 0; i < n; i++) {
-        double x = kcu_host_from_bf16(h[i]), y = kcu_host_from_bf16(h[n + i]), e = fabs(x - y);
-        finite = finite && isfinite(x) && isfinite(y);
-        if (!(e <= err)) err = e;
-        if (fabs(y) > mx) mx = fabs(y);
-    }
-    free(h);
-    *rel = err / mx;
-    return finite && err <= 5e-2 * mx;
-}
 
 static bool cuda_dnn_check_fwd(rt_ctx *rt, cuda_dnn_shape_state *x, const kcu_bf16 *o, const kcu_bf16 *q,
                                const kcu_bf16 *k, const kcu_bf16 *v) {
     const cuda_cudnn_shape *s = &x->s;
     int64_t nq = s->b * s->S * s->H * s->Dh;
-    kcu_bf16 *ref = cuda_dnn_tmp(sizeof(kcu_bf16) * (size_t)nq);
+    kcu_bf16 *ref = cuda_try_malloc(sizeof(kcu_bf16) * (size_t)nq);
     if (!ref) {
         cuda_dnn_refuse(rt, x, "no device memory for its one-time check against the basp kernels");
         return false;
     }
     double rel = 0;
     CU_CHECK(kcu_attention_fwd(ref, q, k, v, s->b, s->S, s->H, s->Hkv, s->Dh, cuda_state(rt)->cs));
-    bool ok = cuda_dnn_close(rt, o, ref, nq, &rel);
+    bool ok = cuda_close_bf16(rt, o, ref, nq, &rel);
     CU_CHECK(cudaFree(ref));
     if (!ok) {
         char why[160];
@@ -288,7 +258,7 @@ static bool cuda_dnn_check_bwd(rt_ctx *rt, cuda_dnn_shape_state *x, const kcu_bf
     int64_t nq = s->b * s->S * s->H * s->Dh, nkv = s->b * s->S * s->Hkv * s->Dh, n[3] = {nq, nkv, nkv};
     kcu_bf16 *ref[3] = {NULL, NULL, NULL};
     bool have = true;
-    for (int i = 0; i < 3; i++) have = have && (ref[i] = cuda_dnn_tmp(sizeof(kcu_bf16) * (size_t)n[i])) != NULL;
+    for (int i = 0; i < 3; i++) have = have && (ref[i] = cuda_try_malloc(sizeof(kcu_bf16) * (size_t)n[i])) != NULL;
     bool ok = have;
     double rel = 0;
     int bad = -1;
@@ -297,7 +267,7 @@ static bool cuda_dnn_check_bwd(rt_ctx *rt, cuda_dnn_shape_state *x, const kcu_bf
         CU_CHECK(kcu_attention_bwd(ref[0], ref[1], ref[2], dout, q, k, v, o, s->b, s->S, s->H, s->Hkv, s->Dh, ws,
                                    cuda_state(rt)->cs));
         for (int i = 0; i < 3 && ok; i++)
-            if (!cuda_dnn_close(rt, got[i], ref[i], n[i], &rel)) ok = false, bad = i;
+            if (!cuda_close_bf16(rt, got[i], ref[i], n[i], &rel)) ok = false, bad = i;
     }
     for (int i = 0; i < 3; i++)
         if (ref[i]) CU_CHECK(cudaFree(ref[i]));

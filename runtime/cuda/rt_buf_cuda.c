@@ -27,13 +27,41 @@
  * position), matching the MPI communicators of rt_main.c; a dynamic
  * variant's block groups get theirs per placement (rt_comm_cuda.c). */
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "rt_cuda.h"
 
 enum { CUDA_ALIGN = 256 };
 
-static size_t cuda_align(size_t n) { return (n + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
+size_t cuda_align(size_t n) { return (n + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
+
+void *cuda_try_malloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: the next CUDA call must not fail on it */
+        return NULL;
+    }
+    return p;
+}
+
+bool cuda_close_bf16(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel) {
+    kcu_bf16 *h = RT_MALLOC(sizeof(kcu_bf16) * 2 * (size_t)n);
+    CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
+    CU_CHECK(cudaMemcpy(h, a, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    CU_CHECK(cudaMemcpy(h + n, ref, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    double err = 0, mx = 1e-30;
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) {
+        double x = kcu_host_from_bf16(h[i]), y = kcu_host_from_bf16(h[n + i]), e = fabs(x - y);
+        finite = finite && isfinite(x) && isfinite(y);
+        if (!(e <= err)) err = e;
+        if (fabs(y) > mx) mx = fabs(y);
+    }
+    free(h);
+    *rel = err / mx;
+    return finite && err <= 5e-2 * mx;
+}
 
 int cuda_esize(const rt_value_desc *d) {
     if (d->dtype == RT_I32 || d->keep_f32) return 4;

@@ -174,6 +174,17 @@ static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
  * fp32 for floating scalars (the loss), int32 for integers. */
 int cuda_esize(const rt_value_desc *d);
 void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes);
+/* n rounded up to the device arena's 256-byte alignment (which also meets
+ * cuDNN's 16-byte tensors): offsets inside a workspace. */
+size_t cuda_align(size_t n);
+/* The one-time checks of cuDNN against basp's kernels (rt_attn_cudnn_rt.c,
+ * rt_ring_split.c, rt_doc_split.c): device scratch, or NULL when it cannot
+ * be had (the error cleared: the check is then skipped for basp's
+ * kernels); and max |a - ref| <= 5e-2 max |ref| over n device bf16
+ * elements (*rel: the ratio), NaN or Inf failing (bf16 P and dS: both
+ * sides are within 3e-2 of an fp32 reference). */
+void *cuda_try_malloc(size_t bytes);
+bool cuda_close_bf16(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel);
 /* Copies `bytes` of host memory into workspace `slot` on cs and returns
  * the device copy: ordered after the kernels on cs that still read the
  * slot's old contents (and after a read of them on ms: cuda_ws_write_cs),

@@ -207,19 +207,17 @@ typedef struct doc_bufs {
     float *st;
 } doc_bufs;
 
-static size_t doc_al(size_t n) { return (n + 255) / 256 * 256; }
-
 static doc_bufs doc_bind(rt_ctx *rt, doc_plan *P, int64_t H, int64_t Hkv, int64_t Dh, bool bwd) {
     size_t wq = 2 * (size_t)(P->rows * H * Dh), wk = 2 * (size_t)(P->rows * Hkv * Dh), tb = 16 * (size_t)P->nent;
-    size_t total = doc_al(tb) + (bwd ? 4 : 2) * (doc_al(wq) + doc_al(wk)) + 4 * (size_t)(P->rows * H);
+    size_t total = cuda_align(tb) + (bwd ? 4 : 2) * (cuda_align(wq) + cuda_align(wk)) + 4 * (size_t)(P->rows * H);
     char *w = cuda_ws(rt, CM_WS_CUDA_DOCS, total); /* first the whole: the upload below does not grow it */
     P->dtab = cuda_upload(rt, CM_WS_CUDA_DOCS, P->tab, tb);
-    char *at = w + doc_al(tb);
+    char *at = w + cuda_align(tb);
     doc_bufs d = {0};
     kcu_bf16 **qs[4] = {&d.q, &d.o, &d.dout, &d.dq}, **ks[4] = {&d.k, &d.v, &d.dk, &d.dv};
     for (int i = 0; i < (bwd ? 4 : 2); i++) {
-        *qs[i] = (kcu_bf16 *)(void *)at, at += doc_al(wq);
-        *ks[i] = (kcu_bf16 *)(void *)at, at += doc_al(wk);
+        *qs[i] = (kcu_bf16 *)(void *)at, at += cuda_align(wq);
+        *ks[i] = (kcu_bf16 *)(void *)at, at += cuda_align(wk);
     }
     d.st = (float *)(void *)at;
     return d;
@@ -268,31 +266,6 @@ static void doc_scatter(rt_ctx *rt, const doc_plan *P, int i, kcu_bf16 *dst, con
 }
 
 /* ---- the check ------------------------------------------------------------------------ */
-static kcu_bf16 *doc_tmp(int64_t n) {
-    void *p = NULL;
-    if (cudaMalloc(&p, 2 * (size_t)(n > 0 ? n : 1)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    return p;
-}
-
-/* max |a - ref| <= 5e-2 max |ref| over n device bf16 elements; NaN fails. */
-static bool doc_close(rt_ctx *rt, const kcu_bf16 *a, const kcu_bf16 *ref, int64_t n, double *rel) {
-    kcu_bf16 *h = RT_MALLOC(sizeof(kcu_bf16) * 2 * (size_t)n);
-    CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
-    CU_CHECK(cudaMemcpy(h, a, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    CU_CHECK(cudaMemcpy(h + n, ref, sizeof(kcu_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    double err = 0, mx = 1e-30;
-    for (int64_t i = 0; i < n; i++) {
-        double x = kcu_host_from_bf16(h[i]), y = kcu_host_from_bf16(h[n + i]), e = fabs(x - y);
-        if (!(e <= err)) err = e;
-        if (fabs(y) > mx) mx = fabs(y);
-    }
-    free(h);
-    *rel = err / mx;
-    return *rel <= 5e-2;
-}
 
 /* The split's results got[0..cnt) (n[i] elements each) against basp's in
  * ref (all on the device); on a mismatch the shape is refused and basp's
@@ -302,7 +275,7 @@ static void doc_verdict(rt_ctx *rt, cuda_split_shape *x, kcu_bf16 *const *got, k
     static const char *const fwd_name[1] = {"o"}, *const bwd_name[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < cnt; i++) {
         double rel = 0;
-        if (doc_close(rt, got[i], ref[i], n[i], &rel)) continue;
+        if (cuda_close_bf16(rt, got[i], ref[i], n[i], &rel)) continue;
         const char *name = cnt == 1 ? fwd_name[0] : bwd_name[i];
         char why[200];
         snprintf(why, sizeof why, "its %s differs from basp's document kernels' (%s: %.3g of max |%s|, over 5e-2)", dir,
@@ -323,7 +296,7 @@ bool cuda_doc_split_fwd(rt_ctx *rt, kcu_bf16 *o, const kcu_bf16 *q, const kcu_bf
     if (!ops) return false;
     bool check = doc_check_wanted(rt, &P, 0);
     int64_t nq = b * S * H * Dh;
-    kcu_bf16 *ref = check ? doc_tmp(nq) : NULL;
+    kcu_bf16 *ref = check ? cuda_try_malloc(2 * (size_t)nq) : NULL;
     if (check && !ref) {
         doc_refuse(rt, x, "no device memory for its one-time check against basp's kernels");
         doc_plan_free(&P);
@@ -358,7 +331,7 @@ bool cuda_doc_split_bwd(rt_ctx *rt, kcu_bf16 *dq, kcu_bf16 *dk, kcu_bf16 *dv, co
     int64_t n[3] = {b * S * H * Dh, b * S * Hkv * Dh, b * S * Hkv * Dh};
     kcu_bf16 *ref[3] = {NULL, NULL, NULL};
     bool have = true;
-    for (int i = 0; check && i < 3; i++) have = have && (ref[i] = doc_tmp(n[i])) != NULL;
+    for (int i = 0; check && i < 3; i++) have = have && (ref[i] = cuda_try_malloc(2 * (size_t)n[i])) != NULL;
     if (check && !have) {
         for (int i = 0; i < 3; i++) cudaFree(ref[i]);
         doc_refuse(rt, x, "no device memory for its one-time check against basp's kernels");

@@ -85,10 +85,6 @@ static const int32_t *cuda_ring_docs(rt_ctx *rt, int64_t row0, int64_t b, int64_
     return dev;
 }
 
-/* Workspace offsets: the sub-blocks' temporaries start 256-byte aligned
- * (cuDNN's tensors declare 16). */
-static size_t cuda_ring_align(size_t n) { return (n + 255) / 256 * 256; }
-
 static void cuda_ring_time(rt_ctx *rt, cm_kernel_kind kind, double t0) {
     if (cuda_state(rt)->sync_timing) CU_CHECK(cudaStreamSynchronize(cuda_state(rt)->cs));
     rt_kern_count(rt, kind, t0);
@@ -102,7 +98,7 @@ void rt_ring_attention(rt_ctx *rt, int g, float *o, float *lse, const float *q, 
     size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh);
     cuda_ring_split sp;
     bool split = cuda_ring_split_begin(rt, &sp, g, b, S, H, Hkv, Dh, false);
-    size_t base = cuda_ring_align(nq * 4 + 4 * nkv * 2);
+    size_t base = cuda_align(nq * 4 + 4 * nkv * 2);
     char *ws = cuda_ws(rt, CM_WS_CUDA_RING, base + (split ? cuda_ring_split_ws(&sp, false) : 256));
     if (split) cuda_ring_split_bind(&sp, ws + base, false);
     float *o32 = (float *)(void *)ws;
@@ -144,7 +140,7 @@ void rt_ring_attention_bwd(rt_ctx *rt, int g, float *dq, float *dk, float *dv, c
     size_t nq = (size_t)(b * S * H * Dh), nkv = (size_t)(b * S * Hkv * Dh), nr = (size_t)(b * S * H);
     cuda_ring_split sp;
     bool split = cuda_ring_split_begin(rt, &sp, g, b, S, H, Hkv, Dh, true);
-    size_t base = cuda_ring_align(nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4);
+    size_t base = cuda_align(nr * 4 + nq * 4 + 4 * nkv * 2 + 4 * nkv * 4);
     char *ws = cuda_ws(rt, CM_WS_CUDA_RING, base + (split ? cuda_ring_split_ws(&sp, true) : 256));
     if (split) cuda_ring_split_bind(&sp, ws + base, true);
     float *D = (float *)(void *)ws, *dq32 = D + nr;

@@ -284,15 +284,6 @@ static void split_fwd_block(rt_ctx *rt, const cuda_ring_split *sp, int src, floa
 }
 
 /* ---- the check ------------------------------------------------------------------------ */
-static void *split_tmp(size_t bytes) {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    return p;
-}
-
 /* max |a - ref| over n device floats against max |ref| (rel: whether the
  * bound is relative to it), NaN/Inf on one side only failing; *err gets
  * the figure compared. */
@@ -324,7 +315,7 @@ typedef struct split_fwd_ref {
 
 static split_fwd_ref split_fwd_ref_start(rt_ctx *rt, cuda_ring_split *sp) {
     size_t nq = (size_t)(sp->b * sp->S * sp->H * sp->Dh), nr = (size_t)(sp->b * sp->S * sp->H);
-    split_fwd_ref r = {split_tmp(4 * nq), split_tmp(4 * nr)};
+    split_fwd_ref r = {cuda_try_malloc(4 * nq), cuda_try_malloc(4 * nr)};
     if (!r.o || !r.lse) {
         cudaFree(r.o), cudaFree(r.lse);
         split_refuse(rt, sp->shape, "no device memory for its one-time check against the basp kernels");
@@ -410,7 +401,7 @@ static bool split_bwd_check(rt_ctx *rt, cuda_ring_split *sp, int src, const kcu_
     size_t n[3] = {nq, nkv, nkv};
     float *t[6] = {NULL};
     bool have = true;
-    for (int i = 0; i < 6; i++) have = have && (t[i] = split_tmp(4 * n[i % 3])) != NULL;
+    for (int i = 0; i < 6; i++) have = have && (t[i] = cuda_try_malloc(4 * n[i % 3])) != NULL;
     bool ok = have;
     if (have) {
         cudaStream_t cs = cuda_state(rt)->cs;

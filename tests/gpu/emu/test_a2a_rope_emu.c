@@ -22,13 +22,33 @@
 
 enum { B = 2, S = 8, H = 4, HKV = 1, DH = 16 };
 enum { W = 0 };
-static const int r_world[] = {0, 1};
-static const rt_group_desc groups[] = {{"world", 1, 2, r_world, 0}};
 
 /* Q, K, V seq-sharded inputs; QR, KR their rotations (reference); *H the
  * head-sharded results (1: fused, 2: reference); DQ, DK the backward's
  * seq-sharded results (1: fused, 2: reference; P: before rope_bwd). */
-enum { TOK, TGT, LOSS, Q, K, V, QR, KR, QH1, KH1, VH1, QH2, KH2, VH2, DQ1, DK1, DQP, DKP, DQ2, DK2, NV };
+enum {
+    TOK = EMU_TOK,
+    TGT = EMU_TGT,
+    LOSS = EMU_LOSS,
+    Q,
+    K,
+    V,
+    QR,
+    KR,
+    QH1,
+    KH1,
+    VH1,
+    QH2,
+    KH2,
+    VH2,
+    DQ1,
+    DK1,
+    DQP,
+    DKP,
+    DQ2,
+    DK2,
+    NV
+};
 static rt_value_desc vals[NV];
 static int failures;
 
@@ -36,34 +56,10 @@ static void def(int v, const char *name, rt_value_kind kind, rt_dtype dt, int ra
     emu_def(vals, v, name, kind, dt, rank, dims, sdim);
 }
 
-static rt_program prog = {.model = "test_a2a_rope",
-                          .spec = "tests/gpu/emu/test_a2a_rope_emu.c",
-                          .world = 2,
-                          .nodes = 1,
-                          .devices_per_node = 2,
-                          .ngroups = 1,
-                          .groups = groups,
-                          .nvalues = NV,
-                          .values = vals,
-                          .tokens = TOK,
-                          .targets = TGT,
-                          .loss = LOSS,
-                          .micro_batch = B,
-                          .seq_len = S,
-                          .vocab = 256,
-                          .layers = 1,
-                          .lr = 1e-3,
-                          .steps = 1,
-                          .seed = 7,
-                          .batch_groups = 1,
-                          .sp_size = 2};
+static rt_program prog;
 
 static void define_values(void) {
-    const int64_t tok[2] = {B, S}, one[1] = {1}, q[4] = {B, S, H, DH}, k[4] = {B, S, HKV, DH},
-                  kv2[4] = {B, S, 2 * HKV, DH};
-    def(TOK, "tok", RT_INPUT, RT_I32, 2, tok, 1);
-    def(TGT, "tgt", RT_INPUT, RT_I32, 2, tok, 1);
-    def(LOSS, "loss", RT_ACT, RT_F32, 1, one, -1);
+    const int64_t q[4] = {B, S, H, DH}, k[4] = {B, S, HKV, DH}, kv2[4] = {B, S, 2 * HKV, DH};
     static const char *names[NV] = {
         [Q] = "q",     [K] = "k",     [V] = "v",     [QR] = "qr",   [KR] = "kr",   [QH1] = "qh1",
         [KH1] = "kh1", [VH1] = "vh1", [QH2] = "qh2", [KH2] = "kh2", [VH2] = "vh2", [DQ1] = "dq1",
@@ -139,7 +135,8 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (argc > 1 && strcmp(argv[1], "ring") == 0) prog.seq_ring = 2;
+    prog = emu_program("test_a2a_rope", "tests/gpu/emu/test_a2a_rope_emu.c", vals, NV, B, S,
+                       argc > 1 && strcmp(argv[1], "ring") == 0 ? 2 : 0);
     define_values();
     rt_options o = {.steps = 1, .seed = 7, .lr = 1e-3, .log_every = 1, .optim = rt_optim_defaults};
     rt_ctx *rt = rt_ctx_create(&prog, &o);

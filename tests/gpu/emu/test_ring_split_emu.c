@@ -34,11 +34,9 @@
 
 enum { B = 2, S = 256, H = 4, HKV = 2, DH = 32, SL = S / 2 };
 enum { W = 0 };
-static const int r_world[] = {0, 1};
-static const rt_group_desc groups[] = {{"world", 1, 2, r_world, 0}};
 
 /* per run r (0: basp, 1: split): O, L (lse), DQ, DK, DV */
-enum { TOK, TGT, LOSS, Q, K, V, DO, O0, L0, DQ0, DK0, DV0, O1, L1, DQ1, DK1, DV1, NV };
+enum { TOK = EMU_TOK, TGT = EMU_TGT, LOSS = EMU_LOSS, Q, K, V, DO, O0, L0, DQ0, DK0, DV0, O1, L1, DQ1, DK1, DV1, NV };
 static rt_value_desc vals[NV];
 static int failures;
 
@@ -46,34 +44,10 @@ static void def(int v, const char *name, rt_value_kind kind, rt_dtype dt, int ra
     emu_def(vals, v, name, kind, dt, rank, dims, sdim);
 }
 
-static rt_program prog = {.model = "test_ring_split",
-                          .spec = "tests/gpu/emu/test_ring_split_emu.c",
-                          .world = 2,
-                          .nodes = 1,
-                          .devices_per_node = 2,
-                          .ngroups = 1,
-                          .groups = groups,
-                          .nvalues = NV,
-                          .values = vals,
-                          .tokens = TOK,
-                          .targets = TGT,
-                          .loss = LOSS,
-                          .micro_batch = B,
-                          .seq_len = S,
-                          .vocab = 256,
-                          .layers = 1,
-                          .lr = 1e-3,
-                          .steps = 1,
-                          .seed = 7,
-                          .batch_groups = 1,
-                          .sp_size = 2,
-                          .seq_ring = 2};
+static rt_program prog;
 
 static void define_values(void) {
-    const int64_t tok[2] = {B, S}, one[1] = {1}, q[4] = {B, S, H, DH}, kv[4] = {B, S, HKV, DH}, rows[3] = {B, S, H};
-    def(TOK, "tok", RT_INPUT, RT_I32, 2, tok, 1);
-    def(TGT, "tgt", RT_INPUT, RT_I32, 2, tok, 1);
-    def(LOSS, "loss", RT_ACT, RT_F32, 1, one, -1);
+    const int64_t q[4] = {B, S, H, DH}, kv[4] = {B, S, HKV, DH}, rows[3] = {B, S, H};
     static const char *names[NV] = {
         [Q] = "q",          [K] = "k",          [V] = "v",          [DO] = "do",       [O0] = "o_basp",
         [L0] = "lse_basp",  [DQ0] = "dq_basp",  [DK0] = "dk_basp",  [DV0] = "dv_basp", [O1] = "o_split",
@@ -151,7 +125,8 @@ static void compare(rt_ctx *rt, const char *when, bool want_close, bool exact) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *mode = argc > 1 ? argv[1] : "zigzag";
-    if (!strcmp(mode, "natural")) prog.seq_ring = 0;
+    prog = emu_program("test_ring_split", "tests/gpu/emu/test_ring_split_emu.c", vals, NV, B, S,
+                       strcmp(mode, "natural") ? 2 : 0);
     bool planted = !strncmp(mode, "planted", 7);
     bool check = strcmp(mode, "planted_nocheck") != 0;
     define_values();
