@@ -97,6 +97,16 @@ void rt_host_write_opt(rt_ctx *rt, int pair, const float *m, const float *v);
 void rt_comm_progress(rt_ctx *rt);
 void rt_comm_finish_step(rt_ctx *rt);
 
+/* ---- running the step's functions (core/rt_loop.c) --------------------------------
+ * rt_backend_run: one call of a step function of the program (step: the
+ * whole step or one micro-step; apply: the apply phase), then
+ * rt_comm_finish_step.  The CPU backend calls them; the CUDA backend may
+ * capture fn's device work as a CUDA graph on its second call and launch
+ * that instead of calling fn later (rt_graph_cuda.c, BASP_CUDA_GRAPH).  A
+ * backend that launches a graph counts the calls and bytes its capture
+ * counted, and sets rt->step_untimed when it cannot time the collectives. */
+void rt_backend_run(rt_ctx *rt, void (*fn)(rt_ctx *rt));
+
 /* ---- the optimizer's device work (core's rt_adamw and rt_grad_norm call them) ----
  * rt_backend_grad_sumsq: sumsq[i] = the sum of squares (in double) of opt
  * pair i's local gradient, for every pair.  rt_backend_adamw: one AdamW

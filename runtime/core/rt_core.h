@@ -178,6 +178,7 @@ struct rt_ctx {
     /* Counters: whole run, and the all-to-all time / bytes of this step. */
     rt_counters total;
     double step_a2a_sec, step_a2a_wait_sec;
+    bool step_untimed; /* the backend could not time this step's collectives (a CUDA graph ran them) */
     /* --trace-run (obs/rt_trace.c): recording the traced step's calls. */
     bool tracing, trace_written;
     double trace_origin, *trace_ev;
@@ -334,6 +335,11 @@ void rt_opt_begin_step(rt_ctx *rt);
  * each gradient's local sum of squares (the backend's), replicated
  * gradients counted once, sharded ones summed over the world. */
 double rt_grad_norm(rt_ctx *rt);
+/* The step's norm, clip factor and norm_done from sums of squares already
+ * taken (rt_backend_grad_sumsq's), as the step's first rt_adamw sets them;
+ * collective over the world.  The CUDA backend's graph launches call it
+ * between the graph that ends at the norm and the updates'. */
+void rt_grad_norm_set(rt_ctx *rt, const double *sumsq);
 /* Micro-steps per optimizer step (1 without accumulation). */
 static inline int64_t rt_accum(const rt_ctx *rt) { return rt->p->accum > 1 ? rt->p->accum : 1; }
 /* The step has an apply phase of its own (accumulation, or dynamic variants). */

@@ -125,6 +125,7 @@ typedef struct rt_step_stats {
     double loss, grad_norm, sec, a2a_sec, a2a_wait_sec;
     int64_t bytes;
     rt_docs_info docs; /* packed documents: this step's counts and balance */
+    bool untimed;      /* the backend could not time the collectives (rt->step_untimed) */
     bool val;          /* a validation ran after the step: its loss and time */
     double val_loss, val_ms;
 } rt_step_stats;
@@ -153,6 +154,7 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     rt->step = t;
     rt->lr = rt_lr_at(&rt->opt.optim, rt->opt.lr, t, rt->opt.steps);
     rt->step_a2a_sec = rt->step_a2a_wait_sec = 0;
+    rt->step_untimed = false;
     rt->step_bytes = 0;
     rt_mem_begin_step(rt);
     rt_opt_begin_step(rt);
@@ -166,8 +168,7 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
         if (rt->dyn) rt_dyn_begin(rt, t, t * A + m); /* rt->p: this rank's variant */
         rt_data_fill(rt, t);
         if (m == 0) t0 = rt_now();
-        rt->p->step(rt);
-        rt_comm_finish_step(rt);
+        rt_backend_run(rt, rt->p->step);
         float part;
         rt_host_read(rt, rt->p->loss, &part);
         if (rt->dyn) { /* the plan ends the variant's loss with its micro-step (ir_mem_live) */
@@ -186,10 +187,10 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     }
     rt->micro = 0;
     if (rt_split_step(rt)) {
-        p->apply(rt);
-        rt_comm_finish_step(rt);
+        rt_backend_run(rt, p->apply);
     }
     s.sec = rt_now() - t0, s.a2a_sec = rt->step_a2a_sec, s.a2a_wait_sec = rt->step_a2a_wait_sec;
+    s.untimed = rt->step_untimed;
     s.bytes = rt->step_bytes;
     if (!rt->norm_done && p->nopt > 0) { /* a schedule without adamw still reports its norm */
         rt->grad_norm = rt_grad_norm(rt);
@@ -203,9 +204,12 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
 
 static void rt_log_step(const rt_ctx *rt, int64_t t, const rt_step_stats *s) {
     double tps = rt_step_tokens(rt) / (s->sec > 0 ? s->sec : 1e-9);
-    printf("step %4lld/%lld | loss %.6f | grad_norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | a2a %.1f ms (%.1f%%)",
-           (long long)t + 1, (long long)rt->opt.steps, s->loss, s->grad_norm, rt->lr, s->sec * 1e3, tps,
-           s->a2a_sec * 1e3, s->sec > 0 ? 100.0 * s->a2a_sec / s->sec : 0.0);
+    printf("step %4lld/%lld | loss %.6f | grad_norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", (long long)t + 1,
+           (long long)rt->opt.steps, s->loss, s->grad_norm, rt->lr, s->sec * 1e3, tps);
+    if (s->untimed)
+        printf(" | a2a not timed (CUDA graph)");
+    else
+        printf(" | a2a %.1f ms (%.1f%%)", s->a2a_sec * 1e3, s->sec > 0 ? 100.0 * s->a2a_sec / s->sec : 0.0);
     if (rt->docs)
         printf(" | %lld docs, %lld targets, imbalance %.3f", (long long)s->docs.step_docs, (long long)s->docs.counted,
                s->docs.imbalance);
@@ -220,7 +224,10 @@ static void rt_metrics_line(const rt_ctx *rt, FILE *f, int64_t t, const rt_step_
     cJSON_AddNumberToObject(o, "grad_norm", s->grad_norm);
     cJSON_AddNumberToObject(o, "lr", rt->lr);
     cJSON_AddNumberToObject(o, "step_ms", s->sec * 1e3);
-    cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
+    if (s->untimed)
+        cJSON_AddNullToObject(o, "a2a_ms");
+    else
+        cJSON_AddNumberToObject(o, "a2a_ms", s->a2a_sec * 1e3);
     if (rt->opt.split_wait) cJSON_AddNumberToObject(o, "a2a_wait_ms", s->a2a_wait_sec * 1e3);
     cJSON_AddNumberToObject(o, "comm_bytes", (double)s->bytes);
     if (s->val) {

@@ -39,6 +39,18 @@ double rt_grad_norm(rt_ctx *rt) {
     return norm;
 }
 
+/* The clipping factor for the step's global norm (1 when grad_clip is 0). */
+static double rt_clip_scale(const rt_ctx *rt, double norm) {
+    double c = rt->opt.optim.grad_clip;
+    return c > 0 && norm > c ? c / (norm + 1e-6) : 1.0;
+}
+
+void rt_grad_norm_set(rt_ctx *rt, const double *sumsq) {
+    rt->grad_norm = rt_grad_norm_combine(rt, sumsq);
+    rt->clip_scale = rt_clip_scale(rt, rt->grad_norm);
+    rt->norm_done = true;
+}
+
 static bool rt_is_bias(const char *name) {
     size_t n = strlen(name);
     return n > 3 && (!strcmp(name + n - 3, ".bq") || !strcmp(name + n - 3, ".bk") || !strcmp(name + n - 3, ".bv"));
@@ -50,12 +62,6 @@ static bool rt_is_bias(const char *name) {
  * recipes exempt biases and norms. */
 static double rt_weight_decay(const rt_ctx *rt, const rt_value_desc *d) {
     return d->rank >= 2 && !rt_is_bias(d->name) ? rt->opt.optim.weight_decay : 0.0;
-}
-
-/* The clipping factor for the step's global norm (1 when grad_clip is 0). */
-static double rt_clip_scale(const rt_ctx *rt, double norm) {
-    double c = rt->opt.optim.grad_clip;
-    return c > 0 && norm > c ? c / (norm + 1e-6) : 1.0;
 }
 
 bool rt_grad_like_param(rt_ctx *rt, int param, int grad) {
@@ -77,9 +83,10 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     RT_CHECK(param >= 0 && param < rt->p->nvalues && grad >= 0 && grad < rt->p->nvalues,
              "adamw: value index out of range (%d, %d)", param, grad);
     if (!rt->norm_done) {
-        rt->grad_norm = rt_grad_norm(rt);
-        rt->clip_scale = rt_clip_scale(rt, rt->grad_norm);
-        rt->norm_done = true;
+        double *s = RT_MALLOC(sizeof(double) * (size_t)(rt->p->nopt + 1));
+        rt_backend_grad_sumsq(rt, s);
+        rt_grad_norm_set(rt, s);
+        free(s);
     }
     /* The norm is global, so every rank skips alike and the loop stops the
      * run cleanly, naming the step, instead of training on NaN. */

@@ -19,6 +19,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,9 +98,18 @@ cudaError_t kcu_bias_add_bwd(kcu_bf16 *db, const kcu_bf16 *dy, int64_t N, int64_
 
 /* ---- optimizer ---------------------------------------------------------------------- */
 /* AdamW as kern_adamw on the fp32 master w32[n] and moments m, v [n], the
- * gradient g[n] (bf16) times gscale; writes the rounded weight to p[n]. */
-cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n, double lr,
-                      double beta1, double beta2, double eps, double wd, int64_t t, double gscale, cudaStream_t st);
+ * gradient g[n] (bf16) times the clip factor; writes the rounded weight to
+ * p[n].  What changes from step to step is read from device memory, *step
+ * (so that a CUDA graph of the step reads each step's): the weight decay
+ * factor 1 - lr wd (applied when decay), lr / (1 - beta1^t),
+ * 1 / sqrt(1 - beta2^t) and the clip factor, as kcu_adamw_scalars computes
+ * them on the host for step t (1-based) and the tensors' weight decay wd. */
+typedef struct kcu_adamw_step {
+    float decay, step, rbc2, gs;
+} kcu_adamw_step;
+kcu_adamw_step kcu_adamw_scalars(double lr, double beta1, double beta2, double wd, int64_t t, double gscale);
+cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n, double beta1,
+                      double beta2, double eps, const kcu_adamw_step *step, bool decay, cudaStream_t st);
 /* *acc += sum of x[i]^2 (double, device) */
 cudaError_t kcu_sumsq(const kcu_bf16 *x, int64_t n, double *acc, cudaStream_t st);
 

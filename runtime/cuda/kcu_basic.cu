@@ -591,44 +591,55 @@ extern "C" cudaError_t kcu_copy_rows(kcu_bf16 *y, int64_t ldy, const kcu_bf16 *x
 }
 
 // ---- optimizer ------------------------------------------------------------------------------
-// n elements, in place on w32, m, v; p = bf16(w32).  Scalars from the host
-// (in double there, as kern_adamw).
+// n elements, in place on w32, m, v; p = bf16(w32).  The step's scalars
+// (kcu_adamw_step: the learning rate, the bias corrections, the clip
+// factor) come from device memory, so a captured step (CUDA graph) reads
+// each step's own; the rest are the run's constants.
 typedef struct adamw_k {
-    float decay, b1, b2, c1, c2, step, rbc2, e, gs;
+    float b1, b2, c1, c2, e;
 } adamw_k;
 
 // One element: the moments and the master weight in place, returns the new weight.
-static __device__ __forceinline__ float adamw1(const adamw_k &k, float g, float &w, float &m, float &v) {
-    g *= k.gs;
+static __device__ __forceinline__ float adamw1(const adamw_k &k, const kcu_adamw_step &s, float decay, float g,
+                                               float &w, float &m, float &v) {
+    g *= s.gs;
     m = k.b1 * m + k.c1 * g;
     v = k.b2 * v + k.c2 * g * g;
-    w = w * k.decay - k.step * m / (sqrtf(v) * k.rbc2 + k.e);
+    w = w * decay - s.step * m / (sqrtf(v) * s.rbc2 + k.e);
     return w;
 }
 
 // nv groups of 8 (16-byte accesses), then the rest one by one.
-__global__ void k_adamw(bf16 *p, float *w32, float *m, float *v, const bf16 *g, int64_t n, int64_t nv, adamw_k k) {
+__global__ void k_adamw(bf16 *p, float *w32, float *m, float *v, const bf16 *g, int64_t n, int64_t nv, adamw_k k,
+                        const kcu_adamw_step *sp, int decayed) {
+    const kcu_adamw_step s = *sp;
+    const float decay = decayed ? s.decay : 1.0f;
     GRID_STRIDE(j, nv) {
         float gv[VEC], wv[VEC], mv[VEC], vv[VEC];
         ld8(g, j * VEC, gv), ld8f(w32, j * VEC, wv), ld8f(m, j * VEC, mv), ld8f(v, j * VEC, vv);
-        for (int q = 0; q < VEC; q++) adamw1(k, gv[q], wv[q], mv[q], vv[q]);
+        for (int q = 0; q < VEC; q++) adamw1(k, s, decay, gv[q], wv[q], mv[q], vv[q]);
         st8f(w32, j * VEC, wv), st8f(m, j * VEC, mv), st8f(v, j * VEC, vv), st8(p, j * VEC, wv);
     }
     GRID_STRIDE(r, n - nv * VEC) {
         int64_t i = nv * VEC + r;
-        p[i] = tobf(adamw1(k, ldf(g, i), w32[i], m[i], v[i]));
+        p[i] = tobf(adamw1(k, s, decay, ldf(g, i), w32[i], m[i], v[i]));
     }
 }
 
-extern "C" cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n, double lr,
-                                 double beta1, double beta2, double eps, double wd, int64_t t, double gscale,
-                                 cudaStream_t st) {
+// In double, then rounded once, as kern_adamw computes them.
+extern "C" kcu_adamw_step kcu_adamw_scalars(double lr, double beta1, double beta2, double wd, int64_t t,
+                                            double gscale) {
     double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    adamw_k k = {(float)(1.0 - lr * wd),   (float)beta1,         (float)beta2,
-                 (float)(1.0 - beta1),     (float)(1.0 - beta2), (float)(lr / bc1),
-                 (float)(1.0 / sqrt(bc2)), (float)eps,           (float)gscale};
+    kcu_adamw_step s = {(float)(1.0 - lr * wd), (float)(lr / bc1), (float)(1.0 / sqrt(bc2)), (float)gscale};
+    return s;
+}
+
+extern "C" cudaError_t kcu_adamw(kcu_bf16 *p, float *w32, float *m, float *v, const kcu_bf16 *g, int64_t n,
+                                 double beta1, double beta2, double eps, const kcu_adamw_step *step, bool decay,
+                                 cudaStream_t st) {
+    adamw_k k = {(float)beta1, (float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2), (float)eps};
     int64_t nv = vec_groups(n, p, w32, m, v, g);
-    k_adamw<<<grid_vec(n, nv), THREADS, 0, st>>>(BF(p), w32, m, v, CBF(g), n, nv, k);
+    k_adamw<<<grid_vec(n, nv), THREADS, 0, st>>>(BF(p), w32, m, v, CBF(g), n, nv, k, step, decay ? 1 : 0);
     return cudaGetLastError();
 }
 

@@ -156,6 +156,9 @@ void rt_backend_init(rt_ctx *rt) {
     CU_CHECK(cudaMalloc((void **)&cu->d_err, sizeof(int)));
     CU_CHECK(cudaMemset(cu->d_err, 0, sizeof(int)));
     CU_CHECK(cudaMalloc((void **)&cu->d_norm, sizeof(double) * (size_t)(rt->p->nopt + 1)));
+    CU_CHECK(cudaHostAlloc((void **)&cu->h_norm, sizeof(double) * (size_t)(rt->p->nopt + 1), cudaHostAllocDefault));
+    CU_CHECK(cudaHostAlloc((void **)&cu->h_step, sizeof *cu->h_step, cudaHostAllocDefault));
+    CU_CHECK(cudaMalloc((void **)&cu->d_step, sizeof *cu->d_step));
     /* Per-op times need the device to finish each op; only --profile and --trace-run pay. */
     cu->sync_timing = rt->opt.profile != NULL || rt->opt.trace_run != NULL;
 }
@@ -184,12 +187,16 @@ void rt_backend_fini(rt_ctx *rt) {
 #endif
     cuda_ring_split_fini(rt);
     cuda_doc_split_fini(rt);
+    cuda_graph_fini(rt);
     for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++)
         if (!cu->ws_in_region[i]) CU_CHECK(cudaFree(cu->ws[i]));
     CU_CHECK(cudaFree(cu->ws_region));
     for (int i = 0; i < cu->cap_sends; i++) CU_CHECK(cudaFree(cu->stage[i]));
     CU_CHECK(cudaFree(cu->d_err));
     CU_CHECK(cudaFree(cu->d_norm));
+    CU_CHECK(cudaFreeHost(cu->h_norm));
+    CU_CHECK(cudaFreeHost(cu->h_step));
+    CU_CHECK(cudaFree(cu->d_step));
     CU_CHECK(cudaFree(rt->arena));
     if (rt->host_arena) CU_CHECK(cudaFreeHost(rt->host_arena));
     CU_CHECK(cudaEventDestroy(cu->issued));
@@ -430,6 +437,7 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
 void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
     rt_cuda_state *cu = cuda_state(rt);
     if (bytes > cu->ws_bytes[slot]) {
+        cuda_graph_check_alloc(rt, cm_ws_cuda_names[slot], bytes - cu->ws_bytes[slot]);
         /* No kernel or collective on either stream may still use the old one. */
         CU_CHECK(cudaDeviceSynchronize());
         if (cu->ws_in_region[slot]) { /* the plan's size was short: never overlap another slot */

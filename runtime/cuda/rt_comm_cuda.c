@@ -21,12 +21,22 @@ static ncclDataType_t cuda_nccl_type(const rt_value_desc *d) {
     return cuda_esize(d) == 4 ? ncclFloat32 : ncclBfloat16;
 }
 
+/* A collective under way: its kind, and its timer (-1: none). */
+typedef struct cuda_coll {
+    rt_coll_kind kind;
+    int timer;
+} cuda_coll;
+
 /* The communication stream waits for every kernel issued so far (the
- * inputs), and the timer starts.  The caller then names its inputs and
- * outputs with cuda_coll_use (liveness, reuse fences) before queueing. */
-static int cuda_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
+ * inputs), and the timer starts, unless a CUDA graph is being captured:
+ * events recorded in a capture cannot be timed (rt_graph_cuda.c).  The
+ * caller then names its inputs and outputs with cuda_coll_use (liveness,
+ * reuse fences) before queueing. */
+static cuda_coll cuda_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
     rt_cuda_state *cu = cuda_state(rt);
     cuda_follow_cs(rt);
+    cuda_coll c = {kind, -1};
+    if (cuda_graph_capturing(rt)) return c;
     if (cu->ntimers == cu->cap_timers) {
         int cap = cu->cap_timers ? 2 * cu->cap_timers : 64;
         cu->timers = realloc(cu->timers, sizeof(cuda_timer) * (size_t)cap);
@@ -40,18 +50,19 @@ static int cuda_coll_begin(rt_ctx *rt, rt_coll_kind kind) {
     cuda_timer *t = &cu->timers[cu->ntimers];
     t->kind = kind;
     CU_CHECK(cudaEventRecord(t->start, cu->ms));
-    return cu->ntimers++;
+    c.timer = cu->ntimers++;
+    return c;
 }
 
 /* The timer stops; each input and output records that this collective is
  * its last ms access (the reuse fences), and the outputs become pending
  * until a kernel uses them. */
-static void cuda_coll_end(rt_ctx *rt, int timer, const int *ins, int nin, const int *outs, int nout, int64_t bytes) {
+static void cuda_coll_end(rt_ctx *rt, cuda_coll c, const int *ins, int nin, const int *outs, int nout, int64_t bytes) {
     rt_cuda_state *cu = cuda_state(rt);
-    CU_CHECK(cudaEventRecord(cu->timers[timer].stop, cu->ms));
+    if (c.timer >= 0) CU_CHECK(cudaEventRecord(cu->timers[c.timer].stop, cu->ms));
     for (int i = 0; i < nin; i++) cuda_coll_done(rt, ins[i], false);
     for (int i = 0; i < nout; i++) cuda_coll_done(rt, outs[i], true);
-    rt_coll_count(rt, cu->timers[timer].kind, bytes, 0.0);
+    rt_coll_count(rt, c.kind, bytes, 0.0);
 }
 
 static size_t cuda_bytes(const rt_value_desc *d) { return (size_t)d->local_elems * (size_t)cuda_esize(d); }
@@ -207,7 +218,7 @@ static void cuda_all_to_all(rt_ctx *rt, int g, int n, const int *ins, const int 
     int64_t *scnt = RT_MALLOC(sizeof(int64_t) * 4 * (size_t)K), *sdis = scnt + K, *rcnt = sdis + K, *rdis = rcnt + K;
     rt_a2a_sizes z = rt_a2a_counts(G, n, K, me, scnt);
     int64_t stot = z.stot, rtot = z.rtot, sent = z.sent;
-    int timer = cuda_coll_begin(rt, RT_C_ALL_TO_ALL);
+    cuda_coll c = cuda_coll_begin(rt, RT_C_ALL_TO_ALL);
     for (int i = 0; i < n; i++) cuda_coll_use(rt, ins[i]), cuda_coll_use(rt, outs[i]);
     char *sbuf = cuda_ws(rt, CM_WS_CUDA_SEND, (size_t)(stot ? stot : 1) * (size_t)es);
     char *rbuf = cuda_ws(rt, CM_WS_CUDA_RECV, (size_t)(rtot ? rtot : 1) * (size_t)es);
@@ -226,7 +237,7 @@ static void cuda_all_to_all(rt_ctx *rt, int g, int n, const int *ins, const int 
     }
     cuda_a2a_unpack_all(rt, G, n, K, outs, rbuf, rdis, es, R);
     free(scnt);
-    cuda_coll_end(rt, timer, ins, n, outs, n, sent * es);
+    cuda_coll_end(rt, c, ins, n, outs, n, sent * es);
 }
 
 void rt_all_to_all(rt_ctx *rt, int g, int split, int concat, int fanout, int fanin, int n, const int *ins,
@@ -273,7 +284,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
     rt_dimcoll C = rt_dimcoll_plan(rt, RT_C_ALL_GATHER, "all_gather", g, dim, in, out);
     int K = C.K, es = cuda_esize(C.d);
     int64_t O = C.O, n = C.n;
-    int timer = cuda_coll_begin(rt, RT_C_ALL_GATHER);
+    cuda_coll c = cuda_coll_begin(rt, RT_C_ALL_GATHER);
     cuda_coll_use(rt, in), cuda_coll_use(rt, out);
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
@@ -282,7 +293,7 @@ void rt_all_gather(rt_ctx *rt, int g, int dim, int in, int out) {
         NCCL_CHECK(ncclAllGather(rt->buf[in], dst, (size_t)n, cuda_nccl_type(C.d), cu->comm[g], cu->ms));
         if (O > 1) cuda_interleave(rt, rt->buf[out], dst, O, C.run, K, es, true);
     }
-    cuda_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
+    cuda_coll_end(rt, c, &in, 1, &out, 1, n * (K - 1) * es);
 }
 
 void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
@@ -290,7 +301,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
     rt_dimcoll C = rt_dimcoll_plan(rt, RT_C_REDUCE_SCATTER, "reduce_scatter", g, dim, out, in);
     int K = C.K, es = cuda_esize(C.d);
     int64_t O = C.O, n = C.n;
-    int timer = cuda_coll_begin(rt, RT_C_REDUCE_SCATTER);
+    cuda_coll c = cuda_coll_begin(rt, RT_C_REDUCE_SCATTER);
     cuda_coll_use(rt, in), cuda_coll_use(rt, out);
     if (K == 1) {
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
@@ -303,7 +314,7 @@ void rt_reduce_scatter(rt_ctx *rt, int g, int dim, int in, int out) {
         }
         NCCL_CHECK(ncclReduceScatter(src, rt->buf[out], (size_t)n, cuda_nccl_type(C.d), ncclSum, cu->comm[g], cu->ms));
     }
-    cuda_coll_end(rt, timer, &in, 1, &out, 1, n * (K - 1) * es);
+    cuda_coll_end(rt, c, &in, 1, &out, 1, n * (K - 1) * es);
 }
 
 void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
@@ -317,14 +328,14 @@ void rt_all_reduce(rt_ctx *rt, int g, int in, int out) {
              "all_reduce %s -> %s: needs two f32 values of one size", xd->name, yd->name);
     int64_t n = xd->local_elems;
     int es = cuda_esize(xd);
-    int timer = cuda_coll_begin(rt, RT_C_ALL_REDUCE);
+    cuda_coll c = cuda_coll_begin(rt, RT_C_ALL_REDUCE);
     cuda_coll_use(rt, in), cuda_coll_use(rt, out);
     ncclDataType_t t = cuda_nccl_type(xd);
     if (K == 1)
         CU_CHECK(cudaMemcpyAsync(rt->buf[out], rt->buf[in], (size_t)n * es, cudaMemcpyDeviceToDevice, cu->ms));
     else
         NCCL_CHECK(ncclAllReduce(rt->buf[in], rt->buf[out], (size_t)n, t, ncclSum, cu->comm[g], cu->ms));
-    cuda_coll_end(rt, timer, &in, 1, &out, 1, 2 * n * (K - 1) / K * es);
+    cuda_coll_end(rt, c, &in, 1, &out, 1, 2 * n * (K - 1) / K * es);
 }
 
 /* ---- send / recv ---------------------------------------------------------------------
@@ -361,6 +372,7 @@ void cuda_stage_sends(rt_ctx *rt, int v) {
     for (int i = 0; i < cu->nsends; i++) {
         if (cu->send_val[i] != v || cu->send_ptr[i] != rt->buf[v]) continue;
         if (bytes > cu->stage_bytes[i]) { /* grow-only; the old one may be read by an earlier group's send */
+            cuda_graph_check_alloc(rt, "a send's staging copy", bytes - cu->stage_bytes[i]);
             CU_CHECK(cudaDeviceSynchronize());
             CU_CHECK(cudaFree(cu->stage[i]));
             cudaError_t e = cudaMalloc(&cu->stage[i], bytes);
@@ -408,7 +420,7 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
     rt_cuda_state *cu = cuda_state(rt);
     rt_check_even(rt, "recv", out);
     const rt_value_desc *d = rt_coll_val(rt, out);
-    int timer = cuda_coll_begin(rt, RT_C_RECV);
+    cuda_coll c = cuda_coll_begin(rt, RT_C_RECV);
     cuda_coll_use(rt, out);
     NCCL_CHECK(ncclGroupStart());
     cuda_flush_sends(rt);
@@ -416,7 +428,7 @@ void rt_recv(rt_ctx *rt, int g, int peer, int out) {
                         cu->ms));
     NCCL_CHECK(ncclGroupEnd());
     cuda_sends_done(rt);
-    cuda_coll_end(rt, timer, NULL, 0, &out, 1, 0);
+    cuda_coll_end(rt, c, NULL, 0, &out, 1, 0);
 }
 
 /* ---- offload and fetch: copies over the host link ---------------------------------
@@ -433,7 +445,7 @@ static bool cuda_same_elems(const rt_value_desc *a, const rt_value_desc *b) { re
 static void cuda_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
     const rt_value_desc *s = rt_check_copy(rt, src, dst, to_host, cuda_same_elems);
     size_t bytes = cuda_bytes(s);
-    int timer = cuda_coll_begin(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH);
+    cuda_coll c = cuda_coll_begin(rt, to_host ? RT_C_OFFLOAD : RT_C_FETCH);
     void *from = cuda_coll_use(rt, src), *into = cuda_coll_use(rt, dst);
     CU_CHECK(cudaMemcpyAsync(into, from, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
                              cuda_state(rt)->ms));
@@ -442,7 +454,7 @@ static void cuda_copy_space(rt_ctx *rt, int src, int dst, bool to_host) {
      * reads the fetched copy with them (else the basp kernels run it). */
     cuda_dnn_moved(rt, from, into);
 #endif
-    cuda_coll_end(rt, timer, &src, 1, &dst, 1, (int64_t)bytes);
+    cuda_coll_end(rt, c, &src, 1, &dst, 1, (int64_t)bytes);
 }
 
 void rt_offload(rt_ctx *rt, int src, int dst) { cuda_copy_space(rt, src, dst, true); }
@@ -478,15 +490,19 @@ void rt_wait(rt_ctx *rt, int n, const int *vals) {
 /* Nothing to move between kernels: the communication stream runs them. */
 void rt_comm_progress(rt_ctx *rt) { (void)rt; }
 
+void cuda_finish_sends(rt_ctx *rt) {
+    rt_cuda_state *cu = cuda_state(rt);
+    if (!cu->nsends) return;
+    NCCL_CHECK(ncclGroupStart());
+    cuda_flush_sends(rt);
+    NCCL_CHECK(ncclGroupEnd());
+    cuda_sends_done(rt);
+}
+
 void rt_comm_finish_step(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     if (!cu) return;
-    if (cu->nsends) {
-        NCCL_CHECK(ncclGroupStart());
-        cuda_flush_sends(rt);
-        NCCL_CHECK(ncclGroupEnd());
-        cuda_sends_done(rt);
-    }
+    cuda_finish_sends(rt);
     CU_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < cu->ntimers; i++) {
         float ms = 0.f;

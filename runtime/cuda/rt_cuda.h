@@ -66,6 +66,7 @@ typedef enum { CUDA_ATTN_UNSET, CUDA_ATTN_AUTO, CUDA_ATTN_CUDNN, CUDA_ATTN_OWN }
 struct cuda_dnn;              /* rt_attn_cudnn_rt.c: handle, per-shape verdicts, softmax statistics */
 struct cuda_ring_split_state; /* rt_ring_split.c: per-shape verdicts, the blocks' runs */
 struct cuda_doc_split_state;  /* rt_doc_split.c: per-shape verdicts, the batch shapes checked */
+struct cuda_graphs;           /* rt_graph_cuda.c: the step functions' CUDA graphs */
 typedef struct cuda_sub_ops cuda_sub_ops;
 
 /* The streams, as bits of the per-value masks below. */
@@ -133,6 +134,12 @@ struct rt_backend_state {
     bool ws_in_region[CM_WS_CUDA_NSLOTS];
     int *d_err;     /* device flag: a token or target outside the vocabulary */
     double *d_norm; /* per opt pair: sum of squares of the gradient */
+    double *h_norm; /* the same come back to pinned host memory */
+    /* The optimizer's per-step scalars (kcu_adamw_step): the host fills the
+     * pinned copy once the step's norm is known, and a copy on cs takes it
+     * to the device before the step's first update (rt_opt_cuda.c). */
+    kcu_adamw_step *h_step, *d_step;
+    bool step_stale; /* a norm was taken: the next update uploads the scalars first */
     /* The rotation table's key (as the CPU kernel caches it). */
     int64_t rope_S, rope_Dh, rope_pos0;
     double rope_theta;
@@ -166,6 +173,8 @@ struct rt_backend_state {
     const cuda_sub_ops *sub_ops;
     struct cuda_ring_split_state *ring_split;
     struct cuda_doc_split_state *doc_split;
+    struct cuda_graphs *graphs; /* BASP_CUDA_GRAPH (rt_graph_cuda.c) */
+    uint64_t ws_gen;            /* bumped whenever a backend buffer a graph may use moves */
 };
 
 static inline rt_cuda_state *cuda_state(const rt_ctx *rt) { return rt->be; }
@@ -228,6 +237,28 @@ const int64_t *cuda_seq_pos(rt_ctx *rt);
 const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, double theta);
 /* The device has finished all work: every fence is satisfied. */
 void cuda_synced(rt_ctx *rt);
+/* The deferred sends (rt_send) handed to NCCL (rt_comm_finish_step's first part). */
+void cuda_finish_sends(rt_ctx *rt);
+
+/* ---- CUDA graphs (rt_graph_cuda.c) ---------------------------------------------------
+ * cuda_graph_capturing: a stream capture is under way on cs (collectives
+ * record no timers).  cuda_graph_cut: where the gradient norm is taken
+ * (rt_backend_grad_sumsq, after queueing the sums' copy to h_norm): a
+ * capture under way ends there and its graph runs; returns with the device
+ * idle either way, so h_norm holds the sums.  cuda_graph_resume: before the
+ * step's first update, the capture goes on.  cuda_graph_fini: frees the
+ * graphs. */
+bool cuda_graph_capturing(const rt_ctx *rt);
+void cuda_graph_cut(rt_ctx *rt);
+void cuda_graph_resume(rt_ctx *rt);
+void cuda_graph_fini(rt_ctx *rt);
+/* A device buffer of the backend's (a workspace, a send copy, the softmax
+ * statistics) is about to move or grow by `bytes`: refused while a step is
+ * being captured (a clear error rather than CUDA's), and the graphs made
+ * before are captured again at their next call (cu->ws_gen). */
+void cuda_graph_check_alloc(rt_ctx *rt, const char *what, size_t bytes);
+/* The optimizer's scalars of this step into the pinned h_step (rt_opt_cuda.c). */
+void cuda_opt_fill(rt_ctx *rt);
 
 /* ---- host update helpers (rt_opt_cuda.c), on rt->host_threads threads ------------
  * cuda_host_sumsq: the sum of squares of n bf16 values in double, the same

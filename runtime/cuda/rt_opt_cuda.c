@@ -51,20 +51,28 @@ double cuda_host_sumsq(const rt_ctx *rt, const kcu_bf16 *h, int64_t n) {
     return acc;
 }
 
-/* Every gradient's sum of squares on the device (double), one copy back;
- * core combines them into the global norm. */
+/* Every gradient's sum of squares on the device (double), one copy back
+ * (to pinned memory, which a CUDA graph's copy may write); core combines
+ * them into the global norm.  A graph being captured is cut here
+ * (rt_graph_cuda.c): the norm is the one host decision inside a step. */
 void rt_backend_grad_sumsq(rt_ctx *rt, double *s) {
     rt_cuda_state *cu = cuda_state(rt);
     int nopt = rt->p->nopt;
+    size_t bytes = sizeof(double) * (size_t)(nopt + 1);
     cuda_wait_comm(rt); /* the gradients may come from reduce_scatter / all_reduce, or be on their way to the host */
-    CU_CHECK(cudaMemsetAsync(cu->d_norm, 0, sizeof(double) * (size_t)(nopt + 1), cu->cs));
+    CU_CHECK(cudaMemsetAsync(cu->d_norm, 0, bytes, cu->cs));
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
         if (!rt->p->values[g].on_host)
             CU_CHECK(kcu_sumsq(cuda_use(rt, g), rt->p->values[g].local_elems, cu->d_norm + i, cu->cs));
     }
-    CU_CHECK(cudaMemcpyAsync(s, cu->d_norm, sizeof(double) * (size_t)(nopt + 1), cudaMemcpyDeviceToHost, cu->cs));
-    CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the gradients' copies to the host have landed too */
+    CU_CHECK(cudaMemcpyAsync(cu->h_norm, cu->d_norm, bytes, cudaMemcpyDeviceToHost, cu->cs));
+    if (cuda_graph_capturing(rt))
+        cuda_graph_cut(rt);
+    else
+        CU_CHECK(cudaStreamSynchronize(cu->cs)); /* the gradients' copies to the host have landed too */
+    memcpy(s, cu->h_norm, bytes);
+    cu->step_stale = true;
     /* Gradients the optimizer's offload moved to the host: summed there. */
     for (int i = 0; i < nopt; i++) {
         int g = rt->p->opt[i].grad;
@@ -180,18 +188,32 @@ static void cuda_adamw_host(rt_ctx *rt, int i, int param, const kcu_bf16 *g, boo
     CU_CHECK(cudaStreamSynchronize(cu->cs));
 }
 
+void cuda_opt_fill(rt_ctx *rt) {
+    const rt_optim_desc *o = &rt->opt.optim;
+    *cuda_state(rt)->h_step =
+        kcu_adamw_scalars(rt->lr, o->beta1, o->beta2, o->weight_decay, rt->step + 1, rt->clip_scale);
+}
+
 /* Pair i's update: on the host with the optimizer offloaded, else on the
- * device (waited for under --profile, so that its time is its own). */
+ * device (waited for under --profile, so that its time is its own).  The
+ * step's first update on the device uploads the step's scalars: the host
+ * writes them to pinned memory only after the norm's synchronisation, when
+ * the last step's copy of them has run. */
 void rt_backend_adamw(rt_ctx *rt, int i, int param, int grad, double wd) {
     rt_cuda_state *cu = cuda_state(rt);
     const rt_value_desc *pd = &rt->p->values[param];
+    cuda_graph_resume(rt);
     const kcu_bf16 *g = cuda_grad_for_shard(rt, param, grad);
     if (rt->p->opt_on_host) {
         cuda_adamw_host(rt, i, param, g, rt->p->values[grad].on_host != 0, wd);
         return;
     }
-    CU_CHECK(kcu_adamw(cuda_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems, rt->lr,
-                       rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, wd, rt->step + 1, rt->clip_scale,
-                       cu->cs));
+    if (cu->step_stale) {
+        cuda_opt_fill(rt);
+        CU_CHECK(cudaMemcpyAsync(cu->d_step, cu->h_step, sizeof *cu->h_step, cudaMemcpyHostToDevice, cu->cs));
+        cu->step_stale = false;
+    }
+    CU_CHECK(kcu_adamw(cuda_use(rt, param), cu->master[i], rt->opt_m[i], rt->opt_v[i], g, pd->local_elems,
+                       rt->opt.optim.beta1, rt->opt.optim.beta2, rt->opt.optim.eps, cu->d_step, wd != 0.0, cu->cs));
     if (cu->sync_timing) CU_CHECK(cudaStreamSynchronize(cu->cs));
 }

@@ -319,15 +319,18 @@ static void test_adamw(void) {
     float *p = gt_rnd(n, 1), *m = calloc(n, 4), *v = calloc(n, 4), *g = gt_rnd(n, 0.1f);
     kcu_bf16 *dp = gt_up(p, n), *dg = gt_up(g, n);
     float *dw = gt_dalloc(n * 4), *dm = gt_dalloc(n * 4), *dv = gt_dalloc(n * 4), *got = malloc(n * 4);
+    kcu_adamw_step *ds = gt_dalloc(sizeof *ds);
     KCU_CHECK_EXIT(cudaMemcpy(dw, p, n * 4, cudaMemcpyHostToDevice));
-    for (int t = 1; t <= 3; t++) {
+    for (int t = 1; t <= 3; t++) { /* the step's scalars from device memory, as a CUDA graph reads them */
         kern_adamw(p, m, v, g, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5);
-        KCU_CHECK_EXIT(kcu_adamw(dp, dw, dm, dv, dg, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t, 0.5, 0));
+        kcu_adamw_step s = kcu_adamw_scalars(1e-3, 0.9, 0.95, 0.1, t, 0.5);
+        KCU_CHECK_EXIT(cudaMemcpy(ds, &s, sizeof s, cudaMemcpyHostToDevice));
+        KCU_CHECK_EXIT(kcu_adamw(dp, dw, dm, dv, dg, n, 0.9, 0.95, 1e-8, ds, true, 0));
     }
     KCU_CHECK_EXIT(cudaMemcpy(got, dw, n * 4, cudaMemcpyDeviceToHost));
     gt_check("adamw master (3 steps)", got, p, n, 1e-5);
     gt_check_gpu("adamw bf16 param", dp, p, n, 1e-2);
-    cudaFree(dp), cudaFree(dg), cudaFree(dw), cudaFree(dm), cudaFree(dv);
+    cudaFree(dp), cudaFree(dg), cudaFree(dw), cudaFree(dm), cudaFree(dv), cudaFree(ds);
     free(p), free(m), free(v), free(g), free(got);
 }
 

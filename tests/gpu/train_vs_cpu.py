@@ -97,6 +97,20 @@ than a row) ended by token 0, and both builds get --set
 train.documents=on --set train.eot_token=0 (attention within each
 document, RoPE positions restarting in each; runtime/README.md).
 
+--graph-same runs the CUDA program a second time with BASP_CUDA_GRAPH=on
+(runtime/README.md, "CUDA graphs": each step function eager once, captured
+on its second call, launched as graphs after) and requires the same
+results as the eager run it follows: every step's loss and gradient norm,
+the validation loss, and the saved weights and gradients byte for byte
+(--graph-rtol R: the losses and norms within R relative, and
+--graph-tensor-rtol T: each tensor's largest difference within T of its
+largest entry; for a GPU, where atomic sums make two eager runs differ in
+the last bits, which flips bf16 roundings and grows with the steps), at least steps - 2 graph launches
+(BASP_CU_GRAPH_STATS), and "a2a not timed" on the launched steps.  A graph
+that froze a step's scalars (the learning rate, AdamW's step count, the
+clip factor) or missed work of the step's host code trains differently
+from the second launched step on.
+
 Exit status 77 (CTest: skipped) when --probe says there is no GPU.
 """
 import argparse
@@ -274,6 +288,59 @@ def update_errors(init, ref, got):
     return errors
 
 
+def graph_same(a, data, bs):
+    """The CUDA program again with BASP_CUDA_GRAPH=on against its eager run
+    (cuda.*): None when the same, else what differs."""
+    exe, out = os.path.join(a.workdir, "train_cuda"), os.path.join(a.workdir, "cuda_graph")
+    log = os.path.join(a.workdir, "run_cuda_graph.log")
+    env = dict(os.environ, BASP_CUDA_GRAPH="on", BASP_CU_GRAPH_STATS="1")
+    for f in (".weights", ".grads", ".jsonl"):
+        if os.path.exists(out + f):
+            os.remove(out + f)
+    cmd = [a.mpirun, "-np", str(a.np), exe, "--data", data, "--steps", str(a.steps), "--metrics", out + ".jsonl",
+           "--save-weights", out + ".weights", "--save-grads", out + ".grads", "--val-data", data,
+           "--val-tokens", str(2 * bs)]
+    with open(log, "w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    text = open(log).read()
+    if r.returncode != 0:
+        return "FAILED: the CUDA graph run exited %d (%s):\n%s" % (r.returncode, log, text[-3000:])
+    m = re.search(r"cuda graphs: (\d+) capture\(s\), (\d+) launch\(es\)", text)
+    if not m or int(m.group(2)) < a.steps - 2:
+        return "FAILED: expected at least %d graph launches, the run says %s (%s)" % (
+            a.steps - 2, m.group(0) if m else "nothing", log)
+    if "a2a not timed (CUDA graph)" not in text and a.steps > 2:
+        return "FAILED: the launched steps do not say their collectives went untimed (%s)" % log
+
+    def close(x, y):
+        if a.graph_rtol == 0:
+            return x == y
+        return abs(x - y) <= a.graph_rtol * max(abs(x), abs(y), 1e-12)
+
+    tensor_rtol = a.graph_rtol if a.graph_tensor_rtol is None else a.graph_tensor_rtol
+    eager = [json.loads(l) for l in open(os.path.join(a.workdir, "cuda.jsonl"))]
+    graph = [json.loads(l) for l in open(out + ".jsonl")]
+    if len(eager) != len(graph):
+        return "FAILED: the graph run wrote %d metric lines, the eager one %d" % (len(graph), len(eager))
+    for e, g in zip(eager, graph):
+        for k in ("loss", "grad_norm", "val_loss"):
+            if k in e and not close(e[k], g.get(k, float("nan"))):
+                return "FAILED: step %d's %s: eager %r, CUDA graph %r" % (e["step"], k, e[k], g.get(k))
+    for f in (".weights", ".grads"):
+        ea, ga = read_tensors(os.path.join(a.workdir, "cuda" + f)), read_tensors(out + f)
+        errs, problems = tensor_errors(ea, ga)
+        if problems:
+            return "FAILED: the CUDA graph run's %s: %s" % (f[1:], "; ".join(problems))
+        for name, err in sorted(errs.items()):
+            if err > tensor_rtol:  # max |graph - eager| / max |eager| per tensor: 0 when byte for byte
+                return "FAILED: %s of %s differ between the eager and the CUDA graph run by %.3g (tolerance %.2g)" % (
+                    f[1:], name, err, tensor_rtol)
+    print("CUDA graphs: %s, %d steps: losses, norms, validation, weights and gradients %s the eager run's"
+          % (m.group(0), a.steps, "equal" if a.graph_rtol == 0 and tensor_rtol == 0 else
+             "within %.2g (tensors %.2g) of" % (a.graph_rtol, tensor_rtol)))
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--baspc", "--mpirun", "--mkcorpus", "--spec", "--workdir", "--probe"):
@@ -297,6 +364,12 @@ def main():
     ap.add_argument("--want-sizes", metavar="K,K,...",
                     help="batch_aware dynamic: both runs log their groups (--assignments); they must be the same, "
                          "and every size listed must occur")
+    ap.add_argument("--graph-same", action="store_true",
+                    help="also run the CUDA program with BASP_CUDA_GRAPH=on and require the eager run's results")
+    ap.add_argument("--graph-rtol", type=float, default=0.0,
+                    help="--graph-same's relative tolerance on losses and norms (0: byte for byte)")
+    ap.add_argument("--graph-tensor-rtol", type=float,
+                    help="--graph-same's tolerance per tensor, max difference over max entry (default --graph-rtol)")
     ap.add_argument("--plant", metavar="frozen:PARAM|workspace:half",
                     help="remove PARAM's adamw call from the CUDA program, or halve its workspace slots, and expect "
                          "the comparison to fail")
@@ -393,6 +466,8 @@ def main():
         if target == "cuda" and a.memory_exact:
             reuse_bad = reuse_bad or memory_mismatch(a, layout, out + ".jsonl")
     reuse_bad = reuse_bad or (dynamic_groups(a) if a.want_sizes else None)
+    if a.graph_same:
+        reuse_bad = reuse_bad or graph_same(a, data, bs)
     cpu, gpu = curves["cpu"], curves["cuda"]
     loss_bad, worst = [], (0.0, 0)
     for i, (c, g) in enumerate(zip(cpu, gpu)):

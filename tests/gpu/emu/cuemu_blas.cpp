@@ -57,6 +57,14 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// The backend hands cuBLAS a workspace so that no call allocates one during
+// a stream capture; the emulated GEMMs need none.
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (bytes && !cuemu_is_device(ws, bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t st) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     h->st = st;

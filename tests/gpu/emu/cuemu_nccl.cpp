@@ -279,42 +279,52 @@ ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count, ncclData
 
 // ---- the program's own blocking MPI calls: run the streams first ----------------------
 int MPI_Barrier(MPI_Comm c) {
+    cuemu_capture_host_call("MPI_Barrier");
     cuemu_flush_all();
     return PMPI_Barrier(c);
 }
 int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+    cuemu_capture_host_call("MPI_Bcast");
     cuemu_flush_all();
     return PMPI_Bcast(b, n, t, root, c);
 }
 int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+    cuemu_capture_host_call("MPI_Allreduce");
     cuemu_flush_all();
     return PMPI_Allreduce(s, r, n, t, op, c);
 }
 int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c) {
+    cuemu_capture_host_call("MPI_Allgather");
     cuemu_flush_all();
     return PMPI_Allgather(s, sn, st, r, rn, rt, c);
 }
 int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+    cuemu_capture_host_call("MPI_Gather");
     cuemu_flush_all();
     return PMPI_Gather(s, sn, st, r, rn, rt, root, c);
 }
 int MPI_Scatter(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+    cuemu_capture_host_call("MPI_Scatter");
     cuemu_flush_all();
     return PMPI_Scatter(s, sn, st, r, rn, rt, root, c);
 }
 int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *s) {
+    cuemu_capture_host_call("MPI_Recv");
     cuemu_flush_all();
     return PMPI_Recv(b, n, t, src, tag, c, s);
 }
 int MPI_Wait(MPI_Request *r, MPI_Status *s) {
+    cuemu_capture_host_call("MPI_Wait");
     cuemu_flush_all();
     return PMPI_Wait(r, s);
 }
 int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
+    cuemu_capture_host_call("MPI_Comm_split");
     cuemu_flush_all();
     return PMPI_Comm_split(c, color, key, out);
 }
 int MPI_Finalize(void) {
+    cuemu_capture_host_call("MPI_Finalize");
     cuemu_flush_all();
     return PMPI_Finalize();
 }

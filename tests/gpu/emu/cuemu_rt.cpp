@@ -86,6 +86,7 @@ extern "C" {
 // one element past the end is an error.
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (!p) return cudaErrorInvalidValue;
+    if (cudaError_t e = cuemu_capture_unsafe("cudaMalloc")) return e;
     void *m = nullptr;
     if (posix_memalign(&m, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
     memset(m, 0xff, bytes ? bytes : 1);
@@ -96,6 +97,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 
 cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
+    if (cudaError_t e = cuemu_capture_unsafe("cudaFree")) return e;
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end()) {
         cuemu_warn("cudaFree of %p, which is not a cudaMalloc allocation", p);
@@ -112,6 +114,7 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
     (void)flags;
     if (!p) return cudaErrorInvalidValue;
+    if (cudaError_t e = cuemu_capture_unsafe("cudaHostAlloc")) return e;
     void *m = nullptr;
     if (posix_memalign(&m, 4096, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
     memset(m, 0xff, bytes ? bytes : 1);
@@ -122,6 +125,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
 
 cudaError_t cudaFreeHost(void *p) {
     if (!p) return cudaSuccess;
+    if (cudaError_t e = cuemu_capture_unsafe("cudaFreeHost")) return e;
     auto it = host_allocs.find((uintptr_t)p);
     if (it == host_allocs.end()) {
         cuemu_warn("cudaFreeHost of %p, which is not a cudaHostAlloc allocation", p);
@@ -151,6 +155,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
     if (!n) return cudaSuccess;
     cudaError_t e = check_copy(dst, src, n, kind);
     if (e != cudaSuccess) return e;
+    if ((e = cuemu_capture_unsafe("cudaMemcpy (synchronous)")) != cudaSuccess) return e;
     cuemu_flush_all();
     memmove(dst, src, n);
     return cudaSuccess;
@@ -166,6 +171,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     bool dd = cuemu_is_device(dst, n), sd = cuemu_is_device(src, n);
     if ((dd || is_pinned(dst, n)) && (sd || is_pinned(src, n))) {
         cuemu_enqueue(st, [=]() { memmove(dst, src, n); });
+    } else if (cuemu_stream(st)->cap) {
+        return cuemu_capture_unsafe("cudaMemcpyAsync between a capturing stream and pageable host memory");
     } else {
         cuemu_flush(st);
         memmove(dst, src, n);
@@ -184,6 +191,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st) {
 }
 
 cudaError_t cudaMemset(void *p, int value, size_t n) {
+    if (cudaError_t e = cuemu_capture_unsafe("cudaMemset (synchronous)")) return e;
     cudaError_t e = cudaMemsetAsync(p, value, n, 0);
     if (e == cudaSuccess) cuemu_flush_all();
     return e;
@@ -208,6 +216,13 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorUnknown: return "unknown error";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not initiated in this stream";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
     default: return "cuemu: unlisted error";
     }
 }

@@ -26,28 +26,6 @@
 
 #include "cuemu_internal.h"
 
-// One queued op; a stream wait (cudaStreamWaitEvent) says what it waits for.
-struct cuemu_op {
-    std::function<void()> fn;
-    CUstream_st *wait_src = nullptr;
-    uint64_t wait_seq = 0;
-};
-
-struct CUstream_st {
-    std::deque<cuemu_op> q;
-    uint64_t queued = 0, done = 0; // ops ever queued, ops run
-    bool running = false;
-    bool eager = false;      // CUEMU_EAGER_STREAM
-    bool interleave = false; // CUEMU_INTERLEAVE
-};
-
-struct CUevent_st {
-    CUstream_st *s = nullptr;
-    uint64_t seq = 0; // complete when s->done >= seq
-    double t = NAN;   // when it ran (seconds)
-    bool timing = true;
-};
-
 namespace {
 
 CUstream_st legacy; // stream 0
@@ -56,10 +34,7 @@ int created = 0;
 CUstream_st *interleaved = nullptr; // CUEMU_INTERLEAVE's stream
 bool nudging = false;
 
-CUstream_st *S(cudaStream_t st) {
-    if (!st || st == cudaStreamLegacy || st == cudaStreamPerThread) return &legacy;
-    return st;
-}
+CUstream_st *S(cudaStream_t st) { return cuemu_stream(st); }
 
 double now() {
     struct timespec ts;
@@ -109,15 +84,47 @@ void run_until(CUstream_st *s, uint64_t upto) {
 
 } // namespace
 
-namespace {
-void enqueue(CUstream_st *s, cuemu_op op) {
+CUstream_st *cuemu_stream(cudaStream_t st) {
+    if (!st || st == cudaStreamLegacy || st == cudaStreamPerThread) return &legacy;
+    return st;
+}
+
+void cuemu_enqueue_op(CUstream_st *s, cuemu_op op) {
     s->q.push_back(std::move(op));
     s->queued++;
     if (s->eager && !s->running) run_until(s, s->queued);
 }
-} // namespace
 
-void cuemu_enqueue(cudaStream_t st, std::function<void()> op) { enqueue(S(st), cuemu_op{std::move(op)}); }
+void cuemu_enqueue(cudaStream_t st, std::function<void()> op) {
+    CUstream_st *s = S(st);
+    if (!cuemu_capture_op(s, op)) cuemu_enqueue_op(s, cuemu_op{std::move(op)});
+}
+
+CUstream_st *cuemu_stream_new(const CUstream_st *like) {
+    CUstream_st *s = new CUstream_st();
+    s->eager = like->eager;
+    if (like->interleave || like == interleaved) interleaved = s;
+    all.push_back(s);
+    return s;
+}
+
+void cuemu_stream_delete(CUstream_st *s) {
+    run_until(s, s->queued);
+    for (size_t i = 0; i < all.size(); i++)
+        if (all[i] == s) all.erase(all.begin() + (long)i);
+    if (interleaved == s) interleaved = nullptr;
+    delete s;
+}
+
+cuemu_op cuemu_wait(CUstream_st *src, uint64_t seq) { return cuemu_op{[src, seq]() { run_until(src, seq); }, src, seq}; }
+
+void cuemu_record(CUevent_st *e, CUstream_st *s) {
+    e->t = NAN;
+    cuemu_enqueue_op(s, cuemu_op{[e]() { e->t = now(); }});
+    e->s = s;
+    e->seq = s->queued;
+    e->cap_serial = 0, e->cap_id = -1;
+}
 
 void cuemu_flush(cudaStream_t st) {
     CUstream_st *s = S(st);
@@ -153,20 +160,20 @@ cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlag
 
 cudaError_t cudaStreamDestroy(cudaStream_t st) {
     if (!st) return cudaErrorInvalidResourceHandle;
-    run_until(st, st->queued); // a GPU finishes a destroyed stream's work
-    for (size_t i = 0; i < all.size(); i++)
-        if (all[i] == st) all.erase(all.begin() + (long)i);
-    if (interleaved == st) interleaved = nullptr;
-    delete st;
+    if (st->cap) return cuemu_capture_unsafe("cudaStreamDestroy of a capturing stream");
+    cuemu_stream_delete(st); // a GPU finishes a destroyed stream's work
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+    if (S(st)->cap) return cuemu_capture_unsafe("cudaStreamSynchronize of a capturing stream");
     cuemu_flush(st);
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+    cudaError_t e = cuemu_capture_unsafe("cudaDeviceSynchronize");
+    if (e != cudaSuccess) return e;
     cuemu_flush_all();
     return cudaSuccess;
 }
@@ -189,26 +196,28 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
     if (!e) return cudaErrorInvalidResourceHandle;
     CUstream_st *s = S(st);
-    e->t = NAN;
-    cuemu_enqueue(s, [e]() { e->t = now(); });
-    e->s = s;
-    e->seq = s->queued;
+    cudaError_t err;
+    if (cuemu_capture_record(e, s, &err)) return err;
+    cuemu_record(e, s);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return cudaErrorInvalidResourceHandle;
+    if (e->cap_serial) return cuemu_captured_event(e, "cudaEventSynchronize");
     if (e->s) run_until(e->s, e->seq);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e) return cudaErrorInvalidResourceHandle;
+    if (e->cap_serial) return cuemu_captured_event(e, "cudaEventQuery");
     return !e->s || e->s->done >= e->seq ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if (!ms || !a || !b) return cudaErrorInvalidValue;
+    if (a->cap_serial || b->cap_serial) return cuemu_captured_event(a->cap_serial ? a : b, "cudaEventElapsedTime");
     if (!a->timing || !b->timing) return cudaErrorInvalidResourceHandle;
     if (!a->s || !b->s) return cudaErrorInvalidResourceHandle;
     if (cudaEventQuery(a) != cudaSuccess || cudaEventQuery(b) != cudaSuccess) return cudaErrorNotReady;
@@ -220,10 +229,10 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags) {
     (void)flags;
     if (!e) return cudaErrorInvalidResourceHandle;
+    cudaError_t err;
+    if (cuemu_capture_wait(S(st), e, &err)) return err;
     if (!e->s) return cudaSuccess;
-    CUstream_st *src = e->s;
-    uint64_t seq = e->seq;
-    enqueue(S(st), cuemu_op{[src, seq]() { run_until(src, seq); }, src, seq});
+    cuemu_enqueue_op(S(st), cuemu_wait(e->s, e->seq));
     return cudaSuccess;
 }
 
