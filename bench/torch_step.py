@@ -5,7 +5,7 @@ scaled_dot_product_attention alone at gpu_attention_bench's shapes.
 
     python3 bench/torch_step.py [--model examples/llama3_2_1b.basp]
         [--impl plain|hf|both] [--batch 1] [--seq 8192] [--layers N]
-        [--steps 8] [--peak 989] [--compile] [--attention] [--reps 3]
+        [--steps 8] [--peak 989] [--compile [--compile-mode MODE]] [--attention] [--reps 3]
         [--max-seq 16384] [--basp-metrics FILE] [--json FILE]
         [--gqa native|repeat] [--sdpa-backend auto|flash|efficient|cudnn|math]
         [--no-step] [--device cuda|cpu] [--tiny] [--dtype bf16|fp32] [--threads N]
@@ -499,8 +499,11 @@ def run_step(torch, args, m, impl, device, label):
             logits = model(x)
             return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
     if args.compile:
-        forward_loss = torch.compile(forward_loss)
-        extra += ", torch.compile"
+        # max-autotune: Inductor tries several kernels per op (GEMM
+        # templates, Triton configurations) and keeps the fastest; its
+        # compile takes minutes where the default's takes seconds.
+        forward_loss = torch.compile(forward_loss, mode=None if args.compile_mode == "default" else args.compile_mode)
+        extra += ", torch.compile" + ("" if args.compile_mode == "default" else " mode=" + args.compile_mode)
 
     print("  %s: %s" % (label, extra.lstrip(", ")), flush=True)
     ms, losses = [], []
@@ -542,7 +545,7 @@ def run_step(torch, args, m, impl, device, label):
          kind="step", impl=impl, model=m["name"], batch=args.batch, seq=args.seq, layers=m["layers"],
          tokens_per_s=tps, step_ms=ms, median_step_ms=median_steps(ms), median_of=n_med, params=params,
          flops_per_token=fpt, mfu=mfu, peak_tflops=args.peak, peak_mem_bytes=mem, losses=losses,
-         compile=args.compile, gqa=args.gqa if impl == "plain" else None)
+         compile=args.compile and args.compile_mode, gqa=args.gqa if impl == "plain" else None)
     del model, opt, x, y, tok
     return True
 
@@ -646,6 +649,8 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--peak", type=float, default=989.0, help="bf16 dense peak, TFLOP/s")
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward + loss")
+    ap.add_argument("--compile-mode", choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+                    default="default", help="torch.compile's mode (with --compile)")
     ap.add_argument("--gqa", choices=("native", "repeat"), default="native",
                     help="SDPA enable_gqa=True, or K/V repeated to the query heads")
     ap.add_argument("--sdpa-backend", choices=("auto", "flash", "efficient", "cudnn", "math"), default="auto",
