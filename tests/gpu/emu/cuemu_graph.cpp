@@ -268,6 +268,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
     if (!exec) return cudaErrorInvalidResourceHandle;
+    // A GPU destroys it once its launches finish; their queued ops name its
+    // events and side streams, so they run first.
+    cuemu_flush_all();
     for (CUstream_st *x : exec->side) cuemu_stream_delete(x);
     delete exec;
     return cudaSuccess;
