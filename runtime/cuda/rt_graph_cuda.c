@@ -50,7 +50,8 @@
 
 enum { CUDA_GRAPH_FNS = 4, CUDA_GRAPH_SEGS = 4 };
 
-/* cuBLAS's workspace in graph mode: NVIDIA's recommended size for Hopper. */
+/* cuBLAS's workspace in graph mode: the size cuBLAS's reference
+ * (cublasSetWorkspace) recommends for Hopper, 4 MiB elsewhere. */
 #define CUDA_BLAS_WS_BYTES ((size_t)32 << 20)
 
 /* One step function's graphs: its segments in order, and after which the
