@@ -47,7 +47,6 @@ struct CUstream_st {
     uint64_t queued = 0, done = 0; // ops ever queued, ops run
     bool running = false;
     bool eager = false;           // CUEMU_EAGER_STREAM
-    bool interleave = false;      // CUEMU_INTERLEAVE
     cuemu_capture *cap = nullptr; // capturing: its work is recorded, not queued
 };
 

@@ -15,7 +15,8 @@
 // (when its waits are met) after each op another stream runs, so that (say)
 // a collective's packing, a kernel on the compute stream and the
 // collective's send follow one another, and two streams that share bytes
-// without an event between them clobber each other.
+// without an event between them clobber each other.  While a stream
+// captures, what is queued on it is recorded instead (cuemu_graph.cpp).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,10 +101,12 @@ void cuemu_enqueue(cudaStream_t st, std::function<void()> op) {
     if (!cuemu_capture_op(s, op)) cuemu_enqueue_op(s, cuemu_op{std::move(op)});
 }
 
+// One stream at a time is interleaved: a side stream standing for it takes
+// that role over (the graph's share of its work is what runs there).
 CUstream_st *cuemu_stream_new(const CUstream_st *like) {
     CUstream_st *s = new CUstream_st();
     s->eager = like->eager;
-    if (like->interleave || like == interleaved) interleaved = s;
+    if (like == interleaved) interleaved = s;
     all.push_back(s);
     return s;
 }
