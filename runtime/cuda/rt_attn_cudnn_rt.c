@@ -209,7 +209,7 @@ static cuda_dnn_stats *cuda_dnn_stats_slot(rt_ctx *rt, const void *o, const cuda
     e->valid = false;
     e->s = *s;
     if (e->bytes >= need) return e;
-    cuda_graph_check_alloc(rt, "cuDNN's softmax statistics", need - e->bytes);
+    cuda_graph_invalidate(rt, "the buffer of cuDNN's softmax statistics");
     /* No kernel queued before may still read the old buffer. */
     CU_CHECK(cudaDeviceSynchronize());
     CU_CHECK(cudaFree(e->dev));

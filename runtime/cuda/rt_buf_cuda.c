@@ -167,6 +167,7 @@ void rt_backend_fini(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     if (!cu) return;
     CU_CHECK(cudaDeviceSynchronize());
+    cuda_graph_fini(rt); /* before the communicators and cuDNN handle its graphs' nodes use */
     /* For the tests (train_vs_cpu.py --min-reuse-waits): how often buffer
      * reuse made one stream wait for the other. */
     if (getenv("BASP_CU_REUSE_STATS"))
@@ -187,7 +188,6 @@ void rt_backend_fini(rt_ctx *rt) {
 #endif
     cuda_ring_split_fini(rt);
     cuda_doc_split_fini(rt);
-    cuda_graph_fini(rt);
     for (int i = 0; i < CM_WS_CUDA_NSLOTS; i++)
         if (!cu->ws_in_region[i]) CU_CHECK(cudaFree(cu->ws[i]));
     CU_CHECK(cudaFree(cu->ws_region));
@@ -437,7 +437,9 @@ size_t rt_backend_workspace_bytes(const rt_ctx *rt) {
 void *cuda_ws(rt_ctx *rt, cm_ws_cuda_slot slot, size_t bytes) {
     rt_cuda_state *cu = cuda_state(rt);
     if (bytes > cu->ws_bytes[slot]) {
-        cuda_graph_check_alloc(rt, cm_ws_cuda_names[slot], bytes - cu->ws_bytes[slot]);
+        char what[96];
+        snprintf(what, sizeof what, "the size of device workspace %s", cm_ws_cuda_names[slot]);
+        cuda_graph_invalidate(rt, what);
         /* No kernel or collective on either stream may still use the old one. */
         CU_CHECK(cudaDeviceSynchronize());
         if (cu->ws_in_region[slot]) { /* the plan's size was short: never overlap another slot */

@@ -372,7 +372,7 @@ void cuda_stage_sends(rt_ctx *rt, int v) {
     for (int i = 0; i < cu->nsends; i++) {
         if (cu->send_val[i] != v || cu->send_ptr[i] != rt->buf[v]) continue;
         if (bytes > cu->stage_bytes[i]) { /* grow-only; the old one may be read by an earlier group's send */
-            cuda_graph_check_alloc(rt, "a send's staging copy", bytes - cu->stage_bytes[i]);
+            cuda_graph_invalidate(rt, "a send's staging copy");
             CU_CHECK(cudaDeviceSynchronize());
             CU_CHECK(cudaFree(cu->stage[i]));
             cudaError_t e = cudaMalloc(&cu->stage[i], bytes);

@@ -243,20 +243,21 @@ void cuda_finish_sends(rt_ctx *rt);
 /* ---- CUDA graphs (rt_graph_cuda.c) ---------------------------------------------------
  * cuda_graph_capturing: a stream capture is under way on cs (collectives
  * record no timers).  cuda_graph_cut: where the gradient norm is taken
- * (rt_backend_grad_sumsq, after queueing the sums' copy to h_norm): a
- * capture under way ends there and its graph runs; returns with the device
- * idle either way, so h_norm holds the sums.  cuda_graph_resume: before the
- * step's first update, the capture goes on.  cuda_graph_fini: frees the
- * graphs. */
+ * (rt_backend_grad_sumsq, after queueing the sums' copy to h_norm, only
+ * while capturing): the capture ends there, its graph runs and the device
+ * drains, so h_norm holds the sums.  cuda_graph_resume: before the step's
+ * first update, the capture goes on (nothing when none was cut).
+ * cuda_graph_fini: frees the graphs. */
 bool cuda_graph_capturing(const rt_ctx *rt);
 void cuda_graph_cut(rt_ctx *rt);
 void cuda_graph_resume(rt_ctx *rt);
 void cuda_graph_fini(rt_ctx *rt);
-/* A device buffer of the backend's (a workspace, a send copy, the softmax
- * statistics) is about to move or grow by `bytes`: refused while a step is
- * being captured (a clear error rather than CUDA's), and the graphs made
- * before are captured again at their next call (cu->ws_gen). */
-void cuda_graph_check_alloc(rt_ctx *rt, const char *what, size_t bytes);
+/* A device buffer of the backend's is about to move (a workspace, a send
+ * copy, the softmax statistics grow) or a cached table to be rewritten
+ * (RoPE's, the positions'): refused while a step is being captured (a clear
+ * error rather than CUDA's), and the graphs made before run eagerly once
+ * and are captured again (cu->ws_gen). */
+void cuda_graph_invalidate(rt_ctx *rt, const char *what);
 /* The optimizer's scalars of this step into the pinned h_step (rt_opt_cuda.c). */
 void cuda_opt_fill(rt_ctx *rt);
 

@@ -34,10 +34,12 @@
  *
  * What the host no longer sees.  A capture records no timing events, so
  * the step's collectives are not timed (the log says so); the calls and
- * bytes counted while capturing are counted again at each launch.  A
- * device buffer the graph uses must not move: every workspace
- * reallocation bumps cu_ws_gen, and a function whose graph was captured
- * under another generation is captured again.
+ * bytes each graph's capture counted are counted again at each launch.  A
+ * device buffer a graph uses must not move or change outside it: every
+ * reallocation of a backend buffer, and every rewrite of a cached table
+ * (RoPE's rotations, the sequence positions), bumps cu->ws_gen, and a
+ * function captured under another generation runs eagerly once and is
+ * captured again.
  *
  * cuBLAS gets a workspace of its own (cublasSetWorkspace), so that no GEMM
  * allocates one during a capture.  runtime/README.md, "CUDA graphs", has
@@ -54,26 +56,34 @@ enum { CUDA_GRAPH_FNS = 4, CUDA_GRAPH_SEGS = 4 };
  * (cublasSetWorkspace) recommends for Hopper, 4 MiB elsewhere. */
 #define CUDA_BLAS_WS_BYTES ((size_t)32 << 20)
 
-/* One step function's graphs: its segments in order, and after which the
- * gradient norm is taken; what one call counts; the workspaces' generation
- * it was captured under. */
+/* One graph of a step function: whether the gradient norm is taken after
+ * it, and what its capture counted (calls, bytes), counted again at each
+ * launch. */
+typedef struct cuda_graph_seg {
+    cudaGraphExec_t exec;
+    bool cut;
+    int64_t kern_calls[CM_K_N], coll_calls[RT_C_NKINDS], coll_bytes[RT_C_NKINDS], step_bytes;
+} cuda_graph_seg;
+
+/* One step function's graphs in order, its calls so far (since it was last
+ * dropped), and the buffers' generation it was captured under. */
 typedef struct cuda_graph_fn {
     void (*fn)(rt_ctx *rt);
     int64_t calls;
     int nseg;
-    cudaGraphExec_t seg[CUDA_GRAPH_SEGS];
-    bool cut[CUDA_GRAPH_SEGS];
+    cuda_graph_seg seg[CUDA_GRAPH_SEGS];
     uint64_t ws_gen;
-    int64_t kern_calls[CM_K_N], coll_calls[RT_C_NKINDS], coll_bytes[RT_C_NKINDS], step_bytes;
 } cuda_graph_fn;
 
 struct cuda_graphs {
     bool on;
     cuda_graph_fn fn[CUDA_GRAPH_FNS];
     int nfn;
-    cuda_graph_fn *cur; /* being captured */
-    bool capturing;     /* a capture is under way on cs */
-    bool paused;        /* cut at the norm, not yet resumed */
+    cuda_graph_fn *cur;  /* being captured */
+    bool capturing;      /* a capture is under way on cs */
+    bool paused;         /* cut at the norm, not yet resumed */
+    rt_counters counted; /* rt->total and rt->step_bytes when the capture (or its last graph) began */
+    int64_t counted_bytes;
     void *blas_ws;
     int64_t captures, launches;
 };
@@ -125,9 +135,12 @@ static cuda_graph_fn *cuda_graph_fn_of(struct cuda_graphs *G, void (*fn)(rt_ctx 
     return g;
 }
 
+/* Its graphs go; its next call runs eagerly (caches the eager code between
+ * may have changed are set up again there), the one after is captured. */
 static void cuda_graph_drop(cuda_graph_fn *g) {
-    for (int k = 0; k < g->nseg; k++) CU_CHECK(cudaGraphExecDestroy(g->seg[k]));
+    for (int k = 0; k < g->nseg; k++) CU_CHECK(cudaGraphExecDestroy(g->seg[k].exec));
     g->nseg = 0;
+    g->calls = 0;
 }
 
 /* A capture starts on cs; ms joins it at once, so that whatever the step
@@ -136,11 +149,13 @@ static void cuda_graph_begin(rt_ctx *rt) {
     rt_cuda_state *cu = cuda_state(rt);
     CU_CHECK(cudaStreamBeginCapture(cu->cs, cudaStreamCaptureModeGlobal));
     cu->graphs->capturing = true;
+    cu->graphs->counted = rt->total, cu->graphs->counted_bytes = rt->step_bytes;
     cuda_follow_cs(rt);
 }
 
 /* The capture ends (ms rejoins cs first), its graph is instantiated as the
- * function's next segment and launched. */
+ * function's next segment, with what was counted since it began, and
+ * launched. */
 static void cuda_graph_end(rt_ctx *rt, bool cut) {
     rt_cuda_state *cu = cuda_state(rt);
     struct cuda_graphs *G = cu->graphs;
@@ -150,10 +165,17 @@ static void cuda_graph_end(rt_ctx *rt, bool cut) {
     CU_CHECK(cudaStreamEndCapture(cu->cs, &graph));
     G->capturing = false;
     RT_CHECK(g->nseg < CUDA_GRAPH_SEGS, "CUDA graphs: a step function cut into more than %d graphs", CUDA_GRAPH_SEGS);
-    CU_CHECK(cudaGraphInstantiate(&g->seg[g->nseg], graph, 0));
+    cuda_graph_seg *sg = &g->seg[g->nseg];
+    CU_CHECK(cudaGraphInstantiate(&sg->exec, graph, 0));
     CU_CHECK(cudaGraphDestroy(graph));
-    g->cut[g->nseg] = cut;
-    CU_CHECK(cudaGraphLaunch(g->seg[g->nseg], cu->cs));
+    sg->cut = cut;
+    for (int k = 0; k < CM_K_N; k++) sg->kern_calls[k] = rt->total.kern_calls[k] - G->counted.kern_calls[k];
+    for (int k = 0; k < RT_C_NKINDS; k++) {
+        sg->coll_calls[k] = rt->total.coll_calls[k] - G->counted.coll_calls[k];
+        sg->coll_bytes[k] = rt->total.coll_bytes[k] - G->counted.coll_bytes[k];
+    }
+    sg->step_bytes = rt->step_bytes - G->counted_bytes;
+    CU_CHECK(cudaGraphLaunch(sg->exec, cu->cs));
     g->nseg++;
 }
 
@@ -180,53 +202,51 @@ void cuda_graph_resume(rt_ctx *rt) {
 }
 
 /* Captures fn's call (its device work also runs: each graph is launched as
- * it ends), and what the call counted. */
+ * it ends).  After a non-finite norm no update resumed the capture: the
+ * rest of the call ran eagerly, and the graphs, incomplete, are dropped
+ * (with --skip-nonfinite the run goes on and captures again). */
 static void cuda_graph_capture(rt_ctx *rt, cuda_graph_fn *g) {
     rt_cuda_state *cu = cuda_state(rt);
     struct cuda_graphs *G = cu->graphs;
-    rt_counters before = rt->total;
-    int64_t bytes0 = rt->step_bytes;
     G->cur = g;
     g->ws_gen = cu->ws_gen;
     cuda_graph_begin(rt);
     g->fn(rt);
-    if (G->paused) { /* the norm was not finite: no update followed, and the run stops after this step */
+    if (G->paused) {
         G->paused = false;
+        cuda_graph_drop(g);
     } else {
         cuda_finish_sends(rt);
         cuda_graph_end(rt, false);
     }
     G->cur = NULL;
     G->captures++;
-    for (int k = 0; k < CM_K_N; k++) g->kern_calls[k] = rt->total.kern_calls[k] - before.kern_calls[k];
-    for (int k = 0; k < RT_C_NKINDS; k++) {
-        g->coll_calls[k] = rt->total.coll_calls[k] - before.coll_calls[k];
-        g->coll_bytes[k] = rt->total.coll_bytes[k] - before.coll_bytes[k];
-    }
-    g->step_bytes = rt->step_bytes - bytes0;
-    if (!isfinite(rt->grad_norm) && rt->norm_done) cuda_graph_drop(g); /* incomplete: never launched */
     rt->step_untimed = true;
 }
 
-/* fn's graphs in order; at a cut, the norm from the sums the graph copied
- * back, then the step's scalars for the updates' graph (none after a
- * non-finite norm: the update is skipped, as rt_adamw skips it). */
+/* fn's graphs in order, each counting what its capture counted; at a cut,
+ * the norm from the sums the graph copied back, then the step's scalars
+ * for the graph of the updates.  A non-finite norm skips the graphs after
+ * the cut: the updates, as rt_adamw skips each, and what follows them in
+ * the function (a gather of the unchanged weights; every rank skips alike,
+ * the norm being global). */
 static void cuda_graph_launch(rt_ctx *rt, cuda_graph_fn *g) {
     rt_cuda_state *cu = cuda_state(rt);
     for (int k = 0; k < g->nseg; k++) {
-        CU_CHECK(cudaGraphLaunch(g->seg[k], cu->cs));
-        if (!g->cut[k]) continue;
+        const cuda_graph_seg *sg = &g->seg[k];
+        CU_CHECK(cudaGraphLaunch(sg->exec, cu->cs));
+        for (int i = 0; i < CM_K_N; i++) rt->total.kern_calls[i] += sg->kern_calls[i];
+        for (int i = 0; i < RT_C_NKINDS; i++) {
+            rt->total.coll_calls[i] += sg->coll_calls[i];
+            rt->total.coll_bytes[i] += sg->coll_bytes[i];
+        }
+        rt->step_bytes += sg->step_bytes;
+        if (!sg->cut) continue;
         cuda_graph_drain(rt);
         rt_grad_norm_set(rt, cu->h_norm);
         if (!isfinite(rt->grad_norm)) break;
         cuda_opt_fill(rt);
     }
-    for (int k = 0; k < CM_K_N; k++) rt->total.kern_calls[k] += g->kern_calls[k];
-    for (int k = 0; k < RT_C_NKINDS; k++) {
-        rt->total.coll_calls[k] += g->coll_calls[k];
-        rt->total.coll_bytes[k] += g->coll_bytes[k];
-    }
-    rt->step_bytes += g->step_bytes;
     rt->step_untimed = true;
     cu->graphs->launches++;
 }
@@ -235,7 +255,7 @@ void rt_backend_run(rt_ctx *rt, void (*fn)(rt_ctx *rt)) {
     rt_cuda_state *cu = cuda_state(rt);
     struct cuda_graphs *G = cuda_graphs_of(rt);
     cuda_graph_fn *g = G->on ? cuda_graph_fn_of(G, fn) : NULL;
-    if (g && g->nseg > 0 && g->ws_gen != cu->ws_gen) cuda_graph_drop(g); /* a buffer it uses moved */
+    if (g && g->nseg > 0 && g->ws_gen != cu->ws_gen) cuda_graph_drop(g); /* a buffer it uses changed */
     if (!g || g->calls++ == 0) {
         fn(rt);
     } else if (g->nseg == 0) {
@@ -246,12 +266,12 @@ void rt_backend_run(rt_ctx *rt, void (*fn)(rt_ctx *rt)) {
     rt_comm_finish_step(rt);
 }
 
-void cuda_graph_check_alloc(rt_ctx *rt, const char *what, size_t bytes) {
+void cuda_graph_invalidate(rt_ctx *rt, const char *what) {
     rt_cuda_state *cu = cuda_state(rt);
     RT_CHECK(!cuda_graph_capturing(rt),
-             "CUDA graphs: %s needs %.1f MiB more device memory while a step is being captured, which a graph "
-             "cannot do (the step's first, eager run should have grown it); run with BASP_CUDA_GRAPH=off",
-             what, (double)bytes / (1 << 20));
+             "CUDA graphs: %s changes while a step is being captured, which a graph cannot repeat (the step's "
+             "eager run before should have set it up); run with BASP_CUDA_GRAPH=off",
+             what);
     cu->ws_gen++;
 }
 
@@ -264,7 +284,7 @@ void cuda_graph_fini(rt_ctx *rt) {
                 (long long)G->launches);
     for (int i = 0; i < G->nfn; i++) cuda_graph_drop(&G->fn[i]);
     if (G->blas_ws) {
-        CUBLAS_CHECK(cublasSetWorkspace(cu->blas, NULL, 0)); /* back to cuBLAS's own */
+        CUBLAS_CHECK(cublasSetWorkspace(cu->blas, NULL, 0)); /* detached before it is freed */
         CU_CHECK(cudaFree(G->blas_ws));
     }
     free(G);

@@ -86,6 +86,7 @@ const float *cuda_rope_table(rt_ctx *rt, int64_t S, int64_t Dh, int64_t pos0, do
     const kern_rope_scaling *scp = p->rope_scaling == RT_ROPE_LLAMA3 ? &sc : NULL;
     size_t n = (size_t)(S * (Dh / 2));
     if (cuda_rope_key(cu, S, Dh, pos0, theta, scp)) return cu->ws[CM_WS_CUDA_ROPE];
+    cuda_graph_invalidate(rt, "the RoPE table");
     float *host = RT_MALLOC(2 * n * sizeof(float) + 1);
     kern_rope_table(host, host + n, S, Dh, pos0, theta, scp);
     cuda_ws_write_cs(rt, CM_WS_CUDA_ROPE);   /* an exchange with RoPE fused in may read it on ms */
@@ -110,6 +111,7 @@ const int64_t *cuda_seq_pos(rt_ctx *rt) {
     size_t bytes = sizeof(int64_t) * (size_t)(S > 0 ? S : 1);
     /* Keyed by the row and the ring: batch_aware dynamic's variants differ in both. */
     if (cu->pos_S == S && cu->pos_ring == rt->p->seq_ring) return cu->ws[CM_WS_CUDA_POS];
+    cuda_graph_invalidate(rt, "the table of sequence positions");
     int64_t *host = RT_MALLOC(bytes);
     rt_seq_positions(rt, 0, S, host);
     cuda_ws_write_cs(rt, CM_WS_CUDA_POS);    /* an exchange with RoPE fused in may read it on ms */

@@ -106,7 +106,9 @@ the validation loss, and the saved weights and gradients byte for byte
 --graph-tensor-rtol T: each tensor's largest difference within T of its
 largest entry; for a GPU, where atomic sums make two eager runs differ in
 the last bits, which flips bf16 roundings and grows with the steps), at least steps - 2 graph launches
-(BASP_CU_GRAPH_STATS), and "a2a not timed" on the launched steps.  A graph
+(BASP_CU_GRAPH_STATS), and "a2a not timed" on the launched steps; the
+graph run also validates every 2 steps, so eager work runs between its
+launches.  A graph
 that froze a step's scalars (the learning rate, AdamW's step count, the
 clip factor) or missed work of the step's host code trains differently
 from the second launched step on.
@@ -297,9 +299,12 @@ def graph_same(a, data, bs):
     for f in (".weights", ".grads", ".jsonl"):
         if os.path.exists(out + f):
             os.remove(out + f)
+    # A validation every 2 steps besides the last: eager work between the
+    # launches (its own forward, caches it may set up) must leave the graphs
+    # right, and the training the same.
     cmd = [a.mpirun, "-np", str(a.np), exe, "--data", data, "--steps", str(a.steps), "--metrics", out + ".jsonl",
            "--save-weights", out + ".weights", "--save-grads", out + ".grads", "--val-data", data,
-           "--val-tokens", str(2 * bs)]
+           "--val-tokens", str(2 * bs), "--val-every", "2"]
     with open(log, "w") as f:
         r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
     text = open(log).read()

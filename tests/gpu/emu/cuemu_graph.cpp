@@ -3,7 +3,8 @@
 // it by waiting for an event recorded there, instead of queueing it; the
 // graph is that record.  A launch queues the record again: the origin
 // stream's work on the launch stream, each joined stream's on a side stream
-// of the launch (after the launch stream's earlier work), its events fresh
+// of the launch (after the launch stream's earlier work, and with the
+// eager or interleaved mode of the stream it stands for), its events fresh
 // ones of the launch, and the launch stream then waits for every side
 // stream's end.  So a launch orders its work exactly as the capture's
 // streams and events did, which is what a GPU's graph keeps, and the lazy
@@ -46,6 +47,7 @@ struct cuemu_capture {
 struct CUgraph_st {
     int nstreams = 0, nev = 0;
     std::vector<cuemu_item> items;
+    std::vector<bool> eager, interleave; // per captured stream: its modes
 };
 
 struct CUgraphExec_st {
@@ -220,6 +222,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph) {
         *graph = new CUgraph_st();
         (*graph)->nstreams = (int)c->streams.size(), (*graph)->nev = c->nev;
         (*graph)->items = std::move(c->items);
+        for (CUstream_st *x : c->streams)
+            (*graph)->eager.push_back(x->eager), (*graph)->interleave.push_back(x->interleave);
     }
     delete c;
     return e;
@@ -243,7 +247,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
     }
     std::vector<CUstream_st *> map((size_t)exec->g.nstreams, s);
     for (int i = 1; i < exec->g.nstreams; i++) {
-        if ((int)exec->side.size() < i) exec->side.push_back(cuemu_stream_new(s));
+        if ((int)exec->side.size() < i)
+            exec->side.push_back(cuemu_stream_new(exec->g.eager[(size_t)i], exec->g.interleave[(size_t)i]));
         CUstream_st *x = exec->side[(size_t)i - 1];
         cuemu_enqueue_op(x, cuemu_wait(s, s->queued)); // after the launch stream's earlier work
         map[(size_t)i] = x;

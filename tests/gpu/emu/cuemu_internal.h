@@ -47,6 +47,7 @@ struct CUstream_st {
     uint64_t queued = 0, done = 0; // ops ever queued, ops run
     bool running = false;
     bool eager = false;           // CUEMU_EAGER_STREAM
+    bool interleave = false;      // CUEMU_INTERLEAVE
     cuemu_capture *cap = nullptr; // capturing: its work is recorded, not queued
 };
 
@@ -65,8 +66,8 @@ CUstream_st *cuemu_stream(cudaStream_t st);
 void cuemu_enqueue_op(CUstream_st *s, cuemu_op op);
 /* A stream of the emulator's own (a graph launch's side stream): run by the
  * flushes like the program's, not counted for CUEMU_EAGER_STREAM /
- * CUEMU_INTERLEAVE, but taking `like`'s modes. */
-CUstream_st *cuemu_stream_new(const CUstream_st *like);
+ * CUEMU_INTERLEAVE, but with the modes of the stream it stands for. */
+CUstream_st *cuemu_stream_new(bool eager, bool interleave);
 void cuemu_stream_delete(CUstream_st *s);
 /* An op that waits until src has run seq ops (cudaStreamWaitEvent's). */
 cuemu_op cuemu_wait(CUstream_st *src, uint64_t seq);

@@ -32,7 +32,6 @@ namespace {
 CUstream_st legacy; // stream 0
 std::vector<CUstream_st *> all = {&legacy};
 int created = 0;
-CUstream_st *interleaved = nullptr; // CUEMU_INTERLEAVE's stream
 bool nudging = false;
 
 CUstream_st *S(cudaStream_t st) { return cuemu_stream(st); }
@@ -55,19 +54,23 @@ void run_one(CUstream_st *s) {
     s->done++;
 }
 
-// CUEMU_INTERLEAVE: the interleaved stream's next op, unless it is a wait
-// for a stream that is running and not yet there (that stream would have to
-// run from inside itself).
+// CUEMU_INTERLEAVE: the next op of each interleaved stream (the one the
+// variable names, and a graph launch's side stream standing for it), unless
+// it is a wait for a stream that is running and not yet there (that stream
+// would have to run from inside itself).
 void nudge(CUstream_st *s) {
-    CUstream_st *t = interleaved;
-    if (!t || t == s || nudging || t->running || t->q.empty()) return;
-    const cuemu_op &next = t->q.front();
-    if (next.wait_src && next.wait_src->running && next.wait_src->done < next.wait_seq) return;
-    nudging = true;
-    t->running = true;
-    run_one(t);
-    t->running = false;
-    nudging = false;
+    if (nudging) return;
+    for (size_t i = 0; i < all.size(); i++) {
+        CUstream_st *t = all[i];
+        if (!t->interleave || t == s || t->running || t->q.empty()) continue;
+        const cuemu_op &next = t->q.front();
+        if (next.wait_src && next.wait_src->running && next.wait_src->done < next.wait_seq) continue;
+        nudging = true;
+        t->running = true;
+        run_one(t);
+        t->running = false;
+        nudging = false;
+    }
 }
 
 void run_until(CUstream_st *s, uint64_t upto) {
@@ -101,12 +104,9 @@ void cuemu_enqueue(cudaStream_t st, std::function<void()> op) {
     if (!cuemu_capture_op(s, op)) cuemu_enqueue_op(s, cuemu_op{std::move(op)});
 }
 
-// One stream at a time is interleaved: a side stream standing for it takes
-// that role over (the graph's share of its work is what runs there).
-CUstream_st *cuemu_stream_new(const CUstream_st *like) {
+CUstream_st *cuemu_stream_new(bool eager, bool interleave) {
     CUstream_st *s = new CUstream_st();
-    s->eager = like->eager;
-    if (like == interleaved) interleaved = s;
+    s->eager = eager, s->interleave = interleave;
     all.push_back(s);
     return s;
 }
@@ -115,7 +115,6 @@ void cuemu_stream_delete(CUstream_st *s) {
     run_until(s, s->queued);
     for (size_t i = 0; i < all.size(); i++)
         if (all[i] == s) all.erase(all.begin() + (long)i);
-    if (interleaved == s) interleaved = nullptr;
     delete s;
 }
 
@@ -155,7 +154,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
     const char *eager = getenv("CUEMU_EAGER_STREAM"), *inter = getenv("CUEMU_INTERLEAVE");
     created++;
     (*st)->eager = eager && atoi(eager) == created;
-    if (inter && atoi(inter) == created) interleaved = *st;
+    (*st)->interleave = inter && atoi(inter) == created;
     return cudaSuccess;
 }
 
