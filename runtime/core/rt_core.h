@@ -331,14 +331,14 @@ const char *rt_optim_check(const rt_optim_desc *o, double lr, int64_t steps, cha
 
 /* ---- the optimizer step (rt_optim.c; the backends' primitives: rt_backend.h) ----- */
 void rt_opt_begin_step(rt_ctx *rt);
-/* Global gradient norm over every opt pair (collective over the world):
- * each gradient's local sum of squares (the backend's), replicated
- * gradients counted once, sharded ones summed over the world. */
+/* The step's global gradient norm over every opt pair (collective over
+ * the world): each gradient's local sum of squares (the backend's),
+ * replicated gradients counted once, sharded ones summed over the world;
+ * sets grad_norm, the clip factor and norm_done, and returns the norm.
+ * rt_grad_norm_set does the same from sums already taken: the CUDA
+ * backend's graph launches call it between the graph that ends at the norm
+ * and the updates'. */
 double rt_grad_norm(rt_ctx *rt);
-/* The step's norm, clip factor and norm_done from sums of squares already
- * taken (rt_backend_grad_sumsq's), as the step's first rt_adamw sets them;
- * collective over the world.  The CUDA backend's graph launches call it
- * between the graph that ends at the norm and the updates'. */
 void rt_grad_norm_set(rt_ctx *rt, const double *sumsq);
 /* Micro-steps per optimizer step (1 without accumulation). */
 static inline int64_t rt_accum(const rt_ctx *rt) { return rt->p->accum > 1 ? rt->p->accum : 1; }

@@ -192,10 +192,7 @@ static rt_step_stats rt_run_step(rt_ctx *rt, int64_t t) {
     s.sec = rt_now() - t0, s.a2a_sec = rt->step_a2a_sec, s.a2a_wait_sec = rt->step_a2a_wait_sec;
     s.untimed = rt->step_untimed;
     s.bytes = rt->step_bytes;
-    if (!rt->norm_done && p->nopt > 0) { /* a schedule without adamw still reports its norm */
-        rt->grad_norm = rt_grad_norm(rt);
-        rt->norm_done = true;
-    }
+    if (!rt->norm_done && p->nopt > 0) rt_grad_norm(rt); /* a schedule without adamw still reports its norm */
     s.grad_norm = rt->norm_done ? rt->grad_norm : 0.0;
     /* The mean over every micro-step's tokens (the counted targets). */
     s.loss = loss_sum / (double)(rt->step_counted > 0 ? rt->step_counted : 1);

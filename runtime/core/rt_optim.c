@@ -31,14 +31,6 @@ static double rt_grad_norm_combine(rt_ctx *rt, const double *sumsq) {
     return sqrt(total + repl);
 }
 
-double rt_grad_norm(rt_ctx *rt) {
-    double *s = RT_MALLOC(sizeof(double) * (size_t)(rt->p->nopt + 1));
-    rt_backend_grad_sumsq(rt, s);
-    double norm = rt_grad_norm_combine(rt, s);
-    free(s);
-    return norm;
-}
-
 /* The clipping factor for the step's global norm (1 when grad_clip is 0). */
 static double rt_clip_scale(const rt_ctx *rt, double norm) {
     double c = rt->opt.optim.grad_clip;
@@ -49,6 +41,14 @@ void rt_grad_norm_set(rt_ctx *rt, const double *sumsq) {
     rt->grad_norm = rt_grad_norm_combine(rt, sumsq);
     rt->clip_scale = rt_clip_scale(rt, rt->grad_norm);
     rt->norm_done = true;
+}
+
+double rt_grad_norm(rt_ctx *rt) {
+    double *s = RT_MALLOC(sizeof(double) * (size_t)(rt->p->nopt + 1));
+    rt_backend_grad_sumsq(rt, s);
+    rt_grad_norm_set(rt, s);
+    free(s);
+    return rt->grad_norm;
 }
 
 static bool rt_is_bias(const char *name) {
@@ -82,12 +82,7 @@ void rt_adamw(rt_ctx *rt, int param, int grad) {
     double t0 = rt_now();
     RT_CHECK(param >= 0 && param < rt->p->nvalues && grad >= 0 && grad < rt->p->nvalues,
              "adamw: value index out of range (%d, %d)", param, grad);
-    if (!rt->norm_done) {
-        double *s = RT_MALLOC(sizeof(double) * (size_t)(rt->p->nopt + 1));
-        rt_backend_grad_sumsq(rt, s);
-        rt_grad_norm_set(rt, s);
-        free(s);
-    }
+    if (!rt->norm_done) rt_grad_norm(rt);
     /* The norm is global, so every rank skips alike and the loop stops the
      * run cleanly, naming the step, instead of training on NaN. */
     if (!isfinite(rt->grad_norm)) return;

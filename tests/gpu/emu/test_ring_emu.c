@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "kcu.h"
 #include "rt_host.h"
 
@@ -44,21 +45,8 @@ static float *rnd(int64_t n, float s) { /* rounded to bf16 */
     for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(kcu_host_to_bf16(s * frand()));
     return x;
 }
-static void *dalloc(size_t bytes) {
-    void *d;
-    KCU_CHECK_EXIT(cudaMalloc(&d, bytes ? bytes : 1));
-    KCU_CHECK_EXIT(cudaMemset(d, 0, bytes ? bytes : 1));
-    return d;
-}
-static kcu_bf16 *up16(const float *x, int64_t n) {
-    kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2), *d = dalloc((size_t)n * 2);
-    for (int64_t i = 0; i < n; i++) h[i] = kcu_host_to_bf16(x[i]);
-    KCU_CHECK_EXIT(cudaMemcpy(d, h, (size_t)n * 2, cudaMemcpyHostToDevice));
-    free(h);
-    return d;
-}
 static void *upbytes(const void *x, size_t bytes) {
-    void *d = dalloc(bytes);
+    void *d = gt_dalloc(bytes);
     KCU_CHECK_EXIT(cudaMemcpy(d, x, bytes, cudaMemcpyHostToDevice));
     return d;
 }
@@ -66,15 +54,6 @@ static float *down32(const float *d, int64_t n) {
     float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
     KCU_CHECK_EXIT(cudaDeviceSynchronize());
     KCU_CHECK_EXIT(cudaMemcpy(x, d, (size_t)n * 4, cudaMemcpyDeviceToHost));
-    return x;
-}
-static float *down16(const kcu_bf16 *d, int64_t n) {
-    kcu_bf16 *h = malloc((size_t)(n ? n : 1) * 2);
-    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-    KCU_CHECK_EXIT(cudaDeviceSynchronize());
-    KCU_CHECK_EXIT(cudaMemcpy(h, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < n; i++) x[i] = kcu_host_from_bf16(h[i]);
-    free(h);
     return x;
 }
 
@@ -171,8 +150,8 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
     int32_t **gdoc = calloc((size_t)R, sizeof(void *)); /* NULL without documents */
     for (int64_t r = 0; r < R; r++) {
         if (g->doc) gdoc[r] = upbytes(g->doc[r], (size_t)(b * n) * sizeof(int32_t));
-        dq16[r] = up16(g->q[r], nq), dk16[r] = up16(g->k[r], nk), dv16[r] = up16(g->v[r], nk);
-        ddo16[r] = up16(g->dout[r], nq);
+        dq16[r] = gt_up(g->q[r], nq), dk16[r] = gt_up(g->k[r], nk), dv16[r] = gt_up(g->v[r], nk);
+        ddo16[r] = gt_up(g->dout[r], nq);
         dqp[r] = upbytes(g->pos + r * n, (size_t)n * 8);
         for (int64_t i = 0; i < n; i++) shifted[i] = g->pos[r * n + i] + kpos_shift;
         dkp[r] = upbytes(shifted, (size_t)n * 8);
@@ -180,13 +159,13 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
     float *o = malloc((size_t)nq * 4), *lse = malloc((size_t)nl * 4), *D = malloc((size_t)nl * 4);
     float *dq = malloc((size_t)nq * 4), **dk = calloc((size_t)R, sizeof(float *)),
           **dv = calloc((size_t)R, sizeof(float *));
-    float *go = dalloc((size_t)nq * 4), *glse = dalloc((size_t)nl * 4), *gD = dalloc((size_t)nl * 4);
-    float *gdq = dalloc((size_t)nq * 4), **gdk = calloc((size_t)R, sizeof(float *)),
+    float *go = gt_dalloc((size_t)nq * 4), *glse = gt_dalloc((size_t)nl * 4), *gD = gt_dalloc((size_t)nl * 4);
+    float *gdq = gt_dalloc((size_t)nq * 4), **gdk = calloc((size_t)R, sizeof(float *)),
           **gdv = calloc((size_t)R, sizeof(float *));
-    kcu_bf16 *go16 = dalloc((size_t)nq * 2);
+    kcu_bf16 *go16 = gt_dalloc((size_t)nq * 2);
     for (int64_t r = 0; r < R; r++) {
         dk[r] = calloc((size_t)nk, 4), dv[r] = calloc((size_t)nk, 4);
-        gdk[r] = dalloc((size_t)nk * 4), gdv[r] = dalloc((size_t)nk * 4);
+        gdk[r] = gt_dalloc((size_t)nk * 4), gdv[r] = gt_dalloc((size_t)nk * 4);
     }
     float *lse_init = malloc((size_t)nl * 4);
     for (int64_t i = 0; i < nl; i++) lse_init[i] = -INFINITY;
@@ -208,7 +187,7 @@ static ring_errs ring_compare(const ring *g, int kpos_shift) {
         out.e[1] = fmax(out.e[1], rel_err(gotl, lse, nl, true));
         /* the backward reads the saved (bf16) output: both sides get the GPU's */
         KCU_CHECK_EXIT(kcu_f32_to_bf16(go16, go, nq, 0));
-        float *ob = down16(go16, nq);
+        float *ob = gt_down(go16, nq);
         kern_ring_rowdot(D, g->dout[r], ob, b, n, H, Dh);
         KCU_CHECK_EXIT(kcu_ring_rowdot(gD, ddo16[r], go16, b, n, H, Dh, 0));
         float *gotD = down32(gD, nl);
@@ -278,7 +257,7 @@ static void test_unmasked_and_untouched(void) {
     int64_t Sq = 40, Sk = 70, H = 2, Hk = 2, Dh = 32, nq = Sq * H * Dh, nk = Sk * Hk * Dh, nl = Sq * H;
     float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *o = calloc((size_t)nq, 4), *lse = malloc((size_t)nl * 4);
     for (int64_t i = 0; i < nl; i++) lse[i] = -INFINITY;
-    kcu_bf16 *dq = up16(q, nq), *dk = up16(k, nk), *dv = up16(v, nk);
+    kcu_bf16 *dq = gt_up(q, nq), *dk = gt_up(k, nk), *dv = gt_up(v, nk);
     float *go = upbytes(o, (size_t)nq * 4), *gl = upbytes(lse, (size_t)nl * 4);
     kern_ring_block_fwd(o, lse, q, k, v, 1, Sq, Sk, H, Hk, Dh, NULL, NULL);
     KCU_CHECK_EXIT(kcu_ring_block_fwd(go, gl, dq, dk, dv, 1, Sq, Sk, H, Hk, Dh, NULL, NULL, 0));
@@ -305,14 +284,15 @@ static void block_compare(const char *label, int64_t Sq, int64_t Sk, const int64
     float *o = calloc((size_t)nq, 4), *lse = malloc((size_t)nl * 4), *D = malloc((size_t)nl * 4);
     float *dq = calloc((size_t)nq, 4), *dk = calloc((size_t)nk, 4), *dv = calloc((size_t)nk, 4);
     for (int64_t i = 0; i < nl; i++) lse[i] = -INFINITY;
-    kcu_bf16 *gq = up16(q, nq), *gk = up16(k, nk), *gv = up16(v, nk), *gdo = up16(dout, nq), *go16 = dalloc(nq * 2);
-    float *go = upbytes(o, (size_t)nq * 4), *gl = upbytes(lse, (size_t)nl * 4), *gD = dalloc((size_t)nl * 4);
-    float *gdq = dalloc((size_t)nq * 4), *gdk = dalloc((size_t)nk * 4), *gdv = dalloc((size_t)nk * 4);
+    kcu_bf16 *gq = gt_up(q, nq), *gk = gt_up(k, nk), *gv = gt_up(v, nk), *gdo = gt_up(dout, nq),
+             *go16 = gt_dalloc(nq * 2);
+    float *go = upbytes(o, (size_t)nq * 4), *gl = upbytes(lse, (size_t)nl * 4), *gD = gt_dalloc((size_t)nl * 4);
+    float *gdq = gt_dalloc((size_t)nq * 4), *gdk = gt_dalloc((size_t)nk * 4), *gdv = gt_dalloc((size_t)nk * 4);
     int64_t *gqp = upbytes(qp, (size_t)Sq * 8), *gkp = upbytes(kp, (size_t)Sk * 8);
     kern_ring_block_fwd(o, lse, q, k, v, 1, Sq, Sk, H, Hk, Dh, qp, kp);
     KCU_CHECK_EXIT(kcu_ring_block_fwd(go, gl, gq, gk, gv, 1, Sq, Sk, H, Hk, Dh, gqp, gkp, 0));
     KCU_CHECK_EXIT(kcu_f32_to_bf16(go16, go, nq, 0));
-    float *got_o = down32(go, nq), *got_l = down32(gl, nl), *ob = down16(go16, nq);
+    float *got_o = down32(go, nq), *got_l = down32(gl, nl), *ob = gt_down(go16, nq);
     kern_ring_rowdot(D, dout, ob, 1, Sq, H, Dh);
     kern_ring_block_bwd(dq, dk, dv, dout, q, k, v, lse, D, 1, Sq, Sk, H, Hk, Dh, qp, kp);
     KCU_CHECK_EXIT(kcu_ring_rowdot(gD, gdo, go16, 1, Sq, H, Dh, 0));
@@ -369,12 +349,13 @@ static doc_errs docattn_compare(int64_t b, int64_t S, int64_t H, int64_t Hk, int
     float *dq = malloc((size_t)nq * 4), *dk = malloc((size_t)nk * 4), *dv = malloc((size_t)nk * 4);
     for (int64_t i = 0; i < S; i++) pos[i] = i;
     for (int64_t i = 0; i < nl; i++) empty[i] = -INFINITY;
-    kcu_bf16 *gq = up16(q, nq), *gk = up16(k, nk), *gv = up16(v, nk), *gdo = up16(dout, nq), *go16 = dalloc(nq * 2);
+    kcu_bf16 *gq = gt_up(q, nq), *gk = gt_up(k, nk), *gv = gt_up(v, nk), *gdo = gt_up(dout, nq),
+             *go16 = gt_dalloc(nq * 2);
     int64_t *gpos = upbytes(pos, (size_t)S * 8);
     int32_t *gdoc = upbytes(gpu_ids_zero ? zero : doc, (size_t)(b * S) * sizeof(int32_t));
-    float *go = dalloc((size_t)nq * 4), *gl = upbytes(empty, (size_t)nl * 4), *gl2 = upbytes(empty, (size_t)nl * 4);
-    float *gD = dalloc((size_t)nl * 4), *gdq = dalloc((size_t)nq * 4), *gdk = dalloc((size_t)nk * 4);
-    float *gdv = dalloc((size_t)nk * 4);
+    float *go = gt_dalloc((size_t)nq * 4), *gl = upbytes(empty, (size_t)nl * 4), *gl2 = upbytes(empty, (size_t)nl * 4);
+    float *gD = gt_dalloc((size_t)nl * 4), *gdq = gt_dalloc((size_t)nq * 4), *gdk = gt_dalloc((size_t)nk * 4);
+    float *gdv = gt_dalloc((size_t)nk * 4);
     kern_docattn_fwd(o, lse, q, k, v, doc, b, S, H, Hk, Dh);
     KCU_CHECK_EXIT(kcu_ring_block_fwd_doc(go, gl, gq, gk, gv, b, S, S, H, Hk, Dh, gpos, gpos, gdoc, gdoc, 0));
     KCU_CHECK_EXIT(kcu_f32_to_bf16(go16, go, nq, 0));
@@ -383,7 +364,7 @@ static doc_errs docattn_compare(int64_t b, int64_t S, int64_t H, int64_t Hk, int
     KCU_CHECK_EXIT(kcu_ring_rowdot(gD, gdo, go16, b, S, H, Dh, 0));
     KCU_CHECK_EXIT(
         kcu_ring_block_bwd_doc(gdq, gdk, gdv, gdo, gq, gk, gv, gl2, gD, b, S, S, H, Hk, Dh, gpos, gpos, gdoc, gdoc, 0));
-    float *ob = down16(go16, nq);
+    float *ob = gt_down(go16, nq);
     kern_docattn_bwd(dq, dk, dv, dout, q, k, v, ob, doc, b, S, H, Hk, Dh);
     float *got[5] = {down32(go, nq), down32(gl, nl), down32(gdq, nq), down32(gdk, nk), down32(gdv, nk)};
     float *ref[5] = {o, lse, dq, dk, dv}, *stats = down32(gl2, nl);
@@ -433,7 +414,7 @@ static void test_rope_pos(void) {
         kern_rope_table(rowtab + i * half, rowtab + S * half + i * half, 1, Dh, pos[i], 500000.0, &sc);
     float *dtab = upbytes(tab, (size_t)S * Dh * 4), *drow = upbytes(rowtab, (size_t)S * Dh * 4);
     int64_t *dpos = upbytes(pos, (size_t)S * 8);
-    kcu_bf16 *dx = up16(x, n), *dy = dalloc((size_t)n * 2), *dy2 = dalloc((size_t)n * 2);
+    kcu_bf16 *dx = gt_up(x, n), *dy = gt_dalloc((size_t)n * 2), *dy2 = gt_dalloc((size_t)n * 2);
     for (int dir = 0; dir < 2; dir++) {
         float sign = dir ? -1.0f : 1.0f;
         if (dir)
@@ -442,7 +423,7 @@ static void test_rope_pos(void) {
             kern_rope_fwd_pos(y, x, b, S, H, Dh, pos, 500000.0, &sc);
         KCU_CHECK_EXIT(kcu_rope_pos(dy, dx, dtab, dtab + S * half, S, dpos, b, S, H, Dh, sign, 0));
         KCU_CHECK_EXIT(kcu_rope(dy2, dx, drow, drow + S * half, b, S, H, Dh, sign, 0));
-        float *got = down16(dy, n), *got2 = down16(dy2, n);
+        float *got = gt_down(dy, n), *got2 = gt_down(dy2, n);
         check(dir ? "rope_pos bwd vs kern_rope_bwd_pos" : "rope_pos fwd vs kern_rope_fwd_pos",
               rel_err(got, y, n, false), 1e-2);
         check(dir ? "rope_pos bwd == kcu_rope, row table (bits)" : "rope_pos fwd == kcu_rope, row table (bits)",
