@@ -40,9 +40,13 @@ for f in "$repo"/runtime/cuda/kcu_*.cu; do
   echo "$nvcc -O3 -std=c++17 -lineinfo -gencode=arch=compute_$arch,code=sm_$arch ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'
 # Host code against the one-process MPI.
-for f in "$repo"/runtime/{core,data,ckpt,obs}/*.c "$repo"/common/*.c \
-  "$repo"/runtime/cuda/rt_{buf,kernels,comm,opt,ring}_cuda.c "$repo"/runtime/cuda/rt_{ring,doc}_split.c \
-  "${cudnn_src[@]}"; do
+# Every rt_*.c of the CUDA backend but the cuDNN ones (above, when cuDNN is
+# there), so a new backend file needs no edit here.
+host_src=()
+for f in "$repo"/runtime/cuda/rt_*.c; do
+  [[ $(basename "$f") == rt_attn_cudnn* ]] || host_src+=("$f")
+done
+for f in "$repo"/runtime/{core,data,ckpt,obs}/*.c "$repo"/common/*.c "${host_src[@]}" "${cudnn_src[@]}"; do
   echo "$cc -O2 -std=c17 ${defs[*]} -I$repo/kit/mpi1 ${inc[*]} -c $f -o $work/$(basename "$f").o"
 done | xargs -P "$jobs" -I{} sh -c '{}'
 rm -f "$kit/rt/libbasp_rt_cuda.a"
